@@ -1,0 +1,177 @@
+/* cmd-catalog.c: `einsora catalog check FILE` and `einsora catalog show [--json]`. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "config/catalog-json.h"
+#include "config/catalog-yaml.h"
+#include "output.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+#include "util/table.h"
+#include "verbs.h"
+
+static void catalog_usage(FILE *f) {
+    fputs("usage: einsora catalog check FILE [--pci-ids FILE] [--json]\n"
+          "       einsora catalog show [--catalog FILE] [--pci-ids FILE] [--json]\n\n"
+          "check  validate a catalog file; exit 0 when valid, 1 with FILE:LINE:COL and a reason\n"
+          "show   print the classes of a catalog (default: the shipped catalog, or\n"
+          "       $EINSORA_CATALOG) as an aligned table, or JSON with --json\n\n"
+          "  --catalog FILE   catalog to show\n"
+          "  --pci-ids FILE   pci.ids database for vm_device_name (default " EINSORA_PCI_IDS ")\n"
+          "  --json           machine-readable output\n"
+          "  -h, --help       this text\n",
+          f);
+}
+
+/* Load pci.ids when it is there; without it vm_device_name falls back to raw ids, and we say
+ * so rather than fail, since only that column depends on it. */
+static PciIds *load_pci_ids_or_warn(const char *path) {
+    PciIds *ids = NULL;
+    Error err = {0};
+    if (pci_ids_load(path, &ids, &err) < 0) {
+        fprintf(stderr, "einsora: warning: %s; vm_device_name falls back to raw device ids\n",
+                error_message(&err));
+        return NULL;
+    }
+    return ids;
+}
+
+static char *format_match(const GpuClass *c) {
+    StrBuf b = {0};
+    for (size_t i = 0; i < c->n_pci; i++)
+        strbuf_printf(&b, "%s%04x:%04x", b.len ? "," : "", c->pci[i].vendor, c->pci[i].device);
+    if (c->apple_memory_gb)
+        strbuf_printf(&b, "%sunified>=%uGB", b.len ? "," : "", c->apple_memory_gb);
+    if (c->mig_parent)
+        strbuf_printf(&b, "%sMIG %s of %s", b.len ? "," : "", c->mig_profile, c->mig_parent);
+    if (c->vendor == VENDOR_CPU)
+        strbuf_puts(&b, "every machine");
+    if (!strbuf_cstr(&b))
+        return NULL;
+    return b.data;
+}
+
+static char *format_flags(const GpuClass *c) {
+    StrBuf b = {0};
+    if (c->consumer)
+        strbuf_puts(&b, "consumer ");
+    if (c->internal_only)
+        strbuf_puts(&b, "internal-only ");
+    if (c->owner_only)
+        strbuf_puts(&b, "owner-only ");
+    if (c->n_mig_profiles)
+        strbuf_printf(&b, "mig:%zu ", c->n_mig_profiles);
+    if (b.len == 0)
+        strbuf_puts(&b, "-");
+    if (!strbuf_cstr(&b))
+        return NULL;
+    return strip_trailing(b.data);
+}
+
+static int print_catalog_table(const Catalog *cat) {
+    Table *t = table_new("CLASS", "VENDOR", "MEMORY", "MATCH", "CONTAINER_RESOURCE", "NODE_SELECTOR",
+                         "VM_DEVICE_NAME", "FLAGS", NULL);
+    if (!t)
+        return fail(EXIT_FAIL, "out of memory");
+    bool any_raw = false;
+    for (size_t i = 0; i < cat->n_classes; i++) {
+        const GpuClass *c = &cat->classes[i];
+        char mem[32];
+        snprintf(mem, sizeof(mem), "%uGB", c->memory_gb);
+        _cleanup_free_ char *match = format_match(c);
+        _cleanup_free_ char *flags = format_flags(c);
+        _cleanup_free_ char *vm = c->vm_device_name && c->vm_device_name_source == VM_NAME_RAW_ID
+                                          ? strprintf("%s *", c->vm_device_name)
+                                          : strdup_or_null(c->vm_device_name);
+        any_raw = any_raw || c->vm_device_name_source == VM_NAME_RAW_ID;
+        table_add_row(t, c->name, vendor_to_string(c->vendor), c->memory_gb ? mem : NULL, match,
+                      c->container_resource, c->node_selector, vm, flags);
+    }
+    table_print(t, stdout);
+    table_free(t);
+    if (any_raw)
+        puts("\n* pci.ids has no name for this device: the name is the raw device id, as the "
+             "KubeVirt GPU device plugin derives it");
+    return EXIT_OK;
+}
+
+int verb_catalog(int argc, char **argv) {
+    static const struct option options[] = {
+            {"catalog", required_argument, NULL, 'c'},
+            {"pci-ids", required_argument, NULL, 'p'},
+            {"json", no_argument, NULL, 'j'},
+            {"help", no_argument, NULL, 'h'},
+            {},
+    };
+    const char *catalog_path = NULL, *pci_ids_path = EINSORA_PCI_IDS;
+    bool json = false;
+    int c;
+    /* GNU getopt permutes, so options may come before or after the sub-command. */
+    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+        switch (c) {
+        case 'c':
+            catalog_path = optarg;
+            break;
+        case 'p':
+            pci_ids_path = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'h':
+            catalog_usage(stdout);
+            return EXIT_OK;
+        default:
+            catalog_usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    const char *sub = optind < argc ? argv[optind++] : NULL;
+    const char *file = optind < argc ? argv[optind++] : NULL;
+    if (optind < argc)
+        return fail(EXIT_USAGE, "catalog: unexpected argument '%s'", argv[optind]);
+    if (!sub) {
+        catalog_usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (STREQ(sub, "check")) {
+        if (!file)
+            return fail(EXIT_USAGE, "catalog check: name the catalog FILE to check");
+    } else if (STREQ(sub, "show")) {
+        if (file)
+            return fail(EXIT_USAGE, "catalog show: unexpected argument '%s' (use --catalog FILE)", file);
+        file = catalog_path ? catalog_path : catalog_default_path();
+    } else {
+        catalog_usage(stderr);
+        return fail(EXIT_USAGE, "catalog: unknown sub-command '%s'", sub);
+    }
+
+    PciIds *ids = load_pci_ids_or_warn(pci_ids_path);
+    Catalog *cat = NULL;
+    Error err = {0};
+    int r = catalog_load_file(file, ids, &cat, &err);
+    pci_ids_free(ids);
+    if (r < 0)
+        return fail_error(EXIT_FAIL, &err);
+
+    int ret;
+    if (STREQ(sub, "check")) {
+        size_t derived = 0;
+        for (size_t i = 0; i < cat->n_classes; i++)
+            derived += cat->classes[i].derived;
+        if (json)
+            ret = print_json(json_pack("{s:b, s:s, s:I, s:I}", "valid", 1, "file", file, "classes",
+                                       (json_int_t)cat->n_classes, "derived_mig_classes",
+                                       (json_int_t)derived));
+        else {
+            printf("%s: valid, %zu classes (%zu MIG slice classes derived from mig_profiles)\n", file,
+                   cat->n_classes, derived);
+            ret = EXIT_OK;
+        }
+    } else
+        ret = json ? print_json(catalog_to_json(cat)) : print_catalog_table(cat);
+    catalog_free(cat);
+    return ret;
+}

@@ -1,0 +1,49 @@
+/* main.c: the einsora executable: global options and dispatch to one verb per file. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "verbs.h"
+
+typedef struct Verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} Verb;
+
+static const Verb verbs[] = {
+    {"catalog", verb_catalog, "check or show the catalog of GPU classes"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: einsora [--version] [--help] VERB [ARGS]\n\n"
+               "Einsora GPU: find, classify and place GPUs for VMs, containers, notebooks and "
+               "endpoints.\n\nVerbs:\n");
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        fprintf(f, "  %-12s %s\n", verbs[i].name, verbs[i].summary);
+    fprintf(f, "\nRun 'einsora VERB --help' for a verb's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("einsora %s\n", EINSORA_VERSION);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(argv[1], verbs[i].name) == 0) {
+            optind = 0; /* each verb parses its own options */
+            return verbs[i].run(argc - 1, argv + 1);
+        }
+    fprintf(stderr, "einsora: unknown verb '%s'\n\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,29 @@
+/* output.c: shared CLI edges: JSON printing and error reporting. */
+#include "output.h"
+
+#include <stdarg.h>
+
+#include "verbs.h"
+
+int print_json(json_t *j) {
+    if (!j)
+        return fail(EXIT_FAIL, "out of memory");
+    int r = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    json_decref(j);
+    return r < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
+int fail(int exit_code, const char *fmt, ...) {
+    va_list ap;
+    fputs("einsora: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return exit_code;
+}
+
+int fail_error(int exit_code, const Error *err) {
+    return fail(exit_code, "%s", error_message(err));
+}

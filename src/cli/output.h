@@ -1,0 +1,14 @@
+/* output.h: shared CLI edges: JSON printing and error reporting. */
+#pragma once
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "util/error.h"
+
+/* Print JSON (pretty, sorted keys stable as inserted) followed by a newline; frees j. */
+int print_json(json_t *j);
+
+/* "einsora: <message>" on stderr; returns the given exit code. */
+int fail(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int fail_error(int exit_code, const Error *err);

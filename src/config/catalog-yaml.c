@@ -1,0 +1,377 @@
+/* catalog-yaml.c: the YAML form of the catalog (R8): schema checks with positions. */
+#include "catalog-yaml.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "config.h"
+#include "util/fileio.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+typedef struct Loader {
+    yaml_document_t *doc;
+    const char *file;
+    const PciIds *ids;
+    Error *err;
+} Loader;
+
+#define FAIL_AT(L, node, code, ...)                                                               \
+    error_set_at((L)->err, (code), (L)->file, (unsigned)(node)->start_mark.line + 1,               \
+                 (unsigned)(node)->start_mark.column + 1, __VA_ARGS__)
+
+static const char *scalar(const yaml_node_t *n) {
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int expect_scalar(Loader *L, yaml_node_t *n, const char *key, const char **ret) {
+    const char *s = scalar(n);
+    if (!s)
+        return FAIL_AT(L, n, -EINVAL, "'%s' must be a single value, not a list or mapping", key);
+    if (!*s)
+        return FAIL_AT(L, n, -EINVAL, "'%s' is empty", key);
+    *ret = s;
+    return 0;
+}
+
+static int get_string(Loader *L, yaml_node_t *n, const char *key, char **ret) {
+    const char *s;
+    int r = expect_scalar(L, n, key, &s);
+    if (r < 0)
+        return r;
+    if (*ret)
+        free(*ret);
+    *ret = strdup(s);
+    return *ret ? 0 : error_set(L->err, -ENOMEM, "out of memory");
+}
+
+static int get_uint(Loader *L, yaml_node_t *n, const char *key, unsigned max, unsigned *ret) {
+    const char *s;
+    int r = expect_scalar(L, n, key, &s);
+    if (r < 0)
+        return r;
+    uint64_t v;
+    r = parse_uint64(s, max, &v);
+    if (r == -ERANGE)
+        return FAIL_AT(L, n, -ERANGE, "bad number '%s' for '%s': it must be at most %u", s, key, max);
+    if (r < 0 || v == 0)
+        return FAIL_AT(L, n, -EINVAL, "bad number '%s' for '%s': expected a whole number above 0", s,
+                       key);
+    *ret = (unsigned)v;
+    return 0;
+}
+
+static int get_bool(Loader *L, yaml_node_t *n, const char *key, bool *ret) {
+    const char *s;
+    int r = expect_scalar(L, n, key, &s);
+    if (r < 0)
+        return r;
+    if (STREQ(s, "true"))
+        *ret = true;
+    else if (STREQ(s, "false"))
+        *ret = false;
+    else
+        return FAIL_AT(L, n, -EINVAL, "'%s' must be true or false, not '%s'", key, s);
+    return 0;
+}
+
+/* Call fn for each item of a list; a single scalar counts as a one-item list. */
+typedef int (*item_fn)(Loader *L, yaml_node_t *item, void *userdata);
+
+static int for_each_item(Loader *L, yaml_node_t *n, const char *key, item_fn fn, void *userdata) {
+    if (n->type == YAML_SCALAR_NODE)
+        return fn(L, n, userdata);
+    if (n->type != YAML_SEQUENCE_NODE)
+        return FAIL_AT(L, n, -EINVAL, "'%s' must be a value or a list of values", key);
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        int r = fn(L, yaml_document_get_node(L->doc, *it), userdata);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Iterate a mapping's pairs, refusing duplicate keys. */
+typedef int (*pair_fn)(Loader *L, yaml_node_t *key_node, const char *key, yaml_node_t *value,
+                       void *userdata);
+
+static int for_each_pair(Loader *L, yaml_node_t *n, const char *what, pair_fn fn, void *userdata) {
+    if (n->type != YAML_MAPPING_NODE)
+        return FAIL_AT(L, n, -EINVAL, "%s must be a mapping of key: value", what);
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(L->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(L->doc, p->value);
+        const char *key = scalar(k);
+        if (!key)
+            return FAIL_AT(L, k, -EINVAL, "keys in %s must be plain words", what);
+        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++)
+            if (STREQ(strempty(scalar(yaml_document_get_node(L->doc, q->key))), key))
+                return FAIL_AT(L, k, -EINVAL, "key '%s' appears twice in %s", key, what);
+        int r = fn(L, k, key, v, userdata);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int add_pci_id(Loader *L, yaml_node_t *item, void *userdata) {
+    GpuClass *cls = userdata;
+    const char *s;
+    int r = expect_scalar(L, item, "match.pci", &s);
+    if (r < 0)
+        return r;
+    char v[8], d[8];
+    const char *colon = strchr(s, ':');
+    PciId id;
+    if (!colon || colon - s > 6 || strlen(colon + 1) > 6)
+        goto bad;
+    memcpy(v, s, (size_t)(colon - s));
+    v[colon - s] = '\0';
+    strcpy(d, colon + 1);
+    if (parse_hex16(v, &id.vendor) < 0 || parse_hex16(d, &id.device) < 0)
+        goto bad;
+    if (cls->n_pci >= CLASS_MAX_PCI_IDS)
+        return FAIL_AT(L, item, -E2BIG, "a class may list at most %d PCI ids", CLASS_MAX_PCI_IDS);
+    cls->pci[cls->n_pci++] = id;
+    return 0;
+bad:
+    return FAIL_AT(L, item, -EINVAL,
+                   "bad PCI id '%s': expected VENDOR:DEVICE in hex, like 10de:2330", s);
+}
+
+static int add_nvml_name(Loader *L, yaml_node_t *item, void *userdata) {
+    GpuClass *cls = userdata;
+    if (cls->n_nvml_names >= CLASS_MAX_NVML_NAMES)
+        return FAIL_AT(L, item, -E2BIG, "a class may list at most %d NVML names", CLASS_MAX_NVML_NAMES);
+    char *s = NULL;
+    int r = get_string(L, item, "match.nvml", &s);
+    if (r < 0)
+        return r;
+    cls->nvml_names[cls->n_nvml_names++] = s;
+    return 0;
+}
+
+static int add_mig_profile(Loader *L, yaml_node_t *item, void *userdata) {
+    GpuClass *cls = userdata;
+    if (cls->n_mig_profiles >= _MIG_SHAPE_MAX)
+        return FAIL_AT(L, item, -E2BIG, "a card has at most %d MIG profiles", _MIG_SHAPE_MAX);
+    char *s = NULL;
+    int r = get_string(L, item, "mig_profiles", &s);
+    if (r < 0)
+        return r;
+    if (mig_profile_memory_gb(s) == 0) {
+        r = FAIL_AT(L, item, -EINVAL, "bad MIG profile '%s': expected a name like 1g.10gb", s);
+        free(s);
+        return r;
+    }
+    cls->mig_profiles[cls->n_mig_profiles++] = s;
+    return 0;
+}
+
+static int match_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+    GpuClass *cls = userdata;
+    if (STREQ(key, "pci"))
+        return for_each_item(L, v, "match.pci", add_pci_id, cls);
+    if (STREQ(key, "nvml"))
+        return for_each_item(L, v, "match.nvml", add_nvml_name, cls);
+    if (STREQ(key, "apple_memory_gb"))
+        return get_uint(L, v, "match.apple_memory_gb", 1u << 20, &cls->apple_memory_gb);
+    return FAIL_AT(L, k, -EINVAL, "unknown key 'match.%s' (known: pci, nvml, apple_memory_gb)", key);
+}
+
+static int mig_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+    GpuClass *cls = userdata;
+    if (STREQ(key, "parent"))
+        return get_string(L, v, "mig.parent", &cls->mig_parent);
+    if (STREQ(key, "profile")) {
+        int r = get_string(L, v, "mig.profile", &cls->mig_profile);
+        if (r >= 0 && mig_profile_memory_gb(cls->mig_profile) == 0)
+            return FAIL_AT(L, v, -EINVAL, "bad MIG profile '%s': expected a name like 1g.10gb",
+                           cls->mig_profile);
+        return r;
+    }
+    return FAIL_AT(L, k, -EINVAL, "unknown key 'mig.%s' (known: parent, profile)", key);
+}
+
+static int class_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+    GpuClass *cls = userdata;
+    if (STREQ(key, "name"))
+        return get_string(L, v, key, &cls->name);
+    if (STREQ(key, "vendor")) {
+        const char *s;
+        int r = expect_scalar(L, v, key, &s);
+        if (r < 0)
+            return r;
+        cls->vendor = vendor_from_string(s);
+        if (cls->vendor < 0)
+            return FAIL_AT(L, v, -EINVAL,
+                           "unknown vendor '%s' (known: nvidia, amd, intel, apple, cpu)", s);
+        return 0;
+    }
+    if (STREQ(key, "match"))
+        return for_each_pair(L, v, "'match'", match_pair, cls);
+    if (STREQ(key, "memory_gb"))
+        return get_uint(L, v, key, 1u << 20, &cls->memory_gb);
+    if (STREQ(key, "container_resource"))
+        return get_string(L, v, key, &cls->container_resource);
+    if (STREQ(key, "node_selector"))
+        return get_string(L, v, key, &cls->node_selector);
+    if (STREQ(key, "vm_device_name")) {
+        cls->vm_device_name_source = VM_NAME_CATALOG;
+        return get_string(L, v, key, &cls->vm_device_name);
+    }
+    if (STREQ(key, "mig_profiles"))
+        return for_each_item(L, v, key, add_mig_profile, cls);
+    if (STREQ(key, "mig"))
+        return for_each_pair(L, v, "'mig'", mig_pair, cls);
+    if (STREQ(key, "internal_only"))
+        return get_bool(L, v, key, &cls->internal_only);
+    if (STREQ(key, "owner_only"))
+        return get_bool(L, v, key, &cls->owner_only);
+    if (STREQ(key, "consumer"))
+        return get_bool(L, v, key, &cls->consumer);
+    if (STREQ(key, "vgpu") || string_contains_nocase(key, "vgpu"))
+        return FAIL_AT(L, k, -EOPNOTSUPP, "class '%s': %s", strempty(cls->name), CATALOG_VGPU_REFUSAL);
+    return FAIL_AT(L, k, -EINVAL,
+                   "unknown key '%s' (known: name, vendor, match, memory_gb, container_resource, "
+                   "node_selector, vm_device_name, mig_profiles, mig, internal_only, owner_only, "
+                   "consumer)",
+                   key);
+}
+
+static int derive_vm_name(Loader *L, GpuClass *cls) {
+    if (cls->vendor != VENDOR_NVIDIA || cls->vm_device_name || cls->mig_parent || cls->n_pci == 0)
+        return 0;
+    const char *pci_name = pci_ids_device_name(L->ids, cls->pci[0].vendor, cls->pci[0].device);
+    cls->vm_device_name = vm_device_name_derive(pci_name, cls->pci[0].device);
+    cls->vm_device_name_source = pci_name ? VM_NAME_PCI_IDS : VM_NAME_RAW_ID;
+    return cls->vm_device_name ? 0 : error_set(L->err, -ENOMEM, "out of memory");
+}
+
+typedef struct ClassMarks {
+    yaml_node_t *nodes[CATALOG_MAX_CLASSES];
+} ClassMarks;
+
+static int load_classes(Loader *L, yaml_node_t *seq, Catalog *cat, ClassMarks *marks) {
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return FAIL_AT(L, seq, -EINVAL, "'classes' must be a list of classes");
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+        yaml_node_t *n = yaml_document_get_node(L->doc, *it);
+        if (cat->n_classes >= CATALOG_MAX_CLASSES)
+            return FAIL_AT(L, n, -E2BIG, "too many classes (at most %d)", CATALOG_MAX_CLASSES);
+        GpuClass cls = {.vendor = _VENDOR_INVALID};
+        int r = for_each_pair(L, n, "a class", class_pair, &cls);
+        if (r >= 0 && !cls.name)
+            r = FAIL_AT(L, n, -EINVAL, "missing required field 'name'");
+        if (r >= 0 && cls.vendor < 0)
+            r = FAIL_AT(L, n, -EINVAL, "class '%s': missing required field 'vendor'", cls.name);
+        if (r >= 0)
+            r = derive_vm_name(L, &cls);
+        if (r >= 0) {
+            marks->nodes[cat->n_classes] = n;
+            r = catalog_add(cat, &cls, NULL);
+            if (r == -EEXIST)
+                r = FAIL_AT(L, n, -EEXIST, "duplicate class name '%s'", cls.name);
+            else if (r < 0)
+                r = error_set(L->err, r, "out of memory");
+        }
+        gpu_class_done(&cls);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int top_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+    void **args = userdata;
+    if (STREQ(key, "classes"))
+        return load_classes(L, v, args[0], args[1]);
+    if (STREQ(key, "version")) {
+        unsigned ver;
+        int r = get_uint(L, v, key, 1000, &ver);
+        if (r >= 0 && ver != 1)
+            return FAIL_AT(L, v, -EINVAL, "catalog version %u is not supported (this build reads 1)", ver);
+        return r;
+    }
+    return FAIL_AT(L, k, -EINVAL, "unknown top-level key '%s' (known: version, classes)", key);
+}
+
+int catalog_parse_yaml(const char *text, size_t len, const char *filename, const PciIds *ids,
+                       Catalog **ret, Error *err) {
+    const char *file = filename ? filename : "<catalog>";
+    if (len > CATALOG_MAX_BYTES)
+        return error_set(err, -EFBIG, "%s: catalog is larger than %u bytes", file, CATALOG_MAX_BYTES);
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser))
+        return error_set(err, -ENOMEM, "out of memory");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        int r = error_set_at(err, -EINVAL, file, (unsigned)parser.problem_mark.line + 1,
+                             (unsigned)parser.problem_mark.column + 1, "YAML syntax error: %s%s%s",
+                             strempty(parser.problem), parser.context ? " " : "",
+                             strempty(parser.context));
+        yaml_parser_delete(&parser);
+        return r;
+    }
+    yaml_parser_delete(&parser);
+
+    Loader L = {.doc = &doc, .file = file, .ids = ids, .err = err};
+    Catalog *cat = catalog_new();
+    ClassMarks *marks = calloc(1, sizeof(*marks));
+    int r = 0;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!cat || !marks)
+        r = error_set(err, -ENOMEM, "out of memory");
+    else if (!root)
+        r = error_set_at(err, -EINVAL, file, 1, 1, "the catalog is empty: expected 'classes:'");
+    else {
+        void *args[2] = {cat, marks};
+        r = for_each_pair(&L, root, "the catalog", top_pair, args);
+        if (r >= 0 && cat->n_classes == 0)
+            r = FAIL_AT(&L, root, -EINVAL, "the catalog has no classes");
+    }
+    if (r >= 0) {
+        size_t bad = (size_t)-1;
+        Error local = {0};
+        r = catalog_finalize(cat, &bad, &local);
+        if (r < 0) {
+            if (bad < cat->n_classes && marks->nodes[bad])
+                FAIL_AT(&L, marks->nodes[bad], r, "%s", local.message);
+            else
+                error_set(err, r, "%s: %s", file, local.message);
+        }
+    }
+    free(marks);
+    yaml_document_delete(&doc);
+    if (r < 0) {
+        catalog_free(cat);
+        return r;
+    }
+    *ret = cat;
+    return 0;
+}
+
+int catalog_load_file(const char *path, const PciIds *ids, Catalog **ret, Error *err) {
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = read_full_file(path, CATALOG_MAX_BYTES, &text, &len);
+    if (r == -EFBIG)
+        return error_set(err, r, "%s: catalog is larger than %u bytes", path, CATALOG_MAX_BYTES);
+    if (r < 0)
+        return error_set(err, r, "cannot read catalog %s: %s", path, strerror(-r));
+    return catalog_parse_yaml(text, len, path, ids, ret, err);
+}
+
+const char *catalog_default_path(void) {
+    const char *env = getenv("EINSORA_CATALOG");
+    if (!isempty(env))
+        return env;
+    static const char installed[] = EINSORA_DATADIR "/catalog.yaml";
+    if (access(installed, R_OK) == 0)
+        return installed;
+    return EINSORA_SOURCE_DATADIR "/catalog.yaml";
+}

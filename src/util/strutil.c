@@ -1,0 +1,136 @@
+/* strutil.c: string helpers with explicit ownership and checked number parsing. */
+#include "strutil.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+char *strdup_or_null(const char *s) {
+    return s ? strdup(s) : NULL;
+}
+
+char *strprintf(const char *fmt, ...) {
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    return r < 0 ? NULL : s;
+}
+
+int parse_uint64(const char *s, uint64_t max, uint64_t *ret) {
+    if (!s || !*s)
+        return -EINVAL;
+    int base = 10;
+    const char *p = s;
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+        base = 16;
+        p += 2;
+    }
+    if (!*p)
+        return -EINVAL;
+    for (const char *q = p; *q; q++)
+        if (base == 10 ? !isdigit((unsigned char)*q) : !isxdigit((unsigned char)*q))
+            return -EINVAL;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(p, &end, base);
+    if (errno == ERANGE || v > max)
+        return -ERANGE;
+    if (!end || *end)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+int parse_hex16(const char *s, uint16_t *ret) {
+    if (!s)
+        return -EINVAL;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+        s += 2;
+    if (strlen(s) != 4)
+        return -EINVAL;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = (unsigned char)s[i];
+        if (!isxdigit(c))
+            return -EINVAL;
+        v = v * 16 + (unsigned)(isdigit(c) ? c - '0' : tolower(c) - 'a' + 10);
+    }
+    *ret = (uint16_t)v;
+    return 0;
+}
+
+char *strip_trailing(char *s) {
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+bool string_has_prefix(const char *s, const char *prefix) {
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool string_contains_nocase(const char *haystack, const char *needle) {
+    return strcasestr(haystack, needle) != NULL;
+}
+
+static bool strbuf_reserve(StrBuf *b, size_t extra) {
+    if (b->oom)
+        return false;
+    if (b->len + extra + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) {
+        b->oom = true;
+        return false;
+    }
+    b->data = d;
+    b->cap = cap;
+    return true;
+}
+
+void strbuf_append(StrBuf *b, const char *s, size_t n) {
+    if (!strbuf_reserve(b, n))
+        return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void strbuf_puts(StrBuf *b, const char *s) {
+    strbuf_append(b, s, strlen(s));
+}
+
+void strbuf_printf(StrBuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !strbuf_reserve(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+const char *strbuf_cstr(StrBuf *b) {
+    if (!strbuf_reserve(b, 0))
+        return NULL;
+    b->data[b->len] = '\0';
+    return b->data;
+}
+
+void strbuf_done(StrBuf *b) {
+    free(b->data);
+    *b = (StrBuf){0};
+}

@@ -1,0 +1,42 @@
+/* strutil.h: string helpers with explicit ownership and checked number parsing. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* strdup that returns NULL for NULL. */
+char *strdup_or_null(const char *s);
+
+/* Allocating printf; NULL on allocation failure. */
+char *strprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parse an unsigned integer (decimal, or hex with 0x) that must fill the whole string and
+ * fit in max. Returns 0 or -EINVAL / -ERANGE; *ret written only on success. */
+int parse_uint64(const char *s, uint64_t max, uint64_t *ret);
+
+/* Parse exactly four hex digits (with or without 0x), as PCI ids are written. */
+int parse_hex16(const char *s, uint16_t *ret);
+
+/* Strip trailing white space (and newlines) in place; returns s. */
+char *strip_trailing(char *s);
+
+bool string_has_prefix(const char *s, const char *prefix);
+
+/* Case-insensitive substring test. */
+bool string_contains_nocase(const char *haystack, const char *needle);
+
+/* Growable byte buffer for building output; never NULL-terminated implicitly except by
+ * strbuf_cstr(). A failed allocation makes the buffer sticky-failed (oom = true). */
+typedef struct StrBuf {
+    char *data;
+    size_t len, cap;
+    bool oom;
+} StrBuf;
+
+void strbuf_append(StrBuf *b, const char *s, size_t n);
+void strbuf_puts(StrBuf *b, const char *s);
+void strbuf_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* NUL-terminated view; NULL when an allocation failed. */
+const char *strbuf_cstr(StrBuf *b);
+void strbuf_done(StrBuf *b);

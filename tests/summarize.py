@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Sum the results of every test in meson test logs into one closing line CI can read.
+
+A Criterion binary counts as its individual tests (its "Synthesis" line); any other test
+counts as one. The last line printed is "N passed, N failed"."""
+import json
+import re
+import sys
+
+SYNTH = re.compile(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)")
+passed = failed = skipped = 0
+for path in sys.argv[1:]:
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except FileNotFoundError:
+        print(f"summarize: {path} missing: its tests did not run", file=sys.stderr)
+        failed += 1
+        continue
+    for line in lines:
+        t = json.loads(line)
+        out = (t.get("stdout") or "") + (t.get("stderr") or "")
+        m = SYNTH.findall(out)
+        if t["result"] == "SKIP":
+            skipped += 1
+        elif m:
+            tested, ok, bad, crash = map(int, m[-1])
+            passed += ok
+            failed += bad + crash
+            if t["result"] != "OK" and bad + crash == 0:
+                failed += 1  # the binary failed outside any test (e.g. a sanitizer at exit)
+        elif t["result"] == "OK":
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAILED: {t['name']}", file=sys.stderr)
+suffix = f", {skipped} skipped" if skipped else ""
+print(f"{passed} passed, {failed} failed{suffix}")
+sys.exit(1 if failed else 0)

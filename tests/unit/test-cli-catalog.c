@@ -1,0 +1,84 @@
+/* test-cli-catalog.c: `einsora catalog check|show` as a user runs them. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../helpers.h"
+
+Test(cli_catalog, r8_check_valid_catalog_exits_0) {
+    char *out = NULL;
+    int rc = run_einsora(&out, NULL, "catalog", "check", TEST_DATA "/catalog.yaml", NULL);
+    cr_expect_eq(rc, 0);
+    cr_expect(strstr(out, "valid"), "%s", out);
+    free(out);
+}
+
+Test(cli_catalog, r8_check_invalid_catalog_exits_1_with_position) {
+    char *path = write_temp_file("classes:\n  - name: a\n    vendor: cpu\n    flavour: x\n");
+    char *err = NULL;
+    int rc = run_einsora(NULL, &err, "catalog", "check", path, NULL);
+    cr_expect_eq(rc, 1);
+    char want[256];
+    snprintf(want, sizeof(want), "%s:4:5: unknown key 'flavour'", path);
+    cr_expect(strstr(err, want), "want '%s' in '%s'", want, err);
+    unlink(path);
+    free(path);
+    free(err);
+}
+
+Test(cli_catalog, r8_check_missing_file_exits_1) {
+    char *err = NULL;
+    cr_expect_eq(run_einsora(NULL, &err, "catalog", "check", "/nonexistent.yaml", NULL), 1);
+    cr_expect(strstr(err, "cannot read catalog /nonexistent.yaml"), "%s", err);
+    free(err);
+}
+
+Test(cli_catalog, usage_errors_exit_2) {
+    cr_expect_eq(run_einsora(NULL, NULL, "catalog", NULL), 2);
+    cr_expect_eq(run_einsora(NULL, NULL, "catalog", "frobnicate", NULL), 2);
+    cr_expect_eq(run_einsora(NULL, NULL, "catalog", "check", NULL), 2);
+    cr_expect_eq(run_einsora(NULL, NULL, "catalog", "show", "--bogus", NULL), 2);
+    cr_expect_eq(run_einsora(NULL, NULL, "nosuchverb", NULL), 2);
+    char *out = NULL;
+    cr_expect_eq(run_einsora(&out, NULL, "catalog", "--help", NULL), 0);
+    cr_expect(strstr(out, "usage: einsora catalog"));
+    free(out);
+}
+
+Test(cli_catalog, r8_show_table_is_aligned_and_marks_raw_ids) {
+    char *out = NULL;
+    cr_assert_eq(run_einsora(&out, NULL, "catalog", "show", "--catalog", TEST_DATA "/catalog.yaml", NULL), 0);
+    cr_expect(strncmp(out, "CLASS ", 6) == 0);
+    const char *h100 = strstr(out, "\nnvidia-h100-80gb-pcie ");
+    cr_assert_not_null(h100);
+    /* columns line up: VENDOR starts at the same offset on every line */
+    const char *header_vendor = strstr(out, "VENDOR");
+    const char *row_vendor = strstr(h100 + 1, "nvidia ");
+    cr_expect_eq(header_vendor - out, row_vendor - (h100 + 1));
+    cr_expect(strstr(out, "nvidia.com/GH100_H100_PCIE"));
+    cr_expect(strstr(out, "nvidia.com/2335 *"), "raw-id names are marked");
+    cr_expect(strstr(out, "pci.ids has no name for this device"));
+    free(out);
+}
+
+Test(cli_catalog, r8_show_json_has_every_field) {
+    char *out = NULL;
+    cr_assert_eq(run_einsora(&out, NULL, "catalog", "show", "--json", "--catalog", TEST_DATA "/catalog.yaml",
+                             NULL),
+                 0);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "not JSON: %s", jerr.text);
+    json_t *classes = json_object_get(j, "classes");
+    cr_assert(json_array_size(classes) > 40);
+    json_t *first = json_array_get(classes, 0);
+    static const char *const fields[] = {"name", "vendor", "match", "memory_gb", "container_resource",
+                                         "node_selector", "vm_device_name", "mig_profiles",
+                                         "internal_only", "owner_only", "consumer"};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        cr_expect_not_null(json_object_get(first, fields[i]), "field %s", fields[i]);
+    json_decref(j);
+    free(out);
+}
