@@ -9,3 +9,8 @@ enum {
 };
 
 int verb_catalog(int argc, char **argv);
+int verb_agent(int argc, char **argv);
+
+/* Sub-verbs of `einsora agent`; argv[0] is the sub-verb's name. */
+int agent_discover_verb(int argc, char **argv);
+int agent_bind_verb(int argc, char **argv);

@@ -1,0 +1,36 @@
+/* cmd-agent.c: `einsora agent SUB ...`: dispatch to the agent's sub-verbs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "output.h"
+#include "verbs.h"
+
+static void agent_usage(FILE *f) {
+    fputs("usage: einsora agent SUB [OPTIONS]\n\n"
+          "  discover     list every accelerator on this machine (sysfs, NVML, AMD, Apple)\n"
+          "  bind         move a GPU between the host driver and vfio-pci (R7)\n"
+          "  reset-check  run the reset-cycle check on a consumer GPU (R9)\n"
+          "  switch       move every GPU of this machine to one mode (R3)\n"
+          "  recover      finish or roll back a switch an earlier agent left half-done\n\n"
+          "Run 'einsora agent SUB --help' for a sub-verb's options.\n",
+          f);
+}
+
+int verb_agent(int argc, char **argv) {
+    if (argc < 2) {
+        agent_usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+        agent_usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(sub, "discover") == 0)
+        return agent_discover_verb(argc - 1, argv + 1);
+    if (strcmp(sub, "bind") == 0 || strcmp(sub, "reset-check") == 0 || strcmp(sub, "switch") == 0 ||
+        strcmp(sub, "recover") == 0)
+        return agent_bind_verb(argc - 1, argv + 1);
+    agent_usage(stderr);
+    return fail(EXIT_USAGE, "agent: unknown sub-command '%s'", sub);
+}
