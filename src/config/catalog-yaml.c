@@ -38,7 +38,7 @@ static int expect_scalar(Loader *L, yaml_node_t *n, const char *key, const char 
 }
 
 static int get_string(Loader *L, yaml_node_t *n, const char *key, char **ret) {
-    const char *s;
+    const char *s = NULL;
     int r = expect_scalar(L, n, key, &s);
     if (r < 0)
         return r;
@@ -49,7 +49,7 @@ static int get_string(Loader *L, yaml_node_t *n, const char *key, char **ret) {
 }
 
 static int get_uint(Loader *L, yaml_node_t *n, const char *key, unsigned max, unsigned *ret) {
-    const char *s;
+    const char *s = NULL;
     int r = expect_scalar(L, n, key, &s);
     if (r < 0)
         return r;
@@ -65,7 +65,7 @@ static int get_uint(Loader *L, yaml_node_t *n, const char *key, unsigned max, un
 }
 
 static int get_bool(Loader *L, yaml_node_t *n, const char *key, bool *ret) {
-    const char *s;
+    const char *s = NULL;
     int r = expect_scalar(L, n, key, &s);
     if (r < 0)
         return r;
@@ -119,7 +119,7 @@ static int for_each_pair(Loader *L, yaml_node_t *n, const char *what, pair_fn fn
 
 static int add_pci_id(Loader *L, yaml_node_t *item, void *userdata) {
     GpuClass *cls = userdata;
-    const char *s;
+    const char *s = NULL;
     int r = expect_scalar(L, item, "match.pci", &s);
     if (r < 0)
         return r;
@@ -201,7 +201,7 @@ static int class_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v
     if (STREQ(key, "name"))
         return get_string(L, v, key, &cls->name);
     if (STREQ(key, "vendor")) {
-        const char *s;
+        const char *s = NULL;
         int r = expect_scalar(L, v, key, &s);
         if (r < 0)
             return r;
