@@ -1,0 +1,187 @@
+/* procfd.c: map /proc/PID/fd links to accelerator device nodes. */
+#include "procfd.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/fileio.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+/* Decimal suffix of at most 6 digits filling the rest of the string. */
+static int parse_small_num(const char *s, unsigned *ret) {
+    if (!*s || strlen(s) > 6)
+        return -ENOENT;
+    unsigned v = 0;
+    for (; *s; s++) {
+        if (!isdigit((unsigned char)*s))
+            return -ENOENT;
+        v = v * 10 + (unsigned)(*s - '0');
+    }
+    *ret = v;
+    return 0;
+}
+
+int devnode_parse(const char *dev_root, const char *path, DevNode *ret) {
+    if (!dev_root || !path)
+        return -ENOENT;
+    size_t root_len = strlen(dev_root);
+    while (root_len > 1 && dev_root[root_len - 1] == '/')
+        root_len--;
+    if (strncmp(path, dev_root, root_len) != 0 || path[root_len] != '/')
+        return -ENOENT;
+    char rest[64];
+    const char *r = path + root_len + 1;
+    size_t n = strlen(r);
+    static const char deleted[] = " (deleted)";
+    if (n >= sizeof(deleted) - 1 && STREQ(r + n - (sizeof(deleted) - 1), deleted))
+        n -= sizeof(deleted) - 1;
+    if (n >= sizeof(rest))
+        return -ENOENT;
+    memcpy(rest, r, n);
+    rest[n] = '\0';
+
+    static const struct {
+        const char *prefix;
+        DevNodeKind kind;
+    } table[] = {
+            {"nvidia", DEVNODE_NVIDIA},
+            {"dri/renderD", DEVNODE_DRI_RENDER},
+            {"dri/card", DEVNODE_DRI_CARD},
+            {"vfio/", DEVNODE_VFIO},
+    };
+    if (STREQ(rest, "kfd")) {
+        *ret = (DevNode){DEVNODE_KFD, 0};
+        return 0;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+        size_t pl = strlen(table[i].prefix);
+        unsigned num;
+        if (strncmp(rest, table[i].prefix, pl) == 0 && parse_small_num(rest + pl, &num) == 0) {
+            *ret = (DevNode){table[i].kind, num};
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+int devnode_format(const char *dev_root, const DevNode *node, char *buf, size_t size) {
+    int n;
+    switch (node->kind) {
+    case DEVNODE_NVIDIA:
+        n = snprintf(buf, size, "%s/nvidia%u", dev_root, node->num);
+        break;
+    case DEVNODE_DRI_CARD:
+        n = snprintf(buf, size, "%s/dri/card%u", dev_root, node->num);
+        break;
+    case DEVNODE_DRI_RENDER:
+        n = snprintf(buf, size, "%s/dri/renderD%u", dev_root, node->num);
+        break;
+    case DEVNODE_KFD:
+        n = snprintf(buf, size, "%s/kfd", dev_root);
+        break;
+    case DEVNODE_VFIO:
+        n = snprintf(buf, size, "%s/vfio/%u", dev_root, node->num);
+        break;
+    default:
+        return -EINVAL;
+    }
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+static int holder_cmp(const void *a, const void *b) {
+    const FdHolder *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    if (x->node.kind != y->node.kind)
+        return x->node.kind < y->node.kind ? -1 : 1;
+    return x->node.num < y->node.num ? -1 : x->node.num > y->node.num;
+}
+
+static bool is_pid_name(const char *s) {
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return false;
+    return true;
+}
+
+int procfd_scan(const char *proc_root, const char *dev_root, FdHolder **ret, size_t *ret_n) {
+    DIR *pd = opendir(proc_root);
+    if (!pd)
+        return -errno;
+    FdHolder *v = NULL;
+    size_t n = 0, cap = 0;
+    int r = 0;
+    for (struct dirent *de; (de = readdir(pd));) {
+        if (!is_pid_name(de->d_name) || strlen(de->d_name) > 10)
+            continue;
+        char fddir[PATH_MAX];
+        snprintf(fddir, sizeof(fddir), "%s/%s/fd", proc_root, de->d_name);
+        DIR *fd = opendir(fddir);
+        if (!fd)
+            continue; /* gone, or not ours to inspect */
+        char comm[32] = "";
+        bool comm_read = false;
+        for (struct dirent *fe; (fe = readdir(fd));) {
+            if (fe->d_name[0] == '.')
+                continue;
+            char link[PATH_MAX], target[PATH_MAX];
+            if (snprintf(link, sizeof(link), "%s/%s", fddir, fe->d_name) >= (int)sizeof(link))
+                continue;
+            ssize_t len = readlink(link, target, sizeof(target) - 1);
+            if (len < 0)
+                continue;
+            target[len] = '\0';
+            DevNode node;
+            if (devnode_parse(dev_root, target, &node) < 0)
+                continue;
+            if (!comm_read) {
+                char cpath[PATH_MAX];
+                _cleanup_free_ char *c = NULL;
+                snprintf(cpath, sizeof(cpath), "%s/%s/comm", proc_root, de->d_name);
+                if (read_one_line(cpath, &c) >= 0)
+                    snprintf(comm, sizeof(comm), "%s", c);
+                comm_read = true;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                FdHolder *nv = realloc(v, cap * sizeof(*v));
+                if (!nv) {
+                    r = -ENOMEM;
+                    break;
+                }
+                v = nv;
+            }
+            v[n] = (FdHolder){.pid = atoi(de->d_name), .node = node};
+            memcpy(v[n].comm, comm, sizeof(comm));
+            n++;
+        }
+        closedir(fd);
+        if (r < 0)
+            break;
+    }
+    closedir(pd);
+    if (r < 0) {
+        free(v);
+        return r;
+    }
+    if (n) {
+        qsort(v, n, sizeof(*v), holder_cmp);
+        size_t w = 1;
+        for (size_t i = 1; i < n; i++)
+            if (holder_cmp(&v[i], &v[w - 1]) != 0)
+                v[w++] = v[i];
+        n = w;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}

@@ -1,0 +1,172 @@
+/* test-nvml.c: NVML through the fake library: every way NVML can be absent or fail leaves
+ * the sysfs inventory intact and says why (R1). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../fake-nvml/nvml-fixture.h"
+#include "../helpers.h"
+#include "agent/discover.h"
+#include "agent/nvml.h"
+
+#define RTX5090 MACHINES "/rtx5090-dirty-group"
+
+/* Discover fixture machine dir with the fake NVML library lib answering from fixture_text. */
+static MachineInventory *discover_on(const char *dir, const char *lib, const char *fixture_text) {
+    char *path = write_temp_file(fixture_text);
+    setenv("EINSORA_FAKE_NVML", path, 1);
+    char sys[512], proc[512];
+    snprintf(sys, sizeof(sys), "%s/sys", dir);
+    snprintf(proc, sizeof(proc), "%s/proc", dir);
+    DiscoverOptions o = {.sysfs_root = sys, .proc_root = proc, .nvml_lib = lib};
+    MachineInventory *inv = NULL;
+    Error err = {0};
+    cr_assert_eq(machine_discover(&o, &inv, &err), 0, "%s", err.message);
+    unlink(path);
+    free(path);
+    cr_assert_eq(inv->n_accelerators, 1, "sysfs still reports the GPU");
+    return inv;
+}
+
+static MachineInventory *discover_5090(const char *lib, const char *fixture_text) {
+    return discover_on(RTX5090, lib, fixture_text);
+}
+
+static const char gpu_5090[] = "gpu 00000000:01:00.0 0x2B8510DE\nname NVIDIA GeForce RTX 5090\n"
+                               "uuid GPU-1\nmemory 34190917632 0\nminor 0\n";
+
+Test(nvml, r1_init_failure_keeps_sysfs_and_says_why) {
+    MachineInventory *inv = discover_5090(FAKE_NVML_LIB, "init 9\n");
+    cr_expect_not(inv->nvml_loaded);
+    cr_expect_str_eq(inv->nvml_status, "NVML data is absent: nvmlInit_v2 failed: Driver Not Loaded (NVML error 9)");
+    cr_expect_null(inv->accelerators[0].nvml_name);
+    cr_expect_str_eq(inv->accelerators[0].driver, "nvidia");
+    cr_expect_eq(inv->accelerators[0].nvidia_minor, 0); /* from /proc/driver/nvidia */
+    machine_inventory_free(inv);
+    inv = discover_5090(FAKE_NVML_LIB, "init 18\n");
+    cr_expect(strstr(inv->nvml_status, "version mismatch"), "%s", inv->nvml_status);
+    machine_inventory_free(inv);
+}
+
+Test(nvml, r1_missing_library_says_so) {
+    MachineInventory *inv = discover_5090("/nonexistent/libnvidia-ml.so.1", gpu_5090);
+    cr_expect_not(inv->nvml_loaded);
+    cr_expect(strstr(inv->nvml_status, "could not be loaded"), "%s", inv->nvml_status);
+    cr_expect(strstr(inv->nvml_status, "/nonexistent/libnvidia-ml.so.1"), "%s", inv->nvml_status);
+    machine_inventory_free(inv);
+}
+
+Test(nvml, r1_old_library_without_v2_symbols_is_named) {
+    MachineInventory *inv = discover_5090(FAKE_NVML_OLD_LIB, gpu_5090);
+    cr_expect_not(inv->nvml_loaded);
+    cr_expect(strstr(inv->nvml_status, "is too old (it lacks nvmlInit_v2)"), "%s", inv->nvml_status);
+    cr_expect_null(inv->accelerators[0].nvml_name);
+    machine_inventory_free(inv);
+}
+
+Test(nvml, r1_per_gpu_query_failures_are_reported_on_the_gpu) {
+    char text[512];
+    snprintf(text, sizeof(text), "%sfail nvmlDeviceGetMemoryInfo_v2 15\nfail nvmlDeviceGetMemoryInfo 15\n"
+                                 "fail nvmlDeviceGetUUID 4\n", gpu_5090);
+    MachineInventory *inv = discover_5090(FAKE_NVML_LIB, text);
+    const Accelerator *a = &inv->accelerators[0];
+    cr_expect(inv->nvml_loaded);
+    cr_expect_str_eq(a->nvml_name, "NVIDIA GeForce RTX 5090");
+    cr_expect_null(a->uuid);
+    cr_expect_null(a->memory_source);
+    cr_assert_not_null(a->error);
+    cr_expect(strstr(a->error, "nvmlDeviceGetUUID failed: Insufficient Permissions."), "%s", a->error);
+    cr_expect(strstr(a->error, "nvmlDeviceGetMemoryInfo failed: GPU is lost."), "%s", a->error);
+    machine_inventory_free(inv);
+}
+
+Test(nvml, r1_memory_falls_back_to_v1_and_count_failure_is_global) {
+    char text[512];
+    snprintf(text, sizeof(text), "%sfail nvmlDeviceGetMemoryInfo_v2 3\n", gpu_5090);
+    MachineInventory *inv = discover_5090(FAKE_NVML_LIB, text);
+    cr_expect_eq(inv->accelerators[0].memory_total_bytes, 34190917632ull);
+    cr_expect_str_eq(inv->accelerators[0].memory_source, "nvml");
+    cr_expect_null(inv->accelerators[0].error, "%s", inv->accelerators[0].error);
+    machine_inventory_free(inv);
+    inv = discover_5090(FAKE_NVML_LIB, "fail nvmlDeviceGetCount_v2 999\n");
+    cr_expect_str_eq(inv->nvml_status, "NVML data is absent: nvmlDeviceGetCount_v2 failed: Unknown Error");
+    machine_inventory_free(inv);
+}
+
+Test(nvml, r1_gpu_only_nvml_knows_is_reported_with_a_note) {
+    char text[512];
+    snprintf(text, sizeof(text), "%sgpu 00000000:C1:00.0 0x2B8510DE\nname NVIDIA GeForce RTX 5090\n", gpu_5090);
+    char *path = write_temp_file(text);
+    setenv("EINSORA_FAKE_NVML", path, 1);
+    DiscoverOptions o = {.sysfs_root = RTX5090 "/sys", .proc_root = RTX5090 "/proc", .nvml_lib = FAKE_NVML_LIB};
+    MachineInventory *inv = NULL;
+    cr_assert_eq(machine_discover(&o, &inv, NULL), 0);
+    cr_assert_eq(inv->n_accelerators, 2);
+    cr_expect_str_eq(inv->accelerators[1].bdf, "0000:c1:00.0");
+    cr_expect(strstr(inv->accelerators[1].error, "does not list it"), "%s", inv->accelerators[1].error);
+    machine_inventory_free(inv);
+    unlink(path);
+    free(path);
+}
+
+Test(nvml_fixture, malformed_fixture_lines_name_the_line) {
+    FakeNvml *f = malloc(sizeof(*f));
+    char msg[128];
+    cr_expect_eq(fake_nvml_parse("init 0\nname x\n", 14, f, msg, sizeof(msg)), -22);
+    cr_expect_str_eq(msg, "line 2: 'name' before any gpu line");
+    const char *t = "gpu 00000000:01:00.0 0x2B8510DE\nmemory 5 9\n";
+    cr_expect_eq(fake_nvml_parse(t, strlen(t), f, msg, sizeof(msg)), -22);
+    cr_expect(strstr(msg, "line 2: memory needs"), "%s", msg);
+    t = "gpu 00000000:01:00.0 0x2B8510DE\nmig 1 0\nprofile 0 19 1 7 16384 MIG 1g.18gb\ninstance 1 19 0 1\n";
+    cr_expect_eq(fake_nvml_parse(t, strlen(t), f, msg, sizeof(msg)), 0);
+    cr_expect_eq(f->n_gpus, 1);
+    cr_expect_str_eq(f->gpus[0].profiles[0].name, "MIG 1g.18gb");
+    cr_expect_eq(f->gpus[0].n_instances, 1);
+    free(f);
+}
+
+Test(nvml, r1_gpu_nvml_cannot_open_is_named_in_the_status) {
+    char text[512];
+    snprintf(text, sizeof(text), "%sfail nvmlDeviceGetHandleByIndex_v2 15\n", gpu_5090);
+    MachineInventory *inv = discover_5090(FAKE_NVML_LIB, text);
+    cr_expect(inv->nvml_loaded);
+    cr_expect_str_eq(inv->nvml_status,
+                     "NVML answered for 1 GPU; GPU index 0: nvmlDeviceGetHandleByIndex_v2 failed: GPU is lost.");
+    cr_expect_null(inv->accelerators[0].nvml_name); /* sysfs still reports it */
+    machine_inventory_free(inv);
+}
+
+Test(nvml, r2c_mig_instances_unreadable_without_permission_say_so_once) {
+    const char *text = "gpu 00000000:4E:00.0 0x233510DE\nname NVIDIA H200\nmig 1 1\n"
+                       "profile 0 19 1 7 16384 MIG 1g.18gb\nprofile 2 9 3 2 71424 MIG 3g.71gb\n"
+                       "instance 2 9 0 4\nfail nvmlDeviceGetGpuInstances 4\n";
+    MachineInventory *inv = discover_on(MACHINES "/h200-mig", FAKE_NVML_LIB, text);
+    const Accelerator *a = &inv->accelerators[0];
+    cr_expect_eq(a->mig_current, 1);
+    cr_expect_eq(a->n_mig, 0);
+    cr_assert_not_null(a->error);
+    const char *sentence = "nvmlDeviceGetGpuInstances failed: Insufficient Permissions.";
+    const char *first = strstr(a->error, sentence);
+    cr_expect_not_null(first, "%s", a->error);
+    cr_expect_null(first ? strstr(first + 1, sentence) : NULL, "said twice: %s", a->error);
+    machine_inventory_free(inv);
+}
+
+Test(nvml, r2c_profile_names_derived_when_the_library_has_no_names) {
+    /* nvmlDeviceGetGpuInstanceProfileInfoV refusing our struct version (an older library):
+     * the unnamed call gives the fields and the name is derived from slices and memory. */
+    const char *text = "gpu 00000000:4E:00.0 0x233510DE\nname NVIDIA H200\nmig 1 1\n"
+                       "profile 0 19 1 7 17920 MIG 1g.18gb\nprofile 2 9 3 2 72192 MIG 3g.71gb\n"
+                       "instance 9 19 3 1\ninstance 2 9 4 4\nfail nvmlDeviceGetGpuInstanceProfileInfoV 25\n";
+    MachineInventory *inv = discover_on(MACHINES "/h200-mig", FAKE_NVML_LIB, text);
+    const Accelerator *a = &inv->accelerators[0];
+    cr_assert_eq(a->n_mig, 2);
+    cr_expect_str_eq(a->mig[0].profile, "1g.18gb");
+    cr_expect_eq(a->mig[0].start, 3);
+    cr_expect_null(a->mig[0].slice_class); /* no catalog given here */
+    cr_expect_str_eq(a->mig[1].profile, "3g.71gb");
+    cr_expect_null(a->error, "%s", a->error);
+    machine_inventory_free(inv);
+}
