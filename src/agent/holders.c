@@ -1,0 +1,177 @@
+/* holders.c: device files of a PCI function and the processes holding them. */
+#include "holders.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/fileio.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static int push_path(char ***v, size_t *n, char *s) {
+    if (!s)
+        return -ENOMEM;
+    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
+    if (!nv) {
+        free(s);
+        return -ENOMEM;
+    }
+    nv[(*n)++] = s;
+    *v = nv;
+    return 0;
+}
+
+static bool all_digits(const char *s) {
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return false;
+    return true;
+}
+
+/* The minor number from "Device Minor: 0" in the nvidia driver's per-GPU information file. */
+static int nvidia_minor(const HostPaths *p, const char *bdf) {
+    _cleanup_free_ char *path = strprintf("%s/driver/nvidia/gpus/%s/information", p->proc, bdf);
+    _cleanup_free_ char *text = NULL;
+    size_t len;
+    if (!path || read_full_file(path, 64 * 1024, &text, &len) < 0)
+        return -ENOENT;
+    const char *m = strstr(text, "Device Minor:");
+    if (!m)
+        return -ENOENT;
+    m += strlen("Device Minor:");
+    while (*m == ' ' || *m == '\t')
+        m++;
+    char *end;
+    long v = strtol(m, &end, 10);
+    return end == m || v < 0 || v > 255 ? -ENOENT : (int)v;
+}
+
+int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char ***ret, size_t *ret_n) {
+    char **v = NULL;
+    size_t n = 0;
+    int r = 0;
+    int minor = nvidia_minor(p, bdf);
+    _cleanup_free_ char *driver = NULL;
+    (void)pci_driver_name(p, bdf, &driver);
+    if (minor >= 0)
+        r = push_path(&v, &n, strprintf("%s/nvidia%d", p->dev, minor));
+    else if (driver && STREQ(driver, "nvidia")) {
+        /* Without the minor we cannot tell which /dev/nvidiaN is this GPU: count them all. */
+        DIR *d = opendir(p->dev);
+        for (struct dirent *de; r >= 0 && d && (de = readdir(d));)
+            if (string_has_prefix(de->d_name, "nvidia") && all_digits(de->d_name + 6))
+                r = push_path(&v, &n, strprintf("%s/%s", p->dev, de->d_name));
+        if (d)
+            closedir(d);
+    }
+    char drm[PATH_MAX];
+    if (r >= 0 && pci_attr_path(p, bdf, "drm", drm, sizeof(drm)) >= 0) {
+        DIR *d = opendir(drm);
+        for (struct dirent *de; r >= 0 && d && (de = readdir(d));)
+            if (string_has_prefix(de->d_name, "card") || string_has_prefix(de->d_name, "renderD"))
+                r = push_path(&v, &n, strprintf("%s/dri/%s", p->dev, de->d_name));
+        if (d)
+            closedir(d);
+    }
+    if (r >= 0 && iommu_group >= 0)
+        r = push_path(&v, &n, strprintf("%s/vfio/%d", p->dev, iommu_group));
+    if (r < 0) {
+        strv_free(v, n);
+        return r;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+/* Copy, cutting what does not fit (a comm or a path shown to a person). */
+static void copy_cut(char *dst, size_t size, const char *src) {
+    size_t l = strnlen(src, size - 1);
+    memcpy(dst, src, l);
+    dst[l] = '\0';
+}
+
+static int push_holder(Holder **v, size_t *n, int pid, const char *comm, const char *path) {
+    Holder *nv = realloc(*v, (*n + 1) * sizeof(Holder));
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    Holder *h = &nv[(*n)++];
+    *h = (Holder){.pid = pid};
+    copy_cut(h->comm, sizeof(h->comm), comm);
+    copy_cut(h->path, sizeof(h->path), path);
+    return 0;
+}
+
+static void read_comm(const HostPaths *p, const char *pid, char *buf, size_t size) {
+    _cleanup_free_ char *path = strprintf("%s/%s/comm", p->proc, pid);
+    _cleanup_free_ char *comm = NULL;
+    snprintf(buf, size, "%s", path && read_one_line(path, &comm) >= 0 && comm[0] ? comm : "?");
+}
+
+int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret, size_t *ret_n,
+                      void *userdata, Error *err) {
+    DIR *proc = opendir(p->proc);
+    if (!proc)
+        return error_set(err, -errno, "Could not list processes in %s: %s.", p->proc, strerror(errno));
+    Holder *v = NULL;
+    size_t n = 0;
+    int r = 0;
+    for (struct dirent *de; r >= 0 && (de = readdir(proc));) {
+        if (!all_digits(de->d_name))
+            continue;
+        _cleanup_free_ char *fddir = strprintf("%s/%s/fd", p->proc, de->d_name);
+        if (!fddir) {
+            r = -ENOMEM;
+            break;
+        }
+        DIR *fds = opendir(fddir);
+        if (!fds)
+            continue; /* gone, or not ours to look at */
+        for (struct dirent *fe; r >= 0 && (fe = readdir(fds));) {
+            if (!all_digits(fe->d_name))
+                continue;
+            char link[PATH_MAX], target[PATH_MAX];
+            if ((size_t)snprintf(link, sizeof(link), "%s/%s", fddir, fe->d_name) >= sizeof(link))
+                continue;
+            ssize_t l = readlink(link, target, sizeof(target) - 1);
+            if (l < 0)
+                continue;
+            target[l] = '\0';
+            for (size_t i = 0; i < n_paths; i++)
+                if (STREQ(target, paths[i])) {
+                    char comm[64];
+                    read_comm(p, de->d_name, comm, sizeof(comm));
+                    r = push_holder(&v, &n, atoi(de->d_name), comm, target);
+                    break;
+                }
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+    if (r < 0) {
+        free(v);
+        return error_set(err, r, "Out of memory.");
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+char *holders_describe(const Holder *h, size_t n) {
+    StrBuf b = {0};
+    for (size_t i = 0; i < n && i < 5; i++)
+        strbuf_printf(&b, "%s%s (pid %d) holds %s", i ? "; " : "", h[i].comm, h[i].pid, h[i].path);
+    if (n > 5)
+        strbuf_printf(&b, "; and %zu more", n - 5);
+    if (!strbuf_cstr(&b))
+        return NULL;
+    return b.data;
+}

@@ -1,0 +1,301 @@
+/* records.c: workloads, quarantine and host-driver records under the agent's state folder. */
+#include "records.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/pci-sysfs.h"
+#include "util/fileio.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+#define RECORDS_MAX (1024 * 1024)
+
+static int mkdir_one(const char *path, Error *err) {
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return error_set(err, -errno, "Could not create the agent's state folder %s: %s.", path, strerror(errno));
+    return 0;
+}
+
+int agent_state_dir_ensure(const char *state_dir, Error *err) {
+    char path[PATH_MAX];
+    int r = mkdir_one(state_dir, err);
+    if (r < 0)
+        return r;
+    static const char *const subs[] = {"quarantine", "host-driver"};
+    for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", state_dir, subs[i]) >= sizeof(path))
+            return error_set(err, -ENAMETOOLONG, "The state folder path %s is too long.", state_dir);
+        r = mkdir_one(path, err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int write_file_atomic(const char *path, const char *content, Error *err) {
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return error_set(err, -ENAMETOOLONG, "The path %s is too long.", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return error_set(err, -errno, "Could not write %s: %s.", tmp, strerror(errno));
+    size_t len = strlen(content);
+    ssize_t n = write(fd, content, len);
+    int e = n < 0 ? errno : (size_t)n != len ? EIO : 0;
+    if (e == 0 && fsync(fd) < 0)
+        e = errno;
+    close(fd);
+    if (e == 0 && rename(tmp, path) < 0)
+        e = errno;
+    if (e != 0) {
+        unlink(tmp);
+        return error_set(err, -e, "Could not write %s: %s.", path, strerror(e));
+    }
+    _cleanup_free_ char *dir = strdup(path);
+    if (dir) {
+        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
+    return 0;
+}
+
+static bool is_record_id(const char *s) {
+    if (!*s || strlen(s) > 128)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              strchr("-_.:/@", *s)))
+            return false;
+    return true;
+}
+
+static int strv_push(char ***v, size_t *n, const char *s) {
+    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    if (!(nv[*n] = strdup(s)))
+        return -ENOMEM;
+    (*n)++;
+    return 0;
+}
+
+int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err) {
+    char **bdfs = NULL, **ids = NULL;
+    size_t nb = 0, ni = 0;
+    unsigned lineno = 0;
+    int r = 0;
+    for (const char *p = text; *p && r >= 0;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        lineno++;
+        char line[256];
+        if (len >= sizeof(line)) {
+            r = error_set(err, -EINVAL, "workloads record line %u is too long.", lineno);
+            break;
+        }
+        memcpy(line, p, len);
+        line[len] = '\0';
+        p += len + (eol ? 1 : 0);
+        strip_trailing(line);
+        if (!line[0] || line[0] == '#')
+            continue;
+        char *sp = strchr(line, ' ');
+        if (!sp) {
+            r = error_set(err, -EINVAL, "workloads record line %u must be \"<pci-address> <workload-id>\".", lineno);
+            break;
+        }
+        *sp = '\0';
+        const char *id = sp + 1;
+        if (!pci_bdf_is_valid(line) || !is_record_id(id)) {
+            r = error_set(err, -EINVAL, "workloads record line %u must be \"<pci-address> <workload-id>\".", lineno);
+            break;
+        }
+        if (strv_push(&bdfs, &nb, line) < 0 || strv_push(&ids, &ni, id) < 0)
+            r = error_set(err, -ENOMEM, "Out of memory.");
+    }
+    if (r < 0 || nb != ni) {
+        strv_free(bdfs, nb);
+        strv_free(ids, ni);
+        return r < 0 ? r : -ENOMEM;
+    }
+    *ret_bdfs = bdfs;
+    *ret_ids = ids;
+    *ret_n = nb;
+    return 0;
+}
+
+static int records_path(const char *state_dir, char *buf, size_t size) {
+    return (size_t)snprintf(buf, size, "%s/workloads", state_dir) >= size ? -ENAMETOOLONG : 0;
+}
+
+int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err) {
+    char path[PATH_MAX];
+    if (records_path(state_dir, path, sizeof(path)) < 0)
+        return error_set(err, -ENAMETOOLONG, "The state folder path %s is too long.", state_dir);
+    _cleanup_free_ char *text = NULL;
+    size_t len;
+    int r = read_full_file(path, RECORDS_MAX, &text, &len);
+    if (r == -ENOENT) {
+        *ret_bdfs = *ret_ids = NULL;
+        *ret_n = 0;
+        return 0;
+    }
+    if (r < 0)
+        return error_set(err, r, "Could not read the agent's workload records %s: %s.", path, strerror(-r));
+    if (strlen(text) != len)
+        return error_set(err, -EINVAL, "The agent's workload records %s contain a NUL byte.", path);
+    return agent_records_parse(text, ret_bdfs, ret_ids, ret_n, err);
+}
+
+int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, size_t *ret_n, Error *err) {
+    char **bdfs, **ids;
+    size_t n;
+    int r = agent_records_list(state_dir, &bdfs, &ids, &n, err);
+    if (r < 0)
+        return r;
+    char **out = NULL;
+    size_t n_out = 0;
+    for (size_t i = 0; i < n && r >= 0; i++)
+        if (STREQ(bdfs[i], bdf))
+            r = strv_push(&out, &n_out, ids[i]);
+    strv_free(bdfs, n);
+    strv_free(ids, n);
+    if (r < 0) {
+        strv_free(out, n_out);
+        return error_set(err, r, "Out of memory.");
+    }
+    *ret = out;
+    *ret_n = n_out;
+    return 0;
+}
+
+static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_t n, const char *skip_id,
+                           Error *err) {
+    StrBuf b = {0};
+    strbuf_puts(&b, "# einsora agent: workloads running on GPUs (\"<pci-address> <workload-id>\")\n");
+    for (size_t i = 0; i < n; i++)
+        if (!skip_id || STRNEQ(ids[i], skip_id))
+            strbuf_printf(&b, "%s %s\n", bdfs[i], ids[i]);
+    if (!strbuf_cstr(&b))
+        return error_set(err, -ENOMEM, "Out of memory.");
+    char path[PATH_MAX];
+    int r = records_path(state_dir, path, sizeof(path));
+    if (r >= 0)
+        r = write_file_atomic(path, b.data, err);
+    else
+        error_set(err, r, "The state folder path %s is too long.", state_dir);
+    strbuf_done(&b);
+    return r;
+}
+
+int agent_records_add(const char *state_dir, const char *bdf, const char *workload_id, Error *err) {
+    if (!pci_bdf_is_valid(bdf) || !is_record_id(workload_id))
+        return error_set(err, -EINVAL, "A workload record needs a PCI address and a workload id without spaces.");
+    int r = agent_state_dir_ensure(state_dir, err);
+    if (r < 0)
+        return r;
+    char **bdfs, **ids;
+    size_t n;
+    r = agent_records_list(state_dir, &bdfs, &ids, &n, err);
+    if (r < 0)
+        return r;
+    size_t nb = n, ni = n;
+    if (strv_push(&bdfs, &nb, bdf) < 0 || strv_push(&ids, &ni, workload_id) < 0)
+        r = error_set(err, -ENOMEM, "Out of memory.");
+    else
+        r = records_rewrite(state_dir, bdfs, ids, nb, NULL, err);
+    strv_free(bdfs, nb);
+    strv_free(ids, ni);
+    return r;
+}
+
+int agent_records_remove(const char *state_dir, const char *workload_id, Error *err) {
+    char **bdfs, **ids;
+    size_t n;
+    int r = agent_records_list(state_dir, &bdfs, &ids, &n, err);
+    if (r < 0)
+        return r;
+    bool found = false;
+    for (size_t i = 0; i < n; i++)
+        found = found || STREQ(ids[i], workload_id);
+    r = found ? records_rewrite(state_dir, bdfs, ids, n, workload_id, err)
+              : error_set(err, -ENOENT, "No workload %s is recorded.", workload_id);
+    strv_free(bdfs, n);
+    strv_free(ids, n);
+    return r;
+}
+
+static int per_gpu_path(const char *state_dir, const char *sub, const char *bdf, char *buf, size_t size) {
+    if (!pci_bdf_is_valid(bdf))
+        return -EINVAL;
+    return (size_t)snprintf(buf, size, "%s/%s/%s", state_dir, sub, bdf) >= size ? -ENAMETOOLONG : 0;
+}
+
+static int per_gpu_set(const char *state_dir, const char *sub, const char *bdf, const char *line, Error *err) {
+    char path[PATH_MAX];
+    int r = per_gpu_path(state_dir, sub, bdf, path, sizeof(path));
+    if (r < 0)
+        return error_set(err, r, "'%s' is not a PCI address like 0000:01:00.0.", bdf);
+    r = agent_state_dir_ensure(state_dir, err);
+    if (r < 0)
+        return r;
+    _cleanup_free_ char *content = strprintf("%s\n", line);
+    if (!content)
+        return error_set(err, -ENOMEM, "Out of memory.");
+    /* One line only: a reason with newlines would read back as something else. */
+    for (char *c = content; c[1]; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    return write_file_atomic(path, content, err);
+}
+
+static int per_gpu_get(const char *state_dir, const char *sub, const char *bdf, char **ret) {
+    char path[PATH_MAX];
+    int r = per_gpu_path(state_dir, sub, bdf, path, sizeof(path));
+    return r < 0 ? r : read_one_line(path, ret);
+}
+
+int agent_quarantine_set(const char *state_dir, const char *bdf, const char *reason, Error *err) {
+    return per_gpu_set(state_dir, "quarantine", bdf, reason, err);
+}
+
+int agent_quarantine_get(const char *state_dir, const char *bdf, char **ret_reason) {
+    return per_gpu_get(state_dir, "quarantine", bdf, ret_reason);
+}
+
+int agent_quarantine_clear(const char *state_dir, const char *bdf, Error *err) {
+    char path[PATH_MAX];
+    int r = per_gpu_path(state_dir, "quarantine", bdf, path, sizeof(path));
+    if (r < 0)
+        return error_set(err, r, "'%s' is not a PCI address like 0000:01:00.0.", bdf);
+    if (unlink(path) < 0) {
+        if (errno == ENOENT)
+            return error_set(err, -ENOENT, "GPU %s is not quarantined.", bdf);
+        return error_set(err, -errno, "Could not clear the quarantine of %s: %s.", bdf, strerror(errno));
+    }
+    return 0;
+}
+
+int agent_host_driver_remember(const char *state_dir, const char *bdf, const char *driver, Error *err) {
+    /* Usually unchanged since the last move: skip the fsync'd rewrite then. */
+    _cleanup_free_ char *old = NULL;
+    if (per_gpu_get(state_dir, "host-driver", bdf, &old) >= 0 && STREQ(old, driver))
+        return 0;
+    return per_gpu_set(state_dir, "host-driver", bdf, driver, err);
+}
+
+int agent_host_driver_get(const char *state_dir, const char *bdf, char **ret) {
+    return per_gpu_get(state_dir, "host-driver", bdf, ret);
+}

@@ -1,0 +1,39 @@
+/* records.h: the agent's small on-disk records in its state directory: running workloads
+ * (written by the fleet code), quarantined GPUs, and each function's host driver.
+ *
+ * Layout under state_dir:
+ *   workloads           lines "<bdf> <workload-id>" ('#' comments); a GPU with a line runs something
+ *   quarantine/<bdf>    one line: why the GPU is quarantined
+ *   host-driver/<bdf>   one line: the driver the function was on before it went to vfio-pci
+ * Every write goes to a temporary file that is fsync'd and renamed, so a crash leaves the old
+ * or the new content, never a mix. */
+#pragma once
+
+#include <stddef.h>
+
+#include "util/error.h"
+
+/* Create state_dir (and its sub-folders) when missing. */
+int agent_state_dir_ensure(const char *state_dir, Error *err);
+
+/* Workload ids recorded on bdf (sorted as in the file); ret_n 0 when none. Free with strv_free. */
+int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, size_t *ret_n, Error *err);
+/* Every "<bdf> <id>" line, as two parallel arrays. Free each with strv_free. */
+int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err);
+int agent_records_add(const char *state_dir, const char *bdf, const char *workload_id, Error *err);
+/* Remove every line of workload_id; -ENOENT when there was none. */
+int agent_records_remove(const char *state_dir, const char *workload_id, Error *err);
+/* Parse the workloads file's text (exposed for the fuzzer). */
+int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err);
+
+/* Quarantine: the reason is one line of plain text. get returns -ENOENT when not quarantined. */
+int agent_quarantine_set(const char *state_dir, const char *bdf, const char *reason, Error *err);
+int agent_quarantine_get(const char *state_dir, const char *bdf, char **ret_reason);
+int agent_quarantine_clear(const char *state_dir, const char *bdf, Error *err);
+
+/* The host driver remembered for a function (-ENOENT when none). */
+int agent_host_driver_remember(const char *state_dir, const char *bdf, const char *driver, Error *err);
+int agent_host_driver_get(const char *state_dir, const char *bdf, char **ret);
+
+/* Write content to path atomically (temporary file, fsync, rename, fsync of the folder). */
+int write_file_atomic(const char *path, const char *content, Error *err);

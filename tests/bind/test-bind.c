@@ -1,0 +1,444 @@
+/* test-bind.c: moving GPUs between host drivers and vfio-pci through the fake kernel (R7, R3/R4). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/bind.h"
+#include "agent/records.h"
+#include "fixture.h"
+#include "util/macro.h"
+
+#define GPU "0000:01:00.0"
+#define AUDIO "0000:01:00.1"
+
+static bool new_id_used(const BindFixture *f) {
+    return access(fixture_path(f, ".fake-kernel/new_id-used"), F_OK) == 0;
+}
+
+Test(bind, r7_clean_switch_to_vfio_and_back_leaves_functions_where_they_were) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    char *before = fake_kernel_snapshot(&f.k);
+    BindResult res;
+    Error err = {0};
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+    cr_expect(res.changed);
+    cr_expect_str_eq(fixture_driver(&f, GPU), "vfio-pci");
+    cr_expect_str_eq(fixture_driver(&f, AUDIO), "vfio-pci");
+    cr_expect_eq(res.n_fns, 2);
+    cr_expect_str_eq(res.fns[0].before, "nvidia");
+    cr_expect_str_eq(res.fns[0].override, "vfio-pci");
+    cr_expect_str_eq(fixture_driver(&f, "0000:00:01.0"), "pcieport", "the bridge stays");
+
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_HOST, &res, &err), 0, "%s", error_message(&err));
+    cr_expect_str_eq(fixture_driver(&f, GPU), "nvidia");
+    cr_expect_str_eq(fixture_driver(&f, AUDIO), "snd_hda_intel");
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before, "driver links and driver_override byte for byte");
+    cr_expect(!new_id_used(&f), "new_id must never be written");
+    JournalOp op;
+    cr_expect_eq(journal_load(f.state, &op, NULL), 0);
+    cr_expect_eq(op.outcome, JOURNAL_DONE);
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_bind_twice_is_a_no_op) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    BindResult res;
+    Error err = {0};
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+    char *before = fake_kernel_snapshot(&f.k);
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+    cr_expect(!res.changed);
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before);
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_vfio_pci_is_loaded_when_missing) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), true);
+    BindResult res;
+    Error err = {0};
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+    cr_expect_str_eq(fixture_driver(&f, GPU), "vfio-pci");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_dry_run_plans_and_changes_nothing) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    char *before = fake_kernel_snapshot(&f.k);
+    f.o.dry_run = true;
+    BindResult res;
+    Error err = {0};
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+    cr_expect(!res.changed);
+    cr_expect(strstr(res.plan, GPU "/driver_override <- vfio-pci") != NULL, "%s", res.plan);
+    cr_expect(strstr(res.plan, AUDIO "/driver/unbind") != NULL, "%s", res.plan);
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before);
+    cr_expect(access(f.state, F_OK) < 0, "a dry run writes no state");
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+/* A refusal: error code and a sentence containing `needle`, and the tree unchanged. */
+static void expect_refusal(BindFixture *f, const char *bdf, BindTarget to, int code, const char *needle) {
+    char *before = fake_kernel_snapshot(&f->k);
+    BindResult res;
+    Error err = {0};
+    cr_expect_eq(gpu_bind(&f->o, bdf, to, &res, &err), code, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), needle) != NULL, "message: %s", error_message(&err));
+    cr_expect(strchr(error_message(&err), '\n') == NULL, "one sentence on one line");
+    char *after = fake_kernel_snapshot(&f->k);
+    cr_expect_str_eq(after, before, "a refusal changes nothing");
+    free(before);
+    free(after);
+}
+
+Test(bind, r7_dirty_group_refused_naming_the_foreign_device) {
+    BindFixture f;
+    FakeDevice devs[5];
+    size_t n = fixture_one_gpu(devs);
+    devs[n++] = (FakeDevice){"0000:02:00.0", 0x8086, 0x10fb, 0x020000, "ixgbe", 1, NULL, false, -1};
+    fixture_setup(&f, devs, n, false);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EPERM, "0000:02:00.0 (Ethernet controller, driver ixgbe)");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_bridge_only_group_member_is_fine) {
+    BindFixture f;
+    FakeDevice devs[4];
+    size_t n = fixture_one_gpu(devs);
+    devs[0].iommu_group = 1; /* the root port shares the GPU's group */
+    fixture_setup(&f, devs, n, false);
+    BindResult res;
+    Error err = {0};
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+    cr_expect_str_eq(fixture_driver(&f, "0000:00:01.0"), "pcieport");
+    cr_expect_str_eq(fixture_driver(&f, AUDIO), "vfio-pci");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_iommu_off_refuses_passthrough) {
+    BindFixture f;
+    FakeDevice devs[4];
+    size_t n = fixture_one_gpu(devs);
+    for (size_t i = 0; i < n; i++)
+        devs[i].iommu_group = -1;
+    fixture_setup(&f, devs, n, false);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EOPNOTSUPP, "IOMMU is off");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_held_device_refused_naming_the_holder) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 4242, "python3", "nvidia0"), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "python3 (pid 4242) holds");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_vm_holding_vfio_group_blocks_going_back) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    BindResult res;
+    Error err = {0};
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 777, "qemu-system-x86", "vfio/1"), 0);
+    expect_refusal(&f, GPU, BIND_TO_HOST, -EBUSY, "qemu-system-x86 (pid 777)");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_boot_vga_refused) {
+    BindFixture f;
+    FakeDevice devs[4];
+    size_t n = fixture_one_gpu(devs);
+    devs[1].boot_vga = true;
+    fixture_setup(&f, devs, n, false);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EPERM, "boot display device");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_recorded_workload_refused) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    Error err = {0};
+    cr_assert_eq(agent_records_add(f.state, GPU, "notebook-alice-1", &err), 0, "%s", error_message(&err));
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "notebook-alice-1");
+    cr_assert_eq(agent_records_remove(f.state, "notebook-alice-1", &err), 0);
+    BindResult res;
+    cr_expect_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_not_a_gpu_refused) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    expect_refusal(&f, AUDIO, BIND_TO_VFIO, -EINVAL, "audio device, not an NVIDIA or AMD GPU");
+    expect_refusal(&f, "0000:09:00.0", BIND_TO_VFIO, -ENODEV, "no PCI device 0000:09:00.0");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_hung_unbind_is_reported_and_quarantines_the_gpu) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    f.o.timeout_ms = 200;
+    cr_assert_eq(fake_kernel_control(&f.k, "hang bus/pci/drivers/nvidia/unbind"), 0);
+    BindResult res;
+    Error err = {0};
+    cr_expect_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), -ETIMEDOUT, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), "did not return within 200 ms") != NULL, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), "quarantined") != NULL, "%s", error_message(&err));
+    char *reason = NULL;
+    cr_expect_eq(agent_quarantine_get(f.state, GPU, &reason), 0);
+    cr_expect(reason && strstr(reason, "did not return") != NULL, "%s", reason);
+    free(reason);
+    JournalOp op;
+    cr_expect_eq(journal_load(f.state, &op, NULL), 0);
+    cr_expect_eq(op.outcome, JOURNAL_QUARANTINED);
+    /* Never half-bound: the audio function was not touched after the GPU's unbind hung. */
+    cr_expect_str_eq(fixture_driver(&f, AUDIO), "snd_hda_intel");
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EPERM, "quarantined");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_unbind_refused_by_kernel_rolls_back) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    f.o.timeout_ms = 200;
+    char *before = fake_kernel_snapshot(&f.k);
+    cr_assert_eq(fake_kernel_control(&f.k, "ebusy unbind " AUDIO), 0);
+    BindResult res;
+    Error err = {0};
+    cr_expect_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), -EBUSY, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), "put back where it was") != NULL, "%s", error_message(&err));
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before, "rolled back byte for byte");
+    JournalOp op;
+    cr_expect_eq(journal_load(f.state, &op, NULL), 0);
+    cr_expect_eq(op.outcome, JOURNAL_ROLLED_BACK);
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_device_gone_mid_switch_is_quarantined) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    f.o.timeout_ms = 200;
+    cr_assert_eq(fake_kernel_control(&f.k, "enodev " AUDIO), 0);
+    BindResult res;
+    Error err = {0};
+    cr_expect_lt(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0);
+    char *reason = NULL;
+    cr_expect_eq(agent_quarantine_get(f.state, GPU, &reason), 0, "%s", error_message(&err));
+    free(reason);
+    fixture_teardown(&f);
+}
+
+/* Kill the agent right after journal step `step` of function `fn_index`. */
+typedef struct KillAt {
+    const char *bdf;
+    JournalStep step;
+} KillAt;
+
+static void kill_at(const char *bdf, JournalStep step, void *userdata) {
+    const KillAt *k = userdata;
+    if (STREQ(bdf, k->bdf) && step == k->step)
+        raise(SIGKILL);
+}
+
+Test(bind, r7_agent_killed_at_each_journal_step_recovers_to_the_kernels_state) {
+    static const char *const fns[] = {GPU, AUDIO};
+    for (int dir = 0; dir < 2; dir++)
+        for (size_t fi = 0; fi < 2; fi++)
+            for (JournalStep s = JOURNAL_STEP_OVERRIDE; s <= JOURNAL_STEP_VERIFIED; s++) {
+                BindFixture f;
+                FakeDevice devs[4];
+                fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+                Error err = {0};
+                BindResult res;
+                BindTarget to = dir == 0 ? BIND_TO_VFIO : BIND_TO_HOST;
+                if (to == BIND_TO_HOST)
+                    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+                char *before = fake_kernel_snapshot(&f.k);
+                KillAt k = {fns[fi], s};
+                pid_t pid = fork();
+                cr_assert_geq(pid, 0);
+                if (pid == 0) {
+                    f.o.on_step = kill_at;
+                    f.o.step_userdata = &k;
+                    gpu_bind(&f.o, GPU, to, &res, &err);
+                    _exit(0);
+                }
+                int status;
+                waitpid(pid, &status, 0);
+                cr_assert(WIFSIGNALED(status), "the agent was killed at %s %s", fns[fi], journal_step_to_string(s));
+
+                RecoverResult rec;
+                cr_assert_eq(gpu_recover(&f.o, &rec, &err), 0, "%s", error_message(&err));
+                const char *want_gpu = to == BIND_TO_VFIO ? "vfio-pci" : "nvidia";
+                const char *want_audio = to == BIND_TO_VFIO ? "vfio-pci" : "snd_hda_intel";
+                /* Killed after the first function's override only: nothing left its driver, so undo. */
+                bool rolled = fi == 0 && s == JOURNAL_STEP_OVERRIDE;
+                cr_expect_eq(rec.action, rolled ? RECOVER_ROLLED_BACK : RECOVER_COMPLETED, "kill at %s %s: %s",
+                             fns[fi], journal_step_to_string(s), recover_action_to_string(rec.action));
+                if (rolled) {
+                    char *after = fake_kernel_snapshot(&f.k);
+                    cr_expect_str_eq(after, before, "rolled back byte for byte");
+                    free(after);
+                } else {
+                    cr_expect_str_eq(fixture_driver(&f, GPU), want_gpu);
+                    cr_expect_str_eq(fixture_driver(&f, AUDIO), want_audio);
+                }
+                /* What recovery reports is what the kernel shows. */
+                for (size_t i = 0; i < rec.n_fns; i++)
+                    cr_expect_str_eq(rec.fns[i].after, fixture_driver(&f, rec.fns[i].bdf));
+                JournalOp op;
+                cr_expect_eq(journal_load(f.state, &op, NULL), 0);
+                cr_expect_neq(op.outcome, JOURNAL_OPEN);
+                /* And the next bind finds nothing left to recover. */
+                cr_expect_eq(gpu_bind(&f.o, GPU, to, &res, &err), 0, "%s", error_message(&err));
+                cr_expect_eq(res.recovered, RECOVER_NOTHING);
+                free(before);
+                fixture_teardown(&f);
+            }
+}
+
+Test(bind, r7_bind_recovers_an_unfinished_move_first) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    KillAt k = {GPU, JOURNAL_STEP_UNBOUND};
+    pid_t pid = fork();
+    if (pid == 0) {
+        BindResult res;
+        f.o.on_step = kill_at;
+        f.o.step_userdata = &k;
+        gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, NULL);
+        _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+    BindResult res;
+    Error err = {0};
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_HOST, &res, &err), 0, "%s", error_message(&err));
+    cr_expect_eq(res.recovered, RECOVER_COMPLETED);
+    cr_expect_str_eq(res.recovered_gpu, GPU);
+    cr_expect_str_eq(fixture_driver(&f, GPU), "nvidia");
+    cr_expect_str_eq(fixture_driver(&f, AUDIO), "snd_hda_intel");
+    fixture_teardown(&f);
+}
+
+Test(bind, r3_eight_gpu_node_switch_round_trip_is_byte_for_byte) {
+    BindFixture f;
+    FakeDevice devs[24];
+    char bdfs[24][16];
+    size_t n = fake_node_devices(devs, 8, bdfs);
+    fixture_setup(&f, devs, n, false);
+    char *before = fake_kernel_snapshot(&f.k);
+    SwitchResult *res = calloc(1, sizeof(*res));
+    Error err = {0};
+    cr_assert_eq(node_switch(&f.o, BIND_TO_VFIO, res, &err), 0, "%s", error_message(&err));
+    cr_expect_eq(res->n_gpus, 8);
+    for (size_t i = 0; i < n; i++)
+        if (devs[i].class_code != 0x060400)
+            cr_expect_str_eq(fixture_driver(&f, devs[i].bdf), "vfio-pci", "%s", devs[i].bdf);
+    cr_assert_eq(node_switch(&f.o, BIND_TO_HOST, res, &err), 0, "%s", error_message(&err));
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before, "every function exactly where it was");
+    cr_expect(!new_id_used(&f));
+    free(res);
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+Test(bind, r4_node_switch_refused_while_anything_runs_naming_it) {
+    BindFixture f;
+    FakeDevice devs[12];
+    char bdfs[12][16];
+    size_t n = fake_node_devices(devs, 4, bdfs);
+    fixture_setup(&f, devs, n, false);
+    Error err = {0};
+    cr_assert_eq(agent_records_add(f.state, "0000:02:00.0", "endpoint-llama-7", &err), 0);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 31337, "nvidia-smi", "nvidia3"), 0);
+    char *before = fake_kernel_snapshot(&f.k);
+    SwitchResult *res = calloc(1, sizeof(*res));
+    cr_expect_eq(node_switch(&f.o, BIND_TO_VFIO, res, &err), -EBUSY);
+    cr_expect(strstr(error_message(&err), "endpoint-llama-7") != NULL, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), "nvidia-smi (pid 31337)") != NULL, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), "nothing was changed") != NULL, "%s", error_message(&err));
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before);
+    free(res);
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_missing_vfio_module_refused_and_changes_nothing) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), true);
+    f.o.modprobe = "false"; /* modprobe fails: the module is not installed for this kernel */
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -ENOENT, "vfio-pci module could not be loaded");
+    fixture_teardown(&f);
+}
+
+Test(bind, r7_damaged_journal_stops_binding_with_a_sentence) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    Error err = {0};
+    cr_assert_eq(agent_state_dir_ensure(f.state, &err), 0);
+    FILE *fp = fopen(fixture_path(&f, "state/journal"), "w");
+    cr_assert(fp);
+    fputs("einsora-journal 1\nbegin 1 0000:01:00.0 vfio\ngarbage here\n", fp);
+    fclose(fp);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EINVAL, "journal line 3: unknown record");
+    fixture_teardown(&f);
+}
+
+Test(bind, r4_node_switch_that_fails_midway_says_where_it_stopped) {
+    BindFixture f;
+    FakeDevice devs[6];
+    char bdfs[6][16];
+    fixture_setup(&f, devs, fake_node_devices(devs, 2, bdfs), false);
+    f.o.timeout_ms = 200;
+    cr_assert_eq(fake_kernel_control(&f.k, "ebusy unbind 0000:02:00.1"), 0);
+    SwitchResult *res = calloc(1, sizeof(*res));
+    Error err = {0};
+    cr_expect_eq(node_switch(&f.o, BIND_TO_VFIO, res, &err), -EBUSY);
+    cr_expect(strstr(error_message(&err), "stopped at GPU 0000:02:00.0 after 1 of 2 GPUs had moved") != NULL, "%s",
+              error_message(&err));
+    /* The first GPU moved; the second was put back whole, not left half-bound. */
+    cr_expect_str_eq(fixture_driver(&f, "0000:01:00.1"), "vfio-pci");
+    cr_expect_str_eq(fixture_driver(&f, "0000:02:00.0"), "nvidia");
+    cr_expect_str_eq(fixture_driver(&f, "0000:02:00.1"), "snd_hda_intel");
+    free(res);
+    fixture_teardown(&f);
+}

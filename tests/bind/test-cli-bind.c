@@ -1,0 +1,122 @@
+/* test-cli-bind.c: `einsora agent bind|switch|recover|reset-check` against the fake kernel. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+#include "helpers.h"
+
+#define GPU "0000:01:00.0"
+
+/* Run `einsora agent SUB ...` with the fixture's roots; returns the exit status. */
+#define AGENT(f, out, err, ...)                                                                                        \
+    run_einsora(out, err, "agent", __VA_ARGS__, "--sysfs-root", (f)->k.sysfs, "--proc-root", (f)->k.proc,             \
+                "--dev-root", (f)->k.dev, "--state-dir", (f)->state, "--modprobe", (f)->modprobe, "--timeout", "2", NULL)
+
+Test(cli_bind, r7_cli_bind_to_vfio_and_back_with_json) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    char *out, *err;
+    cr_assert_eq(AGENT(&f, &out, &err, "bind", GPU, "--to", "vfio", "--json"), 0, "%s", err);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    cr_assert(j, "%s", out);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "to")), "vfio");
+    json_t *fns = json_object_get(j, "functions");
+    cr_expect_eq(json_array_size(fns), 2);
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(fns, 0), "driver")), "vfio-pci");
+    json_decref(j);
+    free(out);
+    free(err);
+    cr_assert_eq(AGENT(&f, &out, &err, "bind", GPU, "--to", "host"), 0, "%s", err);
+    cr_expect(strstr(out, "moved to its host driver") != NULL, "%s", out);
+    cr_expect(strstr(out, "vfio-pci       -> nvidia") != NULL, "%s", out);
+    free(out);
+    free(err);
+    fixture_teardown(&f);
+}
+
+Test(cli_bind, r7_cli_refusal_prints_one_sentence_and_changes_nothing) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 4242, "nvidia-smi", "nvidia0"), 0);
+    char *before = fake_kernel_snapshot(&f.k);
+    char *out, *err;
+    cr_expect_eq(AGENT(&f, &out, &err, "bind", GPU, "--to", "vfio"), 1);
+    cr_expect_str_eq(out, "");
+    cr_expect(strncmp(err, "einsora: GPU " GPU " is in use: nvidia-smi (pid 4242)", 45) == 0, "%s", err);
+    cr_expect(strchr(err, '\n') == err + strlen(err) - 1, "one line: %s", err);
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before);
+    free(out);
+    free(err);
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+Test(cli_bind, r7_cli_dry_run_and_usage_errors) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    char *before = fake_kernel_snapshot(&f.k);
+    char *out, *err;
+    cr_expect_eq(AGENT(&f, &out, &err, "bind", GPU, "--to", "vfio", "--dry-run"), 0, "%s", err);
+    cr_expect(strstr(out, "Dry run, nothing was changed") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_expect_eq(AGENT(&f, &out, &err, "bind", GPU, "--to", "sideways"), 2);
+    cr_expect(strstr(err, "--to vfio or --to host") != NULL, "%s", err);
+    free(out);
+    free(err);
+    cr_expect_eq(AGENT(&f, &out, &err, "bind", "--to", "vfio"), 2);
+    free(out);
+    free(err);
+    cr_expect_eq(run_einsora(&out, &err, "agent", "bind", GPU, "--to", "vfio", "--timeout", "-1", NULL), 2);
+    free(out);
+    free(err);
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before);
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+Test(cli_bind, r3_cli_switch_recover_and_reset_check) {
+    BindFixture f;
+    FakeDevice devs[6];
+    char bdfs[6][16];
+    fixture_setup(&f, devs, fake_node_devices(devs, 2, bdfs), false);
+    char *out, *err;
+    cr_assert_eq(AGENT(&f, &out, &err, "switch", "--to", "vfio"), 0, "%s", err);
+    cr_expect(strstr(out, "2 GPU(s) of this machine are on vfio-pci") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(AGENT(&f, &out, &err, "recover"), 0, "%s", err);
+    cr_expect(strstr(out, "Nothing to recover") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(AGENT(&f, &out, &err, "reset-check", GPU, "--cycles", "2", "--settle-ms", "5", "--json"), 0, "%s", err);
+    json_t *j = json_loads(out, 0, NULL);
+    cr_assert(j, "%s", out);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "verdict")), "pass");
+    cr_expect_eq(json_integer_value(json_object_get(j, "cycles")), 2);
+    json_decref(j);
+    free(out);
+    free(err);
+    cr_assert_eq(fake_kernel_control(&f.k, "reset " GPU " fail"), 0);
+    cr_expect_eq(AGENT(&f, &out, &err, "reset-check", GPU, "--settle-ms", "5"), 1);
+    cr_expect(strstr(out, "check fail") != NULL && strstr(out, "quarantined") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_expect_eq(AGENT(&f, &out, &err, "recover", "--clear-quarantine", GPU), 0, "%s", err);
+    cr_expect(strstr(out, "no longer quarantined") != NULL, "%s", out);
+    free(out);
+    free(err);
+    fixture_teardown(&f);
+}

@@ -1,0 +1,151 @@
+/* test-journal.c: the binding journal, the agent's records and quarantine files (R7, R4, R9). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/journal.h"
+#include "agent/pci-sysfs.h"
+#include "agent/records.h"
+#include "util/fileio.h"
+
+static const char good[] = "einsora-journal 1\n"
+                           "begin 7 0000:01:00.0 vfio\n"
+                           "fn 0000:01:00.0 nvidia vfio-pci -\n"
+                           "fn 0000:01:00.1 snd_hda_intel vfio-pci -\n"
+                           "step 0000:01:00.0 override\n"
+                           "step 0000:01:00.0 unbound\n";
+
+Test(journal, r7_journal_parses_an_unfinished_operation) {
+    JournalOp op;
+    Error err = {0};
+    cr_assert_eq(journal_parse(good, strlen(good), &op, &err), 0, "%s", error_message(&err));
+    cr_expect_eq(op.id, 7);
+    cr_expect_str_eq(op.gpu, "0000:01:00.0");
+    cr_expect(op.to_vfio);
+    cr_expect_eq(op.n_fns, 2);
+    cr_expect_str_eq(op.fns[0].from, "nvidia");
+    cr_expect_str_eq(op.fns[0].override, "");
+    cr_expect_eq(op.fns[0].step, JOURNAL_STEP_UNBOUND);
+    cr_expect_eq(op.fns[1].step, JOURNAL_STEP_INTENT);
+    cr_expect_eq(op.outcome, JOURNAL_OPEN);
+}
+
+Test(journal, r7_torn_last_line_is_ignored) {
+    char text[512];
+    snprintf(text, sizeof(text), "%sstep 0000:01:00.0 pro", good);
+    JournalOp op;
+    cr_assert_eq(journal_parse(text, strlen(text), &op, NULL), 0);
+    cr_expect_eq(op.fns[0].step, JOURNAL_STEP_UNBOUND);
+}
+
+Test(journal, r7_damaged_journal_is_an_error_naming_the_line) {
+    static const char *const bad[] = {
+            "einsora-journal 2\n",
+            "einsora-journal 1\nstep 0000:01:00.0 override\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 sideways\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nfn 0000:01:00.0 nv/idia vfio-pci -\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nfn 0000:01:00.0 nvidia vfio-pci -\nstep 0000:01:00.0 probed\nstep 0000:01:00.0 override\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nstep 0000:02:00.0 override\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nend 2 done\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nbegin 2 0000:01:00.0 host\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nend 1 done\nend 1 done\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nwhatever\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        JournalOp op;
+        Error err = {0};
+        cr_expect_eq(journal_parse(bad[i], strlen(bad[i]), &op, &err), -EINVAL, "case %zu", i);
+        cr_expect(err.message[0] != '\0', "case %zu has a sentence", i);
+    }
+    JournalOp op;
+    cr_expect_eq(journal_parse("einsora-journal 1\n", 18, &op, NULL), -ENOENT);
+}
+
+static char *temp_state(void) {
+    char *dir = strdup("/tmp/einsora-state-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    return dir;
+}
+
+Test(journal, r7_journal_round_trip_on_disk_and_one_operation_at_a_time) {
+    char *dir = temp_state();
+    JournalOp op = {.to_vfio = false, .n_fns = 1};
+    strcpy(op.gpu, "0000:01:00.0");
+    strcpy(op.fns[0].bdf, "0000:01:00.0");
+    strcpy(op.fns[0].from, "vfio-pci");
+    strcpy(op.fns[0].override, "vfio-pci");
+    Error err = {0};
+    cr_assert_eq(journal_begin(dir, &op, &err), 0, "%s", error_message(&err));
+    cr_assert_eq(journal_step(dir, "0000:01:00.0", JOURNAL_STEP_OVERRIDE, &err), 0);
+    JournalOp again = op;
+    cr_expect_eq(journal_begin(dir, &again, &err), -EBUSY, "an unfinished operation blocks the next");
+    JournalOp loaded;
+    cr_assert_eq(journal_load(dir, &loaded, &err), 0);
+    cr_expect_eq(loaded.fns[0].step, JOURNAL_STEP_OVERRIDE);
+    cr_expect_str_eq(loaded.fns[0].to, "");
+    cr_assert_eq(journal_end(dir, op.id, JOURNAL_DONE, &err), 0);
+    cr_assert_eq(journal_begin(dir, &again, &err), 0, "%s", error_message(&err));
+    cr_expect_eq(again.id, op.id + 1);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    free(dir);
+}
+
+Test(records, r7_workload_records_add_list_remove) {
+    char *dir = temp_state();
+    Error err = {0};
+    cr_assert_eq(agent_records_add(dir, "0000:01:00.0", "vm-bob-3", &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_records_add(dir, "0000:02:00.0", "notebook-7", &err), 0);
+    char **ids;
+    size_t n;
+    cr_assert_eq(agent_records_for_gpu(dir, "0000:01:00.0", &ids, &n, &err), 0);
+    cr_expect_eq(n, 1);
+    cr_expect_str_eq(ids[0], "vm-bob-3");
+    strv_free(ids, n);
+    cr_assert_eq(agent_records_remove(dir, "vm-bob-3", &err), 0);
+    cr_assert_eq(agent_records_for_gpu(dir, "0000:01:00.0", &ids, &n, &err), 0);
+    cr_expect_eq(n, 0);
+    strv_free(ids, n);
+    cr_expect_eq(agent_records_remove(dir, "vm-bob-3", &err), -ENOENT);
+    cr_expect_eq(agent_records_add(dir, "01:00.0", "x", &err), -EINVAL);
+    cr_expect_eq(agent_records_add(dir, "0000:01:00.0", "has space", &err), -EINVAL);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    free(dir);
+}
+
+Test(records, r7_bad_workload_records_are_an_error) {
+    char **b, **i;
+    size_t n;
+    Error err = {0};
+    cr_expect_eq(agent_records_parse("# c\n0000:01:00.0 a\n\n", &b, &i, &n, &err), 0);
+    cr_expect_eq(n, 1);
+    strv_free(b, n);
+    strv_free(i, n);
+    cr_expect_eq(agent_records_parse("0000:01:00.0\n", &b, &i, &n, &err), -EINVAL);
+    cr_expect(strstr(error_message(&err), "line 1") != NULL);
+    cr_expect_eq(agent_records_parse("nonsense id\n", &b, &i, &n, NULL), -EINVAL);
+}
+
+Test(records, r9_quarantine_set_get_clear) {
+    char *dir = temp_state();
+    Error err = {0};
+    char *reason = NULL;
+    cr_expect_eq(agent_quarantine_get(dir, "0000:01:00.0", &reason), -ENOENT);
+    cr_assert_eq(agent_quarantine_set(dir, "0000:01:00.0", "reset failed\nsecond line", &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_quarantine_get(dir, "0000:01:00.0", &reason), 0);
+    cr_expect_str_eq(reason, "reset failed second line");
+    free(reason);
+    cr_expect_eq(agent_quarantine_clear(dir, "0000:01:00.0", &err), 0);
+    cr_expect_eq(agent_quarantine_clear(dir, "0000:01:00.0", &err), -ENOENT);
+    cr_expect_eq(agent_quarantine_set(dir, "../etc", "x", &err), -EINVAL);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    free(dir);
+}
