@@ -14,6 +14,7 @@ typedef struct Verb {
 
 static const Verb verbs[] = {
     {"catalog", verb_catalog, "check or show the catalog of GPU classes"},
+    {"plan", verb_plan, "offline what-if: replay requests against an inventory"},
     {"agent", verb_agent, "the node agent: discover accelerators, bind GPUs, check resets"},
 };
 

@@ -9,6 +9,7 @@ enum {
 };
 
 int verb_catalog(int argc, char **argv);
+int verb_plan(int argc, char **argv);
 int verb_agent(int argc, char **argv);
 
 /* Sub-verbs of `einsora agent`; argv[0] is the sub-verb's name. */

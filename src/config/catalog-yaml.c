@@ -11,116 +11,21 @@
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "yaml-util.h"
 
+/* The shared YAML context first, so that helper callbacks can reach the loader. */
 typedef struct Loader {
-    yaml_document_t *doc;
-    const char *file;
+    YamlCtx y;
     const PciIds *ids;
-    Error *err;
 } Loader;
 
-#define FAIL_AT(L, node, code, ...)                                                               \
-    error_set_at((L)->err, (code), (L)->file, (unsigned)(node)->start_mark.line + 1,               \
-                 (unsigned)(node)->start_mark.column + 1, __VA_ARGS__)
+#define FAIL_AT(L, node, code, ...) YAML_FAIL_AT(&(L)->y, node, code, __VA_ARGS__)
 
-static const char *scalar(const yaml_node_t *n) {
-    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
-}
-
-static int expect_scalar(Loader *L, yaml_node_t *n, const char *key, const char **ret) {
-    const char *s = scalar(n);
-    if (!s)
-        return FAIL_AT(L, n, -EINVAL, "'%s' must be a single value, not a list or mapping", key);
-    if (!*s)
-        return FAIL_AT(L, n, -EINVAL, "'%s' is empty", key);
-    *ret = s;
-    return 0;
-}
-
-static int get_string(Loader *L, yaml_node_t *n, const char *key, char **ret) {
-    const char *s = NULL;
-    int r = expect_scalar(L, n, key, &s);
-    if (r < 0)
-        return r;
-    if (*ret)
-        free(*ret);
-    *ret = strdup(s);
-    return *ret ? 0 : error_set(L->err, -ENOMEM, "out of memory");
-}
-
-static int get_uint(Loader *L, yaml_node_t *n, const char *key, unsigned max, unsigned *ret) {
-    const char *s = NULL;
-    int r = expect_scalar(L, n, key, &s);
-    if (r < 0)
-        return r;
-    uint64_t v;
-    r = parse_uint64(s, max, &v);
-    if (r == -ERANGE)
-        return FAIL_AT(L, n, -ERANGE, "bad number '%s' for '%s': it must be at most %u", s, key, max);
-    if (r < 0 || v == 0)
-        return FAIL_AT(L, n, -EINVAL, "bad number '%s' for '%s': expected a whole number above 0", s,
-                       key);
-    *ret = (unsigned)v;
-    return 0;
-}
-
-static int get_bool(Loader *L, yaml_node_t *n, const char *key, bool *ret) {
-    const char *s = NULL;
-    int r = expect_scalar(L, n, key, &s);
-    if (r < 0)
-        return r;
-    if (STREQ(s, "true"))
-        *ret = true;
-    else if (STREQ(s, "false"))
-        *ret = false;
-    else
-        return FAIL_AT(L, n, -EINVAL, "'%s' must be true or false, not '%s'", key, s);
-    return 0;
-}
-
-/* Call fn for each item of a list; a single scalar counts as a one-item list. */
-typedef int (*item_fn)(Loader *L, yaml_node_t *item, void *userdata);
-
-static int for_each_item(Loader *L, yaml_node_t *n, const char *key, item_fn fn, void *userdata) {
-    if (n->type == YAML_SCALAR_NODE)
-        return fn(L, n, userdata);
-    if (n->type != YAML_SEQUENCE_NODE)
-        return FAIL_AT(L, n, -EINVAL, "'%s' must be a value or a list of values", key);
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-        int r = fn(L, yaml_document_get_node(L->doc, *it), userdata);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
-/* Iterate a mapping's pairs, refusing duplicate keys. */
-typedef int (*pair_fn)(Loader *L, yaml_node_t *key_node, const char *key, yaml_node_t *value,
-                       void *userdata);
-
-static int for_each_pair(Loader *L, yaml_node_t *n, const char *what, pair_fn fn, void *userdata) {
-    if (n->type != YAML_MAPPING_NODE)
-        return FAIL_AT(L, n, -EINVAL, "%s must be a mapping of key: value", what);
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node(L->doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(L->doc, p->value);
-        const char *key = scalar(k);
-        if (!key)
-            return FAIL_AT(L, k, -EINVAL, "keys in %s must be plain words", what);
-        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++)
-            if (STREQ(strempty(scalar(yaml_document_get_node(L->doc, q->key))), key))
-                return FAIL_AT(L, k, -EINVAL, "key '%s' appears twice in %s", key, what);
-        int r = fn(L, k, key, v, userdata);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
-static int add_pci_id(Loader *L, yaml_node_t *item, void *userdata) {
+static int add_pci_id(YamlCtx *y, yaml_node_t *item, void *userdata) {
+    Loader *L = (Loader *)y;
     GpuClass *cls = userdata;
     const char *s = NULL;
-    int r = expect_scalar(L, item, "match.pci", &s);
+    int r = yaml_expect_scalar(&L->y, item, "match.pci", &s);
     if (r < 0)
         return r;
     char v[8], d[8];
@@ -142,24 +47,26 @@ bad:
                    "bad PCI id '%s': expected VENDOR:DEVICE in hex, like 10de:2330", s);
 }
 
-static int add_nvml_name(Loader *L, yaml_node_t *item, void *userdata) {
+static int add_nvml_name(YamlCtx *y, yaml_node_t *item, void *userdata) {
+    Loader *L = (Loader *)y;
     GpuClass *cls = userdata;
     if (cls->n_nvml_names >= CLASS_MAX_NVML_NAMES)
         return FAIL_AT(L, item, -E2BIG, "a class may list at most %d NVML names", CLASS_MAX_NVML_NAMES);
     char *s = NULL;
-    int r = get_string(L, item, "match.nvml", &s);
+    int r = yaml_get_string(&L->y, item, "match.nvml", &s);
     if (r < 0)
         return r;
     cls->nvml_names[cls->n_nvml_names++] = s;
     return 0;
 }
 
-static int add_mig_profile(Loader *L, yaml_node_t *item, void *userdata) {
+static int add_mig_profile(YamlCtx *y, yaml_node_t *item, void *userdata) {
+    Loader *L = (Loader *)y;
     GpuClass *cls = userdata;
     if (cls->n_mig_profiles >= _MIG_SHAPE_MAX)
         return FAIL_AT(L, item, -E2BIG, "a card has at most %d MIG profiles", _MIG_SHAPE_MAX);
     char *s = NULL;
-    int r = get_string(L, item, "mig_profiles", &s);
+    int r = yaml_get_string(&L->y, item, "mig_profiles", &s);
     if (r < 0)
         return r;
     if (mig_profile_memory_gb(s) == 0) {
@@ -171,23 +78,25 @@ static int add_mig_profile(Loader *L, yaml_node_t *item, void *userdata) {
     return 0;
 }
 
-static int match_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+static int match_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+    Loader *L = (Loader *)y;
     GpuClass *cls = userdata;
     if (STREQ(key, "pci"))
-        return for_each_item(L, v, "match.pci", add_pci_id, cls);
+        return yaml_for_each_item(&L->y, v, "match.pci", add_pci_id, cls);
     if (STREQ(key, "nvml"))
-        return for_each_item(L, v, "match.nvml", add_nvml_name, cls);
+        return yaml_for_each_item(&L->y, v, "match.nvml", add_nvml_name, cls);
     if (STREQ(key, "apple_memory_gb"))
-        return get_uint(L, v, "match.apple_memory_gb", 1u << 20, &cls->apple_memory_gb);
+        return yaml_get_uint(&L->y, v, "match.apple_memory_gb", 1u << 20, &cls->apple_memory_gb);
     return FAIL_AT(L, k, -EINVAL, "unknown key 'match.%s' (known: pci, nvml, apple_memory_gb)", key);
 }
 
-static int mig_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+static int mig_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+    Loader *L = (Loader *)y;
     GpuClass *cls = userdata;
     if (STREQ(key, "parent"))
-        return get_string(L, v, "mig.parent", &cls->mig_parent);
+        return yaml_get_string(&L->y, v, "mig.parent", &cls->mig_parent);
     if (STREQ(key, "profile")) {
-        int r = get_string(L, v, "mig.profile", &cls->mig_profile);
+        int r = yaml_get_string(&L->y, v, "mig.profile", &cls->mig_profile);
         if (r >= 0 && mig_profile_memory_gb(cls->mig_profile) == 0)
             return FAIL_AT(L, v, -EINVAL, "bad MIG profile '%s': expected a name like 1g.10gb",
                            cls->mig_profile);
@@ -196,13 +105,14 @@ static int mig_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, 
     return FAIL_AT(L, k, -EINVAL, "unknown key 'mig.%s' (known: parent, profile)", key);
 }
 
-static int class_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+static int class_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+    Loader *L = (Loader *)y;
     GpuClass *cls = userdata;
     if (STREQ(key, "name"))
-        return get_string(L, v, key, &cls->name);
+        return yaml_get_string(&L->y, v, key, &cls->name);
     if (STREQ(key, "vendor")) {
         const char *s = NULL;
-        int r = expect_scalar(L, v, key, &s);
+        int r = yaml_expect_scalar(&L->y, v, key, &s);
         if (r < 0)
             return r;
         cls->vendor = vendor_from_string(s);
@@ -212,27 +122,27 @@ static int class_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v
         return 0;
     }
     if (STREQ(key, "match"))
-        return for_each_pair(L, v, "'match'", match_pair, cls);
+        return yaml_for_each_pair(&L->y, v, "'match'", match_pair, cls);
     if (STREQ(key, "memory_gb"))
-        return get_uint(L, v, key, 1u << 20, &cls->memory_gb);
+        return yaml_get_uint(&L->y, v, key, 1u << 20, &cls->memory_gb);
     if (STREQ(key, "container_resource"))
-        return get_string(L, v, key, &cls->container_resource);
+        return yaml_get_string(&L->y, v, key, &cls->container_resource);
     if (STREQ(key, "node_selector"))
-        return get_string(L, v, key, &cls->node_selector);
+        return yaml_get_string(&L->y, v, key, &cls->node_selector);
     if (STREQ(key, "vm_device_name")) {
         cls->vm_device_name_source = VM_NAME_CATALOG;
-        return get_string(L, v, key, &cls->vm_device_name);
+        return yaml_get_string(&L->y, v, key, &cls->vm_device_name);
     }
     if (STREQ(key, "mig_profiles"))
-        return for_each_item(L, v, key, add_mig_profile, cls);
+        return yaml_for_each_item(&L->y, v, key, add_mig_profile, cls);
     if (STREQ(key, "mig"))
-        return for_each_pair(L, v, "'mig'", mig_pair, cls);
+        return yaml_for_each_pair(&L->y, v, "'mig'", mig_pair, cls);
     if (STREQ(key, "internal_only"))
-        return get_bool(L, v, key, &cls->internal_only);
+        return yaml_get_bool(&L->y, v, key, &cls->internal_only);
     if (STREQ(key, "owner_only"))
-        return get_bool(L, v, key, &cls->owner_only);
+        return yaml_get_bool(&L->y, v, key, &cls->owner_only);
     if (STREQ(key, "consumer"))
-        return get_bool(L, v, key, &cls->consumer);
+        return yaml_get_bool(&L->y, v, key, &cls->consumer);
     if (STREQ(key, "vgpu") || string_contains_nocase(key, "vgpu"))
         return FAIL_AT(L, k, -EOPNOTSUPP, "class '%s': %s", strempty(cls->name), CATALOG_VGPU_REFUSAL);
     return FAIL_AT(L, k, -EINVAL,
@@ -248,7 +158,7 @@ static int derive_vm_name(Loader *L, GpuClass *cls) {
     const char *pci_name = pci_ids_device_name(L->ids, cls->pci[0].vendor, cls->pci[0].device);
     cls->vm_device_name = vm_device_name_derive(pci_name, cls->pci[0].device);
     cls->vm_device_name_source = pci_name ? VM_NAME_PCI_IDS : VM_NAME_RAW_ID;
-    return cls->vm_device_name ? 0 : error_set(L->err, -ENOMEM, "out of memory");
+    return cls->vm_device_name ? 0 : error_set(L->y.err, -ENOMEM, "out of memory");
 }
 
 typedef struct ClassMarks {
@@ -259,11 +169,11 @@ static int load_classes(Loader *L, yaml_node_t *seq, Catalog *cat, ClassMarks *m
     if (seq->type != YAML_SEQUENCE_NODE)
         return FAIL_AT(L, seq, -EINVAL, "'classes' must be a list of classes");
     for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
-        yaml_node_t *n = yaml_document_get_node(L->doc, *it);
+        yaml_node_t *n = yaml_document_get_node(L->y.doc, *it);
         if (cat->n_classes >= CATALOG_MAX_CLASSES)
             return FAIL_AT(L, n, -E2BIG, "too many classes (at most %d)", CATALOG_MAX_CLASSES);
         GpuClass cls = {.vendor = _VENDOR_INVALID};
-        int r = for_each_pair(L, n, "a class", class_pair, &cls);
+        int r = yaml_for_each_pair(&L->y, n, "a class", class_pair, &cls);
         if (r >= 0 && !cls.name)
             r = FAIL_AT(L, n, -EINVAL, "missing required field 'name'");
         if (r >= 0 && cls.vendor < 0)
@@ -276,7 +186,7 @@ static int load_classes(Loader *L, yaml_node_t *seq, Catalog *cat, ClassMarks *m
             if (r == -EEXIST)
                 r = FAIL_AT(L, n, -EEXIST, "duplicate class name '%s'", cls.name);
             else if (r < 0)
-                r = error_set(L->err, r, "out of memory");
+                r = error_set(L->y.err, r, "out of memory");
         }
         gpu_class_done(&cls);
         if (r < 0)
@@ -285,13 +195,14 @@ static int load_classes(Loader *L, yaml_node_t *seq, Catalog *cat, ClassMarks *m
     return 0;
 }
 
-static int top_pair(Loader *L, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+static int top_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+    Loader *L = (Loader *)y;
     void **args = userdata;
     if (STREQ(key, "classes"))
         return load_classes(L, v, args[0], args[1]);
     if (STREQ(key, "version")) {
         unsigned ver;
-        int r = get_uint(L, v, key, 1000, &ver);
+        int r = yaml_get_uint(&L->y, v, key, 1000, &ver);
         if (r >= 0 && ver != 1)
             return FAIL_AT(L, v, -EINVAL, "catalog version %u is not supported (this build reads 1)", ver);
         return r;
@@ -304,25 +215,14 @@ int catalog_parse_yaml(const char *text, size_t len, const char *filename, const
     const char *file = filename ? filename : "<catalog>";
     if (len > CATALOG_MAX_BYTES)
         return error_set(err, -EFBIG, "%s: catalog is larger than %u bytes", file, CATALOG_MAX_BYTES);
-    yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser))
-        return error_set(err, -ENOMEM, "out of memory");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        int r = error_set_at(err, -EINVAL, file, (unsigned)parser.problem_mark.line + 1,
-                             (unsigned)parser.problem_mark.column + 1, "YAML syntax error: %s%s%s",
-                             strempty(parser.problem), parser.context ? " " : "",
-                             strempty(parser.context));
-        yaml_parser_delete(&parser);
+    int r = yaml_load_text(text, len, file, &doc, err);
+    if (r < 0)
         return r;
-    }
-    yaml_parser_delete(&parser);
 
-    Loader L = {.doc = &doc, .file = file, .ids = ids, .err = err};
+    Loader L = {.y = {.doc = &doc, .file = file, .err = err}, .ids = ids};
     Catalog *cat = catalog_new();
     ClassMarks *marks = calloc(1, sizeof(*marks));
-    int r = 0;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!cat || !marks)
         r = error_set(err, -ENOMEM, "out of memory");
@@ -330,7 +230,7 @@ int catalog_parse_yaml(const char *text, size_t len, const char *filename, const
         r = error_set_at(err, -EINVAL, file, 1, 1, "the catalog is empty: expected 'classes:'");
     else {
         void *args[2] = {cat, marks};
-        r = for_each_pair(&L, root, "the catalog", top_pair, args);
+        r = yaml_for_each_pair(&L.y, root, "the catalog", top_pair, args);
         if (r >= 0 && cat->n_classes == 0)
             r = FAIL_AT(&L, root, -EINVAL, "the catalog has no classes");
     }

@@ -1,0 +1,374 @@
+/* bench-place.c: placement throughput and latency on a simulated fleet of 10,000 nodes /
+ * 80,000 GPUs (H100 and H200 with MIG, A100, consumer cards, Macs, CPU-only nodes) over
+ * 1,000,000 requests with releases; the same figures for a naive first-fit baseline run on
+ * the same fleet and request stream in the same process. Not a test: it prints figures.
+ *
+ *   bench-place [REQUESTS]      (default 1000000; EINSORA_BENCH_SEED picks the stream) */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "config/catalog-yaml.h"
+#include "core/sched.h"
+#include "util/macro.h"
+
+#define N_NODES 10000
+#define N_USERS 1000
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next(void) {
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 2685821657736338717ull;
+}
+static unsigned pick(unsigned n) {
+    return (unsigned)(next() % n);
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the fleet ---- */
+
+typedef struct NodeKind {
+    const char *site, *cls, *mode; /* mode NULL: lab per-GPU binding */
+    unsigned nodes, gpus;
+    bool mig, mac;
+} NodeKind;
+
+static const NodeKind fleet[] = {
+    {"dc-a", "nvidia-h100-80gb", "container", 2500, 8, false, false},
+    {"dc-a", "nvidia-h100-80gb", "vm-passthrough", 1200, 8, false, false},
+    {"dc-b", "nvidia-h200-141gb", "container", 1000, 8, true, false},
+    {"dc-b", "nvidia-a100-80gb", "container", 2000, 8, false, false},
+    {"dc-c", "nvidia-a100-80gb", "vm-passthrough", 1000, 8, false, false},
+    {"dc-c", "nvidia-l40s", "container", 650, 16, false, false},
+    {"lab", "nvidia-rtx-4090", NULL, 1000, 8, false, false},
+    {"lab", NULL, NULL, 300, 0, false, true},      /* Macs */
+    {"dc-c", NULL, "container", 350, 0, false, false}, /* CPU-only */
+};
+
+static char user_names[N_USERS][16];
+
+static void build_fleet(Sched *s, unsigned *ret_gpus) {
+    const char *sites[] = {"dc-a", "dc-b", "dc-c"};
+    for (int i = 0; i < 3; i++)
+        sched_add_site(s, sites[i], SITE_DATACENTER, NULL);
+    sched_add_site(s, "lab", SITE_LAB, NULL);
+    for (int u = 0; u < N_USERS; u++) {
+        snprintf(user_names[u], sizeof(user_names[u]), "user%d", u);
+        if (u < 100 || u >= 400) /* 700 of 1000 users are trusted tenants of the datacenters */
+            for (int i = 0; i < 3; i++)
+                sched_site_trust(s, sites[i], user_names[u], true, NULL);
+    }
+    unsigned k = 0, gpus = 0;
+    for (size_t f = 0; f < sizeof(fleet) / sizeof(fleet[0]); f++)
+        for (unsigned i = 0; i < fleet[f].nodes; i++, k++) {
+            char name[32];
+            snprintf(name, sizeof(name), "node-%05u", k);
+            DeviceSpec devs[SCHED_NODE_MAX_DEVICES];
+            for (unsigned g = 0; g < fleet[f].gpus; g++)
+                devs[g] = (DeviceSpec){.class_name = fleet[f].cls, .binding = g < 4 ? BINDING_HOST : BINDING_VFIO,
+                                       .mig_enabled = fleet[f].mig, .reset_verified = true};
+            SchedLabel label = {SCHED_MODE_LABEL, fleet[f].mode};
+            NodeSpec spec = {.name = name, .site = fleet[f].site,
+                             .owner = fleet[f].site[0] == 'l' ? user_names[100 + k % 900] : "ops",
+                             .platform = fleet[f].mac ? PLATFORM_MACOS : PLATFORM_LINUX,
+                             .labels = fleet[f].mode ? &label : NULL, .n_labels = fleet[f].mode ? 1 : 0,
+                             .kata = true, .mig_in_kata = fleet[f].mig, .cpu_cores = 64,
+                             .apple_unified_memory_gb = fleet[f].mac ? 64 : 0,
+                             .apple_usable_memory_gb = fleet[f].mac ? 48 : 0, .devices = devs,
+                             .n_devices = fleet[f].gpus};
+            Error err = {0};
+            if (sched_add_node(s, &spec, 0, &err) < 0) {
+                fprintf(stderr, "bench-place: %s\n", err.message);
+                exit(1);
+            }
+            gpus += fleet[f].gpus + fleet[f].mac;
+        }
+    *ret_gpus = gpus;
+}
+
+/* ---- the request stream ---- */
+
+typedef struct Op {
+    bool release;
+    uint32_t target; /* release: index of an earlier submit */
+    RequestSpec spec;
+    char id[16];
+} Op;
+
+static const char *const whole[] = {"nvidia-h100-80gb", "nvidia-a100-80gb", "nvidia-l40s", "nvidia-rtx-4090"};
+static const char *const slices[] = {"nvidia-h200-141gb-mig-1g.18gb", "nvidia-h200-141gb-mig-2g.35gb",
+                                     "nvidia-h200-141gb-mig-3g.71gb", "nvidia-h200-141gb-mig-1g.35gb",
+                                     "nvidia-h200-141gb-mig-7g.141gb"};
+static const char *const to_cpu[] = {"cpu"};
+
+static void make_spec(Op *op, uint32_t i) {
+    snprintf(op->id, sizeof(op->id), "r%u", i);
+    RequestSpec *r = &op->spec;
+    unsigned u = pick(N_USERS);
+    *r = (RequestSpec){.id = op->id, .user = user_names[u], .submitted = i, .count = 1};
+    unsigned k = pick(100);
+    if (k < 45) { /* whole GPUs to containers, some gangs */
+        r->kind = pick(2) ? WORKLOAD_CONTAINER : WORKLOAD_NOTEBOOK;
+        r->class_name = whole[pick(4)];
+        unsigned g = pick(20);
+        r->count = g == 0 ? 8 : g == 1 ? 4 : g < 4 ? 2 : 1;
+    } else if (k < 60) {
+        r->kind = WORKLOAD_VM;
+        r->class_name = whole[pick(2)];
+    } else if (k < 75) {
+        r->kind = WORKLOAD_ENDPOINT;
+        r->class_name = slices[pick(5)];
+    } else if (k < 80) {
+        r->kind = WORKLOAD_NOTEBOOK;
+        r->class_name = "nvidia-h100-80gb";
+        r->share = true;
+        r->user = user_names[pick(100)];
+    } else if (k < 85) {
+        r->kind = WORKLOAD_ENDPOINT;
+        r->class_name = "apple-silicon-64gb";
+        r->memory_gb = 8 + pick(16);
+        r->user = user_names[100 + pick(900)];
+        r->fallback = to_cpu;
+        r->n_fallback = 1;
+        r->wait_s = 30;
+    } else {
+        r->kind = pick(2) ? WORKLOAD_ENDPOINT : WORKLOAD_CONTAINER;
+        r->class_name = "cpu";
+        r->count = 1 + pick(8);
+    }
+}
+
+/* Submits, with releases of earlier requests mixed in so that the fleet stays ~85% busy. */
+static Op *make_stream(unsigned n_requests, unsigned gpus, size_t *ret_n) {
+    Op *ops = calloc((size_t)n_requests * 2, sizeof(Op));
+    uint32_t *live = calloc(n_requests, sizeof(uint32_t));
+    if (!ops || !live)
+        exit(1);
+    size_t n = 0, n_live = 0;
+    size_t target = (size_t)gpus * 85 / 100;
+    for (uint32_t i = 0; i < n_requests; i++) {
+        while (n_live > target || (n_live && pick(3) == 0)) {
+            size_t j = pick((unsigned)n_live);
+            ops[n++] = (Op){.release = true, .target = live[j]};
+            live[j] = live[--n_live];
+            if (n_live < target / 2)
+                break;
+        }
+        ops[n].release = false;
+        make_spec(&ops[n], i);
+        live[n_live++] = (uint32_t)n;
+        ops[n].target = (uint32_t)n;
+        n++;
+    }
+    free(live);
+    *ret_n = n;
+    return ops;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct Result {
+    double secs, per_sec, submit_per_sec, p50_us, p99_us, max_us;
+    size_t placed, waiting, refused, whole_free_nodes;
+} Result;
+
+static void percentiles(uint32_t *lat, size_t n, Result *res) {
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += lat[i];
+    res->submit_per_sec = n / (sum / 1e9);
+    qsort(lat, n, sizeof(uint32_t), cmp_u32);
+    res->p50_us = lat[n / 2] / 1000.0;
+    res->p99_us = lat[n * 99 / 100] / 1000.0;
+    res->max_us = lat[n - 1] / 1000.0;
+}
+
+/* ---- ours ---- */
+
+static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
+    Result res = {0};
+    size_t k = 0;
+    uint64_t t0 = now_ns();
+    for (size_t i = 0; i < n_ops; i++) {
+        Op *op = &ops[i];
+        if (op->release) {
+            sched_release(s, ops[op->target].id, ops[op->target].spec.submitted + 1, NULL);
+            continue;
+        }
+        Decision d;
+        uint64_t a = now_ns();
+        sched_submit(s, &op->spec, op->spec.submitted, &d, NULL);
+        uint64_t b = now_ns();
+        lat[k++] = (uint32_t)MIN(b - a, UINT32_MAX);
+        res.placed += d.kind == DECISION_PLACED;
+        res.waiting += d.kind == DECISION_WAITING;
+        res.refused += d.kind == DECISION_REFUSED;
+        if ((i & 1023) == 0)
+            sched_tick(s, op->spec.submitted);
+    }
+    res.secs = (now_ns() - t0) / 1e9;
+    res.per_sec = k / res.secs;
+    percentiles(lat, k, &res);
+    for (size_t i = 0; i < sched_node_count(s); i++) {
+        NodeInfo ni;
+        sched_node_info_at(s, i, &ni);
+        bool all_free = ni.n_devices > 0;
+        for (unsigned d = 0; d < ni.n_devices && all_free; d++) {
+            DeviceInfo di;
+            sched_device_info(s, ni.name, d, &di);
+            all_free = di.n_allocations == 0;
+        }
+        res.whole_free_nodes += all_free;
+    }
+    return res;
+}
+
+/* ---- naive first-fit baseline: first node in order with enough free units of the class ---- */
+
+typedef struct FfNode {
+    int cls;
+    uint8_t n, free;
+    uint8_t mig_used; /* slots used on the node's MIG GPUs, flattened to a count */
+    uint16_t cpu_free;
+} FfNode;
+
+typedef struct FfAlloc {
+    int32_t node;
+    uint8_t units;
+    bool cpu;
+} FfAlloc;
+
+static Result run_first_fit(const Catalog *cat, Op *ops, size_t n_ops, uint32_t *lat) {
+    FfNode *nodes = calloc(N_NODES, sizeof(FfNode));
+    FfAlloc *allocs = calloc(n_ops, sizeof(FfAlloc));
+    if (!nodes || !allocs)
+        exit(1);
+    size_t k = 0, m = 0;
+    for (size_t f = 0; f < sizeof(fleet) / sizeof(fleet[0]); f++)
+        for (unsigned i = 0; i < fleet[f].nodes; i++, m++) {
+            nodes[m].cls = fleet[f].cls ? catalog_find_index(cat, fleet[f].cls) : fleet[f].mac ? -2 : -1;
+            nodes[m].n = nodes[m].free = (uint8_t)(fleet[f].mig ? fleet[f].gpus * 7 : fleet[f].mac ? 1 : fleet[f].gpus);
+            nodes[m].cpu_free = 64;
+        }
+    Result res = {0};
+    uint64_t t0 = now_ns();
+    for (size_t i = 0; i < n_ops; i++) {
+        Op *op = &ops[i];
+        if (op->release) {
+            FfAlloc *a = &allocs[op->target];
+            if (a->node >= 0 && a->units) {
+                if (a->cpu)
+                    nodes[a->node].cpu_free += a->units;
+                else
+                    nodes[a->node].free += a->units;
+                a->units = 0;
+            }
+            continue;
+        }
+        uint64_t a = now_ns();
+        int c = catalog_find_index(cat, op->spec.class_name);
+        bool cpu = c >= 0 && cat->classes[c].vendor == VENDOR_CPU;
+        int want = c;
+        unsigned units = op->spec.count ? op->spec.count : 1;
+        if (c >= 0 && cat->classes[c].mig_parent_index >= 0) {
+            want = cat->classes[c].mig_parent_index;
+            units = mig_shape_info(cat->classes[c].mig_shape)->mem_slots;
+        }
+        if (c >= 0 && cat->classes[c].vendor == VENDOR_APPLE)
+            want = -2;
+        allocs[i].node = -1;
+        for (int32_t nd = 0; nd < N_NODES; nd++) {
+            FfNode *fn = &nodes[nd];
+            if (cpu ? fn->cpu_free >= units : (fn->cls == want && fn->free >= units)) {
+                if (cpu)
+                    fn->cpu_free = (uint16_t)(fn->cpu_free - units);
+                else
+                    fn->free = (uint8_t)(fn->free - units);
+                allocs[i] = (FfAlloc){nd, (uint8_t)units, cpu};
+                break;
+            }
+        }
+        uint64_t b = now_ns();
+        lat[k++] = (uint32_t)MIN(b - a, UINT32_MAX);
+        res.placed += allocs[i].node >= 0;
+        res.waiting += allocs[i].node < 0;
+    }
+    res.secs = (now_ns() - t0) / 1e9;
+    res.per_sec = k / res.secs;
+    percentiles(lat, k, &res);
+    for (int nd = 0; nd < N_NODES; nd++)
+        res.whole_free_nodes += nodes[nd].cls != -1 && nodes[nd].free == nodes[nd].n;
+    free(nodes);
+    free(allocs);
+    return res;
+}
+
+static long peak_rss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static void print_result(const char *name, const Result *r) {
+    printf("%-10s decisions %8.0f/s (submit path alone %8.0f/s; the first includes releases and queue walks)\n"
+           "%-10s p50 %6.2f us  p99 %6.2f us  max %8.1f us  placed %zu  waiting %zu  refused %zu  "
+           "whole-free GPU nodes at end %zu\n",
+           name, r->per_sec, r->submit_per_sec, "", r->p50_us, r->p99_us, r->max_us, r->placed, r->waiting, r->refused,
+           r->whole_free_nodes);
+}
+
+int main(int argc, char **argv) {
+    unsigned n_requests = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1000000;
+    const char *seed = getenv("EINSORA_BENCH_SEED");
+    if (seed)
+        rng = strtoull(seed, NULL, 10) | 1;
+    Catalog *cat = NULL;
+    Error err = {0};
+    if (catalog_load_file(TEST_DATA "/catalog.yaml", NULL, &cat, &err) < 0) {
+        fprintf(stderr, "bench-place: %s\n", err.message);
+        return 1;
+    }
+    Sched *s = sched_new(cat);
+    unsigned gpus = 0;
+    uint64_t t0 = now_ns();
+    build_fleet(s, &gpus);
+    printf("fleet: %zu nodes, %u GPUs (incl. Mac GPUs), built in %.2f s; RSS %ld MiB\n", sched_node_count(s), gpus,
+           (now_ns() - t0) / 1e9, peak_rss_kb() / 1024);
+    size_t n_ops;
+    Op *ops = make_stream(n_requests, gpus, &n_ops);
+    uint32_t *lat = calloc(n_requests, sizeof(uint32_t));
+    printf("stream: %u requests, %zu releases\n", n_requests, n_ops - n_requests);
+    long rss_before = peak_rss_kb();
+    Result ours = run_ours(s, ops, n_ops, lat);
+    long rss_ours = peak_rss_kb();
+    Result ff = run_first_fit(cat, ops, n_ops, lat);
+    print_result("einsora", &ours);
+    print_result("first-fit", &ff);
+    printf("peak RSS: %ld MiB (stream and latency buffers %ld MiB before the run)\n", rss_ours / 1024,
+           rss_before / 1024);
+    printf("ratio einsora/first-fit: throughput %.2fx, p99 %.2fx, whole-free GPU nodes %.2fx\n",
+           ours.per_sec / ff.per_sec, ours.p99_us / ff.p99_us,
+           ff.whole_free_nodes ? (double)ours.whole_free_nodes / ff.whole_free_nodes : 0.0);
+    Error cerr = {0};
+    if (sched_check(s, &cerr) < 0)
+        printf("INVARIANT VIOLATED after the run: %s\n", cerr.message);
+    free(lat);
+    free(ops);
+    sched_free(s);
+    catalog_free(cat);
+    return 0;
+}

@@ -1,0 +1,232 @@
+/* invariants.c: the whole-state checker: R15 (strangers never share a GPU except MIG slices
+ * under Kata), R2e (time slices of one user), R10 (Mac limits), R16 (no device in two
+ * allocations the rules forbid; no request placed twice) and the bookkeeping of every index.
+ * It recomputes everything from the requests and compares, so it trusts nothing cached. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched-internal.h"
+
+#define POOL_SHIFT 5
+
+static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) {
+    const Device *d = &n->devices[di];
+    uint8_t layout = 0;
+    uint32_t first_user = NIL;
+    bool multi = false, all_mig_kata = true;
+    for (unsigned i = 0; i < d->n_allocs; i++) {
+        uint32_t ri = d->allocs[i];
+        if (ri >= s->n_reqs || !s->reqs[ri].used || !s->reqs[ri].placed || &s->nodes[s->reqs[ri].node] != n)
+            return error_set(err, -EUCLEAN, "device %u of '%s' lists an allocation that is not placed there", di,
+                             n->name);
+        const Req *r = &s->reqs[ri];
+        unsigned seen = 0;
+        for (unsigned j = 0; j < r->n_dev; j++)
+            seen += r->devs[j] == di;
+        for (unsigned j = 0; j < d->n_allocs; j++)
+            seen -= (j != i && d->allocs[j] == ri);
+        if (seen != 1)
+            return error_set(err, -EUCLEAN, "request '%s' is counted %u times on device %u of '%s' (R16)", r->id,
+                             seen, di, n->name);
+        if (first_user == NIL)
+            first_user = r->user;
+        else if (r->user != first_user)
+            multi = true;
+        if (r->method != METHOD_MIG || r->crt != CONTAINER_RUNTIME_KATA || !n->mig_in_kata)
+            all_mig_kata = false;
+        if (r->method == METHOD_MIG) {
+            uint8_t m = (uint8_t)(((1u << r->mig_slots) - 1u) << r->mig_start);
+            if (layout & m)
+                return error_set(err, -EUCLEAN, "MIG slices overlap on device %u of '%s' (R16)", di, n->name);
+            layout |= m;
+        }
+        DevUse want = r->method == METHOD_TIME_SLICE ? USE_TIME_SLICE
+                      : r->method == METHOD_MIG      ? USE_MIG
+                      : r->method == METHOD_APPLE_WHOLE ? USE_APPLE
+                                                      : USE_EXCLUSIVE;
+        if (d->use != want)
+            return error_set(err, -EUCLEAN, "device %u of '%s' is used as %d but '%s' holds it by %s", di, n->name,
+                             (int)d->use, r->id, method_to_string(r->method));
+    }
+    if (!d->n_allocs && d->use != USE_NONE)
+        return error_set(err, -EUCLEAN, "device %u of '%s' is marked in use without allocations", di, n->name);
+    if (layout != d->mig_layout)
+        return error_set(err, -EUCLEAN, "device %u of '%s': MIG layout %#x but its slices make %#x", di, n->name,
+                         d->mig_layout, layout);
+    if (multi && !all_mig_kata)
+        return error_set(err, -EUCLEAN,
+                         "device %u of '%s' is shared by different users outside MIG slices under Kata (R15)", di,
+                         n->name);
+    if (d->use == USE_EXCLUSIVE && d->n_allocs > 1)
+        return error_set(err, -EUCLEAN, "device %u of '%s' is given whole to %u workloads (R16)", di, n->name,
+                         d->n_allocs);
+    if (d->use == USE_TIME_SLICE && d->n_allocs > n->ts_replicas)
+        return error_set(err, -EUCLEAN, "device %u of '%s' has %u time slices, above %u", di, n->name, d->n_allocs,
+                         n->ts_replicas);
+    if (d->use == USE_APPLE && first_user != n->owner)
+        return error_set(err, -EUCLEAN, "the GPU of Mac '%s' serves someone other than its owner (R10)", n->name);
+    return 0;
+}
+
+typedef struct Usage {
+    unsigned cores, mem, vms, allocs;
+} Usage;
+
+static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
+    const Node *n = &s->nodes[ni];
+    uint32_t v;
+    if (!strmap_get(&s->node_map, n->name, &v) || v != ni)
+        return error_set(err, -EUCLEAN, "node '%s' is missing from the name index", n->name);
+    if (u->cores != n->cpu_used || u->mem != n->apple_used_gb || u->vms != n->macos_vms || u->allocs != n->n_allocs)
+        return error_set(err, -EUCLEAN, "node '%s': usage counters disagree with its allocations", n->name);
+    if (n->cpu_used > n->cpu_cores)
+        return error_set(err, -EUCLEAN, "node '%s' gives out more cores than it has", n->name);
+    if (n->apple_used_gb > n->apple_usable_gb)
+        return error_set(err, -EUCLEAN, "Mac '%s' gives out more GPU memory than is usable (R10)", n->name);
+    if (n->macos_vms > SCHED_MAX_MACOS_VMS)
+        return error_set(err, -EUCLEAN, "Mac '%s' runs %u macOS VMs, above the licence's 2 (R10)", n->name,
+                         n->macos_vms);
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        int r = check_device(s, n, i, err);
+        if (r < 0)
+            return r;
+        const Device *d = &n->devices[i];
+        if (s->sites[n->site].kind == SITE_DATACENTER && n->mode != NODE_MODE_NONE &&
+            d->binding != (n->mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST))
+            return error_set(err, -EUCLEAN, "node '%s': device %u is not in the node's mode (R3)", n->name, i);
+    }
+    for (unsigned k = 0; k < n->n_pools; k++) {
+        const PoolLink *pl = &n->pools[k];
+        if (pl->free != node_pool_free(s, n, pl->pool / 2, (Binding)(pl->pool % 2)))
+            return error_set(err, -EUCLEAN, "node '%s': free-GPU index is stale", n->name);
+    }
+    return 0;
+}
+
+static int check_lists(const Sched *s, Error *err) {
+    /* Every listed element is where its own record says, and the counts match. */
+    size_t listed_pools = 0, want_pools = 0;
+    for (size_t st = 0; st < s->n_sites; st++)
+    for (size_t p = 0; p < s->cat->n_classes * 2; p++)
+        /* A class no node has is never listed (counted below), so skip its empty heads. */
+        for (unsigned f = 1; s->class_nodes[p / 2] && f <= SCHED_NODE_MAX_DEVICES; f++)
+            for (uint32_t id = s->sites[st].pool_heads[p][f]; id != NIL;) {
+                const Node *n = &s->nodes[id >> POOL_SHIFT];
+                const PoolLink *pl = &n->pools[id & ((1u << POOL_SHIFT) - 1)];
+                if (!n->alive || pl->pool != (int)p || pl->free != f || n->site != st)
+                    return error_set(err, -EUCLEAN, "whole-GPU pool lists a node in the wrong bucket");
+                if (++listed_pools > s->n_nodes * 2 * SCHED_NODE_MAX_DEVICES)
+                    return error_set(err, -EUCLEAN, "whole-GPU pool list has a cycle");
+                id = pl->link.next;
+            }
+    size_t listed_cpu = 0, want_cpu = 0;
+    for (int b = 0; b < CPU_BUCKETS; b++)
+        for (uint32_t ni = s->cpu_heads[b]; ni != NIL; ni = s->nodes[ni].cpu_link.next) {
+            if (!s->nodes[ni].alive || s->nodes[ni].cpu_bucket != b)
+                return error_set(err, -EUCLEAN, "cpu index lists a node in the wrong bucket");
+            if (++listed_cpu > s->n_nodes)
+                return error_set(err, -EUCLEAN, "cpu index has a cycle");
+        }
+    for (size_t k = 0; k < s->n_order; k++) {
+        const Node *n = &s->nodes[s->order[k]];
+        for (unsigned j = 0; j < n->n_pools; j++)
+            want_pools += n->pools[j].free > 0;
+        want_cpu += n->cpu_bucket >= 0;
+    }
+    uint32_t *blocked = calloc(MAX(s->cat->n_classes, 1), sizeof(uint32_t));
+    if (!blocked)
+        return error_set(err, -ENOMEM, "out of memory");
+    for (size_t k = 0; k < s->n_order; k++) {
+        const Node *n = &s->nodes[s->order[k]];
+        for (unsigned j = 0; j < n->n_pools; j++)
+            blocked[n->pools[j].pool / 2] += n->pools[j].blocked;
+    }
+    for (size_t c = 0; c < s->cat->n_classes; c++)
+        if (blocked[c] != s->class_blocked[c]) {
+            free(blocked);
+            return error_set(err, -EUCLEAN, "class %s: idle-but-blocked count is stale", s->cat->classes[c].name);
+        }
+    free(blocked);
+    if (listed_pools != want_pools || listed_cpu != want_cpu)
+        return error_set(err, -EUCLEAN, "free indexes and node records disagree");
+    return 0;
+}
+
+static int check_requests(const Sched *s, Error *err) {
+    size_t live = 0, waiting = 0;
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        const Req *r = &s->reqs[i];
+        if (!r->used)
+            continue;
+        live++;
+        uint32_t v;
+        if (!strmap_get(&s->req_map, r->id, &v) || v != i)
+            return error_set(err, -EUCLEAN, "request '%s' is missing from the id index (R16)", r->id);
+        if (!r->placed)
+            continue;
+        int ret = policy_check_placement(s, r, false, err);
+        if (ret < 0)
+            return -EUCLEAN;
+        const Node *n = &s->nodes[r->node];
+        for (unsigned j = 0; j < r->n_dev; j++) {
+            const Device *d = &n->devices[r->devs[j]];
+            bool found = false;
+            for (unsigned k = 0; k < d->n_allocs; k++)
+                found |= d->allocs[k] == i;
+            if (!found)
+                return error_set(err, -EUCLEAN, "request '%s' is placed on a device that does not list it", r->id);
+        }
+    }
+    uint64_t last = 0;
+    uint32_t prev = NIL;
+    for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next) {
+        const Req *r = &s->reqs[ri];
+        if (!r->used || r->placed)
+            return error_set(err, -EUCLEAN, "the queue holds a request that is not waiting (R16)");
+        if (r->q.prev != prev || (waiting && r->submitted < last))
+            return error_set(err, -EUCLEAN, "the queue is out of order at '%s'", r->id);
+        last = r->submitted;
+        prev = ri;
+        if (++waiting > live)
+            return error_set(err, -EUCLEAN, "the queue has a cycle");
+    }
+    size_t placed = 0;
+    for (size_t i = 0; i < s->n_reqs; i++)
+        placed += s->reqs[i].used && s->reqs[i].placed;
+    if (prev != s->q_tail || waiting != s->n_waiting || placed + waiting != live || live != s->n_live_reqs ||
+        live != s->req_map.n)
+        return error_set(err, -EUCLEAN, "request counts disagree: %zu live, %zu placed, %zu waiting", live, placed,
+                         waiting);
+    return 0;
+}
+
+int sched_check(const Sched *s, Error *err) {
+    Usage *use = calloc(MAX(s->n_nodes, 1), sizeof(Usage));
+    if (!use)
+        return error_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        const Req *r = &s->reqs[i];
+        if (!r->used || !r->placed || r->node >= s->n_nodes)
+            continue;
+        Usage *u = &use[r->node];
+        u->cores += r->cores;
+        u->mem += r->mem;
+        u->vms += r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS;
+        u->allocs++;
+    }
+    for (size_t k = 0; k < s->n_order; k++) {
+        int r = check_node(s, s->order[k], &use[s->order[k]], err);
+        if (r < 0) {
+            free(use);
+            return r;
+        }
+    }
+    free(use);
+    if (s->node_map.n != s->n_order)
+        return error_set(err, -EUCLEAN, "the node index has %zu names for %zu nodes", s->node_map.n, s->n_order);
+    int r = check_lists(s, err);
+    if (r < 0)
+        return r;
+    return check_requests(s, err);
+}

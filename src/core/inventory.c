@@ -1,0 +1,765 @@
+/* inventory.c: sites, users and trust, nodes and devices, and the free-device indexes.
+ *
+ * Every mutation validates first and changes nothing on error; after a change it re-files
+ * the node in the free indexes (node_refresh) and offers freed capacity to the queue. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched-internal.h"
+#include "util/strutil.h"
+
+#define POOL_SHIFT 5 /* a node's pool link id: node << POOL_SHIFT | k */
+
+/* ---- intrusive lists (three kinds of element share the helpers through an accessor) ---- */
+
+typedef Link *(*LinkOf)(Sched *s, uint32_t id);
+
+static Link *pool_link_of(Sched *s, uint32_t id) {
+    return &s->nodes[id >> POOL_SHIFT].pools[id & ((1u << POOL_SHIFT) - 1)].link;
+}
+static Link *dev_link_of(Sched *s, uint32_t id) {
+    return &dev_of(s, id)->link;
+}
+static Link *cpu_link_of(Sched *s, uint32_t id) {
+    return &s->nodes[id].cpu_link;
+}
+
+static void list_push(Sched *s, LinkOf of, uint32_t *head, uint32_t id) {
+    Link *l = of(s, id);
+    l->prev = NIL;
+    l->next = *head;
+    if (*head != NIL)
+        of(s, *head)->prev = id;
+    *head = id;
+}
+
+static void list_del(Sched *s, LinkOf of, uint32_t *head, uint32_t id) {
+    Link *l = of(s, id);
+    if (l->prev != NIL)
+        of(s, l->prev)->next = l->next;
+    else
+        *head = l->next;
+    if (l->next != NIL)
+        of(s, l->next)->prev = l->prev;
+    l->prev = l->next = NIL;
+}
+
+/* ---- users and sites ---- */
+
+static bool name_ok(const char *s) {
+    return !isempty(s) && strlen(s) < SCHED_ID_MAX;
+}
+
+int sched_user_lookup(const Sched *s, const char *name) {
+    uint32_t v;
+    return strmap_get(&s->user_map, name, &v) ? (int)v : -1;
+}
+
+int sched_user_intern(Sched *s, const char *name, uint32_t *ret) {
+    uint32_t v;
+    if (strmap_get(&s->user_map, name, &v)) {
+        *ret = v;
+        return 0;
+    }
+    if (s->n_users == s->cap_users) {
+        size_t nc = s->cap_users ? s->cap_users * 2 : 64;
+        User *nu = realloc(s->users, nc * sizeof(*nu));
+        if (!nu)
+            return -ENOMEM;
+        s->users = nu;
+        s->cap_users = nc;
+    }
+    User *u = &s->users[s->n_users];
+    *u = (User){.name = strdup(name), .ts_head = NIL};
+    if (!u->name)
+        return -ENOMEM;
+    if (strmap_put(&s->user_map, u->name, (uint32_t)s->n_users) < 0) {
+        free(u->name);
+        return -ENOMEM;
+    }
+    *ret = (uint32_t)s->n_users++;
+    return 0;
+}
+
+int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
+    if (!name_ok(name))
+        return error_set(err, -EINVAL, "a site needs a name of 1-%d characters", SCHED_ID_MAX - 1);
+    if ((int)kind < 0 || kind >= _SITE_KIND_MAX)
+        return error_set(err, -EINVAL, "site '%s': kind must be solo, lab or datacenter", name);
+    if (strmap_get(&s->site_map, name, NULL))
+        return error_set(err, -EEXIST, "site '%s' already exists", name);
+    if (s->n_sites == s->cap_sites) {
+        size_t nc = s->cap_sites ? s->cap_sites * 2 : 8;
+        Site *ns = realloc(s->sites, nc * sizeof(*ns));
+        if (!ns)
+            return error_set(err, -ENOMEM, "out of memory");
+        s->sites = ns;
+        s->cap_sites = nc;
+    }
+    Site *st = &s->sites[s->n_sites];
+    *st = (Site){.name = strdup(name), .kind = kind};
+    if (!st->name || site_alloc_pools(s, st) < 0 || strmap_put(&s->site_map, st->name, (uint32_t)s->n_sites) < 0) {
+        free(st->name);
+        free(st->pool_heads);
+        return error_set(err, -ENOMEM, "out of memory");
+    }
+    s->n_sites++;
+    return 0;
+}
+
+int site_alloc_pools(Sched *s, Site *st) {
+    size_t n = MAX(s->cat->n_classes, 1) * 2;
+    st->pool_heads = malloc(n * sizeof(*st->pool_heads));
+    if (!st->pool_heads)
+        return -ENOMEM;
+    memset(st->pool_heads, 0xff, n * sizeof(*st->pool_heads));
+    return 0;
+}
+
+int sched_site_trust(Sched *s, const char *site, const char *user, bool trusted, Error *err) {
+    uint32_t si, ui;
+    if (!site || !strmap_get(&s->site_map, site, &si))
+        return error_set(err, -ENOENT, "no site named '%s'", strempty(site));
+    if (!name_ok(user))
+        return error_set(err, -EINVAL, "a trusted tenant needs a user name");
+    if (sched_user_intern(s, user, &ui) < 0)
+        return error_set(err, -ENOMEM, "out of memory");
+    Site *st = &s->sites[si];
+    if (ui >= st->n_trusted_cap) {
+        size_t nc = MAX((size_t)ui + 1, st->n_trusted_cap * 2);
+        uint8_t *nt = realloc(st->trusted, nc);
+        if (!nt)
+            return error_set(err, -ENOMEM, "out of memory");
+        memset(nt + st->n_trusted_cap, 0, nc - st->n_trusted_cap);
+        st->trusted = nt;
+        st->n_trusted_cap = nc;
+    }
+    st->trusted[ui] = trusted;
+    return 0;
+}
+
+static bool site_trusts(const Site *st, uint32_t ui) {
+    return ui < st->n_trusted_cap && st->trusted[ui];
+}
+
+bool sched_site_is_trusted(const Sched *s, const char *site, const char *user) {
+    uint32_t si;
+    int ui = sched_user_lookup(s, user);
+    return site && strmap_get(&s->site_map, site, &si) && ui >= 0 && site_trusts(&s->sites[si], (uint32_t)ui);
+}
+
+Relation relation_of(const Sched *s, const Node *n, uint32_t user) {
+    if (n->owner == user)
+        return RELATION_OWNER;
+    return site_trusts(&s->sites[n->site], user) ? RELATION_TRUSTED : RELATION_STRANGER;
+}
+
+Relation sched_relation(const Sched *s, const char *node, const char *user) {
+    uint32_t ni;
+    if (!node || !strmap_get(&s->node_map, node, &ni))
+        return _RELATION_INVALID;
+    int ui = sched_user_lookup(s, user);
+    if (ui < 0)
+        return RELATION_STRANGER;
+    return relation_of(s, &s->nodes[ni], (uint32_t)ui);
+}
+
+int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err) {
+    if (!name || !strmap_get(&s->node_map, name, ret))
+        return error_set(err, -ENOENT, "no node named '%s'", strempty(name));
+    return 0;
+}
+
+/* ---- free indexes ---- */
+
+bool node_schedulable(const Node *n) {
+    return n->alive && !n->cordoned && !n->unreachable;
+}
+
+bool device_takes_new_work(const Node *n, const Device *d) {
+    return node_schedulable(n) && !d->cordoned && !d->quarantined && d->cls >= 0;
+}
+
+static bool device_free_in_pool(const Sched *s, const Node *n, const Device *d, int cls, Binding b) {
+    if (d->cls != cls || d->binding != b || d->mig_enabled || d->n_allocs || !device_takes_new_work(n, d))
+        return false;
+    /* Consumer cards reach VFIO users only after a passed reset check (R9). */
+    return !(b == BINDING_VFIO && s->cat->classes[cls].consumer && !d->reset_verified);
+}
+
+unsigned node_pool_free(const Sched *s, const Node *n, int cls, Binding b) {
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_devices; i++)
+        k += device_free_in_pool(s, n, &n->devices[i], cls, b);
+    return k;
+}
+
+static void device_refile(Sched *s, uint32_t ni, unsigned di) {
+    Node *n = &s->nodes[ni];
+    Device *d = &n->devices[di];
+    uint32_t gid = ni << DEV_SHIFT | di;
+    int want = 0;
+    if (n->alive && d->cls >= 0 && device_takes_new_work(n, d) && n->platform == PLATFORM_LINUX) {
+        if (d->mig_enabled && d->mig_layout != 0xff && s->cat->classes[d->cls].n_mig_profiles)
+            want = 1;
+        else if (!d->mig_enabled && d->use == USE_TIME_SLICE && d->n_allocs < n->ts_replicas)
+            want = 2;
+    }
+    uint32_t user = want == 2 ? s->reqs[d->allocs[0]].user : NIL;
+    if (d->listed == want && (want != 1 || d->listed_layout == d->mig_layout) && (want != 2 || d->listed_user == user))
+        return;
+    if (d->listed == 1)
+        list_del(s, dev_link_of, &s->mig[d->cls].heads[d->listed_layout], gid);
+    else if (d->listed == 2)
+        list_del(s, dev_link_of, &s->users[d->listed_user].ts_head, gid);
+    d->listed = (int8_t)want;
+    if (want == 1) {
+        d->listed_layout = d->mig_layout;
+        list_push(s, dev_link_of, &s->mig[d->cls].heads[d->mig_layout], gid);
+    } else if (want == 2) {
+        d->listed_user = user;
+        list_push(s, dev_link_of, &s->users[user].ts_head, gid);
+    }
+}
+
+static unsigned node_pool_blocked(const Sched *s, const Node *n, int cls, Binding b) {
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        const Device *d = &n->devices[i];
+        k += d->cls == cls && d->binding == b && !d->mig_enabled && !d->n_allocs &&
+             !device_free_in_pool(s, n, d, cls, b);
+    }
+    return k;
+}
+
+void node_refresh(Sched *s, uint32_t ni) {
+    Node *n = &s->nodes[ni];
+    for (unsigned k = 0; k < n->n_pools; k++) {
+        PoolLink *pl = &n->pools[k];
+        int cls = pl->pool / 2;
+        unsigned bl = n->alive ? node_pool_blocked(s, n, cls, (Binding)(pl->pool % 2)) : 0;
+        s->class_blocked[cls] += bl - pl->blocked;
+        pl->blocked = (uint8_t)bl;
+        unsigned f = n->alive ? node_pool_free(s, n, cls, (Binding)(pl->pool % 2)) : 0;
+        if (f == pl->free)
+            continue;
+        uint32_t id = ni << POOL_SHIFT | k;
+        uint32_t(*heads)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_heads;
+        if (pl->free)
+            list_del(s, pool_link_of, &heads[pl->pool][pl->free], id);
+        pl->free = (uint8_t)f;
+        if (f)
+            list_push(s, pool_link_of, &heads[pl->pool][f], id);
+    }
+    for (unsigned i = 0; i < n->n_devices; i++)
+        device_refile(s, ni, i);
+    int b = -1;
+    if (n->alive && node_schedulable(n) && n->cpu_cores > n->cpu_used)
+        b = (int)MIN(n->cpu_cores - n->cpu_used, (unsigned)CPU_BUCKETS - 1);
+    if (b != n->cpu_bucket) {
+        if (n->cpu_bucket >= 0)
+            list_del(s, cpu_link_of, &s->cpu_heads[n->cpu_bucket], ni);
+        n->cpu_bucket = b;
+        if (b >= 0)
+            list_push(s, cpu_link_of, &s->cpu_heads[b], ni);
+    }
+}
+
+/* ---- nodes ---- */
+
+static int parse_mode(const NodeSpec *spec, bool datacenter, NodeMode *ret, Error *err) {
+    const char *v = NULL;
+    for (size_t i = 0; i < spec->n_labels; i++)
+        if (spec->labels[i].key && STREQ(spec->labels[i].key, SCHED_MODE_LABEL))
+            v = spec->labels[i].value;
+    *ret = NODE_MODE_NONE;
+    if (!datacenter)
+        return 0;
+    bool has_gpu = false;
+    for (size_t i = 0; i < spec->n_devices; i++)
+        has_gpu = true;
+    if (!v) {
+        if (!has_gpu)
+            return 0;
+        return error_set(err, -EINVAL,
+                         "node '%s': label %s is missing; set it to container or vm-passthrough "
+                         "(R3)",
+                         spec->name, SCHED_MODE_LABEL);
+    }
+    NodeMode m = node_mode_from_string(v);
+    if (m == NODE_MODE_VM_VGPU)
+        return error_set(err, -EOPNOTSUPP, "node '%s': mode vm-vgpu: %s", spec->name, CATALOG_VGPU_REFUSAL);
+    if (m != NODE_MODE_CONTAINER && m != NODE_MODE_VM_PASSTHROUGH)
+        return error_set(err, -EINVAL,
+                         "node '%s': label %s has unknown value '%s'; use container or "
+                         "vm-passthrough (R3)",
+                         spec->name, SCHED_MODE_LABEL, strempty(v));
+    *ret = m;
+    return 0;
+}
+
+static int check_devices(const Sched *s, const NodeSpec *spec, Error *err) {
+    if (spec->n_devices > SCHED_NODE_MAX_DEVICES)
+        return error_set(err, -E2BIG, "node '%s': %zu devices; at most %d per node", spec->name,
+                         spec->n_devices, SCHED_NODE_MAX_DEVICES);
+    if (spec->platform == PLATFORM_MACOS && spec->n_devices)
+        return error_set(err, -EINVAL,
+                         "node '%s': a Mac's GPU is given by apple_unified_memory_gb, not as a "
+                         "device list",
+                         spec->name);
+    for (size_t i = 0; i < spec->n_devices; i++) {
+        const DeviceSpec *d = &spec->devices[i];
+        if ((int)d->binding < 0 || d->binding >= _BINDING_MAX)
+            return error_set(err, -EINVAL, "node '%s' device %zu: binding must be host or vfio",
+                             spec->name, i);
+        if (!d->class_name) {
+            if (d->mig_enabled)
+                return error_set(err, -EINVAL, "node '%s' device %zu: an unclassified device has no MIG",
+                                 spec->name, i);
+            continue;
+        }
+        const GpuClass *c = catalog_find(s->cat, d->class_name);
+        if (!c)
+            return error_set(err, -ENOENT, "node '%s' device %zu: no class named '%s' in the catalog",
+                             spec->name, i, d->class_name);
+        if (c->mig_parent || c->vendor == VENDOR_APPLE || c->vendor == VENDOR_CPU)
+            return error_set(err, -EINVAL,
+                             "node '%s' device %zu: '%s' is not a card class (MIG slices, Apple "
+                             "and cpu classes are not devices)",
+                             spec->name, i, d->class_name);
+        if (d->mig_enabled && c->n_mig_profiles == 0)
+            return error_set(err, -EINVAL, "node '%s' device %zu: class '%s' has no MIG profiles",
+                             spec->name, i, d->class_name);
+    }
+    return 0;
+}
+
+static int node_slot(Sched *s, uint32_t *ret) {
+    if (s->free_node != NIL) {
+        *ret = s->free_node;
+        s->free_node = s->nodes[*ret].cpu_link.next;
+        return 0;
+    }
+    if (s->n_nodes == s->cap_nodes) {
+        size_t nc = s->cap_nodes ? s->cap_nodes * 2 : 16;
+        if (nc > (NIL >> POOL_SHIFT))
+            return -E2BIG;
+        Node *nn = realloc(s->nodes, nc * sizeof(*nn));
+        if (!nn)
+            return -ENOMEM;
+        s->nodes = nn;
+        uint32_t *no = realloc(s->order, nc * sizeof(*no));
+        if (!no)
+            return -ENOMEM;
+        s->order = no;
+        s->cap_nodes = nc;
+    }
+    *ret = (uint32_t)s->n_nodes++;
+    return 0;
+}
+
+static void node_done(Node *n) {
+    free(n->name);
+    for (size_t i = 0; i < n->n_labels; i++) {
+        free(n->label_keys[i]);
+        free(n->label_values[i]);
+    }
+    free(n->label_keys);
+    free(n->label_values);
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        free(n->devices[i].address);
+        free(n->devices[i].quarantine_reason);
+        free(n->devices[i].allocs);
+    }
+}
+
+static void node_add_pool(Node *n, int pool) {
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool == pool)
+            return;
+    n->pools[n->n_pools++] = (PoolLink){.pool = pool, .link = {NIL, NIL}};
+}
+
+static int class_list_add(Sched *s, int c, uint32_t ni) {
+    uint32_t k = s->class_nodes[c];
+    if (k == s->class_list_cap[c]) {
+        uint32_t nc = k ? k * 2 : 8;
+        uint32_t *nl = realloc(s->class_list[c], nc * sizeof(uint32_t));
+        if (!nl)
+            return -ENOMEM;
+        s->class_list[c] = nl;
+        s->class_list_cap[c] = nc;
+    }
+    s->class_list[c][s->class_nodes[c]++] = ni;
+    return 0;
+}
+
+static void class_list_del(Sched *s, int c, uint32_t ni) {
+    for (uint32_t i = 0; i < s->class_nodes[c]; i++)
+        if (s->class_list[c][i] == ni) {
+            s->class_list[c][i] = s->class_list[c][--s->class_nodes[c]];
+            return;
+        }
+}
+
+/* Register node ni under each class it has (for reasons of waiting requests). */
+static int node_index_classes(Sched *s, uint32_t ni) {
+    Node *n = &s->nodes[ni];
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        int c = n->devices[i].cls;
+        bool dup = c < 0;
+        for (unsigned j = 0; j < i && !dup; j++)
+            dup = n->devices[j].cls == c;
+        if (!dup && class_list_add(s, c, ni) < 0) {
+            for (unsigned j = 0; j < i; j++)
+                if (n->devices[j].cls >= 0)
+                    class_list_del(s, n->devices[j].cls, ni);
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static void node_unindex_classes(Sched *s, uint32_t ni) {
+    Node *n = &s->nodes[ni];
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        int c = n->devices[i].cls;
+        bool dup = c < 0;
+        for (unsigned j = 0; j < i && !dup; j++)
+            dup = n->devices[j].cls == c;
+        if (!dup)
+            class_list_del(s, c, ni);
+    }
+}
+
+static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
+    User *u = &s->users[ui];
+    if (u->n_owned == u->cap_owned) {
+        size_t nc = u->cap_owned ? u->cap_owned * 2 : 4;
+        uint32_t *no = realloc(u->owned, nc * sizeof(*no));
+        if (!no)
+            return -ENOMEM;
+        u->owned = no;
+        u->cap_owned = nc;
+    }
+    u->owned[u->n_owned++] = ni;
+    return 0;
+}
+
+static void user_disown(Sched *s, uint32_t ui, uint32_t ni) {
+    User *u = &s->users[ui];
+    for (size_t i = 0; i < u->n_owned; i++)
+        if (u->owned[i] == ni) {
+            u->owned[i] = u->owned[--u->n_owned];
+            return;
+        }
+}
+
+
+int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
+    if (!spec || !name_ok(spec->name))
+        return error_set(err, -EINVAL, "a node needs a name of 1-%d characters", SCHED_ID_MAX - 1);
+    if (strmap_get(&s->node_map, spec->name, NULL))
+        return error_set(err, -EEXIST, "node '%s' already exists", spec->name);
+    uint32_t si;
+    if (!spec->site || !strmap_get(&s->site_map, spec->site, &si))
+        return error_set(err, -ENOENT, "node '%s': no site named '%s'", spec->name, strempty(spec->site));
+    if (!name_ok(spec->owner))
+        return error_set(err, -EINVAL, "node '%s': the owner's user name is missing", spec->name);
+    if ((int)spec->platform < 0 || spec->platform >= _PLATFORM_MAX)
+        return error_set(err, -EINVAL, "node '%s': platform must be linux or macos", spec->name);
+    if (spec->n_labels > SCHED_MAX_LABELS)
+        return error_set(err, -E2BIG, "node '%s': at most %d labels", spec->name, SCHED_MAX_LABELS);
+    for (size_t i = 0; i < spec->n_labels; i++)
+        if (isempty(spec->labels[i].key) || !spec->labels[i].value)
+            return error_set(err, -EINVAL, "node '%s': label %zu needs a key and a value", spec->name, i);
+    if (spec->platform == PLATFORM_MACOS && s->sites[si].kind == SITE_DATACENTER)
+        return error_set(err, -EINVAL, "node '%s': Macs belong to solo and lab sites", spec->name);
+    NodeMode mode;
+    int r = parse_mode(spec, s->sites[si].kind == SITE_DATACENTER, &mode, err);
+    if (r < 0)
+        return r;
+    r = check_devices(s, spec, err);
+    if (r < 0)
+        return r;
+
+    uint32_t owner, ni;
+    if (sched_user_intern(s, spec->owner, &owner) < 0 || node_slot(s, &ni) < 0)
+        return error_set(err, -ENOMEM, "out of memory");
+    Node *n = &s->nodes[ni];
+    *n = (Node){
+        .name = strdup(spec->name), .alive = true, .site = si, .platform = spec->platform,
+        .owner = owner, .mode = mode, .kata = spec->kata || spec->mig_in_kata,
+        .mig_in_kata = spec->mig_in_kata, .cordoned = spec->cordoned, .cpu_cores = spec->cpu_cores,
+        .ts_replicas = spec->time_slice_replicas ? spec->time_slice_replicas : SCHED_DEFAULT_TIME_SLICE_REPLICAS,
+        .apple_unified_gb = spec->apple_unified_memory_gb,
+        .apple_usable_gb = spec->apple_usable_memory_gb ? spec->apple_usable_memory_gb : spec->apple_unified_memory_gb,
+        .cpu_link = {NIL, NIL}, .cpu_bucket = -1,
+    };
+    bool oom = !n->name;
+    if (spec->n_labels) {
+        n->label_keys = calloc(SCHED_MAX_LABELS, sizeof(char *));
+        n->label_values = calloc(SCHED_MAX_LABELS, sizeof(char *));
+        oom = oom || !n->label_keys || !n->label_values;
+        for (size_t i = 0; !oom && i < spec->n_labels; i++) {
+            n->label_keys[i] = strdup(spec->labels[i].key);
+            n->label_values[i] = strdup(spec->labels[i].value);
+            n->n_labels++;
+            oom = !n->label_keys[i] || !n->label_values[i];
+        }
+    }
+    if (spec->platform == PLATFORM_MACOS && spec->apple_unified_memory_gb) {
+        const GpuClass *c = catalog_match_apple(s->cat, spec->apple_unified_memory_gb);
+        n->devices[0] = (Device){.cls = c ? (int)(c - s->cat->classes) : -1,
+                                 .memory_gb = n->apple_usable_gb, .link = {NIL, NIL}};
+        n->n_devices = 1;
+    }
+    for (size_t i = 0; i < spec->n_devices; i++) {
+        const DeviceSpec *ds = &spec->devices[i];
+        const GpuClass *c = ds->class_name ? catalog_find(s->cat, ds->class_name) : NULL;
+        Device *d = &n->devices[n->n_devices++];
+        *d = (Device){
+            .cls = c ? (int)(c - s->cat->classes) : -1,
+            .address = strdup_or_null(ds->address),
+            .memory_gb = ds->memory_gb ? ds->memory_gb : (c ? c->memory_gb : 0),
+            .binding = mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO
+                       : mode == NODE_MODE_CONTAINER    ? BINDING_HOST
+                                                        : ds->binding,
+            .mig_enabled = ds->mig_enabled, .reset_verified = ds->reset_verified,
+            .link = {NIL, NIL},
+        };
+        oom = oom || (ds->address && !d->address);
+        if (d->cls >= 0) {
+            node_add_pool(n, d->cls * 2 + BINDING_HOST);
+            node_add_pool(n, d->cls * 2 + BINDING_VFIO);
+        }
+    }
+    if (oom || strmap_put(&s->node_map, n->name, ni) < 0 || user_own(s, owner, ni) < 0 ||
+        node_index_classes(s, ni) < 0) {
+        strmap_remove(&s->node_map, spec->name);
+        user_disown(s, owner, ni);
+        node_done(n);
+        n->alive = false;
+        n->cpu_link.next = s->free_node;
+        s->free_node = ni;
+        return error_set(err, -ENOMEM, "out of memory");
+    }
+    s->order[s->n_order++] = ni;
+    node_changed(s, ni, now, true);
+    return 0;
+}
+
+static int busy_error(Sched *s, uint32_t ni, bool gpus_only, const char *what, Error *err) {
+    StrBuf b = {0};
+    size_t k = 0;
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        const Req *r = &s->reqs[i];
+        if (!r->used || !r->placed || r->node != ni || (gpus_only && r->n_dev == 0))
+            continue;
+        if (k++ < 8)
+            strbuf_printf(&b, "%s%s", k > 1 ? ", " : "", r->id);
+    }
+    if (k > 8)
+        strbuf_printf(&b, " and %zu more", k - 8);
+    int ret = error_set(err, -EBUSY, "node '%s' %s: workloads still run there (%s); drain them first (R4)",
+                        s->nodes[ni].name, what, strbuf_cstr(&b) ? b.data : "...");
+    strbuf_done(&b);
+    return ret;
+}
+
+int sched_remove_node(Sched *s, const char *node, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    Node *n = &s->nodes[ni];
+    if (n->n_allocs)
+        return busy_error(s, ni, false, "cannot be removed", err);
+    n->alive = false;
+    node_refresh(s, ni); /* unlists everything */
+    node_unindex_classes(s, ni);
+    strmap_remove(&s->node_map, n->name);
+    user_disown(s, n->owner, ni);
+    for (size_t i = 0; i < s->n_order; i++)
+        if (s->order[i] == ni) {
+            memmove(&s->order[i], &s->order[i + 1], (s->n_order - i - 1) * sizeof(uint32_t));
+            s->n_order--;
+            break;
+        }
+    for (size_t c = 0; c < s->cat->n_classes; c++)
+        if (s->reserved_node[c] == ni)
+            s->reserved_node[c] = s->reserved_by[c] = NIL;
+    node_done(n);
+    *n = (Node){.alive = false, .cpu_bucket = -1, .cpu_link = {NIL, s->free_node}};
+    s->free_node = ni;
+    if (s->check) {
+        Error e = {0};
+        if (sched_check(s, &e) < 0)
+            abort();
+    }
+    return 0;
+}
+
+/* After a change on node ni: re-file it, offer freed capacity to the queue, check. */
+void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed) {
+    node_refresh(s, ni);
+    if (freed && s->n_waiting)
+        queue_walk_node(s, now, ni);
+    if (s->check) {
+        Error e = {0};
+        if (sched_check(s, &e) < 0) {
+            fprintf(stderr, "sched invariant violated: %s\n", e.message);
+            abort();
+        }
+    }
+}
+
+int sched_node_set_cordoned(Sched *s, const char *node, bool cordoned, uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    s->nodes[ni].cordoned = cordoned;
+    node_changed(s, ni, now, !cordoned);
+    return 0;
+}
+
+int sched_node_set_unreachable(Sched *s, const char *node, bool unreachable, uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    s->nodes[ni].unreachable = unreachable;
+    node_changed(s, ni, now, !unreachable);
+    return 0;
+}
+
+static bool node_gpus_busy(const Node *n) {
+    for (unsigned i = 0; i < n->n_devices; i++)
+        if (n->devices[i].n_allocs)
+            return true;
+    return false;
+}
+
+static int set_label_raw(Node *n, const char *key, const char *value) {
+    for (size_t i = 0; i < n->n_labels; i++)
+        if (STREQ(n->label_keys[i], key)) {
+            char *v = strdup(value);
+            if (!v)
+                return -ENOMEM;
+            free(n->label_values[i]);
+            n->label_values[i] = v;
+            return 0;
+        }
+    if (n->n_labels >= SCHED_MAX_LABELS)
+        return -E2BIG;
+    if (!n->label_keys) {
+        n->label_keys = calloc(SCHED_MAX_LABELS, sizeof(char *));
+        n->label_values = calloc(SCHED_MAX_LABELS, sizeof(char *));
+        if (!n->label_keys || !n->label_values)
+            return -ENOMEM;
+    }
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return -ENOMEM;
+    }
+    n->label_keys[n->n_labels] = k;
+    n->label_values[n->n_labels++] = v;
+    return 0;
+}
+
+int sched_node_set_mode(Sched *s, const char *node, NodeMode mode, uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    Node *n = &s->nodes[ni];
+    if (mode == NODE_MODE_VM_VGPU)
+        return error_set(err, -EOPNOTSUPP, "node '%s': mode vm-vgpu: %s", n->name, CATALOG_VGPU_REFUSAL);
+    if (mode != NODE_MODE_CONTAINER && mode != NODE_MODE_VM_PASSTHROUGH)
+        return error_set(err, -EINVAL, "node '%s': the mode must be container or vm-passthrough (R3)", n->name);
+    if (s->sites[n->site].kind != SITE_DATACENTER)
+        return error_set(err, -EINVAL,
+                         "node '%s' is not in a datacenter: its GPUs switch one by one (R7)", n->name);
+    if (mode == n->mode)
+        return 0;
+    if (node_gpus_busy(n))
+        return busy_error(s, ni, true, "cannot switch mode", err);
+    r = set_label_raw(n, SCHED_MODE_LABEL, node_mode_to_string(mode));
+    if (r < 0)
+        return error_set(err, r, "node '%s': cannot store the mode label", n->name);
+    n->mode = mode;
+    for (unsigned i = 0; i < n->n_devices; i++)
+        n->devices[i].binding = mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST;
+    node_changed(s, ni, now, true);
+    return 0;
+}
+
+int sched_node_set_label(Sched *s, const char *node, const char *key, const char *value, uint64_t now,
+                         Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    if (isempty(key) || !value)
+        return error_set(err, -EINVAL, "a label needs a key and a value");
+    if (STREQ(key, SCHED_MODE_LABEL) && s->sites[s->nodes[ni].site].kind == SITE_DATACENTER) {
+        NodeMode m = node_mode_from_string(value);
+        if (m == _NODE_MODE_INVALID || m == NODE_MODE_NONE)
+            return error_set(err, -EINVAL,
+                             "node '%s': label %s has unknown value '%s'; use container or "
+                             "vm-passthrough (R3)",
+                             node, key, value);
+        return sched_node_set_mode(s, node, m, now, err);
+    }
+    r = set_label_raw(&s->nodes[ni], key, value);
+    if (r < 0)
+        return error_set(err, r, "node '%s': cannot store label '%s'", node, key);
+    return 0;
+}
+
+int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_in_kata, uint64_t now,
+                                Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    Node *n = &s->nodes[ni];
+    /* Taking a capability away under running work would leave placements the rules no longer
+     * allow (R2b, R2c, R15). */
+    if ((!kata && n->kata) || (!mig_in_kata && n->mig_in_kata))
+        for (size_t i = 0; i < s->n_reqs; i++) {
+            const Req *q = &s->reqs[i];
+            if (q->used && q->placed && q->node == ni && q->crt == CONTAINER_RUNTIME_KATA)
+                return error_set(err, -EBUSY,
+                                 "node '%s': Kata workloads still run there (%s); drain them first",
+                                 n->name, q->id);
+        }
+    n->kata = kata || mig_in_kata;
+    n->mig_in_kata = mig_in_kata;
+    node_changed(s, ni, now, true);
+    return 0;
+}
+
+int sched_node_set_apple_memory(Sched *s, const char *node, unsigned usable_gb, uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    Node *n = &s->nodes[ni];
+    if (n->platform != PLATFORM_MACOS)
+        return error_set(err, -EINVAL, "node '%s' is not a Mac", n->name);
+    if (usable_gb < n->apple_used_gb)
+        return error_set(err, -EBUSY, "node '%s': running work already uses %u GB of GPU memory",
+                         n->name, n->apple_used_gb);
+    n->apple_usable_gb = usable_gb;
+    if (n->n_devices)
+        n->devices[0].memory_gb = usable_gb;
+    node_changed(s, ni, now, true);
+    return 0;
+}
+

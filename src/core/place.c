@@ -1,0 +1,732 @@
+/* place.c: finding room for a request (best-fit whole GPUs, fragmentation-aware MIG slots,
+ * same-user time slices, the owner's Macs, cpu cores), applying and undoing placements, and
+ * explaining why a request waits. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched-internal.h"
+
+#define POOL_SHIFT 5
+
+/* ---- MIG slot preferences ---- */
+
+/* Placeability value of a layout: how much of each profile still fits, weighted by size, so
+ * that losing room for a 7g or 4g costs more than losing a 1g. */
+static unsigned mig_value(uint8_t layout) {
+    unsigned v = 0;
+    for (int sh = 0; sh < _MIG_SHAPE_MAX; sh++)
+        v += mig_count_placeable(layout, (MigShape)sh) * mig_shape_info((MigShape)sh)->mem_slots;
+    return v;
+}
+
+typedef struct Scored {
+    MigChoice c;
+    unsigned loss, used;
+} Scored;
+
+static int scored_cmp(const void *a, const void *b) {
+    const Scored *x = a, *y = b;
+    if (x->loss != y->loss)
+        return x->loss < y->loss ? -1 : 1;
+    if (x->used != y->used) /* fuller GPUs first: keep empty ones whole */
+        return x->used > y->used ? -1 : 1;
+    if (x->c.layout != y->c.layout)
+        return x->c.layout < y->c.layout ? -1 : 1;
+    return x->c.start < y->c.start ? -1 : x->c.start > y->c.start;
+}
+
+void mig_prefs_build(Sched *s) {
+    for (int sh = 0; sh < _MIG_SHAPE_MAX; sh++) {
+        Scored tmp[256 * MIG_SLOTS];
+        size_t k = 0;
+        for (unsigned layout = 0; layout < 256; layout++)
+            for (unsigned start = 0; start < MIG_SLOTS; start++)
+                if (mig_can_place((uint8_t)layout, (MigShape)sh, start)) {
+                    uint8_t after = (uint8_t)(layout | mig_shape_mask((MigShape)sh, start));
+                    tmp[k++] = (Scored){{(uint8_t)layout, (uint8_t)start},
+                                        mig_value((uint8_t)layout) - mig_value(after),
+                                        (unsigned)__builtin_popcount(layout)};
+                }
+        qsort(tmp, k, sizeof(tmp[0]), scored_cmp);
+        s->mig_pref[sh] = malloc(k * sizeof(MigChoice));
+        if (!s->mig_pref[sh])
+            continue; /* sched_new checks */
+        for (size_t i = 0; i < k; i++) {
+            s->mig_pref[sh][i] = tmp[i].c;
+            if (s->mig_rank)
+                s->mig_rank[sh][tmp[i].c.layout][tmp[i].c.start] = (uint16_t)i;
+        }
+        s->n_mig_pref[sh] = k;
+    }
+}
+
+/* ---- eligibility ---- */
+
+static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g, Relation rel) {
+    if (g->owner_only && rel != RELATION_OWNER)
+        return false;
+    return !(g->internal_only && rel == RELATION_STRANGER && s->sites[n->site].kind == SITE_DATACENTER);
+}
+
+/* The users of a device's allocations: true when all are `user` (or there are none). */
+bool device_only_user(const Sched *s, const Device *d, uint32_t user) {
+    for (unsigned i = 0; i < d->n_allocs; i++)
+        if (s->reqs[d->allocs[i]].user != user)
+            return false;
+    return true;
+}
+
+bool mig_joinable(const Sched *s, const Node *n, const Device *d, uint32_t user, bool kata) {
+    if (device_only_user(s, d, user))
+        return true;
+    /* Different users share a GPU only through slices that all run under Kata on a
+     * mig_in_kata node (R2c, R15). */
+    if (!kata || !n->kata || !n->mig_in_kata)
+        return false;
+    for (unsigned i = 0; i < d->n_allocs; i++)
+        if (s->reqs[d->allocs[i]].crt != CONTAINER_RUNTIME_KATA)
+            return false;
+    return true;
+}
+
+static bool reserved_against(const Sched *s, const Want *w, int c, uint32_t ni) {
+    return w->backfill && s->reserved_node[c] == ni && s->reserved_by[c] != NIL &&
+           s->reqs[s->reserved_by[c]].seq < w->r->seq;
+}
+
+static void fill(const Sched *s, Req *out, uint32_t ni, int c, Method m) {
+    out->node = ni;
+    out->pcls = c;
+    out->method = m;
+    out->crt = policy_container_runtime(s, out, &s->nodes[ni], m);
+    out->ert = policy_endpoint_runtime(out, c >= 0 ? (int)s->cat->classes[c].vendor : VENDOR_CPU);
+    out->n_dev = 0;
+    out->mig_start = out->mig_slots = 0;
+    out->cores = 0;
+    out->mem = 0;
+}
+
+static unsigned take_free_devices(const Sched *s, const Node *n, int c, Binding b, unsigned count, Req *out) {
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_devices && k < count; i++) {
+        const Device *d = &n->devices[i];
+        if (d->cls == c && d->binding == b && !d->mig_enabled && !d->n_allocs && device_takes_new_work(n, d) &&
+            !(b == BINDING_VFIO && s->cat->classes[c].consumer && !d->reset_verified))
+            out->devs[k++] = (uint8_t)i;
+    }
+    return k;
+}
+
+static bool ts_device_ok(const Sched *s, const Req *r, const Device *d, const Node *n, int c) {
+    Relation rel = relation_of(s, n, r->user);
+    return d->cls == c && rel != RELATION_STRANGER && class_access(s, r, n, &s->cat->classes[c], rel) &&
+           device_only_user(s, d, r->user);
+}
+
+static bool find_time_slice(Sched *s, const Want *w, int c, Req *out) {
+    const Req *r = w->r;
+    for (uint32_t gid = s->users[r->user].ts_head; gid != NIL; gid = dev_of(s, gid)->link.next) {
+        uint32_t ni = gid >> DEV_SHIFT;
+        if ((w->only != NIL && ni != w->only) || !ts_device_ok(s, r, dev_of(s, gid), &s->nodes[ni], c))
+            continue;
+        fill(s, out, ni, c, METHOD_TIME_SLICE);
+        out->devs[0] = (uint8_t)(gid & ((1u << DEV_SHIFT) - 1));
+        out->n_dev = 1;
+        return true;
+    }
+    return false;
+}
+
+/* Can r take `count` whole GPUs of class c on node ni through binding b? Sets the method. */
+static bool whole_node_ok(const Sched *s, const Want *w, int c, uint32_t ni, Binding b, Method *m) {
+    const Req *r = w->r;
+    const Node *n = &s->nodes[ni];
+    Relation rel = relation_of(s, n, r->user);
+    if (n->platform != PLATFORM_LINUX || !class_access(s, r, n, &s->cat->classes[c], rel) ||
+        reserved_against(s, w, c, ni))
+        return false;
+    if (r->kind == WORKLOAD_VM) {
+        *m = METHOD_PASSTHROUGH;
+        return b == BINDING_VFIO;
+    }
+    bool kata = rel == RELATION_STRANGER;
+    /* Kata gets its GPU over VFIO (R2b); runc needs the host driver. */
+    if (kata != (b == BINDING_VFIO) || (kata && !n->kata))
+        return false;
+    *m = (r->share && !kata && r->count == 1) ? METHOD_TIME_SLICE : METHOD_CONTAINER;
+    return true;
+}
+
+static unsigned pool_free_of(const Node *n, int pool) {
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool == pool)
+            return n->pools[k].free;
+    return 0;
+}
+
+static bool take_whole(Sched *s, const Want *w, int c, uint32_t ni, Binding b, Method m, Req *out) {
+    fill(s, out, ni, c, m);
+    out->n_dev = (uint8_t)take_free_devices(s, &s->nodes[ni], c, b, w->r->count, out);
+    return out->n_dev == w->r->count;
+}
+
+static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
+    const Req *r = w->r;
+    const GpuClass *g = &s->cat->classes[c];
+    bool vm = r->kind == WORKLOAD_VM;
+    unsigned count = r->count;
+    if (r->share && !vm && count == 1 && find_time_slice(s, w, c, out))
+        return true;
+    Method m;
+    if (w->only != NIL) {
+        Relation rel = relation_of(s, &s->nodes[w->only], r->user);
+        Binding b = (vm || rel == RELATION_STRANGER) ? BINDING_VFIO : BINDING_HOST;
+        return pool_free_of(&s->nodes[w->only], c * 2 + b) >= count && whole_node_ok(s, w, c, w->only, b, &m) &&
+               take_whole(s, w, c, w->only, b, m, out);
+    }
+    /* Best fit over sites: the node with the fewest free GPUs that holds the gang, so that
+     * whole nodes stay free for gangs. A site that trusts the user offers its host pools
+     * (runc), one that does not its VFIO pools (VMs, Kata). */
+    uint32_t best = NIL;
+    unsigned best_k = SCHED_NODE_MAX_DEVICES + 1;
+    Binding best_b = BINDING_HOST;
+    Method best_m = METHOD_CONTAINER;
+    for (size_t st = 0; st < s->n_sites && !g->owner_only; st++) {
+        const Site *site = &s->sites[st];
+        bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
+        if (g->internal_only && !trusted && site->kind == SITE_DATACENTER)
+            continue;
+        Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
+        for (unsigned k = count; k < best_k; k++)
+            for (uint32_t id = site->pool_heads[c * 2 + b][k]; id != NIL;) {
+                uint32_t ni = id >> POOL_SHIFT;
+                id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
+                if (whole_node_ok(s, w, c, ni, b, &m)) {
+                    best = ni, best_k = k, best_b = b, best_m = m;
+                    goto next_site;
+                }
+            }
+    next_site:
+        if (best_k == count)
+            break;
+    }
+    /* The user's own machines, in sites that do not trust them: runc on the host pool. */
+    const User *u = &s->users[r->user];
+    for (size_t i = 0; i < u->n_owned && best_k > count; i++) {
+        uint32_t ni = u->owned[i];
+        const Site *site = &s->sites[s->nodes[ni].site];
+        bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
+        if (trusted && !g->owner_only && !vm)
+            continue;
+        Binding b = vm ? BINDING_VFIO : BINDING_HOST;
+        unsigned k = pool_free_of(&s->nodes[ni], c * 2 + b);
+        if (k >= count && k < best_k && whole_node_ok(s, w, c, ni, b, &m))
+            best = ni, best_k = k, best_b = b, best_m = m;
+    }
+    return best != NIL && take_whole(s, w, c, best, best_b, best_m, out);
+}
+
+static bool mig_device_ok(const Sched *s, const Want *w, const GpuClass *g, const Node *n, const Device *d) {
+    const Req *r = w->r;
+    Relation rel = relation_of(s, n, r->user);
+    bool kata_mig = n->kata && n->mig_in_kata;
+    if (!class_access(s, r, n, g, rel) || (!kata_mig && rel == RELATION_STRANGER) || d->binding != BINDING_HOST ||
+        !d->mig_enabled || !device_takes_new_work(n, d))
+        return false;
+    /* A fallback never joins another user's GPU even with Kata (R13). */
+    return w->fallback ? device_only_user(s, d, r->user) : mig_joinable(s, n, d, r->user, kata_mig);
+}
+
+static bool take_mig(Sched *s, const GpuClass *g, int c, uint32_t gid, unsigned start, Req *out) {
+    fill(s, out, gid >> DEV_SHIFT, c, METHOD_MIG);
+    out->devs[0] = (uint8_t)(gid & ((1u << DEV_SHIFT) - 1));
+    out->n_dev = 1;
+    out->mig_start = (uint8_t)start;
+    out->mig_slots = (uint8_t)mig_shape_info(g->mig_shape)->mem_slots;
+    return true;
+}
+
+static bool find_mig(Sched *s, const Want *w, int c, Req *out) {
+    const GpuClass *g = &s->cat->classes[c];
+    int parent = g->mig_parent_index;
+    if (w->only != NIL) {
+        /* The best (layout, start) among this node's GPUs, by the same preference order. */
+        const Node *n = &s->nodes[w->only];
+        unsigned best_rank = UINT32_MAX, best_dev = 0, best_start = 0;
+        for (unsigned i = 0; i < n->n_devices; i++) {
+            const Device *d = &n->devices[i];
+            if (d->cls != parent || !mig_device_ok(s, w, g, n, d))
+                continue;
+            for (unsigned st = 0; st < MIG_SLOTS; st++)
+                if (mig_can_place(d->mig_layout, g->mig_shape, st) &&
+                    s->mig_rank[g->mig_shape][d->mig_layout][st] < best_rank)
+                    best_rank = s->mig_rank[g->mig_shape][d->mig_layout][st], best_dev = i, best_start = st;
+        }
+        return best_rank != UINT32_MAX && take_mig(s, g, c, w->only << DEV_SHIFT | best_dev, best_start, out);
+    }
+    for (size_t i = 0; i < s->n_mig_pref[g->mig_shape]; i++) {
+        MigChoice ch = s->mig_pref[g->mig_shape][i];
+        for (uint32_t gid = s->mig[parent].heads[ch.layout]; gid != NIL; gid = dev_of(s, gid)->link.next)
+            if (mig_device_ok(s, w, g, &s->nodes[gid >> DEV_SHIFT], dev_of(s, gid)))
+                return take_mig(s, g, c, gid, ch.start, out);
+    }
+    return false;
+}
+
+static bool find_apple(Sched *s, const Want *w, int c, Req *out) {
+    const Req *r = w->r;
+    if (r->user >= s->n_users)
+        return false;
+    const User *u = &s->users[r->user];
+    bool macos_vm = r->kind == WORKLOAD_VM;
+    uint32_t best = NIL;
+    unsigned best_left = 0;
+    for (size_t i = 0; i < u->n_owned; i++) {
+        const Node *n = &s->nodes[u->owned[i]];
+        if (w->only != NIL && u->owned[i] != w->only)
+            continue;
+        if (n->platform != PLATFORM_MACOS || !n->n_devices || n->devices[0].cls != c ||
+            !device_takes_new_work(n, &n->devices[0]))
+            continue;
+        if (macos_vm && n->macos_vms >= SCHED_MAX_MACOS_VMS)
+            continue;
+        if (n->apple_used_gb + r->memory_gb > n->apple_usable_gb)
+            continue;
+        if (w->fallback && !device_only_user(s, &n->devices[0], r->user))
+            continue;
+        unsigned left = n->apple_usable_gb - n->apple_used_gb - r->memory_gb;
+        if (best == NIL || left < best_left) {
+            best = u->owned[i];
+            best_left = left;
+        }
+    }
+    if (best == NIL)
+        return false;
+    fill(s, out, best, c, METHOD_APPLE_WHOLE);
+    out->devs[0] = 0;
+    out->n_dev = 1;
+    out->mem = r->memory_gb;
+    return true;
+}
+
+static bool cpu_node_ok(const Sched *s, const Req *r, const Node *n) {
+    if (!node_schedulable(n) || n->cpu_cores - n->cpu_used < r->count)
+        return false;
+    if (r->kind == WORKLOAD_VM)
+        return r->guest != GUEST_MACOS || (n->platform == PLATFORM_MACOS && n->macos_vms < SCHED_MAX_MACOS_VMS);
+    Relation rel = relation_of(s, n, r->user);
+    if (n->platform == PLATFORM_MACOS)
+        return rel != RELATION_STRANGER; /* native processes: no isolation for strangers */
+    return rel != RELATION_STRANGER || n->kata;
+}
+
+static bool take_cpu(Sched *s, const Req *r, uint32_t ni, Req *out) {
+    fill(s, out, ni, -1, METHOD_CPU);
+    out->pcls = s->cpu_class;
+    out->cores = r->count;
+    return true;
+}
+
+static bool find_cpu(Sched *s, const Want *w, Req *out) {
+    const Req *r = w->r;
+    if (w->only != NIL)
+        return cpu_node_ok(s, r, &s->nodes[w->only]) && take_cpu(s, r, w->only, out);
+    for (unsigned b = MIN(r->count, (unsigned)CPU_BUCKETS - 1); b < CPU_BUCKETS; b++)
+        for (uint32_t ni = s->cpu_heads[b]; ni != NIL; ni = s->nodes[ni].cpu_link.next)
+            if (cpu_node_ok(s, r, &s->nodes[ni]))
+                return take_cpu(s, r, ni, out);
+    return false;
+}
+
+bool place_find(Sched *s, const Want *w, Req *out) {
+    if (w->cls == CHOICE_CPU)
+        return find_cpu(s, w, out);
+    const GpuClass *g = &s->cat->classes[w->cls];
+    if (g->vendor == VENDOR_APPLE)
+        return find_apple(s, w, w->cls, out);
+    if (g->mig_parent_index >= 0)
+        return find_mig(s, w, w->cls, out);
+    return find_whole(s, w, w->cls, out);
+}
+
+/* ---- apply / undo ---- */
+
+static int dev_add_alloc(Device *d, uint32_t ri) {
+    if (d->n_allocs == d->cap_allocs) {
+        uint16_t nc = d->cap_allocs ? (uint16_t)(d->cap_allocs * 2) : 2;
+        uint32_t *na = realloc(d->allocs, nc * sizeof(*na));
+        if (!na)
+            return -ENOMEM;
+        d->allocs = na;
+        d->cap_allocs = nc;
+    }
+    d->allocs[d->n_allocs++] = ri;
+    return 0;
+}
+
+static DevUse use_of(Method m) {
+    switch (m) {
+    case METHOD_TIME_SLICE:
+        return USE_TIME_SLICE;
+    case METHOD_MIG:
+        return USE_MIG;
+    case METHOD_APPLE_WHOLE:
+        return USE_APPLE;
+    default:
+        return USE_EXCLUSIVE;
+    }
+}
+
+int place_apply(Sched *s, uint32_t ri) {
+    Req *r = &s->reqs[ri];
+    Node *n = &s->nodes[r->node];
+    for (unsigned i = 0; i < r->n_dev; i++)
+        if (dev_add_alloc(&n->devices[r->devs[i]], ri) < 0) {
+            for (unsigned j = 0; j < i; j++)
+                n->devices[r->devs[j]].n_allocs--;
+            return -ENOMEM;
+        }
+    for (unsigned i = 0; i < r->n_dev; i++) {
+        Device *d = &n->devices[r->devs[i]];
+        d->use = use_of(r->method);
+        if (r->method == METHOD_MIG)
+            d->mig_layout |= (uint8_t)(((1u << r->mig_slots) - 1u) << r->mig_start);
+    }
+    n->cpu_used += r->cores;
+    n->apple_used_gb += r->mem;
+    n->macos_vms += r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS;
+    n->n_allocs++;
+    r->placed = true;
+    node_refresh(s, r->node);
+    return 0;
+}
+
+void place_undo(Sched *s, uint32_t ri) {
+    Req *r = &s->reqs[ri];
+    Node *n = &s->nodes[r->node];
+    for (unsigned i = 0; i < r->n_dev; i++) {
+        Device *d = &n->devices[r->devs[i]];
+        for (unsigned j = 0; j < d->n_allocs; j++)
+            if (d->allocs[j] == ri) {
+                d->allocs[j] = d->allocs[--d->n_allocs];
+                break;
+            }
+        if (r->method == METHOD_MIG)
+            d->mig_layout &= (uint8_t)~(((1u << r->mig_slots) - 1u) << r->mig_start);
+        if (!d->n_allocs)
+            d->use = USE_NONE;
+        /* A VM (passthrough or Kata) stopped on a consumer card: check its reset again (R9). */
+        if (d->binding == BINDING_VFIO && d->cls >= 0 && s->cat->classes[d->cls].consumer)
+            d->reset_verified = false;
+    }
+    n->cpu_used -= r->cores;
+    n->apple_used_gb -= r->mem;
+    n->macos_vms -= r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS;
+    n->n_allocs--;
+    r->placed = false;
+    node_refresh(s, r->node);
+}
+
+/* ---- why a request waits ---- */
+
+typedef struct Diag {
+    bool any, allowed, internal, queued, mode, kata, mig_kata, reset, macos, cordon;
+} Diag;
+
+static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
+    const GpuClass *g = &s->cat->classes[c];
+    bool slice = g->mig_parent_index >= 0;
+    int card = slice ? g->mig_parent_index : c;
+    unsigned have = 0;
+    for (unsigned i = 0; i < n->n_devices; i++)
+        have += n->devices[i].cls == card;
+    if (!have)
+        return;
+    dg->any = true;
+    Relation rel = relation_of(s, n, r->user);
+    if (!class_access(s, r, n, g, rel)) {
+        dg->internal |= g->internal_only && !g->owner_only;
+        return;
+    }
+    dg->allowed = true;
+    bool vm = r->kind == WORKLOAD_VM;
+    bool kata = !vm && rel == RELATION_STRANGER;
+    if (slice) {
+        unsigned fits = 0, whole_free = 0, blocked = 0;
+        for (unsigned i = 0; i < n->n_devices; i++) {
+            const Device *d = &n->devices[i];
+            if (d->cls != card)
+                continue;
+            if (!d->mig_enabled) {
+                whole_free += !d->n_allocs;
+                continue;
+            }
+            if (mig_count_placeable(d->mig_layout, g->mig_shape) == 0)
+                continue;
+            if (!device_takes_new_work(n, d))
+                blocked++;
+            else if (mig_joinable(s, n, d, r->user, n->kata && n->mig_in_kata))
+                fits++;
+        }
+        if (fits && kata && !(n->kata && n->mig_in_kata))
+            dg->mig_kata = true;
+        else if (fits)
+            dg->queued = true;
+        else if (whole_free)
+            dg->mode = true; /* GPUs of the card exist but are not in MIG mode */
+        else if (blocked)
+            dg->cordon = true;
+        return;
+    }
+    Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
+    unsigned free_want = node_pool_free(s, n, c, want), free_other = 0, reset = 0, blocked = 0;
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        const Device *d = &n->devices[i];
+        if (d->cls != c || d->mig_enabled || d->n_allocs)
+            continue;
+        if (d->binding != want)
+            free_other += device_takes_new_work(n, d);
+        else if (!device_takes_new_work(n, d))
+            blocked++;
+        else if (g->consumer && want == BINDING_VFIO && !d->reset_verified)
+            reset++;
+    }
+    if (free_want >= r->count) {
+        if (kata && !n->kata)
+            dg->kata = true;
+        else
+            dg->queued = true;
+    } else if (free_other >= r->count)
+        dg->mode = true;
+    else if (free_want + reset >= r->count)
+        dg->reset = true;
+    else if (free_want + reset + blocked >= r->count)
+        dg->cordon = true;
+}
+
+static void diag_apple(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
+    if (n->platform != PLATFORM_MACOS || !n->n_devices || n->devices[0].cls != c)
+        return;
+    dg->any = true;
+    if (n->owner != r->user)
+        return;
+    dg->allowed = true;
+    if (!device_takes_new_work(n, &n->devices[0]))
+        dg->cordon = true;
+    else if (r->kind == WORKLOAD_VM && n->macos_vms >= SCHED_MAX_MACOS_VMS)
+        dg->macos = true;
+}
+
+static void diag_cpu(const Sched *s, const Req *r, const Node *n, Diag *dg) {
+    dg->any = dg->allowed = true;
+    if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS) {
+        if (n->platform == PLATFORM_MACOS && n->macos_vms >= SCHED_MAX_MACOS_VMS)
+            dg->macos = true;
+        return;
+    }
+    if (n->cpu_cores - n->cpu_used < r->count)
+        return;
+    if (!node_schedulable(n))
+        dg->cordon = true;
+    else if (r->kind != WORKLOAD_VM && n->platform == PLATFORM_LINUX &&
+             relation_of(s, n, r->user) == RELATION_STRANGER && !n->kata)
+        dg->kata = true;
+    else
+        dg->queued = true;
+}
+
+#define DIAG_MAX_NODES 128
+
+/* Whether any site's pool of class c (either binding) has a node with `count` free GPUs. */
+static bool any_pool_room(const Sched *s, int c, unsigned count) {
+    for (size_t st = 0; st < s->n_sites; st++)
+        for (int b = 0; b < _BINDING_MAX; b++)
+            for (unsigned k = count; k <= SCHED_NODE_MAX_DEVICES; k++)
+                if (s->sites[st].pool_heads[c * 2 + b][k] != NIL)
+                    return true;
+    return false;
+}
+
+/* May this user use class c anywhere at all (R9 internal_only, R10 owner_only)? */
+static bool allowed_somewhere(const Sched *s, const Req *r, const GpuClass *g) {
+    if (!g->owner_only && !g->internal_only)
+        return true;
+    const User *u = &s->users[r->user];
+    int card = g->mig_parent_index >= 0 ? g->mig_parent_index : (int)(g - s->cat->classes);
+    for (size_t i = 0; i < u->n_owned; i++) {
+        const Node *n = &s->nodes[u->owned[i]];
+        for (unsigned d = 0; d < n->n_devices; d++)
+            if (n->devices[d].cls == card)
+                return true;
+    }
+    if (g->owner_only)
+        return false;
+    for (size_t st = 0; st < s->n_sites; st++)
+        if (s->sites[st].kind != SITE_DATACENTER ||
+            (r->user < s->sites[st].n_trusted_cap && s->sites[st].trusted[r->user]))
+            return true;
+    return false;
+}
+
+/* The common case, a full class, answered from the indexes; -1 when a scan must decide. */
+static int diagnose_fast(Sched *s, const Req *r, int c) {
+    if (c == CHOICE_CPU) {
+        for (unsigned b = MIN(r->count, (unsigned)CPU_BUCKETS - 1); b < CPU_BUCKETS; b++)
+            if (s->cpu_heads[b] != NIL)
+                return -1;
+        return SCHED_REASON_NO_CAPACITY;
+    }
+    const GpuClass *g = &s->cat->classes[c];
+    int card = g->mig_parent_index >= 0 ? g->mig_parent_index : c;
+    if (!s->class_nodes[card])
+        return SCHED_REASON_NO_NODE;
+    if (!allowed_somewhere(s, r, g))
+        return g->owner_only ? SCHED_REASON_OWNER_ONLY : SCHED_REASON_INTERNAL_ONLY;
+    if (g->vendor == VENDOR_APPLE || s->class_blocked[card])
+        return -1;
+    if (g->mig_parent_index >= 0) {
+        for (size_t i = 0; i < s->n_mig_pref[g->mig_shape]; i++)
+            if (s->mig[card].heads[s->mig_pref[g->mig_shape][i].layout] != NIL)
+                return -1;
+        return any_pool_room(s, card, 1) ? -1 : SCHED_REASON_NO_CAPACITY;
+    }
+    /* Room in the pools this user would use, or only in the other binding (R3, R5, R7)? */
+    bool vm = r->kind == WORKLOAD_VM, cand = false, other = false;
+    for (size_t st = 0; st < s->n_sites && !cand; st++) {
+        const Site *site = &s->sites[st];
+        bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
+        Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
+        for (unsigned k = r->count; k <= SCHED_NODE_MAX_DEVICES; k++) {
+            cand = cand || site->pool_heads[c * 2 + b][k] != NIL;
+            other = other || site->pool_heads[c * 2 + !b][k] != NIL;
+        }
+    }
+    const User *u = &s->users[r->user];
+    for (size_t i = 0; i < u->n_owned && !cand; i++)
+        cand = pool_free_of(&s->nodes[u->owned[i]], c * 2 + (vm ? BINDING_VFIO : BINDING_HOST)) >= r->count;
+    if (cand)
+        return -1;
+    return other ? SCHED_REASON_MODE_MISMATCH : SCHED_REASON_NO_CAPACITY;
+}
+
+SchedReason place_diagnose(Sched *s, const Req *r, int c) {
+    int fast = diagnose_fast(s, r, c);
+    if (fast >= 0)
+        return (SchedReason)fast;
+    Diag dg = {0};
+    const GpuClass *g = c >= 0 ? &s->cat->classes[c] : NULL;
+    if (g && g->vendor == VENDOR_APPLE) {
+        dg.any = s->class_nodes[c] > 0;
+        const User *u = &s->users[r->user];
+        for (size_t i = 0; i < u->n_owned; i++)
+            diag_apple(s, r, &s->nodes[u->owned[i]], c, &dg);
+        dg.any = dg.any || dg.allowed;
+    } else {
+        /* A bounded look at the nodes that have the class (all nodes for cpu), from a moving
+         * start: the reason is a sentence for people, and must not make a decision O(fleet). */
+        int card = g ? (g->mig_parent_index >= 0 ? g->mig_parent_index : c) : -1;
+        size_t n = card >= 0 ? s->class_nodes[card] : s->n_order;
+        size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? s->diag_cursor++ % n : 0;
+        for (size_t i = 0; i < look; i++) {
+            size_t k = (start + i) % n;
+            const Node *nd = &s->nodes[card >= 0 ? s->class_list[card][k] : s->order[k]];
+            if (card < 0)
+                diag_cpu(s, r, nd, &dg);
+            else
+                diag_whole(s, r, nd, c, &dg);
+        }
+    }
+    if (!dg.any)
+        return SCHED_REASON_NO_NODE;
+    if (!dg.allowed)
+        return dg.internal ? SCHED_REASON_INTERNAL_ONLY : SCHED_REASON_OWNER_ONLY;
+    if (dg.queued)
+        return SCHED_REASON_QUEUED;
+    if (dg.mode)
+        return SCHED_REASON_MODE_MISMATCH;
+    if (dg.kata)
+        return SCHED_REASON_NO_KATA;
+    if (dg.mig_kata)
+        return SCHED_REASON_NO_MIG_IN_KATA;
+    if (dg.reset)
+        return SCHED_REASON_RESET_CHECK;
+    if (dg.macos)
+        return SCHED_REASON_MACOS_VM_LIMIT;
+    if (dg.cordon)
+        return SCHED_REASON_CORDONED;
+    return SCHED_REASON_NO_CAPACITY;
+}
+
+/* ---- gang reservations and restore ---- */
+
+uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
+    if (c < 0 || s->cat->classes[c].mig_parent_index >= 0 || s->cat->classes[c].vendor == VENDOR_APPLE)
+        return NIL;
+    Want w = {.r = r, .cls = c, .only = NIL};
+    uint32_t best = NIL;
+    unsigned best_k = 0;
+    Method m;
+    for (size_t st = 0; st < s->n_sites; st++) {
+        const Site *site = &s->sites[st];
+        bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
+        Binding b = (r->kind == WORKLOAD_VM || !trusted) ? BINDING_VFIO : BINDING_HOST;
+        for (unsigned k = SCHED_NODE_MAX_DEVICES; k > best_k; k--)
+            for (uint32_t id = site->pool_heads[c * 2 + b][k]; id != NIL;) {
+                uint32_t ni = id >> POOL_SHIFT;
+                id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
+                if (whole_node_ok(s, &w, c, ni, b, &m)) {
+                    best = ni, best_k = k;
+                    goto next_site;
+                }
+            }
+    next_site:;
+    }
+    const User *u = &s->users[r->user];
+    for (size_t i = 0; i < u->n_owned; i++) {
+        uint32_t ni = u->owned[i];
+        Binding b = r->kind == WORKLOAD_VM ? BINDING_VFIO : BINDING_HOST;
+        unsigned k = pool_free_of(&s->nodes[ni], c * 2 + b);
+        if (k > best_k && whole_node_ok(s, &w, c, ni, b, &m))
+            best = ni, best_k = k;
+    }
+    return best;
+}
+
+int place_check_conflicts(const Sched *s, const Req *r, Error *err) {
+    const Node *n = &s->nodes[r->node];
+    if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && n->macos_vms >= SCHED_MAX_MACOS_VMS)
+        return error_set(err, -EBUSY, "request '%s': Mac '%s' already runs %d macOS VMs (R10)", r->id, n->name,
+                         SCHED_MAX_MACOS_VMS);
+    if (r->cores > n->cpu_cores - n->cpu_used)
+        return error_set(err, -EBUSY, "request '%s': node '%s' has not %u free cores", r->id, n->name, r->cores);
+    if (r->mem > n->apple_usable_gb - n->apple_used_gb)
+        return error_set(err, -EBUSY, "request '%s': Mac '%s' has not %u GB of GPU memory free", r->id, n->name,
+                         r->mem);
+    for (unsigned i = 0; i < r->n_dev; i++) {
+        const Device *d = &n->devices[r->devs[i]];
+        bool ok;
+        switch (r->method) {
+        case METHOD_TIME_SLICE:
+            ok = d->n_allocs == 0 ||
+                 (d->use == USE_TIME_SLICE && d->n_allocs < n->ts_replicas && device_only_user(s, d, r->user));
+            break;
+        case METHOD_MIG:
+            ok = (d->use == USE_NONE || d->use == USE_MIG) &&
+                 mig_can_place(d->mig_layout, s->cat->classes[r->pcls].mig_shape, r->mig_start) &&
+                 mig_joinable(s, n, d, r->user, r->crt == CONTAINER_RUNTIME_KATA);
+            break;
+        case METHOD_APPLE_WHOLE:
+            ok = device_only_user(s, d, r->user);
+            break;
+        default:
+            ok = d->n_allocs == 0;
+        }
+        if (!ok)
+            return error_set(err, -EBUSY,
+                             "request '%s': device %u of '%s' is already held by '%s' in a way the rules "
+                             "do not let it share (R15, R16)",
+                             r->id, r->devs[i], n->name, d->n_allocs ? s->reqs[d->allocs[0]].id : "?");
+    }
+    return 0;
+}

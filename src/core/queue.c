@@ -1,0 +1,709 @@
+/* queue.c: the Sched's lifecycle, requests (submit, restore, release), the FIFO queue with
+ * backfill and fallback deadlines (R13), and the decisions shown to users. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched-internal.h"
+#include "util/strutil.h"
+
+static void check_now(const Sched *s) {
+    if (!s->check)
+        return;
+    Error e = {0};
+    if (sched_check(s, &e) < 0) {
+        fprintf(stderr, "sched invariant violated: %s\n", e.message);
+        abort();
+    }
+}
+
+/* ---- decisions ---- */
+
+static const char *choice_name(const Sched *s, int c) {
+    if (c == CHOICE_CPU)
+        return "cpu";
+    if (c == CHOICE_MEMORY)
+        return "a class with enough memory";
+    return s->cat->classes[c].name;
+}
+
+static const char *reason_sentence(SchedReason r) {
+    switch (r) {
+    case SCHED_REASON_NO_CAPACITY:
+        return "every unit that this user may use is taken; it waits for one to free";
+    case SCHED_REASON_MODE_MISMATCH:
+        return "free GPUs exist only in the other mode (container vs VM, or MIG off); nodes are never "
+               "switched to fit one request (R3, R5, R7)";
+    case SCHED_REASON_OWNER_ONLY:
+        return "the class is offered to the machine's owner only (R10)";
+    case SCHED_REASON_INTERNAL_ONLY:
+        return "the class is for trusted tenants only in a datacenter (R9)";
+    case SCHED_REASON_NO_KATA:
+        return "a stranger's container runs under Kata, and no node with room offers Kata (R2b)";
+    case SCHED_REASON_NO_MIG_IN_KATA:
+        return "a stranger's MIG slice needs Kata with MIG-backed vGPU (mig_in_kata), which no node with room "
+               "has (R2c)";
+    case SCHED_REASON_MACOS_VM_LIMIT:
+        return "every Mac already runs 2 macOS VMs, the licence's limit (R10)";
+    case SCHED_REASON_RESET_CHECK:
+        return "the free consumer GPUs wait for their reset cycle check before passthrough (R9)";
+    case SCHED_REASON_CORDONED:
+        return "the GPUs with room are cordoned, quarantined or unreachable";
+    case SCHED_REASON_QUEUED:
+        return "room exists, but older requests come first (FIFO with backfill)";
+    case SCHED_REASON_NO_NODE:
+        return "no node has this class yet";
+    case SCHED_REASON_VGPU:
+        return CATALOG_VGPU_REFUSAL;
+    case SCHED_REASON_UNKNOWN_CLASS:
+        return "the catalog has no such class";
+    case SCHED_REASON_LINUX_GUEST_GPU:
+        return "Linux guests on a Mac get no GPU compute; ask for cpu (R10)";
+    case SCHED_REASON_MACOS_GUEST_NOT_MAC:
+        return "macOS guests run on Macs only, with paravirtualized Metal (R10)";
+    case SCHED_REASON_VM_MIG:
+        return "a MIG slice in a VM would need MIG-backed vGPU, which is not supported (R2c, R2d); ask for "
+               "a whole GPU";
+    case SCHED_REASON_VM_AMD:
+        return "AMD and Intel GPUs go to containers only (R12)";
+    case SCHED_REASON_BAD_COUNT:
+        return "the count does not fit: a gang is at most 16 GPUs of one node, and a MIG slice or a Mac's "
+               "GPU is one unit";
+    case SCHED_REASON_BAD_RUNTIME:
+        return "that endpoint runtime cannot run there: vLLM on NVIDIA, MLX or llama.cpp on a Mac, "
+               "llama.cpp on CPU (R14)";
+    case SCHED_REASON_DUPLICATE:
+        return "a request with this id already exists (R16)";
+    default:
+        return "the request is not valid";
+    }
+}
+
+static void refuse(Decision *d, SchedReason why, const char *subject) {
+    if (!d)
+        return;
+    *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
+    snprintf(d->message, sizeof(d->message), "refused (%s): %s", strempty(subject), reason_sentence(why));
+}
+
+static void fill_placement(const Sched *s, const Req *r, Placement *p) {
+    *p = (Placement){
+        .node = s->nodes[r->node].name,
+        .class_name = r->pcls >= 0 ? s->cat->classes[r->pcls].name : "cpu",
+        .class_index = r->pcls, .method = r->method, .container_runtime = r->crt,
+        .endpoint_runtime = r->ert, .n_devices = r->n_dev, .mig_start = r->mig_start,
+        .mig_slots = r->mig_slots, .cpu_cores = r->cores, .memory_gb = r->mem,
+        .fallback_index = r->fb_index,
+    };
+    for (unsigned i = 0; i < r->n_dev; i++)
+        p->devices[i] = r->devs[i];
+}
+
+/* Queue positions in O(log n): a Fenwick tree counts the waiting requests by arrival seq.
+ * The position is exact while the FIFO follows arrival order, which it does except for
+ * requests restored with older submission times (then it is the arrival rank). */
+static void fen_add_raw(Sched *s, size_t i, int32_t delta) {
+    for (i++; i <= s->fen_size; i += i & (~i + 1))
+        s->fen[i - 1] += (uint32_t)delta;
+}
+
+static int fen_rebuild(Sched *s) {
+    uint64_t base = s->next_seq, top = s->next_seq;
+    for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next)
+        base = MIN(base, s->reqs[ri].seq);
+    size_t size = 64;
+    while (size < 2 * (top - base + 1))
+        size *= 2;
+    uint32_t *nf = calloc(size, sizeof(uint32_t));
+    if (!nf)
+        return -ENOMEM;
+    free(s->fen);
+    s->fen = nf;
+    s->fen_size = size;
+    s->seq_base = base;
+    for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next)
+        fen_add_raw(s, s->reqs[ri].seq - base, 1);
+    return 0;
+}
+
+/* Called after the FIFO changed: a rebuild already counts the change. */
+static void fen_add(Sched *s, uint64_t seq, int32_t delta) {
+    if (!s->fen || seq < s->seq_base || seq - s->seq_base >= s->fen_size) {
+        (void)fen_rebuild(s); /* on failure positions degrade to estimates; placement is unaffected */
+        return;
+    }
+    fen_add_raw(s, seq - s->seq_base, delta);
+}
+
+static size_t queue_position(const Sched *s, uint32_t ri) {
+    uint64_t seq = s->reqs[ri].seq;
+    if (!s->fen || seq < s->seq_base || seq - s->seq_base >= s->fen_size)
+        return s->n_waiting;
+    size_t k = 0;
+    for (size_t i = seq - s->seq_base + 1; i > 0; i -= i & (~i + 1))
+        k += s->fen[i - 1];
+    return k;
+}
+
+static void decide(const Sched *s, uint32_t ri, bool with_position, Decision *d) {
+    const Req *r = &s->reqs[ri];
+    if (r->placed) {
+        *d = (Decision){.kind = DECISION_PLACED, .reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE};
+        fill_placement(s, r, &d->placement);
+        const Placement *p = &d->placement;
+        char where[64] = "";
+        if (p->method == METHOD_MIG)
+            snprintf(where, sizeof(where), " device %u slots %u-%u", p->devices[0], p->mig_start,
+                     p->mig_start + p->mig_slots - 1);
+        else if (p->method == METHOD_CPU)
+            snprintf(where, sizeof(where), " %u cores", p->cpu_cores);
+        else if (p->n_devices)
+            snprintf(where, sizeof(where), " %u GPU%s", p->n_devices, p->n_devices > 1 ? "s" : "");
+        snprintf(d->message, sizeof(d->message), "placed on %s:%s, %s by %s%s%s%s%s%s", p->node, where, p->class_name,
+                 method_to_string(p->method), p->container_runtime ? " under " : "",
+                 p->container_runtime ? container_runtime_to_string(p->container_runtime) : "",
+                 p->endpoint_runtime ? ", endpoint runs " : "",
+                 p->endpoint_runtime ? endpoint_runtime_to_string(p->endpoint_runtime) : "",
+                 r->fb_index >= 0 ? " (fallback after the wait, R13)" : "");
+        return;
+    }
+    *d = (Decision){.kind = DECISION_WAITING, .reason = r->reason,
+                    .queue_position = with_position ? queue_position(s, ri) : 0};
+    snprintf(d->message, sizeof(d->message), "waiting for %s: %s", choice_name(s, r->choice),
+             reason_sentence(r->reason));
+}
+
+int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
+    uint32_t ri;
+    if (!id || !strmap_get(&s->req_map, id, &ri))
+        return -ENOENT;
+    decide(s, ri, true, ret);
+    return 0;
+}
+
+int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
+    uint32_t ri;
+    if (!id || !strmap_get(&s->req_map, id, &ri))
+        return -ENOENT;
+    const Req *r = &s->reqs[ri];
+    *ret = (RequestSpec){
+        .id = r->id, .user = s->users[r->user].name, .kind = r->kind, .guest = r->guest,
+        .class_name = r->choice == CHOICE_MEMORY ? NULL : choice_name(s, r->choice),
+        .memory_gb = r->memory_gb, .count = r->count, .share = r->share,
+        .fallback = r->n_fb ? r->fb_names : NULL, .n_fallback = r->n_fb,
+        .wait_s = r->deadline - r->submitted, .submitted = r->submitted, .runtime = r->runtime,
+    };
+    if (!r->n_fb)
+        ret->wait_s = 0;
+    return 0;
+}
+
+size_t sched_request_count(const Sched *s) {
+    return s->n_live_reqs;
+}
+
+size_t sched_waiting_count(const Sched *s) {
+    return s->n_waiting;
+}
+
+const char *sched_waiting_at(const Sched *s, size_t i) {
+    for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next)
+        if (i-- == 0)
+            return s->reqs[ri].id;
+    return NULL;
+}
+
+uint64_t sched_next_deadline(const Sched *s) {
+    /* Exact (not the cached lower bound), for callers that sleep until it. */
+    uint64_t best = UINT64_MAX;
+    for (uint32_t ri = s->dq_head; ri != NIL; ri = s->reqs[ri].dq.next)
+        best = MIN(best, s->reqs[ri].deadline);
+    return best;
+}
+
+/* ---- requests ---- */
+
+/* Resolve a class name of a request: a class index, CHOICE_CPU, or a refusal reason. */
+static SchedReason resolve_class(const Sched *s, const char *name, int *ret) {
+    if (STREQ(name, "cpu")) {
+        *ret = CHOICE_CPU;
+        return SCHED_REASON_NONE;
+    }
+    uint32_t ci;
+    if (!strmap_get(&s->class_map, name, &ci))
+        return string_contains_nocase(name, "vgpu") ? SCHED_REASON_VGPU : SCHED_REASON_UNKNOWN_CLASS;
+    int c = (int)ci;
+    *ret = s->cat->classes[c].vendor == VENDOR_CPU ? CHOICE_CPU : c;
+    return SCHED_REASON_NONE;
+}
+
+static int req_slot(Sched *s, uint32_t *ret) {
+    if (s->free_req != NIL) {
+        *ret = s->free_req;
+        s->free_req = s->reqs[*ret].q.next;
+        return 0;
+    }
+    if (s->n_reqs == s->cap_reqs) {
+        size_t nc = s->cap_reqs ? s->cap_reqs * 2 : 64;
+        Req *nr = realloc(s->reqs, nc * sizeof(*nr));
+        if (!nr)
+            return -ENOMEM;
+        s->reqs = nr;
+        s->cap_reqs = nc;
+    }
+    *ret = (uint32_t)s->n_reqs++;
+    return 0;
+}
+
+static void req_drop(Sched *s, uint32_t ri) {
+    Req *r = &s->reqs[ri];
+    strmap_remove(&s->req_map, r->id);
+    free(r->id);
+    *r = (Req){.q = {NIL, s->free_req}};
+    s->free_req = ri;
+    s->n_live_reqs--;
+}
+
+/* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject. */
+static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject) {
+    *subject = spec->id;
+    if (isempty(spec->id) || strlen(spec->id) >= SCHED_ID_MAX || isempty(spec->user) ||
+        strlen(spec->user) >= SCHED_ID_MAX || (int)spec->kind < 0 || spec->kind >= _WORKLOAD_KIND_MAX ||
+        (int)spec->guest < 0 || spec->guest >= _GUEST_OS_MAX || (int)spec->runtime < 0 ||
+        spec->runtime >= _ENDPOINT_RUNTIME_MAX || spec->n_fallback > SCHED_MAX_FALLBACKS ||
+        (spec->n_fallback && !spec->fallback))
+        return SCHED_REASON_BAD_REQUEST;
+    if (strmap_get(&s->req_map, spec->id, NULL))
+        return SCHED_REASON_DUPLICATE;
+    *r = (Req){.kind = spec->kind, .guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX,
+               .memory_gb = spec->memory_gb, .count = spec->count ? spec->count : 1, .share = spec->share,
+               .runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE,
+               .submitted = spec->submitted, .n_fb = (unsigned)spec->n_fallback, .fb_index = -1,
+               .q = {NIL, NIL}, .pcls = -1};
+    r->deadline = spec->n_fallback ? spec->submitted + spec->wait_s : UINT64_MAX;
+    if (r->deadline < spec->submitted)
+        r->deadline = UINT64_MAX;
+    SchedReason why;
+    if (!spec->class_name) {
+        if (!spec->memory_gb)
+            return SCHED_REASON_BAD_REQUEST;
+        r->choice = CHOICE_MEMORY;
+        bool any = false;
+        for (size_t i = 0; i < s->n_by_memory && !any; i++) {
+            int c = s->by_memory[i];
+            any = s->cat->classes[c].memory_gb >= spec->memory_gb && policy_refusal(s, r, c) == SCHED_REASON_NONE;
+        }
+        if (!any)
+            return SCHED_REASON_BAD_COUNT;
+    } else {
+        *subject = spec->class_name;
+        why = resolve_class(s, spec->class_name, &r->choice);
+        if (why)
+            return why;
+        why = policy_refusal(s, r, r->choice);
+        if (why)
+            return why;
+    }
+    for (size_t i = 0; i < spec->n_fallback; i++) {
+        *subject = spec->fallback[i];
+        if (isempty(spec->fallback[i]))
+            return SCHED_REASON_BAD_REQUEST;
+        why = resolve_class(s, spec->fallback[i], &r->fb[i]);
+        if (!why)
+            why = policy_refusal(s, r, r->fb[i]);
+        if (why)
+            return why;
+        r->fb_names[i] = choice_name(s, r->fb[i]);
+    }
+    return SCHED_REASON_NONE;
+}
+
+/* Try every class the request may take now, in order; on success apply it. */
+static bool attempt(Sched *s, uint32_t ri, uint64_t now, bool backfill, uint32_t only) {
+    Req *r = &s->reqs[ri];
+    Req tmp = *r;
+    Want w = {.r = r, .backfill = backfill, .only = only};
+    bool found = false;
+    if (r->choice == CHOICE_MEMORY) {
+        for (size_t i = 0; i < s->n_by_memory && !found; i++) {
+            int c = s->by_memory[i];
+            if (s->cat->classes[c].memory_gb < r->memory_gb || policy_refusal(s, r, c))
+                continue;
+            w.cls = c;
+            found = place_find(s, &w, &tmp);
+        }
+    } else {
+        w.cls = r->choice;
+        found = place_find(s, &w, &tmp);
+    }
+    tmp.fb_index = -1;
+    for (unsigned i = 0; !found && r->expired && i < r->n_fb; i++) {
+        w.cls = r->fb[i];
+        w.fallback = true;
+        found = place_find(s, &w, &tmp);
+        tmp.fb_index = (int)i;
+    }
+    if (!found)
+        return false;
+    *r = tmp;
+    if (place_apply(s, ri) < 0) {
+        r->placed = false;
+        return false;
+    }
+    return true;
+}
+
+/* Insert ri into a FIFO ordered by (submitted, arrival), searching from the tail since new
+ * requests almost always come last. */
+typedef Link *(*QLinkOf)(Sched *s, uint32_t ri);
+static Link *q_of(Sched *s, uint32_t ri) {
+    return &s->reqs[ri].q;
+}
+static Link *cq_of(Sched *s, uint32_t ri) {
+    return &s->reqs[ri].cq;
+}
+static Link *xq_of(Sched *s, uint32_t ri) {
+    return &s->reqs[ri].xq;
+}
+static Link *dq_of(Sched *s, uint32_t ri) {
+    return &s->reqs[ri].dq;
+}
+
+static void fifo_insert(Sched *s, QLinkOf of, uint32_t *head, uint32_t *tail, uint32_t ri) {
+    uint64_t sub = s->reqs[ri].submitted;
+    uint32_t after = *tail;
+    while (after != NIL && s->reqs[after].submitted > sub)
+        after = of(s, after)->prev;
+    Link *l = of(s, ri);
+    l->prev = after;
+    l->next = after == NIL ? *head : of(s, after)->next;
+    if (l->next != NIL)
+        of(s, l->next)->prev = ri;
+    else
+        *tail = ri;
+    if (after != NIL)
+        of(s, after)->next = ri;
+    else
+        *head = ri;
+}
+
+static void fifo_remove(Sched *s, QLinkOf of, uint32_t *head, uint32_t *tail, uint32_t ri) {
+    Link *l = of(s, ri);
+    if (l->prev != NIL)
+        of(s, l->prev)->next = l->next;
+    else
+        *head = l->next;
+    if (l->next != NIL)
+        of(s, l->next)->prev = l->prev;
+    else
+        *tail = l->prev;
+    l->prev = l->next = NIL;
+}
+
+static int qkey_of(const Sched *s, const Req *r) {
+    int n = (int)s->cat->n_classes;
+    return r->choice == CHOICE_CPU ? n : r->choice == CHOICE_MEMORY ? n + 1 : r->choice;
+}
+
+static void queue_insert(Sched *s, uint32_t ri) {
+    Req *r = &s->reqs[ri];
+    fifo_insert(s, q_of, &s->q_head, &s->q_tail, ri);
+    fen_add(s, r->seq, 1);
+    r->qkey = qkey_of(s, r);
+    fifo_insert(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
+    if (r->n_fb && r->deadline < s->min_deadline)
+        s->min_deadline = r->deadline;
+    if (r->expired && r->n_fb) {
+        fifo_insert(s, xq_of, &s->xq_head, &s->xq_tail, ri);
+        r->in_xq = true;
+    } else if (r->n_fb) {
+        fifo_insert(s, dq_of, &s->dq_head, &s->dq_tail, ri);
+        r->in_dq = true;
+    }
+    s->n_waiting++;
+}
+
+/* Returns the node a gang reservation held for ri, or NIL. */
+static uint32_t queue_remove(Sched *s, uint32_t ri) {
+    Req *r = &s->reqs[ri];
+    fifo_remove(s, q_of, &s->q_head, &s->q_tail, ri);
+    fen_add(s, r->seq, -1);
+    fifo_remove(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
+    if (r->in_xq)
+        fifo_remove(s, xq_of, &s->xq_head, &s->xq_tail, ri);
+    if (r->in_dq)
+        fifo_remove(s, dq_of, &s->dq_head, &s->dq_tail, ri);
+    r->in_xq = r->in_dq = false;
+    s->n_waiting--;
+    uint32_t held = NIL;
+    if (r->choice >= 0 && s->reserved_by[r->choice] == ri) {
+        held = s->reserved_node[r->choice];
+        s->reserved_by[r->choice] = s->reserved_node[r->choice] = NIL;
+    }
+    return held;
+}
+
+static void maybe_reserve(Sched *s, uint32_t ri) {
+    Req *r = &s->reqs[ri];
+    if (r->count < 2 || r->choice < 0 || s->reserved_by[r->choice] != NIL)
+        return;
+    uint32_t ni = place_reserve_node(s, r, r->choice);
+    if (ni != NIL) {
+        s->reserved_by[r->choice] = ri;
+        s->reserved_node[r->choice] = ni;
+    }
+}
+
+static void placed_from_queue(Sched *s, uint32_t ri) {
+    queue_remove(s, ri);
+    if (s->on_placed) {
+        Decision d;
+        decide(s, ri, false, &d);
+        s->on_placed(s->on_placed_data, s->reqs[ri].id, &d);
+    }
+}
+
+/* How many waiters in a row that do not fit a walk looks at in one FIFO before it stops:
+ * attempts there are O(1), but a long queue of gangs must not make a release O(queue). The
+ * rest are reconsidered at the next change of that node. */
+#define WALK_MISS_LIMIT 64
+
+/* The most units of class key node ni could still give (an upper bound; UINT_MAX: unknown). */
+static unsigned node_room(const Sched *s, uint32_t ni, int key) {
+    const Node *n = &s->nodes[ni];
+    if (key == (int)s->cat->n_classes)
+        return n->cpu_cores - n->cpu_used;
+    if (key > (int)s->cat->n_classes || key < 0)
+        return UINT32_MAX;
+    const GpuClass *g = &s->cat->classes[key];
+    if (g->mig_parent_index >= 0) {
+        for (unsigned i = 0; i < n->n_devices; i++) {
+            const Device *d = &n->devices[i];
+            if (d->cls == g->mig_parent_index && d->mig_enabled && mig_count_placeable(d->mig_layout, g->mig_shape))
+                return 1;
+        }
+        return 0;
+    }
+    if (g->vendor == VENDOR_APPLE)
+        return UINT32_MAX;
+    unsigned best = 0;
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool / 2 == key)
+            best = MAX(best, (unsigned)n->pools[k].free);
+    for (unsigned i = 0; i < n->n_devices && !best; i++)
+        if (n->devices[i].cls == key && n->devices[i].use == USE_TIME_SLICE)
+            best = 1; /* a time slice may have room */
+    return best;
+}
+
+static void walk_fifo(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uint32_t head) {
+    unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key);
+    for (uint32_t ri = head, next; ri != NIL && room && misses < WALK_MISS_LIMIT; ri = next) {
+        next = xq ? s->reqs[ri].xq.next : s->reqs[ri].cq.next;
+        if (s->reqs[ri].count > room && !s->reqs[ri].expired) {
+            misses++; /* cannot fit here: no need to try */
+            continue;
+        }
+        if (attempt(s, ri, now, true, ni)) {
+            room = xq ? UINT32_MAX : node_room(s, ni, key);
+            placed_from_queue(s, ri);
+            misses = 0;
+        } else {
+            maybe_reserve(s, ri);
+            misses++;
+        }
+    }
+}
+
+void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
+    const Node *n = &s->nodes[ni];
+    if (!s->n_waiting || !n->alive || !node_schedulable(n))
+        return;
+    /* The FIFOs of every class this node can serve, then cpu, memory needs and fallbacks. */
+    int seen[SCHED_NODE_MAX_DEVICES];
+    unsigned n_seen = 0;
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        int c = n->devices[i].cls;
+        bool dup = c < 0;
+        for (unsigned j = 0; j < n_seen && !dup; j++)
+            dup = seen[j] == c;
+        if (dup)
+            continue;
+        seen[n_seen++] = c;
+        walk_fifo(s, now, ni, false, c, s->cq_head[c]);
+        for (const int *sl = s->slices_of[c]; *sl >= 0; sl++)
+            walk_fifo(s, now, ni, false, *sl, s->cq_head[*sl]);
+    }
+    int nc = (int)s->cat->n_classes;
+    walk_fifo(s, now, ni, false, nc, s->cq_head[nc]);
+    walk_fifo(s, now, ni, false, nc + 1, s->cq_head[nc + 1]);
+    walk_fifo(s, now, ni, true, -1, s->xq_head);
+}
+
+static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t *ret, Error *err) {
+    uint32_t ri, user;
+    char *id = strdup(spec->id);
+    if (!id || sched_user_intern(s, spec->user, &user) < 0 || req_slot(s, &ri) < 0) {
+        free(id);
+        return error_set(err, -ENOMEM, "out of memory");
+    }
+    built->id = id;
+    built->user = user;
+    built->used = true;
+    built->seq = s->next_seq++;
+    s->reqs[ri] = *built;
+    if (strmap_put(&s->req_map, id, ri) < 0) {
+        s->reqs[ri] = (Req){.q = {NIL, s->free_req}};
+        s->free_req = ri;
+        free(id);
+        return error_set(err, -ENOMEM, "out of memory");
+    }
+    s->n_live_reqs++;
+    *ret = ri;
+    return 0;
+}
+
+int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret, Error *err) {
+    Req built;
+    const char *subject;
+    SchedReason why = req_build(s, spec, &built, &subject);
+    if (why) {
+        refuse(ret, why, why == SCHED_REASON_DUPLICATE ? spec->id : subject);
+        return 0;
+    }
+    uint32_t ri;
+    int r = register_req(s, spec, &built, &ri, err);
+    if (r < 0)
+        return r;
+    Req *nr = &s->reqs[ri];
+    nr->expired = nr->n_fb && now >= nr->deadline;
+    if (!attempt(s, ri, now, true, NIL)) {
+        Req *q = &s->reqs[ri];
+        q->reason = place_diagnose(s, q, q->choice == CHOICE_MEMORY ? s->by_memory[0] : q->choice);
+        if (q->choice == CHOICE_MEMORY)
+            q->reason = SCHED_REASON_NO_CAPACITY;
+        queue_insert(s, ri);
+        maybe_reserve(s, ri);
+    }
+    if (ret)
+        decide(s, ri, true, ret);
+    check_now(s);
+    return 0;
+}
+
+int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, Error *err) {
+    Req built;
+    const char *subject;
+    SchedReason why = req_build(s, spec, &built, &subject);
+    if (why)
+        return error_set(err, -EINVAL, "request '%s' cannot be restored: %s", strempty(spec ? spec->id : NULL),
+                         reason_sentence(why));
+    if (!p || !p->node || !p->class_name)
+        return error_set(err, -EINVAL, "request '%s': the placement names no node or class", spec->id);
+    uint32_t ni;
+    int r = node_lookup(s, p->node, &ni, err);
+    if (r < 0)
+        return r;
+    int c;
+    if (resolve_class(s, p->class_name, &c) != SCHED_REASON_NONE)
+        return error_set(err, -EINVAL, "request '%s': unknown class '%s'", spec->id, p->class_name);
+    if (p->n_devices > SCHED_NODE_MAX_DEVICES || p->mig_start >= MIG_SLOTS || p->mig_slots > MIG_SLOTS ||
+        (int)p->method < 0 || p->method >= _METHOD_MAX || (int)p->container_runtime < 0 ||
+        p->container_runtime >= _CONTAINER_RUNTIME_MAX || (int)p->endpoint_runtime < 0 ||
+        p->endpoint_runtime >= _ENDPOINT_RUNTIME_MAX ||
+        p->fallback_index >= (int)spec->n_fallback || p->fallback_index < -1)
+        return error_set(err, -EINVAL, "request '%s': the placement is malformed", spec->id);
+    if ((c == CHOICE_CPU) != (p->method == METHOD_CPU))
+        return error_set(err, -EINVAL, "request '%s': only cpu is placed by method cpu", spec->id);
+    built.node = ni;
+    built.pcls = c == CHOICE_CPU ? s->cpu_class : c;
+    built.method = p->method;
+    built.crt = p->container_runtime;
+    built.ert = p->endpoint_runtime;
+    built.n_dev = (uint8_t)p->n_devices;
+    for (unsigned i = 0; i < p->n_devices; i++)
+        built.devs[i] = (uint8_t)MIN(p->devices[i], 255u);
+    built.mig_start = (uint8_t)p->mig_start;
+    built.mig_slots = (uint8_t)p->mig_slots;
+    built.cores = p->method == METHOD_CPU ? p->cpu_cores : 0;
+    built.mem = p->method == METHOD_APPLE_WHOLE ? p->memory_gb : 0;
+    built.fb_index = p->fallback_index;
+    built.id = (char *)spec->id;
+    /* The user may not be interned yet; the relation needs the id. */
+    uint32_t user;
+    if (sched_user_intern(s, spec->user, &user) < 0)
+        return error_set(err, -ENOMEM, "out of memory");
+    built.user = user;
+    int want = p->fallback_index >= 0 ? built.fb[p->fallback_index] : built.choice;
+    if (want != c && !(built.choice == CHOICE_MEMORY && p->fallback_index < 0))
+        return error_set(err, -EINVAL, "request '%s': placed class '%s' is not the one it asked for", spec->id,
+                         p->class_name);
+    r = policy_check_placement(s, &built, true, err);
+    if (r < 0)
+        return r;
+    r = place_check_conflicts(s, &built, err);
+    if (r < 0)
+        return r;
+    uint32_t ri;
+    r = register_req(s, spec, &built, &ri, err);
+    if (r < 0)
+        return r;
+    if (p->fallback_index >= 0)
+        s->reqs[ri].expired = true;
+    if (place_apply(s, ri) < 0) {
+        req_drop(s, ri);
+        return error_set(err, -ENOMEM, "out of memory");
+    }
+    check_now(s);
+    return 0;
+}
+
+int sched_release(Sched *s, const char *id, uint64_t now, Error *err) {
+    uint32_t ri;
+    if (!id || !strmap_get(&s->req_map, id, &ri))
+        return error_set(err, -ENOENT, "no request '%s'", strempty(id));
+    bool placed = s->reqs[ri].placed;
+    uint32_t freed = NIL;
+    if (placed) {
+        freed = s->reqs[ri].node;
+        place_undo(s, ri);
+    } else
+        freed = queue_remove(s, ri); /* a cancelled gang frees the node it held */
+    req_drop(s, ri);
+    if (freed != NIL)
+        queue_walk_node(s, now, freed);
+    check_now(s);
+    return 0;
+}
+
+int sched_tick(Sched *s, uint64_t now) {
+    if (now < s->min_deadline || !s->n_waiting)
+        return 0;
+    /* Open the fallbacks of every request whose wait ran out (R13), oldest first. */
+    uint64_t next = UINT64_MAX;
+    for (uint32_t ri = s->dq_head, nx; ri != NIL; ri = nx) {
+        Req *r = &s->reqs[ri];
+        nx = r->dq.next;
+        if (now < r->deadline) {
+            next = MIN(next, r->deadline);
+            continue;
+        }
+        fifo_remove(s, dq_of, &s->dq_head, &s->dq_tail, ri);
+        r->in_dq = false;
+        r->expired = true;
+        r->in_xq = true;
+        fifo_insert(s, xq_of, &s->xq_head, &s->xq_tail, ri);
+    }
+    s->min_deadline = next;
+    /* Every request with open fallbacks gets a full search (not only the newly due: one that
+     * missed before may fit now that others moved). */
+    size_t before = s->n_waiting;
+    for (uint32_t ri = s->xq_head, nx; ri != NIL; ri = nx) {
+        nx = s->reqs[ri].xq.next;
+        if (attempt(s, ri, now, true, NIL))
+            placed_from_queue(s, ri);
+    }
+    check_now(s);
+    return (int)(before - s->n_waiting);
+}

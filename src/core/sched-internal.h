@@ -1,0 +1,264 @@
+/* sched-internal.h: the Sched's data layout, shared by the core's placement modules only.
+ *
+ * Indices, not pointers: nodes, requests and users live in growable arrays and refer to each
+ * other by uint32 index (NIL = none), so growing an array never leaves a dangling pointer.
+ * Free-device indexes (whole-GPU pools bucketed by free count, MIG lists by slot layout,
+ * open time slices, cpu buckets) are intrusive doubly-linked lists kept in step with every
+ * change by node_refresh(); sched_check() recomputes them from scratch and compares. */
+#pragma once
+
+#include "core/sched.h"
+#include "core/strmap.h"
+
+#define NIL UINT32_MAX
+#define DEV_SHIFT 4 /* a device's global id is node << DEV_SHIFT | index */
+#define CPU_BUCKETS 65
+#define CHOICE_CPU (-2)    /* a request for cpu */
+#define CHOICE_MEMORY (-3) /* a request by memory need: smallest class that fits */
+
+typedef struct Link {
+    uint32_t prev, next;
+} Link;
+
+typedef struct Site {
+    char *name;
+    SiteKind kind;
+    uint8_t *trusted; /* indexed by user id */
+    size_t n_trusted_cap;
+    /* Whole-GPU pools of this site: index cls * 2 + binding; heads[pool][free]. Per site,
+     * because trust is per site: a stranger's search skips the host pools of sites that do
+     * not trust them instead of walking past every node there. */
+    uint32_t (*pool_heads)[SCHED_NODE_MAX_DEVICES + 1];
+} Site;
+
+typedef struct User {
+    char *name;
+    uint32_t *owned; /* nodes this user owns (for Apple and owner-only classes) */
+    size_t n_owned, cap_owned;
+    uint32_t ts_head; /* this user's time-sliced GPUs with room (R2e: only they may join) */
+} User;
+
+/* How a device is used now; decides who may join it. */
+typedef enum DevUse {
+    USE_NONE,
+    USE_EXCLUSIVE,  /* whole GPU: passthrough or container */
+    USE_TIME_SLICE,
+    USE_MIG,
+    USE_APPLE,
+} DevUse;
+
+typedef struct Device {
+    int cls; /* whole-card class, -1 unclassified */
+    char *address;
+    unsigned memory_gb;
+    Binding binding;
+    bool mig_enabled, reset_verified, cordoned, quarantined;
+    char *quarantine_reason;
+    uint8_t mig_layout;
+    DevUse use;
+    uint32_t *allocs; /* request indices */
+    uint16_t n_allocs, cap_allocs;
+    /* Membership of a MIG layout list or the open time-slice list of its class. */
+    Link link;
+    int8_t listed; /* 0 none, 1 MIG list, 2 time-slice list */
+    uint8_t listed_layout;
+    uint32_t listed_user; /* the time-slice list's user */
+} Device;
+
+/* A node's place in one whole-GPU pool (class x binding), bucketed by free devices. */
+typedef struct PoolLink {
+    int pool;
+    uint8_t free;    /* 0: not listed */
+    uint8_t blocked; /* idle GPUs that take no work (cordoned, quarantined, reset pending) */
+    Link link;
+} PoolLink;
+
+typedef struct Node {
+    char *name;
+    bool alive;
+    uint32_t site;
+    Platform platform;
+    uint32_t owner;
+    char **label_keys, **label_values;
+    size_t n_labels;
+    NodeMode mode;
+    bool kata, mig_in_kata, cordoned, unreachable;
+    unsigned cpu_cores, cpu_used;
+    unsigned ts_replicas;
+    unsigned apple_unified_gb, apple_usable_gb, apple_used_gb, macos_vms;
+    Device devices[SCHED_NODE_MAX_DEVICES];
+    unsigned n_devices;
+    PoolLink pools[SCHED_NODE_MAX_DEVICES];
+    unsigned n_pools;
+    Link cpu_link;
+    int cpu_bucket; /* -1: not listed */
+    unsigned n_allocs; /* requests placed on this node */
+} Node;
+
+typedef struct Req {
+    char *id;
+    bool used;
+    bool placed;
+    bool expired; /* the first choice's wait ran out: alternatives count (R13) */
+    uint32_t user;
+    WorkloadKind kind;
+    GuestOs guest;
+    int choice; /* class index, CHOICE_CPU or CHOICE_MEMORY */
+    unsigned memory_gb, count;
+    bool share;
+    EndpointRuntime runtime;
+    int fb[SCHED_MAX_FALLBACKS];
+    unsigned n_fb;
+    uint64_t submitted, deadline, seq;
+    Link q;   /* the global FIFO */
+    Link cq;  /* the FIFO of its first choice (class, cpu or memory need) */
+    Link xq;  /* the FIFO of requests whose fallbacks are open (R13) */
+    Link dq;  /* waiting requests whose fallback deadline is still ahead */
+    int qkey;
+    bool in_xq, in_dq;
+    SchedReason reason;
+    /* Placement. */
+    uint32_t node;
+    int pcls;
+    Method method;
+    ContainerRuntime crt;
+    EndpointRuntime ert;
+    uint8_t n_dev;
+    uint8_t devs[SCHED_NODE_MAX_DEVICES];
+    uint8_t mig_start, mig_slots;
+    unsigned cores, mem;
+    int fb_index;
+    const char *fb_names[SCHED_MAX_FALLBACKS];
+} Req;
+
+typedef struct MigPool {
+    uint32_t heads[256]; /* devices (global id) by layout */
+} MigPool;
+
+/* Preference order of (layout, start) pairs for one MIG shape. */
+typedef struct MigChoice {
+    uint8_t layout, start;
+} MigChoice;
+
+struct Sched {
+    const Catalog *cat;
+    bool check;
+    SchedPlacedFn on_placed;
+    void *on_placed_data;
+
+    Site *sites;
+    size_t n_sites, cap_sites;
+    StrMap site_map;
+
+    User *users;
+    size_t n_users, cap_users;
+    StrMap user_map;
+
+    Node *nodes;
+    size_t n_nodes, cap_nodes; /* slots, including dead ones */
+    uint32_t *order;           /* live nodes in insertion order */
+    size_t n_order;
+    uint32_t free_node; /* head of dead slots (reuse), chained through cpu_link.next */
+    StrMap node_map;
+
+    Req *reqs;
+    size_t n_reqs, cap_reqs;
+    uint32_t free_req;
+    size_t n_live_reqs;
+    StrMap req_map;
+    uint64_t next_seq;
+
+    /* Waiting queue: FIFO by (submitted, seq). */
+    uint32_t q_head, q_tail;
+    size_t n_waiting;
+
+    /* Per first choice FIFOs: index class, then CPU (n_classes), then memory (n_classes+1). */
+    uint32_t *cq_head, *cq_tail;
+    uint32_t xq_head, xq_tail;
+    uint32_t dq_head, dq_tail;
+    uint64_t min_deadline; /* no fallback deadline before this among waiting requests */
+    MigPool *mig; /* per class (only card classes with MIG profiles use theirs) */
+    uint16_t (*mig_rank)[256][MIG_SLOTS]; /* per shape: position of (layout, start) in mig_pref */
+    int **slices_of; /* per card class: its MIG slice classes, -1 terminated */
+    uint32_t cpu_heads[CPU_BUCKETS];
+    int cpu_class; /* the catalog's cpu class or -1 */
+    int *by_memory; /* non-cpu, non-MIG-slice... classes sorted by memory, for memory needs */
+    size_t n_by_memory;
+    MigChoice *mig_pref[_MIG_SHAPE_MAX];
+    size_t n_mig_pref[_MIG_SHAPE_MAX];
+    /* Per class: the oldest waiting gang's reserved node (backfill must not take it). */
+    uint32_t *reserved_node;
+    uint32_t *reserved_by;
+    /* Per class: nodes that have it, and idle GPUs that take no work; they let a waiting
+     * request's reason be found without a scan in the common case. */
+    StrMap class_map; /* class name -> index (the catalog's own lookup is a linear scan) */
+    uint32_t *class_nodes;
+    uint32_t *class_blocked;
+    uint32_t **class_list; /* per card class: the nodes that have it */
+    uint32_t *class_list_cap;
+    size_t diag_cursor;
+    /* Queue positions: a Fenwick tree over arrival seq of the waiting requests. */
+    uint32_t *fen;
+    size_t fen_size; /* a power of two; seqs are in [seq_base, seq_base + fen_size) */
+    uint64_t seq_base;
+};
+
+static inline Device *dev_of(Sched *s, uint32_t gid) {
+    return &s->nodes[gid >> DEV_SHIFT].devices[gid & ((1u << DEV_SHIFT) - 1)];
+}
+static inline const GpuClass *cls_of(const Sched *s, int c) {
+    return c >= 0 ? &s->cat->classes[c] : NULL;
+}
+
+/* inventory.c */
+int sched_user_intern(Sched *s, const char *name, uint32_t *ret);
+int sched_user_lookup(const Sched *s, const char *name); /* -1 when unknown */
+Relation relation_of(const Sched *s, const Node *n, uint32_t user);
+int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err);
+/* Re-file a node and its devices in every free index after any change of its state. */
+void node_refresh(Sched *s, uint32_t ni);
+bool node_schedulable(const Node *n);
+bool device_takes_new_work(const Node *n, const Device *d);
+/* Free whole GPUs of a class and binding on a node, as the pools count them. */
+unsigned node_pool_free(const Sched *s, const Node *n, int cls, Binding b);
+
+/* place.c */
+typedef struct Want {
+    const Req *r;
+    int cls;       /* class index, or CHOICE_CPU */
+    bool fallback; /* R13 strict sharing rule applies */
+    bool backfill; /* honour other gangs' reservations */
+    uint32_t only; /* NIL, or the one node to consider (capacity freed there) */
+} Want;
+/* Find a placement for r on class w->cls; fills the placement fields of *out (a scratch
+ * copy of r). Returns true when found. */
+bool place_find(Sched *s, const Want *w, Req *out);
+/* Apply / undo a found or restored placement on the bookkeeping. */
+int place_apply(Sched *s, uint32_t ri);
+void place_undo(Sched *s, uint32_t ri);
+bool device_only_user(const Sched *s, const Device *d, uint32_t user);
+/* Whether a new MIG slice of `user` (under Kata or not) may join device d (R2c, R15). */
+bool mig_joinable(const Sched *s, const Node *n, const Device *d, uint32_t user, bool kata);
+/* The node an older waiting gang keeps for itself: the one nearest to fitting it. */
+uint32_t place_reserve_node(Sched *s, const Req *r, int c);
+/* Whether a restored placement collides with what is already placed. */
+int place_check_conflicts(const Sched *s, const Req *r, Error *err);
+/* Why r cannot be placed on class c right now (a waiting reason). */
+SchedReason place_diagnose(Sched *s, const Req *r, int c);
+/* Static checks of a request against a class: 0 or a refusal reason. */
+SchedReason policy_refusal(const Sched *s, const Req *r, int c);
+/* The runtimes for a placement of r on node n by method m. */
+ContainerRuntime policy_container_runtime(const Sched *s, const Req *r, const Node *n, Method m);
+EndpointRuntime policy_endpoint_runtime(const Req *r, int cls_vendor_or_cpu);
+/* Check a placement of r (already in its fields) against every rule; used by restore and
+ * the invariant checker. 0 or -EINVAL with a sentence. */
+int policy_check_placement(const Sched *s, const Req *r, bool now_rules, Error *err);
+void mig_prefs_build(Sched *s);
+
+/* queue.c */
+/* Offer capacity that grew on node ni to the waiting requests that could use it. */
+void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
+/* inventory.c */
+int site_alloc_pools(Sched *s, Site *st);
+/* After a change on node ni: re-file it, offer grown capacity to the queue, check. */
+void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed);

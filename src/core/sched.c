@@ -1,0 +1,160 @@
+/* sched.c: creating and freeing a Sched, and its global switches. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched-internal.h"
+
+static int by_memory_cmp(const void *a, const void *b, void *cat) {
+    const Catalog *c = cat;
+    unsigned x = c->classes[*(const int *)a].memory_gb, y = c->classes[*(const int *)b].memory_gb;
+    if (x != y)
+        return x < y ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+Sched *sched_new(const Catalog *catalog) {
+    if (!catalog)
+        return NULL;
+    Sched *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    size_t nc = catalog->n_classes;
+    s->cat = catalog;
+    s->free_node = s->free_req = s->q_head = s->q_tail = NIL;
+    s->cpu_class = -1;
+    s->xq_head = s->xq_tail = s->dq_head = s->dq_tail = NIL;
+    s->min_deadline = UINT64_MAX;
+    s->mig = malloc(MAX(nc, 1) * sizeof(*s->mig));
+    s->cq_head = malloc((nc + 2) * sizeof(uint32_t));
+    s->cq_tail = malloc((nc + 2) * sizeof(uint32_t));
+    s->reserved_node = malloc(MAX(nc, 1) * sizeof(uint32_t));
+    s->reserved_by = malloc(MAX(nc, 1) * sizeof(uint32_t));
+    s->by_memory = malloc(MAX(nc, 1) * sizeof(int));
+    s->mig_rank = calloc(_MIG_SHAPE_MAX, sizeof(*s->mig_rank));
+    s->slices_of = calloc(MAX(nc, 1), sizeof(int *));
+    s->class_nodes = calloc(MAX(nc, 1), sizeof(uint32_t));
+    s->class_blocked = calloc(MAX(nc, 1), sizeof(uint32_t));
+    s->class_list = calloc(MAX(nc, 1), sizeof(uint32_t *));
+    s->class_list_cap = calloc(MAX(nc, 1), sizeof(uint32_t));
+    if (!s->class_list || !s->class_list_cap || !s->class_nodes || !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail || !s->reserved_node || !s->reserved_by || !s->by_memory ||
+        !s->mig_rank || !s->slices_of) {
+        sched_free(s);
+        return NULL;
+    }
+    memset(s->mig, 0xff, nc * sizeof(*s->mig));
+    memset(s->cq_head, 0xff, (nc + 2) * sizeof(uint32_t));
+    memset(s->cq_tail, 0xff, (nc + 2) * sizeof(uint32_t));
+    for (size_t c = 0; c < nc; c++) {
+        size_t k = 0;
+        s->slices_of[c] = malloc((nc + 1) * sizeof(int));
+        if (!s->slices_of[c]) {
+            sched_free(s);
+            return NULL;
+        }
+        for (size_t j = 0; j < nc; j++)
+            if (catalog->classes[j].mig_parent_index == (int)c)
+                s->slices_of[c][k++] = (int)j;
+        s->slices_of[c][k] = -1;
+    }
+    memset(s->reserved_node, 0xff, nc * sizeof(uint32_t));
+    memset(s->reserved_by, 0xff, nc * sizeof(uint32_t));
+    memset(s->cpu_heads, 0xff, sizeof(s->cpu_heads));
+    for (size_t i = 0; i < nc; i++) {
+        if (catalog->classes[i].vendor == VENDOR_CPU) {
+            if (s->cpu_class < 0)
+                s->cpu_class = (int)i;
+        } else
+            s->by_memory[s->n_by_memory++] = (int)i;
+    }
+    for (size_t i = 0; i < nc; i++)
+        if (strmap_put(&s->class_map, catalog->classes[i].name, (uint32_t)i) < 0) {
+            sched_free(s);
+            return NULL;
+        }
+    qsort_r(s->by_memory, s->n_by_memory, sizeof(int), by_memory_cmp, (void *)catalog);
+    mig_prefs_build(s);
+    for (int sh = 0; sh < _MIG_SHAPE_MAX; sh++)
+        if (!s->mig_pref[sh]) {
+            sched_free(s);
+            return NULL;
+        }
+    return s;
+}
+
+void sched_free(Sched *s) {
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_sites; i++) {
+        free(s->sites[i].name);
+        free(s->sites[i].trusted);
+        free(s->sites[i].pool_heads);
+    }
+    for (size_t c = 0; s->slices_of && c < s->cat->n_classes; c++)
+        free(s->slices_of[c]);
+    free(s->slices_of);
+    free(s->mig_rank);
+    for (size_t c = 0; s->class_list && c < s->cat->n_classes; c++)
+        free(s->class_list[c]);
+    free(s->class_list);
+    free(s->class_list_cap);
+    free(s->fen);
+    free(s->class_nodes);
+    free(s->class_blocked);
+    free(s->cq_head);
+    free(s->cq_tail);
+    free(s->sites);
+    for (size_t i = 0; i < s->n_users; i++) {
+        free(s->users[i].name);
+        free(s->users[i].owned);
+    }
+    free(s->users);
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        Node *n = &s->nodes[i];
+        if (!n->alive)
+            continue;
+        free(n->name);
+        for (size_t j = 0; j < n->n_labels; j++) {
+            free(n->label_keys[j]);
+            free(n->label_values[j]);
+        }
+        free(n->label_keys);
+        free(n->label_values);
+        for (unsigned j = 0; j < n->n_devices; j++) {
+            free(n->devices[j].address);
+            free(n->devices[j].quarantine_reason);
+            free(n->devices[j].allocs);
+        }
+    }
+    free(s->nodes);
+    free(s->order);
+    for (size_t i = 0; i < s->n_reqs; i++)
+        if (s->reqs[i].used)
+            free(s->reqs[i].id);
+    free(s->reqs);
+    strmap_done(&s->site_map);
+    strmap_done(&s->user_map);
+    strmap_done(&s->node_map);
+    strmap_done(&s->req_map);
+    strmap_done(&s->class_map);
+    free(s->mig);
+    free(s->reserved_node);
+    free(s->reserved_by);
+    free(s->by_memory);
+    for (int sh = 0; sh < _MIG_SHAPE_MAX; sh++)
+        free(s->mig_pref[sh]);
+    free(s);
+}
+
+const Catalog *sched_catalog(const Sched *s) {
+    return s->cat;
+}
+
+void sched_set_check_invariants(Sched *s, bool on) {
+    s->check = on;
+}
+
+void sched_set_on_placed(Sched *s, SchedPlacedFn fn, void *userdata) {
+    s->on_placed = fn;
+    s->on_placed_data = userdata;
+}
+

@@ -1,0 +1,109 @@
+/* strmap.c: string -> uint32 open-addressing map (linear probing, backward-shift delete). */
+#include "strmap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t strmap_hash(const char *s) {
+    /* FNV-1a, then a final mix so that similar ids spread over the table. */
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    return h;
+}
+
+static size_t find_slot(const StrMap *m, const char *key, uint32_t h, bool *found) {
+    size_t mask = m->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const StrMapSlot *sl = &m->slots[i];
+        if (!sl->key) {
+            *found = false;
+            return i;
+        }
+        if (sl->hash == h && strcmp(sl->key, key) == 0) {
+            *found = true;
+            return i;
+        }
+    }
+}
+
+bool strmap_get(const StrMap *m, const char *key, uint32_t *ret) {
+    if (!m->cap || !key)
+        return false;
+    bool found;
+    size_t i = find_slot(m, key, strmap_hash(key), &found);
+    if (found && ret)
+        *ret = m->slots[i].value;
+    return found;
+}
+
+static int grow(StrMap *m) {
+    size_t ncap = m->cap ? m->cap * 2 : 16;
+    StrMapSlot *ns = calloc(ncap, sizeof(*ns));
+    if (!ns)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->cap; i++) {
+        StrMapSlot *sl = &m->slots[i];
+        if (!sl->key)
+            continue;
+        size_t j = sl->hash & (ncap - 1);
+        while (ns[j].key)
+            j = (j + 1) & (ncap - 1);
+        ns[j] = *sl;
+    }
+    free(m->slots);
+    m->slots = ns;
+    m->cap = ncap;
+    return 0;
+}
+
+int strmap_put(StrMap *m, const char *key, uint32_t value) {
+    if ((m->n + 1) * 4 > m->cap * 3) {
+        int r = grow(m);
+        if (r < 0)
+            return r;
+    }
+    uint32_t h = strmap_hash(key);
+    bool found;
+    size_t i = find_slot(m, key, h, &found);
+    if (!found)
+        m->n++;
+    m->slots[i] = (StrMapSlot){key, h, value};
+    return 0;
+}
+
+bool strmap_remove(StrMap *m, const char *key) {
+    if (!m->cap)
+        return false;
+    bool found;
+    size_t i = find_slot(m, key, strmap_hash(key), &found);
+    if (!found)
+        return false;
+    size_t mask = m->cap - 1;
+    /* Backward shift: move later entries of the probe run into the hole when their home slot
+     * does not lie strictly between the hole and them. */
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!m->slots[j].key)
+            break;
+        size_t home = m->slots[j].hash & mask;
+        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (between)
+            continue;
+        m->slots[i] = m->slots[j];
+        i = j;
+    }
+    m->slots[i] = (StrMapSlot){0};
+    m->n--;
+    return true;
+}
+
+void strmap_done(StrMap *m) {
+    free(m->slots);
+    *m = (StrMap){0};
+}

@@ -1,0 +1,28 @@
+/* strmap.h: an open-addressing hash map from strings to uint32 values (ids, node names).
+ *
+ * Keys are borrowed: the caller keeps each key alive while it is in the map (the Sched's
+ * objects own their names). Deletion uses backward shifting, so lookups stay short. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct StrMapSlot {
+    const char *key;
+    uint32_t hash;
+    uint32_t value;
+} StrMapSlot;
+
+typedef struct StrMap {
+    StrMapSlot *slots;
+    size_t n, cap; /* cap is 0 or a power of two */
+} StrMap;
+
+uint32_t strmap_hash(const char *s);
+/* Returns true and sets *ret when the key is present. */
+bool strmap_get(const StrMap *m, const char *key, uint32_t *ret);
+/* Insert or replace. -ENOMEM on allocation failure. */
+int strmap_put(StrMap *m, const char *key, uint32_t value);
+bool strmap_remove(StrMap *m, const char *key);
+void strmap_done(StrMap *m);

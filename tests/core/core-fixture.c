@@ -1,0 +1,59 @@
+/* core-fixture.c: helpers shared by the core tests. */
+#include "core-fixture.h"
+
+Catalog *fx_cat;
+Sched *fx;
+
+void fx_setup(void) {
+    Error err = {0};
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", NULL, &fx_cat, &err), 0, "%s", err.message);
+    fx = sched_new(fx_cat);
+    cr_assert_not_null(fx);
+    sched_set_check_invariants(fx, true);
+}
+
+void fx_teardown(void) {
+    sched_free(fx);
+    catalog_free(fx_cat);
+    fx = NULL;
+    fx_cat = NULL;
+}
+
+void fx_site(const char *name, SiteKind kind) {
+    Error err = {0};
+    cr_assert_eq(sched_add_site(fx, name, kind, &err), 0, "%s", err.message);
+}
+
+void fx_gpu_node(const char *name, const char *site, const char *owner, const char *mode, const char *cls,
+                 unsigned n, Binding binding, bool kata, bool mig_in_kata, bool mig_enabled) {
+    DeviceSpec devs[SCHED_NODE_MAX_DEVICES];
+    for (unsigned i = 0; i < n; i++)
+        devs[i] = (DeviceSpec){.class_name = cls, .binding = binding, .mig_enabled = mig_enabled};
+    SchedLabel label = {SCHED_MODE_LABEL, mode};
+    NodeSpec spec = {.name = name, .site = site, .platform = PLATFORM_LINUX, .owner = owner,
+                     .labels = mode ? &label : NULL, .n_labels = mode ? 1 : 0, .kata = kata,
+                     .mig_in_kata = mig_in_kata, .cpu_cores = 32, .devices = devs, .n_devices = n};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+}
+
+void fx_mac(const char *name, const char *site, const char *owner, unsigned unified_gb, unsigned usable_gb) {
+    NodeSpec spec = {.name = name, .site = site, .platform = PLATFORM_MACOS, .owner = owner, .cpu_cores = 10,
+                     .apple_unified_memory_gb = unified_gb, .apple_usable_memory_gb = usable_gb};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+}
+
+Decision fx_submit(RequestSpec spec, uint64_t now) {
+    Decision d;
+    Error err = {0};
+    if (!spec.submitted)
+        spec.submitted = now;
+    cr_assert_eq(sched_submit(fx, &spec, now, &d, &err), 0, "%s", err.message);
+    return d;
+}
+
+void fx_release(const char *id) {
+    Error err = {0};
+    cr_assert_eq(sched_release(fx, id, 0, &err), 0, "%s", err.message);
+}

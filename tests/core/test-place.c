@@ -1,0 +1,358 @@
+/* test-place.c: how a GPU reaches a workload (R2 a-e, seed "NVIDIA: the options"), node modes
+ * (R3, R4, R5), per-GPU modes in a lab (R7) and packing. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "core-fixture.h"
+
+#define H100 "nvidia-h100-80gb"
+#define H100_1G "nvidia-h100-80gb-mig-1g.10gb"
+#define H100_3G "nvidia-h100-80gb-mig-3g.40gb"
+#define H100_7G "nvidia-h100-80gb-mig-7g.80gb"
+
+TestSuite(place, .init = fx_setup, .fini = fx_teardown);
+
+static void dc(void) {
+    fx_site("dc", SITE_DATACENTER);
+}
+
+/* ---- R2a passthrough ---- */
+
+Test(place, r2a_vm_gets_whole_gpu_by_passthrough) {
+    dc();
+    fx_gpu_node("vm1", "dc", "ops", "vm-passthrough", H100, 8, BINDING_HOST, true, false, false);
+    Decision d = fx_req(.id = "v", .user = "alice", .kind = WORKLOAD_VM, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.method, METHOD_PASSTHROUGH);
+    cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_NONE);
+    cr_assert_str_eq(d.placement.node, "vm1");
+}
+
+Test(place, r2a_vm_on_container_node_waits_for_mode) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, true, false, false);
+    Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_WAITING);
+    cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
+    cr_assert_eq(d.queue_position, 1);
+}
+
+/* ---- R2b whole GPU to a container ---- */
+
+Test(place, r2b_owner_container_runs_under_runc_on_host_gpu) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, true, false, false);
+    Decision d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.method, METHOD_CONTAINER);
+    cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_RUNC);
+}
+
+Test(place, r2b_trusted_tenant_container_runs_under_runc) {
+    dc();
+    Error err = {0};
+    cr_assert_eq(sched_site_trust(fx, "dc", "staff", true, &err), 0);
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "c", .user = "staff", .kind = WORKLOAD_NOTEBOOK, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_RUNC);
+    cr_assert_eq(sched_relation(fx, "c1", "staff"), RELATION_TRUSTED);
+}
+
+Test(place, r2b_stranger_container_runs_under_kata_on_vm_passthrough_node) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, true, false, false);
+    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 8, BINDING_HOST, true, false, false);
+    Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_str_eq(d.placement.node, "v1");
+    cr_assert_eq(d.placement.method, METHOD_CONTAINER);
+    cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_KATA);
+}
+
+Test(place, r2b_stranger_container_waits_without_kata) {
+    dc();
+    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 8, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_WAITING);
+    cr_assert_eq(d.reason, SCHED_REASON_NO_KATA, "%s", d.message);
+}
+
+Test(place, r2b_notebooks_and_endpoints_default_to_whole_gpu_container) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    Decision a = fx_req(.id = "n", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100);
+    Decision b = fx_req(.id = "e", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100);
+    cr_assert_eq(a.placement.method, METHOD_CONTAINER, "%s", a.message);
+    cr_assert_eq(b.placement.method, METHOD_CONTAINER, "%s", b.message);
+    cr_assert_neq(a.placement.devices[0], b.placement.devices[0]);
+}
+
+/* ---- R2c MIG ---- */
+
+Test(place, r2c_owner_gets_mig_slice_under_runc) {
+    dc();
+    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, true);
+    Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.method, METHOD_MIG);
+    cr_assert_eq(d.placement.mig_slots, 1);
+    cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_RUNC);
+    cr_assert_eq(d.placement.endpoint_runtime, ENDPOINT_RUNTIME_VLLM);
+}
+
+Test(place, r2c_stranger_slice_needs_mig_in_kata) {
+    dc();
+    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, true);
+    Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(d.kind, DECISION_WAITING);
+    cr_assert_eq(d.reason, SCHED_REASON_NO_MIG_IN_KATA, "%s", d.message);
+}
+
+Test(place, r2c_strangers_share_a_gpu_only_through_slices_under_kata) {
+    dc();
+    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, true, true);
+    Decision a = fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    Decision b = fx_req(.id = "b", .user = "carol", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(a.kind, DECISION_PLACED, "%s", a.message);
+    cr_assert_eq(b.kind, DECISION_PLACED, "%s", b.message);
+    cr_assert_eq(a.placement.container_runtime, CONTAINER_RUNTIME_KATA);
+    cr_assert_eq(b.placement.container_runtime, CONTAINER_RUNTIME_KATA);
+    cr_assert_neq(a.placement.mig_start, b.placement.mig_start);
+    Error err = {0};
+    cr_assert_eq(sched_check(fx, &err), 0, "%s", err.message);
+}
+
+Test(place, r2c_without_mig_in_kata_one_gpu_serves_one_user) {
+    dc();
+    Error err = {0};
+    sched_site_trust(fx, "dc", "staff", true, &err);
+    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, true);
+    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    Decision b = fx_req(.id = "b", .user = "staff", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(a.kind, DECISION_PLACED);
+    cr_assert_eq(b.kind, DECISION_WAITING, "%s", b.message);
+    Decision c = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(c.kind, DECISION_PLACED, "the same user may add slices: %s", c.message);
+}
+
+Test(place, r2c_slices_follow_allowed_start_slots) {
+    dc();
+    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, true);
+    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_3G);
+    Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_3G);
+    Decision c = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(a.kind, DECISION_PLACED);
+    cr_assert_eq(b.kind, DECISION_PLACED);
+    cr_assert(a.placement.mig_start % 4 == 0 && b.placement.mig_start % 4 == 0);
+    cr_assert_eq(a.placement.mig_slots, 4);
+    cr_assert_eq(c.kind, DECISION_WAITING, "two 3g take all 8 slots: %s", c.message);
+}
+
+Test(place, r2c_fragmentation_aware_slices_keep_large_profiles_placeable) {
+    dc();
+    fx_gpu_node("m1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, true);
+    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(a.placement.devices[0], b.placement.devices[0], "small slices pack onto one GPU");
+    /* The other GPU stays whole, so a 7g still fits. */
+    Decision c = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_7G);
+    cr_assert_eq(c.kind, DECISION_PLACED, "%s", c.message);
+    /* And a 3g still fits next to the 1g slices: they sit in one half. */
+    Decision d = fx_req(.id = "d", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_3G);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+}
+
+Test(place, r2c_mig_slice_for_a_vm_is_refused) {
+    dc();
+    Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100_1G);
+    cr_assert_eq(d.kind, DECISION_REFUSED);
+    cr_assert_eq(d.reason, SCHED_REASON_VM_MIG, "%s", d.message);
+}
+
+Test(place, r2c_gpus_not_in_mig_mode_give_no_slices) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(d.kind, DECISION_WAITING);
+    cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
+}
+
+/* ---- R2d vGPU ---- */
+
+Test(place, r2d_vgpu_request_is_refused_naming_alternatives) {
+    Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = "nvidia-a100-vgpu");
+    cr_assert_eq(d.kind, DECISION_REFUSED);
+    cr_assert_eq(d.reason, SCHED_REASON_VGPU);
+    cr_assert(strstr(d.message, "passthrough") && strstr(d.message, "MIG"), "%s", d.message);
+}
+
+Test(place, r2d_vm_vgpu_node_mode_is_refused) {
+    dc();
+    DeviceSpec dev = {.class_name = H100};
+    SchedLabel l = {SCHED_MODE_LABEL, "vm-vgpu"};
+    NodeSpec spec = {.name = "n", .site = "dc", .owner = "ops", .labels = &l, .n_labels = 1, .devices = &dev,
+                     .n_devices = 1};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), -EOPNOTSUPP);
+    cr_assert(strstr(err.message, "passthrough"), "%s", err.message);
+    cr_assert_eq(sched_node_count(fx), 0, "nothing changed");
+}
+
+/* ---- R2e time slicing ---- */
+
+Test(place, r2e_one_users_workloads_share_a_time_sliced_gpu) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    cr_assert_eq(a.placement.method, METHOD_TIME_SLICE, "%s", a.message);
+    cr_assert_eq(b.placement.method, METHOD_TIME_SLICE);
+    cr_assert_eq(a.placement.devices[0], b.placement.devices[0]);
+}
+
+Test(place, r2e_time_slices_never_mix_users) {
+    dc();
+    Error err = {0};
+    sched_site_trust(fx, "dc", "staff", true, &err);
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    Decision b = fx_req(.id = "b", .user = "staff", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    cr_assert_eq(a.kind, DECISION_PLACED);
+    cr_assert_eq(b.kind, DECISION_WAITING, "%s", b.message);
+}
+
+Test(place, r2e_time_slice_replicas_are_bounded) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    char id[8];
+    for (int i = 0; i < SCHED_DEFAULT_TIME_SLICE_REPLICAS; i++) {
+        snprintf(id, sizeof(id), "t%d", i);
+        cr_assert_eq(fx_req(.id = id, .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true).kind,
+                     DECISION_PLACED);
+    }
+    cr_assert_eq(fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true).kind,
+                 DECISION_WAITING);
+}
+
+Test(place, r2e_strangers_share_flag_gives_a_whole_gpu_under_kata) {
+    dc();
+    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 2, BINDING_HOST, true, false, false);
+    Decision a = fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    Decision b = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    cr_assert_eq(a.placement.method, METHOD_CONTAINER, "%s", a.message);
+    cr_assert_eq(a.placement.container_runtime, CONTAINER_RUNTIME_KATA);
+    cr_assert_neq(a.placement.devices[0], b.placement.devices[0]);
+}
+
+/* ---- R3, R4, R5 node modes ---- */
+
+Test(place, r3_missing_mode_label_is_an_error) {
+    dc();
+    DeviceSpec dev = {.class_name = H100};
+    NodeSpec spec = {.name = "n", .site = "dc", .owner = "ops", .devices = &dev, .n_devices = 1};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), -EINVAL);
+    cr_assert(strstr(err.message, SCHED_MODE_LABEL), "%s", err.message);
+}
+
+Test(place, r3_unknown_mode_label_is_an_error) {
+    dc();
+    DeviceSpec dev = {.class_name = H100};
+    SchedLabel l = {SCHED_MODE_LABEL, "both"};
+    NodeSpec spec = {.name = "n", .site = "dc", .owner = "ops", .labels = &l, .n_labels = 1, .devices = &dev,
+                     .n_devices = 1};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), -EINVAL);
+    cr_assert(strstr(err.message, "both"), "%s", err.message);
+}
+
+Test(place, r3_all_gpus_of_a_node_follow_its_mode) {
+    dc();
+    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 4, BINDING_HOST, false, false, false);
+    for (unsigned i = 0; i < 4; i++) {
+        DeviceInfo di;
+        cr_assert_eq(sched_device_info(fx, "v1", i, &di), 0);
+        cr_assert_eq(di.binding, BINDING_VFIO);
+    }
+}
+
+Test(place, r4_mode_switch_refused_while_workloads_run_naming_them) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_req(.id = "job-42", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Error err = {0};
+    cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), -EBUSY);
+    cr_assert(strstr(err.message, "job-42"), "%s", err.message);
+    NodeInfo ni;
+    sched_node_info(fx, "c1", &ni);
+    cr_assert_eq(ni.mode, NODE_MODE_CONTAINER);
+}
+
+Test(place, r4_mode_switch_after_drain_serves_the_waiting_vm) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_req(.id = "job", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision v = fx_req(.id = "vm", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
+    cr_assert_eq(v.kind, DECISION_WAITING);
+    Error err = {0};
+    cr_assert_eq(sched_node_set_cordoned(fx, "c1", true, 0, &err), 0);
+    fx_release("job");
+    cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_node_set_cordoned(fx, "c1", false, 0, &err), 0);
+    cr_assert_eq(sched_request_decision(fx, "vm", &v), 0);
+    cr_assert_eq(v.kind, DECISION_PLACED, "%s", v.message);
+}
+
+Test(place, r5_placement_never_flips_a_nodes_mode) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    fx_gpu_node("c2", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
+    cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH);
+    NodeInfo a, b;
+    sched_node_info(fx, "c1", &a);
+    sched_node_info(fx, "c2", &b);
+    cr_assert(a.mode == NODE_MODE_CONTAINER && b.mode == NODE_MODE_CONTAINER);
+}
+
+/* ---- R7 lab per-GPU modes ---- */
+
+Test(place, r7_lab_gpus_switch_one_by_one) {
+    fx_site("lab", SITE_LAB);
+    DeviceSpec devs[2] = {{.class_name = "nvidia-l40s", .binding = BINDING_HOST},
+                          {.class_name = "nvidia-l40s", .binding = BINDING_VFIO}};
+    NodeSpec spec = {.name = "box", .site = "lab", .owner = "amy", .cpu_cores = 16, .devices = devs, .n_devices = 2};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+    Decision vm = fx_req(.id = "vm", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s");
+    Decision ct = fx_req(.id = "ct", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-l40s");
+    cr_assert_eq(vm.placement.devices[0], 1, "%s", vm.message);
+    cr_assert_eq(ct.placement.devices[0], 0, "%s", ct.message);
+}
+
+Test(place, r7_gpu_in_use_is_never_rebound) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-l40s", 1, BINDING_HOST, false, false, false);
+    fx_req(.id = "ct", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-l40s");
+    Error err = {0};
+    cr_assert_eq(sched_device_set_binding(fx, "box", 0, BINDING_VFIO, 0, &err), -EBUSY);
+    cr_assert(strstr(err.message, "ct"), "%s", err.message);
+    fx_release("ct");
+    cr_assert_eq(sched_device_set_binding(fx, "box", 0, BINDING_VFIO, 0, &err), 0, "%s", err.message);
+}
+
+/* ---- packing ---- */
+
+Test(place, whole_gpus_pack_to_keep_whole_nodes_free_for_gangs) {
+    dc();
+    fx_gpu_node("a", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    fx_gpu_node("b", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    Decision one = fx_req(.id = "one", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision two = fx_req(.id = "two", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_str_eq(one.placement.node, two.placement.node, "singles go to the same node");
+    Decision gang = fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 8);
+    cr_assert_eq(gang.kind, DECISION_PLACED, "%s", gang.message);
+    cr_assert_str_neq(gang.placement.node, one.placement.node);
+    cr_assert_eq(gang.placement.n_devices, 8);
+}

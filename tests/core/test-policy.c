@@ -1,0 +1,459 @@
+/* test-policy.c: accelerator kinds (R1, seed table "Accelerators"), capacity (R6), catalog
+ * (R8), consumer cards (R9), Apple (R10), CPU (R11), AMD (R12), fallback (R13), runtimes
+ * (R14), the invariants (R15, R16) and the queue's fairness. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core-fixture.h"
+
+#define H100 "nvidia-h100-80gb"
+#define H100_1G "nvidia-h100-80gb-mig-1g.10gb"
+#define MAC64 "apple-silicon-64gb"
+
+TestSuite(policy, .init = fx_setup, .fini = fx_teardown);
+
+/* ---- R1: every row of the seed's accelerator table ---- */
+
+Test(policy, r1_nvidia_on_linux_containers_and_vms) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
+    cr_assert_eq(d.placement.method, METHOD_CONTAINER, "%s", d.message);
+}
+
+Test(policy, r1_apple_metal_for_native_processes_and_macos_vms) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    Decision n = fx_req(.id = "n", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = MAC64);
+    Decision v = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64);
+    cr_assert_eq(n.placement.method, METHOD_APPLE_WHOLE, "%s", n.message);
+    cr_assert_eq(v.placement.method, METHOD_APPLE_WHOLE, "%s", v.message);
+    cr_assert_eq(n.placement.container_runtime, CONTAINER_RUNTIME_NONE);
+}
+
+Test(policy, r1_cpu_on_all_platforms) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 16, 12);
+    fx_gpu_node("box", "home", "amy", NULL, "nvidia-rtx-4090", 0, BINDING_HOST, false, false, false);
+    Decision a = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "cpu", .count = 32);
+    Decision b = fx_req(.id = "b", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = "cpu", .count = 10);
+    cr_assert_eq(a.placement.method, METHOD_CPU, "%s", a.message);
+    cr_assert_str_eq(a.placement.node, "box");
+    cr_assert_str_eq(b.placement.node, "mac", "%s", b.message);
+}
+
+Test(policy, r12_amd_goes_to_containers_only) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node("rocm", "lab", "amy", NULL, "amd-mi300x", 2, BINDING_HOST, false, false, false);
+    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "amd-mi300x");
+    Decision v = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "amd-mi300x");
+    cr_assert_eq(c.placement.method, METHOD_CONTAINER, "%s", c.message);
+    cr_assert_eq(v.kind, DECISION_REFUSED);
+    cr_assert_eq(v.reason, SCHED_REASON_VM_AMD);
+}
+
+/* ---- R6 capacity ---- */
+
+static CapacityRow cap(const char *cls, const char *site, CapacityMode m) {
+    CapacityRow row;
+    Error err = {0};
+    cr_assert_eq(sched_capacity_class(fx, cls, site, m, &row, &err), 0, "%s", err.message);
+    return row;
+}
+
+Test(policy, r6_capacity_counts_vm_nodes_by_vm_device_name_and_container_nodes_by_resource) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 4, BINDING_HOST, false, false, false);
+    fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 3);
+    CapacityRow vm = cap(H100, NULL, CAPACITY_VM), ct = cap(H100, NULL, CAPACITY_CONTAINER);
+    cr_assert_eq(vm.total, 4);
+    cr_assert_eq(ct.total, 8);
+    cr_assert_eq(ct.allocated, 3);
+    cr_assert_eq(ct.free, 5);
+    cr_assert_str_eq(ct.resource, "nvidia.com/gpu");
+    cr_assert_str_eq(ct.node_selector, "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3");
+    cr_assert_str_eq(vm.resource, fx_cat->classes[catalog_find_index(fx_cat, H100)].vm_device_name);
+
+    ResourceCount *rc;
+    size_t n;
+    Error err = {0};
+    cr_assert_eq(sched_node_resources(fx, "v1", &rc, &n, &err), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(rc[0].name, vm.resource);
+    cr_assert_eq(rc[0].count, 4);
+    free(rc);
+}
+
+Test(policy, r6_capacity_per_site_shows_cordoned_and_quarantined) {
+    fx_site("dc1", SITE_DATACENTER);
+    fx_site("dc2", SITE_DATACENTER);
+    fx_gpu_node("a", "dc1", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    fx_gpu_node("b", "dc2", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    Error err = {0};
+    cr_assert_eq(sched_device_set_quarantine(fx, "a", 1, "fell off the bus", 0, &err), 0);
+    cr_assert_eq(sched_device_set_cordoned(fx, "a", 2, true, 0, &err), 0);
+    CapacityRow one = cap(H100, "dc1", CAPACITY_CONTAINER), two = cap(H100, "dc2", CAPACITY_CONTAINER);
+    cr_assert_eq(one.total, 4);
+    cr_assert_eq(one.quarantined, 1);
+    cr_assert_eq(one.cordoned, 1);
+    cr_assert_eq(one.free, 2);
+    cr_assert_eq(two.total, 2);
+    DeviceInfo di;
+    sched_device_info(fx, "a", 1, &di);
+    cr_assert_eq(di.state, DEVICE_QUARANTINED);
+    cr_assert_str_eq(di.quarantine_reason, "fell off the bus");
+}
+
+Test(policy, r6_mig_capacity_counts_instances_of_each_profile) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node("m", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, true);
+    fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    CapacityRow r = cap(H100_1G, NULL, CAPACITY_CONTAINER);
+    cr_assert_eq(r.total, 14);
+    cr_assert_eq(r.allocated, 1);
+    cr_assert_eq(r.free, 13);
+    cr_assert_str_eq(r.resource, "nvidia.com/mig-1g.10gb");
+}
+
+/* ---- R8 catalog ---- */
+
+Test(policy, r8_unclassified_device_is_shown_never_placed) {
+    fx_site("lab", SITE_LAB);
+    DeviceSpec devs[1] = {{.class_name = NULL, .address = "0000:65:00.0"}};
+    NodeSpec spec = {.name = "box", .site = "lab", .owner = "amy", .devices = devs, .n_devices = 1};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_unclassified_count(fx), 1);
+    DeviceInfo di;
+    cr_assert_eq(sched_device_info(fx, "box", 0, &di), 0);
+    cr_assert_null(di.class_name);
+}
+
+Test(policy, r8_class_without_devices_has_zero_capacity) {
+    CapacityRow *rows;
+    size_t n;
+    Error err = {0};
+    cr_assert_eq(sched_capacity(fx, &rows, &n, &err), 0);
+    cr_assert_eq(n, fx_cat->n_classes, "one zero row per class");
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(rows[i].total, 0);
+    free(rows);
+}
+
+Test(policy, r8_unknown_class_is_refused) {
+    Decision d = fx_req(.id = "x", .user = "u", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-z9000");
+    cr_assert_eq(d.kind, DECISION_REFUSED);
+    cr_assert_eq(d.reason, SCHED_REASON_UNKNOWN_CLASS);
+}
+
+/* ---- R9 consumer cards ---- */
+
+Test(policy, r9_internal_only_class_is_for_trusted_tenants_in_a_datacenter) {
+    fx_site("dc", SITE_DATACENTER);
+    Error err = {0};
+    sched_site_trust(fx, "dc", "staff", true, &err);
+    fx_gpu_node("g", "dc", "ops", "vm-passthrough", "nvidia-rtx-4090", 2, BINDING_HOST, true, false, false);
+    sched_device_reset_result(fx, "g", 0, true, NULL, 0, &err);
+    sched_device_reset_result(fx, "g", 1, true, NULL, 0, &err);
+    Decision s = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
+    Decision t = fx_req(.id = "t", .user = "staff", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
+    cr_assert_eq(s.kind, DECISION_WAITING);
+    cr_assert_eq(s.reason, SCHED_REASON_INTERNAL_ONLY, "%s", s.message);
+    cr_assert_eq(t.kind, DECISION_PLACED, "%s", t.message);
+}
+
+Test(policy, r9_consumer_cards_are_used_normally_at_home) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_VFIO, true, false, false);
+    Error err = {0};
+    sched_device_reset_result(fx, "box", 0, true, NULL, 0, &err);
+    Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
+    cr_assert_eq(d.kind, DECISION_PLACED, "a stranger at a lab gets it under Kata: %s", d.message);
+    cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_KATA);
+}
+
+Test(policy, r9_consumer_passthrough_waits_for_reset_check_and_rechecks_after_each_vm) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-5090", 1, BINDING_VFIO, false, false, false);
+    Decision d = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-5090");
+    cr_assert_eq(d.reason, SCHED_REASON_RESET_CHECK, "%s", d.message);
+    Error err = {0};
+    cr_assert_eq(sched_device_reset_result(fx, "box", 0, true, NULL, 0, &err), 0);
+    sched_request_decision(fx, "v", &d);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    fx_release("v");
+    DeviceInfo di;
+    sched_device_info(fx, "box", 0, &di);
+    cr_assert(!di.reset_verified, "checked again after the VM stops");
+}
+
+Test(policy, r9_failed_reset_quarantines_with_reason) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-5090", 1, BINDING_VFIO, false, false, false);
+    Error err = {0};
+    cr_assert_eq(sched_device_reset_result(fx, "box", 0, false, "no FLR after stop", 0, &err), 0);
+    DeviceInfo di;
+    sched_device_info(fx, "box", 0, &di);
+    cr_assert_eq(di.state, DEVICE_QUARANTINED);
+    cr_assert_str_eq(di.quarantine_reason, "no FLR after stop");
+}
+
+/* ---- R10 Apple Silicon ---- */
+
+Test(policy, r10_apple_classes_go_to_the_owner_only) {
+    fx_site("lab", SITE_LAB);
+    fx_mac("mac", "lab", "amy", 64, 48);
+    Decision s = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
+    cr_assert_eq(s.kind, DECISION_WAITING);
+    cr_assert_eq(s.reason, SCHED_REASON_OWNER_ONLY, "%s", s.message);
+    Decision o = fx_req(.id = "o", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
+    cr_assert_eq(o.kind, DECISION_PLACED, "%s", o.message);
+}
+
+Test(policy, r10_owner_workloads_share_the_mac_gpu_within_usable_memory) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    Decision a = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64, .memory_gb = 30);
+    Decision b = fx_req(.id = "b", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = MAC64, .memory_gb = 18);
+    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = MAC64, .memory_gb = 1);
+    cr_assert_eq(a.kind, DECISION_PLACED);
+    cr_assert_eq(b.kind, DECISION_PLACED, "%s", b.message);
+    cr_assert_eq(c.kind, DECISION_WAITING, "48 GB usable are used up: %s", c.message);
+}
+
+Test(policy, r10_at_most_two_macos_vms_per_mac) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    cr_assert_eq(fx_req(.id = "1", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64).kind,
+                 DECISION_PLACED);
+    cr_assert_eq(fx_req(.id = "2", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = "cpu").kind,
+                 DECISION_PLACED);
+    Decision d = fx_req(.id = "3", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64);
+    cr_assert_eq(d.reason, SCHED_REASON_MACOS_VM_LIMIT, "%s", d.message);
+}
+
+Test(policy, r10_linux_guest_on_a_mac_gets_no_gpu_but_cpu_is_fine) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    Decision g = fx_req(.id = "g", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_LINUX, .class_name = MAC64);
+    cr_assert_eq(g.kind, DECISION_REFUSED);
+    cr_assert_eq(g.reason, SCHED_REASON_LINUX_GUEST_GPU);
+    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_LINUX, .class_name = "cpu");
+    cr_assert_eq(c.kind, DECISION_PLACED, "%s", c.message);
+}
+
+Test(policy, r10_mac_class_is_the_largest_tier_not_above_its_memory) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 36, 27);
+    DeviceInfo di;
+    cr_assert_eq(sched_device_info(fx, "mac", 0, &di), 0);
+    cr_assert_str_eq(di.class_name, "apple-silicon-32gb");
+}
+
+/* ---- R11, R14 runtimes ---- */
+
+Test(policy, r14_endpoint_runtime_follows_placement) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    fx_gpu_node("box", "home", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_HOST, false, false, false);
+    Decision n = fx_req(.id = "n", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = "nvidia-rtx-4090");
+    Decision m = fx_req(.id = "m", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
+    Decision l = fx_req(.id = "l", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+                        .runtime = ENDPOINT_RUNTIME_LLAMA_CPP);
+    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = "cpu");
+    cr_assert_eq(n.placement.endpoint_runtime, ENDPOINT_RUNTIME_VLLM);
+    cr_assert_eq(m.placement.endpoint_runtime, ENDPOINT_RUNTIME_MLX);
+    cr_assert_eq(l.placement.endpoint_runtime, ENDPOINT_RUNTIME_LLAMA_CPP);
+    cr_assert_eq(c.placement.endpoint_runtime, ENDPOINT_RUNTIME_LLAMA_CPP, "R11: %s", c.message);
+}
+
+Test(policy, r14_vllm_is_never_used_on_a_mac) {
+    Decision d = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+                        .runtime = ENDPOINT_RUNTIME_VLLM);
+    cr_assert_eq(d.kind, DECISION_REFUSED);
+    cr_assert_eq(d.reason, SCHED_REASON_BAD_RUNTIME);
+}
+
+/* ---- R13 fallback ---- */
+
+static const char *const to_cpu[] = {"cpu"};
+
+Test(policy, r13_waits_for_first_choice_then_takes_the_alternative) {
+    fx_site("home", SITE_SOLO);
+    fx_gpu_node("box", "home", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_HOST, false, false, false);
+    fx_req(.id = "busy", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
+    Decision d = fx_submit((RequestSpec){.id = "r", .user = "amy", .kind = WORKLOAD_ENDPOINT,
+                                         .class_name = "nvidia-rtx-4090", .fallback = to_cpu, .n_fallback = 1,
+                                         .wait_s = 60},
+                           100);
+    cr_assert_eq(d.kind, DECISION_WAITING);
+    cr_assert_eq(sched_next_deadline(fx), 160);
+    cr_assert_eq(sched_tick(fx, 159), 0, "not before the wait ends");
+    cr_assert_eq(sched_tick(fx, 160), 1);
+    sched_request_decision(fx, "r", &d);
+    cr_assert_eq(d.kind, DECISION_PLACED);
+    cr_assert_eq(d.reason, SCHED_REASON_FALLBACK);
+    cr_assert_eq(d.placement.method, METHOD_CPU);
+    cr_assert_eq(d.placement.fallback_index, 0);
+    cr_assert_eq(d.placement.endpoint_runtime, ENDPOINT_RUNTIME_LLAMA_CPP);
+}
+
+Test(policy, r13_first_choice_wins_when_it_frees_before_the_deadline) {
+    fx_site("home", SITE_SOLO);
+    fx_gpu_node("box", "home", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_HOST, false, false, false);
+    fx_req(.id = "busy", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
+    fx_submit((RequestSpec){.id = "r", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090",
+                            .fallback = to_cpu, .n_fallback = 1, .wait_s = 60},
+              0);
+    fx_release("busy");
+    Decision d;
+    sched_request_decision(fx, "r", &d);
+    cr_assert_eq(d.placement.method, METHOD_CONTAINER, "%s", d.message);
+    cr_assert_eq(d.placement.fallback_index, -1);
+}
+
+Test(policy, r13_on_a_mac_metal_then_cpu) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    fx_req(.id = "big", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64, .memory_gb = 40);
+    Decision d = fx_submit((RequestSpec){.id = "r", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+                                         .memory_gb = 20, .fallback = to_cpu, .n_fallback = 1, .wait_s = 5},
+                           0);
+    cr_assert_eq(d.kind, DECISION_WAITING);
+    sched_tick(fx, 5);
+    sched_request_decision(fx, "r", &d);
+    cr_assert_eq(d.placement.method, METHOD_CPU, "%s", d.message);
+    cr_assert_str_eq(d.placement.node, "mac");
+}
+
+Test(policy, r13_fallback_never_lands_on_stranger_slice) {
+    fx_site("dc", SITE_DATACENTER);
+    /* One MIG GPU with Kata slices (R2c would let strangers share it), one busy whole H200. */
+    fx_gpu_node("m", "dc", "ops", "container", H100, 1, BINDING_HOST, true, true, true);
+    fx_gpu_node("w", "dc", "ops", "vm-passthrough", "nvidia-h200-141gb", 1, BINDING_HOST, true, false, false);
+    Decision other = fx_req(.id = "other", .user = "carol", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(other.kind, DECISION_PLACED, "%s", other.message);
+    fx_req(.id = "busy", .user = "carol", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-h200-141gb");
+    static const char *const to_slice[] = {H100_1G};
+    fx_submit((RequestSpec){.id = "r", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = "nvidia-h200-141gb",
+                            .fallback = to_slice, .n_fallback = 1, .wait_s = 10},
+              0);
+    sched_tick(fx, 10);
+    Decision d;
+    sched_request_decision(fx, "r", &d);
+    cr_assert_eq(d.kind, DECISION_WAITING, "never next to carol's slice: %s", d.message);
+    /* As a first choice the same slice is fine (R2c). */
+    Decision first = fx_req(.id = "f", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(first.kind, DECISION_PLACED, "%s", first.message);
+}
+
+Test(policy, r13_fallback_to_an_unknown_class_is_refused) {
+    static const char *const bad[] = {"nvidia-z9000"};
+    Decision d = fx_req(.id = "r", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = H100, .fallback = bad,
+                        .n_fallback = 1);
+    cr_assert_eq(d.kind, DECISION_REFUSED);
+    cr_assert(strstr(d.message, "nvidia-z9000"), "%s", d.message);
+}
+
+/* ---- R15, R16 ---- */
+
+Test(policy, r15_restore_refuses_a_placement_that_shares_a_gpu_with_a_stranger) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node("c", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    RequestSpec spec = {.id = "b", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100};
+    Placement p = {.node = "c", .class_name = H100, .method = METHOD_CONTAINER,
+                   .container_runtime = CONTAINER_RUNTIME_RUNC, .n_devices = 1, .fallback_index = -1};
+    Error err = {0};
+    cr_assert_eq(sched_restore_placed(fx, &spec, &p, &err), -EBUSY, "%s", err.message);
+    cr_assert_eq(sched_request_count(fx), 1, "nothing changed");
+}
+
+Test(policy, r16_restore_reapplies_the_exact_placement) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node("m", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, true);
+    RequestSpec spec = {.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G};
+    Placement p = {.node = "m", .class_name = H100_1G, .method = METHOD_MIG,
+                   .container_runtime = CONTAINER_RUNTIME_RUNC, .endpoint_runtime = ENDPOINT_RUNTIME_VLLM,
+                   .n_devices = 1, .devices = {1}, .mig_start = 5, .mig_slots = 1, .fallback_index = -1};
+    Error err = {0};
+    cr_assert_eq(sched_restore_placed(fx, &spec, &p, &err), 0, "%s", err.message);
+    Decision d;
+    sched_request_decision(fx, "s", &d);
+    cr_assert_eq(d.placement.devices[0], 1);
+    cr_assert_eq(d.placement.mig_start, 5);
+    /* A stranger's slice without mig_in_kata is refused on restore (R2c, R15). */
+    RequestSpec bad = {.id = "x", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G};
+    p.mig_start = 0;
+    cr_assert_eq(sched_restore_placed(fx, &bad, &p, &err), -EINVAL);
+}
+
+Test(policy, r16_a_request_is_never_placed_twice) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node("c", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_REFUSED);
+    cr_assert_eq(d.reason, SCHED_REASON_DUPLICATE);
+    cr_assert_eq(cap(H100, NULL, CAPACITY_CONTAINER).allocated, 1);
+}
+
+/* ---- queue fairness ---- */
+
+static void count_placed(void *userdata, const char *id, const Decision *d) {
+    (*(int *)userdata)++;
+    cr_assert_eq(d->kind, DECISION_PLACED, "%s", id);
+}
+
+Test(policy, queue_freed_capacity_goes_to_the_oldest_waiter) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node("c", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    int placed = 0;
+    sched_set_on_placed(fx, count_placed, &placed);
+    fx_req(.id = "run", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    fx_submit((RequestSpec){.id = "old", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100}, 1);
+    fx_submit((RequestSpec){.id = "new", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100}, 2);
+    cr_assert_str_eq(sched_waiting_at(fx, 0), "old");
+    fx_release("run");
+    Decision d;
+    sched_request_decision(fx, "old", &d);
+    cr_assert_eq(d.kind, DECISION_PLACED);
+    sched_request_decision(fx, "new", &d);
+    cr_assert_eq(d.queue_position, 1);
+    cr_assert_eq(placed, 1);
+}
+
+Test(policy, queue_backfill_never_takes_the_node_a_waiting_gang_reserved) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node("a", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    fx_gpu_node("b", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    Decision x = fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 3);
+    Decision y = fx_req(.id = "y", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    cr_assert_str_neq(x.placement.node, y.placement.node, "best fit: y does not fit next to x");
+    /* x's node has 1 free, y's node 2: the gang of 4 waits and reserves y's node (nearest). */
+    Decision g = fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4);
+    cr_assert_eq(g.kind, DECISION_WAITING);
+    Decision s1 = fx_req(.id = "s1", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision s2 = fx_req(.id = "s2", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_str_eq(s1.placement.node, x.placement.node, "%s", s1.message);
+    cr_assert_eq(s2.kind, DECISION_WAITING, "the reserved node is not backfilled: %s", s2.message);
+    cr_assert_eq(s2.reason, SCHED_REASON_QUEUED);
+    fx_release("y");
+    sched_request_decision(fx, "gang", &g);
+    cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
+    cr_assert_str_eq(g.placement.node, y.placement.node);
+}
+
+Test(policy, names_round_trip_for_every_enum) {
+    for (int i = 0; i < _SCHED_REASON_MAX; i++)
+        cr_assert_eq(sched_reason_from_string(sched_reason_to_string((SchedReason)i)), i);
+    for (int i = 0; i < _METHOD_MAX; i++)
+        cr_assert_eq(method_from_string(method_to_string((Method)i)), i);
+    for (int i = 0; i < _WORKLOAD_KIND_MAX; i++)
+        cr_assert_eq(workload_kind_from_string(workload_kind_to_string((WorkloadKind)i)), i);
+    cr_assert_eq(endpoint_runtime_from_string("llama.cpp"), ENDPOINT_RUNTIME_LLAMA_CPP);
+    cr_assert_eq(node_mode_from_string("vm-passthrough"), NODE_MODE_VM_PASSTHROUGH);
+    cr_assert_eq(device_state_from_string("quarantined"), DEVICE_QUARANTINED);
+    cr_assert_eq(site_kind_from_string("nope"), _SITE_KIND_INVALID);
+}
