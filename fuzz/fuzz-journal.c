@@ -20,11 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (!pci_bdf_is_valid(op.fns[i].bdf) || op.fns[i].step >= _JOURNAL_STEP_MAX)
                 abort();
     }
-    char *text = malloc(size + 1);
+    char *text = strndup((const char *)data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     char **bdfs, **ids;
     size_t n;
     if (agent_records_parse(text, &bdfs, &ids, &n, NULL) == 0) {

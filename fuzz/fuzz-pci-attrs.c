@@ -13,11 +13,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > 4096)
         return 0;
-    char *s = malloc(size);
+    /* The parsers read C strings: an embedded NUL ends the text for them as it does here. */
+    char *s = strndup((const char *)data + 1, size - 1);
     if (!s)
         return 0;
-    memcpy(s, data + 1, size - 1);
-    s[size - 1] = '\0';
     uint16_t id;
     uint32_t cls;
     unsigned u;

@@ -12,11 +12,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > 65536)
         return 0;
-    char *s = malloc(size);
+    /* The parsers read C strings: an embedded NUL ends the text for them as it does here. */
+    char *s = strndup((const char *)data + 1, size - 1);
     if (!s)
         return 0;
-    memcpy(s, data + 1, size - 1);
-    s[size - 1] = '\0';
     DevNode node;
     char buf[64];
     unsigned cores;

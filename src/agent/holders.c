@@ -1,14 +1,13 @@
 /* holders.c: device files of a PCI function and the processes holding them. */
 #include "holders.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "agent/procfd.h"
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -24,15 +23,6 @@ static int push_path(char ***v, size_t *n, char *s) {
     nv[(*n)++] = s;
     *v = nv;
     return 0;
-}
-
-static bool all_digits(const char *s) {
-    if (!*s)
-        return false;
-    for (; *s; s++)
-        if (!isdigit((unsigned char)*s))
-            return false;
-    return true;
 }
 
 /* The minor number from "Device Minor: 0" in the nvidia driver's per-GPU information file. */
@@ -66,7 +56,7 @@ int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char 
         /* Without the minor we cannot tell which /dev/nvidiaN is this GPU: count them all. */
         DIR *d = opendir(p->dev);
         for (struct dirent *de; r >= 0 && d && (de = readdir(d));)
-            if (string_has_prefix(de->d_name, "nvidia") && all_digits(de->d_name + 6))
+            if (string_has_prefix(de->d_name, "nvidia") && string_is_digits(de->d_name + 6))
                 r = push_path(&v, &n, strprintf("%s/%s", p->dev, de->d_name));
         if (d)
             closedir(d);
@@ -110,58 +100,38 @@ static int push_holder(Holder **v, size_t *n, int pid, const char *comm, const c
     return 0;
 }
 
-static void read_comm(const HostPaths *p, const char *pid, char *buf, size_t size) {
-    _cleanup_free_ char *path = strprintf("%s/%s/comm", p->proc, pid);
-    _cleanup_free_ char *comm = NULL;
-    snprintf(buf, size, "%s", path && read_one_line(path, &comm) >= 0 && comm[0] ? comm : "?");
+typedef struct ScanState {
+    char *const *paths;
+    size_t n_paths;
+    Holder *v;
+    size_t n;
+} ScanState;
+
+static bool scan_match(const char *target, void *userdata) {
+    const ScanState *st = userdata;
+    for (size_t i = 0; i < st->n_paths; i++)
+        if (STREQ(target, st->paths[i]))
+            return true;
+    return false;
+}
+
+static int scan_visit(const ProcFdLink *link, void *userdata) {
+    ScanState *st = userdata;
+    return push_holder(&st->v, &st->n, link->pid, link->comm[0] ? link->comm : "?", link->target);
 }
 
 int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret, size_t *ret_n,
                       void *userdata, Error *err) {
-    DIR *proc = opendir(p->proc);
-    if (!proc)
-        return error_set(err, -errno, "Could not list processes in %s: %s.", p->proc, strerror(errno));
-    Holder *v = NULL;
-    size_t n = 0;
-    int r = 0;
-    for (struct dirent *de; r >= 0 && (de = readdir(proc));) {
-        if (!all_digits(de->d_name))
-            continue;
-        _cleanup_free_ char *fddir = strprintf("%s/%s/fd", p->proc, de->d_name);
-        if (!fddir) {
-            r = -ENOMEM;
-            break;
-        }
-        DIR *fds = opendir(fddir);
-        if (!fds)
-            continue; /* gone, or not ours to look at */
-        for (struct dirent *fe; r >= 0 && (fe = readdir(fds));) {
-            if (!all_digits(fe->d_name))
-                continue;
-            char link[PATH_MAX], target[PATH_MAX];
-            if ((size_t)snprintf(link, sizeof(link), "%s/%s", fddir, fe->d_name) >= sizeof(link))
-                continue;
-            ssize_t l = readlink(link, target, sizeof(target) - 1);
-            if (l < 0)
-                continue;
-            target[l] = '\0';
-            for (size_t i = 0; i < n_paths; i++)
-                if (STREQ(target, paths[i])) {
-                    char comm[64];
-                    read_comm(p, de->d_name, comm, sizeof(comm));
-                    r = push_holder(&v, &n, atoi(de->d_name), comm, target);
-                    break;
-                }
-        }
-        closedir(fds);
-    }
-    closedir(proc);
+    ScanState st = {.paths = paths, .n_paths = n_paths};
+    int r = procfd_walk(p->proc, scan_match, scan_visit, &st);
     if (r < 0) {
-        free(v);
-        return error_set(err, r, "Out of memory.");
+        free(st.v);
+        if (r == -ENOMEM)
+            return error_set(err, r, "Out of memory.");
+        return error_set(err, r, "Could not list processes in %s: %s.", p->proc, strerror(-r));
     }
-    *ret = v;
-    *ret_n = n;
+    *ret = st.v;
+    *ret_n = st.n;
     return 0;
 }
 

@@ -1,8 +1,8 @@
 /* holders.h: which processes hold a GPU's device files open.
  *
  * A narrow interface so that binding does not depend on discovery: BindOptions carries a
- * HoldersFn; the built-in one scans <proc>/<pid>/fd links. (Discovery has its own process
- * scan for NVML/DRM users; the lead may unify the two behind this signature.) */
+ * HoldersFn; the built-in one scans <proc>/<pid>/fd links with procfd_walk, the same walk
+ * discovery uses to report NVML/DRM users. */
 #pragma once
 
 #include <stddef.h>

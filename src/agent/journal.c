@@ -165,21 +165,13 @@ int journal_parse(const char *text, size_t len, JournalOp *ret, Error *err) {
     return 0;
 }
 
-static int journal_path(const char *state_dir, char *buf, size_t size) {
-    return (size_t)snprintf(buf, size, "%s/journal", state_dir) >= size ? -ENAMETOOLONG : 0;
-}
-
 int journal_load(const char *state_dir, JournalOp *ret, Error *err) {
     char path[PATH_MAX];
-    if (journal_path(state_dir, path, sizeof(path)) < 0)
-        return error_set(err, -ENAMETOOLONG, "The state folder path %s is too long.", state_dir);
     _cleanup_free_ char *text = NULL;
     size_t len;
-    int r = read_full_file(path, JOURNAL_FILE_MAX, &text, &len);
-    if (r == -ENOENT)
-        return r;
+    int r = agent_state_read(state_dir, "journal", "the binding journal", JOURNAL_FILE_MAX, path, &text, &len, err);
     if (r < 0)
-        return error_set(err, r, "Could not read the binding journal %s: %s.", path, strerror(-r));
+        return r;
     Error perr = {0};
     r = journal_parse(text, len, ret, &perr);
     if (r < 0 && r != -ENOENT)
@@ -190,19 +182,16 @@ int journal_load(const char *state_dir, JournalOp *ret, Error *err) {
 /* One line, one write(), then fsync: a line is either wholly there or torn at the end. */
 static int journal_append(const char *state_dir, const char *line, Error *err) {
     char path[PATH_MAX];
-    if (journal_path(state_dir, path, sizeof(path)) < 0)
-        return error_set(err, -ENAMETOOLONG, "The state folder path %s is too long.", state_dir);
+    int r = agent_state_path(state_dir, "journal", path, sizeof(path), err);
+    if (r < 0)
+        return r;
     int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0)
         return error_set(err, -errno, "Could not open the binding journal %s: %s.", path, strerror(errno));
-    size_t len = strlen(line);
-    ssize_t n = write(fd, line, len);
-    int e = n < 0 ? errno : (size_t)n != len ? EIO : 0;
-    if (e == 0 && fsync(fd) < 0)
-        e = errno;
+    r = write_string_fd_sync(fd, line);
     close(fd);
-    if (e)
-        return error_set(err, -e, "Could not write the binding journal %s: %s.", path, strerror(e));
+    if (r < 0)
+        return error_set(err, r, "Could not write the binding journal %s: %s.", path, strerror(-r));
     return 0;
 }
 
@@ -229,12 +218,7 @@ int journal_begin(const char *state_dir, JournalOp *op, Error *err) {
     }
     if (!strbuf_cstr(&b))
         return error_set(err, -ENOMEM, "Out of memory.");
-    char path[PATH_MAX];
-    r = journal_path(state_dir, path, sizeof(path));
-    if (r >= 0)
-        r = write_file_atomic(path, b.data, err);
-    else
-        error_set(err, r, "The state folder path %s is too long.", state_dir);
+    r = agent_state_write(state_dir, "journal", b.data, err);
     strbuf_done(&b);
     return r;
 }

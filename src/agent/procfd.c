@@ -104,75 +104,91 @@ static int holder_cmp(const void *a, const void *b) {
     return x->node.num < y->node.num ? -1 : x->node.num > y->node.num;
 }
 
-static bool is_pid_name(const char *s) {
-    if (!*s)
-        return false;
-    for (; *s; s++)
-        if (!isdigit((unsigned char)*s))
-            return false;
-    return true;
-}
-
-int procfd_scan(const char *proc_root, const char *dev_root, FdHolder **ret, size_t *ret_n) {
+int procfd_walk(const char *proc_root, ProcFdMatchFn match, ProcFdVisitFn visit, void *userdata) {
     DIR *pd = opendir(proc_root);
     if (!pd)
         return -errno;
-    FdHolder *v = NULL;
-    size_t n = 0, cap = 0;
     int r = 0;
-    for (struct dirent *de; (de = readdir(pd));) {
-        if (!is_pid_name(de->d_name) || strlen(de->d_name) > 10)
+    for (struct dirent *de; r >= 0 && (de = readdir(pd));) {
+        /* pid_max is at most 2^22: a longer name is not a process. */
+        if (!string_is_digits(de->d_name) || strlen(de->d_name) > 10)
             continue;
         char fddir[PATH_MAX];
-        snprintf(fddir, sizeof(fddir), "%s/%s/fd", proc_root, de->d_name);
+        if ((size_t)snprintf(fddir, sizeof(fddir), "%s/%s/fd", proc_root, de->d_name) >= sizeof(fddir))
+            continue;
         DIR *fd = opendir(fddir);
         if (!fd)
             continue; /* gone, or not ours to inspect */
-        char comm[32] = "";
-        bool comm_read = false;
-        for (struct dirent *fe; (fe = readdir(fd));) {
-            if (fe->d_name[0] == '.')
+        _cleanup_free_ char *comm = NULL;
+        for (struct dirent *fe; r >= 0 && (fe = readdir(fd));) {
+            if (!string_is_digits(fe->d_name))
                 continue;
             char link[PATH_MAX], target[PATH_MAX];
-            if (snprintf(link, sizeof(link), "%s/%s", fddir, fe->d_name) >= (int)sizeof(link))
+            if ((size_t)snprintf(link, sizeof(link), "%s/%s", fddir, fe->d_name) >= sizeof(link))
                 continue;
             ssize_t len = readlink(link, target, sizeof(target) - 1);
             if (len < 0)
                 continue;
             target[len] = '\0';
-            DevNode node;
-            if (devnode_parse(dev_root, target, &node) < 0)
+            if (!match(target, userdata))
                 continue;
-            if (!comm_read) {
-                char cpath[PATH_MAX];
-                _cleanup_free_ char *c = NULL;
-                snprintf(cpath, sizeof(cpath), "%s/%s/comm", proc_root, de->d_name);
-                if (read_one_line(cpath, &c) >= 0)
-                    snprintf(comm, sizeof(comm), "%s", c);
-                comm_read = true;
-            }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 16;
-                FdHolder *nv = realloc(v, cap * sizeof(*v));
-                if (!nv) {
+            if (!comm) {
+                _cleanup_free_ char *cpath = strprintf("%s/%s/comm", proc_root, de->d_name);
+                if (!cpath || read_one_line(cpath, &comm) < 0)
+                    comm = strdup("");
+                if (!comm) {
                     r = -ENOMEM;
                     break;
                 }
-                v = nv;
             }
-            v[n] = (FdHolder){.pid = atoi(de->d_name), .node = node};
-            memcpy(v[n].comm, comm, sizeof(comm));
-            n++;
+            r = visit(&(ProcFdLink){.pid = atoi(de->d_name), .comm = comm, .target = target}, userdata);
         }
         closedir(fd);
-        if (r < 0)
-            break;
     }
     closedir(pd);
+    return r < 0 ? r : 0;
+}
+
+typedef struct ScanState {
+    const char *dev_root;
+    FdHolder *v;
+    size_t n, cap;
+} ScanState;
+
+static bool scan_match(const char *target, void *userdata) {
+    const ScanState *st = userdata;
+    DevNode node;
+    return devnode_parse(st->dev_root, target, &node) >= 0;
+}
+
+static int scan_visit(const ProcFdLink *link, void *userdata) {
+    ScanState *st = userdata;
+    DevNode node;
+    if (devnode_parse(st->dev_root, link->target, &node) < 0)
+        return 0;
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 16;
+        FdHolder *nv = realloc(st->v, cap * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        st->v = nv;
+        st->cap = cap;
+    }
+    FdHolder *h = &st->v[st->n++];
+    *h = (FdHolder){.pid = link->pid, .node = node};
+    snprintf(h->comm, sizeof(h->comm), "%s", link->comm);
+    return 0;
+}
+
+int procfd_scan(const char *proc_root, const char *dev_root, FdHolder **ret, size_t *ret_n) {
+    ScanState st = {.dev_root = dev_root};
+    int r = procfd_walk(proc_root, scan_match, scan_visit, &st);
     if (r < 0) {
-        free(v);
+        free(st.v);
         return r;
     }
+    FdHolder *v = st.v;
+    size_t n = st.n;
     if (n) {
         qsort(v, n, sizeof(*v), holder_cmp);
         size_t w = 1;

@@ -6,6 +6,7 @@
  * agent (default /dev) is the prefix we expect. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef enum DevNodeKind {
@@ -29,6 +30,23 @@ int devnode_parse(const char *dev_root, const char *path, DevNode *ret);
 
 /* "<dev_root>/nvidia0" etc. -ENAMETOOLONG when it does not fit. */
 int devnode_format(const char *dev_root, const DevNode *node, char *buf, size_t size);
+
+/* One open file of one process, as procfd_walk hands it over. */
+typedef struct ProcFdLink {
+    int pid;
+    const char *comm;   /* <proc>/<pid>/comm, "" when unreadable (the process may have gone) */
+    const char *target; /* the fd link's target, e.g. "/dev/nvidia0" */
+} ProcFdLink;
+
+/* Whether a link target is wanted; called before the process's comm is read. */
+typedef bool (*ProcFdMatchFn)(const char *target, void *userdata);
+/* Called for each wanted link; a negative return stops the walk and is returned by it. */
+typedef int (*ProcFdVisitFn)(const ProcFdLink *link, void *userdata);
+
+/* The one walk of <proc_root>/<pid>/fd/<n> links that discovery and binding share. comm is read
+ * at most once per process, and only for processes with a wanted link. Processes that vanish
+ * or that we may not inspect are skipped. -errno when proc_root cannot be listed. */
+int procfd_walk(const char *proc_root, ProcFdMatchFn match, ProcFdVisitFn visit, void *userdata);
 
 typedef struct FdHolder {
     int pid;

@@ -2,8 +2,6 @@
 #include "records.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +29,9 @@ int agent_state_dir_ensure(const char *state_dir, Error *err) {
         return r;
     static const char *const subs[] = {"quarantine", "host-driver"};
     for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
-        if ((size_t)snprintf(path, sizeof(path), "%s/%s", state_dir, subs[i]) >= sizeof(path))
-            return error_set(err, -ENAMETOOLONG, "The state folder path %s is too long.", state_dir);
+        r = agent_state_path(state_dir, subs[i], path, sizeof(path), err);
+        if (r < 0)
+            return r;
         r = mkdir_one(path, err);
         if (r < 0)
             return r;
@@ -41,33 +40,35 @@ int agent_state_dir_ensure(const char *state_dir, Error *err) {
 }
 
 int write_file_atomic(const char *path, const char *content, Error *err) {
-    char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-        return error_set(err, -ENAMETOOLONG, "The path %s is too long.", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return error_set(err, -errno, "Could not write %s: %s.", tmp, strerror(errno));
-    size_t len = strlen(content);
-    ssize_t n = write(fd, content, len);
-    int e = n < 0 ? errno : (size_t)n != len ? EIO : 0;
-    if (e == 0 && fsync(fd) < 0)
-        e = errno;
-    close(fd);
-    if (e == 0 && rename(tmp, path) < 0)
-        e = errno;
-    if (e != 0) {
-        unlink(tmp);
-        return error_set(err, -e, "Could not write %s: %s.", path, strerror(e));
-    }
-    _cleanup_free_ char *dir = strdup(path);
-    if (dir) {
-        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-    }
+    int r = write_string_file_atomic(path, content);
+    if (r == -ENAMETOOLONG)
+        return error_set(err, r, "The path %s is too long.", path);
+    if (r < 0)
+        return error_set(err, r, "Could not write %s: %s.", path, strerror(-r));
     return 0;
+}
+
+int agent_state_path(const char *state_dir, const char *name, char *buf, size_t size, Error *err) {
+    if ((size_t)snprintf(buf, size, "%s/%s", state_dir, name) >= size)
+        return error_set(err, -ENAMETOOLONG, "The state folder path %s is too long.", state_dir);
+    return 0;
+}
+
+int agent_state_read(const char *state_dir, const char *name, const char *what, size_t max, char path[PATH_MAX],
+                     char **ret, size_t *ret_len, Error *err) {
+    int r = agent_state_path(state_dir, name, path, PATH_MAX, err);
+    if (r < 0)
+        return r;
+    r = read_full_file(path, max, ret, ret_len);
+    if (r < 0 && r != -ENOENT)
+        return error_set(err, r, "Could not read %s %s: %s.", what, path, strerror(-r));
+    return r;
+}
+
+int agent_state_write(const char *state_dir, const char *name, const char *content, Error *err) {
+    char path[PATH_MAX];
+    int r = agent_state_path(state_dir, name, path, sizeof(path), err);
+    return r < 0 ? r : write_file_atomic(path, content, err);
 }
 
 static bool is_record_id(const char *s) {
@@ -136,24 +137,19 @@ int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, siz
     return 0;
 }
 
-static int records_path(const char *state_dir, char *buf, size_t size) {
-    return (size_t)snprintf(buf, size, "%s/workloads", state_dir) >= size ? -ENAMETOOLONG : 0;
-}
-
 int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err) {
     char path[PATH_MAX];
-    if (records_path(state_dir, path, sizeof(path)) < 0)
-        return error_set(err, -ENAMETOOLONG, "The state folder path %s is too long.", state_dir);
     _cleanup_free_ char *text = NULL;
     size_t len;
-    int r = read_full_file(path, RECORDS_MAX, &text, &len);
+    int r = agent_state_read(state_dir, "workloads", "the agent's workload records", RECORDS_MAX, path, &text, &len,
+                             err);
     if (r == -ENOENT) {
         *ret_bdfs = *ret_ids = NULL;
         *ret_n = 0;
         return 0;
     }
     if (r < 0)
-        return error_set(err, r, "Could not read the agent's workload records %s: %s.", path, strerror(-r));
+        return r;
     if (strlen(text) != len)
         return error_set(err, -EINVAL, "The agent's workload records %s contain a NUL byte.", path);
     return agent_records_parse(text, ret_bdfs, ret_ids, ret_n, err);
@@ -190,12 +186,7 @@ static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_
             strbuf_printf(&b, "%s %s\n", bdfs[i], ids[i]);
     if (!strbuf_cstr(&b))
         return error_set(err, -ENOMEM, "Out of memory.");
-    char path[PATH_MAX];
-    int r = records_path(state_dir, path, sizeof(path));
-    if (r >= 0)
-        r = write_file_atomic(path, b.data, err);
-    else
-        error_set(err, r, "The state folder path %s is too long.", state_dir);
+    int r = agent_state_write(state_dir, "workloads", b.data, err);
     strbuf_done(&b);
     return r;
 }

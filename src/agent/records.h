@@ -9,6 +9,7 @@
  * or the new content, never a mix. */
 #pragma once
 
+#include <limits.h>
 #include <stddef.h>
 
 #include "util/error.h"
@@ -37,3 +38,13 @@ int agent_host_driver_get(const char *state_dir, const char *bdf, char **ret);
 
 /* Write content to path atomically (temporary file, fsync, rename, fsync of the folder). */
 int write_file_atomic(const char *path, const char *content, Error *err);
+
+/* "<state_dir>/<name>" into buf; -ENAMETOOLONG (with a message) when it does not fit. */
+int agent_state_path(const char *state_dir, const char *name, char *buf, size_t size, Error *err);
+/* Read <state_dir>/<name> (at most max bytes) into *ret, its path into path (for messages).
+ * -ENOENT without a message when the file is missing; what names the file in other errors
+ * ("the binding journal"). */
+int agent_state_read(const char *state_dir, const char *name, const char *what, size_t max, char path[PATH_MAX],
+                     char **ret, size_t *ret_len, Error *err);
+/* Replace <state_dir>/<name> with content, atomically as write_file_atomic does. */
+int agent_state_write(const char *state_dir, const char *name, const char *content, Error *err);

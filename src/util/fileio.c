@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,4 +88,41 @@ int write_string_file(const char *path, const char *s) {
     if (close(fd) < 0 && r == 0)
         r = -errno;
     return r;
+}
+
+int write_string_fd_sync(int fd, const char *s) {
+    size_t len = strlen(s);
+    ssize_t n = write(fd, s, len);
+    if (n < 0)
+        return -errno;
+    if ((size_t)n != len)
+        return -EIO;
+    return fsync(fd) < 0 ? -errno : 0;
+}
+
+int write_string_file_atomic(const char *path, const char *s) {
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int r = write_string_fd_sync(fd, s);
+    close(fd);
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+        return r;
+    }
+    /* The rename itself is durable only once the folder is synced; best effort. */
+    _cleanup_free_ char *dir = strdup(path);
+    if (dir) {
+        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
+    return 0;
 }

@@ -1,4 +1,5 @@
-/* fileio.h: whole-file and small-attribute reads, the way sysfs and config files are read. */
+/* fileio.h: whole-file and small-attribute reads, the way sysfs and config files are read, and
+ * the fsync'd writes that state files need to survive a crash. */
 #pragma once
 
 #include <stddef.h>
@@ -12,3 +13,12 @@ int read_one_line(const char *path, char **ret);
 
 /* Write a string to a file (no O_CREAT), as sysfs attributes are written. */
 int write_string_file(const char *path, const char *s);
+
+/* Write all of s with a single write() (so that an append is wholly there or torn at the end)
+ * and fsync fd. Does not close fd. -errno; -EIO for a short write. */
+int write_string_fd_sync(int fd, const char *s);
+
+/* Replace path's content with s so that a crash leaves the old or the new content, never a
+ * mix: write "<path>.tmp", fsync it, rename it over path, fsync the folder. -ENAMETOOLONG when
+ * "<path>.tmp" does not fit PATH_MAX; other failures -errno, with the temporary file removed. */
+int write_string_file_atomic(const char *path, const char *s);

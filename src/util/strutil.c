@@ -76,6 +76,15 @@ bool string_has_prefix(const char *s, const char *prefix) {
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+bool string_is_digits(const char *s) {
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return false;
+    return true;
+}
+
 bool string_contains_nocase(const char *haystack, const char *needle) {
     return strcasestr(haystack, needle) != NULL;
 }

@@ -23,6 +23,9 @@ char *strip_trailing(char *s);
 
 bool string_has_prefix(const char *s, const char *prefix);
 
+/* Non-empty and nothing but the digits 0-9 (a pid, an fd number, a device minor). */
+bool string_is_digits(const char *s);
+
 /* Case-insensitive substring test. */
 bool string_contains_nocase(const char *haystack, const char *needle);
 
