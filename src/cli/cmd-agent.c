@@ -7,6 +7,7 @@
 
 static void agent_usage(FILE *f) {
     fputs("usage: einsora agent SUB [OPTIONS]\n\n"
+          "  run          join a control plane: register, heartbeat, do the work it queues\n"
           "  discover     list every accelerator on this machine (sysfs, NVML, AMD, Apple)\n"
           "  bind         move a GPU between the host driver and vfio-pci (R7)\n"
           "  reset-check  run the reset-cycle check on a consumer GPU (R9)\n"
@@ -26,6 +27,8 @@ int verb_agent(int argc, char **argv) {
         agent_usage(stdout);
         return EXIT_OK;
     }
+    if (strcmp(sub, "run") == 0)
+        return agent_run_verb(argc - 1, argv + 1);
     if (strcmp(sub, "discover") == 0)
         return agent_discover_verb(argc - 1, argv + 1);
     if (strcmp(sub, "bind") == 0 || strcmp(sub, "reset-check") == 0 || strcmp(sub, "switch") == 0 ||

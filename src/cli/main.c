@@ -16,6 +16,16 @@ static const Verb verbs[] = {
     {"catalog", verb_catalog, "check or show the catalog of GPU classes"},
     {"plan", verb_plan, "offline what-if: replay requests against an inventory"},
     {"agent", verb_agent, "the node agent: discover accelerators, bind GPUs, check resets"},
+    {"serve", verb_serve, "run the control plane's HTTP API"},
+    {"up", verb_up, "start a control plane and a local agent (--demo: a fleet of fixture machines)"},
+    {"token", verb_token, "create an API token (on the server host)"},
+    {"classes", verb_classes, "list the server's GPU classes"},
+    {"nodes", verb_nodes, "list registered nodes"},
+    {"node", verb_node, "show, cordon, uncordon or register a node"},
+    {"capacity", verb_capacity, "capacity per GPU class, mode and site"},
+    {"requests", verb_requests, "list placement requests"},
+    {"request", verb_request, "create, show, cancel or release a placement request"},
+    {"events", verb_events, "print or follow the change feed"},
 };
 
 static void usage(FILE *f) {

@@ -11,7 +11,21 @@ enum {
 int verb_catalog(int argc, char **argv);
 int verb_plan(int argc, char **argv);
 int verb_agent(int argc, char **argv);
+/* The control plane (server and API verbs; exit codes 3-5 in remote.h). */
+int verb_serve(int argc, char **argv);
+int verb_token(int argc, char **argv);
+int verb_classes(int argc, char **argv);
+int verb_nodes(int argc, char **argv);
+int verb_node(int argc, char **argv);
+int verb_capacity(int argc, char **argv);
+int verb_requests(int argc, char **argv);
+int verb_request(int argc, char **argv);
+int verb_events(int argc, char **argv);
 
 /* Sub-verbs of `einsora agent`; argv[0] is the sub-verb's name. */
 int agent_discover_verb(int argc, char **argv);
 int agent_bind_verb(int argc, char **argv);
+int agent_run_verb(int argc, char **argv);
+/* The fleet (issue 7): `einsora up` and `einsora node mode`. */
+int verb_up(int argc, char **argv);
+int node_mode_verb(int argc, char **argv);

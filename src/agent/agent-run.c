@@ -1,0 +1,408 @@
+/* agent-run.c: the node agent's loop (agent-run.h): push the inventory, heartbeat, do the
+ * queued work, start and stop the workloads placed here, report. */
+#include "agent/agent-run.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "agent/bind.h"
+#include "agent/records.h"
+#include "agent/reset-check.h"
+#include "client/client.h"
+#include "config/catalog-yaml.h"
+#include "util/fileio.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+typedef struct Agent {
+    const AgentConfig *cfg;
+    Client *cl;
+    Catalog *catalog;
+    char *pushed;     /* the node description last accepted by the control plane */
+    bool push_due;    /* discover and push again at the next turn */
+    unsigned turns;
+    bool lost;        /* the control plane did not answer last time: log once, not every turn */
+    BindOptions bind;
+} Agent;
+
+static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(const Agent *a, const char *fmt, ...) {
+    FILE *f = a->cfg->log;
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(f, "agent %s: ", a->cfg->id.name);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
+    va_end(ap);
+}
+
+static char *state_path(const Agent *a, const char *name) {
+    return strprintf("%s/%s", a->cfg->state_dir, name);
+}
+
+static char *read_state(const Agent *a, const char *name) {
+    _cleanup_free_ char *p = state_path(a, name);
+    char *text = NULL;
+    size_t len;
+    if (!p || read_full_file(p, 1 << 20, &text, &len) < 0)
+        return NULL;
+    return text;
+}
+
+/* Replace (or add) the "<key> <value>" line of key in a state file. */
+static int state_set_line(const Agent *a, const char *name, const char *key, const char *value, Error *err) {
+    _cleanup_free_ char *text = read_state(a, name), *p = state_path(a, name);
+    StrBuf b = {0};
+    size_t n = strlen(key);
+    for (const char *l = text; l && *l;) {
+        const char *e = strchrnul(l, '\n');
+        if (!((size_t)(e - l) > n && !strncmp(l, key, n) && l[n] == ' '))
+            strbuf_printf(&b, "%.*s\n", (int)(e - l), l);
+        l = *e ? e + 1 : e;
+    }
+    if (value)
+        strbuf_printf(&b, "%s %s\n", key, value);
+    int r = p ? write_file_atomic(p, strbuf_cstr(&b), err) : -ENOMEM;
+    strbuf_done(&b);
+    return r;
+}
+
+/* ---- the control plane ---- */
+
+static int call(Agent *a, const char *method, const char *path, json_t *body, long *ret_status,
+                json_t **ret_json) {
+    Error err = {0};
+    long status = 0;
+    json_t *j = NULL;
+    int r = client_call(a->cl, method, path, body, NULL, &status, &j, &err);
+    if (r < 0) {
+        if (!a->lost)
+            logf_(a, "control plane unreachable (retrying every heartbeat): %s", error_message(&err));
+        a->lost = true;
+        return r;
+    }
+    if (a->lost)
+        logf_(a, "control plane answers again");
+    a->lost = false;
+    if (status >= 300)
+        logf_(a, "%s %s: %ld %s", method, path, status,
+              j ? strempty(json_string_value(json_object_get(j, "message"))) : "");
+    *ret_status = status;
+    if (ret_json)
+        *ret_json = j;
+    else
+        json_decref(j);
+    return 0;
+}
+
+/* Discover and push the inventory when it differs from what the control plane has. */
+static void push_inventory(Agent *a) {
+    const AgentConfig *cfg = a->cfg;
+    DiscoverOptions o = cfg->discover;
+    o.catalog = a->catalog;
+    _cleanup_(machine_inventory_freep) MachineInventory *inv = NULL;
+    Error err = {0};
+    if (machine_discover(&o, &inv, &err) < 0) {
+        logf_(a, "discovery failed: %s", error_message(&err));
+        return;
+    }
+    _cleanup_free_ char *sim = cfg->simulate ? read_state(a, "sim-binding") : NULL;
+    json_t *node = agent_node_json(&cfg->id, inv, sim);
+    char *text = node ? json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (!text || (a->pushed && STREQ(a->pushed, text))) {
+        json_decref(node);
+        free(text);
+        a->push_due = false;
+        return;
+    }
+    _cleanup_free_ char *path = strprintf("/v1/nodes/%s", cfg->id.name);
+    long status = 0;
+    if (path && call(a, "PUT", path, node, &status, NULL) >= 0 && status < 300) {
+        logf_(a, "inventory pushed (%zu devices)", json_array_size(json_object_get(node, "devices")));
+        free(a->pushed);
+        a->pushed = TAKE_PTR(text);
+        a->push_due = false;
+    }
+    /* 409: the node runs something and its inventory changed; try again at the next turn. */
+    json_decref(node);
+    free(text);
+}
+
+/* ---- work: rebinds and reset checks ---- */
+
+static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, size_t size) {
+    if (a->cfg->simulate) {
+        Error err = {0};
+        int r = state_set_line(a, "sim-binding", gpu, target, &err);
+        if (r < 0)
+            snprintf(msg, size, "%s", error_message(&err));
+        else
+            snprintf(msg, size, "simulated: %s now on %s", gpu, STREQ(target, "vfio") ? "vfio-pci" : "the host driver");
+        return r;
+    }
+    BindTarget to;
+    BindResult res;
+    Error err = {0};
+    if (bind_target_from_string(target, &to) < 0)
+        return snprintf(msg, size, "unknown target %s", target), -EINVAL;
+    int r = gpu_bind(&a->bind, gpu, to, &res, &err);
+    if (r < 0)
+        snprintf(msg, size, "%s", error_message(&err));
+    else
+        snprintf(msg, size, "%s and %zu function(s) of its IOMMU group on %s%s", gpu, res.n_fns ? res.n_fns - 1 : 0,
+                 STREQ(target, "vfio") ? "vfio-pci" : "the host driver", res.changed ? "" : " (already)");
+    return r;
+}
+
+static int do_reset_check(Agent *a, const char *gpu, const char **ret_verdict, char *msg, size_t size) {
+    if (a->cfg->simulate) {
+        /* A scripted verdict (state/sim-reset "<bdf> pass|fail REASON"), else a pass. */
+        _cleanup_free_ char *text = read_state(a, "sim-reset");
+        *ret_verdict = "pass";
+        snprintf(msg, size, "simulated: 3 reset cycles passed");
+        size_t n = strlen(gpu);
+        for (const char *l = text; l && *l;) {
+            const char *e = strchrnul(l, '\n');
+            if ((size_t)(e - l) > n + 4 && !strncmp(l, gpu, n) && !strncmp(l + n, " fail", 5)) {
+                *ret_verdict = "fail";
+                snprintf(msg, size, "%.*s", (int)(e - (l + n + 5)), *(l + n + 5) == ' ' ? l + n + 6 : l + n + 5);
+            }
+            l = *e ? e + 1 : e;
+        }
+        return 0;
+    }
+    ResetCheckOptions o;
+    reset_check_options_init(&o);
+    o.bind = a->bind;
+    ResetCheckResult res;
+    Error err = {0};
+    int r = gpu_reset_check(&o, gpu, &res, &err);
+    if (r < 0) {
+        snprintf(msg, size, "%s", error_message(&err));
+        return r;
+    }
+    *ret_verdict = reset_verdict_to_string(res.verdict);
+    snprintf(msg, size, "%u reset cycle(s) via %s%s%s", res.cycles_run, res.reset_method,
+             res.n_reasons ? ": " : "", res.n_reasons ? res.reasons[0] : "");
+    return 0;
+}
+
+static void do_task(Agent *a, json_t *t) {
+    const char *kind = json_string_value(json_object_get(t, "kind"));
+    const char *gpu = json_string_value(json_object_get(t, "gpu"));
+    const char *target = json_string_value(json_object_get(t, "target"));
+    json_int_t id = json_integer_value(json_object_get(t, "id"));
+    char msg[512] = "";
+    const char *verdict = NULL;
+    int r;
+    if (!kind || !gpu)
+        return;
+    if (STREQ(kind, "bind") && target)
+        r = do_bind(a, gpu, target, msg, sizeof(msg));
+    else if (STREQ(kind, "reset-check"))
+        r = do_reset_check(a, gpu, &verdict, msg, sizeof(msg));
+    else {
+        snprintf(msg, sizeof(msg), "this agent does not know task kind %s", kind);
+        r = -EOPNOTSUPP;
+    }
+    logf_(a, "task %" JSON_INTEGER_FORMAT " %s %s: %s%s%s", id, kind, gpu, r < 0 ? "failed: " : "",
+          verdict ? verdict : "", msg[0] ? (verdict ? " - " : "") : "");
+    if (msg[0] && (r >= 0 || verdict))
+        logf_(a, "  %s", msg);
+    json_t *body = json_pack("{s:b, s:s}", "ok", r >= 0, "message", msg);
+    if (verdict)
+        json_object_set_new(body, "verdict", json_string(verdict));
+    _cleanup_free_ char *path = strprintf("/v1/nodes/%s/tasks/%" JSON_INTEGER_FORMAT, a->cfg->id.name, id);
+    long status = 0;
+    if (path)
+        (void)call(a, "POST", path, body, &status, NULL);
+    json_decref(body);
+    a->push_due = true; /* a rebind changes what the kernel shows */
+}
+
+/* ---- workloads (the recorded no-op driver until docker/libvirt drivers exist) ---- */
+
+/* The ids this agent runs: state/running, one "<id>" per line. */
+static bool runs(const char *running, const char *id) {
+    size_t n = strlen(id);
+    for (const char *l = running; l && *l;) {
+        const char *e = strchrnul(l, '\n');
+        if ((size_t)(e - l) == n && !strncmp(l, id, n))
+            return true;
+        l = *e ? e + 1 : e;
+    }
+    return false;
+}
+
+static int set_running(Agent *a, const char *id, bool on, Error *err) {
+    _cleanup_free_ char *text = read_state(a, "running"), *p = state_path(a, "running");
+    StrBuf b = {0};
+    size_t n = strlen(id);
+    for (const char *l = text; l && *l;) {
+        const char *e = strchrnul(l, '\n');
+        if (e > l && !((size_t)(e - l) == n && !strncmp(l, id, n)))
+            strbuf_printf(&b, "%.*s\n", (int)(e - l), l);
+        l = *e ? e + 1 : e;
+    }
+    if (on)
+        strbuf_printf(&b, "%s\n", id);
+    int r = p ? write_file_atomic(p, strbuf_cstr(&b), err) : -ENOMEM;
+    strbuf_done(&b);
+    return r;
+}
+
+static void start_workload(Agent *a, json_t *w) {
+    char id[32];
+    snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
+    json_t *p = json_object_get(w, "placement");
+    Error err = {0};
+    size_t i;
+    json_t *addr;
+    /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
+    json_array_foreach(json_object_get(p, "addresses"), i, addr)
+        if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)))
+            (void)agent_records_add(a->cfg->state_dir, json_string_value(addr), id, &err);
+    if (set_running(a, id, true, &err) < 0) {
+        logf_(a, "cannot record workload %s: %s", id, error_message(&err));
+        return;
+    }
+    _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
+    long status = 0;
+    if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
+        logf_(a, "started %s %s (%s, %s) [recorded; no runtime driver yet]", json_string_value(json_object_get(w, "kind")),
+              id, strempty(json_string_value(json_object_get(p, "method"))),
+              strempty(json_string_value(json_object_get(p, "class"))));
+}
+
+static void stop_workload(Agent *a, const char *id) {
+    Error err = {0};
+    (void)agent_records_remove(a->cfg->state_dir, id, &err);
+    if (set_running(a, id, false, &err) >= 0)
+        logf_(a, "stopped %s", id);
+}
+
+static void reconcile_workloads(Agent *a, json_t *work) {
+    _cleanup_free_ char *running = read_state(a, "running");
+    size_t i;
+    json_t *w;
+    json_array_foreach(work, i, w) {
+        const char *st = json_string_value(json_object_get(w, "state"));
+        char id[32];
+        snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
+        if (st && STREQ(st, "placed") && !runs(running, id))
+            start_workload(a, w);
+    }
+    /* Stop what the control plane no longer places here (released, cancelled, evicted). */
+    for (const char *l = running; l && *l;) {
+        const char *e = strchrnul(l, '\n');
+        char id[32];
+        snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
+        bool placed = false;
+        json_array_foreach(work, i, w)
+            placed = placed || json_integer_value(json_object_get(w, "id")) == strtoll(id, NULL, 10);
+        if (id[0] && !placed)
+            stop_workload(a, id);
+        l = *e ? e + 1 : e;
+    }
+}
+
+static json_t *running_json(Agent *a) {
+    _cleanup_free_ char *running = read_state(a, "running");
+    json_t *list = json_array();
+    for (const char *l = running; l && *l;) {
+        const char *e = strchrnul(l, '\n');
+        if (e > l)
+            json_array_append_new(list, json_stringn(l, (size_t)(e - l)));
+        l = *e ? e + 1 : e;
+    }
+    return list;
+}
+
+/* ---- the loop ---- */
+
+static void turn(Agent *a) {
+    if (a->push_due || !a->pushed || a->turns % 10 == 0)
+        push_inventory(a);
+    a->turns++;
+    if (!a->pushed)
+        return; /* not registered yet: nothing to heartbeat for */
+    json_t *body = json_pack("{s:i, s:o}", "interval_s", (int)a->cfg->heartbeat_s, "running", running_json(a));
+    _cleanup_free_ char *path = strprintf("/v1/nodes/%s/heartbeat", a->cfg->id.name);
+    long status = 0;
+    json_t *ans = NULL;
+    int r = path ? call(a, "POST", path, body, &status, &ans) : -ENOMEM;
+    json_decref(body);
+    if (r < 0 || status >= 300) {
+        if (status == 404) { /* the control plane lost the node (new state file): register again */
+            free(a->pushed);
+            a->pushed = NULL;
+        }
+        json_decref(ans);
+        return;
+    }
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(ans, "tasks"), i, t)
+        do_task(a, t);
+    reconcile_workloads(a, json_object_get(ans, "workloads"));
+    json_decref(ans);
+    if (a->push_due)
+        push_inventory(a);
+}
+
+static void sleep_interruptible(const AgentConfig *cfg, unsigned seconds) {
+    for (unsigned i = 0; i < seconds * 10 && !(cfg->stop && *cfg->stop); i++)
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+}
+
+int agent_run(const AgentConfig *cfg_in, Error *err) {
+    AgentConfig cfg = *cfg_in;
+    if (!cfg.heartbeat_s)
+        cfg.heartbeat_s = AGENT_HEARTBEAT_DEFAULT_S;
+    if (!cfg.state_dir)
+        cfg.state_dir = AGENT_STATE_DIR_DEFAULT;
+    Agent a = {.cfg = &cfg};
+    int r = agent_state_dir_ensure(cfg.state_dir, err);
+    if (r < 0)
+        return r;
+    if ((r = catalog_load_file(cfg.catalog_path ? cfg.catalog_path : catalog_default_path(), NULL, &a.catalog, err)) < 0)
+        return r;
+    bind_options_init(&a.bind);
+    a.bind.state_dir = cfg.state_dir;
+    if ((r = host_paths_init(&a.bind.paths, cfg.discover.sysfs_root, cfg.discover.proc_root, cfg.dev_root)) < 0) {
+        catalog_free(a.catalog);
+        return error_set(err, r, "A root folder's path is too long.");
+    }
+    if ((r = client_new(cfg.server, cfg.token, &a.cl, err)) < 0) {
+        catalog_free(a.catalog);
+        return r;
+    }
+    /* Reconcile first: a rebind the previous agent left half-done is completed or rolled back
+     * from the journal and what the kernel shows, before anything is reported. */
+    if (!cfg.simulate) {
+        RecoverResult rec;
+        Error e = {0};
+        if (gpu_recover(&a.bind, &rec, &e) >= 0 && rec.action != RECOVER_NOTHING)
+            logf_(&a, "recovered %s: %s", rec.gpu, recover_action_to_string(rec.action));
+        else if (e.message[0])
+            logf_(&a, "journal: %s", error_message(&e));
+    }
+    logf_(&a, "reporting to %s every %us", cfg.server, cfg.heartbeat_s);
+    while (!(cfg.stop && *cfg.stop)) {
+        turn(&a);
+        sleep_interruptible(&cfg, cfg.heartbeat_s);
+    }
+    logf_(&a, "stopped");
+    free(a.pushed);
+    client_free(a.cl);
+    catalog_free(a.catalog);
+    return 0;
+}

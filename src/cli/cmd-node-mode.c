@@ -1,0 +1,116 @@
+/* cmd-node-mode.c: `einsora node mode NODE MODE [--drain wait|evict] [--gpu ID] [--wait]`:
+ * switch a node's (or a lab GPU's) mode as a workflow: cordon, drain, rebind/relabel, verify,
+ * uncordon (R3, R4, R7). */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "output.h"
+#include "remote.h"
+#include "util/macro.h"
+#include "verbs.h"
+
+static const char usage[] =
+        "usage: einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID] [--wait]\n\n"
+        "Switch a node to another mode: cordon -> drain -> relabel (datacenter) or rebind through\n"
+        "the agent (lab, per GPU) -> verify -> uncordon. Refused while workloads run unless a\n"
+        "drain is asked: --drain wait lets them end, --drain evict stops them (passthrough VMs\n"
+        "cannot migrate). --gpu switches one GPU of a lab machine (index or PCI address).\n"
+        "--wait follows the switch until it is done.\n\n";
+
+typedef struct ModeOpts {
+    const char *drain, *gpu;
+    bool wait;
+} ModeOpts;
+
+static int on_extra(int c, const char *arg, void *userdata) {
+    ModeOpts *m = userdata;
+    switch (c) {
+    case 'd':
+        if (STRNEQ(arg, "wait") && STRNEQ(arg, "evict") && STRNEQ(arg, "none"))
+            return fail(EXIT_USAGE, "node mode: --drain is wait or evict");
+        m->drain = arg;
+        return 0;
+    case 'g':
+        m->gpu = arg;
+        return 0;
+    case 'w':
+        m->wait = true;
+        return 0;
+    default:
+        return EXIT_USAGE;
+    }
+}
+
+static void print_switch(json_t *sw) {
+    printf("switch to %s: %s - %s\n", json_str(sw, "mode"), json_str(sw, "step"), json_str(sw, "message"));
+    fflush(stdout);
+}
+
+int node_mode_verb(int argc, char **argv) {
+    static const struct option extra[] = {
+            {"drain", required_argument, NULL, 'd'},
+            {"gpu", required_argument, NULL, 'g'},
+            {"wait", no_argument, NULL, 'w'},
+            {},
+    };
+    RemoteOpts o = {0};
+    ModeOpts m = {.drain = "none"};
+    int r = remote_getopt(argc, argv, extra, on_extra, &m, &o, usage);
+    if (r >= 0)
+        return r;
+    if (argc - optind != 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *node = argv[optind], *mode = argv[optind + 1];
+    json_t *body = json_pack("{s:s, s:s}", "mode", mode, "drain", m.drain), *j = NULL;
+    if (m.gpu)
+        json_object_set_new(body, "gpu", json_string(m.gpu));
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/mode", node);
+    r = remote_call(&o, "POST", path, body, NULL, &j);
+    json_decref(body);
+    if (r != EXIT_OK)
+        return r;
+    if (o.json && !m.wait)
+        return print_json(j);
+    if (json_str(j, "message")) {
+        printf("%s\n", json_str(j, "message"));
+        json_decref(j);
+        return EXIT_OK;
+    }
+    json_t *sw = json_object_get(j, "switch");
+    char last[512] = "";
+    if (sw) {
+        print_switch(sw);
+        snprintf(last, sizeof(last), "%s", json_str(sw, "message"));
+    }
+    bool done = !sw || !m.wait || STREQ(json_str(sw, "step"), "done") || STREQ(json_str(sw, "step"), "failed");
+    bool failed = sw && STREQ(json_str(sw, "step"), "failed");
+    json_decref(j);
+    if (done)
+        return failed ? EXIT_FAIL : EXIT_OK;
+    Client *cl = NULL;
+    if ((r = remote_open(&o, &cl)) != EXIT_OK)
+        return r;
+    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
+    for (;;) {
+        nanosleep(&(struct timespec){0, 500 * 1000 * 1000}, NULL);
+        if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)
+            break;
+        sw = json_object_get(j, "switch");
+        const char *step = sw ? json_str(sw, "step") : "done";
+        if (sw && STRNEQ(strempty(json_str(sw, "message")), last)) {
+            print_switch(sw);
+            snprintf(last, sizeof(last), "%s", json_str(sw, "message"));
+        }
+        bool end = STREQ(step, "done") || STREQ(step, "failed");
+        r = STREQ(step, "failed") ? EXIT_FAIL : EXIT_OK;
+        json_decref(j);
+        if (end)
+            break;
+    }
+    client_free(cl);
+    return r;
+}

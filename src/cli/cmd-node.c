@@ -1,0 +1,96 @@
+/* cmd-node.c: `einsora node show|cordon|uncordon NAME` and `node register FILE`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "output.h"
+#include "remote.h"
+#include "util/fileio.h"
+#include "util/macro.h"
+#include "util/table.h"
+#include "verbs.h"
+
+static const char usage[] =
+        "usage: einsora node show NAME [--json]\n"
+        "       einsora node cordon|uncordon NAME\n"
+        "       einsora node register FILE   (a JSON node description, as POST /v1/nodes)\n"
+        "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID] [--wait]\n\n";
+
+/* The fleet's view (issue 7): the agent, and the mode switch in progress or the last one. */
+static void print_node_fleet(json_t *n) {
+    json_t *agent = json_object_get(n, "agent"), *sw = json_object_get(n, "switch");
+    if (agent)
+        printf("agent     heartbeat every %llds, %s\n",
+               (long long)json_integer_value(json_object_get(agent, "heartbeat_s")),
+               json_is_true(json_object_get(n, "unreachable")) ? "UNREACHABLE (missed heartbeats; "
+                                                                  "allocations kept)" : "reporting");
+    if (sw)
+        printf("switch    to %s (drain %s): %s - %s\n", json_str(sw, "mode"), json_str(sw, "drain"),
+               json_str(sw, "step"), json_str(sw, "message"));
+    if (agent || sw)
+        printf("\n");
+}
+
+static int print_node(json_t *n) {
+    printf("node      %s\nsite      %s (%s)\nplatform  %s\nowner     %s\nmode      %s\n"
+           "cordoned  %s\n\n",
+           json_str(n, "name"), json_str(n, "site"), json_str(n, "site_kind"),
+           json_str(n, "platform"), json_str(n, "owner"),
+           json_str(n, "mode") ? json_str(n, "mode") : "per-gpu",
+           json_is_true(json_object_get(n, "cordoned")) ? "yes" : "no");
+    print_node_fleet(n);
+    Table *t = table_new("#", "PCI", "CLASS", "MEMORY", "BINDING", "MIG", "STATE", "ALLOCATIONS", NULL);
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(n, "devices"), i, d) {
+        char idx[24], mem[24], allocs[24];
+        snprintf(idx, sizeof(idx), "%zu", i);
+        const char *cls = json_str(d, "class");
+        table_add_row(t, idx, json_str(d, "pci"), cls && cls[0] ? cls : "(unclassified)",
+                      json_int_str(d, "memory_gb", mem, sizeof(mem)), json_str(d, "binding"),
+                      json_is_true(json_object_get(d, "mig_enabled")) ? "on" : "off",
+                      json_str(d, "quarantined") ? "quarantined" : json_str(d, "state"),
+                      json_int_str(d, "allocations", allocs, sizeof(allocs)));
+    }
+    table_print(t, stdout);
+    table_free(t);
+    return EXIT_OK;
+}
+
+int verb_node(int argc, char **argv) {
+    if (argc >= 2 && STREQ(argv[1], "mode"))
+        return node_mode_verb(argc - 1, argv + 1);
+    RemoteOpts o = {0};
+    int r = remote_getopt(argc, argv, NULL, NULL, NULL, &o, usage);
+    if (r >= 0)
+        return r;
+    const char *sub = optind < argc ? argv[optind++] : NULL;
+    const char *arg = optind < argc ? argv[optind++] : NULL;
+    if (!sub || !arg || optind < argc) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    json_t *j = NULL, *body = NULL;
+    char path[256];
+    if (STREQ(sub, "show")) {
+        snprintf(path, sizeof(path), "/v1/nodes/%s", arg);
+        r = remote_call(&o, "GET", path, NULL, NULL, &j);
+    } else if (STREQ(sub, "cordon") || STREQ(sub, "uncordon")) {
+        snprintf(path, sizeof(path), "/v1/nodes/%s/%s", arg, sub);
+        r = remote_call(&o, "POST", path, NULL, NULL, &j);
+    } else if (STREQ(sub, "register")) {
+        json_error_t je;
+        body = json_load_file(arg, JSON_REJECT_DUPLICATES, &je);
+        if (!body)
+            return fail(EXIT_FAIL, "%s:%d:%d: %s", arg, je.line, je.column, je.text);
+        r = remote_call(&o, "POST", "/v1/nodes", body, NULL, &j);
+        json_decref(body);
+    } else
+        return fail(EXIT_USAGE, "node: unknown sub-command '%s' (show, cordon, uncordon, register)", sub);
+    if (r != EXIT_OK)
+        return r;
+    if (o.json)
+        return print_json(j);
+    r = print_node(j);
+    json_decref(j);
+    return r;
+}

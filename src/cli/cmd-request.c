@@ -1,0 +1,186 @@
+/* cmd-request.c: `einsora request create|show|cancel|release`. create --wait polls until the
+ * request is placed (or refused), showing why it waits meanwhile. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "output.h"
+#include "remote.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+#include "verbs.h"
+
+static const char usage[] =
+        "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
+        "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
+        "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
+        "       einsora request show|cancel|release ID\n\n"
+        "create prints the request's id and state; with --wait it waits until the request is\n"
+        "placed, printing the reason while it waits. Exit 1 when refused.\n"
+        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n\n";
+
+typedef struct CreateArgs {
+    json_t *body;
+    const char *key;
+    bool wait;
+    int bad;
+} CreateArgs;
+
+static int on_extra(int c, const char *arg, void *userdata) {
+    CreateArgs *a = userdata;
+    uint64_t v;
+    switch (c) {
+    case 'k':
+        json_object_set_new(a->body, "kind", json_string(arg));
+        break;
+    case 'c':
+        json_object_set_new(a->body, "class", json_string(arg));
+        break;
+    case 'g':
+        json_object_set_new(a->body, "guest_os", json_string(arg));
+        break;
+    case 'r':
+        json_object_set_new(a->body, "runtime", json_string(arg));
+        break;
+    case 's':
+        json_object_set_new(a->body, "share", json_true());
+        break;
+    case 'n':
+    case 'm':
+    case 'W':
+        if (parse_uint64(arg, 1u << 30, &v) < 0)
+            return fail(EXIT_USAGE, "request: '%s' is not a number", arg);
+        json_object_set_new(a->body, c == 'n' ? "count" : c == 'm' ? "memory_gb" : "wait_s",
+                            json_integer((json_int_t)v));
+        break;
+    case 'f': {
+        json_t *list = json_array();
+        char buf[512];
+        snprintf(buf, sizeof(buf), "%s", arg);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            json_array_append_new(list, json_string(t));
+        json_object_set_new(a->body, "fallback", list);
+        break;
+    }
+    case 'K':
+        a->key = arg;
+        break;
+    case 'w':
+        a->wait = true;
+        break;
+    }
+    return 0;
+}
+
+static void print_request(json_t *q) {
+    json_t *pl = json_object_get(q, "placement");
+    char id[24];
+    printf("request %s: %s", json_int_str(q, "id", id, sizeof(id)), json_str(q, "state"));
+    const char *state = json_str(q, "state");
+    if (pl && state && (STREQ(state, "placed") || STREQ(state, "active"))) {
+        printf(" on %s (%s, %s", json_str(pl, "node"), json_str(pl, "class"), json_str(pl, "method"));
+        const char *crt = json_str(pl, "container_runtime"), *ert = json_str(pl, "endpoint_runtime");
+        if (crt && STRNEQ(crt, "none"))
+            printf(", %s", crt);
+        if (ert && STRNEQ(ert, "none"))
+            printf(", %s", ert);
+        printf(")");
+    } else if (json_str(q, "reason"))
+        printf(": %s", json_str(q, "reason"));
+    json_t *pos = json_object_get(q, "queue_position");
+    if (json_is_integer(pos))
+        printf(" [queue position %lld]", (long long)json_integer_value(pos));
+    printf("\n");
+}
+
+static int exit_for(json_t *q) {
+    const char *st = json_str(q, "state");
+    return st && STREQ(st, "refused") ? EXIT_FAIL : EXIT_OK;
+}
+
+static int create(RemoteOpts *o, CreateArgs *a) {
+    Client *cl = NULL;
+    json_t *q = NULL;
+    int r = remote_open(o, &cl);
+    if (r != EXIT_OK)
+        return r;
+    r = remote_call_on(cl, "POST", "/v1/requests", a->body, a->key, &q);
+    char last_reason[512] = "";
+    while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
+        if (!o->json && STRNEQ(last_reason, strempty(json_str(q, "reason")))) {
+            print_request(q);
+            fflush(stdout);
+            snprintf(last_reason, sizeof(last_reason), "%s", strempty(json_str(q, "reason")));
+        }
+        sleep(1);
+        char path[64];
+        snprintf(path, sizeof(path), "/v1/requests/%lld",
+                 (long long)json_integer_value(json_object_get(q, "id")));
+        json_decref(q);
+        q = NULL;
+        r = remote_call_on(cl, "GET", path, NULL, NULL, &q);
+    }
+    client_free(cl);
+    if (r != EXIT_OK)
+        return r;
+    r = exit_for(q);
+    if (o->json)
+        print_json(q);
+    else {
+        print_request(q);
+        json_decref(q);
+    }
+    return r;
+}
+
+int verb_request(int argc, char **argv) {
+    static const struct option extra[] = {
+            {"kind", required_argument, NULL, 'k'},    {"class", required_argument, NULL, 'c'},
+            {"count", required_argument, NULL, 'n'},   {"memory", required_argument, NULL, 'm'},
+            {"guest-os", required_argument, NULL, 'g'}, {"share", no_argument, NULL, 's'},
+            {"runtime", required_argument, NULL, 'r'}, {"fallback", required_argument, NULL, 'f'},
+            {"wait-s", required_argument, NULL, 'W'},  {"key", required_argument, NULL, 'K'},
+            {"wait", no_argument, NULL, 'w'},          {},
+    };
+    RemoteOpts o = {0};
+    CreateArgs a = {.body = json_object()};
+    int r = remote_getopt(argc, argv, extra, on_extra, &a, &o, usage);
+    if (r >= 0) {
+        json_decref(a.body);
+        return r;
+    }
+    const char *sub = optind < argc ? argv[optind++] : NULL;
+    if (sub && STREQ(sub, "create")) {
+        if (optind < argc) {
+            json_decref(a.body);
+            return fail(EXIT_USAGE, "request create: unexpected argument '%s'", argv[optind]);
+        }
+        r = create(&o, &a);
+        json_decref(a.body);
+        return r;
+    }
+    json_decref(a.body);
+    const char *id = optind < argc ? argv[optind++] : NULL;
+    if (!sub || !id || optind < argc ||
+        (STRNEQ(sub, "show") && STRNEQ(sub, "cancel") && STRNEQ(sub, "release"))) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    char path[128];
+    json_t *q = NULL;
+    if (STREQ(sub, "show")) {
+        snprintf(path, sizeof(path), "/v1/requests/%.64s", id);
+        r = remote_call(&o, "GET", path, NULL, NULL, &q);
+    } else {
+        snprintf(path, sizeof(path), "/v1/requests/%.64s/%s", id, sub);
+        r = remote_call(&o, "POST", path, NULL, NULL, &q);
+    }
+    if (r != EXIT_OK)
+        return r;
+    if (o.json)
+        return print_json(q);
+    print_request(q);
+    json_decref(q);
+    return EXIT_OK;
+}

@@ -1,0 +1,100 @@
+/* cmd-serve.c: `einsora serve`: run the control plane's HTTP API. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "output.h"
+#include "server/server.h"
+#include "util/strutil.h"
+#include "verbs.h"
+
+static void serve_usage(FILE *f) {
+    fputs("usage: einsora serve [--listen ADDR:PORT] [--state FILE] [--catalog FILE]\n"
+          "                     [--port-file FILE] [--pci-ids FILE]\n\n"
+          "Run the control plane: the HTTP/JSON API under /v1 (see docs/openapi.yaml).\n"
+          "Listens on loopback unless told otherwise; port 0 picks a free port, printed as\n"
+          "'listening on http://ADDR:PORT' on stdout once the state is restored.\n\n"
+          "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN ")\n"
+          "  --state FILE        SQLite state file (default ./einsora.db)\n"
+          "  --catalog FILE      catalog of GPU classes (default: the shipped catalog)\n"
+          "  --port-file FILE    also write the chosen port to FILE\n"
+          "  --batch N           operations per group commit (1 = one transaction each)\n"
+          "  -h, --help          this text\n",
+          f);
+}
+
+typedef struct Ready {
+    const char *listen;
+    const char *port_file;
+} Ready;
+
+static void on_ready(uint16_t port, void *userdata) {
+    Ready *r = userdata;
+    char host[64] = "127.0.0.1";
+    const char *colon = strrchr(r->listen, ':');
+    if (colon && (size_t)(colon - r->listen) < sizeof(host))
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - r->listen), r->listen);
+    printf("listening on http://%s:%u\n", host, port);
+    fflush(stdout);
+    if (r->port_file) {
+        /* Written to a temporary name and renamed, so a reader never sees half a number. */
+        char tmp[4096];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", r->port_file);
+        FILE *f = fopen(tmp, "we");
+        bool ok = f && fprintf(f, "%u\n", port) > 0;
+        ok = f && fclose(f) == 0 && ok;
+        if (!ok || rename(tmp, r->port_file) < 0)
+            fprintf(stderr, "einsora: warning: cannot write %s\n", r->port_file);
+    }
+}
+
+int verb_serve(int argc, char **argv) {
+    static const struct option options[] = {
+            {"listen", required_argument, NULL, 'l'},   {"state", required_argument, NULL, 's'},
+            {"catalog", required_argument, NULL, 'c'},  {"port-file", required_argument, NULL, 'p'},
+            {"pci-ids", required_argument, NULL, 'i'},  {"batch", required_argument, NULL, 'b'},
+            {"help", no_argument, NULL, 'h'},           {},
+    };
+    ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN, .state_path = "einsora.db",
+                        .batch_max = SERVER_BATCH_MAX, .log = stderr};
+    int c;
+    uint64_t batch;
+    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+        switch (c) {
+        case 'l':
+            cfg.listen = optarg;
+            break;
+        case 's':
+            cfg.state_path = optarg;
+            break;
+        case 'c':
+            cfg.catalog_path = optarg;
+            break;
+        case 'p':
+            cfg.port_file = optarg;
+            break;
+        case 'i':
+            cfg.pci_ids_path = optarg;
+            break;
+        case 'b':
+            if (parse_uint64(optarg, 100000, &batch) < 0 || batch == 0)
+                return fail(EXIT_USAGE, "serve: --batch takes a number from 1 to 100000");
+            cfg.batch_max = (unsigned)batch;
+            break;
+        case 'h':
+            serve_usage(stdout);
+            return EXIT_OK;
+        default:
+            serve_usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return fail(EXIT_USAGE, "serve: unexpected argument '%s'", argv[optind]);
+    Ready ready = {cfg.listen, cfg.port_file};
+    Error err = {0};
+    if (server_run(&cfg, on_ready, &ready, &err) < 0)
+        return fail_error(EXIT_FAIL, &err);
+    return EXIT_OK;
+}

@@ -1,0 +1,24 @@
+/* client.h: a small HTTP/JSON client of the control plane's API (libcurl), for the CLI,
+ * tests and the benchmark. One Client per thread; it keeps its connection alive. */
+#pragma once
+
+#include <jansson.h>
+
+#include "util/error.h"
+
+typedef struct Client Client;
+
+/* server: "http://HOST:PORT" or "HOST:PORT"; token may be NULL. */
+int client_new(const char *server, const char *token, Client **ret, Error *err);
+void client_free(Client *c);
+
+/* One call. body (may be NULL) is sent as JSON; idem_key (may be NULL) as Idempotency-Key.
+ * On any HTTP answer returns 0 with the status and the parsed JSON body (NULL when it is
+ * not JSON). A transport failure (refused, timeout) is -ECONNREFUSED / -ETIMEDOUT / -EIO
+ * with a sentence. */
+int client_call(Client *c, const char *method, const char *path, json_t *body,
+                const char *idem_key, long *ret_status, json_t **ret_json, Error *err);
+/* Same with a raw body (tests: malformed input) and the raw answer text. */
+int client_call_raw(Client *c, const char *method, const char *path, const char *body,
+                    size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
+                    Error *err);

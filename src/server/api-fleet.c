@@ -1,0 +1,265 @@
+/* api-fleet.c: the API of the fleet: an agent's heartbeat (which answers with its work and
+ * the workloads placed on its node), an agent's task results, and mode switches (R3, R4, R7). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "fleet.h"
+#include "server/fleet-spec.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+/* The node's own agent, or an admin. */
+static bool is_agent_of(const Principal *who, const char *node) {
+    return who->role == ROLE_ADMIN || (who->role == ROLE_NODE && principal_has_node(who, node));
+}
+
+/* ---- heartbeat ---- */
+
+typedef struct BeatArg {
+    const char *node;
+    const FleetHeartbeat *hb;
+} BeatArg;
+
+static void op_heartbeat(Server *s, Op *op) {
+    BeatArg *a = op->arg;
+    Node *n = ptrmap_get(&s->nodes, a->node);
+    if (!n)
+        OP_FAIL(op, 404, "not_found", "No node %s: the agent registers it first (PUT /v1/nodes/%s).",
+                a->node, a->node);
+    fleet_agent_seen(s, n, a->hb->interval_s);
+    /* The agent's report wins (its journal and the kernel are the truth): an active workload
+     * it no longer runs has ended. Placed ones it has not started yet are still to start. */
+    if (a->hb->has_running) {
+        Req *w[256];
+        size_t k = MIN(fleet_node_workloads(s, n->spec.name, -1, w, ARRAY_SIZE(w)), ARRAY_SIZE(w));
+        for (size_t i = 0; i < k; i++)
+            if (w[i]->state == REQ_ACTIVE && !fleet_heartbeat_runs(a->hb, w[i]->id))
+                state_end_request(s, w[i], "request.lost", "the node's agent reports it no longer runs");
+    }
+    json_t *tasks = json_array(), *work = json_array();
+    for (size_t i = 0; i < s->n_tasks; i++)
+        if (STREQ(s->tasks[i]->node, n->spec.name))
+            json_array_append_new(tasks, fleet_task_json(s->tasks[i]));
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        const Req *r = s->reqs[i];
+        const char *pn = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+        if ((r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, n->spec.name))
+            json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O}", "id", (json_int_t)r->id,
+                                                  "user", r->user, "kind", api_kind_to_string(r->spec.kind),
+                                                  "state", req_state_to_string(r->state),
+                                                  "placement", r->placement));
+    }
+    op->status = 200;
+    op->body = json_pack("{s:s, s:b, s:o, s:o}", "node", n->spec.name, "unreachable", n->unreachable,
+                         "tasks", tasks, "workloads", work);
+}
+
+void api_node_heartbeat(HttpCtx *c) {
+    const char *node = c->match.params[0];
+    if (!is_agent_of(&c->who, node))
+        API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) sends its heartbeat.", node);
+    FleetHeartbeat hb;
+    Error err = {0};
+    if (fleet_heartbeat_parse(c->body, c->body_len, &hb, &err) < 0)
+        API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    BeatArg a = {.node = node, .hb = &hb};
+    Op op = {.fn = op_heartbeat, .who = &c->who, .arg = &a};
+    writer_submit(c->s, &op);
+    c->status = op.status;
+    c->json = op.body;
+    fleet_heartbeat_done(&hb);
+}
+
+/* ---- task results ---- */
+
+typedef struct ResultArg {
+    const char *node;
+    uint64_t id;
+    const FleetTaskResult *res;
+} ResultArg;
+
+static void op_task_result(Server *s, Op *op) {
+    ResultArg *a = op->arg;
+    Node *n = ptrmap_get(&s->nodes, a->node);
+    Task *t = fleet_task_find(s, a->id);
+    if (!n || !t || STRNEQ(t->node, a->node))
+        OP_FAIL(op, 404, "not_found", "No open task %" PRIu64 " for node %s.", a->id, a->node);
+    char obj[32];
+    snprintf(obj, sizeof(obj), "%" PRIu64, t->id);
+    const FleetTaskResult *res = a->res;
+    const char *verdict = res->verdict[0] ? res->verdict : NULL;
+    json_t *data = json_pack("{s:s, s:i, s:s, s:b, s:s}", "node", t->node, "device", (int)t->dev, "gpu",
+                             t->gpu, "ok", res->ok, "message", res->message);
+    if (t->kind == TASK_RESET_CHECK) {
+        /* R9: a failed check quarantines the GPU with the reason; "degraded" is offered. */
+        bool failed = verdict && STREQ(verdict, "fail");
+        json_object_set_new(data, "verdict", json_string(verdict ? verdict : res->ok ? "pass" : "error"));
+        if (res->ok || failed) {
+            Error err = {0};
+            const char *why = res->message[0] ? res->message : "the reset-cycle check failed";
+            if (sched_device_reset_result(s->sched, n->spec.name, t->dev, !failed, failed ? why : NULL,
+                                          (uint64_t)(s->now_ms / 1000), &err) >= 0 &&
+                t->dev < n->spec.n_devices) {
+                ApiDevice *d = &n->spec.devices[t->dev];
+                d->reset_verified = !failed;
+                if (failed) {
+                    d->quarantined = true;
+                    snprintf(d->quarantine_reason, sizeof(d->quarantine_reason), "%.127s", why);
+                }
+                (void)save_node(s, n);
+            }
+        }
+        json_object_set_new(data, "reason", json_sprintf("%s %s: %s", t->gpu, json_string_value(json_object_get(data, "verdict")),
+                                                         res->message));
+        state_event(s, "gpu.reset-checked", obj, NULL, data);
+    } else {
+        json_object_set_new(data, "reason", json_sprintf("%s%s", res->ok ? "" : "failed: ", res->message));
+        state_event(s, "gpu.rebound", obj, NULL, data);
+        fleet_switch_task_done(s, n, t->id, res->ok, res->message);
+    }
+    fleet_task_finish(s, t);
+    op->status = 200;
+    op->body = json_pack("{s:s}", "status", "recorded");
+}
+
+void api_node_task_result(HttpCtx *c) {
+    const char *node = c->match.params[0];
+    uint64_t id;
+    if (parse_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
+        API_FAIL(c, 404, "not_found", "No task %.64s: task ids are numbers.", c->match.params[1]);
+    if (!is_agent_of(&c->who, node))
+        API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reports its tasks.", node);
+    FleetTaskResult res;
+    Error err = {0};
+    if (fleet_task_result_parse(c->body, c->body_len, &res, &err) < 0)
+        API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    ResultArg a = {.node = node, .id = id, .res = &res};
+    Op op = {.fn = op_task_result, .who = &c->who, .arg = &a};
+    writer_submit(c->s, &op);
+    c->status = op.status;
+    c->json = op.body;
+}
+
+/* ---- mode switch ---- */
+
+typedef struct ModeArg {
+    const char *node, *mode, *gpu;
+    DrainMode drain;
+} ModeArg;
+
+static int find_device(const Node *n, const char *gpu) {
+    uint64_t idx;
+    if (parse_uint64(gpu, SPEC_MAX_DEVICES - 1, &idx) >= 0)
+        return idx < n->spec.n_devices ? (int)idx : -1;
+    for (size_t i = 0; i < n->spec.n_devices; i++)
+        if (STREQ(n->spec.devices[i].pci, gpu))
+            return (int)i;
+    return -1;
+}
+
+static void op_mode(Server *s, Op *op) {
+    ModeArg *a = op->arg;
+    Node *n = ptrmap_get(&s->nodes, a->node);
+    if (!n)
+        OP_FAIL(op, 404, "not_found", "No node %s.", a->node);
+    const Principal *who = op->who;
+    if (!(who->role == ROLE_ADMIN || (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
+                                       STREQ(n->spec.owner, who->user))))
+        OP_FAIL(op, 403, "forbidden", "Only an admin or the owner of node %s may switch its mode.", a->node);
+    if (STREQ(n->spec.platform, "macos"))
+        OP_FAIL(op, 400, "bad_request", "Node %s is a Mac: its GPU has no modes (R10).", a->node);
+    bool dc = STREQ(n->spec.site_kind, "datacenter");
+    int gpu = -1;
+    if (a->gpu) {
+        if (dc)
+            OP_FAIL(op, 400, "bad_request", "Node %s is a datacenter node: all its GPUs share one mode "
+                                            "(R3); switch the whole node (leave out the GPU).", a->node);
+        if ((gpu = find_device(n, a->gpu)) < 0)
+            OP_FAIL(op, 400, "bad_request", "Node %s has no GPU %.64s (give its index or PCI address).",
+                    a->node, a->gpu);
+    }
+    if (switch_active(n->sw))
+        OP_FAIL(op, 409, "conflict", "Node %s is already switching to %s (step: %s).", a->node,
+                n->sw->mode, switch_step_to_string(n->sw->step));
+    if (n->unreachable)
+        OP_FAIL(op, 409, "conflict", "Node %s is unreachable: its agent must report before a switch.", a->node);
+    if (!dc && !n->heartbeat_s)
+        OP_FAIL(op, 409, "conflict", "Node %s has no agent reporting: a lab machine's GPUs are rebound "
+                                     "by its agent (einsora agent run).", a->node);
+    NodeSwitch probe = {.gpu = gpu};
+    snprintf(probe.mode, sizeof(probe.mode), "%s", a->mode);
+    /* Nothing to change? */
+    const char *want = STREQ(a->mode, "vm-passthrough") ? "vfio" : "host";
+    bool todo = false;
+    if (dc)
+        todo = STRNEQ(n->spec.mode, a->mode);
+    else
+        for (size_t i = 0; i < n->spec.n_devices; i++) {
+            DeviceInfo di;
+            if ((gpu >= 0 && (size_t)gpu != i) ||
+                sched_device_info(s->sched, n->spec.name, (unsigned)i, &di) < 0 || di.class_index < 0)
+                continue;
+            if (s->catalog->classes[di.class_index].vendor != VENDOR_NVIDIA) {
+                if (gpu >= 0)
+                    OP_FAIL(op, 400, "bad_request", "GPU %d of node %s is not an NVIDIA GPU: only "
+                                                    "NVIDIA GPUs switch between containers and VMs "
+                                                    "(R1, R12).", gpu, a->node);
+                continue;
+            }
+            todo = todo || STRNEQ(n->spec.devices[i].binding, want);
+        }
+    if (!todo) {
+        op->status = 200;
+        op->body = node_to_json(s, n);
+        json_object_set_new(op->body, "message", json_sprintf("Node %s is already in %s mode.", a->node, a->mode));
+        return;
+    }
+    /* R4: a switch while workloads run, with no drain asked, is refused naming them. */
+    Req *w[64];
+    size_t k = 0;
+    if (gpu >= 0)
+        k = fleet_node_workloads(s, n->spec.name, gpu, w, ARRAY_SIZE(w));
+    else
+        for (size_t i = 0; i < n->spec.n_devices; i++) {
+            Req *x[64];
+            size_t m = MIN(fleet_node_workloads(s, n->spec.name, (int)i, x, ARRAY_SIZE(x)), ARRAY_SIZE(x));
+            for (size_t p = 0; p < m; p++) {
+                bool seen = false;
+                for (size_t q = 0; q < MIN(k, ARRAY_SIZE(w)); q++)
+                    seen = seen || w[q] == x[p];
+                if (!seen && k < ARRAY_SIZE(w))
+                    w[k++] = x[p];
+            }
+        }
+    if (k && a->drain == DRAIN_NONE) {
+        char list[300];
+        fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), list, sizeof(list));
+        OP_FAIL(op, 409, "busy", "Node %s runs %zu workload(s): %s. Drain first: --drain wait (let "
+                                 "them end) or --drain evict (stop them; passthrough VMs cannot "
+                                 "migrate).", a->node, k, list);
+    }
+    NodeSwitch *sw = calloc(1, sizeof(*sw));
+    if (!sw)
+        OP_FAIL(op, 500, "internal", "Out of memory.");
+    *sw = probe;
+    sw->drain = a->drain;
+    fleet_switch_start(s, n, sw);
+    op->status = switch_active(n->sw) ? 202 : 200;
+    op->body = node_to_json(s, n);
+}
+
+void api_node_mode(HttpCtx *c) {
+    FleetModeRequest m;
+    Error err = {0};
+    if (fleet_mode_parse(c->body, c->body_len, &m, &err) < 0)
+        API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    ModeArg a = {.node = c->match.params[0], .mode = m.mode, .gpu = m.gpu[0] ? m.gpu : NULL,
+                 .drain = drain_mode_from_string(m.drain)};
+    Op op = {.fn = op_mode, .who = &c->who, .arg = &a};
+    writer_submit(c->s, &op);
+    c->status = op.status;
+    c->json = op.body;
+}

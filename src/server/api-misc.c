@@ -1,0 +1,181 @@
+/* api-misc.c: probes, metrics, classes, capacity, the event feed and the invariant check. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "config/catalog-json.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+void api_healthz(HttpCtx *c) {
+    c->json = json_pack("{s:s}", "status", "ok");
+}
+
+void api_readyz(HttpCtx *c) {
+    /* Routes answer only after the state was rebuilt and checked, so being reachable and not
+     * failed means ready. */
+    if (atomic_load(&c->s->fatal))
+        api_error(c, 503, "unavailable", "The server hit a storage error.");
+    else
+        c->json = json_pack("{s:s}", "status", "ready");
+}
+
+void api_classes(HttpCtx *c) {
+    c->json = catalog_to_json(c->s->catalog); /* {"classes": [...]} */
+}
+
+static json_t *capacity_row_json(const CapacityRow *r) {
+    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "class", r->class_name, "mode",
+                          capacity_mode_to_string(r->mode), "total", (json_int_t)r->total,
+                          "allocated", (json_int_t)r->allocated, "free", (json_int_t)r->free,
+                          "cordoned", (json_int_t)r->cordoned, "quarantined",
+                          (json_int_t)r->quarantined);
+    json_object_set_new(j, "site", r->site ? json_string(r->site) : json_null());
+    if (r->resource)
+        json_object_set_new(j, "resource", json_string(r->resource));
+    if (r->node_selector)
+        json_object_set_new(j, "node_selector", json_string(r->node_selector));
+    return j;
+}
+
+/* Capacity rows (R6) and each datacenter node's advertised resources; the caller holds the
+ * state lock. */
+static json_t *capacity_json(Server *s, const char *cls, const char *site, Error *err) {
+    CapacityRow *rows = NULL;
+    size_t n = 0;
+    if (sched_capacity(s->sched, &rows, &n, err) < 0)
+        return NULL;
+    json_t *list = json_array(), *nodes = json_array();
+    for (size_t i = 0; i < n; i++) {
+        if ((cls && STRNEQ(cls, rows[i].class_name)) || (site && (!rows[i].site || STRNEQ(site, rows[i].site))))
+            continue;
+        json_array_append_new(list, capacity_row_json(&rows[i]));
+    }
+    free(rows);
+    size_t nn = sched_node_count(s->sched);
+    for (size_t i = 0; i < nn; i++) {
+        NodeInfo ni;
+        ResourceCount *rc = NULL;
+        size_t nrc = 0;
+        if (sched_node_info_at(s->sched, i, &ni) < 0 || ni.site_kind != SITE_DATACENTER ||
+            (site && STRNEQ(site, ni.site)))
+            continue;
+        if (sched_node_resources(s->sched, ni.name, &rc, &nrc, NULL) < 0)
+            continue;
+        json_t *res = json_object();
+        for (size_t k = 0; k < nrc; k++)
+            json_object_set_new(res, rc[k].name, json_integer((json_int_t)rc[k].count));
+        free(rc);
+        json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:o}", "node", ni.name, "site",
+                                               ni.site, "mode", node_mode_to_string(ni.mode),
+                                               "resources", res));
+    }
+    return json_pack("{s:o, s:o, s:I}", "classes", list, "nodes", nodes, "unclassified",
+                     (json_int_t)sched_unclassified_count(s->sched));
+}
+
+void api_capacity(HttpCtx *c) {
+    Error err = {0};
+    pthread_rwlock_rdlock(&c->s->lock);
+    c->json = capacity_json(c->s, api_query(c, "class"), api_query(c, "site"), &err);
+    pthread_rwlock_unlock(&c->s->lock);
+    if (!c->json)
+        api_error(c, 500, "internal", "%s", error_message(&err));
+}
+
+void api_events(HttpCtx *c) {
+    uint64_t after, wait, limit;
+    if (!api_query_uint(c, "after", 0, UINT64_MAX, &after) ||
+        !api_query_uint(c, "wait", 0, 60, &wait) || !api_query_uint(c, "limit", 1000, 10000, &limit))
+        return;
+    if (limit == 0)
+        limit = 1;
+    c->json = events_read(&c->s->events, after, limit, (int)wait * 1000,
+                          c->who.role == ROLE_ADMIN ? NULL : c->who.user);
+}
+
+void api_invariants(HttpCtx *c) {
+    if (c->who.role != ROLE_ADMIN) {
+        api_error(c, 403, "forbidden", "The invariant check is for admins.");
+        return;
+    }
+    Error err = {0};
+    pthread_rwlock_rdlock(&c->s->lock);
+    int r = sched_check(c->s->sched, &err);
+    size_t n = sched_request_count(c->s->sched);
+    pthread_rwlock_unlock(&c->s->lock);
+    if (r < 0)
+        c->json = json_pack("{s:b, s:s}", "ok", 0, "violation", error_message(&err));
+    else
+        c->json = json_pack("{s:b, s:I}", "ok", 1, "requests", (json_int_t)n);
+}
+
+static void gauge(StrBuf *b, const char *name, const char *help, const char *type) {
+    strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void api_metrics(HttpCtx *c) {
+    Server *s = c->s;
+    Metrics *m = &s->metrics;
+    StrBuf b = {0};
+    static const char *const states[] = {"total", "allocated", "free", "cordoned", "quarantined"};
+    gauge(&b, "einsora_capacity_units", "Units of each GPU class per mode (R6), summed over sites.",
+          "gauge");
+    pthread_rwlock_rdlock(&s->lock);
+    CapacityRow *rows = NULL;
+    size_t n = 0;
+    if (sched_capacity(s->sched, &rows, &n, NULL) >= 0)
+        for (size_t i = 0; i < n; i++) {
+            if (rows[i].site)
+                continue;
+            const uint64_t v[] = {rows[i].total, rows[i].allocated, rows[i].free, rows[i].cordoned,
+                                  rows[i].quarantined};
+            for (size_t k = 0; k < ARRAY_SIZE(v); k++)
+                strbuf_printf(&b, "einsora_capacity_units{class=\"%s\",mode=\"%s\",state=\"%s\"} %llu\n",
+                              rows[i].class_name, capacity_mode_to_string(rows[i].mode), states[k],
+                              (unsigned long long)v[k]);
+        }
+    free(rows);
+    size_t waiting = sched_waiting_count(s->sched);
+    size_t nodes = sched_node_count(s->sched);
+    pthread_rwlock_unlock(&s->lock);
+    gauge(&b, "einsora_queue_depth", "Requests waiting for placement.", "gauge");
+    strbuf_printf(&b, "einsora_queue_depth %zu\n", waiting);
+    gauge(&b, "einsora_nodes", "Registered nodes.", "gauge");
+    strbuf_printf(&b, "einsora_nodes %zu\n", nodes);
+    gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");
+    histogram_write(&b, "einsora_queue_wait_seconds", NULL, &m->queue_wait);
+    gauge(&b, "einsora_decisions_total", "Placement decisions by outcome.", "counter");
+    static const char *const outcomes[] = {"placed", "waiting", "refused"};
+    for (size_t i = 0; i < 3; i++)
+        strbuf_printf(&b, "einsora_decisions_total{outcome=\"%s\"} %llu\n", outcomes[i],
+                      (unsigned long long)atomic_load(&m->decisions[i]));
+    gauge(&b, "einsora_commits_total", "Store transactions committed (group commit).", "counter");
+    strbuf_printf(&b, "einsora_commits_total %llu\n", (unsigned long long)atomic_load(&m->commits));
+    gauge(&b, "einsora_committed_operations_total", "API changes committed.", "counter");
+    strbuf_printf(&b, "einsora_committed_operations_total %llu\n",
+                  (unsigned long long)atomic_load(&m->committed_ops));
+    gauge(&b, "einsora_commit_seconds", "Latency of one store transaction.", "histogram");
+    histogram_write(&b, "einsora_commit_seconds", NULL, &m->commit);
+    gauge(&b, "einsora_http_responses_total", "HTTP responses by status class.", "counter");
+    for (size_t i = 1; i < 6; i++)
+        strbuf_printf(&b, "einsora_http_responses_total{code=\"%zuxx\"} %llu\n", i,
+                      (unsigned long long)atomic_load(&m->responses[i]));
+    gauge(&b, "einsora_api_request_seconds", "API latency per route.", "histogram");
+    for (size_t i = 0; i < api_n_routes; i++) {
+        const Route *rt = &api_routes[i];
+        if (rt->id >= METRICS_ROUTES || !atomic_load(&m->api[rt->id].count))
+            continue;
+        char labels[160];
+        snprintf(labels, sizeof(labels), "route=\"%s %s\"", rt->method, rt->pattern);
+        histogram_write(&b, "einsora_api_request_seconds", labels, &m->api[rt->id]);
+    }
+    if (!strbuf_cstr(&b)) {
+        strbuf_done(&b);
+        api_error(c, 500, "internal", "Out of memory.");
+        return;
+    }
+    c->text = b.data;
+    c->content_type = "text/plain; version=0.0.4";
+}

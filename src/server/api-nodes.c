@@ -1,0 +1,221 @@
+/* api-nodes.c: node registration (admin, the node's owner, or the node's own agent), the
+ * agent's inventory push, listing, and cordon / uncordon. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "util/macro.h"
+
+/* Who may change node `name` owned by `owner`: admins; an owner token naming the node (and
+ * owning it); the node's own agent. */
+static bool may_manage(const Principal *who, const char *name, const char *owner) {
+    switch (who->role) {
+    case ROLE_ADMIN:
+        return true;
+    case ROLE_OWNER:
+        return principal_has_node(who, name) && (!owner || STREQ(owner, who->user));
+    case ROLE_NODE:
+        return principal_has_node(who, name);
+    default:
+        return false;
+    }
+}
+
+int save_node(Server *s, const Node *n) {
+    json_t *j = api_node_to_json(&n->spec);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text)
+        return -ENOMEM;
+    int r = store_node_put(s->store, n->spec.name, text, NULL);
+    free(text);
+    return r;
+}
+
+typedef struct NodeArg {
+    ApiNode spec;
+    bool upsert; /* PUT: replace an existing node (the agent's inventory push) */
+} NodeArg;
+
+static void op_node_put(Server *s, Op *op) {
+    NodeArg *a = op->arg;
+    Node *old = ptrmap_get(&s->nodes, a->spec.name);
+    Error err = {0};
+    if (old && !a->upsert) {
+        op_error(op, 409, "conflict", "Node %s exists; an agent updates it with PUT /v1/nodes/%s.",
+                 a->spec.name, a->spec.name);
+        return;
+    }
+    if (old && op->who->role == ROLE_NODE)
+        fleet_merge_agent_push(old, &a->spec);
+    if (old) {
+        json_t *x = api_node_to_json(&old->spec), *y = api_node_to_json(&a->spec);
+        bool same = json_equal(x, y);
+        json_decref(x);
+        json_decref(y);
+        if (same) {
+            fleet_on_node_put(s, old, op->who->role == ROLE_NODE);
+            op->status = 200;
+            op->body = node_to_json(s, old);
+            return;
+        }
+        /* A changed inventory replaces the node, which needs it idle: the core never pulls a
+         * GPU from under a running workload. */
+        int r = sched_remove_node(s->sched, old->spec.name, &err);
+        if (r < 0) {
+            op_error(op, 409, "conflict", "%s", error_message(&err));
+            return;
+        }
+        r = state_node_add_core(s, &a->spec, &err);
+        if (r < 0) {
+            Error e2 = {0};
+            if (state_node_add_core(s, &old->spec, &e2) < 0)
+                abort(); /* the node was there a moment ago: cannot fail */
+            op_error(op, r == -EEXIST ? 409 : 400, r == -EEXIST ? "conflict" : "bad_request", "%s",
+                     error_message(&err));
+            return;
+        }
+        old->spec = a->spec;
+        (void)save_node(s, old);
+        fleet_on_node_put(s, old, op->who->role == ROLE_NODE);
+        state_event(s, "node.updated", old->spec.name, NULL, json_pack("{s:s}", "by", op->who->role == ROLE_NODE ? "agent" : "api"));
+        op->status = 200;
+        op->body = node_to_json(s, old);
+        return;
+    }
+    Node *n = calloc(1, sizeof(*n));
+    if (!n) {
+        op_error(op, 500, "internal", "Out of memory.");
+        return;
+    }
+    n->spec = a->spec;
+    int r = state_node_add_core(s, &n->spec, &err);
+    if (r < 0) {
+        free(n);
+        op_error(op, r == -EEXIST ? 409 : r == -ENOENT ? 400 : 400,
+                 r == -EEXIST ? "conflict" : "bad_request", "%s", error_message(&err));
+        return;
+    }
+    if (ptrmap_put(&s->nodes, n->spec.name, n) < 0)
+        abort();
+    (void)save_node(s, n);
+    fleet_on_node_put(s, n, op->who->role == ROLE_NODE);
+    state_event(s, "node.registered", n->spec.name, NULL, json_pack("{s:s, s:s}", "site", n->spec.site, "owner", n->spec.owner));
+    op->status = 201;
+    op->body = node_to_json(s, n);
+}
+
+static void node_put(HttpCtx *c, bool upsert) {
+    NodeArg *a = calloc(1, sizeof(*a));
+    if (!a) {
+        api_error(c, 500, "internal", "Out of memory.");
+        return;
+    }
+    Error err = {0};
+    a->upsert = upsert;
+    if (api_node_parse(c->body, c->body_len, &a->spec, &err) < 0)
+        api_error(c, 400, "bad_request", "%s", error_message(&err));
+    else if (upsert && STRNEQ(a->spec.name, c->match.params[0]))
+        api_error(c, 400, "bad_request", "The body describes node %s, the path names %.64s.",
+                  a->spec.name, c->match.params[0]);
+    else if (!may_manage(&c->who, a->spec.name, c->who.role == ROLE_OWNER ? a->spec.owner : NULL))
+        api_error(c, 403, "forbidden", "Token of %s (%s) may not register or update node %s.",
+                  c->who.user, role_to_string(c->who.role), a->spec.name);
+    else {
+        Op op = {.fn = op_node_put, .who = &c->who, .arg = a};
+        writer_submit(c->s, &op);
+        c->status = op.status;
+        c->json = op.body;
+    }
+    free(a);
+}
+
+void api_nodes_create(HttpCtx *c) {
+    node_put(c, false);
+}
+
+void api_node_push(HttpCtx *c) {
+    node_put(c, true);
+}
+
+void api_nodes_list(HttpCtx *c) {
+    Server *s = c->s;
+    const char *site = api_query(c, "site");
+    json_t *list = json_array();
+    pthread_rwlock_rdlock(&s->lock);
+    size_t n = sched_node_count(s->sched);
+    for (size_t i = 0; i < n; i++) {
+        NodeInfo ni;
+        if (sched_node_info_at(s->sched, i, &ni) < 0)
+            continue;
+        if ((site && STRNEQ(site, ni.site)) ||
+            (c->who.role == ROLE_NODE && !principal_has_node(&c->who, ni.name)))
+            continue;
+        const Node *node = ptrmap_get(&s->nodes, ni.name);
+        if (node)
+            json_array_append_new(list, node_to_json(s, node));
+    }
+    pthread_rwlock_unlock(&s->lock);
+    c->json = json_pack("{s:o}", "nodes", list);
+}
+
+void api_node_show(HttpCtx *c) {
+    Server *s = c->s;
+    const char *name = c->match.params[0];
+    pthread_rwlock_rdlock(&s->lock);
+    const Node *n = ptrmap_get(&s->nodes, name);
+    if (n && (c->who.role != ROLE_NODE || principal_has_node(&c->who, name)))
+        c->json = node_to_json(s, n);
+    pthread_rwlock_unlock(&s->lock);
+    if (!c->json)
+        api_error(c, 404, "not_found", "No node %s.", name);
+}
+
+typedef struct CordonArg {
+    const char *name;
+    bool cordon;
+} CordonArg;
+
+static void op_cordon(Server *s, Op *op) {
+    CordonArg *a = op->arg;
+    Node *n = ptrmap_get(&s->nodes, a->name);
+    if (!n) {
+        op_error(op, 404, "not_found", "No node %s.", a->name);
+        return;
+    }
+    if (!may_manage(op->who, n->spec.name, n->spec.owner) || op->who->role == ROLE_NODE) {
+        op_error(op, 403, "forbidden", "Only an admin or the owner of node %s may %s it.",
+                 n->spec.name, a->cordon ? "cordon" : "uncordon");
+        return;
+    }
+    Error err = {0};
+    int r = sched_node_set_cordoned(s->sched, n->spec.name, a->cordon, (uint64_t)(s->now_ms / 1000), &err);
+    if (r < 0) {
+        op_error(op, 409, "conflict", "%s", error_message(&err));
+        return;
+    }
+    if (n->spec.cordoned != a->cordon) {
+        n->spec.cordoned = a->cordon;
+        (void)save_node(s, n);
+        state_event(s, a->cordon ? "node.cordoned" : "node.uncordoned", n->spec.name, NULL, NULL);
+    }
+    op->status = 200;
+    op->body = node_to_json(s, n);
+}
+
+static void cordon(HttpCtx *c, bool on) {
+    CordonArg a = {.name = c->match.params[0], .cordon = on};
+    Op op = {.fn = op_cordon, .who = &c->who, .arg = &a};
+    writer_submit(c->s, &op);
+    c->status = op.status;
+    c->json = op.body;
+}
+
+void api_node_cordon(HttpCtx *c) {
+    cordon(c, true);
+}
+
+void api_node_uncordon(HttpCtx *c) {
+    cordon(c, false);
+}

@@ -1,0 +1,254 @@
+/* api-requests.c: submit, list, show, cancel, release and activate placement requests.
+ *
+ * Visibility: a request is visible to its user, to admins, and (read-only, plus activate)
+ * to the agent of the node it is placed on. Anyone else gets 404 "no request N that you can
+ * see", exactly as for an id that does not exist, so ids of other users' requests reveal
+ * nothing. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static const char *placed_node(const Req *r) {
+    return r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+}
+
+static bool req_visible(const Principal *who, const Req *r) {
+    if (who->role == ROLE_ADMIN || STREQ(who->user, r->user))
+        return true;
+    const char *node = placed_node(r);
+    return who->role == ROLE_NODE && node && principal_has_node(who, node);
+}
+
+static bool parse_id(HttpCtx *c, uint64_t *ret) {
+    if (parse_uint64(c->match.params[0], UINT64_MAX, ret) < 0 || *ret == 0) {
+        api_error(c, 404, "not_found", "No request %.64s: request ids are positive numbers.",
+                  c->match.params[0]);
+        return false;
+    }
+    return true;
+}
+
+/* ---- submit ---- */
+
+typedef struct SubmitArg {
+    ApiRequest spec;
+    const char *idem_key;
+} SubmitArg;
+
+static void op_submit(Server *s, Op *op) {
+    SubmitArg *a = op->arg;
+    const Principal *who = op->who;
+    if (a->idem_key) {
+        _cleanup_free_ char *k = strprintf("%s\n%s", who->user, a->idem_key);
+        Req *old = k ? ptrmap_get(&s->idem, k) : NULL;
+        if (old) {
+            json_t *x = api_request_to_json(&old->spec), *y = api_request_to_json(&a->spec);
+            bool same = json_equal(x, y);
+            json_decref(x);
+            json_decref(y);
+            if (!same) {
+                op_error(op, 409, "conflict",
+                         "Idempotency-Key '%.64s' was already used for request %" PRIu64
+                         " with a different body.",
+                         a->idem_key, old->id);
+                return;
+            }
+            op->status = 200; /* the same submission again: the original answer */
+            op->body = req_to_json(s, old);
+            return;
+        }
+    }
+    Req *r = calloc(1, sizeof(*r));
+    if (!r || !(r->user = strdup(who->user)) ||
+        (a->idem_key && !(r->idem_key = strdup(a->idem_key)))) {
+        if (r)
+            free(r->user);
+        free(r);
+        op_error(op, 500, "internal", "Out of memory.");
+        return;
+    }
+    r->id = s->n_reqs + 1;
+    r->spec = a->spec;
+    r->trusted = who->role == ROLE_TRUSTED;
+    r->created_ms = s->now_ms;
+    r->state = REQ_PENDING;
+    if (state_req_add(s, r) < 0) {
+        free(r->user);
+        free(r->idem_key);
+        free(r);
+        op_error(op, 500, "internal", "Out of memory.");
+        return;
+    }
+    if (r->trusted)
+        state_trust_user(s, r->user);
+    char id[32];
+    snprintf(id, sizeof(id), "%" PRIu64, r->id);
+    state_event(s, "request.submitted", id, r->user,
+                json_pack("{s:o}", "request", api_request_to_json(&r->spec)));
+
+    const char *fb[SPEC_MAX_FALLBACK];
+    RequestSpec spec;
+    Decision d = {0};
+    Error err = {0};
+    req_core_spec(r, id, fb, &spec);
+    if (sched_submit(s->sched, &spec, (uint64_t)(s->now_ms / 1000), &d, &err) < 0) {
+        d = (Decision){.kind = DECISION_REFUSED, .reason = SCHED_REASON_BAD_REQUEST};
+        snprintf(d.message, sizeof(d.message), "%.200s", error_message(&err));
+    }
+    state_apply_decision(s, r, &d);
+    op->status = 201;
+    op->body = req_to_json(s, r);
+}
+
+void api_requests_submit(HttpCtx *c) {
+    if (c->who.role == ROLE_NODE)
+        API_FAIL(c, 403, "forbidden", "Node tokens report for their node; they cannot "
+                                              "submit requests.");
+    SubmitArg a = {.idem_key = c->idem_key};
+    Error err = {0};
+    if (api_request_parse(c->body, c->body_len, &a.spec, &err) < 0)
+        API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
+        API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
+    Op op = {.fn = op_submit, .who = &c->who, .arg = &a};
+    writer_submit(c->s, &op);
+    c->status = op.status;
+    c->json = op.body;
+}
+
+/* ---- read ---- */
+
+void api_request_show(HttpCtx *c) {
+    uint64_t id;
+    if (!parse_id(c, &id))
+        return;
+    Server *s = c->s;
+    pthread_rwlock_rdlock(&s->lock);
+    Req *r = state_req(s, id);
+    if (r && req_visible(&c->who, r))
+        c->json = req_to_json(s, r);
+    pthread_rwlock_unlock(&s->lock);
+    if (!c->json)
+        api_error(c, 404, "not_found", "No request %" PRIu64 " that you can see.", id);
+}
+
+void api_requests_list(HttpCtx *c) {
+    uint64_t after, limit;
+    if (!api_query_uint(c, "after", 0, UINT64_MAX, &after) ||
+        !api_query_uint(c, "limit", 1000, 10000, &limit))
+        return;
+    const char *state = api_query(c, "state"), *node = api_query(c, "node");
+    ReqState st = state ? req_state_from_string(state) : _REQ_STATE_INVALID;
+    if (state && st < 0)
+        API_FAIL(c, 400, "bad_request", "Unknown state '%.32s' (pending, placed, active, "
+                                                "released, cancelled, refused).", state);
+    Server *s = c->s;
+    json_t *list = json_array();
+    uint64_t last = after;
+    pthread_rwlock_rdlock(&s->lock);
+    for (uint64_t id = after + 1; id <= s->n_reqs && json_array_size(list) < limit; id++) {
+        const Req *r = s->reqs[id - 1];
+        last = id;
+        if (!req_visible(&c->who, r) || (state && r->state != st))
+            continue;
+        if (node && !(placed_node(r) && STREQ(placed_node(r), node)))
+            continue;
+        json_array_append_new(list, req_to_json(s, r));
+    }
+    pthread_rwlock_unlock(&s->lock);
+    c->json = json_pack("{s:o, s:I}", "requests", list, "next", (json_int_t)last);
+}
+
+/* ---- transitions ---- */
+
+typedef enum Transition { T_CANCEL, T_RELEASE, T_ACTIVATE } Transition;
+
+typedef struct TransArg {
+    uint64_t id;
+    Transition t;
+} TransArg;
+
+static void op_transition(Server *s, Op *op) {
+    TransArg *a = op->arg;
+    Req *r = state_req(s, a->id);
+    if (!r || !req_visible(op->who, r)) {
+        op_error(op, 404, "not_found", "No request %" PRIu64 " that you can see.", a->id);
+        return;
+    }
+    char id[32];
+    snprintf(id, sizeof(id), "%" PRIu64, r->id);
+    ReqState to;
+    const char *type;
+    switch (a->t) {
+    case T_CANCEL:
+        if (op->who->role == ROLE_NODE)
+            OP_FAIL(op, 403, "forbidden", "A node's agent cannot cancel requests.");
+        if (r->state != REQ_PENDING && r->state != REQ_PLACED)
+            OP_FAIL(op, 409, "conflict", "Request %s is %s; only pending or placed "
+                                                 "requests can be cancelled%s.",
+                            id, req_state_to_string(r->state),
+                            r->state == REQ_ACTIVE ? " (release it instead)" : "");
+        to = REQ_CANCELLED, type = "request.cancelled";
+        break;
+    case T_RELEASE:
+        if (r->state != REQ_PLACED && r->state != REQ_ACTIVE)
+            OP_FAIL(op, 409, "conflict", "Request %s is %s; only placed or active "
+                                                 "requests can be released%s.",
+                            id, req_state_to_string(r->state),
+                            r->state == REQ_PENDING ? " (cancel it instead)" : "");
+        to = REQ_RELEASED, type = "request.released";
+        break;
+    default:
+        if (op->who->role != ROLE_ADMIN && op->who->role != ROLE_NODE)
+            OP_FAIL(op, 403, "forbidden", "Only the agent of the node (or an admin) "
+                                                  "confirms that a workload runs.");
+        if (r->state != REQ_PLACED)
+            OP_FAIL(op, 409, "conflict", "Request %s is %s; only placed requests become "
+                                                 "active.",
+                            id, req_state_to_string(r->state));
+        to = REQ_ACTIVE, type = "request.active";
+        break;
+    }
+    if (to != REQ_ACTIVE) {
+        Error err = {0};
+        int k = sched_release(s->sched, id, (uint64_t)(s->now_ms / 1000), &err);
+        if (k < 0)
+            OP_FAIL(op, 500, "internal", "The placement engine could not let go of "
+                                                 "request %s: %s", id, error_message(&err));
+    }
+    ReqState from = r->state;
+    r->state = to;
+    state_mark_dirty(s, r);
+    state_event(s, type, id, r->user, json_pack("{s:s}", "state", req_state_to_string(to)));
+    if (to != REQ_ACTIVE && from != REQ_PENDING)
+        fleet_on_released(s, r);
+    op->status = 200;
+    op->body = req_to_json(s, r);
+}
+
+static void transition(HttpCtx *c, Transition t) {
+    TransArg a = {.t = t};
+    if (!parse_id(c, &a.id))
+        return;
+    Op op = {.fn = op_transition, .who = &c->who, .arg = &a};
+    writer_submit(c->s, &op);
+    c->status = op.status;
+    c->json = op.body;
+}
+
+void api_request_cancel(HttpCtx *c) {
+    transition(c, T_CANCEL);
+}
+
+void api_request_release(HttpCtx *c) {
+    transition(c, T_RELEASE);
+}
+
+void api_request_activate(HttpCtx *c) {
+    transition(c, T_ACTIVATE);
+}

@@ -1,0 +1,123 @@
+/* api.c: dispatch (route, authenticate, handle) and the shared answer helpers. */
+#include "api.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static const struct {
+    ApiHandler fn;
+    bool public; /* no token needed: probes and scrapes, which carry no user data */
+} handlers[_R_MAX] = {
+        [R_HEALTHZ] = {api_healthz, true},
+        [R_READYZ] = {api_readyz, true},
+        [R_METRICS] = {api_metrics, true},
+        [R_CLASSES] = {api_classes, false},
+        [R_NODES_LIST] = {api_nodes_list, false},
+        [R_NODES_CREATE] = {api_nodes_create, false},
+        [R_NODE_SHOW] = {api_node_show, false},
+        [R_NODE_PUSH] = {api_node_push, false},
+        [R_NODE_CORDON] = {api_node_cordon, false},
+        [R_NODE_UNCORDON] = {api_node_uncordon, false},
+        [R_CAPACITY] = {api_capacity, false},
+        [R_REQUESTS_LIST] = {api_requests_list, false},
+        [R_REQUESTS_SUBMIT] = {api_requests_submit, false},
+        [R_REQUEST_SHOW] = {api_request_show, false},
+        [R_REQUEST_CANCEL] = {api_request_cancel, false},
+        [R_REQUEST_RELEASE] = {api_request_release, false},
+        [R_REQUEST_ACTIVATE] = {api_request_activate, false},
+        [R_EVENTS] = {api_events, false},
+        [R_INVARIANTS] = {api_invariants, false},
+        [R_NODE_HEARTBEAT] = {api_node_heartbeat, false},
+        [R_NODE_TASK_RESULT] = {api_node_task_result, false},
+        [R_NODE_MODE] = {api_node_mode, false},
+};
+
+json_t *api_error_json(const char *code, const char *message) {
+    return json_pack("{s:s, s:s}", "code", code, "message", message);
+}
+
+static void set_error(int *status, json_t **body, int st, const char *code, const char *fmt,
+                      va_list ap) __attribute__((format(printf, 5, 0)));
+static void set_error(int *status, json_t **body, int st, const char *code, const char *fmt,
+                      va_list ap) {
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    json_decref(*body);
+    *status = st;
+    *body = api_error_json(code, msg);
+}
+
+void api_error(HttpCtx *c, int status, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(&c->status, &c->json, status, code, fmt, ap);
+    va_end(ap);
+}
+
+void op_error(Op *op, int status, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(&op->status, &op->body, status, code, fmt, ap);
+    va_end(ap);
+}
+
+void api_error_from(HttpCtx *c, int r, const Error *err) {
+    int status = r == -ENOENT ? 404 : r == -EEXIST || r == -EBUSY ? 409 : r == -EACCES ? 403
+               : r == -ENOMEM || r == -EIO ? 500 : 400;
+    const char *code = status == 404 ? "not_found" : status == 409 ? "conflict"
+                     : status == 403 ? "forbidden" : status == 500 ? "internal" : "bad_request";
+    api_error(c, status, code, "%s", error_message(err));
+}
+
+const char *api_query(HttpCtx *c, const char *key) {
+    return c->query ? c->query(c->conn, key) : NULL;
+}
+
+bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uint64_t *ret) {
+    const char *v = api_query(c, key);
+    if (!v) {
+        *ret = def;
+        return true;
+    }
+    if (parse_uint64(v, max, ret) < 0) {
+        api_error(c, 400, "bad_request", "Query parameter '%s' must be a number from 0 to %llu.",
+                  key, (unsigned long long)max);
+        return false;
+    }
+    return true;
+}
+
+void api_dispatch(HttpCtx *c) {
+    int r = router_match(api_routes, api_n_routes, c->method, c->path, &c->match);
+    if (r == -ENOENT) {
+        api_error(c, 404, "not_found", "No such endpoint: %.200s.", c->path);
+        return;
+    }
+    if (r == -EOPNOTSUPP) {
+        api_error(c, 405, "method_not_allowed", "%.200s answers %s, not %.16s.", c->path,
+                  c->match.allowed, c->method);
+        return;
+    }
+    const RouteId id = (RouteId)c->match.route->id;
+    if (!handlers[id].public) {
+        Error err = {0};
+        if (auth_principal(c->s, c->authorization, &c->who, &err) < 0) {
+            api_error(c, err.code == -EACCES ? 401 : 503,
+                      err.code == -EACCES ? "unauthorized" : "unavailable", "%s",
+                      error_message(&err));
+            return;
+        }
+    }
+    if (atomic_load(&c->s->fatal)) {
+        api_error(c, 503, "unavailable", "The server hit a storage error and is stopping.");
+        return;
+    }
+    c->status = 200;
+    handlers[id].fn(c);
+}

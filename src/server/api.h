@@ -1,0 +1,109 @@
+/* api.h: the HTTP API's handlers and the context they work on (server-internal). */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/router.h"
+#include "server/server-internal.h"
+
+/* The routes of the API; ids index api_handlers. Shared with the router's fuzz target. */
+typedef enum RouteId {
+    R_HEALTHZ,
+    R_READYZ,
+    R_METRICS,
+    R_CLASSES,
+    R_NODES_LIST,
+    R_NODES_CREATE,
+    R_NODE_SHOW,
+    R_NODE_PUSH,
+    R_NODE_CORDON,
+    R_NODE_UNCORDON,
+    R_CAPACITY,
+    R_REQUESTS_LIST,
+    R_REQUESTS_SUBMIT,
+    R_REQUEST_SHOW,
+    R_REQUEST_CANCEL,
+    R_REQUEST_RELEASE,
+    R_REQUEST_ACTIVATE,
+    R_EVENTS,
+    R_INVARIANTS,
+    R_NODE_HEARTBEAT,
+    R_NODE_TASK_RESULT,
+    R_NODE_MODE,
+    _R_MAX,
+} RouteId;
+
+extern const Route api_routes[];
+extern const size_t api_n_routes;
+
+typedef struct HttpCtx {
+    Server *s;
+    const char *method, *path;
+    const char *body;
+    size_t body_len;
+    const char *authorization, *idem_key;
+    const char *(*query)(void *conn, const char *key);
+    void *conn;
+    RouteMatch match;
+    Principal who;
+    /* the answer */
+    int status;
+    json_t *json;
+    char *text; /* non-JSON body (metrics), malloc'ed */
+    const char *content_type;
+} HttpCtx;
+
+typedef void (*ApiHandler)(HttpCtx *c);
+
+/* Route the request, authenticate when the route needs it, run the handler. */
+void api_dispatch(HttpCtx *c);
+
+/* Set an error answer: {"code": code, "message": ...}. */
+void api_error(HttpCtx *c, int status, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* Answer with an error and leave the (void) handler or op. */
+#define API_FAIL(c, ...)                                                                          \
+    do {                                                                                          \
+        api_error(c, __VA_ARGS__);                                                                \
+        return;                                                                                   \
+    } while (0)
+#define OP_FAIL(op, ...)                                                                          \
+    do {                                                                                          \
+        op_error(op, __VA_ARGS__);                                                                \
+        return;                                                                                   \
+    } while (0)
+/* Map a negative errno from a library call to an answer with its sentence. */
+void api_error_from(HttpCtx *c, int r, const Error *err);
+/* Op bodies use the same shape. */
+json_t *api_error_json(const char *code, const char *message);
+void op_error(Op *op, int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+const char *api_query(HttpCtx *c, const char *key);
+/* Parse an unsigned query parameter; false (and a 400 answer) when malformed. */
+bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uint64_t *ret);
+
+/* Handlers, by file. */
+void api_healthz(HttpCtx *c);
+void api_readyz(HttpCtx *c);
+void api_metrics(HttpCtx *c);
+void api_classes(HttpCtx *c);
+void api_capacity(HttpCtx *c);
+void api_events(HttpCtx *c);
+void api_invariants(HttpCtx *c);
+void api_nodes_list(HttpCtx *c);
+void api_nodes_create(HttpCtx *c);
+void api_node_show(HttpCtx *c);
+void api_node_push(HttpCtx *c);
+void api_node_cordon(HttpCtx *c);
+void api_node_uncordon(HttpCtx *c);
+void api_requests_list(HttpCtx *c);
+void api_requests_submit(HttpCtx *c);
+void api_request_show(HttpCtx *c);
+void api_request_cancel(HttpCtx *c);
+void api_request_release(HttpCtx *c);
+void api_request_activate(HttpCtx *c);
+void api_node_heartbeat(HttpCtx *c);
+void api_node_task_result(HttpCtx *c);
+void api_node_mode(HttpCtx *c);

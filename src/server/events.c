@@ -1,0 +1,141 @@
+/* events.c: the in-memory change feed with a commit watermark and long-poll reads. */
+#include "events.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/macro.h"
+
+int events_init(EventLog *l) {
+    *l = (EventLog){0};
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->cond, &a);
+    pthread_condattr_destroy(&a);
+    return 0;
+}
+
+static void event_done(Event *e) {
+    free(e->actor);
+    free(e->type);
+    free(e->object);
+    free(e->user);
+    json_decref(e->data);
+}
+
+void events_done(EventLog *l) {
+    for (size_t i = 0; i < l->n; i++)
+        event_done(&l->ev[i]);
+    free(l->ev);
+    pthread_mutex_destroy(&l->lock);
+    pthread_cond_destroy(&l->cond);
+}
+
+uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const char *type,
+                       const char *object, const char *user, json_t *data) {
+    pthread_mutex_lock(&l->lock);
+    uint64_t seq = 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 1024;
+        Event *ev = realloc(l->ev, cap * sizeof(Event));
+        if (!ev)
+            goto out;
+        l->ev = ev;
+        l->cap = cap;
+    }
+    Event *e = &l->ev[l->n];
+    *e = (Event){
+            .seq = l->n + 1,
+            .time_ms = time_ms,
+            .actor = strdup(actor),
+            .type = strdup(type),
+            .object = strdup(object),
+            .user = user ? strdup(user) : NULL,
+            .data = data ? data : json_object(),
+    };
+    data = NULL;
+    l->n++;
+    seq = e->seq;
+out:
+    pthread_mutex_unlock(&l->lock);
+    json_decref(data);
+    return seq;
+}
+
+void events_rollback(EventLog *l) {
+    pthread_mutex_lock(&l->lock);
+    while (l->n > l->published)
+        event_done(&l->ev[--l->n]);
+    pthread_mutex_unlock(&l->lock);
+}
+
+void events_publish(EventLog *l) {
+    pthread_mutex_lock(&l->lock);
+    if (l->published != l->n) {
+        l->published = l->n;
+        pthread_cond_broadcast(&l->cond);
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+void events_close(EventLog *l) {
+    pthread_mutex_lock(&l->lock);
+    l->closing = true;
+    pthread_cond_broadcast(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+}
+
+uint64_t events_last(EventLog *l) {
+    pthread_mutex_lock(&l->lock);
+    uint64_t p = l->published;
+    pthread_mutex_unlock(&l->lock);
+    return p;
+}
+
+json_t *event_to_json(const Event *e) {
+    json_t *j = json_pack("{s:I, s:I, s:s, s:s, s:s, s:O}", "seq", (json_int_t)e->seq, "time_ms",
+                          (json_int_t)e->time_ms, "actor", e->actor, "type", e->type, "object",
+                          e->object, "data", e->data);
+    if (j && e->user)
+        json_object_set_new(j, "user", json_string(e->user));
+    return j;
+}
+
+static bool visible(const Event *e, const char *user) {
+    return !user || (e->user && STREQ(e->user, user));
+}
+
+json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += wait_ms / 1000;
+    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L)
+        deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
+
+    json_t *list = json_array();
+    uint64_t cursor = after;
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        for (; cursor < l->published && json_array_size(list) < limit; cursor++) {
+            const Event *e = &l->ev[cursor];
+            if (visible(e, user))
+                json_array_append_new(list, event_to_json(e));
+        }
+        if (json_array_size(list) > 0 || wait_ms <= 0 || l->closing)
+            break;
+        if (pthread_cond_timedwait(&l->cond, &l->lock, &deadline) == ETIMEDOUT) {
+            /* one last look: events may have come with the timeout */
+            wait_ms = 0;
+        }
+    }
+    /* A cursor beyond what exists (e.g. from before a reset) simply waits for new events. */
+    if (cursor < after)
+        cursor = after;
+    pthread_mutex_unlock(&l->lock);
+    return json_pack("{s:o, s:I}", "events", list, "next", (json_int_t)cursor);
+}

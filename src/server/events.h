@@ -1,0 +1,46 @@
+/* events.h: the change feed: every change of state as an event with a sequence number.
+ *
+ * Events are appended by the writer inside a transaction and become visible only once that
+ * transaction committed (events_publish), so a follower never sees a change that a crash
+ * could take back. Readers wait for new events with a timeout (long-poll). */
+#pragma once
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct Event {
+    uint64_t seq;
+    int64_t time_ms;
+    char *actor;
+    char *type;
+    char *object;
+    char *user; /* whose object it is: non-admins see only their own */
+    json_t *data;
+} Event;
+
+typedef struct EventLog {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    Event *ev; /* ev[i].seq == i + 1 */
+    size_t n, cap;
+    uint64_t published; /* highest visible seq */
+    bool closing;
+} EventLog;
+
+int events_init(EventLog *l);
+void events_done(EventLog *l);
+/* Append (invisible until published); takes ownership of data. Returns the seq or 0. */
+uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const char *type,
+                       const char *object, const char *user, json_t *data);
+/* Drop unpublished events (a failed transaction). */
+void events_rollback(EventLog *l);
+void events_publish(EventLog *l);
+/* Wake every waiting reader (shutdown). */
+void events_close(EventLog *l);
+uint64_t events_last(EventLog *l);
+/* Events after `after` visible to `user` (NULL: all), at most limit; waits up to wait_ms
+ * for the first one. Returns {"events": [...], "next": cursor}. */
+json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user);
+json_t *event_to_json(const Event *e);

@@ -1,0 +1,42 @@
+/* fleet-spec.h: strict parsing of the bodies the fleet's endpoints take: an agent's heartbeat,
+ * an agent's task result, and a mode switch (R3, R4, R7). Pure (no I/O); fuzzed by
+ * fuzz/fuzz-fleet-bodies.c. An empty body is an empty object. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/spec.h"
+#include "util/error.h"
+
+#define FLEET_MAX_RUNNING 4096
+#define FLEET_HEARTBEAT_MAX_S 3600
+
+typedef struct FleetHeartbeat {
+    unsigned interval_s;   /* 0: keep the interval the agent gave before */
+    bool has_running;      /* "running" was sent: reconcile against it */
+    uint64_t *running;     /* request ids the agent runs (malloc'ed; free with fleet_heartbeat_done) */
+    size_t n_running;
+} FleetHeartbeat;
+
+int fleet_heartbeat_parse(const char *text, size_t len, FleetHeartbeat *ret, Error *err);
+void fleet_heartbeat_done(FleetHeartbeat *h);
+bool fleet_heartbeat_runs(const FleetHeartbeat *h, uint64_t id);
+
+typedef struct FleetTaskResult {
+    bool ok;
+    char message[512];
+    char verdict[16]; /* "" (none), "pass", "degraded", "fail" */
+} FleetTaskResult;
+
+int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, Error *err);
+
+typedef struct FleetModeRequest {
+    char mode[24];  /* "container" | "vm-passthrough" */
+    char drain[8];  /* "none" | "wait" | "evict" */
+    char gpu[64];   /* "" = the whole node; else an index or PCI address */
+} FleetModeRequest;
+
+/* Refuses vm-vgpu naming the alternatives (R2d), unknown modes and drains. */
+int fleet_mode_parse(const char *text, size_t len, FleetModeRequest *ret, Error *err);

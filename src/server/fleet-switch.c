@@ -1,0 +1,326 @@
+/* fleet-switch.c: switching a node's mode as a workflow (R3, R4, R7): cordon -> drain (wait
+ * for the workloads to end, or evict them when asked) -> relabel (datacenter: the label the
+ * GPU Operator acts on) or rebind through the agent (lab: per GPU, its whole IOMMU group) ->
+ * verify each GPU came back in the new mode -> uncordon.
+ *
+ * Every step is written to the store in the transaction that takes it, so a server that
+ * crashes resumes the switch at the step it had reached; an agent that crashes mid-rebind
+ * completes or rolls back its journal on restart and gets the same bind task again. */
+#include "fleet.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/macro.h"
+
+static const char *const steps[_SW_STEP_MAX] = {
+        [SW_CORDON] = "cordon",     [SW_DRAIN] = "drain", [SW_REBIND] = "rebind",
+        [SW_VERIFY] = "verify",     [SW_UNCORDON] = "uncordon", [SW_DONE] = "done",
+        [SW_FAILED] = "failed",
+};
+
+const char *switch_step_to_string(SwitchStep st) {
+    return st >= 0 && st < _SW_STEP_MAX ? steps[st] : NULL;
+}
+
+SwitchStep switch_step_from_string(const char *str) {
+    for (SwitchStep st = 0; st < _SW_STEP_MAX; st++)
+        if (str && STREQ(str, steps[st]))
+            return st;
+    return _SW_STEP_INVALID;
+}
+
+static const char *const drains[_DRAIN_MAX] = {[DRAIN_NONE] = "none", [DRAIN_WAIT] = "wait",
+                                               [DRAIN_EVICT] = "evict"};
+
+const char *drain_mode_to_string(DrainMode d) {
+    return d >= 0 && d < _DRAIN_MAX ? drains[d] : NULL;
+}
+
+DrainMode drain_mode_from_string(const char *str) {
+    for (DrainMode d = 0; d < _DRAIN_MAX; d++)
+        if (str && STREQ(str, drains[d]))
+            return d;
+    return _DRAIN_INVALID;
+}
+
+json_t *fleet_switch_json(const NodeSwitch *sw) {
+    json_t *tasks = json_array();
+    for (size_t i = 0; i < sw->n_tasks; i++)
+        json_array_append_new(tasks, json_pack("{s:I, s:b, s:b}", "id", (json_int_t)sw->tasks[i],
+                                               "done", sw->task_done[i], "ok", sw->task_ok[i]));
+    return json_pack("{s:s, s:s, s:i, s:s, s:b, s:I, s:I, s:s, s:o}", "mode", sw->mode, "drain",
+                     drain_mode_to_string(sw->drain), "gpu", sw->gpu, "step",
+                     switch_step_to_string(sw->step), "was_cordoned", sw->was_cordoned,
+                     "started_ms", (json_int_t)sw->started_ms, "updated_ms",
+                     (json_int_t)sw->updated_ms, "message", sw->message, "tasks", tasks);
+}
+
+int fleet_switch_from_json(json_t *j, NodeSwitch *ret) {
+    const char *mode = NULL, *drain = NULL, *step = NULL, *msg = NULL;
+    int gpu = -1, was = 0;
+    json_int_t started = 0, updated = 0;
+    json_t *tasks = NULL;
+    if (json_unpack(j, "{s:s, s:s, s:i, s:s, s:b, s:I, s:I, s:s, s:o}", "mode", &mode, "drain",
+                    &drain, "gpu", &gpu, "step", &step, "was_cordoned", &was, "started_ms",
+                    &started, "updated_ms", &updated, "message", &msg, "tasks", &tasks) < 0 ||
+        !json_is_array(tasks) || json_array_size(tasks) > SPEC_MAX_DEVICES ||
+        drain_mode_from_string(drain) < 0 || switch_step_from_string(step) < 0)
+        return -EINVAL;
+    NodeSwitch sw = {.drain = drain_mode_from_string(drain), .gpu = gpu,
+                     .step = switch_step_from_string(step), .was_cordoned = was,
+                     .started_ms = started, .updated_ms = updated};
+    snprintf(sw.mode, sizeof(sw.mode), "%s", mode);
+    snprintf(sw.message, sizeof(sw.message), "%s", msg);
+    size_t i;
+    json_t *t;
+    json_array_foreach(tasks, i, t) {
+        sw.tasks[i] = (uint64_t)json_integer_value(json_object_get(t, "id"));
+        sw.task_done[i] = json_is_true(json_object_get(t, "done"));
+        sw.task_ok[i] = json_is_true(json_object_get(t, "ok"));
+        sw.n_tasks++;
+    }
+    *ret = sw;
+    return 0;
+}
+
+static bool is_datacenter(const Node *n) {
+    return STREQ(n->spec.site_kind, "datacenter");
+}
+
+static const char *target_binding(const NodeSwitch *sw) {
+    return STREQ(sw->mode, "vm-passthrough") ? "vfio" : "host";
+}
+
+/* Whether the switch moves device i: every device of a datacenter node (its mode is the
+ * node's, R3); on a lab machine the NVIDIA GPU asked for, or all of them (R7). */
+static bool affected(Server *s, const Node *n, const NodeSwitch *sw, unsigned i) {
+    if (is_datacenter(n))
+        return sw->gpu < 0 || (unsigned)sw->gpu == i;
+    if (sw->gpu >= 0)
+        return (unsigned)sw->gpu == i;
+    DeviceInfo di;
+    return sched_device_info(s->sched, n->spec.name, i, &di) >= 0 && di.class_index >= 0 &&
+           s->catalog->classes[di.class_index].vendor == VENDOR_NVIDIA;
+}
+
+/* The workloads on the devices the switch moves, each once. */
+static size_t collect(Server *s, const Node *n, const NodeSwitch *sw, Req **ret, size_t max) {
+    size_t count = 0;
+    for (unsigned i = 0; i < n->spec.n_devices; i++) {
+        if (!affected(s, n, sw, i))
+            continue;
+        Req *w[64];
+        size_t k = MIN(fleet_node_workloads(s, n->spec.name, (int)i, w, ARRAY_SIZE(w)), ARRAY_SIZE(w));
+        for (size_t a = 0; a < k; a++) {
+            bool seen = false;
+            for (size_t b = 0; b < MIN(count, max); b++)
+                seen = seen || ret[b] == w[a];
+            if (!seen) {
+                if (count < max)
+                    ret[count] = w[a];
+                count++;
+            }
+        }
+    }
+    return count;
+}
+
+static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...) {
+    NodeSwitch *sw = n->sw;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sw->message, sizeof(sw->message), fmt, ap);
+    va_end(ap);
+    sw->step = step;
+    sw->updated_ms = s->now_ms;
+    (void)fleet_save_switch(s, n);
+    if (step >= SW_DONE) { /* consumer GPUs now on vfio-pci need their reset check (R9) */
+        n->reset_scan = true;
+        s->fleet_pending = true;
+    }
+    state_event(s, step == SW_DONE ? "node.switched" : step == SW_FAILED ? "node.switch-failed" : "node.switch",
+                n->spec.name, NULL,
+                json_pack("{s:s, s:s, s:i, s:s, s:s++}", "step", switch_step_to_string(step), "mode", sw->mode,
+                          "gpu", sw->gpu, "message", sw->message, "reason", switch_step_to_string(step), ": ",
+                          sw->message));
+}
+
+static int set_cordon(Server *s, Node *n, const NodeSwitch *sw, bool on, Error *err) {
+    uint64_t now = (uint64_t)(s->now_ms / 1000);
+    if (sw->gpu >= 0)
+        return sched_device_set_cordoned(s->sched, n->spec.name, (unsigned)sw->gpu, on, now, err);
+    int r = sched_node_set_cordoned(s->sched, n->spec.name, on, now, err);
+    if (r >= 0 && n->spec.cordoned != on) {
+        n->spec.cordoned = on;
+        (void)save_node(s, n);
+        state_event(s, on ? "node.cordoned" : "node.uncordoned", n->spec.name, NULL,
+                    json_pack("{s:s}", "by", "mode switch"));
+    }
+    return r;
+}
+
+/* One step; true when the switch moved on and the next step may run at once. */
+static bool step_once(Server *s, Node *n) {
+    NodeSwitch *sw = n->sw;
+    Error err = {0};
+    switch (sw->step) {
+    case SW_CORDON: {
+        if (sw->gpu >= 0) {
+            DeviceInfo di;
+            sw->was_cordoned = sched_device_info(s->sched, n->spec.name, (unsigned)sw->gpu, &di) >= 0 && di.cordoned;
+        } else
+            sw->was_cordoned = n->spec.cordoned;
+        if (set_cordon(s, n, sw, true, &err) < 0) {
+            set_step(s, n, SW_FAILED, "Cannot cordon: %s", error_message(&err));
+            return false;
+        }
+        set_step(s, n, SW_DRAIN, "cordoned: nothing new is placed on the GPUs that switch");
+        return true;
+    }
+    case SW_DRAIN: {
+        Req *w[64];
+        size_t k = collect(s, n, sw, w, ARRAY_SIZE(w));
+        if (k && sw->drain == DRAIN_EVICT) {
+            char why[160];
+            snprintf(why, sizeof(why), "evicted to switch node %s to %s (a passthrough VM cannot migrate)",
+                     n->spec.name, sw->mode);
+            for (size_t i = 0; i < MIN(k, ARRAY_SIZE(w)); i++)
+                state_end_request(s, w[i], "request.evicted", why);
+            k = collect(s, n, sw, w, ARRAY_SIZE(w));
+        }
+        if (k) {
+            char list[256], msg[sizeof(sw->message)];
+            fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), list, sizeof(list));
+            snprintf(msg, sizeof(msg), "waiting for %zu workload(s) to end: %s", k, list);
+            if (STRNEQ(msg, sw->message))
+                set_step(s, n, SW_DRAIN, "%s", msg);
+            return false;
+        }
+        set_step(s, n, SW_REBIND, "drained: no workload left on the GPUs that switch");
+        return true;
+    }
+    case SW_REBIND:
+        if (is_datacenter(n)) {
+            if (sched_node_set_mode(s->sched, n->spec.name, node_mode_from_string(sw->mode),
+                                    (uint64_t)(s->now_ms / 1000), &err) < 0) {
+                set_step(s, n, SW_FAILED, "Relabel refused: %s", error_message(&err));
+                return false;
+            }
+            snprintf(n->spec.mode, sizeof(n->spec.mode), "%s", sw->mode);
+            for (size_t i = 0; i < n->spec.n_devices; i++)
+                snprintf(n->spec.devices[i].binding, sizeof(n->spec.devices[i].binding), "%s",
+                         target_binding(sw));
+            (void)save_node(s, n);
+            state_event(s, "node.relabeled", n->spec.name, NULL,
+                        json_pack("{s:s, s:s, s:s+}", "label", SCHED_MODE_LABEL, "value", sw->mode,
+                                  "reason", SCHED_MODE_LABEL "=", sw->mode));
+            set_step(s, n, SW_VERIFY, "relabeled %s=%s", SCHED_MODE_LABEL, sw->mode);
+            return true;
+        }
+        sw->n_tasks = 0;
+        for (unsigned i = 0; i < n->spec.n_devices && sw->n_tasks < SPEC_MAX_DEVICES; i++) {
+            if (!affected(s, n, sw, i) || STREQ(n->spec.devices[i].binding, target_binding(sw)))
+                continue;
+            Task *t = fleet_task_add(s, n->spec.name, TASK_BIND, i, n->spec.devices[i].pci, target_binding(sw));
+            if (!t) {
+                set_step(s, n, SW_FAILED, "Out of memory.");
+                return false;
+            }
+            sw->task_done[sw->n_tasks] = sw->task_ok[sw->n_tasks] = false;
+            sw->tasks[sw->n_tasks++] = t->id;
+        }
+        set_step(s, n, SW_VERIFY, "asked the agent to bind %zu GPU(s) to %s", sw->n_tasks,
+                 STREQ(target_binding(sw), "vfio") ? "vfio-pci" : "the host driver");
+        return true;
+    case SW_VERIFY: {
+        if (is_datacenter(n)) {
+            NodeInfo ni;
+            if (sched_node_info(s->sched, n->spec.name, &ni) < 0 ||
+                ni.mode != node_mode_from_string(sw->mode)) {
+                set_step(s, n, SW_FAILED, "The node did not come back in %s mode.", sw->mode);
+                return false;
+            }
+            set_step(s, n, SW_UNCORDON, "every GPU of the node is in %s mode", sw->mode);
+            return true;
+        }
+        for (size_t i = 0; i < sw->n_tasks; i++)
+            if (!sw->task_done[i])
+                return false; /* the agent has not reported yet */
+        for (size_t i = 0; i < sw->n_tasks; i++)
+            if (!sw->task_ok[i]) {
+                set_step(s, n, SW_FAILED, "%s", sw->message);
+                (void)set_cordon(s, n, sw, sw->was_cordoned, &err);
+                return false;
+            }
+        Binding b = binding_from_string(target_binding(sw));
+        for (unsigned i = 0; i < n->spec.n_devices; i++) {
+            if (!affected(s, n, sw, i))
+                continue;
+            if (sched_device_set_binding(s->sched, n->spec.name, i, b, (uint64_t)(s->now_ms / 1000), &err) < 0) {
+                set_step(s, n, SW_FAILED, "GPU %u: %s", i, error_message(&err));
+                return false;
+            }
+            snprintf(n->spec.devices[i].binding, sizeof(n->spec.devices[i].binding), "%s", target_binding(sw));
+            n->spec.devices[i].reset_verified = false;
+        }
+        (void)save_node(s, n);
+        set_step(s, n, SW_UNCORDON, "the agent verified every GPU on %s",
+                 STREQ(target_binding(sw), "vfio") ? "vfio-pci" : "its host driver");
+        return true;
+    }
+    case SW_UNCORDON:
+        if (!sw->was_cordoned && set_cordon(s, n, sw, false, &err) < 0) {
+            set_step(s, n, SW_FAILED, "Cannot uncordon: %s", error_message(&err));
+            return false;
+        }
+        set_step(s, n, SW_DONE, "switched to %s", sw->mode);
+        return false;
+    default:
+        return false;
+    }
+}
+
+bool fleet_switch_advance(Server *s, Node *n) {
+    bool changed = false;
+    while (switch_active(n->sw) && step_once(s, n))
+        changed = true;
+    return changed;
+}
+
+void fleet_switch_start(Server *s, Node *n, NodeSwitch *sw) {
+    free(n->sw);
+    n->sw = sw;
+    sw->step = SW_CORDON;
+    sw->started_ms = sw->updated_ms = s->now_ms;
+    set_step(s, n, SW_CORDON, "switch to %s asked (drain: %s)", sw->mode, drain_mode_to_string(sw->drain));
+    (void)fleet_switch_advance(s, n);
+}
+
+void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const char *message) {
+    NodeSwitch *sw = n->sw;
+    if (!switch_active(sw))
+        return;
+    for (size_t i = 0; i < sw->n_tasks; i++)
+        if (sw->tasks[i] == task_id) {
+            sw->task_done[i] = true;
+            sw->task_ok[i] = ok;
+            if (!ok)
+                snprintf(sw->message, sizeof(sw->message), "The agent could not rebind a GPU: %s", message);
+            (void)fleet_save_switch(s, n);
+        }
+    (void)fleet_switch_advance(s, n);
+}
+
+void fleet_switch_reapply(Server *s, Node *n) {
+    NodeSwitch *sw = n->sw;
+    if (switch_active(sw) && sw->gpu >= 0 && sw->step > SW_CORDON)
+        (void)sched_device_set_cordoned(s->sched, n->spec.name, (unsigned)sw->gpu, true,
+                                        (uint64_t)(s->now_ms / 1000), NULL);
+}

@@ -1,0 +1,442 @@
+/* fleet.c: the control plane's side of its agents: heartbeats and unreachable nodes, work
+ * queued for agents (GPU rebinds, reset-cycle checks, R9), and the fleet's records in the store.
+ *
+ * An agent that misses its heartbeats makes its node unreachable: the core places nothing
+ * there, but every allocation on it is kept (a VM may well still run) until the agent comes
+ * back and says what runs, or an admin releases it. Called on the writer thread with the
+ * state lock held for writing. */
+#include "fleet.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static const char *const task_kinds[_TASK_KIND_MAX] = {[TASK_BIND] = "bind",
+                                                       [TASK_RESET_CHECK] = "reset-check"};
+
+const char *task_kind_to_string(TaskKind k) {
+    return k >= 0 && k < _TASK_KIND_MAX ? task_kinds[k] : NULL;
+}
+
+TaskKind task_kind_from_string(const char *str) {
+    for (TaskKind k = 0; k < _TASK_KIND_MAX; k++)
+        if (str && STREQ(str, task_kinds[k]))
+            return k;
+    return _TASK_KIND_INVALID;
+}
+
+#define FOREACH_NODE(s, n)                                                                         \
+    for (size_t _i = 0; _i < (s)->nodes.cap; _i++)                                                 \
+        for (Node *n = (s)->nodes.keys[_i] && (s)->nodes.keys[_i] != PTRMAP_TOMB                   \
+                               ? (s)->nodes.values[_i]                                             \
+                               : NULL;                                                             \
+             n; n = NULL)
+
+/* ---- records in the store ---- */
+
+static int put_doc(Server *s, const char *key, json_t *doc) {
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!text)
+        return -ENOMEM;
+    int r = store_fleet_put(s->store, key, text, NULL);
+    free(text);
+    return r;
+}
+
+int fleet_save_agent(Server *s, const Node *n) {
+    char key[16 + SPEC_NAME_MAX];
+    snprintf(key, sizeof(key), "agent/%s", n->spec.name);
+    return put_doc(s, key, json_pack("{s:i, s:b}", "heartbeat_s", (int)n->heartbeat_s,
+                                     "unreachable", n->unreachable));
+}
+
+int fleet_save_switch(Server *s, const Node *n) {
+    char key[16 + SPEC_NAME_MAX];
+    snprintf(key, sizeof(key), "switch/%s", n->spec.name);
+    if (!n->sw)
+        return store_fleet_delete(s->store, key, NULL);
+    return put_doc(s, key, fleet_switch_json(n->sw));
+}
+
+json_t *fleet_task_json(const Task *t) {
+    json_t *j = json_pack("{s:I, s:s, s:s, s:i, s:s, s:I}", "id", (json_int_t)t->id, "node",
+                          t->node, "kind", task_kind_to_string(t->kind), "device", (int)t->dev,
+                          "gpu", t->gpu, "created_ms", (json_int_t)t->created_ms);
+    if (j && t->target[0])
+        json_object_set_new(j, "target", json_string(t->target));
+    return j;
+}
+
+static void task_key(uint64_t id, char buf[40]) {
+    snprintf(buf, 40, "task/%020" PRIu64, id);
+}
+
+/* ---- tasks ---- */
+
+Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, const char *gpu,
+                     const char *target) {
+    if (s->n_tasks == s->cap_tasks) {
+        size_t cap = s->cap_tasks ? s->cap_tasks * 2 : 16;
+        Task **v = realloc(s->tasks, cap * sizeof(Task *));
+        if (!v)
+            return NULL;
+        s->tasks = v;
+        s->cap_tasks = cap;
+    }
+    Task *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->id = ++s->last_task_id;
+    t->kind = kind;
+    t->dev = dev;
+    t->created_ms = s->now_ms;
+    snprintf(t->node, sizeof(t->node), "%s", node);
+    snprintf(t->gpu, sizeof(t->gpu), "%s", strempty(gpu));
+    snprintf(t->target, sizeof(t->target), "%s", strempty(target));
+    s->tasks[s->n_tasks++] = t;
+    char key[40];
+    task_key(t->id, key);
+    (void)put_doc(s, key, fleet_task_json(t));
+    (void)put_doc(s, "meta/last-task", json_pack("{s:I}", "id", (json_int_t)s->last_task_id));
+    char obj[32];
+    snprintf(obj, sizeof(obj), "%" PRIu64, t->id);
+    json_t *data = fleet_task_json(t);
+    json_object_set_new(data, "reason", json_sprintf("%s %s on %s%s%s", task_kind_to_string(kind), t->gpu, node,
+                                                     t->target[0] ? " to " : "", t->target));
+    state_event(s, "task.queued", obj, NULL, data);
+    return t;
+}
+
+Task *fleet_task_find(Server *s, uint64_t id) {
+    for (size_t i = 0; i < s->n_tasks; i++)
+        if (s->tasks[i]->id == id)
+            return s->tasks[i];
+    return NULL;
+}
+
+void fleet_task_finish(Server *s, Task *t) {
+    char key[40];
+    task_key(t->id, key);
+    (void)store_fleet_delete(s->store, key, NULL);
+    for (size_t i = 0; i < s->n_tasks; i++)
+        if (s->tasks[i] == t) {
+            memmove(s->tasks + i, s->tasks + i + 1, (s->n_tasks - i - 1) * sizeof(Task *));
+            s->n_tasks--;
+            break;
+        }
+    free(t);
+}
+
+bool fleet_task_open_for(Server *s, const char *node, TaskKind kind, unsigned dev) {
+    for (size_t i = 0; i < s->n_tasks; i++)
+        if (s->tasks[i]->kind == kind && s->tasks[i]->dev == dev && STREQ(s->tasks[i]->node, node))
+            return true;
+    return false;
+}
+
+/* ---- workloads on a node ---- */
+
+static bool placement_uses(json_t *p, const char *node, int dev) {
+    const char *pn = json_string_value(json_object_get(p, "node"));
+    if (!pn || STRNEQ(pn, node))
+        return false;
+    if (dev < 0)
+        return true;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(p, "devices"), i, v)
+        if (json_integer_value(v) == dev)
+            return true;
+    return false;
+}
+
+size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        Req *r = s->reqs[i];
+        if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) || !placement_uses(r->placement, node, dev))
+            continue;
+        /* CPU work does not hold a GPU: a mode switch does not need to drain it. */
+        const char *method = json_string_value(json_object_get(r->placement, "method"));
+        if (method && STREQ(method, "cpu"))
+            continue;
+        if (n < max)
+            ret[n] = r;
+        n++;
+    }
+    return n;
+}
+
+void fleet_describe_workloads(Req **reqs, size_t n, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && len + 1 < size; i++) {
+        int k = snprintf(buf + len, size - len, "%s%" PRIu64 " (%s, %s)", i ? ", " : "", reqs[i]->id,
+                         reqs[i]->user, api_kind_to_string(reqs[i]->spec.kind));
+        if (k < 0)
+            break;
+        len += (size_t)k;
+    }
+}
+
+void state_end_request(Server *s, Req *r, const char *event_type, const char *why) {
+    char id[32];
+    snprintf(id, sizeof(id), "%" PRIu64, r->id);
+    Error err = {0};
+    if (sched_release(s->sched, id, (uint64_t)(s->now_ms / 1000), &err) < 0)
+        return;
+    r->state = REQ_RELEASED;
+    snprintf(r->reason, sizeof(r->reason), "%s", why);
+    state_mark_dirty(s, r);
+    state_event(s, event_type, id, r->user, json_pack("{s:s, s:s}", "state", "released", "reason", why));
+    fleet_on_released(s, r);
+}
+
+/* ---- hooks ---- */
+
+void fleet_on_released(Server *s, const Req *r) {
+    const char *node = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+    Node *n = node ? ptrmap_get(&s->nodes, node) : NULL;
+    if (!n)
+        return;
+    n->reset_scan = true;
+    s->fleet_pending = true;
+}
+
+void fleet_merge_agent_push(const Node *old, ApiNode *push) {
+    /* The mode label, the cordon and the reset checks are the control plane's; the agent
+     * reports what the hardware shows (devices, bindings, its own quarantines). */
+    if (old->spec.mode[0])
+        snprintf(push->mode, sizeof(push->mode), "%s", old->spec.mode);
+    push->cordoned = old->spec.cordoned;
+    for (size_t i = 0; i < push->n_devices; i++) {
+        ApiDevice *d = &push->devices[i];
+        for (size_t k = 0; k < old->spec.n_devices; k++) {
+            const ApiDevice *o = &old->spec.devices[k];
+            if (STRNEQ(o->pci, d->pci))
+                continue;
+            /* A datacenter GPU's binding follows the node's mode label (R3), which the control
+             * plane sets; the GPU Operator rebinds from it. */
+            if (STREQ(old->spec.site_kind, "datacenter"))
+                snprintf(d->binding, sizeof(d->binding), "%s", o->binding);
+            d->reset_verified = o->reset_verified && STREQ(o->binding, d->binding);
+            if (o->quarantined && !d->quarantined) {
+                d->quarantined = true;
+                snprintf(d->quarantine_reason, sizeof(d->quarantine_reason), "%s", o->quarantine_reason);
+            }
+            break;
+        }
+    }
+}
+
+static void set_unreachable(Server *s, Node *n, bool on) {
+    if (n->unreachable == on)
+        return;
+    Error err = {0};
+    if (sched_node_set_unreachable(s->sched, n->spec.name, on, (uint64_t)(s->now_ms / 1000), &err) < 0)
+        return;
+    n->unreachable = on;
+    (void)fleet_save_agent(s, n);
+    int64_t seen = atomic_load(&n->last_seen_ms);
+    state_event(s, on ? "node.unreachable" : "node.reachable", n->spec.name, NULL,
+                json_pack("{s:I, s:i, s:s}", "last_seen_ms", (json_int_t)seen, "heartbeat_s",
+                          (int)n->heartbeat_s, "reason",
+                          on ? "the agent missed 3 heartbeats: nothing new is placed, allocations are kept"
+                             : "the agent reports again"));
+}
+
+void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s) {
+    atomic_store(&n->last_seen_ms, s->now_ms);
+    if (heartbeat_s && n->heartbeat_s != heartbeat_s) {
+        if (!n->heartbeat_s) {
+            s->n_agents++;
+            n->reset_scan = true; /* now there is an agent to ask for reset checks (R9) */
+            s->fleet_pending = true;
+        }
+        n->heartbeat_s = heartbeat_s;
+        (void)fleet_save_agent(s, n);
+        atomic_store(&s->fleet_due_ms, s->now_ms + 1000);
+    }
+    set_unreachable(s, n, false);
+}
+
+void fleet_on_node_put(Server *s, Node *n, bool by_agent) {
+    n->reset_scan = true;
+    s->fleet_pending = true;
+    if (by_agent)
+        fleet_agent_seen(s, n, 0); /* the agent speaks: the node is reachable again */
+    else if (n->unreachable)
+        (void)sched_node_set_unreachable(s->sched, n->spec.name, true, (uint64_t)(s->now_ms / 1000), NULL);
+    fleet_switch_reapply(s, n);
+}
+
+/* ---- the tick ---- */
+
+/* R9: a consumer GPU on vfio-pci without a passed reset-cycle check is not offered for
+ * passthrough; ask the node's agent for the check (first time, and after each VM). */
+static void reset_scan(Server *s, Node *n) {
+    n->reset_scan = false;
+    NodeInfo ni;
+    if (sched_node_info(s->sched, n->spec.name, &ni) < 0)
+        return;
+    for (unsigned i = 0; i < ni.n_devices && i < n->spec.n_devices; i++) {
+        DeviceInfo di;
+        if (sched_device_info(s->sched, n->spec.name, i, &di) < 0 || di.class_index < 0)
+            continue;
+        if (!s->catalog->classes[di.class_index].consumer || di.binding != BINDING_VFIO ||
+            di.reset_verified || di.state == DEVICE_QUARANTINED || di.n_allocations)
+            continue;
+        /* A GPU in the middle of a mode switch is checked once the switch is over. */
+        if (switch_active(n->sw) && (n->sw->gpu < 0 || (unsigned)n->sw->gpu == i))
+            continue;
+        if (n->spec.devices[i].reset_verified) {
+            /* The core asks again after a VM stopped: a restart must not bring back the old pass. */
+            n->spec.devices[i].reset_verified = false;
+            (void)save_node(s, n);
+        }
+        if (n->heartbeat_s && !fleet_task_open_for(s, n->spec.name, TASK_RESET_CHECK, i))
+            (void)fleet_task_add(s, n->spec.name, TASK_RESET_CHECK, i, di.address, NULL);
+    }
+}
+
+void fleet_tick(Server *s) {
+    int64_t now = s->now_ms;
+    /* Missed heartbeats are looked for once a second (not at every batch: ops are frequent). */
+    int64_t due = atomic_load(&s->fleet_due_ms);
+    if (s->n_agents && due <= now) {
+        FOREACH_NODE(s, n) {
+            int64_t grace = (int64_t)n->heartbeat_s * 3000 + 500;
+            if (n->heartbeat_s && !n->unreachable && now - atomic_load(&n->last_seen_ms) > grace)
+                set_unreachable(s, n, true);
+        }
+    }
+    if (!s->n_agents)
+        atomic_store(&s->fleet_due_ms, INT64_MAX);
+    else if (due <= now || due == INT64_MAX)
+        atomic_store(&s->fleet_due_ms, now + 1000);
+    if (!s->fleet_pending)
+        return;
+    s->fleet_pending = false;
+    FOREACH_NODE(s, n) {
+        if (switch_active(n->sw))
+            (void)fleet_switch_advance(s, n);
+        if (n->reset_scan)
+            reset_scan(s, n);
+    }
+}
+
+/* ---- node JSON ---- */
+
+json_t *fleet_node_json(Server *s, const Node *n) {
+    json_t *j = json_object();
+    if (n->heartbeat_s) {
+        json_object_set_new(j, "agent", json_pack("{s:i, s:I}", "heartbeat_s", (int)n->heartbeat_s,
+                                                  "last_seen_ms",
+                                                  (json_int_t)atomic_load(&n->last_seen_ms)));
+    }
+    if (n->sw)
+        json_object_set_new(j, "switch", fleet_switch_json(n->sw));
+    json_t *tasks = json_array();
+    for (size_t i = 0; i < s->n_tasks; i++)
+        if (STREQ(s->tasks[i]->node, n->spec.name))
+            json_array_append_new(tasks, fleet_task_json(s->tasks[i]));
+    json_object_set_new(j, "tasks", tasks);
+    return j;
+}
+
+/* ---- startup ---- */
+
+static int load_record(const char *key, const char *text, void *userdata) {
+    Server *s = userdata;
+    json_t *j = json_loads(text, 0, NULL);
+    if (!j)
+        return error_set(&s->fatal_err, -EINVAL, "Stored fleet record %s is not JSON.", key);
+    int r = 0;
+    Node *n = NULL;
+    if (string_has_prefix(key, "agent/") && (n = ptrmap_get(&s->nodes, key + 6))) {
+        n->heartbeat_s = (unsigned)json_integer_value(json_object_get(j, "heartbeat_s"));
+        if (n->heartbeat_s)
+            s->n_agents++;
+        /* The agent gets a full grace period from the restart before it counts as lost. */
+        atomic_store(&n->last_seen_ms, s->now_ms);
+        if (json_is_true(json_object_get(j, "unreachable")) &&
+            sched_node_set_unreachable(s->sched, n->spec.name, true, (uint64_t)(s->now_ms / 1000), NULL) >= 0)
+            n->unreachable = true;
+    } else if (string_has_prefix(key, "switch/") && (n = ptrmap_get(&s->nodes, key + 7))) {
+        NodeSwitch *sw = calloc(1, sizeof(*sw));
+        if (!sw || fleet_switch_from_json(j, sw) < 0) {
+            free(sw);
+            r = error_set(&s->fatal_err, -EINVAL, "Stored mode switch of node %s is malformed.", key + 7);
+        } else {
+            n->sw = sw;
+            if (switch_active(sw))
+                s->fleet_pending = true;
+            fleet_switch_reapply(s, n);
+        }
+    } else if (string_has_prefix(key, "task/")) {
+        Task *t = calloc(1, sizeof(*t));
+        const char *node = NULL, *kind = NULL, *gpu = NULL, *target = NULL;
+        json_int_t id = 0, created = 0;
+        int dev = 0;
+        if (!t || json_unpack(j, "{s:I, s:s, s:s, s:i, s:s, s:I, s?s}", "id", &id, "node", &node,
+                              "kind", &kind, "device", &dev, "gpu", &gpu, "created_ms", &created,
+                              "target", &target) < 0 ||
+            task_kind_from_string(kind) < 0 || id <= 0 || dev < 0) {
+            free(t);
+            r = error_set(&s->fatal_err, -EINVAL, "Stored task %s is malformed.", key);
+        } else {
+            Task *added = NULL;
+            uint64_t keep = s->last_task_id;
+            s->last_task_id = (uint64_t)id - 1;
+            /* Re-add without events or writes: rebuild memory only. */
+            if (s->n_tasks == s->cap_tasks) {
+                size_t cap = s->cap_tasks ? s->cap_tasks * 2 : 16;
+                Task **v = realloc(s->tasks, cap * sizeof(Task *));
+                if (v)
+                    s->tasks = v, s->cap_tasks = cap;
+            }
+            if (s->n_tasks < s->cap_tasks) {
+                *t = (Task){.id = (uint64_t)id, .kind = task_kind_from_string(kind), .dev = (unsigned)dev,
+                            .created_ms = created};
+                snprintf(t->node, sizeof(t->node), "%s", node);
+                snprintf(t->gpu, sizeof(t->gpu), "%s", gpu);
+                snprintf(t->target, sizeof(t->target), "%s", strempty(target));
+                s->tasks[s->n_tasks++] = added = t;
+            } else
+                free(t);
+            s->last_task_id = MAX(keep, (uint64_t)id);
+            if (!added)
+                r = error_set(&s->fatal_err, -ENOMEM, "Out of memory.");
+        }
+    } else if (STREQ(key, "meta/last-task")) {
+        s->last_task_id = MAX(s->last_task_id, (uint64_t)json_integer_value(json_object_get(j, "id")));
+    }
+    json_decref(j);
+    return r;
+}
+
+int fleet_load(Server *s, Error *err) {
+    int r = store_fleet_foreach(s->store, load_record, s, err);
+    if (r < 0)
+        return s->fatal_err.code ? error_set(err, r, "%s", s->fatal_err.message) : r;
+    FOREACH_NODE(s, n)
+        if (n->heartbeat_s || switch_active(n->sw))
+            n->reset_scan = true, s->fleet_pending = true;
+    atomic_store(&s->fleet_due_ms, s->n_agents ? s->now_ms + 1000 : INT64_MAX);
+    return 0;
+}
+
+void fleet_free(Server *s) {
+    for (size_t i = 0; i < s->n_tasks; i++)
+        free(s->tasks[i]);
+    free(s->tasks);
+    FOREACH_NODE(s, n) {
+        free(n->sw);
+        n->sw = NULL;
+    }
+}

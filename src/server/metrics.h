@@ -1,0 +1,32 @@
+/* metrics.h: counters and histograms for /metrics (Prometheus text format). Lock-free:
+ * connection threads update them with atomics. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "util/strutil.h"
+
+#define METRICS_BUCKETS 14
+#define METRICS_ROUTES 32
+
+typedef struct Histogram {
+    _Atomic uint64_t bucket[METRICS_BUCKETS + 1]; /* last: +Inf */
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_us;
+} Histogram;
+
+typedef struct Metrics {
+    Histogram api[METRICS_ROUTES]; /* per route index */
+    _Atomic uint64_t responses[6]; /* by status class 1xx..5xx (index 1..5) */
+    Histogram queue_wait;          /* submit -> placed */
+    Histogram commit;              /* transaction latency */
+    _Atomic uint64_t commits, committed_ops;
+    _Atomic uint64_t decisions[3]; /* placed, waiting, refused */
+} Metrics;
+
+/* Upper bounds of the buckets, in seconds. */
+extern const double metrics_bounds[METRICS_BUCKETS];
+
+void histogram_observe(Histogram *h, uint64_t us);
+void histogram_write(StrBuf *b, const char *name, const char *labels, const Histogram *h);

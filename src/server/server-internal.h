@@ -1,0 +1,177 @@
+/* server-internal.h: the server's shared state, seen by its modules only.
+ *
+ * Threads: libmicrohttpd runs each connection on a thread of its own (http.c); a handler reads the in-memory state under `lock` (read) and sends every change as an Op to
+ * the single writer thread, which applies a batch of ops to memory and the core under `lock`
+ * (write), writes the changed rows in ONE transaction, commits, and only then answers each
+ * op (group commit, R16). Readers may briefly see a change that is not committed yet; nothing is
+ * acknowledged, and no event is published, before its commit. */
+#pragma once
+
+#include <jansson.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/catalog.h"
+#include "core/sched.h"
+#include "server/events.h"
+#include "server/metrics.h"
+#include "server/server.h"
+#include "server/spec.h"
+#include "server/ptrmap.h"
+#include "store/store.h"
+
+typedef enum Role { ROLE_ADMIN, ROLE_OWNER, ROLE_TRUSTED, ROLE_USER, ROLE_NODE, _ROLE_MAX, _ROLE_INVALID = -1 } Role;
+const char *role_to_string(Role r);
+Role role_from_string(const char *s);
+
+typedef struct Principal {
+    char user[SPEC_NAME_MAX];
+    Role role;
+    char nodes[512]; /* owner: the nodes owned; node: the agent's node (comma-separated) */
+} Principal;
+bool principal_has_node(const Principal *p, const char *node);
+
+typedef enum ReqState { REQ_PENDING, REQ_PLACED, REQ_ACTIVE, REQ_RELEASED, REQ_CANCELLED, REQ_REFUSED, _REQ_STATE_MAX, _REQ_STATE_INVALID = -1 } ReqState;
+const char *req_state_to_string(ReqState s);
+ReqState req_state_from_string(const char *s);
+
+typedef struct Req {
+    uint64_t id;
+    char *user;
+    char *idem_key;
+    ApiRequest spec;
+    bool trusted; /* submitted by a trusted tenant */
+    ReqState state;
+    char reason_code[32];
+    char reason[256];
+    json_t *placement; /* while placed/active, and kept afterwards for history */
+    int64_t created_ms, updated_ms, placed_ms;
+    bool dirty; /* changed in the current batch: written at its commit */
+} Req;
+
+/* fleet.h: a mode switch in progress (or the last one) and the work queued for agents. */
+typedef struct NodeSwitch NodeSwitch;
+typedef struct Task Task;
+
+typedef struct Node {
+    ApiNode spec; /* as registered (cordoned kept current) */
+    /* The fleet (fleet.c): the node's agent and its mode switch. */
+    unsigned heartbeat_s;         /* the agent's interval; 0: no agent reports for the node */
+    _Atomic int64_t last_seen_ms; /* the agent's last heartbeat (server clock) */
+    bool unreachable;             /* missed heartbeats: nothing new is placed there */
+    bool reset_scan;              /* look for consumer GPUs that need a reset check (R9) */
+    NodeSwitch *sw;               /* the current or last mode switch, NULL when none */
+} Node;
+
+typedef struct Server Server;
+
+/* One change, applied by the writer thread inside a transaction with `lock` held for writing.
+ * fn sets status and body (the answer), and must change nothing when it fails. */
+typedef struct Op Op;
+typedef void (*OpFn)(Server *s, Op *op);
+struct Op {
+    OpFn fn;
+    const Principal *who;
+    void *arg;
+    int status;
+    json_t *body;
+    sem_t done; /* posted by the writer once committed: one wake-up per op, no herd */
+    Op *next;
+};
+
+struct Server {
+    ServerConfig cfg;
+    Catalog *catalog;
+    Sched *sched;
+    Store *store;        /* the writer's connection (and startup's) */
+    Store *reader;       /* token lookups from connection threads */
+    pthread_mutex_t reader_lock;
+    PtrMap token_cache;  /* hash -> Principal* */
+
+    pthread_rwlock_t lock; /* everything below up to the writer */
+    Req **reqs;            /* by id - 1 */
+    size_t n_reqs, cap_reqs;
+    PtrMap idem;           /* "user\nkey" -> Req* */
+    PtrMap nodes;          /* name -> Node* */
+    PtrMap sites;          /* name -> (void*)(SiteKind + 1) */
+    PtrMap trusted_users;  /* name -> (void*)1 */
+    Req **dirty;           /* requests to write at this batch's commit */
+    size_t n_dirty, cap_dirty;
+    const char *actor;     /* who the current op acts for (events of queue placements) */
+    int64_t now_ms;        /* the current batch's clock */
+
+    EventLog events;
+    Metrics metrics;
+
+    /* The fleet (fleet.c), under `lock` like the records above. */
+    Task **tasks;          /* work for agents not finished yet, in id order */
+    size_t n_tasks, cap_tasks;
+    uint64_t last_task_id;
+    size_t n_agents;       /* nodes with heartbeat_s > 0 */
+    bool fleet_pending;    /* some node has reset_scan set or a switch to advance */
+    _Atomic int64_t fleet_due_ms; /* when the writer must run fleet_tick() even without ops */
+
+    pthread_mutex_t q_lock;
+    pthread_cond_t q_cond;
+    Op *q_head, *q_tail;
+    bool stopping;
+    atomic_bool fatal;
+    Error fatal_err;
+    pthread_t writer;
+};
+
+/* writer.c */
+int writer_start(Server *s);
+void writer_stop(Server *s);
+/* Queue op and wait until it is applied and committed (or the server failed: 503). */
+void writer_submit(Server *s, Op *op);
+int64_t server_now_ms(void);
+
+/* state.c: in-memory records and the core glue (called with lock held for writing). */
+Req *state_req(Server *s, uint64_t id);
+int state_req_add(Server *s, Req *r);
+void state_mark_dirty(Server *s, Req *r);
+int state_flush_dirty(Server *s, Error *err);
+/* Apply a core decision to a record, emit its event. */
+void state_apply_decision(Server *s, Req *r, const Decision *d);
+int state_ensure_site(Server *s, const char *site, const char *kind, Error *err);
+void state_trust_user(Server *s, const char *user);
+int state_node_add_core(Server *s, const ApiNode *n, Error *err);
+void state_on_placed(void *userdata, const char *request_id, const Decision *d);
+json_t *req_to_json(Server *s, const Req *r);
+json_t *node_to_json(Server *s, const Node *n);
+/* Emit an event into the current transaction. */
+int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
+/* Rebuild memory and the core from the store (startup). */
+int state_load(Server *s, Error *err);
+void state_free(Server *s);
+/* Placement <-> JSON (the store keeps placements as JSON; restore reads them back). */
+json_t *placement_to_json(const Sched *sched, const Placement *p);
+int placement_from_json(const Catalog *cat, json_t *j, Placement *ret, char node_buf[SCHED_ID_MAX],
+                        Error *err);
+void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC_MAX_FALLBACK],
+                   RequestSpec *ret);
+
+/* fleet.c: agents, heartbeats, work for agents, mode switches (called by the writer with
+ * `lock` held for writing, except fleet_due_ms). */
+int fleet_load(Server *s, Error *err);
+void fleet_free(Server *s);
+void fleet_tick(Server *s);
+/* A placed/active request ended (released, cancelled, evicted, lost): its consumer GPUs may
+ * need a reset check (R9), a draining switch may go on. */
+void fleet_on_released(Server *s, const Req *r);
+/* An agent pushed (or an admin registered) the node. */
+void fleet_on_node_put(Server *s, Node *n, bool by_agent);
+/* Keep the control plane's own fields when the agent pushes its inventory again. */
+void fleet_merge_agent_push(const Node *old, ApiNode *push);
+json_t *fleet_node_json(Server *s, const Node *n);
+int save_node(Server *s, const Node *n);
+/* End a placed/active request on behalf of the system (eviction, a lost workload). */
+void state_end_request(Server *s, Req *r, const char *event_type, const char *why);
+
+/* auth.c */
+/* 0 and *ret on success; -EACCES (401) with a sentence otherwise. */
+int auth_principal(Server *s, const char *authorization, Principal *ret, Error *err);

@@ -1,0 +1,28 @@
+/* server.h: `einsora serve`: the control plane's HTTP/JSON API over the core and the store. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util/error.h"
+
+#define SERVER_DEFAULT_LISTEN "127.0.0.1:7780"
+#define SERVER_BODY_MAX (64u * 1024) /* larger bodies get 413 */
+#define SERVER_BATCH_MAX 512         /* operations per group commit */
+
+typedef struct ServerConfig {
+    const char *listen;       /* "ADDR:PORT"; port 0 picks a free one */
+    const char *state_path;   /* SQLite state file */
+    const char *catalog_path; /* catalog YAML; NULL = the default catalog */
+    const char *pci_ids_path; /* NULL: the default pci.ids (EINSORA_PCI_IDS) */
+    const char *port_file;    /* when set, the chosen port is written there once listening */
+    unsigned batch_max;       /* 1 = one transaction per operation (the benchmark's baseline) */
+    FILE *log;                /* where startup and fatal messages go; NULL = nowhere */
+} ServerConfig;
+
+/* Open the state, rebuild the core from it (nodes, placed allocations, the waiting queue),
+ * check the invariants, listen, and serve until SIGINT/SIGTERM. ready_fn is called once
+ * listening with the bound port. Returns 0 on a clean stop. */
+int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *userdata),
+               void *userdata, Error *err);

@@ -1,0 +1,569 @@
+/* state.c: the server's in-memory records (requests, nodes, sites) and their glue to the
+ * core: every decision of the core lands here, is marked for the current transaction, and
+ * becomes an event. Called by the writer thread (and startup) with the state lock held. */
+#include "server-internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static const char *const req_states[_REQ_STATE_MAX] = {
+        [REQ_PENDING] = "pending",   [REQ_PLACED] = "placed",       [REQ_ACTIVE] = "active",
+        [REQ_RELEASED] = "released", [REQ_CANCELLED] = "cancelled", [REQ_REFUSED] = "refused",
+};
+
+const char *req_state_to_string(ReqState st) {
+    return st >= 0 && st < _REQ_STATE_MAX ? req_states[st] : NULL;
+}
+
+ReqState req_state_from_string(const char *str) {
+    for (ReqState st = 0; st < _REQ_STATE_MAX; st++)
+        if (str && STREQ(str, req_states[st]))
+            return st;
+    return _REQ_STATE_INVALID;
+}
+
+Req *state_req(Server *s, uint64_t id) {
+    return id >= 1 && id <= s->n_reqs ? s->reqs[id - 1] : NULL;
+}
+
+static void req_free(Req *r) {
+    if (!r)
+        return;
+    free(r->user);
+    free(r->idem_key);
+    json_decref(r->placement);
+    free(r);
+}
+
+static char *idem_map_key(const char *user, const char *key) {
+    return strprintf("%s\n%s", user, key);
+}
+
+int state_req_add(Server *s, Req *r) {
+    if (r->id != s->n_reqs + 1)
+        return -EINVAL; /* ids are dense: the store hands them out in order */
+    if (s->n_reqs == s->cap_reqs) {
+        size_t cap = s->cap_reqs ? s->cap_reqs * 2 : 1024;
+        Req **v = realloc(s->reqs, cap * sizeof(Req *));
+        if (!v)
+            return -ENOMEM;
+        s->reqs = v;
+        s->cap_reqs = cap;
+    }
+    if (r->idem_key) {
+        _cleanup_free_ char *k = idem_map_key(r->user, r->idem_key);
+        if (!k || ptrmap_put(&s->idem, k, r) < 0)
+            return -ENOMEM;
+    }
+    s->reqs[s->n_reqs++] = r;
+    return 0;
+}
+
+void state_mark_dirty(Server *s, Req *r) {
+    r->updated_ms = s->now_ms;
+    if (r->dirty)
+        return;
+    if (s->n_dirty == s->cap_dirty) {
+        size_t cap = s->cap_dirty ? s->cap_dirty * 2 : 256;
+        Req **v = realloc(s->dirty, cap * sizeof(Req *));
+        if (!v)
+            abort(); /* cannot keep the promise of durability without memory */
+        s->dirty = v;
+        s->cap_dirty = cap;
+    }
+    r->dirty = true;
+    s->dirty[s->n_dirty++] = r;
+}
+
+/* The persisted form of a request (also the API's, which adds the queue position). */
+static json_t *req_doc(const Req *r) {
+    json_t *j = json_pack("{s:I, s:s, s:s, s:o, s:b, s:I, s:I}", "id", (json_int_t)r->id, "user",
+                          r->user, "state", req_state_to_string(r->state), "request",
+                          api_request_to_json(&r->spec), "trusted", r->trusted, "created_ms",
+                          (json_int_t)r->created_ms, "updated_ms", (json_int_t)r->updated_ms);
+    if (!j)
+        return NULL;
+    if (r->idem_key)
+        json_object_set_new(j, "idempotency_key", json_string(r->idem_key));
+    if (r->reason_code[0])
+        json_object_set_new(j, "reason_code", json_string(r->reason_code));
+    if (r->reason[0])
+        json_object_set_new(j, "reason", json_string(r->reason));
+    if (r->placement)
+        json_object_set(j, "placement", r->placement);
+    if (r->placed_ms)
+        json_object_set_new(j, "placed_ms", json_integer(r->placed_ms));
+    return j;
+}
+
+json_t *req_to_json(Server *s, const Req *r) {
+    json_t *j = req_doc(r);
+    if (j && r->state == REQ_PENDING) {
+        char id[32];
+        Decision d;
+        snprintf(id, sizeof(id), "%" PRIu64, r->id);
+        if (sched_request_decision(s->sched, id, &d) >= 0 && d.kind == DECISION_WAITING)
+            json_object_set_new(j, "queue_position", json_integer((json_int_t)d.queue_position));
+        if (r->spec.n_fallback)
+            json_object_set_new(j, "fallback_at_ms",
+                                json_integer(r->created_ms / 1000 * 1000 + (json_int_t)r->spec.wait_s * 1000));
+    }
+    return j;
+}
+
+int state_flush_dirty(Server *s, Error *err) {
+    int r = 0;
+    for (size_t i = 0; i < s->n_dirty; i++) {
+        Req *q = s->dirty[i];
+        q->dirty = false;
+        if (r < 0)
+            continue;
+        json_t *doc = req_doc(q);
+        char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        if (!text) {
+            r = error_set(err, -ENOMEM, "Out of memory.");
+            continue;
+        }
+        StoreRequest row = {.id = q->id, .user = q->user, .idem_key = q->idem_key,
+                            .state = req_state_to_string(q->state), .json = text};
+        r = store_request_put(s->store, &row, err);
+        free(text);
+    }
+    s->n_dirty = 0;
+    return r;
+}
+
+int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data) {
+    if (!data)
+        data = json_object();
+    char *text = json_dumps(data, JSON_COMPACT);
+    const char *actor = s->actor ? s->actor : "system";
+    uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
+    if (!seq || !text) {
+        free(text);
+        return -ENOMEM;
+    }
+    StoreEvent e = {.seq = seq, .time_ms = s->now_ms, .actor = actor, .type = type,
+                    .object = object, .json = text};
+    int r = store_event_append(s->store, &e, NULL);
+    free(text);
+    return r;
+}
+
+/* ---- placements as JSON ---- */
+
+json_t *placement_to_json(const Sched *sched, const Placement *p) {
+    json_t *devs = json_array(), *addrs = json_array();
+    for (unsigned i = 0; i < p->n_devices; i++) {
+        json_array_append_new(devs, json_integer(p->devices[i]));
+        DeviceInfo di;
+        if (sched && sched_device_info(sched, p->node, p->devices[i], &di) >= 0 && di.address)
+            json_array_append_new(addrs, json_string(di.address));
+    }
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:i}", "node", p->node, "class",
+                          p->class_name, "method", method_to_string(p->method), "container_runtime",
+                          container_runtime_to_string(p->container_runtime), "endpoint_runtime",
+                          endpoint_runtime_to_string(p->endpoint_runtime), "devices", devs,
+                          "addresses", addrs, "fallback_index", p->fallback_index);
+    if (!j)
+        return NULL;
+    if (p->method == METHOD_MIG) {
+        json_object_set_new(j, "mig_start", json_integer(p->mig_start));
+        json_object_set_new(j, "mig_slots", json_integer(p->mig_slots));
+    }
+    if (p->cpu_cores)
+        json_object_set_new(j, "cpu_cores", json_integer(p->cpu_cores));
+    if (p->memory_gb)
+        json_object_set_new(j, "memory_gb", json_integer(p->memory_gb));
+    return j;
+}
+
+int placement_from_json(const Catalog *cat, json_t *j, Placement *ret, char node_buf[SCHED_ID_MAX],
+                        Error *err) {
+    const char *node = NULL, *cls = NULL, *method = NULL, *crt = NULL, *ert = NULL;
+    json_t *devs = NULL;
+    int fb = -1, ms = 0, mn = 0, cores = 0, mem = 0;
+    json_error_t je;
+    if (json_unpack_ex(j, &je, 0, "{s:s, s:s, s:s, s:s, s:s, s:o, s?i, s?i, s?i, s?i, s?i}", "node",
+                       &node, "class", &cls, "method", &method, "container_runtime", &crt,
+                       "endpoint_runtime", &ert, "devices", &devs, "fallback_index", &fb, "mig_start",
+                       &ms, "mig_slots", &mn, "cpu_cores", &cores, "memory_gb", &mem) < 0 ||
+        !json_is_array(devs) || json_array_size(devs) > SCHED_NODE_MAX_DEVICES ||
+        strlen(node) >= SCHED_ID_MAX)
+        return error_set(err, -EINVAL, "A stored placement is malformed: %s.", je.text);
+    Placement p = {
+            .class_index = catalog_find_index(cat, cls),
+            .method = method_from_string(method),
+            .container_runtime = container_runtime_from_string(crt),
+            .endpoint_runtime = endpoint_runtime_from_string(ert),
+            .mig_start = (unsigned)ms,
+            .mig_slots = (unsigned)mn,
+            .cpu_cores = (unsigned)cores,
+            .memory_gb = (unsigned)mem,
+            .fallback_index = fb,
+    };
+    if (p.class_index < 0 || p.method < 0 || p.container_runtime < 0 || p.endpoint_runtime < 0)
+        return error_set(err, -EINVAL, "A stored placement names an unknown class or method.");
+    p.class_name = cat->classes[p.class_index].name;
+    size_t i;
+    json_t *v;
+    json_array_foreach(devs, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return error_set(err, -EINVAL, "A stored placement has a bad device index.");
+        p.devices[p.n_devices++] = (unsigned)json_integer_value(v);
+    }
+    strcpy(node_buf, node);
+    p.node = node_buf;
+    *ret = p;
+    return 0;
+}
+
+/* ---- requests and the core ---- */
+
+void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC_MAX_FALLBACK],
+                   RequestSpec *ret) {
+    snprintf(id_buf, 32, "%" PRIu64, r->id);
+    for (size_t i = 0; i < r->spec.n_fallback; i++)
+        fallback_ptrs[i] = r->spec.fallback[i];
+    *ret = (RequestSpec){
+            .id = id_buf,
+            .user = r->user,
+            .kind = workload_kind_from_string(api_kind_to_string(r->spec.kind)),
+            .guest = r->spec.guest_os[0] ? guest_os_from_string(r->spec.guest_os) : GUEST_LINUX,
+            .class_name = r->spec.cls[0] ? r->spec.cls : NULL,
+            .memory_gb = r->spec.memory_gb,
+            .count = r->spec.count,
+            .share = r->spec.share,
+            .fallback = fallback_ptrs,
+            .n_fallback = r->spec.n_fallback,
+            .wait_s = r->spec.wait_s,
+            .submitted = (uint64_t)(r->created_ms / 1000),
+            .runtime = r->spec.runtime[0] ? endpoint_runtime_from_string(r->spec.runtime)
+                                          : ENDPOINT_RUNTIME_NONE,
+    };
+}
+
+void state_apply_decision(Server *s, Req *r, const Decision *d) {
+    char id[32];
+    snprintf(id, sizeof(id), "%" PRIu64, r->id);
+    snprintf(r->reason_code, sizeof(r->reason_code), "%s", sched_reason_to_string(d->reason));
+    snprintf(r->reason, sizeof(r->reason), "%s", d->message);
+    const char *type;
+    json_t *data = json_pack("{s:s, s:s}", "reason_code", r->reason_code, "reason", r->reason);
+    switch (d->kind) {
+    case DECISION_PLACED:
+        r->state = REQ_PLACED;
+        json_decref(r->placement);
+        r->placement = placement_to_json(s->sched, &d->placement);
+        r->placed_ms = s->now_ms;
+        if (r->reason_code[0] && STREQ(r->reason_code, "none"))
+            r->reason_code[0] = 0;
+        histogram_observe(&s->metrics.queue_wait,
+                          (uint64_t)MAX(0, r->placed_ms - r->created_ms) * 1000);
+        json_object_set(data, "placement", r->placement);
+        type = "request.placed";
+        break;
+    case DECISION_WAITING:
+        r->state = REQ_PENDING;
+        json_object_set_new(data, "queue_position", json_integer((json_int_t)d->queue_position));
+        type = "request.waiting";
+        break;
+    default:
+        r->state = REQ_REFUSED;
+        type = "request.refused";
+        break;
+    }
+    if (d->kind >= 0 && d->kind < 3)
+        atomic_fetch_add(&s->metrics.decisions[d->kind], 1);
+    state_mark_dirty(s, r);
+    (void)state_event(s, type, id, r->user, data);
+}
+
+void state_on_placed(void *userdata, const char *request_id, const Decision *d) {
+    Server *s = userdata;
+    uint64_t id;
+    if (parse_uint64(request_id, UINT64_MAX, &id) < 0)
+        return;
+    Req *r = state_req(s, id);
+    if (r)
+        state_apply_decision(s, r, d);
+}
+
+/* ---- sites, trust, nodes ---- */
+
+int state_ensure_site(Server *s, const char *site, const char *kind, Error *err) {
+    SiteKind k = site_kind_from_string(kind);
+    void *have = ptrmap_get(&s->sites, site);
+    if (have) {
+        if ((intptr_t)have - 1 != k)
+            return error_set(err, -EEXIST, "Site %s is a %s site, not %s.", site,
+                             site_kind_to_string((SiteKind)((intptr_t)have - 1)), kind);
+        return 0;
+    }
+    int r = sched_add_site(s->sched, site, k, err);
+    if (r < 0)
+        return r;
+    if (ptrmap_put(&s->sites, site, (void *)(intptr_t)(k + 1)) < 0)
+        return error_set(err, -ENOMEM, "Out of memory.");
+    for (size_t i = 0; i < s->trusted_users.cap; i++)
+        if (s->trusted_users.keys[i] && s->trusted_users.keys[i] != PTRMAP_TOMB)
+            (void)sched_site_trust(s->sched, site, s->trusted_users.keys[i], true, NULL);
+    return 0;
+}
+
+/* Trusted tenants are a role of the token; the core knows trust per site, so a trusted user
+ * is trusted on every site. */
+void state_trust_user(Server *s, const char *user) {
+    if (ptrmap_get(&s->trusted_users, user))
+        return;
+    if (ptrmap_put(&s->trusted_users, user, (void *)1) < 0)
+        return;
+    for (size_t i = 0; i < s->sites.cap; i++)
+        if (s->sites.keys[i] && s->sites.keys[i] != PTRMAP_TOMB)
+            (void)sched_site_trust(s->sched, s->sites.keys[i], user, true, NULL);
+}
+
+int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
+    int r = state_ensure_site(s, n->site, n->site_kind, err);
+    if (r < 0)
+        return r;
+    DeviceSpec devs[SPEC_MAX_DEVICES];
+    for (size_t i = 0; i < n->n_devices; i++) {
+        const ApiDevice *d = &n->devices[i];
+        devs[i] = (DeviceSpec){
+                .class_name = d->cls[0] ? d->cls : NULL,
+                .address = d->pci[0] ? d->pci : NULL,
+                .memory_gb = d->memory_gb,
+                .binding = binding_from_string(d->binding),
+                .mig_enabled = d->mig_enabled,
+                .reset_verified = d->reset_verified,
+        };
+    }
+    SchedLabel label = {SCHED_MODE_LABEL, n->mode};
+    NodeSpec ns = {
+            .name = n->name,
+            .site = n->site,
+            .platform = platform_from_string(n->platform),
+            .owner = n->owner,
+            .labels = n->mode[0] ? &label : NULL,
+            .n_labels = n->mode[0] ? 1 : 0,
+            .kata = api_node_has_cap(n, "kata"),
+            .mig_in_kata = api_node_has_cap(n, "mig_in_kata") || api_node_has_cap(n, "mig-in-kata"),
+            .cordoned = n->cordoned,
+            .cpu_cores = n->cpus,
+            .time_slice_replicas = n->time_slice_replicas,
+            .apple_unified_memory_gb = n->apple_unified_memory_gb,
+            .apple_usable_memory_gb = n->apple_usable_memory_gb,
+            .devices = devs,
+            .n_devices = n->n_devices,
+    };
+    r = sched_add_node(s->sched, &ns, (uint64_t)(s->now_ms / 1000), err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < n->n_devices; i++)
+        if (n->devices[i].quarantined &&
+            (r = sched_device_set_quarantine(s->sched, n->name, (unsigned)i,
+                                             n->devices[i].quarantine_reason[0]
+                                                     ? n->devices[i].quarantine_reason
+                                                     : "quarantined by the agent",
+                                             (uint64_t)(s->now_ms / 1000), err)) < 0) {
+            (void)sched_remove_node(s->sched, n->name, NULL);
+            return r;
+        }
+    return 0;
+}
+
+json_t *node_to_json(Server *s, const Node *n) {
+    json_t *j = api_node_to_json(&n->spec);
+    NodeInfo ni;
+    if (!j || sched_node_info(s->sched, n->spec.name, &ni) < 0)
+        return j;
+    json_object_set_new(j, "unreachable", json_boolean(ni.unreachable));
+    json_t *fj = fleet_node_json(s, n);
+    json_object_update(j, fj);
+    json_decref(fj);
+    json_object_set_new(j, "cpu_used", json_integer(ni.cpu_used));
+    if (ni.platform == PLATFORM_MACOS)
+        json_object_set_new(j, "macos_vms", json_integer(ni.macos_vms));
+    json_t *devs = json_object_get(j, "devices");
+    for (unsigned i = 0; i < ni.n_devices && i < json_array_size(devs); i++) {
+        DeviceInfo di;
+        if (sched_device_info(s->sched, n->spec.name, i, &di) < 0)
+            continue;
+        json_t *dj = json_array_get(devs, i);
+        json_object_set_new(dj, "state", json_string(device_state_to_string(di.state)));
+        json_object_set_new(dj, "allocations", json_integer(di.n_allocations));
+        if (di.mig_enabled)
+            json_object_set_new(dj, "mig_layout", json_integer(di.mig_layout));
+        if (!di.class_name)
+            json_object_set_new(dj, "unclassified", json_true());
+    }
+    return j;
+}
+
+/* ---- startup: rebuild memory and the core from the store ---- */
+
+static int load_node(const char *name, const char *text, void *userdata) {
+    Server *s = userdata;
+    Node *n = calloc(1, sizeof(*n));
+    Error err = {0};
+    if (!n)
+        return -ENOMEM;
+    int r = api_node_parse(text, strlen(text), &n->spec, &err);
+    if (r >= 0)
+        r = state_node_add_core(s, &n->spec, &err);
+    if (r >= 0)
+        r = ptrmap_put(&s->nodes, n->spec.name, n);
+    if (r < 0) {
+        free(n);
+        return error_set(&s->fatal_err, r, "Stored node %s cannot be restored: %s", name,
+                         error_message(&err));
+    }
+    return 0;
+}
+
+static int load_request(const StoreRequest *row, void *userdata) {
+    Server *s = userdata;
+    json_error_t je;
+    json_t *j = json_loads(row->json, 0, &je);
+    Req *r = calloc(1, sizeof(*r));
+    Error err = {0};
+    int ret = -EINVAL;
+    const char *state = NULL, *code = NULL, *reason = NULL;
+    json_t *spec = NULL;
+    json_int_t created = 0, updated = 0, placed = 0;
+    int trusted = 0;
+    if (!j || !r)
+        goto fail;
+    if (json_unpack(j, "{s:s, s:o, s:b, s:I, s:I, s?s, s?s, s?I}", "state", &state, "request", &spec,
+                    "trusted", &trusted, "created_ms", &created, "updated_ms", &updated,
+                    "reason_code", &code, "reason", &reason, "placed_ms", &placed) < 0)
+        goto fail;
+    r->id = row->id;
+    r->user = strdup(row->user);
+    r->idem_key = row->idem_key ? strdup(row->idem_key) : NULL;
+    r->state = req_state_from_string(state);
+    r->trusted = trusted;
+    r->created_ms = created;
+    r->updated_ms = updated;
+    r->placed_ms = placed;
+    snprintf(r->reason_code, sizeof(r->reason_code), "%s", strempty(code));
+    snprintf(r->reason, sizeof(r->reason), "%s", strempty(reason));
+    r->placement = json_incref(json_object_get(j, "placement"));
+    if (!r->user || r->state < 0 || api_request_from_json(spec, &r->spec, &err) < 0)
+        goto fail;
+    if ((ret = state_req_add(s, r)) < 0)
+        goto fail;
+    if (r->trusted)
+        state_trust_user(s, r->user);
+    json_decref(j);
+    return 0;
+fail:
+    json_decref(j);
+    req_free(r);
+    return error_set(&s->fatal_err, ret < 0 ? ret : -EINVAL,
+                     "Stored request %" PRIu64 " cannot be read back%s%s", row->id,
+                     err.message[0] ? ": " : ".", err.message);
+}
+
+static int load_event(const StoreEvent *e, void *userdata) {
+    Server *s = userdata;
+    json_t *data = json_loads(e->json, 0, NULL);
+    const char *user = data ? json_string_value(json_object_get(data, "user")) : NULL;
+    /* Request events carry the owner in the object's record; look it up. */
+    const Req *r = NULL;
+    uint64_t id;
+    if (!user && string_has_prefix(e->type, "request.") && parse_uint64(e->object, UINT64_MAX, &id) >= 0)
+        r = state_req(s, id);
+    uint64_t seq = events_append(&s->events, e->time_ms, e->actor, e->type, e->object,
+                                 r ? r->user : user, data);
+    if (seq != e->seq)
+        return error_set(&s->fatal_err, -EINVAL, "The stored event feed has a gap at %" PRIu64 ".",
+                         e->seq);
+    return 0;
+}
+
+int state_load(Server *s, Error *err) {
+    s->now_ms = server_now_ms();
+    s->actor = "system";
+    atomic_store(&s->fleet_due_ms, INT64_MAX);
+    int r = store_node_foreach(s->store, load_node, s, err);
+    if (r >= 0)
+        r = fleet_load(s, err);
+    if (r >= 0)
+        r = store_request_foreach(s->store, load_request, s, err);
+    if (r >= 0)
+        r = store_event_foreach(s->store, 0, load_event, s, err);
+    if (r < 0)
+        return s->fatal_err.code ? error_set(err, r, "%s", s->fatal_err.message) : r;
+    events_publish(&s->events);
+
+    /* Placed allocations first, exactly as acknowledged; then the waiting queue in order. */
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        Req *q = s->reqs[i];
+        if (q->state != REQ_PLACED && q->state != REQ_ACTIVE)
+            continue;
+        char id[32], node[SCHED_ID_MAX];
+        const char *fb[SPEC_MAX_FALLBACK];
+        RequestSpec spec;
+        Placement p;
+        req_core_spec(q, id, fb, &spec);
+        Error e = {0};
+        if ((r = placement_from_json(s->catalog, q->placement, &p, node, &e)) < 0 ||
+            (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
+            return error_set(err, r, "Request %s cannot be restored: %s", id, error_message(&e));
+    }
+    if ((r = store_begin(s->store, err)) < 0)
+        return r;
+    for (size_t i = 0; i < s->n_reqs; i++) {
+        Req *q = s->reqs[i];
+        if (q->state != REQ_PENDING)
+            continue;
+        char id[32];
+        const char *fb[SPEC_MAX_FALLBACK];
+        RequestSpec spec;
+        Decision d;
+        req_core_spec(q, id, fb, &spec);
+        if ((r = sched_submit(s->sched, &spec, (uint64_t)(s->now_ms / 1000), &d, err)) < 0)
+            break;
+        /* Only a change of state is news; the waiting reason may be re-worded silently. */
+        if (d.kind != DECISION_WAITING)
+            state_apply_decision(s, q, &d);
+    }
+    if (r >= 0)
+        r = state_flush_dirty(s, err);
+    if (r >= 0)
+        r = store_commit(s->store, err);
+    if (r < 0) {
+        store_rollback(s->store);
+        return r;
+    }
+    events_publish(&s->events);
+    /* Refuse to serve a state that breaks the rules (R15, R16). */
+    Error e = {0};
+    if ((r = sched_check(s->sched, &e)) < 0)
+        return error_set(err, r, "The restored state fails the invariant check: %s",
+                         error_message(&e));
+    return 0;
+}
+
+void state_free(Server *s) {
+    fleet_free(s);
+    for (size_t i = 0; i < s->n_reqs; i++)
+        req_free(s->reqs[i]);
+    free(s->reqs);
+    free(s->dirty);
+    for (size_t i = 0; i < s->nodes.cap; i++)
+        if (s->nodes.keys[i] && s->nodes.keys[i] != PTRMAP_TOMB)
+            free(s->nodes.values[i]);
+    ptrmap_done(&s->nodes);
+    ptrmap_done(&s->idem);
+    ptrmap_done(&s->sites);
+    ptrmap_done(&s->trusted_users);
+}

@@ -1,0 +1,185 @@
+/* writer.c: the single writer thread: group commit of API changes and the server's timers.
+ *
+ * Every change goes through here, so the core and the in-memory records have one writer and
+ * the store sees one transaction per batch: BEGIN IMMEDIATE, apply up to batch_max ops (and
+ * any fallback deadline that passed, R13), write the changed rows, COMMIT, and only then
+ * publish the events and answer the ops. A failed commit leaves memory ahead of the disk,
+ * so the server stops rather than answer from a state it cannot vouch for; a restart
+ * rebuilds from what was committed. */
+#include "server-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/macro.h"
+
+int64_t server_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void fail_ops(Op *ops) {
+    for (Op *op = ops; op; op = op->next) {
+        json_decref(op->body);
+        op->status = 503;
+        op->body = json_pack("{s:s, s:s}", "code", "unavailable", "message",
+                             "The server could not commit this change and is stopping; retry "
+                             "after it restarts.");
+    }
+}
+
+/* Apply one batch (ops may be NULL: a timer tick) in one transaction. */
+static void run_batch(Server *s, Op *ops, size_t n_ops) {
+    Error err = {0};
+    uint64_t t0 = mono_us();
+    int r = store_begin(s->store, &err);
+    pthread_rwlock_wrlock(&s->lock);
+    s->now_ms = server_now_ms();
+    if (r >= 0) {
+        for (Op *op = ops; op; op = op->next) {
+            s->actor = op->who ? op->who->user : "system";
+            op->fn(s, op);
+        }
+        s->actor = "system";
+        /* R13: fallback deadlines fire from the server's clock. */
+        if (sched_next_deadline(s->sched) <= (uint64_t)(s->now_ms / 1000))
+            sched_tick(s->sched, (uint64_t)(s->now_ms / 1000));
+        /* Agents' heartbeats, reset checks to ask for, mode switches to advance. */
+        fleet_tick(s);
+        r = state_flush_dirty(s, &err);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (r >= 0)
+        r = store_commit(s->store, &err);
+    if (r < 0) {
+        store_rollback(s->store);
+        events_rollback(&s->events);
+        fail_ops(ops);
+        s->fatal_err = err;
+        atomic_store(&s->fatal, true);
+    } else {
+        events_publish(&s->events);
+        histogram_observe(&s->metrics.commit, mono_us() - t0);
+        atomic_fetch_add(&s->metrics.commits, 1);
+        atomic_fetch_add(&s->metrics.committed_ops, n_ops);
+    }
+}
+
+static void *writer_main(void *userdata) {
+    Server *s = userdata;
+    int64_t last_tick_s = 0;
+    pthread_mutex_lock(&s->q_lock);
+    for (;;) {
+        while (!s->q_head && !s->stopping) {
+            /* Sleep until the next fallback deadline (at most a second, so that a deadline
+             * computed from a request submitted meanwhile is never missed by long). */
+            pthread_rwlock_rdlock(&s->lock);
+            uint64_t next = sched_next_deadline(s->sched);
+            pthread_rwlock_unlock(&s->lock);
+            int64_t now = server_now_ms();
+            int64_t fleet_due = atomic_load(&s->fleet_due_ms);
+            if (fleet_due <= now && !atomic_load(&s->fatal))
+                break;
+            /* A deadline of the current second counts once: the core may still report it
+             * until the second is over. */
+            if (next != UINT64_MAX && (int64_t)next * 1000 <= now && now / 1000 > last_tick_s) {
+                last_tick_s = now / 1000;
+                break;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            int64_t wait_ms = 1000;
+            if (next != UINT64_MAX && (int64_t)next * 1000 - now < wait_ms)
+                wait_ms = MAX((int64_t)next * 1000 - now, 1000 - now % 1000);
+            wait_ms = MIN(wait_ms, fleet_due - now);
+            ts.tv_sec += wait_ms / 1000;
+            ts.tv_nsec += (wait_ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L)
+                ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            (void)pthread_cond_timedwait(&s->q_cond, &s->q_lock, &ts);
+        }
+        if (s->stopping && !s->q_head)
+            break;
+        Op *batch = s->q_head, *last = NULL;
+        size_t n = 0;
+        for (Op *op = batch; op && n < s->cfg.batch_max; op = op->next)
+            last = op, n++;
+        if (last) {
+            s->q_head = last->next;
+            if (!s->q_head)
+                s->q_tail = NULL;
+            last->next = NULL;
+        } else
+            batch = NULL;
+        pthread_mutex_unlock(&s->q_lock);
+
+        if (atomic_load(&s->fatal))
+            fail_ops(batch);
+        else
+            run_batch(s, batch, n);
+
+        for (Op *op = batch, *next; op; op = next) {
+            next = op->next; /* op lives on its caller's stack: read before waking it */
+            sem_post(&op->done);
+        }
+        pthread_mutex_lock(&s->q_lock);
+    }
+    pthread_mutex_unlock(&s->q_lock);
+    return NULL;
+}
+
+int writer_start(Server *s) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->q_lock, NULL);
+    pthread_cond_init(&s->q_cond, &a);
+    pthread_condattr_destroy(&a);
+    if (s->cfg.batch_max == 0)
+        s->cfg.batch_max = SERVER_BATCH_MAX;
+    int r = pthread_create(&s->writer, NULL, writer_main, s);
+    if (r == 0)
+        pthread_setname_np(s->writer, "einsora-writer");
+    return -r;
+}
+
+void writer_stop(Server *s) {
+    pthread_mutex_lock(&s->q_lock);
+    s->stopping = true;
+    pthread_cond_signal(&s->q_cond);
+    pthread_mutex_unlock(&s->q_lock);
+    pthread_join(s->writer, NULL);
+    pthread_mutex_destroy(&s->q_lock);
+    pthread_cond_destroy(&s->q_cond);
+}
+
+void writer_submit(Server *s, Op *op) {
+    op->next = NULL;
+    sem_init(&op->done, 0, 0);
+    pthread_mutex_lock(&s->q_lock);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->q_lock);
+        fail_ops(op);
+        sem_destroy(&op->done);
+        return;
+    }
+    if (s->q_tail)
+        s->q_tail->next = op;
+    else
+        s->q_head = op;
+    s->q_tail = op;
+    pthread_cond_signal(&s->q_cond);
+    pthread_mutex_unlock(&s->q_lock);
+    while (sem_wait(&op->done) < 0 && errno == EINTR)
+        ;
+    sem_destroy(&op->done);
+}

@@ -1,0 +1,358 @@
+/* store-sqlite.c: the embedded SQLite backend of store.h (WAL, BEGIN IMMEDIATE, migrations). */
+#include "store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/macro.h"
+
+/* Numbered schema migrations: migration i brings the file from user_version i to i+1.
+ * Append only; never edit one that has shipped. */
+static const char *const migrations[] = {
+        /* 1: the first schema */
+        "CREATE TABLE tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL,"
+        "  nodes TEXT);"
+        "CREATE TABLE nodes (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+        "CREATE TABLE requests (id INTEGER PRIMARY KEY, user TEXT NOT NULL, idem_key TEXT,"
+        "  state TEXT NOT NULL, doc TEXT NOT NULL);"
+        "CREATE UNIQUE INDEX requests_idem ON requests(user, idem_key) WHERE idem_key IS NOT NULL;"
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL,"
+        "  actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT NOT NULL);",
+        /* 2: the fleet's records (agents, mode switches in progress, work for agents) */
+        "CREATE TABLE fleet (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+};
+
+enum {
+    STMT_BEGIN,
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_TOKEN_ADD,
+    STMT_TOKEN_LOOKUP,
+    STMT_NODE_PUT,
+    STMT_NODE_DELETE,
+    STMT_NODE_ALL,
+    STMT_REQUEST_PUT,
+    STMT_REQUEST_ALL,
+    STMT_EVENT_APPEND,
+    STMT_EVENT_AFTER,
+    STMT_FLEET_PUT,
+    STMT_FLEET_DELETE,
+    STMT_FLEET_ALL,
+    _STMT_MAX,
+};
+
+static const char *const stmt_sql[_STMT_MAX] = {
+        [STMT_BEGIN] = "BEGIN IMMEDIATE",
+        [STMT_COMMIT] = "COMMIT",
+        [STMT_ROLLBACK] = "ROLLBACK",
+        [STMT_TOKEN_ADD] = "INSERT INTO tokens(hash, user, role, nodes) VALUES(?1, ?2, ?3, ?4)",
+        [STMT_TOKEN_LOOKUP] = "SELECT user, role, nodes FROM tokens WHERE hash = ?1",
+        [STMT_NODE_PUT] = "INSERT INTO nodes(name, doc) VALUES(?1, ?2) "
+                          "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
+        [STMT_NODE_DELETE] = "DELETE FROM nodes WHERE name = ?1",
+        [STMT_NODE_ALL] = "SELECT name, doc FROM nodes ORDER BY name",
+        [STMT_REQUEST_PUT] = "INSERT INTO requests(id, user, idem_key, state, doc) "
+                             "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(id) DO UPDATE SET "
+                             "state = excluded.state, doc = excluded.doc",
+        [STMT_REQUEST_ALL] = "SELECT id, user, idem_key, state, doc FROM requests ORDER BY id",
+        [STMT_EVENT_APPEND] = "INSERT INTO events(seq, time_ms, actor, type, object, doc) "
+                              "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+        [STMT_EVENT_AFTER] = "SELECT seq, time_ms, actor, type, object, doc FROM events "
+                             "WHERE seq > ?1 ORDER BY seq",
+        [STMT_FLEET_PUT] = "INSERT INTO fleet(key, doc) VALUES(?1, ?2) "
+                           "ON CONFLICT(key) DO UPDATE SET doc = excluded.doc",
+        [STMT_FLEET_DELETE] = "DELETE FROM fleet WHERE key = ?1",
+        [STMT_FLEET_ALL] = "SELECT key, doc FROM fleet ORDER BY key",
+};
+
+struct Store {
+    sqlite3 *db;
+    sqlite3_stmt *stmt[_STMT_MAX];
+    int version;
+};
+
+static int sql_fail(Store *s, Error *err, const char *what) {
+    int rc = sqlite3_extended_errcode(s->db);
+    int code = (rc & 0xff) == SQLITE_CONSTRAINT ? -EEXIST
+               : (rc & 0xff) == SQLITE_BUSY     ? -EBUSY
+               : (rc & 0xff) == SQLITE_FULL     ? -ENOSPC
+                                                : -EIO;
+    return error_set(err, code, "State store: %s failed: %s", what, sqlite3_errmsg(s->db));
+}
+
+void store_close(Store *s) {
+    if (!s)
+        return;
+    for (size_t i = 0; i < _STMT_MAX; i++)
+        sqlite3_finalize(s->stmt[i]);
+    sqlite3_close(s->db);
+    free(s);
+}
+
+static int exec_sql(Store *s, const char *sql, Error *err) {
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        int r = error_set(err, -EIO, "State store: %s", msg ? msg : sqlite3_errmsg(s->db));
+        sqlite3_free(msg);
+        return r;
+    }
+    return 0;
+}
+
+static int read_user_version(Store *s, int *ret, Error *err) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+        return sql_fail(s, err, "reading the schema version");
+    int r = sqlite3_step(st) == SQLITE_ROW ? 0 : -EIO;
+    if (r == 0)
+        *ret = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return r < 0 ? sql_fail(s, err, "reading the schema version") : 0;
+}
+
+/* Each migration runs in its own transaction together with its version bump, so a crash
+ * mid-way leaves the file at the previous version. */
+static int migrate(Store *s, const char *path, Error *err) {
+    int v = 0, r = read_user_version(s, &v, err);
+    if (r < 0)
+        return r;
+    if (v > (int)ARRAY_SIZE(migrations))
+        return error_set(err, -EPROTO,
+                         "State file %s has schema version %d, newer than this einsora knows (%zu).",
+                         path, v, ARRAY_SIZE(migrations));
+    for (; v < (int)ARRAY_SIZE(migrations); v++) {
+        char bump[64];
+        snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", v + 1);
+        if ((r = exec_sql(s, "BEGIN IMMEDIATE", err)) < 0)
+            return r;
+        if ((r = exec_sql(s, migrations[v], err)) < 0 || (r = exec_sql(s, bump, err)) < 0 ||
+            (r = exec_sql(s, "COMMIT", err)) < 0) {
+            exec_sql(s, "ROLLBACK", NULL);
+            return r;
+        }
+    }
+    s->version = v;
+    return 0;
+}
+
+int store_open(const char *path, Store **ret, Error *err) {
+    Store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return error_set(err, -ENOMEM, "Out of memory.");
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        int r = error_set(err, -EIO, "Cannot open state file %s: %s", path,
+                          s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        store_close(s);
+        return r;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    /* WAL + synchronous=FULL: a COMMIT returns only once the WAL is on disk, which is what
+     * lets the server acknowledge right after it (R16). */
+    int r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON",
+                     err);
+    if (r >= 0)
+        r = migrate(s, path, err);
+    for (size_t i = 0; r >= 0 && i < _STMT_MAX; i++)
+        if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) !=
+            SQLITE_OK)
+            r = sql_fail(s, err, "preparing a statement");
+    if (r < 0) {
+        store_close(s);
+        return r;
+    }
+    *ret = s;
+    return 0;
+}
+
+int store_schema_version(Store *s) {
+    return s->version;
+}
+
+/* Run a statement that returns no rows; always resets it. */
+static int step_done(Store *s, sqlite3_stmt *st, Error *err, const char *what) {
+    int rc = sqlite3_step(st);
+    int r = rc == SQLITE_DONE ? 0 : sql_fail(s, err, what);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return r;
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v) {
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static const char *col_text(sqlite3_stmt *st, int i) {
+    return (const char *)sqlite3_column_text(st, i);
+}
+
+int store_begin(Store *s, Error *err) {
+    return step_done(s, s->stmt[STMT_BEGIN], err, "starting a transaction");
+}
+
+int store_commit(Store *s, Error *err) {
+    return step_done(s, s->stmt[STMT_COMMIT], err, "committing");
+}
+
+void store_rollback(Store *s) {
+    if (!sqlite3_get_autocommit(s->db))
+        (void)step_done(s, s->stmt[STMT_ROLLBACK], NULL, "rolling back");
+}
+
+void store_token_done(StoreToken *t) {
+    if (!t)
+        return;
+    free(t->user);
+    free(t->role);
+    free(t->nodes);
+    *t = (StoreToken){0};
+}
+
+int store_token_add(Store *s, const char *hash_hex, const char *user, const char *role,
+                    const char *nodes, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_TOKEN_ADD];
+    bind_text(st, 1, hash_hex);
+    bind_text(st, 2, user);
+    bind_text(st, 3, role);
+    bind_text(st, 4, nodes);
+    return step_done(s, st, err, "adding a token");
+}
+
+int store_token_lookup(Store *s, const char *hash_hex, StoreToken *ret, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_TOKEN_LOOKUP];
+    bind_text(st, 1, hash_hex);
+    int rc = sqlite3_step(st), r;
+    if (rc == SQLITE_ROW) {
+        StoreToken t = {
+                .user = strdup(col_text(st, 0)),
+                .role = strdup(col_text(st, 1)),
+                .nodes = col_text(st, 2) ? strdup(col_text(st, 2)) : NULL,
+        };
+        if (!t.user || !t.role) {
+            store_token_done(&t);
+            r = error_set(err, -ENOMEM, "Out of memory.");
+        } else {
+            *ret = t;
+            r = 0;
+        }
+    } else if (rc == SQLITE_DONE)
+        r = error_set(err, -ENOENT, "Unknown token.");
+    else
+        r = sql_fail(s, err, "looking up a token");
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return r;
+}
+
+int store_node_put(Store *s, const char *name, const char *json, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_NODE_PUT];
+    bind_text(st, 1, name);
+    bind_text(st, 2, json);
+    return step_done(s, st, err, "saving a node");
+}
+
+int store_node_delete(Store *s, const char *name, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_NODE_DELETE];
+    bind_text(st, 1, name);
+    return step_done(s, st, err, "deleting a node");
+}
+
+/* Iterate a query; fn's negative return stops and is returned. */
+#define FOREACH_ROW(s, st, err, what, body)                                                        \
+    ({                                                                                             \
+        int _r = 0, _rc;                                                                           \
+        while ((_rc = sqlite3_step(st)) == SQLITE_ROW) {                                           \
+            _r = (body);                                                                           \
+            if (_r < 0)                                                                            \
+                break;                                                                             \
+        }                                                                                          \
+        if (_r >= 0 && _rc != SQLITE_DONE)                                                         \
+            _r = sql_fail(s, err, what);                                                           \
+        sqlite3_reset(st);                                                                         \
+        sqlite3_clear_bindings(st);                                                                \
+        _r;                                                                                        \
+    })
+
+int store_node_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_NODE_ALL];
+    return FOREACH_ROW(s, st, err, "reading nodes", fn(col_text(st, 0), col_text(st, 1), userdata));
+}
+
+int store_request_put(Store *s, const StoreRequest *r, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_REQUEST_PUT];
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)r->id);
+    bind_text(st, 2, r->user);
+    bind_text(st, 3, r->idem_key);
+    bind_text(st, 4, r->state);
+    bind_text(st, 5, r->json);
+    return step_done(s, st, err, "saving a request");
+}
+
+static int request_row(sqlite3_stmt *st, StoreRequestFn fn, void *userdata) {
+    StoreRequest r = {
+            .id = (uint64_t)sqlite3_column_int64(st, 0),
+            .user = col_text(st, 1),
+            .idem_key = col_text(st, 2),
+            .state = col_text(st, 3),
+            .json = col_text(st, 4),
+    };
+    return fn(&r, userdata);
+}
+
+int store_request_foreach(Store *s, StoreRequestFn fn, void *userdata, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_REQUEST_ALL];
+    return FOREACH_ROW(s, st, err, "reading requests", request_row(st, fn, userdata));
+}
+
+int store_event_append(Store *s, const StoreEvent *e, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_EVENT_APPEND];
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
+    sqlite3_bind_int64(st, 2, e->time_ms);
+    bind_text(st, 3, e->actor);
+    bind_text(st, 4, e->type);
+    bind_text(st, 5, e->object);
+    bind_text(st, 6, e->json);
+    return step_done(s, st, err, "appending an event");
+}
+
+static int event_row(sqlite3_stmt *st, StoreEventFn fn, void *userdata) {
+    StoreEvent e = {
+            .seq = (uint64_t)sqlite3_column_int64(st, 0),
+            .time_ms = sqlite3_column_int64(st, 1),
+            .actor = col_text(st, 2),
+            .type = col_text(st, 3),
+            .object = col_text(st, 4),
+            .json = col_text(st, 5),
+    };
+    return fn(&e, userdata);
+}
+
+int store_event_foreach(Store *s, uint64_t after, StoreEventFn fn, void *userdata, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_EVENT_AFTER];
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)after);
+    return FOREACH_ROW(s, st, err, "reading events", event_row(st, fn, userdata));
+}
+
+int store_fleet_put(Store *s, const char *key, const char *json, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_FLEET_PUT];
+    bind_text(st, 1, key);
+    bind_text(st, 2, json);
+    return step_done(s, st, err, "saving a fleet record");
+}
+
+int store_fleet_delete(Store *s, const char *key, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_FLEET_DELETE];
+    bind_text(st, 1, key);
+    return step_done(s, st, err, "deleting a fleet record");
+}
+
+int store_fleet_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err) {
+    sqlite3_stmt *st = s->stmt[STMT_FLEET_ALL];
+    return FOREACH_ROW(s, st, err, "reading fleet records", fn(col_text(st, 0), col_text(st, 1), userdata));
+}

@@ -1,0 +1,81 @@
+/* store.h: the control plane's durable state behind one narrow interface.
+ *
+ * The server keeps its working state in memory and writes every change through this
+ * interface inside a transaction; only a committed transaction is ever acknowledged (R16).
+ * Rows are small: indexed columns plus one JSON document each, so a second backend
+ * (PostgreSQL, later) implements the same handful of calls. All calls on one Store come
+ * from one thread at a time (the server's writer thread, or startup). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+typedef struct Store Store;
+
+/* Open (creating when missing) the state file, switch it to WAL and apply the numbered
+ * schema migrations it has not seen yet. */
+int store_open(const char *path, Store **ret, Error *err);
+void store_close(Store *s);
+/* The schema version the file is at after store_open(). */
+int store_schema_version(Store *s);
+
+/* BEGIN IMMEDIATE: take the write lock now, so a transaction never fails half-way on a
+ * lock. One transaction at a time; commit makes it durable (synchronous=FULL). */
+int store_begin(Store *s, Error *err);
+int store_commit(Store *s, Error *err);
+void store_rollback(Store *s);
+
+/* Tokens are stored by the hex SHA-256 of the secret; the secret itself never is. role is
+ * "admin", "owner", "trusted", "user" or "node"; nodes is a comma-separated list (owner:
+ * the nodes owned; node: the one node the agent speaks for), or NULL. */
+typedef struct StoreToken {
+    char *user;
+    char *role;
+    char *nodes;
+} StoreToken;
+void store_token_done(StoreToken *t);
+int store_token_add(Store *s, const char *hash_hex, const char *user, const char *role,
+                    const char *nodes, Error *err);
+/* -ENOENT when no token has this hash. */
+int store_token_lookup(Store *s, const char *hash_hex, StoreToken *ret, Error *err);
+
+/* Nodes: the node's JSON description (the shape of POST /v1/nodes), keyed by name. */
+int store_node_put(Store *s, const char *name, const char *json, Error *err);
+int store_node_delete(Store *s, const char *name, Error *err);
+typedef int (*StoreNodeFn)(const char *name, const char *json, void *userdata);
+int store_node_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err);
+
+/* Requests: the server's request record as JSON, with the columns lookups need. Rows come
+ * back in id order, which is submission order. */
+typedef struct StoreRequest {
+    uint64_t id;
+    const char *user;
+    const char *idem_key; /* NULL when the client sent none */
+    const char *state;
+    const char *json;
+} StoreRequest;
+int store_request_put(Store *s, const StoreRequest *r, Error *err);
+typedef int (*StoreRequestFn)(const StoreRequest *r, void *userdata);
+int store_request_foreach(Store *s, StoreRequestFn fn, void *userdata, Error *err);
+
+/* Events: the change feed, by sequence number (strictly increasing, gap-free). */
+typedef struct StoreEvent {
+    uint64_t seq;
+    int64_t time_ms;
+    const char *actor;
+    const char *type;
+    const char *object;
+    const char *json; /* the event's data */
+} StoreEvent;
+int store_event_append(Store *s, const StoreEvent *e, Error *err);
+typedef int (*StoreEventFn)(const StoreEvent *e, void *userdata);
+int store_event_foreach(Store *s, uint64_t after, StoreEventFn fn, void *userdata, Error *err);
+
+/* Fleet records (migration 2): agents' heartbeat settings, mode switches in progress and the
+ * work queued for agents, each a JSON document under a key such as "switch/NODE" or "task/7".
+ * Rows come back in key order. */
+int store_fleet_put(Store *s, const char *key, const char *json, Error *err);
+int store_fleet_delete(Store *s, const char *key, Error *err);
+int store_fleet_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err);

@@ -1,0 +1,136 @@
+/* srv-helpers.c: the integration tests' harness around the real server binary. */
+#include "srv-helpers.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "util/fileio.h"
+
+char *ts_token(TestServer *ts, const char *user, const char *role, const char *nodes) {
+    char *out = NULL, *err = NULL;
+    int rc = nodes ? run_einsora(&out, &err, "token", "create", "--state", ts->state, "--user", user,
+                                 "--role", role, "--nodes", nodes, NULL)
+                   : run_einsora(&out, &err, "token", "create", "--state", ts->state, "--user", user,
+                                 "--role", role, NULL);
+    cr_assert_eq(rc, 0, "token create failed: %s", err);
+    free(err);
+    out[strcspn(out, "\n")] = 0;
+    return out;
+}
+
+void ts_spawn(TestServer *ts) {
+    char port_file[160];
+    snprintf(port_file, sizeof(port_file), "%s/port", ts->dir);
+    unlink(port_file);
+    char log[160];
+    snprintf(log, sizeof(log), "%s/server.log", ts->dir);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        FILE *f = freopen(log, "a", stdout);
+        (void)f;
+        dup2(1, 2);
+        execl(EINSORA_BIN, EINSORA_BIN, "serve", "--listen", "127.0.0.1:0", "--state", ts->state,
+              "--port-file", port_file, "--catalog", TEST_DATA "/catalog.yaml", NULL);
+        _exit(127);
+    }
+    ts->pid = pid;
+    /* Wait for the port file: written once the state is restored and the socket listens. */
+    for (int i = 0; i < 600; i++) {
+        char *line = NULL;
+        if (read_one_line(port_file, &line) >= 0) {
+            snprintf(ts->url, sizeof(ts->url), "http://127.0.0.1:%s", line);
+            free(line);
+            return;
+        }
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            char *text = NULL;
+            read_full_file(log, 1 << 20, &text, NULL);
+            cr_assert_fail("the server exited during startup: %s", text ? text : "");
+        }
+        usleep(20000);
+    }
+    cr_assert_fail("the server did not start within 12 s");
+}
+
+void ts_start(TestServer *ts) {
+    memset(ts, 0, sizeof(*ts));
+    strcpy(ts->dir, "/tmp/einsora-srv-XXXXXX");
+    cr_assert(mkdtemp(ts->dir));
+    snprintf(ts->state, sizeof(ts->state), "%s/state.db", ts->dir);
+    ts->admin = ts_token(ts, "root", "admin", NULL);
+    ts_spawn(ts);
+}
+
+void ts_kill(TestServer *ts, bool hard) {
+    if (ts->pid <= 0)
+        return;
+    kill(ts->pid, hard ? SIGKILL : SIGTERM);
+    int status;
+    waitpid(ts->pid, &status, 0);
+    if (!hard)
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the server did not stop cleanly");
+    ts->pid = 0;
+}
+
+void ts_stop(TestServer *ts) {
+    ts_kill(ts, false);
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ts->dir);
+    cr_expect_eq(system(cmd), 0);
+    free(ts->admin);
+}
+
+long ts_call_key(TestServer *ts, const char *token, const char *method, const char *path,
+                 const char *body, const char *key, json_t **ret) {
+    Client *c = NULL;
+    Error err = {0};
+    cr_assert_eq(client_new(ts->url, token, &c, &err), 0, "%s", err.message);
+    long status = 0;
+    char *text = NULL;
+    int r = client_call_raw(c, method, path, body, body ? strlen(body) : 0, key, &status, &text, &err);
+    client_free(c);
+    cr_assert_eq(r, 0, "%s %s: %s", method, path, err.message);
+    json_t *j = json_loads(text, 0, NULL);
+    free(text);
+    if (ret)
+        *ret = j;
+    else
+        json_decref(j);
+    return status;
+}
+
+long ts_call(TestServer *ts, const char *token, const char *method, const char *path,
+             const char *body, json_t **ret) {
+    return ts_call_key(ts, token, method, path, body, NULL, ret);
+}
+
+void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsigned n) {
+    json_t *devs = json_array();
+    for (unsigned i = 0; i < n; i++) {
+        char pci[32];
+        snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x17 + i);
+        json_array_append_new(devs, json_pack("{s:s, s:s, s:i}", "pci", pci, "class",
+                                              "nvidia-h100-80gb", "memory_gb", 80));
+    }
+    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "name", name, "site", "dc1",
+                             "site_kind", "datacenter", "platform", "linux", "owner", owner, "mode",
+                             "container", "cpus", 64, "devices", devs);
+    char *body = json_dumps(node, JSON_COMPACT);
+    json_decref(node);
+    json_t *ans = NULL;
+    long st = ts_call(ts, ts->admin, "POST", "/v1/nodes", body, &ans);
+    cr_assert_eq(st, 201, "registering %s: %ld %s", name, st,
+                 json_string_value(json_object_get(ans, "message")));
+    json_decref(ans);
+    free(body);
+}

@@ -1,0 +1,39 @@
+/* srv-helpers.h: start the real `einsora serve` on a free loopback port with a temporary
+ * state file, make tokens, and call it over HTTP (the integration tests' harness). */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "client/client.h"
+
+typedef struct TestServer {
+    char dir[64];    /* temporary directory with the state file */
+    char state[128]; /* state file */
+    char url[64];    /* http://127.0.0.1:PORT */
+    pid_t pid;
+    char *admin;     /* an admin token */
+} TestServer;
+
+/* Make the temp dir and an admin token, then start the server. */
+void ts_start(TestServer *ts);
+/* (Re)start the server process on the existing state. */
+void ts_spawn(TestServer *ts);
+/* SIGKILL (hard) or SIGTERM (clean) and wait. */
+void ts_kill(TestServer *ts, bool hard);
+/* Stop and remove the temporary files. */
+void ts_stop(TestServer *ts);
+
+/* `einsora token create` on the server's state; returns the secret (caller frees). */
+char *ts_token(TestServer *ts, const char *user, const char *role, const char *nodes);
+
+/* One call with the token; returns the status; *ret (may be NULL) gets the JSON answer. */
+long ts_call(TestServer *ts, const char *token, const char *method, const char *path,
+             const char *body, json_t **ret);
+/* Same with an Idempotency-Key. */
+long ts_call_key(TestServer *ts, const char *token, const char *method, const char *path,
+                 const char *body, const char *key, json_t **ret);
+
+/* Register a datacenter node in container mode with n H100s, owned by `owner`. */
+void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsigned n);

@@ -1,0 +1,468 @@
+/* test-api.c: the API end to end against the real server: lifecycle, who may do what, bad
+ * input (each a 4xx that changes nothing), events, capacity, metrics, restart (R16). */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "srv-helpers.h"
+
+static TestServer ts;
+
+static void setup(void) {
+    ts_start(&ts);
+}
+
+static void teardown(void) {
+    ts_stop(&ts);
+}
+
+TestSuite(api, .init = setup, .fini = teardown, .timeout = 60);
+
+static const char *str(json_t *j, const char *key) {
+    const char *s = json_string_value(json_object_get(j, key));
+    return s ? s : "";
+}
+
+static json_int_t num(json_t *j, const char *key) {
+    return json_integer_value(json_object_get(j, key));
+}
+
+/* Number of requests the admin sees: "nothing changed" checks. */
+static size_t request_count(void) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests", NULL, &j), 200);
+    size_t n = json_array_size(json_object_get(j, "requests"));
+    json_decref(j);
+    return n;
+}
+
+static json_t *submit(const char *token, const char *body, long want) {
+    json_t *j = NULL;
+    long st = ts_call(&ts, token, "POST", "/v1/requests", body, &j);
+    cr_assert_eq(st, want, "submit %s: %ld %s", body, st, str(j, "message"));
+    return j;
+}
+
+Test(api, r16_lifecycle_pending_placed_active_released_with_events) {
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    json_t *q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    cr_assert_str_eq(str(q, "state"), "placed");
+    json_t *pl = json_object_get(q, "placement");
+    cr_assert_str_eq(str(pl, "node"), "n1");
+    cr_assert_str_eq(str(pl, "method"), "container");
+    json_int_t id = num(q, "id");
+    json_decref(q);
+
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld/activate", (long long)id);
+    cr_assert_eq(ts_call(&ts, alice, "POST", path, NULL, NULL), 403, "only the agent confirms");
+    cr_assert_eq(ts_call(&ts, agent, "POST", path, NULL, &q), 200);
+    cr_assert_str_eq(str(q, "state"), "active");
+    json_decref(q);
+    snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)id);
+    cr_assert_eq(ts_call(&ts, alice, "POST", path, NULL, &q), 200);
+    cr_assert_str_eq(str(q, "state"), "released");
+    json_decref(q);
+    cr_assert_eq(ts_call(&ts, alice, "POST", path, NULL, NULL), 409, "released twice");
+
+    /* Every change is an event, with who did it. */
+    json_t *ev = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, &ev), 200);
+    const char *want[] = {"node.registered", "request.submitted", "request.placed", "request.active",
+                          "request.released"};
+    json_t *list = json_object_get(ev, "events");
+    cr_assert_eq(json_array_size(list), 5);
+    for (size_t i = 0; i < 5; i++)
+        cr_assert_str_eq(str(json_array_get(list, i), "type"), want[i]);
+    cr_assert_str_eq(str(json_array_get(list, 3), "actor"), "n1-agent");
+    cr_assert_str_eq(str(json_array_get(list, 4), "actor"), "alice");
+    json_decref(ev);
+    free(alice);
+    free(agent);
+}
+
+Test(api, waiting_request_shows_reason_and_queue_position_then_placed_on_release) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    json_t *a = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    json_t *b = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    cr_assert_str_eq(str(b, "state"), "pending");
+    cr_assert_neq(str(b, "reason")[0], 0, "a waiting request says why");
+    cr_assert_eq(num(b, "queue_position"), 1);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)num(a, "id"));
+    cr_assert_eq(ts_call(&ts, alice, "POST", path, NULL, NULL), 200);
+    json_t *q = NULL;
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)num(b, "id"));
+    cr_assert_eq(ts_call(&ts, alice, "GET", path, NULL, &q), 200);
+    cr_assert_str_eq(str(q, "state"), "placed", "freed capacity goes to the waiting request");
+    json_decref(q);
+    json_decref(a);
+    json_decref(b);
+    free(alice);
+}
+
+Test(api, r16_idempotency_key_places_a_request_at_most_once) {
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    const char *body = "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}";
+    json_t *a = NULL, *b = NULL;
+    cr_assert_eq(ts_call_key(&ts, alice, "POST", "/v1/requests", body, "k1", &a), 201);
+    cr_assert_eq(ts_call_key(&ts, alice, "POST", "/v1/requests", body, "k1", &b), 200);
+    cr_assert_eq(num(a, "id"), num(b, "id"));
+    cr_assert_eq(request_count(), 1);
+    cr_assert_eq(ts_call_key(&ts, alice, "POST", "/v1/requests",
+                             "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\"}", "k1", NULL),
+                 409, "same key, different body");
+    cr_assert_eq(request_count(), 1);
+    json_decref(a);
+    json_decref(b);
+    free(alice);
+}
+
+Test(api, cancel_pending_request_and_not_twice) {
+    char *bob = ts_token(&ts, "bob", "user", NULL);
+    json_t *q = submit(bob, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    cr_assert_str_eq(str(q, "state"), "pending");
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld/cancel", (long long)num(q, "id"));
+    json_t *c = NULL;
+    cr_assert_eq(ts_call(&ts, bob, "POST", path, NULL, &c), 200);
+    cr_assert_str_eq(str(c, "state"), "cancelled");
+    cr_assert_eq(ts_call(&ts, bob, "POST", path, NULL, NULL), 409);
+    json_decref(q);
+    json_decref(c);
+    free(bob);
+}
+
+/* ---- bad input: each a 4xx with a message, nothing changed ---- */
+
+static void expect_refused(const char *token, const char *method, const char *path,
+                           const char *body, long status, const char *code) {
+    size_t before = request_count();
+    json_t *j = NULL;
+    long st = ts_call(&ts, token, method, path, body, &j);
+    cr_assert_eq(st, status, "%s %s: got %ld (%s)", method, path, st, str(j, "message"));
+    cr_assert_str_eq(str(j, "code"), code);
+    cr_assert_neq(str(j, "message")[0], 0, "an error says why");
+    json_decref(j);
+    cr_assert_eq(request_count(), before, "a refused call changes nothing");
+}
+
+Test(api, bad_input_malformed_json_is_400) {
+    expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":", 400, "bad_request");
+}
+
+Test(api, bad_input_wrong_type_is_400) {
+    expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\",\"count\":\"two\"}",
+                   400, "bad_request");
+}
+
+Test(api, bad_input_unknown_field_is_400) {
+    expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\",\"colour\":1}",
+                   400, "bad_request");
+}
+
+Test(api, bad_input_user_in_body_is_refused_identity_comes_from_token) {
+    expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\",\"user\":\"alice\"}",
+                   400, "bad_request");
+}
+
+Test(api, bad_input_oversized_body_is_413) {
+    size_t n = 70 * 1024;
+    char *body = malloc(n + 1);
+    memset(body, ' ', n);
+    body[n] = 0;
+    body[0] = '{';
+    body[n - 1] = '}';
+    expect_refused(ts.admin, "POST", "/v1/requests", body, 413, "too_large");
+    free(body);
+}
+
+Test(api, bad_input_unknown_route_is_404) {
+    expect_refused(ts.admin, "GET", "/v1/nope", NULL, 404, "not_found");
+}
+
+Test(api, bad_input_wrong_method_is_405) {
+    expect_refused(ts.admin, "DELETE", "/v1/requests", NULL, 405, "method_not_allowed");
+}
+
+Test(api, bad_input_missing_token_is_401) {
+    expect_refused(NULL, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\"}", 401,
+                   "unauthorized");
+}
+
+Test(api, bad_input_bad_token_is_401) {
+    expect_refused("ens_not-a-token", "GET", "/v1/requests", NULL, 401, "unauthorized");
+}
+
+Test(api, other_users_request_is_404_to_show_and_cancel) {
+    char *bob = ts_token(&ts, "bob", "user", NULL), *eve = ts_token(&ts, "eve", "user", NULL);
+    json_t *q = submit(bob, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)num(q, "id"));
+    expect_refused(eve, "GET", path, NULL, 404, "not_found");
+    snprintf(path, sizeof(path), "/v1/requests/%lld/cancel", (long long)num(q, "id"));
+    expect_refused(eve, "POST", path, NULL, 404, "not_found");
+    json_t *list = NULL;
+    cr_assert_eq(ts_call(&ts, eve, "GET", "/v1/requests", NULL, &list), 200);
+    cr_assert_eq(json_array_size(json_object_get(list, "requests")), 0, "eve lists only her own");
+    json_decref(list);
+    json_decref(q);
+    free(bob);
+    free(eve);
+}
+
+Test(api, node_token_cannot_submit_and_reports_only_for_its_node) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    expect_refused(agent, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\"}", 403,
+                   "forbidden");
+    const char *n2 = "{\"name\":\"n2\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+                     "\"linux\",\"owner\":\"alice\",\"mode\":\"container\"}";
+    expect_refused(agent, "PUT", "/v1/nodes/n2", n2, 403, "forbidden");
+    const char *n1 = "{\"name\":\"n1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+                     "\"linux\",\"owner\":\"alice\",\"mode\":\"container\",\"cpus\":8}";
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/n1", n1, &j), 200, "%s", str(j, "message"));
+    cr_assert_eq(num(j, "cpus"), 8, "the push replaced the idle node's inventory");
+    json_decref(j);
+    free(agent);
+}
+
+Test(api, user_cannot_cordon_owner_can) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1"), *bob = ts_token(&ts, "bob", "user", NULL);
+    expect_refused(bob, "POST", "/v1/nodes/n1/cordon", NULL, 403, "forbidden");
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/nodes/n1/cordon", NULL, &j), 200);
+    cr_assert(json_is_true(json_object_get(j, "cordoned")));
+    json_decref(j);
+    json_t *q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    cr_assert_str_eq(str(q, "state"), "pending", "no placement on a cordoned node");
+    json_decref(q);
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/nodes/n1/uncordon", NULL, NULL), 200);
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/1", NULL, &q), 200);
+    cr_assert_str_eq(str(q, "state"), "placed", "uncordon offers the node to the queue");
+    json_decref(q);
+    free(alice);
+    free(bob);
+}
+
+Test(api, r10_owner_only_class_enforced_from_token_not_body) {
+    const char *mac = "{\"name\":\"mac1\",\"site\":\"home\",\"site_kind\":\"solo\",\"platform\":"
+                      "\"macos\",\"owner\":\"alice\",\"cpus\":8,\"apple_unified_memory_gb\":64,"
+                      "\"apple_usable_memory_gb\":48}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", mac, NULL), 201);
+    char *alice = ts_token(&ts, "alice", "user", NULL), *bob = ts_token(&ts, "bob", "user", NULL);
+    const char *body = "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\"}";
+    json_t *b = submit(bob, body, 201);
+    cr_assert_str_neq(str(b, "state"), "placed", "a stranger never gets an owner-only class");
+    json_t *a = submit(alice, body, 201);
+    cr_assert_str_eq(str(a, "state"), "placed", "%s", str(a, "reason"));
+    cr_assert_str_eq(str(json_object_get(a, "placement"), "endpoint_runtime"), "mlx");
+    json_decref(a);
+    json_decref(b);
+    free(alice);
+    free(bob);
+}
+
+Test(api, r13_fallback_deadline_fires_from_server_clock) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    json_t *a = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    json_t *b = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                              "\"fallback\":[\"cpu\"],\"wait_s\":1}", 201);
+    cr_assert_str_eq(str(b, "state"), "pending");
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)num(b, "id"));
+    json_t *q = NULL;
+    for (int i = 0; i < 40; i++) {
+        json_decref(q);
+        cr_assert_eq(ts_call(&ts, alice, "GET", path, NULL, &q), 200);
+        if (!strcmp(str(q, "state"), "placed"))
+            break;
+        usleep(100000);
+    }
+    cr_assert_str_eq(str(q, "state"), "placed", "the fallback fired without any API call");
+    cr_assert_str_eq(str(json_object_get(q, "placement"), "class"), "cpu");
+    json_decref(q);
+    json_decref(a);
+    json_decref(b);
+    free(alice);
+}
+
+typedef struct Delayed {
+    char *token;
+} Delayed;
+
+static void *submit_later(void *p) {
+    usleep(300000);
+    json_decref(submit(((Delayed *)p)->token, "{\"kind\":\"container\",\"class\":\"cpu\"}", 201));
+    return NULL;
+}
+
+Test(api, events_long_poll_wakes_on_change_and_filters_by_user) {
+    char *bob = ts_token(&ts, "bob", "user", NULL), *eve = ts_token(&ts, "eve", "user", NULL);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, bob, "GET", "/v1/events?after=0", NULL, &j), 200);
+    json_int_t cursor = num(j, "next");
+    json_decref(j);
+    Delayed d = {bob};
+    pthread_t t;
+    pthread_create(&t, NULL, submit_later, &d);
+    char path[96];
+    snprintf(path, sizeof(path), "/v1/events?after=%lld&wait=20", (long long)cursor);
+    cr_assert_eq(ts_call(&ts, bob, "GET", path, NULL, &j), 200);
+    pthread_join(t, NULL);
+    cr_assert_gt(json_array_size(json_object_get(j, "events")), 0, "the long-poll returned events");
+    cr_assert_gt(num(j, "next"), cursor, "the cursor moved on");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, eve, "GET", "/v1/events?after=0", NULL, &j), 200);
+    cr_assert_eq(json_array_size(json_object_get(j, "events")), 0, "eve sees none of bob's events");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, bob, "GET", "/v1/events?after=x", NULL, NULL), 400);
+    free(bob);
+    free(eve);
+}
+
+Test(api, r6_capacity_per_class_mode_site_and_node_resources) {
+    ts_add_h100_node(&ts, "n1", "alice", 4);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    json_decref(submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":3}", 201));
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/capacity?class=nvidia-h100-80gb&site=dc1", NULL, &j), 200);
+    json_t *rows = json_object_get(j, "classes");
+    cr_assert_eq(json_array_size(rows), 1);
+    json_t *r = json_array_get(rows, 0);
+    cr_assert_str_eq(str(r, "mode"), "container");
+    cr_assert_eq(num(r, "total"), 4);
+    cr_assert_eq(num(r, "allocated"), 3);
+    cr_assert_eq(num(r, "free"), 1);
+    cr_assert_str_eq(str(r, "resource"), "nvidia.com/gpu");
+    json_t *n = json_array_get(json_object_get(j, "nodes"), 0);
+    cr_assert_eq(num(json_object_get(n, "resources"), "nvidia.com/gpu"), 4);
+    json_decref(j);
+    free(alice);
+}
+
+Test(api, metrics_and_probes_answer) {
+    json_decref(submit(ts.admin, "{\"kind\":\"container\",\"class\":\"cpu\"}", 201));
+    cr_assert_eq(ts_call(&ts, NULL, "GET", "/healthz", NULL, NULL), 200);
+    cr_assert_eq(ts_call(&ts, NULL, "GET", "/readyz", NULL, NULL), 200);
+    Client *c = NULL;
+    Error err = {0};
+    cr_assert_eq(client_new(ts.url, NULL, &c, &err), 0);
+    long st;
+    char *text = NULL;
+    cr_assert_eq(client_call_raw(c, "GET", "/metrics", NULL, 0, NULL, &st, &text, &err), 0);
+    client_free(c);
+    cr_assert_eq(st, 200);
+    const char *families[] = {"einsora_capacity_units{", "einsora_queue_depth ",
+                              "einsora_queue_wait_seconds_bucket", "einsora_decisions_total{",
+                              "einsora_api_request_seconds_bucket{route=\"POST /v1/requests\""};
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+        cr_assert(strstr(text, families[i]), "metrics lack %s", families[i]);
+    free(text);
+}
+
+Test(api, r16_restart_restores_acknowledged_state_and_invariants_hold) {
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    json_t *a = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":2}", 201);
+    json_t *b = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/1", NULL, &j), 200);
+    cr_assert_str_eq(str(j, "state"), "placed");
+    cr_assert(json_equal(json_object_get(j, "placement"), json_object_get(a, "placement")));
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/2", NULL, &j), 200);
+    cr_assert_str_eq(str(j, "state"), "pending");
+    cr_assert_eq(num(j, "queue_position"), 1);
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/debug/invariants", NULL, &j), 200);
+    cr_assert(json_is_true(json_object_get(j, "ok")), "%s", str(j, "violation"));
+    json_decref(j);
+    /* The restored queue still works: releasing places the waiting request. */
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests/1/release", NULL, NULL), 200);
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/2", NULL, &j), 200);
+    cr_assert_str_eq(str(j, "state"), "placed");
+    json_decref(j);
+    json_decref(a);
+    json_decref(b);
+    free(alice);
+}
+
+/* ---- the CLI over the API ---- */
+
+Test(api, cli_request_create_wait_and_exit_codes) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", alice,
+                         "--kind", "container", "--class", "nvidia-h100-80gb", "--wait", NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert(strstr(out, "placed on n1"), "%s", out);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "requests", "--server", ts.url, "--token", alice, NULL);
+    cr_assert_eq(rc, 0);
+    cr_assert(strstr(out, "ID") && strstr(out, "placed"), "%s", out);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "request", "show", "99", "--server", ts.url, "--token", alice, NULL);
+    cr_assert_eq(rc, 5, "404 exits 5");
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "requests", "--server", ts.url, "--token", "ens_bad", NULL);
+    cr_assert_eq(rc, 4, "401 exits 4");
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "requests", "--server", "http://127.0.0.1:1", "--token", alice, NULL);
+    cr_assert_eq(rc, 3, "unreachable exits 3");
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "request", "frobnicate", "--server", ts.url, NULL);
+    cr_assert_eq(rc, 2, "usage exits 2");
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "capacity", "--server", ts.url, "--token", alice, "--json", NULL);
+    cr_assert_eq(rc, 0);
+    json_t *j = json_loads(out, 0, NULL);
+    cr_assert(json_is_array(json_object_get(j, "classes")), "--json prints the API's JSON");
+    json_decref(j);
+    free(out), free(err);
+    free(alice);
+}
+
+Test(api, r2d_unknown_or_vgpu_request_is_refused_for_good_and_recorded) {
+    json_t *q = submit(ts.admin, "{\"kind\":\"container\",\"class\":\"no-such-class\"}", 201);
+    cr_assert_str_eq(str(q, "state"), "refused");
+    cr_assert_str_eq(str(q, "reason_code"), "unknown-class");
+    json_decref(q);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", ts.admin,
+                         "--kind", "container", "--class", "no-such-class", NULL);
+    cr_assert_eq(rc, 1, "a refused request exits 1: %s", out);
+    cr_assert(strstr(out, "refused"), "%s", out);
+    free(out);
+    free(err);
+}
+
+Test(api, r4_inventory_push_never_replaces_a_node_with_running_work) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1"), *agent = ts_token(&ts, "a", "node", "n1");
+    json_decref(submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201));
+    const char *n1 = "{\"name\":\"n1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+                     "\"linux\",\"owner\":\"alice\",\"mode\":\"vm-passthrough\"}";
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/n1", n1, &j), 409, "%s", str(j, "message"));
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/1", NULL, &j), 200);
+    cr_assert_str_eq(str(j, "state"), "placed", "the running workload keeps its GPU");
+    json_decref(j);
+    free(alice);
+    free(agent);
+}

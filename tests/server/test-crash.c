@@ -1,0 +1,186 @@
+/* test-crash.c: R16 under kill -9. Several clients submit, release and cancel while the
+ * server is SIGKILLed at random moments (>= 20 times) and restarted; after each restart every
+ * acknowledged request is there in the state it was acknowledged in (or the state of an
+ * operation that was in flight at the kill, which may or may not have committed), placed
+ * requests keep exactly their placement, and the core's invariant checker passes. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "srv-helpers.h"
+
+#define CLIENTS 4
+#define MAX_REQS 20000
+
+typedef struct Known {
+    char state[16];       /* last acknowledged state; "" = not acknowledged */
+    char maybe[16];       /* state of an op in flight at a kill (may have committed) */
+    json_t *placement;    /* as acknowledged when placed */
+} Known;
+
+static TestServer ts;
+static Known known[MAX_REQS + 1];
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool stop_clients;
+static atomic_uint submissions;
+
+typedef struct ClientArg {
+    char *token;
+    unsigned seed;
+    json_int_t own[MAX_REQS];
+    size_t n_own;
+} ClientArg;
+
+static void record(json_t *q) {
+    json_int_t id = json_integer_value(json_object_get(q, "id"));
+    cr_assert(id > 0 && id <= MAX_REQS);
+    pthread_mutex_lock(&known_lock);
+    Known *k = &known[id];
+    snprintf(k->state, sizeof(k->state), "%s", json_string_value(json_object_get(q, "state")));
+    k->maybe[0] = 0;
+    json_decref(k->placement);
+    k->placement = json_incref(json_object_get(q, "placement"));
+    pthread_mutex_unlock(&known_lock);
+}
+
+static void *client_main(void *p) {
+    ClientArg *a = p;
+    Client *c = NULL;
+    Error err = {0};
+    cr_assert_eq(client_new(ts.url, a->token, &c, &err), 0);
+    while (!atomic_load(&stop_clients)) {
+        unsigned r = rand_r(&a->seed) % 10;
+        long st = 0;
+        json_t *q = NULL;
+        if (r < 7 || a->n_own == 0) {
+            const char *body = r % 2 ? "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}"
+                                     : "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"count\":2}";
+            char key[64];
+            snprintf(key, sizeof(key), "k-%u-%u", a->seed, atomic_fetch_add(&submissions, 1));
+            json_t *b = json_loads(body, 0, NULL);
+            int k = client_call(c, "POST", "/v1/requests", b, key, &st, &q, &err);
+            json_decref(b);
+            if (k < 0)
+                break; /* killed: this submission's fate is unknown; its id was never told */
+            cr_assert(st == 201, "submit answered %ld", st);
+            record(q);
+            a->own[a->n_own++] = json_integer_value(json_object_get(q, "id"));
+        } else {
+            json_int_t id = a->own[rand_r(&a->seed) % a->n_own];
+            const char *verb = r == 9 ? "cancel" : "release";
+            char path[64];
+            snprintf(path, sizeof(path), "/v1/requests/%lld/%s", (long long)id, verb);
+            pthread_mutex_lock(&known_lock);
+            snprintf(known[id].maybe, sizeof(known[id].maybe), "%s", r == 9 ? "cancelled" : "released");
+            pthread_mutex_unlock(&known_lock);
+            if (client_call(c, "POST", path, NULL, NULL, &st, &q, &err) < 0)
+                break;
+            if (st == 200)
+                record(q);
+            else {
+                pthread_mutex_lock(&known_lock);
+                known[id].maybe[0] = 0; /* refused (409): nothing changed */
+                pthread_mutex_unlock(&known_lock);
+            }
+        }
+        json_decref(q);
+        if (a->n_own == MAX_REQS / CLIENTS)
+            break;
+    }
+    client_free(c);
+    return NULL;
+}
+
+static bool state_is(const char *got, const char *want) {
+    return want[0] && !strcmp(got, want);
+}
+
+static void verify(unsigned round) {
+    json_t *list = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests?limit=10000", NULL, &list), 200);
+    json_t *reqs = json_object_get(list, "requests");
+    size_t checked = 0;
+    for (json_int_t id = 1; id <= MAX_REQS; id++) {
+        Known *k = &known[id];
+        if (!k->state[0])
+            continue;
+        json_t *q = NULL;
+        size_t i;
+        json_t *v;
+        json_array_foreach(reqs, i, v) if (json_integer_value(json_object_get(v, "id")) == id) q = v;
+        cr_assert(q, "round %u: acknowledged request %lld is lost", round, (long long)id);
+        const char *got = json_string_value(json_object_get(q, "state"));
+        bool ok = state_is(got, k->state) || state_is(got, k->maybe) ||
+                  /* the queue may place a waiting request when capacity frees */
+                  (!strcmp(k->state, "pending") && !strcmp(got, "placed"));
+        cr_assert(ok, "round %u: request %lld acknowledged %s (maybe %s) but is %s", round,
+                  (long long)id, k->state, k->maybe, got);
+        if (!strcmp(got, "placed") && !strcmp(k->state, "placed"))
+            cr_assert(json_equal(json_object_get(q, "placement"), k->placement),
+                      "round %u: request %lld moved", round, (long long)id);
+        /* Adopt what the server says, for the next round's check. */
+        snprintf(k->state, sizeof(k->state), "%s", got);
+        k->maybe[0] = 0;
+        json_decref(k->placement);
+        k->placement = json_incref(json_object_get(q, "placement"));
+        checked++;
+    }
+    json_decref(list);
+    json_t *inv = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/debug/invariants", NULL, &inv), 200);
+    cr_assert(json_is_true(json_object_get(inv, "ok")), "round %u: %s", round,
+              json_string_value(json_object_get(inv, "violation")));
+    json_decref(inv);
+    (void)checked;
+}
+
+Test(crash, r16_acknowledged_requests_survive_sigkill_at_random_moments, .timeout = 240) {
+    const char *env = getenv("EINSORA_CRASH_SEED");
+    unsigned seed = env ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
+    const char *rounds_env = getenv("EINSORA_CRASH_ROUNDS");
+    unsigned rounds = rounds_env ? (unsigned)strtoul(rounds_env, NULL, 10) : 24;
+    cr_log_info("crash test seed %u (EINSORA_CRASH_SEED to replay), %u rounds", seed, rounds);
+    ts_start(&ts);
+    for (int n = 0; n < 12; n++) {
+        char name[16];
+        snprintf(name, sizeof(name), "n%d", n);
+        ts_add_h100_node(&ts, name, "ops", 8);
+    }
+    ClientArg *args = calloc(CLIENTS, sizeof(ClientArg));
+    for (int i = 0; i < CLIENTS; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "tenant%d", i);
+        args[i].token = ts_token(&ts, user, "trusted", NULL);
+    }
+    unsigned total = 0;
+    for (unsigned round = 0; round < rounds; round++) {
+        atomic_store(&stop_clients, false);
+        pthread_t t[CLIENTS];
+        for (int i = 0; i < CLIENTS; i++) {
+            args[i].seed = seed * 31 + round * 7 + (unsigned)i;
+            pthread_create(&t[i], NULL, client_main, &args[i]);
+        }
+        /* Kill at a random moment within the load. */
+        usleep(20000 + (useconds_t)(rand_r(&seed) % 250) * 1000);
+        ts_kill(&ts, true);
+        atomic_store(&stop_clients, true);
+        for (int i = 0; i < CLIENTS; i++)
+            pthread_join(t[i], NULL);
+        ts_spawn(&ts);
+        verify(round);
+        total++;
+    }
+    cr_assert_geq(total, 20);
+    cr_log_info("%u kills, %u submissions", total, atomic_load(&submissions));
+    for (int i = 0; i < CLIENTS; i++)
+        free(args[i].token);
+    free(args);
+    for (size_t i = 0; i <= MAX_REQS; i++)
+        json_decref(known[i].placement);
+    ts_stop(&ts);
+}

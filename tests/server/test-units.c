@@ -1,0 +1,143 @@
+/* test-units.c: the server area's pure parts: SHA-256 vectors, the router, the strict
+ * request/node parsers, and the store's migrations and round trips. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/api.h"
+#include "server/router.h"
+#include "server/spec.h"
+#include "store/store.h"
+#include "util/sha256.h"
+
+/* FIPS 180-2 appendix B vectors and the empty string. */
+Test(sha256, tokens_are_hashed_with_standard_sha256_vectors) {
+    char hex[65];
+    sha256_hex("", 0, hex);
+    cr_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha256_hex("abc", 3, hex);
+    cr_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    sha256_hex(two, strlen(two), hex);
+    cr_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    /* One million 'a' fed in uneven pieces exercises block boundaries. */
+    Sha256 s;
+    sha256_init(&s);
+    char a[1000];
+    memset(a, 'a', sizeof(a));
+    size_t left = 1000000, step = 1;
+    while (left) {
+        size_t n = step < left ? step : left;
+        sha256_update(&s, a, n > sizeof(a) ? sizeof(a) : n);
+        left -= n > sizeof(a) ? sizeof(a) : n;
+        step = step * 3 % 997 + 1;
+    }
+    uint8_t d[32];
+    sha256_final(&s, d);
+    for (int i = 0; i < 32; i++)
+        sprintf(hex + 2 * i, "%02x", d[i]);
+    cr_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+Test(router, matches_params_and_tells_404_from_405) {
+    RouteMatch m;
+    cr_assert_eq(router_match(api_routes, api_n_routes, "POST", "/v1/requests/42/cancel", &m), 0);
+    cr_assert_eq(m.route->id, R_REQUEST_CANCEL);
+    cr_assert_str_eq(m.params[0], "42");
+    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/nodes/dc1-n1", &m), 0);
+    cr_assert_str_eq(m.params[0], "dc1-n1");
+    cr_assert_eq(router_match(api_routes, api_n_routes, "DELETE", "/v1/requests", &m), -EOPNOTSUPP);
+    cr_assert_str_eq(m.allowed, "GET, POST");
+    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/requests/", &m), -ENOENT);
+    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/requests/a/b/c", &m), -ENOENT);
+    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/nodes/a%2fb", &m), -ENOENT);
+    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "", &m), -ENOENT);
+}
+
+Test(spec, request_parser_is_strict) {
+    ApiRequest r;
+    Error err = {0};
+    const char *ok = "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"fallback\":[\"cpu\"],\"wait_s\":60}";
+    cr_assert_eq(api_request_parse(ok, strlen(ok), &r, &err), 0, "%s", err.message);
+    cr_assert_eq(r.kind, WORK_VM);
+    cr_assert_str_eq(r.guest_os, "linux", "a VM's guest defaults to linux");
+    cr_assert_eq(r.n_fallback, 1);
+    const char *bad[] = {
+            "[]", "{}", "{\"kind\":\"vm\"}", "{\"kind\":\"robot\",\"class\":\"cpu\"}",
+            "{\"kind\":\"vm\",\"class\":\"cpu\",\"count\":0}",
+            "{\"kind\":\"vm\",\"class\":\"cpu\",\"count\":1.5}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"guest_os\":\"linux\"}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"wait_s\":5}",
+            "{\"kind\":\"container\",\"class\":\"Bad Name\"}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"kind\":\"vm\"}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"runtime\":\"vllm\"}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        Error e = {0};
+        cr_assert_lt(api_request_parse(bad[i], strlen(bad[i]), &r, &e), 0, "accepted %s", bad[i]);
+        cr_assert_neq(e.message[0], 0);
+    }
+}
+
+Test(spec, r3_datacenter_node_needs_a_mode_and_vgpu_is_refused) {
+    ApiNode *n = malloc(sizeof(*n));
+    Error err = {0};
+    const char *no_mode = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":\"o\"}";
+    cr_assert_lt(api_node_parse(no_mode, strlen(no_mode), n, &err), 0);
+    cr_assert(strstr(err.message, "R3"), "%s", err.message);
+    Error e2 = {0};
+    const char *vgpu = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":\"o\",\"mode\":\"vm-vgpu\"}";
+    cr_assert_lt(api_node_parse(vgpu, strlen(vgpu), n, &e2), 0);
+    cr_assert(strstr(e2.message, "R2d"), "%s", e2.message);
+    Error e3 = {0};
+    const char *ok = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"lab\",\"platform\":\"linux\",\"owner\":\"o\","
+                     "\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-a100-80gb\",\"binding\":\"vfio\","
+                     "\"mig\":[{\"profile\":\"1g.10gb\",\"start\":0}]}]}";
+    cr_assert_eq(api_node_parse(ok, strlen(ok), n, &e3), 0, "%s", e3.message);
+    cr_assert_eq(n->n_devices, 1);
+    cr_assert(n->devices[0].mig_enabled);
+    free(n);
+}
+
+static int count_rows(const StoreRequest *r, void *userdata) {
+    (*(int *)userdata)++;
+    return 0;
+}
+
+Test(store, migrations_are_numbered_and_state_survives_reopen) {
+    char path[] = "/tmp/einsora-store-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    Store *s = NULL;
+    Error err = {0};
+    cr_assert_eq(store_open(path, &s, &err), 0, "%s", err.message);
+    cr_assert_gt(store_schema_version(s), 0);
+    cr_assert_eq(store_begin(s, &err), 0);
+    StoreRequest r = {.id = 1, .user = "u", .state = "pending", .json = "{}"};
+    cr_assert_eq(store_request_put(s, &r, &err), 0);
+    cr_assert_eq(store_token_add(s, "abc", "u", "user", NULL, &err), 0);
+    cr_assert_eq(store_commit(s, &err), 0);
+    /* An uncommitted transaction is gone after reopening (R16: only commits count). */
+    cr_assert_eq(store_begin(s, &err), 0);
+    r.id = 2;
+    cr_assert_eq(store_request_put(s, &r, &err), 0);
+    store_close(s);
+    cr_assert_eq(store_open(path, &s, &err), 0, "%s", err.message);
+    int n = 0;
+    cr_assert_eq(store_request_foreach(s, count_rows, &n, &err), 0);
+    cr_assert_eq(n, 1);
+    StoreToken t = {0};
+    cr_assert_eq(store_token_lookup(s, "abc", &t, &err), 0);
+    cr_assert_str_eq(t.role, "user");
+    store_token_done(&t);
+    cr_assert_eq(store_token_lookup(s, "nope", &t, NULL), -ENOENT);
+    store_close(s);
+    unlink(path);
+    char wal[64];
+    snprintf(wal, sizeof(wal), "%s-wal", path);
+    unlink(wal);
+    snprintf(wal, sizeof(wal), "%s-shm", path);
+    unlink(wal);
+}
