@@ -3,7 +3,10 @@
  * 1,000,000 requests with releases; the same figures for a naive first-fit baseline run on
  * the same fleet and request stream in the same process. Not a test: it prints figures.
  *
- *   bench-place [REQUESTS]      (default 1000000; EINSORA_BENCH_SEED picks the stream) */
+ *   bench-place [--digest] [REQUESTS]   (default 1000000; EINSORA_BENCH_SEED picks the stream)
+ *
+ * --digest also prints a hash of every decision (submit answers and later placements by the
+ * queue), so that a change meant only to make the engine faster can show it decides the same. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -197,6 +200,52 @@ static void percentiles(uint32_t *lat, size_t n, Result *res) {
     res->max_us = lat[n - 1] / 1000.0;
 }
 
+/* ---- decision digest (FNV-1a 64) ---- */
+
+static bool want_digest;
+static uint64_t digest = 0xcbf29ce484222325ull;
+
+static void digest_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        digest = (digest ^ b[i]) * 0x100000001b3ull;
+}
+
+static void digest_u64(uint64_t v) {
+    digest_bytes(&v, sizeof(v));
+}
+
+static void digest_str(const char *str) {
+    if (str)
+        digest_bytes(str, strlen(str) + 1);
+    else
+        digest_u64(UINT64_MAX);
+}
+
+static void digest_decision(const char *id, const Decision *d) {
+    digest_str(id);
+    digest_u64(d->kind);
+    digest_u64(d->reason);
+    digest_str(d->message);
+    digest_u64(d->queue_position);
+    if (d->kind != DECISION_PLACED)
+        return;
+    const Placement *p = &d->placement;
+    digest_str(p->node);
+    digest_str(p->class_name);
+    uint64_t f[] = {(uint64_t)p->class_index, p->method, p->container_runtime, p->endpoint_runtime, p->n_devices,
+                    p->mig_start, p->mig_slots, p->cpu_cores, p->memory_gb, (uint64_t)p->fallback_index};
+    digest_bytes(f, sizeof(f));
+    for (unsigned i = 0; i < p->n_devices && i < SCHED_NODE_MAX_DEVICES; i++)
+        digest_u64(p->devices[i]);
+}
+
+static void on_placed(void *userdata, const char *request_id, const Decision *d) {
+    (void)userdata;
+    digest_u64(0xd1); /* a later placement by the queue, not a submit answer */
+    digest_decision(request_id, d);
+}
+
 /* ---- ours ---- */
 
 static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
@@ -214,6 +263,8 @@ static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
         sched_submit(s, &op->spec, op->spec.submitted, &d, NULL);
         uint64_t b = now_ns();
         lat[k++] = (uint32_t)MIN(b - a, UINT32_MAX);
+        if (want_digest)
+            digest_decision(op->spec.id, &d);
         res.placed += d.kind == DECISION_PLACED;
         res.waiting += d.kind == DECISION_WAITING;
         res.refused += d.kind == DECISION_REFUSED;
@@ -332,7 +383,17 @@ static void print_result(const char *name, const Result *r) {
 }
 
 int main(int argc, char **argv) {
-    unsigned n_requests = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1000000;
+    unsigned n_requests = 1000000;
+    for (int i = 1; i < argc; i++) {
+        if (STREQ(argv[i], "--digest"))
+            want_digest = true;
+        else if (argv[i][0] >= '1' && argv[i][0] <= '9')
+            n_requests = (unsigned)strtoul(argv[i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: bench-place [--digest] [REQUESTS]\n");
+            return 2;
+        }
+    }
     const char *seed = getenv("EINSORA_BENCH_SEED");
     if (seed)
         rng = strtoull(seed, NULL, 10) | 1;
@@ -343,6 +404,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     Sched *s = sched_new(cat);
+    if (want_digest)
+        sched_set_on_placed(s, on_placed, NULL);
     unsigned gpus = 0;
     uint64_t t0 = now_ns();
     build_fleet(s, &gpus);
@@ -363,6 +426,8 @@ int main(int argc, char **argv) {
     printf("ratio einsora/first-fit: throughput %.2fx, p99 %.2fx, whole-free GPU nodes %.2fx\n",
            ours.per_sec / ff.per_sec, ours.p99_us / ff.p99_us,
            ff.whole_free_nodes ? (double)ours.whole_free_nodes / ff.whole_free_nodes : 0.0);
+    if (want_digest)
+        printf("decision digest: %016llx\n", (unsigned long long)digest);
     Error cerr = {0};
     if (sched_check(s, &cerr) < 0)
         printf("INVARIANT VIOLATED after the run: %s\n", cerr.message);

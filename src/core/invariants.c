@@ -100,6 +100,19 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         const PoolLink *pl = &n->pools[k];
         if (pl->free != node_pool_free(s, n, pl->pool / 2, (Binding)(pl->pool % 2)))
             return error_set(err, -EUCLEAN, "node '%s': free-GPU index is stale", n->name);
+        /* The idle GPUs of the pool that take no work, and those held only by a reset check. */
+        unsigned blocked = 0, reset = 0;
+        for (unsigned i = 0; i < n->n_devices; i++) {
+            const Device *d = &n->devices[i];
+            if (d->cls * 2 + (int)d->binding != pl->pool || d->cls < 0 || d->mig_enabled || d->n_allocs)
+                continue;
+            bool takes = device_takes_new_work(n, d);
+            bool held = d->binding == BINDING_VFIO && s->cat->classes[d->cls].consumer && !d->reset_verified;
+            blocked += !takes || held;
+            reset += takes && held;
+        }
+        if (pl->blocked != blocked || pl->reset != reset)
+            return error_set(err, -EUCLEAN, "node '%s': idle-but-blocked GPU counts are stale", n->name);
     }
     return 0;
 }

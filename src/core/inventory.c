@@ -140,20 +140,11 @@ int sched_site_trust(Sched *s, const char *site, const char *user, bool trusted,
     return 0;
 }
 
-static bool site_trusts(const Site *st, uint32_t ui) {
-    return ui < st->n_trusted_cap && st->trusted[ui];
-}
 
 bool sched_site_is_trusted(const Sched *s, const char *site, const char *user) {
     uint32_t si;
     int ui = sched_user_lookup(s, user);
     return site && strmap_get(&s->site_map, site, &si) && ui >= 0 && site_trusts(&s->sites[si], (uint32_t)ui);
-}
-
-Relation relation_of(const Sched *s, const Node *n, uint32_t user) {
-    if (n->owner == user)
-        return RELATION_OWNER;
-    return site_trusts(&s->sites[n->site], user) ? RELATION_TRUSTED : RELATION_STRANGER;
 }
 
 Relation sched_relation(const Sched *s, const char *node, const char *user) {
@@ -173,14 +164,6 @@ int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err) {
 }
 
 /* ---- free indexes ---- */
-
-bool node_schedulable(const Node *n) {
-    return n->alive && !n->cordoned && !n->unreachable;
-}
-
-bool device_takes_new_work(const Node *n, const Device *d) {
-    return node_schedulable(n) && !d->cordoned && !d->quarantined && d->cls >= 0;
-}
 
 static bool device_free_in_pool(const Sched *s, const Node *n, const Device *d, int cls, Binding b) {
     if (d->cls != cls || d->binding != b || d->mig_enabled || d->n_allocs || !device_takes_new_work(n, d))
@@ -224,25 +207,40 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
     }
 }
 
-static unsigned node_pool_blocked(const Sched *s, const Node *n, int cls, Binding b) {
-    unsigned k = 0;
-    for (unsigned i = 0; i < n->n_devices; i++) {
-        const Device *d = &n->devices[i];
-        k += d->cls == cls && d->binding == b && !d->mig_enabled && !d->n_allocs &&
-             !device_free_in_pool(s, n, d, cls, b);
-    }
-    return k;
+void node_refresh(Sched *s, uint32_t ni) {
+    node_refresh_devices(s, ni, UINT32_MAX);
 }
 
-void node_refresh(Sched *s, uint32_t ni) {
+void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
     Node *n = &s->nodes[ni];
+    /* One pass over the devices counts every pool's free and blocked GPUs (the same counts
+     * as node_pool_free and the blocked count would take a pass per pool and count). */
+    uint8_t n_free[SCHED_NODE_MAX_DEVICES] = {0}, n_blocked[SCHED_NODE_MAX_DEVICES] = {0},
+            n_reset[SCHED_NODE_MAX_DEVICES] = {0};
+    for (unsigned i = 0; i < n->n_devices && n->alive; i++) {
+        const Device *d = &n->devices[i];
+        if (d->cls < 0 || d->mig_enabled || d->n_allocs)
+            continue;
+        int pool = d->cls * 2 + (int)d->binding;
+        for (unsigned k = 0; k < n->n_pools; k++)
+            if (n->pools[k].pool == pool) {
+                if (device_free_in_pool(s, n, d, d->cls, d->binding))
+                    n_free[k]++;
+                else {
+                    n_blocked[k]++;
+                    n_reset[k] += device_takes_new_work(n, d); /* so only its reset check holds it */
+                }
+                break;
+            }
+    }
     for (unsigned k = 0; k < n->n_pools; k++) {
         PoolLink *pl = &n->pools[k];
         int cls = pl->pool / 2;
-        unsigned bl = n->alive ? node_pool_blocked(s, n, cls, (Binding)(pl->pool % 2)) : 0;
+        unsigned bl = n_blocked[k];
         s->class_blocked[cls] += bl - pl->blocked;
         pl->blocked = (uint8_t)bl;
-        unsigned f = n->alive ? node_pool_free(s, n, cls, (Binding)(pl->pool % 2)) : 0;
+        pl->reset = n_reset[k];
+        unsigned f = n_free[k];
         if (f == pl->free)
             continue;
         uint32_t id = ni << POOL_SHIFT | k;
@@ -254,7 +252,8 @@ void node_refresh(Sched *s, uint32_t ni) {
             list_push(s, pool_link_of, &heads[pl->pool][f], id);
     }
     for (unsigned i = 0; i < n->n_devices; i++)
-        device_refile(s, ni, i);
+        if (changed & (1u << i))
+            device_refile(s, ni, i);
     int b = -1;
     if (n->alive && node_schedulable(n) && n->cpu_cores > n->cpu_used)
         b = (int)MIN(n->cpu_cores - n->cpu_used, (unsigned)CPU_BUCKETS - 1);

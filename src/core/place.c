@@ -37,6 +37,13 @@ static int scored_cmp(const void *a, const void *b) {
 }
 
 void mig_prefs_build(Sched *s) {
+    for (int sh = 0; sh < _MIG_SHAPE_MAX; sh++)
+        for (unsigned layout = 0; layout < 256; layout++) {
+            s->mig_fits[sh][layout] = (uint8_t)mig_count_placeable((uint8_t)layout, (MigShape)sh);
+            for (unsigned start = 0; start < MIG_SLOTS; start++)
+                if (mig_can_place((uint8_t)layout, (MigShape)sh, start))
+                    s->mig_starts[sh][layout] |= (uint8_t)(1u << start);
+        }
     for (int sh = 0; sh < _MIG_SHAPE_MAX; sh++) {
         Scored tmp[256 * MIG_SLOTS];
         size_t k = 0;
@@ -95,12 +102,13 @@ static bool reserved_against(const Sched *s, const Want *w, int c, uint32_t ni) 
            s->reqs[s->reserved_by[c]].seq < w->r->seq;
 }
 
-static void fill(const Sched *s, Req *out, uint32_t ni, int c, Method m) {
+/* Writes the placement fields of out only; the request itself is read from r. */
+static void fill(const Sched *s, const Req *r, Req *out, uint32_t ni, int c, Method m) {
     out->node = ni;
     out->pcls = c;
     out->method = m;
-    out->crt = policy_container_runtime(s, out, &s->nodes[ni], m);
-    out->ert = policy_endpoint_runtime(out, c >= 0 ? (int)s->cat->classes[c].vendor : VENDOR_CPU);
+    out->crt = policy_container_runtime(s, r, &s->nodes[ni], m);
+    out->ert = policy_endpoint_runtime(r, c >= 0 ? (int)s->cat->classes[c].vendor : VENDOR_CPU);
     out->n_dev = 0;
     out->mig_start = out->mig_slots = 0;
     out->cores = 0;
@@ -130,7 +138,7 @@ static bool find_time_slice(Sched *s, const Want *w, int c, Req *out) {
         uint32_t ni = gid >> DEV_SHIFT;
         if ((w->only != NIL && ni != w->only) || !ts_device_ok(s, r, dev_of(s, gid), &s->nodes[ni], c))
             continue;
-        fill(s, out, ni, c, METHOD_TIME_SLICE);
+        fill(s, r, out, ni, c, METHOD_TIME_SLICE);
         out->devs[0] = (uint8_t)(gid & ((1u << DEV_SHIFT) - 1));
         out->n_dev = 1;
         return true;
@@ -166,7 +174,7 @@ static unsigned pool_free_of(const Node *n, int pool) {
 }
 
 static bool take_whole(Sched *s, const Want *w, int c, uint32_t ni, Binding b, Method m, Req *out) {
-    fill(s, out, ni, c, m);
+    fill(s, w->r, out, ni, c, m);
     out->n_dev = (uint8_t)take_free_devices(s, &s->nodes[ni], c, b, w->r->count, out);
     return out->n_dev == w->r->count;
 }
@@ -238,8 +246,8 @@ static bool mig_device_ok(const Sched *s, const Want *w, const GpuClass *g, cons
     return w->fallback ? device_only_user(s, d, r->user) : mig_joinable(s, n, d, r->user, kata_mig);
 }
 
-static bool take_mig(Sched *s, const GpuClass *g, int c, uint32_t gid, unsigned start, Req *out) {
-    fill(s, out, gid >> DEV_SHIFT, c, METHOD_MIG);
+static bool take_mig(Sched *s, const Want *w, const GpuClass *g, int c, uint32_t gid, unsigned start, Req *out) {
+    fill(s, w->r, out, gid >> DEV_SHIFT, c, METHOD_MIG);
     out->devs[0] = (uint8_t)(gid & ((1u << DEV_SHIFT) - 1));
     out->n_dev = 1;
     out->mig_start = (uint8_t)start;
@@ -259,17 +267,17 @@ static bool find_mig(Sched *s, const Want *w, int c, Req *out) {
             if (d->cls != parent || !mig_device_ok(s, w, g, n, d))
                 continue;
             for (unsigned st = 0; st < MIG_SLOTS; st++)
-                if (mig_can_place(d->mig_layout, g->mig_shape, st) &&
+                if ((s->mig_starts[g->mig_shape][d->mig_layout] & (1u << st)) &&
                     s->mig_rank[g->mig_shape][d->mig_layout][st] < best_rank)
                     best_rank = s->mig_rank[g->mig_shape][d->mig_layout][st], best_dev = i, best_start = st;
         }
-        return best_rank != UINT32_MAX && take_mig(s, g, c, w->only << DEV_SHIFT | best_dev, best_start, out);
+        return best_rank != UINT32_MAX && take_mig(s, w, g, c, w->only << DEV_SHIFT | best_dev, best_start, out);
     }
     for (size_t i = 0; i < s->n_mig_pref[g->mig_shape]; i++) {
         MigChoice ch = s->mig_pref[g->mig_shape][i];
         for (uint32_t gid = s->mig[parent].heads[ch.layout]; gid != NIL; gid = dev_of(s, gid)->link.next)
             if (mig_device_ok(s, w, g, &s->nodes[gid >> DEV_SHIFT], dev_of(s, gid)))
-                return take_mig(s, g, c, gid, ch.start, out);
+                return take_mig(s, w, g, c, gid, ch.start, out);
     }
     return false;
 }
@@ -303,7 +311,7 @@ static bool find_apple(Sched *s, const Want *w, int c, Req *out) {
     }
     if (best == NIL)
         return false;
-    fill(s, out, best, c, METHOD_APPLE_WHOLE);
+    fill(s, r, out, best, c, METHOD_APPLE_WHOLE);
     out->devs[0] = 0;
     out->n_dev = 1;
     out->mem = r->memory_gb;
@@ -322,7 +330,7 @@ static bool cpu_node_ok(const Sched *s, const Req *r, const Node *n) {
 }
 
 static bool take_cpu(Sched *s, const Req *r, uint32_t ni, Req *out) {
-    fill(s, out, ni, -1, METHOD_CPU);
+    fill(s, r, out, ni, -1, METHOD_CPU);
     out->pcls = s->cpu_class;
     out->cores = r->count;
     return true;
@@ -365,6 +373,15 @@ static int dev_add_alloc(Device *d, uint32_t ri) {
     return 0;
 }
 
+/* The devices of a placement as a node_refresh_devices() mask (apply and undo change only
+ * them, besides the node's counters). */
+static uint32_t devs_mask(const Req *r) {
+    uint32_t m = 0;
+    for (unsigned i = 0; i < r->n_dev; i++)
+        m |= r->devs[i] < 32 ? 1u << r->devs[i] : UINT32_MAX;
+    return m;
+}
+
 static DevUse use_of(Method m) {
     switch (m) {
     case METHOD_TIME_SLICE:
@@ -398,7 +415,7 @@ int place_apply(Sched *s, uint32_t ri) {
     n->macos_vms += r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS;
     n->n_allocs++;
     r->placed = true;
-    node_refresh(s, r->node);
+    node_refresh_devices(s, r->node, devs_mask(r));
     return 0;
 }
 
@@ -425,7 +442,7 @@ void place_undo(Sched *s, uint32_t ri) {
     n->macos_vms -= r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS;
     n->n_allocs--;
     r->placed = false;
-    node_refresh(s, r->node);
+    node_refresh_devices(s, r->node, devs_mask(r));
 }
 
 /* ---- why a request waits ---- */
@@ -434,26 +451,32 @@ typedef struct Diag {
     bool any, allowed, internal, queued, mode, kata, mig_kata, reset, macos, cordon;
 } Diag;
 
+/* The pool record of a node's pool, or NULL when the node has no GPU of the pool's class. */
+static const PoolLink *pool_of(const Node *n, int pool) {
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool == pool)
+            return &n->pools[k];
+    return NULL;
+}
+
 static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
     const GpuClass *g = &s->cat->classes[c];
     bool slice = g->mig_parent_index >= 0;
     int card = slice ? g->mig_parent_index : c;
-    unsigned have = 0;
-    for (unsigned i = 0; i < n->n_devices; i++)
-        have += n->devices[i].cls == card;
-    if (!have)
-        return;
-    dg->any = true;
-    Relation rel = relation_of(s, n, r->user);
-    if (!class_access(s, r, n, g, rel)) {
-        dg->internal |= g->internal_only && !g->owner_only;
-        return;
-    }
-    dg->allowed = true;
     bool vm = r->kind == WORKLOAD_VM;
+    Relation rel = relation_of(s, n, r->user);
     bool kata = !vm && rel == RELATION_STRANGER;
+    Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
+    /* Every GPU of a class puts the node in both pools of the class, and node_refresh() keeps
+     * each pool's free / blocked / reset-pending counts of its idle GPUs (sched_check verifies
+     * them), so a whole-GPU diagnosis reads them instead of walking the devices: this runs
+     * for up to DIAG_MAX_NODES nodes per waiting decision. */
+    const PoolLink *pw = pool_of(n, card * 2 + (int)want), *po = pool_of(n, card * 2 + !want);
+    if (!pw || !po)
+        return; /* no GPU of the class here */
+    unsigned fits = 0, whole_free = 0, blocked = 0;
     if (slice) {
-        unsigned fits = 0, whole_free = 0, blocked = 0;
+        bool node_ok = node_schedulable(n);
         for (unsigned i = 0; i < n->n_devices; i++) {
             const Device *d = &n->devices[i];
             if (d->cls != card)
@@ -462,13 +485,21 @@ static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag 
                 whole_free += !d->n_allocs;
                 continue;
             }
-            if (mig_count_placeable(d->mig_layout, g->mig_shape) == 0)
+            if (s->mig_fits[g->mig_shape][d->mig_layout] == 0)
                 continue;
-            if (!device_takes_new_work(n, d))
+            if (!(node_ok && !d->cordoned && !d->quarantined)) /* device_takes_new_work, cls >= 0 */
                 blocked++;
             else if (mig_joinable(s, n, d, r->user, n->kata && n->mig_in_kata))
                 fits++;
         }
+    }
+    dg->any = true;
+    if (!class_access(s, r, n, g, rel)) {
+        dg->internal |= g->internal_only && !g->owner_only;
+        return;
+    }
+    dg->allowed = true;
+    if (slice) {
         if (fits && kata && !(n->kata && n->mig_in_kata))
             dg->mig_kata = true;
         else if (fits)
@@ -479,19 +510,10 @@ static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag 
             dg->cordon = true;
         return;
     }
-    Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
-    unsigned free_want = node_pool_free(s, n, c, want), free_other = 0, reset = 0, blocked = 0;
-    for (unsigned i = 0; i < n->n_devices; i++) {
-        const Device *d = &n->devices[i];
-        if (d->cls != c || d->mig_enabled || d->n_allocs)
-            continue;
-        if (d->binding != want)
-            free_other += device_takes_new_work(n, d);
-        else if (!device_takes_new_work(n, d))
-            blocked++;
-        else if (g->consumer && want == BINDING_VFIO && !d->reset_verified)
-            reset++;
-    }
+    /* Idle GPUs of the class: in the wanted binding free, waiting for a reset check (R9) or
+     * taking no work; in the other binding, those that take work (free or reset pending). */
+    unsigned free_want = pw->free, reset = pw->reset, free_other = po->free + po->reset;
+    blocked = pw->blocked - pw->reset;
     if (free_want >= r->count) {
         if (kata && !n->kata)
             dg->kata = true;

@@ -1,6 +1,7 @@
 /* queue.c: the Sched's lifecycle, requests (submit, restore, release), the FIFO queue with
  * backfill and fallback deadlines (R13), and the decisions shown to users. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,11 +81,47 @@ static const char *reason_sentence(SchedReason r) {
     }
 }
 
+/* A decision's sentence, built by appending (snprintf's format parsing cost a third of a
+ * decision). Truncates exactly as snprintf into the same buffer would. */
+typedef struct Msg {
+    char *buf;
+    size_t len, size;
+} Msg;
+
+static void msg_put(Msg *m, const char *str) {
+    if (!str)
+        str = "(null)"; /* what glibc's %s prints; no caller passes NULL */
+    size_t room = m->size - 1 - m->len, n = strlen(str);
+    n = MIN(n, room);
+    memcpy(m->buf + m->len, str, n);
+    m->len += n;
+    m->buf[m->len] = '\0';
+}
+
+static void msg_uint(Msg *m, unsigned v) {
+    char tmp[16];
+    size_t i = sizeof(tmp);
+    tmp[--i] = '\0';
+    do
+        tmp[--i] = (char)('0' + v % 10);
+    while ((v /= 10) && i > 0);
+    msg_put(m, &tmp[i]);
+}
+
+static Msg msg_start(char *buf, size_t size) {
+    buf[0] = '\0';
+    return (Msg){buf, 0, size};
+}
+
 static void refuse(Decision *d, SchedReason why, const char *subject) {
     if (!d)
         return;
     *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
-    snprintf(d->message, sizeof(d->message), "refused (%s): %s", strempty(subject), reason_sentence(why));
+    Msg m = msg_start(d->message, sizeof(d->message));
+    msg_put(&m, "refused (");
+    msg_put(&m, strempty(subject));
+    msg_put(&m, "): ");
+    msg_put(&m, reason_sentence(why));
 }
 
 static void fill_placement(const Sched *s, const Req *r, Placement *p) {
@@ -152,26 +189,50 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, Decision *d)
         *d = (Decision){.kind = DECISION_PLACED, .reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE};
         fill_placement(s, r, &d->placement);
         const Placement *p = &d->placement;
-        char where[64] = "";
-        if (p->method == METHOD_MIG)
-            snprintf(where, sizeof(where), " device %u slots %u-%u", p->devices[0], p->mig_start,
-                     p->mig_start + p->mig_slots - 1);
-        else if (p->method == METHOD_CPU)
-            snprintf(where, sizeof(where), " %u cores", p->cpu_cores);
-        else if (p->n_devices)
-            snprintf(where, sizeof(where), " %u GPU%s", p->n_devices, p->n_devices > 1 ? "s" : "");
-        snprintf(d->message, sizeof(d->message), "placed on %s:%s, %s by %s%s%s%s%s%s", p->node, where, p->class_name,
-                 method_to_string(p->method), p->container_runtime ? " under " : "",
-                 p->container_runtime ? container_runtime_to_string(p->container_runtime) : "",
-                 p->endpoint_runtime ? ", endpoint runs " : "",
-                 p->endpoint_runtime ? endpoint_runtime_to_string(p->endpoint_runtime) : "",
-                 r->fb_index >= 0 ? " (fallback after the wait, R13)" : "");
+        /* "placed on NODE: WHERE, CLASS by METHOD[ under CRT][, endpoint runs ERT][ (fallback...)]" */
+        Msg m = msg_start(d->message, sizeof(d->message));
+        msg_put(&m, "placed on ");
+        msg_put(&m, p->node);
+        msg_put(&m, ":");
+        if (p->method == METHOD_MIG) {
+            msg_put(&m, " device ");
+            msg_uint(&m, p->devices[0]);
+            msg_put(&m, " slots ");
+            msg_uint(&m, p->mig_start);
+            msg_put(&m, "-");
+            msg_uint(&m, p->mig_start + p->mig_slots - 1);
+        } else if (p->method == METHOD_CPU) {
+            msg_put(&m, " ");
+            msg_uint(&m, p->cpu_cores);
+            msg_put(&m, " cores");
+        } else if (p->n_devices) {
+            msg_put(&m, " ");
+            msg_uint(&m, p->n_devices);
+            msg_put(&m, p->n_devices > 1 ? " GPUs" : " GPU");
+        }
+        msg_put(&m, ", ");
+        msg_put(&m, p->class_name);
+        msg_put(&m, " by ");
+        msg_put(&m, method_to_string(p->method));
+        if (p->container_runtime) {
+            msg_put(&m, " under ");
+            msg_put(&m, container_runtime_to_string(p->container_runtime));
+        }
+        if (p->endpoint_runtime) {
+            msg_put(&m, ", endpoint runs ");
+            msg_put(&m, endpoint_runtime_to_string(p->endpoint_runtime));
+        }
+        if (r->fb_index >= 0)
+            msg_put(&m, " (fallback after the wait, R13)");
         return;
     }
     *d = (Decision){.kind = DECISION_WAITING, .reason = r->reason,
                     .queue_position = with_position ? queue_position(s, ri) : 0};
-    snprintf(d->message, sizeof(d->message), "waiting for %s: %s", choice_name(s, r->choice),
-             reason_sentence(r->reason));
+    Msg m = msg_start(d->message, sizeof(d->message));
+    msg_put(&m, "waiting for ");
+    msg_put(&m, choice_name(s, r->choice));
+    msg_put(&m, ": ");
+    msg_put(&m, reason_sentence(r->reason));
 }
 
 int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
@@ -322,7 +383,11 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
 /* Try every class the request may take now, in order; on success apply it. */
 static bool attempt(Sched *s, uint32_t ri, uint64_t now, bool backfill, uint32_t only) {
     Req *r = &s->reqs[ri];
-    Req tmp = *r;
+    /* place_find() reads the request from w.r and writes only the placement fields (node up
+     * to fb_index) of its scratch: copy that range, not the whole Req, in and out. */
+    const size_t off = offsetof(Req, node), len = offsetof(Req, fb_index) - offsetof(Req, node);
+    Req tmp;
+    memcpy((char *)&tmp + off, (const char *)r + off, len);
     Want w = {.r = r, .backfill = backfill, .only = only};
     bool found = false;
     if (r->choice == CHOICE_MEMORY) {
@@ -337,16 +402,17 @@ static bool attempt(Sched *s, uint32_t ri, uint64_t now, bool backfill, uint32_t
         w.cls = r->choice;
         found = place_find(s, &w, &tmp);
     }
-    tmp.fb_index = -1;
+    int fb_index = -1;
     for (unsigned i = 0; !found && r->expired && i < r->n_fb; i++) {
         w.cls = r->fb[i];
         w.fallback = true;
         found = place_find(s, &w, &tmp);
-        tmp.fb_index = (int)i;
+        fb_index = (int)i;
     }
     if (!found)
         return false;
-    *r = tmp;
+    memcpy((char *)r + off, (const char *)&tmp + off, len);
+    r->fb_index = fb_index;
     if (place_apply(s, ri) < 0) {
         r->placed = false;
         return false;
@@ -480,7 +546,7 @@ static unsigned node_room(const Sched *s, uint32_t ni, int key) {
     if (g->mig_parent_index >= 0) {
         for (unsigned i = 0; i < n->n_devices; i++) {
             const Device *d = &n->devices[i];
-            if (d->cls == g->mig_parent_index && d->mig_enabled && mig_count_placeable(d->mig_layout, g->mig_shape))
+            if (d->cls == g->mig_parent_index && d->mig_enabled && s->mig_fits[g->mig_shape][d->mig_layout])
                 return 1;
         }
         return 0;
@@ -498,6 +564,8 @@ static unsigned node_room(const Sched *s, uint32_t ni, int key) {
 }
 
 static void walk_fifo(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uint32_t head) {
+    if (head == NIL)
+        return; /* most FIFOs of a node's classes (MIG slices, ...) are empty: skip node_room() */
     unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key);
     for (uint32_t ri = head, next; ri != NIL && room && misses < WALK_MISS_LIMIT; ri = next) {
         next = xq ? s->reqs[ri].xq.next : s->reqs[ri].cq.next;

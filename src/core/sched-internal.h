@@ -70,6 +70,8 @@ typedef struct PoolLink {
     int pool;
     uint8_t free;    /* 0: not listed */
     uint8_t blocked; /* idle GPUs that take no work (cordoned, quarantined, reset pending) */
+    uint8_t reset;   /* of those, the ones only waiting for their reset check (R9); lets a
+                      * diagnosis read a node's counts here instead of walking its devices */
     Link link;
 } PoolLink;
 
@@ -117,7 +119,8 @@ typedef struct Req {
     int qkey;
     bool in_xq, in_dq;
     SchedReason reason;
-    /* Placement. */
+    /* Placement: place_find() writes node .. mem, and attempt() copies exactly the range
+     * [node, fb_index) between a Req and its scratch, so keep these fields together. */
     uint32_t node;
     int pcls;
     Method method;
@@ -186,6 +189,10 @@ struct Sched {
     size_t n_by_memory;
     MigChoice *mig_pref[_MIG_SHAPE_MAX];
     size_t n_mig_pref[_MIG_SHAPE_MAX];
+    /* Per shape and slot layout: mig_count_placeable() and the starts mig_can_place() allows
+     * (bit per start), precomputed because both sit in the queue walks' inner loops. */
+    uint8_t mig_fits[_MIG_SHAPE_MAX][256];
+    uint8_t mig_starts[_MIG_SHAPE_MAX][256];
     /* Per class: the oldest waiting gang's reserved node (backfill must not take it). */
     uint32_t *reserved_node;
     uint32_t *reserved_by;
@@ -213,12 +220,28 @@ static inline const GpuClass *cls_of(const Sched *s, int c) {
 /* inventory.c */
 int sched_user_intern(Sched *s, const char *name, uint32_t *ret);
 int sched_user_lookup(const Sched *s, const char *name); /* -1 when unknown */
-Relation relation_of(const Sched *s, const Node *n, uint32_t user);
+static inline bool site_trusts(const Site *st, uint32_t ui) {
+    return ui < st->n_trusted_cap && st->trusted[ui];
+}
+/* Inline: asked for every node a search or a diagnosis looks at. */
+static inline Relation relation_of(const Sched *s, const Node *n, uint32_t user) {
+    if (n->owner == user)
+        return RELATION_OWNER;
+    return site_trusts(&s->sites[n->site], user) ? RELATION_TRUSTED : RELATION_STRANGER;
+}
 int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err);
 /* Re-file a node and its devices in every free index after any change of its state. */
 void node_refresh(Sched *s, uint32_t ni);
-bool node_schedulable(const Node *n);
-bool device_takes_new_work(const Node *n, const Device *d);
+/* The same when only the devices in the bit mask `changed` (bit i: device i) changed their
+ * own state: a device left alone would be re-filed where it already is, so it is skipped. */
+void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed);
+/* Inline: both sit in the innermost loops of every search and refresh. */
+static inline bool node_schedulable(const Node *n) {
+    return n->alive && !n->cordoned && !n->unreachable;
+}
+static inline bool device_takes_new_work(const Node *n, const Device *d) {
+    return node_schedulable(n) && !d->cordoned && !d->quarantined && d->cls >= 0;
+}
 /* Free whole GPUs of a class and binding on a node, as the pools count them. */
 unsigned node_pool_free(const Sched *s, const Node *n, int cls, Binding b);
 
@@ -230,8 +253,9 @@ typedef struct Want {
     bool backfill; /* honour other gangs' reservations */
     uint32_t only; /* NIL, or the one node to consider (capacity freed there) */
 } Want;
-/* Find a placement for r on class w->cls; fills the placement fields of *out (a scratch
- * copy of r). Returns true when found. */
+/* Find a placement for w->r on class w->cls; writes only the placement fields of *out
+ * (node up to, not including, fb_index) and reads the request from w->r. Returns true when
+ * found. */
 bool place_find(Sched *s, const Want *w, Req *out);
 /* Apply / undo a found or restored placement on the bookkeeping. */
 int place_apply(Sched *s, uint32_t ri);
