@@ -66,10 +66,7 @@ void api_node_heartbeat(HttpCtx *c) {
     if (fleet_heartbeat_parse(c->body, c->body_len, &hb, &err) < 0)
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
     BeatArg a = {.node = node, .hb = &hb};
-    Op op = {.fn = op_heartbeat, .who = &c->who, .arg = &a};
-    writer_submit(c->s, &op);
-    c->status = op.status;
-    c->json = op.body;
+    api_apply(c, op_heartbeat, &a);
     fleet_heartbeat_done(&hb);
 }
 
@@ -137,10 +134,7 @@ void api_node_task_result(HttpCtx *c) {
     if (fleet_task_result_parse(c->body, c->body_len, &res, &err) < 0)
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
     ResultArg a = {.node = node, .id = id, .res = &res};
-    Op op = {.fn = op_task_result, .who = &c->who, .arg = &a};
-    writer_submit(c->s, &op);
-    c->status = op.status;
-    c->json = op.body;
+    api_apply(c, op_task_result, &a);
 }
 
 /* ---- mode switch ---- */
@@ -258,8 +252,5 @@ void api_node_mode(HttpCtx *c) {
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
     ModeArg a = {.node = c->match.params[0], .mode = m.mode, .gpu = m.gpu[0] ? m.gpu : NULL,
                  .drain = drain_mode_from_string(m.drain)};
-    Op op = {.fn = op_mode, .who = &c->who, .arg = &a};
-    writer_submit(c->s, &op);
-    c->status = op.status;
-    c->json = op.body;
+    api_apply(c, op_mode, &a);
 }

@@ -122,12 +122,8 @@ static void node_put(HttpCtx *c, bool upsert) {
     else if (!may_manage(&c->who, a->spec.name, c->who.role == ROLE_OWNER ? a->spec.owner : NULL))
         api_error(c, 403, "forbidden", "Token of %s (%s) may not register or update node %s.",
                   c->who.user, role_to_string(c->who.role), a->spec.name);
-    else {
-        Op op = {.fn = op_node_put, .who = &c->who, .arg = a};
-        writer_submit(c->s, &op);
-        c->status = op.status;
-        c->json = op.body;
-    }
+    else
+        api_apply(c, op_node_put, a);
     free(a);
 }
 
@@ -206,10 +202,7 @@ static void op_cordon(Server *s, Op *op) {
 
 static void cordon(HttpCtx *c, bool on) {
     CordonArg a = {.name = c->match.params[0], .cordon = on};
-    Op op = {.fn = op_cordon, .who = &c->who, .arg = &a};
-    writer_submit(c->s, &op);
-    c->status = op.status;
-    c->json = op.body;
+    api_apply(c, op_cordon, &a);
 }
 
 void api_node_cordon(HttpCtx *c) {

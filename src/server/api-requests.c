@@ -115,10 +115,7 @@ void api_requests_submit(HttpCtx *c) {
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
     if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
         API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
-    Op op = {.fn = op_submit, .who = &c->who, .arg = &a};
-    writer_submit(c->s, &op);
-    c->status = op.status;
-    c->json = op.body;
+    api_apply(c, op_submit, &a);
 }
 
 /* ---- read ---- */
@@ -235,10 +232,7 @@ static void transition(HttpCtx *c, Transition t) {
     TransArg a = {.t = t};
     if (!parse_id(c, &a.id))
         return;
-    Op op = {.fn = op_transition, .who = &c->who, .arg = &a};
-    writer_submit(c->s, &op);
-    c->status = op.status;
-    c->json = op.body;
+    api_apply(c, op_transition, &a);
 }
 
 void api_request_cancel(HttpCtx *c) {

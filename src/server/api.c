@@ -67,6 +67,13 @@ void op_error(Op *op, int status, const char *code, const char *fmt, ...) {
     va_end(ap);
 }
 
+void api_apply(HttpCtx *c, OpFn fn, void *arg) {
+    Op op = {.fn = fn, .who = &c->who, .arg = arg};
+    writer_submit(c->s, &op);
+    c->status = op.status;
+    c->json = op.body;
+}
+
 void api_error_from(HttpCtx *c, int r, const Error *err) {
     int status = r == -ENOENT ? 404 : r == -EEXIST || r == -EBUSY ? 409 : r == -EACCES ? 403
                : r == -ENOMEM || r == -EIO ? 500 : 400;

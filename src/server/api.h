@@ -79,6 +79,9 @@ void api_error_from(HttpCtx *c, int r, const Error *err);
 /* Op bodies use the same shape. */
 json_t *api_error_json(const char *code, const char *message);
 void op_error(Op *op, int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Hand fn(arg) to the writer thread as the caller, wait until it is applied and committed,
+ * and answer with the op's status and body. */
+void api_apply(HttpCtx *c, OpFn fn, void *arg);
 
 const char *api_query(HttpCtx *c, const char *key);
 /* Parse an unsigned query parameter; false (and a 400 answer) when malformed. */
