@@ -225,16 +225,26 @@ bool fleet_node_field_is(Fleet *f, const char *node, bool in_switch, const char 
 }
 
 bool fleet_has_event(Fleet *f, const char *type, const char *object) {
-    json_t *j = NULL;
     bool found = false;
-    if (fleet_call(f, "GET", "/v1/events?limit=10000", NULL, &j) == 200) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(j, "events"), i, e)
-            found = found || (!strcmp(json_string_value(json_object_get(e, "type")), type) &&
-                              (!object || !strcmp(json_string_value(json_object_get(e, "object")), object)));
+    json_int_t after = 0;
+    /* Every page, following the cursor: a test never reads only the first one. */
+    for (bool more = true; more && !found;) {
+        char path[96];
+        json_t *j = NULL;
+        snprintf(path, sizeof(path), "/v1/events?after=%lld&limit=10000", (long long)after);
+        more = false;
+        if (fleet_call(f, "GET", path, NULL, &j) == 200) {
+            size_t i;
+            json_t *e, *events = json_object_get(j, "events");
+            json_array_foreach(events, i, e)
+                found = found || (!strcmp(json_string_value(json_object_get(e, "type")), type) &&
+                                  (!object || !strcmp(json_string_value(json_object_get(e, "object")), object)));
+            json_int_t next = json_integer_value(json_object_get(j, "next"));
+            more = json_array_size(events) > 0 && next > after;
+            after = next;
+        }
+        json_decref(j);
     }
-    json_decref(j);
     return found;
 }
 

@@ -109,6 +109,25 @@ long ts_call_key(TestServer *ts, const char *token, const char *method, const ch
     return status;
 }
 
+json_t *ts_list_all(TestServer *ts, const char *token, const char *path, const char *key) {
+    json_t *all = json_array();
+    json_int_t after = 0;
+    for (;;) {
+        char url[256];
+        json_t *page = NULL;
+        snprintf(url, sizeof(url), "%s?after=%lld&limit=10000", path, (long long)after);
+        cr_assert_eq(ts_call(ts, token, "GET", url, NULL, &page), 200, "GET %s", url);
+        json_t *items = json_object_get(page, key);
+        json_int_t next = json_integer_value(json_object_get(page, "next"));
+        size_t n = json_array_size(items);
+        json_array_extend(all, items);
+        json_decref(page);
+        if (n == 0 || next <= after)
+            return all;
+        after = next;
+    }
+}
+
 long ts_call(TestServer *ts, const char *token, const char *method, const char *path,
              const char *body, json_t **ret) {
     return ts_call_key(ts, token, method, path, body, NULL, ret);

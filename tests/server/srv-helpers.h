@@ -35,5 +35,10 @@ long ts_call(TestServer *ts, const char *token, const char *method, const char *
 long ts_call_key(TestServer *ts, const char *token, const char *method, const char *path,
                  const char *body, const char *key, json_t **ret);
 
+/* GET every page of a list (`path` without query, e.g. "/v1/requests"), following the
+ * `next` cursor until a page comes back empty; returns the concatenated array under `key`
+ * (caller decrefs). A test never reads only the first page: a fast machine makes more. */
+json_t *ts_list_all(TestServer *ts, const char *token, const char *path, const char *key);
+
 /* Register a datacenter node in container mode with n H100s, owned by `owner`. */
 void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsigned n);

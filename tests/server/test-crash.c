@@ -101,9 +101,7 @@ static bool state_is(const char *got, const char *want) {
 }
 
 static void verify(unsigned round) {
-    json_t *list = NULL;
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests?limit=10000", NULL, &list), 200);
-    json_t *reqs = json_object_get(list, "requests");
+    json_t *reqs = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
     size_t checked = 0;
     for (json_int_t id = 1; id <= MAX_REQS; id++) {
         Known *k = &known[id];
@@ -130,7 +128,7 @@ static void verify(unsigned round) {
         k->placement = json_incref(json_object_get(q, "placement"));
         checked++;
     }
-    json_decref(list);
+    json_decref(reqs);
     json_t *inv = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/debug/invariants", NULL, &inv), 200);
     cr_assert(json_is_true(json_object_get(inv, "ok")), "round %u: %s", round,
@@ -141,7 +139,8 @@ static void verify(unsigned round) {
 
 Test(crash, r16_acknowledged_requests_survive_sigkill_at_random_moments, .timeout = 240) {
     const char *env = getenv("EINSORA_CRASH_SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
+    /* A fixed default seed: a failure replays as it is; EINSORA_CRASH_SEED explores others. */
+    unsigned seed = env ? (unsigned)strtoul(env, NULL, 10) : 20261130u;
     const char *rounds_env = getenv("EINSORA_CRASH_ROUNDS");
     unsigned rounds = rounds_env ? (unsigned)strtoul(rounds_env, NULL, 10) : 24;
     cr_log_info("crash test seed %u (EINSORA_CRASH_SEED to replay), %u rounds", seed, rounds);
