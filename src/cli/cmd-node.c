@@ -15,7 +15,7 @@ static const char usage[] =
         "       einsora node register FILE   (a JSON node description, as POST /v1/nodes)\n"
         "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID] [--wait]\n\n";
 
-/* The fleet's view (issue 7): the agent, and the mode switch in progress or the last one. */
+/* The fleet's view: the agent, and the mode switch in progress or the last one. */
 static void print_node_fleet(json_t *n) {
     json_t *agent = json_object_get(n, "agent"), *sw = json_object_get(n, "switch");
     if (agent)

@@ -26,6 +26,6 @@ int verb_events(int argc, char **argv);
 int agent_discover_verb(int argc, char **argv);
 int agent_bind_verb(int argc, char **argv);
 int agent_run_verb(int argc, char **argv);
-/* The fleet (issue 7): `einsora up` and `einsora node mode`. */
+/* The fleet: `einsora up` and `einsora node mode`. */
 int verb_up(int argc, char **argv);
 int node_mode_verb(int argc, char **argv);
