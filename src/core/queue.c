@@ -253,7 +253,7 @@ int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
         .class_name = r->choice == CHOICE_MEMORY ? NULL : choice_name(s, r->choice),
         .memory_gb = r->memory_gb, .count = r->count, .share = r->share,
         .fallback = r->n_fb ? r->fb_names : NULL, .n_fallback = r->n_fb,
-        .wait_s = r->deadline - r->submitted, .submitted = r->submitted, .runtime = r->runtime,
+        .wait_s = (r->deadline - r->submitted) / s->units_per_second, .submitted = r->submitted, .runtime = r->runtime,
     };
     if (!r->n_fb)
         ret->wait_s = 0;
@@ -342,8 +342,10 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
                .runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE,
                .submitted = spec->submitted, .n_fb = (unsigned)spec->n_fallback, .fb_index = -1,
                .q = {NIL, NIL}, .pcls = -1};
-    r->deadline = spec->n_fallback ? spec->submitted + spec->wait_s : UINT64_MAX;
-    if (r->deadline < spec->submitted)
+    /* R13: the fallback opens at submitted + wait exactly, in the caller's own units. */
+    uint64_t wait;
+    if (!spec->n_fallback || __builtin_mul_overflow(spec->wait_s, s->units_per_second, &wait) ||
+        __builtin_add_overflow(spec->submitted, wait, &r->deadline))
         r->deadline = UINT64_MAX;
     SchedReason why;
     if (!spec->class_name) {

@@ -180,6 +180,7 @@ struct Sched {
     uint32_t xq_head, xq_tail;
     uint32_t dq_head, dq_tail;
     uint64_t min_deadline; /* no fallback deadline before this among waiting requests */
+    uint64_t units_per_second; /* of every `now` and `submitted` (1: seconds, 1000: ms) */
     MigPool *mig; /* per class (only card classes with MIG profiles use theirs) */
     uint16_t (*mig_rank)[256][MIG_SLOTS]; /* per shape: position of (layout, start) in mig_pref */
     int **slices_of; /* per card class: its MIG slice classes, -1 terminated */

@@ -18,6 +18,11 @@
  * container runtime, endpoint runtime), WAITING (reason code + sentence + queue position) or
  * REFUSED for good (reason code + sentence; refused requests are not kept).
  *
+ * Time: `now` and a request's `submitted` are in seconds unless sched_set_time_scale() says
+ * otherwise; a request's wait is always in seconds, and its fallback opens at exactly
+ * submitted + wait (R13: the wait a user chose is a minimum, so a caller with a finer clock
+ * passes its own units instead of rounding them to seconds).
+ *
  * Policy in short (details in policy.c):
  *  - VMs get whole GPUs by VFIO passthrough (R2a): a GPU bound to vfio-pci (a datacenter node
  *    in `vm-passthrough` mode, or a lab GPU bound to vfio). MIG slices, AMD GPUs and vGPU
@@ -286,6 +291,10 @@ const Catalog *sched_catalog(const Sched *s);
  * stderr first: the one place the core writes, since it is about to crash). */
 void sched_set_check_invariants(Sched *s, bool on);
 
+/* The unit of every `now` and `submitted`: 1 (seconds, the default) or e.g. 1000 (ms). Set
+ * it before the first request. */
+void sched_set_time_scale(Sched *s, uint64_t units_per_second);
+
 /* Called for every request that the queue places later (release, tick, uncordon, new node,
  * ...), in placement order; not for a placement returned directly by sched_submit(). d is
  * valid during the call only; the callback must not call into the Sched. */
@@ -429,8 +438,8 @@ typedef struct RequestSpec {
     bool share;               /* may time-slice a GPU with the same user's workloads (R2e) */
     const char *const *fallback; /* ordered alternatives (class names or "cpu"), R13 */
     size_t n_fallback;
-    uint64_t wait_s;          /* how long to wait for the first choice before falling back */
-    uint64_t submitted;       /* submission time; the queue orders by it */
+    uint64_t wait_s;          /* seconds to wait for the first choice before falling back */
+    uint64_t submitted;       /* submission time (time scale units); the queue orders by it */
     EndpointRuntime runtime;  /* endpoints: wanted runtime, NONE = whatever fits (R14) */
 } RequestSpec;
 
