@@ -14,10 +14,13 @@ static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
         "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
         "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
+        "                              [--wait-for-nodes]\n"
         "       einsora request show|cancel|release ID\n\n"
         "create prints the request's id and state; with --wait it waits until the request is\n"
         "placed, printing the reason while it waits. Exit 1 when refused.\n"
-        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n\n";
+        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n"
+        "  --wait-for-nodes  keep it waiting even when no node of the fleet could ever run it\n"
+        "              (it is refused otherwise, R18), for nodes that may join\n\n";
 
 typedef struct CreateArgs {
     json_t *body;
@@ -68,6 +71,9 @@ static int on_extra(int c, const char *arg, void *userdata) {
         break;
     case 'w':
         a->wait = true;
+        break;
+    case 'N':
+        json_object_set_new(a->body, "wait_for_nodes", json_true());
         break;
     }
     return 0;
@@ -141,7 +147,8 @@ int verb_request(int argc, char **argv) {
             {"guest-os", required_argument, NULL, 'g'}, {"share", no_argument, NULL, 's'},
             {"runtime", required_argument, NULL, 'r'}, {"fallback", required_argument, NULL, 'f'},
             {"wait-s", required_argument, NULL, 'W'},  {"key", required_argument, NULL, 'K'},
-            {"wait", no_argument, NULL, 'w'},          {},
+            {"wait", no_argument, NULL, 'w'},          {"wait-for-nodes", no_argument, NULL, 'N'},
+            {},
     };
     RemoteOpts o = {0};
     CreateArgs a = {.body = json_object()};

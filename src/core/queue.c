@@ -55,6 +55,8 @@ static const char *reason_sentence(SchedReason r) {
         return "room exists, but older requests come first (FIFO with backfill)";
     case SCHED_REASON_NO_NODE:
         return "no node has this class yet";
+    case SCHED_REASON_TOO_LARGE:
+        return "no node of the fleet has that many GPUs of the class (or cores, or Mac GPU memory)";
     case SCHED_REASON_VGPU:
         return CATALOG_VGPU_REFUSAL;
     case SCHED_REASON_UNKNOWN_CLASS:
@@ -122,6 +124,19 @@ static void refuse(Decision *d, SchedReason why, const char *subject) {
     msg_put(&m, strempty(subject));
     msg_put(&m, "): ");
     msg_put(&m, reason_sentence(why));
+}
+
+/* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
+static void refuse_never(Decision *d, SchedReason why, const char *subject) {
+    if (!d)
+        return;
+    *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
+    Msg m = msg_start(d->message, sizeof(d->message));
+    msg_put(&m, "refused (");
+    msg_put(&m, strempty(subject));
+    msg_put(&m, "), no node could ever run it: ");
+    msg_put(&m, reason_sentence(why));
+    msg_put(&m, "; ask with wait_for_nodes to wait for nodes that may join (R18)");
 }
 
 static void fill_placement(const Sched *s, const Req *r, Placement *p) {
@@ -254,6 +269,7 @@ int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
         .memory_gb = r->memory_gb, .count = r->count, .share = r->share,
         .fallback = r->n_fb ? r->fb_names : NULL, .n_fallback = r->n_fb,
         .wait_s = (r->deadline - r->submitted) / s->units_per_second, .submitted = r->submitted, .runtime = r->runtime,
+        .wait_for_nodes = r->wait_for_nodes,
     };
     if (!r->n_fb)
         ret->wait_s = 0;
@@ -341,6 +357,7 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
                .memory_gb = spec->memory_gb, .count = spec->count ? spec->count : 1, .share = spec->share,
                .runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE,
                .submitted = spec->submitted, .n_fb = (unsigned)spec->n_fallback, .fb_index = -1,
+               .wait_for_nodes = spec->wait_for_nodes,
                .q = {NIL, NIL}, .pcls = -1};
     /* R13: the fallback opens at submitted + wait exactly, in the caller's own units. */
     uint64_t wait;
@@ -650,9 +667,20 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
     nr->expired = nr->n_fb && now >= nr->deadline;
     if (!attempt(s, ri, now, true, NIL)) {
         Req *q = &s->reqs[ri];
-        q->reason = place_diagnose(s, q, q->choice == CHOICE_MEMORY ? s->by_memory[0] : q->choice);
-        if (q->choice == CHOICE_MEMORY)
+        /* R18: nothing waits for what no node of the fleet could ever give it. */
+        SchedReason never = feasible_reason(s, q, q->user);
+        if (never && !q->wait_for_nodes) {
+            refuse_never(ret, never, spec->class_name ? spec->class_name : spec->id);
+            req_drop(s, ri);
+            check_now(s);
+            return 0;
+        }
+        if (never)
+            q->reason = never;
+        else if (q->choice == CHOICE_MEMORY)
             q->reason = SCHED_REASON_NO_CAPACITY;
+        else
+            q->reason = place_diagnose(s, q, q->choice);
         queue_insert(s, ri);
         maybe_reserve(s, ri);
     }

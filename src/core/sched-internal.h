@@ -102,6 +102,7 @@ typedef struct Req {
     bool used;
     bool placed;
     bool expired; /* the first choice's wait ran out: alternatives count (R13) */
+    bool wait_for_nodes; /* R18: keep waiting even when no node could ever run it */
     uint32_t user;
     WorkloadKind kind;
     GuestOs guest;
@@ -287,3 +288,8 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
 int site_alloc_pools(Sched *s, Site *st);
 /* After a change on node ni: re-file it, offer grown capacity to the queue, check. */
 void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed);
+
+/* feasible.c */
+/* R18: SCHED_REASON_NONE when some node of the fleet could ever run r (its first choice or an
+ * alternative), else why not for its first choice. user: r's user, or NIL when unknown. */
+SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user);

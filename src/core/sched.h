@@ -236,6 +236,7 @@ typedef enum SchedReason {
     SCHED_REASON_CORDONED,        /* the only GPUs that fit are cordoned, quarantined or unreachable */
     SCHED_REASON_QUEUED,          /* room exists but older requests come first (fairness) */
     SCHED_REASON_NO_NODE,         /* no node has the class at all (yet) */
+    SCHED_REASON_TOO_LARGE,       /* no node has that many GPUs, cores or Mac GPU memory (R18) */
     /* refused */
     SCHED_REASON_VGPU,            /* R2d */
     SCHED_REASON_UNKNOWN_CLASS,
@@ -441,6 +442,7 @@ typedef struct RequestSpec {
     uint64_t wait_s;          /* seconds to wait for the first choice before falling back */
     uint64_t submitted;       /* submission time (time scale units); the queue orders by it */
     EndpointRuntime runtime;  /* endpoints: wanted runtime, NONE = whatever fits (R14) */
+    bool wait_for_nodes;      /* R18: wait even when no node of the fleet could ever run it */
 } RequestSpec;
 
 typedef struct Placement {
@@ -467,7 +469,11 @@ struct Decision {
 };
 
 /* Decide a new request. Returns 0 with *ret filled (placed, waiting or refused) or a negative
- * errno for a call that cannot be judged at all (-ENOMEM). A refused request is not kept; a
+ * errno for a call that cannot be judged at all (-ENOMEM). R18: a request that no node of the
+ * fleet could ever run (by size, by who may use the class, by Kata / mig_in_kata; feasible.c
+ * says what "ever" assumes), with none of its alternatives either, is refused with that
+ * reason (owner-only, internal-only, no-kata, no-mig-in-kata, too-large, no-node) unless
+ * spec->wait_for_nodes, in which case it waits showing that reason. A refused request is not kept; a
  * duplicate id is refused with SCHED_REASON_DUPLICATE and changes nothing (R16). ret may be
  * NULL when the caller needs no answer. */
 int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret, Error *err);

@@ -246,6 +246,7 @@ void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC
             .submitted = (uint64_t)r->created_ms, /* the core counts ms (R13) */
             .runtime = r->spec.runtime[0] ? endpoint_runtime_from_string(r->spec.runtime)
                                           : ENDPOINT_RUNTIME_NONE,
+            .wait_for_nodes = r->spec.wait_for_nodes,
     };
 }
 

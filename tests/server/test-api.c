@@ -128,7 +128,9 @@ Test(api, r16_idempotency_key_places_a_request_at_most_once) {
 
 Test(api, cancel_pending_request_and_not_twice) {
     char *bob = ts_token(&ts, "bob", "user", NULL);
-    json_t *q = submit(bob, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    /* No node yet: it waits only because it asks to wait for nodes (R18). */
+    json_t *q = submit(bob, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                            "\"wait_for_nodes\":true}", 201);
     cr_assert_str_eq(str(q, "state"), "pending");
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%lld/cancel", (long long)num(q, "id"));

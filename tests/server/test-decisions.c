@@ -120,3 +120,65 @@ Test(decisions, r8_unknown_class_or_fallback_is_422_with_closest_names_and_nothi
     json_decref(ev);
     free(alice);
 }
+
+static void add_mac(const char *name, const char *owner) {
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"name\":\"%s\",\"site\":\"home\",\"site_kind\":\"lab\",\"platform\":\"macos\","
+             "\"owner\":\"%s\",\"cpus\":8,\"apple_unified_memory_gb\":64,\"apple_usable_memory_gb\":48}",
+             name, owner);
+    json_t *ans = NULL;
+    long st = ts_call(&ts, ts.admin, "POST", "/v1/nodes", body, &ans);
+    cr_assert_eq(st, 201, "%ld %s", st, str(ans, "message"));
+    json_decref(ans);
+}
+
+Test(decisions, r18_impossible_requests_are_refused_at_submit_with_the_true_reason) {
+    add_mac("mac1", "alice");
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    char *bob = ts_token(&ts, "bob", "user", NULL);
+    /* R10: a stranger asking for the owner's Mac GPU. */
+    json_t *q = submit(bob, "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\"}", 201);
+    cr_assert_str_eq(str(q, "state"), "refused", "%s", str(q, "reason"));
+    cr_assert_str_eq(str(q, "reason_code"), "owner-only");
+    cr_assert(strstr(str(q, "reason"), "wait_for_nodes"), "says how to wait anyway: %s", str(q, "reason"));
+    json_decref(q);
+    /* A gang larger than any node holds. */
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":3}", 201);
+    cr_assert_str_eq(str(q, "state"), "refused", "%s", str(q, "reason"));
+    cr_assert_str_eq(str(q, "reason_code"), "too-large");
+    json_decref(q);
+    /* A class no node has in any mode. */
+    q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-b200-180gb\"}", 201);
+    cr_assert_str_eq(str(q, "state"), "refused", "%s", str(q, "reason"));
+    cr_assert_str_eq(str(q, "reason_code"), "no-node");
+    json_decref(q);
+    free(alice);
+    free(bob);
+}
+
+Test(decisions, r18_wait_for_nodes_keeps_it_waiting_with_the_reason_until_a_node_joins) {
+    add_mac("mac1", "alice");
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    char *bob = ts_token(&ts, "bob", "user", NULL);
+    json_t *q = submit(bob, "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"wait_for_nodes\":true}", 201);
+    cr_assert_str_eq(str(q, "state"), "pending", "%s", str(q, "reason"));
+    cr_assert_str_eq(str(q, "reason_code"), "owner-only", "the true reason, not 'taken'");
+    cr_assert_eq(json_object_get(json_object_get(q, "request"), "wait_for_nodes"), json_true());
+    /* The CLI asks the same way and shows the reason. */
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", bob, "--kind",
+                         "vm", "--class", "nvidia-h100-80gb", "--count", "4", "--wait-for-nodes", NULL);
+    cr_assert_eq(rc, 0, "%s %s", out, err);
+    cr_assert(strstr(out, "pending") && strstr(out, "that many GPUs"), "%s", out);
+    free(out);
+    free(err);
+    add_mac("mac2", "bob");
+    json_t *p = wait_not_pending(bob, num(q, "id"));
+    cr_assert_str_eq(str(p, "state"), "placed", "%s", str(p, "reason"));
+    cr_assert_str_eq(str(json_object_get(p, "placement"), "node"), "mac2");
+    json_decref(p);
+    json_decref(q);
+    free(bob);
+}
