@@ -622,7 +622,7 @@ static bool allowed_somewhere(const Sched *s, const Req *r, const GpuClass *g) {
 }
 
 /* The common case, a full class, answered from the indexes; -1 when a scan must decide. */
-static int diagnose_fast(Sched *s, const Req *r, int c) {
+static int diagnose_fast(const Sched *s, const Req *r, int c) {
     if (c == CHOICE_CPU) {
         for (unsigned b = MIN(r->count, (unsigned)CPU_BUCKETS - 1); b < CPU_BUCKETS; b++)
             if (s->cpu_heads[b] != NIL)
@@ -666,7 +666,7 @@ static int diagnose_fast(Sched *s, const Req *r, int c) {
     return other ? SCHED_REASON_MODE_MISMATCH : SCHED_REASON_NO_CAPACITY;
 }
 
-SchedReason place_diagnose(Sched *s, const Req *r, int c) {
+SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
     int fast = diagnose_fast(s, r, c);
     if (fast >= 0)
         return (SchedReason)fast;
@@ -679,11 +679,12 @@ SchedReason place_diagnose(Sched *s, const Req *r, int c) {
             diag_apple(s, r, &s->nodes[u->owned[i]], c, &dg);
         dg.any = dg.any || dg.allowed;
     } else {
-        /* A bounded look at the nodes that have the class (all nodes for cpu), from a moving
-         * start: the reason is a sentence for people, and must not make a decision O(fleet). */
+        /* A bounded look at the nodes that have the class (all nodes for cpu), from a start
+         * that differs per request: the reason is a sentence for people, and must not make a
+         * decision O(fleet). Read-only, so a request's reason is found afresh when asked. */
         int card = g ? (g->mig_parent_index >= 0 ? g->mig_parent_index : c) : -1;
         size_t n = card >= 0 ? s->class_nodes[card] : s->n_order;
-        size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? s->diag_cursor++ % n : 0;
+        size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? (size_t)(r->seq % n) : 0;
         for (size_t i = 0; i < look; i++) {
             size_t k = (start + i) % n;
             const Node *nd = &s->nodes[card >= 0 ? s->class_list[card][k] : s->order[k]];

@@ -198,7 +198,18 @@ static size_t queue_position(const Sched *s, uint32_t ri) {
     return k;
 }
 
-static void decide(const Sched *s, uint32_t ri, bool with_position, Decision *d) {
+/* Why a waiting request waits now (R18: what, removed, would let it run). */
+static SchedReason waiting_reason(const Sched *s, const Req *r) {
+    SchedReason never = feasible_reason(s, r, r->user);
+    if (never)
+        return never; /* only a request that asked to wait for nodes gets here */
+    if (r->choice == CHOICE_MEMORY)
+        return SCHED_REASON_NO_CAPACITY;
+    return place_diagnose(s, r, r->choice);
+}
+
+/* fresh: find the waiting reason again (a later look); else the one found at submission. */
+static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d) {
     const Req *r = &s->reqs[ri];
     if (r->placed) {
         *d = (Decision){.kind = DECISION_PLACED, .reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE};
@@ -241,20 +252,22 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, Decision *d)
             msg_put(&m, " (fallback after the wait, R13)");
         return;
     }
-    *d = (Decision){.kind = DECISION_WAITING, .reason = r->reason,
+    /* The reason as of now, not as of submission: nodes, capacity and modes have moved. */
+    SchedReason why = fresh ? waiting_reason(s, r) : r->reason;
+    *d = (Decision){.kind = DECISION_WAITING, .reason = why,
                     .queue_position = with_position ? queue_position(s, ri) : 0};
     Msg m = msg_start(d->message, sizeof(d->message));
     msg_put(&m, "waiting for ");
     msg_put(&m, choice_name(s, r->choice));
     msg_put(&m, ": ");
-    msg_put(&m, reason_sentence(r->reason));
+    msg_put(&m, reason_sentence(why));
 }
 
 int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
     uint32_t ri;
     if (!id || !strmap_get(&s->req_map, id, &ri))
         return -ENOENT;
-    decide(s, ri, true, ret);
+    decide(s, ri, true, true, ret);
     return 0;
 }
 
@@ -544,7 +557,7 @@ static void placed_from_queue(Sched *s, uint32_t ri) {
     queue_remove(s, ri);
     if (s->on_placed) {
         Decision d;
-        decide(s, ri, false, &d);
+        decide(s, ri, false, false, &d);
         s->on_placed(s->on_placed_data, s->reqs[ri].id, &d);
     }
 }
@@ -675,17 +688,12 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
             check_now(s);
             return 0;
         }
-        if (never)
-            q->reason = never;
-        else if (q->choice == CHOICE_MEMORY)
-            q->reason = SCHED_REASON_NO_CAPACITY;
-        else
-            q->reason = place_diagnose(s, q, q->choice);
+        q->reason = never ? never : waiting_reason(s, q);
         queue_insert(s, ri);
         maybe_reserve(s, ri);
     }
     if (ret)
-        decide(s, ri, true, ret);
+        decide(s, ri, true, false, ret);
     check_now(s);
     return 0;
 }

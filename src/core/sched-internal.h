@@ -205,7 +205,6 @@ struct Sched {
     uint32_t *class_blocked;
     uint32_t **class_list; /* per card class: the nodes that have it */
     uint32_t *class_list_cap;
-    size_t diag_cursor;
     /* Queue positions: a Fenwick tree over arrival seq of the waiting requests. */
     uint32_t *fen;
     size_t fen_size; /* a power of two; seqs are in [seq_base, seq_base + fen_size) */
@@ -270,7 +269,7 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c);
 /* Whether a restored placement collides with what is already placed. */
 int place_check_conflicts(const Sched *s, const Req *r, Error *err);
 /* Why r cannot be placed on class c right now (a waiting reason). */
-SchedReason place_diagnose(Sched *s, const Req *r, int c);
+SchedReason place_diagnose(const Sched *s, const Req *r, int c);
 /* Static checks of a request against a class: 0 or a refusal reason. */
 SchedReason policy_refusal(const Sched *s, const Req *r, int c);
 /* The runtimes for a placement of r on node n by method m. */

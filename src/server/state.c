@@ -107,8 +107,12 @@ json_t *req_to_json(Server *s, const Req *r) {
         char id[32];
         Decision d;
         snprintf(id, sizeof(id), "%" PRIu64, r->id);
-        if (sched_request_decision(s->sched, id, &d) >= 0 && d.kind == DECISION_WAITING)
+        if (sched_request_decision(s->sched, id, &d) >= 0 && d.kind == DECISION_WAITING) {
             json_object_set_new(j, "queue_position", json_integer((json_int_t)d.queue_position));
+            /* The reason as of now (R18): the fleet may have changed since it was stored. */
+            json_object_set_new(j, "reason_code", json_string(sched_reason_to_string(d.reason)));
+            json_object_set_new(j, "reason", json_string(d.message));
+        }
         if (r->spec.n_fallback)
             json_object_set_new(j, "fallback_at_ms",
                                 json_integer(r->created_ms + (json_int_t)r->spec.wait_s * 1000));

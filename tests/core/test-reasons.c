@@ -280,3 +280,18 @@ Test(reasons, r18_stranger_time_slice_request_is_not_told_other_mode) {
     fx_release("a");
     expect_placed("b");
 }
+
+Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
+    dc();
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200, .count = 2,
+                        .wait_for_nodes = true);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
+    fx_gpu_node("h1", "dc", "ops", "container", H200, 1, BINDING_HOST, false, false, false);
+    cr_assert_eq(sched_request_decision(fx, "g", &d), 0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_TOO_LARGE); /* a node came, too small for the gang */
+    fx_gpu_node("h2", "dc", "ops", "vm-passthrough", H200, 2, BINDING_HOST, false, false, false);
+    cr_assert_eq(sched_request_decision(fx, "g", &d), 0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH); /* big enough, in the other mode */
+    cr_assert_eq(sched_node_set_mode(fx, "h2", NODE_MODE_CONTAINER, 0, &err), 0, "%s", err.message);
+    expect_placed("g");
+}
