@@ -92,8 +92,15 @@ static void print_request(json_t *q) {
         if (ert && STRNEQ(ert, "none"))
             printf(", %s", ert);
         printf(")");
-    } else if (json_str(q, "reason"))
-        printf(": %s", json_str(q, "reason"));
+    } else if (json_str(q, "reason")) {
+        /* A refusal's sentence starts with "refused (...)": do not say it twice. */
+        const char *reason = json_str(q, "reason");
+        size_t n = state ? strlen(state) : 0;
+        if (n && !strncmp(reason, state, n))
+            printf("%s", reason + n);
+        else
+            printf(": %s", reason);
+    }
     json_t *pos = json_object_get(q, "queue_position");
     if (json_is_integer(pos))
         printf(" [queue position %lld]", (long long)json_integer_value(pos));

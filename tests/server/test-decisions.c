@@ -143,6 +143,15 @@ Test(decisions, r18_impossible_requests_are_refused_at_submit_with_the_true_reas
     cr_assert_str_eq(str(q, "reason_code"), "owner-only");
     cr_assert(strstr(str(q, "reason"), "wait_for_nodes"), "says how to wait anyway: %s", str(q, "reason"));
     json_decref(q);
+    /* The CLI says it once, with the reason, and exits 1. */
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", bob, "--kind",
+                         "endpoint", "--class", "apple-silicon-64gb", NULL);
+    cr_assert_eq(rc, 1, "%s %s", out, err);
+    cr_assert(strstr(out, "refused (apple-silicon-64gb), no node could ever run it"), "%s", out);
+    cr_assert_null(strstr(out, "refused: refused"), "%s", out);
+    free(out);
+    free(err);
     /* A gang larger than any node holds. */
     char *alice = ts_token(&ts, "alice", "owner", "n1");
     q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":3}", 201);
