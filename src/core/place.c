@@ -644,18 +644,28 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
         return any_pool_room(s, card, 1) ? -1 : SCHED_REASON_NO_CAPACITY;
     }
     /* Room in the pools this user would use, or only in the other binding (R3, R5, R7)? */
-    bool vm = r->kind == WORKLOAD_VM, cand = false, other = false;
+    bool vm = r->kind == WORKLOAD_VM, cand = false, other = false, unsure = false;
     for (size_t st = 0; st < s->n_sites && !cand; st++) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
         for (unsigned k = r->count; k <= SCHED_NODE_MAX_DEVICES; k++) {
             cand = cand || site->pool_heads[c * 2 + b][k] != NIL;
-            /* A stranger's container needs Kata too: only a look at the nodes tells whether a
-             * mode switch would help (R2b). */
-            if (site->pool_heads[c * 2 + !b][k] != NIL && !vm && !trusted)
-                return -1;
-            other = other || site->pool_heads[c * 2 + !b][k] != NIL;
+            uint32_t id = site->pool_heads[c * 2 + !b][k];
+            if (id == NIL || other)
+                continue;
+            if (vm || trusted) {
+                other = true;
+                continue;
+            }
+            /* A stranger's container needs Kata too: a mode switch helps only on a node
+             * that has it (R2b). A short look; past it, the full diagnosis decides. */
+            for (unsigned look = 0; id != NIL && look < 8 && !other; look++) {
+                const Node *n = &s->nodes[id >> POOL_SHIFT];
+                other = n->kata;
+                id = n->pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
+            }
+            unsure = unsure || !other;
         }
     }
     const User *u = &s->users[r->user];
@@ -663,7 +673,9 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
         cand = pool_free_of(&s->nodes[u->owned[i]], c * 2 + (vm ? BINDING_VFIO : BINDING_HOST)) >= r->count;
     if (cand)
         return -1;
-    return other ? SCHED_REASON_MODE_MISMATCH : SCHED_REASON_NO_CAPACITY;
+    if (other)
+        return SCHED_REASON_MODE_MISMATCH;
+    return unsure ? -1 : SCHED_REASON_NO_CAPACITY;
 }
 
 SchedReason place_diagnose(const Sched *s, const Req *r, int c) {

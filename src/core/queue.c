@@ -198,14 +198,18 @@ static size_t queue_position(const Sched *s, uint32_t ri) {
     return k;
 }
 
-/* Why a waiting request waits now (R18: what, removed, would let it run). */
-static SchedReason waiting_reason(const Sched *s, const Req *r) {
-    SchedReason never = feasible_reason(s, r, r->user);
+/* Why a waiting request waits now (R18: what, removed, would let it run), given what
+ * feasible_reason() says of it. */
+static SchedReason diagnose_waiting(const Sched *s, const Req *r, SchedReason never) {
     if (never)
         return never; /* only a request that asked to wait for nodes gets here */
     if (r->choice == CHOICE_MEMORY)
         return SCHED_REASON_NO_CAPACITY;
     return place_diagnose(s, r, r->choice);
+}
+
+static SchedReason waiting_reason(const Sched *s, const Req *r) {
+    return diagnose_waiting(s, r, feasible_reason(s, r, r->user));
 }
 
 /* fresh: find the waiting reason again (a later look); else the one found at submission. */
@@ -681,6 +685,7 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
     if (!attempt(s, ri, now, true, NIL)) {
         Req *q = &s->reqs[ri];
         /* R18: nothing waits for what no node of the fleet could ever give it. */
+        feasible_prepare(s);
         SchedReason never = feasible_reason(s, q, q->user);
         if (never && !q->wait_for_nodes) {
             refuse_never(ret, never, spec->class_name ? spec->class_name : spec->id);
@@ -688,7 +693,7 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
             check_now(s);
             return 0;
         }
-        q->reason = never ? never : waiting_reason(s, q);
+        q->reason = diagnose_waiting(s, q, never);
         queue_insert(s, ri);
         maybe_reserve(s, ri);
     }

@@ -182,6 +182,10 @@ struct Sched {
     uint32_t dq_head, dq_tail;
     uint64_t min_deadline; /* no fallback deadline before this among waiting requests */
     uint64_t units_per_second; /* of every `now` and `submitted` (1: seconds, 1000: ms) */
+    /* feasible.c: per card class (then cpu at n_classes) the most any node could ever hold,
+     * recomputed lazily when fleet_gen moved (a node joined, left, or changed capabilities). */
+    uint64_t fleet_gen, feas_gen;
+    struct FeasCap *feas;
     MigPool *mig; /* per class (only card classes with MIG profiles use theirs) */
     uint16_t (*mig_rank)[256][MIG_SLOTS]; /* per shape: position of (layout, start) in mig_pref */
     int **slices_of; /* per card class: its MIG slice classes, -1 terminated */
@@ -292,3 +296,6 @@ void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed);
 /* R18: SCHED_REASON_NONE when some node of the fleet could ever run r (its first choice or an
  * alternative), else why not for its first choice. user: r's user, or NIL when unknown. */
 SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user);
+/* Bring the per-class summary feasible_reason() answers most requests from up to date (it
+ * scans nodes while the summary is stale). */
+void feasible_prepare(Sched *s);
