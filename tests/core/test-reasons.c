@@ -295,3 +295,29 @@ Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
     cr_assert_eq(sched_node_set_mode(fx, "h2", NODE_MODE_CONTAINER, 0, &err), 0, "%s", err.message);
     expect_placed("g");
 }
+
+Test(reasons, r18_the_fleet_summary_follows_nodes_that_join_and_leave) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    fx_gpu_node("c2", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY); /* c2 could, once x ends */
+    fx_release("g");
+    fx_release("x");
+    cr_assert_eq(sched_remove_node(fx, "c2", &err), 0, "%s", err.message);
+    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE); /* c2 left: nothing holds 2 again */
+    /* Kata gained by a node is seen too: bob's container is refused, then waits. */
+    fx_req(.id = "own", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_NO_KATA);
+    cr_assert_eq(sched_node_set_capabilities(fx, "c1", true, false, 0, &err), 0, "%s", err.message);
+    d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+    fx_release("own"); /* then only the mode is in the way */
+    cr_assert_eq(sched_request_decision(fx, "b", &d), 0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+}
