@@ -22,7 +22,8 @@ static unsigned edit_distance(const char *a, const char *b, int part) {
         row[0] = (unsigned)i;
         for (size_t j = 1; j <= lb; j++) {
             unsigned up = row[j];
-            unsigned sub = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            unsigned sub =
+                    diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
             row[j] = MIN(MIN(up + 1, row[j - 1] + 1), sub);
             diag = up;
         }

@@ -19,9 +19,9 @@
 
 /* What the fleet could ever hold of one card class (or of cpu cores), whoever asks. */
 struct FeasCap {
-    unsigned max_any;   /* GPUs of the class on one node (cores for cpu) */
-    unsigned max_kata;  /* the same on a Linux node with Kata */
-    bool kata_mig;      /* a node with the class runs MIG slices under Kata */
+    unsigned max_any;  /* GPUs of the class on one node (cores for cpu) */
+    unsigned max_kata; /* the same on a Linux node with Kata */
+    bool kata_mig;     /* a node with the class runs MIG slices under Kata */
 };
 
 void feasible_prepare(Sched *s) {
@@ -143,7 +143,8 @@ static Verdict node_cpu(const Sched *s, const Req *r, uint32_t user, const Node 
         if (r->guest == GUEST_MACOS && n->platform != PLATFORM_MACOS)
             return (Verdict){STAGE_NONE, SCHED_REASON_NO_NODE};
     } else if (n->platform == PLATFORM_MACOS && rel == RELATION_STRANGER)
-        return (Verdict){STAGE_ACCESS, SCHED_REASON_OWNER_ONLY}; /* native processes: no isolation */
+        return (Verdict){STAGE_ACCESS,
+                         SCHED_REASON_OWNER_ONLY}; /* native processes: no isolation */
     else if (n->platform == PLATFORM_LINUX && rel == RELATION_STRANGER && !n->kata)
         return (Verdict){STAGE_CAPABILITY, SCHED_REASON_NO_KATA};
     if (n->cpu_cores < r->count)

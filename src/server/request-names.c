@@ -27,10 +27,12 @@ static json_t *unknown_name(const Catalog *cat, const char *field, const char *n
     }
     bool vgpu = string_contains_nocase(name, "vgpu");
     char msg[512];
-    snprintf(msg, sizeof(msg), "%s '%.64s' is not a class of the catalog%s%s%s; nothing was stored.",
-             field, name, vgpu ? ": " CATALOG_VGPU_REFUSAL : "", n ? ". Closest: " : "", list);
-    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "code", vgpu ? "vgpu_not_supported" : "unknown_class",
-                     "message", msg, "field", field, "name", name, "closest", closest);
+    snprintf(msg, sizeof(msg),
+             "%s '%.64s' is not a class of the catalog%s%s%s; nothing was stored.", field, name,
+             vgpu ? ": " CATALOG_VGPU_REFUSAL : "", n ? ". Closest: " : "", list);
+    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "code",
+                     vgpu ? "vgpu_not_supported" : "unknown_class", "message", msg, "field", field,
+                     "name", name, "closest", closest);
 }
 
 int request_names_check(const Catalog *cat, const ApiRequest *r, json_t **ret) {

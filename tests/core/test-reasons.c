@@ -58,7 +58,8 @@ static void mode_mismatch(void) {
     fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
     Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
     saw(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
-    cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s",
+                 err.message);
     expect_placed("v");
 }
 
@@ -78,7 +79,8 @@ static void owner_only(void) {
     fx_mac("mac", "lab", "amy", 64, 48);
     Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
     saw(&d, DECISION_REFUSED, SCHED_REASON_OWNER_ONLY);
-    d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64, .wait_for_nodes = true);
+    d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+               .wait_for_nodes = true);
     saw(&d, DECISION_WAITING, SCHED_REASON_OWNER_ONLY);
     fx_mac("bobs-mac", "lab", "bob", 64, 48);
     expect_placed("s");
@@ -87,7 +89,8 @@ static void owner_only(void) {
 static void internal_only(void) {
     dc();
     fx_gpu_node("c1", "dc", "ops", "container", RTX4090, 1, BINDING_HOST, true, false, false);
-    Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = RTX4090);
+    Decision d =
+            fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = RTX4090);
     saw(&d, DECISION_REFUSED, SCHED_REASON_INTERNAL_ONLY);
     d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = RTX4090,
                .wait_for_nodes = true);
@@ -121,18 +124,23 @@ static void no_mig_in_kata(void) {
 static void reset_check(void) {
     fx_site("lab", SITE_LAB);
     fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-5090", 1, BINDING_VFIO, false, false, false);
-    Decision d = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-5090");
+    Decision d =
+            fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-5090");
     saw(&d, DECISION_WAITING, SCHED_REASON_RESET_CHECK);
-    cr_assert_eq(sched_device_reset_result(fx, "box", 0, true, NULL, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_device_reset_result(fx, "box", 0, true, NULL, 0, &err), 0, "%s",
+                 err.message);
     expect_placed("v");
 }
 
 static void macos_vm_limit(void) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
-    fx_req(.id = "v1", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64);
-    fx_req(.id = "v2", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64);
-    Decision d = fx_req(.id = "v3", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64);
+    fx_req(.id = "v1", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+           .class_name = MAC64);
+    fx_req(.id = "v2", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+           .class_name = MAC64);
+    Decision d = fx_req(.id = "v3", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = MAC64);
     saw(&d, DECISION_WAITING, SCHED_REASON_MACOS_VM_LIMIT);
     fx_release("v1");
     expect_placed("v3");
@@ -154,7 +162,8 @@ static void no_node(void) {
     Decision d = fx_req(.id = "h", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200);
     saw(&d, DECISION_REFUSED, SCHED_REASON_NO_NODE);
     cr_assert_eq(sched_request_count(fx), 0, "a refused request is not kept");
-    d = fx_req(.id = "h", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200, .wait_for_nodes = true);
+    d = fx_req(.id = "h", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
+               .wait_for_nodes = true);
     saw(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
     fx_gpu_node("h1", "dc", "ops", "container", H200, 1, BINDING_HOST, false, false, false);
     expect_placed("h");
@@ -163,7 +172,8 @@ static void no_node(void) {
 static void too_large(void) {
     dc();
     fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
-    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4);
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 4);
     saw(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
     cr_assert(strstr(d.message, "wait_for_nodes"), "says how to wait anyway: %s", d.message);
     d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4,
@@ -178,19 +188,23 @@ static void too_large(void) {
 static void refusals(void) {
     dc();
     fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, true);
-    Decision d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .class_name = "nvidia-h100-vgpu");
+    Decision d =
+            fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .class_name = "nvidia-h100-vgpu");
     saw(&d, DECISION_REFUSED, SCHED_REASON_VGPU);
     d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = "no-such-class");
     saw(&d, DECISION_REFUSED, SCHED_REASON_UNKNOWN_CLASS);
-    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .guest = GUEST_LINUX, .class_name = MAC64);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .guest = GUEST_LINUX,
+               .class_name = MAC64);
     saw(&d, DECISION_REFUSED, SCHED_REASON_LINUX_GUEST_GPU);
-    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = H100);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+               .class_name = H100);
     saw(&d, DECISION_REFUSED, SCHED_REASON_MACOS_GUEST_NOT_MAC);
     d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100_1G);
     saw(&d, DECISION_REFUSED, SCHED_REASON_VM_MIG);
     d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .class_name = "amd-mi300x");
     saw(&d, DECISION_REFUSED, SCHED_REASON_VM_AMD);
-    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G, .count = 2);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G,
+               .count = 2);
     saw(&d, DECISION_REFUSED, SCHED_REASON_BAD_COUNT);
     d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100,
                .runtime = ENDPOINT_RUNTIME_MLX);
@@ -208,8 +222,13 @@ static void fallback(void) {
     fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
     const char *fb[] = {"cpu"};
     /* R18 with R13: a first choice no node has still waits when an alternative can run. */
-    Decision d = fx_submit((RequestSpec){.id = "f", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
-                                         .fallback = fb, .n_fallback = 1, .wait_s = 10},
+    Decision d = fx_submit((RequestSpec){.id = "f",
+                                         .user = "ops",
+                                         .kind = WORKLOAD_CONTAINER,
+                                         .class_name = H200,
+                                         .fallback = fb,
+                                         .n_fallback = 1,
+                                         .wait_s = 10},
                            0);
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
     cr_assert_eq(sched_tick(fx, 9), 0, "not before the wait ran out");
@@ -221,8 +240,8 @@ static void fallback(void) {
 typedef void (*Scenario)(void);
 
 static const Scenario scenarios[] = {
-    no_capacity, mode_mismatch, queued, owner_only, internal_only, no_kata, no_mig_in_kata,
-    reset_check, macos_vm_limit, cordoned, no_node, too_large, refusals, fallback,
+        no_capacity, mode_mismatch,  queued,   owner_only, internal_only, no_kata,  no_mig_in_kata,
+        reset_check, macos_vm_limit, cordoned, no_node,    too_large,     refusals, fallback,
 };
 
 /* Criterion runs each test in its own process: run them all here, each on a fresh Sched. */
@@ -237,7 +256,8 @@ static void run_all(void) {
 Test(reasons, r18_every_reason_code_has_a_scenario_and_each_wait_clears_on_its_blocker) {
     run_all();
     for (int r = 0; r < _SCHED_REASON_MAX; r++)
-        cr_expect(covered[r], "no scenario produces reason %s", sched_reason_to_string((SchedReason)r));
+        cr_expect(covered[r], "no scenario produces reason %s",
+                  sched_reason_to_string((SchedReason)r));
 }
 
 Test(reasons, r18_stranger_slice_is_never_told_to_wait_for_a_mode_switch_that_cannot_help) {
@@ -274,7 +294,8 @@ Test(reasons, r18_stranger_time_slice_request_is_not_told_other_mode) {
     fx_gpu_node("k1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, true, false, false);
     fx_req(.id = "t", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .share = true);
     fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100, .share = true);
-    Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100, .share = true);
+    Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .share = true);
     cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
     cr_assert_neq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
     fx_release("a");
@@ -283,8 +304,8 @@ Test(reasons, r18_stranger_time_slice_request_is_not_told_other_mode) {
 
 Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
     dc();
-    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200, .count = 2,
-                        .wait_for_nodes = true);
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
+                        .count = 2, .wait_for_nodes = true);
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
     fx_gpu_node("h1", "dc", "ops", "container", H200, 1, BINDING_HOST, false, false, false);
     cr_assert_eq(sched_request_decision(fx, "g", &d), 0);
@@ -299,16 +320,19 @@ Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
 Test(reasons, r18_the_fleet_summary_follows_nodes_that_join_and_leave) {
     dc();
     fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
-    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 2);
     expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
     fx_gpu_node("c2", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
     fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
-    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+               .count = 2);
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY); /* c2 could, once x ends */
     fx_release("g");
     fx_release("x");
     cr_assert_eq(sched_remove_node(fx, "c2", &err), 0, "%s", err.message);
-    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+               .count = 2);
     expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE); /* c2 left: nothing holds 2 again */
     /* Kata gained by a node is seen too: bob's container is refused, then waits. */
     fx_req(.id = "own", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);

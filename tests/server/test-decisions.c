@@ -69,8 +69,10 @@ Test(decisions, r13_fallback_never_opens_before_submitted_plus_wait_to_the_ms) {
     /* Several, so that some land far from a whole second: the old code rounded the
      * submission down to whole seconds and opened the fallback up to a second early. */
     for (int k = 0; k < 3; k++) {
-        json_t *b = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
-                                  "\"fallback\":[\"cpu\"],\"wait_s\":1}", 201);
+        json_t *b = submit(alice,
+                           "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                           "\"fallback\":[\"cpu\"],\"wait_s\":1}",
+                           201);
         cr_assert_str_eq(str(b, "state"), "pending");
         json_int_t created = num(b, "created_ms");
         cr_assert_eq(num(b, "fallback_at_ms"), created + 1000,
@@ -104,8 +106,10 @@ Test(decisions, r8_unknown_class_or_fallback_is_422_with_closest_names_and_nothi
     cr_assert(strstr(json_string_value(json_array_get(json_object_get(q, "closest"), 0)), "h200"),
               "%s", str(q, "message"));
     json_decref(q);
-    q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
-                      "\"fallback\":[\"cpu\",\"nvidia-a100-80gbb\"],\"wait_s\":5}", 422);
+    q = submit(alice,
+               "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+               "\"fallback\":[\"cpu\",\"nvidia-a100-80gbb\"],\"wait_s\":5}",
+               422);
     cr_assert_str_eq(str(q, "field"), "fallback");
     cr_assert_str_eq(json_string_value(json_array_get(json_object_get(q, "closest"), 0)),
                      "nvidia-a100-80gb");
@@ -125,7 +129,8 @@ static void add_mac(const char *name, const char *owner) {
     char body[512];
     snprintf(body, sizeof(body),
              "{\"name\":\"%s\",\"site\":\"home\",\"site_kind\":\"lab\",\"platform\":\"macos\","
-             "\"owner\":\"%s\",\"cpus\":8,\"apple_unified_memory_gb\":64,\"apple_usable_memory_gb\":48}",
+             "\"owner\":\"%s\",\"cpus\":8,\"apple_unified_memory_gb\":64,\"apple_usable_memory_"
+             "gb\":48}",
              name, owner);
     json_t *ans = NULL;
     long st = ts_call(&ts, ts.admin, "POST", "/v1/nodes", body, &ans);
@@ -141,12 +146,13 @@ Test(decisions, r18_impossible_requests_are_refused_at_submit_with_the_true_reas
     json_t *q = submit(bob, "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\"}", 201);
     cr_assert_str_eq(str(q, "state"), "refused", "%s", str(q, "reason"));
     cr_assert_str_eq(str(q, "reason_code"), "owner-only");
-    cr_assert(strstr(str(q, "reason"), "wait_for_nodes"), "says how to wait anyway: %s", str(q, "reason"));
+    cr_assert(strstr(str(q, "reason"), "wait_for_nodes"), "says how to wait anyway: %s",
+              str(q, "reason"));
     json_decref(q);
     /* The CLI says it once, with the reason, and exits 1. */
     char *out = NULL, *err = NULL;
-    int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", bob, "--kind",
-                         "endpoint", "--class", "apple-silicon-64gb", NULL);
+    int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", bob,
+                         "--kind", "endpoint", "--class", "apple-silicon-64gb", NULL);
     cr_assert_eq(rc, 1, "%s %s", out, err);
     cr_assert(strstr(out, "refused (apple-silicon-64gb), no node could ever run it"), "%s", out);
     cr_assert_null(strstr(out, "refused: refused"), "%s", out);
@@ -171,14 +177,17 @@ Test(decisions, r18_wait_for_nodes_keeps_it_waiting_with_the_reason_until_a_node
     add_mac("mac1", "alice");
     ts_add_h100_node(&ts, "n1", "alice", 2);
     char *bob = ts_token(&ts, "bob", "user", NULL);
-    json_t *q = submit(bob, "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"wait_for_nodes\":true}", 201);
+    json_t *q = submit(
+            bob, "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"wait_for_nodes\":true}",
+            201);
     cr_assert_str_eq(str(q, "state"), "pending", "%s", str(q, "reason"));
     cr_assert_str_eq(str(q, "reason_code"), "owner-only", "the true reason, not 'taken'");
     cr_assert_eq(json_object_get(json_object_get(q, "request"), "wait_for_nodes"), json_true());
     /* The CLI asks the same way and shows the reason. */
     char *out = NULL, *err = NULL;
-    int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", bob, "--kind",
-                         "vm", "--class", "nvidia-h100-80gb", "--count", "4", "--wait-for-nodes", NULL);
+    int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", bob,
+                         "--kind", "vm", "--class", "nvidia-h100-80gb", "--count", "4",
+                         "--wait-for-nodes", NULL);
     cr_assert_eq(rc, 0, "%s %s", out, err);
     cr_assert(strstr(out, "pending") && strstr(out, "that many GPUs"), "%s", out);
     free(out);

@@ -60,14 +60,17 @@ static bool in(const char *s, const char *const *set) {
 
 /* Waiting reasons that a later event (release, cancel, uncordon, mode switch, a passed reset
  * check, an agent's return, a node gaining room) clears on the fleet as it is. */
-static const char *const clearable[] = {"no-capacity", "mode-mismatch", "queued", "no-kata", "no-mig-in-kata",
-                                        "reset-check", "macos-vm-limit", "cordoned", NULL};
+static const char *const clearable[] = {"no-capacity",    "mode-mismatch",  "queued",
+                                        "no-kata",        "no-mig-in-kata", "reset-check",
+                                        "macos-vm-limit", "cordoned",       NULL};
 /* Reasons only a node that joins could clear (R18). */
 static const char *const never[] = {"owner-only", "internal-only", "no-node", "too-large", NULL};
 /* Refusals at submit. */
-static const char *const refusals[] = {"owner-only", "internal-only", "no-node", "too-large", "no-kata",
-                                       "no-mig-in-kata", "linux-guest-gpu", "macos-guest-not-mac", "vm-mig",
-                                       "vm-amd", "bad-count", "bad-runtime", NULL};
+static const char *const refusals[] = {
+        "owner-only", "internal-only",  "no-node",         "too-large",
+        "no-kata",    "no-mig-in-kata", "linux-guest-gpu", "macos-guest-not-mac",
+        "vm-mig",     "vm-amd",         "bad-count",       "bad-runtime",
+        NULL};
 
 typedef struct User {
     char name[16];
@@ -93,21 +96,30 @@ static void add_node(const char *json) {
 #define H100 "nvidia-h100-80gb"
 
 static void fleet(void) {
-    add_node("{\"name\":\"c1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":"
-             "\"ops\",\"mode\":\"container\",\"cpus\":16,\"devices\":[" DEV("0000:17:00.0", H100, 80) ","
-             DEV("0000:18:00.0", H100, 80) "]}");
-    add_node("{\"name\":\"v1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":"
-             "\"ops\",\"mode\":\"vm-passthrough\",\"capabilities\":[\"kata\"],\"cpus\":16,\"devices\":["
-             DEV("0000:17:00.0", H100, 80) "," DEV("0000:18:00.0", H100, 80) "]}");
-    add_node("{\"name\":\"m1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":"
-             "\"ops\",\"mode\":\"container\",\"capabilities\":[\"kata\",\"mig_in_kata\"],\"cpus\":16,"
+    add_node("{\"name\":\"c1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+             "\"owner\":"
+             "\"ops\",\"mode\":\"container\",\"cpus\":16,\"devices\":[" DEV(
+                     "0000:17:00.0", H100, 80) "," DEV("0000:18:00.0", H100, 80) "]}");
+    add_node("{\"name\":\"v1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+             "\"owner\":"
+             "\"ops\",\"mode\":\"vm-passthrough\",\"capabilities\":[\"kata\"],\"cpus\":16,"
+             "\"devices\":[" DEV("0000:17:00.0", H100, 80) "," DEV("0000:18:00.0", H100, 80) "]}");
+    add_node("{\"name\":\"m1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+             "\"owner\":"
+             "\"ops\",\"mode\":\"container\",\"capabilities\":[\"kata\",\"mig_in_kata\"],\"cpus\":"
+             "16,"
              "\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":\"" H100 "\",\"memory_gb\":80,"
              "\"mig_enabled\":true}]}");
-    add_node("{\"name\":\"g1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":"
-             "\"ops\",\"mode\":\"container\",\"cpus\":8,\"devices\":[" DEV("0000:17:00.0", "nvidia-rtx-4090", 24) "]}");
-    add_node("{\"name\":\"a1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":"
-             "\"ops\",\"mode\":\"container\",\"cpus\":8,\"devices\":[" DEV("0000:17:00.0", H100, 80) "]}");
-    add_node("{\"name\":\"mac1\",\"site\":\"home\",\"site_kind\":\"lab\",\"platform\":\"macos\",\"owner\":"
+    add_node("{\"name\":\"g1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+             "\"owner\":"
+             "\"ops\",\"mode\":\"container\",\"cpus\":8,\"devices\":[" DEV(
+                     "0000:17:00.0", "nvidia-rtx-4090", 24) "]}");
+    add_node("{\"name\":\"a1\",\"site\":\"dc\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+             "\"owner\":"
+             "\"ops\",\"mode\":\"container\",\"cpus\":8,\"devices\":[" DEV("0000:17:00.0", H100,
+                                                                           80) "]}");
+    add_node("{\"name\":\"mac1\",\"site\":\"home\",\"site_kind\":\"lab\",\"platform\":\"macos\","
+             "\"owner\":"
              "\"amy\",\"cpus\":8,\"apple_unified_memory_gb\":64,\"apple_usable_memory_gb\":48}");
 }
 
@@ -134,7 +146,8 @@ static User *user_named(const char *name) {
 
 static void heartbeat(void) {
     json_t *ans = NULL;
-    long st = ts_call(&ts, agent_token, "POST", "/v1/nodes/a1/heartbeat", "{\"interval_s\":1}", &ans);
+    long st =
+            ts_call(&ts, agent_token, "POST", "/v1/nodes/a1/heartbeat", "{\"interval_s\":1}", &ans);
     cr_assert_eq(st, 200, "heartbeat: %ld %s", st, str(ans, "message"));
     json_decref(ans);
 }
@@ -152,8 +165,16 @@ static bool node_unreachable(const char *node) {
 /* ---- steps ---- */
 
 static const char *const classes[] = {
-    H100, H100, "nvidia-h100-80gb-mig-1g.10gb", "nvidia-h100-80gb-mig-3g.40gb", "nvidia-rtx-4090",
-    "apple-silicon-64gb", "cpu", "nvidia-h200-141gb", "nvidia-h100-80gb-vgpu", "nvida-h100",
+        H100,
+        H100,
+        "nvidia-h100-80gb-mig-1g.10gb",
+        "nvidia-h100-80gb-mig-3g.40gb",
+        "nvidia-rtx-4090",
+        "apple-silicon-64gb",
+        "cpu",
+        "nvidia-h200-141gb",
+        "nvidia-h100-80gb-vgpu",
+        "nvida-h100",
 };
 static const char *const kinds[] = {"container", "notebook", "endpoint", "vm"};
 
@@ -216,8 +237,8 @@ static void step_end(json_t *all, const char *state, const char *verb) {
     if (!q)
         return;
     char path[96];
-    snprintf(path, sizeof(path), "/v1/requests/%lld/%s", (long long)json_integer_value(json_object_get(q, "id")),
-             verb);
+    snprintf(path, sizeof(path), "/v1/requests/%lld/%s",
+             (long long)json_integer_value(json_object_get(q, "id")), verb);
     User *u = user_named(str(q, "user"));
     cr_assert_not_null(u);
     json_t *ans = NULL;
@@ -232,9 +253,11 @@ static const char *const nodes[] = {"c1", "v1", "m1", "g1", "a1"};
 
 static void step_cordon(void) {
     char path[64];
-    snprintf(path, sizeof(path), "/v1/nodes/%s/%s", nodes[below(5)], below(2) ? "cordon" : "uncordon");
+    snprintf(path, sizeof(path), "/v1/nodes/%s/%s", nodes[below(5)],
+             below(2) ? "cordon" : "uncordon");
     json_t *ans = NULL;
-    long st = ts_call(&ts, below(2) ? admin_token : user_named("ops")->token, "POST", path, NULL, &ans);
+    long st = ts_call(&ts, below(2) ? admin_token : user_named("ops")->token, "POST", path, NULL,
+                      &ans);
     cr_assert_eq(st, 200, "%s: %ld %s", path, st, str(ans, "message"));
     json_decref(ans);
 }
@@ -252,7 +275,8 @@ static void step_switch(void) {
     snprintf(path, sizeof(path), "/v1/nodes/%s/mode", node);
     json_t *ans = NULL;
     long st = ts_call(&ts, admin_token, "POST", path, body, &ans);
-    cr_assert(st == 202 || st == 200 || st == 409, "%s %s: %ld %s", path, body, st, str(ans, "message"));
+    cr_assert(st == 202 || st == 200 || st == 409, "%s %s: %ld %s", path, body, st,
+              str(ans, "message"));
     seen.switched += st == 202 || st == 200; /* a datacenter switch may finish in its own call */
     json_decref(ans);
 }
@@ -287,14 +311,16 @@ static void check(int step) {
         bool asked = json_is_true(json_object_get(spec, "wait_for_nodes"));
         bool may_fall_back = json_array_size(json_object_get(spec, "fallback")) > 0;
         cr_assert(in(code, clearable) || (in(code, never) && (asked || may_fall_back)),
-                  "step %d: request %lld (%s) waits with reason '%s' that nothing on this fleet clears: %s",
+                  "step %d: request %lld (%s) waits with reason '%s' that nothing on this fleet "
+                  "clears: %s",
                   step, (long long)json_integer_value(json_object_get(q, "id")),
                   json_dumps(spec, JSON_COMPACT), code, str(q, "reason"));
     }
     json_decref(all);
 }
 
-Test(random_api, r15_r18_random_users_requests_cordons_switches_and_agent_loss_keep_the_invariants) {
+Test(random_api,
+     r15_r18_random_users_requests_cordons_switches_and_agent_loss_keep_the_invariants) {
     const char *env = getenv("EINSORA_RANDOM_SEED");
     uint64_t seed = env && *env ? strtoull(env, NULL, 0) : DEFAULT_SEED;
     rng = seed ? seed : DEFAULT_SEED;
@@ -310,7 +336,9 @@ Test(random_api, r15_r18_random_users_requests_cordons_switches_and_agent_loss_k
         if (step != loss_at)
             heartbeat();
         uint32_t what = below(100);
-        json_t *all = what >= 50 && what < 70 ? ts_list_all(&ts, admin_token, "/v1/requests", "requests") : NULL;
+        json_t *all = what >= 50 && what < 70
+                              ? ts_list_all(&ts, admin_token, "/v1/requests", "requests")
+                              : NULL;
         if (step == loss_at)
             step_agent_loss_and_return();
         else if (what < 50)
@@ -326,14 +354,16 @@ Test(random_api, r15_r18_random_users_requests_cordons_switches_and_agent_loss_k
         json_decref(all);
         check(step);
     }
-    cr_log_info("submitted %zu: placed %u, pending %u, refused for good %u, unknown names %u; ended %u, "
+    cr_log_info("submitted %zu: placed %u, pending %u, refused for good %u, unknown names %u; "
+                "ended %u, "
                 "switches %u, waiting reasons checked %u",
-                submitted, seen.placed, seen.pending, seen.refused_never, seen.unknown, seen.ended, seen.switched,
-                seen.waiting_checked);
+                submitted, seen.placed, seen.pending, seen.refused_never, seen.unknown, seen.ended,
+                seen.switched, seen.waiting_checked);
     /* The walk did what it claims (a seed that does not is a poor default). */
     cr_assert_gt(submitted, STEPS / 4);
-    cr_assert(seen.placed && seen.pending && seen.refused_never && seen.unknown && seen.ended && seen.switched &&
-              seen.waiting_checked > 0,
-              "placed %u, pending %u, refused %u, unknown %u, ended %u, switched %u, checked %u", seen.placed,
-              seen.pending, seen.refused_never, seen.unknown, seen.ended, seen.switched, seen.waiting_checked);
+    cr_assert(seen.placed && seen.pending && seen.refused_never && seen.unknown && seen.ended &&
+                      seen.switched && seen.waiting_checked > 0,
+              "placed %u, pending %u, refused %u, unknown %u, ended %u, switched %u, checked %u",
+              seen.placed, seen.pending, seen.refused_never, seen.unknown, seen.ended,
+              seen.switched, seen.waiting_checked);
 }
