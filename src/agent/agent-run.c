@@ -27,6 +27,7 @@ typedef struct Agent {
     bool push_due;    /* discover and push again at the next turn */
     unsigned turns;
     bool lost;        /* the control plane did not answer last time: log once, not every turn */
+    bool stopped;     /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
 } Agent;
 
@@ -138,6 +139,15 @@ static void push_inventory(Agent *a) {
 
 /* ---- work: rebinds and reset checks ---- */
 
+/* How long a rebind waits for the holders of a GPU whose workload was just stopped. */
+#define BIND_HOLDERS_WAIT_MS 10000
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, size_t size) {
     if (a->cfg->simulate) {
         Error err = {0};
@@ -154,6 +164,13 @@ static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, siz
     if (bind_target_from_string(target, &to) < 0)
         return snprintf(msg, size, "unknown target %s", target), -EINVAL;
     int r = gpu_bind(&a->bind, gpu, to, &res, &err);
+    /* A workload stopped this turn may hold the GPU a little longer (a VM's vfio fd, a
+     * container's device files): confirm its holders are gone before giving up (R4, R7). */
+    for (int64_t deadline = mono_ms() + BIND_HOLDERS_WAIT_MS; r == -EBUSY && a->stopped && mono_ms() < deadline;) {
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+        err = (Error){0};
+        r = gpu_bind(&a->bind, gpu, to, &res, &err);
+    }
     if (r < 0)
         snprintf(msg, size, "%s", error_message(&err));
     else
@@ -287,6 +304,7 @@ static void stop_workload(Agent *a, const char *id) {
     (void)agent_records_remove(a->cfg->state_dir, id, &err);
     if (set_running(a, id, false, &err) >= 0)
         logf_(a, "stopped %s", id);
+    a->stopped = true;
 }
 
 static void reconcile_workloads(Agent *a, json_t *work) {
@@ -348,11 +366,15 @@ static void turn(Agent *a) {
         json_decref(ans);
         return;
     }
+    /* Workloads first: a drain with evict ends them and asks for the rebind in the same
+     * answer, and a GPU is never rebound from under a workload that still runs (R4, R7):
+     * stop what no longer runs here, then rebind (do_bind confirms the holders are gone). */
+    a->stopped = false;
+    reconcile_workloads(a, json_object_get(ans, "workloads"));
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(ans, "tasks"), i, t)
         do_task(a, t);
-    reconcile_workloads(a, json_object_get(ans, "workloads"));
     json_decref(ans);
     if (a->push_due)
         push_inventory(a);

@@ -14,10 +14,13 @@ static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
         "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
         "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
+        "                              [--wait-for-nodes]\n"
         "       einsora request show|cancel|release ID\n\n"
         "create prints the request's id and state; with --wait it waits until the request is\n"
         "placed, printing the reason while it waits. Exit 1 when refused.\n"
-        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n\n";
+        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n"
+        "  --wait-for-nodes  keep it waiting even when no node of the fleet could ever run it\n"
+        "              (it is refused otherwise, R18), for nodes that may join\n\n";
 
 typedef struct CreateArgs {
     json_t *body;
@@ -69,6 +72,9 @@ static int on_extra(int c, const char *arg, void *userdata) {
     case 'w':
         a->wait = true;
         break;
+    case 'N':
+        json_object_set_new(a->body, "wait_for_nodes", json_true());
+        break;
     }
     return 0;
 }
@@ -86,8 +92,15 @@ static void print_request(json_t *q) {
         if (ert && STRNEQ(ert, "none"))
             printf(", %s", ert);
         printf(")");
-    } else if (json_str(q, "reason"))
-        printf(": %s", json_str(q, "reason"));
+    } else if (json_str(q, "reason")) {
+        /* A refusal's sentence starts with "refused (...)": do not say it twice. */
+        const char *reason = json_str(q, "reason");
+        size_t n = state ? strlen(state) : 0;
+        if (n && !strncmp(reason, state, n))
+            printf("%s", reason + n);
+        else
+            printf(": %s", reason);
+    }
     json_t *pos = json_object_get(q, "queue_position");
     if (json_is_integer(pos))
         printf(" [queue position %lld]", (long long)json_integer_value(pos));
@@ -141,7 +154,8 @@ int verb_request(int argc, char **argv) {
             {"guest-os", required_argument, NULL, 'g'}, {"share", no_argument, NULL, 's'},
             {"runtime", required_argument, NULL, 'r'}, {"fallback", required_argument, NULL, 'f'},
             {"wait-s", required_argument, NULL, 'W'},  {"key", required_argument, NULL, 'K'},
-            {"wait", no_argument, NULL, 'w'},          {},
+            {"wait", no_argument, NULL, 'w'},          {"wait-for-nodes", no_argument, NULL, 'N'},
+            {},
     };
     RemoteOpts o = {0};
     CreateArgs a = {.body = json_object()};

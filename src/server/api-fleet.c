@@ -98,7 +98,7 @@ static void op_task_result(Server *s, Op *op) {
             Error err = {0};
             const char *why = res->message[0] ? res->message : "the reset-cycle check failed";
             if (sched_device_reset_result(s->sched, n->spec.name, t->dev, !failed, failed ? why : NULL,
-                                          (uint64_t)(s->now_ms / 1000), &err) >= 0 &&
+                                          core_now(s), &err) >= 0 &&
                 t->dev < n->spec.n_devices) {
                 ApiDevice *d = &n->spec.devices[t->dev];
                 d->reset_verified = !failed;

@@ -186,7 +186,7 @@ static void op_cordon(Server *s, Op *op) {
         return;
     }
     Error err = {0};
-    int r = sched_node_set_cordoned(s->sched, n->spec.name, a->cordon, (uint64_t)(s->now_ms / 1000), &err);
+    int r = sched_node_set_cordoned(s->sched, n->spec.name, a->cordon, core_now(s), &err);
     if (r < 0) {
         op_error(op, 409, "conflict", "%s", error_message(&err));
         return;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "server/request-names.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -96,7 +97,7 @@ static void op_submit(Server *s, Op *op) {
     Decision d = {0};
     Error err = {0};
     req_core_spec(r, id, fb, &spec);
-    if (sched_submit(s->sched, &spec, (uint64_t)(s->now_ms / 1000), &d, &err) < 0) {
+    if (sched_submit(s->sched, &spec, core_now(s), &d, &err) < 0) {
         d = (Decision){.kind = DECISION_REFUSED, .reason = SCHED_REASON_BAD_REQUEST};
         snprintf(d.message, sizeof(d.message), "%.200s", error_message(&err));
     }
@@ -113,6 +114,12 @@ void api_requests_submit(HttpCtx *c) {
     Error err = {0};
     if (api_request_parse(c->body, c->body_len, &a.spec, &err) < 0)
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    json_t *unknown = NULL;
+    if (request_names_check(c->s->catalog, &a.spec, &unknown) < 0) {
+        c->status = 422; /* a name the catalog does not know: bad input, nothing stored */
+        c->json = unknown;
+        return;
+    }
     if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
         API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
     api_apply(c, op_submit, &a);
@@ -213,7 +220,7 @@ static void op_transition(Server *s, Op *op) {
     }
     if (to != REQ_ACTIVE) {
         Error err = {0};
-        int k = sched_release(s->sched, id, (uint64_t)(s->now_ms / 1000), &err);
+        int k = sched_release(s->sched, id, core_now(s), &err);
         if (k < 0)
             OP_FAIL(op, 500, "internal", "The placement engine could not let go of "
                                                  "request %s: %s", id, error_message(&err));

@@ -153,7 +153,7 @@ static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...) 
 }
 
 static int set_cordon(Server *s, Node *n, const NodeSwitch *sw, bool on, Error *err) {
-    uint64_t now = (uint64_t)(s->now_ms / 1000);
+    uint64_t now = core_now(s);
     if (sw->gpu >= 0)
         return sched_device_set_cordoned(s->sched, n->spec.name, (unsigned)sw->gpu, on, now, err);
     int r = sched_node_set_cordoned(s->sched, n->spec.name, on, now, err);
@@ -209,7 +209,7 @@ static bool step_once(Server *s, Node *n) {
     case SW_REBIND:
         if (is_datacenter(n)) {
             if (sched_node_set_mode(s->sched, n->spec.name, node_mode_from_string(sw->mode),
-                                    (uint64_t)(s->now_ms / 1000), &err) < 0) {
+                                    core_now(s), &err) < 0) {
                 set_step(s, n, SW_FAILED, "Relabel refused: %s", error_message(&err));
                 return false;
             }
@@ -263,7 +263,7 @@ static bool step_once(Server *s, Node *n) {
         for (unsigned i = 0; i < n->spec.n_devices; i++) {
             if (!affected(s, n, sw, i))
                 continue;
-            if (sched_device_set_binding(s->sched, n->spec.name, i, b, (uint64_t)(s->now_ms / 1000), &err) < 0) {
+            if (sched_device_set_binding(s->sched, n->spec.name, i, b, core_now(s), &err) < 0) {
                 set_step(s, n, SW_FAILED, "GPU %u: %s", i, error_message(&err));
                 return false;
             }
@@ -322,5 +322,5 @@ void fleet_switch_reapply(Server *s, Node *n) {
     NodeSwitch *sw = n->sw;
     if (switch_active(sw) && sw->gpu >= 0 && sw->step > SW_CORDON)
         (void)sched_device_set_cordoned(s->sched, n->spec.name, (unsigned)sw->gpu, true,
-                                        (uint64_t)(s->now_ms / 1000), NULL);
+                                        core_now(s), NULL);
 }

@@ -188,7 +188,7 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     Error err = {0};
-    if (sched_release(s->sched, id, (uint64_t)(s->now_ms / 1000), &err) < 0)
+    if (sched_release(s->sched, id, core_now(s), &err) < 0)
         return;
     r->state = REQ_RELEASED;
     snprintf(r->reason, sizeof(r->reason), "%s", why);
@@ -238,7 +238,7 @@ static void set_unreachable(Server *s, Node *n, bool on) {
     if (n->unreachable == on)
         return;
     Error err = {0};
-    if (sched_node_set_unreachable(s->sched, n->spec.name, on, (uint64_t)(s->now_ms / 1000), &err) < 0)
+    if (sched_node_set_unreachable(s->sched, n->spec.name, on, core_now(s), &err) < 0)
         return;
     n->unreachable = on;
     (void)fleet_save_agent(s, n);
@@ -271,7 +271,7 @@ void fleet_on_node_put(Server *s, Node *n, bool by_agent) {
     if (by_agent)
         fleet_agent_seen(s, n, 0); /* the agent speaks: the node is reachable again */
     else if (n->unreachable)
-        (void)sched_node_set_unreachable(s->sched, n->spec.name, true, (uint64_t)(s->now_ms / 1000), NULL);
+        (void)sched_node_set_unreachable(s->sched, n->spec.name, true, core_now(s), NULL);
     fleet_switch_reapply(s, n);
 }
 
@@ -365,7 +365,7 @@ static int load_record(const char *key, const char *text, void *userdata) {
         /* The agent gets a full grace period from the restart before it counts as lost. */
         atomic_store(&n->last_seen_ms, s->now_ms);
         if (json_is_true(json_object_get(j, "unreachable")) &&
-            sched_node_set_unreachable(s->sched, n->spec.name, true, (uint64_t)(s->now_ms / 1000), NULL) >= 0)
+            sched_node_set_unreachable(s->sched, n->spec.name, true, core_now(s), NULL) >= 0)
             n->unreachable = true;
     } else if (string_has_prefix(key, "switch/") && (n = ptrmap_get(&s->nodes, key + 7))) {
         NodeSwitch *sw = calloc(1, sizeof(*sw));

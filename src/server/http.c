@@ -201,6 +201,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         r = error_set(err, -ENOMEM, "Out of memory.");
     if (r >= 0) {
         sched_set_on_placed(s->sched, state_on_placed, s);
+        sched_set_time_scale(s->sched, CORE_MS_PER_SECOND);
         r = state_load(s, err);
     }
     if (r < 0) {

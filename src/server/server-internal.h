@@ -129,6 +129,12 @@ void writer_stop(Server *s);
 /* Queue op and wait until it is applied and committed (or the server failed: 503). */
 void writer_submit(Server *s, Op *op);
 int64_t server_now_ms(void);
+/* The core's clock is the server's in milliseconds (sched_set_time_scale(1000)), never whole
+ * seconds rounded down: a fallback must not open before submitted + wait (R13). */
+#define CORE_MS_PER_SECOND 1000
+static inline uint64_t core_now(const Server *s) {
+    return (uint64_t)s->now_ms;
+}
 
 /* state.c: in-memory records and the core glue (called with lock held for writing). */
 Req *state_req(Server *s, uint64_t id);

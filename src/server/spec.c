@@ -98,7 +98,8 @@ static int one_of(const char *key, const char *value, const char *const *choices
 
 int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     static const char *const fields[] = {"kind", "class", "count", "memory_gb", "guest_os",
-                                         "share", "fallback", "wait_s", "runtime", NULL};
+                                         "share", "fallback", "wait_s", "runtime",
+                                         "wait_for_nodes", NULL};
     ApiRequest r = {.count = 1};
     char kind[16];
     int k;
@@ -109,6 +110,7 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         (k = get_uint(j, "memory_gb", 1, 1u << 20, &r.memory_gb, err)) < 0 ||
         (k = get_string(j, "guest_os", false, r.guest_os, sizeof(r.guest_os), err)) < 0 ||
         (k = get_bool(j, "share", &r.share, err)) < 0 ||
+        (k = get_bool(j, "wait_for_nodes", &r.wait_for_nodes, err)) < 0 ||
         (k = get_uint(j, "wait_s", 0, SPEC_MAX_WAIT_S, &r.wait_s, err)) < 0 ||
         (k = get_string(j, "runtime", false, r.runtime, sizeof(r.runtime), err)) < 0)
         return k;
@@ -200,6 +202,8 @@ json_t *api_request_to_json(const ApiRequest *r) {
     }
     if (r->runtime[0])
         json_object_set_new(j, "runtime", json_string(r->runtime));
+    if (r->wait_for_nodes)
+        json_object_set_new(j, "wait_for_nodes", json_true());
     return j;
 }
 

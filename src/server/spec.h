@@ -32,6 +32,7 @@ typedef struct ApiRequest {
     unsigned memory_gb;          /* memory need instead of a class (0 = none) */
     char guest_os[16];           /* vm only: "linux" or "macos" */
     bool share;                  /* time-slicing among the user's own workloads (R2e) */
+    bool wait_for_nodes;         /* R18: wait even if no node of the fleet could ever run it */
     char fallback[SPEC_MAX_FALLBACK][SPEC_NAME_MAX]; /* R13, in order */
     size_t n_fallback;
     unsigned wait_s; /* how long to wait for the first choice before falling back */

@@ -107,11 +107,15 @@ json_t *req_to_json(Server *s, const Req *r) {
         char id[32];
         Decision d;
         snprintf(id, sizeof(id), "%" PRIu64, r->id);
-        if (sched_request_decision(s->sched, id, &d) >= 0 && d.kind == DECISION_WAITING)
+        if (sched_request_decision(s->sched, id, &d) >= 0 && d.kind == DECISION_WAITING) {
             json_object_set_new(j, "queue_position", json_integer((json_int_t)d.queue_position));
+            /* The reason as of now (R18): the fleet may have changed since it was stored. */
+            json_object_set_new(j, "reason_code", json_string(sched_reason_to_string(d.reason)));
+            json_object_set_new(j, "reason", json_string(d.message));
+        }
         if (r->spec.n_fallback)
             json_object_set_new(j, "fallback_at_ms",
-                                json_integer(r->created_ms / 1000 * 1000 + (json_int_t)r->spec.wait_s * 1000));
+                                json_integer(r->created_ms + (json_int_t)r->spec.wait_s * 1000));
     }
     return j;
 }
@@ -243,9 +247,10 @@ void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC
             .fallback = fallback_ptrs,
             .n_fallback = r->spec.n_fallback,
             .wait_s = r->spec.wait_s,
-            .submitted = (uint64_t)(r->created_ms / 1000),
+            .submitted = (uint64_t)r->created_ms, /* the core counts ms (R13) */
             .runtime = r->spec.runtime[0] ? endpoint_runtime_from_string(r->spec.runtime)
                                           : ENDPOINT_RUNTIME_NONE,
+            .wait_for_nodes = r->spec.wait_for_nodes,
     };
 }
 
@@ -363,7 +368,7 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
             .devices = devs,
             .n_devices = n->n_devices,
     };
-    r = sched_add_node(s->sched, &ns, (uint64_t)(s->now_ms / 1000), err);
+    r = sched_add_node(s->sched, &ns, core_now(s), err);
     if (r < 0)
         return r;
     for (size_t i = 0; i < n->n_devices; i++)
@@ -372,7 +377,7 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
                                              n->devices[i].quarantine_reason[0]
                                                      ? n->devices[i].quarantine_reason
                                                      : "quarantined by the agent",
-                                             (uint64_t)(s->now_ms / 1000), err)) < 0) {
+                                             core_now(s), err)) < 0) {
             (void)sched_remove_node(s->sched, n->name, NULL);
             return r;
         }
@@ -530,7 +535,7 @@ int state_load(Server *s, Error *err) {
         RequestSpec spec;
         Decision d;
         req_core_spec(q, id, fb, &spec);
-        if ((r = sched_submit(s->sched, &spec, (uint64_t)(s->now_ms / 1000), &d, err)) < 0)
+        if ((r = sched_submit(s->sched, &spec, core_now(s), &d, err)) < 0)
             break;
         /* Only a change of state is news; the waiting reason may be re-worded silently. */
         if (d.kind != DECISION_WAITING)

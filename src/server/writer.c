@@ -51,8 +51,8 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
         }
         s->actor = "system";
         /* R13: fallback deadlines fire from the server's clock. */
-        if (sched_next_deadline(s->sched) <= (uint64_t)(s->now_ms / 1000))
-            sched_tick(s->sched, (uint64_t)(s->now_ms / 1000));
+        if (sched_next_deadline(s->sched) <= core_now(s))
+            sched_tick(s->sched, core_now(s));
         /* Agents' heartbeats, reset checks to ask for, mode switches to advance. */
         fleet_tick(s);
         r = state_flush_dirty(s, &err);
@@ -76,7 +76,6 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
 
 static void *writer_main(void *userdata) {
     Server *s = userdata;
-    int64_t last_tick_s = 0;
     pthread_mutex_lock(&s->q_lock);
     for (;;) {
         while (!s->q_head && !s->stopping) {
@@ -89,17 +88,15 @@ static void *writer_main(void *userdata) {
             int64_t fleet_due = atomic_load(&s->fleet_due_ms);
             if (fleet_due <= now && !atomic_load(&s->fatal))
                 break;
-            /* A deadline of the current second counts once: the core may still report it
-             * until the second is over. */
-            if (next != UINT64_MAX && (int64_t)next * 1000 <= now && now / 1000 > last_tick_s) {
-                last_tick_s = now / 1000;
+            /* Deadlines are in ms (core_now): the batch's tick opens the fallback and drops
+             * the deadline, so a passed one wakes the writer exactly once. */
+            if (next != UINT64_MAX && (int64_t)next <= now)
                 break;
-            }
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             int64_t wait_ms = 1000;
-            if (next != UINT64_MAX && (int64_t)next * 1000 - now < wait_ms)
-                wait_ms = MAX((int64_t)next * 1000 - now, 1000 - now % 1000);
+            if (next != UINT64_MAX)
+                wait_ms = MIN(wait_ms, (int64_t)next - now);
             wait_ms = MIN(wait_ms, fleet_due - now);
             ts.tv_sec += wait_ms / 1000;
             ts.tv_nsec += (wait_ms % 1000) * 1000000L;
