@@ -125,7 +125,7 @@ static void op_task_result(Server *s, Op *op) {
 void api_node_task_result(HttpCtx *c) {
     const char *node = c->match.params[0];
     uint64_t id;
-    if (parse_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
+    if (parse_decimal_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
         API_FAIL(c, 404, "not_found", "No task %.64s: task ids are numbers.", c->match.params[1]);
     if (!is_agent_of(&c->who, node))
         API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reports its tasks.", node);
@@ -146,7 +146,7 @@ typedef struct ModeArg {
 
 static int find_device(const Node *n, const char *gpu) {
     uint64_t idx;
-    if (parse_uint64(gpu, SPEC_MAX_DEVICES - 1, &idx) >= 0)
+    if (parse_decimal_uint64(gpu, SPEC_MAX_DEVICES - 1, &idx) >= 0)
         return idx < n->spec.n_devices ? (int)idx : -1;
     for (size_t i = 0; i < n->spec.n_devices; i++)
         if (STREQ(n->spec.devices[i].pci, gpu))

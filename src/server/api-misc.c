@@ -86,7 +86,7 @@ void api_capacity(HttpCtx *c) {
 
 void api_events(HttpCtx *c) {
     uint64_t after, wait, limit;
-    if (!api_query_uint(c, "after", 0, UINT64_MAX, &after) ||
+    if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
         !api_query_uint(c, "wait", 0, 60, &wait) || !api_query_uint(c, "limit", 1000, 10000, &limit))
         return;
     if (limit == 0)

@@ -25,7 +25,7 @@ static bool req_visible(const Principal *who, const Req *r) {
 }
 
 static bool parse_id(HttpCtx *c, uint64_t *ret) {
-    if (parse_uint64(c->match.params[0], UINT64_MAX, ret) < 0 || *ret == 0) {
+    if (parse_decimal_uint64(c->match.params[0], UINT64_MAX, ret) < 0 || *ret == 0) {
         api_error(c, 404, "not_found", "No request %.64s: request ids are positive numbers.",
                   c->match.params[0]);
         return false;
@@ -136,7 +136,7 @@ void api_request_show(HttpCtx *c) {
 
 void api_requests_list(HttpCtx *c) {
     uint64_t after, limit;
-    if (!api_query_uint(c, "after", 0, UINT64_MAX, &after) ||
+    if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
         !api_query_uint(c, "limit", 1000, 10000, &limit))
         return;
     const char *state = api_query(c, "state"), *node = api_query(c, "node");
@@ -148,9 +148,10 @@ void api_requests_list(HttpCtx *c) {
     json_t *list = json_array();
     uint64_t last = after;
     pthread_rwlock_rdlock(&s->lock);
-    for (uint64_t id = after + 1; id <= s->n_reqs && json_array_size(list) < limit; id++) {
-        const Req *r = s->reqs[id - 1];
-        last = id;
+    /* Counted from `after` upwards, never `after + 1`: a cursor of UINT64_MAX must not wrap. */
+    for (uint64_t i = after; i < s->n_reqs && json_array_size(list) < limit; i++) {
+        const Req *r = s->reqs[i];
+        last = i + 1;
         if (!req_visible(&c->who, r) || (state && r->state != st))
             continue;
         if (node && !(placed_node(r) && STREQ(placed_node(r), node)))

@@ -92,7 +92,7 @@ bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uin
         *ret = def;
         return true;
     }
-    if (parse_uint64(v, max, ret) < 0) {
+    if (parse_decimal_uint64(v, max, ret) < 0) {
         api_error(c, 400, "bad_request", "Query parameter '%s' must be a number from 0 to %llu.",
                   key, (unsigned long long)max);
         return false;

@@ -84,7 +84,8 @@ void op_error(Op *op, int status, const char *code, const char *fmt, ...) __attr
 void api_apply(HttpCtx *c, OpFn fn, void *arg);
 
 const char *api_query(HttpCtx *c, const char *key);
-/* Parse an unsigned query parameter; false (and a 400 answer) when malformed. */
+/* Parse an unsigned decimal query parameter; false (and a 400 answer) when malformed. A
+ * cursor's max is INT64_MAX: the answer's "next" is a JSON integer, which is signed. */
 bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uint64_t *ret);
 
 /* Handlers, by file. */

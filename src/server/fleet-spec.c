@@ -91,7 +91,7 @@ int fleet_heartbeat_parse(const char *text, size_t len, FleetHeartbeat *ret, Err
                 break;
             if (json_is_integer(v) && json_integer_value(v) > 0)
                 id = (uint64_t)json_integer_value(v);
-            else if (!json_is_string(v) || parse_uint64(json_string_value(v), UINT64_MAX, &id) < 0 || !id) {
+            else if (!json_is_string(v) || parse_decimal_uint64(json_string_value(v), UINT64_MAX, &id) < 0 || !id) {
                 r = error_set(err, -EINVAL, "'running' item %zu is not a request id.", i);
                 break;
             }

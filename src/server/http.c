@@ -16,8 +16,26 @@
 
 typedef struct Upload {
     StrBuf body;
+    bool started;   /* the access handler has seen this request's headers */
     bool too_large;
+    bool nul_in_uri; /* the raw request target escapes a NUL byte: refused, never truncated */
 } Upload;
+
+/* libmicrohttpd unescapes the path and query in place, so an escaped NUL ("%00") would end
+ * the string early and make "/v1/requests/1%00/cancel" look like another route. The raw
+ * target is seen here first; what this returns becomes the connection's *con_cls. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)cls, (void)conn;
+    Upload *up = calloc(1, sizeof(*up));
+    if (!up)
+        return NULL;
+    for (const char *p = uri; p && (p = strchr(p, '%')); p++)
+        if (p[1] == '0' && p[2] == '0') {
+            up->nul_in_uri = true;
+            break;
+        }
+    return up;
+}
 
 static uint64_t mono_us(void) {
     struct timespec ts;
@@ -67,11 +85,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_data_size, void **con_cls) {
     Server *s = cls;
     Upload *up = *con_cls;
-    if (!up) {
-        up = calloc(1, sizeof(*up));
-        if (!up)
+    if (!up || !up->started) {
+        if (!up && !(up = calloc(1, sizeof(*up))))
             return MHD_NO;
         *con_cls = up;
+        up->started = true;
         /* Refuse a declared oversized body before reading it. */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -105,7 +123,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             .query = lookup_query,
             .conn = conn,
     };
-    if (up->too_large)
+    if (up->nul_in_uri)
+        api_error(&c, 400, "bad_request", "The request target contains an escaped NUL byte (%%00).");
+    else if (up->too_large)
         api_error(&c, 413, "too_large", "The request body is larger than %u bytes.",
                   SERVER_BODY_MAX);
     else if (up->body.oom)
@@ -168,12 +188,7 @@ static void server_free(Server *s) {
     free(s);
 }
 
-int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *userdata),
-               void *userdata, Error *err) {
-    struct sockaddr_in sa;
-    int r = parse_listen(cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, &sa, err);
-    if (r < 0)
-        return r;
+int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     Server *s = calloc(1, sizeof(*s));
     if (!s)
         return error_set(err, -ENOMEM, "Out of memory.");
@@ -190,8 +205,8 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     PciIds *ids = NULL;
     /* Optional: without pci.ids, vm_device_name falls back to raw device ids (R6). */
     (void)pci_ids_load(cfg->pci_ids_path ? cfg->pci_ids_path : EINSORA_PCI_IDS, &ids, NULL);
-    r = catalog_load_file(cfg->catalog_path ? cfg->catalog_path : catalog_default_path(), ids,
-                          &s->catalog, err);
+    int r = catalog_load_file(cfg->catalog_path ? cfg->catalog_path : catalog_default_path(), ids,
+                              &s->catalog, err);
     pci_ids_free(ids);
     if (r >= 0)
         r = store_open(cfg->state_path, &s->store, err);
@@ -203,11 +218,30 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         sched_set_on_placed(s->sched, state_on_placed, s);
         r = state_load(s, err);
     }
+    if (r >= 0 && (r = writer_start(s)) < 0)
+        r = error_set(err, r, "Cannot start the writer thread.");
     if (r < 0) {
         server_free(s);
         return r;
     }
+    *ret = s;
+    return 0;
+}
 
+void server_close(Server *s) {
+    if (!s)
+        return;
+    events_close(&s->events); /* wake long-polls so their connections can end */
+    writer_stop(s);
+    server_free(s);
+}
+
+int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *userdata),
+               void *userdata, Error *err) {
+    struct sockaddr_in sa;
+    int r = parse_listen(cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, &sa, err);
+    if (r < 0)
+        return r;
     /* Signals are taken synchronously by this thread; block them before any thread starts. */
     sigset_t mask;
     sigemptyset(&mask);
@@ -216,19 +250,17 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if ((r = writer_start(s)) < 0) {
-        server_free(s);
-        return error_set(err, r, "Cannot start the writer thread.");
-    }
+    Server *s;
+    if ((r = server_open(cfg, &s, err)) < 0)
+        return r;
     struct MHD_Daemon *d = MHD_start_daemon(
             MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0,
             NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_LISTEN_BACKLOG_SIZE,
             (unsigned)1024, MHD_OPTION_END);
     if (!d) {
-        writer_stop(s);
-        server_free(s);
+        server_close(s);
         return error_set(err, -EADDRINUSE, "Cannot listen on %s (in use, or not an address of "
                                            "this host).",
                          cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN);
@@ -250,7 +282,6 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
                       error_message(&s->fatal_err));
     events_close(&s->events); /* wake long-polls so their connections can end */
     MHD_stop_daemon(d);
-    writer_stop(s);
-    server_free(s);
+    server_close(s);
     return r;
 }

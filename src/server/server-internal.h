@@ -175,3 +175,9 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
 /* auth.c */
 /* 0 and *ret on success; -EACCES (401) with a sentence otherwise. */
 int auth_principal(Server *s, const char *authorization, Principal *ret, Error *err);
+
+/* http.c: the server without its listener (issue 12): open the state, rebuild memory and start
+ * the writer; server_close() stops the writer and frees everything. server_run() wraps these
+ * around libmicrohttpd; the API fuzz target calls handlers on such a server in process. */
+int server_open(const ServerConfig *cfg, Server **ret, Error *err);
+void server_close(Server *s);

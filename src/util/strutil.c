@@ -47,6 +47,26 @@ int parse_uint64(const char *s, uint64_t max, uint64_t *ret) {
     return 0;
 }
 
+int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret) {
+    if (!s || !*s)
+        return -EINVAL;
+    if (s[0] == '0' && s[1])
+        return -EINVAL;
+    uint64_t v = 0;
+    for (const char *q = s; *q; q++) {
+        if (*q < '0' || *q > '9')
+            return -EINVAL;
+        unsigned d = (unsigned)(*q - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    if (v > max)
+        return -ERANGE;
+    *ret = v;
+    return 0;
+}
+
 int parse_hex16(const char *s, uint16_t *ret) {
     if (!s)
         return -EINVAL;

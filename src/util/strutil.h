@@ -15,6 +15,11 @@ char *strprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * fit in max. Returns 0 or -EINVAL / -ERANGE; *ret written only on success. */
 int parse_uint64(const char *s, uint64_t max, uint64_t *ret);
 
+/* The same for ids and counts that come from outside (URLs, query strings): ASCII decimal
+ * digits only, no sign, no 0x, no leading zero (one spelling per number, so "7" and "007"
+ * never name the same thing twice). */
+int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret);
+
 /* Parse exactly four hex digits (with or without 0x), as PCI ids are written. */
 int parse_hex16(const char *s, uint16_t *ret);
 

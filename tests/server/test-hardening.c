@@ -1,0 +1,117 @@
+/* test-hardening.c: issue 12 against the real server over HTTP: no input crashes it, numbers
+ * from outside are decimal only, an escaped NUL never truncates a path, roles cannot be bent. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "srv-helpers.h"
+
+static TestServer ts;
+
+static void setup(void) {
+    ts_start(&ts);
+}
+
+static void teardown(void) {
+    ts_stop(&ts);
+}
+
+TestSuite(hardening, .init = setup, .fini = teardown, .timeout = 60);
+
+static const char *str(json_t *j, const char *key) {
+    const char *s = json_string_value(json_object_get(j, key));
+    return s ? s : "";
+}
+
+static json_int_t num(json_t *j, const char *key) {
+    return json_integer_value(json_object_get(j, key));
+}
+
+static const char h100[] = "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}";
+
+static json_int_t submit(const char *token, const char *body) {
+    json_t *j = NULL;
+    long st = ts_call(&ts, token, "POST", "/v1/requests", body, &j);
+    cr_assert_eq(st, 201, "submit: %ld %s", st, str(j, "message"));
+    json_int_t id = num(j, "id");
+    json_decref(j);
+    return id;
+}
+
+static void expect_status(const char *token, const char *method, const char *path, long want,
+                          const char *code) {
+    json_t *j = NULL;
+    long st = ts_call(&ts, token, method, path, NULL, &j);
+    cr_assert_eq(st, want, "%s %s: got %ld (%s)", method, path, st, str(j, "message"));
+    if (code) {
+        cr_assert_str_eq(str(j, "code"), code, "%s %s", method, path);
+        cr_assert_neq(str(j, "message")[0], 0, "an error says why");
+    }
+    json_decref(j);
+}
+
+/* The server still answers, and its invariants hold. */
+static void expect_alive(void) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/debug/invariants", NULL, &j), 200);
+    cr_assert(json_is_true(json_object_get(j, "ok")), "%s", str(j, "violation"));
+    json_decref(j);
+}
+
+Test(hardening, bad_input_list_cursor_at_its_max_does_not_wrap) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    submit(ts.admin, h100);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests?after=9223372036854775807", NULL, &j),
+                 200);
+    cr_assert_eq(json_array_size(json_object_get(j, "requests")), 0);
+    cr_assert_eq(num(j, "next"), INT64_MAX, "the cursor stays where it was");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=9223372036854775807", NULL, &j), 200);
+    cr_assert_eq(json_array_size(json_object_get(j, "events")), 0);
+    json_decref(j);
+    /* Beyond what "next" (a JSON integer) can say: refused, not wrapped to 0. */
+    expect_status(ts.admin, "GET", "/v1/requests?after=18446744073709551615", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/events?after=18446744073709551615", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/requests?after=18446744073709551616", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/requests?limit=10001", 400, "bad_request");
+    expect_alive();
+}
+
+Test(hardening, bad_input_ids_and_query_numbers_are_decimal_only) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    json_int_t id = submit(ts.admin, h100);
+    cr_assert_eq(id, 1);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &j), 200);
+    char before[32];
+    snprintf(before, sizeof(before), "%s", str(j, "state"));
+    json_decref(j);
+    expect_status(ts.admin, "GET", "/v1/requests/0x1", 404, "not_found");
+    expect_status(ts.admin, "GET", "/v1/requests/01", 404, "not_found");
+    expect_status(ts.admin, "POST", "/v1/requests/0x1/release", 404, "not_found");
+    expect_status(ts.admin, "GET", "/v1/requests?after=0x0", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/events?limit=0x10", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/events?after=-1", 400, "bad_request");
+    /* the 0x1 release above changed nothing */
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &j), 200);
+    cr_assert_str_eq(str(j, "state"), before);
+    json_decref(j);
+}
+
+Test(hardening, bad_input_escaped_nul_in_path_is_400_and_changes_nothing) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    submit(ts.admin, h100);
+    /* Truncated at the NUL this would read "/v1/nodes/n1" (a 405) or the request itself. */
+    expect_status(ts.admin, "POST", "/v1/nodes/n1%00/cordon", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/requests/1%00", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/requests?state=placed%00x", 400, "bad_request");
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1", NULL, &j), 200);
+    cr_assert(!json_is_true(json_object_get(j, "cordoned")), "nothing was cordoned");
+    json_decref(j);
+    expect_alive();
+}
