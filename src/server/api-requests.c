@@ -194,6 +194,11 @@ static void op_transition(Server *s, Op *op) {
         to = REQ_CANCELLED, type = "request.cancelled";
         break;
     case T_RELEASE:
+        /* An agent reports (activate, and a workload's end through its heartbeat); ending a
+         * tenant's allocation is the tenant's or an admin's decision. */
+        if (op->who->role == ROLE_NODE)
+            OP_FAIL(op, 403, "forbidden", "A node's agent cannot release requests; it reports "
+                                          "a workload's end in its heartbeat.");
         if (r->state != REQ_PLACED && r->state != REQ_ACTIVE)
             OP_FAIL(op, 409, "conflict", "Request %s is %s; only placed or active "
                                                  "requests can be released%s.",

@@ -115,3 +115,77 @@ Test(hardening, bad_input_escaped_nul_in_path_is_400_and_changes_nothing) {
     json_decref(j);
     expect_alive();
 }
+
+static const char n1_push[] =
+        "{\"name\":\"n1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+        "\"owner\":\"%s\",\"mode\":\"container\",\"cpus\":64,\"devices\":[{\"pci\":\"0000:17:00.0\","
+        "\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
+
+static long put_n1(const char *token, const char *owner, json_t **ret) {
+    char body[512];
+    snprintf(body, sizeof(body), n1_push, owner);
+    return ts_call(&ts, token, "PUT", "/v1/nodes/n1", body, ret);
+}
+
+static const char *n1_owner(char buf[64]) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1", NULL, &j), 200);
+    snprintf(buf, 64, "%s", str(j, "owner"));
+    json_decref(j);
+    return buf;
+}
+
+Test(hardening, r10_agent_push_never_changes_the_owner_an_admin_registered) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    json_t *j = NULL;
+    long st = put_n1(agent, "mallory", &j);
+    cr_assert_eq(st, 200, "%s", str(j, "message"));
+    cr_assert_str_eq(str(j, "owner"), "alice", "the push's owner is ignored");
+    json_decref(j);
+    char buf[64];
+    cr_assert_str_eq(n1_owner(buf), "alice");
+    /* An admin may change it. */
+    cr_assert_eq(put_n1(ts.admin, "bob", NULL), 200);
+    cr_assert_str_eq(n1_owner(buf), "bob");
+    free(agent);
+}
+
+Test(hardening, r10_owner_token_cannot_take_a_node_another_owns) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *bob = ts_token(&ts, "bob", "owner", "n1");
+    json_t *j = NULL;
+    cr_assert_eq(put_n1(bob, "bob", &j), 403, "%s", str(j, "message"));
+    cr_assert_str_eq(str(j, "code"), "forbidden");
+    json_decref(j);
+    char buf[64];
+    cr_assert_str_eq(n1_owner(buf), "alice");
+    free(bob);
+}
+
+Test(hardening, node_token_reports_but_cannot_release_a_tenants_request) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    char *ulf = ts_token(&ts, "alice", "user", NULL); /* the owner: runc, no Kata needed */
+    json_int_t id = submit(ulf, h100);
+    char path[64];
+    json_t *j = NULL;
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)id);
+    cr_assert_eq(ts_call(&ts, agent, "GET", path, NULL, &j), 200, "the agent sees what is placed on its node");
+    cr_assert_str_eq(str(j, "state"), "placed");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)id);
+    expect_status(agent, "POST", path, 403, "forbidden");
+    snprintf(path, sizeof(path), "/v1/requests/%lld/activate", (long long)id);
+    expect_status(agent, "POST", path, 200, NULL);
+    snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)id);
+    expect_status(agent, "POST", path, 403, "forbidden");
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)id);
+    cr_assert_eq(ts_call(&ts, ulf, "GET", path, NULL, &j), 200);
+    cr_assert_str_eq(str(j, "state"), "active", "the refused release changed nothing");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)id);
+    expect_status(ulf, "POST", path, 200, NULL);
+    free(agent);
+    free(ulf);
+}
