@@ -2,12 +2,16 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/macro.h"
+#include "util/strutil.h"
 
 /* Numbered schema migrations: migration i brings the file from user_version i to i+1.
  * Append only; never edit one that has shipped. */
@@ -138,7 +142,32 @@ static int migrate(Store *s, const char *path, Error *err) {
     return 0;
 }
 
+/* The state holds token hashes and every tenant's requests: only its user reads it. SQLite
+ * creates the -wal and -shm files with the database's mode, so the database is made 0600
+ * before SQLite opens it, and files an older version left readable are tightened. */
+static int make_private(const char *path, Error *err) {
+    if (STREQ(path, ":memory:") || string_has_prefix(path, "file:"))
+        return 0;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return error_set(err, -errno, "Cannot open state file %s: %s", path, strerror(errno));
+    int r = fchmod(fd, 0600) < 0 ? -errno : 0;
+    close(fd);
+    if (r < 0)
+        return error_set(err, r, "Cannot make state file %s private: %s", path, strerror(-r));
+    static const char *const suffixes[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+        char side[4096];
+        if ((size_t)snprintf(side, sizeof(side), "%s%s", path, suffixes[i]) < sizeof(side))
+            (void)chmod(side, 0600); /* absent is fine */
+    }
+    return 0;
+}
+
 int store_open(const char *path, Store **ret, Error *err) {
+    int pr = make_private(path, err);
+    if (pr < 0)
+        return pr;
     Store *s = calloc(1, sizeof(*s));
     if (!s)
         return error_set(err, -ENOMEM, "Out of memory.");

@@ -4,7 +4,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "srv-helpers.h"
@@ -188,4 +192,67 @@ Test(hardening, node_token_reports_but_cannot_release_a_tenants_request) {
     expect_status(ulf, "POST", path, 200, NULL);
     free(agent);
     free(ulf);
+}
+
+Test(hardening, roles_state_file_is_readable_by_its_owner_only) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    struct stat st;
+    cr_assert_eq(stat(ts.state, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "state.db is %o", st.st_mode & 0777);
+    char wal[200];
+    snprintf(wal, sizeof(wal), "%s-wal", ts.state);
+    if (stat(wal, &st) == 0)
+        cr_assert_eq(st.st_mode & 0777, 0600, "state.db-wal is %o", st.st_mode & 0777);
+}
+
+static bool node_registered(const char *name) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    return ts_call(&ts, ts.admin, "GET", path, NULL, NULL) == 200;
+}
+
+Test(hardening, roles_agent_takes_its_token_from_a_file_never_from_argv) {
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "agent", "run", "--server", ts.url, "--token", "ens_secret",
+                         "--name", "box", "--owner", "root", NULL);
+    cr_assert_eq(rc, 2, "a token on the command line is refused: %s", err);
+    free(out), free(err);
+
+    char *token = ts_token(&ts, "box-agent", "node", "box");
+    char dir[200], file[240], sys[240];
+    snprintf(dir, sizeof(dir), "%s/agent", ts.dir);
+    snprintf(file, sizeof(file), "%s/token", dir);
+    snprintf(sys, sizeof(sys), "%s/empty", dir);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    cr_assert_eq(mkdir(sys, 0700), 0);
+    FILE *f = fopen(file, "w");
+    cr_assert(f);
+    fprintf(f, "%s\n", token);
+    fclose(f);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        unsetenv("EINSORA_TOKEN");
+        char log[260];
+        snprintf(log, sizeof(log), "%s/agent.log", dir);
+        if (!freopen(log, "w", stderr))
+            _exit(126);
+        execl(EINSORA_BIN, EINSORA_BIN, "agent", "run", "--server", ts.url, "--token-file", file,
+              "--name", "box", "--owner", "root", "--heartbeat", "1", "--state-dir", dir,
+              "--sysfs-root", sys, "--dev-root", sys, "--no-nvml",
+              "--catalog", TEST_DATA "/catalog.yaml", "--simulate", NULL);
+        _exit(127);
+    }
+    bool ok = false;
+    for (int i = 0; i < 3000 && !(ok = node_registered("box")); i++)
+        usleep(10000); /* a deadline, not a measure: 30 s */
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    char log[260];
+    snprintf(log, sizeof(log), "%s/agent.log", dir);
+    char *text = slurp(log);
+    cr_assert(ok, "the agent registered its node with the token from the file: %s", text);
+    free(text);
+    free(token);
 }
