@@ -174,10 +174,6 @@ static int parse_listen(const char *listen, struct sockaddr_in *ret, Error *err)
 
 static void server_free(Server *s) {
     state_free(s);
-    for (size_t i = 0; i < s->token_cache.cap; i++)
-        if (s->token_cache.keys[i] && s->token_cache.keys[i] != PTRMAP_TOMB)
-            free(s->token_cache.values[i]);
-    ptrmap_done(&s->token_cache);
     sched_free(s->sched);
     catalog_free(s->catalog);
     store_close(s->store);

@@ -89,7 +89,6 @@ struct Server {
     Store *store;        /* the writer's connection (and startup's) */
     Store *reader;       /* token lookups from connection threads */
     pthread_mutex_t reader_lock;
-    PtrMap token_cache;  /* hash -> Principal* */
 
     pthread_rwlock_t lock; /* everything below up to the writer */
     Req **reqs;            /* by id - 1 */

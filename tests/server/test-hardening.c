@@ -256,3 +256,66 @@ Test(hardening, roles_agent_takes_its_token_from_a_file_never_from_argv) {
     free(text);
     free(token);
 }
+
+/* `einsora token create` with extra arguments; returns the secret. */
+static char *token_expiring(const char *user, const char *expires) {
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "token", "create", "--state", ts.state, "--user", user,
+                         "--role", "user", "--expires", expires, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    free(err);
+    out[strcspn(out, "\n")] = 0;
+    return out;
+}
+
+static char *token_id_of(const char *user) {
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "token", "list", "--state", ts.state, "--json", NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    json_t *j = json_loads(out, 0, NULL);
+    free(out), free(err);
+    char *id = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(j, "tokens"), i, t)
+        if (strcmp(str(t, "user"), user) == 0)
+            id = strdup(str(t, "id"));
+    json_decref(j);
+    cr_assert(id, "token list shows %s's token", user);
+    return id;
+}
+
+Test(hardening, roles_token_revoked_is_refused_at_once_without_restart) {
+    char *ulf = ts_token(&ts, "ulf", "user", NULL);
+    expect_status(ulf, "GET", "/v1/requests", 200, NULL);
+    char *id = token_id_of("ulf");
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(run_einsora(&out, &err, "token", "revoke", "--state", ts.state, id, NULL), 0, "%s", err);
+    free(out), free(err);
+    expect_status(ulf, "GET", "/v1/requests", 401, "unauthorized");
+    /* Revoking again: nothing to revoke. */
+    cr_assert_eq(run_einsora(&out, &err, "token", "revoke", "--state", ts.state, id, NULL), 5);
+    free(out), free(err);
+    free(id);
+    free(ulf);
+}
+
+static bool refused(const char *token) {
+    return ts_call(&ts, token, "GET", "/v1/requests", NULL, NULL) == 401;
+}
+
+Test(hardening, roles_token_expired_is_refused_without_restart) {
+    char *long_lived = token_expiring("ulf", "1h"), *short_lived = token_expiring("vera", "1s");
+    expect_status(long_lived, "GET", "/v1/requests", 200, NULL);
+    bool ok = false;
+    for (int i = 0; i < 3000 && !(ok = refused(short_lived)); i++)
+        usleep(10000); /* a deadline, not a measure: 30 s */
+    cr_assert(ok, "a token past its expiry is refused");
+    expect_status(short_lived, "GET", "/v1/requests", 401, "unauthorized");
+    expect_status(long_lived, "GET", "/v1/requests", 200, NULL);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(run_einsora(&out, &err, "token", "create", "--state", ts.state, "--user", "x",
+                             "--role", "user", "--expires", "soon", NULL), 2);
+    free(out), free(err);
+    free(long_lived), free(short_lived);
+}
