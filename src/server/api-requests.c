@@ -74,7 +74,7 @@ static void op_submit(Server *s, Op *op) {
     }
     r->id = s->n_reqs + 1;
     r->spec = a->spec;
-    r->trusted = who->role == ROLE_TRUSTED;
+    r->trusted = ptrmap_get(&s->trusted_users, who->user) != NULL; /* granted now (tenants.c) */
     r->created_ms = s->now_ms;
     r->state = REQ_PENDING;
     if (state_req_add(s, r) < 0) {
@@ -84,8 +84,6 @@ static void op_submit(Server *s, Op *op) {
         op_error(op, 500, "internal", "Out of memory.");
         return;
     }
-    if (r->trusted)
-        state_trust_user(s, r->user);
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     state_event(s, "request.submitted", id, r->user,

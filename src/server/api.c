@@ -36,6 +36,9 @@ static const struct {
         [R_NODE_HEARTBEAT] = {api_node_heartbeat, false},
         [R_NODE_TASK_RESULT] = {api_node_task_result, false},
         [R_NODE_MODE] = {api_node_mode, false},
+        [R_TENANT_TRUST_GRANT] = {api_tenant_trust_grant, false},
+        [R_TENANT_TRUST_WITHDRAW] = {api_tenant_trust_withdraw, false},
+        [R_TENANTS_TRUSTED] = {api_tenants_trusted, false},
 };
 
 json_t *api_error_json(const char *code, const char *message) {

@@ -32,6 +32,9 @@ typedef enum RouteId {
     R_NODE_HEARTBEAT,
     R_NODE_TASK_RESULT,
     R_NODE_MODE,
+    R_TENANT_TRUST_GRANT, /* issue 12: trust is an admin's grant (tenants.c) */
+    R_TENANT_TRUST_WITHDRAW,
+    R_TENANTS_TRUSTED,
     _R_MAX,
 } RouteId;
 
@@ -111,3 +114,6 @@ void api_request_activate(HttpCtx *c);
 void api_node_heartbeat(HttpCtx *c);
 void api_node_task_result(HttpCtx *c);
 void api_node_mode(HttpCtx *c);
+void api_tenant_trust_grant(HttpCtx *c);
+void api_tenant_trust_withdraw(HttpCtx *c);
+void api_tenants_trusted(HttpCtx *c);

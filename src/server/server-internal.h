@@ -96,7 +96,7 @@ struct Server {
     PtrMap idem;           /* "user\nkey" -> Req* */
     PtrMap nodes;          /* name -> Node* */
     PtrMap sites;          /* name -> (void*)(SiteKind + 1) */
-    PtrMap trusted_users;  /* name -> (void*)1 */
+    PtrMap trusted_users;  /* tenants an admin granted trust: name -> (void*)1 (tenants.c) */
     Req **dirty;           /* requests to write at this batch's commit */
     size_t n_dirty, cap_dirty;
     const char *actor;     /* who the current op acts for (events of queue placements) */
@@ -179,4 +179,6 @@ int auth_principal(Server *s, const char *authorization, Principal *ret, Error *
  * the writer; server_close() stops the writer and frees everything. server_run() wraps these
  * around libmicrohttpd; the API fuzz target calls handlers on such a server in process. */
 int server_open(const ServerConfig *cfg, Server **ret, Error *err);
+/* tenants.c: load the admin's trust grants (R9) into memory and the core (startup). */
+int tenants_load(Server *s, Error *err);
 void server_close(Server *s);

@@ -317,8 +317,8 @@ int state_ensure_site(Server *s, const char *site, const char *kind, Error *err)
     return 0;
 }
 
-/* Trusted tenants are a role of the token; the core knows trust per site, so a trusted user
- * is trusted on every site. */
+/* Trust is an admin's grant per tenant (tenants.c); the core knows trust per site, so a
+ * trusted tenant is trusted on every site. */
 void state_trust_user(Server *s, const char *user) {
     if (ptrmap_get(&s->trusted_users, user))
         return;
@@ -460,8 +460,6 @@ static int load_request(const StoreRequest *row, void *userdata) {
         goto fail;
     if ((ret = state_req_add(s, r)) < 0)
         goto fail;
-    if (r->trusted)
-        state_trust_user(s, r->user);
     json_decref(j);
     return 0;
 fail:
@@ -496,6 +494,8 @@ int state_load(Server *s, Error *err) {
     int r = store_node_foreach(s->store, load_node, s, err);
     if (r >= 0)
         r = fleet_load(s, err);
+    if (r >= 0)
+        r = tenants_load(s, err);
     if (r >= 0)
         r = store_request_foreach(s->store, load_request, s, err);
     if (r >= 0)

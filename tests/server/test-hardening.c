@@ -319,3 +319,60 @@ Test(hardening, roles_token_expired_is_refused_without_restart) {
     free(out), free(err);
     free(long_lived), free(short_lived);
 }
+
+static const char rtx[] = "{\"kind\":\"container\",\"class\":\"nvidia-rtx-4090\"}";
+
+static void add_rtx_node(void) {
+    const char *node = "{\"name\":\"r1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+                       "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":32,\"devices\":["
+                       "{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-rtx-4090\",\"memory_gb\":24}]}";
+    json_t *j = NULL;
+    long st = ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, &j);
+    cr_assert_eq(st, 201, "%s", str(j, "message"));
+    json_decref(j);
+}
+
+/* Submit an RTX 4090 container and say whether it was placed; a request not placed is
+ * withdrawn so the next one starts from a free GPU. */
+static bool rtx_placed(const char *token) {
+    json_t *j = NULL;
+    long st = ts_call(&ts, token, "POST", "/v1/requests", rtx, &j);
+    cr_assert(st == 201, "submit: %ld %s", st, str(j, "message"));
+    bool placed = strcmp(str(j, "state"), "placed") == 0;
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld/%s", (long long)num(j, "id"),
+             placed ? "release" : "cancel");
+    if (strcmp(str(j, "state"), "refused") != 0)
+        cr_assert_eq(ts_call(&ts, token, "POST", path, NULL, NULL), 200, "%s", path);
+    json_decref(j);
+    return placed;
+}
+
+Test(hardening, r9_trust_is_an_admins_grant_decided_at_each_placement) {
+    add_rtx_node();
+    char *tina = ts_token(&ts, "tina", "user", NULL), *tina_trusted = ts_token(&ts, "tina", "trusted", NULL);
+    cr_assert(!rtx_placed(tina), "internal-only GPUs go to trusted tenants only");
+    /* A token's role grants nothing: trust does not stick to a name after one request. */
+    cr_assert(!rtx_placed(tina_trusted), "the role alone is not a grant");
+    cr_assert(!rtx_placed(tina));
+
+    expect_status(tina, "PUT", "/v1/tenants/tina/trust", 403, "forbidden");
+    expect_status(ts.admin, "PUT", "/v1/tenants/tina/trust", 200, NULL);
+    cr_assert(rtx_placed(tina), "granted: placed");
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/tenants/trusted", NULL, &j), 200);
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(j, "trusted"), 0)), "tina");
+    json_decref(j);
+
+    /* A grant survives a restart; nothing is rebuilt from stored requests. */
+    ts_kill(&ts, false);
+    ts_spawn(&ts);
+    cr_assert(rtx_placed(tina), "the grant was stored");
+    expect_status(ts.admin, "DELETE", "/v1/tenants/tina/trust", 200, NULL);
+    cr_assert(!rtx_placed(tina), "withdrawn: decided from what is granted now");
+    ts_kill(&ts, false);
+    ts_spawn(&ts);
+    cr_assert(!rtx_placed(tina), "withdrawn stays withdrawn after a restart, whatever was placed before");
+    expect_status(ts.admin, "PUT", "/v1/tenants/Bad/trust", 400, "bad_request");
+    free(tina), free(tina_trusted);
+}
