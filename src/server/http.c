@@ -19,21 +19,27 @@ typedef struct Upload {
     bool started;   /* the access handler has seen this request's headers */
     bool too_large;
     bool nul_in_uri; /* the raw request target escapes a NUL byte: refused, never truncated */
+    bool slash_in_segment; /* the raw path escapes a '/': refused, never split */
 } Upload;
 
 /* libmicrohttpd unescapes the path and query in place, so an escaped NUL ("%00") would end
- * the string early and make "/v1/requests/1%00/cancel" look like another route. The raw
- * target is seen here first; what this returns becomes the connection's *con_cls. */
+ * the string early and make "/v1/requests/1%00/cancel" look like another route, and "%2F"
+ * would split a segment. The raw target is seen here first; what this returns becomes the
+ * connection's *con_cls. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     (void)cls, (void)conn;
     Upload *up = calloc(1, sizeof(*up));
     if (!up)
         return NULL;
-    for (const char *p = uri; p && (p = strchr(p, '%')); p++)
-        if (p[1] == '0' && p[2] == '0') {
+    const char *query = uri ? strchrnul(uri, '?') : NULL;
+    for (const char *p = uri; p && (p = strchr(p, '%')); p++) {
+        if (p[1] == '0' && p[2] == '0')
             up->nul_in_uri = true;
-            break;
-        }
+        /* libmicrohttpd decodes "%2F" before routing, which would turn one escaped segment
+         * ("n1%2Fcordon") into two. */
+        if (p < query && p[1] == '2' && (p[2] == 'F' || p[2] == 'f'))
+            up->slash_in_segment = true;
+    }
     return up;
 }
 
@@ -125,6 +131,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     };
     if (up->nul_in_uri)
         api_error(&c, 400, "bad_request", "The request target contains an escaped NUL byte (%%00).");
+    else if (up->slash_in_segment)
+        api_error(&c, 400, "bad_request", "A path segment contains an escaped '/' (%%2F).");
     else if (up->too_large)
         api_error(&c, 413, "too_large", "The request body is larger than %u bytes.",
                   SERVER_BODY_MAX);

@@ -67,6 +67,33 @@ int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret) {
     return 0;
 }
 
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF). */
+static size_t utf8_seq_len(const unsigned char *p) {
+    if (p[0] < 0x80)
+        return 1;
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+char *utf8_make_valid(char *s) {
+    for (unsigned char *p = (unsigned char *)s; *p;) {
+        size_t n = utf8_seq_len(p);
+        if (n == 0)
+            *p++ = '?';
+        else
+            p += n;
+    }
+    return s;
+}
+
 int parse_hex16(const char *s, uint16_t *ret) {
     if (!s)
         return -EINVAL;

@@ -20,6 +20,11 @@ int parse_uint64(const char *s, uint64_t max, uint64_t *ret);
  * never name the same thing twice). */
 int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret);
 
+/* Make s valid UTF-8 in place: each byte of an invalid or incomplete sequence (also one
+ * that a truncation cut in half at the end) becomes '?'. Returns s. JSON strings must be
+ * valid UTF-8, and messages quote what clients sent. */
+char *utf8_make_valid(char *s);
+
 /* Parse exactly four hex digits (with or without 0x), as PCI ids are written. */
 int parse_hex16(const char *s, uint16_t *ret);
 

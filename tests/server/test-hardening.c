@@ -113,6 +113,9 @@ Test(hardening, bad_input_escaped_nul_in_path_is_400_and_changes_nothing) {
     expect_status(ts.admin, "POST", "/v1/nodes/n1%00/cordon", 400, "bad_request");
     expect_status(ts.admin, "GET", "/v1/requests/1%00", 400, "bad_request");
     expect_status(ts.admin, "GET", "/v1/requests?state=placed%00x", 400, "bad_request");
+    /* An escaped '/' would split one segment into two once decoded. */
+    expect_status(ts.admin, "POST", "/v1/nodes/n1%2Fcordon", 400, "bad_request");
+    expect_status(ts.admin, "POST", "/v1/nodes/x%2f..%2fn1/cordon", 400, "bad_request");
     json_t *j = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1", NULL, &j), 200);
     cr_assert(!json_is_true(json_object_get(j, "cordoned")), "nothing was cordoned");
