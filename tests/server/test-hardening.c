@@ -379,3 +379,35 @@ Test(hardening, r9_trust_is_an_admins_grant_decided_at_each_placement) {
     expect_status(ts.admin, "PUT", "/v1/tenants/Bad/trust", 400, "bad_request");
     free(tina), free(tina_trusted);
 }
+
+Test(hardening, bad_input_duplicate_device_pci_in_one_node_is_refused) {
+    const char *node = "{\"name\":\"d1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+                       "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":8,\"devices\":["
+                       "{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80},"
+                       "{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, &j), 400);
+    cr_assert(strstr(str(j, "message"), "same PCI address"), "%s", str(j, "message"));
+    json_decref(j);
+    expect_status(ts.admin, "GET", "/v1/nodes/d1", 404, "not_found");
+}
+
+Test(hardening, r17_heartbeat_takes_any_number_of_workloads_per_node) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    json_int_t id = submit(ts.admin, h100);
+    /* More ids than the old fixed cap of 4096, the placed one among them. */
+    json_t *running = json_array();
+    for (json_int_t i = 0; i < 6000; i++)
+        json_array_append_new(running, json_integer(i == 4321 ? id : 100000 + i));
+    json_t *hb = json_pack("{s:i, s:o}", "interval_s", 60, "running", running);
+    char *body = json_dumps(hb, JSON_COMPACT);
+    json_decref(hb);
+    json_t *j = NULL;
+    long st = ts_call(&ts, agent, "POST", "/v1/nodes/n1/heartbeat", body, &j);
+    cr_assert_eq(st, 200, "%ld %s", st, str(j, "message"));
+    json_decref(j);
+    free(body);
+    free(agent);
+    expect_alive();
+}
