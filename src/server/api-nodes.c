@@ -27,10 +27,11 @@ int save_node(Server *s, const Node *n) {
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!text)
-        return -ENOMEM;
-    int r = store_node_put(s->store, n->spec.name, text, NULL);
+        return writer_check(s, -ENOMEM, NULL, "saving a node");
+    Error err = {0};
+    int r = store_node_put(s->store, n->spec.name, text, &err);
     free(text);
-    return r;
+    return writer_check(s, r, &err, "saving a node");
 }
 
 typedef struct NodeArg {

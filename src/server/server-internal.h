@@ -120,9 +120,16 @@ struct Server {
     atomic_bool fatal;
     Error fatal_err;
     pthread_t writer;
+
+    /* The first store write that failed in the current batch (writer.c): the whole batch
+     * then fails, even where a caller ignores the return value (issue 12). */
+    int batch_failed;
+    Error batch_err;
 };
 
 /* writer.c */
+/* Note a store write's result r (err may be NULL): a failure fails the current batch. */
+int writer_check(Server *s, int r, const Error *err, const char *what);
 int writer_start(Server *s);
 void writer_stop(Server *s);
 /* Queue op and wait until it is applied and committed (or the server failed: 503). */

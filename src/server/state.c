@@ -147,13 +147,14 @@ int state_event(Server *s, const char *type, const char *object, const char *use
     uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
     if (!seq || !text) {
         free(text);
-        return -ENOMEM;
+        return writer_check(s, -ENOMEM, NULL, "recording an event");
     }
     StoreEvent e = {.seq = seq, .time_ms = s->now_ms, .actor = actor, .type = type,
                     .object = object, .json = text};
-    int r = store_event_append(s->store, &e, NULL);
+    Error err = {0};
+    int r = store_event_append(s->store, &e, &err);
     free(text);
-    return r;
+    return writer_check(s, r, &err, "recording an event");
 }
 
 /* ---- placements as JSON ---- */
@@ -538,6 +539,8 @@ int state_load(Server *s, Error *err) {
     }
     if (r >= 0)
         r = state_flush_dirty(s, err);
+    if (r >= 0 && s->batch_failed < 0)
+        r = error_set(err, s->batch_failed, "%s", error_message(&s->batch_err));
     if (r >= 0)
         r = store_commit(s->store, err);
     if (r < 0) {

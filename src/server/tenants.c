@@ -47,7 +47,7 @@ static void op_trust(Server *s, Op *op) {
         Error err = {0};
         int r = a->grant ? store_fleet_put(s->store, key, "{}", &err)
                          : store_fleet_delete(s->store, key, &err);
-        if (r < 0)
+        if (writer_check(s, r, &err, "saving a trust grant") < 0)
             OP_FAIL(op, 500, "internal", "%s", error_message(&err));
         if (a->grant)
             state_trust_user(s, a->tenant);

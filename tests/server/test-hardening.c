@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -410,4 +411,42 @@ Test(hardening, r17_heartbeat_takes_any_number_of_workloads_per_node) {
     free(body);
     free(agent);
     expect_alive();
+}
+
+/* Make every write to `table` fail inside the server's transactions (a trigger on the state
+ * file, which the running server's connections pick up), or stop doing so. */
+static void inject_write_failure(const char *table, bool on) {
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(ts.state, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    char sql[256];
+    if (on)
+        snprintf(sql, sizeof(sql), "CREATE TRIGGER inject_%s BEFORE INSERT ON %s BEGIN "
+                 "SELECT RAISE(ABORT, 'injected failure'); END;", table, table);
+    else
+        snprintf(sql, sizeof(sql), "DROP TRIGGER inject_%s;", table);
+    char *msg = NULL;
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK, "%s", msg);
+    sqlite3_close(db);
+}
+
+Test(hardening, r16_a_failed_statement_fails_the_whole_batch) {
+    inject_write_failure("nodes", true);
+    const char *node = "{\"name\":\"n9\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+                       "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":8}";
+    json_t *j = NULL;
+    long st = ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, &j);
+    cr_assert_eq(st, 503, "the node's row was not written, so nothing is acknowledged: %ld %s", st,
+                 str(j, "message"));
+    json_decref(j);
+    /* The server stops rather than serve memory the file does not have; a restart rebuilds
+     * from what was committed: no node n9, no event about it. */
+    ts_kill(&ts, true);
+    inject_write_failure("nodes", false);
+    ts_spawn(&ts);
+    expect_status(ts.admin, "GET", "/v1/nodes/n9", 404, "not_found");
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, &j), 200);
+    cr_assert_eq(json_array_size(json_object_get(j, "events")), 0, "the batch's event was rolled back");
+    json_decref(j);
+    ts_add_h100_node(&ts, "n1", "alice", 1);
 }
