@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 #include "config/catalog-json.h"
+#include "longpoll.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -91,8 +93,22 @@ void api_events(HttpCtx *c) {
         return;
     if (limit == 0)
         limit = 1;
-    c->json = events_read(&c->s->events, after, limit, (int)wait * 1000,
-                          c->who.role == ROLE_ADMIN ? NULL : c->who.user);
+    const char *user = c->who.role == ROLE_ADMIN ? NULL : c->who.user;
+    if (c->can_park || c->resumed) {
+        /* Never block a thread: look now, and park the connection when there is nothing. */
+        c->json = events_read(&c->s->events, after, limit, 0, user);
+        if (wait > 0 && !c->resumed && json_array_size(json_object_get(c->json, "events")) == 0) {
+            json_decref(c->json);
+            c->json = NULL;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            c->park = true;
+            c->park_deadline_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)wait * 1000;
+            c->park_user = user;
+        }
+        return;
+    }
+    c->json = events_read(&c->s->events, after, limit, (int)wait * 1000, user);
 }
 
 void api_invariants(HttpCtx *c) {
@@ -144,6 +160,8 @@ void api_metrics(HttpCtx *c) {
     strbuf_printf(&b, "einsora_queue_depth %zu\n", waiting);
     gauge(&b, "einsora_nodes", "Registered nodes.", "gauge");
     strbuf_printf(&b, "einsora_nodes %zu\n", nodes);
+    gauge(&b, "einsora_parked_long_polls", "Event long-polls waiting without a thread.", "gauge");
+    strbuf_printf(&b, "einsora_parked_long_polls %zu\n", s->longpoll ? longpoll_count(s->longpoll) : 0);
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");
     histogram_write(&b, "einsora_queue_wait_seconds", NULL, &m->queue_wait);
     gauge(&b, "einsora_decisions_total", "Placement decisions by outcome.", "counter");

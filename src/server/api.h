@@ -56,6 +56,13 @@ typedef struct HttpCtx {
     json_t *json;
     char *text; /* non-JSON body (metrics), malloc'ed */
     const char *content_type;
+    /* Long-polls (http.c, issue 12): can_park when the caller can suspend the connection
+     * instead of blocking a thread; a handler that finds nothing sets park (until
+     * park_deadline_ms, CLOCK_MONOTONIC, seeing park_user's events or all for NULL) and
+     * answers nothing; it runs again with resumed set once woken. */
+    bool can_park, resumed, park;
+    int64_t park_deadline_ms;
+    const char *park_user;
 } HttpCtx;
 
 typedef void (*ApiHandler)(HttpCtx *c);

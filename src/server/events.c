@@ -76,6 +76,9 @@ void events_rollback(EventLog *l) {
 void events_publish(EventLog *l) {
     pthread_mutex_lock(&l->lock);
     if (l->published != l->n) {
+        if (l->on_publish)
+            for (size_t i = l->published; i < l->n; i++)
+                l->on_publish(l->on_publish_userdata, l->ev[i].user);
         l->published = l->n;
         pthread_cond_broadcast(&l->cond);
     }

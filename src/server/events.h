@@ -27,6 +27,10 @@ typedef struct EventLog {
     size_t n, cap;
     uint64_t published; /* highest visible seq */
     bool closing;
+    /* Called (under lock) for each event as it becomes visible, with its user (issue 12:
+     * wakes the parked long-polls that may see it). */
+    void (*on_publish)(void *userdata, const char *user);
+    void *on_publish_userdata;
 } EventLog;
 
 int events_init(EventLog *l);

@@ -125,6 +125,12 @@ struct Server {
      * then fails, even where a caller ignores the return value (issue 12). */
     int batch_failed;
     Error batch_err;
+
+    /* http.c (issue 12): requests between their first byte handled and their answer sent,
+     * a draining shutdown, and the parked long-polls (NULL without a listener). */
+    atomic_long http_active;
+    atomic_bool draining;
+    struct LongPoll *longpoll;
 };
 
 /* writer.c */
