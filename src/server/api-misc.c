@@ -19,6 +19,11 @@ void api_readyz(HttpCtx *c) {
      * failed means ready. */
     if (atomic_load(&c->s->fatal))
         api_error(c, 503, "unavailable", "The server hit a storage error.");
+    else if (c->s->store_unwritable)
+        api_error(c, 503, "unavailable", "The state store could not be written at start: %s",
+                  error_message(&c->s->store_probe_err));
+    else if (atomic_load(&c->s->draining))
+        api_error(c, 503, "unavailable", "The server is shutting down.");
     else
         c->json = json_pack("{s:s}", "status", "ready");
 }

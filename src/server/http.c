@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -222,6 +223,25 @@ static void server_free(Server *s) {
     free(s);
 }
 
+/* Reads may work on a store that cannot take a write (read-only file system, full disk, a
+ * broken file): write a row once at start, so /readyz tells a balancer before a client's
+ * change fails. The server still starts, to answer reads and say why it is not ready. */
+static void probe_store(Server *s) {
+    Error e = {0};
+    char doc[64];
+    snprintf(doc, sizeof(doc), "{\"started_ms\":%lld}", (long long)server_now_ms());
+    int r = store_begin(s->store, &e);
+    if (r >= 0 && (r = store_fleet_put(s->store, "meta/ready-probe", doc, &e)) >= 0)
+        r = store_commit(s->store, &e);
+    if (r < 0) {
+        store_rollback(s->store);
+        s->store_unwritable = true;
+        s->store_probe_err = e;
+        if (s->cfg.log)
+            fprintf(s->cfg.log, "einsora serve: not ready: %s\n", error_message(&e));
+    }
+}
+
 int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     Server *s = calloc(1, sizeof(*s));
     if (!s)
@@ -252,6 +272,8 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
         sched_set_on_placed(s->sched, state_on_placed, s);
         r = state_load(s, err);
     }
+    if (r >= 0)
+        probe_store(s);
     if (r >= 0 && (r = writer_start(s)) < 0)
         r = error_set(err, r, "Cannot start the writer thread.");
     if (r < 0) {

@@ -131,6 +131,9 @@ struct Server {
     atomic_long http_active;
     atomic_bool draining;
     struct LongPoll *longpoll;
+    /* The write probe at start failed: /readyz says so (issue 12). */
+    bool store_unwritable;
+    Error store_probe_err;
 };
 
 /* writer.c */

@@ -450,3 +450,18 @@ Test(hardening, r16_a_failed_statement_fails_the_whole_batch) {
     json_decref(j);
     ts_add_h100_node(&ts, "n1", "alice", 1);
 }
+
+Test(hardening, readyz_is_false_when_the_store_cannot_be_written_at_start) {
+    expect_status(NULL, "GET", "/readyz", 200, NULL);
+    ts_kill(&ts, false);
+    /* Every write of a fleet record fails from now on: the start's probe does one. */
+    inject_write_failure("fleet", true);
+    ts_spawn(&ts);
+    expect_status(NULL, "GET", "/readyz", 503, "unavailable");
+    expect_status(NULL, "GET", "/healthz", 200, NULL);
+    expect_status(ts.admin, "GET", "/v1/requests", 200, NULL); /* reads still work */
+    ts_kill(&ts, false);
+    inject_write_failure("fleet", false);
+    ts_spawn(&ts);
+    expect_status(NULL, "GET", "/readyz", 200, NULL);
+}
