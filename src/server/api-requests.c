@@ -1,7 +1,7 @@
 /* api-requests.c: submit, list, show, cancel, release and activate placement requests.
  *
  * Visibility: a request is visible to its user, to admins, and (read-only, plus activate)
- * to the agent of the node it is placed on. Anyone else gets 404 "no request N that you can
+ * to the agent of the node it is placed on (its list: the live ones only, issue 12). Anyone else gets 404 "no request N that you can
  * see", exactly as for an id that does not exist, so ids of other users' requests reveal
  * nothing. */
 #include <errno.h>
@@ -146,11 +146,21 @@ void api_requests_list(HttpCtx *c) {
     json_t *list = json_array();
     uint64_t last = after;
     pthread_rwlock_rdlock(&s->lock);
+    /* Scan an index, never all history: a user's own requests; an agent's or a filter on a
+     * live state, the live requests; only an admin's unfiltered list walks every id. */
+    bool live_only = c->who.role == ROLE_NODE ||
+                     (c->who.role == ROLE_ADMIN && state &&
+                      (st == REQ_PENDING || st == REQ_PLACED || st == REQ_ACTIVE));
+    const ReqVec *idx = c->who.role == ROLE_ADMIN && !live_only ? NULL
+                      : live_only ? &s->live : history_user(s, c->who.user);
+    size_t from = idx ? history_first_after(idx, after) : 0;
+    uint64_t end = idx ? idx->n : s->n_reqs;
     /* Counted from `after` upwards, never `after + 1`: a cursor of UINT64_MAX must not wrap. */
-    for (uint64_t i = after; i < s->n_reqs && json_array_size(list) < limit; i++) {
-        const Req *r = s->reqs[i];
-        last = i + 1;
-        if (!req_visible(&c->who, r) || (state && r->state != st))
+    for (uint64_t i = idx ? from : after; i < end && json_array_size(list) < limit; i++) {
+        const Req *r = idx ? idx->v[i] : s->reqs[i];
+        last = r->id;
+        if (!req_visible(&c->who, r) || (state && r->state != st) ||
+            (live_only && !history_req_is_live(r)))
             continue;
         if (node && !(placed_node(r) && STREQ(placed_node(r), node)))
             continue;

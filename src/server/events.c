@@ -31,8 +31,36 @@ void events_done(EventLog *l) {
     for (size_t i = 0; i < l->n; i++)
         event_done(&l->ev[i]);
     free(l->ev);
+    for (size_t i = 0; i < l->by_user.cap; i++)
+        if (l->by_user.keys[i] && l->by_user.keys[i] != PTRMAP_TOMB) {
+            SeqVec *v = l->by_user.values[i];
+            free(v->v);
+            free(v);
+        }
+    ptrmap_done(&l->by_user);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
+}
+
+/* Index seq under user; false when out of memory. */
+static bool index_user(EventLog *l, const char *user, uint64_t seq) {
+    SeqVec *v = ptrmap_get(&l->by_user, user);
+    if (!v) {
+        if (!(v = calloc(1, sizeof(*v))) || ptrmap_put(&l->by_user, user, v) < 0) {
+            free(v);
+            return false;
+        }
+    }
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        uint64_t *x = realloc(v->v, cap * sizeof(uint64_t));
+        if (!x)
+            return false;
+        v->v = x;
+        v->cap = cap;
+    }
+    v->v[v->n++] = seq;
+    return true;
 }
 
 uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const char *type,
@@ -47,6 +75,8 @@ uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const ch
         l->ev = ev;
         l->cap = cap;
     }
+    if (user && !index_user(l, user, l->n + 1))
+        goto out;
     Event *e = &l->ev[l->n];
     *e = (Event){
             .seq = l->n + 1,
@@ -68,8 +98,13 @@ out:
 
 void events_rollback(EventLog *l) {
     pthread_mutex_lock(&l->lock);
-    while (l->n > l->published)
-        event_done(&l->ev[--l->n]);
+    while (l->n > l->published) {
+        Event *e = &l->ev[--l->n];
+        SeqVec *v = e->user ? ptrmap_get(&l->by_user, e->user) : NULL;
+        if (v && v->n && v->v[v->n - 1] == e->seq)
+            v->n--;
+        event_done(e);
+    }
     pthread_mutex_unlock(&l->lock);
 }
 
@@ -124,7 +159,25 @@ json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, cons
     uint64_t cursor = after;
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        for (; cursor < l->published && json_array_size(list) < limit; cursor++) {
+        const SeqVec *v = user ? ptrmap_get(&l->by_user, user) : NULL;
+        if (user) {
+            /* Only the user's own events, found by binary search: never the whole feed. */
+            size_t lo = 0, hi = v ? v->n : 0;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (v->v[mid] <= cursor)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (; v && lo < v->n && v->v[lo] <= l->published && json_array_size(list) < limit; lo++) {
+                json_array_append_new(list, event_to_json(&l->ev[v->v[lo] - 1]));
+                cursor = v->v[lo];
+            }
+            if (json_array_size(list) < limit && cursor < l->published)
+                cursor = l->published; /* nothing more of the user's up to here */
+        }
+        for (; !user && cursor < l->published && json_array_size(list) < limit; cursor++) {
             const Event *e = &l->ev[cursor];
             if (visible(e, user))
                 json_array_append_new(list, event_to_json(e));

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "server/ptrmap.h"
+
 typedef struct Event {
     uint64_t seq;
     int64_t time_ms;
@@ -19,6 +21,11 @@ typedef struct Event {
     char *user; /* whose object it is: non-admins see only their own */
     json_t *data;
 } Event;
+
+typedef struct SeqVec {
+    uint64_t *v;
+    size_t n, cap;
+} SeqVec;
 
 typedef struct EventLog {
     pthread_mutex_t lock;
@@ -31,6 +38,8 @@ typedef struct EventLog {
      * wakes the parked long-polls that may see it). */
     void (*on_publish)(void *userdata, const char *user);
     void *on_publish_userdata;
+    /* Each user's events' seqs in order (issue 12): a user's read never scans the feed. */
+    PtrMap by_user; /* user -> SeqVec* */
 } EventLog;
 
 int events_init(EventLog *l);

@@ -158,8 +158,9 @@ static bool placement_uses(json_t *p, const char *node, int dev) {
 
 size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, size_t max) {
     size_t n = 0;
-    for (size_t i = 0; i < s->n_reqs; i++) {
-        Req *r = s->reqs[i];
+    const ReqVec *live = history_live(s); /* not every request ever made */
+    for (size_t i = 0; i < live->n; i++) {
+        Req *r = live->v[i];
         if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) || !placement_uses(r->placement, node, dev))
             continue;
         /* CPU work does not hold a GPU: a mode switch does not need to drain it. */

@@ -20,6 +20,7 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/spec.h"
+#include "server/history.h"
 #include "server/ptrmap.h"
 #include "store/store.h"
 
@@ -134,6 +135,9 @@ struct Server {
     /* The write probe at start failed: /readyz says so (issue 12). */
     bool store_unwritable;
     Error store_probe_err;
+    /* history.c (issue 12), under `lock`: live requests, and each user's, in id order. */
+    ReqVec live;
+    PtrMap reqs_by_user; /* user -> ReqVec* */
 };
 
 /* writer.c */

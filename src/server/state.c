@@ -55,10 +55,13 @@ int state_req_add(Server *s, Req *r) {
         s->reqs = v;
         s->cap_reqs = cap;
     }
-    if (r->idem_key) {
-        _cleanup_free_ char *k = idem_map_key(r->user, r->idem_key);
-        if (!k || ptrmap_put(&s->idem, k, r) < 0)
-            return -ENOMEM;
+    _cleanup_free_ char *k = r->idem_key ? idem_map_key(r->user, r->idem_key) : NULL;
+    if (r->idem_key && (!k || ptrmap_put(&s->idem, k, r) < 0))
+        return -ENOMEM;
+    if (history_req_added(s, r) < 0) {
+        if (k)
+            ptrmap_remove(&s->idem, k);
+        return -ENOMEM;
     }
     s->reqs[s->n_reqs++] = r;
     return 0;
@@ -558,6 +561,7 @@ int state_load(Server *s, Error *err) {
 
 void state_free(Server *s) {
     fleet_free(s);
+    history_free(s);
     for (size_t i = 0; i < s->n_reqs; i++)
         req_free(s->reqs[i]);
     free(s->reqs);

@@ -465,3 +465,60 @@ Test(hardening, readyz_is_false_when_the_store_cannot_be_written_at_start) {
     ts_spawn(&ts);
     expect_status(NULL, "GET", "/readyz", 200, NULL);
 }
+
+/* Page through `path` with a small limit, following "next"; returns the ids (or seqs). */
+static json_t *pages(const char *token, const char *path, const char *key, const char *id_key) {
+    json_t *ids = json_array();
+    long long after = 0;
+    for (int guard = 0; guard < 1000; guard++) {
+        char url[256];
+        snprintf(url, sizeof(url), "%s%safter=%lld&limit=7", path, strchr(path, '?') ? "&" : "?", after);
+        json_t *j = NULL;
+        cr_assert_eq(ts_call(&ts, token, "GET", url, NULL, &j), 200, "%s", url);
+        json_t *items = json_object_get(j, key);
+        size_t i;
+        json_t *it;
+        json_array_foreach(items, i, it) json_array_append_new(ids, json_integer(num(it, id_key)));
+        long long next = num(j, "next");
+        size_t n = json_array_size(items);
+        json_decref(j);
+        if (n == 0 || next <= after)
+            return ids;
+        after = next;
+    }
+    cr_assert_fail("paging did not end");
+    return ids;
+}
+
+Test(hardening, history_indexed_lists_page_through_exactly_ones_own) {
+    char *alice = ts_token(&ts, "alice", "user", NULL), *bob = ts_token(&ts, "bob", "user", NULL);
+    json_t *mine = json_array();
+    for (int i = 0; i < 30; i++) {
+        json_array_append_new(mine, json_integer(submit(alice, "{\"kind\":\"container\",\"class\":\"cpu\"}")));
+        submit(bob, "{\"kind\":\"container\",\"class\":\"cpu\"}");
+    }
+    json_t *ids = pages(alice, "/v1/requests", "requests", "id");
+    cr_assert(json_equal(ids, mine), "alice's requests, in order, across pages");
+    json_decref(ids);
+    /* Her events: each of her requests' submission and decision, in seq order, nobody else's. */
+    json_t *seqs = pages(alice, "/v1/events", "events", "seq");
+    cr_assert_geq(json_array_size(seqs), 30);
+    for (size_t i = 1; i < json_array_size(seqs); i++)
+        cr_assert_lt(json_integer_value(json_array_get(seqs, i - 1)), json_integer_value(json_array_get(seqs, i)));
+    json_t *all = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0&limit=10000", NULL, &all), 200);
+    size_t hers = 0, i;
+    json_t *e;
+    json_array_foreach(json_object_get(all, "events"), i, e) hers += strcmp(str(e, "user"), "alice") == 0;
+    cr_assert_eq(json_array_size(seqs), hers, "exactly her events");
+    json_decref(all);
+    json_decref(seqs);
+    /* An admin's list of live requests pages through the live index. */
+    json_t *live = pages(ts.admin, "/v1/requests?state=placed", "requests", "id");
+    json_t *placed = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
+    size_t n_placed = 0;
+    json_array_foreach(placed, i, e) n_placed += strcmp(str(e, "state"), "placed") == 0;
+    cr_assert_eq(json_array_size(live), n_placed);
+    json_decref(live), json_decref(placed), json_decref(mine);
+    free(alice), free(bob);
+}
