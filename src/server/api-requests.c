@@ -158,6 +158,10 @@ void api_requests_list(HttpCtx *c) {
     /* Counted from `after` upwards, never `after + 1`: a cursor of UINT64_MAX must not wrap. */
     for (uint64_t i = idx ? from : after; i < end && json_array_size(list) < limit; i++) {
         const Req *r = idx ? idx->v[i] : s->reqs[i];
+        if (!r) { /* gone with the retention */
+            last = i + 1;
+            continue;
+        }
         last = r->id;
         if (!req_visible(&c->who, r) || (state && r->state != st) ||
             (live_only && !history_req_is_live(r)))

@@ -75,11 +75,11 @@ uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const ch
         l->ev = ev;
         l->cap = cap;
     }
-    if (user && !index_user(l, user, l->n + 1))
+    if (user && !index_user(l, user, l->base + l->n + 1))
         goto out;
     Event *e = &l->ev[l->n];
     *e = (Event){
-            .seq = l->n + 1,
+            .seq = l->base + l->n + 1,
             .time_ms = time_ms,
             .actor = strdup(actor),
             .type = strdup(type),
@@ -98,7 +98,7 @@ out:
 
 void events_rollback(EventLog *l) {
     pthread_mutex_lock(&l->lock);
-    while (l->n > l->published) {
+    while (l->base + l->n > l->published) {
         Event *e = &l->ev[--l->n];
         SeqVec *v = e->user ? ptrmap_get(&l->by_user, e->user) : NULL;
         if (v && v->n && v->v[v->n - 1] == e->seq)
@@ -110,11 +110,11 @@ void events_rollback(EventLog *l) {
 
 void events_publish(EventLog *l) {
     pthread_mutex_lock(&l->lock);
-    if (l->published != l->n) {
+    if (l->published != l->base + l->n) {
         if (l->on_publish)
-            for (size_t i = l->published; i < l->n; i++)
+            for (size_t i = (size_t)(l->published - l->base); i < l->n; i++)
                 l->on_publish(l->on_publish_userdata, l->ev[i].user);
-        l->published = l->n;
+        l->published = l->base + l->n;
         pthread_cond_broadcast(&l->cond);
     }
     pthread_mutex_unlock(&l->lock);
@@ -171,14 +171,17 @@ json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, cons
                     hi = mid;
             }
             for (; v && lo < v->n && v->v[lo] <= l->published && json_array_size(list) < limit; lo++) {
-                json_array_append_new(list, event_to_json(&l->ev[v->v[lo] - 1]));
+                json_array_append_new(list, event_to_json(&l->ev[v->v[lo] - 1 - l->base]));
                 cursor = v->v[lo];
             }
             if (json_array_size(list) < limit && cursor < l->published)
                 cursor = l->published; /* nothing more of the user's up to here */
         }
+        /* Events before the retained window are gone: resume from the oldest kept. */
+        if (cursor < l->base)
+            cursor = l->base;
         for (; !user && cursor < l->published && json_array_size(list) < limit; cursor++) {
-            const Event *e = &l->ev[cursor];
+            const Event *e = &l->ev[cursor - l->base];
             if (visible(e, user))
                 json_array_append_new(list, event_to_json(e));
         }
@@ -194,4 +197,53 @@ json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, cons
         cursor = after;
     pthread_mutex_unlock(&l->lock);
     return json_pack("{s:o, s:I}", "events", list, "next", (json_int_t)cursor);
+}
+
+int64_t events_oldest_ms(EventLog *l) {
+    pthread_mutex_lock(&l->lock);
+    /* The newest is always kept: only more than one event can be pruned. */
+    int64_t t = l->n > 1 && l->base + 1 <= l->published ? l->ev[0].time_ms : INT64_MAX;
+    pthread_mutex_unlock(&l->lock);
+    return t;
+}
+
+void events_set_base(EventLog *l, uint64_t base) {
+    pthread_mutex_lock(&l->lock);
+    if (l->n == 0) {
+        l->base = base;
+        l->published = base;
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+size_t events_prune(EventLog *l, int64_t before_ms) {
+    pthread_mutex_lock(&l->lock);
+    size_t k = 0;
+    /* Published events only, from the oldest; the newest is kept so the feed's next seq and a
+     * follower's cursor stay meaningful. */
+    while (k + 1 < l->n && l->base + k + 1 <= l->published && l->ev[k].time_ms < before_ms)
+        event_done(&l->ev[k++]);
+    if (k) {
+        memmove(l->ev, l->ev + k, (l->n - k) * sizeof(Event));
+        l->n -= k;
+        l->base += k;
+        for (size_t i = 0; i < l->by_user.cap; i++) {
+            if (!l->by_user.keys[i] || l->by_user.keys[i] == PTRMAP_TOMB)
+                continue;
+            SeqVec *v = l->by_user.values[i];
+            size_t drop = 0;
+            while (drop < v->n && v->v[drop] <= l->base)
+                drop++;
+            if (drop == v->n) {
+                free(v->v);
+                free(v);
+                ptrmap_remove(&l->by_user, l->by_user.keys[i]); /* a tombstone: the scan goes on */
+                continue;
+            }
+            memmove(v->v, v->v + drop, (v->n - drop) * sizeof(uint64_t));
+            v->n -= drop;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    return k;
 }

@@ -30,7 +30,8 @@ typedef struct SeqVec {
 typedef struct EventLog {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    Event *ev; /* ev[i].seq == i + 1 */
+    Event *ev; /* ev[i].seq == base + i + 1 */
+    uint64_t base; /* events dropped by retention (issue 12): seqs up to base are gone */
     size_t n, cap;
     uint64_t published; /* highest visible seq */
     bool closing;
@@ -57,3 +58,11 @@ uint64_t events_last(EventLog *l);
  * for the first one. Returns {"events": [...], "next": cursor}. */
 json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user);
 json_t *event_to_json(const Event *e);
+/* Issue 12: retention. The feed starts after seq `base` (startup, when the store kept only
+ * later events; only while empty). */
+void events_set_base(EventLog *l, uint64_t base);
+/* time_ms of the oldest event retention could drop, INT64_MAX when none. */
+int64_t events_oldest_ms(EventLog *l);
+/* Drop published events older than before_ms from memory, oldest first, always keeping the
+ * newest; returns how many. A cursor older than what is kept resumes at the oldest kept. */
+size_t events_prune(EventLog *l, int64_t before_ms);

@@ -24,4 +24,10 @@ const ReqVec *history_user(Server *s, const char *user);
 /* Index of the first request in v with an id above `after` (binary search). */
 size_t history_first_after(const ReqVec *v, uint64_t after);
 bool history_req_is_live(const Req *r);
+/* Retention (writer, once a second at most): free ended requests, their idempotency keys and
+ * events older than the configured retention from memory, and (once a minute) drop what is
+ * older than the store's retention from the store in the current transaction. */
+void history_prune(Server *s);
+/* Whether the writer should run a batch for the retention although no op waits (writer). */
+bool history_prune_due(Server *s, int64_t now_ms);
 void history_free(Server *s);

@@ -138,6 +138,9 @@ struct Server {
     /* history.c (issue 12), under `lock`: live requests, and each user's, in id order. */
     ReqVec live;
     PtrMap reqs_by_user; /* user -> ReqVec* */
+    ReqVec ended;        /* ended requests, oldest end first, from ended_head on: retention */
+    size_t ended_head;
+    int64_t last_prune_ms, last_store_prune_ms;
 };
 
 /* writer.c */
@@ -167,6 +170,8 @@ int state_event(Server *s, const char *type, const char *object, const char *use
 /* Rebuild memory and the core from the store (startup). */
 int state_load(Server *s, Error *err);
 void state_free(Server *s);
+/* Free a request record no index holds any more (history.c's retention). */
+void state_req_free(Req *r);
 /* Placement <-> JSON (the store keeps placements as JSON; restore reads them back). */
 json_t *placement_to_json(const Sched *sched, const Placement *p);
 int placement_from_json(const Catalog *cat, json_t *j, Placement *ret, char node_buf[SCHED_ID_MAX],

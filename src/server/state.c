@@ -44,11 +44,16 @@ static char *idem_map_key(const char *user, const char *key) {
     return strprintf("%s\n%s", user, key);
 }
 
+void state_req_free(Req *r) {
+    req_free(r);
+}
+
 int state_req_add(Server *s, Req *r) {
-    if (r->id != s->n_reqs + 1)
-        return -EINVAL; /* ids are dense: the store hands them out in order */
-    if (s->n_reqs == s->cap_reqs) {
-        size_t cap = s->cap_reqs ? s->cap_reqs * 2 : 1024;
+    /* Ids only grow; the store's retention may have left gaps below (empty slots). */
+    if (r->id <= s->n_reqs)
+        return -EINVAL;
+    if (r->id > s->cap_reqs) {
+        size_t cap = MAX(s->cap_reqs ? s->cap_reqs * 2 : 1024, (size_t)r->id);
         Req **v = realloc(s->reqs, cap * sizeof(Req *));
         if (!v)
             return -ENOMEM;
@@ -63,6 +68,8 @@ int state_req_add(Server *s, Req *r) {
             ptrmap_remove(&s->idem, k);
         return -ENOMEM;
     }
+    while (s->n_reqs + 1 < r->id)
+        s->reqs[s->n_reqs++] = NULL;
     s->reqs[s->n_reqs++] = r;
     return 0;
 }
@@ -483,6 +490,8 @@ static int load_event(const StoreEvent *e, void *userdata) {
     uint64_t id;
     if (!user && string_has_prefix(e->type, "request.") && parse_uint64(e->object, UINT64_MAX, &id) >= 0)
         r = state_req(s, id);
+    if (s->events.n == 0 && e->seq > 1)
+        events_set_base(&s->events, e->seq - 1); /* the store's retention dropped older ones */
     uint64_t seq = events_append(&s->events, e->time_ms, e->actor, e->type, e->object,
                                  r ? r->user : user, data);
     if (seq != e->seq)
@@ -511,7 +520,7 @@ int state_load(Server *s, Error *err) {
     /* Placed allocations first, exactly as acknowledged; then the waiting queue in order. */
     for (size_t i = 0; i < s->n_reqs; i++) {
         Req *q = s->reqs[i];
-        if (q->state != REQ_PLACED && q->state != REQ_ACTIVE)
+        if (!q || (q->state != REQ_PLACED && q->state != REQ_ACTIVE))
             continue;
         char id[32], node[SCHED_ID_MAX];
         const char *fb[SPEC_MAX_FALLBACK];
@@ -527,7 +536,7 @@ int state_load(Server *s, Error *err) {
         return r;
     for (size_t i = 0; i < s->n_reqs; i++) {
         Req *q = s->reqs[i];
-        if (q->state != REQ_PENDING)
+        if (!q || q->state != REQ_PENDING)
             continue;
         char id[32];
         const char *fb[SPEC_MAX_FALLBACK];

@@ -67,6 +67,7 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
             sched_tick(s->sched, (uint64_t)(s->now_ms / 1000));
         /* Agents' heartbeats, reset checks to ask for, mode switches to advance. */
         fleet_tick(s);
+        history_prune(s);
         r = state_flush_dirty(s, &err);
         if (r >= 0 && s->batch_failed < 0) {
             r = s->batch_failed;
@@ -104,6 +105,9 @@ static void *writer_main(void *userdata) {
             int64_t now = server_now_ms();
             int64_t fleet_due = atomic_load(&s->fleet_due_ms);
             if (fleet_due <= now && !atomic_load(&s->fatal))
+                break;
+            /* Retention runs even when no op comes (only this thread changes what it reads). */
+            if (history_prune_due(s, now) && !atomic_load(&s->fatal))
                 break;
             /* A deadline of the current second counts once: the core may still report it
              * until the second is over. */

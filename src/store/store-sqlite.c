@@ -469,3 +469,40 @@ int store_token_revoke(Store *s, const char *hash_prefix, Error *err) {
     sqlite3_finalize(st);
     return r;
 }
+
+/* ---- issue 12: retention in the store ---- */
+
+int store_prune(Store *s, int64_t before_ms, Error *err) {
+    static const char *const sql[] = {
+            /* Ended requests (and with them their idempotency keys) that ended before the
+             * cutoff; never the newest row, whose id the next request's follows. */
+            "DELETE FROM requests WHERE state IN ('released', 'cancelled', 'refused') AND "
+            "json_extract(doc, '$.updated_ms') < ?1 AND id < (SELECT max(id) FROM requests)",
+            /* Events: a prefix of the feed (it stays gap-free), never the newest. */
+            "DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events WHERE time_ms < ?1) "
+            "AND seq < (SELECT max(seq) FROM events)",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(sql); i++) {
+        sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql[i], &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, before_ms);
+        r = step_done(s, st, err, "dropping old history");
+        sqlite3_finalize(st);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int store_request_forget_key(Store *s, uint64_t id, Error *err) {
+    sqlite3_stmt *st = NULL;
+    int r = prepare(s, "UPDATE requests SET idem_key = NULL WHERE id = ?1", &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+    r = step_done(s, st, err, "forgetting an idempotency key");
+    sqlite3_finalize(st);
+    return r;
+}

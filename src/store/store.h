@@ -93,3 +93,10 @@ int store_token_foreach(Store *s, StoreTokenFn fn, void *userdata, Error *err);
 /* Delete the one token whose hash starts with hash_prefix (8 to 64 hex digits): -ENOENT when
  * none does, -EEXIST when several do, -EINVAL for a malformed prefix. */
 int store_token_revoke(Store *s, const char *hash_prefix, Error *err);
+/* Retention: delete ended requests (their idempotency keys with them) whose record was last
+ * updated before before_ms, and the events before before_ms (a prefix of the feed), keeping
+ * the newest request and event so ids and seqs never restart. Inside a transaction. */
+int store_prune(Store *s, int64_t before_ms, Error *err);
+/* The request's idempotency key left the server's memory with the request (retention): the
+ * row keeps the request but no longer holds the key, so the client may use it again. */
+int store_request_forget_key(Store *s, uint64_t id, Error *err);

@@ -94,6 +94,31 @@ char *utf8_make_valid(char *s) {
     return s;
 }
 
+int parse_duration_ms(const char *s, int64_t max_ms, int64_t *ret) {
+    static const struct {
+        char unit;
+        int64_t ms;
+    } units[] = {{'s', 1000}, {'m', 60000}, {'h', 3600000}, {'d', 86400000}};
+    size_t n = s ? strlen(s) : 0;
+    char num[24];
+    if (n < 2 || n - 1 >= sizeof(num))
+        return -EINVAL;
+    memcpy(num, s, n - 1);
+    num[n - 1] = 0;
+    uint64_t v;
+    int r = parse_decimal_uint64(num, UINT64_MAX / 86400000, &v);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (s[n - 1] == units[i].unit) {
+            if (v > (uint64_t)max_ms / (uint64_t)units[i].ms)
+                return -ERANGE;
+            *ret = (int64_t)v * units[i].ms;
+            return 0;
+        }
+    return -EINVAL;
+}
+
 int parse_hex16(const char *s, uint16_t *ret) {
     if (!s)
         return -EINVAL;

@@ -25,6 +25,10 @@ int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret);
  * valid UTF-8, and messages quote what clients sent. */
 char *utf8_make_valid(char *s);
 
+/* "90s", "15m", "12h", "30d" (a decimal number and a unit) -> milliseconds, at most max_ms.
+ * Returns 0, -EINVAL or -ERANGE; *ret written only on success. */
+int parse_duration_ms(const char *s, int64_t max_ms, int64_t *ret);
+
 /* Parse exactly four hex digits (with or without 0x), as PCI ids are written. */
 int parse_hex16(const char *s, uint16_t *ret);
 

@@ -522,3 +522,68 @@ Test(hardening, history_indexed_lists_page_through_exactly_ones_own) {
     json_decref(live), json_decref(placed), json_decref(mine);
     free(alice), free(bob);
 }
+
+static long show(const char *token, json_int_t id) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)id);
+    return ts_call(&ts, token, "GET", path, NULL, NULL);
+}
+
+Test(hardening, history_retention_frees_ended_requests_and_the_store_keeps_ids_growing) {
+    ts_kill(&ts, false);
+    ts.extra[0] = "--retention", ts.extra[1] = "1s";
+    ts.extra[2] = "--store-retention", ts.extra[3] = "2s";
+    ts_spawn(&ts);
+    char *alice = ts_token(&ts, "alice", "user", NULL);
+    static const char cpu[] = "{\"kind\":\"container\",\"class\":\"cpu\"}";
+    json_t *j = NULL;
+    cr_assert_eq(ts_call_key(&ts, alice, "POST", "/v1/requests", cpu, "k1", &j), 201);
+    json_int_t ended = num(j, "id");
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld/%s", (long long)ended,
+             strcmp(str(j, "state"), "pending") == 0 ? "cancel" : "release");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, alice, "POST", path, NULL, NULL), 200);
+    /* A live request is never dropped, however old. */
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    json_int_t live = submit(alice, h100);
+
+    bool gone = false;
+    for (int i = 0; i < 3000 && !(gone = show(alice, ended) == 404); i++)
+        usleep(10000); /* a deadline, not a measure: 30 s */
+    cr_assert(gone, "the ended request left memory after its retention");
+    cr_assert_eq(show(alice, live), 200);
+    /* Its idempotency key went with it: the same key now makes a new request. */
+    cr_assert_eq(ts_call_key(&ts, alice, "POST", "/v1/requests", cpu, "k1", &j), 201);
+    json_int_t again = num(j, "id");
+    json_decref(j);
+    cr_assert_gt(again, live);
+
+    /* Once the store's retention passed too, a restart rebuilds without it, and new ids
+     * still follow the newest ever handed out. */
+    usleep(2500000); /* let the store retention (2 s) elapse: a wait for the clock, not a measure */
+    ts_call(&ts, alice, "GET", "/v1/requests", NULL, NULL); /* a batch or two for the writer */
+    bool pruned = false;
+    for (int i = 0; i < 30 && !pruned; i++) {
+        ts_kill(&ts, false);
+        sqlite3 *db = NULL;
+        cr_assert_eq(sqlite3_open(ts.state, &db), SQLITE_OK);
+        char sql[96];
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM requests WHERE id = %lld", (long long)ended);
+        sqlite3_stmt *st = NULL;
+        cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        pruned = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0;
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        ts_spawn(&ts);
+        if (!pruned)
+            usleep(1000000); /* the writer prunes the store at most every retention/2 */
+    }
+    cr_assert(pruned, "the store dropped the ended request after its retention");
+    cr_assert_eq(show(alice, ended), 404);
+    cr_assert_eq(show(alice, live), 200, "the live request survived the restart");
+    json_int_t next = submit(alice, "{\"kind\":\"container\",\"class\":\"cpu\"}");
+    cr_assert_gt(next, again, "ids never restart");
+    expect_alive();
+    free(alice);
+}
