@@ -117,8 +117,13 @@ static int64_t store_prune_every(const Server *s, int64_t keep) {
     return MIN(60 * 1000, keep / 2);
 }
 
+/* How often the retention looks: once a second, or twice per retention when shorter. */
+static int64_t prune_every(const Server *s) {
+    return MAX(MIN(1000, retention(s->cfg.retention_ms, SERVER_RETENTION_MS) / 2), 1);
+}
+
 bool history_prune_due(Server *s, int64_t now) {
-    if (now - s->last_prune_ms < 1000)
+    if (now - s->last_prune_ms < prune_every(s))
         return false;
     int64_t cutoff = now - retention(s->cfg.retention_ms, SERVER_RETENTION_MS);
     if (s->ended_head < s->ended.n && s->ended.v[s->ended_head]->updated_ms < cutoff)
@@ -131,7 +136,7 @@ bool history_prune_due(Server *s, int64_t now) {
 
 void history_prune(Server *s) {
     (void)history_live(s); /* every batch: moves the requests that ended to the queue */
-    if (s->now_ms - s->last_prune_ms < 1000)
+    if (s->now_ms - s->last_prune_ms < prune_every(s))
         return; /* once a second is plenty */
     s->last_prune_ms = s->now_ms;
     int64_t cutoff = s->now_ms - retention(s->cfg.retention_ms, SERVER_RETENTION_MS);
