@@ -63,8 +63,12 @@ static const char *no_query(void *conn, const char *key) {
 
 /* One call on the in-process server; returns the status, *ret the answer (may be NULL). */
 static int call(const char *method, const char *path, const char *body, json_t **ret) {
-    HttpCtx c = {.s = srv, .method = method, .path = path, .body = body ? body : "",
-                 .body_len = body ? strlen(body) : 0, .authorization = "Bearer ens_bench-history-admin",
+    HttpCtx c = {.s = srv,
+                 .method = method,
+                 .path = path,
+                 .body = body ? body : "",
+                 .body_len = body ? strlen(body) : 0,
+                 .authorization = "Bearer ens_bench-history-admin",
                  .query = no_query};
     api_dispatch(&c);
     free(c.text);
@@ -88,7 +92,8 @@ static double p99(double *v, size_t n) {
 }
 
 static void open_server(void) {
-    ServerConfig cfg = {.state_path = state_path, .retention_ms = retention_ms,
+    ServerConfig cfg = {.state_path = state_path,
+                        .retention_ms = retention_ms,
                         .store_retention_ms = store_retention_ms};
     Error err = {0};
     if (server_open(&cfg, &srv, &err) < 0) {
@@ -188,15 +193,18 @@ int main(int argc, char **argv) {
     Error err = {0};
     char hash[SHA256_DIGEST_SIZE * 2 + 1];
     sha256_hex(admin_token, strlen(admin_token), hash);
-    if (store_open(state_path, &st, &err) < 0 || store_token_add(st, hash, "root", "admin", NULL, &err) < 0)
+    if (store_open(state_path, &st, &err) < 0 ||
+        store_token_add(st, hash, "root", "admin", NULL, &err) < 0)
         return fprintf(stderr, "bench-history: %s\n", error_message(&err)), 1;
     store_close(st);
     open_server();
 
     for (unsigned i = 0; i < nodes; i++) {
         char body[256];
-        snprintf(body, sizeof(body), "{\"name\":\"n%u\",\"site\":\"dc1\",\"site_kind\":\"datacenter\","
-                 "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":64}", i);
+        snprintf(body, sizeof(body),
+                 "{\"name\":\"n%u\",\"site\":\"dc1\",\"site_kind\":\"datacenter\","
+                 "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":64}",
+                 i);
         if (call("POST", "/v1/nodes", body, NULL) != 201)
             return fprintf(stderr, "bench-history: registering n%u failed\n", i), 1;
     }
@@ -236,10 +244,13 @@ int main(int argc, char **argv) {
     double restart_end = restart_s();
 
     printf("bench-history: %lu submit+release cycles (warm-up %lu, windows of %lu), %u nodes, "
-           "retention %lld ms (store %lld ms), %.1f s\n", cycles, warmup, window, nodes,
-           (long long)retention_ms, (long long)store_retention_ms, run_s);
-    printf("  in memory at the end: %zu request records of %zu ids (%zu live, %zu ended waiting for "
-           "retention), %zu events\n", held, slots, live, queued, events);
+           "retention %lld ms (store %lld ms), %.1f s\n",
+           cycles, warmup, window, nodes, (long long)retention_ms, (long long)store_retention_ms,
+           run_s);
+    printf("  in memory at the end: %zu request records of %zu ids (%zu live, %zu ended waiting "
+           "for "
+           "retention), %zu events\n",
+           held, slots, live, queued, events);
     printf("  RSS             after warm-up %8ld KiB   end %8ld KiB   ratio %.2f\n", rss_start,
            rss_end, (double)rss_end / (double)(rss_start ? rss_start : 1));
     printf("  heap in use     after warm-up %8ld KiB   end %8ld KiB   ratio %.2f\n", heap_start,
@@ -248,8 +259,8 @@ int main(int argc, char **argv) {
            submit_start, submit_end, submit_end / (submit_start > 0 ? submit_start : 1));
     printf("  heartbeat p99   before history %6.0f us     after %8.0f us   ratio %.2f\n", hb_start,
            hb_end, hb_end / (hb_start > 0 ? hb_start : 1));
-    printf("  restart         after warm-up %7.3f s      end %8.3f s    ratio %.2f\n", restart_start,
-           restart_end, restart_end / (restart_start > 0 ? restart_start : 1));
+    printf("  restart         after warm-up %7.3f s      end %8.3f s    ratio %.2f\n",
+           restart_start, restart_end, restart_end / (restart_start > 0 ? restart_start : 1));
     free(lat);
     server_close(srv);
     char cmd[160];

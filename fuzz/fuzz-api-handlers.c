@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const struct {
     const char *token, *user, *role, *nodes;
 } callers[] = {
-        {"fz-admin", "root", "admin", NULL}, {"fz-owner", "olga", "owner", "n1"},
+        {"fz-admin", "root", "admin", NULL},     {"fz-owner", "olga", "owner", "n1"},
         {"fz-trusted", "tina", "trusted", NULL}, {"fz-user", "ulf", "user", NULL},
         {"fz-node", "agent-n1", "node", "n1"},
 };
@@ -40,8 +40,10 @@ typedef struct Query {
 } Query;
 
 static int unhex(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* Percent-decode in place, as libmicrohttpd does ('+' is a space in a query). */

@@ -148,7 +148,8 @@ void history_prune(Server *s) {
         drop(s, r);
     }
     if (s->ended_head > 1024 && s->ended_head * 2 > s->ended.n) {
-        memmove(s->ended.v, s->ended.v + s->ended_head, (s->ended.n - s->ended_head) * sizeof(Req *));
+        memmove(s->ended.v, s->ended.v + s->ended_head,
+                (s->ended.n - s->ended_head) * sizeof(Req *));
         s->ended.n -= s->ended_head;
         s->ended_head = 0;
     }

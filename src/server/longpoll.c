@@ -31,8 +31,8 @@ typedef struct WaiterList {
 struct LongPoll {
     pthread_mutex_t lock;
     WaiterList admins;
-    PtrMap by_user;  /* user -> WaiterList* */
-    PtrMap by_conn;  /* "%p" of the connection -> Waiter* */
+    PtrMap by_user; /* user -> WaiterList* */
+    PtrMap by_conn; /* "%p" of the connection -> Waiter* */
     size_t n;
     int epfd, wakefd;
     bool stopping;
@@ -162,8 +162,10 @@ void longpoll_free(LongPoll *lp) {
     free(lp);
 }
 
-int longpoll_park(LongPoll *lp, struct MHD_Connection *conn, const char *user, int64_t deadline_ms) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+int longpoll_park(LongPoll *lp, struct MHD_Connection *conn, const char *user,
+                  int64_t deadline_ms) {
+    const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     Waiter *w = calloc(1, sizeof(*w));
     int r = !ci || !w || (user && !(w->user = strdup(user))) ? -ENOMEM : 0;
     pthread_mutex_lock(&lp->lock);

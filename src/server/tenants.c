@@ -92,7 +92,8 @@ void api_tenants_trusted(HttpCtx *c) {
     char **names = calloc(s->trusted_users.n + 1, sizeof(char *));
     size_t n = 0;
     for (size_t i = 0; names && i < s->trusted_users.cap; i++)
-        if (s->trusted_users.keys[i] && s->trusted_users.keys[i] != PTRMAP_TOMB && n < s->trusted_users.n)
+        if (s->trusted_users.keys[i] && s->trusted_users.keys[i] != PTRMAP_TOMB &&
+            n < s->trusted_users.n)
             names[n++] = s->trusted_users.keys[i];
     if (names) {
         qsort(names, n, sizeof(char *), cmp_str);

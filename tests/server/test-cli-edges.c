@@ -115,8 +115,10 @@ static void *dropper_main(void *p) {
         if (i == 1) {
             static const char body[] = "{\"id\":7,\"state\":\"pending\",\"reason\":\"waiting\"}";
             char resp[256];
-            int n = snprintf(resp, sizeof(resp), "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
-                             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s", strlen(body), body);
+            int n = snprintf(resp, sizeof(resp),
+                             "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                             strlen(body), body);
             (void)!write(c, resp, (size_t)n);
         }
         close(c);

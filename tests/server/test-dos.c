@@ -63,7 +63,8 @@ static long metric(const char *name) {
     cr_assert_eq(client_new(ts.url, NULL, &c, &err), 0);
     long status = 0;
     char *text = NULL;
-    cr_assert_eq(client_call_raw(c, "GET", "/metrics", NULL, 0, NULL, &status, &text, &err), 0, "%s", err.message);
+    cr_assert_eq(client_call_raw(c, "GET", "/metrics", NULL, 0, NULL, &status, &text, &err), 0,
+                 "%s", err.message);
     client_free(c);
     json_decref(j);
     char key[128];
@@ -129,8 +130,10 @@ static int long_poll(const char *token, long long after) {
     int fd = raw_connect("127.0.0.1");
     cr_assert(fd >= 0);
     char req[512];
-    int n = snprintf(req, sizeof(req), "GET /v1/events?after=%lld&wait=60 HTTP/1.1\r\nHost: x\r\n"
-                     "Authorization: Bearer %s\r\n\r\n", after, token);
+    int n = snprintf(req, sizeof(req),
+                     "GET /v1/events?after=%lld&wait=60 HTTP/1.1\r\nHost: x\r\n"
+                     "Authorization: Bearer %s\r\n\r\n",
+                     after, token);
     cr_assert_eq(write(fd, req, (size_t)n), n);
     return fd;
 }
@@ -150,14 +153,18 @@ Test(dos, dos_long_polls_park_without_threads_wake_by_filter_and_free_on_hang_up
     cr_assert(wait_metric("einsora_parked_long_polls", 2), "both long-polls parked");
     /* Alice's event wakes Alice's follower only. */
     json_t *j = NULL;
-    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\"}", &j), 201);
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"cpu\"}", &j),
+                 201);
     json_decref(j);
     char buf[4096];
-    ssize_t n = read(fa, buf, sizeof(buf) - 1); /* blocks until the answer (test timeout bounds it) */
+    ssize_t n =
+            read(fa, buf, sizeof(buf) - 1); /* blocks until the answer (test timeout bounds it) */
     cr_assert_gt(n, 0);
     buf[n] = 0;
     cr_assert(strstr(buf, "200 OK") && strstr(buf, "request.submitted"), "%s", buf);
-    cr_assert(wait_metric("einsora_parked_long_polls", 1), "Bob's long-poll still waits: not woken");
+    cr_assert(wait_metric("einsora_parked_long_polls", 1),
+              "Bob's long-poll still waits: not woken");
     /* Bob goes away: his long-poll is freed now, not when its 60 s are up. */
     close(fb);
     cr_assert(wait_metric("einsora_parked_long_polls", 0), "the hung-up long-poll was freed");

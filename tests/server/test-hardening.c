@@ -75,7 +75,8 @@ Test(hardening, bad_input_list_cursor_at_its_max_does_not_wrap) {
     cr_assert_eq(json_array_size(json_object_get(j, "requests")), 0);
     cr_assert_eq(num(j, "next"), INT64_MAX, "the cursor stays where it was");
     json_decref(j);
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=9223372036854775807", NULL, &j), 200);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=9223372036854775807", NULL, &j),
+                 200);
     cr_assert_eq(json_array_size(json_object_get(j, "events")), 0);
     json_decref(j);
     /* Beyond what "next" (a JSON integer) can say: refused, not wrapped to 0. */
@@ -126,7 +127,8 @@ Test(hardening, bad_input_escaped_nul_in_path_is_400_and_changes_nothing) {
 
 static const char n1_push[] =
         "{\"name\":\"n1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
-        "\"owner\":\"%s\",\"mode\":\"container\",\"cpus\":64,\"devices\":[{\"pci\":\"0000:17:00.0\","
+        "\"owner\":\"%s\",\"mode\":\"container\",\"cpus\":64,\"devices\":[{\"pci\":\"0000:17:00."
+        "0\","
         "\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
 
 static long put_n1(const char *token, const char *owner, json_t **ret) {
@@ -179,7 +181,8 @@ Test(hardening, node_token_reports_but_cannot_release_a_tenants_request) {
     char path[64];
     json_t *j = NULL;
     snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)id);
-    cr_assert_eq(ts_call(&ts, agent, "GET", path, NULL, &j), 200, "the agent sees what is placed on its node");
+    cr_assert_eq(ts_call(&ts, agent, "GET", path, NULL, &j), 200,
+                 "the agent sees what is placed on its node");
     cr_assert_str_eq(str(j, "state"), "placed");
     json_decref(j);
     snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)id);
@@ -243,8 +246,8 @@ Test(hardening, roles_agent_takes_its_token_from_a_file_never_from_argv) {
             _exit(126);
         execl(EINSORA_BIN, EINSORA_BIN, "agent", "run", "--server", ts.url, "--token-file", file,
               "--name", "box", "--owner", "root", "--heartbeat", "1", "--state-dir", dir,
-              "--sysfs-root", sys, "--dev-root", sys, "--no-nvml",
-              "--catalog", TEST_DATA "/catalog.yaml", "--simulate", NULL);
+              "--sysfs-root", sys, "--dev-root", sys, "--no-nvml", "--catalog",
+              TEST_DATA "/catalog.yaml", "--simulate", NULL);
         _exit(127);
     }
     bool ok = false;
@@ -281,8 +284,7 @@ static char *token_id_of(const char *user) {
     char *id = NULL;
     size_t i;
     json_t *t;
-    json_array_foreach(json_object_get(j, "tokens"), i, t)
-        if (strcmp(str(t, "user"), user) == 0)
+    json_array_foreach(json_object_get(j, "tokens"), i, t) if (strcmp(str(t, "user"), user) == 0)
             id = strdup(str(t, "id"));
     json_decref(j);
     cr_assert(id, "token list shows %s's token", user);
@@ -294,7 +296,8 @@ Test(hardening, roles_token_revoked_is_refused_at_once_without_restart) {
     expect_status(ulf, "GET", "/v1/requests", 200, NULL);
     char *id = token_id_of("ulf");
     char *out = NULL, *err = NULL;
-    cr_assert_eq(run_einsora(&out, &err, "token", "revoke", "--state", ts.state, id, NULL), 0, "%s", err);
+    cr_assert_eq(run_einsora(&out, &err, "token", "revoke", "--state", ts.state, id, NULL), 0, "%s",
+                 err);
     free(out), free(err);
     expect_status(ulf, "GET", "/v1/requests", 401, "unauthorized");
     /* Revoking again: nothing to revoke. */
@@ -319,7 +322,8 @@ Test(hardening, roles_token_expired_is_refused_without_restart) {
     expect_status(long_lived, "GET", "/v1/requests", 200, NULL);
     char *out = NULL, *err = NULL;
     cr_assert_eq(run_einsora(&out, &err, "token", "create", "--state", ts.state, "--user", "x",
-                             "--role", "user", "--expires", "soon", NULL), 2);
+                             "--role", "user", "--expires", "soon", NULL),
+                 2);
     free(out), free(err);
     free(long_lived), free(short_lived);
 }
@@ -327,9 +331,10 @@ Test(hardening, roles_token_expired_is_refused_without_restart) {
 static const char rtx[] = "{\"kind\":\"container\",\"class\":\"nvidia-rtx-4090\"}";
 
 static void add_rtx_node(void) {
-    const char *node = "{\"name\":\"r1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
-                       "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":32,\"devices\":["
-                       "{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-rtx-4090\",\"memory_gb\":24}]}";
+    const char *node =
+            "{\"name\":\"r1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+            "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":32,\"devices\":["
+            "{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-rtx-4090\",\"memory_gb\":24}]}";
     json_t *j = NULL;
     long st = ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, &j);
     cr_assert_eq(st, 201, "%s", str(j, "message"));
@@ -354,7 +359,8 @@ static bool rtx_placed(const char *token) {
 
 Test(hardening, r9_trust_is_an_admins_grant_decided_at_each_placement) {
     add_rtx_node();
-    char *tina = ts_token(&ts, "tina", "user", NULL), *tina_trusted = ts_token(&ts, "tina", "trusted", NULL);
+    char *tina = ts_token(&ts, "tina", "user", NULL),
+         *tina_trusted = ts_token(&ts, "tina", "trusted", NULL);
     cr_assert(!rtx_placed(tina), "internal-only GPUs go to trusted tenants only");
     /* A token's role grants nothing: trust does not stick to a name after one request. */
     cr_assert(!rtx_placed(tina_trusted), "the role alone is not a grant");
@@ -376,16 +382,18 @@ Test(hardening, r9_trust_is_an_admins_grant_decided_at_each_placement) {
     cr_assert(!rtx_placed(tina), "withdrawn: decided from what is granted now");
     ts_kill(&ts, false);
     ts_spawn(&ts);
-    cr_assert(!rtx_placed(tina), "withdrawn stays withdrawn after a restart, whatever was placed before");
+    cr_assert(!rtx_placed(tina),
+              "withdrawn stays withdrawn after a restart, whatever was placed before");
     expect_status(ts.admin, "PUT", "/v1/tenants/Bad/trust", 400, "bad_request");
     free(tina), free(tina_trusted);
 }
 
 Test(hardening, bad_input_duplicate_device_pci_in_one_node_is_refused) {
-    const char *node = "{\"name\":\"d1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
-                       "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":8,\"devices\":["
-                       "{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80},"
-                       "{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
+    const char *node =
+            "{\"name\":\"d1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+            "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":8,\"devices\":["
+            "{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80},"
+            "{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
     json_t *j = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, &j), 400);
     cr_assert(strstr(str(j, "message"), "same PCI address"), "%s", str(j, "message"));
@@ -421,8 +429,10 @@ static void inject_write_failure(const char *table, bool on) {
     sqlite3_busy_timeout(db, 5000);
     char sql[256];
     if (on)
-        snprintf(sql, sizeof(sql), "CREATE TRIGGER inject_%s BEFORE INSERT ON %s BEGIN "
-                 "SELECT RAISE(ABORT, 'injected failure'); END;", table, table);
+        snprintf(sql, sizeof(sql),
+                 "CREATE TRIGGER inject_%s BEFORE INSERT ON %s BEGIN "
+                 "SELECT RAISE(ABORT, 'injected failure'); END;",
+                 table, table);
     else
         snprintf(sql, sizeof(sql), "DROP TRIGGER inject_%s;", table);
     char *msg = NULL;
@@ -432,8 +442,9 @@ static void inject_write_failure(const char *table, bool on) {
 
 Test(hardening, r16_a_failed_statement_fails_the_whole_batch) {
     inject_write_failure("nodes", true);
-    const char *node = "{\"name\":\"n9\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
-                       "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":8}";
+    const char *node =
+            "{\"name\":\"n9\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+            "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":8}";
     json_t *j = NULL;
     long st = ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, &j);
     cr_assert_eq(st, 503, "the node's row was not written, so nothing is acknowledged: %ld %s", st,
@@ -446,7 +457,8 @@ Test(hardening, r16_a_failed_statement_fails_the_whole_batch) {
     ts_spawn(&ts);
     expect_status(ts.admin, "GET", "/v1/nodes/n9", 404, "not_found");
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, &j), 200);
-    cr_assert_eq(json_array_size(json_object_get(j, "events")), 0, "the batch's event was rolled back");
+    cr_assert_eq(json_array_size(json_object_get(j, "events")), 0,
+                 "the batch's event was rolled back");
     json_decref(j);
     ts_add_h100_node(&ts, "n1", "alice", 1);
 }
@@ -472,7 +484,8 @@ static json_t *pages(const char *token, const char *path, const char *key, const
     long long after = 0;
     for (int guard = 0; guard < 1000; guard++) {
         char url[256];
-        snprintf(url, sizeof(url), "%s%safter=%lld&limit=7", path, strchr(path, '?') ? "&" : "?", after);
+        snprintf(url, sizeof(url), "%s%safter=%lld&limit=7", path, strchr(path, '?') ? "&" : "?",
+                 after);
         json_t *j = NULL;
         cr_assert_eq(ts_call(&ts, token, "GET", url, NULL, &j), 200, "%s", url);
         json_t *items = json_object_get(j, key);
@@ -494,7 +507,8 @@ Test(hardening, history_indexed_lists_page_through_exactly_ones_own) {
     char *alice = ts_token(&ts, "alice", "user", NULL), *bob = ts_token(&ts, "bob", "user", NULL);
     json_t *mine = json_array();
     for (int i = 0; i < 30; i++) {
-        json_array_append_new(mine, json_integer(submit(alice, "{\"kind\":\"container\",\"class\":\"cpu\"}")));
+        json_array_append_new(
+                mine, json_integer(submit(alice, "{\"kind\":\"container\",\"class\":\"cpu\"}")));
         submit(bob, "{\"kind\":\"container\",\"class\":\"cpu\"}");
     }
     json_t *ids = pages(alice, "/v1/requests", "requests", "id");
@@ -504,12 +518,14 @@ Test(hardening, history_indexed_lists_page_through_exactly_ones_own) {
     json_t *seqs = pages(alice, "/v1/events", "events", "seq");
     cr_assert_geq(json_array_size(seqs), 30);
     for (size_t i = 1; i < json_array_size(seqs); i++)
-        cr_assert_lt(json_integer_value(json_array_get(seqs, i - 1)), json_integer_value(json_array_get(seqs, i)));
+        cr_assert_lt(json_integer_value(json_array_get(seqs, i - 1)),
+                     json_integer_value(json_array_get(seqs, i)));
     json_t *all = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0&limit=10000", NULL, &all), 200);
     size_t hers = 0, i;
     json_t *e;
-    json_array_foreach(json_object_get(all, "events"), i, e) hers += strcmp(str(e, "user"), "alice") == 0;
+    json_array_foreach(json_object_get(all, "events"), i, e) hers +=
+            strcmp(str(e, "user"), "alice") == 0;
     cr_assert_eq(json_array_size(seqs), hers, "exactly her events");
     json_decref(all);
     json_decref(seqs);
@@ -569,7 +585,8 @@ Test(hardening, history_retention_frees_ended_requests_and_the_store_keeps_ids_g
         sqlite3 *db = NULL;
         cr_assert_eq(sqlite3_open(ts.state, &db), SQLITE_OK);
         char sql[96];
-        snprintf(sql, sizeof(sql), "SELECT count(*) FROM requests WHERE id = %lld", (long long)ended);
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM requests WHERE id = %lld",
+                 (long long)ended);
         sqlite3_stmt *st = NULL;
         cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
         pruned = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 0;

@@ -27,12 +27,14 @@ Test(strings, bad_input_decimal_only_one_spelling_per_number) {
 Test(strings, bad_input_utf8_made_valid_and_truncation_never_cuts_a_sequence) {
     char s[64];
     snprintf(s, sizeof(s), "%s", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-    cr_assert_str_eq(utf8_make_valid(s), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "valid stays");
+    cr_assert_str_eq(utf8_make_valid(s), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                     "valid stays");
     /* A buffer's end cuts the euro sign after its first two bytes. */
     char cut[7];
     memcpy(cut, "abcd\xe2\x82\xac", 6);
     cut[6] = 0;
     cr_assert_str_eq(utf8_make_valid(cut), "abcd??");
     snprintf(s, sizeof(s), "%s", "r\x94lease \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xff");
-    cr_assert_str_eq(utf8_make_valid(s), "r?lease ?? ??? ???? ?", "invalid, overlong, surrogate, too big");
+    cr_assert_str_eq(utf8_make_valid(s), "r?lease ?? ??? ???? ?",
+                     "invalid, overlong, surrogate, too big");
 }
