@@ -98,8 +98,12 @@ static void *watch_main(void *userdata) {
                 continue;
             }
             /* The client hung up: answer now, so libmicrohttpd sees the closed socket and
-             * frees the connection at once. */
-            wake_locked(lp, evs[i].data.ptr);
+             * frees the connection at once (unless something woke it meanwhile). */
+            char key[32];
+            conn_key(evs[i].data.ptr, key);
+            Waiter *w = ptrmap_get(&lp->by_conn, key);
+            if (w)
+                wake_locked(lp, w);
         }
         /* Deadlines: a scan a quarter second is cheap next to a thread per waiter. */
         int64_t now = mono_ms();
@@ -168,6 +172,7 @@ int longpoll_park(LongPoll *lp, struct MHD_Connection *conn, const char *user,
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     Waiter *w = calloc(1, sizeof(*w));
     int r = !ci || !w || (user && !(w->user = strdup(user))) ? -ENOMEM : 0;
+    bool resumed = false;
     pthread_mutex_lock(&lp->lock);
     WaiterList *l = r < 0 || lp->stopping ? NULL : list_of(lp, user, true);
     char key[32];
@@ -183,18 +188,22 @@ int longpoll_park(LongPoll *lp, struct MHD_Connection *conn, const char *user,
             l->head->prev = w;
         l->head = w;
         lp->n++;
-        struct epoll_event ev = {.events = EPOLLRDHUP, .data.ptr = w};
+        /* The connection, not the waiter: an event may come after another thread woke (and
+         * freed) the waiter; the watcher looks the connection up again under the lock. */
+        struct epoll_event ev = {.events = EPOLLRDHUP, .data.ptr = conn};
         if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0) {
             r = -errno;
             wake_locked(lp, w); /* resumes conn */
             w = NULL;
+            resumed = true;
         }
     }
     pthread_mutex_unlock(&lp->lock);
-    if (r < 0 && w) {
-        free(w->user);
+    if (r < 0 && !resumed) {
+        if (w)
+            free(w->user);
         free(w);
-        MHD_resume_connection(conn);
+        MHD_resume_connection(conn); /* never leave it suspended */
     }
     return r;
 }
