@@ -147,3 +147,29 @@ Test(cli_edges, r16_cli_create_always_sends_an_idempotency_key_and_retries_with_
     cr_assert_str_eq(d.keys[0], d.keys[1], "the retry reused it");
     free(out), free(err);
 }
+
+Test(cli_edges, r9_cli_tenant_trust_untrust_and_list) {
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "tenant", "trust", "tina", "--server", ts.url, "--token",
+                         ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert(strstr(out, "tenant tina: trusted"), "%s", out);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "tenant", "list", "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert_str_eq(out, "tina\n");
+    free(out), free(err);
+    char *user = ts_token(&ts, "ulf", "user", NULL);
+    rc = run_einsora(&out, &err, "tenant", "trust", "ulf", "--server", ts.url, "--token", user,
+                     NULL);
+    cr_assert_eq(rc, 4, "only an admin grants trust: %s", err);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "tenant", "untrust", "tina", "--server", ts.url, "--token",
+                     ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "tenant", "list", "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_str_eq(out, "", "nobody is trusted any more");
+    free(out), free(err);
+    free(user);
+}
