@@ -311,14 +311,8 @@ static void reconcile_workloads(Agent *a, json_t *work) {
     _cleanup_free_ char *running = read_state(a, "running");
     size_t i;
     json_t *w;
-    json_array_foreach(work, i, w) {
-        const char *st = json_string_value(json_object_get(w, "state"));
-        char id[32];
-        snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
-        if (st && STREQ(st, "placed") && !runs(running, id))
-            start_workload(a, w);
-    }
-    /* Stop what the control plane no longer places here (released, cancelled, evicted). */
+    /* Stop what the control plane no longer places here (released, cancelled, evicted) before
+     * starting anything: the GPUs are free again before a new workload is confirmed on them. */
     for (const char *l = running; l && *l;) {
         const char *e = strchrnul(l, '\n');
         char id[32];
@@ -329,6 +323,13 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         if (id[0] && !placed)
             stop_workload(a, id);
         l = *e ? e + 1 : e;
+    }
+    json_array_foreach(work, i, w) {
+        const char *st = json_string_value(json_object_get(w, "state"));
+        char id[32];
+        snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
+        if (st && STREQ(st, "placed") && !runs(running, id))
+            start_workload(a, w);
     }
 }
 

@@ -11,16 +11,18 @@
 #include "output.h"
 #include "server/spec.h"
 #include "util/macro.h"
+#include "util/fileio.h"
 #include "util/strutil.h"
 #include "verbs.h"
 
 static void run_usage(FILE *f) {
-    fputs("usage: einsora agent run --server URL --token T [OPTIONS]\n\n"
+    fputs("usage: einsora agent run --server URL [--token-file F] [OPTIONS]\n\n"
           "Join this machine to a control plane: register the node, push its inventory (again\n"
           "when it changes), heartbeat, rebind GPUs and run reset-cycle checks when asked, and\n"
           "start/stop the workloads placed here (recorded only until runtime drivers exist).\n\n"
           "  --server URL        control plane (default $EINSORA_SERVER)\n"
-          "  --token T           this node's agent token (default $EINSORA_TOKEN)\n"
+          "  --token-file F      file holding this node's agent token (default: the token in\n"
+          "                      $EINSORA_TOKEN); never on the command line, where ps shows it\n"
           "  --name N            node name (default: the host name)\n"
           "  --site S            site name (default home)\n"
           "  --site-kind K       solo | lab | datacenter (default lab)\n"
@@ -50,7 +52,7 @@ int agent_run_verb(int argc, char **argv) {
     enum { O_SERVER = 0x200, O_TOKEN, O_NAME, O_SITE, O_KIND, O_OWNER, O_MODE, O_CAPS, O_HB, O_STATE,
            O_SYS, O_PROC, O_DEV, O_NVML, O_NO_NVML, O_APPLE, O_CATALOG, O_SIM };
     static const struct option options[] = {
-            {"server", required_argument, NULL, O_SERVER},   {"token", required_argument, NULL, O_TOKEN},
+            {"server", required_argument, NULL, O_SERVER},   {"token-file", required_argument, NULL, O_TOKEN},
             {"name", required_argument, NULL, O_NAME},       {"site", required_argument, NULL, O_SITE},
             {"site-kind", required_argument, NULL, O_KIND},  {"owner", required_argument, NULL, O_OWNER},
             {"mode", required_argument, NULL, O_MODE},       {"capabilities", required_argument, NULL, O_CAPS},
@@ -65,12 +67,14 @@ int agent_run_verb(int argc, char **argv) {
     AgentConfig cfg = {.server = getenv("EINSORA_SERVER"), .token = getenv("EINSORA_TOKEN"),
                        .id = {.owner = getenv("USER")}, .log = stderr, .stop = &stop_flag};
     char host[65] = "";
+    const char *token_file = NULL;
+    _cleanup_free_ char *file_token = NULL;
     uint64_t hb;
     int c;
     while ((c = getopt_long(argc, argv, "qh", options, NULL)) >= 0) {
         switch (c) {
         case O_SERVER: cfg.server = optarg; break;
-        case O_TOKEN: cfg.token = optarg; break;
+        case O_TOKEN: token_file = optarg; break;
         case O_NAME: cfg.id.name = optarg; break;
         case O_SITE: cfg.id.site = optarg; break;
         case O_KIND: cfg.id.site_kind = optarg; break;
@@ -102,8 +106,14 @@ int agent_run_verb(int argc, char **argv) {
     }
     if (optind < argc)
         return fail(EXIT_USAGE, "agent run: unexpected argument '%s'", argv[optind]);
-    if (!cfg.server || !cfg.token)
-        return fail(EXIT_USAGE, "agent run: --server and --token are required (or $EINSORA_SERVER, $EINSORA_TOKEN)");
+    if (token_file) {
+        int r = read_one_line(token_file, &file_token);
+        if (r < 0 || isempty(file_token))
+            return fail(EXIT_USAGE, "agent run: cannot read a token from %s", token_file);
+        cfg.token = file_token;
+    }
+    if (!cfg.server || isempty(cfg.token))
+        return fail(EXIT_USAGE, "agent run: --server and a token are required (--token-file F or $EINSORA_TOKEN)");
     if (!cfg.id.name) {
         if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
             return fail(EXIT_USAGE, "agent run: cannot read the host name; give --name");

@@ -71,11 +71,14 @@ int verb_node(int argc, char **argv) {
     }
     json_t *j = NULL, *body = NULL;
     char path[256];
+    _cleanup_free_ char *name = client_escape(arg);
+    if (!name)
+        return fail(EXIT_FAIL, "out of memory");
     if (STREQ(sub, "show")) {
-        snprintf(path, sizeof(path), "/v1/nodes/%s", arg);
+        snprintf(path, sizeof(path), "/v1/nodes/%.200s", name);
         r = remote_call(&o, "GET", path, NULL, NULL, &j);
     } else if (STREQ(sub, "cordon") || STREQ(sub, "uncordon")) {
-        snprintf(path, sizeof(path), "/v1/nodes/%s/%s", arg, sub);
+        snprintf(path, sizeof(path), "/v1/nodes/%.200s/%s", name, sub);
         r = remote_call(&o, "POST", path, NULL, NULL, &j);
     } else if (STREQ(sub, "register")) {
         json_error_t je;

@@ -20,6 +20,10 @@ static void serve_usage(FILE *f) {
           "  --catalog FILE      catalog of GPU classes (default: the shipped catalog)\n"
           "  --port-file FILE    also write the chosen port to FILE\n"
           "  --batch N           operations per group commit (1 = one transaction each)\n"
+          "  --retention D       ended requests, their events and idempotency keys leave\n"
+          "                      memory D after they ended (default 1d; s, m, h or d)\n"
+          "  --store-retention D ... and the state file after D (default 30d; 'never')\n"
+          "  --per-address N     open connections from one client address (default 256)\n"
           "  -h, --help          this text\n",
           f);
 }
@@ -54,6 +58,8 @@ int verb_serve(int argc, char **argv) {
             {"listen", required_argument, NULL, 'l'},   {"state", required_argument, NULL, 's'},
             {"catalog", required_argument, NULL, 'c'},  {"port-file", required_argument, NULL, 'p'},
             {"pci-ids", required_argument, NULL, 'i'},  {"batch", required_argument, NULL, 'b'},
+            {"retention", required_argument, NULL, 'r'}, {"store-retention", required_argument, NULL, 'R'},
+            {"per-address", required_argument, NULL, 'P'},
             {"help", no_argument, NULL, 'h'},           {},
     };
     ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN, .state_path = "einsora.db",
@@ -81,6 +87,23 @@ int verb_serve(int argc, char **argv) {
             if (parse_uint64(optarg, 100000, &batch) < 0 || batch == 0)
                 return fail(EXIT_USAGE, "serve: --batch takes a number from 1 to 100000");
             cfg.batch_max = (unsigned)batch;
+            break;
+        case 'r':
+            if (parse_duration_ms(optarg, 3650ll * 86400 * 1000, &cfg.retention_ms) < 0 ||
+                cfg.retention_ms == 0)
+                return fail(EXIT_USAGE, "serve: --retention takes a duration such as 90s, 12h or 1d");
+            break;
+        case 'R':
+            if (STREQ(optarg, "never"))
+                cfg.store_retention_ms = -1;
+            else if (parse_duration_ms(optarg, 36500ll * 86400 * 1000, &cfg.store_retention_ms) < 0 ||
+                     cfg.store_retention_ms == 0)
+                return fail(EXIT_USAGE, "serve: --store-retention takes a duration such as 30d, or never");
+            break;
+        case 'P':
+            if (parse_uint64(optarg, 1000000, &batch) < 0 || batch == 0)
+                return fail(EXIT_USAGE, "serve: --per-address takes a number from 1 to 1000000");
+            cfg.per_address_limit = (unsigned)batch;
             break;
         case 'h':
             serve_usage(stdout);

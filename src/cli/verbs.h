@@ -29,3 +29,5 @@ int agent_run_verb(int argc, char **argv);
 /* The fleet: `einsora up` and `einsora node mode`. */
 int verb_up(int argc, char **argv);
 int node_mode_verb(int argc, char **argv);
+/* Issue 12: an admin's trust grants (cmd-tenant.c). */
+int verb_tenant(int argc, char **argv);

@@ -31,9 +31,40 @@ void client_free(Client *c) {
     free(c);
 }
 
+char *client_escape(const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *out = malloc(n * 3 + 1), *w = out;
+    if (!out)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '.' || *p == '_' || *p == '~')
+            *w++ = (char)*p;
+        else {
+            *w++ = '%';
+            *w++ = hex[*p >> 4];
+            *w++ = hex[*p & 15];
+        }
+    }
+    *w = 0;
+    return out;
+}
+
+/* A header value with CR, LF or another control byte would end the header and start
+ * another one (header injection). */
+static bool header_value_ok(const char *v) {
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
 int client_new(const char *server, const char *token, Client **ret, Error *err) {
     if (isempty(server))
         return error_set(err, -EINVAL, "No server given: use --server or EINSORA_SERVER.");
+    if (token && !header_value_ok(token))
+        return error_set(err, -EINVAL, "The token holds a control character (CR, LF, ...).");
     pthread_once(&curl_once, curl_init_once);
     Client *c = calloc(1, sizeof(*c));
     if (!c)
@@ -61,6 +92,10 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata) {
 int client_call_raw(Client *c, const char *method, const char *path, const char *body,
                     size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
                     Error *err) {
+    if (idem_key && !header_value_ok(idem_key))
+        return error_set(err, -EINVAL, "The Idempotency-Key holds a control character (CR, LF, ...).");
+    if (!header_value_ok(method) || !header_value_ok(path))
+        return error_set(err, -EINVAL, "The method or path holds a control character.");
     _cleanup_free_ char *url = strprintf("%s%s", c->base, path);
     _cleanup_free_ char *idem = idem_key ? strprintf("Idempotency-Key: %s", idem_key) : NULL;
     if (!url || (idem_key && !idem))
@@ -78,6 +113,8 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    /* Send the path as built: curl would otherwise fold "/a/../b" into "/b". */
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);

@@ -8,11 +8,19 @@
 
 typedef struct Client Client;
 
-/* server: "http://HOST:PORT" or "HOST:PORT"; token may be NULL. */
+/* Percent-encode s for use as one path segment or one query value: every byte but
+ * A-Z a-z 0-9 - . _ ~ is escaped, so user input can never add a segment, a "..", a query or
+ * a fragment. Returns a new string, NULL when out of memory. */
+char *client_escape(const char *s);
+
+/* server: "http://HOST:PORT" or "HOST:PORT"; token may be NULL (and may not hold a control
+ * character such as CR or LF: -EINVAL, so no input can add a header). */
 int client_new(const char *server, const char *token, Client **ret, Error *err);
 void client_free(Client *c);
 
-/* One call. body (may be NULL) is sent as JSON; idem_key (may be NULL) as Idempotency-Key.
+/* One call. body (may be NULL) is sent as JSON; idem_key (may be NULL) as Idempotency-Key
+ * (-EINVAL when it holds a control character). path is sent as it is: escape what comes
+ * from users with client_escape().
  * On any HTTP answer returns 0 with the status and the parsed JSON body (NULL when it is
  * not JSON). A transport failure (refused, timeout) is -ECONNREFUSED / -ETIMEDOUT / -EIO
  * with a sentence. */

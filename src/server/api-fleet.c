@@ -33,8 +33,12 @@ static void op_heartbeat(Server *s, Op *op) {
     /* The agent's report wins (its journal and the kernel are the truth): an active workload
      * it no longer runs has ended. Placed ones it has not started yet are still to start. */
     if (a->hb->has_running) {
-        Req *w[256];
-        size_t k = MIN(fleet_node_workloads(s, n->spec.name, -1, w, ARRAY_SIZE(w)), ARRAY_SIZE(w));
+        /* As many as the node runs: no fixed cap. */
+        size_t k = fleet_node_workloads(s, n->spec.name, -1, NULL, 0);
+        _cleanup_free_ Req **w = k ? calloc(k, sizeof(Req *)) : NULL;
+        if (k && !w)
+            OP_FAIL(op, 500, "internal", "Out of memory.");
+        k = fleet_node_workloads(s, n->spec.name, -1, w, k);
         for (size_t i = 0; i < k; i++)
             if (w[i]->state == REQ_ACTIVE && !fleet_heartbeat_runs(a->hb, w[i]->id))
                 state_end_request(s, w[i], "request.lost", "the node's agent reports it no longer runs");
@@ -43,8 +47,9 @@ static void op_heartbeat(Server *s, Op *op) {
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
             json_array_append_new(tasks, fleet_task_json(s->tasks[i]));
-    for (size_t i = 0; i < s->n_reqs; i++) {
-        const Req *r = s->reqs[i];
+    const ReqVec *live = history_live(s);
+    for (size_t i = 0; i < live->n; i++) {
+        const Req *r = live->v[i];
         const char *pn = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
         if ((r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, n->spec.name))
             json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O}", "id", (json_int_t)r->id,
@@ -125,7 +130,7 @@ static void op_task_result(Server *s, Op *op) {
 void api_node_task_result(HttpCtx *c) {
     const char *node = c->match.params[0];
     uint64_t id;
-    if (parse_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
+    if (parse_decimal_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
         API_FAIL(c, 404, "not_found", "No task %.64s: task ids are numbers.", c->match.params[1]);
     if (!is_agent_of(&c->who, node))
         API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reports its tasks.", node);
@@ -146,7 +151,7 @@ typedef struct ModeArg {
 
 static int find_device(const Node *n, const char *gpu) {
     uint64_t idx;
-    if (parse_uint64(gpu, SPEC_MAX_DEVICES - 1, &idx) >= 0)
+    if (parse_decimal_uint64(gpu, SPEC_MAX_DEVICES - 1, &idx) >= 0)
         return idx < n->spec.n_devices ? (int)idx : -1;
     for (size_t i = 0; i < n->spec.n_devices; i++)
         if (STREQ(n->spec.devices[i].pci, gpu))

@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 #include "config/catalog-json.h"
+#include "longpoll.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -17,6 +19,11 @@ void api_readyz(HttpCtx *c) {
      * failed means ready. */
     if (atomic_load(&c->s->fatal))
         api_error(c, 503, "unavailable", "The server hit a storage error.");
+    else if (c->s->store_unwritable)
+        api_error(c, 503, "unavailable", "The state store could not be written at start: %s",
+                  error_message(&c->s->store_probe_err));
+    else if (atomic_load(&c->s->draining))
+        api_error(c, 503, "unavailable", "The server is shutting down.");
     else
         c->json = json_pack("{s:s}", "status", "ready");
 }
@@ -86,13 +93,27 @@ void api_capacity(HttpCtx *c) {
 
 void api_events(HttpCtx *c) {
     uint64_t after, wait, limit;
-    if (!api_query_uint(c, "after", 0, UINT64_MAX, &after) ||
+    if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
         !api_query_uint(c, "wait", 0, 60, &wait) || !api_query_uint(c, "limit", 1000, 10000, &limit))
         return;
     if (limit == 0)
         limit = 1;
-    c->json = events_read(&c->s->events, after, limit, (int)wait * 1000,
-                          c->who.role == ROLE_ADMIN ? NULL : c->who.user);
+    const char *user = c->who.role == ROLE_ADMIN ? NULL : c->who.user;
+    if (c->can_park || c->resumed) {
+        /* Never block a thread: look now, and park the connection when there is nothing. */
+        c->json = events_read(&c->s->events, after, limit, 0, user);
+        if (wait > 0 && !c->resumed && json_array_size(json_object_get(c->json, "events")) == 0) {
+            json_decref(c->json);
+            c->json = NULL;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            c->park = true;
+            c->park_deadline_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)wait * 1000;
+            c->park_user = user;
+        }
+        return;
+    }
+    c->json = events_read(&c->s->events, after, limit, (int)wait * 1000, user);
 }
 
 void api_invariants(HttpCtx *c) {
@@ -144,6 +165,8 @@ void api_metrics(HttpCtx *c) {
     strbuf_printf(&b, "einsora_queue_depth %zu\n", waiting);
     gauge(&b, "einsora_nodes", "Registered nodes.", "gauge");
     strbuf_printf(&b, "einsora_nodes %zu\n", nodes);
+    gauge(&b, "einsora_parked_long_polls", "Event long-polls waiting without a thread.", "gauge");
+    strbuf_printf(&b, "einsora_parked_long_polls %zu\n", s->longpoll ? longpoll_count(s->longpoll) : 0);
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");
     histogram_write(&b, "einsora_queue_wait_seconds", NULL, &m->queue_wait);
     gauge(&b, "einsora_decisions_total", "Placement decisions by outcome.", "counter");

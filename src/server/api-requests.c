@@ -1,7 +1,7 @@
 /* api-requests.c: submit, list, show, cancel, release and activate placement requests.
  *
  * Visibility: a request is visible to its user, to admins, and (read-only, plus activate)
- * to the agent of the node it is placed on. Anyone else gets 404 "no request N that you can
+ * to the agent of the node it is placed on (its list: the live ones only, issue 12). Anyone else gets 404 "no request N that you can
  * see", exactly as for an id that does not exist, so ids of other users' requests reveal
  * nothing. */
 #include <errno.h>
@@ -26,7 +26,7 @@ static bool req_visible(const Principal *who, const Req *r) {
 }
 
 static bool parse_id(HttpCtx *c, uint64_t *ret) {
-    if (parse_uint64(c->match.params[0], UINT64_MAX, ret) < 0 || *ret == 0) {
+    if (parse_decimal_uint64(c->match.params[0], UINT64_MAX, ret) < 0 || *ret == 0) {
         api_error(c, 404, "not_found", "No request %.64s: request ids are positive numbers.",
                   c->match.params[0]);
         return false;
@@ -75,7 +75,7 @@ static void op_submit(Server *s, Op *op) {
     }
     r->id = s->n_reqs + 1;
     r->spec = a->spec;
-    r->trusted = who->role == ROLE_TRUSTED;
+    r->trusted = ptrmap_get(&s->trusted_users, who->user) != NULL; /* granted now (tenants.c) */
     r->created_ms = s->now_ms;
     r->state = REQ_PENDING;
     if (state_req_add(s, r) < 0) {
@@ -85,8 +85,6 @@ static void op_submit(Server *s, Op *op) {
         op_error(op, 500, "internal", "Out of memory.");
         return;
     }
-    if (r->trusted)
-        state_trust_user(s, r->user);
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     state_event(s, "request.submitted", id, r->user,
@@ -143,7 +141,7 @@ void api_request_show(HttpCtx *c) {
 
 void api_requests_list(HttpCtx *c) {
     uint64_t after, limit;
-    if (!api_query_uint(c, "after", 0, UINT64_MAX, &after) ||
+    if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
         !api_query_uint(c, "limit", 1000, 10000, &limit))
         return;
     const char *state = api_query(c, "state"), *node = api_query(c, "node");
@@ -155,10 +153,25 @@ void api_requests_list(HttpCtx *c) {
     json_t *list = json_array();
     uint64_t last = after;
     pthread_rwlock_rdlock(&s->lock);
-    for (uint64_t id = after + 1; id <= s->n_reqs && json_array_size(list) < limit; id++) {
-        const Req *r = s->reqs[id - 1];
-        last = id;
-        if (!req_visible(&c->who, r) || (state && r->state != st))
+    /* Scan an index, never all history: a user's own requests; an agent's or a filter on a
+     * live state, the live requests; only an admin's unfiltered list walks every id. */
+    bool live_only = c->who.role == ROLE_NODE ||
+                     (c->who.role == ROLE_ADMIN && state &&
+                      (st == REQ_PENDING || st == REQ_PLACED || st == REQ_ACTIVE));
+    const ReqVec *idx = c->who.role == ROLE_ADMIN && !live_only ? NULL
+                      : live_only ? &s->live : history_user(s, c->who.user);
+    size_t from = idx ? history_first_after(idx, after) : 0;
+    uint64_t end = idx ? idx->n : s->n_reqs;
+    /* Counted from `after` upwards, never `after + 1`: a cursor of UINT64_MAX must not wrap. */
+    for (uint64_t i = idx ? from : after; i < end && json_array_size(list) < limit; i++) {
+        const Req *r = idx ? idx->v[i] : s->reqs[i];
+        if (!r) { /* gone with the retention */
+            last = i + 1;
+            continue;
+        }
+        last = r->id;
+        if (!req_visible(&c->who, r) || (state && r->state != st) ||
+            (live_only && !history_req_is_live(r)))
             continue;
         if (node && !(placed_node(r) && STREQ(placed_node(r), node)))
             continue;
@@ -200,6 +213,11 @@ static void op_transition(Server *s, Op *op) {
         to = REQ_CANCELLED, type = "request.cancelled";
         break;
     case T_RELEASE:
+        /* An agent reports (activate, and a workload's end through its heartbeat); ending a
+         * tenant's allocation is the tenant's or an admin's decision. */
+        if (op->who->role == ROLE_NODE)
+            OP_FAIL(op, 403, "forbidden", "A node's agent cannot release requests; it reports "
+                                          "a workload's end in its heartbeat.");
         if (r->state != REQ_PLACED && r->state != REQ_ACTIVE)
             OP_FAIL(op, 409, "conflict", "Request %s is %s; only placed or active "
                                                  "requests can be released%s.",

@@ -32,6 +32,9 @@ typedef enum RouteId {
     R_NODE_HEARTBEAT,
     R_NODE_TASK_RESULT,
     R_NODE_MODE,
+    R_TENANT_TRUST_GRANT, /* issue 12: trust is an admin's grant (tenants.c) */
+    R_TENANT_TRUST_WITHDRAW,
+    R_TENANTS_TRUSTED,
     _R_MAX,
 } RouteId;
 
@@ -53,6 +56,13 @@ typedef struct HttpCtx {
     json_t *json;
     char *text; /* non-JSON body (metrics), malloc'ed */
     const char *content_type;
+    /* Long-polls (http.c, issue 12): can_park when the caller can suspend the connection
+     * instead of blocking a thread; a handler that finds nothing sets park (until
+     * park_deadline_ms, CLOCK_MONOTONIC, seeing park_user's events or all for NULL) and
+     * answers nothing; it runs again with resumed set once woken. */
+    bool can_park, resumed, park;
+    int64_t park_deadline_ms;
+    const char *park_user;
 } HttpCtx;
 
 typedef void (*ApiHandler)(HttpCtx *c);
@@ -84,7 +94,8 @@ void op_error(Op *op, int status, const char *code, const char *fmt, ...) __attr
 void api_apply(HttpCtx *c, OpFn fn, void *arg);
 
 const char *api_query(HttpCtx *c, const char *key);
-/* Parse an unsigned query parameter; false (and a 400 answer) when malformed. */
+/* Parse an unsigned decimal query parameter; false (and a 400 answer) when malformed. A
+ * cursor's max is INT64_MAX: the answer's "next" is a JSON integer, which is signed. */
 bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uint64_t *ret);
 
 /* Handlers, by file. */
@@ -110,3 +121,6 @@ void api_request_activate(HttpCtx *c);
 void api_node_heartbeat(HttpCtx *c);
 void api_node_task_result(HttpCtx *c);
 void api_node_mode(HttpCtx *c);
+void api_tenant_trust_grant(HttpCtx *c);
+void api_tenant_trust_withdraw(HttpCtx *c);
+void api_tenants_trusted(HttpCtx *c);

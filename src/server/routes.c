@@ -24,5 +24,8 @@ const Route api_routes[] = {
         {"POST", "/v1/nodes/{name}/heartbeat", R_NODE_HEARTBEAT},
         {"POST", "/v1/nodes/{name}/tasks/{id}", R_NODE_TASK_RESULT},
         {"POST", "/v1/nodes/{name}/mode", R_NODE_MODE},
+        {"PUT", "/v1/tenants/{name}/trust", R_TENANT_TRUST_GRANT},
+        {"DELETE", "/v1/tenants/{name}/trust", R_TENANT_TRUST_WITHDRAW},
+        {"GET", "/v1/tenants/trusted", R_TENANTS_TRUSTED},
 };
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

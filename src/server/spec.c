@@ -315,9 +315,16 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
                              SPEC_MAX_DEVICES);
         size_t i;
         json_t *v;
-        json_array_foreach(devs, i, v)
+        json_array_foreach(devs, i, v) {
             if ((k = device_from_json(v, i, &n->devices[n->n_devices++], err)) < 0)
                 return k;
+            /* One PCI address is one device: a second entry would let the core hand the
+             * same GPU to two workloads. */
+            for (size_t d = 0; d + 1 < n->n_devices; d++)
+                if (STREQ(n->devices[d].pci, n->devices[i].pci))
+                    return error_set(err, -EINVAL, "Devices %zu and %zu have the same PCI address %s.",
+                                     d, i, n->devices[i].pci);
+        }
     }
     return 0;
 }

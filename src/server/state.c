@@ -44,22 +44,32 @@ static char *idem_map_key(const char *user, const char *key) {
     return strprintf("%s\n%s", user, key);
 }
 
+void state_req_free(Req *r) {
+    req_free(r);
+}
+
 int state_req_add(Server *s, Req *r) {
-    if (r->id != s->n_reqs + 1)
-        return -EINVAL; /* ids are dense: the store hands them out in order */
-    if (s->n_reqs == s->cap_reqs) {
-        size_t cap = s->cap_reqs ? s->cap_reqs * 2 : 1024;
+    /* Ids only grow; the store's retention may have left gaps below (empty slots). */
+    if (r->id <= s->n_reqs)
+        return -EINVAL;
+    if (r->id > s->cap_reqs) {
+        size_t cap = MAX(s->cap_reqs ? s->cap_reqs * 2 : 1024, (size_t)r->id);
         Req **v = realloc(s->reqs, cap * sizeof(Req *));
         if (!v)
             return -ENOMEM;
         s->reqs = v;
         s->cap_reqs = cap;
     }
-    if (r->idem_key) {
-        _cleanup_free_ char *k = idem_map_key(r->user, r->idem_key);
-        if (!k || ptrmap_put(&s->idem, k, r) < 0)
-            return -ENOMEM;
+    _cleanup_free_ char *k = r->idem_key ? idem_map_key(r->user, r->idem_key) : NULL;
+    if (r->idem_key && (!k || ptrmap_put(&s->idem, k, r) < 0))
+        return -ENOMEM;
+    if (history_req_added(s, r) < 0) {
+        if (k)
+            ptrmap_remove(&s->idem, k);
+        return -ENOMEM;
     }
+    while (s->n_reqs + 1 < r->id)
+        s->reqs[s->n_reqs++] = NULL;
     s->reqs[s->n_reqs++] = r;
     return 0;
 }
@@ -151,13 +161,14 @@ int state_event(Server *s, const char *type, const char *object, const char *use
     uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
     if (!seq || !text) {
         free(text);
-        return -ENOMEM;
+        return writer_check(s, -ENOMEM, NULL, "recording an event");
     }
     StoreEvent e = {.seq = seq, .time_ms = s->now_ms, .actor = actor, .type = type,
                     .object = object, .json = text};
-    int r = store_event_append(s->store, &e, NULL);
+    Error err = {0};
+    int r = store_event_append(s->store, &e, &err);
     free(text);
-    return r;
+    return writer_check(s, r, &err, "recording an event");
 }
 
 /* ---- placements as JSON ---- */
@@ -322,8 +333,8 @@ int state_ensure_site(Server *s, const char *site, const char *kind, Error *err)
     return 0;
 }
 
-/* Trusted tenants are a role of the token; the core knows trust per site, so a trusted user
- * is trusted on every site. */
+/* Trust is an admin's grant per tenant (tenants.c); the core knows trust per site, so a
+ * trusted tenant is trusted on every site. */
 void state_trust_user(Server *s, const char *user) {
     if (ptrmap_get(&s->trusted_users, user))
         return;
@@ -465,8 +476,6 @@ static int load_request(const StoreRequest *row, void *userdata) {
         goto fail;
     if ((ret = state_req_add(s, r)) < 0)
         goto fail;
-    if (r->trusted)
-        state_trust_user(s, r->user);
     json_decref(j);
     return 0;
 fail:
@@ -486,6 +495,8 @@ static int load_event(const StoreEvent *e, void *userdata) {
     uint64_t id;
     if (!user && string_has_prefix(e->type, "request.") && parse_uint64(e->object, UINT64_MAX, &id) >= 0)
         r = state_req(s, id);
+    if (s->events.n == 0 && e->seq > 1)
+        events_set_base(&s->events, e->seq - 1); /* the store's retention dropped older ones */
     uint64_t seq = events_append(&s->events, e->time_ms, e->actor, e->type, e->object,
                                  r ? r->user : user, data);
     if (seq != e->seq)
@@ -502,6 +513,8 @@ int state_load(Server *s, Error *err) {
     if (r >= 0)
         r = fleet_load(s, err);
     if (r >= 0)
+        r = tenants_load(s, err);
+    if (r >= 0)
         r = store_request_foreach(s->store, load_request, s, err);
     if (r >= 0)
         r = store_event_foreach(s->store, 0, load_event, s, err);
@@ -512,7 +525,7 @@ int state_load(Server *s, Error *err) {
     /* Placed allocations first, exactly as acknowledged; then the waiting queue in order. */
     for (size_t i = 0; i < s->n_reqs; i++) {
         Req *q = s->reqs[i];
-        if (q->state != REQ_PLACED && q->state != REQ_ACTIVE)
+        if (!q || (q->state != REQ_PLACED && q->state != REQ_ACTIVE))
             continue;
         char id[32], node[SCHED_ID_MAX];
         const char *fb[SPEC_MAX_FALLBACK];
@@ -528,7 +541,7 @@ int state_load(Server *s, Error *err) {
         return r;
     for (size_t i = 0; i < s->n_reqs; i++) {
         Req *q = s->reqs[i];
-        if (q->state != REQ_PENDING)
+        if (!q || q->state != REQ_PENDING)
             continue;
         char id[32];
         const char *fb[SPEC_MAX_FALLBACK];
@@ -543,6 +556,8 @@ int state_load(Server *s, Error *err) {
     }
     if (r >= 0)
         r = state_flush_dirty(s, err);
+    if (r >= 0 && s->batch_failed < 0)
+        r = error_set(err, s->batch_failed, "%s", error_message(&s->batch_err));
     if (r >= 0)
         r = store_commit(s->store, err);
     if (r < 0) {
@@ -560,6 +575,7 @@ int state_load(Server *s, Error *err) {
 
 void state_free(Server *s) {
     fleet_free(s);
+    history_free(s);
     for (size_t i = 0; i < s->n_reqs; i++)
         req_free(s->reqs[i]);
     free(s->reqs);

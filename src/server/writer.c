@@ -37,6 +37,17 @@ static void fail_ops(Op *ops) {
     }
 }
 
+int writer_check(Server *s, int r, const Error *err, const char *what) {
+    if (r < 0 && s->batch_failed == 0) {
+        s->batch_failed = r;
+        if (err && err->code)
+            s->batch_err = *err;
+        else
+            error_set(&s->batch_err, r, "State store: %s failed.", what);
+    }
+    return r;
+}
+
 /* Apply one batch (ops may be NULL: a timer tick) in one transaction. */
 static void run_batch(Server *s, Op *ops, size_t n_ops) {
     Error err = {0};
@@ -44,6 +55,7 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
     int r = store_begin(s->store, &err);
     pthread_rwlock_wrlock(&s->lock);
     s->now_ms = server_now_ms();
+    s->batch_failed = 0;
     if (r >= 0) {
         for (Op *op = ops; op; op = op->next) {
             s->actor = op->who ? op->who->user : "system";
@@ -55,7 +67,12 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
             sched_tick(s->sched, core_now(s));
         /* Agents' heartbeats, reset checks to ask for, mode switches to advance. */
         fleet_tick(s);
+        history_prune(s);
         r = state_flush_dirty(s, &err);
+        if (r >= 0 && s->batch_failed < 0) {
+            r = s->batch_failed;
+            err = s->batch_err;
+        }
     }
     pthread_rwlock_unlock(&s->lock);
     if (r >= 0)
@@ -87,6 +104,9 @@ static void *writer_main(void *userdata) {
             int64_t now = server_now_ms();
             int64_t fleet_due = atomic_load(&s->fleet_due_ms);
             if (fleet_due <= now && !atomic_load(&s->fatal))
+                break;
+            /* Retention runs even when no op comes (only this thread changes what it reads). */
+            if (history_prune_due(s, now) && !atomic_load(&s->fatal))
                 break;
             /* Deadlines are in ms (core_now): the batch's tick opens the fallback and drops
              * the deadline, so a passed one wakes the writer exactly once. */
