@@ -551,6 +551,8 @@ Test(hardening, history_retention_frees_ended_requests_and_the_store_keeps_ids_g
     ts.extra[2] = "--store-retention", ts.extra[3] = "2s";
     ts_spawn(&ts);
     char *alice = ts_token(&ts, "alice", "user", NULL);
+    /* A node first: a request no node of the fleet could ever run is refused (R18). */
+    ts_add_h100_node(&ts, "n1", "alice", 1);
     static const char cpu[] = "{\"kind\":\"container\",\"class\":\"cpu\"}";
     json_t *j = NULL;
     cr_assert_eq(ts_call_key(&ts, alice, "POST", "/v1/requests", cpu, "k1", &j), 201);
@@ -561,7 +563,6 @@ Test(hardening, history_retention_frees_ended_requests_and_the_store_keeps_ids_g
     json_decref(j);
     cr_assert_eq(ts_call(&ts, alice, "POST", path, NULL, NULL), 200);
     /* A live request is never dropped, however old. */
-    ts_add_h100_node(&ts, "n1", "alice", 1);
     json_int_t live = submit(alice, h100);
 
     bool gone = false;
