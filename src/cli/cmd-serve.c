@@ -24,6 +24,8 @@ static void serve_usage(FILE *f) {
           "                      memory D after they ended (default 1d; s, m, h or d)\n"
           "  --store-retention D ... and the state file after D (default 30d; 'never')\n"
           "  --per-address N     open connections from one client address (default 256)\n"
+          "  --header-deadline D a request's headers must arrive within D of its connection\n"
+          "                      opening, however they trickle (default 30s)\n"
           "  -h, --help          this text\n",
           f);
 }
@@ -60,6 +62,7 @@ int verb_serve(int argc, char **argv) {
             {"pci-ids", required_argument, NULL, 'i'},  {"batch", required_argument, NULL, 'b'},
             {"retention", required_argument, NULL, 'r'}, {"store-retention", required_argument, NULL, 'R'},
             {"per-address", required_argument, NULL, 'P'},
+            {"header-deadline", required_argument, NULL, 'H'},
             {"help", no_argument, NULL, 'h'},           {},
     };
     ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN, .state_path = "einsora.db",
@@ -104,6 +107,11 @@ int verb_serve(int argc, char **argv) {
             if (parse_uint64(optarg, 1000000, &batch) < 0 || batch == 0)
                 return fail(EXIT_USAGE, "serve: --per-address takes a number from 1 to 1000000");
             cfg.per_address_limit = (unsigned)batch;
+            break;
+        case 'H':
+            if (parse_duration_ms(optarg, 3600ll * 1000, &cfg.header_deadline_ms) < 0 ||
+                cfg.header_deadline_ms == 0)
+                return fail(EXIT_USAGE, "serve: --header-deadline takes a duration such as 10s or 1m");
             break;
         case 'h':
             serve_usage(stdout);

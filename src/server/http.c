@@ -15,6 +15,7 @@
 #include "api.h"
 #include "config.h"
 #include "config/catalog-yaml.h"
+#include "conn-deadline.h"
 #include "longpoll.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -103,6 +104,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         *con_cls = up;
         up->started = true;
+        conn_deadline_headers_done(conn);
         up->start_us = mono_us();
         atomic_fetch_add(&s->http_active, 1);
         /* Refuse a declared oversized body before reading it. */
@@ -184,6 +186,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     if (up->started)
         atomic_fetch_sub(&((Server *)cls)->http_active, 1);
+    conn_deadline_request_done(conn);
     strbuf_done(&up->body);
     free(up);
     *con_cls = NULL;
@@ -362,6 +365,14 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     s->events.on_publish = on_event_published;
     s->events.on_publish_userdata = s->longpoll;
     pthread_mutex_unlock(&s->events.lock);
+    ConnDeadline *deadline = NULL;
+    if ((r = conn_deadline_new(cfg->header_deadline_ms > 0 ? cfg->header_deadline_ms
+                                                           : SERVER_HEADER_DEADLINE_S * 1000,
+                               &deadline, err)) < 0) {
+        stop_longpolls(s);
+        server_close(s);
+        return r;
+    }
     unsigned conn_limit = raise_fd_limit();
     /* epoll with a fixed pool of threads: an idle or trickling connection, or a parked
      * long-poll, costs a socket, never a thread; one address holds at most per_address. */
@@ -369,12 +380,14 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
             MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC, 0, NULL, NULL,
             on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
             on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+            MHD_OPTION_NOTIFY_CONNECTION, conn_deadline_notify, deadline,
             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SERVER_HTTP_THREADS,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVER_IDLE_TIMEOUT_S,
             MHD_OPTION_CONNECTION_LIMIT, conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             cfg->per_address_limit ? cfg->per_address_limit : (unsigned)SERVER_PER_ADDRESS_MAX,
             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
     if (!d) {
+        conn_deadline_free(deadline);
         stop_longpolls(s);
         server_close(s);
         return error_set(err, -EADDRINUSE, "Cannot listen on %s (in use, or not an address of "
@@ -397,6 +410,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         r = error_set(err, s->fatal_err.code ? s->fatal_err.code : -EIO, "Stopped: %s",
                       error_message(&s->fatal_err));
     drain(s, d);
+    conn_deadline_free(deadline);
     server_close(s);
     return r;
 }

@@ -15,6 +15,7 @@
 #define SERVER_PER_ADDRESS_MAX 256   /* open connections from one client address (default) */
 #define SERVER_IDLE_TIMEOUT_S 30     /* a connection silent this long is closed */
 #define SERVER_BODY_DEADLINE_S 30    /* a request's whole body, however it trickles */
+#define SERVER_HEADER_DEADLINE_S 30  /* a request's headers, however they trickle */
 #define SERVER_DRAIN_S 10            /* SIGTERM: at most this long to answer what is in flight */
 #define SERVER_RETENTION_MS (24ll * 3600 * 1000)            /* memory: a day */
 #define SERVER_STORE_RETENTION_MS (30ll * 24 * 3600 * 1000) /* the state file: thirty days */
@@ -32,6 +33,9 @@ typedef struct ServerConfig {
      * ended (0: SERVER_RETENTION_MS), and the store after store_retention_ms (0:
      * SERVER_STORE_RETENTION_MS; negative: never). Issue 12. */
     int64_t retention_ms, store_retention_ms;
+    /* A request's headers must be complete this long after its connection opened (or its
+     * previous request was answered); 0: SERVER_HEADER_DEADLINE_S. */
+    int64_t header_deadline_ms;
 } ServerConfig;
 
 /* Open the state, rebuild the core from it (nodes, placed allocations, the waiting queue),

@@ -3,6 +3,7 @@
  * freed at once, and an event wakes only the long-polls that may see it; SIGTERM answers
  * every committed operation before the server exits. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -230,4 +231,35 @@ Test(dos, r16_sigterm_answers_every_committed_operation_before_exit) {
     json_decref(all);
     for (int i = 0; i < N; i++)
         free(sub[i].token);
+}
+
+/* Whether the server has closed fd: readable with nothing to read, or a send refused. */
+static bool closed_by_server(int fd) {
+    struct timeval tv = {0, 100 * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c;
+    ssize_t n = recv(fd, &c, 1, 0);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+Test(dos, dos_headers_trickled_byte_by_byte_are_cut_at_their_deadline) {
+    ts_kill(&ts, false);
+    ts.extra[0] = "--header-deadline", ts.extra[1] = "1s";
+    ts_spawn(&ts);
+    int fd = raw_connect("127.0.0.1");
+    cr_assert(fd >= 0);
+    static const char head[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+    cr_assert_eq(send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(head) - 1);
+    /* One header byte every 100 ms restarts the 30 s idle timeout each time; only the
+     * headers' own deadline ends it. A bound, not a measure: 600 bytes (60 s at least). */
+    static const char trickle[] = "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    bool closed = false;
+    for (int i = 0; i < 600 && !closed; i++) {
+        closed = send(fd, &trickle[i % (sizeof(trickle) - 1)], 1, MSG_NOSIGNAL) < 0 ||
+                 closed_by_server(fd);
+    }
+    close(fd);
+    cr_assert(closed, "a connection trickling its headers was never cut");
+    /* Whoever sends a request at a normal pace is served as before. */
+    cr_assert_eq(ts_call(&ts, NULL, "GET", "/healthz", NULL, NULL), 200);
 }
