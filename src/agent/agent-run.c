@@ -13,6 +13,7 @@
 #include "agent/bind.h"
 #include "agent/records.h"
 #include "agent/reset-check.h"
+#include "agent/workloads.h"
 #include "client/client.h"
 #include "config/catalog-yaml.h"
 #include "util/fileio.h"
@@ -28,6 +29,8 @@ typedef struct Agent {
     unsigned turns;
     bool lost;        /* the control plane did not answer last time: log once, not every turn */
     BindOptions bind;
+    Driver *engine;   /* the container driver, once the engine answered (workloads.h) */
+    bool engine_lost; /* the engine did not answer last time: log once */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -242,8 +245,9 @@ static bool runs(const char *running, const char *id) {
     return false;
 }
 
-static int set_running(Agent *a, const char *id, bool on, Error *err) {
-    _cleanup_free_ char *text = read_state(a, "running"), *p = state_path(a, "running");
+/* Add or remove id in a one-id-per-line state file ("running", "containers"). */
+static int set_member(Agent *a, const char *name, const char *id, bool on, Error *err) {
+    _cleanup_free_ char *text = read_state(a, name), *p = state_path(a, name);
     StrBuf b = {0};
     size_t n = strlen(id);
     for (const char *l = text; l && *l;) {
@@ -259,6 +263,166 @@ static int set_running(Agent *a, const char *id, bool on, Error *err) {
     return r;
 }
 
+static int set_running(Agent *a, const char *id, bool on, Error *err) {
+    return set_member(a, "running", id, on, err);
+}
+
+/* ---- containers through the engine (drivers/engine.h, R17) ---- */
+
+static bool is_member(Agent *a, const char *name, const char *id) {
+    _cleanup_free_ char *text = read_state(a, name);
+    return runs(text, id);
+}
+
+/* Connect to the engine when not connected; on the first connection, adopt what the engine
+ * runs for us (the engine wins: an agent restarted never starts a workload twice). */
+static bool ensure_engine(Agent *a) {
+    const AgentWorkloadConfig *wc = a->cfg->workloads;
+    if (a->engine)
+        return true;
+    if (!wc || !wc->engine.socket)
+        return false;
+    char product[160];
+    Error err = {0};
+    if (engine_driver_new(&wc->engine, &a->engine, product, sizeof(product), &err) < 0) {
+        if (!a->engine_lost)
+            logf_(a, "container engine: %s (retrying every heartbeat)", error_message(&err));
+        a->engine_lost = true;
+        return false;
+    }
+    a->engine_lost = false;
+    logf_(a, "container engine: %s at %s", product, wc->engine.socket);
+    char **ids = NULL;
+    size_t n = 0;
+    if (a->engine->ops->list(a->engine, &ids, &n, &err) < 0)
+        logf_(a, "container engine: %s", error_message(&err));
+    for (size_t i = 0; i < n; i++)
+        if (!is_member(a, "containers", ids[i])) {
+            logf_(a, "adopted the container of request %s (the engine runs it)", ids[i]);
+            (void)set_member(a, "containers", ids[i], true, &err);
+            (void)set_running(a, ids[i], true, &err);
+        }
+    driver_ids_free(ids, n);
+    return true;
+}
+
+static bool container_driven(Agent *a, json_t *w) {
+    return a->cfg->workloads && a->cfg->workloads->engine.socket && agent_work_is_container(w);
+}
+
+static void engine_failed(Agent *a, const Error *err) {
+    if (!a->engine_lost)
+        logf_(a, "container engine: %s (retrying every heartbeat)", error_message(err));
+    a->engine_lost = true;
+}
+
+static bool engine_unreachable(int r) {
+    return r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EIO;
+}
+
+/* Tell the control plane the workload ended: its allocation is freed, the request `ended`. */
+static void report_end(Agent *a, const char *id, bool failed, int exit_code, const char *message) {
+    json_t *body = json_pack("{s:b, s:s}", "failed", failed, "message", message);
+    if (!failed)
+        json_object_set_new(body, "exit_code", json_integer(exit_code & 0xff));
+    _cleanup_free_ char *path = strprintf("/v1/requests/%s/end", id);
+    long status = 0;
+    if (path && body && call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
+        logf_(a, "workload %s ended: %s", id, message);
+    json_decref(body);
+}
+
+/* Start the placed container; 0 when it runs (or already ran: adopted), < 0 otherwise. */
+static int start_container(Agent *a, json_t *w, const char *id) {
+    if (!ensure_engine(a))
+        return -EAGAIN;
+    const AgentConfig *cfg = a->cfg;
+    DiscoverOptions o = cfg->discover;
+    o.catalog = a->catalog;
+    _cleanup_(machine_inventory_freep) MachineInventory *inv = NULL;
+    Error err = {0};
+    AgentSpecBuf buf;
+    WorkloadSpec spec;
+    int r = machine_discover(&o, &inv, &err);
+    if (r >= 0)
+        r = agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
+    if (r >= 0)
+        r = a->engine->ops->start(a->engine, &spec, &err);
+    if (r == -EEXIST)
+        r = 0; /* the engine has it already: never started twice */
+    if (r < 0 && engine_unreachable(r) && strstr(err.message, "does not answer")) {
+        engine_failed(a, &err);
+        return r;
+    }
+    if (r < 0) {
+        logf_(a, "cannot start %s: %s", id, error_message(&err));
+        report_end(a, id, true, 0, error_message(&err));
+        return r;
+    }
+    if (set_member(a, "containers", id, true, &err) < 0)
+        logf_(a, "cannot record container %s: %s", id, error_message(&err));
+    return 0;
+}
+
+static bool container_adopted(Agent *a, const char *id) {
+    return is_member(a, "containers", id);
+}
+
+static void activate_adopted(Agent *a, const char *id) {
+    _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
+    long status = 0;
+    if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
+        logf_(a, "confirmed %s: its container runs", id);
+}
+
+/* Stop and remove the container of a workload no longer placed here; 0 when gone. */
+static int stop_container(Agent *a, const char *id) {
+    if (!is_member(a, "containers", id))
+        return 0;
+    if (!ensure_engine(a))
+        return -EAGAIN;
+    Error err = {0};
+    unsigned grace = a->cfg->workloads->stop_grace_s ? a->cfg->workloads->stop_grace_s : AGENT_STOP_GRACE_DEFAULT_S;
+    int r = a->engine->ops->stop(a->engine, id, grace, &err);
+    if (r < 0) {
+        engine_failed(a, &err);
+        return r;
+    }
+    return set_member(a, "containers", id, false, &err);
+}
+
+/* Ask the engine about every container of ours; one that ended frees its allocation. */
+static void check_containers(Agent *a) {
+    _cleanup_free_ char *list = read_state(a, "containers");
+    if (!list || !ensure_engine(a))
+        return;
+    for (const char *l = list; *l;) {
+        const char *e = strchrnul(l, '\n');
+        char id[DRIVER_ID_MAX];
+        snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
+        l = *e ? e + 1 : e;
+        WorkloadState st;
+        Error err = {0};
+        if (!driver_id_is_valid(id))
+            continue;
+        if (a->engine->ops->status(a->engine, id, &st, &err) < 0) {
+            engine_failed(a, &err);
+            return;
+        }
+        if (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING)
+            continue;
+        if (st.status == WORKLOAD_ABSENT)
+            report_end(a, id, true, 0, "its container is gone from the engine (removed from outside)");
+        else
+            report_end(a, id, st.status == WORKLOAD_FAILED, st.exit_code, st.message);
+        if (stop_container(a, id) >= 0) {
+            (void)agent_records_remove(a->cfg->state_dir, id, &err);
+            (void)set_running(a, id, false, &err);
+        }
+    }
+}
+
+
 static void start_workload(Agent *a, json_t *w) {
     char id[32];
     snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
@@ -266,6 +430,8 @@ static void start_workload(Agent *a, json_t *w) {
     Error err = {0};
     size_t i;
     json_t *addr;
+    if (container_driven(a, w) && start_container(a, w, id) < 0)
+        return; /* not started: reported as ended, or retried at the next turn */
     /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
     json_array_foreach(json_object_get(p, "addresses"), i, addr)
         if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)))
@@ -277,13 +443,16 @@ static void start_workload(Agent *a, json_t *w) {
     _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
     long status = 0;
     if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
-        logf_(a, "started %s %s (%s, %s) [recorded; no runtime driver yet]", json_string_value(json_object_get(w, "kind")),
-              id, strempty(json_string_value(json_object_get(p, "method"))),
-              strempty(json_string_value(json_object_get(p, "class"))));
+        logf_(a, "started %s %s (%s, %s)%s", json_string_value(json_object_get(w, "kind")), id,
+              strempty(json_string_value(json_object_get(p, "method"))),
+              strempty(json_string_value(json_object_get(p, "class"))),
+              container_driven(a, w) ? " in a container" : " [recorded; no runtime driver for it yet]");
 }
 
 static void stop_workload(Agent *a, const char *id) {
     Error err = {0};
+    if (stop_container(a, id) < 0)
+        return; /* the engine did not answer: the GPU stays recorded, retried next turn */
     (void)agent_records_remove(a->cfg->state_dir, id, &err);
     if (set_running(a, id, false, &err) >= 0)
         logf_(a, "stopped %s", id);
@@ -299,6 +468,8 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
         if (st && STREQ(st, "placed") && !runs(running, id))
             start_workload(a, w);
+        else if (st && STREQ(st, "placed") && container_adopted(a, id))
+            activate_adopted(a, id);
     }
     /* Stop what the control plane no longer places here (released, cancelled, evicted). */
     for (const char *l = running; l && *l;) {
@@ -352,6 +523,7 @@ static void turn(Agent *a) {
     json_t *t;
     json_array_foreach(json_object_get(ans, "tasks"), i, t)
         do_task(a, t);
+    check_containers(a);
     reconcile_workloads(a, json_object_get(ans, "workloads"));
     json_decref(ans);
     if (a->push_due)
@@ -401,6 +573,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         sleep_interruptible(&cfg, cfg.heartbeat_s);
     }
     logf_(&a, "stopped");
+    driver_free(a.engine);
     free(a.pushed);
     client_free(a.cl);
     catalog_free(a.catalog);

@@ -47,6 +47,7 @@ typedef struct AgentConfig {
     bool simulate;              /* record rebinds and reset checks instead of writing the kernel */
     FILE *log;                  /* one line per thing done; NULL = quiet */
     volatile sig_atomic_t *stop; /* set (by a signal handler) to stop the loop */
+    const struct AgentWorkloadConfig *workloads; /* drivers for the placed workloads (workloads.h); NULL: recorded only */
 } AgentConfig;
 
 /* Run until *cfg->stop is set. Returns 0 on a clean stop, or a negative errno with a sentence

@@ -143,7 +143,7 @@ void api_requests_list(HttpCtx *c) {
     ReqState st = state ? req_state_from_string(state) : _REQ_STATE_INVALID;
     if (state && st < 0)
         API_FAIL(c, 400, "bad_request", "Unknown state '%.32s' (pending, placed, active, "
-                                                "released, cancelled, refused).", state);
+                                                "released, cancelled, refused, ended).", state);
     Server *s = c->s;
     json_t *list = json_array();
     uint64_t last = after;

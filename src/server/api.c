@@ -36,6 +36,7 @@ static const struct {
         [R_NODE_HEARTBEAT] = {api_node_heartbeat, false},
         [R_NODE_TASK_RESULT] = {api_node_task_result, false},
         [R_NODE_MODE] = {api_node_mode, false},
+        [R_REQUEST_END] = {api_request_end, false},
 };
 
 json_t *api_error_json(const char *code, const char *message) {

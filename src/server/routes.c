@@ -24,5 +24,6 @@ const Route api_routes[] = {
         {"POST", "/v1/nodes/{name}/heartbeat", R_NODE_HEARTBEAT},
         {"POST", "/v1/nodes/{name}/tasks/{id}", R_NODE_TASK_RESULT},
         {"POST", "/v1/nodes/{name}/mode", R_NODE_MODE},
+        {"POST", "/v1/requests/{id}/end", R_REQUEST_END},
 };
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

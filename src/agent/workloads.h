@@ -1,0 +1,48 @@
+/* workloads.h: the agent's side of R17: turn a placement the control plane pushed (the
+ * heartbeat's "workloads" item) into a workload spec for a driver (drivers/driver.h): the
+ * allocated GPUs' UUIDs and render nodes from the agent's own inventory, the image (the
+ * request's, or the site's default for the kind), the OCI runtime name the site maps the
+ * placement's runc/kata to. Also the agent config's small "key=value,..." maps. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "agent/discover.h"
+#include "drivers/driver.h"
+#include "drivers/engine.h"
+#include "util/error.h"
+
+#define AGENT_STOP_GRACE_DEFAULT_S 10
+
+typedef struct AgentWorkloadConfig {
+    EngineConfig engine;        /* engine.socket NULL: no container driver (placements are recorded) */
+    const char *images;         /* "notebook=IMG,endpoint=IMG,container=IMG": the site's defaults */
+    const char *runtimes;       /* "runc=runc,kata=kata-runtime": placement runtime -> engine's name */
+    unsigned stop_grace_s;      /* 0: AGENT_STOP_GRACE_DEFAULT_S */
+} AgentWorkloadConfig;
+
+/* The value of key in a "k=v,k=v" map into buf; false when absent. */
+bool agent_map_get(const char *map, const char *key, char *buf, size_t size);
+/* Whether a "k=v,..." map is well formed (keys and values non-empty, no duplicate keys). */
+int agent_map_check(const char *map, const char *what, Error *err);
+
+/* Whether the placement is run by the container driver: methods container, mig, time-slice and
+ * cpu (a passthrough VM or a Mac workload goes to its own driver). */
+bool agent_work_is_container(json_t *work);
+
+/* Storage behind a WorkloadSpec built by agent_work_spec(). */
+typedef struct AgentSpecBuf {
+    char id[DRIVER_ID_MAX];
+    char image[256], runtime[64];
+    WorkloadGpu gpus[16];
+    size_t n_gpus;
+    const char *cmd[65];
+    const char *env[65];
+} AgentSpecBuf;
+
+/* Build the spec of one pushed workload. Every allocated address must be a GPU of this
+ * machine's inventory (with a UUID for NVIDIA, a render node for AMD); otherwise a sentence
+ * saying which. The spec points into work, inv and buf. */
+int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
+                    WorkloadSpec *ret, Error *err);
