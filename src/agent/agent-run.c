@@ -328,7 +328,7 @@ static void report_end(Agent *a, const char *id, bool failed, int exit_code, con
     _cleanup_free_ char *path = strprintf("/v1/requests/%s/end", id);
     long status = 0;
     if (path && body && call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
-        logf_(a, "workload %s ended: %s", id, message);
+        logf_(a, "workload %s ended: %s", id, message[0] ? message : failed ? "failed" : "exited");
     json_decref(body);
 }
 
@@ -393,8 +393,10 @@ static int stop_container(Agent *a, const char *id) {
 
 /* Ask the engine about every container of ours; one that ended frees its allocation. */
 static void check_containers(Agent *a) {
+    if (!ensure_engine(a))
+        return;
     _cleanup_free_ char *list = read_state(a, "containers");
-    if (!list || !ensure_engine(a))
+    if (!list)
         return;
     for (const char *l = list; *l;) {
         const char *e = strchrnul(l, '\n');
@@ -413,8 +415,9 @@ static void check_containers(Agent *a) {
             continue;
         if (st.status == WORKLOAD_ABSENT)
             report_end(a, id, true, 0, "its container is gone from the engine (removed from outside)");
-        else
-            report_end(a, id, st.status == WORKLOAD_FAILED, st.exit_code, st.message);
+        else /* the exit code is reported on its own; any more the engine says goes with it */
+            report_end(a, id, st.status == WORKLOAD_FAILED, st.exit_code,
+                       string_has_prefix(st.message, "exited with code") ? "" : st.message);
         if (stop_container(a, id) >= 0) {
             (void)agent_records_remove(a->cfg->state_dir, id, &err);
             (void)set_running(a, id, false, &err);
@@ -505,6 +508,7 @@ static void turn(Agent *a) {
     a->turns++;
     if (!a->pushed)
         return; /* not registered yet: nothing to heartbeat for */
+    (void)ensure_engine(a); /* adopt what the engine runs before saying what runs here */
     json_t *body = json_pack("{s:i, s:o}", "interval_s", (int)a->cfg->heartbeat_s, "running", running_json(a));
     _cleanup_free_ char *path = strprintf("/v1/nodes/%s/heartbeat", a->cfg->id.name);
     long status = 0;

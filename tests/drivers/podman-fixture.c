@@ -139,26 +139,33 @@ void podman_fixture_start(PodmanFixture *p) {
                "[engine]\ncgroup_manager = \"cgroupfs\"\nruntime = \"runc\"\nevents_logger = \"file\"\n");
     char base[512];
     sh("tar -C %s/rootfs -c . | %s import - %s >/dev/null 2>&1", p->dir, podman_args(p, base, sizeof(base)), PODMAN_IMAGE);
+    sh("tar -C %s/rootfs -c . | %s import --change 'CMD [\"sh\",\"-c\",\"ls /dev /dev/dri; env\"]' - %s >/dev/null 2>&1",
+       p->dir, base, PODMAN_PROBE_IMAGE);
+    sh("tar -C %s/rootfs -c . | %s import --change 'CMD [\"sleep\",\"100000\"]' - %s >/dev/null 2>&1",
+       p->dir, base, PODMAN_SLEEPER_IMAGE);
     /* Fake GPUs: NVIDIA's majors (195), AMD's kfd and render nodes (226). */
-    make_node(p->dev, "nvidia0", 195, 0);
-    make_node(p->dev, "nvidia1", 195, 1);
+    char name[32];
+    for (int i = 0; i < PODMAN_GPUS; i++) {
+        snprintf(name, sizeof(name), "nvidia%d", i);
+        make_node(p->dev, name, 195, (unsigned)i);
+        snprintf(p->uuid[i], sizeof(p->uuid[i]), "GPU-e1750000-%04x-4000-8000-%012d", (unsigned)getpid() & 0xffff, i);
+    }
     make_node(p->dev, "nvidiactl", 195, 255);
     make_node(p->dev, "kfd", 235, 0);
     make_node(p->dev, "dri/renderD128", 226, 128);
     make_node(p->dev, "dri/renderD129", 226, 129);
-    for (int i = 0; i < 2; i++)
-        snprintf(p->uuid[i], sizeof(p->uuid[i]), "GPU-e1750000-%04x-4000-8000-%012d", (unsigned)getpid() & 0xffff, i);
     /* The spec as nvidia-ctk writes it: one device per GPU, the control node common to all. */
     mkdir("/var/run/cdi", 0755);
     snprintf(p->cdi_spec, sizeof(p->cdi_spec), "/var/run/cdi/einsora-test-%d.yaml", (int)getpid());
-    char spec[2048];
-    snprintf(spec, sizeof(spec),
-             "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
-             "- name: %s\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n      hostPath: %s/nvidia0\n"
-             "- name: %s\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia1\n      hostPath: %s/nvidia1\n"
+    char spec[4096];
+    int n = snprintf(spec, sizeof(spec), "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n");
+    for (int i = 0; i < PODMAN_GPUS; i++)
+        n += snprintf(spec + n, sizeof(spec) - (size_t)n,
+                      "- name: %s\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia%d\n      hostPath: %s/nvidia%d\n",
+                      p->uuid[i], i, p->dev, i);
+    snprintf(spec + n, sizeof(spec) - (size_t)n,
              "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n"
-             "  - path: /dev/nvidiactl\n    hostPath: %s/nvidiactl\n",
-             p->uuid[0], p->dev, p->uuid[1], p->dev, p->dev);
+             "  - path: /dev/nvidiactl\n    hostPath: %s/nvidiactl\n", p->dev);
     write_text(p->cdi_spec, spec);
     podman_fixture_start_service(p);
 }

@@ -10,12 +10,17 @@
 #include <sys/types.h>
 
 #define PODMAN_IMAGE "localhost/einsora-test-busybox:1"
+/* The same rootfs whose own command prints /dev and the environment, then exits 0. */
+#define PODMAN_PROBE_IMAGE "localhost/einsora-test-probe:1"
+/* The same rootfs whose own command sleeps (a long-running workload). */
+#define PODMAN_SLEEPER_IMAGE "localhost/einsora-test-sleeper:1"
+#define PODMAN_GPUS 8
 
 typedef struct PodmanFixture {
     char dir[64];      /* everything of the fixture lives under it */
     char socket[128];
     char cdi_spec[128]; /* our spec file in /var/run/cdi */
-    char uuid[2][64];   /* the two fake NVIDIA GPUs: GPU-…, as /dev/nvidia0 and /dev/nvidia1 */
+    char uuid[PODMAN_GPUS][64]; /* the fake NVIDIA GPUs: GPU-…, as /dev/nvidia0..7 */
     char dev[96];       /* the fake device nodes' folder (nvidia0, nvidia1, nvidiactl, kfd, dri/) */
     pid_t service;
 } PodmanFixture;

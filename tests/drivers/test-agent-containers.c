@@ -1,0 +1,254 @@
+/* test-agent-containers.c: end to end, R17: the real control plane, the real agent on a fixture
+ * machine (8 H100s whose NVML UUIDs match the fake GPUs of the Podman fixture's CDI spec), and a
+ * real Podman service. A placement starts exactly one container with its GPU; a container that
+ * exits frees its GPU (request `ended`, exit code in the reason); release stops it; a container
+ * killed from outside ends its request; a missing image fails it with the engine's sentence;
+ * an agent killed and restarted adopts its container and never starts it twice. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "drivers/engine.h"
+#include "../fleet/fleet-helpers.h"
+#include "podman-fixture.h"
+#include "util/fileio.h"
+
+static PodmanFixture pm;
+static TestServer ts;
+static bool usable;
+static char why[160], state_dir[160], nvml[160], *agent_token;
+static pid_t agent;
+
+#define NODE "lab-h100"
+
+static void spawn_agent(void) {
+    static char sys[256], proc[256], sock_arg[160];
+    snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
+    snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
+    snprintf(sock_arg, sizeof(sock_arg), "%s", pm.socket);
+    const char *args[] = {"--site", "lab", "--site-kind", "lab", "--sysfs-root", sys, "--proc-root", proc, "--simulate",
+                          "--nvml-lib", FAKE_NVML_LIB, "--engine-socket", sock_arg, "--engine-api", "libpod",
+                          "--images",
+                          "notebook=" PODMAN_PROBE_IMAGE ",container=" PODMAN_SLEEPER_IMAGE ",endpoint=localhost/no-such:1",
+                          "--stop-grace", "1", NULL};
+    agent = fleet_spawn_agent(ts.url, agent_token, NODE, state_dir, args, nvml);
+}
+
+/* The fixture machine's NVML answers with the UUIDs of the Podman fixture's fake GPUs. */
+static void write_nvml(void) {
+    char *text = NULL, src[256];
+    snprintf(src, sizeof(src), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
+    cr_assert_geq(read_full_file(src, 1 << 20, &text, NULL), 0);
+    for (int i = 0; i < PODMAN_GPUS; i++) {
+        char old[64];
+        snprintf(old, sizeof(old), "GPU-5d3c1a0e-77f2-4b1e-9c3d-%012d", i);
+        char *p = strstr(text, old);
+        cr_assert(p, "fixture UUID %s", old);
+        memcpy(p, pm.uuid[i], strlen(old)); /* same length by construction */
+    }
+    snprintf(nvml, sizeof(nvml), "%s/nvml.txt", pm.dir);
+    FILE *f = fopen(nvml, "w");
+    fputs(text, f);
+    fclose(f);
+    free(text);
+}
+
+static bool node_registered(void) {
+    return ts_call(&ts, ts.admin, "GET", "/v1/nodes/" NODE, NULL, NULL) == 200;
+}
+
+static void setup(void) {
+    usable = podman_fixture_usable(why, sizeof(why));
+    if (!usable)
+        return;
+    podman_fixture_start(&pm);
+    cr_assert_eq(strlen(pm.uuid[0]), strlen("GPU-5d3c1a0e-77f2-4b1e-9c3d-000000000000"));
+    write_nvml();
+    ts_start(&ts);
+    agent_token = ts_token(&ts, NODE, "node", NODE);
+    snprintf(state_dir, sizeof(state_dir), "%s/agent", pm.dir);
+    mkdir(state_dir, 0700);
+    spawn_agent();
+    for (int i = 0; i < 600 && !node_registered(); i++)
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    cr_assert(node_registered(), "the agent registered its node");
+}
+
+static void teardown(void) {
+    if (!usable)
+        return;
+    if (agent > 0) {
+        kill(agent, SIGTERM);
+        waitpid(agent, NULL, 0);
+    }
+    ts_stop(&ts);
+    free(agent_token);
+    podman_fixture_stop(&pm);
+}
+
+TestSuite(agent_containers, .init = setup, .fini = teardown, .timeout = 300);
+
+#define NEED_PODMAN()                                                                              \
+    do {                                                                                           \
+        if (!usable)                                                                               \
+            cr_skip_test("no Podman service: %s", why);                                            \
+    } while (0)
+
+static long submit(const char *body) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests", body, &j), 201, "submit %s", body);
+    long id = (long)json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    return id;
+}
+
+/* Poll until the request is in state (generous deadline); returns its JSON. */
+static json_t *wait_state(long id, const char *state) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld", id);
+    json_t *j = NULL;
+    for (int i = 0; i < 1200; i++) {
+        json_decref(j);
+        j = NULL;
+        cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
+        const char *st = json_string_value(json_object_get(j, "state"));
+        if (st && strcmp(st, state) == 0)
+            return j;
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    cr_assert_fail("request %ld never became %s (it is %s: %s); agent log in %s", id, state,
+                   json_string_value(json_object_get(j, "state")), json_string_value(json_object_get(j, "reason")),
+                   state_dir);
+    return NULL;
+}
+
+static Driver *engine(void) {
+    EngineConfig c;
+    engine_config_init(&c);
+    c.socket = pm.socket;
+    Driver *d = NULL;
+    char product[128];
+    Error err = {0};
+    cr_assert_eq(engine_driver_new(&c, &d, product, sizeof(product), &err), 0, "%s", error_message(&err));
+    return d;
+}
+
+static WorkloadStatus engine_status(Driver *d, long id) {
+    char s[32];
+    snprintf(s, sizeof(s), "%ld", id);
+    WorkloadState st;
+    Error err = {0};
+    cr_assert_eq(d->ops->status(d, s, &st, &err), 0, "%s", error_message(&err));
+    return st.status;
+}
+
+static void wait_absent(Driver *d, long id) {
+    for (int i = 0; i < 1200 && engine_status(d, id) != WORKLOAD_ABSENT; i++)
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    cr_assert_eq(engine_status(d, id), WORKLOAD_ABSENT, "the container of %ld is gone", id);
+}
+
+static size_t our_containers(Driver *d) {
+    char **ids = NULL;
+    size_t n = 0;
+    Error err = {0};
+    cr_assert_eq(d->ops->list(d, &ids, &n, &err), 0, "%s", error_message(&err));
+    driver_ids_free(ids, n);
+    return n;
+}
+
+Test(agent_containers, r17_a_notebook_that_exits_ends_its_request_and_frees_its_gpu) {
+    NEED_PODMAN();
+    long id = submit("{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
+    json_t *j = wait_state(id, "ended");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "reason")), "exited with code 0");
+    json_decref(j);
+    /* Its GPU is offered again: all 8 are free. */
+    json_t *cap = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests?state=active", NULL, &cap), 200);
+    cr_assert_eq(json_array_size(json_object_get(cap, "requests")), 0);
+    json_decref(cap);
+    Driver *d = engine();
+    wait_absent(d, id);
+    driver_free(d);
+}
+
+Test(agent_containers, r17_release_stops_the_running_container) {
+    NEED_PODMAN();
+    Driver *d = engine();
+    long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    json_decref(wait_state(id, "active"));
+    cr_assert_eq(engine_status(d, id), WORKLOAD_RUNNING);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    wait_absent(d, id);
+    driver_free(d);
+}
+
+Test(agent_containers, r17_a_container_killed_from_outside_ends_its_request) {
+    NEED_PODMAN();
+    Driver *d = engine();
+    long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    json_decref(wait_state(id, "active"));
+    char args[64];
+    snprintf(args, sizeof(args), "kill -s KILL einsora-%ld", id);
+    cr_assert_eq(podman_fixture_cli(&pm, args), 0);
+    json_t *j = wait_state(id, "ended");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "reason")), "exited with code 137");
+    json_decref(j);
+    wait_absent(d, id);
+    driver_free(d);
+}
+
+Test(agent_containers, r17_a_missing_image_fails_the_request_with_the_engines_sentence) {
+    NEED_PODMAN();
+    long id = submit("{\"kind\":\"endpoint\",\"class\":\"nvidia-h100-80gb\"}");
+    json_t *j = wait_state(id, "ended");
+    const char *reason = json_string_value(json_object_get(j, "reason"));
+    cr_assert(strstr(reason, "failed: The image localhost/no-such:1 is not on the engine"), "%s", reason);
+    json_decref(j);
+}
+
+Test(agent_containers, r17_an_agent_killed_and_restarted_adopts_its_container_and_never_starts_it_twice) {
+    NEED_PODMAN();
+    Driver *d = engine();
+    long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    json_decref(wait_state(id, "active"));
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld", id);
+    kill(agent, SIGKILL);
+    waitpid(agent, NULL, 0);
+    /* What the agent remembered is lost: the engine is the truth. */
+    char running[256];
+    snprintf(running, sizeof(running), "%s/running", state_dir);
+    unlink(running);
+    snprintf(running, sizeof(running), "%s/containers", state_dir);
+    unlink(running);
+    spawn_agent();
+    /* Wait until the new agent has connected to the engine (it adopts then). */
+    char log[256];
+    snprintf(log, sizeof(log), "%s/agent.log", state_dir);
+    bool adopted = false;
+    for (int i = 0; i < 1200 && !adopted; i++) {
+        char *text = NULL;
+        adopted = read_full_file(log, 1 << 20, &text, NULL) >= 0 && strstr(text, "adopted the container of request");
+        free(text);
+        if (!adopted)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    cr_assert(adopted, "the restarted agent adopted the running container");
+    json_decref(wait_state(id, "active"));
+    cr_assert_eq(our_containers(d), 1, "exactly one container: not started twice");
+    cr_assert_eq(engine_status(d, id), WORKLOAD_RUNNING);
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    wait_absent(d, id);
+    driver_free(d);
+}
