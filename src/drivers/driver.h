@@ -6,8 +6,8 @@
  *
  * A workload is named by its request id: every container or domain a driver creates carries
  * it (label einsora.request=<id>, name "einsora-<id>"), so the engine itself remembers what is
- * ours. Drivers: engine.h (containers over the Docker Engine or Podman libpod API), and the
- * VM and Mac backends behind the same table. */
+ * ours. Drivers: engine.h (containers over the Docker Engine or Podman libpod API), vm.h (VMs
+ * through libvirt), and the Mac backends behind the same table. */
 #pragma once
 
 #include <stdbool.h>
@@ -26,12 +26,14 @@ typedef struct WorkloadGpu {
     const char *uuid;        /* NVIDIA GPU or MIG UUID ("GPU-…", "MIG-…"); AMD: may be NULL */
     const char *pci;         /* PCI address, e.g. 0000:3b:00.0 */
     const char *render_node; /* AMD: the card's /dev/dri/renderD* node */
+    const char *const *group; /* VMs: the other functions of its IOMMU group (audio, USB...) */
+    size_t n_group;
 } WorkloadGpu;
 
 typedef struct WorkloadSpec {
     const char *id;            /* the request id */
     const char *kind;          /* notebook | endpoint | container | vm */
-    const char *image;         /* container image (resolved from the site default by the agent) */
+    const char *image;         /* container image, or a VM's disk image (the site default by the agent) */
     const char *const *command; /* NULL-terminated argv, or NULL for the image's own */
     const char *const *env;     /* NULL-terminated "KEY=VALUE" list, or NULL */
     const unsigned *ports;      /* container ports to publish on the host, n_ports of them */
