@@ -29,8 +29,8 @@ typedef struct Agent {
     unsigned turns;
     bool lost;        /* the control plane did not answer last time: log once, not every turn */
     BindOptions bind;
-    Driver *engine;   /* the container driver, once the engine answered (workloads.h) */
-    bool engine_lost; /* the engine did not answer last time: log once */
+    Driver *drivers[2];     /* container engine, libvirt: once they answered (workloads.h) */
+    bool lost_driver[2];    /* a driver did not answer last time: log once */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -267,57 +267,67 @@ static int set_running(Agent *a, const char *id, bool on, Error *err) {
     return set_member(a, "running", id, on, err);
 }
 
-/* ---- containers through the engine (drivers/engine.h, R17) ---- */
+/* ---- workloads through drivers: containers (drivers/engine.h), VMs (drivers/vm.h), R17 ---- */
+
+enum { SLOT_ENGINE, SLOT_VM, _SLOT_MAX };
+
+/* Per driver: what it is called in the log, and the state file of the ids it runs for us. */
+static const char *const slot_names[_SLOT_MAX] = {[SLOT_ENGINE] = "container engine", [SLOT_VM] = "libvirt"};
+static const char *const slot_files[_SLOT_MAX] = {[SLOT_ENGINE] = "containers", [SLOT_VM] = "vms"};
 
 static bool is_member(Agent *a, const char *name, const char *id) {
     _cleanup_free_ char *text = read_state(a, name);
     return runs(text, id);
 }
 
-/* Connect to the engine when not connected; on the first connection, adopt what the engine
- * runs for us (the engine wins: an agent restarted never starts a workload twice). */
-static bool ensure_engine(Agent *a) {
+static bool slot_configured(const Agent *a, int k) {
     const AgentWorkloadConfig *wc = a->cfg->workloads;
-    if (a->engine)
+    return wc && (k == SLOT_ENGINE ? wc->engine.socket != NULL : wc->vm.uri != NULL);
+}
+
+static void slot_failed(Agent *a, int k, const Error *err) {
+    if (!a->lost_driver[k])
+        logf_(a, "%s: %s (retrying every heartbeat)", slot_names[k], error_message(err));
+    a->lost_driver[k] = true;
+}
+
+/* Connect when not connected; on the first connection, adopt what the engine runs for us
+ * (the engine wins: an agent restarted never starts a workload twice). */
+static bool ensure_slot(Agent *a, int k) {
+    if (a->drivers[k])
         return true;
-    if (!wc || !wc->engine.socket)
+    if (!slot_configured(a, k))
         return false;
-    char product[160];
+    const AgentWorkloadConfig *wc = a->cfg->workloads;
+    char product[160] = "";
     Error err = {0};
-    if (engine_driver_new(&wc->engine, &a->engine, product, sizeof(product), &err) < 0) {
-        if (!a->engine_lost)
-            logf_(a, "container engine: %s (retrying every heartbeat)", error_message(&err));
-        a->engine_lost = true;
+    int r = k == SLOT_ENGINE ? engine_driver_new(&wc->engine, &a->drivers[k], product, sizeof(product), &err)
+                             : vm_driver_new(&wc->vm, &a->drivers[k], &err);
+    if (r < 0) {
+        slot_failed(a, k, &err);
         return false;
     }
-    a->engine_lost = false;
-    logf_(a, "container engine: %s at %s", product, wc->engine.socket);
+    a->lost_driver[k] = false;
+    logf_(a, "%s: %s%s%s", slot_names[k], product, product[0] ? " at " : "",
+          k == SLOT_ENGINE ? wc->engine.socket : wc->vm.uri);
     char **ids = NULL;
     size_t n = 0;
-    if (a->engine->ops->list(a->engine, &ids, &n, &err) < 0)
-        logf_(a, "container engine: %s", error_message(&err));
+    if (a->drivers[k]->ops->list(a->drivers[k], &ids, &n, &err) < 0)
+        logf_(a, "%s: %s", slot_names[k], error_message(&err));
     for (size_t i = 0; i < n; i++)
-        if (!is_member(a, "containers", ids[i])) {
-            logf_(a, "adopted the container of request %s (the engine runs it)", ids[i]);
-            (void)set_member(a, "containers", ids[i], true, &err);
+        if (!is_member(a, slot_files[k], ids[i])) {
+            logf_(a, "adopted the workload of request %s (the %s runs it)", ids[i], slot_names[k]);
+            (void)set_member(a, slot_files[k], ids[i], true, &err);
             (void)set_running(a, ids[i], true, &err);
         }
     driver_ids_free(ids, n);
     return true;
 }
 
-static bool container_driven(Agent *a, json_t *w) {
-    return a->cfg->workloads && a->cfg->workloads->engine.socket && agent_work_is_container(w);
-}
-
-static void engine_failed(Agent *a, const Error *err) {
-    if (!a->engine_lost)
-        logf_(a, "container engine: %s (retrying every heartbeat)", error_message(err));
-    a->engine_lost = true;
-}
-
-static bool engine_unreachable(int r) {
-    return r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EIO;
+/* The driver slot that runs this placement, or -1 when none is configured (recorded only). */
+static int slot_of(const Agent *a, json_t *w) {
+    int k = agent_work_is_container(w) ? SLOT_ENGINE : agent_work_is_vm(w) ? SLOT_VM : -1;
+    return k >= 0 && slot_configured(a, k) ? k : -1;
 }
 
 /* Tell the control plane the workload ended: its allocation is freed, the request `ended`. */
@@ -332,9 +342,9 @@ static void report_end(Agent *a, const char *id, bool failed, int exit_code, con
     json_decref(body);
 }
 
-/* Start the placed container; 0 when it runs (or already ran: adopted), < 0 otherwise. */
-static int start_container(Agent *a, json_t *w, const char *id) {
-    if (!ensure_engine(a))
+/* Start the placed workload through its driver; 0 when it runs (or already ran: adopted). */
+static int start_driven(Agent *a, int k, json_t *w, const char *id) {
+    if (!ensure_slot(a, k))
         return -EAGAIN;
     const AgentConfig *cfg = a->cfg;
     DiscoverOptions o = cfg->discover;
@@ -347,11 +357,11 @@ static int start_container(Agent *a, json_t *w, const char *id) {
     if (r >= 0)
         r = agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
     if (r >= 0)
-        r = a->engine->ops->start(a->engine, &spec, &err);
+        r = a->drivers[k]->ops->start(a->drivers[k], &spec, &err);
     if (r == -EEXIST)
         r = 0; /* the engine has it already: never started twice */
-    if (r < 0 && engine_unreachable(r) && strstr(err.message, "does not answer")) {
-        engine_failed(a, &err);
+    if (r == -ECONNREFUSED || (r < 0 && strstr(err.message, "does not answer"))) {
+        slot_failed(a, k, &err);
         return r;
     }
     if (r < 0) {
@@ -359,72 +369,78 @@ static int start_container(Agent *a, json_t *w, const char *id) {
         report_end(a, id, true, 0, error_message(&err));
         return r;
     }
-    if (set_member(a, "containers", id, true, &err) < 0)
-        logf_(a, "cannot record container %s: %s", id, error_message(&err));
+    if (set_member(a, slot_files[k], id, true, &err) < 0)
+        logf_(a, "cannot record workload %s: %s", id, error_message(&err));
     return 0;
 }
 
-static bool container_adopted(Agent *a, const char *id) {
-    return is_member(a, "containers", id);
+static bool driven_adopted(Agent *a, const char *id) {
+    for (int k = 0; k < _SLOT_MAX; k++)
+        if (is_member(a, slot_files[k], id))
+            return true;
+    return false;
 }
 
 static void activate_adopted(Agent *a, const char *id) {
     _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
     long status = 0;
     if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
-        logf_(a, "confirmed %s: its container runs", id);
+        logf_(a, "confirmed %s: it runs", id);
 }
 
-/* Stop and remove the container of a workload no longer placed here; 0 when gone. */
-static int stop_container(Agent *a, const char *id) {
-    if (!is_member(a, "containers", id))
-        return 0;
-    if (!ensure_engine(a))
-        return -EAGAIN;
-    Error err = {0};
-    unsigned grace = a->cfg->workloads->stop_grace_s ? a->cfg->workloads->stop_grace_s : AGENT_STOP_GRACE_DEFAULT_S;
-    int r = a->engine->ops->stop(a->engine, id, grace, &err);
-    if (r < 0) {
-        engine_failed(a, &err);
-        return r;
-    }
-    return set_member(a, "containers", id, false, &err);
-}
-
-/* Ask the engine about every container of ours; one that ended frees its allocation. */
-static void check_containers(Agent *a) {
-    if (!ensure_engine(a))
-        return;
-    _cleanup_free_ char *list = read_state(a, "containers");
-    if (!list)
-        return;
-    for (const char *l = list; *l;) {
-        const char *e = strchrnul(l, '\n');
-        char id[DRIVER_ID_MAX];
-        snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
-        l = *e ? e + 1 : e;
-        WorkloadState st;
+/* Stop (a hanging stop is killed after the grace period) and remove a driven workload; 0
+ * when gone or not driven. */
+static int stop_driven(Agent *a, const char *id) {
+    for (int k = 0; k < _SLOT_MAX; k++) {
+        if (!is_member(a, slot_files[k], id))
+            continue;
+        if (!ensure_slot(a, k))
+            return -EAGAIN;
         Error err = {0};
-        if (!driver_id_is_valid(id))
-            continue;
-        if (a->engine->ops->status(a->engine, id, &st, &err) < 0) {
-            engine_failed(a, &err);
-            return;
+        unsigned grace = a->cfg->workloads->stop_grace_s ? a->cfg->workloads->stop_grace_s : AGENT_STOP_GRACE_DEFAULT_S;
+        int r = a->drivers[k]->ops->stop(a->drivers[k], id, grace, &err);
+        if (r < 0) {
+            slot_failed(a, k, &err);
+            return r;
         }
-        if (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING)
+        return set_member(a, slot_files[k], id, false, &err);
+    }
+    return 0;
+}
+
+/* Ask each driver about every workload of ours; one that ended frees its allocation. */
+static void check_driven(Agent *a) {
+    for (int k = 0; k < _SLOT_MAX; k++) {
+        if (!ensure_slot(a, k))
             continue;
-        if (st.status == WORKLOAD_ABSENT)
-            report_end(a, id, true, 0, "its container is gone from the engine (removed from outside)");
-        else /* the exit code is reported on its own; any more the engine says goes with it */
-            report_end(a, id, st.status == WORKLOAD_FAILED, st.exit_code,
-                       string_has_prefix(st.message, "exited with code") ? "" : st.message);
-        if (stop_container(a, id) >= 0) {
-            (void)agent_records_remove(a->cfg->state_dir, id, &err);
-            (void)set_running(a, id, false, &err);
+        _cleanup_free_ char *list = read_state(a, slot_files[k]);
+        for (const char *l = list; l && *l;) {
+            const char *e = strchrnul(l, '\n');
+            char id[DRIVER_ID_MAX];
+            snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
+            l = *e ? e + 1 : e;
+            WorkloadState st;
+            Error err = {0};
+            if (!driver_id_is_valid(id))
+                continue;
+            if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) < 0) {
+                slot_failed(a, k, &err);
+                break;
+            }
+            if (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING)
+                continue;
+            if (st.status == WORKLOAD_ABSENT)
+                report_end(a, id, true, 0, "it is gone from the engine (removed from outside)");
+            else /* the exit code is reported on its own; any more the engine says goes with it */
+                report_end(a, id, st.status == WORKLOAD_FAILED, st.exit_code,
+                           string_has_prefix(st.message, "exited with code") ? "" : st.message);
+            if (stop_driven(a, id) >= 0) {
+                (void)agent_records_remove(a->cfg->state_dir, id, &err);
+                (void)set_running(a, id, false, &err);
+            }
         }
     }
 }
-
 
 static void start_workload(Agent *a, json_t *w) {
     char id[32];
@@ -433,7 +449,8 @@ static void start_workload(Agent *a, json_t *w) {
     Error err = {0};
     size_t i;
     json_t *addr;
-    if (container_driven(a, w) && start_container(a, w, id) < 0)
+    int slot = slot_of(a, w);
+    if (slot >= 0 && start_driven(a, slot, w, id) < 0)
         return; /* not started: reported as ended, or retried at the next turn */
     /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
     json_array_foreach(json_object_get(p, "addresses"), i, addr)
@@ -449,12 +466,12 @@ static void start_workload(Agent *a, json_t *w) {
         logf_(a, "started %s %s (%s, %s)%s", json_string_value(json_object_get(w, "kind")), id,
               strempty(json_string_value(json_object_get(p, "method"))),
               strempty(json_string_value(json_object_get(p, "class"))),
-              container_driven(a, w) ? " in a container" : " [recorded; no runtime driver for it yet]");
+              slot == SLOT_ENGINE ? " in a container" : slot == SLOT_VM ? " as a VM" : " [recorded; no driver for it]");
 }
 
 static void stop_workload(Agent *a, const char *id) {
     Error err = {0};
-    if (stop_container(a, id) < 0)
+    if (stop_driven(a, id) < 0)
         return; /* the engine did not answer: the GPU stays recorded, retried next turn */
     (void)agent_records_remove(a->cfg->state_dir, id, &err);
     if (set_running(a, id, false, &err) >= 0)
@@ -471,7 +488,7 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
         if (st && STREQ(st, "placed") && !runs(running, id))
             start_workload(a, w);
-        else if (st && STREQ(st, "placed") && container_adopted(a, id))
+        else if (st && STREQ(st, "placed") && driven_adopted(a, id))
             activate_adopted(a, id);
     }
     /* Stop what the control plane no longer places here (released, cancelled, evicted). */
@@ -508,7 +525,8 @@ static void turn(Agent *a) {
     a->turns++;
     if (!a->pushed)
         return; /* not registered yet: nothing to heartbeat for */
-    (void)ensure_engine(a); /* adopt what the engine runs before saying what runs here */
+    for (int k = 0; k < _SLOT_MAX; k++)
+        (void)ensure_slot(a, k); /* adopt what the engines run before saying what runs here */
     json_t *body = json_pack("{s:i, s:o}", "interval_s", (int)a->cfg->heartbeat_s, "running", running_json(a));
     _cleanup_free_ char *path = strprintf("/v1/nodes/%s/heartbeat", a->cfg->id.name);
     long status = 0;
@@ -527,7 +545,7 @@ static void turn(Agent *a) {
     json_t *t;
     json_array_foreach(json_object_get(ans, "tasks"), i, t)
         do_task(a, t);
-    check_containers(a);
+    check_driven(a);
     reconcile_workloads(a, json_object_get(ans, "workloads"));
     json_decref(ans);
     if (a->push_due)
@@ -577,7 +595,8 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         sleep_interruptible(&cfg, cfg.heartbeat_s);
     }
     logf_(&a, "stopped");
-    driver_free(a.engine);
+    for (int k = 0; k < _SLOT_MAX; k++)
+        driver_free(a.drivers[k]);
     free(a.pushed);
     client_free(a.cl);
     catalog_free(a.catalog);

@@ -45,6 +45,11 @@ bool agent_work_is_container(json_t *work) {
     return m && (STREQ(m, "container") || STREQ(m, "mig") || STREQ(m, "time-slice") || STREQ(m, "cpu"));
 }
 
+bool agent_work_is_vm(json_t *work) {
+    const char *m = json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
+    return m && STREQ(m, "passthrough");
+}
+
 static const Accelerator *find_gpu(const MachineInventory *inv, const char *bdf) {
     for (size_t i = 0; inv && i < inv->n_accelerators; i++)
         if (STREQ(inv->accelerators[i].bdf, bdf))
@@ -125,9 +130,16 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
             return error_set(err, -ENODEV, "The allocated GPU %s is not in this machine's inventory.", strempty(bdf));
         if (buf->n_gpus == ARRAY_SIZE(buf->gpus))
             return error_set(err, -E2BIG, "Too many GPUs for one workload.");
-        WorkloadGpu *g = &buf->gpus[buf->n_gpus++];
+        WorkloadGpu *g = &buf->gpus[buf->n_gpus];
         g->pci = a->bdf;
-        if (a->vendor == VENDOR_NVIDIA) {
+        if (agent_work_is_vm(work)) {
+            /* The whole IOMMU group goes to the VM (R7); bridges stay with the host. */
+            g->vendor = a->vendor == VENDOR_AMD ? "amd" : "nvidia";
+            g->group = buf->group[buf->n_gpus];
+            for (size_t k = 0; k < a->n_group && g->n_group < ARRAY_SIZE(buf->group[0]); k++)
+                if (!a->group[k].kind || STRNEQ(a->group[k].kind, "bridge"))
+                    buf->group[buf->n_gpus][g->n_group++] = a->group[k].bdf;
+        } else if (a->vendor == VENDOR_NVIDIA) {
             g->vendor = "nvidia";
             g->uuid = a->uuid;
             if (!g->uuid)
@@ -140,7 +152,11 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
                 return error_set(err, -ENODEV, "The allocated AMD GPU %s has no render node.", a->bdf);
         } else
             return error_set(err, -EOPNOTSUPP, "The allocated device %s is not a GPU a container can take.", a->bdf);
+        buf->n_gpus++;
     }
+    /* A VM's size: the placement's (from the request), else the driver's defaults. */
+    s.memory_mb = (unsigned)json_integer_value(json_object_get(p, "memory_gb")) * 1024;
+    s.vcpus = (unsigned)json_integer_value(json_object_get(p, "cpu_cores"));
     s.gpus = buf->gpus;
     s.n_gpus = buf->n_gpus;
     *ret = s;

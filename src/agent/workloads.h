@@ -11,13 +11,15 @@
 #include "agent/discover.h"
 #include "drivers/driver.h"
 #include "drivers/engine.h"
+#include "drivers/vm.h"
 #include "util/error.h"
 
 #define AGENT_STOP_GRACE_DEFAULT_S 10
 
 typedef struct AgentWorkloadConfig {
     EngineConfig engine;        /* engine.socket NULL: no container driver (placements are recorded) */
-    const char *images;         /* "notebook=IMG,endpoint=IMG,container=IMG": the site's defaults */
+    VmConfig vm;                /* vm.uri NULL: no VM driver (passthrough placements are recorded) */
+    const char *images;         /* "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK": the site's defaults */
     const char *runtimes;       /* "runc=runc,kata=kata-runtime": placement runtime -> engine's name */
     unsigned stop_grace_s;      /* 0: AGENT_STOP_GRACE_DEFAULT_S */
 } AgentWorkloadConfig;
@@ -31,11 +33,15 @@ int agent_map_check(const char *map, const char *what, Error *err);
  * cpu (a passthrough VM or a Mac workload goes to its own driver). */
 bool agent_work_is_container(json_t *work);
 
+/* Whether the placement is a passthrough VM (the VM driver). */
+bool agent_work_is_vm(json_t *work);
+
 /* Storage behind a WorkloadSpec built by agent_work_spec(). */
 typedef struct AgentSpecBuf {
     char id[DRIVER_ID_MAX];
     char image[256], runtime[64];
     WorkloadGpu gpus[16];
+    const char *group[16][8]; /* VMs: the other functions of each GPU's IOMMU group */
     size_t n_gpus;
     const char *cmd[65];
     const char *env[65];

@@ -40,7 +40,9 @@ static void run_usage(FILE *f) {
           "  --engine-socket P   Docker or Podman socket for container workloads (none: recorded only)\n"
           "  --engine-api A      auto | docker | libpod (default auto: from GET /version)\n"
           "  --cdi-dirs D        where CDI specs are read (default /etc/cdi:/var/run/cdi)\n"
-          "  --images MAP        the site's default images: notebook=IMG,endpoint=IMG,container=IMG\n"
+          "  --vm-uri URI        libvirt connection for passthrough VMs, e.g. qemu:///system (none: recorded only)\n"
+          "  --vm-domain-type T  libvirt domain type (default kvm; test for libvirt's test driver)\n"
+          "  --images MAP        the site's default images: notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK\n"
           "  --runtimes MAP      engine runtime names: kata=kata-runtime[,runc=runc]\n"
           "  --stop-grace S      seconds a workload has to stop before it is killed (default 10)\n"
           "  -q, --quiet         no log lines\n",
@@ -57,7 +59,7 @@ static void on_signal(int sig) {
 int agent_run_verb(int argc, char **argv) {
     enum { O_SERVER = 0x200, O_TOKEN, O_NAME, O_SITE, O_KIND, O_OWNER, O_MODE, O_CAPS, O_HB, O_STATE,
            O_SYS, O_PROC, O_DEV, O_NVML, O_NO_NVML, O_APPLE, O_CATALOG, O_SIM, O_ENGINE, O_ENGINE_API,
-           O_CDI, O_IMAGES, O_RUNTIMES, O_GRACE };
+           O_CDI, O_IMAGES, O_RUNTIMES, O_GRACE, O_VM_URI, O_VM_TYPE };
     static const struct option options[] = {
             {"server", required_argument, NULL, O_SERVER},   {"token", required_argument, NULL, O_TOKEN},
             {"name", required_argument, NULL, O_NAME},       {"site", required_argument, NULL, O_SITE},
@@ -71,6 +73,7 @@ int agent_run_verb(int argc, char **argv) {
             {"engine-socket", required_argument, NULL, O_ENGINE}, {"engine-api", required_argument, NULL, O_ENGINE_API},
             {"cdi-dirs", required_argument, NULL, O_CDI},    {"images", required_argument, NULL, O_IMAGES},
             {"runtimes", required_argument, NULL, O_RUNTIMES}, {"stop-grace", required_argument, NULL, O_GRACE},
+            {"vm-uri", required_argument, NULL, O_VM_URI},   {"vm-domain-type", required_argument, NULL, O_VM_TYPE},
             {"quiet", no_argument, NULL, 'q'},               {"help", no_argument, NULL, 'h'},
             {},
     };
@@ -104,6 +107,8 @@ int agent_run_verb(int argc, char **argv) {
         case 'q': cfg.log = NULL; break;
         case O_ENGINE: wl.engine.socket = optarg; break;
         case O_CDI: wl.engine.cdi_dirs = optarg; break;
+        case O_VM_URI: wl.vm.uri = optarg; break;
+        case O_VM_TYPE: wl.vm.domain_type = optarg; break;
         case O_ENGINE_API:
             if (STREQ(optarg, "auto"))
                 wl.engine.dialect = -1;

@@ -1,9 +1,11 @@
-/* test-agent-containers.c: end to end, R17: the real control plane, the real agent on a fixture
+/* test-agent-workloads.c: end to end, R17: the real control plane, the real agent on a fixture
  * machine (8 H100s whose NVML UUIDs match the fake GPUs of the Podman fixture's CDI spec), and a
  * real Podman service. A placement starts exactly one container with its GPU; a container that
  * exits frees its GPU (request `ended`, exit code in the reason); release stops it; a container
  * killed from outside ends its request; a missing image fails it with the engine's sentence;
- * an agent killed and restarted adopts its container and never starts it twice. */
+ * an agent killed and restarted adopts its container and never starts it twice. A passthrough
+ * VM on the GPU the fixture has bound to vfio-pci goes to libvirt (its test driver, inside the
+ * agent's process) and release stops it. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +37,9 @@ static void spawn_agent(void) {
     const char *args[] = {"--site", "lab", "--site-kind", "lab", "--sysfs-root", sys, "--proc-root", proc, "--simulate",
                           "--nvml-lib", FAKE_NVML_LIB, "--engine-socket", sock_arg, "--engine-api", "libpod",
                           "--images",
-                          "notebook=" PODMAN_PROBE_IMAGE ",container=" PODMAN_SLEEPER_IMAGE ",endpoint=localhost/no-such:1",
-                          "--stop-grace", "1", NULL};
+                          "notebook=" PODMAN_PROBE_IMAGE ",container=" PODMAN_SLEEPER_IMAGE
+                          ",endpoint=localhost/no-such:1,vm=/var/lib/einsora/images/test.qcow2",
+                          "--vm-uri", "test:///default", "--vm-domain-type", "test", "--stop-grace", "1", NULL};
     agent = fleet_spawn_agent(ts.url, agent_token, NODE, state_dir, args, nvml);
 }
 
@@ -74,6 +77,12 @@ static void setup(void) {
     agent_token = ts_token(&ts, NODE, "node", NODE);
     snprintf(state_dir, sizeof(state_dir), "%s/agent", pm.dir);
     mkdir(state_dir, 0700);
+    /* The machine's last GPU is on vfio-pci (simulated binding): a VM can take it (R7). */
+    char sim[256];
+    snprintf(sim, sizeof(sim), "%s/sim-binding", state_dir);
+    FILE *f = fopen(sim, "w");
+    fputs("0000:db:00.0 vfio\n", f);
+    fclose(f);
     spawn_agent();
     for (int i = 0; i < 600 && !node_registered(); i++)
         nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
@@ -92,7 +101,7 @@ static void teardown(void) {
     podman_fixture_stop(&pm);
 }
 
-TestSuite(agent_containers, .init = setup, .fini = teardown, .timeout = 300);
+TestSuite(agent_workloads, .init = setup, .fini = teardown, .timeout = 300);
 
 #define NEED_PODMAN()                                                                              \
     do {                                                                                           \
@@ -163,7 +172,7 @@ static size_t our_containers(Driver *d) {
     return n;
 }
 
-Test(agent_containers, r17_a_notebook_that_exits_ends_its_request_and_frees_its_gpu) {
+Test(agent_workloads, r17_a_notebook_that_exits_ends_its_request_and_frees_its_gpu) {
     NEED_PODMAN();
     long id = submit("{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
     json_t *j = wait_state(id, "ended");
@@ -179,7 +188,7 @@ Test(agent_containers, r17_a_notebook_that_exits_ends_its_request_and_frees_its_
     driver_free(d);
 }
 
-Test(agent_containers, r17_release_stops_the_running_container) {
+Test(agent_workloads, r17_release_stops_the_running_container) {
     NEED_PODMAN();
     Driver *d = engine();
     long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
@@ -192,7 +201,7 @@ Test(agent_containers, r17_release_stops_the_running_container) {
     driver_free(d);
 }
 
-Test(agent_containers, r17_a_container_killed_from_outside_ends_its_request) {
+Test(agent_workloads, r17_a_container_killed_from_outside_ends_its_request) {
     NEED_PODMAN();
     Driver *d = engine();
     long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
@@ -207,7 +216,7 @@ Test(agent_containers, r17_a_container_killed_from_outside_ends_its_request) {
     driver_free(d);
 }
 
-Test(agent_containers, r17_a_missing_image_fails_the_request_with_the_engines_sentence) {
+Test(agent_workloads, r17_a_missing_image_fails_the_request_with_the_engines_sentence) {
     NEED_PODMAN();
     long id = submit("{\"kind\":\"endpoint\",\"class\":\"nvidia-h100-80gb\"}");
     json_t *j = wait_state(id, "ended");
@@ -216,7 +225,7 @@ Test(agent_containers, r17_a_missing_image_fails_the_request_with_the_engines_se
     json_decref(j);
 }
 
-Test(agent_containers, r17_an_agent_killed_and_restarted_adopts_its_container_and_never_starts_it_twice) {
+Test(agent_workloads, r17_an_agent_killed_and_restarted_adopts_its_container_and_never_starts_it_twice) {
     NEED_PODMAN();
     Driver *d = engine();
     long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
@@ -238,7 +247,7 @@ Test(agent_containers, r17_an_agent_killed_and_restarted_adopts_its_container_an
     bool adopted = false;
     for (int i = 0; i < 1200 && !adopted; i++) {
         char *text = NULL;
-        adopted = read_full_file(log, 1 << 20, &text, NULL) >= 0 && strstr(text, "adopted the container of request");
+        adopted = read_full_file(log, 1 << 20, &text, NULL) >= 0 && strstr(text, "adopted the workload of request");
         free(text);
         if (!adopted)
             nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
@@ -251,4 +260,39 @@ Test(agent_containers, r17_an_agent_killed_and_restarted_adopts_its_container_an
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
     wait_absent(d, id);
     driver_free(d);
+}
+
+static bool agent_log_has(const char *words) {
+    char log[256], *text = NULL;
+    snprintf(log, sizeof(log), "%s/agent.log", state_dir);
+    bool has = read_full_file(log, 1 << 20, &text, NULL) >= 0 && strstr(text, words);
+    free(text);
+    return has;
+}
+
+Test(agent_workloads, r17_a_vm_placement_starts_a_libvirt_domain_and_release_stops_it) {
+    NEED_PODMAN();
+    long id = submit("{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\"}");
+    json_t *j = wait_state(id, "active");
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(json_object_get(j, "placement"), "addresses"), 0)),
+                     "0000:db:00.0");
+    json_decref(j);
+    char words[64], vms[256], *text = NULL;
+    snprintf(words, sizeof(words), "started vm %ld", id);
+    cr_assert(agent_log_has(words), "the agent started the VM");
+    snprintf(vms, sizeof(vms), "%s/vms", state_dir);
+    cr_assert_geq(read_full_file(vms, 4096, &text, NULL), 0);
+    cr_assert_eq(atol(text), id, "libvirt runs the VM of the request: %s", text);
+    free(text);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    snprintf(words, sizeof(words), "stopped %ld", id);
+    for (int i = 0; i < 1200 && !agent_log_has(words); i++)
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    cr_assert(agent_log_has(words), "the agent stopped the VM");
+    text = NULL;
+    cr_assert_geq(read_full_file(vms, 4096, &text, NULL), 0);
+    cr_assert_str_eq(text, "", "libvirt no longer has it");
+    free(text);
 }
