@@ -137,7 +137,7 @@ static int split_qualified(const char *qualified, char *kind, size_t size, const
 int cdi_resolve_text(const char *text, size_t len, const char *file, const char *qualified, CdiDevice *ret,
                      Error *err) {
     char kind[128];
-    const char *name;
+    const char *name = NULL;
     int r = split_qualified(qualified, kind, sizeof(kind), &name, err);
     if (r < 0)
         return r;
@@ -198,7 +198,7 @@ static int resolve_dir(const char *dir, const char *qualified, CdiDevice *ret) {
 
 int cdi_resolve(const char *dirs, const char *qualified, CdiDevice *ret, Error *err) {
     char kind[128];
-    const char *name;
+    const char *name = NULL;
     int r = split_qualified(qualified, kind, sizeof(kind), &name, err);
     if (r < 0)
         return r;
