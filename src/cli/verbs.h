@@ -29,3 +29,7 @@ int agent_run_verb(int argc, char **argv);
 /* The fleet (issue 7): `einsora up` and `einsora node mode`. */
 int verb_up(int argc, char **argv);
 int node_mode_verb(int argc, char **argv);
+/* Workloads (issue 13): `einsora run`, `einsora logs`, `einsora stop`. */
+int verb_run(int argc, char **argv);
+int verb_logs(int argc, char **argv);
+int verb_stop(int argc, char **argv);

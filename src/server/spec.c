@@ -89,6 +89,28 @@ static int get_bool(json_t *obj, const char *key, bool *ret, Error *err) {
     return 1;
 }
 
+/* "command": a list of at most 64 texts, kept as its compact JSON text. */
+static int get_command(json_t *obj, char *buf, size_t size, Error *err) {
+    json_t *v = json_object_get(obj, "command");
+    if (!v)
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 64)
+        return error_set(err, -EINVAL, "Field 'command' must be a list of 1 to 64 arguments.");
+    size_t i;
+    json_t *a;
+    json_array_foreach(v, i, a)
+        if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a))
+            return error_set(err, -EINVAL, "Argument %zu of 'command' is not a text.", i);
+    char *text = json_dumps(v, JSON_COMPACT);
+    if (!text)
+        return error_set(err, -ENOMEM, "Out of memory.");
+    int r = strlen(text) < size ? 1 : error_set(err, -E2BIG, "Field 'command' is longer than %zu bytes.", size - 1);
+    if (r > 0)
+        memcpy(buf, text, strlen(text) + 1);
+    free(text);
+    return r;
+}
+
 static int one_of(const char *key, const char *value, const char *const *choices, Error *err) {
     for (size_t i = 0; choices[i]; i++)
         if (STREQ(value, choices[i]))
@@ -98,7 +120,7 @@ static int one_of(const char *key, const char *value, const char *const *choices
 
 int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     static const char *const fields[] = {"kind", "class", "count", "memory_gb", "guest_os",
-                                         "share", "fallback", "wait_s", "runtime", NULL};
+                                         "share", "fallback", "wait_s", "runtime", "image", "command", NULL};
     ApiRequest r = {.count = 1};
     char kind[16];
     int k;
@@ -110,7 +132,9 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         (k = get_string(j, "guest_os", false, r.guest_os, sizeof(r.guest_os), err)) < 0 ||
         (k = get_bool(j, "share", &r.share, err)) < 0 ||
         (k = get_uint(j, "wait_s", 0, SPEC_MAX_WAIT_S, &r.wait_s, err)) < 0 ||
-        (k = get_string(j, "runtime", false, r.runtime, sizeof(r.runtime), err)) < 0)
+        (k = get_string(j, "runtime", false, r.runtime, sizeof(r.runtime), err)) < 0 ||
+        (k = get_string(j, "image", false, r.image, sizeof(r.image), err)) < 0 ||
+        (k = get_command(j, r.command, sizeof(r.command), err)) < 0)
         return k;
     bool found = false;
     for (ApiKind w = 0; w < _WORK_MAX; w++)
@@ -200,6 +224,10 @@ json_t *api_request_to_json(const ApiRequest *r) {
     }
     if (r->runtime[0])
         json_object_set_new(j, "runtime", json_string(r->runtime));
+    if (r->image[0])
+        json_object_set_new(j, "image", json_string(r->image));
+    if (r->command[0])
+        json_object_set_new(j, "command", json_loads(r->command, 0, NULL));
     return j;
 }
 

@@ -19,6 +19,7 @@
 #include "drivers/engine.h"
 #include "../fleet/fleet-helpers.h"
 #include "podman-fixture.h"
+#include "helpers.h"
 #include "util/fileio.h"
 
 static PodmanFixture pm;
@@ -295,4 +296,46 @@ Test(agent_workloads, r17_a_vm_placement_starts_a_libvirt_domain_and_release_sto
     cr_assert_geq(read_full_file(vms, 4096, &text, NULL), 0);
     cr_assert_str_eq(text, "", "libvirt no longer has it");
     free(text);
+}
+
+/* The CLI: `einsora run` follows a workload to its end (its exit code decides the exit
+ * status); with --detach it returns once it runs; `einsora logs` shows its output from the
+ * node's engine; `einsora stop` releases it and its container goes. */
+Test(agent_workloads, r17_cli_run_logs_and_stop) {
+    NEED_PODMAN();
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "run", "--server", ts.url, "--token", ts.admin, "--kind", "container", "--class",
+                         "nvidia-h100-80gb", "--image", PODMAN_IMAGE, "--", "sh", "-c", "echo bye; exit 3", NULL);
+    cr_assert_eq(rc, 1, "a workload that exits 3 fails the run:\n%s%s", out, err);
+    cr_assert(strstr(out, "ended - exited with code 3"), "%s", out);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "run", "--server", ts.url, "--token", ts.admin, "--kind", "container", "--class",
+                     "nvidia-h100-80gb", "--image", PODMAN_IMAGE, "--detach", "--", "sh", "-c",
+                     "echo hello from einsora run; sleep 100000", NULL);
+    cr_assert_eq(rc, 0, "%s%s", out, err);
+    cr_assert(strstr(out, ": active"), "%s", out);
+    long id = atol(strstr(out, "request ") + 8);
+    free(out), free(err);
+    char ids[32];
+    snprintf(ids, sizeof(ids), "%ld", id);
+    bool seen = false;
+    for (int i = 0; i < 600 && !seen; i++) {
+        rc = run_einsora(&out, &err, "logs", ids, "--engine-socket", pm.socket, NULL);
+        seen = rc == 0 && strstr(out, "hello from einsora run");
+        free(out), free(err);
+        if (!seen)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    cr_assert(seen, "einsora logs shows the container's output");
+    rc = run_einsora(&out, &err, "stop", ids, "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s%s", out, err);
+    cr_assert(strstr(out, "released"), "%s", out);
+    free(out), free(err);
+    Driver *d = engine();
+    wait_absent(d, id);
+    driver_free(d);
+    rc = run_einsora(&out, &err, "stop", ids, "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_eq(rc, 1, "stopping it again says it already ended");
+    cr_assert(strstr(err, "already released"), "%s", err);
+    free(out), free(err);
 }
