@@ -462,10 +462,11 @@ static void start_workload(Agent *a, json_t *w) {
     }
     _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
     long status = 0;
+    _cleanup_free_ char *gpus = json_dumps(json_object_get(p, "addresses"), JSON_COMPACT);
     if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
-        logf_(a, "started %s %s (%s, %s)%s", json_string_value(json_object_get(w, "kind")), id,
+        logf_(a, "started %s %s (%s, %s, GPUs %s)%s", json_string_value(json_object_get(w, "kind")), id,
               strempty(json_string_value(json_object_get(p, "method"))),
-              strempty(json_string_value(json_object_get(p, "class"))),
+              strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
               slot == SLOT_ENGINE ? " in a container" : slot == SLOT_VM ? " as a VM" : " [recorded; no driver for it]");
 }
 

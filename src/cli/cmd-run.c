@@ -111,7 +111,7 @@ int verb_run(int argc, char **argv) {
                                           {"detach", no_argument, NULL, 'd'},
                                           {}};
     RunArgs a = {.body = json_object()};
-    RemoteOpts o;
+    RemoteOpts o = {0};
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o, usage);
     if (r >= 0) {
         json_decref(a.body);
