@@ -1,4 +1,5 @@
-/* fuzz-workload-end.c: libFuzzer target for an agent's workload-end body (server/workload-end.h). */
+/* fuzz-workload-end.c: libFuzzer target for the bodies an agent sends about a workload: its end and
+ * its activation (server/workload-end.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
     } else if (err.message[0] == '\0') {
         abort(); /* a refusal always says why */
+    }
+    char url[WORKLOAD_URL_MAX];
+    Error e2 = {0};
+    if (workload_activate_parse((const char *)data, size, url, &e2) == 0) {
+        if (url[0] && strncmp(url, "http", 4))
+            abort();
+    } else if (e2.message[0] == '\0') {
+        abort();
     }
     return 0;
 }

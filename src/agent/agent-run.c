@@ -342,8 +342,9 @@ static void report_end(Agent *a, const char *id, bool failed, int exit_code, con
     json_decref(body);
 }
 
-/* Start the placed workload through its driver; 0 when it runs (or already ran: adopted). */
-static int start_driven(Agent *a, int k, json_t *w, const char *id) {
+/* Start the placed workload through its driver; 0 when it runs (or already ran: adopted), with
+ * the URL of a notebook or endpoint in url ("" when none). */
+static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, size_t url_size) {
     if (!ensure_slot(a, k))
         return -EAGAIN;
     const AgentConfig *cfg = a->cfg;
@@ -371,6 +372,9 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id) {
     }
     if (set_member(a, slot_files[k], id, true, &err) < 0)
         logf_(a, "cannot record workload %s: %s", id, error_message(&err));
+    WorkloadState st = {0};
+    if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) >= 0)
+        agent_work_url(cfg->workloads, w, st.host_port, url, url_size);
     return 0;
 }
 
@@ -450,7 +454,8 @@ static void start_workload(Agent *a, json_t *w) {
     size_t i;
     json_t *addr;
     int slot = slot_of(a, w);
-    if (slot >= 0 && start_driven(a, slot, w, id) < 0)
+    char url[200] = "";
+    if (slot >= 0 && start_driven(a, slot, w, id, url, sizeof(url)) < 0)
         return; /* not started: reported as ended, or retried at the next turn */
     /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
     json_array_foreach(json_object_get(p, "addresses"), i, addr)
@@ -463,11 +468,14 @@ static void start_workload(Agent *a, json_t *w) {
     _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
     long status = 0;
     _cleanup_free_ char *gpus = json_dumps(json_object_get(p, "addresses"), JSON_COMPACT);
-    if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
-        logf_(a, "started %s %s (%s, %s, GPUs %s)%s", json_string_value(json_object_get(w, "kind")), id,
+    json_t *body = url[0] ? json_pack("{s:s}", "url", url) : NULL;
+    if (path && call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
+        logf_(a, "started %s %s (%s, %s, GPUs %s)%s%s%s", json_string_value(json_object_get(w, "kind")), id,
               strempty(json_string_value(json_object_get(p, "method"))),
               strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
-              slot == SLOT_ENGINE ? " in a container" : slot == SLOT_VM ? " as a VM" : " [recorded; no driver for it]");
+              slot == SLOT_ENGINE ? " in a container" : slot == SLOT_VM ? " as a VM" : " [recorded; no driver for it]",
+              url[0] ? " at " : "", url);
+    json_decref(body);
 }
 
 static void stop_workload(Agent *a, const char *id) {

@@ -50,6 +50,24 @@ bool agent_work_is_vm(json_t *work) {
     return m && STREQ(m, "passthrough");
 }
 
+unsigned agent_work_port(json_t *work) {
+    const char *kind = json_string_value(json_object_get(work, "kind"));
+    const char *rt = json_string_value(json_object_get(json_object_get(work, "placement"), "endpoint_runtime"));
+    if (kind && STREQ(kind, "notebook"))
+        return 8888;
+    if (kind && STREQ(kind, "endpoint"))
+        return rt && STREQ(rt, "vllm") ? 8000 : 8080;
+    return 0;
+}
+
+void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_port, char *buf, size_t size) {
+    const char *kind = json_string_value(json_object_get(work, "kind"));
+    buf[0] = 0;
+    if (!agent_work_port(work) || !host_port || isempty(cfg->address))
+        return;
+    snprintf(buf, size, "http://%s:%u%s", cfg->address, host_port, STREQ(kind, "endpoint") ? "/v1" : "/");
+}
+
 static const Accelerator *find_gpu(const MachineInventory *inv, const char *bdf) {
     for (size_t i = 0; inv && i < inv->n_accelerators; i++)
         if (STREQ(inv->accelerators[i].bdf, bdf))
@@ -159,6 +177,8 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     s.vcpus = (unsigned)json_integer_value(json_object_get(p, "cpu_cores"));
     s.gpus = buf->gpus;
     s.n_gpus = buf->n_gpus;
+    if (!agent_work_is_vm(work) && (buf->port = agent_work_port(work)))
+        s.ports = &buf->port, s.n_ports = 1;
     *ret = s;
     return 0;
 }

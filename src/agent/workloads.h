@@ -22,6 +22,7 @@ typedef struct AgentWorkloadConfig {
     const char *images;         /* "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK": the site's defaults */
     const char *runtimes;       /* "runc=runc,kata=kata-runtime": placement runtime -> engine's name */
     unsigned stop_grace_s;      /* 0: AGENT_STOP_GRACE_DEFAULT_S */
+    const char *address;        /* host name users reach this node by, for notebook/endpoint URLs */
 } AgentWorkloadConfig;
 
 /* The value of key in a "k=v,k=v" map into buf; false when absent. */
@@ -45,7 +46,16 @@ typedef struct AgentSpecBuf {
     size_t n_gpus;
     const char *cmd[65];
     const char *env[65];
+    unsigned port;
 } AgentSpecBuf;
+
+/* The port a kind's server listens on in its container: a notebook's (Jupyter, 8888), an
+ * endpoint's by runtime (vLLM 8000, llama.cpp and MLX 8080); 0 for other kinds. */
+unsigned agent_work_port(json_t *work);
+
+/* The URL users reach a running notebook or endpoint at (an endpoint's OpenAI-compatible base
+ * URL ends in /v1); "" when the kind serves nothing or no port is published. */
+void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_port, char *buf, size_t size);
 
 /* Build the spec of one pushed workload. Every allocated address must be a GPU of this
  * machine's inventory (with a UUID for NVIDIA, a render node for AMD); otherwise a sentence

@@ -45,6 +45,8 @@ static void run_usage(FILE *f) {
           "  --images MAP        the site's default images: notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK\n"
           "  --runtimes MAP      engine runtime names: kata=kata-runtime[,runc=runc]\n"
           "  --stop-grace S      seconds a workload has to stop before it is killed (default 10)\n"
+          "  --address HOST      host name users reach this node by, in notebook/endpoint URLs\n"
+          "                      (default: the node name)\n"
           "  -q, --quiet         no log lines\n",
           f);
 }
@@ -59,7 +61,7 @@ static void on_signal(int sig) {
 int agent_run_verb(int argc, char **argv) {
     enum { O_SERVER = 0x200, O_TOKEN, O_NAME, O_SITE, O_KIND, O_OWNER, O_MODE, O_CAPS, O_HB, O_STATE,
            O_SYS, O_PROC, O_DEV, O_NVML, O_NO_NVML, O_APPLE, O_CATALOG, O_SIM, O_ENGINE, O_ENGINE_API,
-           O_CDI, O_IMAGES, O_RUNTIMES, O_GRACE, O_VM_URI, O_VM_TYPE };
+           O_CDI, O_IMAGES, O_RUNTIMES, O_GRACE, O_VM_URI, O_VM_TYPE, O_ADDRESS };
     static const struct option options[] = {
             {"server", required_argument, NULL, O_SERVER},   {"token", required_argument, NULL, O_TOKEN},
             {"name", required_argument, NULL, O_NAME},       {"site", required_argument, NULL, O_SITE},
@@ -74,6 +76,7 @@ int agent_run_verb(int argc, char **argv) {
             {"cdi-dirs", required_argument, NULL, O_CDI},    {"images", required_argument, NULL, O_IMAGES},
             {"runtimes", required_argument, NULL, O_RUNTIMES}, {"stop-grace", required_argument, NULL, O_GRACE},
             {"vm-uri", required_argument, NULL, O_VM_URI},   {"vm-domain-type", required_argument, NULL, O_VM_TYPE},
+            {"address", required_argument, NULL, O_ADDRESS},
             {"quiet", no_argument, NULL, 'q'},               {"help", no_argument, NULL, 'h'},
             {},
     };
@@ -109,6 +112,7 @@ int agent_run_verb(int argc, char **argv) {
         case O_CDI: wl.engine.cdi_dirs = optarg; break;
         case O_VM_URI: wl.vm.uri = optarg; break;
         case O_VM_TYPE: wl.vm.domain_type = optarg; break;
+        case O_ADDRESS: wl.address = optarg; break;
         case O_ENGINE_API:
             if (STREQ(optarg, "auto"))
                 wl.engine.dialect = -1;
@@ -164,6 +168,8 @@ int agent_run_verb(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     wl.engine.dev_root = cfg.dev_root;
+    if (!wl.address)
+        wl.address = cfg.id.name;
     cfg.workloads = &wl;
     Error err = {0};
     if (agent_run(&cfg, &err) < 0)

@@ -57,6 +57,7 @@ typedef struct WorkloadState {
     WorkloadStatus status;
     int exit_code;
     char message[256];
+    unsigned host_port; /* where the first published port answers on the host (0: none) */
 } WorkloadState;
 
 const char *workload_status_to_string(WorkloadStatus s);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/macro.h"
@@ -199,6 +200,15 @@ int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **
         snprintf(s.message, sizeof(s.message), "exited with code %d", s.exit_code);
     else if (s.status == WORKLOAD_FAILED)
         snprintf(s.message, sizeof(s.message), "the engine reports the container %s", status);
+    /* NetworkSettings.Ports: {"8888/tcp": [{"HostIp": "", "HostPort": "46767"}]} */
+    const char *key;
+    json_t *binds;
+    json_object_foreach(json_object_get(json_object_get(inspect, "NetworkSettings"), "Ports"), key, binds) {
+        const char *hp = json_string_value(json_object_get(json_array_get(binds, 0), "HostPort"));
+        unsigned long port = hp ? strtoul(hp, NULL, 10) : 0;
+        if (port > 0 && port < 65536 && !s.host_port)
+            s.host_port = (unsigned)port;
+    }
     if (ret_runtime) {
         /* libpod: OCIRuntime; Docker: HostConfig.Runtime. */
         const char *rt = json_string_value(json_object_get(inspect, "OCIRuntime"));

@@ -366,7 +366,9 @@ static int engine_status(Driver *d, const char *id, WorkloadState *ret, Error *e
     int r = path ? http(e, "GET", path, NULL, e->timeout_s, NULL, &status, &j, err) : -ENOMEM;
     if (r < 0)
         return r;
-    if (status == 404) {
+    /* Podman answers 500 "no such container" for one removed while it looks it up. */
+    const char *m = json_string_value(json_object_get(j, "message"));
+    if (status == 404 || (status >= 500 && m && strstr(m, "no such container"))) {
         json_decref(j);
         *ret = (WorkloadState){.status = WORKLOAD_ABSENT};
         snprintf(ret->message, sizeof(ret->message), "the engine has no container for request %s", id);

@@ -55,6 +55,40 @@ int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *er
     return 0;
 }
 
+int workload_activate_parse(const char *text, size_t len, char url[WORKLOAD_URL_MAX], Error *err) {
+    url[0] = 0;
+    if (!len)
+        return 0;
+    json_error_t je;
+    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        return error_set(err, -EINVAL, "The body is not JSON: %s.", je.text);
+    const char *key;
+    json_t *v;
+    int r = json_is_object(j) ? 0 : error_set(err, -EINVAL, "The body must be a JSON object.");
+    json_object_foreach(j, key, v) {
+        if (r < 0)
+            break;
+        if (STRNEQ(key, "url")) {
+            r = error_set(err, -EINVAL, "An activation has no field '%.64s' (url).", key);
+            break;
+        }
+        const char *s = json_string_value(v);
+        bool ok = s && json_string_length(v) < WORKLOAD_URL_MAX && strlen(s) == json_string_length(v) &&
+                  (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)) && s[strcspn(s, "://") + 3];
+        for (const char *p = s; ok && *p; p++)
+            ok = (unsigned char)*p > 0x20 && *p != 0x7f;
+        if (!ok) {
+            r = error_set(err, -EINVAL, "'url' must be an http(s) URL of at most %d characters without spaces.",
+                          WORKLOAD_URL_MAX - 1);
+            break;
+        }
+        snprintf(url, WORKLOAD_URL_MAX, "%s", s);
+    }
+    json_decref(j);
+    return r;
+}
+
 void workload_end_reason(const WorkloadEnd *e, char *buf, size_t size) {
     if (e->failed)
         snprintf(buf, size, "failed: %s", e->message[0] ? e->message : "the workload could not run");

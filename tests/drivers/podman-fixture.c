@@ -129,7 +129,7 @@ void podman_fixture_start(PodmanFixture *p) {
     snprintf(p->dev, sizeof(p->dev), "%s/dev", p->dir);
     /* A rootfs from busybox-static, imported as the image. */
     sh("set -e; d=%s/rootfs; mkdir -p $d/bin $d/dev $d/proc $d/sys $d/etc $d/tmp; cp /bin/busybox $d/bin/; "
-       "for c in sh ls cat env echo sleep true false; do ln -s busybox $d/bin/$c; done; "
+       "for c in sh ls cat env echo sleep true false httpd; do ln -s busybox $d/bin/$c; done; "
        "mkdir -p %s/tmp %s/dri",
        p->dir, p->dir, p->dev);
     char conf[160];

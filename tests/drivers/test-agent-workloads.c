@@ -7,6 +7,7 @@
  * VM on the GPU the fixture has bound to vfio-pci goes to libvirt (its test driver, inside the
  * agent's process) and release stops it. */
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ static void spawn_agent(void) {
                           "--images",
                           "notebook=" PODMAN_PROBE_IMAGE ",container=" PODMAN_SLEEPER_IMAGE
                           ",endpoint=localhost/no-such:1,vm=/var/lib/einsora/images/test.qcow2",
-                          "--vm-uri", "test:///default", "--vm-domain-type", "test", "--stop-grace", "1", NULL};
+                          "--vm-uri", "test:///default", "--vm-domain-type", "test", "--stop-grace", "1",
+                          "--address", "127.0.0.1", NULL};
     agent = fleet_spawn_agent(ts.url, agent_token, NODE, state_dir, args, nvml);
 }
 
@@ -280,6 +282,8 @@ Test(agent_workloads, r17_a_vm_placement_starts_a_libvirt_domain_and_release_sto
     json_decref(j);
     char words[64], vms[256], *text = NULL;
     snprintf(words, sizeof(words), "started vm %ld", id);
+    for (int i = 0; i < 1200 && !agent_log_has(words); i++) /* logged once the activation is answered */
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     cr_assert(agent_log_has(words), "the agent started the VM");
     snprintf(vms, sizeof(vms), "%s/vms", state_dir);
     cr_assert_geq(read_full_file(vms, 4096, &text, NULL), 0);
@@ -338,4 +342,42 @@ Test(agent_workloads, r17_cli_run_logs_and_stop) {
     cr_assert_eq(rc, 1, "stopping it again says it already ended");
     cr_assert(strstr(err, "already released"), "%s", err);
     free(out), free(err);
+}
+
+static size_t keep(char *ptr, size_t size, size_t nmemb, void *userdata) {
+    (void)ptr, (void)userdata;
+    return size * nmemb;
+}
+
+/* A notebook's URL: the agent publishes its port, reads the host port back from the engine and
+ * reports http://ADDRESS:PORT/ with the activation; the URL really reaches the container. */
+Test(agent_workloads, r17_a_running_notebook_reports_its_url) {
+    NEED_PODMAN();
+    long id = submit("{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"image\":\"" PODMAN_IMAGE
+                     "\",\"command\":[\"httpd\",\"-f\",\"-p\",\"8888\",\"-h\",\"/\"]}");
+    json_t *j = wait_state(id, "active");
+    const char *url = json_string_value(json_object_get(json_object_get(j, "placement"), "url"));
+    cr_assert(url && !strncmp(url, "http://127.0.0.1:", 17), "the placement has the notebook's URL: %s", url ? url : "none");
+    CURL *h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+    long status = 0;
+    CURLcode rc = CURLE_COULDNT_CONNECT;
+    for (int i = 0; i < 200 && rc != CURLE_OK; i++) { /* httpd may still be starting */
+        rc = curl_easy_perform(h);
+        if (rc != CURLE_OK)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(h);
+    cr_assert_eq(rc, CURLE_OK, "%s answers: %s", url, curl_easy_strerror(rc));
+    cr_assert_gt(status, 0, "an HTTP answer from inside the container");
+    json_decref(j);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    Driver *d = engine();
+    wait_absent(d, id);
+    driver_free(d);
 }

@@ -52,6 +52,45 @@ Test(workload_spec, r17_workload_end_bodies) {
     }
 }
 
+Test(workload_spec, r17_activation_url_is_checked) {
+    char url[WORKLOAD_URL_MAX];
+    Error err = {0};
+    cr_assert_eq(workload_activate_parse("", 0, url, &err), 0);
+    cr_assert_str_eq(url, "", "no body: no URL");
+    const char *ok = "{\"url\":\"http://lab-h100:46767/v1\"}";
+    cr_assert_eq(workload_activate_parse(ok, strlen(ok), url, &err), 0);
+    cr_assert_str_eq(url, "http://lab-h100:46767/v1");
+    const char *bad[] = {"{\"url\":\"ftp://x\"}", "{\"url\":\"http://\"}", "{\"url\":\"http://a b\"}",
+                         "{\"url\":1}", "{\"uri\":\"http://x\"}", "[]"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        Error e = {0};
+        cr_assert_eq(workload_activate_parse(bad[i], strlen(bad[i]), url, &e), -EINVAL, "case %zu", i);
+        cr_assert(e.message[0], "case %zu says why", i);
+    }
+}
+
+Test(workload_spec, r17_notebook_and_endpoint_urls) {
+    AgentWorkloadConfig cfg = {.address = "lab-h100"};
+    char url[200];
+    json_t *nb = json_pack("{s:s, s:{s:s}}", "kind", "notebook", "placement", "endpoint_runtime", "none");
+    json_t *ep = json_pack("{s:s, s:{s:s}}", "kind", "endpoint", "placement", "endpoint_runtime", "vllm");
+    json_t *vm = json_pack("{s:s, s:{s:s}}", "kind", "vm", "placement", "endpoint_runtime", "none");
+    cr_assert_eq(agent_work_port(nb), 8888);
+    cr_assert_eq(agent_work_port(ep), 8000);
+    cr_assert_eq(agent_work_port(vm), 0);
+    agent_work_url(&cfg, nb, 40001, url, sizeof(url));
+    cr_assert_str_eq(url, "http://lab-h100:40001/");
+    agent_work_url(&cfg, ep, 40002, url, sizeof(url));
+    cr_assert_str_eq(url, "http://lab-h100:40002/v1", "an endpoint's OpenAI-compatible base URL");
+    agent_work_url(&cfg, vm, 40003, url, sizeof(url));
+    cr_assert_str_eq(url, "");
+    agent_work_url(&cfg, nb, 0, url, sizeof(url));
+    cr_assert_str_eq(url, "", "no published port: no URL");
+    json_decref(nb);
+    json_decref(ep);
+    json_decref(vm);
+}
+
 Test(workload_spec, r17_agent_maps_are_checked) {
     char v[64];
     cr_assert(agent_map_get("notebook=a:1,container=b:2", "container", v, sizeof(v)));
