@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -380,4 +381,63 @@ Test(agent_workloads, r17_a_running_notebook_reports_its_url) {
     Driver *d = engine();
     wait_absent(d, id);
     driver_free(d);
+}
+
+/* Start `einsora run ARGS...` with its output in a file; returns its pid. */
+static pid_t spawn_run(const char *out_path, const char *const *args) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        const char *argv[32] = {EINSORA_BIN, "run", "--server", ts.url, "--token", ts.admin};
+        size_t n = 6;
+        for (size_t i = 0; args[i] && n < 31; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(EINSORA_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static bool file_has(const char *path, const char *words) {
+    char *text = NULL;
+    bool has = read_full_file(path, 1 << 20, &text, NULL) >= 0 && strstr(text, words);
+    free(text);
+    return has;
+}
+
+/* Ctrl-C while `einsora run` waits: with --rm the request is cancelled, without it the command
+ * says how to end it; never a silent pending request. */
+Test(agent_workloads, r17_ctrl_c_while_run_waits_cancels_with_rm_or_says_how) {
+    NEED_PODMAN();
+    long all = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":7}"); /* the 7 host-bound GPUs */
+    json_decref(wait_state(all, "active"));
+    char out[2][256];
+    for (int rm = 0; rm < 2; rm++) {
+        snprintf(out[rm], sizeof(out[rm]), "%s/run-%d.out", pm.dir, rm);
+        const char *args[] = {"--kind", "container", "--class", "nvidia-h100-80gb", rm ? "--rm" : "--detach", NULL};
+        pid_t pid = spawn_run(out[rm], args);
+        for (int i = 0; i < 1200 && !file_has(out[rm], ": pending"); i++)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        cr_assert(file_has(out[rm], ": pending"), "it waits, saying why");
+        kill(pid, SIGINT);
+        int status;
+        waitpid(pid, &status, 0);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+        cr_assert(file_has(out[rm], rm ? "cancelled" : "is still pending: `einsora stop"), "run %d", rm);
+    }
+    json_t *list = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
+    size_t i, pending = 0, cancelled = 0;
+    json_t *r;
+    json_array_foreach(list, i, r) {
+        const char *st = json_string_value(json_object_get(r, "state"));
+        pending += st && !strcmp(st, "pending");
+        cancelled += st && !strcmp(st, "cancelled");
+    }
+    json_decref(list);
+    cr_assert_eq(cancelled, 1, "--rm cancelled its request");
+    cr_assert_eq(pending, 1, "without --rm it stays, and the command said how to end it");
 }
