@@ -231,7 +231,7 @@ static void do_task(Agent *a, json_t *t) {
     a->push_due = true; /* a rebind changes what the kernel shows */
 }
 
-/* ---- workloads (the recorded no-op driver until docker/libvirt drivers exist) ---- */
+/* ---- workloads: the records of what runs here (every method), and the drivers below ---- */
 
 /* The ids this agent runs: state/running, one "<id>" per line. */
 static bool runs(const char *running, const char *id) {
