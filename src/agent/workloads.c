@@ -127,6 +127,15 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     s.command = has ? buf->cmd : NULL;
     if ((r = strv_field(req, "env", buf->env, 64, &has, err)) < 0)
         return r;
+    /* An endpoint's model reaches its server as EINSORA_MODEL (the image's command uses it). */
+    const char *model = json_string_value(json_object_get(req, "model"));
+    if (model) {
+        size_t n = has ? json_array_size(json_object_get(req, "env")) : 0;
+        snprintf(buf->model_env, sizeof(buf->model_env), "EINSORA_MODEL=%s", model);
+        buf->env[n] = buf->model_env;
+        buf->env[n + 1] = NULL;
+        has = true;
+    }
     s.env = has ? buf->env : NULL;
     /* The runtime the rules chose (R2: Kata for strangers), by the engine's name for it. */
     const char *rt = json_string_value(json_object_get(p, "container_runtime"));

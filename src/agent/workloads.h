@@ -45,7 +45,8 @@ typedef struct AgentSpecBuf {
     const char *group[16][8]; /* VMs: the other functions of each GPU's IOMMU group */
     size_t n_gpus;
     const char *cmd[65];
-    const char *env[65];
+    const char *env[66];
+    char model_env[300];
     unsigned port;
 } AgentSpecBuf;
 

@@ -40,6 +40,8 @@ typedef struct ApiRequest {
      * command. command holds the JSON array text of the arguments. */
     char image[256];
     char command[1024];
+    char env[1024];  /* JSON array text of "KEY=VALUE" */
+    char model[256]; /* endpoints: the model to serve */
 } ApiRequest;
 
 int api_request_parse(const char *text, size_t len, ApiRequest *ret, Error *err);

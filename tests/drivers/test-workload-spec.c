@@ -13,23 +13,29 @@
 Test(workload_spec, r17_request_carries_image_and_command) {
     ApiRequest r;
     Error err = {0};
-    const char *ok = "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"localhost/x:1\",\"command\":[\"sh\",\"-c\",\"echo hi\"]}";
+    const char *ok = "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"localhost/x:1\",\"command\":[\"sh\",\"-c\",\"echo hi\"],"
+                     "\"env\":[\"A=1\"]}";
     cr_assert_eq(api_request_parse(ok, strlen(ok), &r, &err), 0, "%s", error_message(&err));
     cr_assert_str_eq(r.image, "localhost/x:1");
     json_t *j = api_request_to_json(&r);
     cr_assert_str_eq(json_string_value(json_array_get(json_object_get(j, "command"), 2)), "echo hi");
     cr_assert_str_eq(json_string_value(json_object_get(j, "image")), "localhost/x:1");
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(j, "env"), 0)), "A=1");
     json_decref(j);
     const char *bad[] = {
             "{\"kind\":\"container\",\"class\":\"cpu\",\"command\":\"sh -c x\"}",
             "{\"kind\":\"container\",\"class\":\"cpu\",\"command\":[]}",
             "{\"kind\":\"container\",\"class\":\"cpu\",\"command\":[1]}",
             "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":7}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"env\":[\"NOEQUALS\"]}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"model\":\"llama\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         Error e = {0};
         cr_assert_lt(api_request_parse(bad[i], strlen(bad[i]), &r, &e), 0, "case %zu", i);
-        cr_assert(strstr(e.message, "'command'") || strstr(e.message, "'image'"), "case %zu: %s", i, e.message);
+        cr_assert(strstr(e.message, "'command'") || strstr(e.message, "'image'") || strstr(e.message, "'env'") ||
+                      strstr(e.message, "'model'"),
+                  "case %zu: %s", i, e.message);
     }
 }
 
@@ -143,10 +149,14 @@ Test(workload_spec, r17_placement_becomes_the_drivers_spec) {
     cr_assert_str_eq(s.gpus[0].uuid, "GPU-aaaa");
     cr_assert_null(s.command);
     json_decref(w);
-    w = work("container", "container", "runc", "0000:c1:00.0", "{\"image\":\"mine:2\",\"command\":[\"rocminfo\"]}");
+    w = work("endpoint", "container", "runc", "0000:c1:00.0",
+             "{\"image\":\"mine:2\",\"command\":[\"rocminfo\"],\"env\":[\"A=1\"],\"model\":\"llama-3\"}");
     cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s", error_message(&err));
     cr_assert_str_eq(s.image, "mine:2");
     cr_assert_str_eq(s.command[0], "rocminfo");
+    cr_assert_str_eq(s.env[0], "A=1");
+    cr_assert_str_eq(s.env[1], "EINSORA_MODEL=llama-3", "the endpoint's model reaches its server");
+    cr_assert_null(s.env[2]);
     cr_assert_null(s.oci_runtime, "runc: the engine's default");
     cr_assert_str_eq(s.gpus[0].render_node, "/dev/dri/renderD129");
     json_decref(w);
