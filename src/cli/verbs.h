@@ -29,5 +29,9 @@ int agent_run_verb(int argc, char **argv);
 /* The fleet: `einsora up` and `einsora node mode`. */
 int verb_up(int argc, char **argv);
 int node_mode_verb(int argc, char **argv);
-/* Issue 12: an admin's trust grants (cmd-tenant.c). */
+/* An admin's trust grants (cmd-tenant.c). */
 int verb_tenant(int argc, char **argv);
+/* Workloads: `einsora run`, `einsora logs`, `einsora stop`. */
+int verb_run(int argc, char **argv);
+int verb_logs(int argc, char **argv);
+int verb_stop(int argc, char **argv);

@@ -52,10 +52,11 @@ static void op_heartbeat(Server *s, Op *op) {
         const Req *r = live->v[i];
         const char *pn = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
         if ((r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, n->spec.name))
-            json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O}", "id", (json_int_t)r->id,
+            json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "id", (json_int_t)r->id,
                                                   "user", r->user, "kind", api_kind_to_string(r->spec.kind),
                                                   "state", req_state_to_string(r->state),
-                                                  "placement", r->placement));
+                                                  "placement", r->placement, "request",
+                                                  api_request_to_json(&r->spec)));
     }
     op->status = 200;
     op->body = json_pack("{s:s, s:b, s:o, s:o}", "node", n->spec.name, "unreachable", n->unreachable,

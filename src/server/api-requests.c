@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "server/request-names.h"
+#include "server/workload-end.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -148,7 +149,7 @@ void api_requests_list(HttpCtx *c) {
     ReqState st = state ? req_state_from_string(state) : _REQ_STATE_INVALID;
     if (state && st < 0)
         API_FAIL(c, 400, "bad_request", "Unknown state '%.32s' (pending, placed, active, "
-                                                "released, cancelled, refused).", state);
+                                                "released, cancelled, refused, ended).", state);
     Server *s = c->s;
     json_t *list = json_array();
     uint64_t last = after;
@@ -188,6 +189,7 @@ typedef enum Transition { T_CANCEL, T_RELEASE, T_ACTIVATE } Transition;
 typedef struct TransArg {
     uint64_t id;
     Transition t;
+    const char *url; /* activate: where the notebook or endpoint answers (R17), or NULL */
 } TransArg;
 
 static void op_transition(Server *s, Op *op) {
@@ -246,6 +248,8 @@ static void op_transition(Server *s, Op *op) {
     ReqState from = r->state;
     r->state = to;
     state_mark_dirty(s, r);
+    if (a->url && r->placement) /* kept with the placement: stored and shown with it */
+        json_object_set_new(r->placement, "url", json_string(a->url));
     state_event(s, type, id, r->user, json_pack("{s:s}", "state", req_state_to_string(to)));
     if (to != REQ_ACTIVE && from != REQ_PENDING)
         fleet_on_released(s, r);
@@ -269,5 +273,12 @@ void api_request_release(HttpCtx *c) {
 }
 
 void api_request_activate(HttpCtx *c) {
-    transition(c, T_ACTIVATE);
+    char url[WORKLOAD_URL_MAX];
+    Error err = {0};
+    if (workload_activate_parse(c->body, c->body_len, url, &err) < 0)
+        API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    TransArg a = {.t = T_ACTIVATE, .url = url[0] ? url : NULL};
+    if (!parse_id(c, &a.id))
+        return;
+    api_apply(c, op_transition, &a);
 }

@@ -39,6 +39,7 @@ static const struct {
         [R_TENANT_TRUST_GRANT] = {api_tenant_trust_grant, false},
         [R_TENANT_TRUST_WITHDRAW] = {api_tenant_trust_withdraw, false},
         [R_TENANTS_TRUSTED] = {api_tenants_trusted, false},
+        [R_REQUEST_END] = {api_request_end, false},
 };
 
 json_t *api_error_json(const char *code, const char *message) {

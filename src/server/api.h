@@ -32,9 +32,10 @@ typedef enum RouteId {
     R_NODE_HEARTBEAT,
     R_NODE_TASK_RESULT,
     R_NODE_MODE,
-    R_TENANT_TRUST_GRANT, /* issue 12: trust is an admin's grant (tenants.c) */
+    R_TENANT_TRUST_GRANT, /* trust is an admin's grant (tenants.c) */
     R_TENANT_TRUST_WITHDRAW,
     R_TENANTS_TRUSTED,
+    R_REQUEST_END,
     _R_MAX,
 } RouteId;
 
@@ -118,6 +119,7 @@ void api_request_show(HttpCtx *c);
 void api_request_cancel(HttpCtx *c);
 void api_request_release(HttpCtx *c);
 void api_request_activate(HttpCtx *c);
+void api_request_end(HttpCtx *c);
 void api_node_heartbeat(HttpCtx *c);
 void api_node_task_result(HttpCtx *c);
 void api_node_mode(HttpCtx *c);

@@ -27,5 +27,6 @@ const Route api_routes[] = {
         {"PUT", "/v1/tenants/{name}/trust", R_TENANT_TRUST_GRANT},
         {"DELETE", "/v1/tenants/{name}/trust", R_TENANT_TRUST_WITHDRAW},
         {"GET", "/v1/tenants/trusted", R_TENANTS_TRUSTED},
+        {"POST", "/v1/requests/{id}/end", R_REQUEST_END},
 };
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -35,7 +35,7 @@ typedef struct Principal {
 } Principal;
 bool principal_has_node(const Principal *p, const char *node);
 
-typedef enum ReqState { REQ_PENDING, REQ_PLACED, REQ_ACTIVE, REQ_RELEASED, REQ_CANCELLED, REQ_REFUSED, _REQ_STATE_MAX, _REQ_STATE_INVALID = -1 } ReqState;
+typedef enum ReqState { REQ_PENDING, REQ_PLACED, REQ_ACTIVE, REQ_RELEASED, REQ_CANCELLED, REQ_REFUSED, REQ_ENDED, _REQ_STATE_MAX, _REQ_STATE_INVALID = -1 } ReqState;
 const char *req_state_to_string(ReqState s);
 ReqState req_state_from_string(const char *s);
 

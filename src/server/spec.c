@@ -89,6 +89,31 @@ static int get_bool(json_t *obj, const char *key, bool *ret, Error *err) {
     return 1;
 }
 
+/* "command" (arguments) or "env" (KEY=VALUE items): a list of 1 to 64 texts, kept as its
+ * compact JSON text. */
+static int get_strv(json_t *obj, const char *key, bool kv, char *buf, size_t size, Error *err) {
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 64)
+        return error_set(err, -EINVAL, "Field '%s' must be a list of 1 to 64 texts.", key);
+    size_t i;
+    json_t *a;
+    json_array_foreach(v, i, a) {
+        const char *s = json_string_value(a);
+        if (!s || strlen(s) != json_string_length(a) || (kv && (!strchr(s, '=') || s[0] == '=')))
+            return error_set(err, -EINVAL, "Item %zu of '%s' is not a text%s.", i, key, kv ? " KEY=VALUE" : "");
+    }
+    char *text = json_dumps(v, JSON_COMPACT);
+    if (!text)
+        return error_set(err, -ENOMEM, "Out of memory.");
+    int r = strlen(text) < size ? 1 : error_set(err, -E2BIG, "Field '%s' is longer than %zu bytes.", key, size - 1);
+    if (r > 0)
+        memcpy(buf, text, strlen(text) + 1);
+    free(text);
+    return r;
+}
+
 static int one_of(const char *key, const char *value, const char *const *choices, Error *err) {
     for (size_t i = 0; choices[i]; i++)
         if (STREQ(value, choices[i]))
@@ -99,7 +124,8 @@ static int one_of(const char *key, const char *value, const char *const *choices
 int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     static const char *const fields[] = {"kind", "class", "count", "memory_gb", "guest_os",
                                          "share", "fallback", "wait_s", "runtime",
-                                         "wait_for_nodes", NULL};
+                                         "wait_for_nodes", "image", "command", "env", "model",
+                                         NULL};
     ApiRequest r = {.count = 1};
     char kind[16];
     int k;
@@ -112,8 +138,14 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         (k = get_bool(j, "share", &r.share, err)) < 0 ||
         (k = get_bool(j, "wait_for_nodes", &r.wait_for_nodes, err)) < 0 ||
         (k = get_uint(j, "wait_s", 0, SPEC_MAX_WAIT_S, &r.wait_s, err)) < 0 ||
-        (k = get_string(j, "runtime", false, r.runtime, sizeof(r.runtime), err)) < 0)
+        (k = get_string(j, "runtime", false, r.runtime, sizeof(r.runtime), err)) < 0 ||
+        (k = get_string(j, "image", false, r.image, sizeof(r.image), err)) < 0 ||
+        (k = get_strv(j, "command", false, r.command, sizeof(r.command), err)) < 0 ||
+        (k = get_strv(j, "env", true, r.env, sizeof(r.env), err)) < 0 ||
+        (k = get_string(j, "model", false, r.model, sizeof(r.model), err)) < 0)
         return k;
+    if (r.model[0] && r.kind != WORK_ENDPOINT)
+        return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
     bool found = false;
     for (ApiKind w = 0; w < _WORK_MAX; w++)
         if (STREQ(kind, api_kinds[w]))
@@ -204,6 +236,14 @@ json_t *api_request_to_json(const ApiRequest *r) {
         json_object_set_new(j, "runtime", json_string(r->runtime));
     if (r->wait_for_nodes)
         json_object_set_new(j, "wait_for_nodes", json_true());
+    if (r->image[0])
+        json_object_set_new(j, "image", json_string(r->image));
+    if (r->command[0])
+        json_object_set_new(j, "command", json_loads(r->command, 0, NULL));
+    if (r->env[0])
+        json_object_set_new(j, "env", json_loads(r->env, 0, NULL));
+    if (r->model[0])
+        json_object_set_new(j, "model", json_string(r->model));
     return j;
 }
 

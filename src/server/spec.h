@@ -37,6 +37,12 @@ typedef struct ApiRequest {
     size_t n_fallback;
     unsigned wait_s; /* how long to wait for the first choice before falling back */
     char runtime[16]; /* endpoints: "vllm", "mlx", "llama.cpp"; "" = whatever fits (R14) */
+    /* The workload itself (R17): "" = the site's default image for the kind, the image's own
+     * command. command holds the JSON array text of the arguments. */
+    char image[256];
+    char command[1024];
+    char env[1024];  /* JSON array text of "KEY=VALUE" */
+    char model[256]; /* endpoints: the model to serve */
 } ApiRequest;
 
 int api_request_parse(const char *text, size_t len, ApiRequest *ret, Error *err);

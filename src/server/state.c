@@ -14,6 +14,7 @@
 static const char *const req_states[_REQ_STATE_MAX] = {
         [REQ_PENDING] = "pending",   [REQ_PLACED] = "placed",       [REQ_ACTIVE] = "active",
         [REQ_RELEASED] = "released", [REQ_CANCELLED] = "cancelled", [REQ_REFUSED] = "refused",
+        [REQ_ENDED] = "ended", /* the workload exited or could not start (R17) */
 };
 
 const char *req_state_to_string(ReqState st) {

@@ -470,13 +470,13 @@ int store_token_revoke(Store *s, const char *hash_prefix, Error *err) {
     return r;
 }
 
-/* ---- issue 12: retention in the store ---- */
+/* ---- retention in the store ---- */
 
 int store_prune(Store *s, int64_t before_ms, Error *err) {
     static const char *const sql[] = {
             /* Ended requests (and with them their idempotency keys) that ended before the
              * cutoff; never the newest row, whose id the next request's follows. */
-            "DELETE FROM requests WHERE state IN ('released', 'cancelled', 'refused') AND "
+            "DELETE FROM requests WHERE state IN ('released', 'cancelled', 'refused', 'ended') AND "
             "json_extract(doc, '$.updated_ms') < ?1 AND id < (SELECT max(id) FROM requests)",
             /* Events: a prefix of the feed (it stays gap-free), never the newest. */
             "DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events WHERE time_ms < ?1) "
