@@ -26,6 +26,7 @@ static const Verb verbs[] = {
     {"requests", verb_requests, "list placement requests"},
     {"request", verb_request, "create, show, cancel or release a placement request"},
     {"events", verb_events, "print or follow the change feed"},
+    {"k8s", verb_k8s, "the datacenter: sync with a Kubernetes cluster, KubeVirt config"},
 };
 
 static void usage(FILE *f) {

@@ -29,3 +29,5 @@ int agent_run_verb(int argc, char **argv);
 /* The fleet (issue 7): `einsora up` and `einsora node mode`. */
 int verb_up(int argc, char **argv);
 int node_mode_verb(int argc, char **argv);
+/* The datacenter (issue 14): `einsora k8s sync|kubevirt-config`. */
+int verb_k8s(int argc, char **argv);

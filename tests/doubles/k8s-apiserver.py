@@ -231,6 +231,20 @@ def check_vmi(v):
             invalid("VirtualMachineInstance", name, "spec.domain.devices.gpus: name and deviceName are required")
 
 
+def check_pdb(p):
+    check_meta(p, "PodDisruptionBudget", {"apiVersion", "kind", "metadata", "spec", "status"})
+    if p.get("apiVersion") != "policy/v1" or p.get("kind") != "PodDisruptionBudget":
+        bad("the body must be a policy/v1 PodDisruptionBudget")
+    name = p.get("metadata", {}).get("name")
+    if not isinstance(name, str) or not DNS_NAME.match(name):
+        invalid("PodDisruptionBudget", str(name), "metadata.name: Required value")
+    spec = p.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("selector", {}).get("matchLabels"), dict):
+        invalid("PodDisruptionBudget", name, "spec.selector: Required value")
+    if not isinstance(spec.get("minAvailable"), int):
+        invalid("PodDisruptionBudget", name, "spec.minAvailable: the double supports integer minAvailable only")
+
+
 def check_kubevirt_patch(p):
     check_meta(p, "KubeVirt", {"apiVersion", "kind", "metadata", "spec", "status"})
     phd = p.get("spec", {}).get("configuration", {}).get("permittedHostDevices")
@@ -338,7 +352,8 @@ class Handler(BaseHTTPRequestHandler):
                     "DELETE": "delete", "PUT": "update"}[method]
             resource = plural + ("/" + sub if sub else "")
             with c.lock:
-                c.log.append({"verb": verb, "resource": resource, "name": name or "", "namespace": ns or ""})
+                self.entry = {"verb": verb, "resource": resource, "name": name or "", "namespace": ns or ""}
+                c.log.append(self.entry)
                 if (verb, resource) in c.deny:
                     raise ApiError(403, "Forbidden", '%s "%s" is forbidden: User "system:serviceaccount:einsora:'
                                    'einsora-sync" cannot %s resource "%s" in API group "%s"%s'
@@ -374,13 +389,15 @@ class Handler(BaseHTTPRequestHandler):
                 check_pod(obj, ns)
             elif plural == "virtualmachineinstances":
                 check_vmi(obj)
+            elif plural == "poddisruptionbudgets":
+                check_pdb(obj)
             else:
                 raise ApiError(405, "MethodNotAllowed", "create is not supported here by the double")
             obj["metadata"]["namespace"] = ns
             if (ns, obj["metadata"]["name"]) in objs:
                 raise ApiError(409, "AlreadyExists", '%s "%s" already exists' % (plural, obj["metadata"]["name"]),
                                {"name": obj["metadata"]["name"], "kind": plural})
-            obj["status"] = {"phase": "Pending"}
+            obj["status"] = {"phase": "Pending"} if plural != "poddisruptionbudgets" else {}
             c.store(plural, obj)
             t = threading.Timer(0.2, self.run_workload, args=(plural, (ns, obj["metadata"]["name"])))
             t.daemon = True
@@ -419,6 +436,7 @@ class Handler(BaseHTTPRequestHandler):
             if plural == "nodes":
                 new_mode = new["metadata"].get("labels", {}).get(MODE_LABEL)
                 if new_mode != old_mode:
+                    self.entry["label"] = new_mode
                     c.relabelled(name, old_mode, new_mode)
             return self.send_json(200, objs[key])
         raise ApiError(405, "MethodNotAllowed", "method not allowed")

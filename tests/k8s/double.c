@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,7 @@ void k8s_double_start(K8sDouble *d, const char *fixture, double operator_delay_s
     if (pid == 0) {
         if (!freopen(log, "w", stderr) || !freopen("/dev/null", "w", stdout))
             _exit(127);
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlives the test */
         execlp("python3", "python3", K8S_DOUBLE, "--cluster", cluster, "--token", K8S_DOUBLE_TOKEN, "--port-file",
                port_file, "--operator-delay", delay, (char *)NULL);
         _exit(127);
