@@ -38,6 +38,10 @@ static void sync_usage(FILE *f) {
           "  --capabilities C    added to every node, e.g. kata,mig_in_kata\n"
           "  --interval S        heartbeat and watch period in seconds (default 5)\n"
           "  --switch-timeout S  how long the GPU Operator may take after a relabel (default 600)\n"
+          "  --namespace NS      where placements run as Pods and VMIs (default einsora)\n"
+          "  --pod-image I       the image of placed containers, notebooks, endpoints\n"
+          "  --vm-image I        the containerDisk image of placed VMs\n"
+          "  --kata-runtime-class C  RuntimeClass of Kata GPU pods (default kata-qemu-nvidia-gpu)\n"
           "  -q, --quiet         no log lines\n",
           f);
 }
@@ -74,7 +78,7 @@ static int load(const Common *o, KubeConfig **ret_kube, Catalog **ret_cat) {
 }
 
 enum { O_KUBECONFIG = 0x300, O_CONTEXT, O_IN_CLUSTER, O_CATALOG, O_SERVER, O_TOKEN, O_SITE, O_OWNER, O_CAPS,
-       O_INTERVAL, O_TIMEOUT, O_APPLY };
+       O_INTERVAL, O_TIMEOUT, O_APPLY, O_NAMESPACE, O_POD_IMAGE, O_VM_IMAGE, O_KATA };
 
 #define COMMON_OPTIONS                                                                                            \
     {"kubeconfig", required_argument, NULL, O_KUBECONFIG}, {"context", required_argument, NULL, O_CONTEXT},       \
@@ -106,11 +110,16 @@ static int sync_verb(int argc, char **argv) {
             {"site", required_argument, NULL, O_SITE},       {"owner", required_argument, NULL, O_OWNER},
             {"capabilities", required_argument, NULL, O_CAPS}, {"interval", required_argument, NULL, O_INTERVAL},
             {"switch-timeout", required_argument, NULL, O_TIMEOUT}, {"quiet", no_argument, NULL, 'q'},
+            {"namespace", required_argument, NULL, O_NAMESPACE}, {"pod-image", required_argument, NULL, O_POD_IMAGE},
+            {"vm-image", required_argument, NULL, O_VM_IMAGE}, {"kata-runtime-class", required_argument, NULL, O_KATA},
             {},
     };
     Common o = {0};
     K8sSyncConfig cfg = {.server = getenv("EINSORA_SERVER"), .token = getenv("EINSORA_TOKEN"),
-                         .site = {.site = "datacenter", .owner = "site"}, .log = stderr, .stop = &stop_flag};
+                         .site = {.site = "datacenter", .owner = "site"},
+                         .work = {.namespace_ = "einsora", .pod_image = "einsora-workload:latest",
+                                  .vm_image = "einsora-vm-disk:latest", .kata_runtime_class = "kata-qemu-nvidia-gpu"},
+                         .log = stderr, .stop = &stop_flag};
     int c, r;
     while ((c = getopt_long(argc, argv, "qh", options, NULL)) >= 0) {
         if (common_option(&o, c, optarg))
@@ -121,6 +130,10 @@ static int sync_verb(int argc, char **argv) {
         case O_SITE: cfg.site.site = optarg; break;
         case O_OWNER: cfg.site.owner = optarg; break;
         case O_CAPS: cfg.site.caps = optarg; break;
+        case O_NAMESPACE: cfg.work.namespace_ = optarg; break;
+        case O_POD_IMAGE: cfg.work.pod_image = optarg; break;
+        case O_VM_IMAGE: cfg.work.vm_image = optarg; break;
+        case O_KATA: cfg.work.kata_runtime_class = optarg; break;
         case 'q': cfg.log = NULL; break;
         case O_INTERVAL:
             if ((r = seconds(optarg, "--interval", 3600, &cfg.interval_s)) != EXIT_OK)

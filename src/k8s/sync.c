@@ -28,8 +28,10 @@ typedef struct Sync {
     Client *cp;
     json_t *nodes;      /* name -> Node, from the list and the watch */
     char *rv;           /* NULL: list again */
-    json_t *pushed;     /* name -> the description last pushed */
     json_t *warned;     /* name -> the last error logged for it */
+    json_t *live;       /* request id -> {node, phase, path} of our Pods and VMIs; NULL: unknown this turn */
+    json_t *seen;       /* request ids the control plane placed on a node heartbeated this turn */
+    json_t *beaten;     /* nodes heartbeated this turn */
     Job *jobs[MAX_JOBS];
     size_t n_jobs;
 } Sync;
@@ -198,6 +200,127 @@ static void jobs_advance(Sync *s) {
     }
 }
 
+/* ---- workloads ---- */
+
+static int list_ours(Sync *s, const char *collection, bool vmi) {
+    char path[300];
+    snprintf(path, sizeof(path), "%s/namespaces/%s/%s", vmi ? "/apis/kubevirt.io/v1" : "/api/v1",
+             s->cfg->work.namespace_, collection);
+    json_t *items;
+    char *rv;
+    Error err = {0};
+    int r = k8s_list(s->kube, path, "labelSelector=" K8S_LABEL_REQUEST, &items, &rv, &err);
+    if (r == -ENOENT && vmi) /* KubeVirt is not installed */
+        return 0;
+    if (r < 0) {
+        logf_(s, "cannot list workloads: %s", error_message(&err));
+        return r;
+    }
+    free(rv);
+    size_t i;
+    json_t *o;
+    json_array_foreach(items, i, o) {
+        json_t *md = json_object_get(o, "metadata"), *spec = json_object_get(o, "spec"), *st = json_object_get(o, "status");
+        const char *id = json_string_value(json_object_get(json_object_get(md, "labels"), K8S_LABEL_REQUEST));
+        const char *node = json_string_value(json_object_get(vmi ? st : spec, "nodeName"));
+        if (!node && vmi)
+            node = json_string_value(json_object_get(json_object_get(spec, "nodeSelector"), "kubernetes.io/hostname"));
+        const char *name = json_string_value(json_object_get(md, "name"));
+        if (!id || !node || !name)
+            continue;
+        json_object_set_new(s->live, id, json_pack("{s:s, s:s, s:s++}", "node", node, "phase",
+                                                   strempty(json_string_value(json_object_get(st, "phase"))), "path",
+                                                   path, "/", name));
+    }
+    json_decref(items);
+    return 0;
+}
+
+static void list_live(Sync *s) {
+    json_decref(s->live);
+    s->live = json_object();
+    if (list_ours(s, "pods", false) < 0 || list_ours(s, "virtualmachineinstances", true) < 0) {
+        json_decref(s->live);
+        s->live = NULL;
+    }
+}
+
+static bool phase_runs(const char *phase) {
+    return STRNEQ(phase, "Succeeded") && STRNEQ(phase, "Failed");
+}
+
+/* The ids of our objects on node that have not ended: the heartbeat's "running". */
+static json_t *running_on(Sync *s, const char *node) {
+    json_t *ids = json_array(), *o;
+    const char *id;
+    json_object_foreach(s->live, id, o)
+        if (STREQ(json_string_value(json_object_get(o, "node")), node) &&
+            phase_runs(json_string_value(json_object_get(o, "phase"))))
+            json_array_append_new(ids, json_integer(strtoll(id, NULL, 10)));
+    return ids;
+}
+
+/* One workload of a heartbeat answer: create its object, activate it once Running, release
+ * it once it succeeded. */
+static void workload(Sync *s, json_t *w, const char *node_resource) {
+    char id[32], path[96];
+    json_int_t rid = json_integer_value(json_object_get(w, "id"));
+    snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, rid);
+    json_object_set_new(s->seen, id, json_true());
+    const char *state = strempty(json_string_value(json_object_get(w, "state")));
+    json_t *o = json_object_get(s->live, id);
+    Error err = {0};
+    if (!o) {
+        if (STRNEQ(state, "placed"))
+            return; /* active but gone: the heartbeat's running list reports it ended */
+        json_t *m = k8s_workload_manifest(s->cfg->catalog, &s->cfg->work, w, node_resource);
+        if (!m) {
+            logf_(s, "request %s: nothing to run for its placement", id);
+            return;
+        }
+        bool vmi = STREQ(json_string_value(json_object_get(m, "kind")), "VirtualMachineInstance");
+        char coll[300];
+        snprintf(coll, sizeof(coll), "%s/namespaces/%s/%s", vmi ? "/apis/kubevirt.io/v1" : "/api/v1",
+                 s->cfg->work.namespace_, vmi ? "virtualmachineinstances" : "pods");
+        int r = k8s_call(s->kube, "POST", coll, NULL, m, NULL, &err);
+        if (r < 0 && r != -EEXIST)
+            logf_(s, "request %s: %s", id, error_message(&err));
+        else
+            logf_(s, "request %s: created %s %s on %s", id, vmi ? "VirtualMachineInstance" : "Pod",
+                  json_string_value(json_object_get(json_object_get(m, "metadata"), "name")),
+                  json_string_value(json_object_get(json_object_get(w, "placement"), "node")));
+        json_decref(m);
+        return;
+    }
+    const char *phase = json_string_value(json_object_get(o, "phase"));
+    if (STREQ(state, "placed") && STREQ(phase, "Running")) {
+        snprintf(path, sizeof(path), "/v1/requests/%s/activate", id);
+        if (cp_call(s, "POST", path, NULL, NULL) == 200)
+            logf_(s, "request %s: running", id);
+    } else if (STREQ(phase, "Succeeded")) {
+        snprintf(path, sizeof(path), "/v1/requests/%s/release", id);
+        if (cp_call(s, "POST", path, NULL, NULL) == 200)
+            logf_(s, "request %s: finished, released", id);
+    }
+}
+
+/* Delete our objects whose request is no longer placed on a node heartbeated this turn. */
+static void delete_released(Sync *s) {
+    const char *id;
+    json_t *o;
+    json_object_foreach(s->live, id, o) {
+        if (json_object_get(s->seen, id) || !json_object_get(s->beaten, json_string_value(json_object_get(o, "node"))))
+            continue;
+        Error err = {0};
+        const char *path = json_string_value(json_object_get(o, "path"));
+        int r = k8s_call(s->kube, "DELETE", path, NULL, NULL, NULL, &err);
+        if (r < 0 && r != -ENOENT)
+            logf_(s, "request %s: %s", id, error_message(&err));
+        else
+            logf_(s, "request %s: released, deleted %s", id, path);
+    }
+}
+
 /* ---- nodes ---- */
 
 /* Whether the control plane's node already says what desc says (mode, capabilities, devices). */
@@ -283,6 +406,8 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
     }
     if (v.ready) {
         json_t *beat = json_pack("{s:i}", "interval_s", (int)s->cfg->interval_s), *ans = NULL;
+        if (s->live)
+            json_object_set_new(beat, "running", running_on(s, name));
         char bpath[200];
         snprintf(bpath, sizeof(bpath), "/v1/nodes/%s/heartbeat", name);
         if (cp_call(s, "POST", bpath, beat, &ans) == 200) {
@@ -292,6 +417,11 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
                 const char *kind = json_string_value(json_object_get(t, "kind"));
                 if (kind && STREQ(kind, "bind"))
                     job_start(s, name, t, cp);
+            }
+            if (s->live) {
+                json_object_set_new(s->beaten, name, json_true());
+                json_array_foreach(json_object_get(ans, "workloads"), i, t)
+                    workload(s, t, v.resource);
             }
         }
         json_decref(beat);
@@ -310,10 +440,15 @@ static void turn(Sync *s) {
     watch(s);
     if (!s->rv)
         return;
+    list_live(s);
+    json_object_clear(s->seen);
+    json_object_clear(s->beaten);
     const char *name;
     json_t *node;
     json_object_foreach(s->nodes, name, node)
         sync_node(s, name, node);
+    if (s->live)
+        delete_released(s);
     jobs_advance(s);
 }
 
@@ -323,9 +458,10 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
         cfg.interval_s = 5;
     if (!cfg.switch_timeout_s)
         cfg.switch_timeout_s = 600;
-    Sync s = {.cfg = &cfg, .nodes = json_object(), .pushed = json_object(), .warned = json_object()};
+    Sync s = {.cfg = &cfg, .nodes = json_object(), .warned = json_object(), .seen = json_object(),
+              .beaten = json_object()};
     int r;
-    if (!s.nodes || !s.pushed || !s.warned)
+    if (!s.nodes || !s.warned || !s.seen || !s.beaten)
         r = error_set(err, -ENOMEM, "Out of memory.");
     else if ((r = k8s_client_new(cfg.kube, NULL, &s.kube, err)) >= 0)
         r = client_new(cfg.server, cfg.token, &s.cp, err);
@@ -343,8 +479,10 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
     for (size_t i = 0; i < s.n_jobs; i++)
         free(s.jobs[i]);
     json_decref(s.nodes);
-    json_decref(s.pushed);
     json_decref(s.warned);
+    json_decref(s.live);
+    json_decref(s.seen);
+    json_decref(s.beaten);
     free(s.rv);
     k8s_client_free(s.kube);
     client_free(s.cp);

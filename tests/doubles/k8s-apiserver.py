@@ -279,6 +279,15 @@ def parse_path(path):
     return group, version, ns, rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
 
 
+def labelled(obj, selector):
+    labels = obj.get("metadata", {}).get("labels", {}) or {}
+    for term in [t for t in selector.split(",") if t]:
+        k, eq, v = term.partition("=")
+        if (eq and labels.get(k) != v) or (not eq and k not in labels):
+            return False
+    return True
+
+
 def selected(obj, fields):
     for f in fields:
         k, _, v = f.partition("=")
@@ -447,13 +456,17 @@ class Handler(BaseHTTPRequestHandler):
             obj = c.objects[plural].get(key)
             if obj and obj.get("status", {}).get("phase") == "Pending":
                 obj["status"]["phase"] = "Running"
+                if plural == "virtualmachineinstances":
+                    sel = obj["spec"].get("nodeSelector", {}).get("kubernetes.io/hostname")
+                    if sel:
+                        obj["status"]["nodeName"] = sel
                 c.store(plural, obj, "MODIFIED")
 
     def list(self, plural, kind, ns, q):
         c = self.cluster
         fields = [f for f in q.get("fieldSelector", "").split(",") if f]
         items = [o for (ons, _), o in sorted(c.objects[plural].items()) if (ns is None or ons == ns)
-                 and selected(o, fields)]
+                 and selected(o, fields) and labelled(o, q.get("labelSelector", ""))]
         start, rv = 0, str(c.rv)
         if q.get("continue"):
             try:

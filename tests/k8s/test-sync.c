@@ -404,3 +404,110 @@ Test(k8s_sync, r6_kubevirt_config_applies_permitted_host_devices) {
     free(out);
     free(err);
 }
+
+static long submit(const char *body) {
+    json_t *j = NULL;
+    long st = ts_call(&ts, ts.admin, "POST", "/v1/requests", body, &j);
+    cr_assert(st == 201 || st == 200 || st == 202, "submit answered %ld", st);
+    long id = (long)json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    return id;
+}
+
+static json_t *request(long id) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld", id);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
+    return j;
+}
+
+/* The KubeVirt device resource a passthrough node advertises. */
+static const char *node_device(json_t *node) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(json_object_get(node, "status"), "allocatable"), key, v)
+        if (strncmp(key, "nvidia.com/", 11) == 0 && strcmp(key, "nvidia.com/gpu") != 0)
+            return key;
+    return "(none)";
+}
+
+static bool request_active(const void *arg) {
+    json_t *j = request(*(const long *)arg);
+    const char *st = json_string_value(json_object_get(j, "state"));
+    bool ok = st && strcmp(st, "active") == 0;
+    json_decref(j);
+    return ok;
+}
+
+static bool gone(const void *arg) {
+    json_t *j = k8s_double_get(&dbl, arg);
+    json_decref(j);
+    return j == NULL;
+}
+
+Test(k8s_sync, r17_a_notebook_pod_and_a_vmi_follow_their_placements) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    cr_assert(wait_for(registered, "gpu-b"));
+    long nb = submit("{\"kind\": \"notebook\", \"class\": \"nvidia-h100-80gb\"}");
+    long vm = submit("{\"kind\": \"vm\", \"class\": \"nvidia-h100-80gb\"}");
+    cr_assert(wait_for(request_active, &nb), "the notebook never became active (its Pod Running)");
+    cr_assert(wait_for(request_active, &vm), "the VM never became active (its VMI Running)");
+
+    char path[128];
+    json_t *r = request(nb), *p = json_object_get(r, "placement");
+    const char *node = json_string_value(json_object_get(p, "node"));
+    snprintf(path, sizeof(path), "/api/v1/namespaces/einsora/pods/einsora-%ld", nb);
+    json_t *pod = k8s_double_get(&dbl, path);
+    cr_assert_not_null(pod);
+    json_t *spec = json_object_get(pod, "spec");
+    cr_expect_str_eq(json_string_value(json_object_get(spec, "nodeName")), node, "pinned to the placement's node");
+    json_t *limits = json_object_get(json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"),
+                                     "limits");
+    json_t *kn = k8s_node(node);
+    const char *mode = label(kn, "nvidia.com/gpu.workload.config");
+    const char *want = mode && strcmp(mode, "vm-passthrough") == 0 ? node_device(kn) : "nvidia.com/gpu";
+    char *lt = json_dumps(limits, JSON_COMPACT);
+    cr_expect_str_eq(json_string_value(json_object_get(limits, want)), "1", "limits of %s: %s; placement %s", node, lt, json_string_value(json_object_get(p, "method")));
+    free(lt);
+    const char *crt = json_string_value(json_object_get(p, "container_runtime"));
+    if (crt && strcmp(crt, "kata") == 0)
+        cr_expect_str_eq(json_string_value(json_object_get(spec, "runtimeClassName")), "kata-qemu-nvidia-gpu");
+    else
+        cr_expect_null(json_object_get(spec, "runtimeClassName"));
+    json_decref(kn);
+    json_decref(pod);
+    json_decref(r);
+
+    r = request(vm);
+    p = json_object_get(r, "placement");
+    node = json_string_value(json_object_get(p, "node"));
+    snprintf(path, sizeof(path), "/apis/kubevirt.io/v1/namespaces/einsora/virtualmachineinstances/einsora-%ld", vm);
+    json_t *vmi = k8s_double_get(&dbl, path);
+    cr_assert_not_null(vmi);
+    json_t *gpus = json_object_get(json_object_get(json_object_get(json_object_get(vmi, "spec"), "domain"), "devices"), "gpus");
+    cr_expect_eq(json_array_size(gpus), 1u);
+    kn = k8s_node(node);
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(gpus, 0), "deviceName")), node_device(kn),
+                     "the node's own device name");
+    json_decref(kn);
+    json_decref(vmi);
+    json_decref(r);
+
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", nb);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    snprintf(path, sizeof(path), "/api/v1/namespaces/einsora/pods/einsora-%ld", nb);
+    cr_expect(wait_for(gone, path), "release deletes the Pod");
+
+    /* a VMI that disappears ends its request and frees the GPU (R17) */
+    snprintf(path, sizeof(path), "/apis/kubevirt.io/v1/namespaces/einsora/virtualmachineinstances/einsora-%ld", vm);
+    k8s_write("DELETE", path, NULL);
+    bool ended = false;
+    for (int i = 0; i < 600 && !ended; i++, sleep_ms(100)) {
+        json_t *j = request(vm);
+        const char *st = json_string_value(json_object_get(j, "state"));
+        ended = st && strcmp(st, "active") != 0;
+        json_decref(j);
+    }
+    cr_expect(ended, "the VM's request did not end when its VMI went away");
+}
