@@ -149,9 +149,12 @@ json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSi
     for (unsigned i = 0; i < v->count; i++)
         json_array_append_new(devs, json_pack("{s:s, s:i, s:s}", "class", cls ? cls->name : "", "memory_gb",
                                               cls ? (int)cls->memory_gb : 0, "binding", vfio ? "vfio" : "host"));
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:b, s:o}", "name", v->name, "site", site->site,
-                     "site_kind", "datacenter", "platform", "linux", "owner", site->owner, "mode", v->mode,
-                     "capabilities", caps, "cordoned", cordoned, "devices", devs);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:b, s:o}", "name", v->name, "site", site->site,
+                          "site_kind", "datacenter", "platform", "linux", "owner", site->owner, "mode", v->mode,
+                          "capabilities", caps, "cordoned", cordoned, "devices", devs);
+    if (j && v->resource_differs)
+        json_object_set_new(j, "device_resource", json_string(v->resource));
+    return j;
 }
 
 static bool asks_gpu(json_t *containers) {

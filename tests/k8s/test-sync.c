@@ -218,14 +218,60 @@ Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
         cordoned = json_is_true(json_object_get(j, "cordoned"));
         json_decref(j);
     }
-    cr_expect(cordoned, "spec.unschedulable did not cordon gpu-a");
+    if (!cordoned) {
+        char *log = slurp(sync_log), text[8192];
+        snprintf(text, sizeof(text), "%s", log);
+        free(log);
+        cr_expect_fail("spec.unschedulable did not cordon gpu-a; sync log:\n%s", text);
+    }
     cr_expect(wait_for(sync_logged, "gpu-b has nvidia.com/gpu.workload.config=vm-vgpu, which is not a mode"));
+}
+
+static bool capacity_counts(const void *arg) {
+    (void)arg;
     json_t *cap = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=nvidia-h100-80gb", NULL, &cap), 200);
-    char *text = json_dumps(cap, JSON_COMPACT);
-    cr_expect(strstr(text, "\"total\""), "%s", text);
-    free(text);
+    long vm = 0, ct = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(cap, "classes"), i, row) {
+        const char *mode = json_string_value(json_object_get(row, "mode"));
+        long total = (long)json_integer_value(json_object_get(row, "total"));
+        if (mode && strstr(mode, "vm"))
+            vm += total;
+        else
+            ct += total;
+    }
     json_decref(cap);
+    return ct >= 8 && vm >= 10;
+}
+
+Test(k8s_sync, r6_capacity_is_the_clusters_and_names_a_differing_device) {
+    cr_assert(wait_for(registered, "gpu-d"));
+    cr_assert(wait_for(capacity_counts, NULL), "capacity never counted gpu-a (8 container) and gpu-b + gpu-d (10 VM)");
+    json_t *cap = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity", NULL, &cap), 200);
+    size_t i;
+    json_t *n;
+    bool seen = false;
+    json_array_foreach(json_object_get(cap, "nodes"), i, n) {
+        if (strcmp(json_string_value(json_object_get(n, "node")), "gpu-d") != 0)
+            continue;
+        seen = true;
+        json_t *res = json_object_get(n, "resources");
+        cr_expect_eq(json_integer_value(json_object_get(res, "nvidia.com/GH100_H100_SXM5_80GB")), 2, "the node's own name");
+        cr_expect_null(json_object_get(res, "nvidia.com/GH100H100_SXM5_80GB"));
+        cr_expect(strstr(json_string_value(json_object_get(n, "note")), "not the catalog's vm_device_name"));
+    }
+    cr_expect(seen);
+    json_decref(cap);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "capacity", "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_expect(strstr(out, "note: node gpu-d advertises nvidia.com/GH100_H100_SXM5_80GB, not the catalog's "
+                          "vm_device_name nvidia.com/GH100H100_SXM5_80GB"), "%s", out);
+    free(out);
+    free(err);
 }
 
 static long log_index(json_t *log, const char *verb, const char *resource, const char *name, const char *lbl) {
