@@ -77,6 +77,37 @@ static int class_by_vm_device(const Catalog *cat, const char *resource) {
     return -1;
 }
 
+/* Put the node's MIG slices on its MIG GPUs, largest shape first, each at the first GPU and
+ * start slot it fits (exact for these aligned shapes). */
+static void lay_out_mig(const Catalog *cat, K8sNodeView *v) {
+    const GpuClass *c = &cat->classes[v->class_index];
+    /* the label says how many GPUs the node has; without it, as many as the slices need */
+    unsigned limit = !v->total_gpus ? (unsigned)ARRAY_SIZE(v->mig_gpu)
+                     : v->total_gpus > v->count ? MIN(v->total_gpus - v->count, (unsigned)ARRAY_SIZE(v->mig_gpu))
+                                                : 0;
+    uint8_t used[ARRAY_SIZE(v->mig_gpu)] = {0};
+    for (unsigned slots = MIG_SLOTS; slots > 0; slots--)
+        for (size_t p = 0; p < c->n_mig_profiles && p < ARRAY_SIZE(v->mig); p++) {
+            const GpuClass *slice = catalog_find_mig_slice(cat, v->class_index, c->mig_profiles[p]);
+            if (!slice || mig_shape_info(slice->mig_shape)->mem_slots != slots)
+                continue;
+            for (unsigned k = 0; k < v->mig[p]; k++) {
+                bool placed = false;
+                for (unsigned g = 0; g < limit && !placed; g++) {
+                    for (unsigned st = 0; st < MIG_SLOTS && !placed; st++)
+                        if (v->mig_gpu[g].n < ARRAY_SIZE(v->mig_gpu[g].profile) && mig_can_place(used[g], slice->mig_shape, st)) {
+                            used[g] |= mig_shape_mask(slice->mig_shape, st);
+                            v->mig_gpu[g].profile[v->mig_gpu[g].n] = (unsigned)p;
+                            v->mig_gpu[g].start[v->mig_gpu[g].n++] = st;
+                            v->n_mig_gpus = MAX(v->n_mig_gpus, g + 1);
+                            placed = true;
+                        }
+                }
+                v->mig_unplaced = v->mig_unplaced || !placed;
+            }
+        }
+}
+
 int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err) {
     K8sNodeView v = {.class_index = -1};
     const char *name = json_string_value(path2(node, "metadata", "name"));
@@ -120,7 +151,9 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
         }
     } else
         v.class_index = class_by_product(cat, product);
-    if (v.class_index >= 0) {
+    long total = k8s_quantity_count(json_object_get(labels, "nvidia.com/gpu.count"));
+    v.total_gpus = total > 0 ? (unsigned)MIN(total, 64) : 0;
+    if (v.class_index >= 0 && STREQ(v.mode, "container")) {
         const GpuClass *c = &cat->classes[v.class_index];
         for (size_t i = 0; i < c->n_mig_profiles && i < ARRAY_SIZE(v.mig); i++) {
             char res[64];
@@ -128,6 +161,7 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
             long n = k8s_quantity_count(json_object_get(alloc, res));
             v.mig[i] = n > 0 ? (unsigned)MIN(n, 64) : 0;
         }
+        lay_out_mig(cat, &v);
     }
     v.unschedulable = json_is_true(path2(node, "spec", "unschedulable"));
     v.ready = ready(node);
@@ -149,6 +183,14 @@ json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSi
     for (unsigned i = 0; i < v->count; i++)
         json_array_append_new(devs, json_pack("{s:s, s:i, s:s}", "class", cls ? cls->name : "", "memory_gb",
                                               cls ? (int)cls->memory_gb : 0, "binding", vfio ? "vfio" : "host"));
+    for (unsigned g = 0; cls && g < v->n_mig_gpus; g++) {
+        json_t *mig = json_array();
+        for (unsigned k = 0; k < v->mig_gpu[g].n; k++)
+            json_array_append_new(mig, json_pack("{s:s, s:i}", "profile", cls->mig_profiles[v->mig_gpu[g].profile[k]],
+                                                 "start", (int)v->mig_gpu[g].start[k]));
+        json_array_append_new(devs, json_pack("{s:s, s:i, s:s, s:b, s:o}", "class", cls->name, "memory_gb",
+                                              (int)cls->memory_gb, "binding", "host", "mig_enabled", 1, "mig", mig));
+    }
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:b, s:o}", "name", v->name, "site", site->site,
                           "site_kind", "datacenter", "platform", "linux", "owner", site->owner, "mode", v->mode,
                           "capabilities", caps, "cordoned", cordoned, "devices", devs);

@@ -1,7 +1,10 @@
 /* node-map.h: what a Kubernetes node means to Einsora (R3, R6, R8): its mode from the GPU
  * Operator's label, its GPU class from nvidia.com/gpu.product or the PCI id in a KubeVirt
  * resource name, its GPU count from status.allocatable, cordon and readiness; and the
- * Einsora node description made from it. Also which pods hold GPUs, and when the GPU
+ * Einsora node description made from it. Under the GPU Operator's mixed MIG strategy, whole
+ * GPUs are nvidia.com/gpu and each slice profile nvidia.com/mig-<profile>: the slices are laid
+ * out on the node's other GPUs (nvidia.com/gpu.count minus the whole ones), largest first,
+ * at their allowed start slots; the kubelet, not Einsora, picks the real instance. Also which pods hold GPUs, and when the GPU
  * Operator has converged after a relabel. Pure (no I/O). */
 #pragma once
 
@@ -24,6 +27,15 @@ typedef struct K8sNodeView {
     unsigned count;       /* GPUs of that resource in status.allocatable */
     bool resource_differs; /* passthrough: the node's device name is not the class's vm_device_name */
     unsigned mig[8];       /* nvidia.com/mig-<profile> counts (mixed strategy), by slot of mig_profiles */
+    unsigned total_gpus;   /* label nvidia.com/gpu.count (0: not labelled) */
+    /* MIG GPUs (mixed strategy) laid out from the counts: instances per GPU, start slots */
+    unsigned n_mig_gpus;
+    struct {
+        unsigned n;
+        unsigned profile[7]; /* index into the class's mig_profiles */
+        unsigned start[7];
+    } mig_gpu[16];
+    bool mig_unplaced;     /* the counts did not fit the GPUs the node has */
     bool unschedulable;
     bool ready;
 } K8sNodeView;

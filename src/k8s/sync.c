@@ -339,6 +339,9 @@ static bool same_description(json_t *cp_node, json_t *desc) {
         if (!json_equal(json_object_get(x, "class"), json_object_get(y, "class")) ||
             !json_equal(json_object_get(x, "binding"), json_object_get(y, "binding")))
             return false;
+        json_t *mx = json_object_get(x, "mig"), *my = json_object_get(y, "mig");
+        if ((mx || my) && !json_equal(mx, my))
+            return false;
     }
     return true;
 }
@@ -378,6 +381,12 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
         snprintf(m, sizeof(m), "Node %s advertises %s, not the catalog's vm_device_name %s for class %s.", name,
                  v.resource, strempty(s->cfg->catalog->classes[v.class_index].vm_device_name),
                  s->cfg->catalog->classes[v.class_index].name);
+        warn_once(s, name, m);
+    }
+    if (v.mig_unplaced) {
+        char m[200];
+        snprintf(m, sizeof(m), "Node %s: its nvidia.com/mig-* counts do not fit its %u GPU(s): the slices that do not "
+                 "fit are not offered.", name, v.total_gpus);
         warn_once(s, name, m);
     }
     char path[160];

@@ -189,7 +189,7 @@ Test(kclient, r6_list_reads_every_page) {
     json_t *items;
     char *rv;
     cr_assert_eq(k8s_list(c, "/api/v1/nodes", NULL, &items, &rv, &err), 0, "%s", err.message);
-    cr_expect_eq(json_array_size(items), 5u);
+    cr_expect_eq(json_array_size(items), 6u);
     cr_expect_gt(atoi(rv), 0);
     json_decref(items);
     free(rv);

@@ -89,6 +89,34 @@ Test(node_map, r6_passthrough_class_from_the_device_name_or_its_pci_id) {
     json_decref(n);
 }
 
+Test(node_map, r2c_mixed_strategy_mig_slices_are_laid_out_on_the_mig_gpus) {
+    K8sNodeView v;
+    Error err = {0};
+    json_t *n = node("container", "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", "1", true);
+    json_t *md = json_object_get(n, "metadata"), *alloc = json_object_get(json_object_get(n, "status"), "allocatable");
+    json_object_set_new(json_object_get(md, "labels"), "nvidia.com/gpu.count", json_string("3"));
+    json_object_set_new(alloc, "nvidia.com/mig-1g.10gb", json_string("7"));
+    json_object_set_new(alloc, "nvidia.com/mig-3g.40gb", json_string("2"));
+    cr_assert_eq(k8s_node_view(cat, n, &v, &err), 0);
+    cr_expect_eq(v.count, 1u, "one whole GPU");
+    cr_expect_eq(v.n_mig_gpus, 2u);
+    cr_expect_not(v.mig_unplaced);
+    json_t *spec = k8s_node_spec_json(cat, &v, &(K8sSite){.site = "dc", .owner = "op"}, false);
+    json_t *devs = json_object_get(spec, "devices");
+    cr_assert_eq(json_array_size(devs), 3u);
+    json_t *a = json_array_get(devs, 1), *b = json_array_get(devs, 2);
+    cr_expect(json_is_true(json_object_get(a, "mig_enabled")));
+    cr_expect_eq(json_array_size(json_object_get(a, "mig")), 2u, "the two 3g slices share a GPU (slots 0 and 4)");
+    cr_expect_eq(json_integer_value(json_object_get(json_array_get(json_object_get(a, "mig"), 1), "start")), 4);
+    cr_expect_eq(json_array_size(json_object_get(b, "mig")), 7u, "seven 1g slices fill the other");
+    json_decref(spec);
+    /* more slices than the labelled GPUs hold: said, not invented */
+    json_object_set_new(alloc, "nvidia.com/mig-7g.80gb", json_string("1"));
+    cr_assert_eq(k8s_node_view(cat, n, &v, &err), 0);
+    cr_expect(v.mig_unplaced);
+    json_decref(n);
+}
+
 Test(node_map, r4_converged_needs_old_gone_new_counted_and_ready) {
     char why[200];
     json_t *n = node("vm-passthrough", NULL, "nvidia.com/gpu", "8", true);

@@ -32,7 +32,7 @@ static void sync_start(void) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         execl(EINSORA_BIN, EINSORA_BIN, "k8s", "sync", "--server", ts.url, "--token", ts.admin, "--kubeconfig",
               dbl.kubeconfig, "--interval", "1", "--switch-timeout", "4", "--catalog", TEST_DATA "/catalog.yaml",
-              "--capabilities", "kata", (char *)NULL);
+              "--capabilities", "kata", "--owner", "root", (char *)NULL);
         _exit(127);
     }
 }
@@ -556,4 +556,34 @@ Test(k8s_sync, r17_a_notebook_pod_and_a_vmi_follow_their_placements) {
         json_decref(j);
     }
     cr_expect(ended, "the VM's request did not end when its VMI went away");
+}
+
+Test(k8s_sync, r2c_mig_slices_of_a_mixed_strategy_node_are_offered_and_run) {
+    cr_assert(wait_for(registered, "gpu-e"));
+    json_t *e = cp_node("gpu-e");
+    json_t *devs = json_object_get(e, "devices");
+    cr_assert_eq(json_array_size(devs), 2u, "one whole GPU and one MIG GPU");
+    cr_expect(json_is_true(json_object_get(json_array_get(devs, 1), "mig_enabled")));
+    cr_expect_eq(json_array_size(json_object_get(json_array_get(devs, 1), "mig")), 7u);
+    json_decref(e);
+    long id = submit("{\"kind\": \"endpoint\", \"class\": \"nvidia-h100-80gb-mig-1g.10gb\"}");
+    if (!wait_for(request_active, &id)) {
+        json_t *r = request(id);
+        char *t = json_dumps(r, JSON_COMPACT), *log = slurp(sync_log), text[12000];
+        snprintf(text, sizeof(text), "%s\nsync log:\n%s", t, log);
+        free(t);
+        free(log);
+        json_decref(r);
+        cr_assert_fail("the MIG endpoint never became active: %s", text);
+    }
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/einsora/pods/einsora-%ld", id);
+    json_t *pod = k8s_double_get(&dbl, path);
+    cr_assert_not_null(pod);
+    json_t *spec = json_object_get(pod, "spec");
+    cr_expect_str_eq(json_string_value(json_object_get(spec, "nodeName")), "gpu-e");
+    json_t *limits = json_object_get(json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"),
+                                     "limits");
+    cr_expect_str_eq(json_string_value(json_object_get(limits, "nvidia.com/mig-1g.10gb")), "1");
+    json_decref(pod);
 }
