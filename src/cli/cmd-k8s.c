@@ -67,7 +67,8 @@ static int load(const Common *o, KubeConfig **ret_kube, Catalog **ret_cat) {
     PciIds *ids = NULL;
     Error e2 = {0};
     if (pci_ids_load(EINSORA_PCI_IDS, &ids, &e2) < 0)
-        fprintf(stderr, "einsora: warning: %s; vm_device_name falls back to raw device ids\n", error_message(&e2));
+        fprintf(stderr, "einsora: warning: %s; vm_device_name falls back to raw device ids\n",
+                error_message(&e2));
     r = catalog_load_file(o->catalog ? o->catalog : catalog_default_path(), ids, ret_cat, &err);
     pci_ids_free(ids);
     if (r < 0) {
@@ -77,21 +78,49 @@ static int load(const Common *o, KubeConfig **ret_kube, Catalog **ret_cat) {
     return EXIT_OK;
 }
 
-enum { O_KUBECONFIG = 0x300, O_CONTEXT, O_IN_CLUSTER, O_CATALOG, O_SERVER, O_TOKEN, O_SITE, O_OWNER, O_CAPS,
-       O_INTERVAL, O_TIMEOUT, O_APPLY, O_NAMESPACE, O_POD_IMAGE, O_VM_IMAGE, O_KATA };
+enum {
+    O_KUBECONFIG = 0x300,
+    O_CONTEXT,
+    O_IN_CLUSTER,
+    O_CATALOG,
+    O_SERVER,
+    O_TOKEN,
+    O_SITE,
+    O_OWNER,
+    O_CAPS,
+    O_INTERVAL,
+    O_TIMEOUT,
+    O_APPLY,
+    O_NAMESPACE,
+    O_POD_IMAGE,
+    O_VM_IMAGE,
+    O_KATA
+};
 
-#define COMMON_OPTIONS                                                                                            \
-    {"kubeconfig", required_argument, NULL, O_KUBECONFIG}, {"context", required_argument, NULL, O_CONTEXT},       \
-            {"in-cluster", no_argument, NULL, O_IN_CLUSTER}, {"catalog", required_argument, NULL, O_CATALOG},     \
-            {"help", no_argument, NULL, 'h'}
+#define COMMON_OPTIONS                                                                             \
+    {"kubeconfig", required_argument, NULL, O_KUBECONFIG},                                         \
+            {"context", required_argument, NULL, O_CONTEXT},                                       \
+            {"in-cluster", no_argument, NULL, O_IN_CLUSTER},                                       \
+            {"catalog", required_argument, NULL, O_CATALOG}, {                                     \
+        "help", no_argument, NULL, 'h'                                                             \
+    }
 
 static bool common_option(Common *o, int c, const char *arg) {
     switch (c) {
-    case O_KUBECONFIG: o->kubeconfig = arg; return true;
-    case O_CONTEXT: o->context = arg; return true;
-    case O_IN_CLUSTER: o->in_cluster = true; return true;
-    case O_CATALOG: o->catalog = arg; return true;
-    default: return false;
+    case O_KUBECONFIG:
+        o->kubeconfig = arg;
+        return true;
+    case O_CONTEXT:
+        o->context = arg;
+        return true;
+    case O_IN_CLUSTER:
+        o->in_cluster = true;
+        return true;
+    case O_CATALOG:
+        o->catalog = arg;
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -106,35 +135,65 @@ static int seconds(const char *arg, const char *what, unsigned max, unsigned *re
 static int sync_verb(int argc, char **argv) {
     static const struct option options[] = {
             COMMON_OPTIONS,
-            {"server", required_argument, NULL, O_SERVER},   {"token", required_argument, NULL, O_TOKEN},
-            {"site", required_argument, NULL, O_SITE},       {"owner", required_argument, NULL, O_OWNER},
-            {"capabilities", required_argument, NULL, O_CAPS}, {"interval", required_argument, NULL, O_INTERVAL},
-            {"switch-timeout", required_argument, NULL, O_TIMEOUT}, {"quiet", no_argument, NULL, 'q'},
-            {"namespace", required_argument, NULL, O_NAMESPACE}, {"pod-image", required_argument, NULL, O_POD_IMAGE},
-            {"vm-image", required_argument, NULL, O_VM_IMAGE}, {"kata-runtime-class", required_argument, NULL, O_KATA},
+            {"server", required_argument, NULL, O_SERVER},
+            {"token", required_argument, NULL, O_TOKEN},
+            {"site", required_argument, NULL, O_SITE},
+            {"owner", required_argument, NULL, O_OWNER},
+            {"capabilities", required_argument, NULL, O_CAPS},
+            {"interval", required_argument, NULL, O_INTERVAL},
+            {"switch-timeout", required_argument, NULL, O_TIMEOUT},
+            {"quiet", no_argument, NULL, 'q'},
+            {"namespace", required_argument, NULL, O_NAMESPACE},
+            {"pod-image", required_argument, NULL, O_POD_IMAGE},
+            {"vm-image", required_argument, NULL, O_VM_IMAGE},
+            {"kata-runtime-class", required_argument, NULL, O_KATA},
             {},
     };
     Common o = {0};
-    K8sSyncConfig cfg = {.server = getenv("EINSORA_SERVER"), .token = getenv("EINSORA_TOKEN"),
+    K8sSyncConfig cfg = {.server = getenv("EINSORA_SERVER"),
+                         .token = getenv("EINSORA_TOKEN"),
                          .site = {.site = "datacenter", .owner = "site"},
-                         .work = {.namespace_ = "einsora", .pod_image = "einsora-workload:latest",
-                                  .vm_image = "einsora-vm-disk:latest", .kata_runtime_class = "kata-qemu-nvidia-gpu"},
-                         .log = stderr, .stop = &stop_flag};
+                         .work = {.namespace_ = "einsora",
+                                  .pod_image = "einsora-workload:latest",
+                                  .vm_image = "einsora-vm-disk:latest",
+                                  .kata_runtime_class = "kata-qemu-nvidia-gpu"},
+                         .log = stderr,
+                         .stop = &stop_flag};
     int c, r;
     while ((c = getopt_long(argc, argv, "qh", options, NULL)) >= 0) {
         if (common_option(&o, c, optarg))
             continue;
         switch (c) {
-        case O_SERVER: cfg.server = optarg; break;
-        case O_TOKEN: cfg.token = optarg; break;
-        case O_SITE: cfg.site.site = optarg; break;
-        case O_OWNER: cfg.site.owner = optarg; break;
-        case O_CAPS: cfg.site.caps = optarg; break;
-        case O_NAMESPACE: cfg.work.namespace_ = optarg; break;
-        case O_POD_IMAGE: cfg.work.pod_image = optarg; break;
-        case O_VM_IMAGE: cfg.work.vm_image = optarg; break;
-        case O_KATA: cfg.work.kata_runtime_class = optarg; break;
-        case 'q': cfg.log = NULL; break;
+        case O_SERVER:
+            cfg.server = optarg;
+            break;
+        case O_TOKEN:
+            cfg.token = optarg;
+            break;
+        case O_SITE:
+            cfg.site.site = optarg;
+            break;
+        case O_OWNER:
+            cfg.site.owner = optarg;
+            break;
+        case O_CAPS:
+            cfg.site.caps = optarg;
+            break;
+        case O_NAMESPACE:
+            cfg.work.namespace_ = optarg;
+            break;
+        case O_POD_IMAGE:
+            cfg.work.pod_image = optarg;
+            break;
+        case O_VM_IMAGE:
+            cfg.work.vm_image = optarg;
+            break;
+        case O_KATA:
+            cfg.work.kata_runtime_class = optarg;
+            break;
+        case 'q':
+            cfg.log = NULL;
+            break;
         case O_INTERVAL:
             if ((r = seconds(optarg, "--interval", 3600, &cfg.interval_s)) != EXIT_OK)
                 return r;
@@ -154,7 +213,9 @@ static int sync_verb(int argc, char **argv) {
     if (optind < argc)
         return fail(EXIT_USAGE, "k8s sync: unexpected argument '%s'", argv[optind]);
     if (!cfg.server || !cfg.token)
-        return fail(EXIT_USAGE, "k8s sync: --server and --token are required (or $EINSORA_SERVER, $EINSORA_TOKEN)");
+        return fail(
+                EXIT_USAGE,
+                "k8s sync: --server and --token are required (or $EINSORA_SERVER, $EINSORA_TOKEN)");
     if (!spec_name_is_valid(cfg.site.site) || !spec_name_is_valid(cfg.site.owner))
         return fail(EXIT_USAGE, "k8s sync: --site and --owner take names (a-z, 0-9, . _ -)");
     KubeConfig *kube = NULL;
@@ -174,7 +235,8 @@ static int sync_verb(int argc, char **argv) {
 }
 
 static int kubevirt_verb(int argc, char **argv) {
-    static const struct option options[] = {COMMON_OPTIONS, {"apply", no_argument, NULL, O_APPLY}, {}};
+    static const struct option options[] = {
+            COMMON_OPTIONS, {"apply", no_argument, NULL, O_APPLY}, {}};
     Common o = {0};
     bool apply = false;
     int c, r;
@@ -223,7 +285,8 @@ static int kubevirt_verb(int argc, char **argv) {
         k8s_list(k, "/apis/kubevirt.io/v1/kubevirts", NULL, &list, &rv, &err) < 0)
         r = fail_error(EXIT_FAIL, &err);
     else if (json_array_size(list) != 1)
-        r = fail(EXIT_FAIL, "k8s kubevirt-config: the cluster has %zu KubeVirt CRs; expected exactly one",
+        r = fail(EXIT_FAIL,
+                 "k8s kubevirt-config: the cluster has %zu KubeVirt CRs; expected exactly one",
                  json_array_size(list));
     else {
         json_t *md = json_object_get(json_array_get(list, 0), "metadata");
@@ -235,8 +298,11 @@ static int kubevirt_verb(int argc, char **argv) {
             r = fail_error(EXIT_FAIL, &err);
         else
             printf("patched %s: %zu pciHostDevices\n", path,
-                   json_array_size(json_object_get(json_object_get(json_object_get(json_object_get(patch, "spec"),
-                                   "configuration"), "permittedHostDevices"), "pciHostDevices")));
+                   json_array_size(json_object_get(
+                           json_object_get(
+                                   json_object_get(json_object_get(patch, "spec"), "configuration"),
+                                   "permittedHostDevices"),
+                           "pciHostDevices")));
     }
     json_decref(list);
     json_decref(patch);

@@ -62,9 +62,11 @@ int k8s_client_new(const KubeConfig *cfg, const K8sOptions *opt, K8sClient **ret
         return error_set(err, -EIO, "libcurl failed to start.");
     if (!cfg->server)
         return error_set(err, -EINVAL, "The Kubernetes configuration names no server.");
-    if ((cfg->cert_file && !cfg->cert_pem) || (cfg->key_file && !cfg->key_pem) || (cfg->ca_file && !cfg->ca_pem) ||
-        (cfg->token_file && !cfg->token))
-        return error_set(err, -EINVAL, "The Kubernetes configuration's files were not read (use kubeconfig_load).");
+    if ((cfg->cert_file && !cfg->cert_pem) || (cfg->key_file && !cfg->key_pem) ||
+        (cfg->ca_file && !cfg->ca_pem) || (cfg->token_file && !cfg->token))
+        return error_set(
+                err, -EINVAL,
+                "The Kubernetes configuration's files were not read (use kubeconfig_load).");
     _cleanup_(k8s_client_freep) K8sClient *c = calloc(1, sizeof(*c));
     if (!c || !(c->curl = curl_easy_init()) || !(c->server = strdup(cfg->server)) ||
         (cfg->token && !(c->token = strdup(cfg->token))) ||
@@ -135,7 +137,8 @@ static int handle_line(Sink *s, const char *line, size_t len) {
         if (e.code == 410)
             s->gone = true;
         else
-            r = error_set(s->err, -EIO, "The watch ended with an error (%ld): %s", e.code, strempty(e.message));
+            r = error_set(s->err, -EIO, "The watch ended with an error (%ld): %s", e.code,
+                          strempty(e.message));
         k8s_event_done(&e);
         return s->gone ? -ESTALE : r;
     }
@@ -179,8 +182,8 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata) {
     return n;
 }
 
-static int perform(K8sClient *c, const char *method, const char *path, const char *content_type, const char *body,
-                   long timeout_ms, Sink *sink, long *ret_status, Error *err) {
+static int perform(K8sClient *c, const char *method, const char *path, const char *content_type,
+                   const char *body, long timeout_ms, Sink *sink, long *ret_status, Error *err) {
     CURL *h = c->curl;
     curl_easy_reset(h);
     _cleanup_free_ char *url = NULL, *auth = NULL, *ctype = NULL;
@@ -189,7 +192,8 @@ static int perform(K8sClient *c, const char *method, const char *path, const cha
     struct curl_slist *hdr = curl_slist_append(NULL, "Accept: application/json");
     if (c->token && asprintf(&auth, "Authorization: Bearer %s", c->token) >= 0)
         hdr = curl_slist_append(hdr, auth);
-    if (body && asprintf(&ctype, "Content-Type: %s", content_type ? content_type : "application/json") >= 0)
+    if (body &&
+        asprintf(&ctype, "Content-Type: %s", content_type ? content_type : "application/json") >= 0)
         hdr = curl_slist_append(hdr, ctype);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -224,19 +228,21 @@ static int perform(K8sClient *c, const char *method, const char *path, const cha
     case CURLE_OK:
         return 0;
     case CURLE_OPERATION_TIMEDOUT:
-        return error_set(err, -ETIMEDOUT, "The Kubernetes API at %s did not answer %s %s within %ld ms.", c->server,
+        return error_set(err, -ETIMEDOUT,
+                         "The Kubernetes API at %s did not answer %s %s within %ld ms.", c->server,
                          method, path, timeout_ms);
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
-        return error_set(err, -ECONNREFUSED, "Cannot reach the Kubernetes API at %s: %s.", c->server,
-                         curl_easy_strerror(rc));
+        return error_set(err, -ECONNREFUSED, "Cannot reach the Kubernetes API at %s: %s.",
+                         c->server, curl_easy_strerror(rc));
     default:
-        return error_set(err, -EIO, "%s %s%s failed: %s.", method, c->server, path, curl_easy_strerror(rc));
+        return error_set(err, -EIO, "%s %s%s failed: %s.", method, c->server, path,
+                         curl_easy_strerror(rc));
     }
 }
 
-int k8s_request(K8sClient *c, const char *method, const char *path, const char *content_type, json_t *body,
-                long *ret_status, json_t **ret_json, Error *err) {
+int k8s_request(K8sClient *c, const char *method, const char *path, const char *content_type,
+                json_t *body, long *ret_status, json_t **ret_json, Error *err) {
     _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     if (body && !text)
         return error_set(err, -ENOMEM, "Out of memory.");
@@ -262,8 +268,8 @@ static const char *status_message(json_t *body) {
     return m ? m : "no message";
 }
 
-int k8s_status_error(const K8sClient *c, const char *method, const char *path, long status, json_t *body,
-                     Error *err) {
+int k8s_status_error(const K8sClient *c, const char *method, const char *path, long status,
+                     json_t *body, Error *err) {
     K8sAccess a;
     k8s_describe_access(method, path, &a);
     const char *msg = status_message(body);
@@ -272,27 +278,34 @@ int k8s_status_error(const K8sClient *c, const char *method, const char *path, l
     switch (status) {
     case 401:
         return error_set(err, -EACCES,
-                         "The Kubernetes API at %s does not accept our credentials (401 Unauthorized) for %s: check "
+                         "The Kubernetes API at %s does not accept our credentials (401 "
+                         "Unauthorized) for %s: check "
                          "the kubeconfig's token or client certificate.",
                          c->server, what);
     case 403:
-        return error_set(err, -EPERM,
-                         "RBAC forbids %s (403 Forbidden): the ClusterRole must allow verb \"%s\" on resource "
-                         "\"%s\" in API group \"%s\" (see docs/kubernetes-rbac.yaml). The API said: %s",
-                         what, a.verb, a.resource, a.group, msg);
+        return error_set(
+                err, -EPERM,
+                "RBAC forbids %s (403 Forbidden): the ClusterRole must allow verb \"%s\" on "
+                "resource "
+                "\"%s\" in API group \"%s\" (see docs/kubernetes-rbac.yaml). The API said: %s",
+                what, a.verb, a.resource, a.group, msg);
     case 404:
         return error_set(err, -ENOENT, "Not found (404) on %s: %s", what, msg);
     case 409:
-        return error_set(err, STREQ(a.verb, "create") ? -EEXIST : -EBUSY, "Conflict (409) on %s: %s", what, msg);
+        return error_set(err, STREQ(a.verb, "create") ? -EEXIST : -EBUSY,
+                         "Conflict (409) on %s: %s", what, msg);
     case 410:
-        return error_set(err, -ESTALE, "Gone (410) on %s: the resourceVersion is too old, list again. %s", what,
+        return error_set(err, -ESTALE,
+                         "Gone (410) on %s: the resourceVersion is too old, list again. %s", what,
                          msg);
     case 400:
     case 415:
     case 422:
-        return error_set(err, -EINVAL, "The Kubernetes API refused %s (%ld): %s", what, status, msg);
+        return error_set(err, -EINVAL, "The Kubernetes API refused %s (%ld): %s", what, status,
+                         msg);
     case 429:
-        return error_set(err, -EAGAIN, "The Kubernetes API kept answering 429 Too Many Requests to %s: %s", what,
+        return error_set(err, -EAGAIN,
+                         "The Kubernetes API kept answering 429 Too Many Requests to %s: %s", what,
                          msg);
     default:
         return error_set(err, -EIO, "The Kubernetes API answered %ld to %s: %s", status, what, msg);
@@ -307,7 +320,8 @@ static void sleep_ms(unsigned ms) {
 
 static unsigned retry_after_ms(CURL *h, unsigned fallback) {
     struct curl_header *hd = NULL;
-    if (curl_easy_header(h, "Retry-After", 0, CURLH_HEADER, -1, &hd) == CURLHE_OK && hd && hd->value) {
+    if (curl_easy_header(h, "Retry-After", 0, CURLH_HEADER, -1, &hd) == CURLHE_OK && hd &&
+        hd->value) {
         char *end;
         unsigned long s = strtoul(hd->value, &end, 10);
         if (end != hd->value && s <= 60)
@@ -316,8 +330,8 @@ static unsigned retry_after_ms(CURL *h, unsigned fallback) {
     return fallback;
 }
 
-int k8s_call(K8sClient *c, const char *method, const char *path, const char *content_type, json_t *body,
-             json_t **ret_json, Error *err) {
+int k8s_call(K8sClient *c, const char *method, const char *path, const char *content_type,
+             json_t *body, json_t **ret_json, Error *err) {
     unsigned backoff = c->opt.backoff_ms;
     for (unsigned attempt = 0;; attempt++) {
         long status;
@@ -359,7 +373,8 @@ static char *escape(K8sClient *c, const char *s) {
     return copy;
 }
 
-int k8s_list(K8sClient *c, const char *path, const char *query, json_t **ret_items, char **ret_rv, Error *err) {
+int k8s_list(K8sClient *c, const char *path, const char *query, json_t **ret_items, char **ret_rv,
+             Error *err) {
     json_t *items = json_array();
     _cleanup_free_ char *cont = NULL;
     char *rv = NULL;
@@ -367,16 +382,18 @@ int k8s_list(K8sClient *c, const char *path, const char *query, json_t **ret_ite
         return error_set(err, -ENOMEM, "Out of memory.");
     for (;;) {
         _cleanup_free_ char *url = NULL, *esc = cont ? escape(c, cont) : NULL;
-        if (asprintf(&url, "%s?limit=%u%s%s%s%s", path, c->opt.page_limit, query ? "&" : "", strempty(query),
-                     esc ? "&continue=" : "", strempty(esc)) < 0) {
+        if (asprintf(&url, "%s?limit=%u%s%s%s%s", path, c->opt.page_limit, query ? "&" : "",
+                     strempty(query), esc ? "&continue=" : "", strempty(esc)) < 0) {
             json_decref(items);
             return error_set(err, -ENOMEM, "Out of memory.");
         }
         json_t *page = NULL;
         int r = k8s_call(c, "GET", url, NULL, NULL, &page, err);
         json_t *md = json_object_get(page, "metadata"), *pi = json_object_get(page, "items");
-        if (r >= 0 && (!json_is_array(pi) || !json_is_string(json_object_get(md, "resourceVersion"))))
-            r = error_set(err, -EINVAL, "The list %s has no items or no metadata.resourceVersion.", path);
+        if (r >= 0 &&
+            (!json_is_array(pi) || !json_is_string(json_object_get(md, "resourceVersion"))))
+            r = error_set(err, -EINVAL, "The list %s has no items or no metadata.resourceVersion.",
+                          path);
         if (r < 0) {
             json_decref(page);
             json_decref(items);
@@ -402,13 +419,15 @@ int k8s_list(K8sClient *c, const char *path, const char *query, json_t **ret_ite
     return 0;
 }
 
-int k8s_watch(K8sClient *c, const char *path, const char *query, char **rv, unsigned timeout_s, k8s_event_fn fn,
-              void *userdata, Error *err) {
+int k8s_watch(K8sClient *c, const char *path, const char *query, char **rv, unsigned timeout_s,
+              k8s_event_fn fn, void *userdata, Error *err) {
     if (!timeout_s || !*rv)
         return error_set(err, -EINVAL, "A watch needs a resourceVersion and a timeout.");
     _cleanup_free_ char *url = NULL, *esc = escape(c, *rv);
-    if (!esc || asprintf(&url, "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%u%s%s", path,
-                         esc, timeout_s, query ? "&" : "", strempty(query)) < 0)
+    if (!esc ||
+        asprintf(&url,
+                 "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%u%s%s",
+                 path, esc, timeout_s, query ? "&" : "", strempty(query)) < 0)
         return error_set(err, -ENOMEM, "Out of memory.");
     Sink s = {.fn = fn, .userdata = userdata, .rv = rv, .err = err};
     long status = 0;

@@ -81,7 +81,8 @@ int k8s_base64_decode(const char *in, char **ret, size_t *ret_len) {
 static yaml_node_t *map_get(yaml_document_t *doc, yaml_node_t *map, const char *key) {
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
         const char *k = yaml_scalar(yaml_document_get_node(doc, p->key));
         if (k && STREQ(k, key))
             return yaml_document_get_node(doc, p->value);
@@ -96,12 +97,13 @@ static const char *map_scalar(yaml_document_t *doc, yaml_node_t *map, const char
 
 /* The `what` mapping of the entry named name in the list under list_key (clusters, users,
  * contexts all have this shape: - name: N \n  cluster: {...}). */
-static yaml_node_t *named(yaml_document_t *doc, yaml_node_t *root, const char *list_key, const char *what,
-                          const char *name) {
+static yaml_node_t *named(yaml_document_t *doc, yaml_node_t *root, const char *list_key,
+                          const char *what, const char *name) {
     yaml_node_t *list = map_get(doc, root, list_key);
     if (!list || list->type != YAML_SEQUENCE_NODE)
         return NULL;
-    for (yaml_node_item_t *i = list->data.sequence.items.start; i < list->data.sequence.items.top; i++) {
+    for (yaml_node_item_t *i = list->data.sequence.items.start; i < list->data.sequence.items.top;
+         i++) {
         yaml_node_t *item = yaml_document_get_node(doc, *i);
         const char *n = map_scalar(doc, item, "name");
         if (n && STREQ(n, name)) {
@@ -131,8 +133,8 @@ static int dup_str(const char *p, char **ret) {
     return (*ret = strdup(p)) ? 0 : -ENOMEM;
 }
 
-static int decode_field(const char *file, const char *field, const char *data, char **ret, size_t *ret_len,
-                        Error *err) {
+static int decode_field(const char *file, const char *field, const char *data, char **ret,
+                        size_t *ret_len, Error *err) {
     if (!data)
         return 0;
     int r = k8s_base64_decode(data, ret, ret_len);
@@ -141,40 +143,49 @@ static int decode_field(const char *file, const char *field, const char *data, c
     return r < 0 ? error_set(err, r, "Out of memory.") : 0;
 }
 
-static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir, const char *context,
-                    KubeConfig *k, Error *err) {
+static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir,
+                    const char *context, KubeConfig *k, Error *err) {
     yaml_node_t *root = yaml_document_get_root_node(doc);
     if (!root || root->type != YAML_MAPPING_NODE)
-        return error_set(err, -EINVAL, "%s: a kubeconfig must be a mapping (apiVersion, clusters, users, contexts).",
-                         file);
+        return error_set(
+                err, -EINVAL,
+                "%s: a kubeconfig must be a mapping (apiVersion, clusters, users, contexts).",
+                file);
     const char *kind = map_scalar(doc, root, "kind");
     if (kind && STRNEQ(kind, "Config"))
-        return error_set(err, -EINVAL, "%s: kind is '%s', a kubeconfig has kind Config.", file, kind);
+        return error_set(err, -EINVAL, "%s: kind is '%s', a kubeconfig has kind Config.", file,
+                         kind);
     const char *ctx = context ? context : map_scalar(doc, root, "current-context");
     if (!ctx)
-        return error_set(err, -EINVAL, "%s: no current-context is set and none was asked for.", file);
+        return error_set(err, -EINVAL, "%s: no current-context is set and none was asked for.",
+                         file);
     yaml_node_t *c = named(doc, root, "contexts", "context", ctx);
     if (!c)
-        return error_set(err, -ENOENT, "%s: context '%s' is not defined under contexts.", file, ctx);
+        return error_set(err, -ENOENT, "%s: context '%s' is not defined under contexts.", file,
+                         ctx);
     const char *cluster = map_scalar(doc, c, "cluster"), *user = map_scalar(doc, c, "user");
     if (!cluster)
         return error_set(err, -EINVAL, "%s: context '%s' names no cluster.", file, ctx);
     yaml_node_t *cl = named(doc, root, "clusters", "cluster", cluster);
     if (!cl)
-        return error_set(err, -ENOENT, "%s: cluster '%s' (of context '%s') is not defined under clusters.", file,
+        return error_set(err, -ENOENT,
+                         "%s: cluster '%s' (of context '%s') is not defined under clusters.", file,
                          cluster, ctx);
     yaml_node_t *u = user ? named(doc, root, "users", "user", user) : NULL;
     if (user && !u)
-        return error_set(err, -ENOENT, "%s: user '%s' (of context '%s') is not defined under users.", file, user,
+        return error_set(err, -ENOENT,
+                         "%s: user '%s' (of context '%s') is not defined under users.", file, user,
                          ctx);
     const char *server = map_scalar(doc, cl, "server");
     if (!server || (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0) ||
         strlen(server) > 2048)
-        return error_set(err, -EINVAL, "%s: cluster '%s' needs a server of the form https://HOST:PORT.", file,
+        return error_set(err, -EINVAL,
+                         "%s: cluster '%s' needs a server of the form https://HOST:PORT.", file,
                          cluster);
     if (map_get(doc, u, "exec") || map_get(doc, u, "auth-provider"))
         return error_set(err, -EOPNOTSUPP,
-                         "%s: user '%s' authenticates through an exec or auth-provider plugin, which Einsora does "
+                         "%s: user '%s' authenticates through an exec or auth-provider plugin, "
+                         "which Einsora does "
                          "not run: give it a token, tokenFile or client certificate.",
                          file, user);
     const char *insecure = map_scalar(doc, cl, "insecure-skip-tls-verify");
@@ -190,21 +201,25 @@ static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir
         return error_set(err, r, "Out of memory.");
     while (strlen(k->server) > 8 && k->server[strlen(k->server) - 1] == '/')
         k->server[strlen(k->server) - 1] = 0;
-    if ((r = decode_field(file, "certificate-authority-data", map_scalar(doc, cl, "certificate-authority-data"),
-                          &k->ca_pem, &k->ca_pem_len, err)) < 0 ||
-        (r = decode_field(file, "client-certificate-data", map_scalar(doc, u, "client-certificate-data"),
-                          &k->cert_pem, &k->cert_pem_len, err)) < 0 ||
-        (r = decode_field(file, "client-key-data", map_scalar(doc, u, "client-key-data"), &k->key_pem,
-                          &k->key_pem_len, err)) < 0)
+    if ((r = decode_field(file, "certificate-authority-data",
+                          map_scalar(doc, cl, "certificate-authority-data"), &k->ca_pem,
+                          &k->ca_pem_len, err)) < 0 ||
+        (r = decode_field(file, "client-certificate-data",
+                          map_scalar(doc, u, "client-certificate-data"), &k->cert_pem,
+                          &k->cert_pem_len, err)) < 0 ||
+        (r = decode_field(file, "client-key-data", map_scalar(doc, u, "client-key-data"),
+                          &k->key_pem, &k->key_pem_len, err)) < 0)
         return r;
     if (!!(k->cert_pem || k->cert_file) != !!(k->key_pem || k->key_file))
-        return error_set(err, -EINVAL, "%s: user '%s' has a client certificate without its key, or a key without "
-                         "its certificate.", file, user);
+        return error_set(err, -EINVAL,
+                         "%s: user '%s' has a client certificate without its key, or a key without "
+                         "its certificate.",
+                         file, user);
     return 0;
 }
 
-int kubeconfig_parse(const char *text, size_t len, const char *file, const char *base_dir, const char *context,
-                     KubeConfig **ret, Error *err) {
+int kubeconfig_parse(const char *text, size_t len, const char *file, const char *base_dir,
+                     const char *context, KubeConfig **ret, Error *err) {
     yaml_document_t doc;
     int r = yaml_load_text(text, len, file, &doc, err);
     if (r < 0)
@@ -246,7 +261,8 @@ static void strip(char *s) {
 /* Read the files a parsed configuration names. */
 static int read_files(KubeConfig *k, Error *err) {
     int r;
-    if (k->ca_file && !k->ca_pem && (r = read_into("CA file", k->ca_file, &k->ca_pem, &k->ca_pem_len, err)) < 0)
+    if (k->ca_file && !k->ca_pem &&
+        (r = read_into("CA file", k->ca_file, &k->ca_pem, &k->ca_pem_len, err)) < 0)
         return r;
     if (k->token_file && !k->token) {
         if ((r = read_into("token file", k->token_file, &k->token, NULL, err)) < 0)
@@ -254,9 +270,11 @@ static int read_files(KubeConfig *k, Error *err) {
         strip(k->token);
     }
     if (k->cert_file && !k->cert_pem &&
-        (r = read_into("client certificate", k->cert_file, &k->cert_pem, &k->cert_pem_len, err)) < 0)
+        (r = read_into("client certificate", k->cert_file, &k->cert_pem, &k->cert_pem_len, err)) <
+                0)
         return r;
-    if (k->key_file && !k->key_pem && (r = read_into("client key", k->key_file, &k->key_pem, &k->key_pem_len, err)) < 0)
+    if (k->key_file && !k->key_pem &&
+        (r = read_into("client key", k->key_file, &k->key_pem, &k->key_pem_len, err)) < 0)
         return r;
     return 0;
 }
@@ -266,7 +284,8 @@ int kubeconfig_load(const char *path, const char *context, KubeConfig **ret, Err
     if (!path)
         path = getenv("KUBECONFIG");
     if (path && strchr(path, ':'))
-        return error_set(err, -EOPNOTSUPP, "KUBECONFIG lists several files (%s): pass one with --kubeconfig.", path);
+        return error_set(err, -EOPNOTSUPP,
+                         "KUBECONFIG lists several files (%s): pass one with --kubeconfig.", path);
     if (!path || !*path) {
         const char *home = getenv("HOME");
         if (!home || asprintf(&home_path, "%s/.kube/config", home) < 0)
@@ -286,7 +305,8 @@ int kubeconfig_load(const char *path, const char *context, KubeConfig **ret, Err
     else
         strcpy(dir, ".");
     _cleanup_(kubeconfig_freep) KubeConfig *k = NULL;
-    if ((r = kubeconfig_parse(text, len, path, dir, context, &k, err)) < 0 || (r = read_files(k, err)) < 0)
+    if ((r = kubeconfig_parse(text, len, path, dir, context, &k, err)) < 0 ||
+        (r = read_files(k, err)) < 0)
         return r;
     *ret = TAKE_PTR(k);
     return 0;
@@ -295,7 +315,8 @@ int kubeconfig_load(const char *path, const char *context, KubeConfig **ret, Err
 int kubeconfig_in_cluster(const char *sa_dir, KubeConfig **ret, Error *err) {
     const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port)
-        return error_set(err, -ENOENT, "Not running in a cluster: KUBERNETES_SERVICE_HOST and "
+        return error_set(err, -ENOENT,
+                         "Not running in a cluster: KUBERNETES_SERVICE_HOST and "
                          "KUBERNETES_SERVICE_PORT are not set.");
     if (!sa_dir)
         sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -304,8 +325,8 @@ int kubeconfig_in_cluster(const char *sa_dir, KubeConfig **ret, Error *err) {
         return error_set(err, -ENOMEM, "Out of memory.");
     bool v6 = strchr(host, ':') != NULL;
     if (asprintf(&k->server, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port) < 0 ||
-        asprintf(&k->token_file, "%s/token", sa_dir) < 0 || asprintf(&k->ca_file, "%s/ca.crt", sa_dir) < 0 ||
-        !(k->context = strdup("in-cluster")))
+        asprintf(&k->token_file, "%s/token", sa_dir) < 0 ||
+        asprintf(&k->ca_file, "%s/ca.crt", sa_dir) < 0 || !(k->context = strdup("in-cluster")))
         return error_set(err, -ENOMEM, "Out of memory.");
     _cleanup_free_ char *ns_path = NULL;
     if (asprintf(&ns_path, "%s/namespace", sa_dir) < 0)

@@ -10,18 +10,18 @@
 #include "util/error.h"
 
 typedef struct KubeConfig {
-    char *context;      /* the context used (informative) */
-    char *server;       /* https://HOST:PORT or http://HOST:PORT, no trailing slash */
-    char *ca_pem;       /* the CA bundle itself (from certificate-authority-data or read) */
+    char *context; /* the context used (informative) */
+    char *server;  /* https://HOST:PORT or http://HOST:PORT, no trailing slash */
+    char *ca_pem;  /* the CA bundle itself (from certificate-authority-data or read) */
     size_t ca_pem_len;
-    char *ca_file;      /* certificate-authority: a path, kept when not read yet */
-    bool insecure;      /* insecure-skip-tls-verify */
-    char *token;        /* bearer token */
-    char *token_file;   /* tokenFile: read at load time */
+    char *ca_file;            /* certificate-authority: a path, kept when not read yet */
+    bool insecure;            /* insecure-skip-tls-verify */
+    char *token;              /* bearer token */
+    char *token_file;         /* tokenFile: read at load time */
     char *cert_pem, *key_pem; /* client-certificate(-data), client-key(-data) */
     size_t cert_pem_len, key_pem_len;
     char *cert_file, *key_file;
-    char *namespace_;   /* the context's namespace, "default" when none */
+    char *namespace_; /* the context's namespace, "default" when none */
 } KubeConfig;
 
 void kubeconfig_free(KubeConfig *k);
@@ -39,7 +39,8 @@ int kubeconfig_parse(const char *text, size_t len, const char *file, const char 
 int kubeconfig_load(const char *path, const char *context, KubeConfig **ret, Error *err);
 
 /* The in-cluster configuration: $KUBERNETES_SERVICE_HOST/PORT and the service account's
- * token, ca.crt and namespace under sa_dir (NULL: /var/run/secrets/kubernetes.io/serviceaccount). */
+ * token, ca.crt and namespace under sa_dir (NULL: /var/run/secrets/kubernetes.io/serviceaccount).
+ */
 int kubeconfig_in_cluster(const char *sa_dir, KubeConfig **ret, Error *err);
 
 /* Standard base64 (padding optional, whitespace skipped) into a NUL-terminated buffer. */

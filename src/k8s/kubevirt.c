@@ -12,8 +12,9 @@ json_t *k8s_permitted_host_devices(const Catalog *cat) {
         for (size_t k = 0; k < c->n_pci; k++) {
             char sel[16];
             snprintf(sel, sizeof(sel), "%04X:%04X", c->pci[k].vendor, c->pci[k].device);
-            json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "pciVendorSelector", sel, "resourceName",
-                                                  c->vm_device_name, "externalResourceProvider", 1));
+            json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "pciVendorSelector", sel,
+                                                  "resourceName", c->vm_device_name,
+                                                  "externalResourceProvider", 1));
         }
     }
     return json_pack("{s:o}", "pciHostDevices", list);

@@ -7,7 +7,8 @@
 
 #include "core/catalog.h"
 
-/* {"pciHostDevices": [{"pciVendorSelector": "10DE:2330", "resourceName": ..., "externalResourceProvider": true}]} */
+/* {"pciHostDevices": [{"pciVendorSelector": "10DE:2330", "resourceName": ...,
+ * "externalResourceProvider": true}]} */
 json_t *k8s_permitted_host_devices(const Catalog *cat);
 
 /* The merge patch of the KubeVirt CR that sets them (the list is replaced whole). */

@@ -54,7 +54,8 @@ static int class_by_product(const Catalog *cat, const char *product) {
     snprintf(sel, sizeof(sel), K8S_PRODUCT_LABEL "=%s", product);
     for (size_t i = 0; i < cat->n_classes; i++) {
         const GpuClass *c = &cat->classes[i];
-        if (c->vendor == VENDOR_NVIDIA && !c->mig_parent && c->node_selector && STREQ(c->node_selector, sel))
+        if (c->vendor == VENDOR_NVIDIA && !c->mig_parent && c->node_selector &&
+            STREQ(c->node_selector, sel))
             return (int)i;
     }
     return -1;
@@ -63,7 +64,8 @@ static int class_by_product(const Catalog *cat, const char *product) {
 static int class_by_vm_device(const Catalog *cat, const char *resource) {
     for (size_t i = 0; i < cat->n_classes; i++) {
         const GpuClass *c = &cat->classes[i];
-        if (c->vendor == VENDOR_NVIDIA && !c->mig_parent && c->vm_device_name && STREQ(c->vm_device_name, resource))
+        if (c->vendor == VENDOR_NVIDIA && !c->mig_parent && c->vm_device_name &&
+            STREQ(c->vm_device_name, resource))
             return (int)i;
     }
     /* The device plugin names a device pci.ids does not know by its PCI device id. */
@@ -83,8 +85,9 @@ static void lay_out_mig(const Catalog *cat, K8sNodeView *v) {
     const GpuClass *c = &cat->classes[v->class_index];
     /* the label says how many GPUs the node has; without it, as many as the slices need */
     unsigned limit = !v->total_gpus ? (unsigned)ARRAY_SIZE(v->mig_gpu)
-                     : v->total_gpus > v->count ? MIN(v->total_gpus - v->count, (unsigned)ARRAY_SIZE(v->mig_gpu))
-                                                : 0;
+                     : v->total_gpus > v->count
+                             ? MIN(v->total_gpus - v->count, (unsigned)ARRAY_SIZE(v->mig_gpu))
+                             : 0;
     uint8_t used[ARRAY_SIZE(v->mig_gpu)] = {0};
     for (unsigned slots = MIG_SLOTS; slots > 0; slots--)
         for (size_t p = 0; p < c->n_mig_profiles && p < ARRAY_SIZE(v->mig); p++) {
@@ -95,7 +98,8 @@ static void lay_out_mig(const Catalog *cat, K8sNodeView *v) {
                 bool placed = false;
                 for (unsigned g = 0; g < limit && !placed; g++) {
                     for (unsigned st = 0; st < MIG_SLOTS && !placed; st++)
-                        if (v->mig_gpu[g].n < ARRAY_SIZE(v->mig_gpu[g].profile) && mig_can_place(used[g], slice->mig_shape, st)) {
+                        if (v->mig_gpu[g].n < ARRAY_SIZE(v->mig_gpu[g].profile) &&
+                            mig_can_place(used[g], slice->mig_shape, st)) {
                             used[g] |= mig_shape_mask(slice->mig_shape, st);
                             v->mig_gpu[g].profile[v->mig_gpu[g].n] = (unsigned)p;
                             v->mig_gpu[g].start[v->mig_gpu[g].n++] = st;
@@ -114,7 +118,8 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
     if (!name || !*name || strlen(name) >= sizeof(v.name))
         return error_set(err, -EINVAL, "A Kubernetes node without a valid metadata.name.");
     snprintf(v.name, sizeof(v.name), "%s", name);
-    json_t *labels = path2(node, "metadata", "labels"), *alloc = path2(node, "status", "allocatable");
+    json_t *labels = path2(node, "metadata", "labels"),
+           *alloc = path2(node, "status", "allocatable");
     const char *mode = json_string_value(json_object_get(labels, K8S_MODE_LABEL));
     const char *product = json_string_value(json_object_get(labels, K8S_PRODUCT_LABEL));
     const char *present = json_string_value(json_object_get(labels, "nvidia.com/gpu.present"));
@@ -126,8 +131,10 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
         snprintf(v.mode, sizeof(v.mode), "%s", mode);
     else
         snprintf(v.mode_error, sizeof(v.mode_error),
-                 "Node %.60s has %s=%.40s, which is not a mode Einsora serves (container or vm-passthrough%s).",
-                 name, K8S_MODE_LABEL, mode, STREQ(mode, "vm-vgpu") ? "; vGPU is not supported, R2d" : "");
+                 "Node %.60s has %s=%.40s, which is not a mode Einsora serves (container or "
+                 "vm-passthrough%s).",
+                 name, K8S_MODE_LABEL, mode,
+                 STREQ(mode, "vm-vgpu") ? "; vGPU is not supported, R2d" : "");
     const char *key;
     json_t *q;
     json_object_foreach(alloc, key, q) {
@@ -137,7 +144,8 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
         v.has_gpus = true;
         if (strncmp(key, "nvidia.com/mig-", 15) == 0)
             continue; /* slices are counted from the card's class below */
-        bool want = STREQ(v.mode, "container") ? STREQ(key, "nvidia.com/gpu") : vm_device(key) != NULL;
+        bool want =
+                STREQ(v.mode, "container") ? STREQ(key, "nvidia.com/gpu") : vm_device(key) != NULL;
         if (want && !v.count) {
             snprintf(v.resource, sizeof(v.resource), "%.127s", key);
             v.count = (unsigned)MIN(n, 64);
@@ -169,7 +177,8 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
     return 0;
 }
 
-json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSite *site, bool cordoned) {
+json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSite *site,
+                           bool cordoned) {
     json_t *caps = json_array(), *devs = json_array();
     json_array_append_new(caps, json_string("k8s"));
     for (const char *c = site->caps; c && *c;) {
@@ -181,19 +190,23 @@ json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSi
     const GpuClass *cls = v->class_index >= 0 ? &cat->classes[v->class_index] : NULL;
     bool vfio = STREQ(v->mode, "vm-passthrough");
     for (unsigned i = 0; i < v->count; i++)
-        json_array_append_new(devs, json_pack("{s:s, s:i, s:s}", "class", cls ? cls->name : "", "memory_gb",
-                                              cls ? (int)cls->memory_gb : 0, "binding", vfio ? "vfio" : "host"));
+        json_array_append_new(devs, json_pack("{s:s, s:i, s:s}", "class", cls ? cls->name : "",
+                                              "memory_gb", cls ? (int)cls->memory_gb : 0, "binding",
+                                              vfio ? "vfio" : "host"));
     for (unsigned g = 0; cls && g < v->n_mig_gpus; g++) {
         json_t *mig = json_array();
         for (unsigned k = 0; k < v->mig_gpu[g].n; k++)
-            json_array_append_new(mig, json_pack("{s:s, s:i}", "profile", cls->mig_profiles[v->mig_gpu[g].profile[k]],
+            json_array_append_new(mig, json_pack("{s:s, s:i}", "profile",
+                                                 cls->mig_profiles[v->mig_gpu[g].profile[k]],
                                                  "start", (int)v->mig_gpu[g].start[k]));
-        json_array_append_new(devs, json_pack("{s:s, s:i, s:s, s:b, s:o}", "class", cls->name, "memory_gb",
-                                              (int)cls->memory_gb, "binding", "host", "mig_enabled", 1, "mig", mig));
+        json_array_append_new(devs, json_pack("{s:s, s:i, s:s, s:b, s:o}", "class", cls->name,
+                                              "memory_gb", (int)cls->memory_gb, "binding", "host",
+                                              "mig_enabled", 1, "mig", mig));
     }
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:b, s:o}", "name", v->name, "site", site->site,
-                          "site_kind", "datacenter", "platform", "linux", "owner", site->owner, "mode", v->mode,
-                          "capabilities", caps, "cordoned", cordoned, "devices", devs);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:b, s:o}", "name", v->name, "site",
+                          site->site, "site_kind", "datacenter", "platform", "linux", "owner",
+                          site->owner, "mode", v->mode, "capabilities", caps, "cordoned", cordoned,
+                          "devices", devs);
     if (j && v->resource_differs)
         json_object_set_new(j, "device_resource", json_string(v->resource));
     return j;
@@ -207,9 +220,9 @@ static bool asks_gpu(json_t *containers) {
         for (size_t s = 0; s < 2; s++) {
             const char *key;
             json_t *q;
-            json_object_foreach(path2(c, "resources", sections[s]), key, q)
-                if (strncmp(key, "nvidia.com/", 11) == 0 && k8s_quantity_count(q) != 0)
-                    return true;
+            json_object_foreach(path2(c, "resources", sections[s]), key,
+                                q) if (strncmp(key, "nvidia.com/", 11) == 0 &&
+                                       k8s_quantity_count(q) != 0) return true;
         }
     }
     return false;
@@ -220,11 +233,12 @@ bool k8s_pod_holds_gpu(json_t *pod) {
     if (phase && (STREQ(phase, "Succeeded") || STREQ(phase, "Failed")))
         return false;
     json_t *spec = json_object_get(pod, "spec");
-    return asks_gpu(json_object_get(spec, "containers")) || asks_gpu(json_object_get(spec, "initContainers"));
+    return asks_gpu(json_object_get(spec, "containers")) ||
+           asks_gpu(json_object_get(spec, "initContainers"));
 }
 
-bool k8s_node_converged(json_t *node, const char *mode, const char *vm_resource, unsigned count, char *why,
-                        size_t size) {
+bool k8s_node_converged(json_t *node, const char *mode, const char *vm_resource, unsigned count,
+                        char *why, size_t size) {
     json_t *alloc = path2(node, "status", "allocatable");
     bool container = STREQ(mode, "container");
     const char *want = container ? "nvidia.com/gpu" : vm_resource;
@@ -233,7 +247,9 @@ bool k8s_node_converged(json_t *node, const char *mode, const char *vm_resource,
     json_object_foreach(alloc, key, q) {
         if (k8s_quantity_count(q) <= 0 || strncmp(key, "nvidia.com/", 11) != 0)
             continue;
-        bool old = container ? vm_device(key) != NULL : (STREQ(key, "nvidia.com/gpu") || strncmp(key, "nvidia.com/mig-", 15) == 0);
+        bool old = container ? vm_device(key) != NULL
+                             : (STREQ(key, "nvidia.com/gpu") ||
+                                strncmp(key, "nvidia.com/mig-", 15) == 0);
         if (old) {
             snprintf(why, size, "the old GPU resource %.100s is still in allocatable", key);
             return false;
@@ -243,7 +259,8 @@ bool k8s_node_converged(json_t *node, const char *mode, const char *vm_resource,
     if (want)
         have = k8s_quantity_count(json_object_get(alloc, want));
     else /* the node's device name is not known yet: any KubeVirt device resource */
-        json_object_foreach(alloc, key, q) if (vm_device(key) && (have = k8s_quantity_count(q)) > 0) {
+        json_object_foreach(alloc, key,
+                            q) if (vm_device(key) && (have = k8s_quantity_count(q)) > 0) {
             want = key;
             break;
         }

@@ -4,8 +4,8 @@
  * Einsora node description made from it. Under the GPU Operator's mixed MIG strategy, whole
  * GPUs are nvidia.com/gpu and each slice profile nvidia.com/mig-<profile>: the slices are laid
  * out on the node's other GPUs (nvidia.com/gpu.count minus the whole ones), largest first,
- * at their allowed start slots; the kubelet, not Einsora, picks the real instance. Also which pods hold GPUs, and when the GPU
- * Operator has converged after a relabel. Pure (no I/O). */
+ * at their allowed start slots; the kubelet, not Einsora, picks the real instance. Also which pods
+ * hold GPUs, and when the GPU Operator has converged after a relabel. Pure (no I/O). */
 #pragma once
 
 #include <jansson.h>
@@ -23,11 +23,13 @@ typedef struct K8sNodeView {
     char mode[24];        /* container | vm-passthrough */
     char mode_error[256]; /* set when the label is not a mode (R3): shown, the node is not served */
     int class_index;      /* -1: unclassified (R8) */
-    char resource[128];   /* the GPU resource the node advertises (nvidia.com/gpu, nvidia.com/<DEVICE>) */
+    char resource[128];   /* the GPU resource the node advertises (nvidia.com/gpu,
+                             nvidia.com/<DEVICE>) */
     unsigned count;       /* GPUs of that resource in status.allocatable */
-    bool resource_differs; /* passthrough: the node's device name is not the class's vm_device_name */
-    unsigned mig[8];       /* nvidia.com/mig-<profile> counts (mixed strategy), by slot of mig_profiles */
-    unsigned total_gpus;   /* label nvidia.com/gpu.count (0: not labelled) */
+    bool resource_differs; /* passthrough: the node's device name is not the class's vm_device_name
+                            */
+    unsigned mig[8]; /* nvidia.com/mig-<profile> counts (mixed strategy), by slot of mig_profiles */
+    unsigned total_gpus; /* label nvidia.com/gpu.count (0: not labelled) */
     /* MIG GPUs (mixed strategy) laid out from the counts: instances per GPU, start slots */
     unsigned n_mig_gpus;
     struct {
@@ -35,7 +37,7 @@ typedef struct K8sNodeView {
         unsigned profile[7]; /* index into the class's mig_profiles */
         unsigned start[7];
     } mig_gpu[16];
-    bool mig_unplaced;     /* the counts did not fit the GPUs the node has */
+    bool mig_unplaced; /* the counts did not fit the GPUs the node has */
     bool unschedulable;
     bool ready;
 } K8sNodeView;
@@ -51,7 +53,8 @@ typedef struct K8sSite {
 
 /* The Einsora node description (PUT /v1/nodes/N) of a GPU node: one device per GPU of its
  * resource, bound as its mode says, capability "k8s". */
-json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSite *site, bool cordoned);
+json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSite *site,
+                           bool cordoned);
 
 /* Whether a pod asks for an NVIDIA GPU resource (any container, limits or requests) and has
  * not finished. */
@@ -59,8 +62,8 @@ bool k8s_pod_holds_gpu(json_t *pod);
 
 /* The GPU Operator converged to mode: the other mode's resource is gone, the mode's resource
  * is there with count GPUs, the node is Ready. Otherwise false and what is missing in why. */
-bool k8s_node_converged(json_t *node, const char *mode, const char *vm_resource, unsigned count, char *why,
-                        size_t size);
+bool k8s_node_converged(json_t *node, const char *mode, const char *vm_resource, unsigned count,
+                        char *why, size_t size);
 
 /* A quantity of whole devices ("8"); -1 when it is not one. */
 long k8s_quantity_count(json_t *q);

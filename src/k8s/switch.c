@@ -11,12 +11,13 @@
 #include "util/macro.h"
 
 static const char *annotation(json_t *node, const char *key) {
-    return json_string_value(json_object_get(json_object_get(json_object_get(node, "metadata"), "annotations"), key));
+    return json_string_value(json_object_get(
+            json_object_get(json_object_get(node, "metadata"), "annotations"), key));
 }
 
 static const char *label_mode(json_t *node) {
-    const char *m = json_string_value(
-            json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"), K8S_MODE_LABEL));
+    const char *m = json_string_value(json_object_get(
+            json_object_get(json_object_get(node, "metadata"), "labels"), K8S_MODE_LABEL));
     return m ? m : "container"; /* the GPU Operator's default */
 }
 
@@ -34,7 +35,8 @@ static void append_name(char *buf, size_t size, json_t *obj, const char *extra) 
     size_t len = strlen(buf);
     if (len + 4 >= size)
         return;
-    snprintf(buf + len, size - len, "%s%s/%s%s", len ? ", " : "", strempty(json_string_value(json_object_get(md, "namespace"))),
+    snprintf(buf + len, size - len, "%s%s/%s%s", len ? ", " : "",
+             strempty(json_string_value(json_object_get(md, "namespace"))),
              strempty(json_string_value(json_object_get(md, "name"))), strempty(extra));
 }
 
@@ -55,7 +57,8 @@ static void blocking_budget(json_t *status, char *buf, size_t size) {
 }
 
 /* Evict the node's GPU pods. Returns how many remain (and names them in what), or an error. */
-static int drain_pods(K8sClient *c, const char *node, bool evict, char *what, size_t size, Error *err) {
+static int drain_pods(K8sClient *c, const char *node, bool evict, char *what, size_t size,
+                      Error *err) {
     char query[320];
     snprintf(query, sizeof(query), "fieldSelector=spec.nodeName%%3D%s", node);
     json_t *pods;
@@ -71,7 +74,8 @@ static int drain_pods(K8sClient *c, const char *node, bool evict, char *what, si
         if (!k8s_pod_holds_gpu(pod))
             continue;
         json_t *md = json_object_get(pod, "metadata");
-        const char *ns = json_string_value(json_object_get(md, "namespace")), *name = json_string_value(json_object_get(md, "name"));
+        const char *ns = json_string_value(json_object_get(md, "namespace")),
+                   *name = json_string_value(json_object_get(md, "name"));
         if (!ns || !name)
             continue;
         left++;
@@ -81,8 +85,8 @@ static int drain_pods(K8sClient *c, const char *node, bool evict, char *what, si
         }
         char path[600];
         snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/eviction", ns, name);
-        json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "policy/v1", "kind", "Eviction", "metadata",
-                               "name", name, "namespace", ns);
+        json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "policy/v1", "kind",
+                               "Eviction", "metadata", "name", name, "namespace", ns);
         long status = 0;
         json_t *answer = NULL;
         r = k8s_request(c, "POST", path, NULL, ev, &status, &answer, err);
@@ -108,12 +112,15 @@ static int drain_pods(K8sClient *c, const char *node, bool evict, char *what, si
 }
 
 static bool vmi_has_host_gpu(json_t *vmi) {
-    json_t *dev = json_object_get(json_object_get(json_object_get(vmi, "spec"), "domain"), "devices");
-    return json_array_size(json_object_get(dev, "gpus")) || json_array_size(json_object_get(dev, "hostDevices"));
+    json_t *dev =
+            json_object_get(json_object_get(json_object_get(vmi, "spec"), "domain"), "devices");
+    return json_array_size(json_object_get(dev, "gpus")) ||
+           json_array_size(json_object_get(dev, "hostDevices"));
 }
 
 /* Stop (when allowed) the node's VMIs with host GPUs. Returns how many remain. */
-static int drain_vmis(K8sClient *c, const char *node, bool stop, char *what, size_t size, Error *err) {
+static int drain_vmis(K8sClient *c, const char *node, bool stop, char *what, size_t size,
+                      Error *err) {
     json_t *vmis;
     char *rv;
     int r = k8s_list(c, "/apis/kubevirt.io/v1/virtualmachineinstances", NULL, &vmis, &rv, err);
@@ -128,7 +135,8 @@ static int drain_vmis(K8sClient *c, const char *node, bool stop, char *what, siz
     size_t i;
     json_t *vmi;
     json_array_foreach(vmis, i, vmi) {
-        const char *on = json_string_value(json_object_get(json_object_get(vmi, "status"), "nodeName"));
+        const char *on =
+                json_string_value(json_object_get(json_object_get(vmi, "status"), "nodeName"));
         if (!on || STRNEQ(on, node) || !vmi_has_host_gpu(vmi))
             continue;
         left++;
@@ -138,7 +146,8 @@ static int drain_vmis(K8sClient *c, const char *node, bool stop, char *what, siz
         }
         json_t *md = json_object_get(vmi, "metadata");
         char path[600];
-        snprintf(path, sizeof(path), "/apis/kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s",
+        snprintf(path, sizeof(path),
+                 "/apis/kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s",
                  strempty(json_string_value(json_object_get(md, "namespace"))),
                  strempty(json_string_value(json_object_get(md, "name"))));
         r = k8s_call(c, "DELETE", path, NULL, NULL, NULL, err);
@@ -157,17 +166,19 @@ static int drain_vmis(K8sClient *c, const char *node, bool stop, char *what, siz
     return left;
 }
 
-K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t *node, int64_t now_s, char *msg,
-                                  size_t size) {
+K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t *node,
+                                  int64_t now_s, char *msg, size_t size) {
     Error err = {0};
     if (!node) {
-        snprintf(msg, size, "Node %s was deleted from the Kubernetes cluster during the switch.", job->node);
+        snprintf(msg, size, "Node %s was deleted from the Kubernetes cluster during the switch.",
+                 job->node);
         return K8S_SWITCH_FAILED;
     }
     const char *to = annotation(node, K8S_ANN_SWITCH_TO);
     char why[200] = "";
     if (!to) {
-        if (STREQ(label_mode(node), job->mode) && k8s_node_converged(node, job->mode, NULL, job->count, why, sizeof(why))) {
+        if (STREQ(label_mode(node), job->mode) &&
+            k8s_node_converged(node, job->mode, NULL, job->count, why, sizeof(why))) {
             /* done before (a sync restarted after the last step): nothing to do again */
             snprintf(msg, size, "node %s is in %s mode", job->node, job->mode);
             return K8S_SWITCH_DONE;
@@ -178,14 +189,16 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
             if (pods < 0)
                 goto fail;
             if (pods > 0) {
-                snprintf(msg, size, "Node %s runs %d GPU pod(s): %s; switch with a drain (wait or evict).", job->node,
-                         pods, what);
+                snprintf(msg, size,
+                         "Node %s runs %d GPU pod(s): %s; switch with a drain (wait or evict).",
+                         job->node, pods, what);
                 return K8S_SWITCH_FAILED;
             }
         }
         bool was = json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"));
-        json_t *p = json_pack("{s:{s:{s:s, s:s}}, s:{s:b}}", "metadata", "annotations", K8S_ANN_SWITCH_TO, job->mode,
-                              K8S_ANN_WAS_UNSCHEDULABLE, was ? "true" : "false", "spec", "unschedulable", 1);
+        json_t *p = json_pack("{s:{s:{s:s, s:s}}, s:{s:b}}", "metadata", "annotations",
+                              K8S_ANN_SWITCH_TO, job->mode, K8S_ANN_WAS_UNSCHEDULABLE,
+                              was ? "true" : "false", "spec", "unschedulable", 1);
         if (patch_node(c, job->node, p, &err) < 0)
             goto fail;
         snprintf(msg, size, "cordoned the Kubernetes node %s (spec.unschedulable)", job->node);
@@ -201,17 +214,19 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
         if (vms < 0)
             goto fail;
         if (pods + vms > 0) {
-            snprintf(msg, size, "draining %d GPU pod(s) and %d VM(s) before the relabel: %s", pods, vms, what);
+            snprintf(msg, size, "draining %d GPU pod(s) and %d VM(s) before the relabel: %s", pods,
+                     vms, what);
             return K8S_SWITCH_RUNNING;
         }
         /* No GPU pod is left: only now may the label change (the GPU Operator evicts nothing). */
         char at[32];
         snprintf(at, sizeof(at), "%" PRId64, now_s);
-        json_t *p = json_pack("{s:{s:{s:s}, s:{s:s}}}", "metadata", "labels", K8S_MODE_LABEL, job->mode,
-                              "annotations", K8S_ANN_RELABELED_AT, at);
+        json_t *p = json_pack("{s:{s:{s:s}, s:{s:s}}}", "metadata", "labels", K8S_MODE_LABEL,
+                              job->mode, "annotations", K8S_ANN_RELABELED_AT, at);
         if (patch_node(c, job->node, p, &err) < 0)
             goto fail;
-        snprintf(msg, size, "relabeled %s=%s; waiting for the GPU Operator", K8S_MODE_LABEL, job->mode);
+        snprintf(msg, size, "relabeled %s=%s; waiting for the GPU Operator", K8S_MODE_LABEL,
+                 job->mode);
         return K8S_SWITCH_RUNNING;
     }
     if (!k8s_node_converged(node, job->mode, NULL, job->count, why, sizeof(why))) {
@@ -221,17 +236,20 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
             return K8S_SWITCH_RUNNING;
         }
         /* Give up, cordoned: the GPUs may be half rebound. A new switch starts over. */
-        json_t *p = json_pack("{s:{s:{s:n, s:n}}}", "metadata", "annotations", K8S_ANN_SWITCH_TO, K8S_ANN_RELABELED_AT);
+        json_t *p = json_pack("{s:{s:{s:n, s:n}}}", "metadata", "annotations", K8S_ANN_SWITCH_TO,
+                              K8S_ANN_RELABELED_AT);
         (void)patch_node(c, job->node, p, &err);
         snprintf(msg, size,
-                 "The GPU Operator did not bring node %s back in %s mode within %u s (%s); the node stays cordoned.",
+                 "The GPU Operator did not bring node %s back in %s mode within %u s (%s); the "
+                 "node stays cordoned.",
                  job->node, job->mode, job->timeout_s, why);
         return K8S_SWITCH_FAILED;
     }
     const char *was = annotation(node, K8S_ANN_WAS_UNSCHEDULABLE);
     bool keep = was && STREQ(was, "true");
-    json_t *p = json_pack("{s:{s:{s:n, s:n, s:n}}, s:{s:b}}", "metadata", "annotations", K8S_ANN_SWITCH_TO,
-                          K8S_ANN_RELABELED_AT, K8S_ANN_WAS_UNSCHEDULABLE, "spec", "unschedulable", keep);
+    json_t *p = json_pack("{s:{s:{s:n, s:n, s:n}}, s:{s:b}}", "metadata", "annotations",
+                          K8S_ANN_SWITCH_TO, K8S_ANN_RELABELED_AT, K8S_ANN_WAS_UNSCHEDULABLE,
+                          "spec", "unschedulable", keep);
     if (patch_node(c, job->node, p, &err) < 0)
         goto fail;
     snprintf(msg, size, "the GPU Operator converged: %u GPU(s) in %s mode%s", job->count, job->mode,
@@ -239,7 +257,8 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
     return K8S_SWITCH_DONE;
 fail:
     if (err.code == -ENOENT) {
-        snprintf(msg, size, "Node %s was deleted from the Kubernetes cluster during the switch.", job->node);
+        snprintf(msg, size, "Node %s was deleted from the Kubernetes cluster during the switch.",
+                 job->node);
         return K8S_SWITCH_FAILED;
     }
     if (err.code == -EPERM || err.code == -EACCES || err.code == -EINVAL) {

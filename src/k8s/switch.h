@@ -21,17 +21,23 @@
 
 typedef struct K8sSwitchJob {
     char node[254];
-    uint64_t task_id;  /* the control plane's task */
-    char mode[24];     /* target: container | vm-passthrough */
-    bool evict_pods;   /* drain wait or evict: GPU pods are evicted (else a node with any is refused) */
-    bool stop_vms;     /* drain evict: VMIs with host GPUs are stopped (a passthrough VM cannot migrate) */
-    unsigned count;    /* GPUs the node must show in the new mode */
+    uint64_t task_id; /* the control plane's task */
+    char mode[24];    /* target: container | vm-passthrough */
+    bool evict_pods;  /* drain wait or evict: GPU pods are evicted (else a node with any is refused)
+                       */
+    bool stop_vms; /* drain evict: VMIs with host GPUs are stopped (a passthrough VM cannot migrate)
+                    */
+    unsigned count;     /* GPUs the node must show in the new mode */
     unsigned timeout_s; /* for the GPU Operator, from the relabel */
 } K8sSwitchJob;
 
-typedef enum K8sSwitchState { K8S_SWITCH_RUNNING, K8S_SWITCH_DONE, K8S_SWITCH_FAILED } K8sSwitchState;
+typedef enum K8sSwitchState {
+    K8S_SWITCH_RUNNING,
+    K8S_SWITCH_DONE,
+    K8S_SWITCH_FAILED
+} K8sSwitchState;
 
 /* One pass. node: the latest Node object (NULL: deleted from the cluster). now_s: wall
  * clock seconds. msg: where the switch stands, or why it failed. */
-K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t *node, int64_t now_s, char *msg,
-                                  size_t size);
+K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t *node,
+                                  int64_t now_s, char *msg, size_t size);

@@ -18,20 +18,21 @@
 
 typedef struct Job {
     K8sSwitchJob job;
-    char last[384];     /* the last progress reported */
-    bool finished, ok;  /* the result, kept until the control plane has it */
+    char last[384];    /* the last progress reported */
+    bool finished, ok; /* the result, kept until the control plane has it */
 } Job;
 
 typedef struct Sync {
     const K8sSyncConfig *cfg;
     K8sClient *kube;
     Client *cp;
-    json_t *nodes;      /* name -> Node, from the list and the watch */
-    char *rv;           /* NULL: list again */
-    json_t *warned;     /* name -> the last error logged for it */
-    json_t *live;       /* request id -> {node, phase, path} of our Pods and VMIs; NULL: unknown this turn */
-    json_t *seen;       /* request ids the control plane placed on a node heartbeated this turn */
-    json_t *beaten;     /* nodes heartbeated this turn */
+    json_t *nodes;  /* name -> Node, from the list and the watch */
+    char *rv;       /* NULL: list again */
+    json_t *warned; /* name -> the last error logged for it */
+    json_t *live; /* request id -> {node, phase, path} of our Pods and VMIs; NULL: unknown this turn
+                   */
+    json_t *seen; /* request ids the control plane placed on a node heartbeated this turn */
+    json_t *beaten; /* nodes heartbeated this turn */
     Job *jobs[MAX_JOBS];
     size_t n_jobs;
 } Sync;
@@ -72,7 +73,8 @@ static long cp_call(Sync *s, const char *method, const char *path, json_t *body,
         return -1;
     }
     if (status >= 300 && status != 404)
-        logf_(s, "%s %s: %ld %s", method, path, status, strempty(json_string_value(json_object_get(j, "message"))));
+        logf_(s, "%s %s: %ld %s", method, path, status,
+              strempty(json_string_value(json_object_get(j, "message"))));
     if (ret)
         *ret = j;
     else
@@ -94,7 +96,8 @@ static int relist(Sync *s) {
     size_t i;
     json_t *n;
     json_array_foreach(items, i, n) {
-        const char *name = json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
+        const char *name =
+                json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
         if (name)
             json_object_set(s->nodes, name, n);
     }
@@ -120,7 +123,8 @@ static void watch(Sync *s) {
     if (!s->rv && relist(s) < 0)
         return;
     Error err = {0};
-    int r = k8s_watch(s->kube, "/api/v1/nodes", NULL, &s->rv, s->cfg->interval_s, on_node_event, s, &err);
+    int r = k8s_watch(s->kube, "/api/v1/nodes", NULL, &s->rv, s->cfg->interval_s, on_node_event, s,
+                      &err);
     if (r == -ESTALE)
         logf_(s, "the node watch ended with 410 Gone: listing again");
     else if (r < 0)
@@ -151,13 +155,15 @@ static void job_start(Sync *s, const char *node, json_t *task, json_t *cp_node) 
     const char *target = strempty(json_string_value(json_object_get(task, "target")));
     snprintf(j->job.node, sizeof(j->job.node), "%s", node);
     j->job.task_id = (uint64_t)json_integer_value(json_object_get(task, "id"));
-    snprintf(j->job.mode, sizeof(j->job.mode), "%s", STREQ(target, "vfio") ? "vm-passthrough" : "container");
+    snprintf(j->job.mode, sizeof(j->job.mode), "%s",
+             STREQ(target, "vfio") ? "vm-passthrough" : "container");
     j->job.evict_pods = STREQ(drain, "wait") || STREQ(drain, "evict");
     j->job.stop_vms = STREQ(drain, "evict");
     j->job.count = (unsigned)json_array_size(json_object_get(cp_node, "devices"));
     j->job.timeout_s = s->cfg->switch_timeout_s;
     s->jobs[s->n_jobs++] = j;
-    logf_(s, "switch of %s to %s (drain %s, task %" PRIu64 ")", node, j->job.mode, drain, j->job.task_id);
+    logf_(s, "switch of %s to %s (drain %s, task %" PRIu64 ")", node, j->job.mode, drain,
+          j->job.task_id);
 }
 
 static void job_report(Sync *s, Job *j, bool final) {
@@ -182,8 +188,9 @@ static void jobs_advance(Sync *s) {
         Job *j = s->jobs[i];
         if (!j->finished) {
             char msg[384];
-            K8sSwitchState st = k8s_switch_advance(s->kube, &j->job, json_object_get(s->nodes, j->job.node), now_s(),
-                                                   msg, sizeof(msg));
+            K8sSwitchState st =
+                    k8s_switch_advance(s->kube, &j->job, json_object_get(s->nodes, j->job.node),
+                                       now_s(), msg, sizeof(msg));
             bool changed = STRNEQ(msg, j->last);
             snprintf(j->last, sizeof(j->last), "%s", msg);
             if (st != K8S_SWITCH_RUNNING) {
@@ -220,17 +227,21 @@ static int list_ours(Sync *s, const char *collection, bool vmi) {
     size_t i;
     json_t *o;
     json_array_foreach(items, i, o) {
-        json_t *md = json_object_get(o, "metadata"), *spec = json_object_get(o, "spec"), *st = json_object_get(o, "status");
-        const char *id = json_string_value(json_object_get(json_object_get(md, "labels"), K8S_LABEL_REQUEST));
+        json_t *md = json_object_get(o, "metadata"), *spec = json_object_get(o, "spec"),
+               *st = json_object_get(o, "status");
+        const char *id = json_string_value(
+                json_object_get(json_object_get(md, "labels"), K8S_LABEL_REQUEST));
         const char *node = json_string_value(json_object_get(vmi ? st : spec, "nodeName"));
         if (!node && vmi)
-            node = json_string_value(json_object_get(json_object_get(spec, "nodeSelector"), "kubernetes.io/hostname"));
+            node = json_string_value(json_object_get(json_object_get(spec, "nodeSelector"),
+                                                     "kubernetes.io/hostname"));
         const char *name = json_string_value(json_object_get(md, "name"));
         if (!id || !node || !name)
             continue;
-        json_object_set_new(s->live, id, json_pack("{s:s, s:s, s:s++}", "node", node, "phase",
-                                                   strempty(json_string_value(json_object_get(st, "phase"))), "path",
-                                                   path, "/", name));
+        json_object_set_new(s->live, id,
+                            json_pack("{s:s, s:s, s:s++}", "node", node, "phase",
+                                      strempty(json_string_value(json_object_get(st, "phase"))),
+                                      "path", path, "/", name));
     }
     json_decref(items);
     return 0;
@@ -253,9 +264,9 @@ static bool phase_runs(const char *phase) {
 static json_t *running_on(Sync *s, const char *node) {
     json_t *ids = json_array(), *o;
     const char *id;
-    json_object_foreach(s->live, id, o)
-        if (STREQ(json_string_value(json_object_get(o, "node")), node) &&
-            phase_runs(json_string_value(json_object_get(o, "phase"))))
+    json_object_foreach(s->live, id,
+                        o) if (STREQ(json_string_value(json_object_get(o, "node")), node) &&
+                               phase_runs(json_string_value(json_object_get(o, "phase"))))
             json_array_append_new(ids, json_integer(strtoll(id, NULL, 10)));
     return ids;
 }
@@ -280,8 +291,9 @@ static void workload(Sync *s, json_t *w, const char *node_resource) {
         }
         bool vmi = STREQ(json_string_value(json_object_get(m, "kind")), "VirtualMachineInstance");
         char coll[300];
-        snprintf(coll, sizeof(coll), "%s/namespaces/%s/%s", vmi ? "/apis/kubevirt.io/v1" : "/api/v1",
-                 s->cfg->work.namespace_, vmi ? "virtualmachineinstances" : "pods");
+        snprintf(coll, sizeof(coll), "%s/namespaces/%s/%s",
+                 vmi ? "/apis/kubevirt.io/v1" : "/api/v1", s->cfg->work.namespace_,
+                 vmi ? "virtualmachineinstances" : "pods");
         int r = k8s_call(s->kube, "POST", coll, NULL, m, NULL, &err);
         if (r < 0 && r != -EEXIST)
             logf_(s, "request %s: %s", id, error_message(&err));
@@ -309,7 +321,8 @@ static void delete_released(Sync *s) {
     const char *id;
     json_t *o;
     json_object_foreach(s->live, id, o) {
-        if (json_object_get(s->seen, id) || !json_object_get(s->beaten, json_string_value(json_object_get(o, "node"))))
+        if (json_object_get(s->seen, id) ||
+            !json_object_get(s->beaten, json_string_value(json_object_get(o, "node"))))
             continue;
         Error err = {0};
         const char *path = json_string_value(json_object_get(o, "path"));
@@ -347,7 +360,8 @@ static bool same_description(json_t *cp_node, json_t *desc) {
 }
 
 static bool switch_running(json_t *cp_node) {
-    const char *step = json_string_value(json_object_get(json_object_get(cp_node, "switch"), "step"));
+    const char *step =
+            json_string_value(json_object_get(json_object_get(cp_node, "switch"), "step"));
     return step && STRNEQ(step, "done") && STRNEQ(step, "failed");
 }
 
@@ -370,23 +384,29 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
     }
     if (v.class_index < 0 && v.count) {
         char m[256];
-        snprintf(m, sizeof(m), "Node %s: no catalog class matches its GPUs (%s=%s, %s): shown unclassified (R8).",
+        snprintf(m, sizeof(m),
+                 "Node %s: no catalog class matches its GPUs (%s=%s, %s): shown unclassified (R8).",
                  name, K8S_PRODUCT_LABEL,
-                 strempty(json_string_value(json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"),
-                                                            K8S_PRODUCT_LABEL))),
+                 strempty(json_string_value(json_object_get(
+                         json_object_get(json_object_get(node, "metadata"), "labels"),
+                         K8S_PRODUCT_LABEL))),
                  v.resource);
         warn_once(s, name, m);
     } else if (v.resource_differs) {
         char m[300];
-        snprintf(m, sizeof(m), "Node %s advertises %s, not the catalog's vm_device_name %s for class %s.", name,
+        snprintf(m, sizeof(m),
+                 "Node %s advertises %s, not the catalog's vm_device_name %s for class %s.", name,
                  v.resource, strempty(s->cfg->catalog->classes[v.class_index].vm_device_name),
                  s->cfg->catalog->classes[v.class_index].name);
         warn_once(s, name, m);
     }
     if (v.mig_unplaced) {
         char m[200];
-        snprintf(m, sizeof(m), "Node %s: its nvidia.com/mig-* counts do not fit its %u GPU(s): the slices that do not "
-                 "fit are not offered.", name, v.total_gpus);
+        snprintf(m, sizeof(m),
+                 "Node %s: its nvidia.com/mig-* counts do not fit its %u GPU(s): the slices that "
+                 "do not "
+                 "fit are not offered.",
+                 name, v.total_gpus);
         warn_once(s, name, m);
     }
     char path[160];
@@ -405,13 +425,16 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
             long p = cp_call(s, "PUT", path, desc, NULL);
             if (p > 0 && p < 300)
                 logf_(s, "node %s: %s mode, %u x %s (%s)", name, v.mode, v.count,
-                      v.class_index >= 0 ? s->cfg->catalog->classes[v.class_index].name : "unclassified",
+                      v.class_index >= 0 ? s->cfg->catalog->classes[v.class_index].name
+                                         : "unclassified",
                       v.resource[0] ? v.resource : "no GPU resource yet");
         } else if (cordoned != v.unschedulable) {
             char cpath[200];
-            snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/%s", name, v.unschedulable ? "cordon" : "uncordon");
+            snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/%s", name,
+                     v.unschedulable ? "cordon" : "uncordon");
             if (cp_call(s, "POST", cpath, NULL, NULL) == 200)
-                logf_(s, "node %s %s (spec.unschedulable)", name, v.unschedulable ? "cordoned" : "uncordoned");
+                logf_(s, "node %s %s (spec.unschedulable)", name,
+                      v.unschedulable ? "cordoned" : "uncordoned");
         }
         json_decref(desc);
     }
@@ -432,13 +455,14 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
             if (s->live) {
                 json_object_set_new(s->beaten, name, json_true());
                 json_array_foreach(json_object_get(ans, "workloads"), i, t)
-                    workload(s, t, v.resource);
+                        workload(s, t, v.resource);
             }
         }
         json_decref(beat);
         json_decref(ans);
     } else
-        warn_once(s, name, "node is not Ready: not heartbeated, so the control plane marks it unreachable");
+        warn_once(s, name,
+                  "node is not Ready: not heartbeated, so the control plane marks it unreachable");
     if (v.ready && json_object_get(s->warned, name)) {
         const char *w = json_string_value(json_object_get(s->warned, name));
         if (w && strstr(w, "not Ready"))
@@ -456,8 +480,7 @@ static void turn(Sync *s) {
     json_object_clear(s->beaten);
     const char *name;
     json_t *node;
-    json_object_foreach(s->nodes, name, node)
-        sync_node(s, name, node);
+    json_object_foreach(s->nodes, name, node) sync_node(s, name, node);
     if (s->live)
         delete_released(s);
     jobs_advance(s);
@@ -469,7 +492,10 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
         cfg.interval_s = 5;
     if (!cfg.switch_timeout_s)
         cfg.switch_timeout_s = 600;
-    Sync s = {.cfg = &cfg, .nodes = json_object(), .warned = json_object(), .seen = json_object(),
+    Sync s = {.cfg = &cfg,
+              .nodes = json_object(),
+              .warned = json_object(),
+              .seen = json_object(),
               .beaten = json_object()};
     int r;
     if (!s.nodes || !s.warned || !s.seen || !s.beaten)
@@ -477,7 +503,8 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
     else if ((r = k8s_client_new(cfg.kube, NULL, &s.kube, err)) >= 0)
         r = client_new(cfg.server, cfg.token, &s.cp, err);
     if (r >= 0) {
-        logf_(&s, "cluster %s, control plane %s, every %us", cfg.kube->server, cfg.server, cfg.interval_s);
+        logf_(&s, "cluster %s, control plane %s, every %us", cfg.kube->server, cfg.server,
+              cfg.interval_s);
         while (!(cfg.stop && *cfg.stop)) {
             int64_t start = now_s();
             turn(&s);

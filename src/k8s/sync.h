@@ -26,14 +26,14 @@
 #include "util/error.h"
 
 typedef struct K8sSyncConfig {
-    const char *server, *token;   /* the control plane; an admin token */
+    const char *server, *token; /* the control plane; an admin token */
     const KubeConfig *kube;
     const Catalog *catalog;
     K8sSite site;
-    K8sWorkloadSite work;         /* placements: namespace, images, Kata's RuntimeClass */
-    unsigned interval_s;          /* heartbeat and watch period; 0: 5 */
-    unsigned switch_timeout_s;    /* for the GPU Operator after a relabel; 0: 600 */
-    FILE *log;                    /* one line per thing done; NULL: quiet */
+    K8sWorkloadSite work;      /* placements: namespace, images, Kata's RuntimeClass */
+    unsigned interval_s;       /* heartbeat and watch period; 0: 5 */
+    unsigned switch_timeout_s; /* for the GPU Operator after a relabel; 0: 600 */
+    FILE *log;                 /* one line per thing done; NULL: quiet */
     volatile sig_atomic_t *stop;
 } K8sSyncConfig;
 

@@ -9,7 +9,7 @@
 #include "util/macro.h"
 
 static const char *const types[_K8S_EVENT_MAX] = {
-        [K8S_ADDED] = "ADDED", [K8S_MODIFIED] = "MODIFIED", [K8S_DELETED] = "DELETED",
+        [K8S_ADDED] = "ADDED",       [K8S_MODIFIED] = "MODIFIED", [K8S_DELETED] = "DELETED",
         [K8S_BOOKMARK] = "BOOKMARK", [K8S_ERROR] = "ERROR",
 };
 
@@ -56,10 +56,12 @@ int k8s_watch_event_parse(const char *text, size_t len, K8sEvent *ret, Error *er
         json_t *md = json_object_get(obj, "metadata");
         e.resource_version = json_string_value(json_object_get(md, "resourceVersion"));
         e.name = json_string_value(json_object_get(md, "name"));
-        if (!e.resource_version || !*e.resource_version || (e.type != K8S_BOOKMARK && (!e.name || !*e.name))) {
+        if (!e.resource_version || !*e.resource_version ||
+            (e.type != K8S_BOOKMARK && (!e.name || !*e.name))) {
             json_decref(j);
             return error_set(err, -EINVAL, "A watch %s event's object has no metadata.%s.", type,
-                             e.resource_version && *e.resource_version ? "name" : "resourceVersion");
+                             e.resource_version && *e.resource_version ? "name"
+                                                                       : "resourceVersion");
         }
         if (e.type == K8S_BOOKMARK)
             e.name = NULL;
@@ -103,14 +105,17 @@ void k8s_describe_access(const char *method, const char *path, K8sAccess *ret) {
     }
     if (n >= i + 3 && STREQ(seg[i], "namespaces"))
         i += 2; /* a namespaced resource: namespaces/NS/RESOURCE... */
-    const char *resource = i < n ? seg[i] : "", *name = i + 1 < n ? seg[i + 1] : "", *sub = i + 2 < n ? seg[i + 2] : NULL;
+    const char *resource = i < n ? seg[i] : "", *name = i + 1 < n ? seg[i + 1] : "",
+               *sub = i + 2 < n ? seg[i + 2] : NULL;
     if (sub)
         snprintf(a.resource, sizeof(a.resource), "%.40s/%.40s", resource, sub);
     else
         snprintf(a.resource, sizeof(a.resource), "%.90s", resource);
     snprintf(a.name, sizeof(a.name), "%.200s", name);
     bool watch = query && (strstr(query, "watch=1") || strstr(query, "watch=true"));
-    const char *verb = STREQ(method, "GET") ? (watch ? "watch" : *name ? "get" : "list")
+    const char *verb = STREQ(method, "GET")      ? (watch   ? "watch"
+                                                    : *name ? "get"
+                                                            : "list")
                        : STREQ(method, "POST")   ? "create"
                        : STREQ(method, "PUT")    ? "update"
                        : STREQ(method, "PATCH")  ? "patch"

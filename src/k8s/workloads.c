@@ -21,11 +21,14 @@ static void label_value(const char *s, char *buf, size_t size) {
     buf[k] = 0;
 }
 
-json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, json_t *w, const char *node_resource) {
+json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, json_t *w,
+                              const char *node_resource) {
     json_int_t id = json_integer_value(json_object_get(w, "id"));
-    const char *kind = json_string_value(json_object_get(w, "kind")), *user = json_string_value(json_object_get(w, "user"));
+    const char *kind = json_string_value(json_object_get(w, "kind")),
+               *user = json_string_value(json_object_get(w, "user"));
     json_t *p = json_object_get(w, "placement");
-    const char *node = json_string_value(json_object_get(p, "node")), *method = json_string_value(json_object_get(p, "method"));
+    const char *node = json_string_value(json_object_get(p, "node")),
+               *method = json_string_value(json_object_get(p, "method"));
     const char *cls = json_string_value(json_object_get(p, "class")),
                *crt = json_string_value(json_object_get(p, "container_runtime"));
     if (id <= 0 || !kind || !node || !method)
@@ -38,8 +41,10 @@ json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, j
     k8s_workload_name(id, name, sizeof(name));
     label_value(strempty(user), uid, sizeof(uid));
     snprintf(idtext, sizeof(idtext), "%" JSON_INTEGER_FORMAT, id);
-    json_t *labels = json_pack("{s:s, s:s, s:s}", K8S_LABEL_REQUEST, idtext, "einsora.io/user", uid, "einsora.io/kind", kind);
-    json_t *meta = json_pack("{s:s, s:s, s:o}", "name", name, "namespace", site->namespace_, "labels", labels);
+    json_t *labels = json_pack("{s:s, s:s, s:s}", K8S_LABEL_REQUEST, idtext, "einsora.io/user", uid,
+                               "einsora.io/kind", kind);
+    json_t *meta = json_pack("{s:s, s:s, s:o}", "name", name, "namespace", site->namespace_,
+                             "labels", labels);
     json_int_t memory = json_integer_value(json_object_get(p, "memory_gb"));
     char mem[32];
     snprintf(mem, sizeof(mem), "%" JSON_INTEGER_FORMAT "Gi", memory > 0 ? memory : 4);
@@ -52,11 +57,13 @@ json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, j
             snprintf(g, sizeof(g), "gpu%u", i);
             json_array_append_new(gpus, json_pack("{s:s, s:s}", "name", g, "deviceName", res));
         }
-        return json_pack("{s:s, s:s, s:o, s:{s:{s:s}, s:{s:{s:o, s:[{s:s, s:{s:s}}]}, s:{s:{s:s}}}, s:[{s:s, s:{s:s}}]}}",
-                         "apiVersion", "kubevirt.io/v1", "kind", "VirtualMachineInstance", "metadata", meta, "spec",
-                         "nodeSelector", "kubernetes.io/hostname", node, "domain", "devices", "gpus", gpus, "disks",
-                         "name", "rootdisk", "disk", "bus", "virtio", "resources", "requests", "memory", mem,
-                         "volumes", "name", "rootdisk", "containerDisk", "image", site->vm_image);
+        return json_pack("{s:s, s:s, s:o, s:{s:{s:s}, s:{s:{s:o, s:[{s:s, s:{s:s}}]}, "
+                         "s:{s:{s:s}}}, s:[{s:s, s:{s:s}}]}}",
+                         "apiVersion", "kubevirt.io/v1", "kind", "VirtualMachineInstance",
+                         "metadata", meta, "spec", "nodeSelector", "kubernetes.io/hostname", node,
+                         "domain", "devices", "gpus", gpus, "disks", "name", "rootdisk", "disk",
+                         "bus", "virtio", "resources", "requests", "memory", mem, "volumes", "name",
+                         "rootdisk", "containerDisk", "image", site->vm_image);
     }
     json_t *limits = json_object();
     if (res && count && STRNEQ(method, "cpu")) {
@@ -67,11 +74,13 @@ json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, j
     json_int_t cores = json_integer_value(json_object_get(p, "cpu_cores"));
     if (cores > 0)
         json_object_set_new(limits, "cpu", json_sprintf("%" JSON_INTEGER_FORMAT, cores));
-    json_t *pod = json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:[{s:s, s:s, s:{s:o}}]}}", "apiVersion", "v1", "kind", "Pod",
-                            "metadata", meta, "spec", "nodeName", node, "restartPolicy",
-                            STREQ(kind, "container") ? "Never" : "Always", "containers", "name", kind, "image",
-                            site->pod_image, "resources", "limits", limits);
+    json_t *pod =
+            json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:[{s:s, s:s, s:{s:o}}]}}", "apiVersion", "v1",
+                      "kind", "Pod", "metadata", meta, "spec", "nodeName", node, "restartPolicy",
+                      STREQ(kind, "container") ? "Never" : "Always", "containers", "name", kind,
+                      "image", site->pod_image, "resources", "limits", limits);
     if (pod && crt && STREQ(crt, "kata"))
-        json_object_set_new(json_object_get(pod, "spec"), "runtimeClassName", json_string(site->kata_runtime_class));
+        json_object_set_new(json_object_get(pod, "spec"), "runtimeClassName",
+                            json_string(site->kata_runtime_class));
     return pod;
 }

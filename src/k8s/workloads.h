@@ -21,7 +21,8 @@ typedef struct K8sWorkloadSite {
 
 /* w: one of a heartbeat answer's workloads ({id, user, kind, placement}); node_resource: the
  * GPU resource the node advertises. NULL when w is not a workload this can run. */
-json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, json_t *w, const char *node_resource);
+json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, json_t *w,
+                              const char *node_resource);
 
 /* "einsora-<id>" */
 void k8s_workload_name(json_int_t id, char *buf, size_t size);

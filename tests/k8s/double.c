@@ -34,8 +34,8 @@ void k8s_double_start(K8sDouble *d, const char *fixture, double operator_delay_s
         if (!freopen(log, "w", stderr) || !freopen("/dev/null", "w", stdout))
             _exit(127);
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlives the test */
-        execlp("python3", "python3", K8S_DOUBLE, "--cluster", cluster, "--token", K8S_DOUBLE_TOKEN, "--port-file",
-               port_file, "--operator-delay", delay, (char *)NULL);
+        execlp("python3", "python3", K8S_DOUBLE, "--cluster", cluster, "--token", K8S_DOUBLE_TOKEN,
+               "--port-file", port_file, "--operator-delay", delay, (char *)NULL);
         _exit(127);
     }
     d->pid = pid;
@@ -71,7 +71,8 @@ void k8s_double_stop(K8sDouble *d) {
 }
 
 K8sClient *k8s_double_client(const K8sDouble *d, const char *token) {
-    KubeConfig cfg = {.server = (char *)d->server, .token = (char *)(token ? token : K8S_DOUBLE_TOKEN)};
+    KubeConfig cfg = {.server = (char *)d->server,
+                      .token = (char *)(token ? token : K8S_DOUBLE_TOKEN)};
     K8sOptions opt = {.backoff_ms = 50};
     K8sClient *c = NULL;
     Error err = {0};

@@ -12,8 +12,8 @@
 typedef struct K8sDouble {
     pid_t pid;
     unsigned port;
-    char dir[64];        /* temporary folder: port file, kubeconfig */
-    char server[64];     /* http://127.0.0.1:PORT */
+    char dir[64];         /* temporary folder: port file, kubeconfig */
+    char server[64];      /* http://127.0.0.1:PORT */
     char kubeconfig[128]; /* a kubeconfig file with the token */
 } K8sDouble;
 

@@ -23,10 +23,12 @@ Test(kubeconfig, r3_current_context_with_ca_data_and_token) {
             "- name: c1\n  cluster:\n    server: https://k8s.example:6443/\n"
             "    certificate-authority-data: LS0tLS1CRUdJTiBDRVJU\n"
             "users:\n- name: u1\n  user:\n    token: abc.def\n"
-            "contexts:\n- name: prod\n  context:\n    cluster: c1\n    user: u1\n    namespace: gpu\n";
+            "contexts:\n- name: prod\n  context:\n    cluster: c1\n    user: u1\n    namespace: "
+            "gpu\n";
     KubeConfig *k = NULL;
     Error err = {0};
-    cr_assert_eq(kubeconfig_parse(text, strlen(text), "cfg", "/etc/kube", NULL, &k, &err), 0, "%s", err.message);
+    cr_assert_eq(kubeconfig_parse(text, strlen(text), "cfg", "/etc/kube", NULL, &k, &err), 0, "%s",
+                 err.message);
     cr_expect_str_eq(k->server, "https://k8s.example:6443");
     cr_expect_str_eq(k->token, "abc.def");
     cr_expect_str_eq(k->namespace_, "gpu");
@@ -36,13 +38,16 @@ Test(kubeconfig, r3_current_context_with_ca_data_and_token) {
 }
 
 Test(kubeconfig, r3_files_are_relative_to_the_kubeconfig) {
-    const char *text = KUBECONFIG_HEAD
-            "clusters:\n- name: c1\n  cluster:\n    server: https://h:6443\n    certificate-authority: ca.crt\n"
-            "users:\n- name: u1\n  user:\n    client-certificate: /abs/u.crt\n    client-key: keys/u.key\n"
-            "contexts:\n- name: prod\n  context:\n    cluster: c1\n    user: u1\n";
+    const char *text =
+            KUBECONFIG_HEAD "clusters:\n- name: c1\n  cluster:\n    server: https://h:6443\n    "
+                            "certificate-authority: ca.crt\n"
+                            "users:\n- name: u1\n  user:\n    client-certificate: /abs/u.crt\n    "
+                            "client-key: keys/u.key\n"
+                            "contexts:\n- name: prod\n  context:\n    cluster: c1\n    user: u1\n";
     KubeConfig *k = NULL;
     Error err = {0};
-    cr_assert_eq(kubeconfig_parse(text, strlen(text), "cfg", "/etc/kube", NULL, &k, &err), 0, "%s", err.message);
+    cr_assert_eq(kubeconfig_parse(text, strlen(text), "cfg", "/etc/kube", NULL, &k, &err), 0, "%s",
+                 err.message);
     cr_expect_str_eq(k->ca_file, "/etc/kube/ca.crt");
     cr_expect_str_eq(k->cert_file, "/abs/u.crt");
     cr_expect_str_eq(k->key_file, "/etc/kube/keys/u.key");
@@ -53,7 +58,8 @@ Test(kubeconfig, r3_files_are_relative_to_the_kubeconfig) {
 static void expect_refused(const char *text, const char *context, const char *needle) {
     KubeConfig *k = NULL;
     Error err = {0};
-    cr_expect_lt(kubeconfig_parse(text, strlen(text), "cfg", NULL, context, &k, &err), 0, "accepted: %s", text);
+    cr_expect_lt(kubeconfig_parse(text, strlen(text), "cfg", NULL, context, &k, &err), 0,
+                 "accepted: %s", text);
     cr_expect_null(k);
     cr_expect(strstr(err.message, needle), "'%s' does not say '%s'", err.message, needle);
 }
@@ -77,9 +83,10 @@ Test(kubeconfig, r3_bad_kubeconfigs_are_refused_with_a_sentence) {
                                    "    certificate-authority-data: '***'\n"
                                    "contexts:\n- name: prod\n  context:\n    cluster: c1\n",
                    NULL, "not valid base64");
-    expect_refused(KUBECONFIG_HEAD "clusters:\n- name: c1\n  cluster:\n    server: https://h\n"
-                                   "users:\n- name: u1\n  user:\n    client-certificate-data: QUJD\n"
-                                   "contexts:\n- name: prod\n  context:\n    cluster: c1\n    user: u1\n",
+    expect_refused(KUBECONFIG_HEAD
+                   "clusters:\n- name: c1\n  cluster:\n    server: https://h\n"
+                   "users:\n- name: u1\n  user:\n    client-certificate-data: QUJD\n"
+                   "contexts:\n- name: prod\n  context:\n    cluster: c1\n    user: u1\n",
                    NULL, "without its key");
     expect_refused("a: [", NULL, "YAML syntax error");
 }
@@ -101,7 +108,8 @@ Test(kubeconfig, r3_in_cluster_service_account) {
     char dir[] = "/tmp/einsora-sa-XXXXXX";
     cr_assert(mkdtemp(dir));
     char p[128];
-    const char *files[][2] = {{"token", "sa-token\n"}, {"ca.crt", "PEM"}, {"namespace", "einsora\n"}};
+    const char *files[][2] = {
+            {"token", "sa-token\n"}, {"ca.crt", "PEM"}, {"namespace", "einsora\n"}};
     for (size_t i = 0; i < 3; i++) {
         snprintf(p, sizeof(p), "%s/%s", dir, files[i][0]);
         FILE *f = fopen(p, "w");
@@ -131,26 +139,33 @@ Test(kubeconfig, r3_in_cluster_service_account) {
 Test(watch_event, r3_events_and_410_are_parsed) {
     K8sEvent e;
     Error err = {0};
-    const char *mod = "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\","
-                      "\"resourceVersion\":\"42\"}}}";
+    const char *mod =
+            "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\","
+            "\"resourceVersion\":\"42\"}}}";
     cr_assert_eq(k8s_watch_event_parse(mod, strlen(mod), &e, &err), 0, "%s", err.message);
     cr_expect_eq(e.type, K8S_MODIFIED);
     cr_expect_str_eq(e.name, "n1");
     cr_expect_str_eq(e.resource_version, "42");
     k8s_event_done(&e);
-    const char *bm = "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"resourceVersion\":\"50\"}}}";
+    const char *bm = "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Node\",\"metadata\":{"
+                     "\"resourceVersion\":\"50\"}}}";
     cr_assert_eq(k8s_watch_event_parse(bm, strlen(bm), &e, &err), 0, "%s", err.message);
     cr_expect_eq(e.type, K8S_BOOKMARK);
     k8s_event_done(&e);
-    const char *gone = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"message\":\"too old\"}}";
+    const char *gone = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
+                       "\"message\":\"too old\"}}";
     cr_assert_eq(k8s_watch_event_parse(gone, strlen(gone), &e, &err), 0, "%s", err.message);
     cr_expect_eq(e.code, 410);
     k8s_event_done(&e);
-    const char *bad[] = {"[]", "{\"type\":\"ADDED\"}", "{\"type\":\"RENAMED\",\"object\":{}}",
+    const char *bad[] = {"[]",
+                         "{\"type\":\"ADDED\"}",
+                         "{\"type\":\"RENAMED\",\"object\":{}}",
                          "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"x\"}}}",
-                         "{\"type\":\"ERROR\",\"object\":{\"message\":\"x\"}}", "{"};
+                         "{\"type\":\"ERROR\",\"object\":{\"message\":\"x\"}}",
+                         "{"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        cr_expect_lt(k8s_watch_event_parse(bad[i], strlen(bad[i]), &e, &err), 0, "accepted %s", bad[i]);
+        cr_expect_lt(k8s_watch_event_parse(bad[i], strlen(bad[i]), &e, &err), 0, "accepted %s",
+                     bad[i]);
 }
 
 Test(watch_event, r4_access_names_verb_resource_and_group) {
@@ -193,8 +208,9 @@ Test(kclient, r6_list_reads_every_page) {
     cr_expect_gt(atoi(rv), 0);
     json_decref(items);
     free(rv);
-    cr_assert_eq(k8s_list(c, "/api/v1/pods", "fieldSelector=spec.nodeName%3Dgpu-a", &items, &rv, &err), 0, "%s",
-                 err.message);
+    cr_assert_eq(
+            k8s_list(c, "/api/v1/pods", "fieldSelector=spec.nodeName%3Dgpu-a", &items, &rv, &err),
+            0, "%s", err.message);
     cr_expect_eq(json_array_size(items), 2u);
     json_decref(items);
     free(rv);
@@ -209,7 +225,8 @@ Test(kclient, r3_kubeconfig_file_reaches_the_double) {
     cr_assert_eq(k8s_client_new(k, NULL, &c, &err), 0);
     json_t *n = NULL;
     cr_assert_eq(k8s_get(c, "/api/v1/nodes/gpu-a", &n, &err), 0, "%s", err.message);
-    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(n, "metadata"), "name")), "gpu-a");
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(n, "metadata"), "name")),
+                     "gpu-a");
     json_decref(n);
     k8s_client_free(c);
     kubeconfig_free(k);
@@ -226,8 +243,9 @@ static int on_event(const K8sEvent *e, void *userdata) {
         s->bookmarks++;
     if (e->type == K8S_MODIFIED && e->name && strcmp(e->name, "gpu-a") == 0) {
         s->modified++;
-        const char *v = json_string_value(json_object_get(
-                json_object_get(json_object_get(e->object, "metadata"), "labels"), "einsora.test/mark"));
+        const char *v = json_string_value(
+                json_object_get(json_object_get(json_object_get(e->object, "metadata"), "labels"),
+                                "einsora.test/mark"));
         if (v)
             snprintf(s->label, sizeof(s->label), "%s", v);
     }
@@ -242,11 +260,13 @@ Test(kclient, r4_merge_patch_is_seen_by_a_watch_from_the_list_version) {
     cr_assert_eq(k8s_list(c, "/api/v1/nodes", NULL, &items, &rv, &err), 0, "%s", err.message);
     json_decref(items);
     json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "einsora.test/mark", "one");
-    cr_assert_eq(k8s_merge_patch(c, "/api/v1/nodes/gpu-a", patch, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(k8s_merge_patch(c, "/api/v1/nodes/gpu-a", patch, NULL, &err), 0, "%s",
+                 err.message);
     json_decref(patch);
     Seen s = {0};
     char *before = strdup(rv);
-    cr_assert_eq(k8s_watch(c, "/api/v1/nodes", NULL, &rv, 2, on_event, &s, &err), 0, "%s", err.message);
+    cr_assert_eq(k8s_watch(c, "/api/v1/nodes", NULL, &rv, 2, on_event, &s, &err), 0, "%s",
+                 err.message);
     cr_expect_eq(s.modified, 1);
     cr_expect_str_eq(s.label, "one");
     cr_expect_geq(s.bookmarks, 1, "bookmarks were asked for");
@@ -272,13 +292,17 @@ Test(kclient, r4_watch_ends_with_410_after_compaction) {
 }
 
 Test(kclient, r4_rbac_403_names_the_verb_and_resource) {
-    k8s_double_control(&dbl, "rbac", "{\"deny\": [[\"create\", \"pods/eviction\"], [\"patch\", \"nodes\"]]}");
+    k8s_double_control(&dbl, "rbac",
+                       "{\"deny\": [[\"create\", \"pods/eviction\"], [\"patch\", \"nodes\"]]}");
     K8sClient *c = k8s_double_client(&dbl, NULL);
     Error err = {0};
-    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "policy/v1", "kind", "Eviction", "metadata",
-                           "name", "train-0", "namespace", "ml");
-    cr_expect_eq(k8s_call(c, "POST", "/api/v1/namespaces/ml/pods/train-0/eviction", NULL, ev, NULL, &err), -EPERM);
-    cr_expect(strstr(err.message, "verb \"create\" on resource \"pods/eviction\""), "%s", err.message);
+    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "policy/v1", "kind",
+                           "Eviction", "metadata", "name", "train-0", "namespace", "ml");
+    cr_expect_eq(k8s_call(c, "POST", "/api/v1/namespaces/ml/pods/train-0/eviction", NULL, ev, NULL,
+                          &err),
+                 -EPERM);
+    cr_expect(strstr(err.message, "verb \"create\" on resource \"pods/eviction\""), "%s",
+              err.message);
     json_decref(ev);
     error_clear(&err);
     json_t *patch = json_pack("{s:{s:b}}", "spec", "unschedulable", 1);
@@ -298,21 +322,25 @@ Test(kclient, r4_errors_401_404_409_415_are_sentences) {
     error_clear(&err);
     cr_expect_eq(k8s_get(c, "/api/v1/nodes/nope", NULL, &err), -ENOENT);
     cr_expect(strstr(err.message, "get nodes nope"), "%s", err.message);
-    json_t *pod = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind", "Pod", "metadata",
-                            "name", "dup", "spec", "containers", "name", "c", "image", "busybox");
-    cr_assert_eq(k8s_call(c, "POST", "/api/v1/namespaces/ml/pods", NULL, pod, NULL, &err), 0, "%s", err.message);
+    json_t *pod = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1", "kind",
+                            "Pod", "metadata", "name", "dup", "spec", "containers", "name", "c",
+                            "image", "busybox");
+    cr_assert_eq(k8s_call(c, "POST", "/api/v1/namespaces/ml/pods", NULL, pod, NULL, &err), 0, "%s",
+                 err.message);
     error_clear(&err);
     cr_expect_eq(k8s_call(c, "POST", "/api/v1/namespaces/ml/pods", NULL, pod, NULL, &err), -EEXIST);
     cr_expect(strstr(err.message, "409"), "%s", err.message);
     json_decref(pod);
     json_t *patch = json_pack("{s:{s:b}}", "spec", "unschedulable", 1);
     error_clear(&err);
-    cr_expect_eq(k8s_call(c, "PATCH", "/api/v1/nodes/gpu-a", "application/json", patch, NULL, &err), -EINVAL);
+    cr_expect_eq(k8s_call(c, "PATCH", "/api/v1/nodes/gpu-a", "application/json", patch, NULL, &err),
+                 -EINVAL);
     cr_expect(strstr(err.message, "415"), "%s", err.message);
     json_decref(patch);
     patch = json_pack("{s:{s:s}}", "spec", "unschedulable", "yes");
     error_clear(&err);
-    cr_expect_eq(k8s_merge_patch(c, "/api/v1/nodes/gpu-a", patch, NULL, &err), -EINVAL, "the double checks shapes");
+    cr_expect_eq(k8s_merge_patch(c, "/api/v1/nodes/gpu-a", patch, NULL, &err), -EINVAL,
+                 "the double checks shapes");
     json_decref(patch);
     k8s_client_free(c);
 }

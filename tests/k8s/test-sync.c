@@ -30,9 +30,10 @@ static void sync_start(void) {
         if (fd >= 0)
             dup2(fd, 2);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
-        execl(EINSORA_BIN, EINSORA_BIN, "k8s", "sync", "--server", ts.url, "--token", ts.admin, "--kubeconfig",
-              dbl.kubeconfig, "--interval", "1", "--switch-timeout", "4", "--catalog", TEST_DATA "/catalog.yaml",
-              "--capabilities", "kata", "--owner", "root", (char *)NULL);
+        execl(EINSORA_BIN, EINSORA_BIN, "k8s", "sync", "--server", ts.url, "--token", ts.admin,
+              "--kubeconfig", dbl.kubeconfig, "--interval", "1", "--switch-timeout", "4",
+              "--catalog", TEST_DATA "/catalog.yaml", "--capabilities", "kata", "--owner", "root",
+              (char *)NULL);
         _exit(127);
     }
 }
@@ -108,7 +109,8 @@ static bool step_is(const void *arg) {
     const StepIs *w = arg;
     json_t *j = cp_node(w->node);
     const char *step = switch_field(j, "step"), *msg = switch_field(j, "message");
-    bool ok = step && strcmp(step, w->step) == 0 && (!w->message_part || (msg && strstr(msg, w->message_part)));
+    bool ok = step && strcmp(step, w->step) == 0 &&
+              (!w->message_part || (msg && strstr(msg, w->message_part)));
     json_decref(j);
     return ok;
 }
@@ -127,7 +129,8 @@ static void wait_step(const char *node, const char *step, const char *part) {
         snprintf(text, sizeof(text), "it says: %s\nsync log:\n%s", m, log);
         free(m);
         free(log);
-        cr_assert_fail("switch of %s never reached %s (%s); %s", node, step, part ? part : "", text);
+        cr_assert_fail("switch of %s never reached %s (%s); %s", node, step, part ? part : "",
+                       text);
     }
 }
 
@@ -149,7 +152,8 @@ static json_t *k8s_node(const char *name) {
 }
 
 static const char *label(json_t *node, const char *key) {
-    return json_string_value(json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"), key));
+    return json_string_value(
+            json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"), key));
 }
 
 static bool unschedulable(json_t *node) {
@@ -157,7 +161,8 @@ static bool unschedulable(json_t *node) {
 }
 
 static long allocatable(json_t *node, const char *res) {
-    const char *v = json_string_value(json_object_get(json_object_get(json_object_get(node, "status"), "allocatable"), res));
+    const char *v = json_string_value(
+            json_object_get(json_object_get(json_object_get(node, "status"), "allocatable"), res));
     return v ? atol(v) : -1;
 }
 
@@ -174,8 +179,10 @@ static void k8s_write(const char *method, const char *path, const char *body) {
 
 static void add_pdb(void) {
     k8s_write("POST", "/apis/policy/v1/namespaces/ml/poddisruptionbudgets",
-              "{\"apiVersion\": \"policy/v1\", \"kind\": \"PodDisruptionBudget\", \"metadata\": {\"name\": "
-              "\"train-pdb\"}, \"spec\": {\"minAvailable\": 1, \"selector\": {\"matchLabels\": {\"app\": \"train\"}}}}");
+              "{\"apiVersion\": \"policy/v1\", \"kind\": \"PodDisruptionBudget\", \"metadata\": "
+              "{\"name\": "
+              "\"train-pdb\"}, \"spec\": {\"minAvailable\": 1, \"selector\": {\"matchLabels\": "
+              "{\"app\": \"train\"}}}}");
 }
 
 static bool sync_logged(const void *arg) {
@@ -189,29 +196,35 @@ Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
     const char *names[] = {"gpu-a", "gpu-b", "gpu-c", "gpu-d"};
     for (size_t i = 0; i < 4; i++)
         cr_assert(wait_for(registered, names[i]), "%s was not registered", names[i]);
-    json_t *a = cp_node("gpu-a"), *b = cp_node("gpu-b"), *c = cp_node("gpu-c"), *d = cp_node("gpu-d");
+    json_t *a = cp_node("gpu-a"), *b = cp_node("gpu-b"), *c = cp_node("gpu-c"),
+           *d = cp_node("gpu-d");
     cr_expect_str_eq(json_string_value(json_object_get(a, "mode")), "container");
     cr_expect_eq(json_array_size(json_object_get(a, "devices")), 8u);
-    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(a, "devices"), 0), "class")),
+    cr_expect_str_eq(json_string_value(json_object_get(
+                             json_array_get(json_object_get(a, "devices"), 0), "class")),
                      "nvidia-h100-80gb");
     cr_expect_str_eq(json_string_value(json_object_get(b, "mode")), "vm-passthrough");
-    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(b, "devices"), 0), "binding")),
+    cr_expect_str_eq(json_string_value(json_object_get(
+                             json_array_get(json_object_get(b, "devices"), 0), "binding")),
                      "vfio");
     /* no label: the GPU Operator's default, container; cordoned from spec.unschedulable */
     cr_expect_str_eq(json_string_value(json_object_get(c, "mode")), "container");
     cr_expect(json_is_true(json_object_get(c, "cordoned")));
-    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(c, "devices"), 0), "class")),
+    cr_expect_str_eq(json_string_value(json_object_get(
+                             json_array_get(json_object_get(c, "devices"), 0), "class")),
                      "nvidia-h200-141gb");
     /* a device name the catalog does not use: the class from the product label, and said so */
     cr_expect_eq(json_array_size(json_object_get(d, "devices")), 2u);
-    cr_expect(sync_logged("gpu-d advertises nvidia.com/GH100_H100_SXM5_80GB, not the catalog's vm_device_name"));
+    cr_expect(sync_logged(
+            "gpu-d advertises nvidia.com/GH100_H100_SXM5_80GB, not the catalog's vm_device_name"));
     cr_expect_null(cp_node("cpu-1"), "a node without GPUs is not an Einsora node");
     json_decref(a), json_decref(b), json_decref(c), json_decref(d);
 
     /* cordon follows spec.unschedulable; an unknown mode label is an error shown (R3) */
     k8s_write("PATCH", "/api/v1/nodes/gpu-a", "{\"spec\": {\"unschedulable\": true}}");
-    k8s_write("PATCH", "/api/v1/nodes/gpu-b", "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": "
-                                              "\"vm-vgpu\"}}}");
+    k8s_write("PATCH", "/api/v1/nodes/gpu-b",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": "
+              "\"vm-vgpu\"}}}");
     bool cordoned = false;
     for (int i = 0; i < 600 && !cordoned; i++, sleep_ms(100)) {
         json_t *j = cp_node("gpu-a");
@@ -224,13 +237,15 @@ Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
         free(log);
         cr_expect_fail("spec.unschedulable did not cordon gpu-a; sync log:\n%s", text);
     }
-    cr_expect(wait_for(sync_logged, "gpu-b has nvidia.com/gpu.workload.config=vm-vgpu, which is not a mode"));
+    cr_expect(wait_for(sync_logged,
+                       "gpu-b has nvidia.com/gpu.workload.config=vm-vgpu, which is not a mode"));
 }
 
 static bool capacity_counts(const void *arg) {
     (void)arg;
     json_t *cap = NULL;
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=nvidia-h100-80gb", NULL, &cap), 200);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=nvidia-h100-80gb", NULL, &cap),
+                 200);
     long vm = 0, ct = 0;
     size_t i;
     json_t *row;
@@ -248,7 +263,8 @@ static bool capacity_counts(const void *arg) {
 
 Test(k8s_sync, r6_capacity_is_the_clusters_and_names_a_differing_device) {
     cr_assert(wait_for(registered, "gpu-d"));
-    cr_assert(wait_for(capacity_counts, NULL), "capacity never counted gpu-a (8 container) and gpu-b + gpu-d (10 VM)");
+    cr_assert(wait_for(capacity_counts, NULL),
+              "capacity never counted gpu-a (8 container) and gpu-b + gpu-d (10 VM)");
     json_t *cap = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity", NULL, &cap), 200);
     size_t i;
@@ -259,29 +275,36 @@ Test(k8s_sync, r6_capacity_is_the_clusters_and_names_a_differing_device) {
             continue;
         seen = true;
         json_t *res = json_object_get(n, "resources");
-        cr_expect_eq(json_integer_value(json_object_get(res, "nvidia.com/GH100_H100_SXM5_80GB")), 2, "the node's own name");
+        cr_expect_eq(json_integer_value(json_object_get(res, "nvidia.com/GH100_H100_SXM5_80GB")), 2,
+                     "the node's own name");
         cr_expect_null(json_object_get(res, "nvidia.com/GH100H100_SXM5_80GB"));
-        cr_expect(strstr(json_string_value(json_object_get(n, "note")), "not the catalog's vm_device_name"));
+        cr_expect(strstr(json_string_value(json_object_get(n, "note")),
+                         "not the catalog's vm_device_name"));
     }
     cr_expect(seen);
     json_decref(cap);
     char *out = NULL, *err = NULL;
     int rc = run_einsora(&out, &err, "capacity", "--server", ts.url, "--token", ts.admin, NULL);
     cr_assert_eq(rc, 0, "%s", err);
-    cr_expect(strstr(out, "note: node gpu-d advertises nvidia.com/GH100_H100_SXM5_80GB, not the catalog's "
-                          "vm_device_name nvidia.com/GH100H100_SXM5_80GB"), "%s", out);
+    cr_expect(
+            strstr(out,
+                   "note: node gpu-d advertises nvidia.com/GH100_H100_SXM5_80GB, not the catalog's "
+                   "vm_device_name nvidia.com/GH100H100_SXM5_80GB"),
+            "%s", out);
     free(out);
     free(err);
 }
 
-static long log_index(json_t *log, const char *verb, const char *resource, const char *name, const char *lbl) {
+static long log_index(json_t *log, const char *verb, const char *resource, const char *name,
+                      const char *lbl) {
     size_t i;
     json_t *e;
     json_array_foreach(log, i, e) {
         const char *l = json_string_value(json_object_get(e, "label"));
         if (strcmp(json_string_value(json_object_get(e, "verb")), verb) == 0 &&
             strcmp(json_string_value(json_object_get(e, "resource")), resource) == 0 &&
-            strcmp(json_string_value(json_object_get(e, "name")), name) == 0 && (!lbl || (l && strcmp(l, lbl) == 0)))
+            strcmp(json_string_value(json_object_get(e, "name")), name) == 0 &&
+            (!lbl || (l && strcmp(l, lbl) == 0)))
             return (long)i;
     }
     return -1;
@@ -307,7 +330,8 @@ Test(k8s_sync, r4_clean_switch_both_ways_evicts_gpu_pods_first) {
     cr_expect_eq(allocatable(n, "nvidia.com/gpu"), -1, "the container resource is gone");
     cr_expect_eq(allocatable(n, "nvidia.com/GH100H100_SXM5_80GB"), 8);
     json_decref(n);
-    cr_expect_null(k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/train-0"), "the GPU pod was evicted");
+    cr_expect_null(k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/train-0"),
+                   "the GPU pod was evicted");
     json_t *web = k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/web-0");
     cr_expect_not_null(web, "a pod without GPUs stays");
     json_decref(web);
@@ -315,7 +339,8 @@ Test(k8s_sync, r4_clean_switch_both_ways_evicts_gpu_pods_first) {
     long ev = log_index(log, "create", "pods/eviction", "train-0", NULL),
          cordon = log_index(log, "patch", "nodes", "gpu-a", NULL),
          relabel = log_index(log, "patch", "nodes", "gpu-a", "vm-passthrough");
-    cr_expect(cordon >= 0 && ev > cordon && relabel > ev, "cordon %ld, eviction %ld, relabel %ld", cordon, ev, relabel);
+    cr_expect(cordon >= 0 && ev > cordon && relabel > ev, "cordon %ld, eviction %ld, relabel %ld",
+              cordon, ev, relabel);
     json_decref(log);
     json_t *cp = cp_node("gpu-a");
     cr_expect_str_eq(json_string_value(json_object_get(cp, "mode")), "vm-passthrough");
@@ -337,7 +362,8 @@ Test(k8s_sync, r4_switch_without_drain_is_refused_naming_gpu_pods) {
     ask_switch("gpu-a", "vm-passthrough", "none");
     wait_step("gpu-a", "failed", "ml/train-0");
     json_t *n = k8s_node("gpu-a");
-    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container", "never relabeled with GPU pods");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container",
+                     "never relabeled with GPU pods");
     json_decref(n);
 }
 
@@ -347,7 +373,8 @@ Test(k8s_sync, r4_pdb_blocks_eviction_for_a_while) {
     ask_switch("gpu-a", "vm-passthrough", "wait");
     wait_step("gpu-a", "verify", "train-pdb");
     json_t *n = k8s_node("gpu-a");
-    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container", "not relabeled while a GPU pod runs");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container",
+                     "not relabeled while a GPU pod runs");
     cr_expect(unschedulable(n), "cordoned while it drains");
     json_decref(n);
     json_t *pod = k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/train-0");
@@ -424,12 +451,14 @@ Test(k8s_sync, r4_node_deleted_during_a_switch_fails_it) {
 
 Test(k8s_sync, r6_kubevirt_config_applies_permitted_host_devices) {
     char *out = NULL, *err = NULL;
-    int rc = run_einsora(&out, &err, "k8s", "kubevirt-config", "--kubeconfig", dbl.kubeconfig, "--catalog",
-                         TEST_DATA "/catalog.yaml", "--apply", NULL);
+    int rc = run_einsora(&out, &err, "k8s", "kubevirt-config", "--kubeconfig", dbl.kubeconfig,
+                         "--catalog", TEST_DATA "/catalog.yaml", "--apply", NULL);
     cr_assert_eq(rc, 0, "%s", err);
-    json_t *kv = k8s_double_get(&dbl, "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt");
+    json_t *kv =
+            k8s_double_get(&dbl, "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt");
     json_t *list = json_object_get(
-            json_object_get(json_object_get(json_object_get(kv, "spec"), "configuration"), "permittedHostDevices"),
+            json_object_get(json_object_get(json_object_get(kv, "spec"), "configuration"),
+                            "permittedHostDevices"),
             "pciHostDevices");
     bool h100 = false;
     size_t i;
@@ -438,14 +467,16 @@ Test(k8s_sync, r6_kubevirt_config_applies_permitted_host_devices) {
         const char *sel = json_string_value(json_object_get(d, "pciVendorSelector"));
         if (sel && strcmp(sel, "10DE:2330") == 0) {
             h100 = true;
-            cr_expect_str_eq(json_string_value(json_object_get(d, "resourceName")), "nvidia.com/GH100H100_SXM5_80GB");
+            cr_expect_str_eq(json_string_value(json_object_get(d, "resourceName")),
+                             "nvidia.com/GH100H100_SXM5_80GB");
             cr_expect(json_is_true(json_object_get(d, "externalResourceProvider")));
         }
     }
     cr_expect(h100, "no entry for the H100");
-    cr_expect_not_null(json_object_get(json_object_get(json_object_get(kv, "spec"), "configuration"),
-                                       "developerConfiguration"),
-                       "a merge patch keeps the rest of the CR");
+    cr_expect_not_null(
+            json_object_get(json_object_get(json_object_get(kv, "spec"), "configuration"),
+                            "developerConfiguration"),
+            "a merge patch keeps the rest of the CR");
     json_decref(kv);
     free(out);
     free(err);
@@ -472,9 +503,9 @@ static json_t *request(long id) {
 static const char *node_device(json_t *node) {
     const char *key;
     json_t *v;
-    json_object_foreach(json_object_get(json_object_get(node, "status"), "allocatable"), key, v)
-        if (strncmp(key, "nvidia.com/", 11) == 0 && strcmp(key, "nvidia.com/gpu") != 0)
-            return key;
+    json_object_foreach(json_object_get(json_object_get(node, "status"), "allocatable"), key,
+                        v) if (strncmp(key, "nvidia.com/", 11) == 0 &&
+                               strcmp(key, "nvidia.com/gpu") != 0) return key;
     return "(none)";
 }
 
@@ -507,18 +538,24 @@ Test(k8s_sync, r17_a_notebook_pod_and_a_vmi_follow_their_placements) {
     json_t *pod = k8s_double_get(&dbl, path);
     cr_assert_not_null(pod);
     json_t *spec = json_object_get(pod, "spec");
-    cr_expect_str_eq(json_string_value(json_object_get(spec, "nodeName")), node, "pinned to the placement's node");
-    json_t *limits = json_object_get(json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"),
-                                     "limits");
+    cr_expect_str_eq(json_string_value(json_object_get(spec, "nodeName")), node,
+                     "pinned to the placement's node");
+    json_t *limits = json_object_get(
+            json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"),
+            "limits");
     json_t *kn = k8s_node(node);
     const char *mode = label(kn, "nvidia.com/gpu.workload.config");
-    const char *want = mode && strcmp(mode, "vm-passthrough") == 0 ? node_device(kn) : "nvidia.com/gpu";
+    const char *want =
+            mode && strcmp(mode, "vm-passthrough") == 0 ? node_device(kn) : "nvidia.com/gpu";
     char *lt = json_dumps(limits, JSON_COMPACT);
-    cr_expect_str_eq(json_string_value(json_object_get(limits, want)), "1", "limits of %s: %s; placement %s", node, lt, json_string_value(json_object_get(p, "method")));
+    cr_expect_str_eq(json_string_value(json_object_get(limits, want)), "1",
+                     "limits of %s: %s; placement %s", node, lt,
+                     json_string_value(json_object_get(p, "method")));
     free(lt);
     const char *crt = json_string_value(json_object_get(p, "container_runtime"));
     if (crt && strcmp(crt, "kata") == 0)
-        cr_expect_str_eq(json_string_value(json_object_get(spec, "runtimeClassName")), "kata-qemu-nvidia-gpu");
+        cr_expect_str_eq(json_string_value(json_object_get(spec, "runtimeClassName")),
+                         "kata-qemu-nvidia-gpu");
     else
         cr_expect_null(json_object_get(spec, "runtimeClassName"));
     json_decref(kn);
@@ -528,14 +565,17 @@ Test(k8s_sync, r17_a_notebook_pod_and_a_vmi_follow_their_placements) {
     r = request(vm);
     p = json_object_get(r, "placement");
     node = json_string_value(json_object_get(p, "node"));
-    snprintf(path, sizeof(path), "/apis/kubevirt.io/v1/namespaces/einsora/virtualmachineinstances/einsora-%ld", vm);
+    snprintf(path, sizeof(path),
+             "/apis/kubevirt.io/v1/namespaces/einsora/virtualmachineinstances/einsora-%ld", vm);
     json_t *vmi = k8s_double_get(&dbl, path);
     cr_assert_not_null(vmi);
-    json_t *gpus = json_object_get(json_object_get(json_object_get(json_object_get(vmi, "spec"), "domain"), "devices"), "gpus");
+    json_t *gpus = json_object_get(
+            json_object_get(json_object_get(json_object_get(vmi, "spec"), "domain"), "devices"),
+            "gpus");
     cr_expect_eq(json_array_size(gpus), 1u);
     kn = k8s_node(node);
-    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(gpus, 0), "deviceName")), node_device(kn),
-                     "the node's own device name");
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(gpus, 0), "deviceName")),
+                     node_device(kn), "the node's own device name");
     json_decref(kn);
     json_decref(vmi);
     json_decref(r);
@@ -546,7 +586,8 @@ Test(k8s_sync, r17_a_notebook_pod_and_a_vmi_follow_their_placements) {
     cr_expect(wait_for(gone, path), "release deletes the Pod");
 
     /* a VMI that disappears ends its request and frees the GPU (R17) */
-    snprintf(path, sizeof(path), "/apis/kubevirt.io/v1/namespaces/einsora/virtualmachineinstances/einsora-%ld", vm);
+    snprintf(path, sizeof(path),
+             "/apis/kubevirt.io/v1/namespaces/einsora/virtualmachineinstances/einsora-%ld", vm);
     k8s_write("DELETE", path, NULL);
     bool ended = false;
     for (int i = 0; i < 600 && !ended; i++, sleep_ms(100)) {
@@ -582,8 +623,9 @@ Test(k8s_sync, r2c_mig_slices_of_a_mixed_strategy_node_are_offered_and_run) {
     cr_assert_not_null(pod);
     json_t *spec = json_object_get(pod, "spec");
     cr_expect_str_eq(json_string_value(json_object_get(spec, "nodeName")), "gpu-e");
-    json_t *limits = json_object_get(json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"),
-                                     "limits");
+    json_t *limits = json_object_get(
+            json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"),
+            "limits");
     cr_expect_str_eq(json_string_value(json_object_get(limits, "nvidia.com/mig-1g.10gb")), "1");
     json_decref(pod);
 }
