@@ -58,10 +58,12 @@ int k8s_watch_event_parse(const char *text, size_t len, K8sEvent *ret, Error *er
         e.name = json_string_value(json_object_get(md, "name"));
         if (!e.resource_version || !*e.resource_version ||
             (e.type != K8S_BOOKMARK && (!e.name || !*e.name))) {
+            /* the sentence first: type points into j */
+            int r = error_set(err, -EINVAL, "A watch %s event's object has no metadata.%s.", type,
+                              e.resource_version && *e.resource_version ? "name"
+                                                                        : "resourceVersion");
             json_decref(j);
-            return error_set(err, -EINVAL, "A watch %s event's object has no metadata.%s.", type,
-                             e.resource_version && *e.resource_version ? "name"
-                                                                       : "resourceVersion");
+            return r;
         }
         if (e.type == K8S_BOOKMARK)
             e.name = NULL;
