@@ -38,7 +38,7 @@ node_view() { # label, cordon and GPU allocatable of a node on the double
 for _ in $(seq 100); do "$bin" nodes 2>/dev/null | grep -q gpu-d && break; sleep 0.2; done
 sleep 2
 echo "# the cluster, as the double serves it"
-for n in gpu-a gpu-b gpu-c gpu-d; do node_view $n; done
+for n in gpu-a gpu-b gpu-c gpu-d gpu-e; do node_view $n; done
 echo
 run "$bin" nodes
 run "$bin" capacity
