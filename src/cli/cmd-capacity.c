@@ -90,6 +90,9 @@ int verb_capacity(int argc, char **argv) {
         }
         table_print(nt, stdout);
         table_free(nt);
+        json_array_foreach(nodes, i, n)
+            if (json_str(n, "note"))
+                printf("note: node %s %s\n", json_str(n, "node"), json_str(n, "note"));
     }
     json_int_t unclassified = json_integer_value(json_object_get(j, "unclassified"));
     if (unclassified)

@@ -35,3 +35,5 @@ int verb_tenant(int argc, char **argv);
 int verb_run(int argc, char **argv);
 int verb_logs(int argc, char **argv);
 int verb_stop(int argc, char **argv);
+/* The datacenter: `einsora k8s sync|kubevirt-config`. */
+int verb_k8s(int argc, char **argv);

@@ -90,9 +90,15 @@ static void op_task_result(Server *s, Op *op) {
     Task *t = fleet_task_find(s, a->id);
     if (!n || !t || STRNEQ(t->node, a->node))
         OP_FAIL(op, 404, "not_found", "No open task %" PRIu64 " for node %s.", a->id, a->node);
+    const FleetTaskResult *res = a->res;
+    if (res->progress) { /* the task goes on: only its switch's message changes */
+        fleet_switch_task_progress(s, n, t->id, res->message);
+        op->status = 200;
+        op->body = json_pack("{s:s}", "status", "noted");
+        return;
+    }
     char obj[32];
     snprintf(obj, sizeof(obj), "%" PRIu64, t->id);
-    const FleetTaskResult *res = a->res;
     const char *verdict = res->verdict[0] ? res->verdict : NULL;
     json_t *data = json_pack("{s:s, s:i, s:s, s:b, s:s}", "node", t->node, "device", (int)t->dev, "gpu",
                              t->gpu, "ok", res->ok, "message", res->message);

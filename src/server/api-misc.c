@@ -71,12 +71,25 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
         if (sched_node_resources(s->sched, ni.name, &rc, &nrc, NULL) < 0)
             continue;
         json_t *res = json_object();
-        for (size_t k = 0; k < nrc; k++)
-            json_object_set_new(res, rc[k].name, json_integer((json_int_t)rc[k].count));
+        /* A Kubernetes node may advertise its passthrough GPUs under another name than the
+         * catalog's vm_device_name: its own name is the one that counts (R6). */
+        const Node *node = ptrmap_get(&s->nodes, ni.name);
+        const char *own = node && node->spec.device_resource[0] && ni.mode == NODE_MODE_VM_PASSTHROUGH
+                                  ? node->spec.device_resource : NULL;
+        char note[320] = "";
+        for (size_t k = 0; k < nrc; k++) {
+            bool renamed = own && STRNEQ(rc[k].name, own) && STRNEQ(rc[k].name, "nvidia.com/gpu") &&
+                           strncmp(rc[k].name, "nvidia.com/mig-", 15) != 0 && strncmp(rc[k].name, "nvidia.com/", 11) == 0;
+            if (renamed)
+                snprintf(note, sizeof(note), "advertises %s, not the catalog's vm_device_name %s", own, rc[k].name);
+            json_object_set_new(res, renamed ? own : rc[k].name, json_integer((json_int_t)rc[k].count));
+        }
         free(rc);
-        json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:o}", "node", ni.name, "site",
-                                               ni.site, "mode", node_mode_to_string(ni.mode),
-                                               "resources", res));
+        json_t *nj = json_pack("{s:s, s:s, s:s, s:o}", "node", ni.name, "site", ni.site, "mode",
+                               node_mode_to_string(ni.mode), "resources", res);
+        if (note[0])
+            json_object_set_new(nj, "note", json_string(note));
+        json_array_append_new(nodes, nj);
     }
     return json_pack("{s:o, s:o, s:I}", "classes", list, "nodes", nodes, "unclassified",
                      (json_int_t)sched_unclassified_count(s->sched));

@@ -114,7 +114,7 @@ int fleet_heartbeat_parse(const char *text, size_t len, FleetHeartbeat *ret, Err
 }
 
 int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, Error *err) {
-    static const char *const fields[] = {"ok", "message", "verdict"};
+    static const char *const fields[] = {"ok", "message", "verdict", "progress"};
     const char *bad = NULL;
     json_t *j = load_object(text, len, err);
     if (!j)
@@ -123,15 +123,19 @@ int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, 
     int r = 0;
     json_t *ok = json_object_get(j, "ok");
     if (!only_fields(j, fields, ARRAY_SIZE(fields), &bad))
-        r = error_set(err, -EINVAL, "A task result has no field '%.64s' (ok, message, verdict).", bad);
+        r = error_set(err, -EINVAL, "A task result has no field '%.64s' (ok, message, verdict, progress).", bad);
+    else if (json_object_get(j, "progress") && !json_is_boolean(json_object_get(j, "progress")))
+        r = error_set(err, -EINVAL, "'progress' is true or false.");
     else if (!json_is_boolean(ok))
         r = error_set(err, -EINVAL, "A task result needs 'ok': true or false.");
     else if ((r = get_str(j, "message", t.message, sizeof(t.message), err)) >= 0 &&
              (r = get_str(j, "verdict", t.verdict, sizeof(t.verdict), err)) >= 0 && t.verdict[0] &&
              STRNEQ(t.verdict, "pass") && STRNEQ(t.verdict, "degraded") && STRNEQ(t.verdict, "fail"))
         r = error_set(err, -EINVAL, "'verdict' is pass, degraded or fail.");
-    if (r >= 0)
+    if (r >= 0) {
         t.ok = json_is_true(ok);
+        t.progress = json_is_true(json_object_get(j, "progress"));
+    }
     json_decref(j);
     if (r < 0)
         return r;

@@ -26,6 +26,7 @@ bool fleet_heartbeat_runs(const FleetHeartbeat *h, uint64_t id);
 
 typedef struct FleetTaskResult {
     bool ok;
+    bool progress; /* not a result: the task is under way, message says where (datacenter sync) */
     char message[512];
     char verdict[16]; /* "" (none), "pass", "degraded", "fail" */
 } FleetTaskResult;

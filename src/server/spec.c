@@ -247,6 +247,17 @@ json_t *api_request_to_json(const ApiRequest *r) {
     return j;
 }
 
+/* nvidia.com/NAME, NAME of letters, digits, '.', '_', '-'. */
+static bool device_resource_is_valid(const char *s) {
+    if (strncmp(s, "nvidia.com/", 11) != 0 || !s[11])
+        return false;
+    for (const char *p = s + 11; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+              *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
 static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
     static const char *const fields[] = {"pci", "class", "memory_gb", "binding", "mig_enabled",
                                          "mig", "reset_verified", "quarantined", NULL};
@@ -293,7 +304,7 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
     static const char *const fields[] = {"name", "site", "site_kind", "platform", "owner", "mode",
                                          "capabilities", "cordoned", "cpus", "time_slice_replicas",
                                          "apple_unified_memory_gb", "apple_usable_memory_gb",
-                                         "devices", NULL};
+                                         "devices", "device_resource", NULL};
     static const char *const sites[] = {"solo", "lab", "datacenter", NULL};
     static const char *const platforms[] = {"linux", "macos", NULL};
     static const char *const modes[] = {"container", "vm-passthrough", NULL};
@@ -313,8 +324,11 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
         (k = get_uint(j, "cpus", 0, 1u << 16, &n->cpus, err)) < 0 ||
         (k = get_uint(j, "time_slice_replicas", 0, 64, &n->time_slice_replicas, err)) < 0 ||
         (k = get_uint(j, "apple_unified_memory_gb", 0, 1u << 16, &n->apple_unified_memory_gb, err)) < 0 ||
-        (k = get_uint(j, "apple_usable_memory_gb", 0, 1u << 16, &n->apple_usable_memory_gb, err)) < 0)
+        (k = get_uint(j, "apple_usable_memory_gb", 0, 1u << 16, &n->apple_usable_memory_gb, err)) < 0 ||
+        (k = get_string(j, "device_resource", false, n->device_resource, sizeof(n->device_resource), err)) < 0)
         return k;
+    if (n->device_resource[0] && !device_resource_is_valid(n->device_resource))
+        return error_set(err, -EINVAL, "Field 'device_resource' must be a resource like nvidia.com/GH100_H100_SXM5_80GB.");
     if (!spec_name_is_valid(n->site))
         return error_set(err, -EINVAL, "Field 'site' must be 1-63 of a-z, 0-9, '.', '_', '-'.");
     if (!spec_name_is_valid(n->name))
@@ -394,6 +408,8 @@ json_t *api_node_to_json(const ApiNode *n) {
         return NULL;
     if (n->mode[0])
         json_object_set_new(j, "mode", json_string(n->mode));
+    if (n->device_resource[0])
+        json_object_set_new(j, "device_resource", json_string(n->device_resource));
     if (n->cpus)
         json_object_set_new(j, "cpus", json_integer(n->cpus));
     if (n->time_slice_replicas)

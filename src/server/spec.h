@@ -74,6 +74,8 @@ typedef struct ApiNode {
     char platform[16]; /* linux | macos */
     char owner[SPEC_NAME_MAX];
     char mode[24]; /* datacenter: container | vm-passthrough; "" elsewhere (per GPU, R7) */
+    char device_resource[128]; /* a Kubernetes node's passthrough resource when it is not its class's
+                                  vm_device_name (R6): capacity uses the node's own name */
     char caps[SPEC_MAX_CAPS][32];
     size_t n_caps;
     bool cordoned;
