@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/web.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -101,6 +102,8 @@ bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uin
 }
 
 void api_dispatch(HttpCtx *c) {
+    if (web_serve(c)) /* the dashboard and its reads */
+        return;
     int r = router_match(api_routes, api_n_routes, c->method, c->path, &c->match);
     if (r == -ENOENT) {
         api_error(c, 404, "not_found", "No such endpoint: %.200s.", c->path);

@@ -17,6 +17,7 @@
 #include "core/catalog.h"
 #include "core/sched.h"
 #include "server/events.h"
+#include "server/history.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/spec.h"
@@ -121,6 +122,8 @@ struct Server {
     atomic_bool fatal;
     Error fatal_err;
     pthread_t writer;
+
+    CapHistory history; /* the dashboard's capacity chart (history.h) */
 };
 
 /* writer.c */
