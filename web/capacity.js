@@ -36,7 +36,7 @@ export function render(main, ctx) {
     const hist = await api("/v1/capacity/history");
     const nonEmpty = hist.classes.filter((c) => c.points.some((p) => p[1] + p[2] > 0));
     replace(charts, nonEmpty.length ? nonEmpty.map((c) => lineChart(c.class, c.points)) : h("p", {}, "No samples yet."));
-  }, 20000, () => {});
+  }, 20000, (e) => replace(charts, h("p", {}, `The chart is unavailable: ${e.message}`)));
   return () => {
     stopCap();
     stopHist();

@@ -37,6 +37,8 @@ static const struct {
         [R_NODE_HEARTBEAT] = {api_node_heartbeat, false},
         [R_NODE_TASK_RESULT] = {api_node_task_result, false},
         [R_NODE_MODE] = {api_node_mode, false},
+        [R_WHOAMI] = {api_whoami, false},
+        [R_CAPACITY_HISTORY] = {api_capacity_history, false},
 };
 
 json_t *api_error_json(const char *code, const char *message) {
@@ -102,7 +104,7 @@ bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uin
 }
 
 void api_dispatch(HttpCtx *c) {
-    if (web_serve(c)) /* the dashboard and its reads */
+    if (web_serve(c)) /* the dashboard's files */
         return;
     int r = router_match(api_routes, api_n_routes, c->method, c->path, &c->match);
     if (r == -ENOENT) {

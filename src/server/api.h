@@ -32,6 +32,8 @@ typedef enum RouteId {
     R_NODE_HEARTBEAT,
     R_NODE_TASK_RESULT,
     R_NODE_MODE,
+    R_WHOAMI,
+    R_CAPACITY_HISTORY,
     _R_MAX,
 } RouteId;
 
@@ -110,3 +112,6 @@ void api_request_activate(HttpCtx *c);
 void api_node_heartbeat(HttpCtx *c);
 void api_node_task_result(HttpCtx *c);
 void api_node_mode(HttpCtx *c);
+/* web.c: the dashboard's reads */
+void api_whoami(HttpCtx *c);
+void api_capacity_history(HttpCtx *c);

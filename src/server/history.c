@@ -1,6 +1,7 @@
 /* history.c: the capacity ring the dashboard charts (sampled from the core's capacity). */
 #include "server/history.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,19 +20,21 @@ static size_t class_slot(CapHistory *h, const char *name) {
 
 void history_maybe_sample(Server *s, int64_t now_ms) {
     CapHistory *h = &s->history;
-    pthread_mutex_lock(&h->lock);
-    if (h->n && now_ms - h->last_ms < HISTORY_INTERVAL_MS) {
+    if (pthread_mutex_trylock(&h->lock) != 0)
+        return; /* another call is sampling right now: no API call waits for the chart */
+    size_t newest = (h->next + HISTORY_SAMPLES - 1) % HISTORY_SAMPLES;
+    if (h->n && now_ms - h->time_ms[newest] < HISTORY_REFRESH_MS) {
         pthread_mutex_unlock(&h->lock);
         return;
     }
-    h->last_ms = now_ms;
+    bool fresh = !h->n || now_ms - h->started_ms >= HISTORY_INTERVAL_MS;
     CapacityRow *rows = NULL;
     size_t n = 0;
     pthread_rwlock_rdlock(&s->lock);
     int r = sched_capacity(s->sched, &rows, &n, NULL);
     pthread_rwlock_unlock(&s->lock);
     if (r >= 0) {
-        size_t at = h->next;
+        size_t at = fresh ? h->next : newest;
         memset(h->allocated[at], 0, sizeof(h->allocated[at]));
         memset(h->free[at], 0, sizeof(h->free[at]));
         h->time_ms[at] = now_ms;
@@ -44,8 +47,11 @@ void history_maybe_sample(Server *s, int64_t now_ms) {
             h->allocated[at][k] += (uint32_t)MIN(rows[i].allocated, UINT32_MAX / 8);
             h->free[at][k] += (uint32_t)MIN(rows[i].free, UINT32_MAX / 8);
         }
-        h->next = (at + 1) % HISTORY_SAMPLES;
-        h->n = MIN(h->n + 1, (size_t)HISTORY_SAMPLES);
+        if (fresh) {
+            h->started_ms = now_ms;
+            h->next = (at + 1) % HISTORY_SAMPLES;
+            h->n = MIN(h->n + 1, (size_t)HISTORY_SAMPLES);
+        }
     }
     free(rows);
     pthread_mutex_unlock(&h->lock);

@@ -11,6 +11,7 @@
 
 #define HISTORY_SAMPLES 720        /* 4 hours at one sample every 20 s */
 #define HISTORY_INTERVAL_MS 20000
+#define HISTORY_REFRESH_MS 1000    /* the newest sample follows the state this closely */
 #define HISTORY_CLASSES 48         /* classes past this many are not charted */
 
 typedef struct CapHistory {
@@ -19,14 +20,16 @@ typedef struct CapHistory {
     size_t n_classes;
     int64_t time_ms[HISTORY_SAMPLES];
     uint32_t allocated[HISTORY_SAMPLES][HISTORY_CLASSES], free[HISTORY_SAMPLES][HISTORY_CLASSES];
-    size_t next, n; /* ring: the next slot to write, samples held */
-    int64_t last_ms;
+    size_t next, n;     /* ring: the slot after the newest, samples held */
+    int64_t started_ms; /* when the newest sample's interval began */
 } CapHistory;
 
 typedef struct Server Server;
 
-/* Take a sample when the last one is HISTORY_INTERVAL_MS old (or none exists). Called on
- * every API call (agents' heartbeats keep it ticking); takes the state lock for reading. */
+/* Keep the ring current: a new sample once the newest one's interval (HISTORY_INTERVAL_MS) is
+ * over, else the newest one is rewritten (at most every HISTORY_REFRESH_MS), so the chart's
+ * last point is the present. Called on every API call (agents' heartbeats keep it ticking);
+ * takes the state lock for reading. */
 void history_maybe_sample(Server *s, int64_t now_ms);
 /* {"interval_ms", "classes": [{"class", "points": [[time_ms, allocated, free], ...]}]} */
 json_t *history_to_json(CapHistory *h);

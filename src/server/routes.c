@@ -24,5 +24,7 @@ const Route api_routes[] = {
         {"POST", "/v1/nodes/{name}/heartbeat", R_NODE_HEARTBEAT},
         {"POST", "/v1/nodes/{name}/tasks/{id}", R_NODE_TASK_RESULT},
         {"POST", "/v1/nodes/{name}/mode", R_NODE_MODE},
+        {"GET", "/v1/whoami", R_WHOAMI},
+        {"GET", "/v1/capacity/history", R_CAPACITY_HISTORY},
 };
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

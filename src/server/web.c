@@ -1,7 +1,7 @@
-/* web.c: serves the embedded dashboard and the reads only it needs (whoami, capacity ring). */
+/* web.c: serves the embedded dashboard, and the two API reads it needs (whoami, the capacity
+ * ring), routed like every other /v1 endpoint. */
 #include "server/web.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,16 +30,7 @@ static const WebAsset *find_asset(const char *path) {
     return NULL;
 }
 
-static bool authenticate(HttpCtx *c) {
-    Error err = {0};
-    if (auth_principal(c->s, c->authorization, &c->who, &err) >= 0)
-        return true;
-    api_error(c, err.code == -EACCES ? 401 : 503, err.code == -EACCES ? "unauthorized" : "unavailable",
-              "%s", error_message(&err));
-    return false;
-}
-
-static void whoami(HttpCtx *c) {
+void api_whoami(HttpCtx *c) {
     json_t *nodes = json_array();
     for (const char *p = c->who.nodes; *p;) {
         const char *e = strchrnul(p, ',');
@@ -50,20 +41,14 @@ static void whoami(HttpCtx *c) {
                         "nodes", nodes);
 }
 
+void api_capacity_history(HttpCtx *c) {
+    c->json = history_to_json(&c->s->history);
+}
+
 bool web_serve(HttpCtx *c) {
     history_maybe_sample(c->s, server_now_ms());
     if (STRNEQ(c->method, "GET"))
         return false;
-    if (STREQ(c->path, "/v1/whoami") || STREQ(c->path, "/v1/capacity/history")) {
-        c->status = 200;
-        if (!authenticate(c))
-            return true;
-        if (STREQ(c->path, "/v1/whoami"))
-            whoami(c);
-        else
-            c->json = history_to_json(&c->s->history);
-        return true;
-    }
     const WebAsset *a = find_asset(c->path);
     if (!a)
         return false;

@@ -1,14 +1,14 @@
-/* web.h: the dashboard: its embedded files at "/", the two small reads it needs beyond the
- * API (who am I, capacity over time), and the security headers every answer carries. */
+/* web.h: the dashboard: its embedded files at "/" and the security headers every answer
+ * carries. */
 #pragma once
 
 #include <stdbool.h>
 
 #include "server/api.h"
 
-/* Answer c when it is for the dashboard (GET of "/" or an embedded file, GET /v1/whoami,
- * GET /v1/capacity/history) and return true; false leaves c to the API's route table.
- * Also keeps the capacity ring sampled (history.h). */
+/* Answer c when it is a GET of "/" or an embedded file and return true; false leaves c to
+ * the API's route table. Also keeps the capacity ring sampled (history.h). The dashboard's
+ * API reads, api_whoami and api_capacity_history, are in the route table (api.h). */
 bool web_serve(HttpCtx *c);
 
 /* Header name/value pairs for every answer: a strict CSP (no inline script or style, nothing

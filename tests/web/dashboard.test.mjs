@@ -120,6 +120,12 @@ test("r6_capacity_page_matches_get_v1_capacity", async () => {
   assert.ok(want.length > 5, "the demo fleet has capacity");
   const res = await page.textContent("#capacity-table");
   assert.ok(res.includes("nvidia.com/gpu"), "resource names shown");
+  // One allocated-vs-free chart per class with units in the server's ring.
+  await page.waitForSelector("#capacity-charts figure");
+  const hist = (await apiAs(fleet, fleet.admin, "/v1/capacity/history")).json;
+  const charted = hist.classes.filter((c) => c.points.some((p) => p[1] + p[2] > 0)).map((c) => c.class).sort();
+  assert.ok(charted.includes("nvidia-h100-80gb"));
+  assert.deepEqual((await page.$$eval("#capacity-charts figcaption .name", (els) => els.map((e) => e.textContent))).sort(), charted);
   page.clean();
 });
 
@@ -254,7 +260,7 @@ test("web_every_page_passes_axe_and_is_screenshotted", async () => {
     for (const name of PAGES) {
       await go(page, name);
       await page.waitForFunction(() => !document.querySelector("main .status[data-kind=error]"));
-      await page.waitForSelector({ capacity: "#capacity-table table", queue: "#queue-ended p, #queue-ended table", nodes: "[data-node]",
+      await page.waitForSelector({ capacity: "#capacity-charts figure", queue: "#queue-ended p, #queue-ended table", nodes: "[data-node]",
         events: "#events-list li", submit: "#f-class option" }[name], { state: "attached" });
       await page.screenshot({ path: join(SHOTS, `${name}-${label}.png`), fullPage: true });
       await page.evaluate(AXE);
