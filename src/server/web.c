@@ -47,7 +47,7 @@ void api_capacity_history(HttpCtx *c) {
 
 bool web_serve(HttpCtx *c) {
     history_maybe_sample(c->s, server_now_ms());
-    if (STRNEQ(c->method, "GET"))
+    if (STRNEQ(c->method, "GET") || strncmp(c->path, "/v1/", 4) == 0)
         return false;
     const WebAsset *a = find_asset(c->path);
     if (!a)

@@ -90,7 +90,7 @@ Test(web, web_page_is_served_at_root_with_a_strict_csp) {
     got_done(&none);
 }
 
-Test(web, r11_whoami_answers_the_tokens_user_and_role_only) {
+Test(web, web_whoami_answers_the_tokens_user_and_role_only) {
     Got g = {0};
     cr_assert_eq(get("/v1/whoami", &g), 401);
     got_done(&g);

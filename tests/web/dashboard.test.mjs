@@ -37,6 +37,7 @@ after(async () => {
 // server's origin; clean() asserts there were none.
 async function newPage(viewport = { width: 1440, height: 900 }) {
   const ctx = await browser.newContext({ viewport });
+  ctx.setDefaultTimeout(60000); // a loaded 2-core machine is slow; the deadline is only a bound
   const page = await ctx.newPage();
   const origin = new URL(fleet.url).origin;
   const bad = [];
@@ -186,7 +187,7 @@ test("r13_waiting_request_shows_reason_position_and_fallback_time", async () => 
   page.clean();
 });
 
-test("r11_a_user_cannot_see_another_users_request", async () => {
+test("web_a_user_cannot_see_another_users_request", async () => {
   const mine = await apiAs(fleet, fleet.alice, "/v1/requests", { kind: "container", class: "cpu", count: 1 });
   assert.equal(mine.status, 201, JSON.stringify(mine.json));
   const page = await newPage();
@@ -228,6 +229,24 @@ test("r4_switch_a_node_mode_with_drain_and_watch_the_steps", async () => {
   await card.locator(".switch strong[data-step=done]").waitFor({ timeout: 60000 });
   assert.match(await card.locator(".meta").textContent(), /mode vm-passthrough/);
   assert.equal(await card.locator(".steps li[data-state=done]").count(), 6);
+  page.clean();
+});
+
+test("web_a_node_whose_agent_stops_is_shown_lost", async () => {
+  // An agent of our own: register, report once with a 1 s interval, then fall silent.
+  const reg = await apiAs(fleet, fleet.admin, "/v1/nodes", { name: "lab-ghost", site: "lab", site_kind: "lab", platform: "linux", owner: "root" });
+  assert.equal(reg.status, 201, JSON.stringify(reg.json));
+  const agent = fleet.token("lab-ghost", "node", "lab-ghost");
+  const hb = await apiAs(fleet, agent, "/v1/nodes/lab-ghost/heartbeat", { interval_s: 1, running: [] });
+  assert.equal(hb.status, 200, JSON.stringify(hb.json));
+  const page = await newPage();
+  await signIn(page, fleet.admin);
+  await go(page, "nodes");
+  const card = page.locator("[data-node=lab-ghost]");
+  await card.locator(".badge", { hasText: "lost" }).waitFor();
+  const truth = (await apiAs(fleet, fleet.admin, "/v1/nodes/lab-ghost")).json;
+  assert.equal(truth.unreachable, true);
+  assert.match(await page.locator("[data-node=dc1-h200] .badge").first().textContent(), /reachable/);
   page.clean();
 });
 

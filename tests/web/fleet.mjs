@@ -10,8 +10,9 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const SOURCE = resolve(here, "../..");
 export const BIN = process.env.EINSORA_BIN || join(SOURCE, "build/test/src/cli/einsora");
 
-function token(state, user, role) {
-  const out = execFileSync(BIN, ["token", "create", "--state", state, "--user", user, "--role", role, "--json"]);
+function token(state, user, role, nodes) {
+  const out = execFileSync(BIN, ["token", "create", "--state", state, "--user", user, "--role", role,
+    ...(nodes ? ["--nodes", nodes] : []), "--json"]);
   return JSON.parse(out.toString()).token;
 }
 
@@ -42,6 +43,7 @@ export async function startFleet() {
   const admin = readFileSync(up.tokenFile, "utf8").trim();
   return {
     url: up.url, admin, ...tokens, log: () => out,
+    token: (user, role, nodes) => token(state, user, role, nodes),
     stop: () => new Promise((res) => {
       child.removeAllListeners("exit");
       child.on("exit", () => {
