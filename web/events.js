@@ -27,6 +27,7 @@ export function render(main, ctx) {
     replace(list, shown.slice(-200).reverse().map((e) => h("li", { "data-type": e.type },
       h("time", { datetime: new Date(e.time_ms).toISOString() }, clock(e.time_ms)), " ",
       h("strong", {}, e.type), " ", h("span.name", {}, e.object || ""), " by ", h("span.name", {}, e.actor || "?"),
+      e.data && (e.data.reason || e.data.message) ? h("span.reason.line", {}, e.data.reason || e.data.message) : null,
       e.data ? h("code.data", {}, JSON.stringify(e.data)) : null)));
   };
   text.addEventListener("input", draw);

@@ -69,8 +69,10 @@ json_t *history_to_json(CapHistory *h) {
                                                     (json_int_t)h->allocated[at][k],
                                                     (json_int_t)h->free[at][k]));
         }
-        json_array_append_new(classes, json_pack("{s:s, s:o}", "class", h->classes[k], "points", points));
+        json_array_append_new(classes,
+                              json_pack("{s:s, s:o}", "class", h->classes[k], "points", points));
     }
     pthread_mutex_unlock(&h->lock);
-    return json_pack("{s:I, s:o}", "interval_ms", (json_int_t)HISTORY_INTERVAL_MS, "classes", classes);
+    return json_pack("{s:I, s:o}", "interval_ms", (json_int_t)HISTORY_INTERVAL_MS, "classes",
+                     classes);
 }

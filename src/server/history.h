@@ -9,10 +9,10 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define HISTORY_SAMPLES 720        /* 4 hours at one sample every 20 s */
+#define HISTORY_SAMPLES 720 /* 4 hours at one sample every 20 s */
 #define HISTORY_INTERVAL_MS 20000
-#define HISTORY_REFRESH_MS 1000    /* the newest sample follows the state this closely */
-#define HISTORY_CLASSES 48         /* classes past this many are not charted */
+#define HISTORY_REFRESH_MS 1000 /* the newest sample follows the state this closely */
+#define HISTORY_CLASSES 48      /* classes past this many are not charted */
 
 typedef struct CapHistory {
     pthread_mutex_t lock;

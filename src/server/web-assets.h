@@ -4,8 +4,8 @@
 #include <stddef.h>
 
 typedef struct WebAsset {
-    const char *path;         /* "/index.html" */
-    const char *content_type; /* with charset for text */
+    const char *path;          /* "/index.html" */
+    const char *content_type;  /* with charset for text */
     const unsigned char *data; /* NUL-terminated: size bytes, then 0 */
     size_t size;
 } WebAsset;

@@ -69,7 +69,8 @@ Test(web, web_page_is_served_at_root_with_a_strict_csp) {
     cr_assert_eq(get("/", &g), 200);
     cr_assert(strstr(g.body, "<script type=\"module\" src=\"/app.js\">"), "%s", g.body);
     cr_assert(strcasestr(g.headers, "content-type: text/html; charset=utf-8"));
-    cr_assert(strcasestr(g.headers, "content-security-policy: default-src 'none'; script-src 'self';"));
+    cr_assert(strcasestr(g.headers,
+                         "content-security-policy: default-src 'none'; script-src 'self';"));
     cr_assert(strcasestr(g.headers, "frame-ancestors 'none'"));
     cr_assert(!strstr(g.headers, "unsafe-inline"));
     cr_assert(strcasestr(g.headers, "x-content-type-options: nosniff"));
@@ -128,7 +129,8 @@ static bool newest_point(const char *cls, json_int_t *alloc, json_int_t *free_) 
 Test(web, r6_capacity_history_follows_allocations) {
     ts_add_h100_node(&ts, "n1", "root", 4);
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
-                         "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":3}", NULL),
+                         "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":3}",
+                         NULL),
                  201);
     /* The newest sample follows the state within HISTORY_REFRESH_MS: poll, generous deadline. */
     json_int_t a = -1, f = -1;
