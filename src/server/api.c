@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/web.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -40,6 +41,8 @@ static const struct {
         [R_TENANT_TRUST_WITHDRAW] = {api_tenant_trust_withdraw, false},
         [R_TENANTS_TRUSTED] = {api_tenants_trusted, false},
         [R_REQUEST_END] = {api_request_end, false},
+        [R_WHOAMI] = {api_whoami, false},
+        [R_CAPACITY_HISTORY] = {api_capacity_history, false},
 };
 
 json_t *api_error_json(const char *code, const char *message) {
@@ -106,6 +109,8 @@ bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uin
 }
 
 void api_dispatch(HttpCtx *c) {
+    if (web_serve(c)) /* the dashboard's files */
+        return;
     int r = router_match(api_routes, api_n_routes, c->method, c->path, &c->match);
     if (r == -ENOENT) {
         api_error(c, 404, "not_found", "No such endpoint: %.200s.", c->path);

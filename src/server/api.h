@@ -36,6 +36,8 @@ typedef enum RouteId {
     R_TENANT_TRUST_WITHDRAW,
     R_TENANTS_TRUSTED,
     R_REQUEST_END,
+    R_WHOAMI,
+    R_CAPACITY_HISTORY,
     _R_MAX,
 } RouteId;
 
@@ -126,3 +128,6 @@ void api_node_mode(HttpCtx *c);
 void api_tenant_trust_grant(HttpCtx *c);
 void api_tenant_trust_withdraw(HttpCtx *c);
 void api_tenants_trusted(HttpCtx *c);
+/* web.c: the dashboard's reads */
+void api_whoami(HttpCtx *c);
+void api_capacity_history(HttpCtx *c);

@@ -17,6 +17,7 @@
 #include "config/catalog-yaml.h"
 #include "conn-deadline.h"
 #include "longpoll.h"
+#include "server/web.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -87,6 +88,8 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             c->content_type ? c->content_type : "application/json");
+    for (size_t i = 0; web_security_headers[i][0]; i++)
+        MHD_add_response_header(resp, web_security_headers[i][0], web_security_headers[i][1]);
     if (c->status == 405 && c->match.allowed[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->match.allowed);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)c->status, resp);

@@ -28,5 +28,7 @@ const Route api_routes[] = {
         {"DELETE", "/v1/tenants/{name}/trust", R_TENANT_TRUST_WITHDRAW},
         {"GET", "/v1/tenants/trusted", R_TENANTS_TRUSTED},
         {"POST", "/v1/requests/{id}/end", R_REQUEST_END},
+        {"GET", "/v1/whoami", R_WHOAMI},
+        {"GET", "/v1/capacity/history", R_CAPACITY_HISTORY},
 };
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

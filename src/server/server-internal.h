@@ -16,6 +16,7 @@
 
 #include "core/catalog.h"
 #include "core/sched.h"
+#include "server/cap-history.h"
 #include "server/events.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -141,6 +142,7 @@ struct Server {
     ReqVec ended;        /* ended requests, oldest end first, from ended_head on: retention */
     size_t ended_head;
     int64_t last_prune_ms, last_store_prune_ms;
+    CapHistory cap_history; /* the dashboard's capacity chart (cap-history.h) */
 };
 
 /* writer.c */
