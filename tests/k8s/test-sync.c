@@ -222,7 +222,7 @@ Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
     /* a device name the catalog does not use: the class from the product label, and said so */
     cr_expect_eq(json_array_size(json_object_get(d, "devices")), 2u);
     cr_expect(sync_logged(
-            "gpu-d advertises nvidia.com/GH100_H100_SXM5_80GB, not the catalog's vm_device_name"));
+            "gpu-d advertises nvidia.com/GH100H100_SXM5_80GB, not the catalog's vm_device_name"));
     cr_expect_null(cp_node("cpu-1"), "a node without GPUs is not an Einsora node");
     json_decref(a), json_decref(b), json_decref(c), json_decref(d);
 
@@ -281,9 +281,9 @@ Test(k8s_sync, r6_capacity_is_the_clusters_and_names_a_differing_device) {
             continue;
         seen = true;
         json_t *res = json_object_get(n, "resources");
-        cr_expect_eq(json_integer_value(json_object_get(res, "nvidia.com/GH100_H100_SXM5_80GB")), 2,
+        cr_expect_eq(json_integer_value(json_object_get(res, "nvidia.com/GH100H100_SXM5_80GB")), 2,
                      "the node's own name");
-        cr_expect_null(json_object_get(res, "nvidia.com/GH100H100_SXM5_80GB"));
+        cr_expect_null(json_object_get(res, "nvidia.com/GH100_H100_SXM5_80GB"));
         cr_expect(strstr(json_string_value(json_object_get(n, "note")),
                          "not the catalog's vm_device_name"));
     }
@@ -294,8 +294,8 @@ Test(k8s_sync, r6_capacity_is_the_clusters_and_names_a_differing_device) {
     cr_assert_eq(rc, 0, "%s", err);
     cr_expect(
             strstr(out,
-                   "note: node gpu-d advertises nvidia.com/GH100_H100_SXM5_80GB, not the catalog's "
-                   "vm_device_name nvidia.com/GH100H100_SXM5_80GB"),
+                   "note: node gpu-d advertises nvidia.com/GH100H100_SXM5_80GB, not the catalog's "
+                   "vm_device_name nvidia.com/GH100_H100_SXM5_80GB"),
             "%s", out);
     free(out);
     free(err);
@@ -334,7 +334,7 @@ Test(k8s_sync, r4_clean_switch_both_ways_evicts_gpu_pods_first) {
     cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "vm-passthrough");
     cr_expect_not(unschedulable(n), "uncordoned at the end");
     cr_expect_eq(allocatable(n, "nvidia.com/gpu"), -1, "the container resource is gone");
-    cr_expect_eq(allocatable(n, "nvidia.com/GH100H100_SXM5_80GB"), 8);
+    cr_expect_eq(allocatable(n, "nvidia.com/GH100_H100_SXM5_80GB"), 8);
     json_decref(n);
     cr_expect_null(k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/train-0"),
                    "the GPU pod was evicted");
@@ -358,7 +358,7 @@ Test(k8s_sync, r4_clean_switch_both_ways_evicts_gpu_pods_first) {
     n = k8s_node("gpu-a");
     cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container");
     cr_expect_eq(allocatable(n, "nvidia.com/gpu"), 8);
-    cr_expect_eq(allocatable(n, "nvidia.com/GH100H100_SXM5_80GB"), -1);
+    cr_expect_eq(allocatable(n, "nvidia.com/GH100_H100_SXM5_80GB"), -1);
     cr_expect_not(unschedulable(n));
     json_decref(n);
 }
@@ -476,7 +476,7 @@ Test(k8s_sync, r6_kubevirt_config_applies_permitted_host_devices) {
         if (sel && strcmp(sel, "10DE:2330") == 0) {
             h100 = true;
             cr_expect_str_eq(json_string_value(json_object_get(d, "resourceName")),
-                             "nvidia.com/GH100H100_SXM5_80GB");
+                             "nvidia.com/GH100_H100_SXM5_80GB");
             cr_expect(json_is_true(json_object_get(d, "externalResourceProvider")));
         }
     }
