@@ -25,6 +25,7 @@
 #include "client/client.h"
 #include "config.h"
 #include "output.h"
+#include "remote.h"
 #include "server/server.h"
 #include "server/spec.h"
 #include "store/store.h"
@@ -398,11 +399,16 @@ int verb_up(int argc, char **argv) {
     printf("  your token     %s   (user %s, mode 0600)\n", tokfile, user);
     printf("  agents         %zu of %zu node(s) reporting\n", have, n_kids - 1);
     print_capacity(cl);
-    printf("\nIn another terminal:\n"
-           "  export EINSORA_SERVER=%s EINSORA_TOKEN=$(cat %s)\n"
-           "  einsora nodes; einsora capacity   (docs/fleet.md shows what to try next)\n"
-           "Press Ctrl-C to stop.\n",
-           url, tokfile);
+    /* The CLI finds this fleet without exports: a context named "local", made current. */
+    bool saved = remote_save_context("local", url, tokfile) == EXIT_OK;
+    if (saved)
+        printf("\nIn another terminal (context \"local\" is current):\n");
+    else
+        printf("\nIn another terminal:\n"
+               "  export EINSORA_SERVER=%s EINSORA_TOKEN=$(cat %s)\n",
+               url, tokfile);
+    printf("  einsora nodes; einsora capacity   (docs/fleet.md shows what to try next)\n"
+           "Press Ctrl-C to stop.\n");
     fflush(stdout);
     client_free(cl);
     snprintf(path, sizeof(path), "%s", url);

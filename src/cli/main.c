@@ -27,6 +27,8 @@ static const Verb verbs[] = {
     {"request", verb_request, "create, show, cancel or release a placement request"},
     {"events", verb_events, "print or follow the change feed"},
     {"tenant", verb_tenant, "grant, withdraw or list tenants' trust (admins)"},
+    {"config", verb_config, "use-context, get-contexts, current-context: where the CLI connects"},
+    {"login", verb_login, "check a server and token file and save them as the current context"},
 };
 
 static void usage(FILE *f) {

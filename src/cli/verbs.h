@@ -31,3 +31,6 @@ int verb_up(int argc, char **argv);
 int node_mode_verb(int argc, char **argv);
 /* Issue 12: an admin's trust grants (cmd-tenant.c). */
 int verb_tenant(int argc, char **argv);
+/* Issue 16: contexts (cmd-config.c). */
+int verb_config(int argc, char **argv);
+int verb_login(int argc, char **argv);
