@@ -26,9 +26,9 @@ static int read_token_file(const char *path, char **ret) {
     if (r < 0)
         return r;
     strip_trailing(tok);
-    if (!tok[0]) {
+    if (!tok[0] || strchr(tok, '\n')) {
         free(tok);
-        return -ENODATA;
+        return -EBADMSG; /* empty, or more than the one line `einsora token create` prints */
     }
     *ret = tok;
     return 0;
@@ -85,7 +85,7 @@ int remote_apply_context(RemoteOpts *o) {
         int r = read_token_file(ctx->token_file, &token);
         if (r < 0)
             return fail(EXIT_USAGE, "context '%s': cannot read the token file %s: %s", ctx->name,
-                        ctx->token_file, r == -ENODATA ? "it is empty" : strerror(-r));
+                        ctx->token_file, r == -EBADMSG ? "it must hold the token on one line" : strerror(-r));
         o->token = token;
     }
     return EXIT_OK;
@@ -227,7 +227,8 @@ int verb_login(int argc, char **argv) {
     if ((r = read_token_file(token_file, &token)) < 0 || !abs_file) {
         strbuf_done(&servers);
         return fail(EXIT_USAGE, "login: cannot read the token file %s: %s", token_file,
-                    r == -ENODATA ? "it is empty" : strerror(r < 0 ? -r : errno));
+                    r == -EBADMSG ? "it must hold the token on one line"
+                                    : strerror(r < 0 ? -r : errno));
     }
     /* Ask for something every role may read: a wrong URL or token fails here, not later. */
     RemoteOpts o = {.server = server, .token = token};

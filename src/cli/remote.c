@@ -119,8 +119,12 @@ int remote_getopt(int argc, char **argv, const struct option *extra, RemoteExtra
     for (size_t i = 0; extra && extra[i].name && n < 22; i++)
         all[n++] = extra[i];
     all[n] = (struct option){0};
+    /* -o is short for --output on the list verbs (listing.h), and only there. */
+    bool short_o = false;
+    for (size_t i = 0; i < n; i++)
+        short_o = short_o || all[i].val == 'o';
     int c;
-    while ((c = getopt_long(argc, argv, "h", all, NULL)) >= 0) {
+    while ((c = getopt_long(argc, argv, short_o ? "ho:" : "h", all, NULL)) >= 0) {
         if (remote_option(o, c, optarg))
             continue;
         if (c == 'h') {
