@@ -11,6 +11,7 @@
 #include "agent/reset-check.h"
 #include "output.h"
 #include "util/macro.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void bind_usage(FILE *f) {
@@ -24,6 +25,12 @@ static void bind_usage(FILE *f) {
           "reset-check  reset a GPU on vfio-pci N times (default 3) and check it comes back;\n"
           "             a failing GPU is quarantined\n"
           "recover      finish or roll back a move an earlier agent left half-done\n\n"
+          "  --to vfio|host            the driver to move to: vfio-pci (VMs) or the host's\n"
+          "  --dry-run                 print the plan, change nothing\n"
+          "  --cycles N                reset-check: resets to try (default 3)\n"
+          "  --settle-ms MS            reset-check: wait after each reset\n"
+          "  --kmsg FILE               reset-check: kernel log to scan for errors\n"
+          "  --clear-quarantine GPU    recover: let a quarantined GPU be used again\n\n"
           "GPU is a PCI address like 0000:01:00.0. COMMON options:\n"
           "  --sysfs-root DIR  sysfs (default /sys)      --proc-root DIR  procfs (default /proc)\n"
           "  --dev-root DIR    device files (default /dev)\n"
@@ -55,7 +62,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->sub = argv[0];
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         char *end = NULL;
         switch (c) {
         case 't':

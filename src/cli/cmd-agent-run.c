@@ -13,6 +13,7 @@
 #include "util/macro.h"
 #include "util/fileio.h"
 #include "util/strutil.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void run_usage(FILE *f) {
@@ -32,12 +33,14 @@ static void run_usage(FILE *f) {
           "  --heartbeat S       seconds between heartbeats (default 5)\n"
           "  --state-dir DIR     records, journal (default " AGENT_STATE_DIR_DEFAULT ")\n"
           "  --sysfs-root DIR  --proc-root DIR  --dev-root DIR   (default /sys, /proc, /dev)\n"
-          "  --nvml-lib PATH | --no-nvml\n"
+          "  --nvml-lib PATH     the NVML library to load (default: the system's)\n"
+          "  --no-nvml           do not use NVML (sysfs only)\n"
           "  --apple-fixture F   describe a Mac from F (tests, demo)\n"
           "  --catalog FILE      catalog of GPU classes (default: the shipped one)\n"
           "  --simulate          record rebinds and reset checks in the state folder instead of\n"
           "                      writing to the kernel (fixture machines, demos)\n"
-          "  -q, --quiet         no log lines\n",
+          "  -q, --quiet         no log lines\n"
+          "  -h, --help          show this help\n",
           f);
 }
 
@@ -71,7 +74,7 @@ int agent_run_verb(int argc, char **argv) {
     _cleanup_free_ char *file_token = NULL;
     uint64_t hb;
     int c;
-    while ((c = getopt_long(argc, argv, "qh", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "qh", options)) >= 0) {
         switch (c) {
         case O_SERVER: cfg.server = optarg; break;
         case O_TOKEN: token_file = optarg; break;

@@ -37,7 +37,10 @@ int verb_capacity(int argc, char **argv) {
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o,
                           "usage: einsora capacity [--class NAME] [--site NAME] [--all] [--json]\n\n"
                           "Capacity per GPU class, mode and site: total, allocated, free, cordoned,\n"
-                          "quarantined (R6). --all also shows classes without units.\n\n");
+                          "quarantined (R6).\n"
+                          "  --class NAME     only this GPU class\n"
+                          "  --site NAME      only this site\n"
+                          "  --all            also the classes without units\n");
     if (r >= 0)
         return r;
     if (optind < argc)

@@ -15,6 +15,7 @@
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "suggest.h"
 #include "verbs.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(CliConfig *, cli_config_free);
@@ -111,7 +112,7 @@ static int load_config(char **ret_path, CliConfig **ret) {
 int verb_config(int argc, char **argv) {
     static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {}};
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", opts)) >= 0) {
         if (c == 'h') {
             fputs(config_usage, stdout);
             return EXIT_OK;
@@ -190,7 +191,7 @@ int verb_login(int argc, char **argv) {
     StrBuf servers = {0};
     const char *token_file = NULL, *name = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", opts)) >= 0) {
         switch (c) {
         case 's':
             if (servers.len)

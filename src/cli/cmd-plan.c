@@ -15,6 +15,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "util/table.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void plan_usage(FILE *f) {
@@ -274,7 +275,7 @@ int verb_plan(int argc, char **argv) {
     const char *inv = NULL, *req = NULL, *catalog = NULL, *pci_ids = EINSORA_PCI_IDS;
     bool json = false;
     int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'i':
             inv = optarg;

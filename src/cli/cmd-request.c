@@ -1,9 +1,11 @@
 /* cmd-request.c: `einsora request create|show|cancel|release`. create --wait polls until the
  * request is placed (or refused), showing why it waits meanwhile. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "output.h"
@@ -16,20 +18,34 @@ static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
         "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
         "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
-        "                              [--wait-for-nodes]\n"
+        "                              [--wait-for-nodes] [--timeout DURATION]\n"
         "       einsora request show|cancel|release ID\n\n"
         "create prints the request's id and state; with --wait it waits until the request is\n"
         "placed, printing the reason while it waits. Exit 1 when refused.\n"
-        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n"
-        "              (default: a random key, reused when the CLI retries a lost answer)\n"
+        "  --kind KIND       vm, container, notebook or endpoint\n"
+        "  --class CLASS     the GPU class wanted (`einsora classes` lists them)\n"
+        "  --memory GB       instead of a class: the GPU memory needed (Apple, MIG)\n"
+        "  --count N         how many GPUs (default 1)\n"
+        "  --guest-os OS     a VM's guest: linux or macos\n"
+        "  --share           accept a MIG slice shared with others (R15)\n"
+        "  --runtime R       the container or endpoint runtime wanted\n"
+        "  --fallback A,B    classes to fall back to, in order, after --wait-s (R13)\n"
+        "  --wait-s S        seconds to wait for CLASS before the fallback opens\n"
+        "  --key KEY         Idempotency-Key: submitting again with the same key returns the\n"
+        "                    same request (default: a random key, reused when the CLI retries\n"
+        "                    a lost answer)\n"
+        "  --wait            wait until the request is placed or refused\n"
         "  --wait-for-nodes  keep it waiting even when no node of the fleet could ever run it\n"
-        "              (it is refused otherwise, R18), for nodes that may join\n\n";
+        "                    (it is refused otherwise, R18), for nodes that may join\n"
+        "  --timeout D       with --wait (implied): give up waiting after D (90s, 15m, 2h) with\n"
+        "                    exit code 6; the request stays queued until cancelled\n\n";
 
 typedef struct CreateArgs {
     json_t *body;
     const char *key;
     bool wait;
     int bad;
+    int64_t timeout_ms; /* --timeout: 0 waits as long as it takes */
 } CreateArgs;
 
 static int on_extra(int c, const char *arg, void *userdata) {
@@ -78,8 +94,20 @@ static int on_extra(int c, const char *arg, void *userdata) {
     case 'N':
         json_object_set_new(a->body, "wait_for_nodes", json_true());
         break;
+    case 'T':
+        if (parse_duration_ms(arg, INT64_C(366) * 24 * 3600 * 1000, &a->timeout_ms) < 0 ||
+            a->timeout_ms == 0)
+            return fail(EXIT_USAGE, "request: --timeout takes a duration such as 90s, 15m or 2h");
+        a->wait = true;
+        break;
     }
     return 0;
+}
+
+static int64_t monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void print_request(json_t *q) {
@@ -150,7 +178,17 @@ static int create(RemoteOpts *o, CreateArgs *a) {
     if (r == EXIT_UNREACHABLE)
         fprintf(stderr, "einsora: to retry without placing twice, run again with --key %s\n", a->key);
     char last_reason[512] = "";
+    int64_t deadline = a->timeout_ms ? monotonic_ms() + a->timeout_ms : 0;
     while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
+        if (deadline && monotonic_ms() >= deadline) {
+            long long id = (long long)json_integer_value(json_object_get(q, "id"));
+            json_decref(q);
+            client_free(cl);
+            return fail(EXIT_TIMEOUT,
+                        "request %lld is still pending after --timeout; it stays queued (cancel "
+                        "it with `einsora request cancel %lld`)",
+                        id, id);
+        }
         if (!o->json && STRNEQ(last_reason, strempty(json_str(q, "reason")))) {
             print_request(q);
             fflush(stdout);
@@ -185,7 +223,7 @@ int verb_request(int argc, char **argv) {
             {"runtime", required_argument, NULL, 'r'}, {"fallback", required_argument, NULL, 'f'},
             {"wait-s", required_argument, NULL, 'W'},  {"key", required_argument, NULL, 'K'},
             {"wait", no_argument, NULL, 'w'},          {"wait-for-nodes", no_argument, NULL, 'N'},
-            {},
+            {"timeout", required_argument, NULL, 'T'}, {},
     };
     RemoteOpts o = {0};
     CreateArgs a = {.body = json_object()};

@@ -7,6 +7,7 @@
 #include "output.h"
 #include "server/server.h"
 #include "util/strutil.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void serve_usage(FILE *f) {
@@ -18,6 +19,7 @@ static void serve_usage(FILE *f) {
           "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN ")\n"
           "  --state FILE        SQLite state file (default ./einsora.db)\n"
           "  --catalog FILE      catalog of GPU classes (default: the shipped catalog)\n"
+          "  --pci-ids FILE      pci.ids database for device names (default /usr/share/misc/pci.ids)\n"
           "  --port-file FILE    also write the chosen port to FILE\n"
           "  --batch N           operations per group commit (1 = one transaction each)\n"
           "  --retention D       ended requests, their events and idempotency keys leave\n"
@@ -66,7 +68,7 @@ int verb_serve(int argc, char **argv) {
                         .batch_max = SERVER_BATCH_MAX, .log = stderr};
     int c;
     uint64_t batch;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'l':
             cfg.listen = optarg;

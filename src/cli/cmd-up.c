@@ -34,6 +34,7 @@
 #include "util/macro.h"
 #include "util/sha256.h"
 #include "util/strutil.h"
+#include "suggest.h"
 #include "verbs.h"
 
 #define UP_MAX_AGENTS 8
@@ -67,7 +68,8 @@ static void up_usage(FILE *f) {
           "  --heartbeat S       agents' heartbeat in seconds (default 2)\n"
           "  --no-local          no agent for this machine (demo fleet only)\n"
           "  --fixtures DIR      fixture machines (default <source>/tests/fixtures/machines)\n"
-          "  --nvml-lib PATH     the fake NVML for fixtures (default: the one built next to einsora)\n",
+          "  --nvml-lib PATH     the fake NVML for fixtures (default: the one built next to einsora)\n"
+          "  -h, --help          show this help\n",
           f);
 }
 
@@ -227,7 +229,7 @@ static int parse(int argc, char **argv, UpOpts *o) {
     };
     int c;
     uint64_t v;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'l': o->listen = optarg; break;
         case 's': o->state = optarg; break;

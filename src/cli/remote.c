@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "output.h"
+#include "suggest.h"
 #include "verbs.h"
 
 void remote_defaults(RemoteOpts *o) {
@@ -124,7 +125,7 @@ int remote_getopt(int argc, char **argv, const struct option *extra, RemoteExtra
     for (size_t i = 0; i < n; i++)
         short_o = short_o || all[i].val == 'o';
     int c;
-    while ((c = getopt_long(argc, argv, short_o ? "ho:" : "h", all, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, short_o ? "ho:" : "h", all)) >= 0) {
         if (remote_option(o, c, optarg))
             continue;
         if (c == 'h') {

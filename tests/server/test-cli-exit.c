@@ -1,0 +1,62 @@
+/* test-cli-exit.c: one exit-code table for every error class (issue 16): 0 ok, 1 refused,
+ * 2 usage (also when the server finds the arguments wrong), 3 unreachable, 4 not allowed,
+ * 5 not found, 6 a wait that ran past --timeout. Against the real server. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "srv-helpers.h"
+
+static TestServer ts;
+
+static void setup(void) {
+    ts_start(&ts);
+    unsetenv("EINSORA_SERVER");
+    unsetenv("EINSORA_TOKEN");
+}
+
+static void teardown(void) {
+    ts_stop(&ts);
+}
+
+TestSuite(cli_exit, .init = setup, .fini = teardown, .timeout = 60);
+
+#define CLI_AS(tok, out, err, ...)                                                                 \
+    run_einsora(out, err, __VA_ARGS__, "--server", ts.url, "--token", tok, NULL)
+
+Test(cli_exit, cli_exit_codes_follow_one_table) {
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(CLI_AS(ts.admin, &out, &err, "request", "show", "999"), 5, "not found: %s", err);
+    free(out), free(err);
+    cr_expect_eq(CLI_AS("nonsense", &out, &err, "requests"), 4, "unknown token: %s", err);
+    cr_expect(strstr(err, "einsora login --server"), "a 401 says what to run: %s", err);
+    free(out), free(err);
+    char *user = ts_token(&ts, "bob", "user", NULL);
+    cr_expect_eq(CLI_AS(user, &out, &err, "tenant", "trust", "bob"), 4, "not allowed: %s", err);
+    free(out), free(err);
+    free(user);
+    cr_expect_eq(CLI_AS(ts.admin, &out, &err, "request", "create", "--kind", "container", "--class",
+                        "no-such-class"),
+                 2, "the server finds the class wrong: usage: %s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "http://127.0.0.1:9", "--token",
+                             ts.admin, NULL),
+                 3, "unreachable: %s", err);
+    free(out), free(err);
+}
+
+Test(cli_exit, cli_wait_timeout_has_its_own_exit_code_and_leaves_the_request_queued) {
+    char *out = NULL, *err = NULL;
+    /* No node at all, and told to wait for nodes: it stays pending. */
+    int rc = CLI_AS(ts.admin, &out, &err, "request", "create", "--kind", "container", "--class",
+                    "nvidia-h100-80gb", "--wait-for-nodes", "--timeout", "1s");
+    cr_expect_eq(rc, 6, "%s %s", out, err);
+    cr_expect(strstr(err, "still pending") && strstr(err, "einsora request cancel 1"), "%s", err);
+    free(out), free(err);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &j), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "pending");
+    json_decref(j);
+}
