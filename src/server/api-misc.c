@@ -5,13 +5,15 @@
 #include <time.h>
 
 #include "api.h"
+#include "config.h"
 #include "config/catalog-json.h"
 #include "longpoll.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
 void api_healthz(HttpCtx *c) {
-    c->json = json_pack("{s:s}", "status", "ok");
+    /* The server's version: a client or an operator tells which build answers (issue 16). */
+    c->json = json_pack("{s:s, s:s}", "status", "ok", "version", EINSORA_VERSION);
 }
 
 void api_readyz(HttpCtx *c) {
@@ -141,6 +143,8 @@ void api_metrics(HttpCtx *c) {
     Metrics *m = &s->metrics;
     StrBuf b = {0};
     static const char *const states[] = {"total", "allocated", "free", "cordoned", "quarantined"};
+    gauge(&b, "einsora_build_info", "The server's build: always 1, the version in a label.", "gauge");
+    strbuf_printf(&b, "einsora_build_info{version=\"%s\"} 1\n", EINSORA_VERSION);
     gauge(&b, "einsora_capacity_units", "Units of each GPU class per mode (R6), summed over sites.",
           "gauge");
     pthread_rwlock_rdlock(&s->lock);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "helpers.h"
 #include "srv-helpers.h"
 
@@ -59,4 +60,21 @@ Test(cli_exit, cli_wait_timeout_has_its_own_exit_code_and_leaves_the_request_que
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &j), 200);
     cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "pending");
     json_decref(j);
+}
+
+Test(cli_exit, cli_server_version_is_in_healthz_and_build_info) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, NULL, "GET", "/healthz", NULL, &j), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "version")), EINSORA_VERSION);
+    json_decref(j);
+    Client *c = NULL;
+    Error e = {0};
+    cr_assert_eq(client_new(ts.url, NULL, &c, &e), 0);
+    long st = 0;
+    char *text = NULL;
+    cr_assert_eq(client_call_raw(c, "GET", "/metrics", NULL, 0, NULL, &st, &text, &e), 0);
+    cr_expect_eq(st, 200);
+    cr_expect(strstr(text, "\neinsora_build_info{version=\"" EINSORA_VERSION "\"} 1\n"), "%.300s", text);
+    free(text);
+    client_free(c);
 }
