@@ -60,6 +60,27 @@ static const char *lookup_query(void *conn, const char *key) {
     return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+typedef struct QueryCheck {
+    const char *const *allowed;
+    const char *bad;
+} QueryCheck;
+
+static enum MHD_Result query_key_known(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value) {
+    QueryCheck *q = cls;
+    for (size_t i = 0; q->allowed[i]; i++)
+        if (STREQ(key, q->allowed[i]))
+            return MHD_YES;
+    q->bad = key;
+    return MHD_NO; /* stop at the first unknown one */
+}
+
+static const char *query_unknown(void *conn, const char *const *allowed) {
+    QueryCheck q = {.allowed = allowed};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, query_key_known, &q);
+    return q.bad;
+}
+
 static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
     char *text = c->text;
     if (!text) {
@@ -88,6 +109,12 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
                             c->content_type ? c->content_type : "application/json");
     if (c->status == 405 && c->match.allowed[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->match.allowed);
+    if (c->status == 401) /* RFC 6750: say which scheme the API wants */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"einsora\"");
+    if (c->location[0])
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, c->location);
+    if (c->etag[0])
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, c->etag);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)c->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -140,6 +167,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                                          MHD_HTTP_HEADER_AUTHORIZATION),
             .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
             .query = lookup_query,
+            .query_unknown = query_unknown,
+            .content_type_in = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                           MHD_HTTP_HEADER_CONTENT_TYPE),
+            .if_match = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH),
             .conn = conn,
             .can_park = s->longpoll && !atomic_load(&s->draining),
             .resumed = up->parked,

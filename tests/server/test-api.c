@@ -119,7 +119,7 @@ Test(api, r16_idempotency_key_places_a_request_at_most_once) {
     cr_assert_eq(request_count(), 1);
     cr_assert_eq(ts_call_key(&ts, alice, "POST", "/v1/requests",
                              "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\"}", "k1", NULL),
-                 409, "same key, different body");
+                 422, "same key, different body: 422 (issue 16)");
     cr_assert_eq(request_count(), 1);
     json_decref(a);
     json_decref(b);
