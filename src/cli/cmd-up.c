@@ -30,6 +30,7 @@
 #include "server/spec.h"
 #include "store/store.h"
 #include "token-secret.h"
+#include "util/datadir.h"
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/sha256.h"
@@ -67,7 +68,8 @@ static void up_usage(FILE *f) {
           "  --demo              also start agents on the source tree's fixture machines\n"
           "  --heartbeat S       agents' heartbeat in seconds (default 2)\n"
           "  --no-local          no agent for this machine (demo fleet only)\n"
-          "  --fixtures DIR      fixture machines (default <source>/tests/fixtures/machines)\n"
+          "  --fixtures DIR      fixture machines (default: the installed demo machines, or\n"
+          "                      the source tree's tests/fixtures/machines)\n"
           "  --nvml-lib PATH     the fake NVML for fixtures (default: the one built next to einsora)\n"
           "  -h, --help          show this help\n",
           f);
@@ -257,7 +259,7 @@ static int parse(int argc, char **argv, UpOpts *o) {
 
 int verb_up(int argc, char **argv) {
     UpOpts o = {.listen = SERVER_DEFAULT_LISTEN, .heartbeat_s = 2,
-                .fixtures = EINSORA_SOURCE_DATADIR "/../tests/fixtures/machines"};
+                .fixtures = demo_fixtures_dir()};
     int r = parse(argc, argv, &o);
     if (r >= 0)
         return r;
@@ -275,9 +277,11 @@ int verb_up(int argc, char **argv) {
     snprintf(dir, sizeof(dir), "%s", dirname(tmp));
     if ((r = mkdir_p(dir, 0700)) < 0)
         return fail(EXIT_FAIL, "up: cannot create %s: %s", dir, strerror(-r));
-    if (o.demo && access(o.fixtures, R_OK) < 0)
-        return fail(EXIT_FAIL, "up: --demo needs the fixture machines of the source tree (%s not found; "
-                               "give --fixtures DIR)", o.fixtures);
+    if (o.demo && (!o.fixtures || access(o.fixtures, R_OK) < 0))
+        return fail(EXIT_FAIL, "up: --demo needs the fixture machines (installed under "
+                               "<datadir>/einsora/demo/machines, or a source tree's "
+                               "tests/fixtures/machines; %s not found; give --fixtures DIR)",
+                    o.fixtures ? o.fixtures : "neither");
     if (!o.nvml_lib) {
         /* The fake NVML built next to this einsora (tests/agent in the build tree). */
         static char lib[PATH_MAX];
