@@ -46,8 +46,15 @@ static bool find_source_tree(const char *start, char root[PATH_MAX]) {
     return false;
 }
 
+/* out = a + b; a path that would not fit is left unset (empty) rather than cut short. */
 static void set(char *out, const char *a, const char *b) {
-    snprintf(out, PATH_MAX, "%s%s", a, b);
+    size_t na = strlen(a), nb = strlen(b);
+    if (na + nb >= PATH_MAX) {
+        out[0] = 0;
+        return;
+    }
+    memcpy(out, a, na);
+    memcpy(out + na, b, nb + 1);
 }
 
 static void search(void) {
