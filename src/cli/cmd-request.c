@@ -1,6 +1,7 @@
 /* cmd-request.c: `einsora request create|show|cancel|release`. create --wait polls until the
  * request is placed (or refused), showing why it waits meanwhile. */
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -104,6 +105,14 @@ static int on_extra(int c, const char *arg, void *userdata) {
     return 0;
 }
 
+/* Ctrl-C during --wait: say the request stays queued and how to cancel it, rather than
+ * leaving the user to guess whether the interrupt withdrew it. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) {
+    interrupted = sig;
+}
+
 static int64_t monotonic_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -179,7 +188,22 @@ static int create(RemoteOpts *o, CreateArgs *a) {
         fprintf(stderr, "einsora: to retry without placing twice, run again with --key %s\n", a->key);
     char last_reason[512] = "";
     int64_t deadline = a->timeout_ms ? monotonic_ms() + a->timeout_ms : 0;
+    if (a->wait) {
+        /* No SA_RESTART: the sleep and the poll return at once. */
+        struct sigaction sa = {.sa_handler = on_interrupt};
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
+        if (interrupted) {
+            long long id = (long long)json_integer_value(json_object_get(q, "id"));
+            json_decref(q);
+            client_free(cl);
+            return fail(EXIT_INTERRUPTED,
+                        "interrupted: request %lld is still pending, it stays queued (cancel it "
+                        "with `einsora request cancel %lld`)",
+                        id, id);
+        }
         if (deadline && monotonic_ms() >= deadline) {
             long long id = (long long)json_integer_value(json_object_get(q, "id"));
             json_decref(q);
@@ -189,10 +213,15 @@ static int create(RemoteOpts *o, CreateArgs *a) {
                         "it with `einsora request cancel %lld`)",
                         id, id);
         }
-        if (!o->json && STRNEQ(last_reason, strempty(json_str(q, "reason")))) {
+        /* One line per change of the reason or the queue position. */
+        char now[512];
+        snprintf(now, sizeof(now), "%lld %s",
+                 (long long)json_integer_value(json_object_get(q, "queue_position")),
+                 strempty(json_str(q, "reason")));
+        if (!o->json && STRNEQ(last_reason, now)) {
             print_request(q);
             fflush(stdout);
-            snprintf(last_reason, sizeof(last_reason), "%s", strempty(json_str(q, "reason")));
+            snprintf(last_reason, sizeof(last_reason), "%s", now);
         }
         sleep(1);
         char path[64];

@@ -14,6 +14,7 @@ enum {
     EXIT_DENIED = 4,      /* 401/403: missing, bad or insufficient token */
     EXIT_NOT_FOUND = 5,   /* 404: no such object (or not yours) */
     EXIT_TIMEOUT = 6,     /* a wait (--timeout) or the server's own deadline ran out */
+    EXIT_INTERRUPTED = 130, /* Ctrl-C during a wait (128 + SIGINT, as shells report it) */
 };
 
 /* The one table from HTTP status to exit code (docs/cli.md): 400/422 usage (the server found

@@ -2,13 +2,19 @@
  * 2 usage (also when the server finds the arguments wrong), 3 unreachable, 4 not allowed,
  * 5 not found, 6 a wait that ran past --timeout. Against the real server. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "helpers.h"
 #include "srv-helpers.h"
+#include "util/fileio.h"
 
 static TestServer ts;
 
@@ -77,4 +83,46 @@ Test(cli_exit, cli_server_version_is_in_healthz_and_build_info) {
     cr_expect(strstr(text, "\neinsora_build_info{version=\"" EINSORA_VERSION "\"} 1\n"), "%.300s", text);
     free(text);
     client_free(c);
+}
+
+Test(cli_exit, cli_ctrl_c_during_a_wait_says_the_request_stays_queued) {
+    char dir[] = "/tmp/einsora-int-XXXXXX", out[64], err[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(out, sizeof(out), "%s/out", dir);
+    snprintf(err, sizeof(err), "%s/err", dir);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(o, 1);
+        dup2(e, 2);
+        execl(EINSORA_BIN, EINSORA_BIN, "request", "create", "--kind", "container", "--class",
+              "nvidia-h100-80gb", "--wait-for-nodes", "--wait", "--server", ts.url, "--token",
+              ts.admin, NULL);
+        _exit(127);
+    }
+    /* Interrupt once it waits (it printed the pending state), whatever the machine's pace. */
+    bool waiting = false;
+    for (int i = 0; i < 600 && !waiting; i++) {
+        char *text = NULL;
+        waiting = read_full_file(out, 1 << 16, &text, NULL) >= 0 && strstr(text, "pending");
+        free(text);
+        if (!waiting)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    cr_assert(waiting, "the wait never started");
+    kill(pid, SIGINT);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d", status);
+    char *text = slurp(err);
+    cr_expect(strstr(text, "still pending") && strstr(text, "einsora request cancel 1"), "%s", text);
+    free(text);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &j), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "pending", "still queued");
+    json_decref(j);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }
