@@ -16,7 +16,8 @@ static void serve_usage(FILE *f) {
           "Run the control plane: the HTTP/JSON API under /v1 (see docs/openapi.yaml).\n"
           "Listens on loopback unless told otherwise; port 0 picks a free port, printed as\n"
           "'listening on http://ADDR:PORT' on stdout once the state is restored.\n\n"
-          "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN ")\n"
+          "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN "); IPv6 as\n"
+          "                      [::1]:7780, or a host name\n"
           "  --state FILE        SQLite state file (default ./einsora.db)\n"
           "  --catalog FILE      catalog of GPU classes (default: the shipped catalog)\n"
           "  --pci-ids FILE      pci.ids database for device names (default /usr/share/misc/pci.ids)\n"
@@ -37,7 +38,7 @@ typedef struct Ready {
 
 static void on_ready(uint16_t port, void *userdata) {
     Ready *r = userdata;
-    char host[64] = "127.0.0.1";
+    char host[256] = "127.0.0.1";
     const char *colon = strrchr(r->listen, ':');
     if (colon && (size_t)(colon - r->listen) < sizeof(host))
         snprintf(host, sizeof(host), "%.*s", (int)(colon - r->listen), r->listen);

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -220,25 +221,42 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-static int parse_listen(const char *listen, struct sockaddr_in *ret, Error *err) {
+/* "HOST:PORT", "[IPV6]:PORT" or "NAME:PORT" -> the address to bind (getaddrinfo, issue 16).
+ * "localhost" stays 127.0.0.1 whatever the resolver prefers, as it always was. */
+static int parse_listen(const char *listen, struct sockaddr_storage *ret, socklen_t *ret_len,
+                        Error *err) {
     const char *colon = strrchr(listen, ':');
     if (!colon)
-        return error_set(err, -EINVAL, "--listen takes ADDRESS:PORT, e.g. 127.0.0.1:7780.");
-    char host[64];
+        return error_set(err, -EINVAL, "--listen takes ADDRESS:PORT, e.g. 127.0.0.1:7780 or [::1]:7780.");
+    char host[256];
     size_t n = (size_t)(colon - listen);
+    const char *h = listen;
+    if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']')
+        h++, n -= 2; /* [::1]:7780 */
     if (n == 0 || n >= sizeof(host))
         return error_set(err, -EINVAL, "--listen: bad address in '%s'.", listen);
-    memcpy(host, listen, n);
+    memcpy(host, h, n);
     host[n] = 0;
     uint64_t port;
     if (parse_uint64(colon + 1, 65535, &port) < 0)
         return error_set(err, -EINVAL, "--listen: bad port in '%s'.", listen);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (STREQ(host, "localhost"))
         strcpy(host, "127.0.0.1");
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return error_set(err, -EINVAL, "--listen: '%s' is not an IPv4 address.", host);
-    *ret = sa;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    char service[8];
+    snprintf(service, sizeof(service), "%u", (unsigned)port);
+    int g = getaddrinfo(host, service, &hints, &ai);
+    if (g != 0 || !ai)
+        return error_set(err, -EINVAL, "--listen: cannot resolve '%s': %s.", host, gai_strerror(g));
+    if (ai->ai_addrlen > sizeof(*ret)) {
+        freeaddrinfo(ai);
+        return error_set(err, -EINVAL, "--listen: '%s' is not an IP address.", host);
+    }
+    memset(ret, 0, sizeof(*ret));
+    memcpy(ret, ai->ai_addr, ai->ai_addrlen);
+    *ret_len = (socklen_t)ai->ai_addrlen;
+    freeaddrinfo(ai);
     return 0;
 }
 
@@ -370,8 +388,9 @@ static void drain(Server *s, struct MHD_Daemon *d) {
 
 int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *userdata),
                void *userdata, Error *err) {
-    struct sockaddr_in sa;
-    int r = parse_listen(cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, &sa, err);
+    struct sockaddr_storage sa;
+    socklen_t sa_len = 0;
+    int r = parse_listen(cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, &sa, &sa_len, err);
     if (r < 0)
         return r;
     /* Signals are taken synchronously by this thread; block them before any thread starts. */
@@ -397,7 +416,9 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     /* epoll with a fixed pool of threads: an idle or trickling connection, or a parked
      * long-poll, costs a socket, never a thread; one address holds at most per_address. */
     struct MHD_Daemon *d = MHD_start_daemon(
-            MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC, 0, NULL, NULL,
+            MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC |
+                    (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+            0, NULL, NULL,
             on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
             on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SERVER_HTTP_THREADS,
@@ -413,7 +434,9 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
                          cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    uint16_t port = info ? info->port : ntohs(sa.sin_port);
+    uint16_t port = info ? info->port
+                         : ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                                          : ((struct sockaddr_in *)&sa)->sin_port);
     if (ready_fn)
         ready_fn(port, userdata);
 

@@ -1,17 +1,24 @@
 /* test-api-conventions.c: the HTTP habits clients of the Kubernetes and Docker APIs expect
  * (issue 16): 201 with Location on create, 401 with WWW-Authenticate: Bearer, 415 for a body
  * that is not JSON, 400 for an unknown query parameter, 422 for an Idempotency-Key reused with
- * another body, and ETag / If-Match on nodes (a stale write answers 412). Real server; headers
+ * another body, ETag / If-Match on nodes (a stale write answers 412), and listening on IPv6.
+ * Real server; headers
  * read with libcurl directly since the project's client keeps only the body. */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "srv-helpers.h"
+#include "util/fileio.h"
 
 static TestServer ts;
 
@@ -202,4 +209,43 @@ Test(api_conventions, api_node_etag_and_if_match_refuse_a_stale_write_with_412) 
     a = call(ts.admin, "PUT", "/v1/nodes/n1", v3, "application/json", NULL);
     cr_expect_eq(a.status, 200);
     free(v1), free(v2), free(v3);
+}
+
+Test(api_conventions, api_listens_on_ipv6_loopback) {
+    char dir[] = "/tmp/einsora-v6-XXXXXX", state[64], port_file[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(state, sizeof(state), "%s/state.db", dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", dir);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(EINSORA_BIN, EINSORA_BIN, "serve", "--listen", "[::1]:0", "--state", state,
+              "--port-file", port_file, NULL);
+        _exit(127);
+    }
+    char *port = NULL;
+    for (int i = 0; i < 600 && !port; i++)
+        if (read_one_line(port_file, &port) < 0)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    cr_assert(port, "the server never listened on [::1]");
+    char url[64];
+    snprintf(url, sizeof(url), "http://[::1]:%s", port);
+    free(port);
+    Client *c = NULL;
+    Error e = {0};
+    cr_assert_eq(client_new(url, NULL, &c, &e), 0);
+    long st = 0;
+    json_t *j = NULL;
+    cr_assert_eq(client_call(c, "GET", "/healthz", NULL, NULL, &st, &j, &e), 0, "%s", e.message);
+    cr_expect_eq(st, 200);
+    json_decref(j);
+    client_free(c);
+    kill(pid, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }
