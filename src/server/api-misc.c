@@ -169,6 +169,7 @@ void api_metrics(HttpCtx *c) {
     strbuf_printf(&b, "einsora_queue_depth %zu\n", waiting);
     gauge(&b, "einsora_nodes", "Registered nodes.", "gauge");
     strbuf_printf(&b, "einsora_nodes %zu\n", nodes);
+    metrics_write_nodes(&b, s);
     gauge(&b, "einsora_parked_long_polls", "Event long-polls waiting without a thread.", "gauge");
     strbuf_printf(&b, "einsora_parked_long_polls %zu\n", s->longpoll ? longpoll_count(s->longpoll) : 0);
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");

@@ -142,3 +142,6 @@ void api_after_handler(HttpCtx *c, RouteId id);
 void api_node_etag(const ApiNode *spec, char out[API_ETAG_SIZE]);
 /* If-Match (NULL: no condition) against the current node (NULL: none). */
 bool api_if_match_ok(const char *if_match, const ApiNode *current);
+/* metrics-nodes.c (issue 16): a Prometheus label value, escaped; per-node gauges. */
+void metrics_label_value(StrBuf *b, const char *v);
+void metrics_write_nodes(StrBuf *b, Server *s);
