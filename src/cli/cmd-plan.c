@@ -247,8 +247,10 @@ static int plan_main(const char *catalog_path, const char *pci_ids_path, const c
         table_print(plan.table, stdout);
         printf("\n");
         print_capacity("Capacity after:", after, n_after);
-        printf("\n%zu request(s) still waiting; %zu unclassified device(s)\n", sched_waiting_count(s),
-               sched_unclassified_count(s));
+        printf("\n%zu %s still waiting; %zu unclassified %s\n", sched_waiting_count(s),
+               plural((long long)sched_waiting_count(s), "request", "requests"),
+               sched_unclassified_count(s),
+               plural((long long)sched_unclassified_count(s), "device", "devices"));
     }
     json_decref(plan.events);
     table_free(plan.table);

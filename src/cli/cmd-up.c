@@ -181,8 +181,9 @@ static void print_capacity(Client *cl) {
                (long long)json_integer_value(json_object_get(row, "free")));
     }
     if (json_integer_value(json_object_get(j, "unclassified")))
-        printf("  (%lld unclassified device(s), shown in `einsora nodes`)\n",
-               (long long)json_integer_value(json_object_get(j, "unclassified")));
+        printf("  (%lld unclassified %s, shown in `einsora nodes`)\n",
+               (long long)json_integer_value(json_object_get(j, "unclassified")),
+               plural(json_integer_value(json_object_get(j, "unclassified")), "device", "devices"));
     json_decref(j);
 }
 
@@ -403,7 +404,8 @@ int verb_up(int argc, char **argv) {
     printf("einsora is up\n");
     printf("  control plane  %s   (state %s)\n", url, o.state);
     printf("  your token     %s   (user %s, mode 0600)\n", tokfile, user);
-    printf("  agents         %zu of %zu node(s) reporting\n", have, n_kids - 1);
+    printf("  agents         %zu of %zu %s reporting\n", have, n_kids - 1,
+           plural((long long)(n_kids - 1), "node", "nodes"));
     print_capacity(cl);
     /* The CLI finds this fleet without exports: a context named "local", made current. */
     bool saved = remote_save_context("local", url, tokfile) == EXIT_OK;

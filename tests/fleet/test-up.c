@@ -77,7 +77,7 @@ Test(up, up_demo_starts_a_fleet_prints_where_things_are_and_stops_cleanly, .time
     up_start(&u);
     char *text = NULL;
     cr_assert_geq(read_full_file(u.out, 1 << 16, &text, NULL), 0);
-    cr_expect(strstr(text, "7 of 7 node(s) reporting"), "%s", text);
+    cr_expect(strstr(text, "7 of 7 nodes reporting"), "%s", text);
     cr_expect(strstr(text, "nvidia-h100-80gb"), "capacity not shown: %s", text);
     cr_expect(strstr(text, "/token"), "token file not shown: %s", text);
     free(text);
