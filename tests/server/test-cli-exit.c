@@ -126,3 +126,28 @@ Test(cli_exit, cli_ctrl_c_during_a_wait_says_the_request_stays_queued) {
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
 }
+
+/* Wording (issue 16): MIG capacity reads as alternatives of one GPU, not an additive sum. */
+Test(cli_exit, cli_capacity_shows_mig_slices_as_alternatives_of_one_gpu) {
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes",
+                         "{\"name\":\"m1\",\"site\":\"dc\",\"site_kind\":\"datacenter\","
+                         "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
+                         "\"capabilities\":[\"kata\",\"mig_in_kata\"],\"cpus\":16,\"devices\":[{"
+                         "\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80,"
+                         "\"mig_enabled\":true}]}",
+                         NULL),
+                 201);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(CLI_AS(ts.admin, &out, &err, "capacity"), 0, "%s", err);
+    cr_expect(strstr(out, "SLICE OF"), "%s", out);
+    cr_expect(strstr(out, "nvidia-h100-80gb-mig-1g.10gb") && strstr(out, "They do not add up"),
+              "%s", out);
+    /* The slice row names its card in its last column. */
+    const char *row = strstr(out, "nvidia-h100-80gb-mig-1g.10gb");
+    cr_assert(row);
+    char line[512];
+    snprintf(line, sizeof(line), "%.*s", (int)strcspn(row, "\n"), row);
+    size_t n = strlen(line), k = strlen(" nvidia-h100-80gb");
+    cr_expect(n > k && strcmp(line + n - k, " nvidia-h100-80gb") == 0, "%s", line);
+    free(out), free(err);
+}
