@@ -93,6 +93,24 @@ void api_capacity(HttpCtx *c) {
         api_error(c, 500, "internal", "%s", error_message(&err));
 }
 
+/* A cursor older than what retention kept missed events: 410 Gone with the oldest cursor, so a
+ * client relists instead of silently skipping (as a Kubernetes watch answers 410). Checked
+ * after the read: the base only grows, so a base still at or below the cursor means no gap. */
+static bool events_gone(HttpCtx *c, uint64_t after) {
+    uint64_t base = events_base(&c->s->events);
+    if (after == 0 || base <= after)
+        return false;
+    json_decref(c->json);
+    c->json = NULL;
+    c->park = false;
+    api_error(c, 410, "gone",
+              "Events after %llu are no longer kept (retention); the oldest cursor is %llu: "
+              "list from it again.",
+              (unsigned long long)after, (unsigned long long)base);
+    json_object_set_new(c->json, "oldest", json_integer((json_int_t)base));
+    return true;
+}
+
 void api_events(HttpCtx *c) {
     uint64_t after, wait, limit;
     if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
@@ -113,9 +131,11 @@ void api_events(HttpCtx *c) {
             c->park_deadline_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)wait * 1000;
             c->park_user = user;
         }
+        events_gone(c, after);
         return;
     }
     c->json = events_read(&c->s->events, after, limit, (int)wait * 1000, user);
+    events_gone(c, after);
 }
 
 void api_invariants(HttpCtx *c) {

@@ -249,3 +249,43 @@ Test(api_conventions, api_listens_on_ipv6_loopback) {
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
 }
+
+Test(api_conventions, api_events_cursor_older_than_retention_answers_410_with_the_oldest) {
+    ts_kill(&ts, false);
+    ts.extra[0] = "--retention", ts.extra[1] = "1s";
+    ts_spawn(&ts);
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
+                         SUBMIT, &j),
+                 201);
+    /* End it (a refusal already did): its events then leave after the retention. */
+    const char *state = json_string_value(json_object_get(j, "state"));
+    char path[64] = "";
+    if (strcmp(state, "refused") != 0)
+        snprintf(path, sizeof(path), "/v1/requests/%lld/%s",
+                 (long long)json_integer_value(json_object_get(j, "id")),
+                 strcmp(state, "pending") == 0 ? "cancel" : "release");
+    json_decref(j);
+    if (path[0])
+        cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    /* The ended request's events leave after the retention: poll, with a generous deadline. */
+    long st = 0;
+    for (int i = 0; i < 3000 && st != 410; i++) {
+        j = NULL;
+        st = ts_call(&ts, ts.admin, "GET", "/v1/events?after=1", NULL, &j);
+        if (st == 410)
+            break;
+        json_decref(j);
+        usleep(10000); /* a deadline, not a measure: 30 s */
+    }
+    cr_assert_eq(st, 410, "a cursor before what is kept is told, not skipped silently");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "code")), "gone");
+    json_int_t oldest = json_integer_value(json_object_get(j, "oldest"));
+    cr_expect_gt(oldest, 1);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/events?after=%lld", (long long)oldest);
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", path, NULL, NULL), 200, "relisting from the oldest works");
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, NULL), 200,
+                 "after=0 means from the oldest kept");
+}
