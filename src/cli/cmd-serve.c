@@ -27,6 +27,9 @@ static void serve_usage(FILE *f) {
           "                      memory D after they ended (default 1d; s, m, h or d)\n"
           "  --store-retention D ... and the state file after D (default 30d; 'never')\n"
           "  --per-address N     open connections from one client address (default 256)\n"
+          "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain)...\n"
+          "  --tls-key FILE      ... and this PEM key; needed on any address but loopback\n"
+          "  --insecure-plain-http  serve plain HTTP off loopback anyway (behind a TLS proxy)\n"
           "  -h, --help          this text\n",
           f);
 }
@@ -34,6 +37,7 @@ static void serve_usage(FILE *f) {
 typedef struct Ready {
     const char *listen;
     const char *port_file;
+    bool tls;
 } Ready;
 
 static void on_ready(uint16_t port, void *userdata) {
@@ -42,7 +46,7 @@ static void on_ready(uint16_t port, void *userdata) {
     const char *colon = strrchr(r->listen, ':');
     if (colon && (size_t)(colon - r->listen) < sizeof(host))
         snprintf(host, sizeof(host), "%.*s", (int)(colon - r->listen), r->listen);
-    printf("listening on http://%s:%u\n", host, port);
+    printf("listening on %s://%s:%u\n", r->tls ? "https" : "http", host, port);
     fflush(stdout);
     if (r->port_file) {
         /* Written to a temporary name and renamed, so a reader never sees half a number. */
@@ -63,6 +67,8 @@ int verb_serve(int argc, char **argv) {
             {"pci-ids", required_argument, NULL, 'i'},  {"batch", required_argument, NULL, 'b'},
             {"retention", required_argument, NULL, 'r'}, {"store-retention", required_argument, NULL, 'R'},
             {"per-address", required_argument, NULL, 'P'},
+            {"tls-cert", required_argument, NULL, 'C'}, {"tls-key", required_argument, NULL, 'K'},
+            {"insecure-plain-http", no_argument, NULL, 'I'},
             {"help", no_argument, NULL, 'h'},           {},
     };
     ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN, .state_path = "einsora.db",
@@ -108,6 +114,15 @@ int verb_serve(int argc, char **argv) {
                 return fail(EXIT_USAGE, "serve: --per-address takes a number from 1 to 1000000");
             cfg.per_address_limit = (unsigned)batch;
             break;
+        case 'C':
+            cfg.tls_cert_path = optarg;
+            break;
+        case 'K':
+            cfg.tls_key_path = optarg;
+            break;
+        case 'I':
+            cfg.insecure_plain_http = true;
+            break;
         case 'h':
             serve_usage(stdout);
             return EXIT_OK;
@@ -118,7 +133,7 @@ int verb_serve(int argc, char **argv) {
     }
     if (optind < argc)
         return fail(EXIT_USAGE, "serve: unexpected argument '%s'", argv[optind]);
-    Ready ready = {cfg.listen, cfg.port_file};
+    Ready ready = {cfg.listen, cfg.port_file, cfg.tls_cert_path != NULL};
     Error err = {0};
     if (server_run(&cfg, on_ready, &ready, &err) < 0)
         return fail_error(EXIT_FAIL, &err);

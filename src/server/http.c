@@ -17,6 +17,7 @@
 #include "config.h"
 #include "config/catalog-yaml.h"
 #include "longpoll.h"
+#include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -386,13 +387,42 @@ static void drain(Server *s, struct MHD_Daemon *d) {
     stop_longpolls(s);
 }
 
+/* 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z): only this host can connect. */
+static bool is_loopback(const struct sockaddr_storage *sa) {
+    if (sa->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
 int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *userdata),
                void *userdata, Error *err) {
     struct sockaddr_storage sa;
     socklen_t sa_len = 0;
-    int r = parse_listen(cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, &sa, &sa_len, err);
+    const char *listen = cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN;
+    int r = parse_listen(listen, &sa, &sa_len, err);
     if (r < 0)
         return r;
+    bool tls = cfg->tls_cert_path || cfg->tls_key_path;
+    if (tls && (!cfg->tls_cert_path || !cfg->tls_key_path))
+        return error_set(err, -EINVAL, "TLS needs both --tls-cert and --tls-key.");
+    if (!tls && !cfg->insecure_plain_http && !is_loopback(&sa))
+        return error_set(err, -EPERM,
+                         "Refusing to serve tokens over plain HTTP on %s, which is not loopback: "
+                         "give --tls-cert FILE --tls-key FILE, or --insecure-plain-http (behind "
+                         "a TLS proxy).",
+                         listen);
+    _cleanup_free_ char *cert = NULL, *key = NULL;
+    if (tls) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            return error_set(err, -EOPNOTSUPP, "This libmicrohttpd was built without TLS.");
+        if ((r = read_full_file(cfg->tls_cert_path, 1u << 20, &cert, NULL)) < 0)
+            return error_set(err, r, "Cannot read the TLS certificate %s: %s.", cfg->tls_cert_path,
+                             strerror(-r));
+        if ((r = read_full_file(cfg->tls_key_path, 1u << 20, &key, NULL)) < 0)
+            return error_set(err, r, "Cannot read the TLS key %s: %s.", cfg->tls_key_path,
+                             strerror(-r));
+    }
     /* Signals are taken synchronously by this thread; block them before any thread starts. */
     sigset_t mask;
     sigemptyset(&mask);
@@ -417,7 +447,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
      * long-poll, costs a socket, never a thread; one address holds at most per_address. */
     struct MHD_Daemon *d = MHD_start_daemon(
             MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC |
-                    (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+                    (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0),
             0, NULL, NULL,
             on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
             on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
@@ -425,7 +455,10 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVER_IDLE_TIMEOUT_S,
             MHD_OPTION_CONNECTION_LIMIT, conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             cfg->per_address_limit ? cfg->per_address_limit : (unsigned)SERVER_PER_ADDRESS_MAX,
-            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
+            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+            /* Without TLS these two end the list (MHD_OPTION_END is 0). */
+            tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+            MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
     if (!d) {
         stop_longpolls(s);
         server_close(s);

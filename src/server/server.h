@@ -32,6 +32,11 @@ typedef struct ServerConfig {
      * ended (0: SERVER_RETENTION_MS), and the store after store_retention_ms (0:
      * SERVER_STORE_RETENTION_MS; negative: never). Issue 12. */
     int64_t retention_ms, store_retention_ms;
+    /* Issue 16: TLS (PEM files, via libmicrohttpd's GnuTLS); without them a listen address
+     * that is not loopback is refused unless insecure_plain_http, so tokens never cross a
+     * network in clear by accident. */
+    const char *tls_cert_path, *tls_key_path;
+    bool insecure_plain_http;
 } ServerConfig;
 
 /* Open the state, rebuild the core from it (nodes, placed allocations, the waiting queue),

@@ -289,3 +289,76 @@ Test(api_conventions, api_events_cursor_older_than_retention_answers_410_with_th
     cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, NULL), 200,
                  "after=0 means from the oldest kept");
 }
+
+Test(api_conventions, api_plain_http_off_loopback_is_refused_unless_told) {
+    char dir[] = "/tmp/einsora-tls-XXXXXX", state[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(state, sizeof(state), "%s/state.db", dir);
+    char *out = NULL, *err = NULL;
+    /* Refused before anything is bound. */
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "0.0.0.0:0", "--state", state, NULL), 1);
+    cr_expect(strstr(err, "Refusing to serve tokens over plain HTTP") &&
+                      strstr(err, "--insecure-plain-http"),
+              "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", state,
+                             "--tls-cert", TEST_FIXTURES "/tls/server.crt", NULL),
+                 1, "a certificate without its key");
+    cr_expect(strstr(err, "both --tls-cert and --tls-key"), "%s", err);
+    free(out), free(err);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+Test(api_conventions, api_serves_https_with_the_given_certificate) {
+    char dir[] = "/tmp/einsora-tls-XXXXXX", state[64], port_file[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(state, sizeof(state), "%s/state.db", dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", dir);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(EINSORA_BIN, EINSORA_BIN, "serve", "--listen", "127.0.0.1:0", "--state", state,
+              "--port-file", port_file, "--tls-cert", TEST_FIXTURES "/tls/server.crt",
+              "--tls-key", TEST_FIXTURES "/tls/server.key", NULL);
+        _exit(127);
+    }
+    char *port = NULL;
+    for (int i = 0; i < 600 && !port; i++)
+        if (read_one_line(port_file, &port) < 0)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    cr_assert(port, "the TLS server never listened");
+    char url[64];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%s", port);
+    free(port);
+    char *out = NULL, *err = NULL;
+    /* The project's client, told to trust the test certificate. */
+    Client *c = NULL;
+    Error e = {0};
+    cr_assert_eq(client_new(url, NULL, &c, &e), 0);
+    cr_assert_eq(client_set_ca_file(c, TEST_FIXTURES "/tls/server.crt", &e), 0);
+    long st = 0;
+    json_t *j = NULL;
+    cr_assert_eq(client_call(c, "GET", "/healthz", NULL, NULL, &st, &j, &e), 0, "%s", e.message);
+    cr_expect_eq(st, 200);
+    json_decref(j);
+    client_free(c);
+    /* Without trusting that certificate the client refuses the server. */
+    cr_assert_eq(client_new(url, NULL, &c, &e), 0);
+    cr_expect_lt(client_call(c, "GET", "/healthz", NULL, NULL, &st, &j, &e), 0);
+    client_free(c);
+    /* The CLI trusts it through $EINSORA_CACERT: a 401 (no token) proves the TLS talk. */
+    setenv("EINSORA_CACERT", TEST_FIXTURES "/tls/server.crt", 1);
+    cr_expect_eq(run_einsora(&out, &err, "nodes", "--server", url, "--token", "x", NULL), 4, "%s", err);
+    unsetenv("EINSORA_CACERT");
+    free(out), free(err);
+    kill(pid, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
