@@ -195,23 +195,16 @@ static int create(RemoteOpts *o, CreateArgs *a) {
         sigaction(SIGTERM, &sa, NULL);
     }
     while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
-        if (interrupted) {
+        bool timed_out = deadline && monotonic_ms() >= deadline;
+        if (interrupted || timed_out) {
             long long id = (long long)json_integer_value(json_object_get(q, "id"));
             json_decref(q);
             client_free(cl);
-            return fail(EXIT_INTERRUPTED,
-                        "interrupted: request %lld is still pending, it stays queued (cancel it "
-                        "with `einsora request cancel %lld`)",
-                        id, id);
-        }
-        if (deadline && monotonic_ms() >= deadline) {
-            long long id = (long long)json_integer_value(json_object_get(q, "id"));
-            json_decref(q);
-            client_free(cl);
-            return fail(EXIT_TIMEOUT,
-                        "request %lld is still pending after --timeout; it stays queued (cancel "
-                        "it with `einsora request cancel %lld`)",
-                        id, id);
+            return fail(interrupted ? EXIT_INTERRUPTED : EXIT_TIMEOUT,
+                        "%srequest %lld is still pending%s; it stays queued (cancel it with "
+                        "`einsora request cancel %lld`)",
+                        interrupted ? "interrupted: " : "", id,
+                        interrupted ? "" : " after --timeout", id);
         }
         /* One line per change of the reason or the queue position. */
         char now[512];

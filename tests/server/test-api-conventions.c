@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,46 @@ static size_t request_count(void) {
     size_t n = json_array_size(all);
     json_decref(all);
     return n;
+}
+
+/* Start `einsora serve` on a fresh state in dir with the extra arguments (NULL-terminated, at
+ * most 8) and wait, with a generous deadline, for its port; *ret_pid gets the process. */
+static char *spawn_serve(const char *dir, pid_t *ret_pid, const char *arg0, ...) {
+    char state[96], port_file[96];
+    snprintf(state, sizeof(state), "%s/state.db", dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", dir);
+    const char *argv[20] = {EINSORA_BIN, "serve", "--state", state, "--port-file", port_file};
+    size_t n = 6;
+    va_list ap;
+    va_start(ap, arg0);
+    for (const char *a = arg0; a && n < 18; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execv(EINSORA_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    char *port = NULL;
+    for (int i = 0; i < 600 && !port; i++)
+        if (read_one_line(port_file, &port) < 0)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    cr_assert(port, "the server never listened");
+    *ret_pid = pid;
+    return port;
+}
+
+static void stop_serve(pid_t pid, const char *dir) {
+    kill(pid, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }
 
 #define SUBMIT "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}"
@@ -212,24 +253,10 @@ Test(api_conventions, api_node_etag_and_if_match_refuse_a_stale_write_with_412) 
 }
 
 Test(api_conventions, api_listens_on_ipv6_loopback) {
-    char dir[] = "/tmp/einsora-v6-XXXXXX", state[64], port_file[64];
+    char dir[] = "/tmp/einsora-v6-XXXXXX";
     cr_assert(mkdtemp(dir));
-    snprintf(state, sizeof(state), "%s/state.db", dir);
-    snprintf(port_file, sizeof(port_file), "%s/port", dir);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        execl(EINSORA_BIN, EINSORA_BIN, "serve", "--listen", "[::1]:0", "--state", state,
-              "--port-file", port_file, NULL);
-        _exit(127);
-    }
-    char *port = NULL;
-    for (int i = 0; i < 600 && !port; i++)
-        if (read_one_line(port_file, &port) < 0)
-            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-    cr_assert(port, "the server never listened on [::1]");
+    pid_t pid;
+    char *port = spawn_serve(dir, &pid, "--listen", "[::1]:0", NULL);
     char url[64];
     snprintf(url, sizeof(url), "http://[::1]:%s", port);
     free(port);
@@ -242,12 +269,7 @@ Test(api_conventions, api_listens_on_ipv6_loopback) {
     cr_expect_eq(st, 200);
     json_decref(j);
     client_free(c);
-    kill(pid, SIGTERM);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    char cmd[96];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
+    stop_serve(pid, dir);
 }
 
 Test(api_conventions, api_events_cursor_older_than_retention_answers_410_with_the_oldest) {
@@ -312,25 +334,12 @@ Test(api_conventions, api_plain_http_off_loopback_is_refused_unless_told) {
 }
 
 Test(api_conventions, api_serves_https_with_the_given_certificate) {
-    char dir[] = "/tmp/einsora-tls-XXXXXX", state[64], port_file[64];
+    char dir[] = "/tmp/einsora-tls-XXXXXX";
     cr_assert(mkdtemp(dir));
-    snprintf(state, sizeof(state), "%s/state.db", dir);
-    snprintf(port_file, sizeof(port_file), "%s/port", dir);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        execl(EINSORA_BIN, EINSORA_BIN, "serve", "--listen", "127.0.0.1:0", "--state", state,
-              "--port-file", port_file, "--tls-cert", TEST_FIXTURES "/tls/server.crt",
-              "--tls-key", TEST_FIXTURES "/tls/server.key", NULL);
-        _exit(127);
-    }
-    char *port = NULL;
-    for (int i = 0; i < 600 && !port; i++)
-        if (read_one_line(port_file, &port) < 0)
-            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-    cr_assert(port, "the TLS server never listened");
+    pid_t pid;
+    char *port = spawn_serve(dir, &pid, "--listen", "127.0.0.1:0", "--tls-cert",
+                             TEST_FIXTURES "/tls/server.crt", "--tls-key",
+                             TEST_FIXTURES "/tls/server.key", NULL);
     char url[64];
     snprintf(url, sizeof(url), "https://127.0.0.1:%s", port);
     free(port);
@@ -355,10 +364,5 @@ Test(api_conventions, api_serves_https_with_the_given_certificate) {
     cr_expect_eq(run_einsora(&out, &err, "nodes", "--server", url, "--token", "x", NULL), 4, "%s", err);
     unsetenv("EINSORA_CACERT");
     free(out), free(err);
-    kill(pid, SIGTERM);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    char cmd[96];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
+    stop_serve(pid, dir);
 }
