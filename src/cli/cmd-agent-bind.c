@@ -11,6 +11,7 @@
 #include "agent/reset-check.h"
 #include "output.h"
 #include "util/macro.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void bind_usage(FILE *f) {
@@ -24,6 +25,12 @@ static void bind_usage(FILE *f) {
           "reset-check  reset a GPU on vfio-pci N times (default 3) and check it comes back;\n"
           "             a failing GPU is quarantined\n"
           "recover      finish or roll back a move an earlier agent left half-done\n\n"
+          "  --to vfio|host            the driver to move to: vfio-pci (VMs) or the host's\n"
+          "  --dry-run                 print the plan, change nothing\n"
+          "  --cycles N                reset-check: resets to try (default 3)\n"
+          "  --settle-ms MS            reset-check: wait after each reset\n"
+          "  --kmsg FILE               reset-check: kernel log to scan for errors\n"
+          "  --clear-quarantine GPU    recover: let a quarantined GPU be used again\n\n"
           "GPU is a PCI address like 0000:01:00.0. COMMON options:\n"
           "  --sysfs-root DIR  sysfs (default /sys)      --proc-root DIR  procfs (default /proc)\n"
           "  --dev-root DIR    device files (default /dev)\n"
@@ -55,7 +62,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->sub = argv[0];
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         char *end = NULL;
         switch (c) {
         case 't':
@@ -212,8 +219,10 @@ static int do_switch(Args *a) {
             json_array_append_new(skipped, json_string(res->skipped[i]));
         ret = print_json(json_pack("{s:s, s:o, s:o}", "to", bind_target_to_string(to), "gpus", gpus, "skipped_boot_vga", skipped));
     } else {
-        printf("%s%zu GPU(s) of this machine %s %s.\n", a->rc.bind.dry_run ? "Dry run, nothing was changed: " : "",
-               res->n_gpus, a->rc.bind.dry_run ? "would move to" : "are on", to == BIND_TO_VFIO ? "vfio-pci" : "their host drivers");
+        printf("%s%zu %s of this machine %s %s.\n", a->rc.bind.dry_run ? "Dry run, nothing was changed: " : "",
+               res->n_gpus, plural((long long)res->n_gpus, "GPU", "GPUs"),
+               a->rc.bind.dry_run ? "would move to" : plural((long long)res->n_gpus, "is on", "are on"),
+               to == BIND_TO_VFIO ? "vfio-pci" : "their host drivers");
         for (size_t i = 0; i < res->n_gpus; i++) {
             if (a->rc.bind.dry_run)
                 printf("GPU %s:\n%s", res->gpus[i].gpu, res->gpus[i].plan[0] ? res->gpus[i].plan : "  (already there)\n");
@@ -269,8 +278,8 @@ static int do_reset_check(Args *a) {
                              res.reset_method, "link_before", res.link_before, "link_after", res.link_after, "reasons",
                              reasons, "quarantined", res.quarantined));
     } else {
-        printf("GPU %s: reset-cycle check %s after %u reset(s) (reset methods: %s; link %s, now %s).\n", res.gpu,
-               reset_verdict_to_string(res.verdict), res.cycles_run, res.reset_method[0] ? res.reset_method : "none",
+        printf("GPU %s: reset-cycle check %s after %u %s (reset methods: %s; link %s, now %s).\n", res.gpu,
+               reset_verdict_to_string(res.verdict), res.cycles_run, plural(res.cycles_run, "reset", "resets"), res.reset_method[0] ? res.reset_method : "none",
                res.link_before, res.link_after);
         for (size_t i = 0; i < res.n_reasons; i++)
             printf("  - %s\n", res.reasons[i]);

@@ -13,6 +13,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "util/table.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void discover_usage(FILE *f) {
@@ -170,7 +171,7 @@ int agent_discover_verb(int argc, char **argv) {
     bool json = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'j':
             json = true;

@@ -14,6 +14,7 @@
 #include "util/macro.h"
 #include "util/fileio.h"
 #include "util/strutil.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void run_usage(FILE *f) {
@@ -34,7 +35,8 @@ static void run_usage(FILE *f) {
           "  --heartbeat S       seconds between heartbeats (default 5)\n"
           "  --state-dir DIR     records, journal (default " AGENT_STATE_DIR_DEFAULT ")\n"
           "  --sysfs-root DIR  --proc-root DIR  --dev-root DIR   (default /sys, /proc, /dev)\n"
-          "  --nvml-lib PATH | --no-nvml\n"
+          "  --nvml-lib PATH     the NVML library to load (default: the system's)\n"
+          "  --no-nvml           do not use NVML (sysfs only)\n"
           "  --apple-fixture F   describe a Mac from F (tests, demo)\n"
           "  --catalog FILE      catalog of GPU classes (default: the shipped one)\n"
           "  --simulate          record rebinds and reset checks in the state folder instead of\n"
@@ -49,7 +51,8 @@ static void run_usage(FILE *f) {
           "  --stop-grace S      seconds a workload has to stop before it is killed (default 10)\n"
           "  --address HOST      host name users reach this node by, in notebook/endpoint URLs\n"
           "                      (default: the node name)\n"
-          "  -q, --quiet         no log lines\n",
+          "  -q, --quiet         no log lines\n"
+          "  -h, --help          show this help\n",
           f);
 }
 
@@ -92,7 +95,7 @@ int agent_run_verb(int argc, char **argv) {
     uint64_t hb, grace;
     Error merr = {0};
     int c;
-    while ((c = getopt_long(argc, argv, "qh", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "qh", options)) >= 0) {
         switch (c) {
         case O_SERVER: cfg.server = optarg; break;
         case O_TOKEN: token_file = optarg; break;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "output.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void agent_usage(FILE *f) {
@@ -13,6 +14,7 @@ static void agent_usage(FILE *f) {
           "  reset-check  run the reset-cycle check on a consumer GPU (R9)\n"
           "  switch       move every GPU of this machine to one mode (R3)\n"
           "  recover      finish or roll back a switch an earlier agent left half-done\n\n"
+          "  -h, --help   show this help\n\n"
           "Run 'einsora agent SUB --help' for a sub-verb's options.\n",
           f);
 }
@@ -35,5 +37,10 @@ int verb_agent(int argc, char **argv) {
         strcmp(sub, "recover") == 0)
         return agent_bind_verb(argc - 1, argv + 1);
     agent_usage(stderr);
+    /* A mistyped sub-verb gets the nearest one, as a mistyped verb does. */
+    static const char *const subs[] = {"run", "discover", "bind", "reset-check", "switch", "recover"};
+    const char *near = suggest_nearest(sub, subs, sizeof(subs) / sizeof(subs[0]));
+    if (near)
+        return fail(EXIT_USAGE, "agent: unknown sub-command '%s'; did you mean `%s`?", sub, near);
     return fail(EXIT_USAGE, "agent: unknown sub-command '%s'", sub);
 }

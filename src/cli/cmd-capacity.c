@@ -25,6 +25,18 @@ static int on_extra(int c, const char *arg, void *userdata) {
     return 0;
 }
 
+/* The card class a MIG slice class is cut from, or NULL. */
+static const char *mig_parent(json_t *classes, const char *name) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(classes, "classes"), i, c) {
+        const char *n = json_str(c, "name");
+        if (n && name && strcmp(n, name) == 0)
+            return json_str(json_object_get(c, "mig"), "parent");
+    }
+    return NULL;
+}
+
 int verb_capacity(int argc, char **argv) {
     static const struct option extra[] = {
             {"class", required_argument, NULL, 'c'},
@@ -37,7 +49,10 @@ int verb_capacity(int argc, char **argv) {
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o,
                           "usage: einsora capacity [--class NAME] [--site NAME] [--all] [--json]\n\n"
                           "Capacity per GPU class, mode and site: total, allocated, free, cordoned,\n"
-                          "quarantined (R6). --all also shows classes without units.\n\n");
+                          "quarantined (R6).\n"
+                          "  --class NAME     only this GPU class\n"
+                          "  --site NAME      only this site\n"
+                          "  --all            also the classes without units\n");
     if (r >= 0)
         return r;
     if (optind < argc)
@@ -56,8 +71,14 @@ int verb_capacity(int argc, char **argv) {
         return r;
     if (o.json)
         return print_json(j);
+    /* MIG slice classes are cut from the same GPUs: their totals are alternatives, not a sum
+     * (7 + 4 + 3 + 2 + 1 + 1 slices on one H200 are not 18 slices). The catalog names each
+     * slice class's card. */
+    json_t *classes = NULL;
+    (void)remote_call(&o, "GET", "/v1/classes", NULL, NULL, &classes);
+    bool any_mig = false;
     Table *t = table_new("CLASS", "SITE", "MODE", "RESOURCE", "TOTAL", "ALLOCATED", "FREE",
-                         "CORDONED", "QUARANTINED", NULL);
+                         "CORDONED", "QUARANTINED", "SLICE OF", NULL);
     size_t i;
     json_t *row;
     json_array_foreach(json_object_get(j, "classes"), i, row) {
@@ -65,14 +86,21 @@ int verb_capacity(int argc, char **argv) {
         if (!a.all && json_integer_value(json_object_get(row, "total")) == 0)
             continue;
         const char *site = json_str(row, "site");
+        const char *parent = mig_parent(classes, json_str(row, "class"));
+        any_mig = any_mig || parent;
         table_add_row(t, json_str(row, "class"), site ? site : "(all)", json_str(row, "mode"),
                       json_str(row, "resource"), json_int_str(row, "total", v[0], 24),
                       json_int_str(row, "allocated", v[1], 24), json_int_str(row, "free", v[2], 24),
                       json_int_str(row, "cordoned", v[3], 24),
-                      json_int_str(row, "quarantined", v[4], 24));
+                      json_int_str(row, "quarantined", v[4], 24), parent);
     }
     table_print(t, stdout);
     table_free(t);
+    json_decref(classes);
+    if (any_mig)
+        puts("\nMIG slice classes are alternatives: each TOTAL is how many slices of that size\n"
+             "the GPUs of the SLICE OF class could be cut into; taking one size leaves less of\n"
+             "the others. They do not add up.");
     json_t *nodes = json_object_get(j, "nodes");
     if (json_array_size(nodes)) {
         puts("\nDatacenter nodes advertise:");
@@ -96,7 +124,8 @@ int verb_capacity(int argc, char **argv) {
     }
     json_int_t unclassified = json_integer_value(json_object_get(j, "unclassified"));
     if (unclassified)
-        printf("\n%lld device(s) match no class (R8): see 'einsora nodes'.\n", (long long)unclassified);
+        printf("\n%lld %s no class (R8): see 'einsora nodes'.\n", (long long)unclassified,
+               plural((long long)unclassified, "device matches", "devices match"));
     json_decref(j);
     return EXIT_OK;
 }

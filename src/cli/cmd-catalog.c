@@ -10,6 +10,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "util/table.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void catalog_usage(FILE *f) {
@@ -124,7 +125,7 @@ int verb_catalog(int argc, char **argv) {
     bool json = false;
     int c;
     /* GNU getopt permutes, so options may come before or after the sub-command. */
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'c':
             catalog_path = optarg;

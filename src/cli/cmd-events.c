@@ -1,9 +1,11 @@
-/* cmd-events.c: `einsora events [--after N] [--follow]`: the change feed; --follow keeps
- * long-polling from the last cursor (resumable: pass --after the last seq seen). */
+/* cmd-events.c: `einsora events [--after N] [--follow]`: the change feed, every page to the end
+ * (or --limit N); --follow keeps long-polling from the last cursor (resumable: pass --after the
+ * cursor printed by -o json, or the last SEQ seen). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "listing.h"
 #include "output.h"
 #include "remote.h"
 #include "util/strutil.h"
@@ -12,10 +14,14 @@
 typedef struct EvArgs {
     uint64_t after;
     bool follow;
+    ListOpts list;
 } EvArgs;
 
 static int on_extra(int c, const char *arg, void *userdata) {
     EvArgs *a = userdata;
+    int r;
+    if (list_option(&a->list, c, arg, &r))
+        return r;
     if (c == 'f')
         a->follow = true;
     else if (parse_uint64(arg, UINT64_MAX, &a->after) < 0)
@@ -23,58 +29,94 @@ static int on_extra(int c, const char *arg, void *userdata) {
     return 0;
 }
 
-static void print_event(json_t *e, bool json) {
-    if (json) {
+#define EVENT_ROW "%-8s %-20s %-18s %-10s %s\n"
+
+static void print_event(const EvArgs *a, bool json_lines, json_t *e) {
+    if (json_lines) {
         char *s = json_dumps(e, JSON_COMPACT);
         if (s)
             puts(s);
         free(s);
         return;
     }
+    if (a->list.format == LIST_NAME) {
+        printf("event/%lld\n", (long long)json_integer_value(json_object_get(e, "seq")));
+        return;
+    }
     time_t t = (time_t)(json_integer_value(json_object_get(e, "time_ms")) / 1000);
-    char when[32];
+    char when[32], seq[24], actor[256];
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    json_int_str(e, "seq", seq, sizeof(seq));
     json_t *data = json_object_get(e, "data");
-    const char *reason = json_str(data, "reason");
-    printf("%-8lld %s %-18s %-10s by %s%s%s\n", (long long)json_integer_value(json_object_get(e, "seq")),
-           when, json_str(e, "type"), json_str(e, "object"), json_str(e, "actor"),
-           reason && reason[0] ? ": " : "", reason ? reason : "");
+    const char *reason = json_str(data, "reason"), *by = json_str(e, "actor");
+    snprintf(actor, sizeof(actor), "%s%s%s", by ? by : "-", reason && reason[0] ? ": " : "",
+             reason ? reason : "");
+    printf(EVENT_ROW, seq, when, json_str(e, "type"), json_str(e, "object"), actor);
 }
+
+static const char usage[] =
+        "usage: einsora events [--after N] [--follow] [-o FORMAT] [--no-headers] [--limit N]\n\n"
+        "Print the change feed (your requests' events; admins see all), every page to the end.\n"
+        "  --after N        start after event N (the cursor `next` of -o json, or a SEQ)\n"
+        "  --follow         keep waiting for new events (Ctrl-C ends)\n" LIST_HELP
+        "  --json           one JSON object per event and line (also with --follow)\n";
 
 int verb_events(int argc, char **argv) {
     static const struct option extra[] = {
             {"after", required_argument, NULL, 'a'},
             {"follow", no_argument, NULL, 'f'},
+            LIST_OPTIONS,
             {},
     };
     RemoteOpts o = {0};
     EvArgs a = {0};
-    int r = remote_getopt(argc, argv, extra, on_extra, &a, &o,
-                          "usage: einsora events [--after N] [--follow] [--json]\n\n"
-                          "Print the change feed (your requests' events; admins see all). --json\n"
-                          "prints one JSON object per line. --follow waits for new events.\n\n");
+    int r = remote_getopt(argc, argv, extra, on_extra, &a, &o, usage);
     if (r >= 0)
         return r;
     if (optind < argc)
         return fail(EXIT_USAGE, "events: unexpected argument '%s'", argv[optind]);
+    bool json_lines = o.json; /* --json kept its meaning: JSON lines */
+    bool document = !json_lines && (a.list.format == LIST_JSON || a.list.format == LIST_YAML);
+    if (document && a.follow)
+        return fail(EXIT_USAGE, "events: -o json|yaml print one document; with --follow use --json");
+    if (a.list.format == LIST_WIDE)
+        a.list.format = LIST_TABLE; /* the table already shows every field */
     Client *cl = NULL;
     if ((r = remote_open(&o, &cl)) != EXIT_OK)
         return r;
+    char path[128];
+    /* First everything there is (page by page), then, with --follow, long polls. */
+    json_t *doc = NULL;
+    if ((r = list_fetch(&o, cl, "/v1/events", "events", &a.list, a.after, &doc)) != EXIT_OK) {
+        client_free(cl);
+        return r;
+    }
+    if (document) {
+        client_free(cl);
+        if (!json_object_get(doc, "next"))
+            json_object_set_new(doc, "next", json_integer((json_int_t)a.after));
+        return list_print_document(&a.list, doc);
+    }
+    if (!json_lines && a.list.format == LIST_TABLE && !a.list.no_headers)
+        printf(EVENT_ROW, "SEQ", "TIME", "TYPE", "OBJECT", "BY");
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(doc, "events"), i, e) print_event(&a, json_lines, e);
+    fflush(stdout);
     uint64_t cursor = a.after;
-    do {
-        char path[128];
-        snprintf(path, sizeof(path), "/v1/events?after=%llu%s", (unsigned long long)cursor,
-                 a.follow ? "&wait=30" : "");
+    if (json_is_integer(json_object_get(doc, "next")))
+        cursor = (uint64_t)json_integer_value(json_object_get(doc, "next"));
+    json_decref(doc);
+    while (a.follow) {
+        snprintf(path, sizeof(path), "/v1/events?after=%llu&wait=30", (unsigned long long)cursor);
         json_t *j = NULL;
         if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)
             break;
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(j, "events"), i, e) print_event(e, o.json);
+        json_array_foreach(json_object_get(j, "events"), i, e) print_event(&a, json_lines, e);
         fflush(stdout);
         cursor = (uint64_t)json_integer_value(json_object_get(j, "next"));
         json_decref(j);
-    } while (a.follow);
+    }
     client_free(cl);
     return r;
 }

@@ -16,7 +16,10 @@ static const char usage[] =
         "the agent (lab, per GPU) -> verify -> uncordon. Refused while workloads run unless a\n"
         "drain is asked: --drain wait lets them end, --drain evict stops them (passthrough VMs\n"
         "cannot migrate). --gpu switches one GPU of a lab machine (index or PCI address).\n"
-        "--wait follows the switch until it is done.\n\n";
+        "--wait follows the switch until it is done.\n"
+        "  --drain wait|evict  let running workloads end, or stop them, before switching\n"
+        "  --gpu ID         switch one GPU of a lab machine (index or PCI address)\n"
+        "  --wait           follow the switch until it is done\n";
 
 typedef struct ModeOpts {
     const char *drain, *gpu;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "listing.h"
 #include "output.h"
 #include "remote.h"
 #include "util/macro.h"
@@ -29,7 +30,7 @@ static void device_summary(json_t *node, char *buf, size_t size) {
 }
 
 
-static int nodes_print_table(json_t *list) {
+static int nodes_print_table(const ListOpts *l, json_t *list) {
     Table *t = table_new("NODE", "SITE", "KIND", "PLATFORM", "OWNER", "MODE", "GPUS", "STATE", NULL);
     size_t i;
     json_t *n;
@@ -43,15 +44,29 @@ static int nodes_print_table(json_t *list) {
                       json_is_true(json_object_get(n, "cordoned")) ? "cordoned"
                                                                    : (states[0] ? states : NULL));
     }
-    table_print(t, stdout);
-    table_free(t);
+    list_print_table(l, t);
     return EXIT_OK;
 }
 
+static int on_extra(int c, const char *arg, void *userdata) {
+    int r;
+    if (list_option(userdata, c, arg, &r))
+        return r;
+    return EXIT_USAGE;
+}
+
 int verb_nodes(int argc, char **argv) {
+    /* Nodes come in one answer (a fleet is not paged): --limit is not offered. */
+    static const struct option extra[] = {{"output", required_argument, NULL, 'o'},
+                                          {"no-headers", no_argument, NULL, 0x111},
+                                          {}};
     RemoteOpts o = {0};
-    int r = remote_getopt(argc, argv, NULL, NULL, NULL, &o,
-                          "usage: einsora nodes [--json]\n\nList the registered nodes.\n\n");
+    ListOpts l = {0};
+    int r = remote_getopt(argc, argv, extra, on_extra, &l, &o,
+                          "usage: einsora nodes [-o FORMAT] [--no-headers]\n\n"
+                          "List the registered nodes.\n"
+                          "  -o, --output FMT table (default), wide, json, yaml or name (node/NAME)\n"
+                          "  --no-headers     print the table without its header line\n");
     if (r >= 0)
         return r;
     if (optind < argc)
@@ -59,9 +74,17 @@ int verb_nodes(int argc, char **argv) {
     json_t *j = NULL;
     if ((r = remote_call(&o, "GET", "/v1/nodes", NULL, NULL, &j)) != EXIT_OK)
         return r;
-    if (o.json)
-        return print_json(j);
-    r = nodes_print_table(json_object_get(j, "nodes"));
+    list_finish(&l, &o);
+    if (l.format == LIST_JSON || l.format == LIST_YAML)
+        return list_print_document(&l, j);
+    if (l.format == LIST_NAME) {
+        size_t i;
+        json_t *n;
+        json_array_foreach(json_object_get(j, "nodes"), i, n) printf("node/%s\n", json_str(n, "name"));
+        json_decref(j);
+        return EXIT_OK;
+    }
+    r = nodes_print_table(&l, json_object_get(j, "nodes"));
     json_decref(j);
     return r;
 }

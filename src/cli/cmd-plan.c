@@ -15,6 +15,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "util/table.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void plan_usage(FILE *f) {
@@ -246,8 +247,10 @@ static int plan_main(const char *catalog_path, const char *pci_ids_path, const c
         table_print(plan.table, stdout);
         printf("\n");
         print_capacity("Capacity after:", after, n_after);
-        printf("\n%zu request(s) still waiting; %zu unclassified device(s)\n", sched_waiting_count(s),
-               sched_unclassified_count(s));
+        printf("\n%zu %s still waiting; %zu unclassified %s\n", sched_waiting_count(s),
+               plural((long long)sched_waiting_count(s), "request", "requests"),
+               sched_unclassified_count(s),
+               plural((long long)sched_unclassified_count(s), "device", "devices"));
     }
     json_decref(plan.events);
     table_free(plan.table);
@@ -274,7 +277,7 @@ int verb_plan(int argc, char **argv) {
     const char *inv = NULL, *req = NULL, *catalog = NULL, *pci_ids = EINSORA_PCI_IDS;
     bool json = false;
     int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'i':
             inv = optarg;

@@ -1,9 +1,12 @@
 /* cmd-request.c: `einsora request create|show|cancel|release`. create --wait polls until the
  * request is placed (or refused), showing why it waits meanwhile. */
 #include <errno.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "output.h"
@@ -16,20 +19,34 @@ static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
         "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
         "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
-        "                              [--wait-for-nodes]\n"
+        "                              [--wait-for-nodes] [--timeout DURATION]\n"
         "       einsora request show|cancel|release ID\n\n"
         "create prints the request's id and state; with --wait it waits until the request is\n"
         "placed, printing the reason while it waits. Exit 1 when refused.\n"
-        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n"
-        "              (default: a random key, reused when the CLI retries a lost answer)\n"
+        "  --kind KIND       vm, container, notebook or endpoint\n"
+        "  --class CLASS     the GPU class wanted (`einsora classes` lists them)\n"
+        "  --memory GB       instead of a class: the GPU memory needed (Apple, MIG)\n"
+        "  --count N         how many GPUs (default 1)\n"
+        "  --guest-os OS     a VM's guest: linux or macos\n"
+        "  --share           accept a MIG slice shared with others (R15)\n"
+        "  --runtime R       the container or endpoint runtime wanted\n"
+        "  --fallback A,B    classes to fall back to, in order, after --wait-s (R13)\n"
+        "  --wait-s S        seconds to wait for CLASS before the fallback opens\n"
+        "  --key KEY         Idempotency-Key: submitting again with the same key returns the\n"
+        "                    same request (default: a random key, reused when the CLI retries\n"
+        "                    a lost answer)\n"
+        "  --wait            wait until the request is placed or refused\n"
         "  --wait-for-nodes  keep it waiting even when no node of the fleet could ever run it\n"
-        "              (it is refused otherwise, R18), for nodes that may join\n\n";
+        "                    (it is refused otherwise, R18), for nodes that may join\n"
+        "  --timeout D       with --wait (implied): give up waiting after D (90s, 15m, 2h) with\n"
+        "                    exit code 6; the request stays queued until cancelled\n\n";
 
 typedef struct CreateArgs {
     json_t *body;
     const char *key;
     bool wait;
     int bad;
+    int64_t timeout_ms; /* --timeout: 0 waits as long as it takes */
 } CreateArgs;
 
 static int on_extra(int c, const char *arg, void *userdata) {
@@ -78,8 +95,28 @@ static int on_extra(int c, const char *arg, void *userdata) {
     case 'N':
         json_object_set_new(a->body, "wait_for_nodes", json_true());
         break;
+    case 'T':
+        if (parse_duration_ms(arg, INT64_C(366) * 24 * 3600 * 1000, &a->timeout_ms) < 0 ||
+            a->timeout_ms == 0)
+            return fail(EXIT_USAGE, "request: --timeout takes a duration such as 90s, 15m or 2h");
+        a->wait = true;
+        break;
     }
     return 0;
+}
+
+/* Ctrl-C during --wait: say the request stays queued and how to cancel it, rather than
+ * leaving the user to guess whether the interrupt withdrew it. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) {
+    interrupted = sig;
+}
+
+static int64_t monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void print_request(json_t *q) {
@@ -150,11 +187,34 @@ static int create(RemoteOpts *o, CreateArgs *a) {
     if (r == EXIT_UNREACHABLE)
         fprintf(stderr, "einsora: to retry without placing twice, run again with --key %s\n", a->key);
     char last_reason[512] = "";
+    int64_t deadline = a->timeout_ms ? monotonic_ms() + a->timeout_ms : 0;
+    if (a->wait) {
+        /* No SA_RESTART: the sleep and the poll return at once. */
+        struct sigaction sa = {.sa_handler = on_interrupt};
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
-        if (!o->json && STRNEQ(last_reason, strempty(json_str(q, "reason")))) {
+        bool timed_out = deadline && monotonic_ms() >= deadline;
+        if (interrupted || timed_out) {
+            long long id = (long long)json_integer_value(json_object_get(q, "id"));
+            json_decref(q);
+            client_free(cl);
+            return fail(interrupted ? EXIT_INTERRUPTED : EXIT_TIMEOUT,
+                        "%srequest %lld is still pending%s; it stays queued (cancel it with "
+                        "`einsora request cancel %lld`)",
+                        interrupted ? "interrupted: " : "", id,
+                        interrupted ? "" : " after --timeout", id);
+        }
+        /* One line per change of the reason or the queue position. */
+        char now[512];
+        snprintf(now, sizeof(now), "%lld %s",
+                 (long long)json_integer_value(json_object_get(q, "queue_position")),
+                 strempty(json_str(q, "reason")));
+        if (!o->json && STRNEQ(last_reason, now)) {
             print_request(q);
             fflush(stdout);
-            snprintf(last_reason, sizeof(last_reason), "%s", strempty(json_str(q, "reason")));
+            snprintf(last_reason, sizeof(last_reason), "%s", now);
         }
         sleep(1);
         char path[64];
@@ -185,7 +245,7 @@ int verb_request(int argc, char **argv) {
             {"runtime", required_argument, NULL, 'r'}, {"fallback", required_argument, NULL, 'f'},
             {"wait-s", required_argument, NULL, 'W'},  {"key", required_argument, NULL, 'K'},
             {"wait", no_argument, NULL, 'w'},          {"wait-for-nodes", no_argument, NULL, 'N'},
-            {},
+            {"timeout", required_argument, NULL, 'T'}, {},
     };
     RemoteOpts o = {0};
     CreateArgs a = {.body = json_object()};

@@ -1,7 +1,9 @@
-/* cmd-requests.c: `einsora requests`: the caller's requests (an admin sees everyone's). */
+/* cmd-requests.c: `einsora requests`: the caller's requests (an admin sees everyone's), every
+ * page the server has (or --limit N), as a table, wide table, JSON, YAML or names. */
 #include <stdio.h>
 #include <string.h>
 
+#include "listing.h"
 #include "output.h"
 #include "remote.h"
 #include "util/macro.h"
@@ -10,25 +12,80 @@
 
 typedef struct ListArgs {
     const char *state;
+    ListOpts list;
 } ListArgs;
 
 static int on_extra(int c, const char *arg, void *userdata) {
-    ((ListArgs *)userdata)->state = arg;
+    ListArgs *a = userdata;
+    int r;
+    if (list_option(&a->list, c, arg, &r))
+        return r;
+    a->state = arg;
     return 0;
 }
 
+static void print_requests(const ListOpts *l, json_t *list) {
+    bool wide = l->format == LIST_WIDE;
+    Table *t = wide ? table_new("ID", "USER", "STATE", "KIND", "CLASS", "COUNT", "NODE", "METHOD",
+                                "DEVICES", "FALLBACK", "REASON", NULL)
+                    : table_new("ID", "USER", "STATE", "KIND", "CLASS", "COUNT", "NODE", "REASON",
+                                NULL);
+    size_t i;
+    json_t *q;
+    json_array_foreach(list, i, q) {
+        char id[24], count[16], devices[256] = "", fallback[256] = "";
+        json_t *spec = json_object_get(q, "request"), *pl = json_object_get(q, "placement");
+        const char *state = json_str(q, "state");
+        bool live = state && (!strcmp(state, "placed") || !strcmp(state, "active"));
+        /* The reason matters while a request waits or when it was refused. */
+        bool why = state && (!strcmp(state, "pending") || !strcmp(state, "refused"));
+        const char *cls = pl && live ? json_str(pl, "class") : json_str(spec, "class");
+        const char *node = live ? json_str(pl, "node") : NULL;
+        const char *reason = why ? json_str(q, "reason") : NULL;
+        json_int_str(q, "id", id, sizeof(id));
+        json_int_str(spec, "count", count, sizeof(count));
+        if (!wide) {
+            table_add_row(t, id, json_str(q, "user"), state, json_str(spec, "kind"), cls, count,
+                          node, reason);
+            continue;
+        }
+        size_t k;
+        json_t *v;
+        size_t len = 0;
+        json_array_foreach(live ? json_object_get(pl, "devices") : NULL, k, v) {
+            if (json_is_integer(v) && len < sizeof(devices))
+                len += (size_t)snprintf(devices + len, sizeof(devices) - len, "%s%lld",
+                                        len ? "," : "", (long long)json_integer_value(v));
+        }
+        len = 0;
+        json_array_foreach(json_object_get(spec, "fallback"), k, v) {
+            const char *f = json_is_string(v) ? json_string_value(v) : json_str(v, "class");
+            if (f && len < sizeof(fallback))
+                len += (size_t)snprintf(fallback + len, sizeof(fallback) - len, "%s%s",
+                                        len ? "," : "", f);
+        }
+        table_add_row(t, id, json_str(q, "user"), state, json_str(spec, "kind"), cls, count, node,
+                      live ? json_str(pl, "method") : NULL, devices[0] ? devices : NULL, fallback[0] ? fallback : NULL, reason);
+    }
+    list_print_table(l, t);
+}
+
 int verb_requests(int argc, char **argv) {
-    static const struct option extra[] = {{"state", required_argument, NULL, 's'}, {}};
+    static const struct option extra[] = {
+            {"state", required_argument, NULL, 's'}, LIST_OPTIONS, {}};
     RemoteOpts o = {0};
     ListArgs a = {0};
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o,
-                          "usage: einsora requests [--state STATE] [--json]\n\n"
-                          "List your requests (admins: everyone's). STATE: pending, placed, active,\n"
-                          "released, cancelled, refused.\n\n");
+                          "usage: einsora requests [--state STATE] [-o FORMAT] [--no-headers] "
+                          "[--limit N]\n\n"
+                          "List your requests (admins: everyone's), every page the server has.\n"
+                          "  --state STATE    only requests in STATE: pending, placed, active,\n"
+                          "                   released, cancelled or refused\n" LIST_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)
         return fail(EXIT_USAGE, "requests: unexpected argument '%s'", argv[optind]);
+    list_finish(&a.list, &o);
     char path[128] = "/v1/requests";
     _cleanup_free_ char *q_state = a.state ? client_escape(a.state) : NULL;
     if (a.state && !q_state)
@@ -36,28 +93,18 @@ int verb_requests(int argc, char **argv) {
     if (q_state)
         snprintf(path, sizeof(path), "/v1/requests?state=%.96s", q_state);
     json_t *j = NULL;
-    if ((r = remote_call(&o, "GET", path, NULL, NULL, &j)) != EXIT_OK)
+    if ((r = list_fetch(&o, NULL, path, "requests", &a.list, 0, &j)) != EXIT_OK)
         return r;
-    if (o.json)
-        return print_json(j);
-    Table *t = table_new("ID", "USER", "STATE", "KIND", "CLASS", "COUNT", "NODE", "REASON", NULL);
-    size_t i;
-    json_t *q;
-    json_array_foreach(json_object_get(j, "requests"), i, q) {
-        char id[24], count[16];
-        json_t *spec = json_object_get(q, "request"), *pl = json_object_get(q, "placement");
-        const char *state = json_str(q, "state");
-        bool live = state && (!strcmp(state, "placed") || !strcmp(state, "active"));
-        /* The reason matters while a request waits or when it was refused. */
-        bool why = state && (!strcmp(state, "pending") || !strcmp(state, "refused"));
-        table_add_row(t, json_int_str(q, "id", id, sizeof(id)), json_str(q, "user"), state,
-                      json_str(spec, "kind"),
-                      pl && live ? json_str(pl, "class") : json_str(spec, "class"),
-                      json_int_str(spec, "count", count, sizeof(count)),
-                      live ? json_str(pl, "node") : NULL, why ? json_str(q, "reason") : NULL);
-    }
-    table_print(t, stdout);
-    table_free(t);
+    json_t *list = json_object_get(j, "requests");
+    if (a.list.format == LIST_JSON || a.list.format == LIST_YAML)
+        return list_print_document(&a.list, j);
+    if (a.list.format == LIST_NAME) {
+        size_t i;
+        json_t *q;
+        json_array_foreach(list, i, q) printf("request/%lld\n",
+                                              (long long)json_integer_value(json_object_get(q, "id")));
+    } else
+        print_requests(&a.list, list);
     json_decref(j);
     return EXIT_OK;
 }

@@ -7,6 +7,7 @@
 #include "output.h"
 #include "server/server.h"
 #include "util/strutil.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void serve_usage(FILE *f) {
@@ -15,9 +16,11 @@ static void serve_usage(FILE *f) {
           "Run the control plane: the HTTP/JSON API under /v1 (see docs/openapi.yaml).\n"
           "Listens on loopback unless told otherwise; port 0 picks a free port, printed as\n"
           "'listening on http://ADDR:PORT' on stdout once the state is restored.\n\n"
-          "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN ")\n"
+          "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN "); IPv6 as\n"
+          "                      [::1]:7780, or a host name\n"
           "  --state FILE        SQLite state file (default ./einsora.db)\n"
           "  --catalog FILE      catalog of GPU classes (default: the shipped catalog)\n"
+          "  --pci-ids FILE      pci.ids database for device names (default /usr/share/misc/pci.ids)\n"
           "  --port-file FILE    also write the chosen port to FILE\n"
           "  --batch N           operations per group commit (1 = one transaction each)\n"
           "  --retention D       ended requests, their events and idempotency keys leave\n"
@@ -26,6 +29,9 @@ static void serve_usage(FILE *f) {
           "  --per-address N     open connections from one client address (default 256)\n"
           "  --header-deadline D a request's headers must arrive within D of its connection\n"
           "                      opening, however they trickle (default 30s)\n"
+          "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain)...\n"
+          "  --tls-key FILE      ... and this PEM key; needed on any address but loopback\n"
+          "  --insecure-plain-http  serve plain HTTP off loopback anyway (behind a TLS proxy)\n"
           "  -h, --help          this text\n",
           f);
 }
@@ -33,15 +39,16 @@ static void serve_usage(FILE *f) {
 typedef struct Ready {
     const char *listen;
     const char *port_file;
+    bool tls;
 } Ready;
 
 static void on_ready(uint16_t port, void *userdata) {
     Ready *r = userdata;
-    char host[64] = "127.0.0.1";
+    char host[256] = "127.0.0.1";
     const char *colon = strrchr(r->listen, ':');
     if (colon && (size_t)(colon - r->listen) < sizeof(host))
         snprintf(host, sizeof(host), "%.*s", (int)(colon - r->listen), r->listen);
-    printf("listening on http://%s:%u\n", host, port);
+    printf("listening on %s://%s:%u\n", r->tls ? "https" : "http", host, port);
     fflush(stdout);
     if (r->port_file) {
         /* Written to a temporary name and renamed, so a reader never sees half a number. */
@@ -63,13 +70,15 @@ int verb_serve(int argc, char **argv) {
             {"retention", required_argument, NULL, 'r'}, {"store-retention", required_argument, NULL, 'R'},
             {"per-address", required_argument, NULL, 'P'},
             {"header-deadline", required_argument, NULL, 'H'},
+            {"tls-cert", required_argument, NULL, 'C'}, {"tls-key", required_argument, NULL, 'K'},
+            {"insecure-plain-http", no_argument, NULL, 'I'},
             {"help", no_argument, NULL, 'h'},           {},
     };
     ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN, .state_path = "einsora.db",
                         .batch_max = SERVER_BATCH_MAX, .log = stderr};
     int c;
     uint64_t batch;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'l':
             cfg.listen = optarg;
@@ -113,6 +122,15 @@ int verb_serve(int argc, char **argv) {
                 cfg.header_deadline_ms == 0)
                 return fail(EXIT_USAGE, "serve: --header-deadline takes a duration such as 10s or 1m");
             break;
+        case 'C':
+            cfg.tls_cert_path = optarg;
+            break;
+        case 'K':
+            cfg.tls_key_path = optarg;
+            break;
+        case 'I':
+            cfg.insecure_plain_http = true;
+            break;
         case 'h':
             serve_usage(stdout);
             return EXIT_OK;
@@ -123,7 +141,7 @@ int verb_serve(int argc, char **argv) {
     }
     if (optind < argc)
         return fail(EXIT_USAGE, "serve: unexpected argument '%s'", argv[optind]);
-    Ready ready = {cfg.listen, cfg.port_file};
+    Ready ready = {cfg.listen, cfg.port_file, cfg.tls_cert_path != NULL};
     Error err = {0};
     if (server_run(&cfg, on_ready, &ready, &err) < 0)
         return fail_error(EXIT_FAIL, &err);

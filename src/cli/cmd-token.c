@@ -14,6 +14,7 @@
 #include "util/macro.h"
 #include "util/sha256.h"
 #include "util/strutil.h"
+#include "suggest.h"
 #include "verbs.h"
 
 static void token_usage(FILE *f) {
@@ -24,11 +25,15 @@ static void token_usage(FILE *f) {
           "Create a bearer token for the API and print it once (only its hash is stored), list\n"
           "the tokens, or revoke one by the ID 'list' shows. Run on the server host, with the\n"
           "server's state file; the running server honours a change from its next call on.\n\n"
+          "  --state FILE  the server's state file\n"
+          "  --user USER   who the token speaks for\n"
+          "  --nodes A,B   the nodes an owner owns, or the one node of an agent token\n"
           "  --role ROLE   admin | owner | trusted | user | node\n"
           "                owner: owns the nodes named by --nodes; node: the agent token of the\n"
           "                one node named by --nodes\n"
           "  --expires D   refuse the token after D: a number with s, m, h or d (e.g. 30d)\n"
-          "  --json        print JSON\n",
+          "  --json        print JSON\n"
+          "  -h, --help    show this help\n",
           f);
 }
 
@@ -128,7 +133,7 @@ int verb_token(int argc, char **argv) {
     const char *state = NULL, *user = NULL, *role = NULL, *nodes = NULL, *expires = NULL;
     bool json = false;
     int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 's':
             state = optarg;

@@ -26,14 +26,17 @@
 #include "config.h"
 #include "engine-local.h"
 #include "output.h"
+#include "remote.h"
 #include "server/server.h"
 #include "server/spec.h"
 #include "store/store.h"
 #include "token-secret.h"
+#include "util/datadir.h"
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/sha256.h"
 #include "util/strutil.h"
+#include "suggest.h"
 #include "verbs.h"
 
 #define UP_MAX_AGENTS 8
@@ -66,8 +69,10 @@ static void up_usage(FILE *f) {
           "  --demo              also start agents on the source tree's fixture machines\n"
           "  --heartbeat S       agents' heartbeat in seconds (default 2)\n"
           "  --no-local          no agent for this machine (demo fleet only)\n"
-          "  --fixtures DIR      fixture machines (default <source>/tests/fixtures/machines)\n"
-          "  --nvml-lib PATH     the fake NVML for fixtures (default: the one built next to einsora)\n",
+          "  --fixtures DIR      fixture machines (default: the installed demo machines, or\n"
+          "                      the source tree's tests/fixtures/machines)\n"
+          "  --nvml-lib PATH     the fake NVML for fixtures (default: the one built next to einsora)\n"
+          "  -h, --help          show this help\n",
           f);
 }
 
@@ -177,8 +182,9 @@ static void print_capacity(Client *cl) {
                (long long)json_integer_value(json_object_get(row, "free")));
     }
     if (json_integer_value(json_object_get(j, "unclassified")))
-        printf("  (%lld unclassified device(s), shown in `einsora nodes`)\n",
-               (long long)json_integer_value(json_object_get(j, "unclassified")));
+        printf("  (%lld unclassified %s, shown in `einsora nodes`)\n",
+               (long long)json_integer_value(json_object_get(j, "unclassified")),
+               plural(json_integer_value(json_object_get(j, "unclassified")), "device", "devices"));
     json_decref(j);
 }
 
@@ -227,7 +233,7 @@ static int parse(int argc, char **argv, UpOpts *o) {
     };
     int c;
     uint64_t v;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'l': o->listen = optarg; break;
         case 's': o->state = optarg; break;
@@ -255,7 +261,7 @@ static int parse(int argc, char **argv, UpOpts *o) {
 
 int verb_up(int argc, char **argv) {
     UpOpts o = {.listen = SERVER_DEFAULT_LISTEN, .heartbeat_s = 2,
-                .fixtures = EINSORA_SOURCE_DATADIR "/../tests/fixtures/machines"};
+                .fixtures = demo_fixtures_dir()};
     int r = parse(argc, argv, &o);
     if (r >= 0)
         return r;
@@ -273,9 +279,11 @@ int verb_up(int argc, char **argv) {
     snprintf(dir, sizeof(dir), "%s", dirname(tmp));
     if ((r = mkdir_p(dir, 0700)) < 0)
         return fail(EXIT_FAIL, "up: cannot create %s: %s", dir, strerror(-r));
-    if (o.demo && access(o.fixtures, R_OK) < 0)
-        return fail(EXIT_FAIL, "up: --demo needs the fixture machines of the source tree (%s not found; "
-                               "give --fixtures DIR)", o.fixtures);
+    if (o.demo && (!o.fixtures || access(o.fixtures, R_OK) < 0))
+        return fail(EXIT_FAIL, "up: --demo needs the fixture machines (installed under "
+                               "<datadir>/einsora/demo/machines, or a source tree's "
+                               "tests/fixtures/machines; %s not found; give --fixtures DIR)",
+                    o.fixtures ? o.fixtures : "neither");
     if (!o.nvml_lib) {
         /* The fake NVML built next to this einsora (tests/agent in the build tree). */
         static char lib[PATH_MAX];
@@ -401,7 +409,8 @@ int verb_up(int argc, char **argv) {
     printf("einsora is up\n");
     printf("  control plane  %s   (state %s)\n", url, o.state);
     printf("  your token     %s   (user %s, mode 0600)\n", tokfile, user);
-    printf("  agents         %zu of %zu node(s) reporting\n", have, n_kids - 1);
+    printf("  agents         %zu of %zu %s reporting\n", have, n_kids - 1,
+           plural((long long)(n_kids - 1), "node", "nodes"));
     if (!o.no_local) {
         const char *engine = cli_local_engine_socket();
         if (engine)
@@ -410,11 +419,16 @@ int verb_up(int argc, char **argv) {
             printf("  containers     recorded only: no Docker or Podman socket (looked at %s)\n", CLI_ENGINE_SOCKETS_LOOKED_AT);
     }
     print_capacity(cl);
-    printf("\nIn another terminal:\n"
-           "  export EINSORA_SERVER=%s EINSORA_TOKEN=$(cat %s)\n"
-           "  einsora nodes; einsora capacity   (docs/fleet.md shows what to try next)\n"
-           "Press Ctrl-C to stop.\n",
-           url, tokfile);
+    /* The CLI finds this fleet without exports: a context named "local", made current. */
+    bool saved = remote_save_context("local", url, tokfile) == EXIT_OK;
+    if (saved)
+        printf("\nIn another terminal (context \"local\" is current):\n");
+    else
+        printf("\nIn another terminal:\n"
+               "  export EINSORA_SERVER=%s EINSORA_TOKEN=$(cat %s)\n",
+               url, tokfile);
+    printf("  einsora nodes; einsora capacity   (docs/fleet.md shows what to try next)\n"
+           "Press Ctrl-C to stop.\n");
     fflush(stdout);
     client_free(cl);
     snprintf(path, sizeof(path), "%s", url);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "suggest.h"
 #include "verbs.h"
 
 typedef struct Verb {
@@ -31,6 +32,8 @@ static const Verb verbs[] = {
     {"logs", verb_logs, "show a container workload's output on the node that runs it"},
     {"stop", verb_stop, "end a workload: release it, or cancel it while it waits"},
     {"k8s", verb_k8s, "the datacenter: sync with a Kubernetes cluster, KubeVirt config"},
+    {"config", verb_config, "use-context, get-contexts, current-context: where the CLI connects"},
+    {"login", verb_login, "check a server and token file and save them as the current context"},
 };
 
 static void usage(FILE *f) {
@@ -39,7 +42,47 @@ static void usage(FILE *f) {
                "endpoints.\n\nVerbs:\n");
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
         fprintf(f, "  %-12s %s\n", verbs[i].name, verbs[i].summary);
-    fprintf(f, "\nRun 'einsora VERB --help' for a verb's options.\n");
+    fprintf(f, "  %-12s %s\n", "version", "print this einsora's version");
+    fprintf(f, "  %-12s %s\n", "help", "help VERB: a verb's options (as VERB --help)");
+    fprintf(f, "\nOptions:\n  --version    print this einsora's version\n"
+               "  -h, --help   show this overview\n");
+    fprintf(f, "\nRun 'einsora VERB --help' (or 'einsora help VERB') for a verb's options.\n"
+               "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the\n"
+               "arguments wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out.\n");
+}
+
+static const Verb *find_verb(const char *name) {
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(name, verbs[i].name) == 0)
+            return &verbs[i];
+    return NULL;
+}
+
+static int unknown_verb(const char *name) {
+    const char *names[sizeof(verbs) / sizeof(verbs[0]) + 2] = {"help", "version"};
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        names[i + 2] = verbs[i].name;
+    const char *near = suggest_nearest(name, names, sizeof(names) / sizeof(names[0]));
+    if (near)
+        fprintf(stderr, "einsora: unknown verb '%s'; did you mean `%s`?\n", name, near);
+    else
+        fprintf(stderr, "einsora: unknown verb '%s' (`einsora help` lists them)\n", name);
+    return EXIT_USAGE;
+}
+
+/* `einsora version` and --version: the CLI's version (the server's: GET /healthz). */
+static int version(int argc, char **argv) {
+    if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+        printf("usage: einsora version\n\nPrint this einsora's version.\n"
+               "  -h, --help   show this help\n");
+        return EXIT_OK;
+    }
+    if (argc > 2) {
+        fprintf(stderr, "einsora: version: unexpected argument '%s'\n", argv[2]);
+        return EXIT_USAGE;
+    }
+    printf("einsora %s\n", EINSORA_VERSION);
+    return EXIT_OK;
 }
 
 int main(int argc, char **argv) {
@@ -47,20 +90,29 @@ int main(int argc, char **argv) {
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        (strcmp(argv[1], "help") == 0 &&
+         (argc == 2 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))) {
         usage(stdout);
         return EXIT_OK;
     }
-    if (strcmp(argv[1], "--version") == 0) {
-        printf("einsora %s\n", EINSORA_VERSION);
-        return EXIT_OK;
+    if (strcmp(argv[1], "help") == 0) {
+        /* `einsora help VERB [SUB]` is `einsora VERB [SUB] --help`. */
+        if (strcmp(argv[2], "version") == 0)
+            return version(3, (char *[]){argv[0], "version", "--help", NULL});
+        const Verb *v = find_verb(argv[2]);
+        if (!v)
+            return unknown_verb(argv[2]);
+        char *args[4] = {argv[2], argc > 3 ? argv[3] : "--help", "--help", NULL};
+        optind = 0;
+        return v->run(argc > 3 ? 3 : 2, args);
     }
-    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        if (strcmp(argv[1], verbs[i].name) == 0) {
-            optind = 0; /* each verb parses its own options */
-            return verbs[i].run(argc - 1, argv + 1);
-        }
-    fprintf(stderr, "einsora: unknown verb '%s'\n\n", argv[1]);
-    usage(stderr);
-    return EXIT_USAGE;
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0)
+        return version(argc, argv);
+    const Verb *v = find_verb(argv[1]);
+    if (v) {
+        optind = 0; /* each verb parses its own options */
+        return v->run(argc - 1, argv + 1);
+    }
+    return unknown_verb(argv[1]);
 }

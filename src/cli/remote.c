@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "output.h"
+#include "suggest.h"
 #include "verbs.h"
 
 void remote_defaults(RemoteOpts *o) {
@@ -29,6 +30,9 @@ bool remote_option(RemoteOpts *o, int c, const char *arg) {
     case 0x102:
         o->json = true;
         return true;
+    case 0x103:
+        o->context = arg;
+        return true;
     default:
         return false;
     }
@@ -38,7 +42,32 @@ int remote_open(const RemoteOpts *o, Client **ret) {
     Error err = {0};
     if (client_new(o->server, o->token, ret, &err) < 0)
         return fail_error(err.code == -EINVAL ? EXIT_USAGE : EXIT_FAIL, &err);
+    /* A control plane with its own CA (issue 16: einsora serve --tls-cert). */
+    const char *ca = getenv("EINSORA_CACERT");
+    if (ca && ca[0] && client_set_ca_file(*ret, ca, &err) < 0) {
+        client_free(*ret);
+        *ret = NULL;
+        return fail_error(EXIT_FAIL, &err);
+    }
     return EXIT_OK;
+}
+
+int remote_exit_code(long status) {
+    switch (status) {
+    case 400: /* the server found the arguments wrong: still a usage error */
+    case 422:
+        return EXIT_USAGE;
+    case 401:
+    case 403:
+        return EXIT_DENIED;
+    case 404:
+        return EXIT_NOT_FOUND;
+    case 408:
+    case 504:
+        return EXIT_TIMEOUT;
+    default:
+        return EXIT_FAIL;
+    }
 }
 
 int remote_call_on(Client *cl, const char *method, const char *path, json_t *body,
@@ -56,8 +85,14 @@ int remote_call_on(Client *cl, const char *method, const char *path, json_t *bod
         return EXIT_OK;
     }
     const char *msg = json_string_value(json_object_get(answer, "message"));
-    int code = status == 401 || status == 403 ? EXIT_DENIED : status == 404 ? EXIT_NOT_FOUND : EXIT_FAIL;
-    fail(code, "%s (HTTP %ld)", msg ? msg : "the server answered with an error", status);
+    int code = remote_exit_code(status);
+    if (status == 401)
+        /* Say what to run, not which header to send. */
+        fail(code, "%s (HTTP 401): log in with `einsora login --server URL --token-file FILE` "
+                   "(an admin makes tokens with `einsora token create` on the server host)",
+             msg ? msg : "the server does not know this token");
+    else
+        fail(code, "%s (HTTP %ld)", msg ? msg : "the server answered with an error", status);
     json_decref(answer);
     return code;
 }
@@ -88,12 +123,16 @@ const char *json_int_str(json_t *obj, const char *key, char *buf, size_t size) {
 int remote_getopt(int argc, char **argv, const struct option *extra, RemoteExtraFn on_extra,
                   void *userdata, RemoteOpts *o, const char *usage) {
     struct option all[24] = {REMOTE_OPTIONS, {"help", no_argument, NULL, 'h'}};
-    size_t n = 4;
+    size_t n = 5;
     for (size_t i = 0; extra && extra[i].name && n < 22; i++)
         all[n++] = extra[i];
     all[n] = (struct option){0};
+    /* -o is short for --output on the list verbs (listing.h), and only there. */
+    bool short_o = false;
+    for (size_t i = 0; i < n; i++)
+        short_o = short_o || all[i].val == 'o';
     int c;
-    while ((c = getopt_long(argc, argv, "h", all, NULL)) >= 0) {
+    while ((c = cli_getopt(argc, argv, short_o ? "ho:" : "h", all)) >= 0) {
         if (remote_option(o, c, optarg))
             continue;
         if (c == 'h') {
@@ -109,6 +148,9 @@ int remote_getopt(int argc, char **argv, const struct option *extra, RemoteExtra
         if (r != 0)
             return r;
     }
+    int r = remote_apply_context(o);
+    if (r != EXIT_OK)
+        return r;
     remote_defaults(o);
     return -1;
 }

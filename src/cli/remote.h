@@ -13,28 +13,44 @@ enum {
     EXIT_UNREACHABLE = 3, /* the server could not be reached */
     EXIT_DENIED = 4,      /* 401/403: missing, bad or insufficient token */
     EXIT_NOT_FOUND = 5,   /* 404: no such object (or not yours) */
+    EXIT_TIMEOUT = 6,     /* a wait (--timeout) or the server's own deadline ran out */
+    EXIT_INTERRUPTED = 130, /* Ctrl-C during a wait (128 + SIGINT, as shells report it) */
 };
+
+/* The one table from HTTP status to exit code (docs/cli.md): 400/422 usage (the server found
+ * the arguments wrong), 401/403 not allowed, 404 not found, 408/504 timeout, else failed. */
+int remote_exit_code(long status);
 
 typedef struct RemoteOpts {
     const char *server; /* --server, else $EINSORA_SERVER, else http://127.0.0.1:7780 */
     const char *token;  /* --token, else $EINSORA_TOKEN */
     bool json;
+    const char *context;      /* --context NAME (issue 16: cmd-config.c) */
+    bool server_from_context; /* o->server came from a context */
 } RemoteOpts;
 
 /* getopt_long entries every API verb accepts; ids are 0x100.. */
 #define REMOTE_OPTIONS                                                                             \
     {"server", required_argument, NULL, 0x100}, {"token", required_argument, NULL, 0x101},         \
-            {"json", no_argument, NULL, 0x102}
+            {"json", no_argument, NULL, 0x102}, {"context", required_argument, NULL, 0x103}
 #define REMOTE_HELP                                                                                \
     "  --server URL     API server (default $EINSORA_SERVER or http://127.0.0.1:7780)\n"           \
-    "  --token TOKEN    bearer token (default $EINSORA_TOKEN)\n"                                   \
+    "  --token TOKEN    bearer token (default $EINSORA_TOKEN, else the context's token file)\n"     \
+    "  --context NAME   use this context of ~/.config/einsora/config (default $EINSORA_CONTEXT,\n" \
+    "                   else the current one; see `einsora config`)\n"                          \
     "  --json           machine-readable output\n"                                                 \
-    "Exit codes: 0 ok, 1 failed or refused, 2 usage, 3 server unreachable, 4 not allowed,\n"       \
-    "5 not found.\n"
+    "  -h, --help       show this help\n"                                                          \
+    "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the arguments\n"   \
+    "wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out.\n"
 
 /* Handle one of REMOTE_OPTIONS; false when c is not one of them. */
 bool remote_option(RemoteOpts *o, int c, const char *arg);
 void remote_defaults(RemoteOpts *o);
+/* Fill what flags left unset from $EINSORA_SERVER/$EINSORA_TOKEN, then from the context
+ * (cmd-config.c). Returns EXIT_OK or an exit code after printing why. */
+int remote_apply_context(RemoteOpts *o);
+/* Add or replace a context and make it current (`einsora up`, `einsora login`). */
+int remote_save_context(const char *name, const char *server, const char *token_file);
 
 /* Call the API. On a 2xx answer returns EXIT_OK and *ret the JSON body (caller frees).
  * Otherwise prints "einsora: <message>" and returns the exit code for the status. */

@@ -37,3 +37,6 @@ int verb_logs(int argc, char **argv);
 int verb_stop(int argc, char **argv);
 /* The datacenter: `einsora k8s sync|kubevirt-config`. */
 int verb_k8s(int argc, char **argv);
+/* Contexts (cmd-config.c). */
+int verb_config(int argc, char **argv);
+int verb_login(int argc, char **argv);

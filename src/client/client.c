@@ -14,6 +14,7 @@ struct Client {
     CURL *curl;
     char *base;
     char *auth_header;
+    char *ca_file; /* issue 16: trust this CA for https (NULL: the system's) */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -28,6 +29,7 @@ void client_free(Client *c) {
         curl_easy_cleanup(c->curl);
     free(c->base);
     free(c->auth_header);
+    free(c->ca_file);
     free(c);
 }
 
@@ -122,6 +124,8 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    if (c->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
@@ -167,5 +171,14 @@ int client_call(Client *c, const char *method, const char *path, json_t *body,
         *ret_json = j;
     else
         json_decref(j);
+    return 0;
+}
+
+int client_set_ca_file(Client *c, const char *path, Error *err) {
+    char *copy = strdup(path);
+    if (!copy)
+        return error_set(err, -ENOMEM, "Out of memory.");
+    free(c->ca_file);
+    c->ca_file = copy;
     return 0;
 }

@@ -2,12 +2,14 @@
 #include "catalog-yaml.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <yaml.h>
 
 #include "config.h"
+#include "util/datadir.h"
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -283,8 +285,9 @@ const char *catalog_default_path(void) {
     const char *env = getenv("EINSORA_CATALOG");
     if (!isempty(env))
         return env;
-    static const char installed[] = EINSORA_DATADIR "/catalog.yaml";
-    if (access(installed, R_OK) == 0)
-        return installed;
-    return EINSORA_SOURCE_DATADIR "/catalog.yaml";
+    /* Found at run time (util/datadir.c): installed, relocated, or the source tree. */
+    static char path[PATH_MAX];
+    const char *dir = data_dir();
+    snprintf(path, sizeof(path), "%s/catalog.yaml", dir ? dir : EINSORA_DATADIR);
+    return path;
 }

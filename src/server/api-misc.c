@@ -5,13 +5,15 @@
 #include <time.h>
 
 #include "api.h"
+#include "config.h"
 #include "config/catalog-json.h"
 #include "longpoll.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
 void api_healthz(HttpCtx *c) {
-    c->json = json_pack("{s:s}", "status", "ok");
+    /* The server's version: a client or an operator tells which build answers (issue 16). */
+    c->json = json_pack("{s:s, s:s}", "status", "ok", "version", EINSORA_VERSION);
 }
 
 void api_readyz(HttpCtx *c) {
@@ -104,6 +106,24 @@ void api_capacity(HttpCtx *c) {
         api_error(c, 500, "internal", "%s", error_message(&err));
 }
 
+/* A cursor older than what retention kept missed events: 410 Gone with the oldest cursor, so a
+ * client relists instead of silently skipping (as a Kubernetes watch answers 410). Checked
+ * after the read: the base only grows, so a base still at or below the cursor means no gap. */
+static bool events_gone(HttpCtx *c, uint64_t after) {
+    uint64_t base = events_base(&c->s->events);
+    if (after == 0 || base <= after)
+        return false;
+    json_decref(c->json);
+    c->json = NULL;
+    c->park = false;
+    api_error(c, 410, "gone",
+              "Events after %llu are no longer kept (retention); the oldest cursor is %llu: "
+              "list from it again.",
+              (unsigned long long)after, (unsigned long long)base);
+    json_object_set_new(c->json, "oldest", json_integer((json_int_t)base));
+    return true;
+}
+
 void api_events(HttpCtx *c) {
     uint64_t after, wait, limit;
     if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
@@ -124,9 +144,11 @@ void api_events(HttpCtx *c) {
             c->park_deadline_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)wait * 1000;
             c->park_user = user;
         }
+        events_gone(c, after);
         return;
     }
     c->json = events_read(&c->s->events, after, limit, (int)wait * 1000, user);
+    events_gone(c, after);
 }
 
 void api_invariants(HttpCtx *c) {
@@ -154,6 +176,8 @@ void api_metrics(HttpCtx *c) {
     Metrics *m = &s->metrics;
     StrBuf b = {0};
     static const char *const states[] = {"total", "allocated", "free", "cordoned", "quarantined"};
+    gauge(&b, "einsora_build_info", "The server's build: always 1, the version in a label.", "gauge");
+    strbuf_printf(&b, "einsora_build_info{version=\"%s\"} 1\n", EINSORA_VERSION);
     gauge(&b, "einsora_capacity_units", "Units of each GPU class per mode (R6), summed over sites.",
           "gauge");
     pthread_rwlock_rdlock(&s->lock);
@@ -178,6 +202,7 @@ void api_metrics(HttpCtx *c) {
     strbuf_printf(&b, "einsora_queue_depth %zu\n", waiting);
     gauge(&b, "einsora_nodes", "Registered nodes.", "gauge");
     strbuf_printf(&b, "einsora_nodes %zu\n", nodes);
+    metrics_write_nodes(&b, s);
     gauge(&b, "einsora_parked_long_polls", "Event long-polls waiting without a thread.", "gauge");
     strbuf_printf(&b, "einsora_parked_long_polls %zu\n", s->longpoll ? longpoll_count(s->longpoll) : 0);
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");

@@ -37,6 +37,8 @@ int save_node(Server *s, const Node *n) {
 typedef struct NodeArg {
     ApiNode spec;
     bool upsert; /* PUT: replace an existing node (the agent's inventory push) */
+    const char *if_match;        /* issue 16: a stale write answers 412 */
+    char etag[API_ETAG_SIZE];    /* the node's ETag after the write */
 } NodeArg;
 
 static void op_node_put(Server *s, Op *op) {
@@ -46,6 +48,12 @@ static void op_node_put(Server *s, Op *op) {
     if (old && !a->upsert) {
         op_error(op, 409, "conflict", "Node %s exists; an agent updates it with PUT /v1/nodes/%s.",
                  a->spec.name, a->spec.name);
+        return;
+    }
+    if (!api_if_match_ok(a->if_match, old ? &old->spec : NULL)) {
+        op_error(op, 412, "precondition_failed",
+                 "Node %s changed since the version given in If-Match: read it again.",
+                 a->spec.name);
         return;
     }
     if (old && op->who->role == ROLE_NODE)
@@ -67,6 +75,7 @@ static void op_node_put(Server *s, Op *op) {
             fleet_on_node_put(s, old, op->who->role == ROLE_NODE);
             op->status = 200;
             op->body = node_to_json(s, old);
+            api_node_etag(&old->spec, a->etag);
             return;
         }
         /* A changed inventory replaces the node, which needs it idle: the core never pulls a
@@ -91,6 +100,7 @@ static void op_node_put(Server *s, Op *op) {
         state_event(s, "node.updated", old->spec.name, NULL, json_pack("{s:s}", "by", op->who->role == ROLE_NODE ? "agent" : "api"));
         op->status = 200;
         op->body = node_to_json(s, old);
+        api_node_etag(&old->spec, a->etag);
         return;
     }
     Node *n = calloc(1, sizeof(*n));
@@ -113,6 +123,7 @@ static void op_node_put(Server *s, Op *op) {
     state_event(s, "node.registered", n->spec.name, NULL, json_pack("{s:s, s:s}", "site", n->spec.site, "owner", n->spec.owner));
     op->status = 201;
     op->body = node_to_json(s, n);
+    api_node_etag(&n->spec, a->etag);
 }
 
 static void node_put(HttpCtx *c, bool upsert) {
@@ -123,6 +134,7 @@ static void node_put(HttpCtx *c, bool upsert) {
     }
     Error err = {0};
     a->upsert = upsert;
+    a->if_match = c->if_match;
     if (api_node_parse(c->body, c->body_len, &a->spec, &err) < 0)
         api_error(c, 400, "bad_request", "%s", error_message(&err));
     else if (upsert && STRNEQ(a->spec.name, c->match.params[0]))
@@ -131,8 +143,11 @@ static void node_put(HttpCtx *c, bool upsert) {
     else if (!may_manage(&c->who, a->spec.name, c->who.role == ROLE_OWNER ? a->spec.owner : NULL))
         api_error(c, 403, "forbidden", "Token of %s (%s) may not register or update node %s.",
                   c->who.user, role_to_string(c->who.role), a->spec.name);
-    else
+    else {
         api_apply(c, op_node_put, a);
+        if (a->etag[0] && c->status < 300)
+            snprintf(c->etag, sizeof(c->etag), "%s", a->etag);
+    }
     free(a);
 }
 
@@ -170,8 +185,10 @@ void api_node_show(HttpCtx *c) {
     const char *name = c->match.params[0];
     pthread_rwlock_rdlock(&s->lock);
     const Node *n = ptrmap_get(&s->nodes, name);
-    if (n && (c->who.role != ROLE_NODE || principal_has_node(&c->who, name)))
+    if (n && (c->who.role != ROLE_NODE || principal_has_node(&c->who, name))) {
         c->json = node_to_json(s, n);
+        api_node_etag(&n->spec, c->etag);
+    }
     pthread_rwlock_unlock(&s->lock);
     if (!c->json)
         api_error(c, 404, "not_found", "No node %s.", name);

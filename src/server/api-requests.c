@@ -54,7 +54,9 @@ static void op_submit(Server *s, Op *op) {
             json_decref(x);
             json_decref(y);
             if (!same) {
-                op_error(op, 409, "conflict",
+                /* 422, as the IETF Idempotency-Key draft and Stripe answer: the request
+                 * is well formed but cannot be honoured with this key. */
+                op_error(op, 422, "idempotency_key_reused",
                          "Idempotency-Key '%.64s' was already used for request %" PRIu64
                          " with a different body.",
                          a->idem_key, old->id);

@@ -135,6 +135,9 @@ void api_dispatch(HttpCtx *c) {
         api_error(c, 503, "unavailable", "The server hit a storage error and is stopping.");
         return;
     }
+    if (!api_check_conventions(c, id))
+        return;
     c->status = 200;
     handlers[id].fn(c);
+    api_after_handler(c, id);
 }

@@ -66,6 +66,13 @@ typedef struct HttpCtx {
     bool can_park, resumed, park;
     int64_t park_deadline_ms;
     const char *park_user;
+    /* Issue 16 (api-conventions.c): the request's Content-Type and If-Match (may be NULL);
+     * query_unknown returns the first query key not in the NULL-terminated list, or NULL.
+     * The answer's Location and ETag headers ("" for none). */
+    const char *content_type_in, *if_match;
+    const char *(*query_unknown)(void *conn, const char *const *allowed);
+    char location[128];
+    char etag[40];
 } HttpCtx;
 
 typedef void (*ApiHandler)(HttpCtx *c);
@@ -131,3 +138,17 @@ void api_tenants_trusted(HttpCtx *c);
 /* web.c: the dashboard's reads */
 void api_whoami(HttpCtx *c);
 void api_capacity_history(HttpCtx *c);
+
+/* api-conventions.c: 415 for a body that is not JSON, 400 for an unknown query
+ * parameter; false when c now holds that error. */
+bool api_check_conventions(HttpCtx *c, RouteId id);
+/* After the handler: Location of what a 201 created. */
+void api_after_handler(HttpCtx *c, RouteId id);
+/* A node's ETag: a digest of its description (what PUT replaces), quoted. */
+#define API_ETAG_SIZE 40
+void api_node_etag(const ApiNode *spec, char out[API_ETAG_SIZE]);
+/* If-Match (NULL: no condition) against the current node (NULL: none). */
+bool api_if_match_ok(const char *if_match, const ApiNode *current);
+/* metrics-nodes.c: a Prometheus label value, escaped; per-node gauges. */
+void metrics_label_value(StrBuf *b, const char *v);
+void metrics_write_nodes(StrBuf *b, Server *s);

@@ -207,6 +207,13 @@ int64_t events_oldest_ms(EventLog *l) {
     return t;
 }
 
+uint64_t events_base(EventLog *l) {
+    pthread_mutex_lock(&l->lock);
+    uint64_t b = l->base;
+    pthread_mutex_unlock(&l->lock);
+    return b;
+}
+
 void events_set_base(EventLog *l, uint64_t base) {
     pthread_mutex_lock(&l->lock);
     if (l->n == 0) {

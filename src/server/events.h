@@ -58,6 +58,8 @@ uint64_t events_last(EventLog *l);
  * for the first one. Returns {"events": [...], "next": cursor}. */
 json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user);
 json_t *event_to_json(const Event *e);
+/* Issue 16: the newest seq dropped by retention (0: none); a cursor before it missed events. */
+uint64_t events_base(EventLog *l);
 /* Issue 12: retention. The feed starts after seq `base` (startup, when the store kept only
  * later events; only while empty). */
 void events_set_base(EventLog *l, uint64_t base);

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include "conn-deadline.h"
 #include "longpoll.h"
 #include "server/web.h"
+#include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -62,6 +64,27 @@ static const char *lookup_query(void *conn, const char *key) {
     return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+typedef struct QueryCheck {
+    const char *const *allowed;
+    const char *bad;
+} QueryCheck;
+
+static enum MHD_Result query_key_known(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value) {
+    QueryCheck *q = cls;
+    for (size_t i = 0; q->allowed[i]; i++)
+        if (STREQ(key, q->allowed[i]))
+            return MHD_YES;
+    q->bad = key;
+    return MHD_NO; /* stop at the first unknown one */
+}
+
+static const char *query_unknown(void *conn, const char *const *allowed) {
+    QueryCheck q = {.allowed = allowed};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, query_key_known, &q);
+    return q.bad;
+}
+
 static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
     char *text = c->text;
     if (!text) {
@@ -92,6 +115,12 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
         MHD_add_response_header(resp, web_security_headers[i][0], web_security_headers[i][1]);
     if (c->status == 405 && c->match.allowed[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->match.allowed);
+    if (c->status == 401) /* RFC 6750: say which scheme the API wants */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"einsora\"");
+    if (c->location[0])
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, c->location);
+    if (c->etag[0])
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, c->etag);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)c->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -145,6 +174,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                                          MHD_HTTP_HEADER_AUTHORIZATION),
             .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
             .query = lookup_query,
+            .query_unknown = query_unknown,
+            .content_type_in = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                           MHD_HTTP_HEADER_CONTENT_TYPE),
+            .if_match = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH),
             .conn = conn,
             .can_park = s->longpoll && !atomic_load(&s->draining),
             .resumed = up->parked,
@@ -195,25 +228,42 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-static int parse_listen(const char *listen, struct sockaddr_in *ret, Error *err) {
+/* "HOST:PORT", "[IPV6]:PORT" or "NAME:PORT" -> the address to bind (getaddrinfo, issue 16).
+ * "localhost" stays 127.0.0.1 whatever the resolver prefers, as it always was. */
+static int parse_listen(const char *listen, struct sockaddr_storage *ret, socklen_t *ret_len,
+                        Error *err) {
     const char *colon = strrchr(listen, ':');
     if (!colon)
-        return error_set(err, -EINVAL, "--listen takes ADDRESS:PORT, e.g. 127.0.0.1:7780.");
-    char host[64];
+        return error_set(err, -EINVAL, "--listen takes ADDRESS:PORT, e.g. 127.0.0.1:7780 or [::1]:7780.");
+    char host[256];
     size_t n = (size_t)(colon - listen);
+    const char *h = listen;
+    if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']')
+        h++, n -= 2; /* [::1]:7780 */
     if (n == 0 || n >= sizeof(host))
         return error_set(err, -EINVAL, "--listen: bad address in '%s'.", listen);
-    memcpy(host, listen, n);
+    memcpy(host, h, n);
     host[n] = 0;
     uint64_t port;
     if (parse_uint64(colon + 1, 65535, &port) < 0)
         return error_set(err, -EINVAL, "--listen: bad port in '%s'.", listen);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (STREQ(host, "localhost"))
         strcpy(host, "127.0.0.1");
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return error_set(err, -EINVAL, "--listen: '%s' is not an IPv4 address.", host);
-    *ret = sa;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    char service[8];
+    snprintf(service, sizeof(service), "%u", (unsigned)port);
+    int g = getaddrinfo(host, service, &hints, &ai);
+    if (g != 0 || !ai)
+        return error_set(err, -EINVAL, "--listen: cannot resolve '%s': %s.", host, gai_strerror(g));
+    if (ai->ai_addrlen > sizeof(*ret)) {
+        freeaddrinfo(ai);
+        return error_set(err, -EINVAL, "--listen: '%s' is not an IP address.", host);
+    }
+    memset(ret, 0, sizeof(*ret));
+    memcpy(ret, ai->ai_addr, ai->ai_addrlen);
+    *ret_len = (socklen_t)ai->ai_addrlen;
+    freeaddrinfo(ai);
     return 0;
 }
 
@@ -343,12 +393,42 @@ static void drain(Server *s, struct MHD_Daemon *d) {
     stop_longpolls(s);
 }
 
+/* 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z): only this host can connect. */
+static bool is_loopback(const struct sockaddr_storage *sa) {
+    if (sa->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
 int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *userdata),
                void *userdata, Error *err) {
-    struct sockaddr_in sa;
-    int r = parse_listen(cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, &sa, err);
+    struct sockaddr_storage sa;
+    socklen_t sa_len = 0;
+    const char *listen = cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN;
+    int r = parse_listen(listen, &sa, &sa_len, err);
     if (r < 0)
         return r;
+    bool tls = cfg->tls_cert_path || cfg->tls_key_path;
+    if (tls && (!cfg->tls_cert_path || !cfg->tls_key_path))
+        return error_set(err, -EINVAL, "TLS needs both --tls-cert and --tls-key.");
+    if (!tls && !cfg->insecure_plain_http && !is_loopback(&sa))
+        return error_set(err, -EPERM,
+                         "Refusing to serve tokens over plain HTTP on %s, which is not loopback: "
+                         "give --tls-cert FILE --tls-key FILE, or --insecure-plain-http (behind "
+                         "a TLS proxy).",
+                         listen);
+    _cleanup_free_ char *cert = NULL, *key = NULL;
+    if (tls) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            return error_set(err, -EOPNOTSUPP, "This libmicrohttpd was built without TLS.");
+        if ((r = read_full_file(cfg->tls_cert_path, 1u << 20, &cert, NULL)) < 0)
+            return error_set(err, r, "Cannot read the TLS certificate %s: %s.", cfg->tls_cert_path,
+                             strerror(-r));
+        if ((r = read_full_file(cfg->tls_key_path, 1u << 20, &key, NULL)) < 0)
+            return error_set(err, r, "Cannot read the TLS key %s: %s.", cfg->tls_key_path,
+                             strerror(-r));
+    }
     /* Signals are taken synchronously by this thread; block them before any thread starts. */
     sigset_t mask;
     sigemptyset(&mask);
@@ -380,7 +460,9 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     /* epoll with a fixed pool of threads: an idle or trickling connection, or a parked
      * long-poll, costs a socket, never a thread; one address holds at most per_address. */
     struct MHD_Daemon *d = MHD_start_daemon(
-            MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC, 0, NULL, NULL,
+            MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC |
+                    (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0),
+            0, NULL, NULL,
             on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
             on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
             MHD_OPTION_NOTIFY_CONNECTION, conn_deadline_notify, deadline,
@@ -388,7 +470,10 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVER_IDLE_TIMEOUT_S,
             MHD_OPTION_CONNECTION_LIMIT, conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             cfg->per_address_limit ? cfg->per_address_limit : (unsigned)SERVER_PER_ADDRESS_MAX,
-            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
+            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+            /* Without TLS these two end the list (MHD_OPTION_END is 0). */
+            tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+            MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
     if (!d) {
         conn_deadline_free(deadline);
         stop_longpolls(s);
@@ -398,7 +483,9 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
                          cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    uint16_t port = info ? info->port : ntohs(sa.sin_port);
+    uint16_t port = info ? info->port
+                         : ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                                          : ((struct sockaddr_in *)&sa)->sin_port);
     if (ready_fn)
         ready_fn(port, userdata);
 

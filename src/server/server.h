@@ -36,6 +36,11 @@ typedef struct ServerConfig {
     /* A request's headers must be complete this long after its connection opened (or its
      * previous request was answered); 0: SERVER_HEADER_DEADLINE_S. */
     int64_t header_deadline_ms;
+    /* TLS (PEM files, via libmicrohttpd's GnuTLS); without them a listen address
+     * that is not loopback is refused unless insecure_plain_http, so tokens never cross a
+     * network in clear by accident. */
+    const char *tls_cert_path, *tls_key_path;
+    bool insecure_plain_http;
 } ServerConfig;
 
 /* Open the state, rebuild the core from it (nodes, placed allocations, the waiting queue),

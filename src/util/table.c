@@ -76,12 +76,12 @@ int table_add_row(Table *t, ...) {
     return table_add_rowv(t, cells);
 }
 
-void table_print(const Table *t, FILE *f) {
+static void print_from(const Table *t, FILE *f, size_t first_row) {
     size_t width[TABLE_MAX_COLUMNS] = {0};
     for (size_t r = 0; r < t->n_rows; r++)
         for (size_t c = 0; c < t->n_cols; c++)
             width[c] = MAX(width[c], strlen(t->cells[r * t->n_cols + c]));
-    for (size_t r = 0; r < t->n_rows; r++) {
+    for (size_t r = first_row; r < t->n_rows; r++) {
         for (size_t c = 0; c < t->n_cols; c++) {
             const char *s = t->cells[r * t->n_cols + c];
             if (c + 1 == t->n_cols)
@@ -90,6 +90,14 @@ void table_print(const Table *t, FILE *f) {
                 fprintf(f, "%-*s  ", (int)width[c], s);
         }
     }
+}
+
+void table_print(const Table *t, FILE *f) {
+    print_from(t, f, 0);
+}
+
+void table_print_body(const Table *t, FILE *f) {
+    print_from(t, f, 1); /* row 0 holds the headers */
 }
 
 size_t table_rows(const Table *t) {

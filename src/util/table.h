@@ -16,4 +16,6 @@ int table_add_rowv(Table *t, const char *const *cells);
 
 /* Print with columns padded to their widest cell, two spaces apart. */
 void table_print(const Table *t, FILE *f);
+/* The same without the header line (--no-headers: for scripts). */
+void table_print_body(const Table *t, FILE *f);
 size_t table_rows(const Table *t);

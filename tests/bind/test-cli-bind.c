@@ -94,7 +94,7 @@ Test(cli_bind, r3_cli_switch_recover_and_reset_check) {
     fixture_setup(&f, devs, fake_node_devices(devs, 2, bdfs), false);
     char *out, *err;
     cr_assert_eq(AGENT(&f, &out, &err, "switch", "--to", "vfio"), 0, "%s", err);
-    cr_expect(strstr(out, "2 GPU(s) of this machine are on vfio-pci") != NULL, "%s", out);
+    cr_expect(strstr(out, "2 GPUs of this machine are on vfio-pci") != NULL, "%s", out);
     free(out);
     free(err);
     cr_assert_eq(AGENT(&f, &out, &err, "recover"), 0, "%s", err);

@@ -35,6 +35,7 @@ static void up_start(Up *u) {
         int o = open(u->out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(o, 1);
         dup2(e, 2);
+        setenv("XDG_CONFIG_HOME", u->dir, 1); /* where it writes its context (issue 16) */
         execl(EINSORA_BIN, EINSORA_BIN, "up", "--demo", "--listen", "127.0.0.1:0", "--state", u->state,
               "--heartbeat", "1", "--nvml-lib", FAKE_NVML_LIB, "--fixtures", TEST_FIXTURES "/machines", NULL);
         _exit(127);
@@ -76,7 +77,7 @@ Test(up, up_demo_starts_a_fleet_prints_where_things_are_and_stops_cleanly, .time
     up_start(&u);
     char *text = NULL;
     cr_assert_geq(read_full_file(u.out, 1 << 16, &text, NULL), 0);
-    cr_expect(strstr(text, "7 of 7 node(s) reporting"), "%s", text);
+    cr_expect(strstr(text, "7 of 7 nodes reporting"), "%s", text);
     cr_expect(strstr(text, "nvidia-h100-80gb"), "capacity not shown: %s", text);
     cr_expect(strstr(text, "/token"), "token file not shown: %s", text);
     free(text);
@@ -86,6 +87,14 @@ Test(up, up_demo_starts_a_fleet_prints_where_things_are_and_stops_cleanly, .time
     snprintf(tok, sizeof(tok), "%s/token", u.dir);
     cr_assert_eq(stat(tok, &st), 0);
     cr_expect_eq(st.st_mode & 0777, 0600);
+    /* The CLI finds this fleet without exports: up wrote the context "local" (issue 16). */
+    char cfg[160];
+    snprintf(cfg, sizeof(cfg), "%s/einsora/config", u.dir);
+    text = NULL;
+    cr_assert_geq(read_full_file(cfg, 1 << 16, &text, NULL), 0, "no context written");
+    cr_expect(strstr(text, "\"current-context\": \"local\"") && strstr(text, u.url) && strstr(text, tok),
+              "%s", text);
+    free(text);
     /* The newcomer's first placement works through the printed URL and token. */
     json_t *j = NULL;
     cr_assert_eq(call(&u, "POST", "/v1/requests", "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}", &j), 201);

@@ -175,3 +175,30 @@ Test(openapi, every_documented_operation_answers_as_documented, .timeout = 60) {
     ts_stop(&ts);
     yaml_document_delete(&doc);
 }
+
+/* Issue 16: generated clients name their functions after operationId: every operation has
+ * one, and no two share it. */
+Test(openapi, every_operation_has_a_unique_operation_id) {
+    load_doc();
+    yaml_node_t *paths = get(yaml_document_get_root_node(&doc), "paths");
+    cr_assert(paths, "no paths");
+    const char *seen[128];
+    size_t n = 0;
+    for (yaml_node_pair_t *p = paths->data.mapping.pairs.start; p < paths->data.mapping.pairs.top; p++) {
+        const char *path = scalar(yaml_document_get_node(&doc, p->key));
+        yaml_node_t *item = yaml_document_get_node(&doc, p->value);
+        for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++) {
+            yaml_node_t *op = get(item, methods[m]);
+            if (!op)
+                continue;
+            const char *id = scalar(get(op, "operationId"));
+            cr_expect(id && id[0], "%s %s has no operationId", methods[m], path);
+            for (size_t i = 0; id && i < n; i++)
+                cr_expect(strcmp(seen[i], id) != 0, "operationId %s is used twice", id);
+            if (id && n < sizeof(seen) / sizeof(seen[0]))
+                seen[n++] = id;
+        }
+    }
+    cr_expect_gt(n, 0);
+    yaml_document_delete(&doc);
+}

@@ -1,0 +1,53 @@
+/* listing.h: what every list verb shares: paging through the API to the end (or --limit N),
+ * and the output flags operators know from kubectl: -o json|yaml|wide|name, --no-headers. */
+#pragma once
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "remote.h"
+#include "util/table.h"
+
+typedef enum ListFormat {
+    LIST_TABLE,
+    LIST_WIDE, /* the table with more columns */
+    LIST_JSON, /* one document: {"<key>": [...], "next": cursor} */
+    LIST_YAML, /* the same document as YAML */
+    LIST_NAME, /* kind/name, one per line (for xargs) */
+} ListFormat;
+
+typedef struct ListOpts {
+    ListFormat format;
+    bool no_headers;
+    uint64_t limit; /* 0: every item */
+} ListOpts;
+
+/* getopt_long entries of the list verbs (remote_getopt then also accepts -o). */
+#define LIST_OPTIONS                                                                               \
+    {"output", required_argument, NULL, 'o'}, {"no-headers", no_argument, NULL, 0x111},           \
+            {"limit", required_argument, NULL, 0x112}
+#define LIST_HELP                                                                                  \
+    "  -o, --output FMT table (default), wide (more columns), json, yaml or name (kind/id)\n"    \
+    "  --no-headers     print the table without its header line\n"                               \
+    "  --limit N        stop after N items (default: every page the server has)\n"
+
+/* Handle one of LIST_OPTIONS: true with *ret_code 0 or a usage exit code; false when c is
+ * not one of them. */
+bool list_option(ListOpts *l, int c, const char *arg, int *ret_code);
+/* After parsing: --json means -o json. */
+void list_finish(ListOpts *l, const RemoteOpts *o);
+
+/* GET path (which may already hold a query, but no `after` or `limit`) page after page from
+ * cursor `after`, until a short page or l->limit items. *ret gets {"<key>": [...], "next":
+ * cursor}. cl may be NULL (a client is opened from o). */
+int list_fetch(const RemoteOpts *o, Client *cl, const char *path, const char *key,
+               const ListOpts *l, uint64_t after, json_t **ret);
+
+/* Print doc (from list_fetch) as json or yaml; frees doc. */
+int list_print_document(const ListOpts *l, json_t *doc);
+/* Print a table honouring --no-headers; frees t. */
+void list_print_table(const ListOpts *l, Table *t);
+/* Print j as YAML (block style) on f. */
+void print_yaml(json_t *j, FILE *f);

@@ -1,0 +1,98 @@
+/* suggest.c: nearest-word suggestions for mistyped verbs and options. */
+#include "suggest.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/macro.h"
+
+#define WORD_MAX 64
+
+size_t edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > WORD_MAX || m > WORD_MAX)
+        return SIZE_MAX; /* nobody mistypes a word this long */
+    /* Three rows of the optimal-string-alignment table: two back is needed for swaps. */
+    size_t rows[3][WORD_MAX + 1];
+    for (size_t j = 0; j <= m; j++)
+        rows[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t *cur = rows[i % 3], *prev = rows[(i - 1) % 3], *prev2 = rows[(i + 1) % 3];
+        cur[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            size_t cost = a[i - 1] != b[j - 1];
+            size_t best = MIN(prev[j] + 1, cur[j - 1] + 1);
+            best = MIN(best, prev[j - 1] + cost);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                best = MIN(best, prev2[j - 2] + 1);
+            cur[j] = best;
+        }
+    }
+    return rows[n % 3][m];
+}
+
+const char *suggest_nearest(const char *word, const char *const *candidates, size_t n) {
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX, len = strlen(word);
+    /* Up to a third of the word may be wrong (at least one letter, at most three). */
+    size_t allowed = MAX((size_t)1, MIN((size_t)3, len / 3));
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(word, candidates[i]);
+        if (len >= 3 && strncmp(candidates[i], word, len) == 0)
+            d = MIN(d, (size_t)1); /* a prefix of a longer name: the start was right */
+        if (d <= allowed && d < best_d) {
+            best = candidates[i];
+            best_d = d;
+        }
+    }
+    return best;
+}
+
+static const struct option *find_by_val(const struct option *o, int val) {
+    for (; o && o->name; o++)
+        if (o->val == val && !o->flag)
+            return o;
+    return NULL;
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts) {
+    opterr = 0;
+    optopt = 0;
+    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    if (c != '?')
+        return c;
+    const char *verb = argv[0];
+    const char *arg = optind > 0 && optind - 1 < argc ? argv[optind - 1] : "";
+    const struct option *known = optopt ? find_by_val(longopts, optopt) : NULL;
+    if (optopt && (known || (optopt < 128 && strchr(shortopts, optopt)))) {
+        /* A known option without its value. */
+        if (known)
+            fprintf(stderr, "einsora: %s: option '--%s' needs a value\n", verb, known->name);
+        else
+            fprintf(stderr, "einsora: %s: option '-%c' needs a value\n", verb, optopt);
+        return c;
+    }
+    if (optopt && optopt < 128 && optopt > ' ') {
+        fprintf(stderr, "einsora: %s: unknown option '-%c'\n", verb, optopt);
+        return c;
+    }
+    char word[WORD_MAX + 1];
+    const char *name = arg;
+    while (*name == '-')
+        name++;
+    snprintf(word, sizeof(word), "%.*s", (int)strcspn(name, "="), name);
+    const char *names[64];
+    size_t n = 0;
+    for (const struct option *o = longopts; o && o->name && n < ARRAY_SIZE(names); o++)
+        names[n++] = o->name;
+    const char *near = suggest_nearest(word, names, n);
+    if (near)
+        fprintf(stderr, "einsora: %s: unknown option '%s'; did you mean `--%s`?\n", verb, arg,
+                near);
+    else
+        fprintf(stderr, "einsora: %s: unknown option '%s' (see `einsora %s --help`)\n", verb, arg,
+                verb);
+    return c;
+}

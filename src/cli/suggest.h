@@ -1,0 +1,17 @@
+/* suggest.h: "did you mean `requests`?": the nearest known word to a mistyped verb or option,
+ * and the getopt wrapper every verb uses so that an unknown option is named and never passes
+ * silently. */
+#pragma once
+
+#include <getopt.h>
+#include <stddef.h>
+
+/* Edit distance (insertions, deletions, substitutions, swaps of neighbours) between a and b. */
+size_t edit_distance(const char *a, const char *b);
+/* The candidate nearest to word, or NULL when none is near enough to be a likely typo. */
+const char *suggest_nearest(const char *word, const char *const *candidates, size_t n);
+
+/* getopt_long that reports an unknown option, or one missing its value, itself: "einsora: VERB:
+ * unknown option '--folow'; did you mean `--follow`?" on stderr, then returns '?' as getopt
+ * does. argv[0] is the verb's name. */
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);

@@ -1,0 +1,368 @@
+/* test-api-conventions.c: the HTTP habits clients of the Kubernetes and Docker APIs expect
+ * (issue 16): 201 with Location on create, 401 with WWW-Authenticate: Bearer, 415 for a body
+ * that is not JSON, 400 for an unknown query parameter, 422 for an Idempotency-Key reused with
+ * another body, ETag / If-Match on nodes (a stale write answers 412), and listening on IPv6.
+ * Real server; headers
+ * read with libcurl directly since the project's client keeps only the body. */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "srv-helpers.h"
+#include "util/fileio.h"
+
+static TestServer ts;
+
+static void setup(void) {
+    ts_start(&ts);
+}
+
+static void teardown(void) {
+    ts_stop(&ts);
+}
+
+TestSuite(api_conventions, .init = setup, .fini = teardown, .timeout = 60);
+
+typedef struct Answer {
+    long status;
+    char headers[4096];
+    size_t hlen;
+} Answer;
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+    Answer *a = ud;
+    size_t len = size * n;
+    if (a->hlen + len < sizeof(a->headers)) {
+        memcpy(a->headers + a->hlen, p, len);
+        a->hlen += len;
+        a->headers[a->hlen] = 0;
+    }
+    return len;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+    return size * n;
+}
+
+/* One call; extra is a header line such as "If-Match: ..." (may be NULL). */
+static Answer call(const char *token, const char *method, const char *path, const char *body,
+                   const char *content_type, const char *extra) {
+    Answer a = {0};
+    CURL *h = curl_easy_init();
+    cr_assert(h);
+    char url[256], auth[256], ctype[128];
+    snprintf(url, sizeof(url), "%s%s", ts.url, path);
+    struct curl_slist *hs = NULL;
+    if (token) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        hs = curl_slist_append(hs, auth);
+    }
+    if (content_type) {
+        snprintf(ctype, sizeof(ctype), "Content-Type: %s", content_type);
+        hs = curl_slist_append(hs, ctype);
+    }
+    if (extra)
+        hs = curl_slist_append(hs, extra);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    cr_assert_eq(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a.status);
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(h);
+    return a;
+}
+
+/* The value of header name (case-insensitive), copied into out; false when absent. */
+static bool header(const Answer *a, const char *name, char *out, size_t size) {
+    size_t n = strlen(name);
+    for (const char *p = a->headers; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "") {
+        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+            p += n + 1;
+            p += strspn(p, " ");
+            snprintf(out, size, "%.*s", (int)strcspn(p, "\r\n"), p);
+            return true;
+        }
+    }
+    return false;
+}
+
+static size_t request_count(void) {
+    json_t *all = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
+    size_t n = json_array_size(all);
+    json_decref(all);
+    return n;
+}
+
+/* Start `einsora serve` on a fresh state in dir with the extra arguments (NULL-terminated, at
+ * most 8) and wait, with a generous deadline, for its port; *ret_pid gets the process. */
+static char *spawn_serve(const char *dir, pid_t *ret_pid, const char *arg0, ...) {
+    char state[96], port_file[96];
+    snprintf(state, sizeof(state), "%s/state.db", dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", dir);
+    const char *argv[20] = {EINSORA_BIN, "serve", "--state", state, "--port-file", port_file};
+    size_t n = 6;
+    va_list ap;
+    va_start(ap, arg0);
+    for (const char *a = arg0; a && n < 18; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execv(EINSORA_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    char *port = NULL;
+    for (int i = 0; i < 600 && !port; i++)
+        if (read_one_line(port_file, &port) < 0)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    cr_assert(port, "the server never listened");
+    *ret_pid = pid;
+    return port;
+}
+
+static void stop_serve(pid_t pid, const char *dir) {
+    kill(pid, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+#define SUBMIT "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}"
+
+Test(api_conventions, api_create_answers_201_with_location_of_the_new_object) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    Answer a = call(ts.admin, "POST", "/v1/requests", SUBMIT, "application/json", NULL);
+    cr_assert_eq(a.status, 201);
+    char loc[128];
+    cr_assert(header(&a, "Location", loc, sizeof(loc)), "%s", a.headers);
+    cr_expect_str_eq(loc, "/v1/requests/1");
+    Answer b = call(ts.admin, "GET", loc, NULL, NULL, NULL);
+    cr_expect_eq(b.status, 200, "the Location names the request");
+}
+
+Test(api_conventions, api_401_says_bearer_in_www_authenticate) {
+    Answer a = call(NULL, "GET", "/v1/requests", NULL, NULL, NULL);
+    cr_assert_eq(a.status, 401);
+    char v[128];
+    cr_assert(header(&a, "WWW-Authenticate", v, sizeof(v)), "%s", a.headers);
+    cr_expect(strncmp(v, "Bearer", 6) == 0, "%s", v);
+    a = call("wrong", "GET", "/v1/requests", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 401);
+    cr_expect(header(&a, "WWW-Authenticate", v, sizeof(v)));
+}
+
+Test(api_conventions, bad_input_api_body_that_is_not_json_is_415_and_changes_nothing) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    Answer a = call(ts.admin, "POST", "/v1/requests", SUBMIT, "text/plain", NULL);
+    cr_expect_eq(a.status, 415);
+    a = call(ts.admin, "POST", "/v1/requests", "kind=container", "application/x-www-form-urlencoded",
+             NULL);
+    cr_expect_eq(a.status, 415);
+    cr_expect_eq(request_count(), 0, "nothing stored");
+    a = call(ts.admin, "POST", "/v1/requests", SUBMIT, "application/json; charset=utf-8", NULL);
+    cr_expect_eq(a.status, 201, "JSON with a charset is JSON");
+}
+
+Test(api_conventions, bad_input_api_unknown_query_parameter_is_400) {
+    Answer a = call(ts.admin, "GET", "/v1/requests?stat=pending", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 400, "a typo must not list everything");
+    a = call(ts.admin, "GET", "/v1/requests?state=pending&after=0&limit=5", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 200);
+    a = call(ts.admin, "GET", "/v1/nodes?name=x", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 400);
+    a = call(ts.admin, "GET", "/v1/events?after=0&wait=0", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 200);
+    a = call(ts.admin, "GET", "/v1/classes?all=1", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 400);
+}
+
+Test(api_conventions, bad_input_api_idempotency_key_reused_with_another_body_is_422) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    cr_assert_eq(ts_call_key(&ts, ts.admin, "POST", "/v1/requests", SUBMIT, "k", NULL), 201);
+    json_t *j = NULL;
+    cr_expect_eq(ts_call_key(&ts, ts.admin, "POST", "/v1/requests",
+                             "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\"}", "k", &j),
+                 422);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "code")), "idempotency_key_reused");
+    json_decref(j);
+    cr_expect_eq(request_count(), 1);
+}
+
+static char *node_body(const char *cpus) {
+    char *b = NULL;
+    cr_assert(asprintf(&b,
+                       "{\"name\":\"n1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\","
+                       "\"platform\":\"linux\",\"owner\":\"alice\",\"mode\":\"container\","
+                       "\"cpus\":%s,\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":"
+                       "\"nvidia-h100-80gb\",\"memory_gb\":80}]}",
+                       cpus) > 0);
+    return b;
+}
+
+Test(api_conventions, api_node_etag_and_if_match_refuse_a_stale_write_with_412) {
+    char *v1 = node_body("64"), *v2 = node_body("96"), *v3 = node_body("128");
+    Answer a = call(ts.admin, "POST", "/v1/nodes", v1, "application/json", NULL);
+    cr_assert_eq(a.status, 201);
+    char loc[128], etag[64], etag2[64], hdr[128];
+    cr_expect(header(&a, "Location", loc, sizeof(loc)) && strcmp(loc, "/v1/nodes/n1") == 0);
+    a = call(ts.admin, "GET", "/v1/nodes/n1", NULL, NULL, NULL);
+    cr_assert(header(&a, "ETag", etag, sizeof(etag)), "%s", a.headers);
+    cr_expect(etag[0] == '"', "a quoted strong validator: %s", etag);
+    /* Two writers read the same version; the first write wins, the second is told. */
+    snprintf(hdr, sizeof(hdr), "If-Match: %s", etag);
+    a = call(ts.admin, "PUT", "/v1/nodes/n1", v2, "application/json", hdr);
+    cr_expect_eq(a.status, 200);
+    cr_assert(header(&a, "ETag", etag2, sizeof(etag2)));
+    cr_expect_str_neq(etag, etag2, "a new version, a new ETag");
+    a = call(ts.admin, "PUT", "/v1/nodes/n1", v3, "application/json", hdr);
+    cr_expect_eq(a.status, 412, "the stale write is refused");
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1", NULL, &j), 200);
+    cr_expect_eq(json_integer_value(json_object_get(j, "cpus")), 96, "the first write stands");
+    json_decref(j);
+    a = call(ts.admin, "GET", "/v1/nodes/n1", NULL, NULL, NULL);
+    char now[64];
+    cr_assert(header(&a, "ETag", now, sizeof(now)));
+    cr_expect_str_eq(now, etag2, "GET tells the version the PUT answered");
+    /* Without If-Match a write is unconditional, as before (the agent's push). */
+    a = call(ts.admin, "PUT", "/v1/nodes/n1", v3, "application/json", NULL);
+    cr_expect_eq(a.status, 200);
+    free(v1), free(v2), free(v3);
+}
+
+Test(api_conventions, api_listens_on_ipv6_loopback) {
+    char dir[] = "/tmp/einsora-v6-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    pid_t pid;
+    char *port = spawn_serve(dir, &pid, "--listen", "[::1]:0", NULL);
+    char url[64];
+    snprintf(url, sizeof(url), "http://[::1]:%s", port);
+    free(port);
+    Client *c = NULL;
+    Error e = {0};
+    cr_assert_eq(client_new(url, NULL, &c, &e), 0);
+    long st = 0;
+    json_t *j = NULL;
+    cr_assert_eq(client_call(c, "GET", "/healthz", NULL, NULL, &st, &j, &e), 0, "%s", e.message);
+    cr_expect_eq(st, 200);
+    json_decref(j);
+    client_free(c);
+    stop_serve(pid, dir);
+}
+
+Test(api_conventions, api_events_cursor_older_than_retention_answers_410_with_the_oldest) {
+    ts_kill(&ts, false);
+    ts.extra[0] = "--retention", ts.extra[1] = "1s";
+    ts_spawn(&ts);
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
+                         SUBMIT, &j),
+                 201);
+    /* End it (a refusal already did): its events then leave after the retention. */
+    const char *state = json_string_value(json_object_get(j, "state"));
+    char path[64] = "";
+    if (strcmp(state, "refused") != 0)
+        snprintf(path, sizeof(path), "/v1/requests/%lld/%s",
+                 (long long)json_integer_value(json_object_get(j, "id")),
+                 strcmp(state, "pending") == 0 ? "cancel" : "release");
+    json_decref(j);
+    if (path[0])
+        cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    /* The ended request's events leave after the retention: poll, with a generous deadline. */
+    long st = 0;
+    for (int i = 0; i < 3000 && st != 410; i++) {
+        j = NULL;
+        st = ts_call(&ts, ts.admin, "GET", "/v1/events?after=1", NULL, &j);
+        if (st == 410)
+            break;
+        json_decref(j);
+        usleep(10000); /* a deadline, not a measure: 30 s */
+    }
+    cr_assert_eq(st, 410, "a cursor before what is kept is told, not skipped silently");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "code")), "gone");
+    json_int_t oldest = json_integer_value(json_object_get(j, "oldest"));
+    cr_expect_gt(oldest, 1);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/events?after=%lld", (long long)oldest);
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", path, NULL, NULL), 200, "relisting from the oldest works");
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, NULL), 200,
+                 "after=0 means from the oldest kept");
+}
+
+Test(api_conventions, api_plain_http_off_loopback_is_refused_unless_told) {
+    char dir[] = "/tmp/einsora-tls-XXXXXX", state[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(state, sizeof(state), "%s/state.db", dir);
+    char *out = NULL, *err = NULL;
+    /* Refused before anything is bound. */
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "0.0.0.0:0", "--state", state, NULL), 1);
+    cr_expect(strstr(err, "Refusing to serve tokens over plain HTTP") &&
+                      strstr(err, "--insecure-plain-http"),
+              "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", state,
+                             "--tls-cert", TEST_FIXTURES "/tls/server.crt", NULL),
+                 1, "a certificate without its key");
+    cr_expect(strstr(err, "both --tls-cert and --tls-key"), "%s", err);
+    free(out), free(err);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+Test(api_conventions, api_serves_https_with_the_given_certificate) {
+    char dir[] = "/tmp/einsora-tls-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    pid_t pid;
+    char *port = spawn_serve(dir, &pid, "--listen", "127.0.0.1:0", "--tls-cert",
+                             TEST_FIXTURES "/tls/server.crt", "--tls-key",
+                             TEST_FIXTURES "/tls/server.key", NULL);
+    char url[64];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%s", port);
+    free(port);
+    char *out = NULL, *err = NULL;
+    /* The project's client, told to trust the test certificate. */
+    Client *c = NULL;
+    Error e = {0};
+    cr_assert_eq(client_new(url, NULL, &c, &e), 0);
+    cr_assert_eq(client_set_ca_file(c, TEST_FIXTURES "/tls/server.crt", &e), 0);
+    long st = 0;
+    json_t *j = NULL;
+    cr_assert_eq(client_call(c, "GET", "/healthz", NULL, NULL, &st, &j, &e), 0, "%s", e.message);
+    cr_expect_eq(st, 200);
+    json_decref(j);
+    client_free(c);
+    /* Without trusting that certificate the client refuses the server. */
+    cr_assert_eq(client_new(url, NULL, &c, &e), 0);
+    cr_expect_lt(client_call(c, "GET", "/healthz", NULL, NULL, &st, &j, &e), 0);
+    client_free(c);
+    /* The CLI trusts it through $EINSORA_CACERT: a 401 (no token) proves the TLS talk. */
+    setenv("EINSORA_CACERT", TEST_FIXTURES "/tls/server.crt", 1);
+    cr_expect_eq(run_einsora(&out, &err, "nodes", "--server", url, "--token", "x", NULL), 4, "%s", err);
+    unsetenv("EINSORA_CACERT");
+    free(out), free(err);
+    stop_serve(pid, dir);
+}

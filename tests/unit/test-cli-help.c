@@ -1,0 +1,139 @@
+/* test-cli-help.c: help and mistakes on the command line (issue 16): every verb's --help lists
+ * every flag it mentions with a sentence, `einsora help VERB` is `einsora VERB --help`, and a
+ * mistyped verb, sub-verb or option is refused with the nearest one suggested. */
+#include <ctype.h>
+#include <criterion/criterion.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "helpers.h"
+
+/* The verbs as `einsora help` lists them (two spaces, a name, spaces, a sentence). */
+static size_t list_verbs(char names[][32], size_t max) {
+    char *out = NULL;
+    cr_assert_eq(run_einsora(&out, NULL, "help", NULL), 0);
+    char *p = strstr(out, "Verbs:\n");
+    cr_assert(p, "%s", out);
+    size_t n = 0;
+    for (p = strchr(p, '\n') + 1; strncmp(p, "  ", 2) == 0 && n < max;) {
+        size_t len = strcspn(p + 2, " ");
+        cr_assert_lt(len, 32);
+        snprintf(names[n++], 32, "%.*s", (int)len, p + 2);
+        p = strchr(p, '\n');
+        if (!p)
+            break;
+        p++;
+    }
+    free(out);
+    return n;
+}
+
+/* Every --flag the help mentions has a line of its own that says what it does: the flag
+ * starts a line (after spaces) or a second column (after two spaces), and words follow. */
+static void expect_flags_described(const char *verb, const char *help) {
+    regex_t flag;
+    cr_assert_eq(regcomp(&flag, "--[a-z][a-z0-9-]*", REG_EXTENDED), 0);
+    regmatch_t m;
+    for (const char *p = help; regexec(&flag, p, 1, &m, 0) == 0; p += m.rm_eo) {
+        char name[64], pattern[160];
+        snprintf(name, sizeof(name), "%.*s", (int)(m.rm_eo - m.rm_so), p + m.rm_so);
+        snprintf(pattern, sizeof(pattern), "(^|\n|  )[ ]*(-[a-zA-Z], )?%s[ =][^\n]*[a-z]{3}", name);
+        regex_t described;
+        cr_assert_eq(regcomp(&described, pattern, REG_EXTENDED), 0);
+        cr_expect_eq(regexec(&described, help, 0, NULL, 0), 0,
+                     "`einsora %s --help` mentions %s without a line saying what it does", verb,
+                     name);
+        regfree(&described);
+    }
+    regfree(&flag);
+}
+
+Test(cli_help, cli_every_verb_has_help_that_describes_each_flag) {
+    char verbs[64][32];
+    size_t n = list_verbs(verbs, 64);
+    cr_assert_geq(n, 16, "the verb table is listed");
+    static const char *const subs[][2] = {{"agent", "run"},  {"agent", "discover"},
+                                          {"agent", "bind"}, {"node", "mode"}};
+    for (size_t i = 0; i < n + sizeof(subs) / sizeof(subs[0]); i++) {
+        const char *verb = i < n ? verbs[i] : subs[i - n][0], *sub = i < n ? NULL : subs[i - n][1];
+        char *out = NULL, *err = NULL;
+        int rc = sub ? run_einsora(&out, &err, verb, sub, "--help", NULL)
+                     : run_einsora(&out, &err, verb, "--help", NULL);
+        cr_expect_eq(rc, 0, "%s %s --help: %s", verb, sub ? sub : "", err);
+        cr_expect(strstr(out, "usage: einsora"), "%s --help: %s", verb, out);
+        cr_expect(strstr(out, "--help"), "%s --help names --help: %s", verb, out);
+        if (strcmp(verb, "help") != 0) /* the overview: verbs, not flags */
+            expect_flags_described(verb, out);
+        free(out), free(err);
+    }
+}
+
+Test(cli_help, cli_help_verb_is_the_verbs_own_help) {
+    char *a = NULL, *b = NULL;
+    cr_assert_eq(run_einsora(&a, NULL, "help", "requests", NULL), 0);
+    cr_assert_eq(run_einsora(&b, NULL, "requests", "--help", NULL), 0);
+    cr_expect_str_eq(a, b);
+    free(a), free(b);
+    cr_assert_eq(run_einsora(&a, NULL, "help", "node", "mode", NULL), 0);
+    cr_assert_eq(run_einsora(&b, NULL, "node", "mode", "--help", NULL), 0);
+    cr_expect_str_eq(a, b);
+    free(a), free(b);
+    char *err = NULL;
+    cr_expect_eq(run_einsora(&a, &err, "help", "reqests", NULL), 2);
+    cr_expect(strstr(err, "did you mean `requests`?"), "%s", err);
+    free(a), free(err);
+}
+
+Test(cli_help, cli_unknown_verb_suggests_the_nearest) {
+    static const char *const cases[][2] = {
+            {"reqests", "requests"}, {"evnets", "events"}, {"nodse", "nodes"},
+            {"capcity", "capacity"}, {"vesion", "version"}, {"loign", "login"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = NULL, *err = NULL, want[64];
+        cr_expect_eq(run_einsora(&out, &err, cases[i][0], NULL), 2);
+        snprintf(want, sizeof(want), "did you mean `%s`?", cases[i][1]);
+        cr_expect(strstr(err, want), "%s: %s", cases[i][0], err);
+        free(out), free(err);
+    }
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "zzzzzzzz", NULL), 2);
+    cr_expect(!strstr(err, "did you mean"), "nothing is near: %s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "agent", "discovr", NULL), 2);
+    cr_expect(strstr(err, "did you mean `discover`?"), "%s", err);
+    free(out), free(err);
+}
+
+Test(cli_help, cli_unknown_flag_is_refused_and_the_nearest_suggested) {
+    char *out = NULL, *err = NULL;
+    /* The verb would reach no server: the flag is refused before anything is sent. */
+    cr_expect_eq(run_einsora(&out, &err, "events", "--folow", "--server", "http://127.0.0.1:9", NULL), 2);
+    cr_expect(strstr(err, "unknown option '--folow'; did you mean `--follow`?"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--prot-file", "x", NULL), 2);
+    cr_expect(strstr(err, "did you mean `--port-file`?"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--bogus", NULL), 2);
+    cr_expect(strstr(err, "unknown option '--bogus'"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "request", "create", "--kind", NULL), 2);
+    cr_expect(strstr(err, "option '--kind' needs a value"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "request", "create", "--kind", "vm", "--timeout", "soon",
+                             NULL),
+                 2);
+    cr_expect(strstr(err, "--timeout takes a duration"), "%s", err);
+    free(out), free(err);
+}
+
+Test(cli_help, cli_version_prints_the_build_version) {
+    char *out = NULL, *b = NULL;
+    cr_assert_eq(run_einsora(&out, NULL, "version", NULL), 0);
+    cr_expect_str_eq(out, "einsora " EINSORA_VERSION "\n");
+    cr_assert_eq(run_einsora(&b, NULL, "--version", NULL), 0);
+    cr_expect_str_eq(out, b);
+    free(out), free(b);
+}
