@@ -236,7 +236,7 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
 }
 
 bool place_whole_free(const Sched *s, uint32_t ni, int c, unsigned ret_free[2]) {
-    if (c < 0 || s->cat->classes[c].vendor == VENDOR_APPLE || s->cat->classes[c].mig_parent_index >= 0)
+    if (c < 0 || (size_t)c >= s->cat->n_classes || s->cat->classes[c].vendor == VENDOR_APPLE || s->cat->classes[c].mig_parent_index >= 0)
         return false;
     ret_free[BINDING_HOST] = pool_free_of(&s->nodes[ni], c * 2 + BINDING_HOST);
     ret_free[BINDING_VFIO] = pool_free_of(&s->nodes[ni], c * 2 + BINDING_VFIO);
