@@ -4,9 +4,11 @@
  * Mapping (the trace has no users and undisclosed models): user = FNV-1a hash of the task
  * name mod 64 ("u0".."u63"), all trusted tenants of one datacenter site, so containers run
  * under runc and may time-slice with the same user's tasks (R2e); a task with gpu_milli <
- * 1000 asks to share, one with 0 GPUs asks for cpu cores; gpu_spec (empty in this file) would
- * name the class and fallbacks, otherwise the class is G2 with every other model as a
- * fallback after 0 s. Models G1-G3 get classes of their own (alibaba-g1..g3, made-up PCI ids).
+ * 1000 asks to share, one with 0 GPUs asks for cpu cores. gpu_spec lists the acceptable
+ * models ('|'-separated; empty: any): first-fit takes a node of any of them, ours asks for the
+ * first as its class and the others as fallbacks after 0 s; a task that takes any model asks
+ * in the order any_model_order() gives. Models G1-G3 get classes of their own (alibaba-g1..g3,
+ * made-up PCI ids).
  * "Stranded": free GPUs at a moment when some GPU task waits (free but unusable to it).
  *
  *   bench-trace [POD_CSV]   (default TRACES_DIR/alibaba-gpu-v2023/openb_pod_list_default.csv) */
@@ -52,7 +54,9 @@ typedef struct TNode {
 typedef struct Task {
     char name[32];
     unsigned cpu, gpus, milli;
-    int model; /* first acceptable model, -1 any */
+    uint8_t models[N_MODELS]; /* acceptable models in the order gpu_spec lists them */
+    unsigned n_models;        /* 0: any model */
+    unsigned model_mask;      /* bit m: model m acceptable (all bits when any) */
     uint64_t start, end;
     unsigned user;
 } Task;
@@ -136,17 +140,26 @@ static Task *load_tasks(const char *path, size_t *ret_n) {
         t->cpu = (unsigned)((strtoul(f[1], NULL, 10) + 999) / 1000);
         t->gpus = (unsigned)strtoul(f[3], NULL, 10);
         t->milli = (unsigned)strtoul(f[4], NULL, 10);
-        t->model = -1;
+        t->n_models = 0;
         t->start = n; /* files without times (multigpu20): one arrival per row, never released */
         t->end = UINT64_MAX;
         if (nf >= 10) {
-            char *bar = strchr(f[5], '|');
-            if (bar)
-                *bar = '\0';
-            t->model = *f[5] ? model_index(f[5]) : -1;
+            /* gpu_spec: models separated by '|', every one acceptable; unknown ones dropped. */
+            for (char *m = f[5], *end; m && *m; m = end ? end + 1 : NULL) {
+                end = strchr(m, '|');
+                if (end)
+                    *end = '\0';
+                int k = model_index(m);
+                if (k >= 0 && !(t->model_mask & (1u << k)) && t->n_models < N_MODELS) {
+                    t->models[t->n_models++] = (uint8_t)k;
+                    t->model_mask |= 1u << k;
+                }
+            }
             t->start = strtoull(f[8], NULL, 10);
             t->end = *f[9] ? strtoull(f[9], NULL, 10) : UINT64_MAX;
         }
+        if (!t->n_models)
+            t->model_mask = (1u << N_MODELS) - 1;
         uint32_t h = 2166136261u;
         for (const char *p = t->name; *p; p++)
             h = (h ^ (unsigned char)*p) * 16777619u;
@@ -203,6 +216,36 @@ static void measure_ours(Sched *s, unsigned *alloc, unsigned *free_gpus) {
     free(rows);
 }
 
+/* The class order for a task that takes any model, per gang size k: first the models whose
+ * smallest node holding k GPUs is smallest, so that one-GPU tasks fill the small nodes and
+ * big nodes stay whole for gangs; ties go to the model with more GPUs. Our scheduler honours
+ * the order of alternatives (R13) and packs best-fit within a class only; "G2 first" for every
+ * any-model task would break the 8-GPU nodes that gangs need while the 2-GPU nodes stay idle. */
+static void any_model_order(const TNode *nodes, size_t n_nodes, uint8_t order[][N_MODELS]) {
+    unsigned total[N_MODELS] = {0};
+    for (size_t i = 0; i < n_nodes; i++)
+        if (nodes[i].model >= 0)
+            total[nodes[i].model] += nodes[i].gpus;
+    for (unsigned k = 0; k <= MAX_GPUS_PER_NODE; k++) {
+        unsigned fit[N_MODELS];
+        for (size_t m = 0; m < N_MODELS; m++) {
+            fit[m] = UINT32_MAX;
+            order[k][m] = (uint8_t)m;
+        }
+        for (size_t i = 0; i < n_nodes; i++)
+            if (nodes[i].model >= 0 && nodes[i].gpus >= MAX(k, 1u))
+                fit[nodes[i].model] = MIN(fit[nodes[i].model], nodes[i].gpus);
+        for (size_t a = 1; a < N_MODELS; a++) /* insertion sort: 8 entries */
+            for (size_t b = a; b > 0; b--) {
+                uint8_t x = order[k][b - 1], y = order[k][b];
+                if (fit[x] < fit[y] || (fit[x] == fit[y] && total[x] >= total[y]))
+                    break;
+                order[k][b - 1] = y;
+                order[k][b] = x;
+            }
+    }
+}
+
 /* Whole GPUs in use are counted once even when time-sliced: capacity counts devices. */
 static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, const Task *tasks, const Event *ev,
                      size_t n_ev, Sample *out, uint64_t span, double *avg_alloc, double *avg_stranded) {
@@ -228,6 +271,8 @@ static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, con
         }
     }
     const char *fb_all[N_MODELS];
+    uint8_t any_order[MAX_GPUS_PER_NODE + 1][N_MODELS];
+    any_model_order(nodes, n_nodes, any_order);
     size_t si = 0;
     double sum_a = 0, sum_s = 0;
     size_t n_meas = 0;
@@ -238,15 +283,16 @@ static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, con
         if (ev[e].end)
             sched_release(s, id, ev[e].t, NULL);
         else {
-            int m = t->model >= 0 ? t->model : 0;
-            size_t nfb = 0;
-            for (size_t k = 0; k < N_MODELS; k++)
-                if ((int)k != m)
-                    fb_all[nfb++] = class_of[k];
+            /* The models it lists, in its order; any model: the order a client that knows the
+             * fleet would give (any_order), since our alternatives are strictly ordered (R13). */
+            const uint8_t *ms = t->n_models ? t->models : any_order[MIN(t->gpus, MAX_GPUS_PER_NODE)];
+            size_t nm = t->n_models ? t->n_models : N_MODELS;
+            for (size_t k = 1; k < nm; k++)
+                fb_all[k - 1] = class_of[ms[k]];
             RequestSpec rs = {.id = id, .user = users[t->user], .kind = WORKLOAD_CONTAINER,
-                              .class_name = t->gpus ? class_of[m] : "cpu", .count = t->gpus ? t->gpus : t->cpu,
+                              .class_name = t->gpus ? class_of[ms[0]] : "cpu", .count = t->gpus ? t->gpus : t->cpu,
                               .share = t->gpus == 1 && t->milli < 1000, .fallback = t->gpus ? fb_all : NULL,
-                              .n_fallback = t->gpus ? nfb : 0, .wait_s = 0, .submitted = ev[e].t};
+                              .n_fallback = t->gpus ? nm - 1 : 0, .wait_s = 0, .submitted = ev[e].t};
             sched_submit(s, &rs, ev[e].t, NULL, NULL);
         }
         if ((e & 63) == 0 || e + 1 == n_ev) {
@@ -297,7 +343,7 @@ static bool ff_place(FState *f, const Task *t, uint32_t ti) {
             }
             continue;
         }
-        if (n->model < 0 || (t->model >= 0 && n->model != t->model))
+        if (n->model < 0 || !(t->model_mask & (1u << n->model)))
             continue;
         if (t->gpus == 1 && t->milli < 1000)
             for (unsigned g = 0; g < n->gpus; g++) {
@@ -422,6 +468,36 @@ static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks,
 
 #define FILL_ROUNDS 3
 
+/* Events of a replay: submissions at creation_time / factor, releases after the task's own
+ * duration (factor 1: the trace's times). Returns the count; *ret_span the last time. */
+static size_t replay_events(const Task *tasks, size_t n_tasks, unsigned factor, Event *ev, uint64_t *ret_span) {
+    size_t n_ev = 0;
+    uint64_t span = 0;
+    for (size_t i = 0; i < n_tasks; i++) {
+        uint64_t start = tasks[i].start / factor;
+        ev[n_ev++] = (Event){start, 0, (uint32_t)i, (uint32_t)i};
+        uint64_t end = UINT64_MAX;
+        if (tasks[i].end != UINT64_MAX && tasks[i].end >= tasks[i].start) {
+            end = start + (tasks[i].end - tasks[i].start);
+            ev[n_ev++] = (Event){end, 1, (uint32_t)i, (uint32_t)i};
+        }
+        span = MAX(span, end != UINT64_MAX ? end : start);
+    }
+    qsort(ev, n_ev, sizeof(Event), ev_cmp);
+    *ret_span = span;
+    return n_ev;
+}
+
+/* The most GPUs the tasks of a replay would hold at once if each were placed on arrival. */
+static unsigned peak_demand(const Task *tasks, const Event *ev, size_t n_ev) {
+    long now = 0, peak = 0;
+    for (size_t e = 0; e < n_ev; e++) {
+        now += ev[e].end ? -(long)tasks[ev[e].task].gpus : (long)tasks[ev[e].task].gpus;
+        peak = MAX(peak, now);
+    }
+    return (unsigned)peak;
+}
+
 static void report(const Catalog *cat, const TNode *nodes, size_t n_nodes, const Task *tasks, size_t n_slots,
                    const Event *ev, size_t n_ev, uint64_t span, const char *axis) {
     Sample ours[SAMPLES] = {0}, ff[SAMPLES] = {0};
@@ -454,18 +530,24 @@ int main(int argc, char **argv) {
         gpus += nodes[i].gpus;
     /* 1. Replay at trace time: submissions at creation_time, releases at deletion_time. */
     Event *ev = calloc(n_tasks * FILL_ROUNDS, sizeof(Event));
-    size_t n_ev = 0;
-    uint64_t span = 0;
-    for (size_t i = 0; i < n_tasks; i++) {
-        ev[n_ev++] = (Event){tasks[i].start, 0, (uint32_t)i, (uint32_t)i};
-        if (tasks[i].end != UINT64_MAX && tasks[i].end >= tasks[i].start)
-            ev[n_ev++] = (Event){tasks[i].end, 1, (uint32_t)i, (uint32_t)i};
-        span = MAX(span, tasks[i].end != UINT64_MAX ? tasks[i].end : tasks[i].start);
-    }
-    qsort(ev, n_ev, sizeof(Event), ev_cmp);
+    uint64_t span;
+    size_t n_ev = replay_events(tasks, n_tasks, 1, ev, &span);
     printf("trace: %zu nodes, %u GPUs, %zu tasks (%s)\n", n_nodes, gpus, n_tasks, pods);
     printf("\n1. replay at trace time (%zu events over %llu s):\n", n_ev, (unsigned long long)span);
     report(cat, nodes, n_nodes, tasks, n_tasks, ev, n_ev, span, "time (s)");
+    /* 1b. The same replay with arrivals compressed until the GPUs asked for at once reach the
+     * fleet's: at trace time the fleet is nearly idle (tens of its GPUs in use), and the
+     * schedulers differ only where requests compete. */
+    unsigned factor = 1;
+    while (factor < (1u << 24) && peak_demand(tasks, ev, n_ev) < gpus) {
+        factor *= 2;
+        n_ev = replay_events(tasks, n_tasks, factor, ev, &span);
+    }
+    if (factor > 1) {
+        printf("\n1b. replay with arrivals %ux closer, durations kept (%zu events over %llu s):\n", factor, n_ev,
+               (unsigned long long)span);
+        report(cat, nodes, n_nodes, tasks, n_tasks, ev, n_ev, span, "time (s)");
+    }
     /* 2. Fill: tasks in arrival order, never released, the trace repeated FILL_ROUNDS times,
      * as the FGD paper evaluates: how many GPUs get used before requests start to strand. */
     n_ev = 0;

@@ -235,6 +235,14 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
     return best != NIL && take_whole(s, w, c, best, best_b, best_m, out);
 }
 
+bool place_whole_free(const Sched *s, uint32_t ni, int c, unsigned ret_free[2]) {
+    if (c < 0 || (size_t)c >= s->cat->n_classes || s->cat->classes[c].vendor == VENDOR_APPLE || s->cat->classes[c].mig_parent_index >= 0)
+        return false;
+    ret_free[BINDING_HOST] = pool_free_of(&s->nodes[ni], c * 2 + BINDING_HOST);
+    ret_free[BINDING_VFIO] = pool_free_of(&s->nodes[ni], c * 2 + BINDING_VFIO);
+    return true;
+}
+
 static bool mig_device_ok(const Sched *s, const Want *w, const GpuClass *g, const Node *n, const Device *d) {
     const Req *r = w->r;
     Relation rel = relation_of(s, n, r->user);
@@ -697,7 +705,9 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
         int card = g ? (g->mig_parent_index >= 0 ? g->mig_parent_index : c) : -1;
         size_t n = card >= 0 ? s->class_nodes[card] : s->n_order;
         size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? (size_t)(r->seq % n) : 0;
-        for (size_t i = 0; i < look; i++) {
+        /* QUEUED as some node's only blocker outranks everything, and later nodes only add
+         * blockers: once it is noted, the answer is settled and the rest need no look. */
+        for (size_t i = 0; i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED))); i++) {
             size_t k = (start + i) % n;
             const Node *nd = &s->nodes[card >= 0 ? s->class_list[card][k] : s->order[k]];
             if (card < 0)

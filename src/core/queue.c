@@ -599,18 +599,38 @@ static unsigned node_room(const Sched *s, uint32_t ni, int key) {
     return best;
 }
 
+/* Whether attempt() on node ni alone surely fails for a waiter of a whole-GPU class FIFO,
+ * given the node's free GPUs of that class per binding. It mirrors find_whole() restricted to
+ * one node: a first choice only (an expired request also tries its fallbacks), not a time
+ * slice (it may join a shared GPU), and the pool of the binding it would use there has fewer
+ * free GPUs than its gang. */
+static bool surely_misses(const Sched *s, const Req *r, uint32_t ni, const unsigned pool_free[2]) {
+    bool vm = r->kind == WORKLOAD_VM;
+    if (r->expired || (r->share && !vm && r->count == 1))
+        return false;
+    bool vfio = vm || relation_of(s, &s->nodes[ni], r->user) == RELATION_STRANGER;
+    return pool_free[vfio ? BINDING_VFIO : BINDING_HOST] < r->count;
+}
+
 static void walk_fifo(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uint32_t head) {
     if (head == NIL)
         return; /* most FIFOs of a node's classes (MIG slices, ...) are empty: skip node_room() */
-    unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key);
+    unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key), pool_free[2];
+    bool whole = !xq && place_whole_free(s, ni, key, pool_free);
     for (uint32_t ri = head, next; ri != NIL && room && misses < WALK_MISS_LIMIT; ri = next) {
         next = xq ? s->reqs[ri].xq.next : s->reqs[ri].cq.next;
         if (s->reqs[ri].count > room && !s->reqs[ri].expired) {
             misses++; /* cannot fit here: no need to try */
             continue;
         }
+        if (whole && surely_misses(s, &s->reqs[ri], ni, pool_free)) {
+            maybe_reserve(s, ri); /* what a failed attempt below leads to, without its cost */
+            misses++;
+            continue;
+        }
         if (attempt(s, ri, now, true, ni)) {
             room = xq ? UINT32_MAX : node_room(s, ni, key);
+            whole = !xq && place_whole_free(s, ni, key, pool_free);
             placed_from_queue(s, ri);
             misses = 0;
         } else {

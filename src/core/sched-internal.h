@@ -262,6 +262,11 @@ typedef struct Want {
  * (node up to, not including, fb_index) and reads the request from w->r. Returns true when
  * found. */
 bool place_find(Sched *s, const Want *w, Req *out);
+/* For a whole-GPU class c: true, with node ni's free GPUs of c per binding in
+ * ret_free[BINDING_HOST] and ret_free[BINDING_VFIO]; false for MIG slices, Apple and the
+ * FIFO keys past the classes (cpu, memory need). A queue walk reads them to skip the
+ * waiters that place_find() restricted to ni would surely not place. */
+bool place_whole_free(const Sched *s, uint32_t ni, int c, unsigned ret_free[2]);
 /* Apply / undo a found or restored placement on the bookkeeping. */
 int place_apply(Sched *s, uint32_t ri);
 void place_undo(Sched *s, uint32_t ri);

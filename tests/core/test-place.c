@@ -348,6 +348,40 @@ Test(place, r7_gpu_in_use_is_never_rebound) {
     cr_assert_eq(sched_device_set_binding(fx, "box", 0, BINDING_VFIO, 0, &err), 0, "%s", err.message);
 }
 
+/* A queue walk passes over the waiters that need the other binding (the VM needs vfio, the
+ * container the host driver) without placing them there, and still places them where their
+ * binding frees: the walk's cheap skip must decide as a full attempt would. */
+Test(place, r7_freed_gpu_goes_to_the_oldest_waiter_of_its_binding) {
+    fx_site("lab", SITE_LAB);
+    DeviceSpec devs[2] = {{.class_name = "nvidia-l40s", .binding = BINDING_HOST},
+                          {.class_name = "nvidia-l40s", .binding = BINDING_VFIO}};
+    NodeSpec spec = {.name = "box", .site = "lab", .owner = "amy", .cpu_cores = 16, .devices = devs, .n_devices = 2};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(fx_req(.id = "ct1", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-l40s").kind,
+                 DECISION_PLACED);
+    cr_assert_eq(fx_req(.id = "vm1", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s").kind,
+                 DECISION_PLACED);
+    Decision vm2 = fx_req(.id = "vm2", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s");
+    Decision ct2 = fx_req(.id = "ct2", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-l40s");
+    cr_assert_eq(vm2.kind, DECISION_WAITING, "%s", vm2.message);
+    cr_assert_eq(ct2.kind, DECISION_WAITING, "%s", ct2.message);
+
+    fx_release("ct1"); /* the host GPU frees: the older VM cannot use it, the container can */
+    Decision d;
+    cr_assert_eq(sched_request_decision(fx, "vm2", &d), 0);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    cr_assert_eq(sched_request_decision(fx, "ct2", &d), 0);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.devices[0], 0);
+
+    fx_release("vm1"); /* the vfio GPU frees: the waiting VM gets it */
+    cr_assert_eq(sched_request_decision(fx, "vm2", &d), 0);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.devices[0], 1);
+    cr_assert_eq(d.placement.method, METHOD_PASSTHROUGH);
+}
+
 /* ---- packing ---- */
 
 Test(place, whole_gpus_pack_to_keep_whole_nodes_free_for_gangs) {
