@@ -22,12 +22,14 @@ static void k8s_usage(FILE *f) {
     fputs("usage: einsora k8s SUB [OPTIONS]\n\n"
           "  sync             keep the control plane's nodes in step with a Kubernetes cluster's\n"
           "                   GPU nodes and run their mode switches (docs/kubernetes.md)\n"
-          "  kubevirt-config  print (--apply: patch) KubeVirt's permittedHostDevices\n\n"
+          "  kubevirt-config  print KubeVirt's permittedHostDevices for the catalog's classes\n"
+          "    --apply        ... and patch them into the cluster's KubeVirt resource\n\n"
           "Cluster options of both:\n"
           "  --kubeconfig F   kubeconfig file (default $KUBECONFIG, else ~/.kube/config)\n"
           "  --context C      its context (default: current-context)\n"
           "  --in-cluster     use the pod's service account instead\n"
-          "  --catalog FILE   catalog of GPU classes (default: the shipped one)\n",
+          "  --catalog FILE   catalog of GPU classes (default: the shipped one)\n"
+          "  -h, --help       show this help (`einsora k8s sync --help`: the sync's options)\n",
           f);
 }
 
@@ -42,7 +44,8 @@ static void sync_usage(FILE *f) {
           "  --pod-image I       the image of placed containers, notebooks, endpoints\n"
           "  --vm-image I        the containerDisk image of placed VMs\n"
           "  --kata-runtime-class C  RuntimeClass of Kata GPU pods (default kata-qemu-nvidia-gpu)\n"
-          "  -q, --quiet         no log lines\n",
+          "  -q, --quiet         no log lines\n"
+          "  -h, --help          show this help\n",
           f);
 }
 

@@ -43,9 +43,15 @@ static int on_extra(int c, const char *arg, void *userdata) {
 static const char usage[] =
         "usage: einsora run --kind KIND --class CLASS [--image IMAGE] [--rm] [--detach] [-- CMD...]\n\n"
         "Submit a workload and follow it: the reason and queue position while it waits, then\n"
-        "running, then how it ended (exit code, or the engine's sentence). Ctrl-C while it waits\n"
-        "cancels it with --rm; without, it says how to cancel it. --detach: return once it runs.\n"
-        "Exit 0 when it ended with code 0 (or runs, with --detach), 1 otherwise.\n\n" REMOTE_HELP;
+        "running, then how it ended (exit code, or the engine's sentence).\n"
+        "Exit 0 when it ended with code 0 (or runs, with --detach), 1 otherwise.\n\n"
+        "  --kind KIND      vm, container, notebook or endpoint\n"
+        "  --class CLASS    the GPU class (einsora classes), or cpu\n"
+        "  --image IMAGE    the image to run (default: the site's image for the kind)\n"
+        "  --rm             Ctrl-C while it waits cancels the request (without: it stays queued\n"
+        "                   and the CLI says how to cancel it)\n"
+        "  --detach         return once it runs instead of following it to its end\n"
+        "  -- CMD...        the container's command (default: the image's)\n";
 
 /* Sleep up to one second, waking on Ctrl-C. */
 static void nap(void) {

@@ -65,9 +65,11 @@ int verb_logs(int argc, char **argv) {
                                             {"help", no_argument, NULL, 'h'},
                                             {}};
     static const char usage[] = "usage: einsora logs ID [--follow] [--engine-socket SOCK]\n\n"
-                                "Show a container workload's output, on the node that runs it (the\n"
-                                "engine at SOCK, default $EINSORA_ENGINE_SOCKET, /run/podman/podman.sock\n"
-                                "or /var/run/docker.sock). --follow: until it ends.\n";
+                                "Show a container workload's output, on the node that runs it.\n\n"
+                                "  --follow              keep printing until the workload ends\n"
+                                "  --engine-socket SOCK  the engine's socket (default $EINSORA_ENGINE_SOCKET,\n"
+                                "                        /run/podman/podman.sock or /var/run/docker.sock)\n"
+                                "  -h, --help            show this help\n";
     bool follow = false;
     const char *sock = NULL;
     int c;
