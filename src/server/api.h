@@ -53,6 +53,7 @@ typedef struct HttpCtx {
     json_t *json;
     char *text; /* non-JSON body (metrics), malloc'ed */
     const char *content_type;
+    char *location; /* a Location header (a standby's redirect), malloc'ed */
 } HttpCtx;
 
 typedef void (*ApiHandler)(HttpCtx *c);

@@ -11,6 +11,8 @@
 #include "api.h"
 #include "config.h"
 #include "config/catalog-yaml.h"
+#include "leader.h"
+#include "store/store-pg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -57,6 +59,9 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
                             c->content_type ? c->content_type : "application/json");
     if (c->status == 405 && c->match.allowed[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->match.allowed);
+    if (c->location)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, c->location);
+    free(c->location);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)c->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -110,7 +115,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                   SERVER_BODY_MAX);
     else if (up->body.oom)
         api_error(&c, 500, "internal", "Out of memory reading the request body.");
-    else
+    else if (!leader_gate(&c))
         api_dispatch(&c);
     size_t idx = c.match.route ? (size_t)c.match.route->id : _R_MAX;
     if (idx < METRICS_ROUTES)
@@ -194,14 +199,17 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
                           &s->catalog, err);
     pci_ids_free(ids);
     if (r >= 0)
-        r = store_open(cfg->state_path, &s->store, err);
+        r = store_open_site(cfg->state_path, cfg->site, &s->store, err);
     if (r >= 0)
-        r = store_open(cfg->state_path, &s->reader, err);
+        r = store_open_site(cfg->state_path, cfg->site, &s->reader, err);
+    /* Replicas on PostgreSQL load the state only once elected (leader.c). */
+    bool replicas = r >= 0 && store_is_pg(s->store);
     if (r >= 0 && !(s->sched = sched_new(s->catalog)))
         r = error_set(err, -ENOMEM, "Out of memory.");
     if (r >= 0) {
         sched_set_on_placed(s->sched, state_on_placed, s);
-        r = state_load(s, err);
+        if (!replicas)
+            r = state_load(s, err);
     }
     if (r < 0) {
         server_free(s);
@@ -216,7 +224,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if ((r = writer_start(s)) < 0) {
+    if (!replicas && (r = writer_start(s)) < 0) {
         server_free(s);
         return error_set(err, r, "Cannot start the writer thread.");
     }
@@ -227,7 +235,8 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
             (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_LISTEN_BACKLOG_SIZE,
             (unsigned)1024, MHD_OPTION_END);
     if (!d) {
-        writer_stop(s);
+        if (!replicas)
+            writer_stop(s);
         server_free(s);
         return error_set(err, -EADDRINUSE, "Cannot listen on %s (in use, or not an address of "
                                            "this host).",
@@ -235,6 +244,11 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     uint16_t port = info ? info->port : ntohs(sa.sin_port);
+    if (replicas && (r = leader_start(s, port, err)) < 0) {
+        MHD_stop_daemon(d);
+        server_free(s);
+        return r;
+    }
     if (ready_fn)
         ready_fn(port, userdata);
 
@@ -250,7 +264,10 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
                       error_message(&s->fatal_err));
     events_close(&s->events); /* wake long-polls so their connections can end */
     MHD_stop_daemon(d);
-    writer_stop(s);
+    if (replicas)
+        leader_stop(s); /* and the writer, if it led */
+    else
+        writer_stop(s);
     server_free(s);
     return r;
 }

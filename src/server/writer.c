@@ -9,6 +9,7 @@
 #include "server-internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,14 +28,17 @@ static uint64_t mono_us(void) {
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void fail_ops(Op *ops) {
+static void answer_unavailable(Op *ops, const char *message) {
     for (Op *op = ops; op; op = op->next) {
         json_decref(op->body);
         op->status = 503;
-        op->body = json_pack("{s:s, s:s}", "code", "unavailable", "message",
-                             "The server could not commit this change and is stopping; retry "
-                             "after it restarts.");
+        op->body = json_pack("{s:s, s:s}", "code", "unavailable", "message", message);
     }
+}
+
+static void fail_ops(Op *ops) {
+    answer_unavailable(ops, "The server could not commit this change and is stopping; retry "
+                            "after it restarts (or at another replica).");
 }
 
 /* Apply one batch (ops may be NULL: a timer tick) in one transaction. */
@@ -42,6 +46,16 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
     Error err = {0};
     uint64_t t0 = mono_us();
     int r = store_begin(s->store, &err);
+    if (r < 0 && r != -ESTALE) {
+        /* Nothing was applied yet: the ops get 503 and the server stays up; the store
+         * reconnects (with backoff) at a later begin. A fenced-off leader (-ESTALE) stops. */
+        char msg[ERROR_MESSAGE_MAX + 64];
+        snprintf(msg, sizeof(msg), "%s Nothing was changed; retry shortly.", error_message(&err));
+        answer_unavailable(ops, msg);
+        /* Not a busy loop while the store is away (a timer batch comes straight back). */
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        return;
+    }
     pthread_rwlock_wrlock(&s->lock);
     s->now_ms = server_now_ms();
     if (r >= 0) {

@@ -84,7 +84,7 @@ static const char *const stmt_sql[_STMT_MAX] = {
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 5000
 
-typedef struct PgStore {
+struct PgStore {
     Store base;
     PGconn *conn;
     char *conninfo;
@@ -93,11 +93,14 @@ typedef struct PgStore {
     bool notify;       /* this transaction appended events */
     uint64_t last_seq; /* the last event appended in this transaction */
     uint64_t fence;    /* the leader's epoch every transaction checks; 0: none */
+    unsigned max_tx_ms; /* idle_in_transaction_session_timeout; 0: PostgreSQL's default */
     unsigned backoff_ms;
     uint64_t retry_at_ms; /* no reconnection attempt before this (monotonic) */
-} PgStore;
+};
 
 static const StoreOps pg_ops;
+typedef struct PgStore PgStore;
+static int apply_session_settings(PgStore *s, Error *err);
 
 static PgStore *pg_of(Store *base) {
     return (PgStore *)base;
@@ -328,6 +331,8 @@ static int reconnect(PgStore *s, Error *err) {
         PQfinish(s->conn);
         s->conn = c;
         r = prepare_all(s, &e);
+        if (r >= 0)
+            r = apply_session_settings(s, &e);
     }
     if (r < 0) {
         s->backoff_ms = s->backoff_ms ? MIN(s->backoff_ms * 2, BACKOFF_MAX_MS) : BACKOFF_MIN_MS;
@@ -339,9 +344,22 @@ static int reconnect(PgStore *s, Error *err) {
     return 0;
 }
 
-void store_pg_set_fence(Store *base, uint64_t epoch) {
-    if (base->ops == &pg_ops)
-        pg_of(base)->fence = epoch;
+static int apply_session_settings(PgStore *s, Error *err) {
+    if (!s->max_tx_ms)
+        return 0;
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SET idle_in_transaction_session_timeout = %u", s->max_tx_ms);
+    return exec_cmd(s, sql, err, "configuring the session");
+}
+
+void store_pg_set_fence(Store *base, uint64_t epoch, unsigned max_tx_ms) {
+    if (base->ops != &pg_ops)
+        return;
+    PgStore *s = pg_of(base);
+    s->fence = epoch;
+    s->max_tx_ms = max_tx_ms;
+    /* A failure here shows up as a lost connection at the next begin, which reapplies it. */
+    (void)apply_session_settings(s, NULL);
 }
 
 bool store_is_pg(const Store *s) {

@@ -16,6 +16,8 @@ int store_pg_connect(const char *conninfo, PGconn **ret, Error *err);
 bool store_is_pg(const Store *s);
 
 /* From now on every transaction of s first checks that the leader's epoch is still epoch
- * (0: no check) and fails with -ESTALE otherwise, so a deposed leader never commits.
+ * (0: no check) and fails with -ESTALE otherwise, so a deposed leader never commits. A
+ * transaction left open longer than max_tx_ms (a paused leader's) is ended by PostgreSQL,
+ * so it cannot hold up a takeover (0: no limit).
  * No-op on SQLite, which has a single server. */
-void store_pg_set_fence(Store *s, uint64_t epoch);
+void store_pg_set_fence(Store *s, uint64_t epoch, unsigned max_tx_ms);
