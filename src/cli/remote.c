@@ -20,9 +20,19 @@ void remote_defaults(RemoteOpts *o) {
 
 bool remote_option(RemoteOpts *o, int c, const char *arg) {
     switch (c) {
-    case 0x100:
-        o->server = arg;
+    case 0x100: {
+        /* Repeated: the replicas of one control plane, tried in turn (client.c). */
+        static char joined[4096];
+        if (o->server == joined && strlen(joined) + 1 + strlen(arg) < sizeof(joined)) {
+            strcat(joined, ",");
+            strcat(joined, arg);
+        } else if (!o->server && strlen(arg) < sizeof(joined)) {
+            strcpy(joined, arg);
+            o->server = joined;
+        } else
+            o->server = arg;
         return true;
+    }
     case 0x101:
         o->token = arg;
         return true;

@@ -26,7 +26,8 @@ typedef struct RemoteOpts {
     {"server", required_argument, NULL, 0x100}, {"token", required_argument, NULL, 0x101},         \
             {"json", no_argument, NULL, 0x102}
 #define REMOTE_HELP                                                                                \
-    "  --server URL     API server (default $EINSORA_SERVER or http://127.0.0.1:7780)\n"           \
+    "  --server URL     API server (default $EINSORA_SERVER or http://127.0.0.1:7780); repeat\n"  \
+    "                   it (or separate URLs with commas) to name several replicas\n"           \
     "  --token TOKEN    bearer token (default $EINSORA_TOKEN)\n"                                   \
     "  --json           machine-readable output\n"                                                 \
     "Exit codes: 0 ok, 1 failed or refused, 2 usage, 3 server unreachable, 4 not allowed,\n"       \

@@ -100,7 +100,9 @@ static bool try_acquire(Leader *l, uint64_t *ret_epoch) {
                        3, p, epoch, sizeof(epoch));
     if (n != 1) {
         char row[200] = "";
-        if (lease_exec(l, "SELECT epoch || ' ' || coalesce(url, '') FROM einsora_leader WHERE id = 1",
+        /* An expired lease names no leader: clients are told to retry, not sent to it. */
+        if (lease_exec(l, "SELECT epoch || ' ' || CASE WHEN expires_at > clock_timestamp() "
+                          "THEN coalesce(url, '') ELSE '' END FROM einsora_leader WHERE id = 1",
                        0, NULL, row, sizeof(row)) == 1) {
             char *sp = strchr(row, ' ');
             atomic_store(&l->seen_epoch, strtoull(row, NULL, 10));
@@ -285,7 +287,8 @@ bool leader_gate(HttpCtx *c) {
     pthread_mutex_lock(&s->leader->lock);
     snprintf(url, sizeof(url), "%s", s->leader->leader_url);
     pthread_mutex_unlock(&s->leader->lock);
-    if (!url[0] || atomic_load(&s->fatal)) {
+    /* Never to itself: a replica restarted on the leader's address before its lease ran out. */
+    if (!url[0] || STREQ(url, s->leader->url) || atomic_load(&s->fatal)) {
         api_error(c, 503, "unavailable", "This replica is a standby and no leader is known yet; "
                                          "retry shortly or at another replica.");
         return true;

@@ -112,9 +112,11 @@ static uint64_t mono_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* libpq's messages end in a newline; a sentence here must not. */
+/* libpq's messages end in a newline (and some go on with hints on more lines): keep the
+ * first line, which says what happened. */
 static const char *trim_msg(const char *msg, char *buf, size_t size) {
     snprintf(buf, size, "%s", msg ? msg : "");
+    buf[strcspn(buf, "\n")] = 0;
     size_t n = strlen(buf);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
         buf[--n] = 0;
@@ -147,13 +149,28 @@ static int exec_cmd(PgStore *s, const char *sql, Error *err, const char *what) {
     return r;
 }
 
-/* Run prepared statement i with text parameters; returns the result or NULL and a set err. */
+static int reconnect(PgStore *s, Error *err);
+
+/* Run prepared statement i with text parameters; returns the result or NULL and a set err.
+ * Outside a transaction (reads at startup, token lookups) a lost connection is reopened and
+ * the statement tried once more. */
 static PGresult *run(PgStore *s, int i, int n, const char *const *params, Error *err,
                      const char *what) {
     char name[16];
     snprintf(name, sizeof(name), "s%d", i);
+    if (!s->in_tx && PQstatus(s->conn) != CONNECTION_OK)
+        (void)reconnect(s, NULL);
     PGresult *res = PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
     ExecStatusType st = PQresultStatus(res);
+    if (!s->in_tx && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
+        PQstatus(s->conn) != CONNECTION_OK) {
+        s->retry_at_ms = 0;
+        if (reconnect(s, NULL) >= 0) {
+            PQclear(res);
+            res = PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
+            st = PQresultStatus(res);
+        }
+    }
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return res;
     pg_fail(s, res, err, what);
@@ -184,6 +201,9 @@ static int prepare_all(PgStore *s, Error *err) {
     return 0;
 }
 
+static void ignore_notice(void *userdata, const char *message) {
+}
+
 int store_pg_connect(const char *conninfo, PGconn **ret, Error *err) {
     char *perr = NULL, buf[400];
     PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
@@ -207,7 +227,7 @@ int store_pg_connect(const char *conninfo, PGconn **ret, Error *err) {
         return r;
     }
     /* Sentences and notices stay out of stderr: a library never prints. */
-    PQsetNoticeProcessor(c, NULL, NULL);
+    PQsetNoticeProcessor(c, ignore_notice, NULL);
     *ret = c;
     return 0;
 }

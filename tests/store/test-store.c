@@ -358,7 +358,7 @@ Test(store, r16_store_postgresql_fence_refuses_a_superseded_leader) {
     Store *s = open_ok(loc);
     Error err = {0};
     pg_test_exec(loc, "UPDATE einsora_leader SET epoch = 3");
-    store_pg_set_fence(s, 3);
+    store_pg_set_fence(s, 3, 0);
     begin_ok(s);
     cr_assert(store_node_put(s, "n1", "{}", &err) >= 0);
     commit_ok(s);
