@@ -158,6 +158,7 @@ static int parse_listen(const char *listen, struct sockaddr_in *ret, Error *err)
 }
 
 static void server_free(Server *s) {
+    leader_stop(s); /* when startup failed after leader_init() */
     state_free(s);
     for (size_t i = 0; i < s->token_cache.cap; i++)
         if (s->token_cache.keys[i] && s->token_cache.keys[i] != PTRMAP_TOMB)
@@ -204,6 +205,8 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         r = store_open_site(cfg->state_path, cfg->site, &s->reader, err);
     /* Replicas on PostgreSQL load the state only once elected (leader.c). */
     bool replicas = r >= 0 && store_is_pg(s->store);
+    if (replicas)
+        r = leader_init(s, err);
     if (r >= 0 && !(s->sched = sched_new(s->catalog)))
         r = error_set(err, -ENOMEM, "Out of memory.");
     if (r >= 0) {

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct Leader {
     _Atomic uint64_t takeovers;  /* elections this replica won */
     _Atomic uint64_t failovers;  /* of which from an earlier leader (epoch > 1) */
     atomic_bool stop;
+    bool running;     /* the thread was started */
     bool writer_started;
     pthread_mutex_t lock;
     char leader_url[128]; /* the current leader's, from the lease row; "" when unknown */
@@ -57,17 +59,44 @@ static void step_down(Leader *l, const char *why) {
     atomic_store(&l->role, STANDBY);
 }
 
-/* One statement with text parameters; the result's rows, or -1 on failure. */
+/* One statement with text parameters; the result's rows, or -1 on failure. It never waits
+ * longer than a lease (nor past a stop): a PostgreSQL that does not answer is dropped and
+ * connected to again, so that an election never hangs on one session. */
 static int lease_exec(Leader *l, const char *sql, int n, const char *const *params, char *out,
                       size_t out_size) {
-    PGresult *res = PQexecParams(l->conn, sql, n, NULL, params, NULL, NULL, 0);
-    int rows = -1;
-    if (PQresultStatus(res) == PGRES_TUPLES_OK) {
-        rows = PQntuples(res);
-        if (out && rows > 0)
-            snprintf(out, out_size, "%s", PQgetvalue(res, 0, 0));
+    if (!l->conn || !PQsendQueryParams(l->conn, sql, n, NULL, params, NULL, NULL, 0))
+        return -1;
+    uint64_t end = mono_ms() + l->lease_ms;
+    PGresult *res, *last = NULL;
+    bool dead = false;
+    for (;;) {
+        while (!dead && PQisBusy(l->conn)) {
+            uint64_t now = mono_ms();
+            if (now >= end || atomic_load(&l->stop)) {
+                dead = true;
+                break;
+            }
+            struct pollfd p = {.fd = PQsocket(l->conn), .events = POLLIN};
+            (void)poll(&p, 1, (int)MIN(end - now, 20u));
+            if (!PQconsumeInput(l->conn))
+                break; /* the connection failed: PQgetResult reports it */
+        }
+        if (dead || !(res = PQgetResult(l->conn)))
+            break;
+        PQclear(last);
+        last = res;
     }
-    PQclear(res);
+    int rows = -1;
+    if (!dead && PQresultStatus(last) == PGRES_TUPLES_OK) {
+        rows = PQntuples(last);
+        if (out && rows > 0)
+            snprintf(out, out_size, "%s", PQgetvalue(last, 0, 0));
+    }
+    PQclear(last);
+    if (dead) {
+        PQfinish(l->conn);
+        l->conn = NULL;
+    }
     return rows;
 }
 
@@ -129,12 +158,38 @@ static int renew(Leader *l) {
     return n < 0 ? -1 : n;
 }
 
+
+/* Loading a large state may take longer than a lease: keep it meanwhile (on the lease's own
+ * session, which the load does not use). */
+typedef struct Keeper {
+    Leader *l;
+    atomic_bool done;
+} Keeper;
+
+static void *keep_lease(void *userdata) {
+    Keeper *k = userdata;
+    while (!atomic_load(&k->done)) {
+        for (unsigned slept = 0; slept < k->l->lease_ms / 3 && !atomic_load(&k->done); slept += 10)
+            sleep_ms(10);
+        if (!atomic_load(&k->done) && ensure_conn(k->l))
+            (void)renew(k->l); /* a failure shows at the load's fenced commit */
+    }
+    return NULL;
+}
+
 /* Won the election: fence, load, check, serve. */
 static int take_over(Leader *l, uint64_t epoch) {
     Server *s = l->s;
     Error err = {0};
     store_pg_set_fence(s->store, epoch, l->lease_ms);
+    atomic_store(&l->epoch, epoch);
+    Keeper keeper = {.l = l};
+    pthread_t keeper_thread;
+    bool keeping = pthread_create(&keeper_thread, NULL, keep_lease, &keeper) == 0;
     int r = state_load(s, &err);
+    atomic_store(&keeper.done, true);
+    if (keeping)
+        pthread_join(keeper_thread, NULL);
     if (r < 0) {
         if (!atomic_load(&s->fatal)) {
             error_set(&s->fatal_err, r, "Refusing to lead (epoch %" PRIu64 "): %s", epoch,
@@ -149,7 +204,6 @@ static int take_over(Leader *l, uint64_t epoch) {
         return r;
     }
     l->writer_started = true;
-    atomic_store(&l->epoch, epoch);
     atomic_store(&l->seen_epoch, epoch);
     atomic_fetch_add(&l->takeovers, 1);
     if (epoch > 1)
@@ -201,12 +255,19 @@ static void *leader_main(void *userdata) {
     return NULL;
 }
 
-int leader_start(Server *s, uint16_t port, Error *err) {
+int leader_init(Server *s, Error *err) {
     Leader *l = calloc(1, sizeof(*l));
     if (!l)
         return error_set(err, -ENOMEM, "Out of memory.");
     l->s = s;
     l->lease_ms = s->cfg.lease_ms ? s->cfg.lease_ms : LEADER_LEASE_MS_DEFAULT;
+    pthread_mutex_init(&l->lock, NULL);
+    s->leader = l;
+    return 0;
+}
+
+int leader_start(Server *s, uint16_t port, Error *err) {
+    Leader *l = s->leader;
     char host[64] = "";
     gethostname(host, sizeof(host) - 1);
     snprintf(l->holder, sizeof(l->holder), "%s:%d:%u", host, (int)getpid(), port);
@@ -218,15 +279,10 @@ int leader_start(Server *s, uint16_t port, Error *err) {
         snprintf(l->url, sizeof(l->url), "http://%.*s:%u", (int)(colon ? colon - listen : 0), listen,
                  port);
     }
-    pthread_mutex_init(&l->lock, NULL);
-    s->leader = l;
     int r = pthread_create(&l->thread, NULL, leader_main, l);
-    if (r != 0) {
-        s->leader = NULL;
-        pthread_mutex_destroy(&l->lock);
-        free(l);
+    if (r != 0)
         return error_set(err, -r, "Cannot start the election thread.");
-    }
+    l->running = true;
     pthread_setname_np(l->thread, "einsora-leader");
     return 0;
 }
@@ -236,7 +292,8 @@ void leader_stop(Server *s) {
     if (!l)
         return;
     atomic_store(&l->stop, true);
-    pthread_join(l->thread, NULL);
+    if (l->running)
+        pthread_join(l->thread, NULL);
     if (l->writer_started)
         writer_stop(s);
     /* Hand the lease back at once on a clean stop, so a standby need not wait it out. */

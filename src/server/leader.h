@@ -18,10 +18,13 @@ typedef struct HttpCtx HttpCtx;
 
 #define LEADER_LEASE_MS_DEFAULT 3000
 
-/* With a PostgreSQL store: start campaigning in a thread of its own; the writer is started
- * once this replica leads. Not called for SQLite (one server, always the leader). */
+/* With a PostgreSQL store, before serving: this replica is a standby from now on. Not called
+ * for SQLite (one server, always the leader). */
+int leader_init(Server *s, Error *err);
+/* Once listening on port: campaign in a thread of its own; the writer is started once this
+ * replica leads. */
 int leader_start(Server *s, uint16_t port, Error *err);
-/* Stop campaigning (and renewing); does not stop the writer. */
+/* Stop campaigning (and renewing), and the writer if this replica led. */
 void leader_stop(Server *s);
 bool server_is_leader(Server *s);
 /* For a standby: answer c (307 to the leader, or 503 while none is known) and return true;
