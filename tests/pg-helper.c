@@ -1,7 +1,6 @@
 /* pg-helper.c: a real PostgreSQL 15 in a temporary directory for the tests. */
 #include "pg-helper.h"
 
-#include <criterion/criterion.h>
 #include <errno.h>
 #include <libpq-fe.h>
 #include <pwd.h>
@@ -108,23 +107,33 @@ void pg_test_conninfo(const PgTest *pg, const char *db, char *buf, size_t size) 
     snprintf(buf, size, "host=%s user=einsora dbname=%s", pg->dir, db ? db : "postgres");
 }
 
-void pg_test_exec(const char *conninfo, const char *sql) {
-    PGconn *c = PQconnectdb(conninfo);
-    cr_assert(PQstatus(c) == CONNECTION_OK, "cannot connect to %s: %s", conninfo, PQerrorMessage(c));
-    PQsetNoticeProcessor(c, NULL, NULL);
-    PGresult *res = PQexec(c, sql);
-    ExecStatusType st = PQresultStatus(res);
-    cr_assert(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
-    PQclear(res);
-    PQfinish(c);
+static void quiet(void *userdata, const char *message) {
 }
 
-void pg_test_new_db(const PgTest *pg, char *buf, size_t size) {
+int pg_test_exec(const char *conninfo, const char *sql) {
+    PGconn *c = PQconnectdb(conninfo);
+    int r = -ECONNREFUSED;
+    if (PQstatus(c) == CONNECTION_OK) {
+        PQsetNoticeProcessor(c, quiet, NULL);
+        PGresult *res = PQexec(c, sql);
+        ExecStatusType st = PQresultStatus(res);
+        r = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? 0 : -EIO;
+        PQclear(res);
+    }
+    if (r < 0)
+        fprintf(stderr, "pg-helper: %s: %s", sql, PQerrorMessage(c));
+    PQfinish(c);
+    return r;
+}
+
+int pg_test_new_db(const PgTest *pg, char *buf, size_t size) {
     static atomic_uint counter;
     char name[64], sql[128], admin[256];
     snprintf(name, sizeof(name), "t_%d_%u", (int)getpid(), atomic_fetch_add(&counter, 1));
     snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
     pg_test_conninfo(pg, NULL, admin, sizeof(admin));
-    pg_test_exec(admin, sql);
-    pg_test_conninfo(pg, name, buf, size);
+    int r = pg_test_exec(admin, sql);
+    if (r >= 0)
+        pg_test_conninfo(pg, name, buf, size);
+    return r;
 }

@@ -3,7 +3,8 @@
  * initdb runs as the unprivileged `postgres` user when the tests run as root (CI), the
  * server listens on a unix socket in the directory only (no TCP), and it is stopped and
  * removed by pg_test_stop(). A test binary starts one server in its main() and each test
- * takes a fresh database of its own. */
+ * takes a fresh database of its own. The benchmarks use it too, so it has no test
+ * framework in it: callers assert on the returns. */
 #pragma once
 
 #include <stddef.h>
@@ -28,8 +29,8 @@ int pg_test_pg_ctl(PgTest *pg, const char *action);
 
 /* The conninfo of the server's maintenance database, or of database `db`. */
 void pg_test_conninfo(const PgTest *pg, const char *db, char *buf, size_t size);
-/* Create a fresh, uniquely named database; writes its conninfo into buf. Aborts the
- * calling Criterion test on failure. */
-void pg_test_new_db(const PgTest *pg, char *buf, size_t size);
-/* Run one SQL command on database conninfo; aborts the calling test on failure. */
-void pg_test_exec(const char *conninfo, const char *sql);
+/* Create a fresh, uniquely named database; writes its conninfo into buf. Returns 0, or a
+ * negative errno with a line on stderr (also for the other calls). */
+int pg_test_new_db(const PgTest *pg, char *buf, size_t size);
+/* Run one SQL command on database conninfo. */
+int pg_test_exec(const char *conninfo, const char *sql);

@@ -423,7 +423,7 @@ Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_
     cr_log_info("failover test seed %u (EINSORA_FAILOVER_SEED to replay), %u kills", seed, kills);
 
     pg_test_start(&pg);
-    pg_test_new_db(&pg, conninfo, sizeof(conninfo));
+    cr_assert_eq(pg_test_new_db(&pg, conninfo, sizeof(conninfo)), 0);
     strcpy(dir, "/tmp/einsora-rep-XXXXXX");
     cr_assert(mkdtemp(dir));
     size_t len = 0;

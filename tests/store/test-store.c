@@ -19,7 +19,7 @@ static PgTest pg;
 static void new_location(bool postgres, char *buf, size_t size) {
     if (postgres) {
         pg_test_start(&pg); /* finds the server main() started */
-        pg_test_new_db(&pg, buf, size);
+        cr_assert_eq(pg_test_new_db(&pg, buf, size), 0);
         return;
     }
     char dir[] = "/tmp/einsora-store-XXXXXX";
@@ -328,7 +328,7 @@ Test(store, r16_store_postgresql_refuses_a_newer_schema) {
     char loc[256];
     new_location(true, loc, sizeof(loc));
     store_close(open_ok(loc));
-    pg_test_exec(loc, "UPDATE einsora_meta SET value = '99' WHERE key = 'schema_version'");
+    cr_assert_eq(pg_test_exec(loc, "UPDATE einsora_meta SET value = '99' WHERE key = 'schema_version'"), 0);
     Store *s = NULL;
     Error err = {0};
     cr_assert_eq(store_open(loc, &s, &err), -EPROTO);
@@ -357,13 +357,13 @@ Test(store, r16_store_postgresql_fence_refuses_a_superseded_leader) {
     new_location(true, loc, sizeof(loc));
     Store *s = open_ok(loc);
     Error err = {0};
-    pg_test_exec(loc, "UPDATE einsora_leader SET epoch = 3");
+    cr_assert_eq(pg_test_exec(loc, "UPDATE einsora_leader SET epoch = 3"), 0);
     store_pg_set_fence(s, 3, 0);
     begin_ok(s);
     cr_assert(store_node_put(s, "n1", "{}", &err) >= 0);
     commit_ok(s);
     /* Another replica takes over: the old leader's next transaction is refused. */
-    pg_test_exec(loc, "UPDATE einsora_leader SET epoch = 4");
+    cr_assert_eq(pg_test_exec(loc, "UPDATE einsora_leader SET epoch = 4"), 0);
     cr_assert_eq(store_begin(s, &err), -ESTALE);
     cr_assert(strstr(err.message, "no longer the leader"), "%s", err.message);
     store_close(s);
