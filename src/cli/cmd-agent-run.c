@@ -9,6 +9,7 @@
 #include "agent/agent-run.h"
 #include "agent/bind.h"
 #include "output.h"
+#include "remote.h"
 #include "server/spec.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -19,7 +20,8 @@ static void run_usage(FILE *f) {
           "Join this machine to a control plane: register the node, push its inventory (again\n"
           "when it changes), heartbeat, rebind GPUs and run reset-cycle checks when asked, and\n"
           "start/stop the workloads placed here (recorded only until runtime drivers exist).\n\n"
-          "  --server URL        control plane (default $EINSORA_SERVER)\n"
+          "  --server URL        control plane (default $EINSORA_SERVER); repeat it, or separate\n"
+          "                      URLs with commas, for the replicas of one control plane\n"
           "  --token T           this node's agent token (default $EINSORA_TOKEN)\n"
           "  --name N            node name (default: the host name)\n"
           "  --site S            site name (default home)\n"
@@ -65,11 +67,16 @@ int agent_run_verb(int argc, char **argv) {
     AgentConfig cfg = {.server = getenv("EINSORA_SERVER"), .token = getenv("EINSORA_TOKEN"),
                        .id = {.owner = getenv("USER")}, .log = stderr, .stop = &stop_flag};
     char host[65] = "";
+    bool server_given = false;
     uint64_t hb;
     int c;
     while ((c = getopt_long(argc, argv, "qh", options, NULL)) >= 0) {
         switch (c) {
-        case O_SERVER: cfg.server = optarg; break;
+        case O_SERVER:
+            /* Repeated: the replicas (not added to $EINSORA_SERVER, replacing it). */
+            cfg.server = remote_add_server(server_given ? cfg.server : NULL, optarg);
+            server_given = true;
+            break;
         case O_TOKEN: cfg.token = optarg; break;
         case O_NAME: cfg.id.name = optarg; break;
         case O_SITE: cfg.id.site = optarg; break;

@@ -33,6 +33,8 @@ typedef struct RemoteOpts {
     "Exit codes: 0 ok, 1 failed or refused, 2 usage, 3 server unreachable, 4 not allowed,\n"       \
     "5 not found.\n"
 
+/* --server given again: servers (NULL at first) with arg appended, comma-separated. */
+const char *remote_add_server(const char *servers, const char *arg);
 /* Handle one of REMOTE_OPTIONS; false when c is not one of them. */
 bool remote_option(RemoteOpts *o, int c, const char *arg);
 void remote_defaults(RemoteOpts *o);

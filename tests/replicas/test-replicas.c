@@ -574,6 +574,74 @@ Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_
         json_decref(known[i].placement);
 }
 
+/* Two replicas on a fresh database; returns the leader's index once one leads. */
+static int start_two(void) {
+    cr_assert_eq(pg_test_start(&pg), 0); /* finds the server main() started */
+    cr_assert_eq(pg_test_new_db(&pg, conninfo, sizeof(conninfo)), 0);
+    strcpy(dir, "/tmp/einsora-rep-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    for (int i = 0; i < 2; i++) {
+        rep[i].port = free_port();
+        snprintf(rep[i].log, sizeof(rep[i].log), "%s/replica%d.log", dir, i);
+    }
+    spawn(0);
+    int l = wait_leader(0, 30000);
+    spawn(1);
+    return l;
+}
+
+static void remove_dir(void) {
+    kill_replicas();
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+Test(replicas, r16_a_standby_redirects_to_the_leader_and_says_it_stands_by, .fini = remove_dir) {
+    int l = start_two(), sb = 1 - l;
+    admin = token("root", "admin");
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[sb].port);
+    /* Wait (deadline) until the standby answers as one. */
+    uint64_t end = now_ms() + 30000;
+    char *role = NULL;
+    long long epoch = 0;
+    while (now_ms() < end && (!(role = role_of(sb, &epoch)) || strcmp(role, "standby"))) {
+        free(role);
+        role = NULL;
+        usleep(20000);
+    }
+    cr_assert(role, "the standby never answered /readyz as one");
+    free(role);
+    /* A client that knows only the standby follows its 307 to the leader. */
+    Client *c = NULL;
+    cr_assert_eq(client_new(url, admin, &c, NULL), 0);
+    json_t *j = NULL;
+    cr_assert_eq(call(c, "GET", "/v1/requests", NULL, NULL, &j), 200, "%s", last_err.message);
+    json_decref(j);
+    cr_assert_eq(call(c, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}",
+                      NULL, &j), 201);
+    json_decref(j);
+    client_free(c);
+    free(admin);
+}
+
+Test(replicas, r16_cli_takes_server_repeated_and_moves_past_a_dead_one, .fini = remove_dir) {
+    int l = start_two();
+    admin = token("root", "admin");
+    char dead[64], live[64];
+    snprintf(dead, sizeof(dead), "http://127.0.0.1:%u", free_port());
+    snprintf(live, sizeof(live), "http://127.0.0.1:%u", rep[l].port);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "requests", "--server", dead, "--server", live, "--token", admin,
+                         "--json", NULL);
+    cr_assert_eq(rc, 0, "einsora requests with a dead and a live server: %s", err);
+    cr_assert(strstr(out, "\"requests\""), "%s", out);
+    free(out);
+    free(err);
+    free(admin);
+}
+
 int main(int argc, char *argv[]) {
     if (pg_test_start(&pg) < 0)
         return 1;

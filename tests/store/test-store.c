@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "pg-helper.h"
 #include "store/store-pg.h"
 #include "store/store.h"
@@ -396,6 +397,28 @@ Test(store, r16_store_postgresql_reconnects_after_postgresql_restarts) {
     cr_assert(store_node_foreach(s, seen_keyed, &seen, &err) >= 0);
     cr_assert_str_eq(seen.text, "after={};before={};");
     store_close(s);
+}
+
+Test(store, r16_serve_refuses_another_sites_database_and_a_bad_store_with_a_sentence) {
+    char loc[256];
+    new_location(true, loc, sizeof(loc));
+    Store *s = NULL;
+    Error err = {0};
+    cr_assert(store_open_site(loc, "paris", &s, &err) >= 0, "%s", error_message(&err));
+    store_close(s);
+    char *out = NULL, *errs = NULL;
+    int rc = run_einsora(&out, &errs, "serve", "--listen", "127.0.0.1:0", "--store", loc, "--site",
+                         "berlin", NULL);
+    cr_assert_neq(rc, 0);
+    cr_assert(strstr(errs, "belongs to the Einsora site 'paris', not 'berlin'"), "%s", errs);
+    free(out);
+    free(errs);
+    rc = run_einsora(&out, &errs, "serve", "--listen", "127.0.0.1:0", "--store",
+                     "host=/nonexistent-einsora user=einsora dbname=x connect_timeout=2", NULL);
+    cr_assert_neq(rc, 0);
+    cr_assert(strstr(errs, "Cannot connect to PostgreSQL"), "%s", errs);
+    free(out);
+    free(errs);
 }
 
 int main(int argc, char *argv[]) {
