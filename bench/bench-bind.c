@@ -1,5 +1,5 @@
 /* bench-bind.c: time of switching a fake 8-GPU node (8 GPUs + 8 audio functions) to vfio-pci
- * and back through the fake kernel (issue 5's target: under 1 s), next to two baselines
+ * and back through the fake kernel (target: under 1 s), next to two baselines
  * measured in the same run: the same round trip on a 1-GPU node, and the dry-run planning
  * of the 8-GPU switch (all checks, no kernel writes). The journal is fsync'd at every step, so
  * the figure depends on the disk under the state folder: by default the fake kernel's temporary

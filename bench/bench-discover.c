@@ -1,4 +1,4 @@
-/* bench-discover.c: time machine_discover() on the 8-GPU HGX fixture (issue 4 target: under
+/* bench-discover.c: time machine_discover() on the 8-GPU HGX fixture (target: under
  * 50 ms per discovery). Baseline in the same run: a plain walk of the same tree that opens and
  * reads every file once (the raw cost of the I/O discovery cannot avoid), and discovery
  * without NVML (the cost of loading and querying the fake NVML library).

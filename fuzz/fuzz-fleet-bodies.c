@@ -20,10 +20,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FleetHeartbeat h;
         r = fleet_heartbeat_parse(text, len, &h, &err);
         if (r >= 0) {
-            if (h.interval_s > FLEET_HEARTBEAT_MAX_S || h.n_running > FLEET_MAX_RUNNING)
+            if (h.interval_s > FLEET_HEARTBEAT_MAX_S || h.n_running > len)
                 abort();
             for (size_t i = 0; i < h.n_running; i++)
-                if (!h.running[i] || !fleet_heartbeat_runs(&h, h.running[i]))
+                if (!h.running[i] || !fleet_heartbeat_runs(&h, h.running[i]) ||
+                    (i && h.running[i - 1] > h.running[i]))
                     abort();
             fleet_heartbeat_done(&h);
         }

@@ -13,6 +13,7 @@
 #include "agent/bind.h"
 #include "agent/records.h"
 #include "agent/reset-check.h"
+#include "agent/workloads.h"
 #include "client/client.h"
 #include "config/catalog-yaml.h"
 #include "util/fileio.h"
@@ -27,7 +28,10 @@ typedef struct Agent {
     bool push_due;    /* discover and push again at the next turn */
     unsigned turns;
     bool lost;        /* the control plane did not answer last time: log once, not every turn */
+    bool stopped;     /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
+    Driver *drivers[2];     /* container engine, libvirt: once they answered (workloads.h) */
+    bool lost_driver[2];    /* a driver did not answer last time: log once */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -138,6 +142,15 @@ static void push_inventory(Agent *a) {
 
 /* ---- work: rebinds and reset checks ---- */
 
+/* How long a rebind waits for the holders of a GPU whose workload was just stopped. */
+#define BIND_HOLDERS_WAIT_MS 10000
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, size_t size) {
     if (a->cfg->simulate) {
         Error err = {0};
@@ -154,6 +167,13 @@ static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, siz
     if (bind_target_from_string(target, &to) < 0)
         return snprintf(msg, size, "unknown target %s", target), -EINVAL;
     int r = gpu_bind(&a->bind, gpu, to, &res, &err);
+    /* A workload stopped this turn may hold the GPU a little longer (a VM's vfio fd, a
+     * container's device files): confirm its holders are gone before giving up (R4, R7). */
+    for (int64_t deadline = mono_ms() + BIND_HOLDERS_WAIT_MS; r == -EBUSY && a->stopped && mono_ms() < deadline;) {
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+        err = (Error){0};
+        r = gpu_bind(&a->bind, gpu, to, &res, &err);
+    }
     if (r < 0)
         snprintf(msg, size, "%s", error_message(&err));
     else
@@ -228,7 +248,7 @@ static void do_task(Agent *a, json_t *t) {
     a->push_due = true; /* a rebind changes what the kernel shows */
 }
 
-/* ---- workloads (the recorded no-op driver until docker/libvirt drivers exist) ---- */
+/* ---- workloads: the records of what runs here (every method), and the drivers below ---- */
 
 /* The ids this agent runs: state/running, one "<id>" per line. */
 static bool runs(const char *running, const char *id) {
@@ -242,8 +262,9 @@ static bool runs(const char *running, const char *id) {
     return false;
 }
 
-static int set_running(Agent *a, const char *id, bool on, Error *err) {
-    _cleanup_free_ char *text = read_state(a, "running"), *p = state_path(a, "running");
+/* Add or remove id in a one-id-per-line state file ("running", "containers"). */
+static int set_member(Agent *a, const char *name, const char *id, bool on, Error *err) {
+    _cleanup_free_ char *text = read_state(a, name), *p = state_path(a, name);
     StrBuf b = {0};
     size_t n = strlen(id);
     for (const char *l = text; l && *l;) {
@@ -259,6 +280,189 @@ static int set_running(Agent *a, const char *id, bool on, Error *err) {
     return r;
 }
 
+static int set_running(Agent *a, const char *id, bool on, Error *err) {
+    return set_member(a, "running", id, on, err);
+}
+
+/* ---- workloads through drivers: containers (drivers/engine.h), VMs (drivers/vm.h), R17 ---- */
+
+enum { SLOT_ENGINE, SLOT_VM, _SLOT_MAX };
+
+/* Per driver: what it is called in the log, and the state file of the ids it runs for us. */
+static const char *const slot_names[_SLOT_MAX] = {[SLOT_ENGINE] = "container engine", [SLOT_VM] = "libvirt"};
+static const char *const slot_files[_SLOT_MAX] = {[SLOT_ENGINE] = "containers", [SLOT_VM] = "vms"};
+
+static bool is_member(Agent *a, const char *name, const char *id) {
+    _cleanup_free_ char *text = read_state(a, name);
+    return runs(text, id);
+}
+
+static bool slot_configured(const Agent *a, int k) {
+    const AgentWorkloadConfig *wc = a->cfg->workloads;
+    return wc && (k == SLOT_ENGINE ? wc->engine.socket != NULL : wc->vm.uri != NULL);
+}
+
+static void slot_failed(Agent *a, int k, const Error *err) {
+    if (!a->lost_driver[k])
+        logf_(a, "%s: %s (retrying every heartbeat)", slot_names[k], error_message(err));
+    a->lost_driver[k] = true;
+}
+
+/* Connect when not connected; on the first connection, adopt what the engine runs for us
+ * (the engine wins: an agent restarted never starts a workload twice). */
+static bool ensure_slot(Agent *a, int k) {
+    if (a->drivers[k])
+        return true;
+    if (!slot_configured(a, k))
+        return false;
+    const AgentWorkloadConfig *wc = a->cfg->workloads;
+    char product[160] = "";
+    Error err = {0};
+    int r = k == SLOT_ENGINE ? engine_driver_new(&wc->engine, &a->drivers[k], product, sizeof(product), &err)
+                             : vm_driver_new(&wc->vm, &a->drivers[k], &err);
+    if (r < 0) {
+        slot_failed(a, k, &err);
+        return false;
+    }
+    a->lost_driver[k] = false;
+    logf_(a, "%s: %s%s%s", slot_names[k], product, product[0] ? " at " : "",
+          k == SLOT_ENGINE ? wc->engine.socket : wc->vm.uri);
+    char **ids = NULL;
+    size_t n = 0;
+    if (a->drivers[k]->ops->list(a->drivers[k], &ids, &n, &err) < 0)
+        logf_(a, "%s: %s", slot_names[k], error_message(&err));
+    for (size_t i = 0; i < n; i++)
+        if (!is_member(a, slot_files[k], ids[i])) {
+            logf_(a, "adopted the workload of request %s (the %s runs it)", ids[i], slot_names[k]);
+            (void)set_member(a, slot_files[k], ids[i], true, &err);
+            (void)set_running(a, ids[i], true, &err);
+        }
+    driver_ids_free(ids, n);
+    return true;
+}
+
+/* The driver slot that runs this placement, or -1 when none is configured (recorded only). */
+static int slot_of(const Agent *a, json_t *w) {
+    int k = agent_work_is_container(w) ? SLOT_ENGINE : agent_work_is_vm(w) ? SLOT_VM : -1;
+    return k >= 0 && slot_configured(a, k) ? k : -1;
+}
+
+/* Tell the control plane the workload ended: its allocation is freed, the request `ended`. */
+static void report_end(Agent *a, const char *id, bool failed, int exit_code, const char *message) {
+    json_t *body = json_pack("{s:b, s:s}", "failed", failed, "message", message);
+    if (!failed)
+        json_object_set_new(body, "exit_code", json_integer(exit_code & 0xff));
+    _cleanup_free_ char *path = strprintf("/v1/requests/%s/end", id);
+    long status = 0;
+    if (path && body && call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
+        logf_(a, "workload %s ended: %s", id, message[0] ? message : failed ? "failed" : "exited");
+    json_decref(body);
+}
+
+/* Start the placed workload through its driver; 0 when it runs (or already ran: adopted), with
+ * the URL of a notebook or endpoint in url ("" when none). */
+static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, size_t url_size) {
+    if (!ensure_slot(a, k))
+        return -EAGAIN;
+    const AgentConfig *cfg = a->cfg;
+    DiscoverOptions o = cfg->discover;
+    o.catalog = a->catalog;
+    _cleanup_(machine_inventory_freep) MachineInventory *inv = NULL;
+    Error err = {0};
+    AgentSpecBuf buf;
+    WorkloadSpec spec;
+    int r = machine_discover(&o, &inv, &err);
+    if (r >= 0)
+        r = agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
+    if (r >= 0)
+        r = a->drivers[k]->ops->start(a->drivers[k], &spec, &err);
+    if (r == -EEXIST)
+        r = 0; /* the engine has it already: never started twice */
+    if (r == -ECONNREFUSED || (r < 0 && strstr(err.message, "does not answer"))) {
+        slot_failed(a, k, &err);
+        return r;
+    }
+    if (r < 0) {
+        logf_(a, "cannot start %s: %s", id, error_message(&err));
+        report_end(a, id, true, 0, error_message(&err));
+        return r;
+    }
+    if (set_member(a, slot_files[k], id, true, &err) < 0)
+        logf_(a, "cannot record workload %s: %s", id, error_message(&err));
+    WorkloadState st = {0};
+    if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) >= 0)
+        agent_work_url(cfg->workloads, w, st.host_port, url, url_size);
+    return 0;
+}
+
+static bool driven_adopted(Agent *a, const char *id) {
+    for (int k = 0; k < _SLOT_MAX; k++)
+        if (is_member(a, slot_files[k], id))
+            return true;
+    return false;
+}
+
+static void activate_adopted(Agent *a, const char *id) {
+    _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
+    long status = 0;
+    if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
+        logf_(a, "confirmed %s: it runs", id);
+}
+
+/* Stop (a hanging stop is killed after the grace period) and remove a driven workload; 0
+ * when gone or not driven. */
+static int stop_driven(Agent *a, const char *id) {
+    for (int k = 0; k < _SLOT_MAX; k++) {
+        if (!is_member(a, slot_files[k], id))
+            continue;
+        if (!ensure_slot(a, k))
+            return -EAGAIN;
+        Error err = {0};
+        unsigned grace = a->cfg->workloads->stop_grace_s ? a->cfg->workloads->stop_grace_s : AGENT_STOP_GRACE_DEFAULT_S;
+        int r = a->drivers[k]->ops->stop(a->drivers[k], id, grace, &err);
+        if (r < 0) {
+            slot_failed(a, k, &err);
+            return r;
+        }
+        return set_member(a, slot_files[k], id, false, &err);
+    }
+    return 0;
+}
+
+/* Ask each driver about every workload of ours; one that ended frees its allocation. */
+static void check_driven(Agent *a) {
+    for (int k = 0; k < _SLOT_MAX; k++) {
+        if (!ensure_slot(a, k))
+            continue;
+        _cleanup_free_ char *list = read_state(a, slot_files[k]);
+        for (const char *l = list; l && *l;) {
+            const char *e = strchrnul(l, '\n');
+            char id[DRIVER_ID_MAX];
+            snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
+            l = *e ? e + 1 : e;
+            WorkloadState st;
+            Error err = {0};
+            if (!driver_id_is_valid(id))
+                continue;
+            if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) < 0) {
+                slot_failed(a, k, &err);
+                break;
+            }
+            if (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING)
+                continue;
+            if (st.status == WORKLOAD_ABSENT)
+                report_end(a, id, true, 0, "it is gone from the engine (removed from outside)");
+            else /* the exit code is reported on its own; any more the engine says goes with it */
+                report_end(a, id, st.status == WORKLOAD_FAILED, st.exit_code,
+                           string_has_prefix(st.message, "exited with code") ? "" : st.message);
+            if (stop_driven(a, id) >= 0) {
+                (void)agent_records_remove(a->cfg->state_dir, id, &err);
+                (void)set_running(a, id, false, &err);
+            }
+        }
+    }
+}
+
 static void start_workload(Agent *a, json_t *w) {
     char id[32];
     snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
@@ -266,6 +470,10 @@ static void start_workload(Agent *a, json_t *w) {
     Error err = {0};
     size_t i;
     json_t *addr;
+    int slot = slot_of(a, w);
+    char url[200] = "";
+    if (slot >= 0 && start_driven(a, slot, w, id, url, sizeof(url)) < 0)
+        return; /* not started: reported as ended, or retried at the next turn */
     /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
     json_array_foreach(json_object_get(p, "addresses"), i, addr)
         if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)))
@@ -276,31 +484,33 @@ static void start_workload(Agent *a, json_t *w) {
     }
     _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
     long status = 0;
-    if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
-        logf_(a, "started %s %s (%s, %s) [recorded; no runtime driver yet]", json_string_value(json_object_get(w, "kind")),
-              id, strempty(json_string_value(json_object_get(p, "method"))),
-              strempty(json_string_value(json_object_get(p, "class"))));
+    _cleanup_free_ char *gpus = json_dumps(json_object_get(p, "addresses"), JSON_COMPACT);
+    json_t *body = url[0] ? json_pack("{s:s}", "url", url) : NULL;
+    if (path && call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
+        logf_(a, "started %s %s (%s, %s, GPUs %s)%s%s%s", json_string_value(json_object_get(w, "kind")), id,
+              strempty(json_string_value(json_object_get(p, "method"))),
+              strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
+              slot == SLOT_ENGINE ? " in a container" : slot == SLOT_VM ? " as a VM" : " [recorded; no driver for it]",
+              url[0] ? " at " : "", url);
+    json_decref(body);
 }
 
 static void stop_workload(Agent *a, const char *id) {
     Error err = {0};
+    if (stop_driven(a, id) < 0)
+        return; /* the engine did not answer: the GPU stays recorded, retried next turn */
     (void)agent_records_remove(a->cfg->state_dir, id, &err);
     if (set_running(a, id, false, &err) >= 0)
         logf_(a, "stopped %s", id);
+    a->stopped = true;
 }
 
 static void reconcile_workloads(Agent *a, json_t *work) {
     _cleanup_free_ char *running = read_state(a, "running");
     size_t i;
     json_t *w;
-    json_array_foreach(work, i, w) {
-        const char *st = json_string_value(json_object_get(w, "state"));
-        char id[32];
-        snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
-        if (st && STREQ(st, "placed") && !runs(running, id))
-            start_workload(a, w);
-    }
-    /* Stop what the control plane no longer places here (released, cancelled, evicted). */
+    /* Stop what the control plane no longer places here (released, cancelled, evicted) before
+     * starting anything: the GPUs are free again before a new workload is confirmed on them. */
     for (const char *l = running; l && *l;) {
         const char *e = strchrnul(l, '\n');
         char id[32];
@@ -311,6 +521,15 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         if (id[0] && !placed)
             stop_workload(a, id);
         l = *e ? e + 1 : e;
+    }
+    json_array_foreach(work, i, w) {
+        const char *st = json_string_value(json_object_get(w, "state"));
+        char id[32];
+        snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
+        if (st && STREQ(st, "placed") && !runs(running, id))
+            start_workload(a, w);
+        else if (st && STREQ(st, "placed") && driven_adopted(a, id))
+            activate_adopted(a, id);
     }
 }
 
@@ -334,6 +553,8 @@ static void turn(Agent *a) {
     a->turns++;
     if (!a->pushed)
         return; /* not registered yet: nothing to heartbeat for */
+    for (int k = 0; k < _SLOT_MAX; k++)
+        (void)ensure_slot(a, k); /* adopt what the engines run before saying what runs here */
     json_t *body = json_pack("{s:i, s:o}", "interval_s", (int)a->cfg->heartbeat_s, "running", running_json(a));
     _cleanup_free_ char *path = strprintf("/v1/nodes/%s/heartbeat", a->cfg->id.name);
     long status = 0;
@@ -348,11 +569,16 @@ static void turn(Agent *a) {
         json_decref(ans);
         return;
     }
+    /* Workloads first: a drain with evict ends them and asks for the rebind in the same
+     * answer, and a GPU is never rebound from under a workload that still runs (R4, R7):
+     * stop what no longer runs here, then rebind (do_bind confirms the holders are gone). */
+    a->stopped = false;
+    check_driven(a); /* workloads that ended on their own free their GPUs first */
+    reconcile_workloads(a, json_object_get(ans, "workloads"));
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(ans, "tasks"), i, t)
         do_task(a, t);
-    reconcile_workloads(a, json_object_get(ans, "workloads"));
     json_decref(ans);
     if (a->push_due)
         push_inventory(a);
@@ -401,6 +627,8 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         sleep_interruptible(&cfg, cfg.heartbeat_s);
     }
     logf_(&a, "stopped");
+    for (int k = 0; k < _SLOT_MAX; k++)
+        driver_free(a.drivers[k]);
     free(a.pushed);
     client_free(a.cl);
     catalog_free(a.catalog);

@@ -3,12 +3,15 @@
  * work the control plane queues for it (GPU rebinds, reset-cycle checks, R7, R9), starts and
  * stops the workloads placed on its node, and reports results.
  *
- * Workloads: until the docker and libvirt drivers exist, "starting" a workload records it in
- * the agent's state folder (records.h, so the binding code refuses to rebind a GPU that runs
- * one, R7) and confirms it to the control plane (placed -> active); stopping removes the
- * record. What the agent's records and the kernel show wins over what the control plane
- * believes: an agent that restarts reconciles (gpu_recover() of its binding journal, then its
- * records in every heartbeat).
+ * Workloads (R17): a placement runs through the driver of its method (workloads.h: containers
+ * through the engine's socket, passthrough VMs through libvirt; other methods, or no driver
+ * configured, are only recorded). Either way the agent records it in its state folder
+ * (records.h, so the binding code refuses to rebind a GPU that runs one, R7) and confirms it to
+ * the control plane (placed -> active); a driven workload that ends is reported (-> ended, its
+ * GPUs freed) and stopping removes it. What the engines, the agent's records and the kernel
+ * show wins over what the control plane believes: an agent that restarts reconciles
+ * (gpu_recover() of its binding journal, adoption of what the engines run, then its records in
+ * every heartbeat).
  *
  * Simulation (`simulate`): fixture machines are read-only trees, so for demos and tests the
  * agent can record rebinds and reset checks in its state folder instead of writing to the
@@ -47,6 +50,7 @@ typedef struct AgentConfig {
     bool simulate;              /* record rebinds and reset checks instead of writing the kernel */
     FILE *log;                  /* one line per thing done; NULL = quiet */
     volatile sig_atomic_t *stop; /* set (by a signal handler) to stop the loop */
+    const struct AgentWorkloadConfig *workloads; /* drivers for the placed workloads (workloads.h); NULL: recorded only */
 } AgentConfig;
 
 /* Run until *cfg->stop is set. Returns 0 on a clean stop, or a negative errno with a sentence

@@ -37,8 +37,8 @@ typedef struct AppleGpuMemory {
 
 /* macOS's default GPU wired limit when iogpu.wired_limit_mb is 0. Apple documents no figure;
  * the value Metal reports as recommendedMaxWorkingSetSize on Apple Silicon has been observed
- * (llama.cpp and MLX issue threads, and ark.marianposaceanu.com's write-up of the sysctl)
- * as about 2/3 of RAM up to 36 GB and 3/4 above. We use that rule only when Metal's own
+ * by users of the inference servers that run there as about 2/3 of RAM up to 36 GB and 3/4
+ * above. We use that rule only when Metal's own
  * figure is unavailable (Linux tests, fixtures without it). */
 uint64_t apple_default_wired_limit(uint64_t memsize_bytes);
 

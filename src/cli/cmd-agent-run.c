@@ -8,21 +8,25 @@
 
 #include "agent/agent-run.h"
 #include "agent/bind.h"
+#include "agent/workloads.h"
 #include "output.h"
 #include "remote.h"
 #include "server/spec.h"
 #include "util/macro.h"
+#include "util/fileio.h"
 #include "util/strutil.h"
 #include "verbs.h"
 
 static void run_usage(FILE *f) {
-    fputs("usage: einsora agent run --server URL --token T [OPTIONS]\n\n"
+    fputs("usage: einsora agent run --server URL [--token-file F] [OPTIONS]\n\n"
           "Join this machine to a control plane: register the node, push its inventory (again\n"
           "when it changes), heartbeat, rebind GPUs and run reset-cycle checks when asked, and\n"
-          "start/stop the workloads placed here (recorded only until runtime drivers exist).\n\n"
+          "start/stop the workloads placed here (containers through the engine's socket; other\n"
+          "methods are recorded only until their drivers exist).\n\n"
           "  --server URL        control plane (default $EINSORA_SERVER); repeat it, or separate\n"
           "                      URLs with commas, for the replicas of one control plane\n"
-          "  --token T           this node's agent token (default $EINSORA_TOKEN)\n"
+          "  --token-file F      file holding this node's agent token (default: the token in\n"
+          "                      $EINSORA_TOKEN); never on the command line, where ps shows it\n"
           "  --name N            node name (default: the host name)\n"
           "  --site S            site name (default home)\n"
           "  --site-kind K       solo | lab | datacenter (default lab)\n"
@@ -37,6 +41,16 @@ static void run_usage(FILE *f) {
           "  --catalog FILE      catalog of GPU classes (default: the shipped one)\n"
           "  --simulate          record rebinds and reset checks in the state folder instead of\n"
           "                      writing to the kernel (fixture machines, demos)\n"
+          "  --engine-socket P   Docker or Podman socket for container workloads (none: recorded only)\n"
+          "  --engine-api A      auto | docker | libpod (default auto: from GET /version)\n"
+          "  --cdi-dirs D        where CDI specs are read (default /etc/cdi:/var/run/cdi)\n"
+          "  --vm-uri URI        libvirt connection for passthrough VMs, e.g. qemu:///system (none: recorded only)\n"
+          "  --vm-domain-type T  libvirt domain type (default kvm; test for libvirt's test driver)\n"
+          "  --images MAP        the site's default images: notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK\n"
+          "  --runtimes MAP      engine runtime names: kata=kata-runtime[,runc=runc]\n"
+          "  --stop-grace S      seconds a workload has to stop before it is killed (default 10)\n"
+          "  --address HOST      host name users reach this node by, in notebook/endpoint URLs\n"
+          "                      (default: the node name)\n"
           "  -q, --quiet         no log lines\n",
           f);
 }
@@ -50,9 +64,10 @@ static void on_signal(int sig) {
 
 int agent_run_verb(int argc, char **argv) {
     enum { O_SERVER = 0x200, O_TOKEN, O_NAME, O_SITE, O_KIND, O_OWNER, O_MODE, O_CAPS, O_HB, O_STATE,
-           O_SYS, O_PROC, O_DEV, O_NVML, O_NO_NVML, O_APPLE, O_CATALOG, O_SIM };
+           O_SYS, O_PROC, O_DEV, O_NVML, O_NO_NVML, O_APPLE, O_CATALOG, O_SIM, O_ENGINE, O_ENGINE_API,
+           O_CDI, O_IMAGES, O_RUNTIMES, O_GRACE, O_VM_URI, O_VM_TYPE, O_ADDRESS };
     static const struct option options[] = {
-            {"server", required_argument, NULL, O_SERVER},   {"token", required_argument, NULL, O_TOKEN},
+            {"server", required_argument, NULL, O_SERVER},   {"token-file", required_argument, NULL, O_TOKEN},
             {"name", required_argument, NULL, O_NAME},       {"site", required_argument, NULL, O_SITE},
             {"site-kind", required_argument, NULL, O_KIND},  {"owner", required_argument, NULL, O_OWNER},
             {"mode", required_argument, NULL, O_MODE},       {"capabilities", required_argument, NULL, O_CAPS},
@@ -61,14 +76,24 @@ int agent_run_verb(int argc, char **argv) {
             {"dev-root", required_argument, NULL, O_DEV},    {"nvml-lib", required_argument, NULL, O_NVML},
             {"no-nvml", no_argument, NULL, O_NO_NVML},       {"apple-fixture", required_argument, NULL, O_APPLE},
             {"catalog", required_argument, NULL, O_CATALOG}, {"simulate", no_argument, NULL, O_SIM},
+            {"engine-socket", required_argument, NULL, O_ENGINE}, {"engine-api", required_argument, NULL, O_ENGINE_API},
+            {"cdi-dirs", required_argument, NULL, O_CDI},    {"images", required_argument, NULL, O_IMAGES},
+            {"runtimes", required_argument, NULL, O_RUNTIMES}, {"stop-grace", required_argument, NULL, O_GRACE},
+            {"vm-uri", required_argument, NULL, O_VM_URI},   {"vm-domain-type", required_argument, NULL, O_VM_TYPE},
+            {"address", required_argument, NULL, O_ADDRESS},
             {"quiet", no_argument, NULL, 'q'},               {"help", no_argument, NULL, 'h'},
             {},
     };
     AgentConfig cfg = {.server = getenv("EINSORA_SERVER"), .token = getenv("EINSORA_TOKEN"),
                        .id = {.owner = getenv("USER")}, .log = stderr, .stop = &stop_flag};
+    AgentWorkloadConfig wl = {0};
+    engine_config_init(&wl.engine);
     char host[65] = "";
     bool server_given = false;
-    uint64_t hb;
+    const char *token_file = NULL;
+    _cleanup_free_ char *file_token = NULL;
+    uint64_t hb, grace;
+    Error merr = {0};
     int c;
     while ((c = getopt_long(argc, argv, "qh", options, NULL)) >= 0) {
         switch (c) {
@@ -77,7 +102,7 @@ int agent_run_verb(int argc, char **argv) {
             cfg.server = remote_add_server(server_given ? cfg.server : NULL, optarg);
             server_given = true;
             break;
-        case O_TOKEN: cfg.token = optarg; break;
+        case O_TOKEN: token_file = optarg; break;
         case O_NAME: cfg.id.name = optarg; break;
         case O_SITE: cfg.id.site = optarg; break;
         case O_KIND: cfg.id.site_kind = optarg; break;
@@ -94,6 +119,28 @@ int agent_run_verb(int argc, char **argv) {
         case O_CATALOG: cfg.catalog_path = optarg; break;
         case O_SIM: cfg.simulate = true; break;
         case 'q': cfg.log = NULL; break;
+        case O_ENGINE: wl.engine.socket = optarg; break;
+        case O_CDI: wl.engine.cdi_dirs = optarg; break;
+        case O_VM_URI: wl.vm.uri = optarg; break;
+        case O_VM_TYPE: wl.vm.domain_type = optarg; break;
+        case O_ADDRESS: wl.address = optarg; break;
+        case O_ENGINE_API:
+            if (STREQ(optarg, "auto"))
+                wl.engine.dialect = -1;
+            else if ((wl.engine.dialect = engine_dialect_from_string(optarg)) < 0)
+                return fail(EXIT_USAGE, "agent run: --engine-api is auto, docker or libpod");
+            break;
+        case O_IMAGES:
+        case O_RUNTIMES:
+            if (agent_map_check(optarg, c == O_IMAGES ? "--images" : "--runtimes", &merr) < 0)
+                return fail_error(EXIT_USAGE, &merr);
+            *(c == O_IMAGES ? &wl.images : &wl.runtimes) = optarg;
+            break;
+        case O_GRACE:
+            if (parse_uint64(optarg, 3600, &grace) < 0)
+                return fail(EXIT_USAGE, "agent run: --stop-grace takes seconds from 0 to 3600");
+            wl.stop_grace_s = (unsigned)grace;
+            break;
         case O_HB:
             if (parse_uint64(optarg, 3600, &hb) < 0 || hb == 0)
                 return fail(EXIT_USAGE, "agent run: --heartbeat takes seconds from 1 to 3600");
@@ -109,8 +156,14 @@ int agent_run_verb(int argc, char **argv) {
     }
     if (optind < argc)
         return fail(EXIT_USAGE, "agent run: unexpected argument '%s'", argv[optind]);
-    if (!cfg.server || !cfg.token)
-        return fail(EXIT_USAGE, "agent run: --server and --token are required (or $EINSORA_SERVER, $EINSORA_TOKEN)");
+    if (token_file) {
+        int r = read_one_line(token_file, &file_token);
+        if (r < 0 || isempty(file_token))
+            return fail(EXIT_USAGE, "agent run: cannot read a token from %s", token_file);
+        cfg.token = file_token;
+    }
+    if (!cfg.server || isempty(cfg.token))
+        return fail(EXIT_USAGE, "agent run: --server and a token are required (--token-file F or $EINSORA_TOKEN)");
     if (!cfg.id.name) {
         if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
             return fail(EXIT_USAGE, "agent run: cannot read the host name; give --name");
@@ -131,6 +184,10 @@ int agent_run_verb(int argc, char **argv) {
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    wl.engine.dev_root = cfg.dev_root;
+    if (!wl.address)
+        wl.address = cfg.id.name;
+    cfg.workloads = &wl;
     Error err = {0};
     if (agent_run(&cfg, &err) < 0)
         return fail_error(EXIT_FAIL, &err);

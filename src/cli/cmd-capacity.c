@@ -5,6 +5,7 @@
 
 #include "output.h"
 #include "remote.h"
+#include "util/macro.h"
 #include "util/table.h"
 #include "verbs.h"
 
@@ -42,10 +43,14 @@ int verb_capacity(int argc, char **argv) {
     if (optind < argc)
         return fail(EXIT_USAGE, "capacity: unexpected argument '%s'", argv[optind]);
     char path[300] = "/v1/capacity";
-    if (a.cls || a.site)
-        snprintf(path, sizeof(path), "/v1/capacity?%s%s%s%s%s", a.cls ? "class=" : "",
-                 a.cls ? a.cls : "", a.cls && a.site ? "&" : "", a.site ? "site=" : "",
-                 a.site ? a.site : "");
+    _cleanup_free_ char *q_cls = a.cls ? client_escape(a.cls) : NULL,
+                        *q_site = a.site ? client_escape(a.site) : NULL;
+    if ((a.cls && !q_cls) || (a.site && !q_site))
+        return fail(EXIT_FAIL, "out of memory");
+    if (q_cls || q_site)
+        snprintf(path, sizeof(path), "/v1/capacity?%s%.130s%s%s%.130s", q_cls ? "class=" : "",
+                 q_cls ? q_cls : "", q_cls && q_site ? "&" : "", q_site ? "site=" : "",
+                 q_site ? q_site : "");
     json_t *j = NULL;
     if ((r = remote_call(&o, "GET", path, NULL, NULL, &j)) != EXIT_OK)
         return r;
@@ -85,6 +90,9 @@ int verb_capacity(int argc, char **argv) {
         }
         table_print(nt, stdout);
         table_free(nt);
+        json_array_foreach(nodes, i, n)
+            if (json_str(n, "note"))
+                printf("note: node %s %s\n", json_str(n, "node"), json_str(n, "note"));
     }
     json_int_t unclassified = json_integer_value(json_object_get(j, "unclassified"));
     if (unclassified)

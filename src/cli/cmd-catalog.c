@@ -38,6 +38,21 @@ static PciIds *load_pci_ids_or_warn(const char *path) {
     return ids;
 }
 
+/* R6: a vm_device_name stated in the catalog that this host's pci.ids would spell otherwise.
+ * The catalog wins (it names what the device plugin advertises); say so, since the plugin
+ * derives the name from the pci.ids in its own image. */
+static void warn_vm_name_mismatches(const Catalog *cat) {
+    for (size_t i = 0; i < cat->n_classes; i++) {
+        const GpuClass *c = &cat->classes[i];
+        if (c->vm_device_name_derived)
+            fprintf(stderr,
+                    "einsora: warning: class %s: vm_device_name %s (catalog) differs from %s derived "
+                    "from this host's pci.ids; the catalog's is used, check it against the resources "
+                    "the nodes' device plugin advertises\n",
+                    c->name, c->vm_device_name, c->vm_device_name_derived);
+    }
+}
+
 static char *format_match(const GpuClass *c) {
     StrBuf b = {0};
     for (size_t i = 0; i < c->n_pci; i++)
@@ -156,6 +171,7 @@ int verb_catalog(int argc, char **argv) {
     if (r < 0)
         return fail_error(EXIT_FAIL, &err);
 
+    warn_vm_name_mismatches(cat);
     int ret;
     if (STREQ(sub, "check")) {
         size_t derived = 0;

@@ -68,7 +68,12 @@ int node_mode_verb(int argc, char **argv) {
     if (m.gpu)
         json_object_set_new(body, "gpu", json_string(m.gpu));
     char path[256];
-    snprintf(path, sizeof(path), "/v1/nodes/%s/mode", node);
+    _cleanup_free_ char *name = client_escape(node);
+    if (!name) {
+        json_decref(body);
+        return fail(EXIT_FAIL, "out of memory");
+    }
+    snprintf(path, sizeof(path), "/v1/nodes/%.200s/mode", name);
     r = remote_call(&o, "POST", path, body, NULL, &j);
     json_decref(body);
     if (r != EXIT_OK)
@@ -94,7 +99,7 @@ int node_mode_verb(int argc, char **argv) {
     Client *cl = NULL;
     if ((r = remote_open(&o, &cl)) != EXIT_OK)
         return r;
-    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
+    snprintf(path, sizeof(path), "/v1/nodes/%.200s", name);
     for (;;) {
         nanosleep(&(struct timespec){0, 500 * 1000 * 1000}, NULL);
         if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)

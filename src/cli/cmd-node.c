@@ -15,7 +15,7 @@ static const char usage[] =
         "       einsora node register FILE   (a JSON node description, as POST /v1/nodes)\n"
         "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID] [--wait]\n\n";
 
-/* The fleet's view (issue 7): the agent, and the mode switch in progress or the last one. */
+/* The fleet's view: the agent, and the mode switch in progress or the last one. */
 static void print_node_fleet(json_t *n) {
     json_t *agent = json_object_get(n, "agent"), *sw = json_object_get(n, "switch");
     if (agent)
@@ -71,11 +71,14 @@ int verb_node(int argc, char **argv) {
     }
     json_t *j = NULL, *body = NULL;
     char path[256];
+    _cleanup_free_ char *name = client_escape(arg);
+    if (!name)
+        return fail(EXIT_FAIL, "out of memory");
     if (STREQ(sub, "show")) {
-        snprintf(path, sizeof(path), "/v1/nodes/%s", arg);
+        snprintf(path, sizeof(path), "/v1/nodes/%.200s", name);
         r = remote_call(&o, "GET", path, NULL, NULL, &j);
     } else if (STREQ(sub, "cordon") || STREQ(sub, "uncordon")) {
-        snprintf(path, sizeof(path), "/v1/nodes/%s/%s", arg, sub);
+        snprintf(path, sizeof(path), "/v1/nodes/%.200s/%s", name, sub);
         r = remote_call(&o, "POST", path, NULL, NULL, &j);
     } else if (STREQ(sub, "register")) {
         json_error_t je;

@@ -1,7 +1,9 @@
 /* cmd-request.c: `einsora request create|show|cancel|release`. create --wait polls until the
  * request is placed (or refused), showing why it waits meanwhile. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "output.h"
@@ -14,10 +16,14 @@ static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
         "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
         "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
+        "                              [--wait-for-nodes]\n"
         "       einsora request show|cancel|release ID\n\n"
         "create prints the request's id and state; with --wait it waits until the request is\n"
         "placed, printing the reason while it waits. Exit 1 when refused.\n"
-        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n\n";
+        "  --key KEY   Idempotency-Key: submitting again with the same key returns the same request\n"
+        "              (default: a random key, reused when the CLI retries a lost answer)\n"
+        "  --wait-for-nodes  keep it waiting even when no node of the fleet could ever run it\n"
+        "              (it is refused otherwise, R18), for nodes that may join\n\n";
 
 typedef struct CreateArgs {
     json_t *body;
@@ -69,6 +75,9 @@ static int on_extra(int c, const char *arg, void *userdata) {
     case 'w':
         a->wait = true;
         break;
+    case 'N':
+        json_object_set_new(a->body, "wait_for_nodes", json_true());
+        break;
     }
     return 0;
 }
@@ -86,8 +95,15 @@ static void print_request(json_t *q) {
         if (ert && STRNEQ(ert, "none"))
             printf(", %s", ert);
         printf(")");
-    } else if (json_str(q, "reason"))
-        printf(": %s", json_str(q, "reason"));
+    } else if (json_str(q, "reason")) {
+        /* A refusal's sentence starts with "refused (...)": do not say it twice. */
+        const char *reason = json_str(q, "reason");
+        size_t n = state ? strlen(state) : 0;
+        if (n && !strncmp(reason, state, n))
+            printf("%s", reason + n);
+        else
+            printf(": %s", reason);
+    }
     json_t *pos = json_object_get(q, "queue_position");
     if (json_is_integer(pos))
         printf(" [queue position %lld]", (long long)json_integer_value(pos));
@@ -99,13 +115,40 @@ static int exit_for(json_t *q) {
     return st && STREQ(st, "refused") ? EXIT_FAIL : EXIT_OK;
 }
 
+/* A create without --key still carries a key, made here, so that a retry after a lost answer
+ * (a timeout, a dropped connection) is answered with the first placement, never a second. */
+static int default_key(char buf[40]) {
+    uint8_t rnd[16];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return -EIO;
+    memcpy(buf, "cli-", 4);
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(buf + 4 + 2 * i, 3, "%02x", rnd[i]);
+    return 0;
+}
+
 static int create(RemoteOpts *o, CreateArgs *a) {
     Client *cl = NULL;
     json_t *q = NULL;
+    char key[40];
+    if (!a->key) {
+        if (default_key(key) < 0)
+            return fail(EXIT_FAIL, "cannot get random bytes for an Idempotency-Key");
+        a->key = key;
+    }
     int r = remote_open(o, &cl);
     if (r != EXIT_OK)
         return r;
     r = remote_call_on(cl, "POST", "/v1/requests", a->body, a->key, &q);
+    /* The answer may have been lost after the server committed: the same key again is
+     * answered with that request, never a second one. */
+    for (int attempt = 1; r == EXIT_UNREACHABLE && attempt < 3; attempt++) {
+        sleep(1);
+        fprintf(stderr, "einsora: retrying with Idempotency-Key %s\n", a->key);
+        r = remote_call_on(cl, "POST", "/v1/requests", a->body, a->key, &q);
+    }
+    if (r == EXIT_UNREACHABLE)
+        fprintf(stderr, "einsora: to retry without placing twice, run again with --key %s\n", a->key);
     char last_reason[512] = "";
     while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
         if (!o->json && STRNEQ(last_reason, strempty(json_str(q, "reason")))) {
@@ -141,7 +184,8 @@ int verb_request(int argc, char **argv) {
             {"guest-os", required_argument, NULL, 'g'}, {"share", no_argument, NULL, 's'},
             {"runtime", required_argument, NULL, 'r'}, {"fallback", required_argument, NULL, 'f'},
             {"wait-s", required_argument, NULL, 'W'},  {"key", required_argument, NULL, 'K'},
-            {"wait", no_argument, NULL, 'w'},          {},
+            {"wait", no_argument, NULL, 'w'},          {"wait-for-nodes", no_argument, NULL, 'N'},
+            {},
     };
     RemoteOpts o = {0};
     CreateArgs a = {.body = json_object()};
@@ -167,6 +211,10 @@ int verb_request(int argc, char **argv) {
         fputs(usage, stderr);
         return EXIT_USAGE;
     }
+    uint64_t idv;
+    if (parse_decimal_uint64(id, INT64_MAX, &idv) < 0 || idv == 0)
+        return fail(EXIT_USAGE, "request %s: '%.64s' is not a request id (a positive decimal number)",
+                    sub, id);
     char path[128];
     json_t *q = NULL;
     if (STREQ(sub, "show")) {

@@ -4,6 +4,7 @@
 
 #include "output.h"
 #include "remote.h"
+#include "util/macro.h"
 #include "util/table.h"
 #include "verbs.h"
 
@@ -29,8 +30,11 @@ int verb_requests(int argc, char **argv) {
     if (optind < argc)
         return fail(EXIT_USAGE, "requests: unexpected argument '%s'", argv[optind]);
     char path[128] = "/v1/requests";
-    if (a.state)
-        snprintf(path, sizeof(path), "/v1/requests?state=%.32s", a.state);
+    _cleanup_free_ char *q_state = a.state ? client_escape(a.state) : NULL;
+    if (a.state && !q_state)
+        return fail(EXIT_FAIL, "out of memory");
+    if (q_state)
+        snprintf(path, sizeof(path), "/v1/requests?state=%.96s", q_state);
     json_t *j = NULL;
     if ((r = remote_call(&o, "GET", path, NULL, NULL, &j)) != EXIT_OK)
         return r;

@@ -28,6 +28,12 @@ static void serve_usage(FILE *f) {
           "  --catalog FILE      catalog of GPU classes (default: the shipped catalog)\n"
           "  --port-file FILE    also write the chosen port to FILE\n"
           "  --batch N           operations per group commit (1 = one transaction each)\n"
+          "  --retention D       ended requests, their events and idempotency keys leave\n"
+          "                      memory D after they ended (default 1d; s, m, h or d)\n"
+          "  --store-retention D ... and the state file after D (default 30d; 'never')\n"
+          "  --per-address N     open connections from one client address (default 256)\n"
+          "  --header-deadline D a request's headers must arrive within D of its connection\n"
+          "                      opening, however they trickle (default 30s)\n"
           "  -h, --help          this text\n",
           f);
 }
@@ -64,6 +70,9 @@ int verb_serve(int argc, char **argv) {
             {"pci-ids", required_argument, NULL, 'i'},  {"batch", required_argument, NULL, 'b'},
             {"store", required_argument, NULL, 's'},    {"site", required_argument, NULL, 'S'},
             {"advertise", required_argument, NULL, 'a'}, {"lease-ms", required_argument, NULL, 'L'},
+            {"retention", required_argument, NULL, 'r'}, {"store-retention", required_argument, NULL, 'R'},
+            {"per-address", required_argument, NULL, 'P'},
+            {"header-deadline", required_argument, NULL, 'H'},
             {"help", no_argument, NULL, 'h'},           {},
     };
     ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN, .state_path = "einsora.db",
@@ -99,9 +108,31 @@ int verb_serve(int argc, char **argv) {
             cfg.advertise_url = optarg;
             break;
         case 'L':
-            if (parse_uint64(optarg, 600000, &lease) < 0 || lease < 100)
+            if (parse_decimal_uint64(optarg, 600000, &lease) < 0 || lease < 100)
                 return fail(EXIT_USAGE, "serve: --lease-ms takes a number from 100 to 600000");
             cfg.lease_ms = (unsigned)lease;
+            break;
+        case 'r':
+            if (parse_duration_ms(optarg, 3650ll * 86400 * 1000, &cfg.retention_ms) < 0 ||
+                cfg.retention_ms == 0)
+                return fail(EXIT_USAGE, "serve: --retention takes a duration such as 90s, 12h or 1d");
+            break;
+        case 'R':
+            if (STREQ(optarg, "never"))
+                cfg.store_retention_ms = -1;
+            else if (parse_duration_ms(optarg, 36500ll * 86400 * 1000, &cfg.store_retention_ms) < 0 ||
+                     cfg.store_retention_ms == 0)
+                return fail(EXIT_USAGE, "serve: --store-retention takes a duration such as 30d, or never");
+            break;
+        case 'P':
+            if (parse_uint64(optarg, 1000000, &batch) < 0 || batch == 0)
+                return fail(EXIT_USAGE, "serve: --per-address takes a number from 1 to 1000000");
+            cfg.per_address_limit = (unsigned)batch;
+            break;
+        case 'H':
+            if (parse_duration_ms(optarg, 3600ll * 1000, &cfg.header_deadline_ms) < 0 ||
+                cfg.header_deadline_ms == 0)
+                return fail(EXIT_USAGE, "serve: --header-deadline takes a duration such as 10s or 1m");
             break;
         case 'h':
             serve_usage(stdout);

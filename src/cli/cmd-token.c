@@ -1,26 +1,107 @@
-/* cmd-token.c: `einsora token create`: make an API token on the server host. The secret is
- * printed once; the state file keeps only its SHA-256. */
+/* cmd-token.c: `einsora token create|list|revoke`: API tokens on the server host. A secret
+ * is printed once; the state file keeps only its SHA-256. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "output.h"
+#include "remote.h"
 #include "server/spec.h"
 #include "store/store.h"
 #include "token-secret.h"
 #include "util/macro.h"
 #include "util/sha256.h"
+#include "util/strutil.h"
 #include "verbs.h"
 
 static void token_usage(FILE *f) {
-    fputs("usage: einsora token create --state FILE --user USER --role ROLE [--nodes A,B]\n\n"
-          "Create a bearer token for the API and print it once (only its hash is stored).\n"
-          "Run on the server host, with the server's state file.\n\n"
+    fputs("usage: einsora token create --state FILE --user USER --role ROLE [--nodes A,B]\n"
+          "                            [--expires DURATION]\n"
+          "       einsora token list --state FILE [--json]\n"
+          "       einsora token revoke --state FILE ID\n\n"
+          "Create a bearer token for the API and print it once (only its hash is stored), list\n"
+          "the tokens, or revoke one by the ID 'list' shows. Run on the server host, with the\n"
+          "server's state file; the running server honours a change from its next call on.\n\n"
           "  --role ROLE   admin | owner | trusted | user | node\n"
           "                owner: owns the nodes named by --nodes; node: the agent token of the\n"
           "                one node named by --nodes\n"
-          "  --json        print {\"user\", \"role\", \"token\"}\n",
+          "  --expires D   refuse the token after D: a number with s, m, h or d (e.g. 30d)\n"
+          "  --json        print JSON\n",
           f);
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define TOKEN_ID_LEN 12 /* hex digits of the hash shown as a token's id */
+
+static int list_one(const char *hash, const StoreToken *t, void *userdata) {
+    json_t *list = userdata;
+    json_t *j = json_pack("{s:s%, s:s, s:s}", "id", hash, (size_t)TOKEN_ID_LEN, "user", t->user,
+                          "role", t->role);
+    if (!j)
+        return -ENOMEM;
+    if (t->nodes)
+        json_object_set_new(j, "nodes", json_string(t->nodes));
+    if (t->expires_ms > 0) {
+        json_object_set_new(j, "expires_ms", json_integer(t->expires_ms));
+        json_object_set_new(j, "expired", json_boolean(now_ms() >= t->expires_ms));
+    }
+    return json_array_append_new(list, j) < 0 ? -ENOMEM : 0;
+}
+
+static int token_list(Store *st, bool json) {
+    json_t *list = json_array();
+    Error err = {0};
+    int r = list ? store_token_foreach(st, list_one, list, &err) : -ENOMEM;
+    if (r < 0) {
+        json_decref(list);
+        return r == -ENOMEM ? fail(EXIT_FAIL, "out of memory") : fail_error(EXIT_FAIL, &err);
+    }
+    if (json)
+        return print_json(json_pack("{s:o}", "tokens", list));
+    printf("%-*s  %-20s %-8s %-20s %s\n", TOKEN_ID_LEN, "ID", "USER", "ROLE", "NODES", "EXPIRES");
+    size_t i;
+    json_t *t;
+    json_array_foreach(list, i, t) {
+        const char *nodes = json_string_value(json_object_get(t, "nodes"));
+        json_t *exp = json_object_get(t, "expires_ms");
+        char when[48] = "never";
+        if (exp) {
+            time_t secs = (time_t)(json_integer_value(exp) / 1000);
+            struct tm tm;
+            gmtime_r(&secs, &tm);
+            strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%SZ", &tm);
+            if (json_is_true(json_object_get(t, "expired")))
+                strcat(when, " (expired)");
+        }
+        printf("%-*s  %-20s %-8s %-20s %s\n", TOKEN_ID_LEN,
+               json_string_value(json_object_get(t, "id")),
+               json_string_value(json_object_get(t, "user")),
+               json_string_value(json_object_get(t, "role")), nodes ? nodes : "-", when);
+    }
+    json_decref(list);
+    return EXIT_OK;
+}
+
+static int token_revoke(Store *st, const char *id) {
+    Error err = {0};
+    int r = store_begin(st, &err);
+    if (r >= 0)
+        r = store_token_revoke(st, id, &err);
+    if (r >= 0)
+        r = store_commit(st, &err);
+    if (r < 0) {
+        store_rollback(st);
+        return fail_error(r == -EINVAL ? EXIT_USAGE : r == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL, &err);
+    }
+    fprintf(stderr, "einsora: token %s revoked\n", id);
+    return EXIT_OK;
 }
 
 static bool names_valid(const char *list) {
@@ -41,9 +122,10 @@ int verb_token(int argc, char **argv) {
             {"state", required_argument, NULL, 's'}, {"user", required_argument, NULL, 'u'},
             {"role", required_argument, NULL, 'r'},  {"nodes", required_argument, NULL, 'n'},
             {"json", no_argument, NULL, 'j'},        {"help", no_argument, NULL, 'h'},
+            {"expires", required_argument, NULL, 'e'},
             {},
     };
-    const char *state = NULL, *user = NULL, *role = NULL, *nodes = NULL;
+    const char *state = NULL, *user = NULL, *role = NULL, *nodes = NULL, *expires = NULL;
     bool json = false;
     int c;
     while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
@@ -63,6 +145,9 @@ int verb_token(int argc, char **argv) {
         case 'j':
             json = true;
             break;
+        case 'e':
+            expires = optarg;
+            break;
         case 'h':
             token_usage(stdout);
             return EXIT_OK;
@@ -72,12 +157,35 @@ int verb_token(int argc, char **argv) {
         }
     }
     const char *sub = optind < argc ? argv[optind++] : NULL;
-    if (!sub || STRNEQ(sub, "create") || optind < argc) {
+    bool create = sub && STREQ(sub, "create"), list = sub && STREQ(sub, "list"),
+         revoke = sub && STREQ(sub, "revoke");
+    const char *id = revoke && optind < argc ? argv[optind++] : NULL;
+    if ((!create && !list && !revoke) || (revoke && !id) || optind < argc) {
         token_usage(stderr);
         return EXIT_USAGE;
     }
-    if (!state || !user || !role)
+    if (!state)
+        return fail(EXIT_USAGE, "token %s: --state is required", sub);
+    if (list || revoke) {
+        if (user || role || nodes || expires)
+            return fail(EXIT_USAGE, "token %s: --user, --role, --nodes and --expires are for create", sub);
+        Store *st = NULL;
+        Error err = {0};
+        if (store_open(state, &st, &err) < 0)
+            return fail_error(EXIT_FAIL, &err);
+        int rc = list ? token_list(st, json) : token_revoke(st, id);
+        store_close(st);
+        return rc;
+    }
+    if (!user || !role)
         return fail(EXIT_USAGE, "token create: --state, --user and --role are required");
+    int64_t expires_ms = 0;
+    if (expires) {
+        if (parse_duration_ms(expires, 3650ll * 86400 * 1000, &expires_ms) < 0 || expires_ms == 0)
+            return fail(EXIT_USAGE, "token create: --expires takes a duration such as 90s, 15m, 12h "
+                                    "or 30d (at most ten years)");
+        expires_ms += now_ms();
+    }
     if (!spec_name_is_valid(user))
         return fail(EXIT_USAGE, "token create: '%s' is not a valid user name (a-z, 0-9, . _ -)", user);
     static const char *const roles[] = {"admin", "owner", "trusted", "user", "node"};
@@ -103,7 +211,7 @@ int verb_token(int argc, char **argv) {
     if (r >= 0)
         r = store_begin(st, &err);
     if (r >= 0)
-        r = store_token_add(st, hash, user, role, nodes, &err);
+        r = store_token_add_expiring(st, hash, user, role, nodes, expires_ms, &err);
     if (r >= 0)
         r = store_commit(st, &err);
     if (r < 0) {

@@ -24,6 +24,7 @@
 
 #include "client/client.h"
 #include "config.h"
+#include "engine-local.h"
 #include "output.h"
 #include "server/server.h"
 #include "server/spec.h"
@@ -374,6 +375,10 @@ int verb_up(int argc, char **argv) {
             } else
                 args[k++] = "--no-nvml";
         }
+        /* This machine's agent gets a real container driver when an engine socket is here. */
+        const char *engine = m->fixture ? NULL : cli_local_engine_socket();
+        if (engine)
+            args[k++] = "--engine-socket", args[k++] = (char *)engine;
         if (m->mode)
             args[k++] = "--mode", args[k++] = (char *)m->mode;
         if (m->caps)
@@ -397,6 +402,13 @@ int verb_up(int argc, char **argv) {
     printf("  control plane  %s   (state %s)\n", url, o.state);
     printf("  your token     %s   (user %s, mode 0600)\n", tokfile, user);
     printf("  agents         %zu of %zu node(s) reporting\n", have, n_kids - 1);
+    if (!o.no_local) {
+        const char *engine = cli_local_engine_socket();
+        if (engine)
+            printf("  containers     the local agent starts them through the engine at %s\n", engine);
+        else
+            printf("  containers     recorded only: no Docker or Podman socket (looked at %s)\n", CLI_ENGINE_SOCKETS_LOOKED_AT);
+    }
     print_capacity(cl);
     printf("\nIn another terminal:\n"
            "  export EINSORA_SERVER=%s EINSORA_TOKEN=$(cat %s)\n"

@@ -26,6 +26,11 @@ static const Verb verbs[] = {
     {"requests", verb_requests, "list placement requests"},
     {"request", verb_request, "create, show, cancel or release a placement request"},
     {"events", verb_events, "print or follow the change feed"},
+    {"tenant", verb_tenant, "grant, withdraw or list tenants' trust (admins)"},
+    {"run", verb_run, "submit a workload and follow it until it ends (Ctrl-C: cancel with --rm)"},
+    {"logs", verb_logs, "show a container workload's output on the node that runs it"},
+    {"stop", verb_stop, "end a workload: release it, or cancel it while it waits"},
+    {"k8s", verb_k8s, "the datacenter: sync with a Kubernetes cluster, KubeVirt config"},
 };
 
 static void usage(FILE *f) {

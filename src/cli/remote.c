@@ -53,7 +53,7 @@ bool remote_option(RemoteOpts *o, int c, const char *arg) {
 int remote_open(const RemoteOpts *o, Client **ret) {
     Error err = {0};
     if (client_new(o->server, o->token, ret, &err) < 0)
-        return fail_error(EXIT_FAIL, &err);
+        return fail_error(err.code == -EINVAL ? EXIT_USAGE : EXIT_FAIL, &err);
     return EXIT_OK;
 }
 
@@ -63,7 +63,7 @@ int remote_call_on(Client *cl, const char *method, const char *path, json_t *bod
     long status = 0;
     json_t *answer = NULL;
     if (client_call(cl, method, path, body, idem_key, &status, &answer, &err) < 0)
-        return fail_error(EXIT_UNREACHABLE, &err);
+        return fail_error(err.code == -EINVAL ? EXIT_USAGE : EXIT_UNREACHABLE, &err);
     if (status >= 200 && status < 300) {
         if (ret)
             *ret = answer ? answer : json_object();

@@ -26,6 +26,14 @@ int verb_events(int argc, char **argv);
 int agent_discover_verb(int argc, char **argv);
 int agent_bind_verb(int argc, char **argv);
 int agent_run_verb(int argc, char **argv);
-/* The fleet (issue 7): `einsora up` and `einsora node mode`. */
+/* The fleet: `einsora up` and `einsora node mode`. */
 int verb_up(int argc, char **argv);
 int node_mode_verb(int argc, char **argv);
+/* An admin's trust grants (cmd-tenant.c). */
+int verb_tenant(int argc, char **argv);
+/* Workloads: `einsora run`, `einsora logs`, `einsora stop`. */
+int verb_run(int argc, char **argv);
+int verb_logs(int argc, char **argv);
+int verb_stop(int argc, char **argv);
+/* The datacenter: `einsora k8s sync|kubevirt-config`. */
+int verb_k8s(int argc, char **argv);

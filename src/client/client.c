@@ -39,9 +39,40 @@ void client_free(Client *c) {
     free(c);
 }
 
+char *client_escape(const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *out = malloc(n * 3 + 1), *w = out;
+    if (!out)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '.' || *p == '_' || *p == '~')
+            *w++ = (char)*p;
+        else {
+            *w++ = '%';
+            *w++ = hex[*p >> 4];
+            *w++ = hex[*p & 15];
+        }
+    }
+    *w = 0;
+    return out;
+}
+
+/* A header value with CR, LF or another control byte would end the header and start
+ * another one (header injection). */
+static bool header_value_ok(const char *v) {
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
 int client_new(const char *server, const char *token, Client **ret, Error *err) {
     if (isempty(server))
         return error_set(err, -EINVAL, "No server given: use --server or EINSORA_SERVER.");
+    if (token && !header_value_ok(token))
+        return error_set(err, -EINVAL, "The token holds a control character (CR, LF, ...).");
     pthread_once(&curl_once, curl_init_once);
     Client *c = calloc(1, sizeof(*c));
     if (!c)
@@ -109,6 +140,8 @@ static int call_once(Client *c, const char *url, const char *method, const char 
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    /* Send the path as built: curl would otherwise fold "/a/../b" into "/b". */
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
@@ -184,6 +217,10 @@ static void follow_leader(Client *c, const char *location) {
 int client_call_raw(Client *c, const char *method, const char *path, const char *body,
                     size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
                     Error *err) {
+    if (idem_key && !header_value_ok(idem_key))
+        return error_set(err, -EINVAL, "The Idempotency-Key holds a control character (CR, LF, ...).");
+    if (!header_value_ok(method) || !header_value_ok(path))
+        return error_set(err, -EINVAL, "The method or path holds a control character.");
     /* A call is repeated at another replica only when that cannot do it twice: reads, and
      * changes carrying an idempotency key; any call when the connection was refused. */
     bool repeatable = STREQ(method, "GET") || idem_key;

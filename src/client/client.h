@@ -8,14 +8,23 @@
 
 typedef struct Client Client;
 
+/* Percent-encode s for use as one path segment or one query value: every byte but
+ * A-Z a-z 0-9 - . _ ~ is escaped, so user input can never add a segment, a "..", a query or
+ * a fragment. Returns a new string, NULL when out of memory. */
+char *client_escape(const char *s);
+
 /* server: "http://HOST:PORT" or "HOST:PORT", or several such separated by commas: the
  * replicas of one control plane. With several, a call that a replica could not take (refused
  * connection, a standby's 503, any failure of a read or of a change with an idempotency key)
- * is tried at the next one for up to 30 s; a standby's 307 is followed. token may be NULL. */
+ * is tried at the next one for up to 30 s; a standby's 307 is followed. token may be NULL
+ * (and may not hold a control character such as CR or LF: -EINVAL, so no input can add a
+ * header). */
 int client_new(const char *server, const char *token, Client **ret, Error *err);
 void client_free(Client *c);
 
-/* One call. body (may be NULL) is sent as JSON; idem_key (may be NULL) as Idempotency-Key.
+/* One call. body (may be NULL) is sent as JSON; idem_key (may be NULL) as Idempotency-Key
+ * (-EINVAL when it holds a control character). path is sent as it is: escape what comes
+ * from users with client_escape().
  * On any HTTP answer returns 0 with the status and the parsed JSON body (NULL when it is
  * not JSON). A transport failure (refused, timeout) is -ECONNREFUSED / -ETIMEDOUT / -EIO
  * with a sentence. */

@@ -43,6 +43,8 @@ json_t *gpu_class_to_json(const GpuClass *cls) {
                           vm_name_source_to_string(cls->vm_device_name_source), "mig_profiles", mig,
                           "internal_only", cls->internal_only, "owner_only", cls->owner_only,
                           "consumer", cls->consumer);
+    if (o && cls->vm_device_name_derived)
+        json_object_set_new(o, "vm_device_name_derived", json_string(cls->vm_device_name_derived));
     if (o && cls->mig_parent)
         json_object_set_new(o, "mig", json_pack("{s:s, s:s, s:b}", "parent", cls->mig_parent,
                                                 "profile", cls->mig_profile, "derived", cls->derived));

@@ -153,9 +153,22 @@ static int class_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *
 }
 
 static int derive_vm_name(Loader *L, GpuClass *cls) {
-    if (cls->vendor != VENDOR_NVIDIA || cls->vm_device_name || cls->mig_parent || cls->n_pci == 0)
+    if (cls->vendor != VENDOR_NVIDIA || cls->mig_parent || cls->n_pci == 0)
         return 0;
     const char *pci_name = pci_ids_device_name(L->ids, cls->pci[0].vendor, cls->pci[0].device);
+    if (cls->vm_device_name) {
+        /* Stated in the catalog: the derivation only checks it (R6). */
+        if (!pci_name)
+            return 0;
+        char *derived = vm_device_name_derive(pci_name, cls->pci[0].device);
+        if (!derived)
+            return error_set(L->y.err, -ENOMEM, "out of memory");
+        if (STREQ(derived, cls->vm_device_name))
+            free(derived);
+        else
+            cls->vm_device_name_derived = derived;
+        return 0;
+    }
     cls->vm_device_name = vm_device_name_derive(pci_name, cls->pci[0].device);
     cls->vm_device_name_source = pci_name ? VM_NAME_PCI_IDS : VM_NAME_RAW_ID;
     return cls->vm_device_name ? 0 : error_set(L->y.err, -ENOMEM, "out of memory");

@@ -14,6 +14,7 @@
  *       runtime: vllm               # endpoints: vllm | mlx | llama.cpp (R14)
  *       fallback: [nvidia-a100-80gb, cpu]  # alternatives after the wait (R13)
  *       wait_s: 300
+ *       wait_for_nodes: false       # wait even if no node could ever run it (R18)
  *       at: 0                       # submission time, seconds from the start of the plan
  *       release_at: 3600            # when it ends (optional)
  *
@@ -99,13 +100,15 @@ static int request_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t
         return yaml_for_each_item(y, v, key, add_fallback, spec);
     if (STREQ(key, "wait_s"))
         return get_time(y, v, key, &spec->wait_s);
+    if (STREQ(key, "wait_for_nodes"))
+        return yaml_get_bool(y, v, key, &spec->wait_for_nodes);
     if (STREQ(key, "at"))
         return get_time(y, v, key, &spec->submitted);
     if (STREQ(key, "release_at"))
         return get_time(y, v, key, &e->release_at);
     return YAML_FAIL_AT(y, k, -EINVAL,
                         "unknown key '%s' in a request (known: id, user, kind, guest, class, memory_gb, count, "
-                        "share, runtime, fallback, wait_s, at, release_at)",
+                        "share, runtime, fallback, wait_s, wait_for_nodes, at, release_at)",
                         key);
 }
 

@@ -52,6 +52,7 @@ void gpu_class_done(GpuClass *cls) {
     free(cls->container_resource);
     free(cls->node_selector);
     free(cls->vm_device_name);
+    free(cls->vm_device_name_derived);
     for (size_t i = 0; i < cls->n_mig_profiles; i++)
         free(cls->mig_profiles[i]);
     free(cls->mig_parent);

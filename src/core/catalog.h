@@ -58,6 +58,10 @@ typedef struct GpuClass {
     char *node_selector;      /* e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 */
     char *vm_device_name;     /* e.g. nvidia.com/GH100_H100_SXM5_80GB */
     VmNameSource vm_device_name_source;
+    /* Set when the catalog states vm_device_name and the loader's pci.ids derives another
+     * name for the device (R6): the device plugin on a node advertises the name from its own
+     * pci.ids, so a mismatch is worth a warning. NULL otherwise. */
+    char *vm_device_name_derived;
     char *mig_profiles[_MIG_SHAPE_MAX]; /* profiles this card can be cut into */
     size_t n_mig_profiles;
     bool internal_only; /* trusted tenants only (R9, datacenter) */

@@ -546,6 +546,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
         return error_set(err, -ENOMEM, "out of memory");
     }
     s->order[s->n_order++] = ni;
+    s->fleet_gen++; /* what the fleet could ever hold changed (feasible.c) */
     node_changed(s, ni, now, true);
     return 0;
 }
@@ -577,6 +578,7 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
     if (n->n_allocs)
         return busy_error(s, ni, false, "cannot be removed", err);
     n->alive = false;
+    s->fleet_gen++;
     node_refresh(s, ni); /* unlists everything */
     node_unindex_classes(s, ni);
     strmap_remove(&s->node_map, n->name);
@@ -740,6 +742,7 @@ int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_
         }
     n->kata = kata || mig_in_kata;
     n->mig_in_kata = mig_in_kata;
+    s->fleet_gen++;
     node_changed(s, ni, now, true);
     return 0;
 }

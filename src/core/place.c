@@ -447,9 +447,24 @@ void place_undo(Sched *s, uint32_t ri) {
 
 /* ---- why a request waits ---- */
 
+/* What keeps a request off one node, as a set of reasons (bit 1 << SchedReason). A node with
+ * exactly one blocker is one where removing that blocker would let the request run there, so
+ * the reason shown comes from such a node when there is one (R18: the reason names what,
+ * removed, would let it run); an empty set is room the queue's order keeps (QUEUED). */
 typedef struct Diag {
-    bool any, allowed, internal, queued, mode, kata, mig_kata, reset, macos, cordon;
+    bool any, allowed, internal;
+    uint32_t all, single;
 } Diag;
+
+#define BLOCK(reason) (1u << (reason))
+
+static void diag_note(Diag *dg, uint32_t blockers) {
+    if (!blockers)
+        blockers = BLOCK(SCHED_REASON_QUEUED);
+    dg->all |= blockers;
+    if (__builtin_popcount(blockers) == 1)
+        dg->single |= blockers;
+}
 
 /* The pool record of a node's pool, or NULL when the node has no GPU of the pool's class. */
 static const PoolLink *pool_of(const Node *n, int pool) {
@@ -499,32 +514,40 @@ static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag 
         return;
     }
     dg->allowed = true;
+    uint32_t b = 0;
     if (slice) {
-        if (fits && kata && !(n->kata && n->mig_in_kata))
-            dg->mig_kata = true;
-        else if (fits)
-            dg->queued = true;
+        /* What the node is comes first: without mig_in_kata no slice here is ever a
+         * stranger's, so turning MIG on would not help (R2c). */
+        if (kata && !(n->kata && n->mig_in_kata))
+            b |= BLOCK(SCHED_REASON_NO_MIG_IN_KATA);
+        if (fits)
+            ;
         else if (whole_free)
-            dg->mode = true; /* GPUs of the card exist but are not in MIG mode */
+            b |= BLOCK(SCHED_REASON_MODE_MISMATCH); /* GPUs of the card exist but are not in MIG mode */
         else if (blocked)
-            dg->cordon = true;
+            b |= BLOCK(SCHED_REASON_CORDONED);
+        else
+            b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+        diag_note(dg, b);
         return;
     }
     /* Idle GPUs of the class: in the wanted binding free, waiting for a reset check (R9) or
      * taking no work; in the other binding, those that take work (free or reset pending). */
     unsigned free_want = pw->free, reset = pw->reset, free_other = po->free + po->reset;
     blocked = pw->blocked - pw->reset;
-    if (free_want >= r->count) {
-        if (kata && !n->kata)
-            dg->kata = true;
-        else
-            dg->queued = true;
-    } else if (free_other >= r->count)
-        dg->mode = true;
+    if (kata && !n->kata) /* a mode switch would not help a node without Kata (R2b) */
+        b |= BLOCK(SCHED_REASON_NO_KATA);
+    if (free_want >= r->count)
+        ;
+    else if (free_other >= r->count)
+        b |= BLOCK(SCHED_REASON_MODE_MISMATCH);
     else if (free_want + reset >= r->count)
-        dg->reset = true;
+        b |= BLOCK(SCHED_REASON_RESET_CHECK);
     else if (free_want + reset + blocked >= r->count)
-        dg->cordon = true;
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    else
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    diag_note(dg, b);
 }
 
 static void diag_apple(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
@@ -534,28 +557,35 @@ static void diag_apple(const Sched *s, const Req *r, const Node *n, int c, Diag 
     if (n->owner != r->user)
         return;
     dg->allowed = true;
+    uint32_t b = 0;
     if (!device_takes_new_work(n, &n->devices[0]))
-        dg->cordon = true;
-    else if (r->kind == WORKLOAD_VM && n->macos_vms >= SCHED_MAX_MACOS_VMS)
-        dg->macos = true;
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    if (r->kind == WORKLOAD_VM && n->macos_vms >= SCHED_MAX_MACOS_VMS)
+        b |= BLOCK(SCHED_REASON_MACOS_VM_LIMIT);
+    if (n->apple_used_gb + r->memory_gb > n->apple_usable_gb)
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    diag_note(dg, b);
 }
 
 static void diag_cpu(const Sched *s, const Req *r, const Node *n, Diag *dg) {
     dg->any = dg->allowed = true;
+    uint32_t b = 0;
     if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS) {
-        if (n->platform == PLATFORM_MACOS && n->macos_vms >= SCHED_MAX_MACOS_VMS)
-            dg->macos = true;
-        return;
+        if (n->platform != PLATFORM_MACOS)
+            return;
+        if (n->macos_vms >= SCHED_MAX_MACOS_VMS)
+            b |= BLOCK(SCHED_REASON_MACOS_VM_LIMIT);
+    } else if (r->kind != WORKLOAD_VM && relation_of(s, n, r->user) == RELATION_STRANGER) {
+        if (n->platform == PLATFORM_MACOS)
+            return; /* native processes: never a stranger's */
+        if (!n->kata)
+            b |= BLOCK(SCHED_REASON_NO_KATA);
     }
     if (n->cpu_cores - n->cpu_used < r->count)
-        return;
-    if (!node_schedulable(n))
-        dg->cordon = true;
-    else if (r->kind != WORKLOAD_VM && n->platform == PLATFORM_LINUX &&
-             relation_of(s, n, r->user) == RELATION_STRANGER && !n->kata)
-        dg->kata = true;
-    else
-        dg->queued = true;
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    else if (!node_schedulable(n))
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    diag_note(dg, b);
 }
 
 #define DIAG_MAX_NODES 128
@@ -592,7 +622,7 @@ static bool allowed_somewhere(const Sched *s, const Req *r, const GpuClass *g) {
 }
 
 /* The common case, a full class, answered from the indexes; -1 when a scan must decide. */
-static int diagnose_fast(Sched *s, const Req *r, int c) {
+static int diagnose_fast(const Sched *s, const Req *r, int c) {
     if (c == CHOICE_CPU) {
         for (unsigned b = MIN(r->count, (unsigned)CPU_BUCKETS - 1); b < CPU_BUCKETS; b++)
             if (s->cpu_heads[b] != NIL)
@@ -614,14 +644,28 @@ static int diagnose_fast(Sched *s, const Req *r, int c) {
         return any_pool_room(s, card, 1) ? -1 : SCHED_REASON_NO_CAPACITY;
     }
     /* Room in the pools this user would use, or only in the other binding (R3, R5, R7)? */
-    bool vm = r->kind == WORKLOAD_VM, cand = false, other = false;
+    bool vm = r->kind == WORKLOAD_VM, cand = false, other = false, unsure = false;
     for (size_t st = 0; st < s->n_sites && !cand; st++) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
         for (unsigned k = r->count; k <= SCHED_NODE_MAX_DEVICES; k++) {
             cand = cand || site->pool_heads[c * 2 + b][k] != NIL;
-            other = other || site->pool_heads[c * 2 + !b][k] != NIL;
+            uint32_t id = site->pool_heads[c * 2 + !b][k];
+            if (id == NIL || other)
+                continue;
+            if (vm || trusted) {
+                other = true;
+                continue;
+            }
+            /* A stranger's container needs Kata too: a mode switch helps only on a node
+             * that has it (R2b). A short look; past it, the full diagnosis decides. */
+            for (unsigned look = 0; id != NIL && look < 8 && !other; look++) {
+                const Node *n = &s->nodes[id >> POOL_SHIFT];
+                other = n->kata;
+                id = n->pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
+            }
+            unsure = unsure || !other;
         }
     }
     const User *u = &s->users[r->user];
@@ -629,10 +673,12 @@ static int diagnose_fast(Sched *s, const Req *r, int c) {
         cand = pool_free_of(&s->nodes[u->owned[i]], c * 2 + (vm ? BINDING_VFIO : BINDING_HOST)) >= r->count;
     if (cand)
         return -1;
-    return other ? SCHED_REASON_MODE_MISMATCH : SCHED_REASON_NO_CAPACITY;
+    if (other)
+        return SCHED_REASON_MODE_MISMATCH;
+    return unsure ? -1 : SCHED_REASON_NO_CAPACITY;
 }
 
-SchedReason place_diagnose(Sched *s, const Req *r, int c) {
+SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
     int fast = diagnose_fast(s, r, c);
     if (fast >= 0)
         return (SchedReason)fast;
@@ -645,11 +691,12 @@ SchedReason place_diagnose(Sched *s, const Req *r, int c) {
             diag_apple(s, r, &s->nodes[u->owned[i]], c, &dg);
         dg.any = dg.any || dg.allowed;
     } else {
-        /* A bounded look at the nodes that have the class (all nodes for cpu), from a moving
-         * start: the reason is a sentence for people, and must not make a decision O(fleet). */
+        /* A bounded look at the nodes that have the class (all nodes for cpu), from a start
+         * that differs per request: the reason is a sentence for people, and must not make a
+         * decision O(fleet). Read-only, so a request's reason is found afresh when asked. */
         int card = g ? (g->mig_parent_index >= 0 ? g->mig_parent_index : c) : -1;
         size_t n = card >= 0 ? s->class_nodes[card] : s->n_order;
-        size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? s->diag_cursor++ % n : 0;
+        size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? (size_t)(r->seq % n) : 0;
         for (size_t i = 0; i < look; i++) {
             size_t k = (start + i) % n;
             const Node *nd = &s->nodes[card >= 0 ? s->class_list[card][k] : s->order[k]];
@@ -663,20 +710,17 @@ SchedReason place_diagnose(Sched *s, const Req *r, int c) {
         return SCHED_REASON_NO_NODE;
     if (!dg.allowed)
         return dg.internal ? SCHED_REASON_INTERNAL_ONLY : SCHED_REASON_OWNER_ONLY;
-    if (dg.queued)
-        return SCHED_REASON_QUEUED;
-    if (dg.mode)
-        return SCHED_REASON_MODE_MISMATCH;
-    if (dg.kata)
-        return SCHED_REASON_NO_KATA;
-    if (dg.mig_kata)
-        return SCHED_REASON_NO_MIG_IN_KATA;
-    if (dg.reset)
-        return SCHED_REASON_RESET_CHECK;
-    if (dg.macos)
-        return SCHED_REASON_MACOS_VM_LIMIT;
-    if (dg.cordon)
-        return SCHED_REASON_CORDONED;
+    /* A node's only blocker first (removed, the request runs there); among them, and among
+     * all when every node has several, in this order. */
+    static const SchedReason order[] = {
+        SCHED_REASON_QUEUED,      SCHED_REASON_MODE_MISMATCH,  SCHED_REASON_NO_KATA,
+        SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_RESET_CHECK, SCHED_REASON_MACOS_VM_LIMIT,
+        SCHED_REASON_CORDONED,    SCHED_REASON_NO_CAPACITY,
+    };
+    uint32_t set = dg.single ? dg.single : dg.all;
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+        if (set & BLOCK(order[i]))
+            return order[i];
     return SCHED_REASON_NO_CAPACITY;
 }
 

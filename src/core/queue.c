@@ -55,6 +55,8 @@ static const char *reason_sentence(SchedReason r) {
         return "room exists, but older requests come first (FIFO with backfill)";
     case SCHED_REASON_NO_NODE:
         return "no node has this class yet";
+    case SCHED_REASON_TOO_LARGE:
+        return "no node of the fleet has that many GPUs of the class (or cores, or Mac GPU memory)";
     case SCHED_REASON_VGPU:
         return CATALOG_VGPU_REFUSAL;
     case SCHED_REASON_UNKNOWN_CLASS:
@@ -124,6 +126,19 @@ static void refuse(Decision *d, SchedReason why, const char *subject) {
     msg_put(&m, reason_sentence(why));
 }
 
+/* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
+static void refuse_never(Decision *d, SchedReason why, const char *subject) {
+    if (!d)
+        return;
+    *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
+    Msg m = msg_start(d->message, sizeof(d->message));
+    msg_put(&m, "refused (");
+    msg_put(&m, strempty(subject));
+    msg_put(&m, "), no node could ever run it: ");
+    msg_put(&m, reason_sentence(why));
+    msg_put(&m, "; ask with wait_for_nodes to wait for nodes that may join (R18)");
+}
+
 static void fill_placement(const Sched *s, const Req *r, Placement *p) {
     *p = (Placement){
         .node = s->nodes[r->node].name,
@@ -183,7 +198,22 @@ static size_t queue_position(const Sched *s, uint32_t ri) {
     return k;
 }
 
-static void decide(const Sched *s, uint32_t ri, bool with_position, Decision *d) {
+/* Why a waiting request waits now (R18: what, removed, would let it run), given what
+ * feasible_reason() says of it. */
+static SchedReason diagnose_waiting(const Sched *s, const Req *r, SchedReason never) {
+    if (never)
+        return never; /* only a request that asked to wait for nodes gets here */
+    if (r->choice == CHOICE_MEMORY)
+        return SCHED_REASON_NO_CAPACITY;
+    return place_diagnose(s, r, r->choice);
+}
+
+static SchedReason waiting_reason(const Sched *s, const Req *r) {
+    return diagnose_waiting(s, r, feasible_reason(s, r, r->user));
+}
+
+/* fresh: find the waiting reason again (a later look); else the one found at submission. */
+static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d) {
     const Req *r = &s->reqs[ri];
     if (r->placed) {
         *d = (Decision){.kind = DECISION_PLACED, .reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE};
@@ -226,20 +256,22 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, Decision *d)
             msg_put(&m, " (fallback after the wait, R13)");
         return;
     }
-    *d = (Decision){.kind = DECISION_WAITING, .reason = r->reason,
+    /* The reason as of now, not as of submission: nodes, capacity and modes have moved. */
+    SchedReason why = fresh ? waiting_reason(s, r) : r->reason;
+    *d = (Decision){.kind = DECISION_WAITING, .reason = why,
                     .queue_position = with_position ? queue_position(s, ri) : 0};
     Msg m = msg_start(d->message, sizeof(d->message));
     msg_put(&m, "waiting for ");
     msg_put(&m, choice_name(s, r->choice));
     msg_put(&m, ": ");
-    msg_put(&m, reason_sentence(r->reason));
+    msg_put(&m, reason_sentence(why));
 }
 
 int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
     uint32_t ri;
     if (!id || !strmap_get(&s->req_map, id, &ri))
         return -ENOENT;
-    decide(s, ri, true, ret);
+    decide(s, ri, true, true, ret);
     return 0;
 }
 
@@ -253,7 +285,8 @@ int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
         .class_name = r->choice == CHOICE_MEMORY ? NULL : choice_name(s, r->choice),
         .memory_gb = r->memory_gb, .count = r->count, .share = r->share,
         .fallback = r->n_fb ? r->fb_names : NULL, .n_fallback = r->n_fb,
-        .wait_s = r->deadline - r->submitted, .submitted = r->submitted, .runtime = r->runtime,
+        .wait_s = (r->deadline - r->submitted) / s->units_per_second, .submitted = r->submitted, .runtime = r->runtime,
+        .wait_for_nodes = r->wait_for_nodes,
     };
     if (!r->n_fb)
         ret->wait_s = 0;
@@ -341,9 +374,12 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
                .memory_gb = spec->memory_gb, .count = spec->count ? spec->count : 1, .share = spec->share,
                .runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE,
                .submitted = spec->submitted, .n_fb = (unsigned)spec->n_fallback, .fb_index = -1,
+               .wait_for_nodes = spec->wait_for_nodes,
                .q = {NIL, NIL}, .pcls = -1};
-    r->deadline = spec->n_fallback ? spec->submitted + spec->wait_s : UINT64_MAX;
-    if (r->deadline < spec->submitted)
+    /* R13: the fallback opens at submitted + wait exactly, in the caller's own units. */
+    uint64_t wait;
+    if (!spec->n_fallback || __builtin_mul_overflow(spec->wait_s, s->units_per_second, &wait) ||
+        __builtin_add_overflow(spec->submitted, wait, &r->deadline))
         r->deadline = UINT64_MAX;
     SchedReason why;
     if (!spec->class_name) {
@@ -525,7 +561,7 @@ static void placed_from_queue(Sched *s, uint32_t ri) {
     queue_remove(s, ri);
     if (s->on_placed) {
         Decision d;
-        decide(s, ri, false, &d);
+        decide(s, ri, false, false, &d);
         s->on_placed(s->on_placed_data, s->reqs[ri].id, &d);
     }
 }
@@ -648,14 +684,21 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
     nr->expired = nr->n_fb && now >= nr->deadline;
     if (!attempt(s, ri, now, true, NIL)) {
         Req *q = &s->reqs[ri];
-        q->reason = place_diagnose(s, q, q->choice == CHOICE_MEMORY ? s->by_memory[0] : q->choice);
-        if (q->choice == CHOICE_MEMORY)
-            q->reason = SCHED_REASON_NO_CAPACITY;
+        /* R18: nothing waits for what no node of the fleet could ever give it. */
+        feasible_prepare(s);
+        SchedReason never = feasible_reason(s, q, q->user);
+        if (never && !q->wait_for_nodes) {
+            refuse_never(ret, never, spec->class_name ? spec->class_name : spec->id);
+            req_drop(s, ri);
+            check_now(s);
+            return 0;
+        }
+        q->reason = diagnose_waiting(s, q, never);
         queue_insert(s, ri);
         maybe_reserve(s, ri);
     }
     if (ret)
-        decide(s, ri, true, ret);
+        decide(s, ri, true, false, ret);
     check_now(s);
     return 0;
 }

@@ -102,6 +102,7 @@ typedef struct Req {
     bool used;
     bool placed;
     bool expired; /* the first choice's wait ran out: alternatives count (R13) */
+    bool wait_for_nodes; /* R18: keep waiting even when no node could ever run it */
     uint32_t user;
     WorkloadKind kind;
     GuestOs guest;
@@ -180,6 +181,11 @@ struct Sched {
     uint32_t xq_head, xq_tail;
     uint32_t dq_head, dq_tail;
     uint64_t min_deadline; /* no fallback deadline before this among waiting requests */
+    uint64_t units_per_second; /* of every `now` and `submitted` (1: seconds, 1000: ms) */
+    /* feasible.c: per card class (then cpu at n_classes) the most any node could ever hold,
+     * recomputed lazily when fleet_gen moved (a node joined, left, or changed capabilities). */
+    uint64_t fleet_gen, feas_gen;
+    struct FeasCap *feas;
     MigPool *mig; /* per class (only card classes with MIG profiles use theirs) */
     uint16_t (*mig_rank)[256][MIG_SLOTS]; /* per shape: position of (layout, start) in mig_pref */
     int **slices_of; /* per card class: its MIG slice classes, -1 terminated */
@@ -203,7 +209,6 @@ struct Sched {
     uint32_t *class_blocked;
     uint32_t **class_list; /* per card class: the nodes that have it */
     uint32_t *class_list_cap;
-    size_t diag_cursor;
     /* Queue positions: a Fenwick tree over arrival seq of the waiting requests. */
     uint32_t *fen;
     size_t fen_size; /* a power of two; seqs are in [seq_base, seq_base + fen_size) */
@@ -268,7 +273,7 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c);
 /* Whether a restored placement collides with what is already placed. */
 int place_check_conflicts(const Sched *s, const Req *r, Error *err);
 /* Why r cannot be placed on class c right now (a waiting reason). */
-SchedReason place_diagnose(Sched *s, const Req *r, int c);
+SchedReason place_diagnose(const Sched *s, const Req *r, int c);
 /* Static checks of a request against a class: 0 or a refusal reason. */
 SchedReason policy_refusal(const Sched *s, const Req *r, int c);
 /* The runtimes for a placement of r on node n by method m. */
@@ -286,3 +291,11 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
 int site_alloc_pools(Sched *s, Site *st);
 /* After a change on node ni: re-file it, offer grown capacity to the queue, check. */
 void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed);
+
+/* feasible.c */
+/* R18: SCHED_REASON_NONE when some node of the fleet could ever run r (its first choice or an
+ * alternative), else why not for its first choice. user: r's user, or NIL when unknown. */
+SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user);
+/* Bring the per-class summary feasible_reason() answers most requests from up to date (it
+ * scans nodes while the summary is stale). */
+void feasible_prepare(Sched *s);

@@ -60,7 +60,7 @@ NAME_TABLE(SchedReason, sched_reason, _SCHED_REASON_MAX, [SCHED_REASON_NONE] = "
            [SCHED_REASON_NO_KATA] = "no-kata", [SCHED_REASON_NO_MIG_IN_KATA] = "no-mig-in-kata",
            [SCHED_REASON_MACOS_VM_LIMIT] = "macos-vm-limit",
            [SCHED_REASON_RESET_CHECK] = "reset-check", [SCHED_REASON_CORDONED] = "cordoned",
-           [SCHED_REASON_QUEUED] = "queued", [SCHED_REASON_NO_NODE] = "no-node",
+           [SCHED_REASON_QUEUED] = "queued", [SCHED_REASON_NO_NODE] = "no-node", [SCHED_REASON_TOO_LARGE] = "too-large",
            [SCHED_REASON_VGPU] = "vgpu", [SCHED_REASON_UNKNOWN_CLASS] = "unknown-class",
            [SCHED_REASON_LINUX_GUEST_GPU] = "linux-guest-gpu",
            [SCHED_REASON_MACOS_GUEST_NOT_MAC] = "macos-guest-not-mac",

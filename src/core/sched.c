@@ -24,6 +24,7 @@ Sched *sched_new(const Catalog *catalog) {
     s->cpu_class = -1;
     s->xq_head = s->xq_tail = s->dq_head = s->dq_tail = NIL;
     s->min_deadline = UINT64_MAX;
+    s->units_per_second = 1;
     s->mig = malloc(MAX(nc, 1) * sizeof(*s->mig));
     s->cq_head = malloc((nc + 2) * sizeof(uint32_t));
     s->cq_tail = malloc((nc + 2) * sizeof(uint32_t));
@@ -89,6 +90,7 @@ void sched_free(Sched *s) {
         free(s->sites[i].trusted);
         free(s->sites[i].pool_heads);
     }
+    free(s->feas);
     for (size_t c = 0; s->slices_of && c < s->cat->n_classes; c++)
         free(s->slices_of[c]);
     free(s->slices_of);
@@ -147,6 +149,10 @@ void sched_free(Sched *s) {
 
 const Catalog *sched_catalog(const Sched *s) {
     return s->cat;
+}
+
+void sched_set_time_scale(Sched *s, uint64_t units_per_second) {
+    s->units_per_second = units_per_second ? units_per_second : 1;
 }
 
 void sched_set_check_invariants(Sched *s, bool on) {

@@ -18,6 +18,11 @@
  * container runtime, endpoint runtime), WAITING (reason code + sentence + queue position) or
  * REFUSED for good (reason code + sentence; refused requests are not kept).
  *
+ * Time: `now` and a request's `submitted` are in seconds unless sched_set_time_scale() says
+ * otherwise; a request's wait is always in seconds, and its fallback opens at exactly
+ * submitted + wait (R13: the wait a user chose is a minimum, so a caller with a finer clock
+ * passes its own units instead of rounding them to seconds).
+ *
  * Policy in short (details in policy.c):
  *  - VMs get whole GPUs by VFIO passthrough (R2a): a GPU bound to vfio-pci (a datacenter node
  *    in `vm-passthrough` mode, or a lab GPU bound to vfio). MIG slices, AMD GPUs and vGPU
@@ -231,6 +236,7 @@ typedef enum SchedReason {
     SCHED_REASON_CORDONED,        /* the only GPUs that fit are cordoned, quarantined or unreachable */
     SCHED_REASON_QUEUED,          /* room exists but older requests come first (fairness) */
     SCHED_REASON_NO_NODE,         /* no node has the class at all (yet) */
+    SCHED_REASON_TOO_LARGE,       /* no node has that many GPUs, cores or Mac GPU memory (R18) */
     /* refused */
     SCHED_REASON_VGPU,            /* R2d */
     SCHED_REASON_UNKNOWN_CLASS,
@@ -285,6 +291,10 @@ const Catalog *sched_catalog(const Sched *s);
 /* Run sched_check() after every mutation and abort() on a violation (its sentence goes to
  * stderr first: the one place the core writes, since it is about to crash). */
 void sched_set_check_invariants(Sched *s, bool on);
+
+/* The unit of every `now` and `submitted`: 1 (seconds, the default) or e.g. 1000 (ms). Set
+ * it before the first request. */
+void sched_set_time_scale(Sched *s, uint64_t units_per_second);
 
 /* Called for every request that the queue places later (release, tick, uncordon, new node,
  * ...), in placement order; not for a placement returned directly by sched_submit(). d is
@@ -429,9 +439,10 @@ typedef struct RequestSpec {
     bool share;               /* may time-slice a GPU with the same user's workloads (R2e) */
     const char *const *fallback; /* ordered alternatives (class names or "cpu"), R13 */
     size_t n_fallback;
-    uint64_t wait_s;          /* how long to wait for the first choice before falling back */
-    uint64_t submitted;       /* submission time; the queue orders by it */
+    uint64_t wait_s;          /* seconds to wait for the first choice before falling back */
+    uint64_t submitted;       /* submission time (time scale units); the queue orders by it */
     EndpointRuntime runtime;  /* endpoints: wanted runtime, NONE = whatever fits (R14) */
+    bool wait_for_nodes;      /* R18: wait even when no node of the fleet could ever run it */
 } RequestSpec;
 
 typedef struct Placement {
@@ -458,7 +469,11 @@ struct Decision {
 };
 
 /* Decide a new request. Returns 0 with *ret filled (placed, waiting or refused) or a negative
- * errno for a call that cannot be judged at all (-ENOMEM). A refused request is not kept; a
+ * errno for a call that cannot be judged at all (-ENOMEM). R18: a request that no node of the
+ * fleet could ever run (by size, by who may use the class, by Kata / mig_in_kata; feasible.c
+ * says what "ever" assumes), with none of its alternatives either, is refused with that
+ * reason (owner-only, internal-only, no-kata, no-mig-in-kata, too-large, no-node) unless
+ * spec->wait_for_nodes, in which case it waits showing that reason. A refused request is not kept; a
  * duplicate id is refused with SCHED_REASON_DUPLICATE and changes nothing (R16). ret may be
  * NULL when the caller needs no answer. */
 int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret, Error *err);

@@ -33,8 +33,12 @@ static void op_heartbeat(Server *s, Op *op) {
     /* The agent's report wins (its journal and the kernel are the truth): an active workload
      * it no longer runs has ended. Placed ones it has not started yet are still to start. */
     if (a->hb->has_running) {
-        Req *w[256];
-        size_t k = MIN(fleet_node_workloads(s, n->spec.name, -1, w, ARRAY_SIZE(w)), ARRAY_SIZE(w));
+        /* As many as the node runs: no fixed cap. */
+        size_t k = fleet_node_workloads(s, n->spec.name, -1, NULL, 0);
+        _cleanup_free_ Req **w = k ? calloc(k, sizeof(Req *)) : NULL;
+        if (k && !w)
+            OP_FAIL(op, 500, "internal", "Out of memory.");
+        k = fleet_node_workloads(s, n->spec.name, -1, w, k);
         for (size_t i = 0; i < k; i++)
             if (w[i]->state == REQ_ACTIVE && !fleet_heartbeat_runs(a->hb, w[i]->id))
                 state_end_request(s, w[i], "request.lost", "the node's agent reports it no longer runs");
@@ -43,14 +47,16 @@ static void op_heartbeat(Server *s, Op *op) {
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
             json_array_append_new(tasks, fleet_task_json(s->tasks[i]));
-    for (size_t i = 0; i < s->n_reqs; i++) {
-        const Req *r = s->reqs[i];
+    const ReqVec *live = history_live(s);
+    for (size_t i = 0; i < live->n; i++) {
+        const Req *r = live->v[i];
         const char *pn = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
         if ((r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, n->spec.name))
-            json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O}", "id", (json_int_t)r->id,
+            json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "id", (json_int_t)r->id,
                                                   "user", r->user, "kind", api_kind_to_string(r->spec.kind),
                                                   "state", req_state_to_string(r->state),
-                                                  "placement", r->placement));
+                                                  "placement", r->placement, "request",
+                                                  api_request_to_json(&r->spec)));
     }
     op->status = 200;
     op->body = json_pack("{s:s, s:b, s:o, s:o}", "node", n->spec.name, "unreachable", n->unreachable,
@@ -84,9 +90,15 @@ static void op_task_result(Server *s, Op *op) {
     Task *t = fleet_task_find(s, a->id);
     if (!n || !t || STRNEQ(t->node, a->node))
         OP_FAIL(op, 404, "not_found", "No open task %" PRIu64 " for node %s.", a->id, a->node);
+    const FleetTaskResult *res = a->res;
+    if (res->progress) { /* the task goes on: only its switch's message changes */
+        fleet_switch_task_progress(s, n, t->id, res->message);
+        op->status = 200;
+        op->body = json_pack("{s:s}", "status", "noted");
+        return;
+    }
     char obj[32];
     snprintf(obj, sizeof(obj), "%" PRIu64, t->id);
-    const FleetTaskResult *res = a->res;
     const char *verdict = res->verdict[0] ? res->verdict : NULL;
     json_t *data = json_pack("{s:s, s:i, s:s, s:b, s:s}", "node", t->node, "device", (int)t->dev, "gpu",
                              t->gpu, "ok", res->ok, "message", res->message);
@@ -98,7 +110,7 @@ static void op_task_result(Server *s, Op *op) {
             Error err = {0};
             const char *why = res->message[0] ? res->message : "the reset-cycle check failed";
             if (sched_device_reset_result(s->sched, n->spec.name, t->dev, !failed, failed ? why : NULL,
-                                          (uint64_t)(s->now_ms / 1000), &err) >= 0 &&
+                                          core_now(s), &err) >= 0 &&
                 t->dev < n->spec.n_devices) {
                 ApiDevice *d = &n->spec.devices[t->dev];
                 d->reset_verified = !failed;
@@ -125,7 +137,7 @@ static void op_task_result(Server *s, Op *op) {
 void api_node_task_result(HttpCtx *c) {
     const char *node = c->match.params[0];
     uint64_t id;
-    if (parse_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
+    if (parse_decimal_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
         API_FAIL(c, 404, "not_found", "No task %.64s: task ids are numbers.", c->match.params[1]);
     if (!is_agent_of(&c->who, node))
         API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reports its tasks.", node);
@@ -146,7 +158,7 @@ typedef struct ModeArg {
 
 static int find_device(const Node *n, const char *gpu) {
     uint64_t idx;
-    if (parse_uint64(gpu, SPEC_MAX_DEVICES - 1, &idx) >= 0)
+    if (parse_decimal_uint64(gpu, SPEC_MAX_DEVICES - 1, &idx) >= 0)
         return idx < n->spec.n_devices ? (int)idx : -1;
     for (size_t i = 0; i < n->spec.n_devices; i++)
         if (STREQ(n->spec.devices[i].pci, gpu))

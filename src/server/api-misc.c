@@ -2,10 +2,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 #include "config/catalog-json.h"
 #include "leader.h"
+#include "longpoll.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -21,6 +23,11 @@ void api_readyz(HttpCtx *c) {
     else if (!server_is_leader(c->s))
         api_error(c, 503, "standby", "This replica is a standby: it answers with a redirect to "
                                      "the leader until it takes over.");
+    else if (c->s->store_unwritable)
+        api_error(c, 503, "unavailable", "The state store could not be written at start: %s",
+                  error_message(&c->s->store_probe_err));
+    else if (atomic_load(&c->s->draining))
+        api_error(c, 503, "unavailable", "The server is shutting down.");
     else
         c->json = json_pack("{s:s}", "status", "ready");
     if (c->json)
@@ -70,12 +77,25 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
         if (sched_node_resources(s->sched, ni.name, &rc, &nrc, NULL) < 0)
             continue;
         json_t *res = json_object();
-        for (size_t k = 0; k < nrc; k++)
-            json_object_set_new(res, rc[k].name, json_integer((json_int_t)rc[k].count));
+        /* A Kubernetes node may advertise its passthrough GPUs under another name than the
+         * catalog's vm_device_name: its own name is the one that counts (R6). */
+        const Node *node = ptrmap_get(&s->nodes, ni.name);
+        const char *own = node && node->spec.device_resource[0] && ni.mode == NODE_MODE_VM_PASSTHROUGH
+                                  ? node->spec.device_resource : NULL;
+        char note[320] = "";
+        for (size_t k = 0; k < nrc; k++) {
+            bool renamed = own && STRNEQ(rc[k].name, own) && STRNEQ(rc[k].name, "nvidia.com/gpu") &&
+                           strncmp(rc[k].name, "nvidia.com/mig-", 15) != 0 && strncmp(rc[k].name, "nvidia.com/", 11) == 0;
+            if (renamed)
+                snprintf(note, sizeof(note), "advertises %s, not the catalog's vm_device_name %s", own, rc[k].name);
+            json_object_set_new(res, renamed ? own : rc[k].name, json_integer((json_int_t)rc[k].count));
+        }
         free(rc);
-        json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:o}", "node", ni.name, "site",
-                                               ni.site, "mode", node_mode_to_string(ni.mode),
-                                               "resources", res));
+        json_t *nj = json_pack("{s:s, s:s, s:s, s:o}", "node", ni.name, "site", ni.site, "mode",
+                               node_mode_to_string(ni.mode), "resources", res);
+        if (note[0])
+            json_object_set_new(nj, "note", json_string(note));
+        json_array_append_new(nodes, nj);
     }
     return json_pack("{s:o, s:o, s:I}", "classes", list, "nodes", nodes, "unclassified",
                      (json_int_t)sched_unclassified_count(s->sched));
@@ -92,13 +112,27 @@ void api_capacity(HttpCtx *c) {
 
 void api_events(HttpCtx *c) {
     uint64_t after, wait, limit;
-    if (!api_query_uint(c, "after", 0, UINT64_MAX, &after) ||
+    if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
         !api_query_uint(c, "wait", 0, 60, &wait) || !api_query_uint(c, "limit", 1000, 10000, &limit))
         return;
     if (limit == 0)
         limit = 1;
-    c->json = events_read(&c->s->events, after, limit, (int)wait * 1000,
-                          c->who.role == ROLE_ADMIN ? NULL : c->who.user);
+    const char *user = c->who.role == ROLE_ADMIN ? NULL : c->who.user;
+    if (c->can_park || c->resumed) {
+        /* Never block a thread: look now, and park the connection when there is nothing. */
+        c->json = events_read(&c->s->events, after, limit, 0, user);
+        if (wait > 0 && !c->resumed && json_array_size(json_object_get(c->json, "events")) == 0) {
+            json_decref(c->json);
+            c->json = NULL;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            c->park = true;
+            c->park_deadline_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)wait * 1000;
+            c->park_user = user;
+        }
+        return;
+    }
+    c->json = events_read(&c->s->events, after, limit, (int)wait * 1000, user);
 }
 
 void api_invariants(HttpCtx *c) {
@@ -157,6 +191,8 @@ void api_metrics(HttpCtx *c) {
     strbuf_printf(&b, "einsora_queue_depth %zu\n", waiting);
     gauge(&b, "einsora_nodes", "Registered nodes.", "gauge");
     strbuf_printf(&b, "einsora_nodes %zu\n", nodes);
+    gauge(&b, "einsora_parked_long_polls", "Event long-polls waiting without a thread.", "gauge");
+    strbuf_printf(&b, "einsora_parked_long_polls %zu\n", s->longpoll ? longpoll_count(s->longpoll) : 0);
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");
     histogram_write(&b, "einsora_queue_wait_seconds", NULL, &m->queue_wait);
     gauge(&b, "einsora_decisions_total", "Placement decisions by outcome.", "counter");

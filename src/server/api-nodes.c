@@ -27,10 +27,11 @@ int save_node(Server *s, const Node *n) {
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!text)
-        return -ENOMEM;
-    int r = store_node_put(s->store, n->spec.name, text, NULL);
+        return writer_check(s, -ENOMEM, NULL, "saving a node");
+    Error err = {0};
+    int r = store_node_put(s->store, n->spec.name, text, &err);
     free(text);
-    return r;
+    return writer_check(s, r, &err, "saving a node");
 }
 
 typedef struct NodeArg {
@@ -49,6 +50,14 @@ static void op_node_put(Server *s, Op *op) {
     }
     if (old && op->who->role == ROLE_NODE)
         fleet_merge_agent_push(old, &a->spec);
+    /* Ownership decides owner-only classes (R10), so only an admin changes it: an agent's push
+     * keeps the registered owner whatever its --owner default says, and an owner cannot hand a
+     * node to itself. (An agent's first push registers the node with the owner it names.) */
+    if (old && op->who->role == ROLE_NODE)
+        snprintf(a->spec.owner, sizeof(a->spec.owner), "%s", old->spec.owner);
+    else if (old && op->who->role != ROLE_ADMIN && STRNEQ(old->spec.owner, a->spec.owner))
+        OP_FAIL(op, 403, "forbidden", "Node %s is owned by %s; only an admin changes a node's "
+                                      "owner.", old->spec.name, old->spec.owner);
     if (old) {
         json_t *x = api_node_to_json(&old->spec), *y = api_node_to_json(&a->spec);
         bool same = json_equal(x, y);
@@ -186,7 +195,7 @@ static void op_cordon(Server *s, Op *op) {
         return;
     }
     Error err = {0};
-    int r = sched_node_set_cordoned(s->sched, n->spec.name, a->cordon, (uint64_t)(s->now_ms / 1000), &err);
+    int r = sched_node_set_cordoned(s->sched, n->spec.name, a->cordon, core_now(s), &err);
     if (r < 0) {
         op_error(op, 409, "conflict", "%s", error_message(&err));
         return;

@@ -1,7 +1,7 @@
 /* api-requests.c: submit, list, show, cancel, release and activate placement requests.
  *
  * Visibility: a request is visible to its user, to admins, and (read-only, plus activate)
- * to the agent of the node it is placed on. Anyone else gets 404 "no request N that you can
+ * to the agent of the node it is placed on (its list: the live ones only, issue 12). Anyone else gets 404 "no request N that you can
  * see", exactly as for an id that does not exist, so ids of other users' requests reveal
  * nothing. */
 #include <errno.h>
@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "api.h"
+#include "server/request-names.h"
+#include "server/workload-end.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -25,7 +27,7 @@ static bool req_visible(const Principal *who, const Req *r) {
 }
 
 static bool parse_id(HttpCtx *c, uint64_t *ret) {
-    if (parse_uint64(c->match.params[0], UINT64_MAX, ret) < 0 || *ret == 0) {
+    if (parse_decimal_uint64(c->match.params[0], UINT64_MAX, ret) < 0 || *ret == 0) {
         api_error(c, 404, "not_found", "No request %.64s: request ids are positive numbers.",
                   c->match.params[0]);
         return false;
@@ -74,7 +76,7 @@ static void op_submit(Server *s, Op *op) {
     }
     r->id = s->n_reqs + 1;
     r->spec = a->spec;
-    r->trusted = who->role == ROLE_TRUSTED;
+    r->trusted = ptrmap_get(&s->trusted_users, who->user) != NULL; /* granted now (tenants.c) */
     r->created_ms = s->now_ms;
     r->state = REQ_PENDING;
     if (state_req_add(s, r) < 0) {
@@ -84,8 +86,6 @@ static void op_submit(Server *s, Op *op) {
         op_error(op, 500, "internal", "Out of memory.");
         return;
     }
-    if (r->trusted)
-        state_trust_user(s, r->user);
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     state_event(s, "request.submitted", id, r->user,
@@ -96,7 +96,7 @@ static void op_submit(Server *s, Op *op) {
     Decision d = {0};
     Error err = {0};
     req_core_spec(r, id, fb, &spec);
-    if (sched_submit(s->sched, &spec, (uint64_t)(s->now_ms / 1000), &d, &err) < 0) {
+    if (sched_submit(s->sched, &spec, core_now(s), &d, &err) < 0) {
         d = (Decision){.kind = DECISION_REFUSED, .reason = SCHED_REASON_BAD_REQUEST};
         snprintf(d.message, sizeof(d.message), "%.200s", error_message(&err));
     }
@@ -113,6 +113,12 @@ void api_requests_submit(HttpCtx *c) {
     Error err = {0};
     if (api_request_parse(c->body, c->body_len, &a.spec, &err) < 0)
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    json_t *unknown = NULL;
+    if (request_names_check(c->s->catalog, &a.spec, &unknown) < 0) {
+        c->status = 422; /* a name the catalog does not know: bad input, nothing stored */
+        c->json = unknown;
+        return;
+    }
     if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
         API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
     api_apply(c, op_submit, &a);
@@ -136,22 +142,37 @@ void api_request_show(HttpCtx *c) {
 
 void api_requests_list(HttpCtx *c) {
     uint64_t after, limit;
-    if (!api_query_uint(c, "after", 0, UINT64_MAX, &after) ||
+    if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
         !api_query_uint(c, "limit", 1000, 10000, &limit))
         return;
     const char *state = api_query(c, "state"), *node = api_query(c, "node");
     ReqState st = state ? req_state_from_string(state) : _REQ_STATE_INVALID;
     if (state && st < 0)
         API_FAIL(c, 400, "bad_request", "Unknown state '%.32s' (pending, placed, active, "
-                                                "released, cancelled, refused).", state);
+                                                "released, cancelled, refused, ended).", state);
     Server *s = c->s;
     json_t *list = json_array();
     uint64_t last = after;
     pthread_rwlock_rdlock(&s->lock);
-    for (uint64_t id = after + 1; id <= s->n_reqs && json_array_size(list) < limit; id++) {
-        const Req *r = s->reqs[id - 1];
-        last = id;
-        if (!req_visible(&c->who, r) || (state && r->state != st))
+    /* Scan an index, never all history: a user's own requests; an agent's or a filter on a
+     * live state, the live requests; only an admin's unfiltered list walks every id. */
+    bool live_only = c->who.role == ROLE_NODE ||
+                     (c->who.role == ROLE_ADMIN && state &&
+                      (st == REQ_PENDING || st == REQ_PLACED || st == REQ_ACTIVE));
+    const ReqVec *idx = c->who.role == ROLE_ADMIN && !live_only ? NULL
+                      : live_only ? &s->live : history_user(s, c->who.user);
+    size_t from = idx ? history_first_after(idx, after) : 0;
+    uint64_t end = idx ? idx->n : s->n_reqs;
+    /* Counted from `after` upwards, never `after + 1`: a cursor of UINT64_MAX must not wrap. */
+    for (uint64_t i = idx ? from : after; i < end && json_array_size(list) < limit; i++) {
+        const Req *r = idx ? idx->v[i] : s->reqs[i];
+        if (!r) { /* gone with the retention */
+            last = i + 1;
+            continue;
+        }
+        last = r->id;
+        if (!req_visible(&c->who, r) || (state && r->state != st) ||
+            (live_only && !history_req_is_live(r)))
             continue;
         if (node && !(placed_node(r) && STREQ(placed_node(r), node)))
             continue;
@@ -168,6 +189,7 @@ typedef enum Transition { T_CANCEL, T_RELEASE, T_ACTIVATE } Transition;
 typedef struct TransArg {
     uint64_t id;
     Transition t;
+    const char *url; /* activate: where the notebook or endpoint answers (R17), or NULL */
 } TransArg;
 
 static void op_transition(Server *s, Op *op) {
@@ -193,6 +215,11 @@ static void op_transition(Server *s, Op *op) {
         to = REQ_CANCELLED, type = "request.cancelled";
         break;
     case T_RELEASE:
+        /* An agent reports (activate, and a workload's end through its heartbeat); ending a
+         * tenant's allocation is the tenant's or an admin's decision. */
+        if (op->who->role == ROLE_NODE)
+            OP_FAIL(op, 403, "forbidden", "A node's agent cannot release requests; it reports "
+                                          "a workload's end in its heartbeat.");
         if (r->state != REQ_PLACED && r->state != REQ_ACTIVE)
             OP_FAIL(op, 409, "conflict", "Request %s is %s; only placed or active "
                                                  "requests can be released%s.",
@@ -213,7 +240,7 @@ static void op_transition(Server *s, Op *op) {
     }
     if (to != REQ_ACTIVE) {
         Error err = {0};
-        int k = sched_release(s->sched, id, (uint64_t)(s->now_ms / 1000), &err);
+        int k = sched_release(s->sched, id, core_now(s), &err);
         if (k < 0)
             OP_FAIL(op, 500, "internal", "The placement engine could not let go of "
                                                  "request %s: %s", id, error_message(&err));
@@ -221,6 +248,8 @@ static void op_transition(Server *s, Op *op) {
     ReqState from = r->state;
     r->state = to;
     state_mark_dirty(s, r);
+    if (a->url && r->placement) /* kept with the placement: stored and shown with it */
+        json_object_set_new(r->placement, "url", json_string(a->url));
     state_event(s, type, id, r->user, json_pack("{s:s}", "state", req_state_to_string(to)));
     if (to != REQ_ACTIVE && from != REQ_PENDING)
         fleet_on_released(s, r);
@@ -244,5 +273,12 @@ void api_request_release(HttpCtx *c) {
 }
 
 void api_request_activate(HttpCtx *c) {
-    transition(c, T_ACTIVATE);
+    char url[WORKLOAD_URL_MAX];
+    Error err = {0};
+    if (workload_activate_parse(c->body, c->body_len, url, &err) < 0)
+        API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    TransArg a = {.t = T_ACTIVATE, .url = url[0] ? url : NULL};
+    if (!parse_id(c, &a.id))
+        return;
+    api_apply(c, op_transition, &a);
 }

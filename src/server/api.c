@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/web.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -36,6 +37,12 @@ static const struct {
         [R_NODE_HEARTBEAT] = {api_node_heartbeat, false},
         [R_NODE_TASK_RESULT] = {api_node_task_result, false},
         [R_NODE_MODE] = {api_node_mode, false},
+        [R_TENANT_TRUST_GRANT] = {api_tenant_trust_grant, false},
+        [R_TENANT_TRUST_WITHDRAW] = {api_tenant_trust_withdraw, false},
+        [R_TENANTS_TRUSTED] = {api_tenants_trusted, false},
+        [R_REQUEST_END] = {api_request_end, false},
+        [R_WHOAMI] = {api_whoami, false},
+        [R_CAPACITY_HISTORY] = {api_capacity_history, false},
 };
 
 json_t *api_error_json(const char *code, const char *message) {
@@ -48,6 +55,7 @@ static void set_error(int *status, json_t **body, int st, const char *code, cons
                       va_list ap) {
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
+    utf8_make_valid(msg); /* quoted input, or a sequence the buffer's end cut in half */
     json_decref(*body);
     *status = st;
     *body = api_error_json(code, msg);
@@ -92,7 +100,7 @@ bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uin
         *ret = def;
         return true;
     }
-    if (parse_uint64(v, max, ret) < 0) {
+    if (parse_decimal_uint64(v, max, ret) < 0) {
         api_error(c, 400, "bad_request", "Query parameter '%s' must be a number from 0 to %llu.",
                   key, (unsigned long long)max);
         return false;
@@ -101,6 +109,8 @@ bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uin
 }
 
 void api_dispatch(HttpCtx *c) {
+    if (web_serve(c)) /* the dashboard's files */
+        return;
     int r = router_match(api_routes, api_n_routes, c->method, c->path, &c->match);
     if (r == -ENOENT) {
         api_error(c, 404, "not_found", "No such endpoint: %.200s.", c->path);

@@ -32,6 +32,12 @@ typedef enum RouteId {
     R_NODE_HEARTBEAT,
     R_NODE_TASK_RESULT,
     R_NODE_MODE,
+    R_TENANT_TRUST_GRANT, /* trust is an admin's grant (tenants.c) */
+    R_TENANT_TRUST_WITHDRAW,
+    R_TENANTS_TRUSTED,
+    R_REQUEST_END,
+    R_WHOAMI,
+    R_CAPACITY_HISTORY,
     _R_MAX,
 } RouteId;
 
@@ -54,6 +60,13 @@ typedef struct HttpCtx {
     char *text; /* non-JSON body (metrics), malloc'ed */
     const char *content_type;
     char *location; /* a Location header (a standby's redirect), malloc'ed */
+    /* Long-polls (http.c, issue 12): can_park when the caller can suspend the connection
+     * instead of blocking a thread; a handler that finds nothing sets park (until
+     * park_deadline_ms, CLOCK_MONOTONIC, seeing park_user's events or all for NULL) and
+     * answers nothing; it runs again with resumed set once woken. */
+    bool can_park, resumed, park;
+    int64_t park_deadline_ms;
+    const char *park_user;
 } HttpCtx;
 
 typedef void (*ApiHandler)(HttpCtx *c);
@@ -85,7 +98,8 @@ void op_error(Op *op, int status, const char *code, const char *fmt, ...) __attr
 void api_apply(HttpCtx *c, OpFn fn, void *arg);
 
 const char *api_query(HttpCtx *c, const char *key);
-/* Parse an unsigned query parameter; false (and a 400 answer) when malformed. */
+/* Parse an unsigned decimal query parameter; false (and a 400 answer) when malformed. A
+ * cursor's max is INT64_MAX: the answer's "next" is a JSON integer, which is signed. */
 bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uint64_t *ret);
 
 /* Handlers, by file. */
@@ -108,6 +122,13 @@ void api_request_show(HttpCtx *c);
 void api_request_cancel(HttpCtx *c);
 void api_request_release(HttpCtx *c);
 void api_request_activate(HttpCtx *c);
+void api_request_end(HttpCtx *c);
 void api_node_heartbeat(HttpCtx *c);
 void api_node_task_result(HttpCtx *c);
 void api_node_mode(HttpCtx *c);
+void api_tenant_trust_grant(HttpCtx *c);
+void api_tenant_trust_withdraw(HttpCtx *c);
+void api_tenants_trusted(HttpCtx *c);
+/* web.c: the dashboard's reads */
+void api_whoami(HttpCtx *c);
+void api_capacity_history(HttpCtx *c);

@@ -31,8 +31,36 @@ void events_done(EventLog *l) {
     for (size_t i = 0; i < l->n; i++)
         event_done(&l->ev[i]);
     free(l->ev);
+    for (size_t i = 0; i < l->by_user.cap; i++)
+        if (l->by_user.keys[i] && l->by_user.keys[i] != PTRMAP_TOMB) {
+            SeqVec *v = l->by_user.values[i];
+            free(v->v);
+            free(v);
+        }
+    ptrmap_done(&l->by_user);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
+}
+
+/* Index seq under user; false when out of memory. */
+static bool index_user(EventLog *l, const char *user, uint64_t seq) {
+    SeqVec *v = ptrmap_get(&l->by_user, user);
+    if (!v) {
+        if (!(v = calloc(1, sizeof(*v))) || ptrmap_put(&l->by_user, user, v) < 0) {
+            free(v);
+            return false;
+        }
+    }
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        uint64_t *x = realloc(v->v, cap * sizeof(uint64_t));
+        if (!x)
+            return false;
+        v->v = x;
+        v->cap = cap;
+    }
+    v->v[v->n++] = seq;
+    return true;
 }
 
 uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const char *type,
@@ -47,9 +75,11 @@ uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const ch
         l->ev = ev;
         l->cap = cap;
     }
+    if (user && !index_user(l, user, l->base + l->n + 1))
+        goto out;
     Event *e = &l->ev[l->n];
     *e = (Event){
-            .seq = l->n + 1,
+            .seq = l->base + l->n + 1,
             .time_ms = time_ms,
             .actor = strdup(actor),
             .type = strdup(type),
@@ -68,15 +98,23 @@ out:
 
 void events_rollback(EventLog *l) {
     pthread_mutex_lock(&l->lock);
-    while (l->n > l->published)
-        event_done(&l->ev[--l->n]);
+    while (l->base + l->n > l->published) {
+        Event *e = &l->ev[--l->n];
+        SeqVec *v = e->user ? ptrmap_get(&l->by_user, e->user) : NULL;
+        if (v && v->n && v->v[v->n - 1] == e->seq)
+            v->n--;
+        event_done(e);
+    }
     pthread_mutex_unlock(&l->lock);
 }
 
 void events_publish(EventLog *l) {
     pthread_mutex_lock(&l->lock);
-    if (l->published != l->n) {
-        l->published = l->n;
+    if (l->published != l->base + l->n) {
+        if (l->on_publish)
+            for (size_t i = (size_t)(l->published - l->base); i < l->n; i++)
+                l->on_publish(l->on_publish_userdata, l->ev[i].user);
+        l->published = l->base + l->n;
         pthread_cond_broadcast(&l->cond);
     }
     pthread_mutex_unlock(&l->lock);
@@ -121,8 +159,29 @@ json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, cons
     uint64_t cursor = after;
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        for (; cursor < l->published && json_array_size(list) < limit; cursor++) {
-            const Event *e = &l->ev[cursor];
+        const SeqVec *v = user ? ptrmap_get(&l->by_user, user) : NULL;
+        if (user) {
+            /* Only the user's own events, found by binary search: never the whole feed. */
+            size_t lo = 0, hi = v ? v->n : 0;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (v->v[mid] <= cursor)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (; v && lo < v->n && v->v[lo] <= l->published && json_array_size(list) < limit; lo++) {
+                json_array_append_new(list, event_to_json(&l->ev[v->v[lo] - 1 - l->base]));
+                cursor = v->v[lo];
+            }
+            if (json_array_size(list) < limit && cursor < l->published)
+                cursor = l->published; /* nothing more of the user's up to here */
+        }
+        /* Events before the retained window are gone: resume from the oldest kept. */
+        if (cursor < l->base)
+            cursor = l->base;
+        for (; !user && cursor < l->published && json_array_size(list) < limit; cursor++) {
+            const Event *e = &l->ev[cursor - l->base];
             if (visible(e, user))
                 json_array_append_new(list, event_to_json(e));
         }
@@ -138,4 +197,53 @@ json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, cons
         cursor = after;
     pthread_mutex_unlock(&l->lock);
     return json_pack("{s:o, s:I}", "events", list, "next", (json_int_t)cursor);
+}
+
+int64_t events_oldest_ms(EventLog *l) {
+    pthread_mutex_lock(&l->lock);
+    /* The newest is always kept: only more than one event can be pruned. */
+    int64_t t = l->n > 1 && l->base + 1 <= l->published ? l->ev[0].time_ms : INT64_MAX;
+    pthread_mutex_unlock(&l->lock);
+    return t;
+}
+
+void events_set_base(EventLog *l, uint64_t base) {
+    pthread_mutex_lock(&l->lock);
+    if (l->n == 0) {
+        l->base = base;
+        l->published = base;
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+size_t events_prune(EventLog *l, int64_t before_ms) {
+    pthread_mutex_lock(&l->lock);
+    size_t k = 0;
+    /* Published events only, from the oldest; the newest is kept so the feed's next seq and a
+     * follower's cursor stay meaningful. */
+    while (k + 1 < l->n && l->base + k + 1 <= l->published && l->ev[k].time_ms < before_ms)
+        event_done(&l->ev[k++]);
+    if (k) {
+        memmove(l->ev, l->ev + k, (l->n - k) * sizeof(Event));
+        l->n -= k;
+        l->base += k;
+        for (size_t i = 0; i < l->by_user.cap; i++) {
+            if (!l->by_user.keys[i] || l->by_user.keys[i] == PTRMAP_TOMB)
+                continue;
+            SeqVec *v = l->by_user.values[i];
+            size_t drop = 0;
+            while (drop < v->n && v->v[drop] <= l->base)
+                drop++;
+            if (drop == v->n) {
+                free(v->v);
+                free(v);
+                ptrmap_remove(&l->by_user, l->by_user.keys[i]); /* a tombstone: the scan goes on */
+                continue;
+            }
+            memmove(v->v, v->v + drop, (v->n - drop) * sizeof(uint64_t));
+            v->n -= drop;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    return k;
 }

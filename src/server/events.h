@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "server/ptrmap.h"
+
 typedef struct Event {
     uint64_t seq;
     int64_t time_ms;
@@ -20,13 +22,25 @@ typedef struct Event {
     json_t *data;
 } Event;
 
+typedef struct SeqVec {
+    uint64_t *v;
+    size_t n, cap;
+} SeqVec;
+
 typedef struct EventLog {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    Event *ev; /* ev[i].seq == i + 1 */
+    Event *ev; /* ev[i].seq == base + i + 1 */
+    uint64_t base; /* events dropped by retention (issue 12): seqs up to base are gone */
     size_t n, cap;
     uint64_t published; /* highest visible seq */
     bool closing;
+    /* Called (under lock) for each event as it becomes visible, with its user (issue 12:
+     * wakes the parked long-polls that may see it). */
+    void (*on_publish)(void *userdata, const char *user);
+    void *on_publish_userdata;
+    /* Each user's events' seqs in order (issue 12): a user's read never scans the feed. */
+    PtrMap by_user; /* user -> SeqVec* */
 } EventLog;
 
 int events_init(EventLog *l);
@@ -44,3 +58,11 @@ uint64_t events_last(EventLog *l);
  * for the first one. Returns {"events": [...], "next": cursor}. */
 json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user);
 json_t *event_to_json(const Event *e);
+/* Issue 12: retention. The feed starts after seq `base` (startup, when the store kept only
+ * later events; only while empty). */
+void events_set_base(EventLog *l, uint64_t base);
+/* time_ms of the oldest event retention could drop, INT64_MAX when none. */
+int64_t events_oldest_ms(EventLog *l);
+/* Drop published events older than before_ms from memory, oldest first, always keeping the
+ * newest; returns how many. A cursor older than what is kept resumes at the oldest kept. */
+size_t events_prune(EventLog *l, int64_t before_ms);

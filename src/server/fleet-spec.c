@@ -55,11 +55,13 @@ void fleet_heartbeat_done(FleetHeartbeat *h) {
     *h = (FleetHeartbeat){0};
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 bool fleet_heartbeat_runs(const FleetHeartbeat *h, uint64_t id) {
-    for (size_t i = 0; i < h->n_running; i++)
-        if (h->running[i] == id)
-            return true;
-    return false;
+    return h->n_running && bsearch(&id, h->running, h->n_running, sizeof(uint64_t), cmp_u64);
 }
 
 int fleet_heartbeat_parse(const char *text, size_t len, FleetHeartbeat *ret, Error *err) {
@@ -76,8 +78,8 @@ int fleet_heartbeat_parse(const char *text, size_t len, FleetHeartbeat *ret, Err
     else if (iv && (!json_is_integer(iv) || json_integer_value(iv) < 1 ||
                     json_integer_value(iv) > FLEET_HEARTBEAT_MAX_S))
         r = error_set(err, -EINVAL, "'interval_s' must be a number of seconds from 1 to %d.", FLEET_HEARTBEAT_MAX_S);
-    else if (run && (!json_is_array(run) || json_array_size(run) > FLEET_MAX_RUNNING))
-        r = error_set(err, -EINVAL, "'running' must be a list of at most %d request ids.", FLEET_MAX_RUNNING);
+    else if (run && !json_is_array(run))
+        r = error_set(err, -EINVAL, "'running' must be a list of request ids.");
     if (r >= 0 && run) {
         h.has_running = true;
         h.running = calloc(json_array_size(run) + 1, sizeof(uint64_t));
@@ -91,13 +93,15 @@ int fleet_heartbeat_parse(const char *text, size_t len, FleetHeartbeat *ret, Err
                 break;
             if (json_is_integer(v) && json_integer_value(v) > 0)
                 id = (uint64_t)json_integer_value(v);
-            else if (!json_is_string(v) || parse_uint64(json_string_value(v), UINT64_MAX, &id) < 0 || !id) {
+            else if (!json_is_string(v) || parse_decimal_uint64(json_string_value(v), UINT64_MAX, &id) < 0 || !id) {
                 r = error_set(err, -EINVAL, "'running' item %zu is not a request id.", i);
                 break;
             }
             h.running[h.n_running++] = id;
         }
     }
+    if (r >= 0 && h.n_running)
+        qsort(h.running, h.n_running, sizeof(uint64_t), cmp_u64);
     if (r >= 0 && iv)
         h.interval_s = (unsigned)json_integer_value(iv);
     json_decref(j);
@@ -110,7 +114,7 @@ int fleet_heartbeat_parse(const char *text, size_t len, FleetHeartbeat *ret, Err
 }
 
 int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, Error *err) {
-    static const char *const fields[] = {"ok", "message", "verdict"};
+    static const char *const fields[] = {"ok", "message", "verdict", "progress"};
     const char *bad = NULL;
     json_t *j = load_object(text, len, err);
     if (!j)
@@ -119,15 +123,19 @@ int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, 
     int r = 0;
     json_t *ok = json_object_get(j, "ok");
     if (!only_fields(j, fields, ARRAY_SIZE(fields), &bad))
-        r = error_set(err, -EINVAL, "A task result has no field '%.64s' (ok, message, verdict).", bad);
+        r = error_set(err, -EINVAL, "A task result has no field '%.64s' (ok, message, verdict, progress).", bad);
+    else if (json_object_get(j, "progress") && !json_is_boolean(json_object_get(j, "progress")))
+        r = error_set(err, -EINVAL, "'progress' is true or false.");
     else if (!json_is_boolean(ok))
         r = error_set(err, -EINVAL, "A task result needs 'ok': true or false.");
     else if ((r = get_str(j, "message", t.message, sizeof(t.message), err)) >= 0 &&
              (r = get_str(j, "verdict", t.verdict, sizeof(t.verdict), err)) >= 0 && t.verdict[0] &&
              STRNEQ(t.verdict, "pass") && STRNEQ(t.verdict, "degraded") && STRNEQ(t.verdict, "fail"))
         r = error_set(err, -EINVAL, "'verdict' is pass, degraded or fail.");
-    if (r >= 0)
+    if (r >= 0) {
         t.ok = json_is_true(ok);
+        t.progress = json_is_true(json_object_get(j, "progress"));
+    }
     json_decref(j);
     if (r < 0)
         return r;

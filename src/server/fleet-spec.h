@@ -10,13 +10,13 @@
 #include "server/spec.h"
 #include "util/error.h"
 
-#define FLEET_MAX_RUNNING 4096
 #define FLEET_HEARTBEAT_MAX_S 3600
 
 typedef struct FleetHeartbeat {
     unsigned interval_s;   /* 0: keep the interval the agent gave before */
     bool has_running;      /* "running" was sent: reconcile against it */
-    uint64_t *running;     /* request ids the agent runs (malloc'ed; free with fleet_heartbeat_done) */
+    uint64_t *running;     /* request ids the agent runs, sorted (malloc'ed; fleet_heartbeat_done);
+                            * as many as the body holds: no fixed cap per node */
     size_t n_running;
 } FleetHeartbeat;
 
@@ -26,6 +26,7 @@ bool fleet_heartbeat_runs(const FleetHeartbeat *h, uint64_t id);
 
 typedef struct FleetTaskResult {
     bool ok;
+    bool progress; /* not a result: the task is under way, message says where (datacenter sync) */
     char message[512];
     char verdict[16]; /* "" (none), "pass", "degraded", "fail" */
 } FleetTaskResult;

@@ -134,10 +134,12 @@ static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...) {
     NodeSwitch *sw = n->sw;
+    char msg[sizeof(sw->message)]; /* the arguments may be sw->message itself */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(sw->message, sizeof(sw->message), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    memcpy(sw->message, msg, sizeof(msg));
     sw->step = step;
     sw->updated_ms = s->now_ms;
     (void)fleet_save_switch(s, n);
@@ -153,7 +155,7 @@ static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...) 
 }
 
 static int set_cordon(Server *s, Node *n, const NodeSwitch *sw, bool on, Error *err) {
-    uint64_t now = (uint64_t)(s->now_ms / 1000);
+    uint64_t now = core_now(s);
     if (sw->gpu >= 0)
         return sched_device_set_cordoned(s->sched, n->spec.name, (unsigned)sw->gpu, on, now, err);
     int r = sched_node_set_cordoned(s->sched, n->spec.name, on, now, err);
@@ -164,6 +166,27 @@ static int set_cordon(Server *s, Node *n, const NodeSwitch *sw, bool on, Error *
                     json_pack("{s:s}", "by", "mode switch"));
     }
     return r;
+}
+
+/* A Kubernetes node, run by the datacenter sync (`einsora k8s sync`): its relabel is a task. */
+static bool is_k8s(const Node *n) {
+    return is_datacenter(n) && api_node_has_cap(&n->spec, "k8s");
+}
+
+/* Record the datacenter node's new mode label (R3): the core, the node, the event. */
+static int record_relabel(Server *s, Node *n, const NodeSwitch *sw, Error *err) {
+    int r = sched_node_set_mode(s->sched, n->spec.name, node_mode_from_string(sw->mode),
+                                core_now(s), err);
+    if (r < 0)
+        return r;
+    snprintf(n->spec.mode, sizeof(n->spec.mode), "%s", sw->mode);
+    for (size_t i = 0; i < n->spec.n_devices; i++)
+        snprintf(n->spec.devices[i].binding, sizeof(n->spec.devices[i].binding), "%s", target_binding(sw));
+    (void)save_node(s, n);
+    state_event(s, "node.relabeled", n->spec.name, NULL,
+                json_pack("{s:s, s:s, s:s+}", "label", SCHED_MODE_LABEL, "value", sw->mode, "reason",
+                          SCHED_MODE_LABEL "=", sw->mode));
+    return 0;
 }
 
 /* One step; true when the switch moved on and the next step may run at once. */
@@ -207,20 +230,26 @@ static bool step_once(Server *s, Node *n) {
         return true;
     }
     case SW_REBIND:
+        if (is_k8s(n)) {
+            /* The datacenter sync relabels the Kubernetes node, evicts its GPU pods and waits
+             * for the GPU Operator (docs/kubernetes.md): one task for the whole node. */
+            Task *t = fleet_task_add(s, n->spec.name, TASK_BIND, 0, "", target_binding(sw));
+            if (!t) {
+                set_step(s, n, SW_FAILED, "Out of memory.");
+                return false;
+            }
+            sw->task_done[0] = sw->task_ok[0] = false;
+            sw->tasks[0] = t->id;
+            sw->n_tasks = 1;
+            set_step(s, n, SW_VERIFY, "asked the datacenter sync to drain the Kubernetes node and relabel it %s=%s",
+                     SCHED_MODE_LABEL, sw->mode);
+            return true;
+        }
         if (is_datacenter(n)) {
-            if (sched_node_set_mode(s->sched, n->spec.name, node_mode_from_string(sw->mode),
-                                    (uint64_t)(s->now_ms / 1000), &err) < 0) {
+            if (record_relabel(s, n, sw, &err) < 0) {
                 set_step(s, n, SW_FAILED, "Relabel refused: %s", error_message(&err));
                 return false;
             }
-            snprintf(n->spec.mode, sizeof(n->spec.mode), "%s", sw->mode);
-            for (size_t i = 0; i < n->spec.n_devices; i++)
-                snprintf(n->spec.devices[i].binding, sizeof(n->spec.devices[i].binding), "%s",
-                         target_binding(sw));
-            (void)save_node(s, n);
-            state_event(s, "node.relabeled", n->spec.name, NULL,
-                        json_pack("{s:s, s:s, s:s+}", "label", SCHED_MODE_LABEL, "value", sw->mode,
-                                  "reason", SCHED_MODE_LABEL "=", sw->mode));
             set_step(s, n, SW_VERIFY, "relabeled %s=%s", SCHED_MODE_LABEL, sw->mode);
             return true;
         }
@@ -240,6 +269,21 @@ static bool step_once(Server *s, Node *n) {
                  STREQ(target_binding(sw), "vfio") ? "vfio-pci" : "the host driver");
         return true;
     case SW_VERIFY: {
+        if (is_k8s(n)) {
+            if (!sw->task_done[0])
+                return false; /* the sync is still at it */
+            if (!sw->task_ok[0]) {
+                /* The node stays cordoned: the GPU Operator may still be rebinding its GPUs. */
+                set_step(s, n, SW_FAILED, "%s", sw->message);
+                return false;
+            }
+            if (record_relabel(s, n, sw, &err) < 0) {
+                set_step(s, n, SW_FAILED, "Relabel refused: %s", error_message(&err));
+                return false;
+            }
+            set_step(s, n, SW_UNCORDON, "the GPU Operator brought every GPU of the node back in %s mode", sw->mode);
+            return true;
+        }
         if (is_datacenter(n)) {
             NodeInfo ni;
             if (sched_node_info(s->sched, n->spec.name, &ni) < 0 ||
@@ -263,7 +307,7 @@ static bool step_once(Server *s, Node *n) {
         for (unsigned i = 0; i < n->spec.n_devices; i++) {
             if (!affected(s, n, sw, i))
                 continue;
-            if (sched_device_set_binding(s->sched, n->spec.name, i, b, (uint64_t)(s->now_ms / 1000), &err) < 0) {
+            if (sched_device_set_binding(s->sched, n->spec.name, i, b, core_now(s), &err) < 0) {
                 set_step(s, n, SW_FAILED, "GPU %u: %s", i, error_message(&err));
                 return false;
             }
@@ -311,16 +355,25 @@ void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const
         if (sw->tasks[i] == task_id) {
             sw->task_done[i] = true;
             sw->task_ok[i] = ok;
-            if (!ok)
+            if (!ok && is_k8s(n))
+                snprintf(sw->message, sizeof(sw->message), "%s", message);
+            else if (!ok)
                 snprintf(sw->message, sizeof(sw->message), "The agent could not rebind a GPU: %s", message);
             (void)fleet_save_switch(s, n);
         }
     (void)fleet_switch_advance(s, n);
 }
 
+void fleet_switch_task_progress(Server *s, Node *n, uint64_t task_id, const char *message) {
+    NodeSwitch *sw = n->sw;
+    if (!switch_active(sw) || sw->n_tasks != 1 || sw->tasks[0] != task_id || STREQ(sw->message, message))
+        return;
+    set_step(s, n, sw->step, "%s", message);
+}
+
 void fleet_switch_reapply(Server *s, Node *n) {
     NodeSwitch *sw = n->sw;
     if (switch_active(sw) && sw->gpu >= 0 && sw->step > SW_CORDON)
         (void)sched_device_set_cordoned(s->sched, n->spec.name, (unsigned)sw->gpu, true,
-                                        (uint64_t)(s->now_ms / 1000), NULL);
+                                        core_now(s), NULL);
 }

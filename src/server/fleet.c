@@ -42,10 +42,11 @@ static int put_doc(Server *s, const char *key, json_t *doc) {
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!text)
-        return -ENOMEM;
-    int r = store_fleet_put(s->store, key, text, NULL);
+        return writer_check(s, -ENOMEM, NULL, "saving a fleet record");
+    Error err = {0};
+    int r = store_fleet_put(s->store, key, text, &err);
     free(text);
-    return r;
+    return writer_check(s, r, &err, "saving a fleet record");
 }
 
 int fleet_save_agent(Server *s, const Node *n) {
@@ -59,7 +60,7 @@ int fleet_save_switch(Server *s, const Node *n) {
     char key[16 + SPEC_NAME_MAX];
     snprintf(key, sizeof(key), "switch/%s", n->spec.name);
     if (!n->sw)
-        return store_fleet_delete(s->store, key, NULL);
+        return writer_check(s, store_fleet_delete(s->store, key, NULL), NULL, "deleting a fleet record");
     return put_doc(s, key, fleet_switch_json(n->sw));
 }
 
@@ -122,7 +123,7 @@ Task *fleet_task_find(Server *s, uint64_t id) {
 void fleet_task_finish(Server *s, Task *t) {
     char key[40];
     task_key(t->id, key);
-    (void)store_fleet_delete(s->store, key, NULL);
+    (void)writer_check(s, store_fleet_delete(s->store, key, NULL), NULL, "deleting a fleet record");
     for (size_t i = 0; i < s->n_tasks; i++)
         if (s->tasks[i] == t) {
             memmove(s->tasks + i, s->tasks + i + 1, (s->n_tasks - i - 1) * sizeof(Task *));
@@ -157,8 +158,9 @@ static bool placement_uses(json_t *p, const char *node, int dev) {
 
 size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, size_t max) {
     size_t n = 0;
-    for (size_t i = 0; i < s->n_reqs; i++) {
-        Req *r = s->reqs[i];
+    const ReqVec *live = history_live(s); /* not every request ever made */
+    for (size_t i = 0; i < live->n; i++) {
+        Req *r = live->v[i];
         if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) || !placement_uses(r->placement, node, dev))
             continue;
         /* CPU work does not hold a GPU: a mode switch does not need to drain it. */
@@ -188,7 +190,7 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     Error err = {0};
-    if (sched_release(s->sched, id, (uint64_t)(s->now_ms / 1000), &err) < 0)
+    if (sched_release(s->sched, id, core_now(s), &err) < 0)
         return;
     r->state = REQ_RELEASED;
     snprintf(r->reason, sizeof(r->reason), "%s", why);
@@ -238,7 +240,7 @@ static void set_unreachable(Server *s, Node *n, bool on) {
     if (n->unreachable == on)
         return;
     Error err = {0};
-    if (sched_node_set_unreachable(s->sched, n->spec.name, on, (uint64_t)(s->now_ms / 1000), &err) < 0)
+    if (sched_node_set_unreachable(s->sched, n->spec.name, on, core_now(s), &err) < 0)
         return;
     n->unreachable = on;
     (void)fleet_save_agent(s, n);
@@ -271,7 +273,7 @@ void fleet_on_node_put(Server *s, Node *n, bool by_agent) {
     if (by_agent)
         fleet_agent_seen(s, n, 0); /* the agent speaks: the node is reachable again */
     else if (n->unreachable)
-        (void)sched_node_set_unreachable(s->sched, n->spec.name, true, (uint64_t)(s->now_ms / 1000), NULL);
+        (void)sched_node_set_unreachable(s->sched, n->spec.name, true, core_now(s), NULL);
     fleet_switch_reapply(s, n);
 }
 
@@ -365,7 +367,7 @@ static int load_record(const char *key, const char *text, void *userdata) {
         /* The agent gets a full grace period from the restart before it counts as lost. */
         atomic_store(&n->last_seen_ms, s->now_ms);
         if (json_is_true(json_object_get(j, "unreachable")) &&
-            sched_node_set_unreachable(s->sched, n->spec.name, true, (uint64_t)(s->now_ms / 1000), NULL) >= 0)
+            sched_node_set_unreachable(s->sched, n->spec.name, true, core_now(s), NULL) >= 0)
             n->unreachable = true;
     } else if (string_has_prefix(key, "switch/") && (n = ptrmap_get(&s->nodes, key + 7))) {
         NodeSwitch *sw = calloc(1, sizeof(*sw));

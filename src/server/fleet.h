@@ -89,4 +89,6 @@ void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const
 json_t *fleet_switch_json(const NodeSwitch *sw);
 int fleet_switch_from_json(json_t *j, NodeSwitch *ret);
 /* Re-apply the core state a switch holds (device cordon) after a restart or node replace. */
+/* A datacenter sync's progress report on its relabel task: the switch's message. */
+void fleet_switch_task_progress(Server *s, Node *n, uint64_t task_id, const char *message);
 void fleet_switch_reapply(Server *s, Node *n);

@@ -3,23 +3,56 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "config.h"
 #include "config/catalog-yaml.h"
+#include "conn-deadline.h"
 #include "leader.h"
+#include "longpoll.h"
+#include "server/web.h"
 #include "store/store-pg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
 typedef struct Upload {
     StrBuf body;
+    bool started;   /* the access handler has seen this request's headers */
     bool too_large;
+    bool nul_in_uri; /* the raw request target escapes a NUL byte: refused, never truncated */
+    bool slash_in_segment; /* the raw path escapes a '/': refused, never split */
+    bool parked;    /* a long-poll suspended in longpoll.c: the next call is its wake-up */
+    uint64_t start_us; /* the request's headers were complete: its body has a deadline */
 } Upload;
+
+/* libmicrohttpd unescapes the path and query in place, so an escaped NUL ("%00") would end
+ * the string early and make "/v1/requests/1%00/cancel" look like another route, and "%2F"
+ * would split a segment. The raw target is seen here first; what this returns becomes the
+ * connection's *con_cls. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)cls, (void)conn;
+    Upload *up = calloc(1, sizeof(*up));
+    if (!up)
+        return NULL;
+    const char *query = uri ? strchrnul(uri, '?') : NULL;
+    for (const char *p = uri; p && (p = strchr(p, '%')); p++) {
+        if (p[1] == '0' && p[2] == '0')
+            up->nul_in_uri = true;
+        /* libmicrohttpd decodes "%2F" before routing, which would turn one escaped segment
+         * ("n1%2Fcordon") into two. */
+        if (p < query && p[1] == '2' && (p[2] == 'F' || p[2] == 'f'))
+            up->slash_in_segment = true;
+    }
+    return up;
+}
 
 static uint64_t mono_us(void) {
     struct timespec ts;
@@ -57,6 +90,8 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             c->content_type ? c->content_type : "application/json");
+    for (size_t i = 0; web_security_headers[i][0]; i++)
+        MHD_add_response_header(resp, web_security_headers[i][0], web_security_headers[i][1]);
     if (c->status == 405 && c->match.allowed[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->match.allowed);
     if (c->location)
@@ -72,11 +107,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_data_size, void **con_cls) {
     Server *s = cls;
     Upload *up = *con_cls;
-    if (!up) {
-        up = calloc(1, sizeof(*up));
-        if (!up)
+    if (!up || !up->started) {
+        if (!up && !(up = calloc(1, sizeof(*up))))
             return MHD_NO;
         *con_cls = up;
+        up->started = true;
+        conn_deadline_headers_done(conn);
+        up->start_us = mono_us();
+        atomic_fetch_add(&s->http_active, 1);
         /* Refuse a declared oversized body before reading it. */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -87,6 +125,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        /* A body trickled byte by byte would hold its connection forever: the whole body
+         * has a deadline, whatever the pace (the idle timeout restarts on every byte). */
+        if (mono_us() - up->start_us > (uint64_t)SERVER_BODY_DEADLINE_S * 1000000u)
+            return MHD_NO;
         if (!up->too_large) {
             if (up->body.len + *upload_data_size > SERVER_BODY_MAX)
                 up->too_large = true;
@@ -109,14 +151,34 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
             .query = lookup_query,
             .conn = conn,
+            .can_park = s->longpoll && !atomic_load(&s->draining),
+            .resumed = up->parked,
     };
-    if (up->too_large)
+    up->parked = false;
+    uint64_t seen = events_last(&s->events);
+    if (atomic_load(&s->draining) && !c.resumed)
+        api_error(&c, 503, "unavailable", "The server is shutting down; retry in a moment.");
+    else if (up->nul_in_uri)
+        api_error(&c, 400, "bad_request", "The request target contains an escaped NUL byte (%%00).");
+    else if (up->slash_in_segment)
+        api_error(&c, 400, "bad_request", "A path segment contains an escaped '/' (%%2F).");
+    else if (up->too_large)
         api_error(&c, 413, "too_large", "The request body is larger than %u bytes.",
                   SERVER_BODY_MAX);
     else if (up->body.oom)
         api_error(&c, 500, "internal", "Out of memory reading the request body.");
     else if (!leader_gate(&c))
         api_dispatch(&c);
+    if (c.park) {
+        /* Nothing to say yet: no thread waits, the connection is parked until an event it may
+         * see, its deadline or its client's hang-up. */
+        up->parked = true;
+        MHD_suspend_connection(conn);
+        if (longpoll_park(s->longpoll, conn, c.park_user, c.park_deadline_ms) >= 0 &&
+            events_last(&s->events) != seen)
+            longpoll_wake(s->longpoll, conn); /* published while it was being parked */
+        return MHD_YES;
+    }
     size_t idx = c.match.route ? (size_t)c.match.route->id : _R_MAX;
     if (idx < METRICS_ROUTES)
         histogram_observe(&s->metrics.api[idx], mono_us() - t0);
@@ -130,6 +192,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     Upload *up = *con_cls;
     if (!up)
         return;
+    if (up->started)
+        atomic_fetch_sub(&((Server *)cls)->http_active, 1);
+    conn_deadline_request_done(conn);
     strbuf_done(&up->body);
     free(up);
     *con_cls = NULL;
@@ -160,10 +225,6 @@ static int parse_listen(const char *listen, struct sockaddr_in *ret, Error *err)
 static void server_free(Server *s) {
     leader_stop(s); /* when startup failed after leader_init() */
     state_free(s);
-    for (size_t i = 0; i < s->token_cache.cap; i++)
-        if (s->token_cache.keys[i] && s->token_cache.keys[i] != PTRMAP_TOMB)
-            free(s->token_cache.values[i]);
-    ptrmap_done(&s->token_cache);
     sched_free(s->sched);
     catalog_free(s->catalog);
     store_close(s->store);
@@ -174,12 +235,26 @@ static void server_free(Server *s) {
     free(s);
 }
 
-int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *userdata),
-               void *userdata, Error *err) {
-    struct sockaddr_in sa;
-    int r = parse_listen(cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, &sa, err);
-    if (r < 0)
-        return r;
+/* Reads may work on a store that cannot take a write (read-only file system, full disk, a
+ * broken file): write a row once at start, so /readyz tells a balancer before a client's
+ * change fails. The server still starts, to answer reads and say why it is not ready. */
+static void probe_store(Server *s) {
+    Error e = {0};
+    char doc[64];
+    snprintf(doc, sizeof(doc), "{\"started_ms\":%lld}", (long long)server_now_ms());
+    int r = store_begin(s->store, &e);
+    if (r >= 0 && (r = store_fleet_put(s->store, "meta/ready-probe", doc, &e)) >= 0)
+        r = store_commit(s->store, &e);
+    if (r < 0) {
+        store_rollback(s->store);
+        s->store_unwritable = true;
+        s->store_probe_err = e;
+        if (s->cfg.log)
+            fprintf(s->cfg.log, "einsora serve: not ready: %s\n", error_message(&e));
+    }
+}
+
+int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     Server *s = calloc(1, sizeof(*s));
     if (!s)
         return error_set(err, -ENOMEM, "Out of memory.");
@@ -196,8 +271,8 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     PciIds *ids = NULL;
     /* Optional: without pci.ids, vm_device_name falls back to raw device ids (R6). */
     (void)pci_ids_load(cfg->pci_ids_path ? cfg->pci_ids_path : EINSORA_PCI_IDS, &ids, NULL);
-    r = catalog_load_file(cfg->catalog_path ? cfg->catalog_path : catalog_default_path(), ids,
-                          &s->catalog, err);
+    int r = catalog_load_file(cfg->catalog_path ? cfg->catalog_path : catalog_default_path(), ids,
+                              &s->catalog, err);
     pci_ids_free(ids);
     if (r >= 0)
         r = store_open_site(cfg->state_path, cfg->site, &s->store, err);
@@ -211,14 +286,84 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         r = error_set(err, -ENOMEM, "Out of memory.");
     if (r >= 0) {
         sched_set_on_placed(s->sched, state_on_placed, s);
+        sched_set_time_scale(s->sched, CORE_MS_PER_SECOND);
         if (!replicas)
             r = state_load(s, err);
     }
+    /* A replica probes nothing and starts no writer until it leads (leader.c). */
+    if (r >= 0 && !replicas)
+        probe_store(s);
+    if (r >= 0 && !replicas && (r = writer_start(s)) < 0)
+        r = error_set(err, r, "Cannot start the writer thread.");
     if (r < 0) {
         server_free(s);
         return r;
     }
+    *ret = s;
+    return 0;
+}
 
+void server_close(Server *s) {
+    if (!s)
+        return;
+    events_close(&s->events); /* wake long-polls so their connections can end */
+    if (s->leader)
+        leader_stop(s); /* and the writer, if it led */
+    else
+        writer_stop(s);
+    server_free(s);
+}
+
+static void on_event_published(void *userdata, const char *user) {
+    longpoll_notify(userdata, user);
+}
+
+static void stop_longpolls(Server *s) {
+    pthread_mutex_lock(&s->events.lock);
+    s->events.on_publish = NULL;
+    pthread_mutex_unlock(&s->events.lock);
+    longpoll_free(s->longpoll);
+    s->longpoll = NULL;
+}
+
+/* Sockets are what connections cost now: take the hard limit, and leave some for the
+ * state file, the listener and the pool's epoll and wake-up descriptors. */
+static unsigned raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 1000;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    rlim_t n = rl.rlim_cur > 256 + 64 ? rl.rlim_cur - 64 - 4 * SERVER_HTTP_THREADS : 256;
+    return (unsigned)MIN(n, (rlim_t)1000000);
+}
+
+/* SIGTERM: stop accepting, wake the parked long-polls, answer every request already being
+ * handled (each op in the writer's queue is committed and answered), then stop. A request
+ * that arrives meanwhile on an open connection gets 503 before anything is committed. */
+static void drain(Server *s, struct MHD_Daemon *d) {
+    atomic_store(&s->draining, true);
+    MHD_socket lfd = MHD_quiesce_daemon(d);
+    longpoll_wake_all(s->longpoll);
+    events_close(&s->events); /* blocking readers (none in this mode) end too */
+    uint64_t deadline = mono_us() + (uint64_t)SERVER_DRAIN_S * 1000000u;
+    while (atomic_load(&s->http_active) > 0 && mono_us() < deadline)
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    MHD_stop_daemon(d);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
+    stop_longpolls(s);
+}
+
+int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *userdata),
+               void *userdata, Error *err) {
+    struct sockaddr_in sa;
+    int r = parse_listen(cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, &sa, err);
+    if (r < 0)
+        return r;
     /* Signals are taken synchronously by this thread; block them before any thread starts. */
     sigset_t mask;
     sigemptyset(&mask);
@@ -227,29 +372,52 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (!replicas && (r = writer_start(s)) < 0) {
-        server_free(s);
-        return error_set(err, r, "Cannot start the writer thread.");
+    Server *s;
+    if ((r = server_open(cfg, &s, err)) < 0)
+        return r;
+    if ((r = longpoll_new(&s->longpoll, err)) < 0) {
+        server_close(s);
+        return r;
     }
+    pthread_mutex_lock(&s->events.lock);
+    s->events.on_publish = on_event_published;
+    s->events.on_publish_userdata = s->longpoll;
+    pthread_mutex_unlock(&s->events.lock);
+    ConnDeadline *deadline = NULL;
+    if ((r = conn_deadline_new(cfg->header_deadline_ms > 0 ? cfg->header_deadline_ms
+                                                           : SERVER_HEADER_DEADLINE_S * 1000,
+                               &deadline, err)) < 0) {
+        stop_longpolls(s);
+        server_close(s);
+        return r;
+    }
+    unsigned conn_limit = raise_fd_limit();
+    /* epoll with a fixed pool of threads: an idle or trickling connection, or a parked
+     * long-poll, costs a socket, never a thread; one address holds at most per_address. */
     struct MHD_Daemon *d = MHD_start_daemon(
-            MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0,
-            NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-            (unsigned)1024, MHD_OPTION_END);
+            MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC, 0, NULL, NULL,
+            on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
+            on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+            MHD_OPTION_NOTIFY_CONNECTION, conn_deadline_notify, deadline,
+            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SERVER_HTTP_THREADS,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVER_IDLE_TIMEOUT_S,
+            MHD_OPTION_CONNECTION_LIMIT, conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            cfg->per_address_limit ? cfg->per_address_limit : (unsigned)SERVER_PER_ADDRESS_MAX,
+            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
     if (!d) {
-        if (!replicas)
-            writer_stop(s);
-        server_free(s);
+        conn_deadline_free(deadline);
+        stop_longpolls(s);
+        server_close(s);
         return error_set(err, -EADDRINUSE, "Cannot listen on %s (in use, or not an address of "
                                            "this host).",
                          cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     uint16_t port = info ? info->port : ntohs(sa.sin_port);
-    if (replicas && (r = leader_start(s, port, err)) < 0) {
-        MHD_stop_daemon(d);
-        server_free(s);
+    if (s->leader && (r = leader_start(s, port, err)) < 0) {
+        drain(s, d);
+        conn_deadline_free(deadline);
+        server_close(s);
         return r;
     }
     if (ready_fn)
@@ -265,12 +433,8 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     if (atomic_load(&s->fatal))
         r = error_set(err, s->fatal_err.code ? s->fatal_err.code : -EIO, "Stopped: %s",
                       error_message(&s->fatal_err));
-    events_close(&s->events); /* wake long-polls so their connections can end */
-    MHD_stop_daemon(d);
-    if (replicas)
-        leader_stop(s); /* and the writer, if it led */
-    else
-        writer_stop(s);
-    server_free(s);
+    drain(s, d);
+    conn_deadline_free(deadline);
+    server_close(s);
     return r;
 }

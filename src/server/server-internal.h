@@ -16,10 +16,12 @@
 
 #include "core/catalog.h"
 #include "core/sched.h"
+#include "server/cap-history.h"
 #include "server/events.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/spec.h"
+#include "server/history.h"
 #include "server/ptrmap.h"
 #include "store/store.h"
 
@@ -34,7 +36,7 @@ typedef struct Principal {
 } Principal;
 bool principal_has_node(const Principal *p, const char *node);
 
-typedef enum ReqState { REQ_PENDING, REQ_PLACED, REQ_ACTIVE, REQ_RELEASED, REQ_CANCELLED, REQ_REFUSED, _REQ_STATE_MAX, _REQ_STATE_INVALID = -1 } ReqState;
+typedef enum ReqState { REQ_PENDING, REQ_PLACED, REQ_ACTIVE, REQ_RELEASED, REQ_CANCELLED, REQ_REFUSED, REQ_ENDED, _REQ_STATE_MAX, _REQ_STATE_INVALID = -1 } ReqState;
 const char *req_state_to_string(ReqState s);
 ReqState req_state_from_string(const char *s);
 
@@ -90,7 +92,6 @@ struct Server {
     Store *store;        /* the writer's connection (and startup's) */
     Store *reader;       /* token lookups from connection threads */
     pthread_mutex_t reader_lock;
-    PtrMap token_cache;  /* hash -> Principal* */
 
     pthread_rwlock_t lock; /* everything below up to the writer */
     Req **reqs;            /* by id - 1 */
@@ -98,7 +99,7 @@ struct Server {
     PtrMap idem;           /* "user\nkey" -> Req* */
     PtrMap nodes;          /* name -> Node* */
     PtrMap sites;          /* name -> (void*)(SiteKind + 1) */
-    PtrMap trusted_users;  /* name -> (void*)1 */
+    PtrMap trusted_users;  /* tenants an admin granted trust: name -> (void*)1 (tenants.c) */
     Req **dirty;           /* requests to write at this batch's commit */
     size_t n_dirty, cap_dirty;
     const char *actor;     /* who the current op acts for (events of queue placements) */
@@ -123,14 +124,43 @@ struct Server {
     Error fatal_err;
     pthread_t writer;
     Leader *leader; /* replicas on PostgreSQL (leader.c); NULL: the only server, always leading */
+
+    /* The first store write that failed in the current batch (writer.c): the whole batch
+     * then fails, even where a caller ignores the return value (issue 12). */
+    int batch_failed;
+    Error batch_err;
+
+    /* http.c (issue 12): requests between their first byte handled and their answer sent,
+     * a draining shutdown, and the parked long-polls (NULL without a listener). */
+    atomic_long http_active;
+    atomic_bool draining;
+    struct LongPoll *longpoll;
+    /* The write probe at start failed: /readyz says so (issue 12). */
+    bool store_unwritable;
+    Error store_probe_err;
+    /* history.c (issue 12), under `lock`: live requests, and each user's, in id order. */
+    ReqVec live;
+    PtrMap reqs_by_user; /* user -> ReqVec* */
+    ReqVec ended;        /* ended requests, oldest end first, from ended_head on: retention */
+    size_t ended_head;
+    int64_t last_prune_ms, last_store_prune_ms;
+    CapHistory cap_history; /* the dashboard's capacity chart (cap-history.h) */
 };
 
 /* writer.c */
+/* Note a store write's result r (err may be NULL): a failure fails the current batch. */
+int writer_check(Server *s, int r, const Error *err, const char *what);
 int writer_start(Server *s);
 void writer_stop(Server *s);
 /* Queue op and wait until it is applied and committed (or the server failed: 503). */
 void writer_submit(Server *s, Op *op);
 int64_t server_now_ms(void);
+/* The core's clock is the server's in milliseconds (sched_set_time_scale(1000)), never whole
+ * seconds rounded down: a fallback must not open before submitted + wait (R13). */
+#define CORE_MS_PER_SECOND 1000
+static inline uint64_t core_now(const Server *s) {
+    return (uint64_t)s->now_ms;
+}
 
 /* state.c: in-memory records and the core glue (called with lock held for writing). */
 Req *state_req(Server *s, uint64_t id);
@@ -150,6 +180,8 @@ int state_event(Server *s, const char *type, const char *object, const char *use
 /* Rebuild memory and the core from the store (startup). */
 int state_load(Server *s, Error *err);
 void state_free(Server *s);
+/* Free a request record no index holds any more (history.c's retention). */
+void state_req_free(Req *r);
 /* Placement <-> JSON (the store keeps placements as JSON; restore reads them back). */
 json_t *placement_to_json(const Sched *sched, const Placement *p);
 int placement_from_json(const Catalog *cat, json_t *j, Placement *ret, char node_buf[SCHED_ID_MAX],
@@ -177,3 +209,11 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
 /* auth.c */
 /* 0 and *ret on success; -EACCES (401) with a sentence otherwise. */
 int auth_principal(Server *s, const char *authorization, Principal *ret, Error *err);
+
+/* http.c: the server without its listener (issue 12): open the state, rebuild memory and start
+ * the writer; server_close() stops the writer and frees everything. server_run() wraps these
+ * around libmicrohttpd; the API fuzz target calls handlers on such a server in process. */
+int server_open(const ServerConfig *cfg, Server **ret, Error *err);
+/* tenants.c: load the admin's trust grants (R9) into memory and the core (startup). */
+int tenants_load(Server *s, Error *err);
+void server_close(Server *s);

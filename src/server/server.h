@@ -10,6 +10,15 @@
 #define SERVER_DEFAULT_LISTEN "127.0.0.1:7780"
 #define SERVER_BODY_MAX (64u * 1024) /* larger bodies get 413 */
 #define SERVER_BATCH_MAX 512         /* operations per group commit */
+/* Issue 12: connections cost a socket, not a thread (http.c). */
+#define SERVER_HTTP_THREADS 16       /* the pool that runs handlers */
+#define SERVER_PER_ADDRESS_MAX 256   /* open connections from one client address (default) */
+#define SERVER_IDLE_TIMEOUT_S 30     /* a connection silent this long is closed */
+#define SERVER_BODY_DEADLINE_S 30    /* a request's whole body, however it trickles */
+#define SERVER_HEADER_DEADLINE_S 30  /* a request's headers, however they trickle */
+#define SERVER_DRAIN_S 10            /* SIGTERM: at most this long to answer what is in flight */
+#define SERVER_RETENTION_MS (24ll * 3600 * 1000)            /* memory: a day */
+#define SERVER_STORE_RETENTION_MS (30ll * 24 * 3600 * 1000) /* the state file: thirty days */
 
 typedef struct ServerConfig {
     const char *listen;       /* "ADDR:PORT"; port 0 picks a free one */
@@ -23,6 +32,14 @@ typedef struct ServerConfig {
     const char *site;          /* the Einsora site owning the database; NULL = "default" */
     const char *advertise_url; /* how other replicas' clients reach this one; NULL: from listen */
     unsigned lease_ms;         /* the leader's lease; 0 = LEADER_LEASE_MS_DEFAULT */
+    unsigned per_address_limit; /* connections from one address; 0 = SERVER_PER_ADDRESS_MAX */
+    /* Ended requests, their events and idempotency keys leave memory this long after they
+     * ended (0: SERVER_RETENTION_MS), and the store after store_retention_ms (0:
+     * SERVER_STORE_RETENTION_MS; negative: never). Issue 12. */
+    int64_t retention_ms, store_retention_ms;
+    /* A request's headers must be complete this long after its connection opened (or its
+     * previous request was answered); 0: SERVER_HEADER_DEADLINE_S. */
+    int64_t header_deadline_ms;
 } ServerConfig;
 
 /* Open the state, rebuild the core from it (nodes, placed allocations, the waiting queue),

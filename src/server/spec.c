@@ -89,6 +89,31 @@ static int get_bool(json_t *obj, const char *key, bool *ret, Error *err) {
     return 1;
 }
 
+/* "command" (arguments) or "env" (KEY=VALUE items): a list of 1 to 64 texts, kept as its
+ * compact JSON text. */
+static int get_strv(json_t *obj, const char *key, bool kv, char *buf, size_t size, Error *err) {
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 64)
+        return error_set(err, -EINVAL, "Field '%s' must be a list of 1 to 64 texts.", key);
+    size_t i;
+    json_t *a;
+    json_array_foreach(v, i, a) {
+        const char *s = json_string_value(a);
+        if (!s || strlen(s) != json_string_length(a) || (kv && (!strchr(s, '=') || s[0] == '=')))
+            return error_set(err, -EINVAL, "Item %zu of '%s' is not a text%s.", i, key, kv ? " KEY=VALUE" : "");
+    }
+    char *text = json_dumps(v, JSON_COMPACT);
+    if (!text)
+        return error_set(err, -ENOMEM, "Out of memory.");
+    int r = strlen(text) < size ? 1 : error_set(err, -E2BIG, "Field '%s' is longer than %zu bytes.", key, size - 1);
+    if (r > 0)
+        memcpy(buf, text, strlen(text) + 1);
+    free(text);
+    return r;
+}
+
 static int one_of(const char *key, const char *value, const char *const *choices, Error *err) {
     for (size_t i = 0; choices[i]; i++)
         if (STREQ(value, choices[i]))
@@ -98,7 +123,9 @@ static int one_of(const char *key, const char *value, const char *const *choices
 
 int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     static const char *const fields[] = {"kind", "class", "count", "memory_gb", "guest_os",
-                                         "share", "fallback", "wait_s", "runtime", NULL};
+                                         "share", "fallback", "wait_s", "runtime",
+                                         "wait_for_nodes", "image", "command", "env", "model",
+                                         NULL};
     ApiRequest r = {.count = 1};
     char kind[16];
     int k;
@@ -109,9 +136,16 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         (k = get_uint(j, "memory_gb", 1, 1u << 20, &r.memory_gb, err)) < 0 ||
         (k = get_string(j, "guest_os", false, r.guest_os, sizeof(r.guest_os), err)) < 0 ||
         (k = get_bool(j, "share", &r.share, err)) < 0 ||
+        (k = get_bool(j, "wait_for_nodes", &r.wait_for_nodes, err)) < 0 ||
         (k = get_uint(j, "wait_s", 0, SPEC_MAX_WAIT_S, &r.wait_s, err)) < 0 ||
-        (k = get_string(j, "runtime", false, r.runtime, sizeof(r.runtime), err)) < 0)
+        (k = get_string(j, "runtime", false, r.runtime, sizeof(r.runtime), err)) < 0 ||
+        (k = get_string(j, "image", false, r.image, sizeof(r.image), err)) < 0 ||
+        (k = get_strv(j, "command", false, r.command, sizeof(r.command), err)) < 0 ||
+        (k = get_strv(j, "env", true, r.env, sizeof(r.env), err)) < 0 ||
+        (k = get_string(j, "model", false, r.model, sizeof(r.model), err)) < 0)
         return k;
+    if (r.model[0] && r.kind != WORK_ENDPOINT)
+        return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
     bool found = false;
     for (ApiKind w = 0; w < _WORK_MAX; w++)
         if (STREQ(kind, api_kinds[w]))
@@ -200,7 +234,28 @@ json_t *api_request_to_json(const ApiRequest *r) {
     }
     if (r->runtime[0])
         json_object_set_new(j, "runtime", json_string(r->runtime));
+    if (r->wait_for_nodes)
+        json_object_set_new(j, "wait_for_nodes", json_true());
+    if (r->image[0])
+        json_object_set_new(j, "image", json_string(r->image));
+    if (r->command[0])
+        json_object_set_new(j, "command", json_loads(r->command, 0, NULL));
+    if (r->env[0])
+        json_object_set_new(j, "env", json_loads(r->env, 0, NULL));
+    if (r->model[0])
+        json_object_set_new(j, "model", json_string(r->model));
     return j;
+}
+
+/* nvidia.com/NAME, NAME of letters, digits, '.', '_', '-'. */
+static bool device_resource_is_valid(const char *s) {
+    if (strncmp(s, "nvidia.com/", 11) != 0 || !s[11])
+        return false;
+    for (const char *p = s + 11; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+              *p == '_' || *p == '-'))
+            return false;
+    return true;
 }
 
 static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
@@ -249,7 +304,7 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
     static const char *const fields[] = {"name", "site", "site_kind", "platform", "owner", "mode",
                                          "capabilities", "cordoned", "cpus", "time_slice_replicas",
                                          "apple_unified_memory_gb", "apple_usable_memory_gb",
-                                         "devices", NULL};
+                                         "devices", "device_resource", NULL};
     static const char *const sites[] = {"solo", "lab", "datacenter", NULL};
     static const char *const platforms[] = {"linux", "macos", NULL};
     static const char *const modes[] = {"container", "vm-passthrough", NULL};
@@ -269,8 +324,11 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
         (k = get_uint(j, "cpus", 0, 1u << 16, &n->cpus, err)) < 0 ||
         (k = get_uint(j, "time_slice_replicas", 0, 64, &n->time_slice_replicas, err)) < 0 ||
         (k = get_uint(j, "apple_unified_memory_gb", 0, 1u << 16, &n->apple_unified_memory_gb, err)) < 0 ||
-        (k = get_uint(j, "apple_usable_memory_gb", 0, 1u << 16, &n->apple_usable_memory_gb, err)) < 0)
+        (k = get_uint(j, "apple_usable_memory_gb", 0, 1u << 16, &n->apple_usable_memory_gb, err)) < 0 ||
+        (k = get_string(j, "device_resource", false, n->device_resource, sizeof(n->device_resource), err)) < 0)
         return k;
+    if (n->device_resource[0] && !device_resource_is_valid(n->device_resource))
+        return error_set(err, -EINVAL, "Field 'device_resource' must be a resource like nvidia.com/GH100_H100_SXM5_80GB.");
     if (!spec_name_is_valid(n->site))
         return error_set(err, -EINVAL, "Field 'site' must be 1-63 of a-z, 0-9, '.', '_', '-'.");
     if (!spec_name_is_valid(n->name))
@@ -311,9 +369,16 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
                              SPEC_MAX_DEVICES);
         size_t i;
         json_t *v;
-        json_array_foreach(devs, i, v)
+        json_array_foreach(devs, i, v) {
             if ((k = device_from_json(v, i, &n->devices[n->n_devices++], err)) < 0)
                 return k;
+            /* One PCI address is one device: a second entry would let the core hand the
+             * same GPU to two workloads. */
+            for (size_t d = 0; d + 1 < n->n_devices; d++)
+                if (STREQ(n->devices[d].pci, n->devices[i].pci))
+                    return error_set(err, -EINVAL, "Devices %zu and %zu have the same PCI address %s.",
+                                     d, i, n->devices[i].pci);
+        }
     }
     return 0;
 }
@@ -343,6 +408,8 @@ json_t *api_node_to_json(const ApiNode *n) {
         return NULL;
     if (n->mode[0])
         json_object_set_new(j, "mode", json_string(n->mode));
+    if (n->device_resource[0])
+        json_object_set_new(j, "device_resource", json_string(n->device_resource));
     if (n->cpus)
         json_object_set_new(j, "cpus", json_integer(n->cpus));
     if (n->time_slice_replicas)

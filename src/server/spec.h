@@ -32,10 +32,17 @@ typedef struct ApiRequest {
     unsigned memory_gb;          /* memory need instead of a class (0 = none) */
     char guest_os[16];           /* vm only: "linux" or "macos" */
     bool share;                  /* time-slicing among the user's own workloads (R2e) */
+    bool wait_for_nodes;         /* R18: wait even if no node of the fleet could ever run it */
     char fallback[SPEC_MAX_FALLBACK][SPEC_NAME_MAX]; /* R13, in order */
     size_t n_fallback;
     unsigned wait_s; /* how long to wait for the first choice before falling back */
     char runtime[16]; /* endpoints: "vllm", "mlx", "llama.cpp"; "" = whatever fits (R14) */
+    /* The workload itself (R17): "" = the site's default image for the kind, the image's own
+     * command. command holds the JSON array text of the arguments. */
+    char image[256];
+    char command[1024];
+    char env[1024];  /* JSON array text of "KEY=VALUE" */
+    char model[256]; /* endpoints: the model to serve */
 } ApiRequest;
 
 int api_request_parse(const char *text, size_t len, ApiRequest *ret, Error *err);
@@ -67,6 +74,8 @@ typedef struct ApiNode {
     char platform[16]; /* linux | macos */
     char owner[SPEC_NAME_MAX];
     char mode[24]; /* datacenter: container | vm-passthrough; "" elsewhere (per GPU, R7) */
+    char device_resource[128]; /* a Kubernetes node's passthrough resource when it is not its class's
+                                  vm_device_name (R6): capacity uses the node's own name */
     char caps[SPEC_MAX_CAPS][32];
     size_t n_caps;
     bool cordoned;

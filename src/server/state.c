@@ -14,6 +14,7 @@
 static const char *const req_states[_REQ_STATE_MAX] = {
         [REQ_PENDING] = "pending",   [REQ_PLACED] = "placed",       [REQ_ACTIVE] = "active",
         [REQ_RELEASED] = "released", [REQ_CANCELLED] = "cancelled", [REQ_REFUSED] = "refused",
+        [REQ_ENDED] = "ended", /* the workload exited or could not start (R17) */
 };
 
 const char *req_state_to_string(ReqState st) {
@@ -44,22 +45,32 @@ static char *idem_map_key(const char *user, const char *key) {
     return strprintf("%s\n%s", user, key);
 }
 
+void state_req_free(Req *r) {
+    req_free(r);
+}
+
 int state_req_add(Server *s, Req *r) {
-    if (r->id != s->n_reqs + 1)
-        return -EINVAL; /* ids are dense: the store hands them out in order */
-    if (s->n_reqs == s->cap_reqs) {
-        size_t cap = s->cap_reqs ? s->cap_reqs * 2 : 1024;
+    /* Ids only grow; the store's retention may have left gaps below (empty slots). */
+    if (r->id <= s->n_reqs)
+        return -EINVAL;
+    if (r->id > s->cap_reqs) {
+        size_t cap = MAX(s->cap_reqs ? s->cap_reqs * 2 : 1024, (size_t)r->id);
         Req **v = realloc(s->reqs, cap * sizeof(Req *));
         if (!v)
             return -ENOMEM;
         s->reqs = v;
         s->cap_reqs = cap;
     }
-    if (r->idem_key) {
-        _cleanup_free_ char *k = idem_map_key(r->user, r->idem_key);
-        if (!k || ptrmap_put(&s->idem, k, r) < 0)
-            return -ENOMEM;
+    _cleanup_free_ char *k = r->idem_key ? idem_map_key(r->user, r->idem_key) : NULL;
+    if (r->idem_key && (!k || ptrmap_put(&s->idem, k, r) < 0))
+        return -ENOMEM;
+    if (history_req_added(s, r) < 0) {
+        if (k)
+            ptrmap_remove(&s->idem, k);
+        return -ENOMEM;
     }
+    while (s->n_reqs + 1 < r->id)
+        s->reqs[s->n_reqs++] = NULL;
     s->reqs[s->n_reqs++] = r;
     return 0;
 }
@@ -107,11 +118,15 @@ json_t *req_to_json(Server *s, const Req *r) {
         char id[32];
         Decision d;
         snprintf(id, sizeof(id), "%" PRIu64, r->id);
-        if (sched_request_decision(s->sched, id, &d) >= 0 && d.kind == DECISION_WAITING)
+        if (sched_request_decision(s->sched, id, &d) >= 0 && d.kind == DECISION_WAITING) {
             json_object_set_new(j, "queue_position", json_integer((json_int_t)d.queue_position));
+            /* The reason as of now (R18): the fleet may have changed since it was stored. */
+            json_object_set_new(j, "reason_code", json_string(sched_reason_to_string(d.reason)));
+            json_object_set_new(j, "reason", json_string(d.message));
+        }
         if (r->spec.n_fallback)
             json_object_set_new(j, "fallback_at_ms",
-                                json_integer(r->created_ms / 1000 * 1000 + (json_int_t)r->spec.wait_s * 1000));
+                                json_integer(r->created_ms + (json_int_t)r->spec.wait_s * 1000));
     }
     return j;
 }
@@ -147,13 +162,14 @@ int state_event(Server *s, const char *type, const char *object, const char *use
     uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
     if (!seq || !text) {
         free(text);
-        return -ENOMEM;
+        return writer_check(s, -ENOMEM, NULL, "recording an event");
     }
     StoreEvent e = {.seq = seq, .time_ms = s->now_ms, .actor = actor, .type = type,
                     .object = object, .json = text};
-    int r = store_event_append(s->store, &e, NULL);
+    Error err = {0};
+    int r = store_event_append(s->store, &e, &err);
     free(text);
-    return r;
+    return writer_check(s, r, &err, "recording an event");
 }
 
 /* ---- placements as JSON ---- */
@@ -243,9 +259,10 @@ void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC
             .fallback = fallback_ptrs,
             .n_fallback = r->spec.n_fallback,
             .wait_s = r->spec.wait_s,
-            .submitted = (uint64_t)(r->created_ms / 1000),
+            .submitted = (uint64_t)r->created_ms, /* the core counts ms (R13) */
             .runtime = r->spec.runtime[0] ? endpoint_runtime_from_string(r->spec.runtime)
                                           : ENDPOINT_RUNTIME_NONE,
+            .wait_for_nodes = r->spec.wait_for_nodes,
     };
 }
 
@@ -317,8 +334,8 @@ int state_ensure_site(Server *s, const char *site, const char *kind, Error *err)
     return 0;
 }
 
-/* Trusted tenants are a role of the token; the core knows trust per site, so a trusted user
- * is trusted on every site. */
+/* Trust is an admin's grant per tenant (tenants.c); the core knows trust per site, so a
+ * trusted tenant is trusted on every site. */
 void state_trust_user(Server *s, const char *user) {
     if (ptrmap_get(&s->trusted_users, user))
         return;
@@ -363,7 +380,7 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
             .devices = devs,
             .n_devices = n->n_devices,
     };
-    r = sched_add_node(s->sched, &ns, (uint64_t)(s->now_ms / 1000), err);
+    r = sched_add_node(s->sched, &ns, core_now(s), err);
     if (r < 0)
         return r;
     for (size_t i = 0; i < n->n_devices; i++)
@@ -372,7 +389,7 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
                                              n->devices[i].quarantine_reason[0]
                                                      ? n->devices[i].quarantine_reason
                                                      : "quarantined by the agent",
-                                             (uint64_t)(s->now_ms / 1000), err)) < 0) {
+                                             core_now(s), err)) < 0) {
             (void)sched_remove_node(s->sched, n->name, NULL);
             return r;
         }
@@ -460,8 +477,6 @@ static int load_request(const StoreRequest *row, void *userdata) {
         goto fail;
     if ((ret = state_req_add(s, r)) < 0)
         goto fail;
-    if (r->trusted)
-        state_trust_user(s, r->user);
     json_decref(j);
     return 0;
 fail:
@@ -481,6 +496,8 @@ static int load_event(const StoreEvent *e, void *userdata) {
     uint64_t id;
     if (!user && string_has_prefix(e->type, "request.") && parse_uint64(e->object, UINT64_MAX, &id) >= 0)
         r = state_req(s, id);
+    if (s->events.n == 0 && e->seq > 1)
+        events_set_base(&s->events, e->seq - 1); /* the store's retention dropped older ones */
     uint64_t seq = events_append(&s->events, e->time_ms, e->actor, e->type, e->object,
                                  r ? r->user : user, data);
     if (seq != e->seq)
@@ -497,6 +514,8 @@ int state_load(Server *s, Error *err) {
     if (r >= 0)
         r = fleet_load(s, err);
     if (r >= 0)
+        r = tenants_load(s, err);
+    if (r >= 0)
         r = store_request_foreach(s->store, load_request, s, err);
     if (r >= 0)
         r = store_event_foreach(s->store, 0, load_event, s, err);
@@ -507,7 +526,7 @@ int state_load(Server *s, Error *err) {
     /* Placed allocations first, exactly as acknowledged; then the waiting queue in order. */
     for (size_t i = 0; i < s->n_reqs; i++) {
         Req *q = s->reqs[i];
-        if (q->state != REQ_PLACED && q->state != REQ_ACTIVE)
+        if (!q || (q->state != REQ_PLACED && q->state != REQ_ACTIVE))
             continue;
         char id[32], node[SCHED_ID_MAX];
         const char *fb[SPEC_MAX_FALLBACK];
@@ -523,14 +542,14 @@ int state_load(Server *s, Error *err) {
         return r;
     for (size_t i = 0; i < s->n_reqs; i++) {
         Req *q = s->reqs[i];
-        if (q->state != REQ_PENDING)
+        if (!q || q->state != REQ_PENDING)
             continue;
         char id[32];
         const char *fb[SPEC_MAX_FALLBACK];
         RequestSpec spec;
         Decision d;
         req_core_spec(q, id, fb, &spec);
-        if ((r = sched_submit(s->sched, &spec, (uint64_t)(s->now_ms / 1000), &d, err)) < 0)
+        if ((r = sched_submit(s->sched, &spec, core_now(s), &d, err)) < 0)
             break;
         /* Only a change of state is news; the waiting reason may be re-worded silently. */
         if (d.kind != DECISION_WAITING)
@@ -538,6 +557,8 @@ int state_load(Server *s, Error *err) {
     }
     if (r >= 0)
         r = state_flush_dirty(s, err);
+    if (r >= 0 && s->batch_failed < 0)
+        r = error_set(err, s->batch_failed, "%s", error_message(&s->batch_err));
     if (r >= 0)
         r = store_commit(s->store, err);
     if (r < 0) {
@@ -555,6 +576,7 @@ int state_load(Server *s, Error *err) {
 
 void state_free(Server *s) {
     fleet_free(s);
+    history_free(s);
     for (size_t i = 0; i < s->n_reqs; i++)
         req_free(s->reqs[i]);
     free(s->reqs);

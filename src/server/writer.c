@@ -49,6 +49,17 @@ static void refuse_ops(Op *ops) {
                                              "stopping; send it again (another replica takes over).");
 }
 
+int writer_check(Server *s, int r, const Error *err, const char *what) {
+    if (r < 0 && s->batch_failed == 0) {
+        s->batch_failed = r;
+        if (err && err->code)
+            s->batch_err = *err;
+        else
+            error_set(&s->batch_err, r, "State store: %s failed.", what);
+    }
+    return r;
+}
+
 /* Apply one batch (ops may be NULL: a timer tick) in one transaction. */
 static void run_batch(Server *s, Op *ops, size_t n_ops) {
     Error err = {0};
@@ -66,6 +77,7 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
     }
     pthread_rwlock_wrlock(&s->lock);
     s->now_ms = server_now_ms();
+    s->batch_failed = 0;
     if (r >= 0) {
         for (Op *op = ops; op; op = op->next) {
             s->actor = op->who ? op->who->user : "system";
@@ -73,11 +85,16 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
         }
         s->actor = "system";
         /* R13: fallback deadlines fire from the server's clock. */
-        if (sched_next_deadline(s->sched) <= (uint64_t)(s->now_ms / 1000))
-            sched_tick(s->sched, (uint64_t)(s->now_ms / 1000));
+        if (sched_next_deadline(s->sched) <= core_now(s))
+            sched_tick(s->sched, core_now(s));
         /* Agents' heartbeats, reset checks to ask for, mode switches to advance. */
         fleet_tick(s);
+        history_prune(s);
         r = state_flush_dirty(s, &err);
+        if (r >= 0 && s->batch_failed < 0) {
+            r = s->batch_failed;
+            err = s->batch_err;
+        }
     }
     pthread_rwlock_unlock(&s->lock);
     bool committing = r >= 0;
@@ -102,7 +119,6 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
 
 static void *writer_main(void *userdata) {
     Server *s = userdata;
-    int64_t last_tick_s = 0;
     pthread_mutex_lock(&s->q_lock);
     for (;;) {
         while (!s->q_head && !s->stopping) {
@@ -115,17 +131,18 @@ static void *writer_main(void *userdata) {
             int64_t fleet_due = atomic_load(&s->fleet_due_ms);
             if (fleet_due <= now && !atomic_load(&s->fatal))
                 break;
-            /* A deadline of the current second counts once: the core may still report it
-             * until the second is over. */
-            if (next != UINT64_MAX && (int64_t)next * 1000 <= now && now / 1000 > last_tick_s) {
-                last_tick_s = now / 1000;
+            /* Retention runs even when no op comes (only this thread changes what it reads). */
+            if (history_prune_due(s, now) && !atomic_load(&s->fatal))
                 break;
-            }
+            /* Deadlines are in ms (core_now): the batch's tick opens the fallback and drops
+             * the deadline, so a passed one wakes the writer exactly once. */
+            if (next != UINT64_MAX && (int64_t)next <= now)
+                break;
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             int64_t wait_ms = 1000;
-            if (next != UINT64_MAX && (int64_t)next * 1000 - now < wait_ms)
-                wait_ms = MAX((int64_t)next * 1000 - now, 1000 - now % 1000);
+            if (next != UINT64_MAX)
+                wait_ms = MIN(wait_ms, (int64_t)next - now);
             wait_ms = MIN(wait_ms, fleet_due - now);
             ts.tv_sec += wait_ms / 1000;
             ts.tv_nsec += (wait_ms % 1000) * 1000000L;

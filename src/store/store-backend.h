@@ -25,10 +25,17 @@ typedef struct StoreOps {
     int (*fleet_put)(Store *s, const char *key, const char *json, Error *err);
     int (*fleet_delete)(Store *s, const char *key, Error *err);
     int (*fleet_foreach)(Store *s, StoreNodeFn fn, void *userdata, Error *err);
+    /* Issue 12: expiring tokens, listed and revoked; retention. */
+    int (*token_add_expiring)(Store *s, const char *hash_hex, const char *user, const char *role,
+                              const char *nodes, int64_t expires_ms, Error *err);
+    int (*token_foreach)(Store *s, StoreTokenFn fn, void *userdata, Error *err);
+    int (*token_revoke)(Store *s, const char *hash_prefix, Error *err);
+    int (*prune)(Store *s, int64_t before_ms, Error *err);
+    int (*request_forget_key)(Store *s, uint64_t id, Error *err);
 } StoreOps;
 
 /* The schema version both backends' numbered migrations bring a store to. */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 /* Every backend's handle starts with this. */
 struct Store {

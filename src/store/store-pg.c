@@ -30,6 +30,8 @@ static const char *const migrations[] = {
         "  actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT NOT NULL);",
         /* 2: the fleet's records (agents, mode switches in progress, work for agents) */
         "CREATE TABLE fleet (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+        /* 3: tokens that expire (issue 12); NULL: never */
+        "ALTER TABLE tokens ADD COLUMN expires_ms BIGINT;",
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
 
@@ -54,6 +56,12 @@ enum {
     STMT_FLEET_PUT,
     STMT_FLEET_DELETE,
     STMT_FLEET_ALL,
+    STMT_TOKEN_ALL,
+    STMT_TOKEN_COUNT_PREFIX,
+    STMT_TOKEN_DELETE_PREFIX,
+    STMT_PRUNE_REQUESTS,
+    STMT_PRUNE_EVENTS,
+    STMT_REQUEST_FORGET_KEY,
     _STMT_MAX,
 };
 
@@ -61,8 +69,9 @@ static const char *const stmt_sql[_STMT_MAX] = {
         /* FOR SHARE: a standby taking over (an UPDATE of this row) waits for this transaction,
          * and this transaction, started after the takeover, finds a newer epoch. */
         [STMT_FENCE] = "SELECT 1 FROM einsora_leader WHERE id = 1 AND epoch = $1 FOR SHARE",
-        [STMT_TOKEN_ADD] = "INSERT INTO tokens(hash, \"user\", role, nodes) VALUES($1, $2, $3, $4)",
-        [STMT_TOKEN_LOOKUP] = "SELECT \"user\", role, nodes FROM tokens WHERE hash = $1",
+        [STMT_TOKEN_ADD] = "INSERT INTO tokens(hash, \"user\", role, nodes, expires_ms) "
+                           "VALUES($1, $2, $3, $4, $5)",
+        [STMT_TOKEN_LOOKUP] = "SELECT \"user\", role, nodes, expires_ms FROM tokens WHERE hash = $1",
         [STMT_NODE_PUT] = "INSERT INTO nodes(name, doc) VALUES($1, $2) "
                           "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
         [STMT_NODE_DELETE] = "DELETE FROM nodes WHERE name = $1",
@@ -79,6 +88,20 @@ static const char *const stmt_sql[_STMT_MAX] = {
                            "ON CONFLICT(key) DO UPDATE SET doc = excluded.doc",
         [STMT_FLEET_DELETE] = "DELETE FROM fleet WHERE key = $1",
         [STMT_FLEET_ALL] = "SELECT key, doc FROM fleet ORDER BY key",
+        /* COLLATE "C": byte order, as SQLite sorts. */
+        [STMT_TOKEN_ALL] = "SELECT hash, \"user\", role, nodes, expires_ms FROM tokens "
+                           "ORDER BY \"user\" COLLATE \"C\", hash COLLATE \"C\"",
+        [STMT_TOKEN_COUNT_PREFIX] = "SELECT count(*) FROM tokens WHERE left(hash, length($1)) = $1",
+        [STMT_TOKEN_DELETE_PREFIX] = "DELETE FROM tokens WHERE left(hash, length($1)) = $1",
+        /* Retention, as in SQLite: ended requests last updated before the cutoff (their
+         * idempotency keys with them), never the newest row, whose id the next one follows. */
+        [STMT_PRUNE_REQUESTS] = "DELETE FROM requests WHERE state IN ('released', 'cancelled', "
+                                "'refused', 'ended') AND (doc::jsonb->>'updated_ms')::numeric < $1 "
+                                "AND id < (SELECT max(id) FROM requests)",
+        /* Events: a prefix of the feed (it stays gap-free), never the newest. */
+        [STMT_PRUNE_EVENTS] = "DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events "
+                              "WHERE time_ms < $1) AND seq < (SELECT max(seq) FROM events)",
+        [STMT_REQUEST_FORGET_KEY] = "UPDATE requests SET idem_key = NULL WHERE id = $1",
 };
 
 #define BACKOFF_MIN_MS 50
@@ -463,10 +486,18 @@ static void pg_rollback(Store *base) {
     s->in_tx = false;
 }
 
+static int pg_token_add_expiring(Store *base, const char *hash_hex, const char *user,
+                                 const char *role, const char *nodes, int64_t expires_ms,
+                                 Error *err) {
+    char expires[24];
+    snprintf(expires, sizeof(expires), "%lld", (long long)expires_ms);
+    const char *p[] = {hash_hex, user, role, nodes, expires_ms > 0 ? expires : NULL};
+    return run_cmd(pg_of(base), STMT_TOKEN_ADD, 5, p, err, "adding a token");
+}
+
 static int pg_token_add(Store *base, const char *hash_hex, const char *user, const char *role,
                         const char *nodes, Error *err) {
-    const char *p[] = {hash_hex, user, role, nodes};
-    return run_cmd(pg_of(base), STMT_TOKEN_ADD, 4, p, err, "adding a token");
+    return pg_token_add_expiring(base, hash_hex, user, role, nodes, 0, err);
 }
 
 static char *dup_value(PGresult *res, int row, int col) {
@@ -487,7 +518,8 @@ static int pg_token_lookup(Store *base, const char *hash_hex, StoreToken *ret, E
     if (PQntuples(res) == 0)
         r = error_set(err, -ENOENT, "Unknown token.");
     else {
-        StoreToken t = {dup_value(res, 0, 0), dup_value(res, 0, 1), dup_value(res, 0, 2)};
+        StoreToken t = {dup_value(res, 0, 0), dup_value(res, 0, 1), dup_value(res, 0, 2),
+                        PQgetisnull(res, 0, 3) ? 0 : strtoll(PQgetvalue(res, 0, 3), NULL, 10)};
         if (!t.user || !t.role || (!t.nodes && !PQgetisnull(res, 0, 2))) {
             store_token_done(&t);
             r = error_set(err, -ENOMEM, "Out of memory.");
@@ -606,6 +638,54 @@ static int pg_fleet_foreach(Store *base, StoreNodeFn fn, void *userdata, Error *
                        "reading fleet records");
 }
 
+static int token_row(PGresult *res, int row, void *fn, void *userdata) {
+    StoreToken t = {
+            .user = (char *)value(res, row, 1),
+            .role = (char *)value(res, row, 2),
+            .nodes = (char *)value(res, row, 3),
+            .expires_ms = PQgetisnull(res, row, 4) ? 0 : strtoll(value(res, row, 4), NULL, 10),
+    };
+    return ((StoreTokenFn)fn)(value(res, row, 0), &t, userdata);
+}
+
+static int pg_token_foreach(Store *base, StoreTokenFn fn, void *userdata, Error *err) {
+    return foreach_row(pg_of(base), STMT_TOKEN_ALL, 0, NULL, token_row, (void *)fn, userdata, err,
+                       "listing tokens");
+}
+
+/* store.c checked the prefix's form. */
+static int pg_token_revoke(Store *base, const char *hash_prefix, Error *err) {
+    PgStore *s = pg_of(base);
+    const char *p[] = {hash_prefix};
+    PGresult *res = run(s, STMT_TOKEN_COUNT_PREFIX, 1, p, err, "finding a token");
+    if (!res)
+        return err && err->code ? err->code : -EIO;
+    long long count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    if (count == 0)
+        return error_set(err, -ENOENT, "No token with id %s.", hash_prefix);
+    if (count > 1)
+        return error_set(err, -EEXIST, "%lld tokens have ids starting %s; give more digits.", count,
+                         hash_prefix);
+    return run_cmd(s, STMT_TOKEN_DELETE_PREFIX, 1, p, err, "revoking a token");
+}
+
+static int pg_prune(Store *base, int64_t before_ms, Error *err) {
+    PgStore *s = pg_of(base);
+    char before[24];
+    snprintf(before, sizeof(before), "%lld", (long long)before_ms);
+    const char *p[] = {before};
+    int r = run_cmd(s, STMT_PRUNE_REQUESTS, 1, p, err, "dropping old history");
+    return r < 0 ? r : run_cmd(s, STMT_PRUNE_EVENTS, 1, p, err, "dropping old history");
+}
+
+static int pg_request_forget_key(Store *base, uint64_t id, Error *err) {
+    char i[24];
+    snprintf(i, sizeof(i), "%llu", (unsigned long long)id);
+    const char *p[] = {i};
+    return run_cmd(pg_of(base), STMT_REQUEST_FORGET_KEY, 1, p, err, "forgetting an idempotency key");
+}
+
 static const StoreOps pg_ops = {
         .name = "postgresql",
         .close = pg_close,
@@ -624,4 +704,9 @@ static const StoreOps pg_ops = {
         .fleet_put = pg_fleet_put,
         .fleet_delete = pg_fleet_delete,
         .fleet_foreach = pg_fleet_foreach,
+        .token_add_expiring = pg_token_add_expiring,
+        .token_foreach = pg_token_foreach,
+        .token_revoke = pg_token_revoke,
+        .prune = pg_prune,
+        .request_forget_key = pg_request_forget_key,
 };

@@ -2,12 +2,16 @@
 #include "store-backend.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/macro.h"
+#include "util/strutil.h"
 
 /* Numbered schema migrations: migration i brings the file from user_version i to i+1.
  * Append only; never edit one that has shipped. */
@@ -23,6 +27,8 @@ static const char *const migrations[] = {
         "  actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT NOT NULL);",
         /* 2: the fleet's records (agents, mode switches in progress, work for agents) */
         "CREATE TABLE fleet (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+        /* 3: tokens that expire (issue 12); NULL: never */
+        "ALTER TABLE tokens ADD COLUMN expires_ms INTEGER;",
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
 
@@ -50,7 +56,7 @@ static const char *const stmt_sql[_STMT_MAX] = {
         [STMT_COMMIT] = "COMMIT",
         [STMT_ROLLBACK] = "ROLLBACK",
         [STMT_TOKEN_ADD] = "INSERT INTO tokens(hash, user, role, nodes) VALUES(?1, ?2, ?3, ?4)",
-        [STMT_TOKEN_LOOKUP] = "SELECT user, role, nodes FROM tokens WHERE hash = ?1",
+        [STMT_TOKEN_LOOKUP] = "SELECT user, role, nodes, expires_ms FROM tokens WHERE hash = ?1",
         [STMT_NODE_PUT] = "INSERT INTO nodes(name, doc) VALUES(?1, ?2) "
                           "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
         [STMT_NODE_DELETE] = "DELETE FROM nodes WHERE name = ?1",
@@ -144,7 +150,35 @@ static int migrate(SqliteStore *s, const char *path, Error *err) {
     return 0;
 }
 
+/* The state holds token hashes and every tenant's requests: only its user reads it. SQLite
+ * creates the -wal and -shm files with the database's mode, so the database is made 0600
+ * before SQLite opens it, and files an older version left readable are tightened. */
+static int make_private(const char *path, Error *err) {
+    if (STREQ(path, ":memory:") || string_has_prefix(path, "file:"))
+        return 0;
+    /* Never open and close a descriptor of a file this process may already have open in
+     * SQLite: closing it would drop that connection's POSIX locks. Only a new file is
+     * opened here (O_EXCL); an existing one is changed by path. */
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    else if (errno != EEXIST)
+        return error_set(err, -errno, "Cannot create state file %s: %s", path, strerror(errno));
+    else if (chmod(path, 0600) < 0 && errno != EPERM) /* EPERM: not ours to tighten */
+        return error_set(err, -errno, "Cannot make state file %s private: %s", path, strerror(errno));
+    static const char *const suffixes[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+        char side[4096];
+        if ((size_t)snprintf(side, sizeof(side), "%s%s", path, suffixes[i]) < sizeof(side))
+            (void)chmod(side, 0600); /* absent is fine */
+    }
+    return 0;
+}
+
 int store_sqlite_open(const char *path, Store **ret, Error *err) {
+    int pr = make_private(path, err);
+    if (pr < 0)
+        return pr;
     SqliteStore *s = calloc(1, sizeof(*s));
     if (!s)
         return error_set(err, -ENOMEM, "Out of memory.");
@@ -232,6 +266,7 @@ static int sqlite_token_lookup(Store *base, const char *hash_hex, StoreToken *re
                 .user = strdup(col_text(st, 0)),
                 .role = strdup(col_text(st, 1)),
                 .nodes = col_text(st, 2) ? strdup(col_text(st, 2)) : NULL,
+                .expires_ms = sqlite3_column_int64(st, 3),
         };
         if (!t.user || !t.role) {
             store_token_done(&t);
@@ -366,6 +401,123 @@ static int sqlite_fleet_foreach(Store *base, StoreNodeFn fn, void *userdata, Err
     return FOREACH_ROW(s, st, err, "reading fleet records", fn(col_text(st, 0), col_text(st, 1), userdata));
 }
 
+/* ---- issue 12: tokens listed, revoked and expiring (rare calls: statements made per call) ---- */
+
+static int prepare(SqliteStore *s, const char *sql, sqlite3_stmt **ret, Error *err) {
+    if (sqlite3_prepare_v2(s->db, sql, -1, ret, NULL) != SQLITE_OK)
+        return sql_fail(s, err, "preparing a statement");
+    return 0;
+}
+
+static int sqlite_token_add_expiring(Store *base, const char *hash_hex, const char *user,
+                                     const char *role, const char *nodes, int64_t expires_ms,
+                                     Error *err) {
+    SqliteStore *s = sqlite_of(base);
+    sqlite3_stmt *st = NULL;
+    int r = prepare(s, "INSERT INTO tokens(hash, user, role, nodes, expires_ms) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5)", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, hash_hex);
+    bind_text(st, 2, user);
+    bind_text(st, 3, role);
+    bind_text(st, 4, nodes);
+    if (expires_ms > 0)
+        sqlite3_bind_int64(st, 5, expires_ms);
+    else
+        sqlite3_bind_null(st, 5);
+    r = step_done(s, st, err, "adding a token");
+    sqlite3_finalize(st);
+    return r;
+}
+
+static int sqlite_token_foreach(Store *base, StoreTokenFn fn, void *userdata, Error *err) {
+    SqliteStore *s = sqlite_of(base);
+    sqlite3_stmt *st = NULL;
+    int r = prepare(s, "SELECT hash, user, role, nodes, expires_ms FROM tokens ORDER BY user, hash",
+                    &st, err);
+    if (r < 0)
+        return r;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreToken t = {
+                .user = (char *)col_text(st, 1),
+                .role = (char *)col_text(st, 2),
+                .nodes = (char *)col_text(st, 3),
+                .expires_ms = sqlite3_column_int64(st, 4),
+        };
+        if ((r = fn(col_text(st, 0), &t, userdata)) < 0)
+            break;
+    }
+    if (r >= 0 && rc != SQLITE_DONE)
+        r = sql_fail(s, err, "listing tokens");
+    sqlite3_finalize(st);
+    return r;
+}
+
+static int sqlite_token_revoke(Store *base, const char *hash_prefix, Error *err) {
+    SqliteStore *s = sqlite_of(base); /* store.c checked the prefix's form */
+    sqlite3_stmt *st = NULL;
+    int r = prepare(s, "SELECT count(*) FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, hash_prefix);
+    int64_t count = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    if (count < 0)
+        return sql_fail(s, err, "finding a token");
+    if (count == 0)
+        return error_set(err, -ENOENT, "No token with id %s.", hash_prefix);
+    if (count > 1)
+        return error_set(err, -EEXIST, "%lld tokens have ids starting %s; give more digits.",
+                         (long long)count, hash_prefix);
+    if ((r = prepare(s, "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st, err)) < 0)
+        return r;
+    bind_text(st, 1, hash_prefix);
+    r = step_done(s, st, err, "revoking a token");
+    sqlite3_finalize(st);
+    return r;
+}
+
+/* ---- retention in the store ---- */
+
+static int sqlite_prune(Store *base, int64_t before_ms, Error *err) {
+    SqliteStore *s = sqlite_of(base);
+    static const char *const sql[] = {
+            /* Ended requests (and with them their idempotency keys) that ended before the
+             * cutoff; never the newest row, whose id the next request's follows. */
+            "DELETE FROM requests WHERE state IN ('released', 'cancelled', 'refused', 'ended') AND "
+            "json_extract(doc, '$.updated_ms') < ?1 AND id < (SELECT max(id) FROM requests)",
+            /* Events: a prefix of the feed (it stays gap-free), never the newest. */
+            "DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events WHERE time_ms < ?1) "
+            "AND seq < (SELECT max(seq) FROM events)",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(sql); i++) {
+        sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql[i], &st, err);
+        if (r < 0)
+            return r;
+        sqlite3_bind_int64(st, 1, before_ms);
+        r = step_done(s, st, err, "dropping old history");
+        sqlite3_finalize(st);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int sqlite_request_forget_key(Store *base, uint64_t id, Error *err) {
+    SqliteStore *s = sqlite_of(base);
+    sqlite3_stmt *st = NULL;
+    int r = prepare(s, "UPDATE requests SET idem_key = NULL WHERE id = ?1", &st, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+    r = step_done(s, st, err, "forgetting an idempotency key");
+    sqlite3_finalize(st);
+    return r;
+}
+
 static const StoreOps sqlite_ops = {
         .name = "sqlite",
         .close = sqlite_close,
@@ -384,4 +536,9 @@ static const StoreOps sqlite_ops = {
         .fleet_put = sqlite_fleet_put,
         .fleet_delete = sqlite_fleet_delete,
         .fleet_foreach = sqlite_fleet_foreach,
+        .token_add_expiring = sqlite_token_add_expiring,
+        .token_foreach = sqlite_token_foreach,
+        .token_revoke = sqlite_token_revoke,
+        .prune = sqlite_prune,
+        .request_forget_key = sqlite_request_forget_key,
 };

@@ -1,6 +1,7 @@
 /* store.c: store.h's calls, dispatched to the backend the location names. */
 #include "store-backend.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,4 +107,29 @@ int store_fleet_delete(Store *s, const char *key, Error *err) {
 
 int store_fleet_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err) {
     return s->ops->fleet_foreach(s, fn, userdata, err);
+}
+
+int store_token_add_expiring(Store *s, const char *hash_hex, const char *user, const char *role,
+                             const char *nodes, int64_t expires_ms, Error *err) {
+    return s->ops->token_add_expiring(s, hash_hex, user, role, nodes, expires_ms, err);
+}
+
+int store_token_foreach(Store *s, StoreTokenFn fn, void *userdata, Error *err) {
+    return s->ops->token_foreach(s, fn, userdata, err);
+}
+
+int store_token_revoke(Store *s, const char *hash_prefix, Error *err) {
+    size_t n = strlen(hash_prefix);
+    if (n < 8 || n > 64 || strspn(hash_prefix, "0123456789abcdef") != n)
+        return error_set(err, -EINVAL, "A token id is 8 to 64 lowercase hex digits (see 'einsora "
+                                       "token list').");
+    return s->ops->token_revoke(s, hash_prefix, err);
+}
+
+int store_prune(Store *s, int64_t before_ms, Error *err) {
+    return s->ops->prune(s, before_ms, err);
+}
+
+int store_request_forget_key(Store *s, uint64_t id, Error *err) {
+    return s->ops->request_forget_key(s, id, err);
 }

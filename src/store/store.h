@@ -47,6 +47,7 @@ typedef struct StoreToken {
     char *user;
     char *role;
     char *nodes;
+    int64_t expires_ms; /* wall-clock ms after which the token is refused; 0: never (issue 12) */
 } StoreToken;
 void store_token_done(StoreToken *t);
 int store_token_add(Store *s, const char *hash_hex, const char *user, const char *role,
@@ -92,3 +93,23 @@ int store_event_foreach(Store *s, uint64_t after, StoreEventFn fn, void *userdat
 int store_fleet_put(Store *s, const char *key, const char *json, Error *err);
 int store_fleet_delete(Store *s, const char *key, Error *err);
 int store_fleet_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err);
+
+/* ---- Issue 12 (hardening): tokens that expire, listed and revoked while the server runs.
+ * The server reads a token from the store on every call, so a revocation or an expiry takes
+ * effect at once. Schema: tokens gained a nullable expires_ms column (migration 3). ---- */
+/* Like store_token_add(); expires_ms 0: never. */
+int store_token_add_expiring(Store *s, const char *hash_hex, const char *user, const char *role,
+                             const char *nodes, int64_t expires_ms, Error *err);
+/* Every token, by user; the StoreToken's strings are valid during the call only. */
+typedef int (*StoreTokenFn)(const char *hash_hex, const StoreToken *t, void *userdata);
+int store_token_foreach(Store *s, StoreTokenFn fn, void *userdata, Error *err);
+/* Delete the one token whose hash starts with hash_prefix (8 to 64 hex digits): -ENOENT when
+ * none does, -EEXIST when several do, -EINVAL for a malformed prefix. */
+int store_token_revoke(Store *s, const char *hash_prefix, Error *err);
+/* Retention: delete ended requests (their idempotency keys with them) whose record was last
+ * updated before before_ms, and the events before before_ms (a prefix of the feed), keeping
+ * the newest request and event so ids and seqs never restart. Inside a transaction. */
+int store_prune(Store *s, int64_t before_ms, Error *err);
+/* The request's idempotency key left the server's memory with the request (retention): the
+ * row keeps the request but no longer holds the key, so the client may use it again. */
+int store_request_forget_key(Store *s, uint64_t id, Error *err);

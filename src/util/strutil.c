@@ -47,6 +47,78 @@ int parse_uint64(const char *s, uint64_t max, uint64_t *ret) {
     return 0;
 }
 
+int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret) {
+    if (!s || !*s)
+        return -EINVAL;
+    if (s[0] == '0' && s[1])
+        return -EINVAL;
+    uint64_t v = 0;
+    for (const char *q = s; *q; q++) {
+        if (*q < '0' || *q > '9')
+            return -EINVAL;
+        unsigned d = (unsigned)(*q - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    if (v > max)
+        return -ERANGE;
+    *ret = v;
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF). */
+static size_t utf8_seq_len(const unsigned char *p) {
+    if (p[0] < 0x80)
+        return 1;
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+char *utf8_make_valid(char *s) {
+    for (unsigned char *p = (unsigned char *)s; *p;) {
+        size_t n = utf8_seq_len(p);
+        if (n == 0)
+            *p++ = '?';
+        else
+            p += n;
+    }
+    return s;
+}
+
+int parse_duration_ms(const char *s, int64_t max_ms, int64_t *ret) {
+    static const struct {
+        char unit;
+        int64_t ms;
+    } units[] = {{'s', 1000}, {'m', 60000}, {'h', 3600000}, {'d', 86400000}};
+    size_t n = s ? strlen(s) : 0;
+    char num[24];
+    if (n < 2 || n - 1 >= sizeof(num))
+        return -EINVAL;
+    memcpy(num, s, n - 1);
+    num[n - 1] = 0;
+    uint64_t v;
+    int r = parse_decimal_uint64(num, UINT64_MAX / 86400000, &v);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (s[n - 1] == units[i].unit) {
+            if (v > (uint64_t)max_ms / (uint64_t)units[i].ms)
+                return -ERANGE;
+            *ret = (int64_t)v * units[i].ms;
+            return 0;
+        }
+    return -EINVAL;
+}
+
 int parse_hex16(const char *s, uint16_t *ret) {
     if (!s)
         return -EINVAL;

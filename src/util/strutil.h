@@ -15,6 +15,20 @@ char *strprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * fit in max. Returns 0 or -EINVAL / -ERANGE; *ret written only on success. */
 int parse_uint64(const char *s, uint64_t max, uint64_t *ret);
 
+/* The same for ids and counts that come from outside (URLs, query strings): ASCII decimal
+ * digits only, no sign, no 0x, no leading zero (one spelling per number, so "7" and "007"
+ * never name the same thing twice). */
+int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret);
+
+/* Make s valid UTF-8 in place: each byte of an invalid or incomplete sequence (also one
+ * that a truncation cut in half at the end) becomes '?'. Returns s. JSON strings must be
+ * valid UTF-8, and messages quote what clients sent. */
+char *utf8_make_valid(char *s);
+
+/* "90s", "15m", "12h", "30d" (a decimal number and a unit) -> milliseconds, at most max_ms.
+ * Returns 0, -EINVAL or -ERANGE; *ret written only on success. */
+int parse_duration_ms(const char *s, int64_t max_ms, int64_t *ret);
+
 /* Parse exactly four hex digits (with or without 0x), as PCI ids are written. */
 int parse_hex16(const char *s, uint16_t *ret);
 

@@ -228,7 +228,6 @@ Test(bind, r7_unbind_refused_by_kernel_rolls_back) {
     BindFixture f;
     FakeDevice devs[4];
     fixture_setup(&f, devs, fixture_one_gpu(devs), false);
-    f.o.timeout_ms = 200;
     char *before = fake_kernel_snapshot(&f.k);
     cr_assert_eq(fake_kernel_control(&f.k, "ebusy unbind " AUDIO), 0);
     BindResult res;
@@ -249,7 +248,6 @@ Test(bind, r7_device_gone_mid_switch_is_quarantined) {
     BindFixture f;
     FakeDevice devs[4];
     fixture_setup(&f, devs, fixture_one_gpu(devs), false);
-    f.o.timeout_ms = 200;
     cr_assert_eq(fake_kernel_control(&f.k, "enodev " AUDIO), 0);
     BindResult res;
     Error err = {0};
@@ -428,7 +426,6 @@ Test(bind, r4_node_switch_that_fails_midway_says_where_it_stopped) {
     FakeDevice devs[6];
     char bdfs[6][16];
     fixture_setup(&f, devs, fake_node_devices(devs, 2, bdfs), false);
-    f.o.timeout_ms = 200;
     cr_assert_eq(fake_kernel_control(&f.k, "ebusy unbind 0000:02:00.1"), 0);
     SwitchResult *res = calloc(1, sizeof(*res));
     Error err = {0};

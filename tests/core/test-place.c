@@ -70,10 +70,13 @@ Test(place, r2b_stranger_container_runs_under_kata_on_vm_passthrough_node) {
     cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_KATA);
 }
 
-Test(place, r2b_stranger_container_waits_without_kata) {
+Test(place, r18_stranger_container_without_any_kata_node_is_refused_or_waits_when_asked) {
     dc();
     fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 8, BINDING_HOST, false, false, false);
     Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_REFUSED, "%s", d.message);
+    cr_assert_eq(d.reason, SCHED_REASON_NO_KATA, "%s", d.message);
+    d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100, .wait_for_nodes = true);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_NO_KATA, "%s", d.message);
 }
@@ -101,10 +104,13 @@ Test(place, r2c_owner_gets_mig_slice_under_runc) {
     cr_assert_eq(d.placement.endpoint_runtime, ENDPOINT_RUNTIME_VLLM);
 }
 
-Test(place, r2c_stranger_slice_needs_mig_in_kata) {
+Test(place, r18_stranger_slice_needs_mig_in_kata_refused_or_waits_when_asked) {
     dc();
     fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, true);
     Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_eq(d.kind, DECISION_REFUSED, "%s", d.message);
+    cr_assert_eq(d.reason, SCHED_REASON_NO_MIG_IN_KATA, "%s", d.message);
+    d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G, .wait_for_nodes = true);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_NO_MIG_IN_KATA, "%s", d.message);
 }

@@ -158,7 +158,7 @@ Test(policy, r9_internal_only_class_is_for_trusted_tenants_in_a_datacenter) {
     sched_device_reset_result(fx, "g", 1, true, NULL, 0, &err);
     Decision s = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
     Decision t = fx_req(.id = "t", .user = "staff", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
-    cr_assert_eq(s.kind, DECISION_WAITING);
+    cr_assert_eq(s.kind, DECISION_REFUSED, "R18: no node would ever take it: %s", s.message);
     cr_assert_eq(s.reason, SCHED_REASON_INTERNAL_ONLY, "%s", s.message);
     cr_assert_eq(t.kind, DECISION_PLACED, "%s", t.message);
 }
@@ -205,7 +205,7 @@ Test(policy, r10_apple_classes_go_to_the_owner_only) {
     fx_site("lab", SITE_LAB);
     fx_mac("mac", "lab", "amy", 64, 48);
     Decision s = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
-    cr_assert_eq(s.kind, DECISION_WAITING);
+    cr_assert_eq(s.kind, DECISION_REFUSED, "R18: no node would ever take it: %s", s.message);
     cr_assert_eq(s.reason, SCHED_REASON_OWNER_ONLY, "%s", s.message);
     Decision o = fx_req(.id = "o", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
     cr_assert_eq(o.kind, DECISION_PLACED, "%s", o.message);

@@ -38,10 +38,10 @@ pid_t fleet_spawn_agent(const char *url, const char *token, const char *name, co
                         const char *const *extra, const char *nvml_fixture) {
     char log[200];
     snprintf(log, sizeof(log), "%s/agent.log", state_dir);
-    const char *args[48] = {EINSORA_BIN, "agent", "run", "--server", url, "--token", token, "--name", name,
+    const char *args[48] = {EINSORA_BIN, "agent", "run", "--server", url, "--name", name,
                             "--owner", "root", "--heartbeat", "1", "--state-dir", state_dir,
                             "--catalog", TEST_DATA "/catalog.yaml"};
-    size_t k = 17;
+    size_t k = 15;
     for (size_t i = 0; extra && extra[i] && k < 47; i++)
         args[k++] = extra[i];
     args[k] = NULL;
@@ -55,6 +55,7 @@ pid_t fleet_spawn_agent(const char *url, const char *token, const char *name, co
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (nvml_fixture)
             setenv("EINSORA_FAKE_NVML", nvml_fixture, 1);
+        setenv("EINSORA_TOKEN", token, 1); /* never on the command line (ps) */
         execv(EINSORA_BIN, (char *const *)args);
         _exit(127);
     }

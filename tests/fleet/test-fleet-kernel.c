@@ -94,6 +94,22 @@ static bool wait_for(Machine *m, const char *obj, const char *key, const char *v
     return false;
 }
 
+/* Poll a request until the agent confirmed it runs (state active). */
+static bool request_active(Machine *m, int id) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%d", id);
+    for (int i = 0; i < 200; i++) {
+        json_t *q = NULL;
+        bool ok = ts_call(&m->ts, m->ts.admin, "GET", path, NULL, &q) == 200 &&
+                  !strcmp(json_string_value(json_object_get(q, "state")) ?: "", "active");
+        json_decref(q);
+        if (ok)
+            return true;
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
 static Machine m;
 
 static void setup(void) {
@@ -104,7 +120,7 @@ static void teardown(void) {
     stop(&m);
 }
 
-Test(fleet_kernel, r7_r9_switch_rebinds_the_whole_group_then_the_reset_check_runs, .init = setup,
+Test(fleet_kernel, r4_r7_r9_switch_rebinds_the_group_checks_reset_and_evicts_before_rebinding, .init = setup,
      .fini = teardown, .timeout = 90) {
     cr_assert(wait_for(&m, "device", "binding", "host"), "the agent did not register its GPU");
     cr_assert_eq(fake_kernel_control(&m.k, "reset " GPU " ok"), 0);
@@ -123,6 +139,8 @@ Test(fleet_kernel, r7_r9_switch_rebinds_the_whole_group_then_the_reset_check_run
     cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/requests", "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}", &ans), 201);
     cr_expect_str_eq(json_string_value(json_object_get(ans, "state")), "placed");
     json_decref(ans);
+    /* R4: the agent really runs it (it holds the GPU) before the switch evicts it. */
+    cr_assert(request_active(&m, 1), "the agent did not start the VM");
     /* Back to containers would pull the GPU from under the VM: refused, naming it (R4, R7). */
     cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
                          "{\"mode\":\"container\",\"gpu\":\"0\"}", &ans), 409);
@@ -132,7 +150,8 @@ Test(fleet_kernel, r7_r9_switch_rebinds_the_whole_group_then_the_reset_check_run
     /* With --drain evict: the VM is stopped, the group goes back to its host drivers. */
     cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
                          "{\"mode\":\"container\",\"gpu\":\"0\",\"drain\":\"evict\"}", NULL), 202);
-    cr_assert(wait_for(&m, "switch", "step", "done"));
+    /* R4: the agent stops the evicted VM and sees its GPU free before it rebinds. */
+    cr_assert(wait_for(&m, "switch", "step", "done"), "the switch did not finish after the eviction");
     fake_kernel_driver(&m.k, GPU, drv, sizeof(drv));
     cr_expect_str_eq(drv, "nvidia");
     fake_kernel_driver(&m.k, AUDIO, drv, sizeof(drv));

@@ -49,7 +49,8 @@ Test(fleet_spec, bad_bodies_are_refused_with_a_sentence) {
         cr_expect(err.message[0], "%s: no sentence", beats[i]);
     }
     static const char *const results[] = {"{}", "{\"ok\":1}", "{\"ok\":true,\"verdict\":\"maybe\"}",
-                                          "{\"ok\":true,\"message\":5}", "{\"ok\":true,\"extra\":1}"};
+                                          "{\"ok\":true,\"message\":5}", "{\"ok\":true,\"extra\":1}",
+                                          "{\"ok\":true,\"progress\":\"yes\"}"};
     for (size_t i = 0; i < sizeof(results) / sizeof(results[0]); i++) {
         FleetTaskResult t;
         Error err = {0};
@@ -69,4 +70,16 @@ Test(fleet_spec, heartbeat_lists_what_the_agent_runs) {
     cr_assert_eq(fleet_heartbeat_parse("", 0, &h, &err), 0);
     cr_expect(!h.has_running, "no list: nothing to reconcile");
     fleet_heartbeat_done(&h);
+}
+
+Test(fleet_spec, r4_a_task_progress_report_is_not_a_result) {
+    FleetTaskResult t;
+    Error err = {0};
+    const char *text = "{\"ok\":true,\"progress\":true,\"message\":\"blocked by PDB train-pdb\"}";
+    cr_assert_eq(fleet_task_result_parse(text, strlen(text), &t, &err), 0, "%s", err.message);
+    cr_expect(t.progress);
+    cr_expect_str_eq(t.message, "blocked by PDB train-pdb");
+    text = "{\"ok\":false,\"message\":\"done\"}";
+    cr_assert_eq(fleet_task_result_parse(text, strlen(text), &t, &err), 0, "%s", err.message);
+    cr_expect_not(t.progress);
 }

@@ -38,8 +38,11 @@ void ts_spawn(TestServer *ts) {
         FILE *f = freopen(log, "a", stdout);
         (void)f;
         dup2(1, 2);
-        execl(EINSORA_BIN, EINSORA_BIN, "serve", "--listen", "127.0.0.1:0", "--state", ts->state,
-              "--port-file", port_file, "--catalog", TEST_DATA "/catalog.yaml", NULL);
+        const char *argv[24] = {EINSORA_BIN, "serve", "--listen", "127.0.0.1:0", "--state", ts->state,
+                                "--port-file", port_file, "--catalog", TEST_DATA "/catalog.yaml"};
+        for (size_t i = 0; i < 8 && ts->extra[i]; i++)
+            argv[10 + i] = ts->extra[i];
+        execv(EINSORA_BIN, (char *const *)argv);
         _exit(127);
     }
     ts->pid = pid;

@@ -128,7 +128,9 @@ Test(api, r16_idempotency_key_places_a_request_at_most_once) {
 
 Test(api, cancel_pending_request_and_not_twice) {
     char *bob = ts_token(&ts, "bob", "user", NULL);
-    json_t *q = submit(bob, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    /* No node yet: it waits only because it asks to wait for nodes (R18). */
+    json_t *q = submit(bob, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                            "\"wait_for_nodes\":true}", 201);
     cr_assert_str_eq(str(q, "state"), "pending");
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%lld/cancel", (long long)num(q, "id"));
@@ -437,16 +439,20 @@ Test(api, cli_request_create_wait_and_exit_codes) {
     free(alice);
 }
 
-Test(api, r2d_unknown_or_vgpu_request_is_refused_for_good_and_recorded) {
-    json_t *q = submit(ts.admin, "{\"kind\":\"container\",\"class\":\"no-such-class\"}", 201);
-    cr_assert_str_eq(str(q, "state"), "refused");
-    cr_assert_str_eq(str(q, "reason_code"), "unknown-class");
+Test(api, r2d_unknown_or_vgpu_request_is_bad_input_and_nothing_is_stored) {
+    json_t *q = submit(ts.admin, "{\"kind\":\"container\",\"class\":\"no-such-class\"}", 422);
+    cr_assert_str_eq(str(q, "code"), "unknown_class");
     json_decref(q);
+    q = submit(ts.admin, "{\"kind\":\"vm\",\"class\":\"nvidia-h100-vgpu\"}", 422);
+    cr_assert_str_eq(str(q, "code"), "vgpu_not_supported");
+    cr_assert(strstr(str(q, "message"), "passthrough"), "R2d names the alternatives: %s", str(q, "message"));
+    json_decref(q);
+    cr_assert_eq(request_count(), 0);
     char *out = NULL, *err = NULL;
     int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", ts.admin,
                          "--kind", "container", "--class", "no-such-class", NULL);
-    cr_assert_eq(rc, 1, "a refused request exits 1: %s", out);
-    cr_assert(strstr(out, "refused"), "%s", out);
+    cr_assert_eq(rc, 1, "bad input exits 1: %s", out);
+    cr_assert(strstr(err, "not a class of the catalog"), "%s", err);
     free(out);
     free(err);
 }

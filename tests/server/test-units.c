@@ -101,6 +101,24 @@ Test(spec, r3_datacenter_node_needs_a_mode_and_vgpu_is_refused) {
     free(n);
 }
 
+Test(spec, r6_device_resource_is_a_nvidia_resource_name) {
+    ApiNode *n = malloc(sizeof(*n));
+    Error err = {0};
+    const char *ok = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+                     "\"owner\":\"o\",\"mode\":\"vm-passthrough\",\"device_resource\":\"nvidia.com/GH100_H100_SXM5_80GB\"}";
+    cr_assert_eq(api_node_parse(ok, strlen(ok), n, &err), 0, "%s", err.message);
+    cr_expect_str_eq(n->device_resource, "nvidia.com/GH100_H100_SXM5_80GB");
+    json_t *j = api_node_to_json(n);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "device_resource")), "nvidia.com/GH100_H100_SXM5_80GB");
+    json_decref(j);
+    const char *bad = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+                      "\"owner\":\"o\",\"mode\":\"vm-passthrough\",\"device_resource\":\"gpu x\"}";
+    Error e2 = {0};
+    cr_expect_lt(api_node_parse(bad, strlen(bad), n, &e2), 0);
+    cr_expect(strstr(e2.message, "device_resource"), "%s", e2.message);
+    free(n);
+}
+
 static int count_rows(const StoreRequest *r, void *userdata) {
     (*(int *)userdata)++;
     return 0;

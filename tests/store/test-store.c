@@ -93,12 +93,12 @@ static int seen_event(const StoreEvent *e, void *userdata) {
 
 STORE_TEST(r16_store_migrations_bring_a_new_store_to_the_current_version) {
     Store *s = open_ok(loc);
-    cr_assert_eq(store_schema_version(s), 2);
+    cr_assert_eq(store_schema_version(s), 3);
     cr_assert_str_eq(store_backend(s), postgres ? "postgresql" : "sqlite");
     store_close(s);
     /* Opening again applies nothing and keeps the version. */
     s = open_ok(loc);
-    cr_assert_eq(store_schema_version(s), 2);
+    cr_assert_eq(store_schema_version(s), 3);
     store_close(s);
 }
 
@@ -333,7 +333,7 @@ Test(store, r16_store_postgresql_refuses_a_newer_schema) {
     Store *s = NULL;
     Error err = {0};
     cr_assert_eq(store_open(loc, &s, &err), -EPROTO);
-    cr_assert(strstr(err.message, "schema version 99, newer than this einsora knows (2)"), "%s",
+    cr_assert(strstr(err.message, "schema version 99, newer than this einsora knows (3)"), "%s",
               err.message);
 }
 
@@ -419,6 +419,155 @@ Test(store, r16_serve_refuses_another_sites_database_and_a_bad_store_with_a_sent
     cr_assert(strstr(errs, "Cannot connect to PostgreSQL"), "%s", errs);
     free(out);
     free(errs);
+}
+
+/* --- issue 12's calls, on both backends --- */
+
+static int seen_token(const char *hash_hex, const StoreToken *t, void *userdata) {
+    Seen *seen = userdata;
+    size_t len = strlen(seen->text);
+    snprintf(seen->text + len, sizeof(seen->text) - len, "%s:%s:%s:%s:%lld;", hash_hex, t->user,
+             t->role, t->nodes ? t->nodes : "-", (long long)t->expires_ms);
+    return ++seen->n == seen->stop_after ? -ECANCELED : 0;
+}
+
+STORE_TEST(r12_store_tokens_expire_list_in_user_order_and_revoke_by_a_unique_prefix) {
+    Store *s = open_ok(loc);
+    Error err = {0};
+    begin_ok(s);
+    cr_assert(store_token_add_expiring(s, "aaaa1111bbbb", "zoe", "user", NULL, 1800000000000, &err) >= 0,
+              "%s", error_message(&err));
+    cr_assert(store_token_add_expiring(s, "aaaa1111cccc", "alice", "owner", "n1", 0, &err) >= 0);
+    cr_assert(store_token_add(s, "dddd2222eeee", "Bob", "admin", NULL, &err) >= 0);
+    commit_ok(s);
+    StoreToken t = {0};
+    cr_assert(store_token_lookup(s, "aaaa1111bbbb", &t, &err) >= 0);
+    cr_assert_eq(t.expires_ms, 1800000000000);
+    store_token_done(&t);
+    cr_assert(store_token_lookup(s, "dddd2222eeee", &t, &err) >= 0);
+    cr_assert_eq(t.expires_ms, 0, "a token without expiry never expires");
+    store_token_done(&t);
+    Seen seen = {0};
+    cr_assert(store_token_foreach(s, seen_token, &seen, &err) >= 0, "%s", error_message(&err));
+    cr_assert_str_eq(seen.text, "dddd2222eeee:Bob:admin:-:0;aaaa1111cccc:alice:owner:n1:0;"
+                                "aaaa1111bbbb:zoe:user:-:1800000000000;");
+
+    /* Refused prefixes change nothing. */
+    static const struct {
+        const char *prefix;
+        int code;
+    } bad[] = {{"aaaa111", -EINVAL}, {"AAAA1111", -EINVAL}, {"aaaa1111", -EEXIST}, {"ffff0000", -ENOENT}};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        Error e = {0};
+        begin_ok(s);
+        cr_assert_eq(store_token_revoke(s, bad[i].prefix, &e), bad[i].code, "%s", bad[i].prefix);
+        cr_assert(e.message[0], "a sentence for %s", bad[i].prefix);
+        store_rollback(s);
+    }
+    begin_ok(s);
+    cr_assert(store_token_revoke(s, "aaaa1111b", &err) >= 0, "%s", error_message(&err));
+    commit_ok(s);
+    cr_assert_eq(store_token_lookup(s, "aaaa1111bbbb", &t, &err), -ENOENT);
+    seen = (Seen){0};
+    cr_assert(store_token_foreach(s, seen_token, &seen, &err) >= 0);
+    cr_assert_eq(seen.n, 2);
+    store_close(s);
+}
+
+static void put_request(Store *s, uint64_t id, const char *key, const char *state, int64_t updated_ms) {
+    char doc[64];
+    snprintf(doc, sizeof(doc), "{\"updated_ms\":%lld}", (long long)updated_ms);
+    StoreRequest r = {.id = id, .user = "alice", .idem_key = key, .state = state, .json = doc};
+    Error err = {0};
+    cr_assert(store_request_put(s, &r, &err) >= 0, "%s", error_message(&err));
+}
+
+static void put_event(Store *s, uint64_t seq, int64_t time_ms) {
+    StoreEvent e = {.seq = seq, .time_ms = time_ms, .actor = "a", .type = "t", .object = "o", .json = "{}"};
+    Error err = {0};
+    cr_assert(store_event_append(s, &e, &err) >= 0, "%s", error_message(&err));
+}
+
+STORE_TEST(r12_store_prune_drops_old_ended_requests_and_an_event_prefix_never_the_newest) {
+    Store *s = open_ok(loc);
+    Error err = {0};
+    begin_ok(s);
+    put_request(s, 1, "k1", "released", 100);
+    put_request(s, 2, NULL, "placed", 100);   /* live: kept however old */
+    put_request(s, 3, NULL, "cancelled", 5000); /* ended after the cutoff */
+    put_request(s, 4, NULL, "refused", 200);
+    put_request(s, 5, NULL, "ended", 100);    /* the newest row: kept */
+    for (uint64_t i = 1; i <= 4; i++)
+        put_event(s, i, i <= 2 ? (int64_t)i * 100 : 5000 + (int64_t)i);
+    cr_assert(store_prune(s, 1000, &err) >= 0, "%s", error_message(&err));
+    commit_ok(s);
+    Seen seen = {0};
+    cr_assert(store_request_foreach(s, seen_request, &seen, &err) >= 0);
+    cr_assert_str_eq(seen.text, "2:alice:-:placed:{\"updated_ms\":100};"
+                                "3:alice:-:cancelled:{\"updated_ms\":5000};"
+                                "5:alice:-:ended:{\"updated_ms\":100};");
+    seen = (Seen){0};
+    cr_assert(store_event_foreach(s, 0, seen_event, &seen, &err) >= 0);
+    cr_assert_eq(seen.n, 2);
+    cr_assert(strncmp(seen.text, "3@", 2) == 0, "a gap-free suffix is left: %s", seen.text);
+    /* Everything old: the newest event stays, so the next seq follows it. */
+    begin_ok(s);
+    cr_assert(store_prune(s, 1000000, &err) >= 0);
+    commit_ok(s);
+    seen = (Seen){0};
+    cr_assert(store_event_foreach(s, 0, seen_event, &seen, &err) >= 0);
+    cr_assert_str_eq(seen.text, "4@5004:a:t:o:{};");
+    seen = (Seen){0};
+    cr_assert(store_request_foreach(s, seen_request, &seen, &err) >= 0);
+    cr_assert(strstr(seen.text, "5:alice:-:ended") && !strstr(seen.text, "3:alice"), "%s", seen.text);
+    store_close(s);
+}
+
+STORE_TEST(r12_store_a_forgotten_idempotency_key_may_be_used_again) {
+    Store *s = open_ok(loc);
+    Error err = {0};
+    begin_ok(s);
+    put_request(s, 1, "k1", "released", 100);
+    cr_assert(store_request_forget_key(s, 1, &err) >= 0, "%s", error_message(&err));
+    put_request(s, 2, "k1", "pending", 200);
+    commit_ok(s);
+    Seen seen = {0};
+    cr_assert(store_request_foreach(s, seen_request, &seen, &err) >= 0);
+    cr_assert_str_eq(seen.text, "1:alice:-:released:{\"updated_ms\":100};"
+                                "2:alice:k1:pending:{\"updated_ms\":200};");
+    store_close(s);
+}
+
+/* A state file main's einsora left at version 2 (before expiring tokens) gains migration 3
+ * and keeps its tokens, which never expire. */
+Test(store, r12_store_sqlite_file_at_version_2_migrates_to_3_keeping_tokens) {
+    char loc[256];
+    new_location(false, loc, sizeof(loc));
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(loc, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db,
+                              "CREATE TABLE tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, "
+                              "role TEXT NOT NULL, nodes TEXT);"
+                              "CREATE TABLE nodes (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+                              "CREATE TABLE requests (id INTEGER PRIMARY KEY, user TEXT NOT NULL, "
+                              "idem_key TEXT, state TEXT NOT NULL, doc TEXT NOT NULL);"
+                              "CREATE TABLE events (seq INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL,"
+                              " actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT NOT NULL);"
+                              "CREATE TABLE fleet (key TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+                              "INSERT INTO tokens VALUES ('aa11', 'alice', 'admin', NULL);"
+                              "PRAGMA user_version = 2;",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    Store *s = open_ok(loc);
+    cr_assert_eq(store_schema_version(s), 3);
+    StoreToken t = {0};
+    Error err = {0};
+    cr_assert(store_token_lookup(s, "aa11", &t, &err) >= 0, "%s", error_message(&err));
+    cr_assert_str_eq(t.user, "alice");
+    cr_assert_eq(t.expires_ms, 0);
+    store_token_done(&t);
+    store_close(s);
 }
 
 int main(int argc, char *argv[]) {

@@ -287,6 +287,55 @@ Test(catalog, r6_explicit_vm_device_name_wins) {
     catalog_free(cat);
 }
 
+Test(catalog, r6_stated_vm_device_name_is_checked_against_the_hosts_pci_ids) {
+    Catalog *cat = NULL;
+    Error err = {0};
+    /* Debian 12 spells 10de:2330 "GH100[H100 SXM5 80GB]"; the plugin's newer pci.ids does not. */
+    cr_assert_eq(parse(H100 "    vm_device_name: nvidia.com/GH100_H100_SXM5_80GB\n", &cat, &err), 0, "%s",
+                 err.message);
+    cr_expect_str_eq(cat->classes[0].vm_device_name, "nvidia.com/GH100_H100_SXM5_80GB", "the catalog wins");
+    cr_expect_eq(cat->classes[0].vm_device_name_source, VM_NAME_CATALOG);
+    cr_expect_str_eq(cat->classes[0].vm_device_name_derived, "nvidia.com/GH100H100_SXM5_80GB",
+                     "the host's derivation is kept for the warning");
+    catalog_free(cat);
+    cat = NULL;
+    cr_assert_eq(parse("classes:\n  - name: c\n    vendor: nvidia\n    match: {pci: 10de:2331}\n"
+                       "    memory_gb: 80\n    container_resource: nvidia.com/gpu\n    node_selector: a=b\n"
+                       "    vm_device_name: nvidia.com/GH100_H100_PCIE\n",
+                       &cat, &err),
+                 0, "%s", err.message);
+    cr_expect_null(cat->classes[0].vm_device_name_derived, "the same name: nothing to warn about");
+    catalog_free(cat);
+}
+
+Test(catalog, r6_shipped_datacenter_classes_state_the_device_plugins_names) {
+    Catalog *cat = NULL;
+    Error err = {0};
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", ids, &cat, &err), 0, "%s", err.message);
+    static const struct {
+        const char *cls, *name;
+    } want[] = {
+        {"nvidia-h100-80gb", "nvidia.com/GH100_H100_SXM5_80GB"},
+        {"nvidia-h100-80gb-pcie", "nvidia.com/GH100_H100_PCIE"},
+        {"nvidia-h200-141gb", "nvidia.com/GH100_H200_SXM_141GB"},
+        {"nvidia-b200-180gb", "nvidia.com/GB100_B200"},
+        {"nvidia-a100-80gb", "nvidia.com/GA100_A100_SXM4_80GB"},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const GpuClass *g = catalog_find(cat, want[i].cls);
+        cr_assert_not_null(g, "%s", want[i].cls);
+        cr_expect_str_eq(g->vm_device_name, want[i].name);
+        cr_expect_eq(g->vm_device_name_source, VM_NAME_CATALOG, "%s", want[i].cls);
+    }
+    /* Every MIG-capable (datacenter) NVIDIA card states it. */
+    for (size_t i = 0; i < cat->n_classes; i++) {
+        const GpuClass *g = &cat->classes[i];
+        if (g->vendor == VENDOR_NVIDIA && g->n_mig_profiles)
+            cr_expect_eq(g->vm_device_name_source, VM_NAME_CATALOG, "%s", g->name);
+    }
+    catalog_free(cat);
+}
+
 Test(catalog, r8_matching_and_unclassified_devices) {
     Catalog *cat = NULL;
     Error err = {0};

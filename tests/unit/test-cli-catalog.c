@@ -58,9 +58,20 @@ Test(cli_catalog, r8_show_table_is_aligned_and_marks_raw_ids) {
     const char *row_vendor = strstr(h100 + 1, "nvidia ");
     cr_expect_eq(header_vendor - out, row_vendor - (h100 + 1));
     cr_expect(strstr(out, "nvidia.com/GH100_H100_PCIE"));
-    cr_expect(strstr(out, "nvidia.com/2335 *"), "raw-id names are marked");
+    cr_expect(strstr(out, "nvidia.com/2B85 *"), "raw-id names are marked");
+    cr_expect(strstr(out, "nvidia.com/GH100_H200_SXM_141GB"), "stated in the catalog (R6)");
     cr_expect(strstr(out, "pci.ids has no name for this device"));
     free(out);
+}
+
+Test(cli_catalog, r6_check_warns_where_the_hosts_pci_ids_spells_a_stated_name_otherwise) {
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(run_einsora(&out, &err, "catalog", "check", TEST_DATA "/catalog.yaml", NULL), 0, "%s", err);
+    cr_expect(strstr(err, "warning: class nvidia-h100-80gb: vm_device_name nvidia.com/GH100_H100_SXM5_80GB"),
+              "%s", err);
+    cr_expect(strstr(err, "nvidia.com/GH100H100_SXM5_80GB"), "%s", err);
+    free(out);
+    free(err);
 }
 
 Test(cli_catalog, r8_show_json_has_every_field) {

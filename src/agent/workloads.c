@@ -1,0 +1,193 @@
+/* workloads.c: placements into workload specs (workloads.h). */
+#include "agent/workloads.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/macro.h"
+#include "util/strutil.h"
+
+bool agent_map_get(const char *map, const char *key, char *buf, size_t size) {
+    size_t n = strlen(key);
+    for (const char *p = map; p && *p;) {
+        const char *end = strchrnul(p, ',');
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (eq && (size_t)(eq - p) == n && !strncmp(p, key, n)) {
+            snprintf(buf, size, "%.*s", (int)(end - eq - 1), eq + 1);
+            return true;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return false;
+}
+
+int agent_map_check(const char *map, const char *what, Error *err) {
+    for (const char *p = map; p && *p;) {
+        const char *end = strchrnul(p, ',');
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (!eq || eq == p || eq + 1 == end)
+            return error_set(err, -EINVAL, "%s: '%.*s' is not KEY=VALUE.", what, (int)(end - p), p);
+        for (const char *q = map; q < p;) {
+            const char *qe = strchrnul(q, ',');
+            if ((size_t)(strchr(q, '=') - q) == (size_t)(eq - p) && !strncmp(q, p, (size_t)(eq - p)))
+                return error_set(err, -EINVAL, "%s: '%.*s' is given twice.", what, (int)(eq - p), p);
+            q = qe + 1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+bool agent_work_is_container(json_t *work) {
+    const char *m = json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
+    return m && (STREQ(m, "container") || STREQ(m, "mig") || STREQ(m, "time-slice") || STREQ(m, "cpu"));
+}
+
+bool agent_work_is_vm(json_t *work) {
+    const char *m = json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
+    return m && STREQ(m, "passthrough");
+}
+
+unsigned agent_work_port(json_t *work) {
+    const char *kind = json_string_value(json_object_get(work, "kind"));
+    const char *rt = json_string_value(json_object_get(json_object_get(work, "placement"), "endpoint_runtime"));
+    if (kind && STREQ(kind, "notebook"))
+        return 8888;
+    if (kind && STREQ(kind, "endpoint"))
+        return rt && STREQ(rt, "vllm") ? 8000 : 8080;
+    return 0;
+}
+
+void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_port, char *buf, size_t size) {
+    const char *kind = json_string_value(json_object_get(work, "kind"));
+    buf[0] = 0;
+    if (!agent_work_port(work) || !host_port || isempty(cfg->address))
+        return;
+    snprintf(buf, size, "http://%s:%u%s", cfg->address, host_port, STREQ(kind, "endpoint") ? "/v1" : "/");
+}
+
+static const Accelerator *find_gpu(const MachineInventory *inv, const char *bdf) {
+    for (size_t i = 0; inv && i < inv->n_accelerators; i++)
+        if (STREQ(inv->accelerators[i].bdf, bdf))
+            return &inv->accelerators[i];
+    return NULL;
+}
+
+static const char *render_node(const Accelerator *a) {
+    for (size_t i = 0; i < a->n_device_files; i++)
+        if (a->device_files[i] && strstr(a->device_files[i], "/dri/renderD"))
+            return a->device_files[i];
+    return NULL;
+}
+
+/* A string list field of the request ("command", "env"), at most 64 items. */
+static int strv_field(json_t *req, const char *key, const char **v, size_t max, bool *ret_has, Error *err) {
+    json_t *a = json_object_get(req, key);
+    *ret_has = false;
+    if (!a)
+        return 0;
+    if (!json_is_array(a) || json_array_size(a) > max)
+        return error_set(err, -EINVAL, "The request's '%s' is not a list of at most %zu texts.", key, max);
+    size_t i;
+    json_t *s;
+    json_array_foreach(a, i, s) {
+        if (!json_is_string(s))
+            return error_set(err, -EINVAL, "The request's '%s' item %zu is not a text.", key, i);
+        v[i] = json_string_value(s);
+    }
+    v[json_array_size(a)] = NULL;
+    *ret_has = true;
+    return 0;
+}
+
+int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
+                    WorkloadSpec *ret, Error *err) {
+    json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
+    const char *kind = json_string_value(json_object_get(work, "kind"));
+    json_int_t idn = json_integer_value(json_object_get(work, "id"));
+    if (!kind || idn <= 0 || !json_is_object(p))
+        return error_set(err, -EINVAL, "The control plane's workload item lacks id, kind or placement.");
+    memset(buf, 0, sizeof(*buf));
+    snprintf(buf->id, sizeof(buf->id), "%" JSON_INTEGER_FORMAT, idn);
+    WorkloadSpec s = {.id = buf->id, .kind = kind};
+    /* The image: the request's own, else the site's default for the kind. */
+    const char *image = json_string_value(json_object_get(req, "image"));
+    if (image)
+        snprintf(buf->image, sizeof(buf->image), "%s", image);
+    else if (!agent_map_get(cfg->images, kind, buf->image, sizeof(buf->image)))
+        return error_set(err, -ENOENT, "Request %s names no image and this site has no default %s image "
+                                       "(agent run --images %s=IMAGE).", buf->id, kind, kind);
+    s.image = buf->image;
+    bool has;
+    int r;
+    if ((r = strv_field(req, "command", buf->cmd, 64, &has, err)) < 0)
+        return r;
+    s.command = has ? buf->cmd : NULL;
+    if ((r = strv_field(req, "env", buf->env, 64, &has, err)) < 0)
+        return r;
+    /* An endpoint's model reaches its server as EINSORA_MODEL (the image's command uses it). */
+    const char *model = json_string_value(json_object_get(req, "model"));
+    if (model) {
+        size_t n = has ? json_array_size(json_object_get(req, "env")) : 0;
+        snprintf(buf->model_env, sizeof(buf->model_env), "EINSORA_MODEL=%s", model);
+        buf->env[n] = buf->model_env;
+        buf->env[n + 1] = NULL;
+        has = true;
+    }
+    s.env = has ? buf->env : NULL;
+    /* The runtime the rules chose (R2: Kata for strangers), by the engine's name for it. */
+    const char *rt = json_string_value(json_object_get(p, "container_runtime"));
+    if (rt && STRNEQ(rt, "none")) {
+        if (!agent_map_get(cfg->runtimes, rt, buf->runtime, sizeof(buf->runtime))) {
+            if (STREQ(rt, "kata"))
+                return error_set(err, -EOPNOTSUPP, "The placement asks for Kata and this agent maps no engine "
+                                                   "runtime to it (agent run --runtimes kata=NAME).");
+            /* runc is every engine's default: no name needed */
+        } else
+            s.oci_runtime = buf->runtime;
+    }
+    size_t i;
+    json_t *addr;
+    json_array_foreach(json_object_get(p, "addresses"), i, addr) {
+        const char *bdf = json_string_value(addr);
+        const Accelerator *a = bdf ? find_gpu(inv, bdf) : NULL;
+        if (!a)
+            return error_set(err, -ENODEV, "The allocated GPU %s is not in this machine's inventory.", strempty(bdf));
+        if (buf->n_gpus == ARRAY_SIZE(buf->gpus))
+            return error_set(err, -E2BIG, "Too many GPUs for one workload.");
+        WorkloadGpu *g = &buf->gpus[buf->n_gpus];
+        g->pci = a->bdf;
+        if (agent_work_is_vm(work)) {
+            /* The whole IOMMU group goes to the VM (R7); bridges stay with the host. */
+            g->vendor = a->vendor == VENDOR_AMD ? "amd" : "nvidia";
+            g->group = buf->group[buf->n_gpus];
+            for (size_t k = 0; k < a->n_group && g->n_group < ARRAY_SIZE(buf->group[0]); k++)
+                if (!a->group[k].kind || STRNEQ(a->group[k].kind, "bridge"))
+                    buf->group[buf->n_gpus][g->n_group++] = a->group[k].bdf;
+        } else if (a->vendor == VENDOR_NVIDIA) {
+            g->vendor = "nvidia";
+            g->uuid = a->uuid;
+            if (!g->uuid)
+                return error_set(err, -ENODEV, "The allocated GPU %s has no UUID (NVML did not answer): "
+                                               "the engine cannot be told which GPU it is.", a->bdf);
+        } else if (a->vendor == VENDOR_AMD) {
+            g->vendor = "amd";
+            g->render_node = render_node(a);
+            if (!g->render_node)
+                return error_set(err, -ENODEV, "The allocated AMD GPU %s has no render node.", a->bdf);
+        } else
+            return error_set(err, -EOPNOTSUPP, "The allocated device %s is not a GPU a container can take.", a->bdf);
+        buf->n_gpus++;
+    }
+    /* A VM's size: the placement's (from the request), else the driver's defaults. */
+    s.memory_mb = (unsigned)json_integer_value(json_object_get(p, "memory_gb")) * 1024;
+    s.vcpus = (unsigned)json_integer_value(json_object_get(p, "cpu_cores"));
+    s.gpus = buf->gpus;
+    s.n_gpus = buf->n_gpus;
+    if (!agent_work_is_vm(work) && (buf->port = agent_work_port(work)))
+        s.ports = &buf->port, s.n_ports = 1;
+    *ret = s;
+    return 0;
+}

@@ -1,0 +1,65 @@
+/* workloads.h: the agent's side of R17: turn a placement the control plane pushed (the
+ * heartbeat's "workloads" item) into a workload spec for a driver (drivers/driver.h): the
+ * allocated GPUs' UUIDs and render nodes from the agent's own inventory, the image (the
+ * request's, or the site's default for the kind), the OCI runtime name the site maps the
+ * placement's runc/kata to. Also the agent config's small "key=value,..." maps. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "agent/discover.h"
+#include "drivers/driver.h"
+#include "drivers/engine.h"
+#include "drivers/vm.h"
+#include "util/error.h"
+
+#define AGENT_STOP_GRACE_DEFAULT_S 10
+
+typedef struct AgentWorkloadConfig {
+    EngineConfig engine;        /* engine.socket NULL: no container driver (placements are recorded) */
+    VmConfig vm;                /* vm.uri NULL: no VM driver (passthrough placements are recorded) */
+    const char *images;         /* "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK": the site's defaults */
+    const char *runtimes;       /* "runc=runc,kata=kata-runtime": placement runtime -> engine's name */
+    unsigned stop_grace_s;      /* 0: AGENT_STOP_GRACE_DEFAULT_S */
+    const char *address;        /* host name users reach this node by, for notebook/endpoint URLs */
+} AgentWorkloadConfig;
+
+/* The value of key in a "k=v,k=v" map into buf; false when absent. */
+bool agent_map_get(const char *map, const char *key, char *buf, size_t size);
+/* Whether a "k=v,..." map is well formed (keys and values non-empty, no duplicate keys). */
+int agent_map_check(const char *map, const char *what, Error *err);
+
+/* Whether the placement is run by the container driver: methods container, mig, time-slice and
+ * cpu (a passthrough VM or a Mac workload goes to its own driver). */
+bool agent_work_is_container(json_t *work);
+
+/* Whether the placement is a passthrough VM (the VM driver). */
+bool agent_work_is_vm(json_t *work);
+
+/* Storage behind a WorkloadSpec built by agent_work_spec(). */
+typedef struct AgentSpecBuf {
+    char id[DRIVER_ID_MAX];
+    char image[256], runtime[64];
+    WorkloadGpu gpus[16];
+    const char *group[16][8]; /* VMs: the other functions of each GPU's IOMMU group */
+    size_t n_gpus;
+    const char *cmd[65];
+    const char *env[66];
+    char model_env[300];
+    unsigned port;
+} AgentSpecBuf;
+
+/* The port a kind's server listens on in its container: a notebook's (Jupyter, 8888), an
+ * endpoint's by runtime (vLLM 8000, llama.cpp and MLX 8080); 0 for other kinds. */
+unsigned agent_work_port(json_t *work);
+
+/* The URL users reach a running notebook or endpoint at (an endpoint's OpenAI-compatible base
+ * URL ends in /v1); "" when the kind serves nothing or no port is published. */
+void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_port, char *buf, size_t size);
+
+/* Build the spec of one pushed workload. Every allocated address must be a GPU of this
+ * machine's inventory (with a UUID for NVIDIA, a render node for AMD); otherwise a sentence
+ * saying which. The spec points into work, inv and buf. */
+int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
+                    WorkloadSpec *ret, Error *err);

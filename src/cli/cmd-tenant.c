@@ -1,0 +1,59 @@
+/* cmd-tenant.c: `einsora tenant trust|untrust NAME` and `einsora tenant list`: an admin
+ * grants or withdraws a tenant's trust (R9 internal-only classes, runc). */
+#include <stdio.h>
+#include <string.h>
+
+#include "output.h"
+#include "remote.h"
+#include "util/macro.h"
+#include "verbs.h"
+
+static const char usage[] =
+        "usage: einsora tenant trust NAME | untrust NAME | list [--server URL] [--token T] "
+        "[--json]\n\n"
+        "Trust is an admin's grant per tenant, decided at each placement from what is granted\n"
+        "then: trust lets NAME use internal-only classes (R9) and run containers under runc;\n"
+        "untrust withdraws it (requests already placed keep their GPUs); list shows the\n"
+        "tenants granted trust.\n\n" REMOTE_HELP;
+
+int verb_tenant(int argc, char **argv) {
+    RemoteOpts o = {0};
+    int r = remote_getopt(argc, argv, NULL, NULL, NULL, &o, usage);
+    if (r >= 0)
+        return r;
+    const char *sub = optind < argc ? argv[optind++] : NULL;
+    const char *name = optind < argc ? argv[optind++] : NULL;
+    bool list = sub && STREQ(sub, "list");
+    if (!sub || optind < argc || (list ? name != NULL : !name) ||
+        (!list && STRNEQ(sub, "trust") && STRNEQ(sub, "untrust"))) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    json_t *j = NULL;
+    if (list) {
+        if ((r = remote_call(&o, "GET", "/v1/tenants/trusted", NULL, NULL, &j)) != EXIT_OK)
+            return r;
+        if (o.json)
+            return print_json(j);
+        size_t i;
+        json_t *t;
+        json_array_foreach(json_object_get(j, "trusted"), i, t)
+                printf("%s\n", json_string_value(t));
+        json_decref(j);
+        return EXIT_OK;
+    }
+    _cleanup_free_ char *tenant = client_escape(name);
+    if (!tenant)
+        return fail(EXIT_FAIL, "out of memory");
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/tenants/%.200s/trust", tenant);
+    if ((r = remote_call(&o, STREQ(sub, "trust") ? "PUT" : "DELETE", path, NULL, NULL, &j)) !=
+        EXIT_OK)
+        return r;
+    if (o.json)
+        return print_json(j);
+    printf("tenant %s: %s\n", name,
+           json_is_true(json_object_get(j, "trusted")) ? "trusted" : "not trusted");
+    json_decref(j);
+    return EXIT_OK;
+}

@@ -1,0 +1,43 @@
+/* switch.h: the Kubernetes side of a datacenter node's mode switch (R3, R4): cordon
+ * (spec.unschedulable), evict the node's GPU pods through the Eviction API (a PDB that
+ * blocks is waited for and named), stop KubeVirt VMIs with host GPUs when the drain allows
+ * it, relabel nvidia.com/gpu.workload.config, wait for the GPU Operator to converge, uncordon.
+ *
+ * Resumable without local state: where the switch stands is written on the Node itself
+ * (annotations einsora.io/switch-to, einsora.io/was-unschedulable, einsora.io/relabeled-at),
+ * so a sync that is killed and restarted picks it up from the cluster. Never relabels a node
+ * that still runs GPU pods. Each call does what can be done now and never waits. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "k8s/kclient.h"
+
+#define K8S_ANN_SWITCH_TO "einsora.io/switch-to"
+#define K8S_ANN_WAS_UNSCHEDULABLE "einsora.io/was-unschedulable"
+#define K8S_ANN_RELABELED_AT "einsora.io/relabeled-at"
+
+typedef struct K8sSwitchJob {
+    char node[254];
+    uint64_t task_id; /* the control plane's task */
+    char mode[24];    /* target: container | vm-passthrough */
+    bool evict_pods;  /* drain wait or evict: GPU pods are evicted (else a node with any is refused)
+                       */
+    bool stop_vms; /* drain evict: VMIs with host GPUs are stopped (a passthrough VM cannot migrate)
+                    */
+    unsigned count;     /* GPUs the node must show in the new mode */
+    unsigned timeout_s; /* for the GPU Operator, from the relabel */
+} K8sSwitchJob;
+
+typedef enum K8sSwitchState {
+    K8S_SWITCH_RUNNING,
+    K8S_SWITCH_DONE,
+    K8S_SWITCH_FAILED
+} K8sSwitchState;
+
+/* One pass. node: the latest Node object (NULL: deleted from the cluster). now_s: wall
+ * clock seconds. msg: where the switch stands, or why it failed. */
+K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t *node,
+                                  int64_t now_s, char *msg, size_t size);

@@ -1,0 +1,536 @@
+/* sync.c: the datacenter sync's loop: watch the cluster's nodes, keep the control plane's
+ * nodes in step, heartbeat them, and do their mode switches' relabel tasks. */
+#include "sync.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/client.h"
+#include "k8s/kclient.h"
+#include "k8s/switch.h"
+#include "util/macro.h"
+
+#define MAX_JOBS 256
+
+typedef struct Job {
+    K8sSwitchJob job;
+    char last[384];    /* the last progress reported */
+    bool finished, ok; /* the result, kept until the control plane has it */
+} Job;
+
+typedef struct Sync {
+    const K8sSyncConfig *cfg;
+    K8sClient *kube;
+    Client *cp;
+    json_t *nodes;  /* name -> Node, from the list and the watch */
+    char *rv;       /* NULL: list again */
+    json_t *warned; /* name -> the last error logged for it */
+    json_t *live; /* request id -> {node, phase, path} of our Pods and VMIs; NULL: unknown this turn
+                   */
+    json_t *seen; /* request ids the control plane placed on a node heartbeated this turn */
+    json_t *beaten; /* nodes heartbeated this turn */
+    Job *jobs[MAX_JOBS];
+    size_t n_jobs;
+} Sync;
+
+static void logf_(const Sync *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(const Sync *s, const char *fmt, ...) {
+    if (!s->cfg->log)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("k8s-sync: ", s->cfg->log);
+    vfprintf(s->cfg->log, fmt, ap);
+    fputc('\n', s->cfg->log);
+    fflush(s->cfg->log);
+    va_end(ap);
+}
+
+/* Log a problem of a node once (until it changes). */
+static void warn_once(Sync *s, const char *node, const char *msg) {
+    const char *old = json_string_value(json_object_get(s->warned, node));
+    if (old && STREQ(old, msg))
+        return;
+    json_object_set_new(s->warned, node, json_string(msg));
+    logf_(s, "%s", msg);
+}
+
+static int64_t now_s(void) {
+    return (int64_t)time(NULL);
+}
+
+/* A call to the control plane; -1 on a transport failure (logged). */
+static long cp_call(Sync *s, const char *method, const char *path, json_t *body, json_t **ret) {
+    long status = 0;
+    Error err = {0};
+    json_t *j = NULL;
+    if (client_call(s->cp, method, path, body, NULL, &status, &j, &err) < 0) {
+        logf_(s, "control plane: %s", error_message(&err));
+        return -1;
+    }
+    if (status >= 300 && status != 404)
+        logf_(s, "%s %s: %ld %s", method, path, status,
+              strempty(json_string_value(json_object_get(j, "message"))));
+    if (ret)
+        *ret = j;
+    else
+        json_decref(j);
+    return status;
+}
+
+/* ---- the node informer ---- */
+
+static int relist(Sync *s) {
+    json_t *items;
+    char *rv;
+    Error err = {0};
+    if (k8s_list(s->kube, "/api/v1/nodes", NULL, &items, &rv, &err) < 0) {
+        logf_(s, "cannot list nodes: %s", error_message(&err));
+        return -1;
+    }
+    json_object_clear(s->nodes);
+    size_t i;
+    json_t *n;
+    json_array_foreach(items, i, n) {
+        const char *name =
+                json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
+        if (name)
+            json_object_set(s->nodes, name, n);
+    }
+    json_decref(items);
+    free(s->rv);
+    s->rv = rv;
+    logf_(s, "listed %zu node(s) at resourceVersion %s", json_object_size(s->nodes), rv);
+    return 0;
+}
+
+static int on_node_event(const K8sEvent *e, void *userdata) {
+    Sync *s = userdata;
+    if (e->type == K8S_ADDED || e->type == K8S_MODIFIED)
+        json_object_set(s->nodes, e->name, e->object);
+    else if (e->type == K8S_DELETED) {
+        json_object_del(s->nodes, e->name);
+        logf_(s, "node %s was deleted from the cluster", e->name);
+    }
+    return 0;
+}
+
+static void watch(Sync *s) {
+    if (!s->rv && relist(s) < 0)
+        return;
+    Error err = {0};
+    int r = k8s_watch(s->kube, "/api/v1/nodes", NULL, &s->rv, s->cfg->interval_s, on_node_event, s,
+                      &err);
+    if (r == -ESTALE)
+        logf_(s, "the node watch ended with 410 Gone: listing again");
+    else if (r < 0)
+        logf_(s, "the node watch failed: %s", error_message(&err));
+    if (r < 0) {
+        free(s->rv);
+        s->rv = NULL;
+    }
+}
+
+/* ---- switch jobs ---- */
+
+static Job *job_for(Sync *s, const char *node) {
+    for (size_t i = 0; i < s->n_jobs; i++)
+        if (STREQ(s->jobs[i]->job.node, node))
+            return s->jobs[i];
+    return NULL;
+}
+
+static void job_start(Sync *s, const char *node, json_t *task, json_t *cp_node) {
+    if (job_for(s, node) || s->n_jobs == MAX_JOBS)
+        return;
+    Job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return;
+    json_t *sw = json_object_get(cp_node, "switch");
+    const char *drain = strempty(json_string_value(json_object_get(sw, "drain")));
+    const char *target = strempty(json_string_value(json_object_get(task, "target")));
+    snprintf(j->job.node, sizeof(j->job.node), "%s", node);
+    j->job.task_id = (uint64_t)json_integer_value(json_object_get(task, "id"));
+    snprintf(j->job.mode, sizeof(j->job.mode), "%s",
+             STREQ(target, "vfio") ? "vm-passthrough" : "container");
+    j->job.evict_pods = STREQ(drain, "wait") || STREQ(drain, "evict");
+    j->job.stop_vms = STREQ(drain, "evict");
+    j->job.count = (unsigned)json_array_size(json_object_get(cp_node, "devices"));
+    j->job.timeout_s = s->cfg->switch_timeout_s;
+    s->jobs[s->n_jobs++] = j;
+    logf_(s, "switch of %s to %s (drain %s, task %" PRIu64 ")", node, j->job.mode, drain,
+          j->job.task_id);
+}
+
+static void job_report(Sync *s, Job *j, bool final) {
+    json_t *body = final ? json_pack("{s:b, s:s}", "ok", j->ok, "message", j->last)
+                         : json_pack("{s:b, s:b, s:s}", "ok", 1, "progress", 1, "message", j->last);
+    char path[320];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/tasks/%" PRIu64, j->job.node, j->job.task_id);
+    long st = cp_call(s, "POST", path, body, NULL);
+    json_decref(body);
+    if (final && st > 0 && (st < 300 || st == 404)) { /* recorded, or the task is gone already */
+        for (size_t i = 0; i < s->n_jobs; i++)
+            if (s->jobs[i] == j) {
+                s->jobs[i] = s->jobs[--s->n_jobs];
+                break;
+            }
+        free(j);
+    }
+}
+
+static void jobs_advance(Sync *s) {
+    for (size_t i = s->n_jobs; i-- > 0;) {
+        Job *j = s->jobs[i];
+        if (!j->finished) {
+            char msg[384];
+            K8sSwitchState st =
+                    k8s_switch_advance(s->kube, &j->job, json_object_get(s->nodes, j->job.node),
+                                       now_s(), msg, sizeof(msg));
+            bool changed = STRNEQ(msg, j->last);
+            snprintf(j->last, sizeof(j->last), "%s", msg);
+            if (st != K8S_SWITCH_RUNNING) {
+                j->finished = true;
+                j->ok = st == K8S_SWITCH_DONE;
+                logf_(s, "switch of %s %s: %s", j->job.node, j->ok ? "done" : "failed", msg);
+            } else if (changed) {
+                logf_(s, "switch of %s: %s", j->job.node, msg);
+                job_report(s, j, false);
+            }
+        }
+        if (j->finished)
+            job_report(s, j, true);
+    }
+}
+
+/* ---- workloads ---- */
+
+static int list_ours(Sync *s, const char *collection, bool vmi) {
+    char path[300];
+    snprintf(path, sizeof(path), "%s/namespaces/%s/%s", vmi ? "/apis/kubevirt.io/v1" : "/api/v1",
+             s->cfg->work.namespace_, collection);
+    json_t *items;
+    char *rv;
+    Error err = {0};
+    int r = k8s_list(s->kube, path, "labelSelector=" K8S_LABEL_REQUEST, &items, &rv, &err);
+    if (r == -ENOENT && vmi) /* KubeVirt is not installed */
+        return 0;
+    if (r < 0) {
+        logf_(s, "cannot list workloads: %s", error_message(&err));
+        return r;
+    }
+    free(rv);
+    size_t i;
+    json_t *o;
+    json_array_foreach(items, i, o) {
+        json_t *md = json_object_get(o, "metadata"), *spec = json_object_get(o, "spec"),
+               *st = json_object_get(o, "status");
+        const char *id = json_string_value(
+                json_object_get(json_object_get(md, "labels"), K8S_LABEL_REQUEST));
+        const char *node = json_string_value(json_object_get(vmi ? st : spec, "nodeName"));
+        if (!node && vmi)
+            node = json_string_value(json_object_get(json_object_get(spec, "nodeSelector"),
+                                                     "kubernetes.io/hostname"));
+        const char *name = json_string_value(json_object_get(md, "name"));
+        if (!id || !node || !name)
+            continue;
+        json_object_set_new(s->live, id,
+                            json_pack("{s:s, s:s, s:s++}", "node", node, "phase",
+                                      strempty(json_string_value(json_object_get(st, "phase"))),
+                                      "path", path, "/", name));
+    }
+    json_decref(items);
+    return 0;
+}
+
+static void list_live(Sync *s) {
+    json_decref(s->live);
+    s->live = json_object();
+    if (list_ours(s, "pods", false) < 0 || list_ours(s, "virtualmachineinstances", true) < 0) {
+        json_decref(s->live);
+        s->live = NULL;
+    }
+}
+
+static bool phase_runs(const char *phase) {
+    return STRNEQ(phase, "Succeeded") && STRNEQ(phase, "Failed");
+}
+
+/* The ids of our objects on node that have not ended: the heartbeat's "running". */
+static json_t *running_on(Sync *s, const char *node) {
+    json_t *ids = json_array(), *o;
+    const char *id;
+    json_object_foreach(s->live, id,
+                        o) if (STREQ(json_string_value(json_object_get(o, "node")), node) &&
+                               phase_runs(json_string_value(json_object_get(o, "phase"))))
+            json_array_append_new(ids, json_integer(strtoll(id, NULL, 10)));
+    return ids;
+}
+
+/* One workload of a heartbeat answer: create its object, activate it once Running, release
+ * it once it succeeded. */
+static void workload(Sync *s, json_t *w, const char *node_resource) {
+    char id[32], path[96];
+    json_int_t rid = json_integer_value(json_object_get(w, "id"));
+    snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, rid);
+    json_object_set_new(s->seen, id, json_true());
+    const char *state = strempty(json_string_value(json_object_get(w, "state")));
+    json_t *o = json_object_get(s->live, id);
+    Error err = {0};
+    if (!o) {
+        if (STRNEQ(state, "placed"))
+            return; /* active but gone: the heartbeat's running list reports it ended */
+        json_t *m = k8s_workload_manifest(s->cfg->catalog, &s->cfg->work, w, node_resource);
+        if (!m) {
+            logf_(s, "request %s: nothing to run for its placement", id);
+            return;
+        }
+        bool vmi = STREQ(json_string_value(json_object_get(m, "kind")), "VirtualMachineInstance");
+        char coll[300];
+        snprintf(coll, sizeof(coll), "%s/namespaces/%s/%s",
+                 vmi ? "/apis/kubevirt.io/v1" : "/api/v1", s->cfg->work.namespace_,
+                 vmi ? "virtualmachineinstances" : "pods");
+        int r = k8s_call(s->kube, "POST", coll, NULL, m, NULL, &err);
+        if (r < 0 && r != -EEXIST)
+            logf_(s, "request %s: %s", id, error_message(&err));
+        else
+            logf_(s, "request %s: created %s %s on %s", id, vmi ? "VirtualMachineInstance" : "Pod",
+                  json_string_value(json_object_get(json_object_get(m, "metadata"), "name")),
+                  json_string_value(json_object_get(json_object_get(w, "placement"), "node")));
+        json_decref(m);
+        return;
+    }
+    const char *phase = json_string_value(json_object_get(o, "phase"));
+    if (STREQ(state, "placed") && STREQ(phase, "Running")) {
+        snprintf(path, sizeof(path), "/v1/requests/%s/activate", id);
+        if (cp_call(s, "POST", path, NULL, NULL) == 200)
+            logf_(s, "request %s: running", id);
+    } else if (STREQ(phase, "Succeeded") || STREQ(phase, "Failed")) {
+        /* It ended on its own: the request becomes `ended` with how (R17), never a silent
+         * release; its GPUs are free again. */
+        bool failed = STREQ(phase, "Failed");
+        json_t *body = failed ? json_pack("{s:b, s:s}", "failed", true, "message",
+                                          "the Pod or VirtualMachineInstance failed")
+                              : json_pack("{s:b, s:i, s:s}", "failed", false, "exit_code", 0,
+                                          "message", "");
+        snprintf(path, sizeof(path), "/v1/requests/%s/end", id);
+        if (body && cp_call(s, "POST", path, body, NULL) == 200)
+            logf_(s, "request %s: %s, ended", id, failed ? "failed" : "finished");
+        json_decref(body);
+    }
+}
+
+/* Delete our objects whose request is no longer placed on a node heartbeated this turn. */
+static void delete_released(Sync *s) {
+    const char *id;
+    json_t *o;
+    json_object_foreach(s->live, id, o) {
+        if (json_object_get(s->seen, id) ||
+            !json_object_get(s->beaten, json_string_value(json_object_get(o, "node"))))
+            continue;
+        Error err = {0};
+        const char *path = json_string_value(json_object_get(o, "path"));
+        int r = k8s_call(s->kube, "DELETE", path, NULL, NULL, NULL, &err);
+        if (r < 0 && r != -ENOENT)
+            logf_(s, "request %s: %s", id, error_message(&err));
+        else
+            logf_(s, "request %s: released, deleted %s", id, path);
+    }
+}
+
+/* ---- nodes ---- */
+
+/* Whether the control plane's node already says what desc says (mode, capabilities, devices). */
+static bool same_description(json_t *cp_node, json_t *desc) {
+    const char *keys[] = {"mode", "capabilities", "site", "owner", "device_resource"};
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        json_t *x = json_object_get(cp_node, keys[i]), *y = json_object_get(desc, keys[i]);
+        if ((x || y) && !json_equal(x, y)) /* json_equal() of two NULLs is false */
+            return false;
+    }
+    json_t *a = json_object_get(cp_node, "devices"), *b = json_object_get(desc, "devices");
+    if (json_array_size(a) != json_array_size(b))
+        return false;
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *x = json_array_get(a, i), *y = json_array_get(b, i);
+        if (!json_equal(json_object_get(x, "class"), json_object_get(y, "class")) ||
+            !json_equal(json_object_get(x, "binding"), json_object_get(y, "binding")))
+            return false;
+        json_t *mx = json_object_get(x, "mig"), *my = json_object_get(y, "mig");
+        if ((mx || my) && !json_equal(mx, my))
+            return false;
+    }
+    return true;
+}
+
+static bool switch_running(json_t *cp_node) {
+    const char *step =
+            json_string_value(json_object_get(json_object_get(cp_node, "switch"), "step"));
+    return step && STRNEQ(step, "done") && STRNEQ(step, "failed");
+}
+
+static void sync_node(Sync *s, const char *name, json_t *node) {
+    K8sNodeView v;
+    Error err = {0};
+    if (k8s_node_view(s->cfg->catalog, node, &v, &err) < 0) {
+        warn_once(s, name, error_message(&err));
+        return;
+    }
+    if (!v.has_gpus)
+        return;
+    if (strlen(name) >= 64) {
+        warn_once(s, name, "A Kubernetes node name longer than 63 characters is not served.");
+        return;
+    }
+    if (v.mode_error[0]) { /* R3: shown, not guessed; the node is not heartbeated */
+        warn_once(s, name, v.mode_error);
+        return;
+    }
+    if (v.class_index < 0 && v.count) {
+        char m[256];
+        snprintf(m, sizeof(m),
+                 "Node %s: no catalog class matches its GPUs (%s=%s, %s): shown unclassified (R8).",
+                 name, K8S_PRODUCT_LABEL,
+                 strempty(json_string_value(json_object_get(
+                         json_object_get(json_object_get(node, "metadata"), "labels"),
+                         K8S_PRODUCT_LABEL))),
+                 v.resource);
+        warn_once(s, name, m);
+    } else if (v.resource_differs) {
+        char m[300];
+        snprintf(m, sizeof(m),
+                 "Node %s advertises %s, not the catalog's vm_device_name %s for class %s.", name,
+                 v.resource, strempty(s->cfg->catalog->classes[v.class_index].vm_device_name),
+                 s->cfg->catalog->classes[v.class_index].name);
+        warn_once(s, name, m);
+    }
+    if (v.mig_unplaced) {
+        char m[200];
+        snprintf(m, sizeof(m),
+                 "Node %s: its nvidia.com/mig-* counts do not fit its %u GPU(s): the slices that "
+                 "do not "
+                 "fit are not offered.",
+                 name, v.total_gpus);
+        warn_once(s, name, m);
+    }
+    char path[160];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    json_t *cp = NULL;
+    long st = cp_call(s, "GET", path, NULL, &cp);
+    if (st < 0)
+        return;
+    bool busy = job_for(s, name) || (st == 200 && switch_running(cp));
+    if (st == 404 || (st == 200 && !busy)) {
+        bool cordoned = st == 200 ? json_is_true(json_object_get(cp, "cordoned")) : v.unschedulable;
+        json_t *desc = k8s_node_spec_json(s->cfg->catalog, &v, &s->cfg->site, cordoned);
+        /* mid-relabel the GPU Operator shows no GPUs for a while: not a new inventory */
+        bool settling = st == 200 && v.count == 0;
+        if (st == 404 || (!settling && !same_description(cp, desc))) {
+            long p = cp_call(s, "PUT", path, desc, NULL);
+            if (p > 0 && p < 300)
+                logf_(s, "node %s: %s mode, %u x %s (%s)", name, v.mode, v.count,
+                      v.class_index >= 0 ? s->cfg->catalog->classes[v.class_index].name
+                                         : "unclassified",
+                      v.resource[0] ? v.resource : "no GPU resource yet");
+        } else if (cordoned != v.unschedulable) {
+            char cpath[200];
+            snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/%s", name,
+                     v.unschedulable ? "cordon" : "uncordon");
+            if (cp_call(s, "POST", cpath, NULL, NULL) == 200)
+                logf_(s, "node %s %s (spec.unschedulable)", name,
+                      v.unschedulable ? "cordoned" : "uncordoned");
+        }
+        json_decref(desc);
+    }
+    if (v.ready) {
+        json_t *beat = json_pack("{s:i}", "interval_s", (int)s->cfg->interval_s), *ans = NULL;
+        if (s->live)
+            json_object_set_new(beat, "running", running_on(s, name));
+        char bpath[200];
+        snprintf(bpath, sizeof(bpath), "/v1/nodes/%s/heartbeat", name);
+        if (cp_call(s, "POST", bpath, beat, &ans) == 200) {
+            size_t i;
+            json_t *t;
+            json_array_foreach(json_object_get(ans, "tasks"), i, t) {
+                const char *kind = json_string_value(json_object_get(t, "kind"));
+                if (kind && STREQ(kind, "bind"))
+                    job_start(s, name, t, cp);
+            }
+            if (s->live) {
+                json_object_set_new(s->beaten, name, json_true());
+                json_array_foreach(json_object_get(ans, "workloads"), i, t)
+                        workload(s, t, v.resource);
+            }
+        }
+        json_decref(beat);
+        json_decref(ans);
+    } else
+        warn_once(s, name,
+                  "node is not Ready: not heartbeated, so the control plane marks it unreachable");
+    if (v.ready && json_object_get(s->warned, name)) {
+        const char *w = json_string_value(json_object_get(s->warned, name));
+        if (w && strstr(w, "not Ready"))
+            json_object_del(s->warned, name);
+    }
+    json_decref(cp);
+}
+
+static void turn(Sync *s) {
+    watch(s);
+    if (!s->rv)
+        return;
+    list_live(s);
+    json_object_clear(s->seen);
+    json_object_clear(s->beaten);
+    const char *name;
+    json_t *node;
+    json_object_foreach(s->nodes, name, node) sync_node(s, name, node);
+    if (s->live)
+        delete_released(s);
+    jobs_advance(s);
+}
+
+int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
+    K8sSyncConfig cfg = *cfg_in;
+    if (!cfg.interval_s)
+        cfg.interval_s = 5;
+    if (!cfg.switch_timeout_s)
+        cfg.switch_timeout_s = 600;
+    Sync s = {.cfg = &cfg,
+              .nodes = json_object(),
+              .warned = json_object(),
+              .seen = json_object(),
+              .beaten = json_object()};
+    int r;
+    if (!s.nodes || !s.warned || !s.seen || !s.beaten)
+        r = error_set(err, -ENOMEM, "Out of memory.");
+    else if ((r = k8s_client_new(cfg.kube, NULL, &s.kube, err)) >= 0)
+        r = client_new(cfg.server, cfg.token, &s.cp, err);
+    if (r >= 0) {
+        logf_(&s, "cluster %s, control plane %s, every %us", cfg.kube->server, cfg.server,
+              cfg.interval_s);
+        while (!(cfg.stop && *cfg.stop)) {
+            int64_t start = now_s();
+            turn(&s);
+            /* a watch that failed at once must not spin */
+            if (now_s() - start < 1 && !(cfg.stop && *cfg.stop))
+                nanosleep(&(struct timespec){1, 0}, NULL);
+        }
+        logf_(&s, "stopped");
+    }
+    for (size_t i = 0; i < s.n_jobs; i++)
+        free(s.jobs[i]);
+    json_decref(s.nodes);
+    json_decref(s.warned);
+    json_decref(s.live);
+    json_decref(s.seen);
+    json_decref(s.beaten);
+    free(s.rv);
+    k8s_client_free(s.kube);
+    client_free(s.cp);
+    return r < 0 ? r : 0;
+}

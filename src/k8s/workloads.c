@@ -1,0 +1,86 @@
+/* workloads.c: Pods and VMIs of placements. */
+#include "workloads.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/macro.h"
+
+void k8s_workload_name(json_int_t id, char *buf, size_t size) {
+    snprintf(buf, size, "einsora-%" JSON_INTEGER_FORMAT, id);
+}
+
+/* A user name as a label value: [A-Za-z0-9._-], at most 63, alphanumeric at both ends. */
+static void label_value(const char *s, char *buf, size_t size) {
+    size_t k = 0;
+    for (; *s && k + 1 < size && k < 63; s++)
+        buf[k++] = isalnum((unsigned char)*s) || *s == '.' || *s == '_' || *s == '-' ? *s : '_';
+    while (k && !isalnum((unsigned char)buf[k - 1]))
+        k--;
+    buf[k] = 0;
+}
+
+json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, json_t *w,
+                              const char *node_resource) {
+    json_int_t id = json_integer_value(json_object_get(w, "id"));
+    const char *kind = json_string_value(json_object_get(w, "kind")),
+               *user = json_string_value(json_object_get(w, "user"));
+    json_t *p = json_object_get(w, "placement");
+    const char *node = json_string_value(json_object_get(p, "node")),
+               *method = json_string_value(json_object_get(p, "method"));
+    const char *cls = json_string_value(json_object_get(p, "class")),
+               *crt = json_string_value(json_object_get(p, "container_runtime"));
+    if (id <= 0 || !kind || !node || !method)
+        return NULL;
+    size_t n = json_array_size(json_object_get(p, "devices"));
+    const GpuClass *c = cls ? catalog_find(cat, cls) : NULL;
+    const char *res = STREQ(method, "mig") && c ? c->container_resource : node_resource;
+    unsigned count = STREQ(method, "mig") ? 1 : (unsigned)n;
+    char name[64], uid[64], idtext[32];
+    k8s_workload_name(id, name, sizeof(name));
+    label_value(strempty(user), uid, sizeof(uid));
+    snprintf(idtext, sizeof(idtext), "%" JSON_INTEGER_FORMAT, id);
+    json_t *labels = json_pack("{s:s, s:s, s:s}", K8S_LABEL_REQUEST, idtext, "einsora.io/user", uid,
+                               "einsora.io/kind", kind);
+    json_t *meta = json_pack("{s:s, s:s, s:o}", "name", name, "namespace", site->namespace_,
+                             "labels", labels);
+    json_int_t memory = json_integer_value(json_object_get(p, "memory_gb"));
+    char mem[32];
+    snprintf(mem, sizeof(mem), "%" JSON_INTEGER_FORMAT "Gi", memory > 0 ? memory : 4);
+    if (STREQ(kind, "vm")) {
+        if (!res || !count)
+            return json_decref(meta), NULL;
+        json_t *gpus = json_array();
+        for (unsigned i = 0; i < count; i++) {
+            char g[16];
+            snprintf(g, sizeof(g), "gpu%u", i);
+            json_array_append_new(gpus, json_pack("{s:s, s:s}", "name", g, "deviceName", res));
+        }
+        return json_pack("{s:s, s:s, s:o, s:{s:{s:s}, s:{s:{s:o, s:[{s:s, s:{s:s}}]}, "
+                         "s:{s:{s:s}}}, s:[{s:s, s:{s:s}}]}}",
+                         "apiVersion", "kubevirt.io/v1", "kind", "VirtualMachineInstance",
+                         "metadata", meta, "spec", "nodeSelector", "kubernetes.io/hostname", node,
+                         "domain", "devices", "gpus", gpus, "disks", "name", "rootdisk", "disk",
+                         "bus", "virtio", "resources", "requests", "memory", mem, "volumes", "name",
+                         "rootdisk", "containerDisk", "image", site->vm_image);
+    }
+    json_t *limits = json_object();
+    if (res && count && STRNEQ(method, "cpu")) {
+        char q[16];
+        snprintf(q, sizeof(q), "%u", count);
+        json_object_set_new(limits, res, json_string(q));
+    }
+    json_int_t cores = json_integer_value(json_object_get(p, "cpu_cores"));
+    if (cores > 0)
+        json_object_set_new(limits, "cpu", json_sprintf("%" JSON_INTEGER_FORMAT, cores));
+    json_t *pod =
+            json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:[{s:s, s:s, s:{s:o}}]}}", "apiVersion", "v1",
+                      "kind", "Pod", "metadata", meta, "spec", "nodeName", node, "restartPolicy",
+                      STREQ(kind, "container") ? "Never" : "Always", "containers", "name", kind,
+                      "image", site->pod_image, "resources", "limits", limits);
+    if (pod && crt && STREQ(crt, "kata"))
+        json_object_set_new(json_object_get(pod, "spec"), "runtimeClassName",
+                            json_string(site->kata_runtime_class));
+    return pod;
+}

@@ -1,0 +1,110 @@
+/* tenants.c: trusted tenants (R9): trust is an admin's grant per tenant, never a token's.
+ *
+ * A grant is stored (fleet record "trust/NAME") and mirrored into the core on every site, so
+ * each placement is decided from what is granted at that moment: a grant withdrawn counts
+ * from the next placement on, nothing is rebuilt from stored requests, and a token's role
+ * ("trusted" included) confers no trust by itself. Requests already placed keep their GPUs. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+#define TRUST_PREFIX "trust/"
+
+static void site_trust_all(Server *s, const char *user, bool on) {
+    for (size_t i = 0; i < s->sites.cap; i++)
+        if (s->sites.keys[i] && s->sites.keys[i] != PTRMAP_TOMB)
+            (void)sched_site_trust(s->sched, s->sites.keys[i], user, on, NULL);
+}
+
+static int load_grant(const char *key, const char *json, void *userdata) {
+    Server *s = userdata;
+    (void)json;
+    if (string_has_prefix(key, TRUST_PREFIX))
+        state_trust_user(s, key + strlen(TRUST_PREFIX));
+    return 0;
+}
+
+int tenants_load(Server *s, Error *err) {
+    return store_fleet_foreach(s->store, load_grant, s, err);
+}
+
+typedef struct TrustArg {
+    const char *tenant;
+    bool grant;
+} TrustArg;
+
+static void op_trust(Server *s, Op *op) {
+    TrustArg *a = op->arg;
+    bool had = ptrmap_get(&s->trusted_users, a->tenant) != NULL;
+    if (had != a->grant) {
+        _cleanup_free_ char *key = strprintf(TRUST_PREFIX "%s", a->tenant);
+        if (!key)
+            OP_FAIL(op, 500, "internal", "Out of memory.");
+        Error err = {0};
+        int r = a->grant ? store_fleet_put(s->store, key, "{}", &err)
+                         : store_fleet_delete(s->store, key, &err);
+        if (writer_check(s, r, &err, "saving a trust grant") < 0)
+            OP_FAIL(op, 500, "internal", "%s", error_message(&err));
+        if (a->grant)
+            state_trust_user(s, a->tenant);
+        else {
+            char *k = ptrmap_remove(&s->trusted_users, a->tenant);
+            (void)k;
+            site_trust_all(s, a->tenant, false);
+        }
+        state_event(s, a->grant ? "tenant.trusted" : "tenant.untrusted", a->tenant, NULL, NULL);
+    }
+    op->status = 200;
+    op->body = json_pack("{s:s, s:b}", "tenant", a->tenant, "trusted", a->grant);
+}
+
+static void trust(HttpCtx *c, bool grant) {
+    if (c->who.role != ROLE_ADMIN)
+        API_FAIL(c, 403, "forbidden", "Only an admin grants or withdraws a tenant's trust.");
+    TrustArg a = {.tenant = c->match.params[0], .grant = grant};
+    if (!spec_name_is_valid(a.tenant))
+        API_FAIL(c, 400, "bad_request", "'%.64s' is not a valid user name.", a.tenant);
+    api_apply(c, op_trust, &a);
+}
+
+void api_tenant_trust_grant(HttpCtx *c) {
+    trust(c, true);
+}
+
+void api_tenant_trust_withdraw(HttpCtx *c) {
+    trust(c, false);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void api_tenants_trusted(HttpCtx *c) {
+    if (c->who.role != ROLE_ADMIN)
+        API_FAIL(c, 403, "forbidden", "Only an admin lists trusted tenants.");
+    Server *s = c->s;
+    json_t *list = json_array();
+    pthread_rwlock_rdlock(&s->lock);
+    char **names = calloc(s->trusted_users.n + 1, sizeof(char *));
+    size_t n = 0;
+    for (size_t i = 0; names && i < s->trusted_users.cap; i++)
+        if (s->trusted_users.keys[i] && s->trusted_users.keys[i] != PTRMAP_TOMB &&
+            n < s->trusted_users.n)
+            names[n++] = s->trusted_users.keys[i];
+    if (names) {
+        qsort(names, n, sizeof(char *), cmp_str);
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(list, json_string(names[i]));
+    }
+    pthread_rwlock_unlock(&s->lock);
+    free(names);
+    if (!names) {
+        json_decref(list);
+        API_FAIL(c, 500, "internal", "Out of memory.");
+    }
+    c->json = json_pack("{s:o}", "trusted", list);
+}

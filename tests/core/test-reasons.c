@@ -1,0 +1,347 @@
+/* test-reasons.c: every reason code against a scenario that produces it, and for each waiting
+ * reason the event that clears it: the reason shown names what, removed, would let the
+ * request run (R18); requests no node could ever run are refused at submit unless the user
+ * asks to wait for nodes (R18). */
+#include "core-fixture.h"
+
+#define H100 "nvidia-h100-80gb"
+#define H200 "nvidia-h200-141gb"
+#define H100_1G "nvidia-h100-80gb-mig-1g.10gb"
+#define H100_7G "nvidia-h100-80gb-mig-7g.80gb"
+#define MAC64 "apple-silicon-64gb"
+#define RTX4090 "nvidia-rtx-4090"
+
+TestSuite(reasons, .init = fx_setup, .fini = fx_teardown);
+
+static Error err;
+
+static void expect(const Decision *d, DecisionKind kind, SchedReason reason) {
+    cr_assert_eq(d->kind, kind, "want %s, got %s: %s", decision_kind_to_string(kind),
+                 decision_kind_to_string(d->kind), d->message);
+    cr_assert_eq(d->reason, reason, "want reason %s, got %s: %s", sched_reason_to_string(reason),
+                 sched_reason_to_string(d->reason), d->message);
+}
+
+static void expect_placed(const char *id) {
+    Decision d;
+    cr_assert_eq(sched_request_decision(fx, id, &d), 0);
+    cr_assert_eq(d.kind, DECISION_PLACED, "cleared, %s runs: %s", id, d.message);
+}
+
+static void dc(void) {
+    fx_site("dc", SITE_DATACENTER);
+}
+
+/* Each scenario produces its reason (and for a waiting one, clears it); the last test checks
+ * that together they cover every reason code. */
+static bool covered[_SCHED_REASON_MAX];
+
+static void saw(const Decision *d, DecisionKind kind, SchedReason reason) {
+    expect(d, kind, reason);
+    covered[reason] = true;
+}
+
+/* ---- waiting reasons, each cleared by the one change it names ---- */
+
+static void no_capacity(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision d = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    saw(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+    fx_release("a");
+    expect_placed("b");
+}
+
+static void mode_mismatch(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
+    saw(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+    cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s",
+                 err.message);
+    expect_placed("v");
+}
+
+static void queued(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    Decision d = fx_req(.id = "y", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    saw(&d, DECISION_WAITING, SCHED_REASON_QUEUED);
+    fx_release("gang"); /* the older gang that keeps the free GPU goes away */
+    expect_placed("y");
+}
+
+static void owner_only(void) {
+    fx_site("lab", SITE_LAB);
+    fx_mac("mac", "lab", "amy", 64, 48);
+    Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_OWNER_ONLY);
+    d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+               .wait_for_nodes = true);
+    saw(&d, DECISION_WAITING, SCHED_REASON_OWNER_ONLY);
+    fx_mac("bobs-mac", "lab", "bob", 64, 48);
+    expect_placed("s");
+}
+
+static void internal_only(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", RTX4090, 1, BINDING_HOST, true, false, false);
+    Decision d =
+            fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = RTX4090);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_INTERNAL_ONLY);
+    d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = RTX4090,
+               .wait_for_nodes = true);
+    saw(&d, DECISION_WAITING, SCHED_REASON_INTERNAL_ONLY);
+    fx_gpu_node("bobs", "dc", "bob", "container", RTX4090, 1, BINDING_HOST, false, false, false);
+    expect_placed("s");
+}
+
+static void no_kata(void) {
+    dc();
+    fx_gpu_node("k1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, true, false, false);
+    fx_gpu_node("n1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, false, false, false);
+    fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    saw(&d, DECISION_WAITING, SCHED_REASON_NO_KATA);
+    cr_assert_eq(sched_node_set_capabilities(fx, "n1", true, false, 0, &err), 0, "%s", err.message);
+    expect_placed("b");
+}
+
+static void no_mig_in_kata(void) {
+    dc();
+    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, true);
+    fx_gpu_node("m2", "dc", "ops", "container", H100, 1, BINDING_HOST, true, true, true);
+    fx_req(.id = "big", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_7G);
+    Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    saw(&d, DECISION_WAITING, SCHED_REASON_NO_MIG_IN_KATA);
+    cr_assert_eq(sched_node_set_capabilities(fx, "m1", true, true, 0, &err), 0, "%s", err.message);
+    expect_placed("s");
+}
+
+static void reset_check(void) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-5090", 1, BINDING_VFIO, false, false, false);
+    Decision d =
+            fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-5090");
+    saw(&d, DECISION_WAITING, SCHED_REASON_RESET_CHECK);
+    cr_assert_eq(sched_device_reset_result(fx, "box", 0, true, NULL, 0, &err), 0, "%s",
+                 err.message);
+    expect_placed("v");
+}
+
+static void macos_vm_limit(void) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    fx_req(.id = "v1", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+           .class_name = MAC64);
+    fx_req(.id = "v2", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+           .class_name = MAC64);
+    Decision d = fx_req(.id = "v3", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = MAC64);
+    saw(&d, DECISION_WAITING, SCHED_REASON_MACOS_VM_LIMIT);
+    fx_release("v1");
+    expect_placed("v3");
+}
+
+static void cordoned(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    cr_assert_eq(sched_node_set_cordoned(fx, "c1", true, 0, &err), 0, "%s", err.message);
+    Decision d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    saw(&d, DECISION_WAITING, SCHED_REASON_CORDONED);
+    cr_assert_eq(sched_node_set_cordoned(fx, "c1", false, 0, &err), 0, "%s", err.message);
+    expect_placed("c");
+}
+
+static void no_node(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "h", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_NO_NODE);
+    cr_assert_eq(sched_request_count(fx), 0, "a refused request is not kept");
+    d = fx_req(.id = "h", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
+               .wait_for_nodes = true);
+    saw(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
+    fx_gpu_node("h1", "dc", "ops", "container", H200, 1, BINDING_HOST, false, false, false);
+    expect_placed("h");
+}
+
+static void too_large(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 4);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    cr_assert(strstr(d.message, "wait_for_nodes"), "says how to wait anyway: %s", d.message);
+    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4,
+               .wait_for_nodes = true);
+    saw(&d, DECISION_WAITING, SCHED_REASON_TOO_LARGE);
+    fx_gpu_node("c4", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    expect_placed("g");
+}
+
+/* ---- refusals ---- */
+
+static void refusals(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, true);
+    Decision d =
+            fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .class_name = "nvidia-h100-vgpu");
+    saw(&d, DECISION_REFUSED, SCHED_REASON_VGPU);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = "no-such-class");
+    saw(&d, DECISION_REFUSED, SCHED_REASON_UNKNOWN_CLASS);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .guest = GUEST_LINUX,
+               .class_name = MAC64);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_LINUX_GUEST_GPU);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+               .class_name = H100);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_MACOS_GUEST_NOT_MAC);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100_1G);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_VM_MIG);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .class_name = "amd-mi300x");
+    saw(&d, DECISION_REFUSED, SCHED_REASON_VM_AMD);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G,
+               .count = 2);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_BAD_COUNT);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100,
+               .runtime = ENDPOINT_RUNTIME_MLX);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_BAD_RUNTIME);
+    d = fx_req(.id = "a", .user = NULL, .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_BAD_REQUEST);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100_1G);
+    saw(&d, DECISION_PLACED, SCHED_REASON_NONE);
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100_1G);
+    saw(&d, DECISION_REFUSED, SCHED_REASON_DUPLICATE);
+}
+
+static void fallback(void) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    const char *fb[] = {"cpu"};
+    /* R18 with R13: a first choice no node has still waits when an alternative can run. */
+    Decision d = fx_submit((RequestSpec){.id = "f",
+                                         .user = "ops",
+                                         .kind = WORKLOAD_CONTAINER,
+                                         .class_name = H200,
+                                         .fallback = fb,
+                                         .n_fallback = 1,
+                                         .wait_s = 10},
+                           0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
+    cr_assert_eq(sched_tick(fx, 9), 0, "not before the wait ran out");
+    cr_assert_eq(sched_tick(fx, 10), 1);
+    cr_assert_eq(sched_request_decision(fx, "f", &d), 0);
+    saw(&d, DECISION_PLACED, SCHED_REASON_FALLBACK);
+}
+
+typedef void (*Scenario)(void);
+
+static const Scenario scenarios[] = {
+        no_capacity, mode_mismatch,  queued,   owner_only, internal_only, no_kata,  no_mig_in_kata,
+        reset_check, macos_vm_limit, cordoned, no_node,    too_large,     refusals, fallback,
+};
+
+/* Criterion runs each test in its own process: run them all here, each on a fresh Sched. */
+static void run_all(void) {
+    for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+        fx_teardown();
+        fx_setup();
+        scenarios[i]();
+    }
+}
+
+Test(reasons, r18_every_reason_code_has_a_scenario_and_each_wait_clears_on_its_blocker) {
+    run_all();
+    for (int r = 0; r < _SCHED_REASON_MAX; r++)
+        cr_expect(covered[r], "no scenario produces reason %s",
+                  sched_reason_to_string((SchedReason)r));
+}
+
+Test(reasons, r18_stranger_slice_is_never_told_to_wait_for_a_mode_switch_that_cannot_help) {
+    /* m1 has whole GPUs (MIG off) but no mig_in_kata: turning MIG on would not give a
+     * stranger a slice there. m2 could, once bob's own 7g slice ends. */
+    dc();
+    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, false);
+    fx_gpu_node("m2", "dc", "ops", "container", H100, 1, BINDING_HOST, true, true, true);
+    fx_req(.id = "big", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_7G);
+    Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+    fx_release("big");
+    expect_placed("s");
+}
+
+Test(reasons, r18_stranger_container_is_never_told_to_wait_for_a_mode_switch_that_cannot_help) {
+    /* c1 has a free GPU in container mode but no Kata: switching it to vm-passthrough would
+     * not run a stranger's container there. k1 will, once bob's other container ends. */
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node("k1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, true, false, false);
+    fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+    fx_release("a");
+    expect_placed("b");
+}
+
+Test(reasons, r18_stranger_time_slice_request_is_not_told_other_mode) {
+    /* share = true from a stranger runs under Kata on a whole GPU (R2e never crosses users):
+     * ops' time slices and a free host GPU on a node without Kata are no help. */
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node("k1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, true, false, false);
+    fx_req(.id = "t", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .share = true);
+    fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100, .share = true);
+    Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .share = true);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    cr_assert_neq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
+    fx_release("a");
+    expect_placed("b");
+}
+
+Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
+    dc();
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
+                        .count = 2, .wait_for_nodes = true);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
+    fx_gpu_node("h1", "dc", "ops", "container", H200, 1, BINDING_HOST, false, false, false);
+    cr_assert_eq(sched_request_decision(fx, "g", &d), 0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_TOO_LARGE); /* a node came, too small for the gang */
+    fx_gpu_node("h2", "dc", "ops", "vm-passthrough", H200, 2, BINDING_HOST, false, false, false);
+    cr_assert_eq(sched_request_decision(fx, "g", &d), 0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH); /* big enough, in the other mode */
+    cr_assert_eq(sched_node_set_mode(fx, "h2", NODE_MODE_CONTAINER, 0, &err), 0, "%s", err.message);
+    expect_placed("g");
+}
+
+Test(reasons, r18_the_fleet_summary_follows_nodes_that_join_and_leave) {
+    dc();
+    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 2);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    fx_gpu_node("c2", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+               .count = 2);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY); /* c2 could, once x ends */
+    fx_release("g");
+    fx_release("x");
+    cr_assert_eq(sched_remove_node(fx, "c2", &err), 0, "%s", err.message);
+    d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+               .count = 2);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE); /* c2 left: nothing holds 2 again */
+    /* Kata gained by a node is seen too: bob's container is refused, then waits. */
+    fx_req(.id = "own", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_NO_KATA);
+    cr_assert_eq(sched_node_set_capabilities(fx, "c1", true, false, 0, &err), 0, "%s", err.message);
+    d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+    fx_release("own"); /* then only the mode is in the way */
+    cr_assert_eq(sched_request_decision(fx, "b", &d), 0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+}

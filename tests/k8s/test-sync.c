@@ -1,0 +1,639 @@
+/* test-sync.c: `einsora k8s sync` between the real control plane and the API-server double:
+ * nodes built from the cluster (R3, R6), mode switches through the Eviction API and the GPU
+ * Operator (R4): clean both ways, a PDB that blocks for a while, an operator that never
+ * converges, 410 Gone mid-switch, the sync killed and restarted, RBAC 403, a node deleted. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "double.h"
+#include "helpers.h"
+#include "srv-helpers.h"
+
+static TestServer ts;
+static K8sDouble dbl;
+static pid_t sync_pid;
+static char sync_log[128];
+
+/* switch_timeout: seconds the GPU Operator gets after a relabel; generous unless a test wants
+ * it to run out, so that a slow machine never fails a switch that should succeed. */
+static void sync_start_with(const char *switch_timeout) {
+    sync_pid = fork();
+    cr_assert(sync_pid >= 0);
+    if (sync_pid == 0) {
+        int fd = open(sync_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0)
+            dup2(fd, 2);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        execl(EINSORA_BIN, EINSORA_BIN, "k8s", "sync", "--server", ts.url, "--token", ts.admin,
+              "--kubeconfig", dbl.kubeconfig, "--interval", "1", "--switch-timeout", switch_timeout,
+              "--catalog", TEST_DATA "/catalog.yaml", "--capabilities", "kata", "--owner", "root",
+              (char *)NULL);
+        _exit(127);
+    }
+}
+
+static void sync_start(void) {
+    sync_start_with("120");
+}
+
+static void sync_kill(bool hard) {
+    if (sync_pid <= 0)
+        return;
+    kill(sync_pid, hard ? SIGKILL : SIGTERM);
+    int status;
+    waitpid(sync_pid, &status, 0);
+    if (!hard)
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the sync did not stop cleanly");
+    sync_pid = 0;
+}
+
+static void setup(void) {
+    ts_start(&ts);
+    k8s_double_start(&dbl, "cluster.json", 0.5);
+    snprintf(sync_log, sizeof(sync_log), "%s/sync.log", dbl.dir);
+    sync_start();
+}
+
+static void teardown(void) {
+    sync_kill(false);
+    k8s_double_stop(&dbl);
+    ts_stop(&ts);
+}
+
+TestSuite(k8s_sync, .init = setup, .fini = teardown, .timeout = 180);
+
+static void sleep_ms(long ms) {
+    nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+}
+
+/* Poll until pred holds; generous deadline, never a timing assertion. */
+typedef bool (*Pred)(const void *arg);
+static bool wait_for(Pred pred, const void *arg) {
+    for (int i = 0; i < 600; i++) { /* 60 s */
+        if (pred(arg))
+            return true;
+        sleep_ms(100);
+    }
+    return false;
+}
+
+static json_t *cp_node(const char *name) {
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    json_t *j = NULL;
+    if (ts_call(&ts, ts.admin, "GET", path, NULL, &j) != 200) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static bool registered(const void *arg) {
+    json_t *j = cp_node(arg);
+    bool ok = j && json_object_get(j, "agent");
+    json_decref(j);
+    return ok;
+}
+
+static const char *switch_field(json_t *node, const char *key) {
+    return json_string_value(json_object_get(json_object_get(node, "switch"), key));
+}
+
+typedef struct StepIs {
+    const char *node, *step, *message_part;
+} StepIs;
+
+static bool step_is(const void *arg) {
+    const StepIs *w = arg;
+    json_t *j = cp_node(w->node);
+    const char *step = switch_field(j, "step"), *msg = switch_field(j, "message");
+    bool ok = step && strcmp(step, w->step) == 0 &&
+              (!w->message_part || (msg && strstr(msg, w->message_part)));
+    json_decref(j);
+    return ok;
+}
+
+static char *last_switch_message(const char *node) {
+    json_t *j = cp_node(node);
+    char *m = strdup(j && switch_field(j, "message") ? switch_field(j, "message") : "(no switch)");
+    json_decref(j);
+    return m;
+}
+
+static void wait_step(const char *node, const char *step, const char *part) {
+    StepIs w = {node, step, part};
+    if (!wait_for(step_is, &w)) {
+        char *m = last_switch_message(node), *log = slurp(sync_log), text[8192];
+        snprintf(text, sizeof(text), "it says: %s\nsync log:\n%s", m, log);
+        free(m);
+        free(log);
+        cr_assert_fail("switch of %s never reached %s (%s); %s", node, step, part ? part : "",
+                       text);
+    }
+}
+
+static void ask_switch(const char *node, const char *mode, const char *drain) {
+    char path[128], body[128];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/mode", node);
+    snprintf(body, sizeof(body), "{\"mode\": \"%s\", \"drain\": \"%s\"}", mode, drain);
+    json_t *j = NULL;
+    long st = ts_call(&ts, ts.admin, "POST", path, body, &j);
+    cr_assert(st == 200 || st == 202, "mode switch answered %ld: %s", st,
+              j ? json_string_value(json_object_get(j, "message")) : "");
+    json_decref(j);
+}
+
+static json_t *k8s_node(const char *name) {
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+    return k8s_double_get(&dbl, path);
+}
+
+static const char *label(json_t *node, const char *key) {
+    return json_string_value(
+            json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"), key));
+}
+
+static bool unschedulable(json_t *node) {
+    return json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"));
+}
+
+static long allocatable(json_t *node, const char *res) {
+    const char *v = json_string_value(
+            json_object_get(json_object_get(json_object_get(node, "status"), "allocatable"), res));
+    return v ? atol(v) : -1;
+}
+
+static void k8s_write(const char *method, const char *path, const char *body) {
+    K8sClient *c = k8s_double_client(&dbl, NULL);
+    json_t *j = body ? json_loads(body, 0, NULL) : NULL;
+    Error err = {0};
+    int r = strcmp(method, "PATCH") == 0 ? k8s_merge_patch(c, path, j, NULL, &err)
+                                         : k8s_call(c, method, path, NULL, j, NULL, &err);
+    cr_assert_eq(r, 0, "%s %s: %s", method, path, err.message);
+    json_decref(j);
+    k8s_client_free(c);
+}
+
+static void add_pdb(void) {
+    k8s_write("POST", "/apis/policy/v1/namespaces/ml/poddisruptionbudgets",
+              "{\"apiVersion\": \"policy/v1\", \"kind\": \"PodDisruptionBudget\", \"metadata\": "
+              "{\"name\": "
+              "\"train-pdb\"}, \"spec\": {\"minAvailable\": 1, \"selector\": {\"matchLabels\": "
+              "{\"app\": \"train\"}}}}");
+}
+
+static bool sync_logged(const void *arg) {
+    char *log = slurp(sync_log);
+    bool ok = strstr(log, arg) != NULL;
+    free(log);
+    return ok;
+}
+
+Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
+    const char *names[] = {"gpu-a", "gpu-b", "gpu-c", "gpu-d"};
+    for (size_t i = 0; i < 4; i++)
+        cr_assert(wait_for(registered, names[i]), "%s was not registered", names[i]);
+    json_t *a = cp_node("gpu-a"), *b = cp_node("gpu-b"), *c = cp_node("gpu-c"),
+           *d = cp_node("gpu-d");
+    cr_expect_str_eq(json_string_value(json_object_get(a, "mode")), "container");
+    cr_expect_eq(json_array_size(json_object_get(a, "devices")), 8u);
+    cr_expect_str_eq(json_string_value(json_object_get(
+                             json_array_get(json_object_get(a, "devices"), 0), "class")),
+                     "nvidia-h100-80gb");
+    cr_expect_str_eq(json_string_value(json_object_get(b, "mode")), "vm-passthrough");
+    cr_expect_str_eq(json_string_value(json_object_get(
+                             json_array_get(json_object_get(b, "devices"), 0), "binding")),
+                     "vfio");
+    /* no label: the GPU Operator's default, container; cordoned from spec.unschedulable */
+    cr_expect_str_eq(json_string_value(json_object_get(c, "mode")), "container");
+    cr_expect(json_is_true(json_object_get(c, "cordoned")));
+    cr_expect_str_eq(json_string_value(json_object_get(
+                             json_array_get(json_object_get(c, "devices"), 0), "class")),
+                     "nvidia-h200-141gb");
+    /* a device name the catalog does not use: the class from the product label, and said so */
+    cr_expect_eq(json_array_size(json_object_get(d, "devices")), 2u);
+    cr_expect(sync_logged(
+            "gpu-d advertises nvidia.com/GH100H100_SXM5_80GB, not the catalog's vm_device_name"));
+    cr_expect_null(cp_node("cpu-1"), "a node without GPUs is not an Einsora node");
+    json_decref(a), json_decref(b), json_decref(c), json_decref(d);
+
+    /* cordon follows spec.unschedulable; an unknown mode label is an error shown (R3) */
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a", "{\"spec\": {\"unschedulable\": true}}");
+    k8s_write("PATCH", "/api/v1/nodes/gpu-b",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": "
+              "\"vm-vgpu\"}}}");
+    bool cordoned = false;
+    for (int i = 0; i < 600 && !cordoned; i++, sleep_ms(100)) {
+        json_t *j = cp_node("gpu-a");
+        cordoned = json_is_true(json_object_get(j, "cordoned"));
+        json_decref(j);
+    }
+    if (!cordoned) {
+        char *log = slurp(sync_log), text[8192];
+        snprintf(text, sizeof(text), "%s", log);
+        free(log);
+        cr_expect_fail("spec.unschedulable did not cordon gpu-a; sync log:\n%s", text);
+    }
+    cr_expect(wait_for(sync_logged,
+                       "gpu-b has nvidia.com/gpu.workload.config=vm-vgpu, which is not a mode"));
+}
+
+static bool capacity_counts(const void *arg) {
+    (void)arg;
+    json_t *cap = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=nvidia-h100-80gb", NULL, &cap),
+                 200);
+    long vm = 0, ct = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(cap, "classes"), i, row) {
+        const char *mode = json_string_value(json_object_get(row, "mode"));
+        long total = (long)json_integer_value(json_object_get(row, "total"));
+        if (mode && strstr(mode, "vm"))
+            vm += total;
+        else
+            ct += total;
+    }
+    json_decref(cap);
+    return ct >= 8 && vm >= 10;
+}
+
+Test(k8s_sync, r6_capacity_is_the_clusters_and_names_a_differing_device) {
+    cr_assert(wait_for(registered, "gpu-d"));
+    cr_assert(wait_for(capacity_counts, NULL),
+              "capacity never counted gpu-a (8 container) and gpu-b + gpu-d (10 VM)");
+    json_t *cap = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity", NULL, &cap), 200);
+    size_t i;
+    json_t *n;
+    bool seen = false;
+    json_array_foreach(json_object_get(cap, "nodes"), i, n) {
+        if (strcmp(json_string_value(json_object_get(n, "node")), "gpu-d") != 0)
+            continue;
+        seen = true;
+        json_t *res = json_object_get(n, "resources");
+        cr_expect_eq(json_integer_value(json_object_get(res, "nvidia.com/GH100H100_SXM5_80GB")), 2,
+                     "the node's own name");
+        cr_expect_null(json_object_get(res, "nvidia.com/GH100_H100_SXM5_80GB"));
+        cr_expect(strstr(json_string_value(json_object_get(n, "note")),
+                         "not the catalog's vm_device_name"));
+    }
+    cr_expect(seen);
+    json_decref(cap);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "capacity", "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_expect(
+            strstr(out,
+                   "note: node gpu-d advertises nvidia.com/GH100H100_SXM5_80GB, not the catalog's "
+                   "vm_device_name nvidia.com/GH100_H100_SXM5_80GB"),
+            "%s", out);
+    free(out);
+    free(err);
+}
+
+static long log_index(json_t *log, const char *verb, const char *resource, const char *name,
+                      const char *lbl) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(log, i, e) {
+        const char *l = json_string_value(json_object_get(e, "label"));
+        if (strcmp(json_string_value(json_object_get(e, "verb")), verb) == 0 &&
+            strcmp(json_string_value(json_object_get(e, "resource")), resource) == 0 &&
+            strcmp(json_string_value(json_object_get(e, "name")), name) == 0 &&
+            (!lbl || (l && strcmp(l, lbl) == 0)))
+            return (long)i;
+    }
+    return -1;
+}
+
+static json_t *double_log(void) {
+    K8sClient *c = k8s_double_client(&dbl, NULL);
+    long st = 0;
+    json_t *j = NULL;
+    Error err = {0};
+    cr_assert_eq(k8s_request(c, "GET", "/_double/log", NULL, NULL, &st, &j, &err), 0);
+    k8s_client_free(c);
+    return j;
+}
+
+Test(k8s_sync, r4_clean_switch_both_ways_evicts_gpu_pods_first) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    wait_step("gpu-a", "done", NULL);
+    json_t *n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "vm-passthrough");
+    cr_expect_not(unschedulable(n), "uncordoned at the end");
+    cr_expect_eq(allocatable(n, "nvidia.com/gpu"), -1, "the container resource is gone");
+    cr_expect_eq(allocatable(n, "nvidia.com/GH100_H100_SXM5_80GB"), 8);
+    json_decref(n);
+    cr_expect_null(k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/train-0"),
+                   "the GPU pod was evicted");
+    json_t *web = k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/web-0");
+    cr_expect_not_null(web, "a pod without GPUs stays");
+    json_decref(web);
+    json_t *log = double_log();
+    long ev = log_index(log, "create", "pods/eviction", "train-0", NULL),
+         cordon = log_index(log, "patch", "nodes", "gpu-a", NULL),
+         relabel = log_index(log, "patch", "nodes", "gpu-a", "vm-passthrough");
+    cr_expect(cordon >= 0 && ev > cordon && relabel > ev, "cordon %ld, eviction %ld, relabel %ld",
+              cordon, ev, relabel);
+    json_decref(log);
+    json_t *cp = cp_node("gpu-a");
+    cr_expect_str_eq(json_string_value(json_object_get(cp, "mode")), "vm-passthrough");
+    cr_expect_not(json_is_true(json_object_get(cp, "cordoned")));
+    json_decref(cp);
+
+    ask_switch("gpu-a", "container", "none"); /* no GPU pod left: no drain needed */
+    wait_step("gpu-a", "done", NULL);
+    n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container");
+    cr_expect_eq(allocatable(n, "nvidia.com/gpu"), 8);
+    cr_expect_eq(allocatable(n, "nvidia.com/GH100_H100_SXM5_80GB"), -1);
+    cr_expect_not(unschedulable(n));
+    json_decref(n);
+}
+
+Test(k8s_sync, r4_switch_without_drain_is_refused_naming_gpu_pods) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    ask_switch("gpu-a", "vm-passthrough", "none");
+    wait_step("gpu-a", "failed", "ml/train-0");
+    json_t *n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container",
+                     "never relabeled with GPU pods");
+    json_decref(n);
+}
+
+Test(k8s_sync, r4_pdb_blocks_eviction_for_a_while) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    add_pdb();
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    wait_step("gpu-a", "verify", "train-pdb");
+    json_t *n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container",
+                     "not relabeled while a GPU pod runs");
+    cr_expect(unschedulable(n), "cordoned while it drains");
+    json_decref(n);
+    json_t *pod = k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/train-0");
+    cr_expect_not_null(pod, "the budget protects the pod");
+    json_decref(pod);
+    k8s_write("DELETE", "/apis/policy/v1/namespaces/ml/poddisruptionbudgets/train-pdb", NULL);
+    wait_step("gpu-a", "done", NULL);
+    n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "vm-passthrough");
+    json_decref(n);
+}
+
+Test(k8s_sync, r4_operator_that_never_converges_fails_the_switch_cordoned) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    k8s_double_control(&dbl, "operator", "{\"converge\": false}");
+    sync_kill(false);
+    sync_start_with("3");
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    wait_step("gpu-a", "failed", "did not bring node gpu-a back in vm-passthrough mode");
+    json_t *n = k8s_node("gpu-a");
+    cr_expect(unschedulable(n), "the Kubernetes node stays cordoned");
+    json_decref(n);
+    json_t *cp = cp_node("gpu-a");
+    cr_expect(json_is_true(json_object_get(cp, "cordoned")), "the Einsora node stays cordoned");
+    json_decref(cp);
+}
+
+static bool relabeled(const void *arg) {
+    json_t *n = k8s_node(arg);
+    const char *l = label(n, "nvidia.com/gpu.workload.config");
+    bool ok = l && strcmp(l, "vm-passthrough") == 0;
+    json_decref(n);
+    return ok;
+}
+
+Test(k8s_sync, r4_watch_410_gone_mid_switch_relists) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    k8s_double_control(&dbl, "operator", "{\"delay\": 2}");
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    cr_assert(wait_for(relabeled, "gpu-a"));
+    k8s_double_control(&dbl, "compact", "{}");
+    wait_step("gpu-a", "done", NULL);
+    cr_expect(sync_logged("410 Gone: listing again"));
+}
+
+Test(k8s_sync, r4_sync_killed_and_restarted_mid_switch_resumes) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    add_pdb();
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    wait_step("gpu-a", "verify", "train-pdb");
+    sync_kill(true);
+    k8s_write("DELETE", "/apis/policy/v1/namespaces/ml/poddisruptionbudgets/train-pdb", NULL);
+    sync_start();
+    wait_step("gpu-a", "done", NULL);
+    json_t *n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "vm-passthrough");
+    cr_expect_not(unschedulable(n));
+    json_decref(n);
+}
+
+Test(k8s_sync, r4_rbac_403_fails_the_switch_naming_the_rule) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    k8s_double_control(&dbl, "rbac", "{\"deny\": [[\"create\", \"pods/eviction\"]]}");
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    wait_step("gpu-a", "failed", "verb \"create\" on resource \"pods/eviction\"");
+}
+
+Test(k8s_sync, r4_node_deleted_during_a_switch_fails_it) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    add_pdb();
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    wait_step("gpu-a", "verify", "train-pdb");
+    k8s_write("DELETE", "/api/v1/nodes/gpu-a", NULL);
+    wait_step("gpu-a", "failed", "was deleted from the Kubernetes cluster");
+}
+
+Test(k8s_sync, r6_kubevirt_config_applies_permitted_host_devices) {
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "k8s", "kubevirt-config", "--kubeconfig", dbl.kubeconfig,
+                         "--catalog", TEST_DATA "/catalog.yaml", "--apply", NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    json_t *kv =
+            k8s_double_get(&dbl, "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt");
+    json_t *list = json_object_get(
+            json_object_get(json_object_get(json_object_get(kv, "spec"), "configuration"),
+                            "permittedHostDevices"),
+            "pciHostDevices");
+    bool h100 = false;
+    size_t i;
+    json_t *d;
+    json_array_foreach(list, i, d) {
+        const char *sel = json_string_value(json_object_get(d, "pciVendorSelector"));
+        if (sel && strcmp(sel, "10DE:2330") == 0) {
+            h100 = true;
+            cr_expect_str_eq(json_string_value(json_object_get(d, "resourceName")),
+                             "nvidia.com/GH100_H100_SXM5_80GB");
+            cr_expect(json_is_true(json_object_get(d, "externalResourceProvider")));
+        }
+    }
+    cr_expect(h100, "no entry for the H100");
+    cr_expect_not_null(
+            json_object_get(json_object_get(json_object_get(kv, "spec"), "configuration"),
+                            "developerConfiguration"),
+            "a merge patch keeps the rest of the CR");
+    json_decref(kv);
+    free(out);
+    free(err);
+}
+
+static long submit(const char *body) {
+    json_t *j = NULL;
+    long st = ts_call(&ts, ts.admin, "POST", "/v1/requests", body, &j);
+    cr_assert(st == 201 || st == 200 || st == 202, "submit answered %ld", st);
+    long id = (long)json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    return id;
+}
+
+static json_t *request(long id) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld", id);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
+    return j;
+}
+
+/* The KubeVirt device resource a passthrough node advertises. */
+static const char *node_device(json_t *node) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(json_object_get(node, "status"), "allocatable"), key,
+                        v) if (strncmp(key, "nvidia.com/", 11) == 0 &&
+                               strcmp(key, "nvidia.com/gpu") != 0) return key;
+    return "(none)";
+}
+
+static bool request_active(const void *arg) {
+    json_t *j = request(*(const long *)arg);
+    const char *st = json_string_value(json_object_get(j, "state"));
+    bool ok = st && strcmp(st, "active") == 0;
+    json_decref(j);
+    return ok;
+}
+
+static bool gone(const void *arg) {
+    json_t *j = k8s_double_get(&dbl, arg);
+    json_decref(j);
+    return j == NULL;
+}
+
+Test(k8s_sync, r17_a_notebook_pod_and_a_vmi_follow_their_placements) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    cr_assert(wait_for(registered, "gpu-b"));
+    long nb = submit("{\"kind\": \"notebook\", \"class\": \"nvidia-h100-80gb\"}");
+    long vm = submit("{\"kind\": \"vm\", \"class\": \"nvidia-h100-80gb\"}");
+    cr_assert(wait_for(request_active, &nb), "the notebook never became active (its Pod Running)");
+    cr_assert(wait_for(request_active, &vm), "the VM never became active (its VMI Running)");
+
+    char path[128];
+    json_t *r = request(nb), *p = json_object_get(r, "placement");
+    const char *node = json_string_value(json_object_get(p, "node"));
+    snprintf(path, sizeof(path), "/api/v1/namespaces/einsora/pods/einsora-%ld", nb);
+    json_t *pod = k8s_double_get(&dbl, path);
+    cr_assert_not_null(pod);
+    json_t *spec = json_object_get(pod, "spec");
+    cr_expect_str_eq(json_string_value(json_object_get(spec, "nodeName")), node,
+                     "pinned to the placement's node");
+    json_t *limits = json_object_get(
+            json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"),
+            "limits");
+    json_t *kn = k8s_node(node);
+    const char *mode = label(kn, "nvidia.com/gpu.workload.config");
+    const char *want =
+            mode && strcmp(mode, "vm-passthrough") == 0 ? node_device(kn) : "nvidia.com/gpu";
+    char *lt = json_dumps(limits, JSON_COMPACT);
+    cr_expect_str_eq(json_string_value(json_object_get(limits, want)), "1",
+                     "limits of %s: %s; placement %s", node, lt,
+                     json_string_value(json_object_get(p, "method")));
+    free(lt);
+    const char *crt = json_string_value(json_object_get(p, "container_runtime"));
+    if (crt && strcmp(crt, "kata") == 0)
+        cr_expect_str_eq(json_string_value(json_object_get(spec, "runtimeClassName")),
+                         "kata-qemu-nvidia-gpu");
+    else
+        cr_expect_null(json_object_get(spec, "runtimeClassName"));
+    json_decref(kn);
+    json_decref(pod);
+    json_decref(r);
+
+    r = request(vm);
+    p = json_object_get(r, "placement");
+    node = json_string_value(json_object_get(p, "node"));
+    snprintf(path, sizeof(path),
+             "/apis/kubevirt.io/v1/namespaces/einsora/virtualmachineinstances/einsora-%ld", vm);
+    json_t *vmi = k8s_double_get(&dbl, path);
+    cr_assert_not_null(vmi);
+    json_t *gpus = json_object_get(
+            json_object_get(json_object_get(json_object_get(vmi, "spec"), "domain"), "devices"),
+            "gpus");
+    cr_expect_eq(json_array_size(gpus), 1u);
+    kn = k8s_node(node);
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(gpus, 0), "deviceName")),
+                     node_device(kn), "the node's own device name");
+    json_decref(kn);
+    json_decref(vmi);
+    json_decref(r);
+
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", nb);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    snprintf(path, sizeof(path), "/api/v1/namespaces/einsora/pods/einsora-%ld", nb);
+    cr_expect(wait_for(gone, path), "release deletes the Pod");
+
+    /* a VMI that disappears ends its request and frees the GPU (R17) */
+    snprintf(path, sizeof(path),
+             "/apis/kubevirt.io/v1/namespaces/einsora/virtualmachineinstances/einsora-%ld", vm);
+    k8s_write("DELETE", path, NULL);
+    bool ended = false;
+    for (int i = 0; i < 600 && !ended; i++, sleep_ms(100)) {
+        json_t *j = request(vm);
+        const char *st = json_string_value(json_object_get(j, "state"));
+        ended = st && strcmp(st, "active") != 0;
+        json_decref(j);
+    }
+    cr_expect(ended, "the VM's request did not end when its VMI went away");
+}
+
+Test(k8s_sync, r2c_mig_slices_of_a_mixed_strategy_node_are_offered_and_run) {
+    cr_assert(wait_for(registered, "gpu-e"));
+    json_t *e = cp_node("gpu-e");
+    json_t *devs = json_object_get(e, "devices");
+    cr_assert_eq(json_array_size(devs), 2u, "one whole GPU and one MIG GPU");
+    cr_expect(json_is_true(json_object_get(json_array_get(devs, 1), "mig_enabled")));
+    cr_expect_eq(json_array_size(json_object_get(json_array_get(devs, 1), "mig")), 7u);
+    json_decref(e);
+    long id = submit("{\"kind\": \"endpoint\", \"class\": \"nvidia-h100-80gb-mig-1g.10gb\"}");
+    if (!wait_for(request_active, &id)) {
+        json_t *r = request(id);
+        char *t = json_dumps(r, JSON_COMPACT), *log = slurp(sync_log), text[12000];
+        snprintf(text, sizeof(text), "%s\nsync log:\n%s", t, log);
+        free(t);
+        free(log);
+        json_decref(r);
+        cr_assert_fail("the MIG endpoint never became active: %s", text);
+    }
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/einsora/pods/einsora-%ld", id);
+    json_t *pod = k8s_double_get(&dbl, path);
+    cr_assert_not_null(pod);
+    json_t *spec = json_object_get(pod, "spec");
+    cr_expect_str_eq(json_string_value(json_object_get(spec, "nodeName")), "gpu-e");
+    json_t *limits = json_object_get(
+            json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"),
+            "limits");
+    cr_expect_str_eq(json_string_value(json_object_get(limits, "nvidia.com/mig-1g.10gb")), "1");
+    json_decref(pod);
+}

@@ -1,0 +1,265 @@
+/* test-dos.c: one client cannot deny the others (issue 12). Connections cost a socket, not a
+ * thread; one address holds a bounded number; a parked long-poll whose client went away is
+ * freed at once, and an event wakes only the long-polls that may see it; SIGTERM answers
+ * every committed operation before the server exits. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "srv-helpers.h"
+
+static TestServer ts;
+
+static void setup(void) {
+    ts_start(&ts);
+}
+
+static void teardown(void) {
+    ts_stop(&ts);
+}
+
+TestSuite(dos, .init = setup, .fini = teardown, .timeout = 120);
+
+static const char *str(json_t *j, const char *key) {
+    const char *s = json_string_value(json_object_get(j, key));
+    return s ? s : "";
+}
+
+static uint16_t server_port(void) {
+    const char *colon = strrchr(ts.url, ':');
+    return (uint16_t)atoi(colon + 1);
+}
+
+/* A TCP connection to the server from loopback address `from` (127.0.0.N). */
+static int raw_connect(const char *from) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &src.sin_addr);
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(server_port())};
+    inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+    if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+        connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static long metric(const char *name) {
+    json_t *j = NULL;
+    Client *c = NULL;
+    Error err = {0};
+    cr_assert_eq(client_new(ts.url, NULL, &c, &err), 0);
+    long status = 0;
+    char *text = NULL;
+    cr_assert_eq(client_call_raw(c, "GET", "/metrics", NULL, 0, NULL, &status, &text, &err), 0,
+                 "%s", err.message);
+    client_free(c);
+    json_decref(j);
+    char key[128];
+    snprintf(key, sizeof(key), "\n%s ", name);
+    const char *p = strstr(text, key);
+    long v = p ? atol(p + strlen(key)) : -1;
+    free(text);
+    return v;
+}
+
+static bool wait_metric(const char *name, long want) {
+    for (int i = 0; i < 3000; i++) { /* a deadline, not a measure: 30 s */
+        if (metric(name) == want)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+Test(dos, dos_one_address_holding_thousands_of_sockets_denies_no_agent_or_user) {
+    /* The attacker's sockets: 4000, or what this process may open. */
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+    size_t want = rl.rlim_cur > 4300 ? 4000 : rl.rlim_cur - 300;
+    cr_log_info("attacker sockets: %zu", want);
+
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    char *alice = ts_token(&ts, "alice", "user", NULL);
+    int *fds = calloc(want, sizeof(int));
+    size_t held = 0;
+    for (size_t i = 0; i < want; i++) {
+        int fd = raw_connect("127.0.0.2");
+        if (fd < 0)
+            continue;
+        /* Half a request, then silence: what a trickling client looks like. */
+        (void)!write(fd, "GET /v1/requests HTTP/1.1\r\nHost: x\r\n", 36);
+        fds[held++] = fd;
+    }
+    cr_assert_gt(held, want / 2, "the attacker opened its sockets (%zu)", held);
+    /* Meanwhile the agent heartbeats and a user submits, from another address. */
+    for (int round = 0; round < 3; round++) {
+        json_t *j = NULL;
+        long st = ts_call(&ts, agent, "POST", "/v1/nodes/n1/heartbeat", "{\"interval_s\":5}", &j);
+        cr_assert_eq(st, 200, "the agent was served: %ld %s", st, str(j, "message"));
+        json_decref(j);
+        st = ts_call(&ts, alice, "POST", "/v1/requests",
+                     "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", &j);
+        cr_assert_eq(st, 201, "the user was served: %ld %s", st, str(j, "message"));
+        json_decref(j);
+    }
+    for (size_t i = 0; i < held; i++)
+        close(fds[i]);
+    free(fds);
+    free(agent), free(alice);
+}
+
+/* Send a long-poll by hand on a socket of our own; returns the socket. */
+static int long_poll(const char *token, long long after) {
+    int fd = raw_connect("127.0.0.1");
+    cr_assert(fd >= 0);
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "GET /v1/events?after=%lld&wait=60 HTTP/1.1\r\nHost: x\r\n"
+                     "Authorization: Bearer %s\r\n\r\n",
+                     after, token);
+    cr_assert_eq(write(fd, req, (size_t)n), n);
+    return fd;
+}
+
+static long long feed_end(void) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0&limit=10000", NULL, &j), 200);
+    long long next = json_integer_value(json_object_get(j, "next"));
+    json_decref(j);
+    return next;
+}
+
+Test(dos, dos_long_polls_park_without_threads_wake_by_filter_and_free_on_hang_up) {
+    char *alice = ts_token(&ts, "alice", "user", NULL), *bob = ts_token(&ts, "bob", "user", NULL);
+    long long end = feed_end();
+    int fa = long_poll(alice, end), fb = long_poll(bob, end);
+    cr_assert(wait_metric("einsora_parked_long_polls", 2), "both long-polls parked");
+    /* Alice's event wakes Alice's follower only. */
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"cpu\"}", &j),
+                 201);
+    json_decref(j);
+    char buf[4096];
+    ssize_t n =
+            read(fa, buf, sizeof(buf) - 1); /* blocks until the answer (test timeout bounds it) */
+    cr_assert_gt(n, 0);
+    buf[n] = 0;
+    cr_assert(strstr(buf, "200 OK") && strstr(buf, "request.submitted"), "%s", buf);
+    cr_assert(wait_metric("einsora_parked_long_polls", 1),
+              "Bob's long-poll still waits: not woken");
+    /* Bob goes away: his long-poll is freed now, not when its 60 s are up. */
+    close(fb);
+    cr_assert(wait_metric("einsora_parked_long_polls", 0), "the hung-up long-poll was freed");
+    close(fa);
+    free(alice), free(bob);
+}
+
+typedef struct Submitter {
+    char *token;
+    atomic_bool *stop;
+    unsigned acked;
+} Submitter;
+
+static void *submit_loop(void *p) {
+    Submitter *a = p;
+    Client *c = NULL;
+    Error err = {0};
+    if (client_new(ts.url, a->token, &c, &err) < 0)
+        return NULL;
+    json_t *body = json_loads("{\"kind\":\"container\",\"class\":\"cpu\"}", 0, NULL);
+    while (!atomic_load(a->stop)) {
+        long st = 0;
+        json_t *q = NULL;
+        if (client_call(c, "POST", "/v1/requests", body, NULL, &st, &q, &err) < 0)
+            break; /* the server stopped listening */
+        json_decref(q);
+        if (st == 201)
+            a->acked++;
+        else if (st == 503)
+            break; /* refused while draining: nothing was committed */
+    }
+    json_decref(body);
+    client_free(c);
+    return NULL;
+}
+
+Test(dos, r16_sigterm_answers_every_committed_operation_before_exit) {
+    enum { N = 4 };
+    atomic_bool stop = false;
+    Submitter sub[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "u%d", i);
+        sub[i] = (Submitter){.token = ts_token(&ts, user, "user", NULL), .stop = &stop};
+        pthread_create(&t[i], NULL, submit_loop, &sub[i]);
+    }
+    /* Let them get going, then stop the server in the middle of their traffic. */
+    for (int i = 0; i < 3000 && sub[0].acked < 20; i++)
+        usleep(10000);
+    ts_kill(&ts, false); /* SIGTERM; expects a clean exit */
+    atomic_store(&stop, true);
+    unsigned acked = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        acked += sub[i].acked;
+    }
+    ts_spawn(&ts);
+    json_t *all = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
+    cr_assert_eq(json_array_size(all), acked,
+                 "every committed request was answered (%zu stored, %u acknowledged)",
+                 json_array_size(all), acked);
+    json_decref(all);
+    for (int i = 0; i < N; i++)
+        free(sub[i].token);
+}
+
+/* Whether the server has closed fd: readable with nothing to read, or a send refused. */
+static bool closed_by_server(int fd) {
+    struct timeval tv = {0, 100 * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c;
+    ssize_t n = recv(fd, &c, 1, 0);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+Test(dos, dos_headers_trickled_byte_by_byte_are_cut_at_their_deadline) {
+    ts_kill(&ts, false);
+    ts.extra[0] = "--header-deadline", ts.extra[1] = "1s";
+    ts_spawn(&ts);
+    int fd = raw_connect("127.0.0.1");
+    cr_assert(fd >= 0);
+    static const char head[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+    cr_assert_eq(send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(head) - 1);
+    /* One header byte every 100 ms restarts the 30 s idle timeout each time; only the
+     * headers' own deadline ends it. A bound, not a measure: 600 bytes (60 s at least). */
+    static const char trickle[] = "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    bool closed = false;
+    for (int i = 0; i < 600 && !closed; i++) {
+        closed = send(fd, &trickle[i % (sizeof(trickle) - 1)], 1, MSG_NOSIGNAL) < 0 ||
+                 closed_by_server(fd);
+    }
+    close(fd);
+    cr_assert(closed, "a connection trickling its headers was never cut");
+    /* Whoever sends a request at a normal pace is served as before. */
+    cr_assert_eq(ts_call(&ts, NULL, "GET", "/healthz", NULL, NULL), 200);
+}

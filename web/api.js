@@ -1,0 +1,56 @@
+// api.js: the API client: the token from sessionStorage as a bearer header, errors as sentences.
+const KEY = "einsora.token";
+
+export const token = {
+  get: () => sessionStorage.getItem(KEY),
+  set: (t) => sessionStorage.setItem(KEY, t),
+  clear: () => sessionStorage.removeItem(KEY),
+};
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+// api("/v1/nodes") or api(path, {method: "POST", body: {...}, signal}).
+export async function api(path, opts = {}) {
+  const headers = { Authorization: `Bearer ${token.get() || ""}` };
+  if (opts.body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, {
+    method: opts.method || "GET",
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+    signal: opts.signal,
+    cache: "no-store",
+    credentials: "omit",
+  });
+  let data = null;
+  try {
+    data = await res.json();
+  } catch {
+    throw new ApiError(res.status, "bad_answer", `The server answered ${res.status} without JSON.`);
+  }
+  if (!res.ok) throw new ApiError(res.status, data.code || "error", data.message || `HTTP ${res.status}`);
+  return data;
+}
+
+// Run fn now and every ms until stop() is called; a failed run shows on onError and goes on.
+export function poll(fn, ms, onError) {
+  let timer = null, stopped = false;
+  const run = async () => {
+    try {
+      await fn();
+    } catch (e) {
+      if (!stopped && onError) onError(e);
+    }
+    if (!stopped) timer = setTimeout(run, ms);
+  };
+  run();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}

@@ -1,0 +1,102 @@
+// nodes.js: the Nodes page: each node with its GPUs (class, binding, MIG layout drawn as slice
+// geometry, state, quarantine reason), the workloads on it, reachable or lost; cordon /
+// uncordon and mode switch (with a drain choice) where the token may, with the switch's
+// steps shown live.
+import { api, poll } from "./api.js";
+import { h, svg, replace, table, status, say, clock } from "./dom.js";
+
+const STEPS = ["cordon", "drain", "rebind", "verify", "uncordon", "done"];
+
+// MIG geometry: 8 memory slices; a profile "Ng.Mgb" spans M / card memory of them.
+function migLayout(d) {
+  if (!d.mig_enabled) return "—";
+  const total = d.memory_gb || 1;
+  const slices = (d.mig || []).map((m) => {
+    const mem = parseFloat((m.profile.split(".")[1] || "").replace("gb", "")) || total / 8;
+    const width = Math.max(1, Math.min(8 - m.start, Math.round((mem / total) * 8)));
+    return { ...m, width };
+  });
+  const label = slices.length ? slices.map((m) => `${m.profile} at slice ${m.start}`).join(", ") : "MIG on, no instances";
+  const W = 160, cell = W / 8;
+  return svg("svg", { viewBox: `0 0 ${W} 22`, role: "img", "aria-label": `MIG layout: ${label}`, class: "mig" },
+    ...Array.from({ length: 8 }, (_, i) => svg("rect", { x: i * cell + 0.5, y: 0.5, width: cell - 1, height: 21, class: "slot" })),
+    ...slices.map((m) => svg("g", {},
+      svg("rect", { x: m.start * cell + 1, y: 1, width: m.width * cell - 2, height: 20, rx: 2, class: "slice" }),
+      svg("text", { x: m.start * cell + (m.width * cell) / 2, y: 15, class: "slice-label" }, m.width >= 2 ? m.profile : m.profile.split(".")[0]))));
+}
+
+function steps(sw) {
+  const at = sw.step === "failed" ? -1 : STEPS.indexOf(sw.step);
+  return h("div.switch", { role: "group", "aria-label": "Mode switch" },
+    h("p", {}, `Switch to ${sw.mode} (drain: ${sw.drain}${sw.gpu >= 0 ? `, GPU ${sw.gpu}` : ""}), started ${clock(sw.started_ms)}: `, h("strong", { "data-step": sw.step }, sw.step)),
+    h("ol.steps", {}, STEPS.map((s, i) => h("li", { "data-state": sw.step === "failed" ? "failed" : i < at || sw.step === "done" ? "done" : i === at ? "now" : "todo", "aria-current": i === at && sw.step !== "done" ? "step" : null }, s))),
+    sw.message ? h("p.reason", {}, sw.message) : null);
+}
+
+export function render(main, ctx) {
+  const note = status();
+  const list = h("div.nodes", { id: "nodes-list" });
+  main.append(h("h2", {}, "Nodes"), note, list);
+  const may = (n) => ctx.who.role === "admin" || (ctx.who.role === "owner" && ctx.who.nodes.includes(n.name));
+
+  const post = async (n, what, body) => {
+    try {
+      const r = await api(`/v1/nodes/${encodeURIComponent(n.name)}/${what}`, { method: "POST", body });
+      say(note, `${n.name}: ${what === "mode" ? (r.switch ? `switch ${r.switch.step}` : "mode set") : `${what} done`}.`);
+      refresh();
+    } catch (e) {
+      say(note, `${n.name}: ${e.message}`, "error");
+    }
+  };
+
+  const controls = (n) => {
+    const id = `n-${n.name.replace(/[^a-z0-9_-]/gi, "_")}`;
+    // Modes are per datacenter node (R3) or per lab GPU (R7); a machine without GPUs has none.
+    const switchable = n.site_kind === "datacenter" || (n.site_kind === "lab" && n.devices.length > 0);
+    const mode = h("select", { id: `${id}-mode` }, ["container", "vm-passthrough"].map((m) => h("option", { value: m, selected: m !== n.mode }, m)));
+    const drain = h("select", { id: `${id}-drain` },
+      [["none", "no drain (refused while workloads run)"], ["wait", "wait for workloads to end"], ["evict", "evict workloads"]].map(([v, t]) => h("option", { value: v }, t)));
+    const gpus = n.site_kind === "datacenter" ? null : h("select", { id: `${id}-gpu` }, n.devices.map((d, i) => h("option", { value: String(i) }, `GPU ${i} (${d.pci})`)));
+    return h("form.controls", { "aria-label": `Actions for ${n.name}`, on: { submit: (ev) => { ev.preventDefault(); post(n, "mode", { mode: mode.value, drain: drain.value, ...(gpus ? { gpu: gpus.value } : {}) }); } } },
+      h("button", { type: "button", "data-action": n.cordoned ? "uncordon" : "cordon", on: { click: () => post(n, n.cordoned ? "uncordon" : "cordon") } }, n.cordoned ? "Uncordon" : "Cordon"),
+      switchable ? [
+        h("span.field", {}, h("label", { for: mode.id }, "Mode"), mode),
+        h("span.field", {}, h("label", { for: drain.id }, "Drain"), drain),
+        gpus ? h("span.field", {}, h("label", { for: gpus.id }, "GPU"), gpus) : null,
+        h("button", { type: "submit", "data-action": "switch" }, "Switch mode")] : null);
+  };
+
+  let sig = "";
+  const refresh = async () => {
+    const [{ nodes }, reqs] = await Promise.all([api("/v1/nodes"), api("/v1/requests?limit=10000").catch(() => ({ requests: [] }))]);
+    const work = reqs.requests.filter((r) => r.state === "placed" || r.state === "active");
+    const s = JSON.stringify([nodes.map((n) => ({ ...n, agent: n.agent ? n.agent.heartbeat_s : 0 })), work]);
+    if (s === sig) return;
+    sig = s;
+    // A re-draw keeps what the user chose and where the keyboard focus was.
+    const f = document.activeElement;
+    const keep = f && f.id && list.contains(f) ? f.id : null;
+    const chosen = new Map([...list.querySelectorAll("select")].map((el) => [el.id, el.value]));
+    replace(list, nodes.map((n) => {
+      const wl = work.filter((r) => r.placement && r.placement.node === n.name);
+      return h("section.card.node", { "aria-labelledby": `h-${n.name}`, "data-node": n.name },
+        h("h3", { id: `h-${n.name}` }, h("span.name", {}, n.name), " ",
+          h("span.badge", { "data-kind": n.unreachable ? "bad" : "ok" }, n.unreachable ? "lost" : n.agent ? "reachable" : "no agent"),
+          n.cordoned ? h("span.badge", { "data-kind": "warn" }, "cordoned") : null),
+        h("p.meta", {}, `site ${n.site} (${n.site_kind}) · ${n.platform}${n.mode ? ` · mode ${n.mode}` : ""} · owner `, h("span.name", {}, n.owner),
+          n.capabilities.length ? ` · ${n.capabilities.join(", ")}` : ""),
+        n.devices.length ? table(`GPUs of ${n.name}`, ["PCI", "Class", "Memory", "Binding", "MIG layout", "State", "Quarantine"],
+          n.devices.map((d) => [h("code", {}, d.pci), h("span.name", {}, d.class || "unclassified"), d.memory_gb ? `${d.memory_gb} GB` : "—",
+            d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? h("span.reason", {}, d.quarantined) : "—"])) : h("p", {}, `No GPUs (${n.cpus || 0} CPU cores).`),
+        h("p", {}, "Workloads: ", wl.length ? wl.map((r, i) => [i ? ", " : "", `#${r.id} ${r.request.kind} of `, h("span.name", {}, r.user), ` (${r.state})`]) : "none visible to you"),
+        n.switch ? steps(n.switch) : null,
+        may(n) ? controls(n) : null);
+    }));
+    for (const [id, v] of chosen) {
+      const el = document.getElementById(id);
+      if (el) el.value = v;
+    }
+    if (keep) document.getElementById(keep)?.focus();
+  };
+  return poll(refresh, 1000, (e) => (e.status === 401 ? ctx.onAuthLost() : say(note, e.message, "error")));
+}
