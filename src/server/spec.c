@@ -373,8 +373,9 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
             if ((k = device_from_json(v, i, &n->devices[n->n_devices++], err)) < 0)
                 return k;
             /* One PCI address is one device: a second entry would let the core hand the
-             * same GPU to two workloads. */
-            for (size_t d = 0; d + 1 < n->n_devices; d++)
+             * same GPU to two workloads. A Kubernetes node's GPUs have no address (its device
+             * plugin picks which one a Pod gets), so only addresses that are given count. */
+            for (size_t d = 0; d + 1 < n->n_devices && n->devices[i].pci[0]; d++)
                 if (STREQ(n->devices[d].pci, n->devices[i].pci))
                     return error_set(err, -EINVAL, "Devices %zu and %zu have the same PCI address %s.",
                                      d, i, n->devices[i].pci);
