@@ -134,10 +134,11 @@ static bool try_acquire(Leader *l, uint64_t *ret_epoch) {
                           "THEN coalesce(url, '') ELSE '' END FROM einsora_leader WHERE id = 1",
                        0, NULL, row, sizeof(row)) == 1) {
             char *sp = strchr(row, ' ');
-            atomic_store(&l->seen_epoch, strtoull(row, NULL, 10));
             pthread_mutex_lock(&l->lock);
             snprintf(l->leader_url, sizeof(l->leader_url), "%s", sp ? sp + 1 : "");
             pthread_mutex_unlock(&l->lock);
+            /* After the URL: a standby whose /readyz shows an epoch knows its leader. */
+            atomic_store(&l->seen_epoch, strtoull(row, NULL, 10));
         }
         return false;
     }

@@ -602,11 +602,12 @@ Test(replicas, r16_a_standby_redirects_to_the_leader_and_says_it_stands_by, .fin
     admin = token("root", "admin");
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[sb].port);
-    /* Wait (deadline) until the standby answers as one. */
+    /* Wait (deadline) until the standby answers as one and has seen the leader's epoch (it
+     * then knows where the leader is; before, it answers 503). */
     uint64_t end = now_ms() + 30000;
     char *role = NULL;
     long long epoch = 0;
-    while (now_ms() < end && (!(role = role_of(sb, &epoch)) || strcmp(role, "standby"))) {
+    while (now_ms() < end && (!(role = role_of(sb, &epoch)) || strcmp(role, "standby") || epoch < 1)) {
         free(role);
         role = NULL;
         usleep(20000);
