@@ -4,7 +4,10 @@
  * transaction per request (--batch 1: no group commit).
  *
  *   bench-api [--nodes N] [--seconds S] [--clients 1,8,64] [--window W] [--no-baseline]
- *             [--healthz] [--load-threads T]
+ *             [--healthz] [--load-threads T] [--postgresql]
+ *
+ * --postgresql also runs the group-commit load against a PostgreSQL 15 it starts in a temp
+ * dir (fsync on; one `einsora serve` leading on it), beside SQLite in the same run.
  *
  * Every node has 16 H100s. A run stops after S seconds or when 90% of the GPUs are placed.
  * With --window W each client keeps at most W placements and releases the oldest before it
@@ -30,6 +33,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "pg-helper.h"
 #include "server/server.h"
 #include "store/store.h"
 #include "util/macro.h"
@@ -48,6 +52,7 @@ static bool no_baseline; /* --no-baseline: group commit only (e.g. for profiling
 /* --healthz: GET /healthz instead of submitting: the HTTP layer's own ceiling (no commit) */
 static bool healthz;
 static unsigned load_threads = 1; /* --load-threads: threads driving the clients */
+static PgTest *pg;                /* --postgresql: the server the PostgreSQL rows run on */
 
 typedef struct Worker {
     unsigned idx;
@@ -94,7 +99,16 @@ static pid_t start_server(const char *state, unsigned batch) {
     close(p[0]);
     server_port = port;
     snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
-    return pid;
+    /* On PostgreSQL the server listens as a standby first and leads once elected. */
+    Client *c = NULL;
+    if (client_new(url, NULL, &c, NULL) < 0)
+        return -1;
+    long st = 0;
+    for (int i = 0; i < 3000 && st != 200; i++)
+        if (client_call(c, "GET", "/readyz", NULL, NULL, &st, NULL, NULL) < 0 || st != 200)
+            usleep(10000);
+    client_free(c);
+    return st == 200 ? pid : -1;
 }
 
 static int seed_fleet(unsigned nodes) {
@@ -349,12 +363,15 @@ static double ops_per_commit(void) {
     return ratio;
 }
 
-static int run_one(unsigned clients, unsigned batch, unsigned nodes, double seconds, Result *res) {
+static int run_one(unsigned clients, unsigned batch, bool postgres, unsigned nodes, double seconds,
+                   Result *res) {
     char dir[] = "/tmp/einsora-bench-XXXXXX";
     if (!mkdtemp(dir))
         return -errno;
-    char state[128];
+    char state[256];
     snprintf(state, sizeof(state), "%s/state.db", dir);
+    if (postgres && pg_test_new_db(pg, state, sizeof(state)) < 0)
+        return -EIO;
     Store *s = NULL;
     Error err = {0};
     char hash[65];
@@ -429,6 +446,11 @@ static int run_one(unsigned clients, unsigned batch, unsigned nodes, double seco
     return r;
 }
 
+static void stop_pg(void) {
+    if (pg)
+        pg_test_stop(pg);
+}
+
 int main(int argc, char **argv) {
     unsigned nodes = 1000;
     double seconds = 3;
@@ -441,7 +463,10 @@ int main(int argc, char **argv) {
             no_baseline = true;
         else if (!strcmp(argv[i], "--load-threads") && i + 1 < argc)
             load_threads = MAX(1u, (unsigned)strtoul(argv[++i], NULL, 10));
-        else if (!strcmp(argv[i], "--healthz"))
+        else if (!strcmp(argv[i], "--postgresql")) {
+            static PgTest server = {.durable = 1};
+            pg = &server;
+        } else if (!strcmp(argv[i], "--healthz"))
             healthz = no_baseline = true;
         else if (!strcmp(argv[i], "--window") && i + 1 < argc) {
             window = (unsigned)strtoul(argv[++i], NULL, 10);
@@ -457,11 +482,14 @@ int main(int argc, char **argv) {
                 clients[n_clients++] = (unsigned)strtoul(tok, NULL, 10);
         } else {
             fprintf(stderr, "usage: bench-api [--nodes N] [--seconds S] [--clients 1,8,64] [--window W] "
-                            "[--no-baseline] [--healthz] [--load-threads T]\n");
+                            "[--no-baseline] [--healthz] [--load-threads T] [--postgresql]\n");
             return 2;
         }
     }
     signal(SIGPIPE, SIG_IGN);
+    if (pg && pg_test_start(pg) < 0)
+        return 1;
+    atexit(stop_pg);
     static const char json[] = "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}";
     if (healthz)
         submit_len = (size_t)snprintf(submit_req, sizeof(submit_req),
@@ -478,14 +506,26 @@ int main(int argc, char **argv) {
            "p99 ms", "ops/commit", "errors", "srv cpu us", "cli cpu us");
     for (size_t i = 0; i < n_clients; i++) {
         Result g, b = {0};
-        if (run_one(clients[i], SERVER_BATCH_MAX, nodes, seconds, &g) < 0 ||
-            (!no_baseline && run_one(clients[i], 1, nodes, seconds, &b) < 0)) {
+        if (run_one(clients[i], SERVER_BATCH_MAX, false, nodes, seconds, &g) < 0 ||
+            (!no_baseline && run_one(clients[i], 1, false, nodes, seconds, &b) < 0)) {
             fprintf(stderr, "bench-api: run failed\n");
             return 1;
         }
         printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f\n", clients[i],
                healthz ? "GET /healthz: no commit" : "group commit", g.rate, g.p50_ms, g.p99_ms,
                g.ops_per_commit, (unsigned long long)g.errors, g.server_us, g.client_us);
+        if (pg) {
+            Result q = {0};
+            if (run_one(clients[i], SERVER_BATCH_MAX, true, nodes, seconds, &q) < 0) {
+                fprintf(stderr, "bench-api: PostgreSQL run failed\n");
+                return 1;
+            }
+            printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f\n", clients[i],
+                   "postgresql group commit", q.rate, q.p50_ms, q.p99_ms, q.ops_per_commit,
+                   (unsigned long long)q.errors, q.server_us, q.client_us);
+            printf("%-8u %-24s %9.2fx\n", clients[i], "ratio (postgresql/sqlite)",
+                   g.rate > 0 ? q.rate / g.rate : 0);
+        }
         if (no_baseline)
             continue;
         printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f\n", clients[i],

@@ -10,6 +10,7 @@
 #include "agent/bind.h"
 #include "agent/workloads.h"
 #include "output.h"
+#include "remote.h"
 #include "server/spec.h"
 #include "util/macro.h"
 #include "util/fileio.h"
@@ -23,7 +24,8 @@ static void run_usage(FILE *f) {
           "when it changes), heartbeat, rebind GPUs and run reset-cycle checks when asked, and\n"
           "start/stop the workloads placed here (containers through the engine's socket; other\n"
           "methods are recorded only until their drivers exist).\n\n"
-          "  --server URL        control plane (default $EINSORA_SERVER)\n"
+          "  --server URL        control plane (default $EINSORA_SERVER); repeat it, or separate\n"
+          "                      URLs with commas, for the replicas of one control plane\n"
           "  --token-file F      file holding this node's agent token (default: the token in\n"
           "                      $EINSORA_TOKEN); never on the command line, where ps shows it\n"
           "  --name N            node name (default: the host name)\n"
@@ -90,6 +92,7 @@ int agent_run_verb(int argc, char **argv) {
     AgentWorkloadConfig wl = {0};
     engine_config_init(&wl.engine);
     char host[65] = "";
+    bool server_given = false;
     const char *token_file = NULL;
     _cleanup_free_ char *file_token = NULL;
     uint64_t hb, grace;
@@ -97,7 +100,11 @@ int agent_run_verb(int argc, char **argv) {
     int c;
     while ((c = cli_getopt(argc, argv, "qh", options)) >= 0) {
         switch (c) {
-        case O_SERVER: cfg.server = optarg; break;
+        case O_SERVER:
+            /* Repeated: the replicas (not added to $EINSORA_SERVER, replacing it). */
+            cfg.server = remote_add_server(server_given ? cfg.server : NULL, optarg);
+            server_given = true;
+            break;
         case O_TOKEN: token_file = optarg; break;
         case O_NAME: cfg.id.name = optarg; break;
         case O_SITE: cfg.id.site = optarg; break;

@@ -11,14 +11,22 @@
 #include "verbs.h"
 
 static void serve_usage(FILE *f) {
-    fputs("usage: einsora serve [--listen ADDR:PORT] [--state FILE] [--catalog FILE]\n"
-          "                     [--port-file FILE] [--pci-ids FILE]\n\n"
+    fputs("usage: einsora serve [--listen ADDR:PORT] [--state FILE | --store LOCATION]\n"
+          "                     [--catalog FILE] [--port-file FILE] [--pci-ids FILE]\n"
+          "                     [--site NAME] [--advertise URL] [--lease-ms N]\n\n"
           "Run the control plane: the HTTP/JSON API under /v1 (see docs/openapi.yaml).\n"
           "Listens on loopback unless told otherwise; port 0 picks a free port, printed as\n"
           "'listening on http://ADDR:PORT' on stdout once the state is restored.\n\n"
           "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN "); IPv6 as\n"
           "                      [::1]:7780, or a host name\n"
           "  --state FILE        SQLite state file (default ./einsora.db)\n"
+          "  --store LOCATION    an SQLite file, or PostgreSQL: postgresql://... or a conninfo\n"
+          "                      ('host=... dbname=...'); several replicas may share one\n"
+          "                      database: one leads, the others stand by (docs/postgresql.md)\n"
+          "  --site NAME         the Einsora site owning the PostgreSQL database (default\n"
+          "                      'default'); another site's database is refused\n"
+          "  --advertise URL     how clients reach this replica (default: from --listen)\n"
+          "  --lease-ms N        the leader's lease on PostgreSQL (default 3000)\n"
           "  --catalog FILE      catalog of GPU classes (default: the shipped catalog)\n"
           "  --pci-ids FILE      pci.ids database for device names (default /usr/share/misc/pci.ids)\n"
           "  --port-file FILE    also write the chosen port to FILE\n"
@@ -67,6 +75,8 @@ int verb_serve(int argc, char **argv) {
             {"listen", required_argument, NULL, 'l'},   {"state", required_argument, NULL, 's'},
             {"catalog", required_argument, NULL, 'c'},  {"port-file", required_argument, NULL, 'p'},
             {"pci-ids", required_argument, NULL, 'i'},  {"batch", required_argument, NULL, 'b'},
+            {"store", required_argument, NULL, 's'},    {"site", required_argument, NULL, 'S'},
+            {"advertise", required_argument, NULL, 'a'}, {"lease-ms", required_argument, NULL, 'L'},
             {"retention", required_argument, NULL, 'r'}, {"store-retention", required_argument, NULL, 'R'},
             {"per-address", required_argument, NULL, 'P'},
             {"header-deadline", required_argument, NULL, 'H'},
@@ -77,7 +87,7 @@ int verb_serve(int argc, char **argv) {
     ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN, .state_path = "einsora.db",
                         .batch_max = SERVER_BATCH_MAX, .log = stderr};
     int c;
-    uint64_t batch;
+    uint64_t batch, lease;
     while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
         case 'l':
@@ -99,6 +109,17 @@ int verb_serve(int argc, char **argv) {
             if (parse_uint64(optarg, 100000, &batch) < 0 || batch == 0)
                 return fail(EXIT_USAGE, "serve: --batch takes a number from 1 to 100000");
             cfg.batch_max = (unsigned)batch;
+            break;
+        case 'S':
+            cfg.site = optarg;
+            break;
+        case 'a':
+            cfg.advertise_url = optarg;
+            break;
+        case 'L':
+            if (parse_decimal_uint64(optarg, 600000, &lease) < 0 || lease < 100)
+                return fail(EXIT_USAGE, "serve: --lease-ms takes a number from 100 to 600000");
+            cfg.lease_ms = (unsigned)lease;
             break;
         case 'r':
             if (parse_duration_ms(optarg, 3650ll * 86400 * 1000, &cfg.retention_ms) < 0 ||

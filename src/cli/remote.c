@@ -19,10 +19,26 @@ void remote_defaults(RemoteOpts *o) {
         o->token = getenv("EINSORA_TOKEN");
 }
 
+const char *remote_add_server(const char *servers, const char *arg) {
+    /* The replicas of one control plane, tried in turn (client.c); one process parses one
+     * command line, so one buffer serves. */
+    static char joined[4096];
+    if (servers == joined && strlen(joined) + 1 + strlen(arg) < sizeof(joined)) {
+        strcat(joined, ",");
+        strcat(joined, arg);
+        return joined;
+    }
+    if (!servers && strlen(arg) < sizeof(joined)) {
+        strcpy(joined, arg);
+        return joined;
+    }
+    return arg;
+}
+
 bool remote_option(RemoteOpts *o, int c, const char *arg) {
     switch (c) {
     case 0x100:
-        o->server = arg;
+        o->server = remote_add_server(o->server, arg);
         return true;
     case 0x101:
         o->token = arg;

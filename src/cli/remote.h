@@ -34,7 +34,8 @@ typedef struct RemoteOpts {
     {"server", required_argument, NULL, 0x100}, {"token", required_argument, NULL, 0x101},         \
             {"json", no_argument, NULL, 0x102}, {"context", required_argument, NULL, 0x103}
 #define REMOTE_HELP                                                                                \
-    "  --server URL     API server (default $EINSORA_SERVER or http://127.0.0.1:7780)\n"           \
+    "  --server URL     API server (default $EINSORA_SERVER or http://127.0.0.1:7780); repeat\n"  \
+    "                   it (or separate URLs with commas) to name several replicas\n"           \
     "  --token TOKEN    bearer token (default $EINSORA_TOKEN, else the context's token file)\n"     \
     "  --context NAME   use this context of ~/.config/einsora/config (default $EINSORA_CONTEXT,\n" \
     "                   else the current one; see `einsora config`)\n"                          \
@@ -43,6 +44,8 @@ typedef struct RemoteOpts {
     "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the arguments\n"   \
     "wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out.\n"
 
+/* --server given again: servers (NULL at first) with arg appended, comma-separated. */
+const char *remote_add_server(const char *servers, const char *arg);
 /* Handle one of REMOTE_OPTIONS; false when c is not one of them. */
 bool remote_option(RemoteOpts *o, int c, const char *arg);
 void remote_defaults(RemoteOpts *o);

@@ -1,4 +1,5 @@
-/* client.c: libcurl easy handle per Client, reused so keep-alive connections stay open. */
+/* client.c: libcurl easy handle per Client, reused so keep-alive connections stay open;
+ * with several server URLs (replicas), a call follows a standby's redirect and fails over. */
 #include "client.h"
 
 #include <curl/curl.h>
@@ -6,13 +7,19 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/macro.h"
 #include "util/strutil.h"
 
+#define CLIENT_MAX_SERVERS 16
+#define FAILOVER_WINDOW_MS 30000 /* how long a call keeps trying the replicas */
+
 struct Client {
     CURL *curl;
-    char *base;
+    char *base; /* the server in use: one of servers[] */
+    char *servers[CLIENT_MAX_SERVERS];
+    size_t n_servers, cur;
     char *auth_header;
     char *ca_file; /* issue 16: trust this CA for https (NULL: the system's) */
 };
@@ -27,7 +34,8 @@ void client_free(Client *c) {
         return;
     if (c->curl)
         curl_easy_cleanup(c->curl);
-    free(c->base);
+    for (size_t i = 0; i < c->n_servers; i++)
+        free(c->servers[i]);
     free(c->auth_header);
     free(c->ca_file);
     free(c);
@@ -71,14 +79,37 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
     Client *c = calloc(1, sizeof(*c));
     if (!c)
         return error_set(err, -ENOMEM, "Out of memory.");
-    size_t n = strlen(server);
-    while (n > 0 && server[n - 1] == '/')
-        n--;
-    c->base = strstr(server, "://") ? strndup(server, n) : strprintf("http://%.*s", (int)n, server);
+    /* "url1,url2,...": the replicas of one control plane. */
+    for (const char *p = server; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *next = p[n] ? p + n + 1 : p + n;
+        while (n > 0 && (p[n - 1] == '/' || p[n - 1] == ' '))
+            n--;
+        while (n > 0 && *p == ' ')
+            p++, n--;
+        if (n > 0) {
+            if (c->n_servers == CLIENT_MAX_SERVERS) {
+                client_free(c);
+                return error_set(err, -E2BIG, "More than %d server URLs given.", CLIENT_MAX_SERVERS);
+            }
+            char *u = memmem(p, n, "://", 3) ? strndup(p, n) : strprintf("http://%.*s", (int)n, p);
+            if (!u) {
+                client_free(c);
+                return error_set(err, -ENOMEM, "Out of memory.");
+            }
+            c->servers[c->n_servers++] = u;
+        }
+        p = next;
+    }
+    if (c->n_servers == 0) {
+        client_free(c);
+        return error_set(err, -EINVAL, "No server given: use --server or EINSORA_SERVER.");
+    }
+    c->base = c->servers[0];
     c->curl = curl_easy_init();
     if (token)
         c->auth_header = strprintf("Authorization: Bearer %s", token);
-    if (!c->base || !c->curl || (token && !c->auth_header)) {
+    if (!c->curl || (token && !c->auth_header)) {
         client_free(c);
         return error_set(err, -ENOMEM, "Out of memory.");
     }
@@ -91,16 +122,12 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata) {
     return size * nmemb;
 }
 
-int client_call_raw(Client *c, const char *method, const char *path, const char *body,
-                    size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
-                    Error *err) {
-    if (idem_key && !header_value_ok(idem_key))
-        return error_set(err, -EINVAL, "The Idempotency-Key holds a control character (CR, LF, ...).");
-    if (!header_value_ok(method) || !header_value_ok(path))
-        return error_set(err, -EINVAL, "The method or path holds a control character.");
-    _cleanup_free_ char *url = strprintf("%s%s", c->base, path);
+/* One HTTP exchange with url; *ret_location gets a redirect's target (caller frees). */
+static int call_once(Client *c, const char *url, const char *method, const char *body,
+                     size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
+                     char **ret_location, Error *err) {
     _cleanup_free_ char *idem = idem_key ? strprintf("Idempotency-Key: %s", idem_key) : NULL;
-    if (!url || (idem_key && !idem))
+    if (idem_key && !idem)
         return error_set(err, -ENOMEM, "Out of memory.");
     struct curl_slist *headers = NULL;
     if (c->auth_header)
@@ -121,7 +148,11 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    /* With replicas to fail over to, a server that accepted the call but does not answer (a
+     * paused or cut-off leader) is given up on sooner; the event feed's long poll keeps its
+     * time. */
+    bool long_poll = strstr(url, "/v1/events") != NULL;
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->n_servers > 1 && !long_poll ? 20L : 120L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     if (c->ca_file)
@@ -140,8 +171,11 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
                          curl_easy_strerror(rc));
     }
     long status = 0;
+    char *location = NULL;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (!strbuf_cstr(&out)) {
+    if (status == 307 || status == 308)
+        curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &location);
+    if (!strbuf_cstr(&out) || (location && !(*ret_location = strdup(location)))) {
         strbuf_done(&out);
         return error_set(err, -ENOMEM, "Out of memory.");
     }
@@ -151,6 +185,96 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
     else
         strbuf_done(&out);
     return 0;
+}
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Whether an answer says the call changed nothing and another replica may take it: a
+ * standby's, a change certainly not committed, or any 503 of a call that is safe to repeat. */
+static bool retry_answer(long status, const char *text, bool repeatable) {
+    if (status != 503)
+        return false;
+    if (repeatable)
+        return true;
+    json_t *j = json_loads(text, 0, NULL);
+    const char *code = strempty(json_string_value(json_object_get(j, "code")));
+    bool nothing_done = STREQ(code, "standby") || STREQ(code, "not_committed");
+    json_decref(j);
+    return nothing_done;
+}
+
+/* Make the replica a redirect points to the one in use, when it is one of ours. */
+static void follow_leader(Client *c, const char *location) {
+    for (size_t i = 0; i < c->n_servers; i++) {
+        size_t n = strlen(c->servers[i]);
+        if (strncmp(location, c->servers[i], n) == 0 && (location[n] == '/' || !location[n])) {
+            c->cur = i;
+            c->base = c->servers[i];
+        }
+    }
+}
+
+int client_call_raw(Client *c, const char *method, const char *path, const char *body,
+                    size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
+                    Error *err) {
+    if (idem_key && !header_value_ok(idem_key))
+        return error_set(err, -EINVAL, "The Idempotency-Key holds a control character (CR, LF, ...).");
+    if (!header_value_ok(method) || !header_value_ok(path))
+        return error_set(err, -EINVAL, "The method or path holds a control character.");
+    /* A call is repeated at another replica only when that cannot do it twice: reads, and
+     * changes carrying an idempotency key; any call when the connection was refused. */
+    bool repeatable = STREQ(method, "GET") || idem_key;
+    uint64_t deadline = mono_ms() + (c->n_servers > 1 ? FAILOVER_WINDOW_MS : 0);
+    unsigned backoff_ms = 25, redirects = 0;
+    _cleanup_free_ char *target = NULL; /* a redirect's URL, used once */
+    for (;;) {
+        _cleanup_free_ char *url = target ? TAKE_PTR(target) : strprintf("%s%s", c->base, path);
+        if (!url)
+            return error_set(err, -ENOMEM, "Out of memory.");
+        long status = 0;
+        char *text = NULL, *location = NULL;
+        Error e = {0};
+        int r = call_once(c, url, method, body, body_len, idem_key, &status, &text, &location, &e);
+        if (r >= 0 && location && redirects < 4) {
+            /* A standby points at the leader: the same call there, at once. */
+            redirects++;
+            follow_leader(c, location);
+            free(text);
+            target = location;
+            continue;
+        }
+        /* Redirected in a circle (replicas that disagree during an election): try again. */
+        bool circle = location != NULL;
+        free(location);
+        bool again = c->n_servers > 1 && mono_ms() < deadline &&
+                     (r >= 0 ? circle || retry_answer(status, text, repeatable)
+                             : r == -ECONNREFUSED || (repeatable && r != -ENOMEM));
+        if (!again) {
+            if (r < 0) {
+                free(text);
+                return error_set(err, r, "%s", e.message);
+            }
+            *ret_status = status;
+            if (ret_text)
+                *ret_text = text;
+            else
+                free(text);
+            return 0;
+        }
+        free(text);
+        /* The next replica; a short, growing pause once all were tried. */
+        c->cur = (c->cur + 1) % c->n_servers;
+        c->base = c->servers[c->cur];
+        redirects = 0;
+        if (c->cur == 0) {
+            nanosleep(&(struct timespec){backoff_ms / 1000, (long)(backoff_ms % 1000) * 1000000L}, NULL);
+            backoff_ms = MIN(backoff_ms * 2, 500u);
+        }
+    }
 }
 
 int client_call(Client *c, const char *method, const char *path, json_t *body,

@@ -13,8 +13,12 @@ typedef struct Client Client;
  * a fragment. Returns a new string, NULL when out of memory. */
 char *client_escape(const char *s);
 
-/* server: "http://HOST:PORT" or "HOST:PORT"; token may be NULL (and may not hold a control
- * character such as CR or LF: -EINVAL, so no input can add a header). */
+/* server: "http://HOST:PORT" or "HOST:PORT", or several such separated by commas: the
+ * replicas of one control plane. With several, a call that a replica could not take (refused
+ * connection, a standby's 503, any failure of a read or of a change with an idempotency key)
+ * is tried at the next one for up to 30 s; a standby's 307 is followed. token may be NULL
+ * (and may not hold a control character such as CR or LF: -EINVAL, so no input can add a
+ * header). */
 int client_new(const char *server, const char *token, Client **ret, Error *err);
 void client_free(Client *c);
 

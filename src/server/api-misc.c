@@ -7,6 +7,7 @@
 #include "api.h"
 #include "config.h"
 #include "config/catalog-json.h"
+#include "leader.h"
 #include "longpoll.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -21,6 +22,9 @@ void api_readyz(HttpCtx *c) {
      * failed means ready. */
     if (atomic_load(&c->s->fatal))
         api_error(c, 503, "unavailable", "The server hit a storage error.");
+    else if (!server_is_leader(c->s))
+        api_error(c, 503, "standby", "This replica is a standby: it answers with a redirect to "
+                                     "the leader until it takes over.");
     else if (c->s->store_unwritable)
         api_error(c, 503, "unavailable", "The state store could not be written at start: %s",
                   error_message(&c->s->store_probe_err));
@@ -28,6 +32,8 @@ void api_readyz(HttpCtx *c) {
         api_error(c, 503, "unavailable", "The server is shutting down.");
     else
         c->json = json_pack("{s:s}", "status", "ready");
+    if (c->json)
+        leader_readyz(c->s, c->json);
 }
 
 void api_classes(HttpCtx *c) {
@@ -175,6 +181,13 @@ void api_metrics(HttpCtx *c) {
     Server *s = c->s;
     Metrics *m = &s->metrics;
     StrBuf b = {0};
+    leader_metrics(s, &b);
+    if (!server_is_leader(s)) {
+        /* A standby has no state loaded: the rest comes from the leader. */
+        c->text = b.data;
+        c->content_type = "text/plain; version=0.0.4";
+        return;
+    }
     static const char *const states[] = {"total", "allocated", "free", "cordoned", "quarantined"};
     gauge(&b, "einsora_build_info", "The server's build: always 1, the version in a label.", "gauge");
     strbuf_printf(&b, "einsora_build_info{version=\"%s\"} 1\n", EINSORA_VERSION);

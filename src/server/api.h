@@ -59,6 +59,7 @@ typedef struct HttpCtx {
     json_t *json;
     char *text; /* non-JSON body (metrics), malloc'ed */
     const char *content_type;
+    char *redirect; /* a standby's redirect to the leader (its Location header), malloc'ed */
     /* Long-polls (http.c, issue 12): can_park when the caller can suspend the connection
      * instead of blocking a thread; a handler that finds nothing sets park (until
      * park_deadline_ms, CLOCK_MONOTONIC, seeing park_user's events or all for NULL) and

@@ -17,9 +17,11 @@
 #include "config.h"
 #include "config/catalog-yaml.h"
 #include "conn-deadline.h"
+#include "leader.h"
 #include "longpoll.h"
 #include "server/web.h"
 #include "util/fileio.h"
+#include "store/store-pg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -117,8 +119,12 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->match.allowed);
     if (c->status == 401) /* RFC 6750: say which scheme the API wants */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"einsora\"");
-    if (c->location[0])
+    if (c->redirect) /* a standby points at the leader */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, c->redirect);
+    else if (c->location[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, c->location);
+    free(c->redirect);
+    c->redirect = NULL;
     if (c->etag[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, c->etag);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)c->status, resp);
@@ -195,7 +201,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                   SERVER_BODY_MAX);
     else if (up->body.oom)
         api_error(&c, 500, "internal", "Out of memory reading the request body.");
-    else
+    else if (!leader_gate(&c))
         api_dispatch(&c);
     if (c.park) {
         /* Nothing to say yet: no thread waits, the connection is parked until an event it may
@@ -268,6 +274,7 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ret, sockle
 }
 
 static void server_free(Server *s) {
+    leader_stop(s); /* when startup failed after leader_init() */
     state_free(s);
     sched_free(s->sched);
     catalog_free(s->catalog);
@@ -319,19 +326,25 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
                               &s->catalog, err);
     pci_ids_free(ids);
     if (r >= 0)
-        r = store_open(cfg->state_path, &s->store, err);
+        r = store_open_site(cfg->state_path, cfg->site, &s->store, err);
     if (r >= 0)
-        r = store_open(cfg->state_path, &s->reader, err);
+        r = store_open_site(cfg->state_path, cfg->site, &s->reader, err);
+    /* Replicas on PostgreSQL load the state only once elected (leader.c). */
+    bool replicas = r >= 0 && store_is_pg(s->store);
+    if (replicas)
+        r = leader_init(s, err);
     if (r >= 0 && !(s->sched = sched_new(s->catalog)))
         r = error_set(err, -ENOMEM, "Out of memory.");
     if (r >= 0) {
         sched_set_on_placed(s->sched, state_on_placed, s);
         sched_set_time_scale(s->sched, CORE_MS_PER_SECOND);
-        r = state_load(s, err);
+        if (!replicas)
+            r = state_load(s, err);
     }
-    if (r >= 0)
+    /* A replica probes nothing and starts no writer until it leads (leader.c). */
+    if (r >= 0 && !replicas)
         probe_store(s);
-    if (r >= 0 && (r = writer_start(s)) < 0)
+    if (r >= 0 && !replicas && (r = writer_start(s)) < 0)
         r = error_set(err, r, "Cannot start the writer thread.");
     if (r < 0) {
         server_free(s);
@@ -345,7 +358,10 @@ void server_close(Server *s) {
     if (!s)
         return;
     events_close(&s->events); /* wake long-polls so their connections can end */
-    writer_stop(s);
+    if (s->leader)
+        leader_stop(s); /* and the writer, if it led */
+    else
+        writer_stop(s);
     server_free(s);
 }
 
@@ -486,6 +502,12 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     uint16_t port = info ? info->port
                          : ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
                                                           : ((struct sockaddr_in *)&sa)->sin_port);
+    if (s->leader && (r = leader_start(s, port, err)) < 0) {
+        drain(s, d);
+        conn_deadline_free(deadline);
+        server_close(s);
+        return r;
+    }
     if (ready_fn)
         ready_fn(port, userdata);
 

@@ -69,6 +69,7 @@ typedef struct Node {
 } Node;
 
 typedef struct Server Server;
+typedef struct Leader Leader;
 
 /* One change, applied by the writer thread inside a transaction with `lock` held for writing.
  * fn sets status and body (the answer), and must change nothing when it fails. */
@@ -122,6 +123,7 @@ struct Server {
     atomic_bool fatal;
     Error fatal_err;
     pthread_t writer;
+    Leader *leader; /* replicas on PostgreSQL (leader.c); NULL: the only server, always leading */
 
     /* The first store write that failed in the current batch (writer.c): the whole batch
      * then fails, even where a caller ignores the return value (issue 12). */

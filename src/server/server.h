@@ -22,12 +22,16 @@
 
 typedef struct ServerConfig {
     const char *listen;       /* "ADDR:PORT"; port 0 picks a free one */
-    const char *state_path;   /* SQLite state file */
+    const char *state_path;   /* SQLite state file, or a PostgreSQL URI or conninfo */
     const char *catalog_path; /* catalog YAML; NULL = the default catalog */
     const char *pci_ids_path; /* NULL: the default pci.ids (EINSORA_PCI_IDS) */
     const char *port_file;    /* when set, the chosen port is written there once listening */
     unsigned batch_max;       /* 1 = one transaction per operation (the benchmark's baseline) */
     FILE *log;                /* where startup and fatal messages go; NULL = nowhere */
+    /* Several replicas on PostgreSQL (state_path a PostgreSQL URI or conninfo, leader.h). */
+    const char *site;          /* the Einsora site owning the database; NULL = "default" */
+    const char *advertise_url; /* how other replicas' clients reach this one; NULL: from listen */
+    unsigned lease_ms;         /* the leader's lease; 0 = LEADER_LEASE_MS_DEFAULT */
     unsigned per_address_limit; /* connections from one address; 0 = SERVER_PER_ADDRESS_MAX */
     /* Ended requests, their events and idempotency keys leave memory this long after they
      * ended (0: SERVER_RETENTION_MS), and the store after store_retention_ms (0:

@@ -9,6 +9,7 @@
 #include "server-internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,14 +28,25 @@ static uint64_t mono_us(void) {
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void fail_ops(Op *ops) {
+/* code "not_committed": certainly nothing was committed, so a client may send the call again
+ * anywhere; "unavailable": the outcome is not known (a commit whose answer was lost). */
+static void answer_unavailable(Op *ops, const char *code, const char *message) {
     for (Op *op = ops; op; op = op->next) {
         json_decref(op->body);
         op->status = 503;
-        op->body = json_pack("{s:s, s:s}", "code", "unavailable", "message",
-                             "The server could not commit this change and is stopping; retry "
-                             "after it restarts.");
+        op->body = json_pack("{s:s, s:s}", "code", code, "message", message);
     }
+}
+
+static void fail_ops(Op *ops) {
+    answer_unavailable(ops, "unavailable", "The server could not commit this change and is "
+                                           "stopping; retry after it restarts (or at another replica).");
+}
+
+/* Ops that never reached the store: the server is stopping. */
+static void refuse_ops(Op *ops) {
+    answer_unavailable(ops, "not_committed", "This change was not committed and the server is "
+                                             "stopping; send it again (another replica takes over).");
 }
 
 int writer_check(Server *s, int r, const Error *err, const char *what) {
@@ -53,6 +65,16 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
     Error err = {0};
     uint64_t t0 = mono_us();
     int r = store_begin(s->store, &err);
+    if (r < 0 && r != -ESTALE) {
+        /* Nothing was applied yet: the ops get 503 and the server stays up; the store
+         * reconnects (with backoff) at a later begin. A fenced-off leader (-ESTALE) stops. */
+        char msg[ERROR_MESSAGE_MAX + 64];
+        snprintf(msg, sizeof(msg), "%s Nothing was changed; retry shortly.", error_message(&err));
+        answer_unavailable(ops, "not_committed", msg);
+        /* Not a busy loop while the store is away (a timer batch comes straight back). */
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        return;
+    }
     pthread_rwlock_wrlock(&s->lock);
     s->now_ms = server_now_ms();
     s->batch_failed = 0;
@@ -75,12 +97,16 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
         }
     }
     pthread_rwlock_unlock(&s->lock);
+    bool committing = r >= 0;
     if (r >= 0)
         r = store_commit(s->store, &err);
     if (r < 0) {
         store_rollback(s->store);
         events_rollback(&s->events);
-        fail_ops(ops);
+        if (committing)
+            fail_ops(ops);
+        else /* fenced off, or the store failed before COMMIT was sent */
+            refuse_ops(ops);
         s->fatal_err = err;
         atomic_store(&s->fatal, true);
     } else {
@@ -140,7 +166,7 @@ static void *writer_main(void *userdata) {
         pthread_mutex_unlock(&s->q_lock);
 
         if (atomic_load(&s->fatal))
-            fail_ops(batch);
+            refuse_ops(batch);
         else
             run_batch(s, batch, n);
 
@@ -185,7 +211,7 @@ void writer_submit(Server *s, Op *op) {
     pthread_mutex_lock(&s->q_lock);
     if (s->stopping) {
         pthread_mutex_unlock(&s->q_lock);
-        fail_ops(op);
+        refuse_ops(op);
         sem_destroy(&op->done);
         return;
     }

@@ -1,5 +1,5 @@
 /* store-sqlite.c: the embedded SQLite backend of store.h (WAL, BEGIN IMMEDIATE, migrations). */
-#include "store.h"
+#include "store-backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +30,7 @@ static const char *const migrations[] = {
         /* 3: tokens that expire (issue 12); NULL: never */
         "ALTER TABLE tokens ADD COLUMN expires_ms INTEGER;",
 };
+_Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
 
 enum {
     STMT_BEGIN,
@@ -74,13 +75,19 @@ static const char *const stmt_sql[_STMT_MAX] = {
         [STMT_FLEET_ALL] = "SELECT key, doc FROM fleet ORDER BY key",
 };
 
-struct Store {
+typedef struct SqliteStore {
+    Store base;
     sqlite3 *db;
     sqlite3_stmt *stmt[_STMT_MAX];
-    int version;
-};
+} SqliteStore;
 
-static int sql_fail(Store *s, Error *err, const char *what) {
+static const StoreOps sqlite_ops;
+
+static SqliteStore *sqlite_of(Store *base) {
+    return (SqliteStore *)base;
+}
+
+static int sql_fail(SqliteStore *s, Error *err, const char *what) {
     int rc = sqlite3_extended_errcode(s->db);
     int code = (rc & 0xff) == SQLITE_CONSTRAINT ? -EEXIST
                : (rc & 0xff) == SQLITE_BUSY     ? -EBUSY
@@ -89,16 +96,15 @@ static int sql_fail(Store *s, Error *err, const char *what) {
     return error_set(err, code, "State store: %s failed: %s", what, sqlite3_errmsg(s->db));
 }
 
-void store_close(Store *s) {
-    if (!s)
-        return;
+static void sqlite_close(Store *base) {
+    SqliteStore *s = sqlite_of(base);
     for (size_t i = 0; i < _STMT_MAX; i++)
         sqlite3_finalize(s->stmt[i]);
     sqlite3_close(s->db);
     free(s);
 }
 
-static int exec_sql(Store *s, const char *sql, Error *err) {
+static int exec_sql(SqliteStore *s, const char *sql, Error *err) {
     char *msg = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
         int r = error_set(err, -EIO, "State store: %s", msg ? msg : sqlite3_errmsg(s->db));
@@ -108,7 +114,7 @@ static int exec_sql(Store *s, const char *sql, Error *err) {
     return 0;
 }
 
-static int read_user_version(Store *s, int *ret, Error *err) {
+static int read_user_version(SqliteStore *s, int *ret, Error *err) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
         return sql_fail(s, err, "reading the schema version");
@@ -121,7 +127,7 @@ static int read_user_version(Store *s, int *ret, Error *err) {
 
 /* Each migration runs in its own transaction together with its version bump, so a crash
  * mid-way leaves the file at the previous version. */
-static int migrate(Store *s, const char *path, Error *err) {
+static int migrate(SqliteStore *s, const char *path, Error *err) {
     int v = 0, r = read_user_version(s, &v, err);
     if (r < 0)
         return r;
@@ -140,7 +146,7 @@ static int migrate(Store *s, const char *path, Error *err) {
             return r;
         }
     }
-    s->version = v;
+    s->base.version = v;
     return 0;
 }
 
@@ -169,18 +175,19 @@ static int make_private(const char *path, Error *err) {
     return 0;
 }
 
-int store_open(const char *path, Store **ret, Error *err) {
+int store_sqlite_open(const char *path, Store **ret, Error *err) {
     int pr = make_private(path, err);
     if (pr < 0)
         return pr;
-    Store *s = calloc(1, sizeof(*s));
+    SqliteStore *s = calloc(1, sizeof(*s));
     if (!s)
         return error_set(err, -ENOMEM, "Out of memory.");
+    s->base.ops = &sqlite_ops;
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK) {
         int r = error_set(err, -EIO, "Cannot open state file %s: %s", path,
                           s->db ? sqlite3_errmsg(s->db) : "out of memory");
-        store_close(s);
+        sqlite_close(&s->base);
         return r;
     }
     sqlite3_busy_timeout(s->db, 5000);
@@ -195,19 +202,15 @@ int store_open(const char *path, Store **ret, Error *err) {
             SQLITE_OK)
             r = sql_fail(s, err, "preparing a statement");
     if (r < 0) {
-        store_close(s);
+        sqlite_close(&s->base);
         return r;
     }
-    *ret = s;
+    *ret = &s->base;
     return 0;
 }
 
-int store_schema_version(Store *s) {
-    return s->version;
-}
-
 /* Run a statement that returns no rows; always resets it. */
-static int step_done(Store *s, sqlite3_stmt *st, Error *err, const char *what) {
+static int step_done(SqliteStore *s, sqlite3_stmt *st, Error *err, const char *what) {
     int rc = sqlite3_step(st);
     int r = rc == SQLITE_DONE ? 0 : sql_fail(s, err, what);
     sqlite3_reset(st);
@@ -226,30 +229,25 @@ static const char *col_text(sqlite3_stmt *st, int i) {
     return (const char *)sqlite3_column_text(st, i);
 }
 
-int store_begin(Store *s, Error *err) {
+static int sqlite_begin(Store *base, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     return step_done(s, s->stmt[STMT_BEGIN], err, "starting a transaction");
 }
 
-int store_commit(Store *s, Error *err) {
+static int sqlite_commit(Store *base, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     return step_done(s, s->stmt[STMT_COMMIT], err, "committing");
 }
 
-void store_rollback(Store *s) {
+static void sqlite_rollback(Store *base) {
+    SqliteStore *s = sqlite_of(base);
     if (!sqlite3_get_autocommit(s->db))
         (void)step_done(s, s->stmt[STMT_ROLLBACK], NULL, "rolling back");
 }
 
-void store_token_done(StoreToken *t) {
-    if (!t)
-        return;
-    free(t->user);
-    free(t->role);
-    free(t->nodes);
-    *t = (StoreToken){0};
-}
-
-int store_token_add(Store *s, const char *hash_hex, const char *user, const char *role,
+static int sqlite_token_add(Store *base, const char *hash_hex, const char *user, const char *role,
                     const char *nodes, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_TOKEN_ADD];
     bind_text(st, 1, hash_hex);
     bind_text(st, 2, user);
@@ -258,7 +256,8 @@ int store_token_add(Store *s, const char *hash_hex, const char *user, const char
     return step_done(s, st, err, "adding a token");
 }
 
-int store_token_lookup(Store *s, const char *hash_hex, StoreToken *ret, Error *err) {
+static int sqlite_token_lookup(Store *base, const char *hash_hex, StoreToken *ret, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_TOKEN_LOOKUP];
     bind_text(st, 1, hash_hex);
     int rc = sqlite3_step(st), r;
@@ -285,14 +284,16 @@ int store_token_lookup(Store *s, const char *hash_hex, StoreToken *ret, Error *e
     return r;
 }
 
-int store_node_put(Store *s, const char *name, const char *json, Error *err) {
+static int sqlite_node_put(Store *base, const char *name, const char *json, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_NODE_PUT];
     bind_text(st, 1, name);
     bind_text(st, 2, json);
     return step_done(s, st, err, "saving a node");
 }
 
-int store_node_delete(Store *s, const char *name, Error *err) {
+static int sqlite_node_delete(Store *base, const char *name, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_NODE_DELETE];
     bind_text(st, 1, name);
     return step_done(s, st, err, "deleting a node");
@@ -314,12 +315,14 @@ int store_node_delete(Store *s, const char *name, Error *err) {
         _r;                                                                                        \
     })
 
-int store_node_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err) {
+static int sqlite_node_foreach(Store *base, StoreNodeFn fn, void *userdata, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_NODE_ALL];
     return FOREACH_ROW(s, st, err, "reading nodes", fn(col_text(st, 0), col_text(st, 1), userdata));
 }
 
-int store_request_put(Store *s, const StoreRequest *r, Error *err) {
+static int sqlite_request_put(Store *base, const StoreRequest *r, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_REQUEST_PUT];
     sqlite3_bind_int64(st, 1, (sqlite3_int64)r->id);
     bind_text(st, 2, r->user);
@@ -340,12 +343,14 @@ static int request_row(sqlite3_stmt *st, StoreRequestFn fn, void *userdata) {
     return fn(&r, userdata);
 }
 
-int store_request_foreach(Store *s, StoreRequestFn fn, void *userdata, Error *err) {
+static int sqlite_request_foreach(Store *base, StoreRequestFn fn, void *userdata, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_REQUEST_ALL];
     return FOREACH_ROW(s, st, err, "reading requests", request_row(st, fn, userdata));
 }
 
-int store_event_append(Store *s, const StoreEvent *e, Error *err) {
+static int sqlite_event_append(Store *base, const StoreEvent *e, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_EVENT_APPEND];
     sqlite3_bind_int64(st, 1, (sqlite3_int64)e->seq);
     sqlite3_bind_int64(st, 2, e->time_ms);
@@ -368,40 +373,46 @@ static int event_row(sqlite3_stmt *st, StoreEventFn fn, void *userdata) {
     return fn(&e, userdata);
 }
 
-int store_event_foreach(Store *s, uint64_t after, StoreEventFn fn, void *userdata, Error *err) {
+static int sqlite_event_foreach(Store *base, uint64_t after, StoreEventFn fn, void *userdata, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_EVENT_AFTER];
     sqlite3_bind_int64(st, 1, (sqlite3_int64)after);
     return FOREACH_ROW(s, st, err, "reading events", event_row(st, fn, userdata));
 }
 
-int store_fleet_put(Store *s, const char *key, const char *json, Error *err) {
+static int sqlite_fleet_put(Store *base, const char *key, const char *json, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_FLEET_PUT];
     bind_text(st, 1, key);
     bind_text(st, 2, json);
     return step_done(s, st, err, "saving a fleet record");
 }
 
-int store_fleet_delete(Store *s, const char *key, Error *err) {
+static int sqlite_fleet_delete(Store *base, const char *key, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_FLEET_DELETE];
     bind_text(st, 1, key);
     return step_done(s, st, err, "deleting a fleet record");
 }
 
-int store_fleet_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err) {
+static int sqlite_fleet_foreach(Store *base, StoreNodeFn fn, void *userdata, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_FLEET_ALL];
     return FOREACH_ROW(s, st, err, "reading fleet records", fn(col_text(st, 0), col_text(st, 1), userdata));
 }
 
 /* ---- issue 12: tokens listed, revoked and expiring (rare calls: statements made per call) ---- */
 
-static int prepare(Store *s, const char *sql, sqlite3_stmt **ret, Error *err) {
+static int prepare(SqliteStore *s, const char *sql, sqlite3_stmt **ret, Error *err) {
     if (sqlite3_prepare_v2(s->db, sql, -1, ret, NULL) != SQLITE_OK)
         return sql_fail(s, err, "preparing a statement");
     return 0;
 }
 
-int store_token_add_expiring(Store *s, const char *hash_hex, const char *user, const char *role,
-                             const char *nodes, int64_t expires_ms, Error *err) {
+static int sqlite_token_add_expiring(Store *base, const char *hash_hex, const char *user,
+                                     const char *role, const char *nodes, int64_t expires_ms,
+                                     Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = NULL;
     int r = prepare(s, "INSERT INTO tokens(hash, user, role, nodes, expires_ms) "
                        "VALUES(?1, ?2, ?3, ?4, ?5)", &st, err);
@@ -420,7 +431,8 @@ int store_token_add_expiring(Store *s, const char *hash_hex, const char *user, c
     return r;
 }
 
-int store_token_foreach(Store *s, StoreTokenFn fn, void *userdata, Error *err) {
+static int sqlite_token_foreach(Store *base, StoreTokenFn fn, void *userdata, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = NULL;
     int r = prepare(s, "SELECT hash, user, role, nodes, expires_ms FROM tokens ORDER BY user, hash",
                     &st, err);
@@ -443,11 +455,8 @@ int store_token_foreach(Store *s, StoreTokenFn fn, void *userdata, Error *err) {
     return r;
 }
 
-int store_token_revoke(Store *s, const char *hash_prefix, Error *err) {
-    size_t n = strlen(hash_prefix);
-    if (n < 8 || n > 64 || strspn(hash_prefix, "0123456789abcdef") != n)
-        return error_set(err, -EINVAL, "A token id is 8 to 64 lowercase hex digits (see 'einsora "
-                                       "token list').");
+static int sqlite_token_revoke(Store *base, const char *hash_prefix, Error *err) {
+    SqliteStore *s = sqlite_of(base); /* store.c checked the prefix's form */
     sqlite3_stmt *st = NULL;
     int r = prepare(s, "SELECT count(*) FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st, err);
     if (r < 0)
@@ -472,7 +481,8 @@ int store_token_revoke(Store *s, const char *hash_prefix, Error *err) {
 
 /* ---- retention in the store ---- */
 
-int store_prune(Store *s, int64_t before_ms, Error *err) {
+static int sqlite_prune(Store *base, int64_t before_ms, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     static const char *const sql[] = {
             /* Ended requests (and with them their idempotency keys) that ended before the
              * cutoff; never the newest row, whose id the next request's follows. */
@@ -496,7 +506,8 @@ int store_prune(Store *s, int64_t before_ms, Error *err) {
     return 0;
 }
 
-int store_request_forget_key(Store *s, uint64_t id, Error *err) {
+static int sqlite_request_forget_key(Store *base, uint64_t id, Error *err) {
+    SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = NULL;
     int r = prepare(s, "UPDATE requests SET idem_key = NULL WHERE id = ?1", &st, err);
     if (r < 0)
@@ -506,3 +517,28 @@ int store_request_forget_key(Store *s, uint64_t id, Error *err) {
     sqlite3_finalize(st);
     return r;
 }
+
+static const StoreOps sqlite_ops = {
+        .name = "sqlite",
+        .close = sqlite_close,
+        .begin = sqlite_begin,
+        .commit = sqlite_commit,
+        .rollback = sqlite_rollback,
+        .token_add = sqlite_token_add,
+        .token_lookup = sqlite_token_lookup,
+        .node_put = sqlite_node_put,
+        .node_delete = sqlite_node_delete,
+        .node_foreach = sqlite_node_foreach,
+        .request_put = sqlite_request_put,
+        .request_foreach = sqlite_request_foreach,
+        .event_append = sqlite_event_append,
+        .event_foreach = sqlite_event_foreach,
+        .fleet_put = sqlite_fleet_put,
+        .fleet_delete = sqlite_fleet_delete,
+        .fleet_foreach = sqlite_fleet_foreach,
+        .token_add_expiring = sqlite_token_add_expiring,
+        .token_foreach = sqlite_token_foreach,
+        .token_revoke = sqlite_token_revoke,
+        .prune = sqlite_prune,
+        .request_forget_key = sqlite_request_forget_key,
+};

@@ -2,9 +2,10 @@
  *
  * The server keeps its working state in memory and writes every change through this
  * interface inside a transaction; only a committed transaction is ever acknowledged (R16).
- * Rows are small: indexed columns plus one JSON document each, so a second backend
- * (PostgreSQL, later) implements the same handful of calls. All calls on one Store come
- * from one thread at a time (the server's writer thread, or startup). */
+ * Rows are small: indexed columns plus one JSON document each, so both backends (embedded
+ * SQLite, the default; PostgreSQL, for several replicas) implement the same handful of calls
+ * (store-backend.h). All calls on one Store come from one thread at a time (the server's
+ * writer thread, or startup). */
 #pragma once
 
 #include <stdbool.h>
@@ -14,15 +15,27 @@
 
 typedef struct Store Store;
 
-/* Open (creating when missing) the state file, switch it to WAL and apply the numbered
- * schema migrations it has not seen yet. */
-int store_open(const char *path, Store **ret, Error *err);
+/* Open the store at location and apply the numbered schema migrations it has not seen yet.
+ * A location that is a PostgreSQL URI ("postgresql://...", "postgres://...") or a libpq
+ * conninfo ("host=... dbname=...") opens PostgreSQL; anything else is an SQLite state file,
+ * created when missing and switched to WAL. A PostgreSQL database is claimed by one Einsora
+ * site: site (NULL: "default") is recorded on first open and a database that belongs to
+ * another site is refused, as is one of a newer schema version. */
+int store_open(const char *location, Store **ret, Error *err);
+int store_open_site(const char *location, const char *site, Store **ret, Error *err);
+/* Whether location names a PostgreSQL database rather than an SQLite file. */
+bool store_location_is_postgresql(const char *location);
 void store_close(Store *s);
+/* "sqlite" or "postgresql". */
+const char *store_backend(const Store *s);
 /* The schema version the file is at after store_open(). */
 int store_schema_version(Store *s);
 
-/* BEGIN IMMEDIATE: take the write lock now, so a transaction never fails half-way on a
- * lock. One transaction at a time; commit makes it durable (synchronous=FULL). */
+/* Begin a write transaction (SQLite: BEGIN IMMEDIATE, taking the write lock now so a
+ * transaction never fails half-way on a lock). One transaction at a time; commit returns
+ * only once the transaction is durable (SQLite synchronous=FULL, PostgreSQL
+ * synchronous_commit). PostgreSQL: a lost connection is reopened (with backoff) by the next
+ * begin; until then begin fails with -ENOTCONN and a sentence, and nothing has changed. */
 int store_begin(Store *s, Error *err);
 int store_commit(Store *s, Error *err);
 void store_rollback(Store *s);

@@ -1,0 +1,656 @@
+/* test-replicas.c: R16 across replicas. Three `einsora serve` on one real PostgreSQL 15; clients
+ * submit (with idempotency keys), release and switch nodes' modes through all three URLs
+ * while the leader is SIGKILLed at random moments, SIGSTOPped (and resumed after a standby
+ * took over: its late write must be refused by the fence) and PostgreSQL itself restarts.
+ * After each: every acknowledged request is there in its acknowledged state, no GPU is in two
+ * allocations (the invariant check), every acknowledged mode switch is there. */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "helpers.h"
+#include "pg-helper.h"
+#include "util/fileio.h"
+
+#define REPLICAS 3
+#define CLIENTS 3
+#define MAX_REQS 6000
+#define MAX_SWITCHES 64
+#define LEASE_MS "800"
+
+typedef struct Replica {
+    pid_t pid;
+    unsigned port;
+    char log[200];
+} Replica;
+
+typedef struct Known {
+    char state[16]; /* last acknowledged state; "" = not acknowledged */
+    char maybe[16]; /* state of an operation whose answer was lost (may have committed) */
+    json_t *placement;
+} Known;
+
+static PgTest pg;
+static char conninfo[256], dir[64], urls[256];
+static Replica rep[REPLICAS];
+static Known known[MAX_REQS + 1];
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool stop_clients, pause_clients;
+static atomic_int idle_clients;
+static atomic_uint submissions;
+static char *admin;
+static char client_failure[512]; /* a client's unexpected answer (asserted by the main thread) */
+static char switched[MAX_SWITCHES][16]; /* node -> acknowledged mode, by index */
+static unsigned n_switched;
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static unsigned free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t n = sizeof(sa);
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+              getsockname(fd, (struct sockaddr *)&sa, &n) == 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void spawn(int i) {
+    Replica *r = &rep[i];
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", r->port);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        /* Criterion's timeout kills the test without its fini: take the replicas along. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        FILE *f = freopen(r->log, "a", stdout);
+        (void)f;
+        dup2(1, 2);
+        execl(EINSORA_BIN, EINSORA_BIN, "serve", "--listen", listen, "--store", conninfo,
+              "--lease-ms", LEASE_MS, "--catalog", TEST_DATA "/catalog.yaml", NULL);
+        _exit(127);
+    }
+    r->pid = pid;
+}
+
+/* A replica's own view: "leader", "standby", or NULL when it does not answer; *epoch its
+ * epoch. */
+static char *role_of(int i, long long *epoch) {
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[i].port);
+    Client *c = NULL;
+    long st = 0;
+    json_t *j = NULL;
+    char *role = NULL;
+    if (client_new(url, NULL, &c, NULL) >= 0 && client_call(c, "GET", "/readyz", NULL, NULL, &st, &j, NULL) >= 0)
+        role = json_string_value(json_object_get(j, "role")) ? strdup(json_string_value(json_object_get(j, "role"))) : NULL;
+    *epoch = json_integer_value(json_object_get(j, "epoch"));
+    json_decref(j);
+    client_free(c);
+    return role;
+}
+
+static long long leader_epoch;
+static int paused = -1; /* a SIGSTOPped replica answers nothing: not asked */
+
+/* Wait (a generous deadline, not a count) until one replica leads under an epoch newer than
+ * `after` (0: any); leader_epoch gets it. */
+static int wait_leader(long long after, unsigned timeout_ms) {
+    uint64_t end = now_ms() + timeout_ms;
+    while (now_ms() < end) {
+        for (int i = 0; i < REPLICAS; i++) {
+            if (i == paused)
+                continue;
+            long long epoch = 0;
+            char *role = role_of(i, &epoch);
+            bool leads = role && !strcmp(role, "leader") && epoch > after;
+            free(role);
+            if (leads) {
+                leader_epoch = epoch;
+                return i;
+            }
+        }
+        usleep(20 * 1000);
+    }
+    cr_assert_fail("no replica leads under an epoch newer than %lld within %u ms", after, timeout_ms);
+    return -1;
+}
+
+/* Replicas that stopped (stepped down) start again as standbys. */
+static void respawn_exited(void) {
+    for (int i = 0; i < REPLICAS; i++) {
+        int status;
+        if (waitpid(rep[i].pid, &status, WNOHANG) == rep[i].pid)
+            spawn(i);
+    }
+}
+
+static __thread Error last_err; /* the last call's transport failure, for messages */
+
+static long call(Client *c, const char *method, const char *path, const char *body, const char *key,
+                 json_t **ret) {
+    json_t *b = body ? json_loads(body, 0, NULL) : NULL;
+    long st = 0;
+    error_clear(&last_err);
+    int r = client_call(c, method, path, b, key, &st, ret, &last_err);
+    json_decref(b);
+    return r < 0 ? r : st;
+}
+
+static void record(json_t *q) {
+    json_int_t id = json_integer_value(json_object_get(q, "id"));
+    if (id <= 0 || id > MAX_REQS)
+        return;
+    pthread_mutex_lock(&known_lock);
+    Known *k = &known[id];
+    snprintf(k->state, sizeof(k->state), "%s", json_string_value(json_object_get(q, "state")));
+    k->maybe[0] = 0;
+    json_decref(k->placement);
+    k->placement = json_incref(json_object_get(q, "placement"));
+    pthread_mutex_unlock(&known_lock);
+}
+
+typedef struct ClientArg {
+    char *token;
+    unsigned seed;
+    json_int_t own[MAX_REQS];
+    size_t n_own;
+} ClientArg;
+
+static void *client_main(void *p) {
+    ClientArg *a = p;
+    Client *c = NULL;
+    cr_assert_eq(client_new(urls, a->token, &c, NULL), 0);
+    while (!atomic_load(&stop_clients) && a->n_own < MAX_REQS / CLIENTS - 1) {
+        if (atomic_load(&pause_clients)) {
+            atomic_fetch_add(&idle_clients, 1);
+            while (atomic_load(&pause_clients) && !atomic_load(&stop_clients))
+                usleep(5000);
+            atomic_fetch_sub(&idle_clients, 1);
+            continue;
+        }
+        unsigned r = rand_r(&a->seed) % 10;
+        json_t *q = NULL;
+        if (r < 7 || a->n_own == 0) {
+            char key[64];
+            snprintf(key, sizeof(key), "k-%u-%u", a->seed, atomic_fetch_add(&submissions, 1));
+            const char *body = r % 2 ? "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}"
+                                     : "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"count\":2}";
+            /* The key makes the retries across a failover one submission. */
+            long st = call(c, "POST", "/v1/requests", body, key, &q);
+            if (st != 201 && st != 200) {
+                /* Criterion's asserts belong to the test's thread: report, and stop. */
+                pthread_mutex_lock(&known_lock);
+                snprintf(client_failure, sizeof(client_failure), "submit %s answered %ld through "
+                         "the failovers: %.300s", key, st,
+                         st < 0 ? last_err.message : json_string_value(json_object_get(q, "message")));
+                pthread_mutex_unlock(&known_lock);
+                json_decref(q);
+                break;
+            }
+            record(q);
+            a->own[a->n_own++] = json_integer_value(json_object_get(q, "id"));
+        } else {
+            json_int_t id = a->own[rand_r(&a->seed) % a->n_own];
+            char path[64];
+            snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)id);
+            pthread_mutex_lock(&known_lock);
+            snprintf(known[id].maybe, sizeof(known[id].maybe), "released");
+            pthread_mutex_unlock(&known_lock);
+            long st = call(c, "POST", path, NULL, NULL, &q);
+            if (st == 200)
+                record(q);
+            else if (st == 409) {
+                pthread_mutex_lock(&known_lock);
+                known[id].maybe[0] = 0; /* refused: nothing changed */
+                pthread_mutex_unlock(&known_lock);
+            } /* else the answer was lost in a failover: "released" stays possible */
+        }
+        json_decref(q);
+    }
+    client_free(c);
+    atomic_fetch_add(&idle_clients, 1); /* a stopped client never holds the others up */
+    return NULL;
+}
+
+static void quiesce(void) {
+    atomic_store(&pause_clients, true);
+    uint64_t end = now_ms() + 60000;
+    while (atomic_load(&idle_clients) < CLIENTS && now_ms() < end)
+        usleep(5000);
+    cr_assert(!client_failure[0], "%s", client_failure);
+    cr_assert_eq(atomic_load(&idle_clients), CLIENTS, "clients did not settle within 60 s");
+}
+
+static json_t *list_requests(Client *c) {
+    json_t *all = json_array();
+    json_int_t after = 0;
+    for (;;) {
+        char path[96];
+        snprintf(path, sizeof(path), "/v1/requests?after=%lld&limit=10000", (long long)after);
+        json_t *page = NULL;
+        cr_assert_eq(call(c, "GET", path, NULL, NULL, &page), 200);
+        json_t *items = json_object_get(page, "requests");
+        json_array_extend(all, items);
+        json_int_t next = json_integer_value(json_object_get(page, "next"));
+        bool more = json_array_size(items) > 0 && next > after;
+        after = next;
+        json_decref(page);
+        if (!more)
+            return all;
+    }
+}
+
+static void verify(const char *when) {
+    Client *c = NULL;
+    cr_assert_eq(client_new(urls, admin, &c, NULL), 0);
+    json_t *reqs = list_requests(c);
+    json_t **by_id = calloc(MAX_REQS + 1, sizeof(json_t *));
+    size_t i;
+    json_t *v;
+    json_array_foreach(reqs, i, v) {
+        json_int_t id = json_integer_value(json_object_get(v, "id"));
+        if (id > 0 && id <= MAX_REQS)
+            by_id[id] = v;
+    }
+    for (json_int_t id = 1; id <= MAX_REQS; id++) {
+        Known *k = &known[id];
+        if (!k->state[0])
+            continue;
+        json_t *q = by_id[id];
+        cr_assert(q, "%s: acknowledged request %lld is lost", when, (long long)id);
+        const char *got = json_string_value(json_object_get(q, "state"));
+        bool ok = !strcmp(got, k->state) || (k->maybe[0] && !strcmp(got, k->maybe)) ||
+                  (!strcmp(k->state, "pending") && !strcmp(got, "placed"));
+        cr_assert(ok, "%s: request %lld acknowledged %s (maybe %s) but is %s", when, (long long)id,
+                  k->state, k->maybe, got);
+        if (!strcmp(got, "placed") && !strcmp(k->state, "placed"))
+            cr_assert(json_equal(json_object_get(q, "placement"), k->placement),
+                      "%s: request %lld moved", when, (long long)id);
+        snprintf(k->state, sizeof(k->state), "%s", got);
+        k->maybe[0] = 0;
+        json_decref(k->placement);
+        k->placement = json_incref(json_object_get(q, "placement"));
+    }
+    free(by_id);
+    json_decref(reqs);
+    /* No GPU in two allocations, and the rest of the core's invariants. */
+    json_t *inv = NULL;
+    cr_assert_eq(call(c, "GET", "/v1/debug/invariants", NULL, NULL, &inv), 200);
+    cr_assert(json_is_true(json_object_get(inv, "ok")), "%s: %s", when,
+              json_string_value(json_object_get(inv, "violation")));
+    json_decref(inv);
+    /* Every acknowledged mode switch is there. */
+    for (unsigned s = 0; s < n_switched; s++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/v1/nodes/sw%u", s);
+        json_t *n = NULL;
+        cr_assert_eq(call(c, "GET", path, NULL, NULL, &n), 200);
+        json_t *sw = json_object_get(n, "switch");
+        const char *mode = json_string_value(json_object_get(sw, "mode"));
+        cr_assert(mode && !strcmp(mode, switched[s]), "%s: the acknowledged switch of sw%u to %s is lost (%s)",
+                  when, s, switched[s], mode ? mode : "no switch");
+        json_decref(n);
+    }
+    client_free(c);
+}
+
+static void add_node(Client *c, const char *name, const char *class, unsigned gpus) {
+    json_t *devs = json_array();
+    for (unsigned i = 0; i < gpus; i++) {
+        char pci[32];
+        snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x17 + i);
+        json_array_append_new(devs, json_pack("{s:s, s:s, s:i}", "pci", pci, "class", class,
+                                              "memory_gb", 80));
+    }
+    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "name", name, "site", "dc1",
+                             "site_kind", "datacenter", "platform", "linux", "owner", "ops", "mode",
+                             "container", "cpus", 64, "devices", devs);
+    char *body = json_dumps(node, JSON_COMPACT);
+    json_decref(node);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    /* Without an idempotency key an answer lost in a failover leaves the outcome open: send
+     * it again, and an "exists" then means the first one committed. */
+    long st = 0;
+    uint64_t end = now_ms() + 60000;
+    do {
+        json_t *ans = NULL;
+        st = call(c, "POST", "/v1/nodes", body, NULL, &ans);
+        json_decref(ans);
+        if (st == 409 && call(c, "GET", path, NULL, NULL, NULL) == 200)
+            st = 201;
+    } while (st != 201 && now_ms() < end);
+    cr_assert_eq(st, 201, "registering %s: %ld %s", name, st, last_err.message);
+    free(body);
+}
+
+/* An admin switches a fresh node's mode: acknowledged switches must survive what follows. */
+static void switch_mode(Client *c) {
+    cr_assert(n_switched < MAX_SWITCHES);
+    char name[16], path[64];
+    snprintf(name, sizeof(name), "sw%u", n_switched);
+    add_node(c, name, "nvidia-a100-80gb", 2); /* a class no client asks for: nothing to drain */
+    snprintf(path, sizeof(path), "/v1/nodes/%s/mode", name);
+    long st = 0;
+    uint64_t end = now_ms() + 60000;
+    do {
+        json_t *ans = NULL;
+        st = call(c, "POST", path, "{\"mode\":\"vm-passthrough\"}", NULL, &ans);
+        json_decref(ans);
+        if (st == 409) { /* a lost answer's switch did commit: then it is there */
+            char show[64];
+            snprintf(show, sizeof(show), "/v1/nodes/%s", name);
+            json_t *n = NULL;
+            if (call(c, "GET", show, NULL, NULL, &n) == 200 &&
+                !strcmp(json_string_value(json_object_get(json_object_get(n, "switch"), "mode")) ?: "",
+                        "vm-passthrough"))
+                st = 200;
+            json_decref(n);
+        }
+    } while (st != 200 && now_ms() < end);
+    cr_assert_eq(st, 200, "switching %s: %ld %s", name, st, last_err.message);
+    snprintf(switched[n_switched++], sizeof(switched[0]), "vm-passthrough");
+}
+
+static char *token(const char *user, const char *role) {
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "token", "create", "--state", conninfo, "--user", user, "--role",
+                         role, NULL);
+    cr_assert_eq(rc, 0, "token create failed: %s", err);
+    free(err);
+    out[strcspn(out, "\n")] = 0;
+    return out;
+}
+
+static bool log_says(int i, const char *what) {
+    char *text = NULL;
+    bool yes = read_full_file(rep[i].log, 16u << 20, &text, NULL) >= 0 && strstr(text, what);
+    free(text);
+    return yes;
+}
+
+typedef struct Late {
+    unsigned port;
+    char *token;
+    long status;
+} Late;
+
+/* A write sent straight to the paused leader: it runs only once the leader resumes. */
+static void *late_write(void *p) {
+    Late *l = p;
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", l->port);
+    Client *c = NULL;
+    cr_assert_eq(client_new(url, l->token, &c, NULL), 0);
+    l->status = call(c, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}",
+                     "late-1", NULL);
+    client_free(c);
+    return NULL;
+}
+
+/* A failed assertion must not leave replicas running. */
+static void kill_replicas(void) {
+    for (int i = 0; i < REPLICAS; i++)
+        if (rep[i].pid > 0) {
+            kill(rep[i].pid, SIGKILL);
+            waitpid(rep[i].pid, NULL, 0);
+            rep[i].pid = 0;
+        }
+}
+
+Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_postgresql_restart,
+     .timeout = 500, .fini = kill_replicas) {
+    const char *env = getenv("EINSORA_FAILOVER_SEED");
+    unsigned seed = env ? (unsigned)strtoul(env, NULL, 10) : 20261130u;
+    const char *kills_env = getenv("EINSORA_FAILOVER_KILLS");
+    unsigned kills = kills_env ? (unsigned)strtoul(kills_env, NULL, 10) : 10;
+    cr_log_info("failover test seed %u (EINSORA_FAILOVER_SEED to replay), %u kills", seed, kills);
+
+    pg_test_start(&pg);
+    cr_assert_eq(pg_test_new_db(&pg, conninfo, sizeof(conninfo)), 0);
+    strcpy(dir, "/tmp/einsora-rep-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    size_t len = 0;
+    for (int i = 0; i < REPLICAS; i++) {
+        rep[i].port = free_port();
+        snprintf(rep[i].log, sizeof(rep[i].log), "%s/replica%d.log", dir, i);
+        len += (size_t)snprintf(urls + len, sizeof(urls) - len, "%shttp://127.0.0.1:%u", i ? "," : "",
+                                rep[i].port);
+    }
+    /* The first replica migrates the database; tokens need its tables. */
+    spawn(0);
+    wait_leader(0, 30000);
+    admin = token("root", "admin");
+    for (int i = 1; i < REPLICAS; i++)
+        spawn(i);
+    Client *ac = NULL;
+    cr_assert_eq(client_new(urls, admin, &ac, NULL), 0);
+    for (int n = 0; n < 6; n++) {
+        char name[16];
+        snprintf(name, sizeof(name), "n%d", n);
+        add_node(ac, name, "nvidia-h100-80gb", 8);
+    }
+    ClientArg *args = calloc(CLIENTS, sizeof(ClientArg));
+    pthread_t t[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "tenant%d", i);
+        args[i].token = token(user, "trusted");
+        args[i].seed = seed * 31 + (unsigned)i;
+        pthread_create(&t[i], NULL, client_main, &args[i]);
+    }
+
+    /* SIGKILL the leader at random moments under load. */
+    for (unsigned k = 0; k < kills; k++) {
+        switch_mode(ac);
+        int leader = wait_leader(0, 30000);
+        usleep(50000 + (useconds_t)(rand_r(&seed) % 400) * 1000);
+        long long epoch = leader_epoch;
+        kill(rep[leader].pid, SIGKILL);
+        waitpid(rep[leader].pid, NULL, 0);
+        spawn(leader);
+        wait_leader(epoch, 30000);
+        quiesce();
+        char when[64];
+        snprintf(when, sizeof(when), "after kill %u", k + 1);
+        verify(when);
+        atomic_store(&pause_clients, false);
+        respawn_exited();
+    }
+
+    /* SIGSTOP the leader; a standby takes over; the resumed old leader's write is refused. */
+    int old = wait_leader(0, 30000);
+    long long old_epoch = leader_epoch;
+    kill(rep[old].pid, SIGSTOP);
+    paused = old;
+    cr_log_info("paused replica %d (epoch %lld)", old, old_epoch);
+    Late late = {.port = rep[old].port, .token = token("late", "user")};
+    pthread_t lt;
+    pthread_create(&lt, NULL, late_write, &late);
+    int now_leading = wait_leader(old_epoch, 30000);
+    cr_assert_neq(now_leading, old, "a paused replica cannot lead");
+    {
+        /* The new leader acknowledges writes while the old one is paused (a client that still
+         * talks to the paused one waits for it, as it would behind a partition). */
+        char url[64];
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[now_leading].port);
+        Client *c = NULL;
+        json_t *q = NULL;
+        cr_assert_eq(client_new(url, args[0].token, &c, NULL), 0);
+        cr_assert_eq(call(c, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}",
+                          "during-pause", &q), 201);
+        record(q);
+        json_decref(q);
+        client_free(c);
+    }
+    cr_log_info("replica %d leads (epoch %lld); resuming replica %d", now_leading, leader_epoch, old);
+    kill(rep[old].pid, SIGCONT);
+    paused = -1;
+    uint64_t t0 = now_ms();
+    switch_mode(ac);
+    cr_log_info("switched after %llu ms", (unsigned long long)(now_ms() - t0));
+    pthread_join(lt, NULL);
+    cr_log_info("late write answered %ld after %llu ms", late.status, (unsigned long long)(now_ms() - t0));
+    cr_assert(late.status < 200 || late.status >= 300,
+              "the deposed leader acknowledged a late write (HTTP %ld)", late.status);
+    int status = 0;
+    uint64_t end = now_ms() + 30000;
+    while (waitpid(rep[old].pid, &status, WNOHANG) != rep[old].pid && now_ms() < end)
+        usleep(20000);
+    cr_assert(now_ms() < end, "the deposed leader did not step down");
+    cr_assert(log_says(old, "einsora: Stopped: "), "the deposed leader stopped without its sentence");
+    spawn(old);
+    quiesce();
+    verify("after the paused leader resumed");
+    {
+        /* Its late submission never landed: the fence refused it. */
+        Client *c = NULL;
+        cr_assert_eq(client_new(urls, admin, &c, NULL), 0);
+        json_t *reqs = list_requests(c), *v;
+        size_t i;
+        json_array_foreach(reqs, i, v)
+            cr_assert(strcmp(json_string_value(json_object_get(v, "user")), "late") || late.status == 201,
+                      "a request of the late write exists: %lld", (long long)json_integer_value(json_object_get(v, "id")));
+        json_decref(reqs);
+        client_free(c);
+    }
+    atomic_store(&pause_clients, false);
+
+    /* PostgreSQL restarts under load: the leader survives or steps down cleanly. */
+    usleep(200000);
+    cr_log_info("restarting PostgreSQL");
+    cr_assert_eq(pg_test_restart(&pg), 0);
+    respawn_exited();
+    wait_leader(0, 30000);
+    switch_mode(ac);
+    quiesce();
+    respawn_exited();
+    verify("after PostgreSQL restarted");
+
+    atomic_store(&stop_clients, true);
+    for (int i = 0; i < CLIENTS; i++) {
+        pthread_join(t[i], NULL);
+        free(args[i].token);
+    }
+    cr_log_info("%u kills, 1 pause, 1 PostgreSQL restart, %u submissions", kills,
+                atomic_load(&submissions));
+    client_free(ac);
+    /* A clean stop: each replica ends on SIGTERM (a leader hands its lease back). */
+    for (int i = 0; i < REPLICAS; i++) {
+        cr_log_info("stopping replica %d", i);
+        kill(rep[i].pid, SIGTERM);
+        uint64_t until = now_ms() + 20000;
+        while (waitpid(rep[i].pid, NULL, WNOHANG) != rep[i].pid && now_ms() < until)
+            usleep(20000);
+        cr_assert(now_ms() < until, "replica %d did not stop on SIGTERM within 20 s", i);
+        rep[i].pid = 0;
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+    free(late.token);
+    free(args);
+    free(admin);
+    for (size_t i = 0; i <= MAX_REQS; i++)
+        json_decref(known[i].placement);
+}
+
+/* Two replicas on a fresh database; returns the leader's index once one leads. */
+static int start_two(void) {
+    cr_assert_eq(pg_test_start(&pg), 0); /* finds the server main() started */
+    cr_assert_eq(pg_test_new_db(&pg, conninfo, sizeof(conninfo)), 0);
+    strcpy(dir, "/tmp/einsora-rep-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    for (int i = 0; i < 2; i++) {
+        rep[i].port = free_port();
+        snprintf(rep[i].log, sizeof(rep[i].log), "%s/replica%d.log", dir, i);
+    }
+    spawn(0);
+    int l = wait_leader(0, 30000);
+    spawn(1);
+    return l;
+}
+
+static void remove_dir(void) {
+    kill_replicas();
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+Test(replicas, r16_a_standby_redirects_to_the_leader_and_says_it_stands_by, .fini = remove_dir) {
+    int l = start_two(), sb = 1 - l;
+    admin = token("root", "admin");
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[sb].port);
+    /* Wait (deadline) until the standby answers as one and has seen the leader's epoch (it
+     * then knows where the leader is; before, it answers 503). */
+    uint64_t end = now_ms() + 30000;
+    char *role = NULL;
+    long long epoch = 0;
+    while (now_ms() < end && (!(role = role_of(sb, &epoch)) || strcmp(role, "standby") || epoch < 1)) {
+        free(role);
+        role = NULL;
+        usleep(20000);
+    }
+    cr_assert(role, "the standby never answered /readyz as one");
+    free(role);
+    /* A client that knows only the standby follows its 307 to the leader. */
+    Client *c = NULL;
+    cr_assert_eq(client_new(url, admin, &c, NULL), 0);
+    json_t *j = NULL;
+    cr_assert_eq(call(c, "GET", "/v1/requests", NULL, NULL, &j), 200, "%s", last_err.message);
+    json_decref(j);
+    cr_assert_eq(call(c, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}",
+                      NULL, &j), 201);
+    json_decref(j);
+    client_free(c);
+    free(admin);
+}
+
+Test(replicas, r16_cli_takes_server_repeated_and_moves_past_a_dead_one, .fini = remove_dir) {
+    int l = start_two();
+    admin = token("root", "admin");
+    char dead[64], live[64];
+    snprintf(dead, sizeof(dead), "http://127.0.0.1:%u", free_port());
+    snprintf(live, sizeof(live), "http://127.0.0.1:%u", rep[l].port);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "requests", "--server", dead, "--server", live, "--token", admin,
+                         "--json", NULL);
+    cr_assert_eq(rc, 0, "einsora requests with a dead and a live server: %s", err);
+    cr_assert(strstr(out, "\"requests\""), "%s", out);
+    free(out);
+    free(err);
+    free(admin);
+}
+
+int main(int argc, char *argv[]) {
+    if (pg_test_start(&pg) < 0)
+        return 1;
+    struct criterion_test_set *tests = criterion_initialize();
+    int result = 0;
+    if (criterion_handle_args(argc, argv, true))
+        result = !criterion_run_all_tests(tests);
+    criterion_finalize(tests);
+    pg_test_stop(&pg);
+    return result;
+}
