@@ -14,7 +14,9 @@ void fixture_setup(BindFixture *f, const FakeDevice *devs, size_t n, bool withou
     cr_assert_eq(host_paths_init(&f->o.paths, f->k.sysfs, f->k.proc, f->k.dev), 0);
     cr_assert_lt((size_t)snprintf(f->state, sizeof(f->state), "%s/state", f->k.root), sizeof(f->state));
     f->o.state_dir = f->state;
-    f->o.timeout_ms = 2000;
+    /* Generous: the fake kernel is a helper process that a loaded 2-core machine may not
+     * schedule for a while; only the tests that simulate a hang use a short timeout. */
+    f->o.timeout_ms = 5000;
     f->modprobe = fake_kernel_modprobe(&f->k);
     f->o.modprobe = f->modprobe;
 }
