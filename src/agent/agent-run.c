@@ -30,8 +30,8 @@ typedef struct Agent {
     bool lost;        /* the control plane did not answer last time: log once, not every turn */
     bool stopped;     /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
-    Driver *drivers[2];     /* container engine, libvirt: once they answered (workloads.h) */
-    bool lost_driver[2];    /* a driver did not answer last time: log once */
+    Driver *drivers[3];     /* container engine, libvirt, processes: once they answered (workloads.h) */
+    bool lost_driver[3];    /* a driver did not answer last time: log once */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -287,6 +287,7 @@ static int set_running(Agent *a, const char *id, bool on, Error *err) {
 /* ---- workloads through drivers: containers (drivers/engine.h), VMs (drivers/vm.h), R17 ---- */
 
 enum { SLOT_ENGINE, SLOT_VM, SLOT_PROCESS, _SLOT_MAX };
+_Static_assert(_SLOT_MAX == ARRAY_SIZE(((Agent *)NULL)->drivers), "one driver per slot");
 
 /* Per driver: what it is called in the log, and the state file of the ids it runs for us. */
 static const char *const slot_names[_SLOT_MAX] = {[SLOT_ENGINE] = "container engine", [SLOT_VM] = "libvirt",

@@ -167,8 +167,6 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         (k = get_string(j, "model", false, r.model, sizeof(r.model), err)) < 0 ||
         (k = get_ports(j, &r, err)) < 0)
         return k;
-    if (r.model[0] && r.kind != WORK_ENDPOINT)
-        return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
     bool found = false;
     for (ApiKind w = 0; w < _WORK_MAX; w++)
         if (STREQ(kind, api_kinds[w]))
@@ -176,6 +174,9 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     if (!found)
         return error_set(err, -EINVAL,
                          "Field 'kind' must be vm, container, notebook or endpoint, not '%.32s'.", kind);
+    /* Checked once the kind is known (r.kind was still its zero value above). */
+    if (r.model[0] && r.kind != WORK_ENDPOINT)
+        return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
     if (r.n_ports && r.kind == WORK_VM)
         return error_set(err, -EINVAL, "Field 'ports' applies to containers, notebooks and endpoints, not VMs.");
     if (!r.cls[0] && !r.memory_gb)

@@ -173,3 +173,15 @@ Test(workload_ports, r17_url_uses_the_first_requested_port) {
     cr_assert_str_eq(url, "http://lab-1:41001/");
     json_decref(w);
 }
+
+Test(workload_ports, r14_an_endpoint_request_takes_a_model) {
+    /* 'model' is checked against the kind once the kind is known, whatever the field order. */
+    ApiRequest r;
+    Error err = {0};
+    const char *ok = "{\"kind\":\"endpoint\",\"class\":\"cpu\",\"model\":\"/m/q4.gguf\"}";
+    cr_assert_eq(api_request_parse(ok, strlen(ok), &r, &err), 0, "%s", error_message(&err));
+    cr_assert_str_eq(r.model, "/m/q4.gguf");
+    const char *bad = "{\"model\":\"/m/q4.gguf\",\"kind\":\"notebook\",\"class\":\"cpu\"}";
+    cr_assert_eq(api_request_parse(bad, strlen(bad), &r, &err), -EINVAL);
+    cr_assert(strstr(err.message, "'model' applies to kind endpoint only"), "%s", err.message);
+}
