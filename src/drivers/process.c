@@ -85,7 +85,8 @@ static int read_pid_file(Proc *p, const char *id, PidFile *ret) {
     long long pid;
     unsigned long long start;
     unsigned port;
-    if (sscanf(text, "%lld %llu %u", &pid, &start, &port) != 3 || pid <= 1 || pid > INT_MAX || port > 65535)
+    if (sscanf(text, "%lld %llu %u", &pid, &start, &port) != 3 || pid <= 1 || pid > INT_MAX ||
+        port > 65535)
         return -EBADMSG;
     *ret = (PidFile){.pid = (pid_t)pid, .start = start, .port = port};
     return 0;
@@ -198,7 +199,9 @@ _Noreturn static void run_wrapper(const Launch *l) {
     if (pid > 0) {
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
-        code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 127;
+        code = WIFEXITED(status)     ? WEXITSTATUS(status)
+               : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                     : 127;
     }
     write_exit_file(l->exit_tmp, l->exit_path, code);
     _exit(0);
@@ -222,21 +225,26 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
         return error_set(err, -EINVAL, "'%.40s' is not a request id.", strempty(spec->id));
     if (!spec->command || !spec->command[0] || !spec->command[0][0])
         return error_set(err, -EINVAL, "A process workload needs its server's command line.");
-    _cleanup_free_ char *pid_path = file_of(p, spec->id, "pid"), *exit_path = file_of(p, spec->id, "exit"),
-                        *exit_tmp = file_of(p, spec->id, "exit.tmp"), *log_path = file_of(p, spec->id, "log");
+    _cleanup_free_ char *pid_path = file_of(p, spec->id, "pid"),
+                        *exit_path = file_of(p, spec->id, "exit"),
+                        *exit_tmp = file_of(p, spec->id, "exit.tmp"),
+                        *log_path = file_of(p, spec->id, "log");
     if (!pid_path || !exit_path || !exit_tmp || !log_path)
         return error_set(err, -ENOMEM, "Out of memory.");
     if (access(pid_path, F_OK) == 0)
-        return error_set(err, -EEXIST, "Request %s already has its process here (%s).", spec->id, pid_path);
+        return error_set(err, -EEXIST, "Request %s already has its process here (%s).", spec->id,
+                         pid_path);
     _cleanup_free_ char *bin = find_binary(spec->command[0]);
     if (!bin)
-        return error_set(err, -ENOENT, "The server binary '%.200s' is not there or not executable.", spec->command[0]);
+        return error_set(err, -ENOENT, "The server binary '%.200s' is not there or not executable.",
+                         spec->command[0]);
     _cleanup_free_ char **envp = merge_env(spec->env);
     if (!envp)
         return error_set(err, -ENOMEM, "Out of memory.");
     int r = remove_files(p, spec->id); /* a leftover exit or log of an earlier life */
     if (r < 0)
-        return error_set(err, r, "Cannot clear the old files of request %s in %s: %s", spec->id, p->dir, strerror(-r));
+        return error_set(err, r, "Cannot clear the old files of request %s in %s: %s", spec->id,
+                         p->dir, strerror(-r));
     int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (log_fd < 0)
         return error_set(err, -errno, "Cannot open the log %s: %s", log_path, strerror(errno));
@@ -247,8 +255,13 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
         return error_set(err, r, "Cannot make a pipe: %s", strerror(-r));
     }
     long max_fd = sysconf(_SC_OPEN_MAX);
-    Launch l = {.bin = bin, .exit_path = exit_path, .exit_tmp = exit_tmp, .argv = (char *const *)spec->command,
-                .envp = envp, .log_fd = log_fd, .pipe_fd = pfd[1],
+    Launch l = {.bin = bin,
+                .exit_path = exit_path,
+                .exit_tmp = exit_tmp,
+                .argv = (char *const *)spec->command,
+                .envp = envp,
+                .log_fd = log_fd,
+                .pipe_fd = pfd[1],
                 .max_fd = max_fd > 0 && max_fd < 65536 ? (int)max_fd : 65536};
     pid_t mid = fork();
     if (mid == 0) {
@@ -277,16 +290,19 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     }
     close(pfd[0]);
     if (r < 0 || wpid <= 1)
-        return error_set(err, r < 0 ? r : -ECHILD, "Cannot start the process of request %s: fork failed.", spec->id);
+        return error_set(err, r < 0 ? r : -ECHILD,
+                         "Cannot start the process of request %s: fork failed.", spec->id);
     uint64_t t = 0;
     if (start_ticks(wpid, &t) < 0)
         t = 0; /* already over: its exit file says so */
     char line[80];
-    snprintf(line, sizeof(line), "%d %" PRIu64 " %u\n", wpid, t, spec->n_ports ? spec->ports[0] : 0);
+    snprintf(line, sizeof(line), "%d %" PRIu64 " %u\n", wpid, t,
+             spec->n_ports ? spec->ports[0] : 0);
     if ((r = write_string_file_atomic(pid_path, line)) < 0) {
         (void)kill(-wpid, SIGKILL);
         (void)remove_files(p, spec->id);
-        return error_set(err, r, "Cannot write %s: %s (the process was killed).", pid_path, strerror(-r));
+        return error_set(err, r, "Cannot write %s: %s (the process was killed).", pid_path,
+                         strerror(-r));
     }
     return 0;
 }
@@ -312,7 +328,8 @@ static int proc_status(Driver *d, const char *id, WorkloadState *ret, Error *err
         return 0;
     }
     if (r < 0)
-        return error_set(err, r, "The pid file of request %s in %s is unreadable: %s", id, p->dir, strerror(-r));
+        return error_set(err, r, "The pid file of request %s in %s is unreadable: %s", id, p->dir,
+                         strerror(-r));
     s.host_port = pf.port;
     if (read_exit_code(p, id, &s.exit_code) >= 0) {
         s.status = WORKLOAD_EXITED;
@@ -321,8 +338,8 @@ static int proc_status(Driver *d, const char *id, WorkloadState *ret, Error *err
         s.status = WORKLOAD_RUNNING;
     else {
         s.status = WORKLOAD_FAILED;
-        snprintf(s.message, sizeof(s.message), "its process %d is gone without an exit code (killed from outside?)",
-                 (int)pf.pid);
+        snprintf(s.message, sizeof(s.message),
+                 "its process %d is gone without an exit code (killed from outside?)", (int)pf.pid);
     }
     *ret = s;
     return 0;
@@ -353,12 +370,14 @@ static int proc_stop(Driver *d, const char *id, unsigned grace_s, Error *err) {
         if (!wait_gone(&pf, grace_s * 1000)) {
             (void)kill(-pf.pid, SIGKILL);
             if (!wait_gone(&pf, 10000))
-                return error_set(err, -ETIMEDOUT, "The process group %d of request %s outlived SIGKILL.",
+                return error_set(err, -ETIMEDOUT,
+                                 "The process group %d of request %s outlived SIGKILL.",
                                  (int)pf.pid, id);
         }
     }
     if ((r = remove_files(p, id)) < 0)
-        return error_set(err, r, "Cannot remove the files of request %s in %s: %s", id, p->dir, strerror(-r));
+        return error_set(err, r, "Cannot remove the files of request %s in %s: %s", id, p->dir,
+                         strerror(-r));
     return 0;
 }
 
@@ -451,7 +470,8 @@ static const DriverOps process_ops = {
 
 int process_driver_new(const ProcessConfig *cfg, Driver **ret, Error *err) {
     if (isempty(cfg->dir))
-        return error_set(err, -EINVAL, "The process driver needs a folder for its pid and log files.");
+        return error_set(err, -EINVAL,
+                         "The process driver needs a folder for its pid and log files.");
     if (mkdir(cfg->dir, 0700) < 0 && errno != EEXIST)
         return error_set(err, -errno, "Cannot create %s: %s", cfg->dir, strerror(errno));
     Proc *p = calloc(1, sizeof(*p));

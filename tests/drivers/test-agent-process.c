@@ -38,11 +38,25 @@ static void sleep_ms(int ms) {
 static void spawn_agent(void) {
     static char apple[256];
     snprintf(apple, sizeof(apple), "%s/machines/mac-m2-max-64gb.txt", TEST_FIXTURES);
-    const char *args[] = {"--site", "home", "--site-kind", "solo", "--sysfs-root",
-                          TEST_FIXTURES "/machines/no-accelerator/sys", "--proc-root",
-                          TEST_FIXTURES "/machines/no-accelerator/proc", "--simulate", "--no-nvml",
-                          "--apple-fixture", apple, "--mlx-server", server, "--stop-grace", "1",
-                          "--address", "127.0.0.1", NULL};
+    const char *args[] = {"--site",
+                          "home",
+                          "--site-kind",
+                          "solo",
+                          "--sysfs-root",
+                          TEST_FIXTURES "/machines/no-accelerator/sys",
+                          "--proc-root",
+                          TEST_FIXTURES "/machines/no-accelerator/proc",
+                          "--simulate",
+                          "--no-nvml",
+                          "--apple-fixture",
+                          apple,
+                          "--mlx-server",
+                          server,
+                          "--stop-grace",
+                          "1",
+                          "--address",
+                          "127.0.0.1",
+                          NULL};
     agent = fleet_spawn_agent(ts.url, token, NODE, state_dir, args, NULL);
 }
 
@@ -75,9 +89,11 @@ static void setup(void) {
     ts_start(&ts);
     token = ts_token(&ts, NODE, "node", NODE);
     spawn_agent();
-    for (int i = 0; i < 600 && ts_call(&ts, ts.admin, "GET", "/v1/nodes/" NODE, NULL, NULL) != 200; i++)
+    for (int i = 0; i < 600 && ts_call(&ts, ts.admin, "GET", "/v1/nodes/" NODE, NULL, NULL) != 200;
+         i++)
         sleep_ms(100);
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/" NODE, NULL, NULL), 200, "the agent registered");
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/" NODE, NULL, NULL), 200,
+                 "the agent registered");
 }
 
 static void teardown(void) {
@@ -124,8 +140,8 @@ static json_t *wait_state(long id, const char *state) {
         sleep_ms(50);
     }
     cr_assert_fail("request %ld never became %s (it is %s: %s); agent log in %s", id, state,
-                   json_string_value(json_object_get(j, "state")), json_string_value(json_object_get(j, "reason")),
-                   state_dir);
+                   json_string_value(json_object_get(j, "state")),
+                   json_string_value(json_object_get(j, "reason")), state_dir);
     return NULL;
 }
 
@@ -153,7 +169,8 @@ static void wait_gone(long id) {
 }
 
 Test(agent_process, r14_a_mac_endpoint_runs_as_a_process_and_release_stops_it) {
-    long id = submit("{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"model\":\"mlx-community/x-4bit\","
+    long id = submit("{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"model\":\"mlx-"
+                     "community/x-4bit\","
                      "\"ports\":[18123]}");
     json_t *j = wait_state(id, "active");
     const char *url = json_string_value(json_object_get(json_object_get(j, "placement"), "url"));
@@ -169,11 +186,13 @@ Test(agent_process, r14_a_mac_endpoint_runs_as_a_process_and_release_stops_it) {
     for (int i = 0; i < 200 && kill(g, 0) == 0; i++)
         sleep_ms(50);
     _cleanup_free_ char *stat = strprintf("/proc/%d/stat", (int)g), *text = NULL;
-    cr_assert(read_full_file(stat, 4096, &text, NULL) < 0 || strstr(text, ") Z"), "the wrapper ended");
+    cr_assert(read_full_file(stat, 4096, &text, NULL) < 0 || strstr(text, ") Z"),
+              "the wrapper ended");
 }
 
 Test(agent_process, r17_a_process_that_exits_ends_its_request_with_its_code) {
-    long id = submit("{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"model\":\"m\",\"env\":[\"MODE=exit3\"]}");
+    long id = submit("{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"model\":\"m\","
+                     "\"env\":[\"MODE=exit3\"]}");
     json_t *j = wait_state(id, "ended");
     cr_assert_str_eq(json_string_value(json_object_get(j, "reason")), "exited with code 3");
     json_decref(j);

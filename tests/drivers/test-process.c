@@ -67,7 +67,12 @@ static void start(Driver *d, const char *id, const char *mode, const char *mark)
     const char *argv[] = {script, "--model", "/models/q4.gguf", "--port", "18080", NULL};
     const char *env[] = {m, k, "EINSORA_MODEL=/models/q4.gguf", NULL};
     unsigned port = 18080;
-    WorkloadSpec s = {.id = id, .kind = "endpoint", .command = argv, .env = env, .ports = &port, .n_ports = 1};
+    WorkloadSpec s = {.id = id,
+                      .kind = "endpoint",
+                      .command = argv,
+                      .env = env,
+                      .ports = &port,
+                      .n_ports = 1};
     Error err = {0};
     cr_assert_eq(d->ops->start(d, &s, &err), 0, "%s", error_message(&err));
 }
@@ -114,7 +119,8 @@ static bool group_runs(pid_t pgid) {
         const char *s = strrchr(text, ')');
         char state;
         int ppid, pgrp;
-        if (s && sscanf(s + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid && state != 'Z')
+        if (s && sscanf(s + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
+            state != 'Z')
             found = true;
     }
     closedir(d);
@@ -216,14 +222,16 @@ Test(process_driver, r17_a_reused_pid_is_not_ours) {
     _cleanup_(driver_freep) Driver *d = new_driver();
     /* A pid file naming a live process (this test) with another start time: not running. */
     cr_assert_eq(mkdir(dir, 0700) < 0 ? errno : 0, EEXIST);
-    _cleanup_free_ char *path = strprintf("%s/46.pid", dir), *line = strprintf("%d 1 0\n", (int)getpid());
+    _cleanup_free_ char *path = strprintf("%s/46.pid", dir),
+                        *line = strprintf("%d 1 0\n", (int)getpid());
     cr_assert_eq(write_string_file_atomic(path, line), 0);
     WorkloadState st = status_of(d, "46");
     cr_assert_eq(st.status, WORKLOAD_FAILED);
     cr_assert(strstr(st.message, "gone without an exit code"), "%s", st.message);
     Error err = {0};
     cr_assert_eq(d->ops->stop(d, "46", 1, &err), 0, "%s", error_message(&err));
-    cr_assert_eq(status_of(d, "46").status, WORKLOAD_ABSENT, "its files are gone; this process was not signalled");
+    cr_assert_eq(status_of(d, "46").status, WORKLOAD_ABSENT,
+                 "its files are gone; this process was not signalled");
 }
 
 Test(process_driver, r14_missing_binary_fails_with_a_sentence_and_leaves_nothing) {
@@ -232,8 +240,9 @@ Test(process_driver, r14_missing_binary_fails_with_a_sentence_and_leaves_nothing
     WorkloadSpec s = {.id = "47", .kind = "endpoint", .command = argv};
     Error err = {0};
     cr_assert_eq(d->ops->start(d, &s, &err), -ENOENT);
-    cr_assert(strstr(error_message(&err), "'/nonexistent/llama-server' is not there or not executable"), "%s",
-              error_message(&err));
+    cr_assert(strstr(error_message(&err),
+                     "'/nonexistent/llama-server' is not there or not executable"),
+              "%s", error_message(&err));
     char **ids = NULL;
     size_t n = 0;
     cr_assert_eq(d->ops->list(d, &ids, &n, &err), 0);

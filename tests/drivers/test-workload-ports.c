@@ -35,13 +35,15 @@ Test(workload_ports, r17_request_ports_are_parsed_strictly) {
             {"{\"kind\":\"container\",\"class\":\"cpu\",\"ports\":[\"80\"]}", "from 1 to 65535"},
             {"{\"kind\":\"container\",\"class\":\"cpu\",\"ports\":[80.5]}", "from 1 to 65535"},
             {"{\"kind\":\"container\",\"class\":\"cpu\",\"ports\":[80,81,80]}", "twice"},
-            {"{\"kind\":\"container\",\"class\":\"cpu\",\"ports\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}",
+            {"{\"kind\":\"container\",\"class\":\"cpu\",\"ports\":[1,2,3,4,5,6,7,8,9,10,11,12,13,"
+             "14,15,16,17]}",
              "list of 1 to 16"},
             {"{\"kind\":\"vm\",\"class\":\"cpu\",\"ports\":[22]}", "not VMs"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         Error e = {0};
-        cr_assert_eq(api_request_parse(bad[i].body, strlen(bad[i].body), &r, &e), -EINVAL, "case %zu", i);
+        cr_assert_eq(api_request_parse(bad[i].body, strlen(bad[i].body), &r, &e), -EINVAL,
+                     "case %zu", i);
         cr_assert(strstr(e.message, bad[i].words), "case %zu: %s", i, e.message);
     }
 }
@@ -49,7 +51,8 @@ Test(workload_ports, r17_request_ports_are_parsed_strictly) {
 static json_t *work(const char *kind, const char *method, const char *rt, const char *req) {
     char text[512];
     snprintf(text, sizeof(text),
-             "{\"id\":7,\"kind\":\"%s\",\"request\":%s,\"placement\":{\"method\":\"%s\",\"endpoint_runtime\":\"%s\","
+             "{\"id\":7,\"kind\":\"%s\",\"request\":%s,\"placement\":{\"method\":\"%s\",\"endpoint_"
+             "runtime\":\"%s\","
              "\"container_runtime\":\"runc\",\"addresses\":[]}}",
              kind, req, method, rt);
     json_t *j = json_loads(text, 0, NULL);
@@ -80,12 +83,14 @@ Test(workload_ports, r17_the_engine_publishes_exactly_the_requested_ports) {
 }
 
 Test(workload_ports, r14_which_endpoints_run_as_processes) {
-    AgentWorkloadConfig plain = {0}, cpu_proc = {.llama_server = "/x", .cpu_endpoints_as_process = true};
+    AgentWorkloadConfig plain = {0},
+                        cpu_proc = {.llama_server = "/x", .cpu_endpoints_as_process = true};
     json_t *mac = work("endpoint", "apple-whole", "mlx", "{}");
     json_t *cpu = work("endpoint", "cpu", "llama.cpp", "{}");
     json_t *nb = work("notebook", "apple-whole", "none", "{}");
     cr_assert(agent_work_is_process(&plain, mac), "a Mac endpoint is always a process");
-    cr_assert(!agent_work_is_process(&plain, cpu), "a cpu endpoint is a container unless configured");
+    cr_assert(!agent_work_is_process(&plain, cpu),
+              "a cpu endpoint is a container unless configured");
     cr_assert(agent_work_is_process(&cpu_proc, cpu));
     cr_assert(!agent_work_is_process(&cpu_proc, nb), "only endpoints");
     json_decref(mac);
@@ -94,11 +99,13 @@ Test(workload_ports, r14_which_endpoints_run_as_processes) {
 }
 
 Test(workload_ports, r14_process_endpoint_command_line) {
-    AgentWorkloadConfig cfg = {.mlx_server = "/opt/mlx/bin/mlx_lm.server", .llama_server = "/usr/bin/llama-server"};
+    AgentWorkloadConfig cfg = {.mlx_server = "/opt/mlx/bin/mlx_lm.server",
+                               .llama_server = "/usr/bin/llama-server"};
     AgentSpecBuf buf;
     WorkloadSpec s;
     Error err = {0};
-    json_t *w = work("endpoint", "apple-whole", "mlx", "{\"model\":\"mlx-community/x-4bit\",\"env\":[\"HF_HOME=/h\"]}");
+    json_t *w = work("endpoint", "apple-whole", "mlx",
+                     "{\"model\":\"mlx-community/x-4bit\",\"env\":[\"HF_HOME=/h\"]}");
     cr_assert_eq(agent_work_process_spec(&cfg, w, &buf, &s, &err), 0, "%s", error_message(&err));
     cr_assert_str_eq(s.id, "7");
     cr_assert_str_eq(s.command[0], "/opt/mlx/bin/mlx_lm.server", "this agent's binary");
@@ -120,7 +127,11 @@ Test(workload_ports, r14_process_endpoint_command_line) {
         const char *method, *rt, *req, *words;
     } bad[] = {
             {{.llama_server = "/l"}, "apple-whole", "mlx", "{\"model\":\"m\"}", "--mlx-server"},
-            {{.mlx_server = "/m"}, "apple-whole", "llama.cpp", "{\"model\":\"m\"}", "--llama-server"},
+            {{.mlx_server = "/m"},
+             "apple-whole",
+             "llama.cpp",
+             "{\"model\":\"m\"}",
+             "--llama-server"},
             {cfg, "apple-whole", "vllm", "{\"model\":\"m\"}", "vLLM does not run on a Mac"},
             {cfg, "apple-whole", "mlx", "{}", "needs a model"},
             {cfg, "apple-whole", "mlx", "{\"model\":\"m\",\"ports\":[0]}", "'ports'"},
@@ -142,23 +153,32 @@ Test(workload_ports, r17_engine_bodies_publish_exactly_the_given_ports) {
     json_t *exposed = json_object_get(b, "ExposedPorts");
     cr_assert_eq(json_object_size(exposed), 2, "exactly the two, nothing else");
     cr_assert(json_object_get(exposed, "6006/tcp") && json_object_get(exposed, "8888/tcp"));
-    cr_assert_eq(json_object_size(json_object_get(json_object_get(b, "HostConfig"), "PortBindings")), 2);
-    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(b, "Labels"), ENGINE_LABEL_PORT)), "6006");
+    cr_assert_eq(
+            json_object_size(json_object_get(json_object_get(b, "HostConfig"), "PortBindings")), 2);
+    cr_assert_str_eq(
+            json_string_value(json_object_get(json_object_get(b, "Labels"), ENGINE_LABEL_PORT)),
+            "6006");
     json_decref(b);
     b = engine_create_body(ENGINE_LIBPOD, &s, &g);
     json_t *maps = json_object_get(b, "portmappings");
     cr_assert_eq(json_array_size(maps), 2);
-    cr_assert_eq(json_integer_value(json_object_get(json_array_get(maps, 0), "container_port")), 6006);
-    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(b, "labels"), ENGINE_LABEL_PORT)), "6006");
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(maps, 0), "container_port")),
+                 6006);
+    cr_assert_str_eq(
+            json_string_value(json_object_get(json_object_get(b, "labels"), ENGINE_LABEL_PORT)),
+            "6006");
     json_decref(b);
 }
 
 Test(workload_ports, r17_url_uses_the_first_requested_port) {
-    /* The engine lists its ports sorted by name; the first requested one (8888 here) is the URL's. */
-    const char *inspect = "{\"State\":{\"Status\":\"running\",\"ExitCode\":0},"
-                          "\"Config\":{\"Labels\":{\"einsora.request\":\"9\",\"einsora.port\":\"8888\"}},"
-                          "\"NetworkSettings\":{\"Ports\":{\"6006/tcp\":[{\"HostIp\":\"\",\"HostPort\":\"41000\"}],"
-                          "\"8888/tcp\":[{\"HostIp\":\"\",\"HostPort\":\"41001\"}]}}}";
+    /* The engine lists its ports sorted by name; the first requested one (8888 here) is the URL's.
+     */
+    const char *inspect =
+            "{\"State\":{\"Status\":\"running\",\"ExitCode\":0},"
+            "\"Config\":{\"Labels\":{\"einsora.request\":\"9\",\"einsora.port\":\"8888\"}},"
+            "\"NetworkSettings\":{\"Ports\":{\"6006/"
+            "tcp\":[{\"HostIp\":\"\",\"HostPort\":\"41000\"}],"
+            "\"8888/tcp\":[{\"HostIp\":\"\",\"HostPort\":\"41001\"}]}}}";
     json_t *j = json_loads(inspect, 0, NULL);
     WorkloadState st;
     Error err = {0};
