@@ -188,6 +188,7 @@ _Noreturn static void run_wrapper(const Launch *l) {
         (void)sigaction(SIGTERM, &dfl, NULL);
         (void)sigaction(SIGINT, &dfl, NULL);
         (void)sigaction(SIGHUP, &dfl, NULL);
+        (void)sigaction(SIGPIPE, &dfl, NULL); /* the agent (libcurl) may ignore it */
         execve(l->bin, l->argv, l->envp);
         static const char msg[] = "einsora: cannot execute the server binary\n";
         (void)write(STDERR_FILENO, msg, sizeof(msg) - 1);
