@@ -123,15 +123,25 @@ static int ports_field(json_t *req, unsigned ports[16], size_t *ret_n, Error *er
     return 0;
 }
 
-int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
-                    WorkloadSpec *ret, Error *err) {
-    json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
+/* What every spec starts from: the item's kind, and its id into a cleared buf. */
+static int work_begin(json_t *work, AgentSpecBuf *buf, const char **ret_kind, Error *err) {
     const char *kind = json_string_value(json_object_get(work, "kind"));
     json_int_t idn = json_integer_value(json_object_get(work, "id"));
-    if (!kind || idn <= 0 || !json_is_object(p))
+    if (!kind || idn <= 0 || !json_is_object(json_object_get(work, "placement")))
         return error_set(err, -EINVAL, "The control plane's workload item lacks id, kind or placement.");
     memset(buf, 0, sizeof(*buf));
     snprintf(buf->id, sizeof(buf->id), "%" JSON_INTEGER_FORMAT, idn);
+    *ret_kind = kind;
+    return 0;
+}
+
+int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
+                    WorkloadSpec *ret, Error *err) {
+    json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
+    const char *kind;
+    int r = work_begin(work, buf, &kind, err);
+    if (r < 0)
+        return r;
     WorkloadSpec s = {.id = buf->id, .kind = kind};
     /* The image: the request's own, else the site's default for the kind. */
     const char *image = json_string_value(json_object_get(req, "image"));
@@ -142,7 +152,6 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
                                        "(agent run --images %s=IMAGE).", buf->id, kind, kind);
     s.image = buf->image;
     bool has;
-    int r;
     if ((r = strv_field(req, "command", buf->cmd, 64, &has, err)) < 0)
         return r;
     s.command = has ? buf->cmd : NULL;
@@ -229,15 +238,13 @@ bool agent_work_is_process(const AgentWorkloadConfig *cfg, json_t *work) {
 int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf, WorkloadSpec *ret,
                             Error *err) {
     json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
-    const char *kind = json_string_value(json_object_get(work, "kind"));
-    json_int_t idn = json_integer_value(json_object_get(work, "id"));
-    if (!kind || idn <= 0 || !json_is_object(p))
-        return error_set(err, -EINVAL, "The control plane's workload item lacks id, kind or placement.");
-    memset(buf, 0, sizeof(*buf));
-    snprintf(buf->id, sizeof(buf->id), "%" JSON_INTEGER_FORMAT, idn);
+    const char *kind;
+    int r = work_begin(work, buf, &kind, err);
+    if (r < 0)
+        return r;
     const char *method = json_string_value(json_object_get(p, "method"));
     size_t n_ports;
-    int r = ports_field(req, buf->ports, &n_ports, err);
+    r = ports_field(req, buf->ports, &n_ports, err);
     if (r < 0)
         return r;
     MacServerSpec ms = {.runtime = json_string_value(json_object_get(p, "endpoint_runtime")),
