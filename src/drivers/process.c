@@ -106,7 +106,9 @@ static char *find_binary(const char *name) {
         return access(name, X_OK) == 0 ? strdup(name) : NULL;
     const char *path = getenv("PATH");
     for (const char *d = path ? path : "/usr/bin:/bin"; *d;) {
-        const char *e = strchrnul(d, ':');
+        const char *e = strchr(d, ':'); /* (strchrnul is not on macOS) */
+        if (!e)
+            e = d + strlen(d);
         _cleanup_free_ char *c = strprintf("%.*s/%s", (int)(e - d), e > d ? d : ".", name);
         if (c && access(c, X_OK) == 0)
             return TAKE_PTR(c);
@@ -250,11 +252,14 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     if (log_fd < 0)
         return error_set(err, -errno, "Cannot open the log %s: %s", log_path, strerror(errno));
     int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) < 0) {
+    /* pipe() and FD_CLOEXEC, as macOS has no pipe2(); the agent starts nothing meanwhile. */
+    if (pipe(pfd) < 0) {
         r = -errno;
         close(log_fd);
         return error_set(err, r, "Cannot make a pipe: %s", strerror(-r));
     }
+    (void)fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
     long max_fd = sysconf(_SC_OPEN_MAX);
     Launch l = {.bin = bin,
                 .exit_path = exit_path,
