@@ -30,8 +30,8 @@ typedef struct Agent {
     bool lost;        /* the control plane did not answer last time: log once, not every turn */
     bool stopped;     /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
-    Driver *drivers[2];     /* container engine, libvirt: once they answered (workloads.h) */
-    bool lost_driver[2];    /* a driver did not answer last time: log once */
+    Driver *drivers[3];     /* container engine, libvirt, processes: once they answered (workloads.h) */
+    bool lost_driver[3];    /* a driver did not answer last time: log once */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -286,11 +286,14 @@ static int set_running(Agent *a, const char *id, bool on, Error *err) {
 
 /* ---- workloads through drivers: containers (drivers/engine.h), VMs (drivers/vm.h), R17 ---- */
 
-enum { SLOT_ENGINE, SLOT_VM, _SLOT_MAX };
+enum { SLOT_ENGINE, SLOT_VM, SLOT_PROCESS, _SLOT_MAX };
+_Static_assert(_SLOT_MAX == ARRAY_SIZE(((Agent *)NULL)->drivers), "one driver per slot");
 
 /* Per driver: what it is called in the log, and the state file of the ids it runs for us. */
-static const char *const slot_names[_SLOT_MAX] = {[SLOT_ENGINE] = "container engine", [SLOT_VM] = "libvirt"};
-static const char *const slot_files[_SLOT_MAX] = {[SLOT_ENGINE] = "containers", [SLOT_VM] = "vms"};
+static const char *const slot_names[_SLOT_MAX] = {[SLOT_ENGINE] = "container engine", [SLOT_VM] = "libvirt",
+                                                  [SLOT_PROCESS] = "process driver"};
+static const char *const slot_files[_SLOT_MAX] = {[SLOT_ENGINE] = "containers", [SLOT_VM] = "vms",
+                                                  [SLOT_PROCESS] = "processes"};
 
 static bool is_member(Agent *a, const char *name, const char *id) {
     _cleanup_free_ char *text = read_state(a, name);
@@ -299,7 +302,9 @@ static bool is_member(Agent *a, const char *name, const char *id) {
 
 static bool slot_configured(const Agent *a, int k) {
     const AgentWorkloadConfig *wc = a->cfg->workloads;
-    return wc && (k == SLOT_ENGINE ? wc->engine.socket != NULL : wc->vm.uri != NULL);
+    return wc && (k == SLOT_ENGINE ? wc->engine.socket != NULL
+                  : k == SLOT_VM   ? wc->vm.uri != NULL
+                                   : wc->mlx_server != NULL || wc->llama_server != NULL);
 }
 
 static void slot_failed(Agent *a, int k, const Error *err) {
@@ -318,15 +323,18 @@ static bool ensure_slot(Agent *a, int k) {
     const AgentWorkloadConfig *wc = a->cfg->workloads;
     char product[160] = "";
     Error err = {0};
+    /* The process driver keeps its pid and log files in the state folder (drivers/process.h). */
+    _cleanup_free_ char *proc_dir = k == SLOT_PROCESS ? state_path(a, "processes.d") : NULL;
     int r = k == SLOT_ENGINE ? engine_driver_new(&wc->engine, &a->drivers[k], product, sizeof(product), &err)
-                             : vm_driver_new(&wc->vm, &a->drivers[k], &err);
+            : k == SLOT_VM   ? vm_driver_new(&wc->vm, &a->drivers[k], &err)
+                             : process_driver_new(&(ProcessConfig){.dir = proc_dir}, &a->drivers[k], &err);
     if (r < 0) {
         slot_failed(a, k, &err);
         return false;
     }
     a->lost_driver[k] = false;
     logf_(a, "%s: %s%s%s", slot_names[k], product, product[0] ? " at " : "",
-          k == SLOT_ENGINE ? wc->engine.socket : wc->vm.uri);
+          k == SLOT_ENGINE ? wc->engine.socket : k == SLOT_VM ? wc->vm.uri : strempty(proc_dir));
     char **ids = NULL;
     size_t n = 0;
     if (a->drivers[k]->ops->list(a->drivers[k], &ids, &n, &err) < 0)
@@ -343,7 +351,10 @@ static bool ensure_slot(Agent *a, int k) {
 
 /* The driver slot that runs this placement, or -1 when none is configured (recorded only). */
 static int slot_of(const Agent *a, json_t *w) {
-    int k = agent_work_is_container(w) ? SLOT_ENGINE : agent_work_is_vm(w) ? SLOT_VM : -1;
+    int k = agent_work_is_process(a->cfg->workloads, w) ? SLOT_PROCESS
+            : agent_work_is_container(w)                ? SLOT_ENGINE
+            : agent_work_is_vm(w)                       ? SLOT_VM
+                                                        : -1;
     return k >= 0 && slot_configured(a, k) ? k : -1;
 }
 
@@ -373,7 +384,8 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
     WorkloadSpec spec;
     int r = machine_discover(&o, &inv, &err);
     if (r >= 0)
-        r = agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
+        r = k == SLOT_PROCESS ? agent_work_process_spec(cfg->workloads, w, &buf, &spec, &err)
+                              : agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
     if (r >= 0)
         r = a->drivers[k]->ops->start(a->drivers[k], &spec, &err);
     if (r == -EEXIST)
@@ -490,7 +502,10 @@ static void start_workload(Agent *a, json_t *w) {
         logf_(a, "started %s %s (%s, %s, GPUs %s)%s%s%s", json_string_value(json_object_get(w, "kind")), id,
               strempty(json_string_value(json_object_get(p, "method"))),
               strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
-              slot == SLOT_ENGINE ? " in a container" : slot == SLOT_VM ? " as a VM" : " [recorded; no driver for it]",
+              slot == SLOT_ENGINE    ? " in a container"
+              : slot == SLOT_VM      ? " as a VM"
+              : slot == SLOT_PROCESS ? " as a process"
+                                     : " [recorded; no driver for it]",
               url[0] ? " at " : "", url);
     json_decref(body);
 }

@@ -102,15 +102,46 @@ static int strv_field(json_t *req, const char *key, const char **v, size_t max, 
     return 0;
 }
 
-int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
-                    WorkloadSpec *ret, Error *err) {
-    json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
+/* The request's "ports": at most 16 container ports, each 1..65535 (the server checked them;
+ * an agent trusts no input either). */
+static int ports_field(json_t *req, unsigned ports[16], size_t *ret_n, Error *err) {
+    json_t *a = json_object_get(req, "ports");
+    *ret_n = 0;
+    if (!a)
+        return 0;
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 16)
+        return error_set(err, -EINVAL, "The request's 'ports' is not a list of 1 to 16 ports.");
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v) {
+        json_int_t n = json_integer_value(v);
+        if (!json_is_integer(v) || n < 1 || n > 65535)
+            return error_set(err, -EINVAL, "The request's 'ports' item %zu is not a port from 1 to 65535.", i);
+        ports[i] = (unsigned)n;
+    }
+    *ret_n = json_array_size(a);
+    return 0;
+}
+
+/* What every spec starts from: the item's kind, and its id into a cleared buf. */
+static int work_begin(json_t *work, AgentSpecBuf *buf, const char **ret_kind, Error *err) {
     const char *kind = json_string_value(json_object_get(work, "kind"));
     json_int_t idn = json_integer_value(json_object_get(work, "id"));
-    if (!kind || idn <= 0 || !json_is_object(p))
+    if (!kind || idn <= 0 || !json_is_object(json_object_get(work, "placement")))
         return error_set(err, -EINVAL, "The control plane's workload item lacks id, kind or placement.");
     memset(buf, 0, sizeof(*buf));
     snprintf(buf->id, sizeof(buf->id), "%" JSON_INTEGER_FORMAT, idn);
+    *ret_kind = kind;
+    return 0;
+}
+
+int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
+                    WorkloadSpec *ret, Error *err) {
+    json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
+    const char *kind;
+    int r = work_begin(work, buf, &kind, err);
+    if (r < 0)
+        return r;
     WorkloadSpec s = {.id = buf->id, .kind = kind};
     /* The image: the request's own, else the site's default for the kind. */
     const char *image = json_string_value(json_object_get(req, "image"));
@@ -121,7 +152,6 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
                                        "(agent run --images %s=IMAGE).", buf->id, kind, kind);
     s.image = buf->image;
     bool has;
-    int r;
     if ((r = strv_field(req, "command", buf->cmd, 64, &has, err)) < 0)
         return r;
     s.command = has ? buf->cmd : NULL;
@@ -186,8 +216,53 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     s.vcpus = (unsigned)json_integer_value(json_object_get(p, "cpu_cores"));
     s.gpus = buf->gpus;
     s.n_gpus = buf->n_gpus;
-    if (!agent_work_is_vm(work) && (buf->port = agent_work_port(work)))
+    size_t n_ports;
+    if ((r = ports_field(req, buf->ports, &n_ports, err)) < 0)
+        return r;
+    if (n_ports && !agent_work_is_vm(work))
+        s.ports = buf->ports, s.n_ports = n_ports; /* exactly the request's, nothing else */
+    else if (!agent_work_is_vm(work) && (buf->port = agent_work_port(work)))
         s.ports = &buf->port, s.n_ports = 1;
     *ret = s;
+    return 0;
+}
+
+bool agent_work_is_process(const AgentWorkloadConfig *cfg, json_t *work) {
+    const char *kind = json_string_value(json_object_get(work, "kind"));
+    const char *m = json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
+    if (!kind || !m || STRNEQ(kind, "endpoint"))
+        return false;
+    return STREQ(m, "apple-whole") || (STREQ(m, "cpu") && cfg && cfg->cpu_endpoints_as_process);
+}
+
+int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf, WorkloadSpec *ret,
+                            Error *err) {
+    json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
+    const char *kind;
+    int r = work_begin(work, buf, &kind, err);
+    if (r < 0)
+        return r;
+    const char *method = json_string_value(json_object_get(p, "method"));
+    size_t n_ports;
+    r = ports_field(req, buf->ports, &n_ports, err);
+    if (r < 0)
+        return r;
+    MacServerSpec ms = {.runtime = json_string_value(json_object_get(p, "endpoint_runtime")),
+                        .model = json_string_value(json_object_get(req, "model")),
+                        .port = n_ports ? buf->ports[0] : agent_work_port(work),
+                        .on_gpu = !method || STRNEQ(method, "cpu")};
+    if ((r = mac_server_argv(&ms, buf->argv, buf->port_text, err)) < 0)
+        return r;
+    const char *bin = STREQ(ms.runtime, "mlx") ? cfg->mlx_server : cfg->llama_server;
+    if (isempty(bin))
+        return error_set(err, -EOPNOTSUPP, "This agent has no %s server binary (agent run %s PATH).", ms.runtime,
+                         STREQ(ms.runtime, "mlx") ? "--mlx-server" : "--llama-server");
+    buf->argv[0] = bin;
+    bool has;
+    if ((r = strv_field(req, "env", buf->env, 64, &has, err)) < 0)
+        return r;
+    buf->port = ms.port;
+    *ret = (WorkloadSpec){.id = buf->id, .kind = kind, .command = buf->argv, .env = has ? buf->env : NULL,
+                          .ports = &buf->port, .n_ports = 1};
     return 0;
 }

@@ -11,6 +11,8 @@
 #include "agent/discover.h"
 #include "drivers/driver.h"
 #include "drivers/engine.h"
+#include "drivers/mac-plan.h"
+#include "drivers/process.h"
 #include "drivers/vm.h"
 #include "util/error.h"
 
@@ -23,6 +25,9 @@ typedef struct AgentWorkloadConfig {
     const char *runtimes;       /* "runc=runc,kata=kata-runtime": placement runtime -> engine's name */
     unsigned stop_grace_s;      /* 0: AGENT_STOP_GRACE_DEFAULT_S */
     const char *address;        /* host name users reach this node by, for notebook/endpoint URLs */
+    const char *mlx_server;     /* the MLX server binary (mlx_lm.server) for Mac endpoints, or NULL */
+    const char *llama_server;   /* the llama.cpp server binary (llama-server), or NULL */
+    bool cpu_endpoints_as_process; /* cpu endpoints run llama_server as a process, not a container */
 } AgentWorkloadConfig;
 
 /* The value of key in a "k=v,k=v" map into buf; false when absent. */
@@ -37,6 +42,10 @@ bool agent_work_is_container(json_t *work);
 /* Whether the placement is a passthrough VM (the VM driver). */
 bool agent_work_is_vm(json_t *work);
 
+/* Whether the placement is an endpoint served by a native process (drivers/process.h): every
+ * endpoint on a whole Mac GPU (R10, R14), and cpu endpoints where the site says so. */
+bool agent_work_is_process(const AgentWorkloadConfig *cfg, json_t *work);
+
 /* Storage behind a WorkloadSpec built by agent_work_spec(). */
 typedef struct AgentSpecBuf {
     char id[DRIVER_ID_MAX];
@@ -48,6 +57,9 @@ typedef struct AgentSpecBuf {
     const char *env[66];
     char model_env[300];
     unsigned port;
+    unsigned ports[16];  /* the request's own "ports", when it has them */
+    const char *argv[MAC_SERVER_ARGV_MAX]; /* a process endpoint's server command line */
+    char port_text[16];
 } AgentSpecBuf;
 
 /* The port a kind's server listens on in its container: a notebook's (Jupyter, 8888), an
@@ -63,3 +75,9 @@ void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_
  * saying which. The spec points into work, inv and buf. */
 int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
                     WorkloadSpec *ret, Error *err);
+
+/* Build the spec of a process endpoint: the server's command line for the placement's runtime
+ * (mac-plan.h) with this agent's binary for it, the request's model and env, its port (the
+ * request's first, else the runtime's). */
+int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf, WorkloadSpec *ret,
+                            Error *err);

@@ -51,6 +51,9 @@ static void run_usage(FILE *f) {
           "  --images MAP        the site's default images: notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK\n"
           "  --runtimes MAP      engine runtime names: kata=kata-runtime[,runc=runc]\n"
           "  --stop-grace S      seconds a workload has to stop before it is killed (default 10)\n"
+          "  --mlx-server PATH   the MLX server binary (mlx_lm.server): Mac endpoints run it as a process\n"
+          "  --llama-server PATH the llama.cpp server binary (llama-server) for process endpoints\n"
+          "  --cpu-endpoints M   container | process (llama-server; default container)\n"
           "  --address HOST      host name users reach this node by, in notebook/endpoint URLs\n"
           "                      (default: the node name)\n"
           "  -q, --quiet         no log lines\n"
@@ -68,7 +71,8 @@ static void on_signal(int sig) {
 int agent_run_verb(int argc, char **argv) {
     enum { O_SERVER = 0x200, O_TOKEN, O_NAME, O_SITE, O_KIND, O_OWNER, O_MODE, O_CAPS, O_HB, O_STATE,
            O_SYS, O_PROC, O_DEV, O_NVML, O_NO_NVML, O_APPLE, O_CATALOG, O_SIM, O_ENGINE, O_ENGINE_API,
-           O_CDI, O_IMAGES, O_RUNTIMES, O_GRACE, O_VM_URI, O_VM_TYPE, O_ADDRESS };
+           O_CDI, O_IMAGES, O_RUNTIMES, O_GRACE, O_VM_URI, O_VM_TYPE, O_ADDRESS,
+           O_MLX, O_LLAMA, O_CPU_ENDPOINTS };
     static const struct option options[] = {
             {"server", required_argument, NULL, O_SERVER},   {"token-file", required_argument, NULL, O_TOKEN},
             {"name", required_argument, NULL, O_NAME},       {"site", required_argument, NULL, O_SITE},
@@ -84,6 +88,8 @@ int agent_run_verb(int argc, char **argv) {
             {"runtimes", required_argument, NULL, O_RUNTIMES}, {"stop-grace", required_argument, NULL, O_GRACE},
             {"vm-uri", required_argument, NULL, O_VM_URI},   {"vm-domain-type", required_argument, NULL, O_VM_TYPE},
             {"address", required_argument, NULL, O_ADDRESS},
+            {"mlx-server", required_argument, NULL, O_MLX},  {"llama-server", required_argument, NULL, O_LLAMA},
+            {"cpu-endpoints", required_argument, NULL, O_CPU_ENDPOINTS},
             {"quiet", no_argument, NULL, 'q'},               {"help", no_argument, NULL, 'h'},
             {},
     };
@@ -127,6 +133,13 @@ int agent_run_verb(int argc, char **argv) {
         case O_VM_URI: wl.vm.uri = optarg; break;
         case O_VM_TYPE: wl.vm.domain_type = optarg; break;
         case O_ADDRESS: wl.address = optarg; break;
+        case O_MLX: wl.mlx_server = optarg; break;
+        case O_LLAMA: wl.llama_server = optarg; break;
+        case O_CPU_ENDPOINTS:
+            if (STRNEQ(optarg, "container") && STRNEQ(optarg, "process"))
+                return fail(EXIT_USAGE, "agent run: --cpu-endpoints is container or process");
+            wl.cpu_endpoints_as_process = STREQ(optarg, "process");
+            break;
         case O_ENGINE_API:
             if (STREQ(optarg, "auto"))
                 wl.engine.dialect = -1;
@@ -183,6 +196,8 @@ int agent_run_verb(int argc, char **argv) {
         return fail(EXIT_USAGE, "agent run: --site-kind is solo, lab or datacenter");
     if (cfg.id.mode && STRNEQ(cfg.id.mode, "container") && STRNEQ(cfg.id.mode, "vm-passthrough"))
         return fail(EXIT_USAGE, "agent run: --mode is container or vm-passthrough (vGPU is not offered, R2d)");
+    if (wl.cpu_endpoints_as_process && isempty(wl.llama_server))
+        return fail(EXIT_USAGE, "agent run: --cpu-endpoints process needs the binary: --llama-server PATH");
 
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);

@@ -72,9 +72,20 @@ static size_t count_strv(const char *const *v) {
     return n;
 }
 
-static void labels_set(json_t *o, const WorkloadSpec *spec) {
+/* The labels that make the container ours; the first published port goes in one too, as the
+ * engine's inspect answer lists the ports in its own order and the URL is the first one's. */
+static json_t *labels_of(const WorkloadSpec *spec) {
     json_t *labels = json_pack("{s:s, s:s}", DRIVER_LABEL, spec->id, "einsora.kind", strempty(spec->kind));
-    json_object_set_new(o, "labels", labels);
+    if (labels && spec->n_ports) {
+        char port[16];
+        snprintf(port, sizeof(port), "%u", spec->ports[0]);
+        json_object_set_new(labels, ENGINE_LABEL_PORT, json_string(port));
+    }
+    return labels;
+}
+
+static void labels_set(json_t *o, const WorkloadSpec *spec) {
+    json_object_set_new(o, "labels", labels_of(spec));
 }
 
 static json_t *docker_body(const WorkloadSpec *spec, const EngineGpus *g) {
@@ -89,7 +100,7 @@ static json_t *docker_body(const WorkloadSpec *spec, const EngineGpus *g) {
     }
     if (spec->command)
         json_object_set_new(body, "Cmd", string_array(spec->command, count_strv(spec->command)));
-    json_object_set_new(body, "Labels", json_pack("{s:s, s:s}", DRIVER_LABEL, spec->id, "einsora.kind", strempty(spec->kind)));
+    json_object_set_new(body, "Labels", labels_of(spec));
     if (spec->oci_runtime)
         json_object_set_new(host, "Runtime", json_string(spec->oci_runtime));
     json_t *reqs = json_array();
@@ -202,8 +213,18 @@ int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **
         snprintf(s.message, sizeof(s.message), "the engine reports the container %s", status);
     /* NetworkSettings.Ports: {"8888/tcp": [{"HostIp": "", "HostPort": "46767"}]} */
     const char *key;
-    json_t *binds;
-    json_object_foreach(json_object_get(json_object_get(inspect, "NetworkSettings"), "Ports"), key, binds) {
+    json_t *binds, *ports = json_object_get(json_object_get(inspect, "NetworkSettings"), "Ports");
+    const char *first = json_string_value(
+            json_object_get(json_object_get(json_object_get(inspect, "Config"), "Labels"), ENGINE_LABEL_PORT));
+    if (first) {
+        char k[24];
+        snprintf(k, sizeof(k), "%.8s/tcp", first);
+        const char *hp = json_string_value(json_object_get(json_array_get(json_object_get(ports, k), 0), "HostPort"));
+        unsigned long port = hp ? strtoul(hp, NULL, 10) : 0;
+        if (port > 0 && port < 65536)
+            s.host_port = (unsigned)port;
+    }
+    json_object_foreach(ports, key, binds) {
         const char *hp = json_string_value(json_object_get(json_array_get(binds, 0), "HostPort"));
         unsigned long port = hp ? strtoul(hp, NULL, 10) : 0;
         if (port > 0 && port < 65536 && !s.host_port)

@@ -54,6 +54,9 @@ typedef struct EngineGpus {
     size_t n_env;
 } EngineGpus;
 
+/* The label that names the first of the spec's ports (its host port is the workload's URL). */
+#define ENGINE_LABEL_PORT "einsora.port"
+
 /* The create body for the dialect. Docker: the name goes in the query (?name=), not the body. */
 json_t *engine_create_body(EngineDialect dialect, const WorkloadSpec *spec, const EngineGpus *gpus);
 

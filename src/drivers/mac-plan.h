@@ -1,6 +1,6 @@
 /* mac-plan.h: the pure parts of the Mac backends (R10, R14), built and tested everywhere; the
- * backends themselves (Apple's Virtualization framework for macOS VMs, native MLX / llama.cpp
- * server processes) are macOS-only and not written yet.
+ * endpoint servers run through the process driver (process.h); Apple's Virtualization
+ * framework for macOS VMs is macOS-only and not written yet.
  *
  * - Endpoint servers: the argv of an OpenAI-compatible server for the placement's runtime:
  *   MLX (`mlx_lm.server`) or llama.cpp (`llama-server`, all layers on Metal, or none on CPU).

@@ -114,6 +114,28 @@ static int get_strv(json_t *obj, const char *key, bool kv, char *buf, size_t siz
     return r;
 }
 
+/* "ports": 1 to SPEC_MAX_PORTS distinct container ports, each an integer 1..65535. */
+static int get_ports(json_t *obj, ApiRequest *r, Error *err) {
+    json_t *v = json_object_get(obj, "ports");
+    if (!v)
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > SPEC_MAX_PORTS)
+        return error_set(err, -EINVAL, "Field 'ports' must be a list of 1 to %d ports.", SPEC_MAX_PORTS);
+    size_t i;
+    json_t *a;
+    json_array_foreach(v, i, a) {
+        json_int_t n = json_integer_value(a);
+        if (!json_is_integer(a) || n < 1 || n > 65535)
+            return error_set(err, -EINVAL, "Item %zu of 'ports' is not a port number from 1 to 65535.", i);
+        for (size_t k = 0; k < i; k++)
+            if (r->ports[k] == (unsigned)n)
+                return error_set(err, -EINVAL, "Port %u is in 'ports' twice.", (unsigned)n);
+        r->ports[i] = (unsigned)n;
+    }
+    r->n_ports = json_array_size(v);
+    return 1;
+}
+
 static int one_of(const char *key, const char *value, const char *const *choices, Error *err) {
     for (size_t i = 0; choices[i]; i++)
         if (STREQ(value, choices[i]))
@@ -125,7 +147,7 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     static const char *const fields[] = {"kind", "class", "count", "memory_gb", "guest_os",
                                          "share", "fallback", "wait_s", "runtime",
                                          "wait_for_nodes", "image", "command", "env", "model",
-                                         NULL};
+                                         "ports", NULL};
     ApiRequest r = {.count = 1};
     char kind[16];
     int k;
@@ -142,10 +164,9 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         (k = get_string(j, "image", false, r.image, sizeof(r.image), err)) < 0 ||
         (k = get_strv(j, "command", false, r.command, sizeof(r.command), err)) < 0 ||
         (k = get_strv(j, "env", true, r.env, sizeof(r.env), err)) < 0 ||
-        (k = get_string(j, "model", false, r.model, sizeof(r.model), err)) < 0)
+        (k = get_string(j, "model", false, r.model, sizeof(r.model), err)) < 0 ||
+        (k = get_ports(j, &r, err)) < 0)
         return k;
-    if (r.model[0] && r.kind != WORK_ENDPOINT)
-        return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
     bool found = false;
     for (ApiKind w = 0; w < _WORK_MAX; w++)
         if (STREQ(kind, api_kinds[w]))
@@ -153,6 +174,11 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     if (!found)
         return error_set(err, -EINVAL,
                          "Field 'kind' must be vm, container, notebook or endpoint, not '%.32s'.", kind);
+    /* Checked once the kind is known (r.kind was still its zero value above). */
+    if (r.model[0] && r.kind != WORK_ENDPOINT)
+        return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
+    if (r.n_ports && r.kind == WORK_VM)
+        return error_set(err, -EINVAL, "Field 'ports' applies to containers, notebooks and endpoints, not VMs.");
     if (!r.cls[0] && !r.memory_gb)
         return error_set(err, -EINVAL, "A request names a 'class' (or 'cpu') or a 'memory_gb' need.");
     if (r.cls[0] && !spec_name_is_valid(r.cls))
@@ -244,6 +270,12 @@ json_t *api_request_to_json(const ApiRequest *r) {
         json_object_set_new(j, "env", json_loads(r->env, 0, NULL));
     if (r->model[0])
         json_object_set_new(j, "model", json_string(r->model));
+    if (r->n_ports) {
+        json_t *ports = json_array();
+        for (size_t i = 0; i < r->n_ports; i++)
+            json_array_append_new(ports, json_integer(r->ports[i]));
+        json_object_set_new(j, "ports", ports);
+    }
     return j;
 }
 

@@ -13,6 +13,7 @@
 #include "util/error.h"
 
 #define SPEC_MAX_FALLBACK 8
+#define SPEC_MAX_PORTS 16
 #define SPEC_MAX_COUNT 64
 #define SPEC_MAX_DEVICES 64
 #define SPEC_MAX_MIG 7
@@ -43,6 +44,8 @@ typedef struct ApiRequest {
     char command[1024];
     char env[1024];  /* JSON array text of "KEY=VALUE" */
     char model[256]; /* endpoints: the model to serve */
+    unsigned ports[SPEC_MAX_PORTS]; /* container ports to publish instead of the kind's own */
+    size_t n_ports;
 } ApiRequest;
 
 int api_request_parse(const char *text, size_t len, ApiRequest *ret, Error *err);

@@ -300,3 +300,32 @@ Test(engine, r17_logs_show_the_containers_output) {
     cr_assert_eq(d->ops->stop(d, "307", 1, &err), 0);
     driver_free(d);
 }
+
+/* The request's own ports: exactly those published, and the state's host port is the first
+ * one's (9999 sorts after 6006 in the engine's list, so the first listed is not it). */
+static void publishes_exactly_the_given_ports(int dialect, const char *id) {
+    Driver *d = open_driver(dialect);
+    static const unsigned ports[] = {9999, 6006};
+    WorkloadSpec s = {.id = id, .kind = "notebook", .image = PODMAN_IMAGE, .command = sleeper, .ports = ports,
+                      .n_ports = 2};
+    Error err = {0};
+    cr_assert_eq(d->ops->start(d, &s, &err), 0, "%s", error_message(&err));
+    WorkloadState st = wait_running(d, id);
+    cr_assert_eq(st.status, WORKLOAD_RUNNING, "%s", st.message);
+    cr_assert_gt(st.host_port, 0);
+    char args[160];
+    snprintf(args, sizeof(args), "port einsora-%s 9999/tcp | grep -q ':%u$'", id, st.host_port);
+    cr_assert_eq(podman_fixture_cli(&pm, args), 0, "host port %u is the one of container port 9999", st.host_port);
+    snprintf(args, sizeof(args), "port einsora-%s | wc -l | grep -qx 2", id);
+    cr_assert_eq(podman_fixture_cli(&pm, args), 0, "exactly the two ports are published");
+    snprintf(args, sizeof(args), "port einsora-%s 8888/tcp 2>/dev/null | grep -q .", id);
+    cr_assert_neq(podman_fixture_cli(&pm, args), 0, "not the kind's own 8888");
+    cr_assert_eq(d->ops->stop(d, id, 1, &err), 0, "%s", error_message(&err));
+    driver_free(d);
+}
+
+Test(engine, r17_the_requests_ports_are_published_and_the_first_is_the_url) {
+    NEED_PODMAN();
+    publishes_exactly_the_given_ports(ENGINE_LIBPOD, "308");
+    publishes_exactly_the_given_ports(ENGINE_DOCKER, "309");
+}
