@@ -1,5 +1,5 @@
 /* bench-history.c: does the server's cost follow the live state or the whole history?
- * (issue 12). Drives the real server in process (handlers, writer, group commit, SQLite on
+ * Drives the real server in process (handlers, writer, group commit, SQLite on
  * tmpfs; no HTTP) through many submit + release cycles, and reports, each against the same
  * figure measured earlier in the same run (the baseline):
  *

@@ -1,4 +1,4 @@
-/* fuzz-strings.c: libFuzzer target for the string parsers issue 12 added: decimal-only
+/* fuzz-strings.c: libFuzzer target for the string parsers of the server's input: decimal-only
  * numbers, durations, and making text valid UTF-8. Each either refuses or returns a value
  * that spells back to its input; valid UTF-8 stays byte for byte what it was. */
 #include <errno.h>

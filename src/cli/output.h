@@ -13,7 +13,7 @@ int print_json(json_t *j);
 int fail(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int fail_error(int exit_code, const Error *err);
 
-/* "1 node", "2 nodes": the word for n (issue 16: no "node(s)"). */
+/* "1 node", "2 nodes": the word for n (no "node(s)"). */
 static inline const char *plural(long long n, const char *one, const char *many) {
     return n == 1 ? one : many;
 }

@@ -58,7 +58,7 @@ int remote_open(const RemoteOpts *o, Client **ret) {
     Error err = {0};
     if (client_new(o->server, o->token, ret, &err) < 0)
         return fail_error(err.code == -EINVAL ? EXIT_USAGE : EXIT_FAIL, &err);
-    /* A control plane with its own CA (issue 16: einsora serve --tls-cert). */
+    /* A control plane with its own CA (einsora serve --tls-cert). */
     const char *ca = getenv("EINSORA_CACERT");
     if (ca && ca[0] && client_set_ca_file(*ret, ca, &err) < 0) {
         client_free(*ret);

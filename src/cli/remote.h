@@ -25,7 +25,7 @@ typedef struct RemoteOpts {
     const char *server; /* --server, else $EINSORA_SERVER, else http://127.0.0.1:7780 */
     const char *token;  /* --token, else $EINSORA_TOKEN */
     bool json;
-    const char *context;      /* --context NAME (issue 16: cmd-config.c) */
+    const char *context;      /* --context NAME (cmd-config.c) */
     bool server_from_context; /* o->server came from a context */
 } RemoteOpts;
 

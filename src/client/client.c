@@ -21,7 +21,7 @@ struct Client {
     char *servers[CLIENT_MAX_SERVERS];
     size_t n_servers, cur;
     char *auth_header;
-    char *ca_file; /* issue 16: trust this CA for https (NULL: the system's) */
+    char *ca_file; /* trust this CA for https (NULL: the system's) */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;

@@ -35,6 +35,6 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
                     size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
                     Error *err);
 
-/* Issue 16: trust the CA certificates in path (PEM) for https servers, instead of the
+/* Trust the CA certificates in path (PEM) for https servers, instead of the
  * system's (a control plane with its own or a self-signed certificate). */
 int client_set_ca_file(Client *c, const char *path, Error *err);

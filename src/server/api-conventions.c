@@ -1,4 +1,4 @@
-/* api-conventions.c: what clients of any HTTP API expect beyond the handlers (issue 16): a
+/* api-conventions.c: what clients of any HTTP API expect beyond the handlers: a
  * body whose Content-Type is not JSON is a 415, an unknown query parameter is a 400 (a typo
  * must not silently list everything), a create answers 201 with Location, and a node carries
  * an ETag that If-Match checks so a stale write answers 412 instead of the last writer winning. */

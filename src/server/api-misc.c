@@ -13,7 +13,7 @@
 #include "util/strutil.h"
 
 void api_healthz(HttpCtx *c) {
-    /* The server's version: a client or an operator tells which build answers (issue 16). */
+    /* The server's version: a client or an operator tells which build answers. */
     c->json = json_pack("{s:s, s:s}", "status", "ok", "version", EINSORA_VERSION);
 }
 

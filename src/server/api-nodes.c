@@ -37,7 +37,7 @@ int save_node(Server *s, const Node *n) {
 typedef struct NodeArg {
     ApiNode spec;
     bool upsert; /* PUT: replace an existing node (the agent's inventory push) */
-    const char *if_match;        /* issue 16: a stale write answers 412 */
+    const char *if_match;        /* a stale write answers 412 */
     char etag[API_ETAG_SIZE];    /* the node's ETag after the write */
 } NodeArg;
 

@@ -1,7 +1,7 @@
 /* api-requests.c: submit, list, show, cancel, release and activate placement requests.
  *
  * Visibility: a request is visible to its user, to admins, and (read-only, plus activate)
- * to the agent of the node it is placed on (its list: the live ones only, issue 12). Anyone else gets 404 "no request N that you can
+ * to the agent of the node it is placed on (its list: the live ones only). Anyone else gets 404 "no request N that you can
  * see", exactly as for an id that does not exist, so ids of other users' requests reveal
  * nothing. */
 #include <errno.h>

@@ -60,14 +60,14 @@ typedef struct HttpCtx {
     char *text; /* non-JSON body (metrics), malloc'ed */
     const char *content_type;
     char *redirect; /* a standby's redirect to the leader (its Location header), malloc'ed */
-    /* Long-polls (http.c, issue 12): can_park when the caller can suspend the connection
+    /* Long-polls (http.c): can_park when the caller can suspend the connection
      * instead of blocking a thread; a handler that finds nothing sets park (until
      * park_deadline_ms, CLOCK_MONOTONIC, seeing park_user's events or all for NULL) and
      * answers nothing; it runs again with resumed set once woken. */
     bool can_park, resumed, park;
     int64_t park_deadline_ms;
     const char *park_user;
-    /* Issue 16 (api-conventions.c): the request's Content-Type and If-Match (may be NULL);
+    /* api-conventions.c: the request's Content-Type and If-Match (may be NULL);
      * query_unknown returns the first query key not in the NULL-terminated list, or NULL.
      * The answer's Location and ETag headers ("" for none). */
     const char *content_type_in, *if_match;

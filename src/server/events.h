@@ -31,15 +31,15 @@ typedef struct EventLog {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     Event *ev; /* ev[i].seq == base + i + 1 */
-    uint64_t base; /* events dropped by retention (issue 12): seqs up to base are gone */
+    uint64_t base; /* events dropped by retention: seqs up to base are gone */
     size_t n, cap;
     uint64_t published; /* highest visible seq */
     bool closing;
-    /* Called (under lock) for each event as it becomes visible, with its user (issue 12:
-     * wakes the parked long-polls that may see it). */
+    /* Called (under lock) for each event as it becomes visible, with its user (it wakes the
+     * parked long-polls that may see it). */
     void (*on_publish)(void *userdata, const char *user);
     void *on_publish_userdata;
-    /* Each user's events' seqs in order (issue 12): a user's read never scans the feed. */
+    /* Each user's events' seqs in order: a user's read never scans the feed. */
     PtrMap by_user; /* user -> SeqVec* */
 } EventLog;
 
@@ -58,9 +58,9 @@ uint64_t events_last(EventLog *l);
  * for the first one. Returns {"events": [...], "next": cursor}. */
 json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user);
 json_t *event_to_json(const Event *e);
-/* Issue 16: the newest seq dropped by retention (0: none); a cursor before it missed events. */
+/* The newest seq dropped by retention (0: none); a cursor before it missed events. */
 uint64_t events_base(EventLog *l);
-/* Issue 12: retention. The feed starts after seq `base` (startup, when the store kept only
+/* Retention. The feed starts after seq `base` (startup, when the store kept only
  * later events; only while empty). */
 void events_set_base(EventLog *l, uint64_t base);
 /* time_ms of the oldest event retention could drop, INT64_MAX when none. */

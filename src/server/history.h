@@ -1,4 +1,4 @@
-/* history.h: indexes that keep handlers' cost independent of history (issue 12): the live
+/* history.h: indexes that keep handlers' cost independent of history: the live
  * requests (pending, placed, active) in id order, and each user's requests in id order.
  * Called with the server's lock held: for writing to add or compact, for reading to scan. */
 #pragma once

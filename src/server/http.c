@@ -234,7 +234,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-/* "HOST:PORT", "[IPV6]:PORT" or "NAME:PORT" -> the address to bind (getaddrinfo, issue 16).
+/* "HOST:PORT", "[IPV6]:PORT" or "NAME:PORT" -> the address to bind (getaddrinfo).
  * "localhost" stays 127.0.0.1 whatever the resolver prefers, as it always was. */
 static int parse_listen(const char *listen, struct sockaddr_storage *ret, socklen_t *ret_len,
                         Error *err) {

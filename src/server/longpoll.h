@@ -1,4 +1,4 @@
-/* longpoll.h: long-polls of the event feed parked without a thread each (issue 12).
+/* longpoll.h: long-polls of the event feed parked without a thread each.
  *
  * A GET /v1/events?wait=N that finds nothing new suspends its libmicrohttpd connection and
  * parks it here. It is resumed (and then answers) when an event it may see is published,

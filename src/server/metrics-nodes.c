@@ -1,4 +1,4 @@
-/* metrics-nodes.c: per-node gauges of /metrics (issue 16): whether each node's agent reports,
+/* metrics-nodes.c: per-node gauges of /metrics: whether each node's agent reports,
  * with label values escaped as the Prometheus text format requires (a node or site name is
  * input: a quote or a newline in it must not end the label or the line). */
 #include "api.h"

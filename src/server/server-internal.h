@@ -126,19 +126,19 @@ struct Server {
     Leader *leader; /* replicas on PostgreSQL (leader.c); NULL: the only server, always leading */
 
     /* The first store write that failed in the current batch (writer.c): the whole batch
-     * then fails, even where a caller ignores the return value (issue 12). */
+     * then fails, even where a caller ignores the return value. */
     int batch_failed;
     Error batch_err;
 
-    /* http.c (issue 12): requests between their first byte handled and their answer sent,
+    /* http.c: requests between their first byte handled and their answer sent,
      * a draining shutdown, and the parked long-polls (NULL without a listener). */
     atomic_long http_active;
     atomic_bool draining;
     struct LongPoll *longpoll;
-    /* The write probe at start failed: /readyz says so (issue 12). */
+    /* The write probe at start failed: /readyz says so. */
     bool store_unwritable;
     Error store_probe_err;
-    /* history.c (issue 12), under `lock`: live requests, and each user's, in id order. */
+    /* history.c, under `lock`: live requests, and each user's, in id order. */
     ReqVec live;
     PtrMap reqs_by_user; /* user -> ReqVec* */
     ReqVec ended;        /* ended requests, oldest end first, from ended_head on: retention */
@@ -210,7 +210,7 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
 /* 0 and *ret on success; -EACCES (401) with a sentence otherwise. */
 int auth_principal(Server *s, const char *authorization, Principal *ret, Error *err);
 
-/* http.c: the server without its listener (issue 12): open the state, rebuild memory and start
+/* http.c: the server without its listener: open the state, rebuild memory and start
  * the writer; server_close() stops the writer and frees everything. server_run() wraps these
  * around libmicrohttpd; the API fuzz target calls handlers on such a server in process. */
 int server_open(const ServerConfig *cfg, Server **ret, Error *err);

@@ -10,7 +10,7 @@
 #define SERVER_DEFAULT_LISTEN "127.0.0.1:7780"
 #define SERVER_BODY_MAX (64u * 1024) /* larger bodies get 413 */
 #define SERVER_BATCH_MAX 512         /* operations per group commit */
-/* Issue 12: connections cost a socket, not a thread (http.c). */
+/* Connections cost a socket, not a thread (http.c). */
 #define SERVER_HTTP_THREADS 16       /* the pool that runs handlers */
 #define SERVER_PER_ADDRESS_MAX 256   /* open connections from one client address (default) */
 #define SERVER_IDLE_TIMEOUT_S 30     /* a connection silent this long is closed */
@@ -35,7 +35,7 @@ typedef struct ServerConfig {
     unsigned per_address_limit; /* connections from one address; 0 = SERVER_PER_ADDRESS_MAX */
     /* Ended requests, their events and idempotency keys leave memory this long after they
      * ended (0: SERVER_RETENTION_MS), and the store after store_retention_ms (0:
-     * SERVER_STORE_RETENTION_MS; negative: never). Issue 12. */
+     * SERVER_STORE_RETENTION_MS; negative: never). */
     int64_t retention_ms, store_retention_ms;
     /* A request's headers must be complete this long after its connection opened (or its
      * previous request was answered); 0: SERVER_HEADER_DEADLINE_S. */

@@ -25,7 +25,7 @@ typedef struct StoreOps {
     int (*fleet_put)(Store *s, const char *key, const char *json, Error *err);
     int (*fleet_delete)(Store *s, const char *key, Error *err);
     int (*fleet_foreach)(Store *s, StoreNodeFn fn, void *userdata, Error *err);
-    /* Issue 12: expiring tokens, listed and revoked; retention. */
+    /* Expiring tokens, listed and revoked; retention. */
     int (*token_add_expiring)(Store *s, const char *hash_hex, const char *user, const char *role,
                               const char *nodes, int64_t expires_ms, Error *err);
     int (*token_foreach)(Store *s, StoreTokenFn fn, void *userdata, Error *err);

@@ -30,7 +30,7 @@ static const char *const migrations[] = {
         "  actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT NOT NULL);",
         /* 2: the fleet's records (agents, mode switches in progress, work for agents) */
         "CREATE TABLE fleet (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
-        /* 3: tokens that expire (issue 12); NULL: never */
+        /* 3: tokens that expire; NULL: never */
         "ALTER TABLE tokens ADD COLUMN expires_ms BIGINT;",
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");

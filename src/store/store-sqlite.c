@@ -27,7 +27,7 @@ static const char *const migrations[] = {
         "  actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT NOT NULL);",
         /* 2: the fleet's records (agents, mode switches in progress, work for agents) */
         "CREATE TABLE fleet (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
-        /* 3: tokens that expire (issue 12); NULL: never */
+        /* 3: tokens that expire; NULL: never */
         "ALTER TABLE tokens ADD COLUMN expires_ms INTEGER;",
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -401,7 +401,7 @@ static int sqlite_fleet_foreach(Store *base, StoreNodeFn fn, void *userdata, Err
     return FOREACH_ROW(s, st, err, "reading fleet records", fn(col_text(st, 0), col_text(st, 1), userdata));
 }
 
-/* ---- issue 12: tokens listed, revoked and expiring (rare calls: statements made per call) ---- */
+/* ---- tokens listed, revoked and expiring (rare calls: statements made per call) ---- */
 
 static int prepare(SqliteStore *s, const char *sql, sqlite3_stmt **ret, Error *err) {
     if (sqlite3_prepare_v2(s->db, sql, -1, ret, NULL) != SQLITE_OK)

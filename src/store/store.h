@@ -47,7 +47,7 @@ typedef struct StoreToken {
     char *user;
     char *role;
     char *nodes;
-    int64_t expires_ms; /* wall-clock ms after which the token is refused; 0: never (issue 12) */
+    int64_t expires_ms; /* wall-clock ms after which the token is refused; 0: never */
 } StoreToken;
 void store_token_done(StoreToken *t);
 int store_token_add(Store *s, const char *hash_hex, const char *user, const char *role,
@@ -94,7 +94,7 @@ int store_fleet_put(Store *s, const char *key, const char *json, Error *err);
 int store_fleet_delete(Store *s, const char *key, Error *err);
 int store_fleet_foreach(Store *s, StoreNodeFn fn, void *userdata, Error *err);
 
-/* ---- Issue 12 (hardening): tokens that expire, listed and revoked while the server runs.
+/* ---- Tokens that expire, listed and revoked while the server runs.
  * The server reads a token from the store on every call, so a revocation or an expiry takes
  * effect at once. Schema: tokens gained a nullable expires_ms column (migration 3). ---- */
 /* Like store_token_add(); expires_ms 0: never. */

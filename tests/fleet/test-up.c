@@ -35,7 +35,7 @@ static void up_start(Up *u) {
         int o = open(u->out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(o, 1);
         dup2(e, 2);
-        setenv("XDG_CONFIG_HOME", u->dir, 1); /* where it writes its context (issue 16) */
+        setenv("XDG_CONFIG_HOME", u->dir, 1); /* where it writes its context */
         execl(EINSORA_BIN, EINSORA_BIN, "up", "--demo", "--listen", "127.0.0.1:0", "--state", u->state,
               "--heartbeat", "1", "--nvml-lib", FAKE_NVML_LIB, "--fixtures", TEST_FIXTURES "/machines", NULL);
         _exit(127);
@@ -87,7 +87,7 @@ Test(up, up_demo_starts_a_fleet_prints_where_things_are_and_stops_cleanly, .time
     snprintf(tok, sizeof(tok), "%s/token", u.dir);
     cr_assert_eq(stat(tok, &st), 0);
     cr_expect_eq(st.st_mode & 0777, 0600);
-    /* The CLI finds this fleet without exports: up wrote the context "local" (issue 16). */
+    /* The CLI finds this fleet without exports: up wrote the context "local". */
     char cfg[160];
     snprintf(cfg, sizeof(cfg), "%s/einsora/config", u.dir);
     text = NULL;

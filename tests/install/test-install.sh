@@ -1,6 +1,6 @@
 #!/bin/bash
 # test-install.sh: `meson install` into a temporary DESTDIR puts everything in its FHS place
-# (issue 16), the installed binary finds its data relative to itself (nothing compiled in from
+# and the installed binary finds its data relative to itself (nothing compiled in from
 # the source tree), the completions work, and the systemd units pass `systemd-analyze verify`
 # with no warning and stay hardened (`systemd-analyze security` exposure). One line per check.
 set -u

@@ -14,7 +14,7 @@ typedef struct TestServer {
     char url[64];    /* http://127.0.0.1:PORT */
     pid_t pid;
     char *admin;     /* an admin token */
-    const char *extra[8]; /* more `einsora serve` arguments, NULL-terminated (issue 12) */
+    const char *extra[8]; /* more `einsora serve` arguments, NULL-terminated */
 } TestServer;
 
 /* Make the temp dir and an admin token, then start the server. */

@@ -1,5 +1,5 @@
 /* test-api-conventions.c: the HTTP habits clients of the Kubernetes and Docker APIs expect
- * (issue 16): 201 with Location on create, 401 with WWW-Authenticate: Bearer, 415 for a body
+ * from a server: 201 with Location on create, 401 with WWW-Authenticate: Bearer, 415 for a body
  * that is not JSON, 400 for an unknown query parameter, 422 for an Idempotency-Key reused with
  * another body, ETag / If-Match on nodes (a stale write answers 412), and listening on IPv6.
  * Real server; headers

@@ -119,7 +119,7 @@ Test(api, r16_idempotency_key_places_a_request_at_most_once) {
     cr_assert_eq(request_count(), 1);
     cr_assert_eq(ts_call_key(&ts, alice, "POST", "/v1/requests",
                              "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\"}", "k1", NULL),
-                 422, "same key, different body: 422 (issue 16)");
+                 422, "same key, different body: 422");
     cr_assert_eq(request_count(), 1);
     json_decref(a);
     json_decref(b);
@@ -451,7 +451,7 @@ Test(api, r2d_unknown_or_vgpu_request_is_bad_input_and_nothing_is_stored) {
     char *out = NULL, *err = NULL;
     int rc = run_einsora(&out, &err, "request", "create", "--server", ts.url, "--token", ts.admin,
                          "--kind", "container", "--class", "no-such-class", NULL);
-    cr_assert_eq(rc, 2, "the server finds the arguments wrong: usage, 2 (issue 16): %s", out);
+    cr_assert_eq(rc, 2, "the server finds the arguments wrong: usage, 2: %s", out);
     cr_assert(strstr(err, "not a class of the catalog"), "%s", err);
     free(out);
     free(err);

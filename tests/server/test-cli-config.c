@@ -1,4 +1,4 @@
-/* test-cli-config.c: the CLI finds its server and token without exports (issue 16): contexts
+/* test-cli-config.c: the CLI finds its server and token without exports: contexts
  * in $XDG_CONFIG_HOME/einsora/config written by `einsora login`, chosen with `einsora config
  * use-context`, and the precedence flags > environment > context, against the real server. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* test-cli-edges.c: the CLI builds requests that say only what the user meant (issue 12):
+/* test-cli-edges.c: the CLI builds requests that say only what the user meant:
  * every path segment and query value from user input is escaped, header values never carry
  * CR/LF, and a create always carries an Idempotency-Key that a retry reuses. */
 #include <arpa/inet.h>
@@ -45,18 +45,18 @@ Test(cli_edges, bad_input_cli_never_lets_an_id_or_name_add_path_segments) {
     /* A node name is escaped: it stays one segment, whatever it holds. */
     rc = run_einsora(&out, &err, "node", "uncordon", "../nodes/n1/cordon", "--server", ts.url,
                      "--token", ts.admin, NULL);
-    cr_assert_eq(rc, 2, "the server finds it a bad name: usage (issue 16): %s", err);
+    cr_assert_eq(rc, 2, "the server finds it a bad name: usage: %s", err);
     cr_assert(strstr(err, "escaped '/'"), "%s", err);
     free(out), free(err);
     rc = run_einsora(&out, &err, "node", "cordon", "n1/../n1", "--server", ts.url, "--token",
                      ts.admin, NULL);
-    cr_assert_eq(rc, 2, "a bad name: usage (issue 16): %s", err);
+    cr_assert_eq(rc, 2, "a bad name: usage: %s", err);
     free(out), free(err);
     cr_assert(!n1_cordoned());
     /* A query value cannot add a parameter. */
     rc = run_einsora(&out, &err, "requests", "--state", "placed&after=18446744073709551615",
                      "--server", ts.url, "--token", ts.admin, NULL);
-    cr_assert_eq(rc, 2, "an unknown state is a usage error (issue 16): %s", err);
+    cr_assert_eq(rc, 2, "an unknown state is a usage error: %s", err);
     cr_assert(strstr(err, "Unknown state"), "%s", err);
     free(out), free(err);
 }

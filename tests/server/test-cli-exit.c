@@ -1,4 +1,4 @@
-/* test-cli-exit.c: one exit-code table for every error class (issue 16): 0 ok, 1 refused,
+/* test-cli-exit.c: one exit-code table for every error class: 0 ok, 1 refused,
  * 2 usage (also when the server finds the arguments wrong), 3 unreachable, 4 not allowed,
  * 5 not found, 6 a wait that ran past --timeout. Against the real server. */
 #include <criterion/criterion.h>
@@ -127,7 +127,7 @@ Test(cli_exit, cli_ctrl_c_during_a_wait_says_the_request_stays_queued) {
     cr_expect_eq(system(cmd), 0);
 }
 
-/* Wording (issue 16): MIG capacity reads as alternatives of one GPU, not an additive sum. */
+/* Wording: MIG capacity reads as alternatives of one GPU, not an additive sum. */
 Test(cli_exit, cli_capacity_shows_mig_slices_as_alternatives_of_one_gpu) {
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes",
                          "{\"name\":\"m1\",\"site\":\"dc\",\"site_kind\":\"datacenter\","

@@ -1,4 +1,4 @@
-/* test-cli-lists.c: the list verbs follow the API's paging to the end (issue 16: they stopped
+/* test-cli-lists.c: the list verbs follow the API's paging to the end (they stopped
  * silently at 1,000), honour --limit N, and print -o json|yaml|wide|name and --no-headers;
  * `events` has a header and its cursor in -o json. Against the real server. */
 #include <criterion/criterion.h>

@@ -156,7 +156,7 @@ Test(crash, r16_acknowledged_requests_survive_sigkill_at_random_moments, .timeou
         snprintf(user, sizeof(user), "tenant%d", i);
         args[i].token = ts_token(&ts, user, "user", NULL);
         /* Trusted tenants run containers under runc, so requests are placed, not left waiting
-         * for Kata: trust is an admin's grant (issue 12). */
+         * for Kata: trust is an admin's grant. */
         char path[64];
         snprintf(path, sizeof(path), "/v1/tenants/%s/trust", user);
         cr_assert_eq(ts_call(&ts, ts.admin, "PUT", path, NULL, NULL), 200);

@@ -1,4 +1,4 @@
-/* test-dos.c: one client cannot deny the others (issue 12). Connections cost a socket, not a
+/* test-dos.c: one client cannot deny the others. Connections cost a socket, not a
  * thread; one address holds a bounded number; a parked long-poll whose client went away is
  * freed at once, and an event wakes only the long-polls that may see it; SIGTERM answers
  * every committed operation before the server exits. */

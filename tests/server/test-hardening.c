@@ -1,4 +1,4 @@
-/* test-hardening.c: issue 12 against the real server over HTTP: no input crashes it, numbers
+/* test-hardening.c: hardening against the real server over HTTP: no input crashes it, numbers
  * from outside are decimal only, an escaped NUL never truncates a path, roles cannot be bent. */
 #include <criterion/criterion.h>
 #include <stdint.h>

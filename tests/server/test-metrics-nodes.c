@@ -1,5 +1,5 @@
 /* test-metrics-nodes.c: /metrics per-node reachability gauges, with label values escaped as
- * the Prometheus text format requires (issue 16). */
+ * the Prometheus text format requires. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>

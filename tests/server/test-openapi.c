@@ -176,7 +176,7 @@ Test(openapi, every_documented_operation_answers_as_documented, .timeout = 60) {
     yaml_document_delete(&doc);
 }
 
-/* Issue 16: generated clients name their functions after operationId: every operation has
+/* Generated clients name their functions after operationId: every operation has
  * one, and no two share it. */
 Test(openapi, every_operation_has_a_unique_operation_id) {
     load_doc();

@@ -421,7 +421,7 @@ Test(store, r16_serve_refuses_another_sites_database_and_a_bad_store_with_a_sent
     free(errs);
 }
 
-/* --- issue 12's calls, on both backends --- */
+/* --- expiring tokens and retention, on both backends --- */
 
 static int seen_token(const char *hash_hex, const StoreToken *t, void *userdata) {
     Seen *seen = userdata;

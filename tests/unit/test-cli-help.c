@@ -1,4 +1,4 @@
-/* test-cli-help.c: help and mistakes on the command line (issue 16): every verb's --help lists
+/* test-cli-help.c: help and mistakes on the command line: every verb's --help lists
  * every flag it mentions with a sentence, `einsora help VERB` is `einsora VERB --help`, and a
  * mistyped verb, sub-verb or option is refused with the nearest one suggested. */
 #include <ctype.h>

@@ -1,4 +1,4 @@
-/* test-strings.c: the string rules issue 12 relies on: numbers from outside are decimal only,
+/* test-strings.c: the string rules the server relies on: numbers from outside are decimal only,
  * and a message made valid UTF-8 never carries half a sequence. */
 #include <criterion/criterion.h>
 #include <errno.h>
