@@ -73,9 +73,9 @@ pids+=($!)
 for _ in $(seq 100); do [[ -s $d/port && -S $d/engine.sock ]] && break; sleep 0.1; done
 export EINSORA_SERVER=http://127.0.0.1:$(cat "$d/port")
 export EINSORA_TOKEN=$("$einsora" token create --state "$d/state.db" --user root --role admin)
-node_token=$("$einsora" token create --state "$d/state.db" --user lab-h100 --role node --nodes lab-h100)
+(umask 077; "$einsora" token create --state "$d/state.db" --user lab-h100 --role node --nodes lab-h100 >"$d/node.token")
 echo "0000:db:00.0 vfio" >"$d/agent/sim-binding"
-EINSORA_FAKE_NVML=$fixture/nvml.txt "$einsora" agent run --token "$node_token" --name lab-h100 \
+EINSORA_FAKE_NVML=$fixture/nvml.txt "$einsora" agent run --token-file "$d/node.token" --name lab-h100 \
   --site lab --site-kind lab --owner root --heartbeat 1 --state-dir "$d/agent" --simulate \
   --sysfs-root "$fixture/sys" --proc-root "$fixture/proc" --nvml-lib "$nvml_lib" \
   --engine-socket "$d/engine.sock" --images notebook=localhost/einsora-demo:1,vm=/var/lib/einsora/demo.qcow2 \
