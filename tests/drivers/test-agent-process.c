@@ -117,32 +117,12 @@ static void teardown(void) {
 TestSuite(agent_process, .init = setup, .fini = teardown, .timeout = 300);
 
 static long submit(const char *body) {
-    json_t *j = NULL;
-    int status = ts_call(&ts, ts.admin, "POST", "/v1/requests", body, &j);
-    _cleanup_free_ char *answer = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    cr_assert_eq(status, 201, "submit %s: %d %s", body, status, strempty(answer));
-    long id = (long)json_integer_value(json_object_get(j, "id"));
-    json_decref(j);
-    return id;
+    return ts_submit(&ts, body);
 }
 
+/* Poll until the request is in state (generous deadline); returns its JSON. */
 static json_t *wait_state(long id, const char *state) {
-    char path[64];
-    snprintf(path, sizeof(path), "/v1/requests/%ld", id);
-    json_t *j = NULL;
-    for (int i = 0; i < 1200; i++) {
-        json_decref(j);
-        j = NULL;
-        cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
-        const char *st = json_string_value(json_object_get(j, "state"));
-        if (st && strcmp(st, state) == 0)
-            return j;
-        sleep_ms(50);
-    }
-    cr_assert_fail("request %ld never became %s (it is %s: %s); agent log in %s", id, state,
-                   json_string_value(json_object_get(j, "state")),
-                   json_string_value(json_object_get(j, "reason")), state_dir);
-    return NULL;
+    return ts_wait_state(&ts, id, state, state_dir);
 }
 
 static bool file_has(const char *path, const char *words) {

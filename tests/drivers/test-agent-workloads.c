@@ -114,31 +114,12 @@ TestSuite(agent_workloads, .init = setup, .fini = teardown, .timeout = 300);
     } while (0)
 
 static long submit(const char *body) {
-    json_t *j = NULL;
-    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests", body, &j), 201, "submit %s", body);
-    long id = (long)json_integer_value(json_object_get(j, "id"));
-    json_decref(j);
-    return id;
+    return ts_submit(&ts, body);
 }
 
 /* Poll until the request is in state (generous deadline); returns its JSON. */
 static json_t *wait_state(long id, const char *state) {
-    char path[64];
-    snprintf(path, sizeof(path), "/v1/requests/%ld", id);
-    json_t *j = NULL;
-    for (int i = 0; i < 1200; i++) {
-        json_decref(j);
-        j = NULL;
-        cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
-        const char *st = json_string_value(json_object_get(j, "state"));
-        if (st && strcmp(st, state) == 0)
-            return j;
-        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-    }
-    cr_assert_fail("request %ld never became %s (it is %s: %s); agent log in %s", id, state,
-                   json_string_value(json_object_get(j, "state")), json_string_value(json_object_get(j, "reason")),
-                   state_dir);
-    return NULL;
+    return ts_wait_state(&ts, id, state, state_dir);
 }
 
 static Driver *engine(void) {

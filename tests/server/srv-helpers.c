@@ -131,6 +131,37 @@ json_t *ts_list_all(TestServer *ts, const char *token, const char *path, const c
     }
 }
 
+long ts_submit(TestServer *ts, const char *body) {
+    json_t *j = NULL;
+    long status = ts_call(ts, ts->admin, "POST", "/v1/requests", body, &j);
+    char *answer = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    cr_assert_eq(status, 201, "submit %s: %ld %s", body, status, answer ? answer : "");
+    free(answer);
+    long id = (long)json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    return id;
+}
+
+json_t *ts_wait_state(TestServer *ts, long id, const char *state, const char *where) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld", id);
+    json_t *j = NULL;
+    for (int i = 0; i < 1200; i++) {
+        json_decref(j);
+        j = NULL;
+        cr_assert_eq(ts_call(ts, ts->admin, "GET", path, NULL, &j), 200);
+        const char *st = json_string_value(json_object_get(j, "state"));
+        if (st && strcmp(st, state) == 0)
+            return j;
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    cr_assert_fail("request %ld never became %s (it is %s: %s)%s%s", id, state,
+                   json_string_value(json_object_get(j, "state")),
+                   json_string_value(json_object_get(j, "reason")), where ? "; see " : "",
+                   where ? where : "");
+    return NULL;
+}
+
 long ts_call(TestServer *ts, const char *token, const char *method, const char *path,
              const char *body, json_t **ret) {
     return ts_call_key(ts, token, method, path, body, NULL, ret);

@@ -41,5 +41,11 @@ long ts_call_key(TestServer *ts, const char *token, const char *method, const ch
  * (caller decrefs). A test never reads only the first page: a fast machine makes more. */
 json_t *ts_list_all(TestServer *ts, const char *token, const char *path, const char *key);
 
+/* POST /v1/requests as the admin; asserts 201 and returns the new request's id. */
+long ts_submit(TestServer *ts, const char *body);
+/* Poll the request until it is in `state` (a 60 s deadline, never a measure); returns its JSON
+ * (caller decrefs). `where` (may be NULL) names what to look at when it never gets there. */
+json_t *ts_wait_state(TestServer *ts, long id, const char *state, const char *where);
+
 /* Register a datacenter node in container mode with n H100s, owned by `owner`. */
 void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsigned n);
