@@ -361,8 +361,9 @@ void leader_redirect(HttpCtx *c) {
     pthread_mutex_unlock(&s->leader->lock);
     /* Never to itself: a replica restarted on the leader's address before its lease ran out. */
     if (!url[0] || STREQ(url, s->leader->url) || atomic_load(&s->fatal)) {
-        api_error(c, 503, "unavailable", "This replica is a standby and no leader is known yet; "
-                                         "retry shortly or at another replica.");
+        /* "standby": nothing was done, so a client may send even a change elsewhere. */
+        api_error(c, 503, "standby", "This replica is a standby and no leader is known yet; "
+                                     "retry shortly or at another replica.");
         return;
     }
     /* 307 keeps the method and body: the client repeats the same call at the leader. */
