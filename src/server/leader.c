@@ -217,6 +217,7 @@ static int take_over(Leader *l, uint64_t epoch) {
     snprintf(l->leader_url, sizeof(l->leader_url), "%s", l->url);
     pthread_mutex_unlock(&l->lock);
     atomic_store(&l->role, LEADING);
+    replay_drop_view(s);
     if (s->cfg.log)
         fprintf(s->cfg.log, "einsora: leading (epoch %" PRIu64 ")\n", epoch);
     return 0;

@@ -264,6 +264,14 @@ static void *replay_main(void *userdata) {
     return NULL;
 }
 
+static void replay_free_now(Replay *rp) {
+    view_unref(rp->current);
+    close(rp->wake_fd);
+    pthread_cond_destroy(&rp->cond);
+    pthread_mutex_destroy(&rp->lock);
+    free(rp);
+}
+
 static void wake(Replay *rp) {
     uint64_t one = 1;
     (void)!write(rp->wake_fd, &one, sizeof(one));
@@ -288,11 +296,14 @@ int replay_start(Server *s, Error *err) {
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     pthread_cond_init(&rp->cond, &a);
     pthread_condattr_destroy(&a);
-    s->replay = rp;
+    rp->running = true; /* before readers can see it: they wait for its first view */
     int r = pthread_create(&rp->thread, NULL, replay_main, rp);
-    if (r != 0)
+    if (r != 0) {
+        rp->running = false;
+        replay_free_now(rp);
         return error_set(err, -r, "Cannot start the replay thread.");
-    rp->running = true;
+    }
+    s->replay = rp;
     pthread_setname_np(rp->thread, "einsora-replay");
     return 0;
 }
@@ -312,16 +323,23 @@ void replay_stop(Server *s) {
     pthread_mutex_unlock(&rp->lock);
 }
 
+void replay_drop_view(Server *s) {
+    Replay *rp = s->replay;
+    if (!rp)
+        return;
+    pthread_mutex_lock(&rp->lock);
+    View *v = rp->current;
+    rp->current = NULL;
+    pthread_mutex_unlock(&rp->lock);
+    view_unref(v); /* a read still on it frees it when done */
+}
+
 void replay_free(Server *s) {
     Replay *rp = s->replay;
     if (!rp)
         return;
     replay_stop(s);
-    view_unref(rp->current);
-    close(rp->wake_fd);
-    pthread_cond_destroy(&rp->cond);
-    pthread_mutex_destroy(&rp->lock);
-    free(rp);
+    replay_free_now(rp);
     s->replay = NULL;
 }
 
@@ -359,7 +377,8 @@ bool replay_enter(HttpCtx *c) {
         need = 0;
     else
         note_known(rp, need);
-    wake(rp); /* a NOTIFY may still be on its way: the replay need not wait for it */
+    if (atomic_load(&rp->applied) < need)
+        wake(rp); /* a NOTIFY may still be on its way: the replay need not wait for it */
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     uint64_t wait_ms = rp->poll_ms;
@@ -427,8 +446,8 @@ void replay_metrics(Server *s, StrBuf *b) {
                      "applied yet (0 on the leader).\n"
                      "# TYPE einsora_replay_lag_events gauge\neinsora_replay_lag_events %" PRIu64
                      "\n", events);
-    strbuf_printf(b, "# HELP einsora_replay_lag_seconds How long a standby has known of a commit "
-                     "it has not applied yet (0 when caught up).\n"
+    strbuf_printf(b, "# HELP einsora_replay_lag_seconds How long a standby has been behind: "
+                     "since it first knew of a commit it had not applied (0 when caught up).\n"
                      "# TYPE einsora_replay_lag_seconds gauge\neinsora_replay_lag_seconds %.3f\n",
                   seconds);
     strbuf_printf(b, "# HELP einsora_replay_rebuilds_total Views a standby loaded from the "

@@ -31,6 +31,8 @@ int replay_start(Server *s, Error *err);
 /* Stop following (promotion: the full load replaces the replay). The last view keeps
  * answering reads until the replica leads. */
 void replay_stop(Server *s);
+/* Once this replica leads: free the last view (its own state now answers). */
+void replay_drop_view(Server *s);
 /* Stop and free everything (views still in use are freed by their last reader). */
 void replay_free(Server *s);
 /* Whether c is a read this standby answers itself (a GET of the served routes). */
