@@ -207,28 +207,26 @@ static bool listen_ensure(Replay *rp) {
     return true;
 }
 
-/* Take the notifications that arrived; true when there were any. */
-static bool listen_drain(Replay *rp) {
+/* Take the notifications that arrived. */
+static void listen_drain(Replay *rp) {
     if (!rp->listen)
-        return false;
+        return;
     if (!PQconsumeInput(rp->listen)) {
         listen_close(rp); /* reopened at the next turn; the table is polled meanwhile */
-        return false;
+        return;
     }
-    bool any = false;
     PGnotify *n;
     while ((n = PQnotifies(rp->listen))) {
         note_known(rp, strtoull(n->extra, NULL, 10));
         PQfreemem(n);
-        any = true;
     }
-    return any;
 }
 
 static void *replay_main(void *userdata) {
     Replay *rp = userdata;
     Server *s = rp->s;
     uint64_t next_poll = 0, next_rebuild = 0;
+    bool failing = false; /* said once per outage, not at every retry */
     while (!atomic_load(&rp->stop)) {
         if (listen_ensure(rp))
             next_poll = 0;
@@ -244,11 +242,14 @@ static void *replay_main(void *userdata) {
             Error err = {0};
             uint64_t t0 = mono_ms();
             if (rebuild(rp, &err) < 0) {
-                if (s->cfg.log)
+                if (s->cfg.log && !failing)
                     fprintf(s->cfg.log, "einsora: standby replay: %s\n", error_message(&err));
+                failing = true;
                 next_rebuild = mono_ms() + rp->poll_ms; /* PostgreSQL away: retry later */
-            } else /* at most a quarter of a core on rebuilds, whatever the write rate */
+            } else { /* at most a quarter of a core on rebuilds, whatever the write rate */
+                failing = false;
                 next_rebuild = mono_ms() + MIN(3 * (mono_ms() - t0), rp->poll_ms);
+            }
             continue;
         }
         uint64_t until = MIN(next_poll, due ? next_rebuild : UINT64_MAX);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pg-helper.h"
 #include "replicas.h"
 
 #define CONVERGE_MS 30000
@@ -274,5 +275,26 @@ Test(replicas, r16_standby_keeps_serving_its_last_replayed_state_while_the_leade
     json_decref(got);
     json_decref(list);
     json_decref(one);
+    teardown(&st);
+}
+
+Test(replicas, r16_standby_catches_up_without_its_notify_by_polling_the_events_table,
+     .fini = remove_dir) {
+    Setup st;
+    setup(&st);
+    json_decref(converge(st.lc, st.sc, "/v1/requests"));
+    /* Its LISTEN session ends: the leader's NOTIFY of the next commit reaches nobody. */
+    cr_assert_eq(pg_test_exec(conninfo, "DO $$ BEGIN IF (SELECT count(pg_terminate_backend(pid)) "
+                                        "FROM pg_stat_activity WHERE query = 'LISTEN einsora_events') "
+                                        "< 1 THEN RAISE EXCEPTION 'no LISTEN session'; END IF; END $$"),
+                 0, "the standby's LISTEN session was not found");
+    submit(st.tc, "unheard");
+    double last = metric(st.l, "einsora_replay_applied_seq");
+    /* Metrics do not wake the replay (a read would): the poll of the table does. */
+    uint64_t end = now_ms() + CONVERGE_MS;
+    while (metric(st.sb, "einsora_replay_applied_seq") < last) {
+        cr_assert(now_ms() < end, "the standby never applied sequence %g without its NOTIFY", last);
+        usleep(20000);
+    }
     teardown(&st);
 }
