@@ -1,13 +1,18 @@
 /* bench-failover.c: failover time of replicas on PostgreSQL: the leader SIGKILLed -> the first
  * write acknowledged by the new leader, as a client with all the replicas' URLs sees it.
  *
- *   bench-failover [--failovers N] [--lease-ms L]
+ *   bench-failover [--failovers N] [--lease-ms L] [--reads SECONDS]
  *
  * Three `einsora serve` replicas on a PostgreSQL 15 the benchmark starts in a temp dir (fsync
  * on). Each round kills the leader, then submits (with an idempotency key) until one is
- * acknowledged. The baseline in the same run is the same submission with no failover. */
+ * acknowledged. The baseline in the same run is the same submission with no failover.
+ *
+ * --reads instead measures GET /v1/requests/ID per second answered by a standby from its
+ * replay against the leader (the baseline), on the same state in the same run, and how long
+ * the standby's replay takes to catch up after a burst of writes. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -131,6 +136,114 @@ static void summary(const char *what, double *v, size_t n) {
            v[(size_t)((double)n * 0.99)] * 1e3, v[n - 1] * 1e3);
 }
 
+/* ---- --reads: a standby's reads against the leader's ---- */
+
+#define READ_THREADS 4
+#define READ_IDS 500
+
+typedef struct Reader {
+    char url[64];
+    double until;
+    unsigned seed;
+    unsigned long ok, failed;
+} Reader;
+
+static void *reader_main(void *p) {
+    Reader *r = p;
+    Client *c = NULL;
+    if (client_new(r->url, token, &c, NULL) < 0)
+        return NULL;
+    while (now_s() < r->until) {
+        char path[64];
+        snprintf(path, sizeof(path), "/v1/requests/%u", 1 + rand_r(&r->seed) % READ_IDS);
+        long st = 0;
+        json_t *ans = NULL;
+        if (client_call(c, "GET", path, NULL, NULL, &st, &ans, NULL) >= 0 && st == 200)
+            r->ok++;
+        else
+            r->failed++;
+        json_decref(ans);
+    }
+    client_free(c);
+    return NULL;
+}
+
+/* GETs per second from READ_THREADS clients on replica i for seconds. */
+static double read_rate(int i, double seconds, unsigned long *failed) {
+    Reader r[READ_THREADS];
+    pthread_t t[READ_THREADS];
+    double t0 = now_s();
+    for (int k = 0; k < READ_THREADS; k++) {
+        r[k] = (Reader){.until = t0 + seconds, .seed = (unsigned)k + 1};
+        snprintf(r[k].url, sizeof(r[k].url), "http://127.0.0.1:%u", ports[i]);
+        pthread_create(&t[k], NULL, reader_main, &r[k]);
+    }
+    unsigned long ok = 0;
+    *failed = 0;
+    for (int k = 0; k < READ_THREADS; k++) {
+        pthread_join(t[k], NULL);
+        ok += r[k].ok;
+        *failed += r[k].failed;
+    }
+    return (double)ok / (now_s() - t0);
+}
+
+/* Replica i's /readyz member (-1 when it does not answer). */
+static long long readyz_value(int i, const char *member) {
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", ports[i]);
+    Client *c = NULL;
+    long st = 0;
+    json_t *j = NULL;
+    long long v = -1;
+    if (client_new(url, NULL, &c, NULL) >= 0 && client_call(c, "GET", "/readyz", NULL, NULL, &st, &j, NULL) >= 0 &&
+        json_is_integer(json_object_get(j, member)))
+        v = json_integer_value(json_object_get(j, member));
+    json_decref(j);
+    client_free(c);
+    return v;
+}
+
+static int bench_reads(Client *c, double seconds) {
+    int l = wait_leader();
+    if (l < 0)
+        return fprintf(stderr, "bench-failover: no leader\n"), 1;
+    int sb = (l + 1) % REPLICAS;
+    /* A burst of writes (submissions, half of them waiting: the node has 16 GPUs), then the
+     * time until the standby's replay holds the leader's last commit. */
+    json_t *body = json_pack("{s:s, s:s}", "kind", "container", "class", "nvidia-h100-80gb");
+    for (unsigned k = 0; k < READ_IDS; k++) {
+        long st = 0;
+        if (client_call(c, "POST", "/v1/requests", body, NULL, &st, NULL, NULL) < 0 || st != 201)
+            return fprintf(stderr, "bench-failover: a submission failed (%ld)\n", st), 1;
+    }
+    json_decref(body);
+    double t0 = now_s();
+    long long last = readyz_value(l, "applied");
+    while (readyz_value(sb, "applied") < last && now_s() - t0 < 60)
+        usleep(1000);
+    double catch_up = now_s() - t0;
+    double load[3] = {0};
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3)
+            load[0] = -1;
+        fclose(f);
+    }
+    printf("bench-failover --reads: %d replicas on PostgreSQL 15 (fsync on), %u requests, %d client "
+           "threads, %.1f s each; load average %.2f %.2f %.2f\n",
+           REPLICAS, READ_IDS, READ_THREADS, seconds, load[0], load[1], load[2]);
+    printf("standby replay caught up %.1f ms after a burst of %u submissions (seq %lld)\n",
+           catch_up * 1e3, READ_IDS, last);
+    unsigned long lf = 0, sf = 0;
+    double lr = read_rate(l, seconds, &lf);
+    double sr = read_rate(sb, seconds, &sf);
+    printf("%-40s %10.0f GET/s (%lu failed)\n", "GET /v1/requests/ID on the leader", lr, lf);
+    printf("%-40s %10.0f GET/s (%lu failed)\n", "GET /v1/requests/ID on a standby", sr, sf);
+    printf("%-40s %9.2fx (standby / leader)\n", "ratio", lr > 0 ? sr / lr : 0);
+    return 0;
+}
+
 static PgTest pg = {.durable = 1};
 
 static void stop_all(void) {
@@ -144,6 +257,7 @@ static void stop_all(void) {
 
 int main(int argc, char **argv) {
     unsigned failovers = 20;
+    double reads = 0;
     for (int i = 1; i < argc; i++) {
         /* MAX() evaluates its arguments twice: parse first. */
         unsigned v = i + 1 < argc ? (unsigned)strtoul(argv[i + 1], NULL, 10) : 0;
@@ -151,8 +265,10 @@ int main(int argc, char **argv) {
             failovers = MAX(1u, v), i++;
         else if (!strcmp(argv[i], "--lease-ms") && i + 1 < argc)
             lease_ms = MAX(100u, v), i++;
+        else if (!strcmp(argv[i], "--reads") && i + 1 < argc && (reads = strtod(argv[i + 1], NULL)) > 0)
+            i++;
         else {
-            fprintf(stderr, "usage: bench-failover [--failovers N] [--lease-ms L]\n");
+            fprintf(stderr, "usage: bench-failover [--failovers N] [--lease-ms L] [--reads SECONDS]\n");
             return 2;
         }
     }
@@ -197,6 +313,11 @@ int main(int argc, char **argv) {
     if (r < 0 || st != 201) {
         fprintf(stderr, "bench-failover: registering the node: %ld %s\n", st, err.message);
         return 1;
+    }
+    if (reads > 0) {
+        r = bench_reads(c, reads);
+        client_free(c);
+        return r;
     }
     printf("bench-failover: %d replicas on PostgreSQL 15 (fsync on), lease %u ms, %u failovers\n",
            REPLICAS, lease_ms, failovers);

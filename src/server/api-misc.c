@@ -23,8 +23,8 @@ void api_readyz(HttpCtx *c) {
     if (atomic_load(&c->s->fatal))
         api_error(c, 503, "unavailable", "The server hit a storage error.");
     else if (!server_is_leader(c->s))
-        api_error(c, 503, "standby", "This replica is a standby: it answers with a redirect to "
-                                     "the leader until it takes over.");
+        api_error(c, 503, "standby", "This replica is a standby: it answers reads from its "
+                                     "replay and redirects changes to the leader.");
     else if (c->s->store_unwritable)
         api_error(c, 503, "unavailable", "The state store could not be written at start: %s",
                   error_message(&c->s->store_probe_err));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/replay.h"
 #include "server/web.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -138,6 +139,10 @@ void api_dispatch(HttpCtx *c) {
     if (!api_check_conventions(c, id))
         return;
     c->status = 200;
+    Server *home = c->s;
+    if (!replay_enter(c)) /* a standby answers reads from its replay (replay.c) */
+        return;
     handlers[id].fn(c);
     api_after_handler(c, id);
+    replay_leave(c, home);
 }

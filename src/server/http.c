@@ -19,6 +19,7 @@
 #include "conn-deadline.h"
 #include "leader.h"
 #include "longpoll.h"
+#include "replay.h"
 #include "server/web.h"
 #include "util/fileio.h"
 #include "store/store-pg.h"
@@ -189,7 +190,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             .resumed = up->parked,
     };
     up->parked = false;
-    uint64_t seen = events_last(&s->events);
+    uint64_t seen = replay_seen(s); /* a standby's long-polls read its replay */
     if (atomic_load(&s->draining) && !c.resumed)
         api_error(&c, 503, "unavailable", "The server is shutting down; retry in a moment.");
     else if (up->nul_in_uri)
@@ -209,7 +210,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         up->parked = true;
         MHD_suspend_connection(conn);
         if (longpoll_park(s->longpoll, conn, c.park_user, c.park_deadline_ms) >= 0 &&
-            events_last(&s->events) != seen)
+            replay_seen(s) != seen)
             longpoll_wake(s->longpoll, conn); /* published while it was being parked */
         return MHD_YES;
     }

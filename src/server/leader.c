@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "replay.h"
 #include "store/store-pg.h"
 #include "util/macro.h"
 
@@ -182,6 +183,9 @@ static void *keep_lease(void *userdata) {
 static int take_over(Leader *l, uint64_t epoch) {
     Server *s = l->s;
     Error err = {0};
+    /* The replay ends here (its last view answers reads until this replica leads); the full
+     * load and the invariant check replace it, on the store connection it used. */
+    replay_stop(s);
     store_pg_set_fence(s->store, epoch, l->lease_ms);
     atomic_store(&l->epoch, epoch);
     Keeper keeper = {.l = l};
@@ -213,6 +217,7 @@ static int take_over(Leader *l, uint64_t epoch) {
     snprintf(l->leader_url, sizeof(l->leader_url), "%s", l->url);
     pthread_mutex_unlock(&l->lock);
     atomic_store(&l->role, LEADING);
+    replay_drop_view(s);
     if (s->cfg.log)
         fprintf(s->cfg.log, "einsora: leading (epoch %" PRIu64 ")\n", epoch);
     return 0;
@@ -280,7 +285,10 @@ int leader_start(Server *s, uint16_t port, Error *err) {
         snprintf(l->url, sizeof(l->url), "http://%.*s:%u", (int)(colon ? colon - listen : 0), listen,
                  port);
     }
-    int r = pthread_create(&l->thread, NULL, leader_main, l);
+    int r = replay_start(s, err);
+    if (r < 0)
+        return r;
+    r = pthread_create(&l->thread, NULL, leader_main, l);
     if (r != 0)
         return error_set(err, -r, "Cannot start the election thread.");
     l->running = true;
@@ -297,6 +305,7 @@ void leader_stop(Server *s) {
         pthread_join(l->thread, NULL);
     if (l->writer_started)
         writer_stop(s);
+    replay_free(s);
     /* Hand the lease back at once on a clean stop, so a standby need not wait it out. */
     if (atomic_load(&l->role) == LEADING && l->conn && PQstatus(l->conn) == CONNECTION_OK) {
         char epoch[24];
@@ -339,17 +348,24 @@ static enum MHD_Result append_arg(void *cls, enum MHD_ValueKind kind, const char
 bool leader_gate(HttpCtx *c) {
     Server *s = c->s;
     if (server_is_leader(s) || STREQ(c->path, "/healthz") || STREQ(c->path, "/readyz") ||
-        STREQ(c->path, "/metrics"))
+        STREQ(c->path, "/metrics") || replay_serves(c))
         return false;
+    leader_redirect(c);
+    return true;
+}
+
+void leader_redirect(HttpCtx *c) {
+    Server *s = c->s;
     char url[128];
     pthread_mutex_lock(&s->leader->lock);
     snprintf(url, sizeof(url), "%s", s->leader->leader_url);
     pthread_mutex_unlock(&s->leader->lock);
     /* Never to itself: a replica restarted on the leader's address before its lease ran out. */
     if (!url[0] || STREQ(url, s->leader->url) || atomic_load(&s->fatal)) {
-        api_error(c, 503, "unavailable", "This replica is a standby and no leader is known yet; "
-                                         "retry shortly or at another replica.");
-        return true;
+        /* "standby": nothing was done, so a client may send even a change elsewhere. */
+        api_error(c, 503, "standby", "This replica is a standby and no leader is known yet; "
+                                     "retry shortly or at another replica.");
+        return;
     }
     /* 307 keeps the method and body: the client repeats the same call at the leader. */
     StrBuf loc = {0};
@@ -359,11 +375,10 @@ bool leader_gate(HttpCtx *c) {
     if (!strbuf_cstr(&loc)) {
         strbuf_done(&loc);
         api_error(c, 500, "internal", "Out of memory.");
-        return true;
+        return;
     }
     api_error(c, 307, "standby", "This replica is a standby; the leader is %s.", url);
     c->redirect = loc.data; /* freed after sending */
-    return true;
 }
 
 void leader_readyz(Server *s, json_t *j) {
@@ -373,6 +388,7 @@ void leader_readyz(Server *s, json_t *j) {
         json_object_set_new(j, "epoch", json_integer((json_int_t)(atomic_load(&l->role) == LEADING
                                                                           ? atomic_load(&l->epoch)
                                                                           : atomic_load(&l->seen_epoch))));
+    replay_readyz(s, j);
 }
 
 void leader_metrics(Server *s, StrBuf *b) {
@@ -391,4 +407,6 @@ void leader_metrics(Server *s, StrBuf *b) {
                      "from an earlier leader.\n# TYPE einsora_leader_failovers_total counter\n"
                      "einsora_leader_failovers_total %" PRIu64 "\n",
                   l ? atomic_load(&l->failovers) : 0);
+    if (l)
+        replay_metrics(s, b);
 }

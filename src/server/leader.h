@@ -4,8 +4,9 @@
  * a standby may take only once it has expired, bumping the epoch. The new leader fences its
  * store with that epoch (store_pg_set_fence), so a deposed leader that wakes up late cannot
  * commit, then loads the state, re-checks the invariants and only then serves. A standby
- * answers every API call with 307 and the leader's URL (clients follow it or fail over to
- * the next URL they were given); /healthz, /readyz and /metrics it answers itself. */
+ * answers reads from its replay of the leader's commits (replay.h) and every other API call
+ * with 307 and the leader's URL (clients follow it or fail over to the next URL they were
+ * given); /healthz, /readyz and /metrics it answers itself. */
 #pragma once
 
 #include <stdbool.h>
@@ -28,8 +29,11 @@ int leader_start(Server *s, uint16_t port, Error *err);
 void leader_stop(Server *s);
 bool server_is_leader(Server *s);
 /* For a standby: answer c (307 to the leader, or 503 while none is known) and return true;
- * false when the request should go on to the API. */
+ * false when the request should go on to the API (also a read the standby serves itself). */
 bool leader_gate(HttpCtx *c);
+/* Answer c with 307 to the leader (503 while none is known): a call a standby does not
+ * answer itself. */
+void leader_redirect(HttpCtx *c);
 /* role, epoch and takeovers for /metrics. */
 void leader_metrics(Server *s, StrBuf *b);
 /* The "role" (and "epoch") members of /readyz. */

@@ -124,6 +124,8 @@ struct Server {
     Error fatal_err;
     pthread_t writer;
     Leader *leader; /* replicas on PostgreSQL (leader.c); NULL: the only server, always leading */
+    struct Replay *replay; /* a standby's replay of the leader's commits (replay.c) */
+    bool replay_view;      /* this is a standby's read-only view: loaded, never written */
 
     /* The first store write that failed in the current batch (writer.c): the whole batch
      * then fails, even where a caller ignores the return value. */

@@ -538,6 +538,8 @@ int state_load(Server *s, Error *err) {
             (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
             return error_set(err, r, "Request %s cannot be restored: %s", id, error_message(&e));
     }
+    if (s->replay_view) /* a standby's view writes nothing: replay.c queues the waiting ones */
+        return 0;
     if ((r = store_begin(s->store, err)) < 0)
         return r;
     for (size_t i = 0; i < s->n_reqs; i++) {

@@ -710,3 +710,50 @@ static const StoreOps pg_ops = {
         .prune = pg_prune,
         .request_forget_key = pg_request_forget_key,
 };
+
+/* ---- a standby's reads (replay.c) ---- */
+
+int store_pg_begin_snapshot(Store *base, Error *err) {
+    if (base->ops != &pg_ops)
+        return error_set(err, -EOPNOTSUPP, "Snapshots are for PostgreSQL stores.");
+    PgStore *s = pg_of(base);
+    int r;
+    if (PQstatus(s->conn) != CONNECTION_OK && (r = reconnect(s, err)) < 0)
+        return r;
+    /* Every read until the rollback sees one committed state: records and events agree. */
+    const char *sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+    Error first = {0};
+    r = exec_cmd(s, sql, &first, "starting a snapshot");
+    if (r == -ENOTCONN) { /* closed while idle: found only now, nothing was done */
+        s->retry_at_ms = 0;
+        if ((r = reconnect(s, err)) < 0)
+            return r;
+        r = exec_cmd(s, sql, err, "starting a snapshot");
+    } else if (r < 0)
+        return error_set(err, r, "%s", first.message);
+    if (r < 0)
+        return r;
+    s->in_tx = true; /* no silent reconnection half-way through the snapshot */
+    s->notify = false;
+    return 0;
+}
+
+int store_pg_last_seq(Store *base, uint64_t *ret, Error *err) {
+    if (base->ops != &pg_ops)
+        return error_set(err, -EOPNOTSUPP, "The last sequence is read from PostgreSQL stores.");
+    PgStore *s = pg_of(base);
+    if (!s->in_tx && PQstatus(s->conn) != CONNECTION_OK) {
+        int r = reconnect(s, err);
+        if (r < 0)
+            return r;
+    }
+    PGresult *res = PQexec(s->conn, "SELECT coalesce(max(seq), 0) FROM events");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        int r = pg_fail(s, res, err, "reading the last event's sequence");
+        PQclear(res);
+        return r < 0 ? r : -EIO;
+    }
+    *ret = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return 0;
+}

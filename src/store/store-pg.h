@@ -21,3 +21,9 @@ bool store_is_pg(const Store *s);
  * so it cannot hold up a takeover (0: no limit).
  * No-op on SQLite, which has a single server. */
 void store_pg_set_fence(Store *s, uint64_t epoch, unsigned max_tx_ms);
+
+/* A standby's replay (server/replay.c): a read-only transaction at one snapshot, so that
+ * the records and events read until store_rollback() are one committed state. */
+int store_pg_begin_snapshot(Store *s, Error *err);
+/* The newest committed event's sequence (0: none), outside or inside a transaction. */
+int store_pg_last_seq(Store *s, uint64_t *ret, Error *err);

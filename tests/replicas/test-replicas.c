@@ -23,19 +23,13 @@
 #include "client/client.h"
 #include "helpers.h"
 #include "pg-helper.h"
+#include "replicas.h"
 #include "util/fileio.h"
 
-#define REPLICAS 3
 #define CLIENTS 3
 #define MAX_REQS 6000
 #define MAX_SWITCHES 64
 #define LEASE_MS "800"
-
-typedef struct Replica {
-    pid_t pid;
-    unsigned port;
-    char log[200];
-} Replica;
 
 typedef struct Known {
     char state[16]; /* last acknowledged state; "" = not acknowledged */
@@ -44,8 +38,9 @@ typedef struct Known {
 } Known;
 
 static PgTest pg;
-static char conninfo[256], dir[64], urls[256];
-static Replica rep[REPLICAS];
+char conninfo[256];
+static char dir[64], urls[256];
+Replica rep[REPLICAS];
 static Known known[MAX_REQS + 1];
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool stop_clients, pause_clients;
@@ -56,7 +51,7 @@ static char client_failure[512]; /* a client's unexpected answer (asserted by th
 static char switched[MAX_SWITCHES][16]; /* node -> acknowledged mode, by index */
 static unsigned n_switched;
 
-static uint64_t now_ms(void) {
+uint64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
@@ -93,7 +88,7 @@ static void spawn(int i) {
 
 /* A replica's own view: "leader", "standby", or NULL when it does not answer; *epoch its
  * epoch. */
-static char *role_of(int i, long long *epoch) {
+char *role_of(int i, long long *epoch) {
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[i].port);
     Client *c = NULL;
@@ -108,12 +103,12 @@ static char *role_of(int i, long long *epoch) {
     return role;
 }
 
-static long long leader_epoch;
+long long leader_epoch;
 static int paused = -1; /* a SIGSTOPped replica answers nothing: not asked */
 
 /* Wait (a generous deadline, not a count) until one replica leads under an epoch newer than
  * `after` (0: any); leader_epoch gets it. */
-static int wait_leader(long long after, unsigned timeout_ms) {
+int wait_leader(long long after, unsigned timeout_ms) {
     uint64_t end = now_ms() + timeout_ms;
     while (now_ms() < end) {
         for (int i = 0; i < REPLICAS; i++) {
@@ -143,9 +138,9 @@ static void respawn_exited(void) {
     }
 }
 
-static __thread Error last_err; /* the last call's transport failure, for messages */
+__thread Error last_err; /* the last call's transport failure, for messages */
 
-static long call(Client *c, const char *method, const char *path, const char *body, const char *key,
+long call(Client *c, const char *method, const char *path, const char *body, const char *key,
                  json_t **ret) {
     json_t *b = body ? json_loads(body, 0, NULL) : NULL;
     long st = 0;
@@ -259,6 +254,37 @@ static json_t *list_requests(Client *c) {
     }
 }
 
+/* Each standby answers the list from its replay as the leader did: a read there waits until
+ * the replay holds every commit made before it (or is redirected to the leader). */
+static void verify_standbys(const char *when, json_t *reqs) {
+    for (int i = 0; i < REPLICAS; i++) {
+        long long epoch = 0;
+        char *role = i == paused ? NULL : role_of(i, &epoch);
+        bool standby = role && !strcmp(role, "standby");
+        free(role);
+        if (!standby)
+            continue;
+        char url[64];
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[i].port);
+        Client *c = NULL;
+        cr_assert_eq(client_new(url, admin, &c, NULL), 0);
+        json_t *got = list_requests(c);
+        cr_assert_eq(json_array_size(got), json_array_size(reqs), "%s: standby %d lists %zu requests, "
+                     "the leader %zu", when, i, json_array_size(got), json_array_size(reqs));
+        for (size_t k = 0; k < json_array_size(reqs); k++) {
+            json_t *a = json_array_get(reqs, k), *b = json_array_get(got, k);
+            cr_assert(json_equal(json_object_get(a, "id"), json_object_get(b, "id")) &&
+                              json_equal(json_object_get(a, "state"), json_object_get(b, "state")),
+                      "%s: standby %d shows request %lld as %s, the leader as %s", when, i,
+                      (long long)json_integer_value(json_object_get(a, "id")),
+                      json_string_value(json_object_get(b, "state")),
+                      json_string_value(json_object_get(a, "state")));
+        }
+        json_decref(got);
+        client_free(c);
+    }
+}
+
 static void verify(const char *when) {
     Client *c = NULL;
     cr_assert_eq(client_new(urls, admin, &c, NULL), 0);
@@ -291,6 +317,7 @@ static void verify(const char *when) {
         k->placement = json_incref(json_object_get(q, "placement"));
     }
     free(by_id);
+    verify_standbys(when, reqs);
     json_decref(reqs);
     /* No GPU in two allocations, and the rest of the core's invariants. */
     json_t *inv = NULL;
@@ -371,7 +398,7 @@ static void switch_mode(Client *c) {
     snprintf(switched[n_switched++], sizeof(switched[0]), "vm-passthrough");
 }
 
-static char *token(const char *user, const char *role) {
+char *token(const char *user, const char *role) {
     char *out = NULL, *err = NULL;
     int rc = run_einsora(&out, &err, "token", "create", "--state", conninfo, "--user", user, "--role",
                          role, NULL);
@@ -408,7 +435,7 @@ static void *late_write(void *p) {
 }
 
 /* A failed assertion must not leave replicas running. */
-static void kill_replicas(void) {
+void kill_replicas(void) {
     for (int i = 0; i < REPLICAS; i++)
         if (rep[i].pid > 0) {
             kill(rep[i].pid, SIGKILL);
@@ -575,7 +602,7 @@ Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_
 }
 
 /* Two replicas on a fresh database; returns the leader's index once one leads. */
-static int start_two(void) {
+int start_two(void) {
     cr_assert_eq(pg_test_start(&pg), 0); /* finds the server main() started */
     cr_assert_eq(pg_test_new_db(&pg, conninfo, sizeof(conninfo)), 0);
     strcpy(dir, "/tmp/einsora-rep-XXXXXX");
@@ -590,7 +617,7 @@ static int start_two(void) {
     return l;
 }
 
-static void remove_dir(void) {
+void remove_dir(void) {
     kill_replicas();
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
