@@ -55,16 +55,19 @@ static void print_event(const EvArgs *a, bool json_lines, json_t *e) {
 }
 
 static const char usage[] =
-        "usage: einsora events [--after N] [--follow] [-o FORMAT] [--no-headers] [--limit N]\n\n"
+        "usage: einsora events [--after N] [--follow|--watch] [-o FORMAT] [--no-headers]\n"
+        "                      [--limit N]\n\n"
         "Print the change feed (your requests' events; admins see all), every page to the end.\n"
         "  --after N        start after event N (the cursor `next` of -o json, or a SEQ)\n"
-        "  --follow         keep waiting for new events (Ctrl-C ends)\n" LIST_HELP
+        "  --follow, --watch  keep waiting for new events, printing each as it comes\n"
+        "                   (Ctrl-C ends it with exit code 0)\n" LIST_HELP
         "  --json           one JSON object per event and line (also with --follow)\n";
 
 int verb_events(int argc, char **argv) {
     static const struct option extra[] = {
             {"after", required_argument, NULL, 'a'},
             {"follow", no_argument, NULL, 'f'},
+            {"watch", no_argument, NULL, 'f'}, /* the feed only grows: watching is following */
             LIST_OPTIONS,
             {},
     };

@@ -34,6 +34,9 @@ bool list_option(ListOpts *l, int c, const char *arg, int *ret_code) {
     case 0x111:
         l->no_headers = true;
         return true;
+    case 0x113:
+        l->watch = true;
+        return true;
     case 0x112:
         if (parse_decimal_uint64(arg, UINT64_MAX, &l->limit) < 0 || l->limit == 0)
             *ret_code = fail(EXIT_USAGE, "--limit takes a positive number, not '%s'", arg);
@@ -41,6 +44,13 @@ bool list_option(ListOpts *l, int c, const char *arg, int *ret_code) {
     default:
         return false;
     }
+}
+
+int list_only_option(int c, const char *arg, void *userdata) {
+    int r;
+    if (list_option(userdata, c, arg, &r))
+        return r;
+    return EXIT_USAGE;
 }
 
 void list_finish(ListOpts *l, const RemoteOpts *o) {
@@ -198,6 +208,28 @@ int list_print_document(const ListOpts *l, json_t *doc) {
         return EXIT_OK;
     }
     return print_json(doc);
+}
+
+bool list_print_untabled(const ListOpts *l, json_t *doc, const char *key, const char *kind,
+                         const char *name_field, int *ret_code) {
+    if (l->format == LIST_JSON || l->format == LIST_YAML) {
+        *ret_code = list_print_document(l, doc);
+        return true;
+    }
+    if (l->format != LIST_NAME)
+        return false;
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(doc, key), i, item) {
+        json_t *name = name_field ? json_object_get(item, name_field) : item;
+        if (json_is_integer(name))
+            printf("%s/%lld\n", kind, (long long)json_integer_value(name));
+        else if (json_is_string(name))
+            printf("%s/%s\n", kind, json_string_value(name));
+    }
+    json_decref(doc);
+    *ret_code = EXIT_OK;
+    return true;
 }
 
 void list_print_table(const ListOpts *l, Table *t) {
