@@ -10,6 +10,7 @@
 #include "remote.h"
 #include "util/strutil.h"
 #include "verbs.h"
+#include "watch.h"
 
 typedef struct EvArgs {
     uint64_t after;
@@ -59,8 +60,9 @@ static const char usage[] =
         "                      [--limit N]\n\n"
         "Print the change feed (your requests' events; admins see all), every page to the end.\n"
         "  --after N        start after event N (the cursor `next` of -o json, or a SEQ)\n"
-        "  --follow, --watch  keep waiting for new events, printing each as it comes\n"
-        "                   (Ctrl-C ends it with exit code 0)\n" LIST_HELP
+        "  --follow         keep waiting for new events, printing each as it comes (Ctrl-C ends\n"
+        "                   it with exit code 0)\n"
+        "  --watch          the same as --follow (the feed only grows)\n" LIST_HELP
         "  --json           one JSON object per event and line (also with --follow)\n";
 
 int verb_events(int argc, char **argv) {
@@ -110,6 +112,8 @@ int verb_events(int argc, char **argv) {
     if (json_is_integer(json_object_get(doc, "next")))
         cursor = (uint64_t)json_integer_value(json_object_get(doc, "next"));
     json_decref(doc);
+    if (a.follow)
+        watch_exit_on_interrupt();
     while (a.follow) {
         snprintf(path, sizeof(path), "/v1/events?after=%llu&wait=30", (unsigned long long)cursor);
         json_t *j = NULL;

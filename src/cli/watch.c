@@ -55,10 +55,14 @@ static void draw(const ListView *v, json_t *doc, bool tty, bool first) {
     fflush(stdout);
 }
 
-int list_watch(const RemoteOpts *o, const ListView *v) {
+void watch_exit_on_interrupt(void) {
     struct sigaction sa = {.sa_handler = on_interrupt};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+int list_watch(const RemoteOpts *o, const ListView *v) {
+    watch_exit_on_interrupt();
     bool tty = isatty(STDOUT_FILENO);
     Client *cl = NULL;
     int r = remote_open(o, &cl);

@@ -15,6 +15,10 @@ typedef struct ListView {
     void *userdata;
 } ListView;
 
+/* From now on Ctrl-C (and SIGTERM) ends the process with exit 0: the normal end of a watch
+ * or a follow, whose output is flushed as it goes. */
+void watch_exit_on_interrupt(void);
+
 /* Draw v once, then wait on GET /v1/events?wait=... from the feed's head and redraw (on a
  * terminal: the screen cleared first, like watch(1); otherwise after a blank line) each time
  * the fetched list differs from the last one drawn. A long-poll that ends without events
