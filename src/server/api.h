@@ -153,6 +153,10 @@ bool api_if_match_ok(const char *if_match, const ApiNode *current);
 /* metrics-nodes.c: a Prometheus label value, escaped; per-node gauges. */
 void metrics_label_value(StrBuf *b, const char *v);
 void metrics_write_nodes(StrBuf *b, Server *s);
+/* metrics-capacity.c: capacity per class (whole units, MIG slices, CPU cores) and each node's
+ * mode-switch step, none counting anything twice when summed over a label. */
+void metrics_write_capacity(StrBuf *b, Server *s);
+void metrics_write_switches(StrBuf *b, Server *s);
 
 /* Paged lists' opaque cursors (api-cursor.c). The scope names the list and its filters, so a
  * cursor is only good for the list it came from. */
