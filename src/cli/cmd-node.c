@@ -58,6 +58,17 @@ static int print_node(json_t *n) {
     }
     table_print(t, stdout);
     table_free(t);
+    /* Unclassified devices are easy to miss in the table: say which, and what to do. */
+    size_t unclassified = 0;
+    json_array_foreach(json_object_get(n, "devices"), i, d) {
+        const char *cls = json_str(d, "class");
+        if (cls && cls[0])
+            continue;
+        if (!unclassified++)
+            printf("\nUnclassified (R8: shown, never placed; add their PCI ids to the catalog "
+                   "to offer them):\n");
+        printf("  #%zu %s\n", i, strempty(json_str(d, "pci")));
+    }
     return EXIT_OK;
 }
 

@@ -237,3 +237,22 @@ Test(cli_outputs, r4_node_mode_wait_ends_after_timeout_with_6) {
     cr_expect_eq(rc, 2, "a bad duration is usage: %s", err);
     free(out), free(err);
 }
+
+Test(cli_outputs, r8_node_show_lists_the_unclassified_devices) {
+    static const char node[] =
+            "{\"name\":\"lab1\",\"site\":\"lab\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+            "\"owner\":\"root\",\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
+            "\"nvidia-h100-80gb\",\"memory_gb\":80},{\"pci\":\"0000:02:00.0\",\"class\":\"\","
+            "\"memory_gb\":16}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
+    char *out = NULL;
+    cr_assert_eq(CLI(&out, "node", "show", "lab1"), 0);
+    cr_expect(strstr(out, "(unclassified)"), "%s", out);
+    const char *list = strstr(out, "\nUnclassified (R8");
+    cr_expect(list && strstr(list, "\n  #1 0000:02:00.0\n") && !strstr(list, "0000:01:00.0"),
+              "only the unclassified device is listed: %s", out);
+    free(out);
+    cr_assert_eq(CLI(&out, "node", "show", "n1"), 0);
+    cr_expect(!strstr(out, "Unclassified"), "no list when every device has a class: %s", out);
+    free(out);
+}
