@@ -13,12 +13,14 @@ static const char usage[] =
         "usage: einsora node show NAME [--json]\n"
         "       einsora node cordon|uncordon NAME\n"
         "       einsora node register FILE   (a JSON node description, as POST /v1/nodes)\n"
-        "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID] [--wait]\n\n"
+        "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID]\n"
+        "                         [--wait] [--timeout DURATION]\n\n"
         "show prints a node, its devices and its agent; cordon stops new placements there;\n"
         "register adds a node by hand; mode switches it (details: `einsora node mode --help`):\n"
         "  --drain wait|evict  let running workloads end, or stop them, before switching\n"
         "  --gpu ID         switch one GPU of a lab machine (index or PCI address)\n"
-        "  --wait           follow the switch until it is done\n";
+        "  --wait           follow the switch until it is done\n"
+        "  --timeout D      with --wait (implied): stop following after D with exit code 6\n";
 
 /* The fleet's view: the agent, and the mode switch in progress or the last one. */
 static void print_node_fleet(json_t *n) {
