@@ -56,12 +56,6 @@ static int on_extra(int c, const char *arg, void *userdata) {
     }
 }
 
-static int64_t monotonic_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void print_switch(json_t *sw) {
     printf("switch to %s: %s - %s\n", json_str(sw, "mode"), json_str(sw, "step"), json_str(sw, "message"));
     fflush(stdout);
@@ -121,9 +115,9 @@ int node_mode_verb(int argc, char **argv) {
     if ((r = remote_open(&o, &cl)) != EXIT_OK)
         return r;
     snprintf(path, sizeof(path), "/v1/nodes/%.200s", name);
-    int64_t deadline = m.timeout_ms ? monotonic_ms() + m.timeout_ms : 0;
+    int64_t deadline = m.timeout_ms ? cli_monotonic_ms() + m.timeout_ms : 0;
     for (;;) {
-        if (deadline && monotonic_ms() >= deadline) {
+        if (deadline && cli_monotonic_ms() >= deadline) {
             r = fail(EXIT_TIMEOUT,
                      "node %s: the switch to %s is not done after --timeout; it goes on (follow "
                      "it with `einsora node show %s`)",

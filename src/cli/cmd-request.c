@@ -117,12 +117,6 @@ static void on_interrupt(int sig) {
     interrupted = sig;
 }
 
-static int64_t monotonic_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int64_t wall_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -207,7 +201,7 @@ static int create(RemoteOpts *o, CreateArgs *a) {
     if (r == EXIT_UNREACHABLE)
         fprintf(stderr, "einsora: to retry without placing twice, run again with --key %s\n", a->key);
     char last_reason[512] = "";
-    int64_t deadline = a->timeout_ms ? monotonic_ms() + a->timeout_ms : 0;
+    int64_t deadline = a->timeout_ms ? cli_monotonic_ms() + a->timeout_ms : 0;
     if (a->wait) {
         /* No SA_RESTART: the sleep and the poll return at once. */
         struct sigaction sa = {.sa_handler = on_interrupt};
@@ -217,7 +211,7 @@ static int create(RemoteOpts *o, CreateArgs *a) {
     /* A terminal gets one line redrawn in place; a pipe or file one line per change. */
     bool redraw = !o->json && isatty(STDOUT_FILENO), drawn = false;
     while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
-        bool timed_out = deadline && monotonic_ms() >= deadline;
+        bool timed_out = deadline && cli_monotonic_ms() >= deadline;
         if (drawn && (interrupted || timed_out)) {
             putchar('\n'); /* keep the last status line, end it */
             drawn = false;

@@ -112,6 +112,19 @@ long ts_call_key(TestServer *ts, const char *token, const char *method, const ch
     return status;
 }
 
+char *ts_metrics(TestServer *ts) {
+    Client *c = NULL;
+    Error e = {0};
+    cr_assert_eq(client_new(ts->url, NULL, &c, &e), 0, "%s", e.message);
+    long st = 0;
+    char *text = NULL;
+    cr_assert_eq(client_call_raw(c, "GET", "/metrics", NULL, 0, NULL, &st, &text, &e), 0, "%s",
+                 e.message);
+    client_free(c);
+    cr_assert_eq(st, 200, "GET /metrics: %ld", st);
+    return text;
+}
+
 json_t *ts_list_all(TestServer *ts, const char *token, const char *path, const char *key) {
     json_t *all = json_array();
     char after[64] = ""; /* "after=CURSOR&" once a page gave one */

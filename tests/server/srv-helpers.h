@@ -44,6 +44,9 @@ json_t *ts_list_all(TestServer *ts, const char *token, const char *path, const c
  * lists) or a number (the event feed); false when there is none (a paged list's last page). */
 bool ts_next_query(json_t *page, char *buf, size_t size);
 
+/* GET /metrics (no token); asserts 200 and returns the text (caller frees). */
+char *ts_metrics(TestServer *ts);
+
 /* POST /v1/requests as the admin; asserts 201 and returns the new request's id. */
 long ts_submit(TestServer *ts, const char *body);
 /* Poll the request until it is in `state` (a 60 s deadline, never a measure); returns its JSON

@@ -23,18 +23,6 @@ static void teardown(void) {
 
 TestSuite(metrics_audit, .init = setup, .fini = teardown, .timeout = 120);
 
-static char *scrape(void) {
-    Client *c = NULL;
-    Error e = {0};
-    cr_assert_eq(client_new(ts.url, NULL, &c, &e), 0);
-    long st = 0;
-    char *text = NULL;
-    cr_assert_eq(client_call_raw(c, "GET", "/metrics", NULL, 0, NULL, &st, &text, &e), 0);
-    cr_assert_eq(st, 200);
-    client_free(c);
-    return text;
-}
-
 /* The sum of the samples of family `name` (exactly: not name_bucket) whose labels contain
  * every one of the NULL-terminated `want` ("state=\"free\"", ...). */
 static double sum_of(const char *text, const char *name, const char *const *want) {
@@ -74,7 +62,7 @@ Test(metrics_audit, metrics_counters_summed_over_their_labels_count_each_thing_o
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
     json_decref(ts_wait_state(&ts, c, "placed", "the waiting request takes the freed GPU"));
 
-    char *m = scrape();
+    char *m = ts_metrics(&ts);
     cr_expect_eq(sum_of(m, "einsora_decisions_total", NULL), 4,
                  "four requests, each counted once by its first decision:\n%s", m);
     cr_expect_eq(SUM(m, "einsora_decisions_total", "outcome=\"placed\""), 2);
@@ -98,14 +86,14 @@ Test(metrics_audit, metrics_counters_summed_over_their_labels_count_each_thing_o
 
 Test(metrics_audit, r4_metrics_a_switch_is_at_exactly_one_step) {
     json_decref(ts_wait_state(&ts, ts_submit(&ts, h100), "placed", NULL));
-    char *m = scrape();
+    char *m = ts_metrics(&ts);
     cr_expect_eq(sum_of(m, "einsora_switch_step", NULL), 0, "no switch yet");
     free(m);
     /* A workload runs and --drain wait lets it end: the switch stays at its drain step. */
     long st = ts_call(&ts, ts.admin, "POST", "/v1/nodes/n1/mode",
                       "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL);
     cr_assert(st == 200 || st == 202, "%ld", st);
-    m = scrape();
+    m = ts_metrics(&ts);
     cr_expect_eq(SUM(m, "einsora_switch_step", "node=\"n1\"", "switch=\"vm-passthrough\"",
                      "step=\"drain\""),
                  1, "%s", m);
