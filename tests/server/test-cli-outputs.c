@@ -242,16 +242,29 @@ Test(cli_outputs, r8_node_show_lists_the_unclassified_devices) {
     static const char node[] =
             "{\"name\":\"lab1\",\"site\":\"lab\",\"site_kind\":\"lab\",\"platform\":\"linux\","
             "\"owner\":\"root\",\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
-            "\"nvidia-h100-80gb\",\"memory_gb\":80},{\"pci\":\"0000:02:00.0\",\"class\":\"\","
-            "\"memory_gb\":16}]}";
+            "\"nvidia-h100-80gb\",\"memory_gb\":80,\"pci_id\":\"10de:2330\"},{\"pci\":"
+            "\"0000:02:00.0\",\"class\":\"\",\"memory_gb\":16,\"pci_id\":\"1002:1681\"}]}";
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
     char *out = NULL;
     cr_assert_eq(CLI(&out, "node", "show", "lab1"), 0);
     cr_expect(strstr(out, "(unclassified)"), "%s", out);
+    cr_expect(strstr(out, " 0000:01:00.0  10de:2330  nvidia-h100-80gb "),
+              "each device with its vendor:device ids: %s", out);
     const char *list = strstr(out, "\nUnclassified (R8");
-    cr_expect(list && strstr(list, "\n  #1 0000:02:00.0\n") && !strstr(list, "0000:01:00.0"),
+    cr_expect(list && strstr(list, "\n  #1 0000:02:00.0 (1002:1681)\n") &&
+                      !strstr(list, "0000:01:00.0"),
               "only the unclassified device is listed: %s", out);
     free(out);
+    /* Ids that are not vendor:device in lower-case hex are refused, and nothing is stored. */
+    char *bad = strdup(node);
+    memcpy(strstr(bad, "1002:1681"), "1002-1681", 9);
+    memcpy(strstr(bad, "lab1"), "lab2", 4);
+    json_t *ans = NULL;
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", bad, &ans), 400);
+    cr_expect(strstr(json_string_value(json_object_get(ans, "message")), "pci_id"));
+    json_decref(ans);
+    free(bad);
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/lab2", NULL, NULL), 404);
     cr_assert_eq(CLI(&out, "node", "show", "n1"), 0);
     cr_expect(!strstr(out, "Unclassified"), "no list when every device has a class: %s", out);
     free(out);
