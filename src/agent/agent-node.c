@@ -38,6 +38,11 @@ static json_t *device_json(const Accelerator *a, const char *binding) {
     json_int_t mem = (json_int_t)((a->memory_total_bytes + GIB / 2) / GIB);
     json_t *d = json_pack("{s:s, s:s, s:I, s:s}", "pci", a->bdf, "class", a->class_name ? a->class_name : "",
                           "memory_gb", mem, "binding", binding);
+    if (a->vendor_id) { /* what to add to the catalog when no class matches (R8) */
+        char id[10];
+        snprintf(id, sizeof(id), "%04x:%04x", a->vendor_id, a->device_id);
+        json_object_set_new(d, "pci_id", json_string(id));
+    }
     if (a->mig_current == 1 && STREQ(binding, "host")) {
         json_t *mig = json_array();
         for (size_t i = 0; i < a->n_mig; i++)

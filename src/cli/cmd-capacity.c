@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "listing.h"
 #include "output.h"
 #include "remote.h"
 #include "util/macro.h"
@@ -12,10 +13,14 @@
 typedef struct CapArgs {
     const char *cls, *site;
     bool all;
+    ListOpts list;
 } CapArgs;
 
 static int on_extra(int c, const char *arg, void *userdata) {
     CapArgs *a = userdata;
+    int r;
+    if (list_option(&a->list, c, arg, &r))
+        return r;
     if (c == 'c')
         a->cls = arg;
     else if (c == 's')
@@ -23,6 +28,37 @@ static int on_extra(int c, const char *arg, void *userdata) {
     else if (c == 'a')
         a->all = true;
     return 0;
+}
+
+/* -o name: class/NAME once for each class with units (--all: every class), though the
+ * answer has a row per class, mode and site. Frees j. */
+static int print_class_names(const CapArgs *a, json_t *j) {
+    json_t *seen = json_object();
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(j, "classes"), i, row) {
+        const char *cls = json_str(row, "class");
+        if (!cls || json_object_get(seen, cls) ||
+            (!a->all && json_integer_value(json_object_get(row, "total")) == 0))
+            continue;
+        json_object_set_new(seen, cls, json_true());
+        printf("class/%s\n", cls);
+    }
+    json_decref(seen);
+    json_decref(j);
+    return EXIT_OK;
+}
+
+/* The class object `name` of the catalog answer, or NULL. */
+static json_t *find_class(json_t *classes, const char *name) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(classes, "classes"), i, c) {
+        const char *n = json_str(c, "name");
+        if (n && name && strcmp(n, name) == 0)
+            return c;
+    }
+    return NULL;
 }
 
 /* The card class a MIG slice class is cut from, or NULL. */
@@ -42,17 +78,20 @@ int verb_capacity(int argc, char **argv) {
             {"class", required_argument, NULL, 'c'},
             {"site", required_argument, NULL, 's'},
             {"all", no_argument, NULL, 'a'},
+            LIST_FORMAT_OPTIONS,
             {},
     };
     RemoteOpts o = {0};
     CapArgs a = {0};
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o,
-                          "usage: einsora capacity [--class NAME] [--site NAME] [--all] [--json]\n\n"
+                          "usage: einsora capacity [--class NAME] [--site NAME] [--all] [-o FORMAT]\n"
+                          "                        [--no-headers]\n\n"
                           "Capacity per GPU class, mode and site: total, allocated, free, cordoned,\n"
-                          "quarantined (R6).\n"
+                          "quarantined (R6). -o wide adds each row's catalog vendor and memory;\n"
+                          "-o name prints class/NAME once per class with units.\n"
                           "  --class NAME     only this GPU class\n"
                           "  --site NAME      only this site\n"
-                          "  --all            also the classes without units\n");
+                          "  --all            also the classes without units\n" LIST_FORMAT_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)
@@ -66,19 +105,24 @@ int verb_capacity(int argc, char **argv) {
         snprintf(path, sizeof(path), "/v1/capacity?%s%.130s%s%s%.130s", q_cls ? "class=" : "",
                  q_cls ? q_cls : "", q_cls && q_site ? "&" : "", q_site ? "site=" : "",
                  q_site ? q_site : "");
+    list_finish(&a.list, &o);
     json_t *j = NULL;
     if ((r = remote_call(&o, "GET", path, NULL, NULL, &j)) != EXIT_OK)
         return r;
-    if (o.json)
-        return print_json(j);
+    if (a.list.format == LIST_NAME)
+        return print_class_names(&a, j);
+    if (list_print_untabled(&a.list, j, "classes", "class", "class", &r))
+        return r;
     /* MIG slice classes are cut from the same GPUs: their totals are alternatives, not a sum
      * (7 + 4 + 3 + 2 + 1 + 1 slices on one H200 are not 18 slices). The catalog names each
      * slice class's card. */
     json_t *classes = NULL;
     (void)remote_call(&o, "GET", "/v1/classes", NULL, NULL, &classes);
-    bool any_mig = false;
-    Table *t = table_new("CLASS", "SITE", "MODE", "RESOURCE", "TOTAL", "ALLOCATED", "FREE",
-                         "CORDONED", "QUARANTINED", "SLICE OF", NULL);
+    bool any_mig = false, wide = a.list.format == LIST_WIDE;
+    Table *t = wide ? table_new("CLASS", "SITE", "MODE", "RESOURCE", "TOTAL", "ALLOCATED", "FREE",
+                                "CORDONED", "QUARANTINED", "SLICE OF", "VENDOR", "MEMORY", NULL)
+                    : table_new("CLASS", "SITE", "MODE", "RESOURCE", "TOTAL", "ALLOCATED", "FREE",
+                                "CORDONED", "QUARANTINED", "SLICE OF", NULL);
     size_t i;
     json_t *row;
     json_array_foreach(json_object_get(j, "classes"), i, row) {
@@ -88,14 +132,16 @@ int verb_capacity(int argc, char **argv) {
         const char *site = json_str(row, "site");
         const char *parent = mig_parent(classes, json_str(row, "class"));
         any_mig = any_mig || parent;
+        char mem[24];
+        json_t *cls = find_class(classes, json_str(row, "class"));
         table_add_row(t, json_str(row, "class"), site ? site : "(all)", json_str(row, "mode"),
                       json_str(row, "resource"), json_int_str(row, "total", v[0], 24),
                       json_int_str(row, "allocated", v[1], 24), json_int_str(row, "free", v[2], 24),
                       json_int_str(row, "cordoned", v[3], 24),
-                      json_int_str(row, "quarantined", v[4], 24), parent);
+                      json_int_str(row, "quarantined", v[4], 24), parent, json_str(cls, "vendor"),
+                      cls ? json_int_str(cls, "memory_gb", mem, sizeof(mem)) : NULL);
     }
-    table_print(t, stdout);
-    table_free(t);
+    list_print_table(&a.list, t);
     json_decref(classes);
     if (any_mig)
         puts("\nMIG slice classes are alternatives: each TOTAL is how many slices of that size\n"
@@ -116,8 +162,7 @@ int verb_capacity(int argc, char **argv) {
                               key, cnt);
             }
         }
-        table_print(nt, stdout);
-        table_free(nt);
+        list_print_table(&a.list, nt);
         json_array_foreach(nodes, i, n)
             if (json_str(n, "note"))
                 printf("note: node %s %s\n", json_str(n, "node"), json_str(n, "note"));

@@ -10,6 +10,7 @@
 #include "remote.h"
 #include "util/strutil.h"
 #include "verbs.h"
+#include "watch.h"
 
 typedef struct EvArgs {
     uint64_t after;
@@ -55,16 +56,20 @@ static void print_event(const EvArgs *a, bool json_lines, json_t *e) {
 }
 
 static const char usage[] =
-        "usage: einsora events [--after N] [--follow] [-o FORMAT] [--no-headers] [--limit N]\n\n"
+        "usage: einsora events [--after N] [--follow|--watch] [-o FORMAT] [--no-headers]\n"
+        "                      [--limit N]\n\n"
         "Print the change feed (your requests' events; admins see all), every page to the end.\n"
         "  --after N        start after event N (the cursor `next` of -o json, or a SEQ)\n"
-        "  --follow         keep waiting for new events (Ctrl-C ends)\n" LIST_HELP
+        "  --follow         keep waiting for new events, printing each as it comes (Ctrl-C ends\n"
+        "                   it with exit code 0)\n"
+        "  --watch          the same as --follow (the feed only grows)\n" LIST_HELP
         "  --json           one JSON object per event and line (also with --follow)\n";
 
 int verb_events(int argc, char **argv) {
     static const struct option extra[] = {
             {"after", required_argument, NULL, 'a'},
             {"follow", no_argument, NULL, 'f'},
+            {"watch", no_argument, NULL, 'f'}, /* the feed only grows: watching is following */
             LIST_OPTIONS,
             {},
     };
@@ -107,6 +112,8 @@ int verb_events(int argc, char **argv) {
     if (json_is_integer(json_object_get(doc, "next")))
         cursor = (uint64_t)json_integer_value(json_object_get(doc, "next"));
     json_decref(doc);
+    if (a.follow)
+        watch_exit_on_interrupt();
     while (a.follow) {
         snprintf(path, sizeof(path), "/v1/events?after=%llu&wait=30", (unsigned long long)cursor);
         json_t *j = NULL;

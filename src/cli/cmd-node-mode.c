@@ -8,10 +8,12 @@
 #include "output.h"
 #include "remote.h"
 #include "util/macro.h"
+#include "util/strutil.h"
 #include "verbs.h"
 
 static const char usage[] =
-        "usage: einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID] [--wait]\n\n"
+        "usage: einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID]\n"
+        "                         [--wait] [--timeout DURATION]\n\n"
         "Switch a node to another mode: cordon -> drain -> relabel (datacenter) or rebind through\n"
         "the agent (lab, per GPU) -> verify -> uncordon. Refused while workloads run unless a\n"
         "drain is asked: --drain wait lets them end, --drain evict stops them (passthrough VMs\n"
@@ -19,11 +21,14 @@ static const char usage[] =
         "--wait follows the switch until it is done.\n"
         "  --drain wait|evict  let running workloads end, or stop them, before switching\n"
         "  --gpu ID         switch one GPU of a lab machine (index or PCI address)\n"
-        "  --wait           follow the switch until it is done\n";
+        "  --wait           follow the switch until it is done\n"
+        "  --timeout D      with --wait (implied): stop following after D (90s, 15m, 2h) with\n"
+        "                   exit code 6; the switch itself goes on\n";
 
 typedef struct ModeOpts {
     const char *drain, *gpu;
     bool wait;
+    int64_t timeout_ms; /* --timeout: 0 follows as long as it takes */
 } ModeOpts;
 
 static int on_extra(int c, const char *arg, void *userdata) {
@@ -38,6 +43,12 @@ static int on_extra(int c, const char *arg, void *userdata) {
         m->gpu = arg;
         return 0;
     case 'w':
+        m->wait = true;
+        return 0;
+    case 'T':
+        if (parse_duration_ms(arg, INT64_C(366) * 24 * 3600 * 1000, &m->timeout_ms) < 0 ||
+            m->timeout_ms == 0)
+            return fail(EXIT_USAGE, "node mode: --timeout takes a duration such as 90s, 15m or 2h");
         m->wait = true;
         return 0;
     default:
@@ -55,6 +66,7 @@ int node_mode_verb(int argc, char **argv) {
             {"drain", required_argument, NULL, 'd'},
             {"gpu", required_argument, NULL, 'g'},
             {"wait", no_argument, NULL, 'w'},
+            {"timeout", required_argument, NULL, 'T'},
             {},
     };
     RemoteOpts o = {0};
@@ -103,7 +115,15 @@ int node_mode_verb(int argc, char **argv) {
     if ((r = remote_open(&o, &cl)) != EXIT_OK)
         return r;
     snprintf(path, sizeof(path), "/v1/nodes/%.200s", name);
+    int64_t deadline = m.timeout_ms ? cli_monotonic_ms() + m.timeout_ms : 0;
     for (;;) {
+        if (deadline && cli_monotonic_ms() >= deadline) {
+            r = fail(EXIT_TIMEOUT,
+                     "node %s: the switch to %s is not done after --timeout; it goes on (follow "
+                     "it with `einsora node show %s`)",
+                     node, mode, node);
+            break;
+        }
         nanosleep(&(struct timespec){0, 500 * 1000 * 1000}, NULL);
         if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)
             break;

@@ -13,12 +13,15 @@ static const char usage[] =
         "usage: einsora node show NAME [--json]\n"
         "       einsora node cordon|uncordon NAME\n"
         "       einsora node register FILE   (a JSON node description, as POST /v1/nodes)\n"
-        "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID] [--wait]\n\n"
-        "show prints a node, its devices and its agent; cordon stops new placements there;\n"
-        "register adds a node by hand; mode switches it (details: `einsora node mode --help`):\n"
+        "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID]\n"
+        "                         [--wait] [--timeout DURATION]\n\n"
+        "show prints a node, its devices (with their PCI vendor:device ids) and its agent;\n"
+        "cordon stops new placements there; register adds a node by hand; mode switches it\n"
+        "(details: `einsora node mode --help`):\n"
         "  --drain wait|evict  let running workloads end, or stop them, before switching\n"
         "  --gpu ID         switch one GPU of a lab machine (index or PCI address)\n"
-        "  --wait           follow the switch until it is done\n";
+        "  --wait           follow the switch until it is done\n"
+        "  --timeout D      with --wait (implied): stop following after D with exit code 6\n";
 
 /* The fleet's view: the agent, and the mode switch in progress or the last one. */
 static void print_node_fleet(json_t *n) {
@@ -43,14 +46,16 @@ static int print_node(json_t *n) {
            json_str(n, "mode") ? json_str(n, "mode") : "per-gpu",
            json_is_true(json_object_get(n, "cordoned")) ? "yes" : "no");
     print_node_fleet(n);
-    Table *t = table_new("#", "PCI", "CLASS", "MEMORY", "BINDING", "MIG", "STATE", "ALLOCATIONS", NULL);
+    Table *t = table_new("#", "PCI", "ID", "CLASS", "MEMORY", "BINDING", "MIG", "STATE",
+                         "ALLOCATIONS", NULL);
     size_t i;
     json_t *d;
     json_array_foreach(json_object_get(n, "devices"), i, d) {
         char idx[24], mem[24], allocs[24];
         snprintf(idx, sizeof(idx), "%zu", i);
         const char *cls = json_str(d, "class");
-        table_add_row(t, idx, json_str(d, "pci"), cls && cls[0] ? cls : "(unclassified)",
+        table_add_row(t, idx, json_str(d, "pci"), json_str(d, "pci_id"),
+                      cls && cls[0] ? cls : "(unclassified)",
                       json_int_str(d, "memory_gb", mem, sizeof(mem)), json_str(d, "binding"),
                       json_is_true(json_object_get(d, "mig_enabled")) ? "on" : "off",
                       json_str(d, "quarantined") ? "quarantined" : json_str(d, "state"),
@@ -58,6 +63,19 @@ static int print_node(json_t *n) {
     }
     table_print(t, stdout);
     table_free(t);
+    /* Unclassified devices are easy to miss in the table: say which, and what to do. */
+    size_t unclassified = 0;
+    json_array_foreach(json_object_get(n, "devices"), i, d) {
+        const char *cls = json_str(d, "class");
+        if (cls && cls[0])
+            continue;
+        if (!unclassified++)
+            printf("\nUnclassified (R8: shown, never placed; add their PCI ids to the catalog "
+                   "to offer them):\n");
+        const char *id = json_str(d, "pci_id");
+        printf("  #%zu %s%s%s%s\n", i, strempty(json_str(d, "pci")), id ? " (" : "", strempty(id),
+               id ? ")" : "");
+    }
     return EXIT_OK;
 }
 

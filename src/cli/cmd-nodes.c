@@ -8,6 +8,7 @@
 #include "util/macro.h"
 #include "util/table.h"
 #include "verbs.h"
+#include "watch.h"
 
 /* "3 free, 1 allocated" style summary of a node's devices. */
 static void device_summary(json_t *node, char *buf, size_t size) {
@@ -30,7 +31,7 @@ static void device_summary(json_t *node, char *buf, size_t size) {
 }
 
 
-static int nodes_print_table(const ListOpts *l, json_t *list) {
+static void nodes_print_table(const ListOpts *l, json_t *list) {
     Table *t = table_new("NODE", "SITE", "KIND", "PLATFORM", "OWNER", "MODE", "GPUS", "STATE", NULL);
     size_t i;
     json_t *n;
@@ -45,46 +46,41 @@ static int nodes_print_table(const ListOpts *l, json_t *list) {
                                                                    : (states[0] ? states : NULL));
     }
     list_print_table(l, t);
-    return EXIT_OK;
 }
 
-static int on_extra(int c, const char *arg, void *userdata) {
+static int fetch_nodes(Client *cl, void *userdata, json_t **ret) {
+    return remote_call_on(cl, "GET", "/v1/nodes", NULL, NULL, ret);
+}
+
+static void show_nodes(json_t *doc, void *userdata) {
+    const ListOpts *l = userdata;
     int r;
-    if (list_option(userdata, c, arg, &r))
-        return r;
-    return EXIT_USAGE;
+    if (!list_print_untabled(l, json_incref(doc), "nodes", "node", "name", &r)) {
+        json_decref(doc);
+        nodes_print_table(l, json_object_get(doc, "nodes"));
+    }
 }
 
 int verb_nodes(int argc, char **argv) {
     /* Nodes come in one answer (a fleet is not paged): --limit is not offered. */
-    static const struct option extra[] = {{"output", required_argument, NULL, 'o'},
-                                          {"no-headers", no_argument, NULL, 0x111},
-                                          {}};
+    static const struct option extra[] = {LIST_FORMAT_OPTIONS, LIST_WATCH_OPTION, {}};
     RemoteOpts o = {0};
     ListOpts l = {0};
-    int r = remote_getopt(argc, argv, extra, on_extra, &l, &o,
-                          "usage: einsora nodes [-o FORMAT] [--no-headers]\n\n"
-                          "List the registered nodes.\n"
-                          "  -o, --output FMT table (default), wide, json, yaml or name (node/NAME)\n"
-                          "  --no-headers     print the table without its header line\n");
+    int r = remote_getopt(argc, argv, extra, list_only_option, &l, &o,
+                          "usage: einsora nodes [-o FORMAT] [--no-headers] [--watch]\n\n"
+                          "List the registered nodes (-o name: node/NAME).\n" LIST_FORMAT_HELP
+                                  LIST_WATCH_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)
         return fail(EXIT_USAGE, "nodes: unexpected argument '%s'", argv[optind]);
+    list_finish(&l, &o);
+    if (l.watch)
+        return list_watch(&o, &(ListView){fetch_nodes, show_nodes, &l});
     json_t *j = NULL;
     if ((r = remote_call(&o, "GET", "/v1/nodes", NULL, NULL, &j)) != EXIT_OK)
         return r;
-    list_finish(&l, &o);
-    if (l.format == LIST_JSON || l.format == LIST_YAML)
-        return list_print_document(&l, j);
-    if (l.format == LIST_NAME) {
-        size_t i;
-        json_t *n;
-        json_array_foreach(json_object_get(j, "nodes"), i, n) printf("node/%s\n", json_str(n, "name"));
-        json_decref(j);
-        return EXIT_OK;
-    }
-    r = nodes_print_table(&l, json_object_get(j, "nodes"));
+    show_nodes(j, &l);
     json_decref(j);
-    return r;
+    return EXIT_OK;
 }

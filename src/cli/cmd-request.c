@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "verbs.h"
+#include "wait-progress.h"
 
 static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
@@ -22,7 +24,9 @@ static const char usage[] =
         "                              [--wait-for-nodes] [--timeout DURATION]\n"
         "       einsora request show|cancel|release ID\n\n"
         "create prints the request's id and state; with --wait it waits until the request is\n"
-        "placed, printing the reason while it waits. Exit 1 when refused.\n"
+        "placed, showing why it waits: on a terminal one status line redrawn in place (state,\n"
+        "queue position, time until the fallback opens, reason), otherwise one line per\n"
+        "change. Exit 1 when refused.\n"
         "  --kind KIND       vm, container, notebook or endpoint\n"
         "  --class CLASS     the GPU class wanted (`einsora classes` lists them)\n"
         "  --memory GB       instead of a class: the GPU memory needed (Apple, MIG)\n"
@@ -113,10 +117,20 @@ static void on_interrupt(int sig) {
     interrupted = sig;
 }
 
-static int64_t monotonic_ms(void) {
+static int64_t wall_ms(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* On a terminal: redraw the one status line in place (the fallback's countdown moves every
+ * second). The server's fallback_at_ms is wall-clock time, hence the realtime clock. */
+static void redraw_progress(json_t *q) {
+    struct winsize ws = {0};
+    size_t width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+    char line[1024];
+    printf("\r\033[K%s", wait_progress_line(q, wall_ms(), width, line, sizeof(line)));
+    fflush(stdout);
 }
 
 static void print_request(json_t *q) {
@@ -187,15 +201,21 @@ static int create(RemoteOpts *o, CreateArgs *a) {
     if (r == EXIT_UNREACHABLE)
         fprintf(stderr, "einsora: to retry without placing twice, run again with --key %s\n", a->key);
     char last_reason[512] = "";
-    int64_t deadline = a->timeout_ms ? monotonic_ms() + a->timeout_ms : 0;
+    int64_t deadline = a->timeout_ms ? cli_monotonic_ms() + a->timeout_ms : 0;
     if (a->wait) {
         /* No SA_RESTART: the sleep and the poll return at once. */
         struct sigaction sa = {.sa_handler = on_interrupt};
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
     }
+    /* A terminal gets one line redrawn in place; a pipe or file one line per change. */
+    bool redraw = !o->json && isatty(STDOUT_FILENO), drawn = false;
     while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
-        bool timed_out = deadline && monotonic_ms() >= deadline;
+        bool timed_out = deadline && cli_monotonic_ms() >= deadline;
+        if (drawn && (interrupted || timed_out)) {
+            putchar('\n'); /* keep the last status line, end it */
+            drawn = false;
+        }
         if (interrupted || timed_out) {
             long long id = (long long)json_integer_value(json_object_get(q, "id"));
             json_decref(q);
@@ -211,7 +231,10 @@ static int create(RemoteOpts *o, CreateArgs *a) {
         snprintf(now, sizeof(now), "%lld %s",
                  (long long)json_integer_value(json_object_get(q, "queue_position")),
                  strempty(json_str(q, "reason")));
-        if (!o->json && STRNEQ(last_reason, now)) {
+        if (redraw) {
+            redraw_progress(q);
+            drawn = true;
+        } else if (!o->json && STRNEQ(last_reason, now)) {
             print_request(q);
             fflush(stdout);
             snprintf(last_reason, sizeof(last_reason), "%s", now);
@@ -225,6 +248,8 @@ static int create(RemoteOpts *o, CreateArgs *a) {
         r = remote_call_on(cl, "GET", path, NULL, NULL, &q);
     }
     client_free(cl);
+    if (drawn)
+        putchar('\n');
     if (r != EXIT_OK)
         return r;
     r = exit_for(q);

@@ -9,10 +9,13 @@
 #include "util/macro.h"
 #include "util/table.h"
 #include "verbs.h"
+#include "watch.h"
 
 typedef struct ListArgs {
     const char *state;
     ListOpts list;
+    const RemoteOpts *remote;
+    char path[128];
 } ListArgs;
 
 static int on_extra(int c, const char *arg, void *userdata) {
@@ -70,41 +73,50 @@ static void print_requests(const ListOpts *l, json_t *list) {
     list_print_table(l, t);
 }
 
+static int fetch_requests(Client *cl, void *userdata, json_t **ret) {
+    ListArgs *a = userdata;
+    return list_fetch(a->remote, cl, a->path, "requests", &a->list, 0, ret);
+}
+
+static void show_requests(json_t *doc, void *userdata) {
+    ListArgs *a = userdata;
+    int r;
+    if (!list_print_untabled(&a->list, json_incref(doc), "requests", "request", "id", &r)) {
+        json_decref(doc);
+        print_requests(&a->list, json_object_get(doc, "requests"));
+    }
+}
+
 int verb_requests(int argc, char **argv) {
     static const struct option extra[] = {
-            {"state", required_argument, NULL, 's'}, LIST_OPTIONS, {}};
+            {"state", required_argument, NULL, 's'}, LIST_OPTIONS, LIST_WATCH_OPTION, {}};
     RemoteOpts o = {0};
     ListArgs a = {0};
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o,
                           "usage: einsora requests [--state STATE] [-o FORMAT] [--no-headers] "
-                          "[--limit N]\n\n"
+                          "[--limit N] [--watch]\n\n"
                           "List your requests (admins: everyone's), every page the server has.\n"
                           "  --state STATE    only requests in STATE: pending, placed, active,\n"
-                          "                   released, cancelled or refused\n" LIST_HELP);
+                          "                   released, cancelled or refused\n" LIST_HELP
+                                  LIST_WATCH_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)
         return fail(EXIT_USAGE, "requests: unexpected argument '%s'", argv[optind]);
     list_finish(&a.list, &o);
-    char path[128] = "/v1/requests";
+    a.remote = &o;
+    snprintf(a.path, sizeof(a.path), "/v1/requests");
     _cleanup_free_ char *q_state = a.state ? client_escape(a.state) : NULL;
     if (a.state && !q_state)
         return fail(EXIT_FAIL, "out of memory");
     if (q_state)
-        snprintf(path, sizeof(path), "/v1/requests?state=%.96s", q_state);
+        snprintf(a.path, sizeof(a.path), "/v1/requests?state=%.96s", q_state);
+    if (a.list.watch)
+        return list_watch(&o, &(ListView){fetch_requests, show_requests, &a});
     json_t *j = NULL;
-    if ((r = list_fetch(&o, NULL, path, "requests", &a.list, 0, &j)) != EXIT_OK)
+    if ((r = list_fetch(&o, NULL, a.path, "requests", &a.list, 0, &j)) != EXIT_OK)
         return r;
-    json_t *list = json_object_get(j, "requests");
-    if (a.list.format == LIST_JSON || a.list.format == LIST_YAML)
-        return list_print_document(&a.list, j);
-    if (a.list.format == LIST_NAME) {
-        size_t i;
-        json_t *q;
-        json_array_foreach(list, i, q) printf("request/%lld\n",
-                                              (long long)json_integer_value(json_object_get(q, "id")));
-    } else
-        print_requests(&a.list, list);
+    show_requests(j, &a);
     json_decref(j);
     return EXIT_OK;
 }

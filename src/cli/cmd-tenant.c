@@ -3,22 +3,25 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "listing.h"
 #include "output.h"
 #include "remote.h"
 #include "util/macro.h"
 #include "verbs.h"
 
 static const char usage[] =
-        "usage: einsora tenant trust NAME | untrust NAME | list [--server URL] [--token T] "
-        "[--json]\n\n"
+        "usage: einsora tenant trust NAME | untrust NAME\n"
+        "       einsora tenant list [-o FORMAT] [--no-headers]\n\n"
         "Trust is an admin's grant per tenant, decided at each placement from what is granted\n"
         "then: trust lets NAME use internal-only classes (R9) and run containers under runc;\n"
         "untrust withdraws it (requests already placed keep their GPUs); list shows the\n"
-        "tenants granted trust.\n\n" REMOTE_HELP;
+        "tenants granted trust (-o name: tenant/NAME).\n" LIST_FORMAT_HELP;
 
 int verb_tenant(int argc, char **argv) {
+    static const struct option extra[] = {LIST_FORMAT_OPTIONS, {}};
     RemoteOpts o = {0};
-    int r = remote_getopt(argc, argv, NULL, NULL, NULL, &o, usage);
+    ListOpts l = {0};
+    int r = remote_getopt(argc, argv, extra, list_only_option, &l, &o, usage);
     if (r >= 0)
         return r;
     const char *sub = optind < argc ? argv[optind++] : NULL;
@@ -29,16 +32,21 @@ int verb_tenant(int argc, char **argv) {
         fputs(usage, stderr);
         return EXIT_USAGE;
     }
+    if (!list && (l.format != LIST_TABLE || l.no_headers))
+        return fail(EXIT_USAGE, "tenant %s: -o and --no-headers are for `tenant list`", sub);
+    list_finish(&l, &o);
     json_t *j = NULL;
     if (list) {
         if ((r = remote_call(&o, "GET", "/v1/tenants/trusted", NULL, NULL, &j)) != EXIT_OK)
             return r;
-        if (o.json)
-            return print_json(j);
+        if (list_print_untabled(&l, j, "trusted", "tenant", NULL, &r))
+            return r;
+        Table *t = table_new("TENANT", NULL);
         size_t i;
-        json_t *t;
-        json_array_foreach(json_object_get(j, "trusted"), i, t)
-                printf("%s\n", json_string_value(t));
+        json_t *tn;
+        json_array_foreach(json_object_get(j, "trusted"), i, tn)
+                table_add_row(t, json_string_value(tn));
+        list_print_table(&l, t);
         json_decref(j);
         return EXIT_OK;
     }

@@ -188,18 +188,25 @@ static void print_capacity(Client *cl) {
     json_decref(j);
 }
 
-/* Wait until n nodes are registered (the agents' first pushes) and their first work is done
- * (reset checks of consumer cards, R9), at most ~20 s, so the capacity shown is settled. */
+/* Wait until n agents report (a node counts once its agent has sent a heartbeat, not when
+ * its first push registered it) and their first work is done (reset checks of consumer
+ * cards, R9), at most ~20 s, so the capacity shown is settled. */
 static size_t wait_nodes(Client *cl, size_t n) {
     size_t have = 0;
     for (int i = 0; i < 200; i++) {
         long status = 0;
         json_t *j = NULL, *node;
         size_t k, busy = 0;
-        if (client_call(cl, "GET", "/v1/nodes", NULL, NULL, &status, &j, NULL) >= 0 && status == 200)
-            have = json_array_size(json_object_get(j, "nodes"));
-        json_array_foreach(json_object_get(j, "nodes"), k, node)
+        if (client_call(cl, "GET", "/v1/nodes", NULL, NULL, &status, &j, NULL) < 0 || status != 200) {
+            json_decref(j);
+            j = NULL;
+        }
+        have = 0;
+        json_array_foreach(json_object_get(j, "nodes"), k, node) {
             busy += json_array_size(json_object_get(node, "tasks"));
+            have += json_object_get(node, "agent") &&
+                    !json_is_true(json_object_get(node, "unreachable"));
+        }
         json_decref(j);
         if (have >= n && !busy)
             break;

@@ -34,6 +34,9 @@ bool list_option(ListOpts *l, int c, const char *arg, int *ret_code) {
     case 0x111:
         l->no_headers = true;
         return true;
+    case 0x113:
+        l->watch = true;
+        return true;
     case 0x112:
         if (parse_decimal_uint64(arg, UINT64_MAX, &l->limit) < 0 || l->limit == 0)
             *ret_code = fail(EXIT_USAGE, "--limit takes a positive number, not '%s'", arg);
@@ -41,6 +44,13 @@ bool list_option(ListOpts *l, int c, const char *arg, int *ret_code) {
     default:
         return false;
     }
+}
+
+int list_only_option(int c, const char *arg, void *userdata) {
+    int r;
+    if (list_option(userdata, c, arg, &r))
+        return r;
+    return EXIT_USAGE;
 }
 
 void list_finish(ListOpts *l, const RemoteOpts *o) {
@@ -58,44 +68,45 @@ int list_fetch(const RemoteOpts *o, Client *cl, const char *path, const char *ke
         cl = own;
     }
     json_t *all = json_array();
-    uint64_t cursor = after;
-    bool have_cursor = after > 0;
+    /* The cursor as the server gave it: an opaque string (paged lists, absent on the last
+     * page) or the event feed's sequence number (always there, to follow from). */
+    json_t *cursor = after > 0 ? json_integer((json_int_t)after) : NULL;
     const char *sep = strchr(path, '?') ? "&" : "?";
     for (;;) {
         uint64_t want = LIST_PAGE;
         if (l->limit && l->limit - json_array_size(all) < want)
             want = l->limit - json_array_size(all);
-        char page[1024];
-        if (have_cursor)
-            snprintf(page, sizeof(page), "%s%safter=%llu&limit=%llu", path, sep,
-                     (unsigned long long)cursor, (unsigned long long)want);
-        else
-            snprintf(page, sizeof(page), "%s%slimit=%llu", path, sep, (unsigned long long)want);
+        char page[1024], at[64] = "";
+        if (json_is_integer(cursor))
+            snprintf(at, sizeof(at), "after=%llu&", (unsigned long long)json_integer_value(cursor));
+        else if (json_is_string(cursor)) /* base64url: nothing to escape */
+            snprintf(at, sizeof(at), "after=%.40s&", json_string_value(cursor));
+        snprintf(page, sizeof(page), "%s%s%slimit=%llu", path, sep, at, (unsigned long long)want);
         json_t *j = NULL;
         if ((r = remote_call_on(cl, "GET", page, NULL, NULL, &j)) != EXIT_OK)
             break;
         json_t *items = json_object_get(j, key), *next = json_object_get(j, "next");
         size_t got = json_array_size(items);
         json_array_extend(all, items);
-        bool moved = json_is_integer(next) && (!have_cursor || (uint64_t)json_integer_value(next) != cursor);
-        if (json_is_integer(next)) {
-            cursor = (uint64_t)json_integer_value(next);
-            have_cursor = true;
-        }
+        bool moved = next && !json_equal(next, cursor);
+        json_decref(cursor);
+        cursor = json_incref(next);
         json_decref(j);
-        /* A short page is the last; a cursor that did not move would loop for ever. */
+        /* A short page or no cursor is the last; a cursor that did not move would loop for
+         * ever. */
         if (got < want || !moved || (l->limit && json_array_size(all) >= l->limit))
             break;
     }
     client_free(own);
     if (r != EXIT_OK) {
+        json_decref(cursor);
         json_decref(all);
         return r;
     }
     json_t *doc = json_object();
     json_object_set_new(doc, key, all);
-    if (have_cursor)
-        json_object_set_new(doc, "next", json_integer((json_int_t)cursor));
+    if (cursor)
+        json_object_set_new(doc, "next", cursor);
     *ret = doc;
     return EXIT_OK;
 }
@@ -198,6 +209,28 @@ int list_print_document(const ListOpts *l, json_t *doc) {
         return EXIT_OK;
     }
     return print_json(doc);
+}
+
+bool list_print_untabled(const ListOpts *l, json_t *doc, const char *key, const char *kind,
+                         const char *name_field, int *ret_code) {
+    if (l->format == LIST_JSON || l->format == LIST_YAML) {
+        *ret_code = list_print_document(l, doc);
+        return true;
+    }
+    if (l->format != LIST_NAME)
+        return false;
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(doc, key), i, item) {
+        json_t *name = name_field ? json_object_get(item, name_field) : item;
+        if (json_is_integer(name))
+            printf("%s/%lld\n", kind, (long long)json_integer_value(name));
+        else if (json_is_string(name))
+            printf("%s/%s\n", kind, json_string_value(name));
+    }
+    json_decref(doc);
+    *ret_code = EXIT_OK;
+    return true;
 }
 
 void list_print_table(const ListOpts *l, Table *t) {

@@ -1,7 +1,8 @@
-/* output.c: shared CLI edges: JSON printing and error reporting. */
+/* output.c: shared CLI edges: JSON printing, error reporting, the clock of deadlines. */
 #include "output.h"
 
 #include <stdarg.h>
+#include <time.h>
 
 #include "verbs.h"
 
@@ -26,4 +27,10 @@ int fail(int exit_code, const char *fmt, ...) {
 
 int fail_error(int exit_code, const Error *err) {
     return fail(exit_code, "%s", error_message(err));
+}
+
+int64_t cli_monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -2,9 +2,13 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "util/error.h"
+
+/* CLOCK_MONOTONIC in ms: the deadlines of --timeout. */
+int64_t cli_monotonic_ms(void);
 
 /* Print JSON (pretty, sorted keys stable as inserted) followed by a newline; frees j. */
 int print_json(json_t *j);

@@ -188,26 +188,11 @@ void api_metrics(HttpCtx *c) {
         c->content_type = "text/plain; version=0.0.4";
         return;
     }
-    static const char *const states[] = {"total", "allocated", "free", "cordoned", "quarantined"};
     gauge(&b, "einsora_build_info", "The server's build: always 1, the version in a label.", "gauge");
     strbuf_printf(&b, "einsora_build_info{version=\"%s\"} 1\n", EINSORA_VERSION);
-    gauge(&b, "einsora_capacity_units", "Units of each GPU class per mode (R6), summed over sites.",
-          "gauge");
+    metrics_write_capacity(&b, s);
+    metrics_write_switches(&b, s);
     pthread_rwlock_rdlock(&s->lock);
-    CapacityRow *rows = NULL;
-    size_t n = 0;
-    if (sched_capacity(s->sched, &rows, &n, NULL) >= 0)
-        for (size_t i = 0; i < n; i++) {
-            if (rows[i].site)
-                continue;
-            const uint64_t v[] = {rows[i].total, rows[i].allocated, rows[i].free, rows[i].cordoned,
-                                  rows[i].quarantined};
-            for (size_t k = 0; k < ARRAY_SIZE(v); k++)
-                strbuf_printf(&b, "einsora_capacity_units{class=\"%s\",mode=\"%s\",state=\"%s\"} %llu\n",
-                              rows[i].class_name, capacity_mode_to_string(rows[i].mode), states[k],
-                              (unsigned long long)v[k]);
-        }
-    free(rows);
     size_t waiting = sched_waiting_count(s->sched);
     size_t nodes = sched_node_count(s->sched);
     pthread_rwlock_unlock(&s->lock);
@@ -220,11 +205,18 @@ void api_metrics(HttpCtx *c) {
     strbuf_printf(&b, "einsora_parked_long_polls %zu\n", s->longpoll ? longpoll_count(s->longpoll) : 0);
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");
     histogram_write(&b, "einsora_queue_wait_seconds", NULL, &m->queue_wait);
-    gauge(&b, "einsora_decisions_total", "Placement decisions by outcome.", "counter");
+    gauge(&b, "einsora_decisions_total",
+          "Requests by the decision made when they were submitted (one each).", "counter");
     static const char *const outcomes[] = {"placed", "waiting", "refused"};
     for (size_t i = 0; i < 3; i++)
         strbuf_printf(&b, "einsora_decisions_total{outcome=\"%s\"} %llu\n", outcomes[i],
                       (unsigned long long)atomic_load(&m->decisions[i]));
+    gauge(&b, "einsora_queue_exits_total",
+          "Waiting requests placed, or refused, later (one each; cancelled ones are not here).",
+          "counter");
+    for (size_t i = 0; i < 3; i += 2)
+        strbuf_printf(&b, "einsora_queue_exits_total{outcome=\"%s\"} %llu\n", outcomes[i],
+                      (unsigned long long)atomic_load(&m->queue_exits[i]));
     gauge(&b, "einsora_commits_total", "Store transactions committed (group commit).", "counter");
     strbuf_printf(&b, "einsora_commits_total %llu\n", (unsigned long long)atomic_load(&m->commits));
     gauge(&b, "einsora_committed_operations_total", "API changes committed.", "counter");

@@ -144,10 +144,11 @@ void api_request_show(HttpCtx *c) {
 
 void api_requests_list(HttpCtx *c) {
     uint64_t after, limit;
-    if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
-        !api_query_uint(c, "limit", 1000, 10000, &limit))
-        return;
     const char *state = api_query(c, "state"), *node = api_query(c, "node");
+    char scope[256];
+    api_list_scope(scope, sizeof(scope), "requests", state, node);
+    if (!api_query_cursor(c, scope, &after) || !api_query_uint(c, "limit", 1000, 10000, &limit))
+        return;
     ReqState st = state ? req_state_from_string(state) : _REQ_STATE_INVALID;
     if (state && st < 0)
         API_FAIL(c, 400, "bad_request", "Unknown state '%.32s' (pending, placed, active, "
@@ -166,7 +167,8 @@ void api_requests_list(HttpCtx *c) {
     size_t from = idx ? history_first_after(idx, after) : 0;
     uint64_t end = idx ? idx->n : s->n_reqs;
     /* Counted from `after` upwards, never `after + 1`: a cursor of UINT64_MAX must not wrap. */
-    for (uint64_t i = idx ? from : after; i < end && json_array_size(list) < limit; i++) {
+    uint64_t i;
+    for (i = idx ? from : after; i < end && json_array_size(list) < limit; i++) {
         const Req *r = idx ? idx->v[i] : s->reqs[i];
         if (!r) { /* gone with the retention */
             last = i + 1;
@@ -181,7 +183,8 @@ void api_requests_list(HttpCtx *c) {
         json_array_append_new(list, req_to_json(s, r));
     }
     pthread_rwlock_unlock(&s->lock);
-    c->json = json_pack("{s:o, s:I}", "requests", list, "next", (json_int_t)last);
+    c->json = json_pack("{s:o}", "requests", list);
+    api_set_next(c->json, scope, i < end, last);
 }
 
 /* ---- transitions ---- */

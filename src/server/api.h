@@ -153,3 +153,15 @@ bool api_if_match_ok(const char *if_match, const ApiNode *current);
 /* metrics-nodes.c: a Prometheus label value, escaped; per-node gauges. */
 void metrics_label_value(StrBuf *b, const char *v);
 void metrics_write_nodes(StrBuf *b, Server *s);
+/* metrics-capacity.c: capacity per class (whole units, MIG slices, CPU cores) and each node's
+ * mode-switch step, none counting anything twice when summed over a label. */
+void metrics_write_capacity(StrBuf *b, Server *s);
+void metrics_write_switches(StrBuf *b, Server *s);
+
+/* Paged lists' opaque cursors (api-cursor.c). The scope names the list and its filters, so a
+ * cursor is only good for the list it came from. */
+void api_list_scope(char *buf, size_t size, const char *list, const char *state, const char *node);
+/* The `after` query parameter as a cursor of scope (0 when absent); false after a 400. */
+bool api_query_cursor(HttpCtx *c, const char *scope, uint64_t *ret);
+/* Set doc's `next` to a cursor at `after` when more may follow; none on the last page. */
+void api_set_next(json_t *doc, const char *scope, bool more, uint64_t after);

@@ -290,9 +290,17 @@ static bool device_resource_is_valid(const char *s) {
     return true;
 }
 
+/* "10de:2335": four lower-case hex digits, a colon, four more. */
+static bool pci_id_is_valid(const char *s) {
+    for (size_t i = 0; i < 9; i++)
+        if (i == 4 ? s[i] != ':' : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return s[9] == 0;
+}
+
 static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
     static const char *const fields[] = {"pci", "class", "memory_gb", "binding", "mig_enabled",
-                                         "mig", "reset_verified", "quarantined", NULL};
+                                         "mig", "reset_verified", "quarantined", "pci_id", NULL};
     static const char *const bindings[] = {"host", "vfio", NULL};
     char what[48];
     snprintf(what, sizeof(what), "device %zu", idx);
@@ -301,6 +309,7 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
     if ((k = check_fields(j, what, fields, err)) < 0 ||
         (k = get_string(j, "pci", false, d->pci, sizeof(d->pci), err)) < 0 ||
         (k = get_string(j, "class", false, d->cls, sizeof(d->cls), err)) < 0 ||
+        (k = get_string(j, "pci_id", false, d->pci_id, sizeof(d->pci_id), err)) < 0 ||
         (k = get_uint(j, "memory_gb", 0, 1u << 20, &d->memory_gb, err)) < 0 ||
         (k = get_string(j, "binding", false, d->binding, sizeof(d->binding), err)) < 0 ||
         (k = one_of("binding", d->binding, bindings, err)) < 0 ||
@@ -312,6 +321,9 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
     d->quarantined = k > 0;
     if (d->cls[0] && !spec_name_is_valid(d->cls))
         return error_set(err, -EINVAL, "Device %zu: 'class' is not a valid class name.", idx);
+    if (d->pci_id[0] && !pci_id_is_valid(d->pci_id))
+        return error_set(err, -EINVAL, "Device %zu: 'pci_id' must be the PCI vendor:device ids "
+                                       "in lower-case hex, such as 10de:2335.", idx);
     json_t *mig = json_object_get(j, "mig");
     if (mig) {
         if (!json_is_array(mig) || json_array_size(mig) > SPEC_MAX_MIG)
@@ -460,6 +472,8 @@ json_t *api_node_to_json(const ApiNode *n) {
         const ApiDevice *d = &n->devices[i];
         json_t *dj = json_pack("{s:s, s:s, s:i, s:s}", "pci", d->pci, "class", d->cls, "memory_gb",
                                (int)d->memory_gb, "binding", d->binding);
+        if (d->pci_id[0])
+            json_object_set_new(dj, "pci_id", json_string(d->pci_id));
         if (d->mig_enabled) {
             json_object_set_new(dj, "mig_enabled", json_true());
             json_t *mig = json_array();

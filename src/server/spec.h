@@ -60,6 +60,7 @@ typedef struct ApiMigInstance {
 typedef struct ApiDevice {
     char pci[32];            /* PCI address, e.g. 0000:3b:00.0 ("" for Apple GPU / cpu) */
     char cls[SPEC_NAME_MAX]; /* catalog class name; "" = unclassified (shown, never placed) */
+    char pci_id[10];         /* "10de:2335": PCI vendor:device, lower-case hex; "" unknown */
     unsigned memory_gb;
     char binding[16]; /* "host" (driver bound: containers) or "vfio" (passthrough) */
     bool mig_enabled;

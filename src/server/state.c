@@ -267,6 +267,9 @@ void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC
 }
 
 void state_apply_decision(Server *s, Req *r, const Decision *d) {
+    /* No reason yet: this is the request's first decision (a later one re-decides a waiting
+     * request, whose reason is stored with it, also across a restart). */
+    bool first = !r->reason_code[0], was_pending = r->state == REQ_PENDING;
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     snprintf(r->reason_code, sizeof(r->reason_code), "%s", sched_reason_to_string(d->reason));
@@ -296,8 +299,12 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
         type = "request.refused";
         break;
     }
-    if (d->kind >= 0 && d->kind < 3)
+    /* Summed over outcome, each counter counts a request once: its first decision, and its
+     * way out of the queue (a waiting request placed or refused later). */
+    if (d->kind >= 0 && d->kind < 3 && first)
         atomic_fetch_add(&s->metrics.decisions[d->kind], 1);
+    else if (d->kind >= 0 && d->kind < 3 && d->kind != DECISION_WAITING && was_pending)
+        atomic_fetch_add(&s->metrics.queue_exits[d->kind], 1);
     state_mark_dirty(s, r);
     (void)state_event(s, type, id, r->user, data);
 }

@@ -51,6 +51,7 @@ Test(agent_node, r3_datacenter_hgx_reports_eight_h100s_in_its_mode) {
     cr_expect_eq(n.n_devices, 8);
     for (size_t i = 0; i < n.n_devices; i++) {
         cr_expect_str_eq(n.devices[i].cls, "nvidia-h100-80gb");
+        cr_expect_str_eq(n.devices[i].pci_id, "10de:2330", "the vendor:device ids read from sysfs");
         cr_expect_str_eq(n.devices[i].binding, "host");
     }
     cr_expect(api_node_has_cap(&n, "kata") && api_node_has_cap(&n, "mig_in_kata"));
@@ -68,8 +69,12 @@ Test(agent_node, r7_lab_4090_on_vfio_and_r8_unclassified_apu_is_kept) {
         if (!strcmp(n.devices[i].cls, "nvidia-rtx-4090")) {
             gpu = true;
             cr_expect_str_eq(n.devices[i].binding, "vfio");
-        } else if (!n.devices[i].cls[0])
+        } else if (!n.devices[i].cls[0]) {
             unclassified = true;
+            cr_expect_eq(strlen(n.devices[i].pci_id), 9,
+                         "an unclassified device shows its ids, to add to the catalog: '%s'",
+                         n.devices[i].pci_id);
+        }
     }
     cr_expect(gpu && unclassified);
     /* A simulated rebind (demo, tests) shows up as the GPU's binding. */

@@ -237,17 +237,19 @@ static void quiesce(void) {
 
 static json_t *list_requests(Client *c) {
     json_t *all = json_array();
-    json_int_t after = 0;
+    char after[64] = "";
     for (;;) {
-        char path[96];
-        snprintf(path, sizeof(path), "/v1/requests?after=%lld&limit=10000", (long long)after);
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/requests?%slimit=10000", after);
         json_t *page = NULL;
         cr_assert_eq(call(c, "GET", path, NULL, NULL, &page), 200);
         json_t *items = json_object_get(page, "requests");
         json_array_extend(all, items);
-        json_int_t next = json_integer_value(json_object_get(page, "next"));
-        bool more = json_array_size(items) > 0 && next > after;
-        after = next;
+        /* The opaque cursor, absent on the last page. */
+        const char *next = json_string_value(json_object_get(page, "next"));
+        bool more = json_array_size(items) > 0 && next;
+        if (more)
+            snprintf(after, sizeof(after), "after=%.40s&", next);
         json_decref(page);
         if (!more)
             return all;

@@ -112,23 +112,48 @@ long ts_call_key(TestServer *ts, const char *token, const char *method, const ch
     return status;
 }
 
+char *ts_metrics(TestServer *ts) {
+    Client *c = NULL;
+    Error e = {0};
+    cr_assert_eq(client_new(ts->url, NULL, &c, &e), 0, "%s", e.message);
+    long st = 0;
+    char *text = NULL;
+    cr_assert_eq(client_call_raw(c, "GET", "/metrics", NULL, 0, NULL, &st, &text, &e), 0, "%s",
+                 e.message);
+    client_free(c);
+    cr_assert_eq(st, 200, "GET /metrics: %ld", st);
+    return text;
+}
+
 json_t *ts_list_all(TestServer *ts, const char *token, const char *path, const char *key) {
     json_t *all = json_array();
-    json_int_t after = 0;
+    char after[64] = ""; /* "after=CURSOR&" once a page gave one */
     for (;;) {
         char url[256];
         json_t *page = NULL;
-        snprintf(url, sizeof(url), "%s?after=%lld&limit=10000", path, (long long)after);
+        snprintf(url, sizeof(url), "%s?%slimit=10000", path, after);
         cr_assert_eq(ts_call(ts, token, "GET", url, NULL, &page), 200, "GET %s", url);
         json_t *items = json_object_get(page, key);
-        json_int_t next = json_integer_value(json_object_get(page, "next"));
         size_t n = json_array_size(items);
         json_array_extend(all, items);
+        char next[64];
+        bool more = ts_next_query(page, next, sizeof(next)) && n > 0 && strcmp(next, after) != 0;
         json_decref(page);
-        if (n == 0 || next <= after)
+        if (!more)
             return all;
-        after = next;
+        snprintf(after, sizeof(after), "%s", next);
     }
+}
+
+bool ts_next_query(json_t *page, char *buf, size_t size) {
+    json_t *next = json_object_get(page, "next");
+    if (json_is_integer(next)) /* the event feed's sequence number */
+        snprintf(buf, size, "after=%lld&", (long long)json_integer_value(next));
+    else if (json_is_string(next)) /* a paged list's opaque cursor (base64url) */
+        snprintf(buf, size, "after=%s&", json_string_value(next));
+    else
+        return false; /* a paged list's last page */
+    return true;
 }
 
 long ts_submit(TestServer *ts, const char *body) {

@@ -40,6 +40,12 @@ long ts_call_key(TestServer *ts, const char *token, const char *method, const ch
  * `next` cursor until a page comes back empty; returns the concatenated array under `key`
  * (caller decrefs). A test never reads only the first page: a fast machine makes more. */
 json_t *ts_list_all(TestServer *ts, const char *token, const char *path, const char *key);
+/* "after=CURSOR&" for the page after `page` into buf: its `next`, an opaque string (paged
+ * lists) or a number (the event feed); false when there is none (a paged list's last page). */
+bool ts_next_query(json_t *page, char *buf, size_t size);
+
+/* GET /metrics (no token); asserts 200 and returns the text (caller frees). */
+char *ts_metrics(TestServer *ts);
 
 /* POST /v1/requests as the admin; asserts 201 and returns the new request's id. */
 long ts_submit(TestServer *ts, const char *body);

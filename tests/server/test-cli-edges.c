@@ -157,7 +157,12 @@ Test(cli_edges, r9_cli_tenant_trust_untrust_and_list) {
     free(out), free(err);
     rc = run_einsora(&out, &err, "tenant", "list", "--server", ts.url, "--token", ts.admin, NULL);
     cr_assert_eq(rc, 0, "%s", err);
-    cr_assert_str_eq(out, "tina\n");
+    cr_assert_str_eq(out, "TENANT\ntina\n");
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "tenant", "list", "-o", "name", "--server", ts.url, "--token",
+                     ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert_str_eq(out, "tenant/tina\n");
     free(out), free(err);
     char *user = ts_token(&ts, "ulf", "user", NULL);
     rc = run_einsora(&out, &err, "tenant", "trust", "ulf", "--server", ts.url, "--token", user,
@@ -169,6 +174,10 @@ Test(cli_edges, r9_cli_tenant_trust_untrust_and_list) {
     cr_assert_eq(rc, 0, "%s", err);
     free(out), free(err);
     rc = run_einsora(&out, &err, "tenant", "list", "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_str_eq(out, "TENANT\n", "nobody is trusted any more");
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "tenant", "list", "--no-headers", "--server", ts.url, "--token",
+                     ts.admin, NULL);
     cr_assert_str_eq(out, "", "nobody is trusted any more");
     free(out), free(err);
     free(user);

@@ -67,17 +67,18 @@ Test(cli_lists, cli_requests_json_and_yaml_hold_every_item_and_the_cursor) {
     json_t *j = json_loads(out, 0, NULL);
     cr_assert(j, "-o json is one JSON document");
     cr_expect_eq(json_array_size(json_object_get(j, "requests")), N_REQUESTS);
-    cr_expect_eq(json_integer_value(json_object_get(j, "next")), N_REQUESTS);
+    cr_expect(!json_object_get(j, "next"), "everything was listed: no cursor to go on from");
     json_decref(j);
     free(out);
     cr_assert_eq(CLI(&out, "requests", "--json", "--limit", "2"), 0, "--json is kept");
     j = json_loads(out, 0, NULL);
     cr_expect_eq(json_array_size(json_object_get(j, "requests")), 2);
+    cr_expect(json_is_string(json_object_get(j, "next")), "the opaque cursor to go on from");
     json_decref(j);
     free(out);
     cr_assert_eq(CLI(&out, "requests", "-o", "yaml", "--limit", "2"), 0);
     cr_expect(strncmp(out, "requests:\n- id: 1\n", 18) == 0, "%s", out);
-    cr_expect(strstr(out, "\n  state: ") && strstr(out, "\nnext: 2\n"), "%s", out);
+    cr_expect(strstr(out, "\n  state: ") && strstr(out, "\nnext: "), "%s", out);
     free(out);
 }
 

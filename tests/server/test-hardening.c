@@ -70,16 +70,13 @@ Test(hardening, bad_input_list_cursor_at_its_max_does_not_wrap) {
     ts_add_h100_node(&ts, "n1", "alice", 1);
     submit(ts.admin, h100);
     json_t *j = NULL;
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests?after=9223372036854775807", NULL, &j),
-                 200);
-    cr_assert_eq(json_array_size(json_object_get(j, "requests")), 0);
-    cr_assert_eq(num(j, "next"), INT64_MAX, "the cursor stays where it was");
-    json_decref(j);
+    /* The requests' cursor is opaque: a number is not one. */
+    expect_status(ts.admin, "GET", "/v1/requests?after=9223372036854775807", 400, "bad_request");
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=9223372036854775807", NULL, &j),
                  200);
     cr_assert_eq(json_array_size(json_object_get(j, "events")), 0);
     json_decref(j);
-    /* Beyond what "next" (a JSON integer) can say: refused, not wrapped to 0. */
+    /* Beyond what the events' "next" (a JSON integer) can say: refused, not wrapped to 0. */
     expect_status(ts.admin, "GET", "/v1/requests?after=18446744073709551615", 400, "bad_request");
     expect_status(ts.admin, "GET", "/v1/events?after=18446744073709551615", 400, "bad_request");
     expect_status(ts.admin, "GET", "/v1/requests?after=18446744073709551616", 400, "bad_request");
@@ -481,23 +478,23 @@ Test(hardening, readyz_is_false_when_the_store_cannot_be_written_at_start) {
 /* Page through `path` with a small limit, following "next"; returns the ids (or seqs). */
 static json_t *pages(const char *token, const char *path, const char *key, const char *id_key) {
     json_t *ids = json_array();
-    long long after = 0;
+    char after[64] = "";
     for (int guard = 0; guard < 1000; guard++) {
         char url[256];
-        snprintf(url, sizeof(url), "%s%safter=%lld&limit=7", path, strchr(path, '?') ? "&" : "?",
-                 after);
+        snprintf(url, sizeof(url), "%s%s%slimit=7", path, strchr(path, '?') ? "&" : "?", after);
         json_t *j = NULL;
         cr_assert_eq(ts_call(&ts, token, "GET", url, NULL, &j), 200, "%s", url);
         json_t *items = json_object_get(j, key);
         size_t i;
         json_t *it;
         json_array_foreach(items, i, it) json_array_append_new(ids, json_integer(num(it, id_key)));
-        long long next = num(j, "next");
+        char next[64];
+        bool more = ts_next_query(j, next, sizeof(next)) && strcmp(next, after) != 0;
         size_t n = json_array_size(items);
         json_decref(j);
-        if (n == 0 || next <= after)
+        if (n == 0 || !more)
             return ids;
-        after = next;
+        snprintf(after, sizeof(after), "%s", next);
     }
     cr_assert_fail("paging did not end");
     return ids;
