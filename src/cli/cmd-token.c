@@ -8,7 +8,7 @@
 
 #include "output.h"
 #include "remote.h"
-#include "server/spec.h"
+#include "wire/decode.h"
 #include "store/store.h"
 #include "token-secret.h"
 #include "util/macro.h"
@@ -117,7 +117,7 @@ static bool names_valid(const char *list) {
     char *save = NULL;
     size_t n = 0;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++)
-        if (!spec_name_is_valid(t))
+        if (!wire_name_is_valid(t))
             return false;
     return n > 0;
 }
@@ -191,7 +191,7 @@ int verb_token(int argc, char **argv) {
                                     "or 30d (at most ten years)");
         expires_ms += now_ms();
     }
-    if (!spec_name_is_valid(user))
+    if (!wire_name_is_valid(user))
         return fail(EXIT_USAGE, "token create: '%s' is not a valid user name (a-z, 0-9, . _ -)", user);
     static const char *const roles[] = {"admin", "owner", "trusted", "user", "node"};
     bool ok = false;

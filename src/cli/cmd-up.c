@@ -28,7 +28,7 @@
 #include "output.h"
 #include "remote.h"
 #include "server/server.h"
-#include "server/spec.h"
+#include "wire/decode.h"
 #include "store/store.h"
 #include "token-secret.h"
 #include "util/datadir.h"
@@ -210,11 +210,11 @@ static size_t wait_nodes(Client *cl, size_t n) {
 
 static const char *local_user(void) {
     const char *u = getenv("USER");
-    if (!u || !spec_name_is_valid(u)) {
+    if (!u || !wire_name_is_valid(u)) {
         struct passwd *pw = getpwuid(getuid());
         u = pw ? pw->pw_name : NULL;
     }
-    return u && spec_name_is_valid(u) ? u : "owner";
+    return u && wire_name_is_valid(u) ? u : "owner";
 }
 
 typedef struct UpOpts {

@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/spec.h"
 #include "util/error.h"
 
 #define FLEET_HEARTBEAT_MAX_S 3600
