@@ -7,7 +7,7 @@
 
 #include "api.h"
 #include "fleet.h"
-#include "server/fleet-spec.h"
+#include "wire/fleet.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 

@@ -32,8 +32,9 @@ int wire_parse_text(const char *text, size_t len, json_t **ret, Error *err) {
 /* Every object is checked against the list of the fields it may have, so a misspelt field
  * is an error rather than ignored. */
 static int check_fields(json_t *obj, const char *what, const WireField *fields, size_t n, Error *err) {
-    if (!json_is_object(obj))
-        return error_set(err, -EINVAL, "%s must be a JSON object.", what);
+    if (!json_is_object(obj)) /* what starts the sentence: "a node" -> "A node" */
+        return error_set(err, -EINVAL, "%c%s must be a JSON object.", what[0] >= 'a' && what[0] <= 'z' ? what[0] - 'a' + 'A' : what[0],
+                         what + 1);
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
