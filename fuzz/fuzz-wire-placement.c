@@ -34,8 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         Error e2 = {0};
         if (!out || wire_placement_from_json(catalog(), out, &again, node2, &e2) < 0)
             abort(); /* what we accept, we can write back and read again */
-        if (strcmp(p.node, again.node) != 0 || p.class_index != again.class_index || p.method != again.method ||
-            p.n_devices != again.n_devices || memcmp(p.devices, again.devices, sizeof(p.devices[0]) * p.n_devices) ||
+        if (strcmp(p.node, again.node) != 0 || p.class_index != again.class_index ||
+            p.method != again.method || p.n_devices != again.n_devices ||
+            memcmp(p.devices, again.devices, sizeof(p.devices[0]) * p.n_devices) ||
             p.fallback_index != again.fallback_index || p.cpu_cores != again.cpu_cores)
             abort();
         json_decref(out);

@@ -13,7 +13,10 @@ typedef struct ListCtx {
 
 static int list_one(const char *hash_hex, const StoreToken *t, void *userdata) {
     ListCtx *c = userdata;
-    TokenAdminEntry e = {.hash_hex = hash_hex, .user = t->user, .role = t->role, .nodes = t->nodes,
+    TokenAdminEntry e = {.hash_hex = hash_hex,
+                         .user = t->user,
+                         .role = t->role,
+                         .nodes = t->nodes,
                          .expires_ms = t->expires_ms};
     return c->fn(&e, c->userdata);
 }
@@ -30,8 +33,8 @@ int token_admin_list(const char *state, TokenAdminFn fn, void *userdata, Error *
 }
 
 /* One write in its own transaction. */
-static int write_one(const char *state, int (*op)(Store *st, const void *arg, Error *err), const void *arg,
-                     Error *err) {
+static int write_one(const char *state, int (*op)(Store *st, const void *arg, Error *err),
+                     const void *arg, Error *err) {
     Store *st = NULL;
     int r = store_open(state, &st, err);
     if (r < 0)
@@ -51,7 +54,8 @@ typedef struct CreateArg {
 
 static int op_create(Store *st, const void *arg, Error *err) {
     const CreateArg *a = arg;
-    return store_token_add_expiring(st, a->hash_hex, a->user, a->role, a->nodes, a->expires_ms, err);
+    return store_token_add_expiring(st, a->hash_hex, a->user, a->role, a->nodes, a->expires_ms,
+                                    err);
 }
 
 int token_admin_create(const char *state, const char *hash_hex, const char *user, const char *role,
@@ -68,13 +72,15 @@ int token_admin_revoke(const char *state, const char *hash_prefix, Error *err) {
     return write_one(state, op_revoke, hash_prefix, err);
 }
 
-int token_admin_knows(const char *state, const char *hash_hex, const char *user, const char *role, Error *err) {
+int token_admin_knows(const char *state, const char *hash_hex, const char *user, const char *role,
+                      Error *err) {
     Store *st = NULL;
     int r = store_open(state, &st, err);
     if (r < 0)
         return r;
     StoreToken t = {0};
-    bool known = store_token_lookup(st, hash_hex, &t, NULL) >= 0 && STREQ(t.user, user) && STREQ(t.role, role);
+    bool known = store_token_lookup(st, hash_hex, &t, NULL) >= 0 && STREQ(t.user, user) &&
+                 STREQ(t.role, role);
     store_token_done(&t);
     store_close(st);
     return known;

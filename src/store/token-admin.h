@@ -27,4 +27,5 @@ int token_admin_create(const char *state, const char *hash_hex, const char *user
 int token_admin_revoke(const char *state, const char *hash_prefix, Error *err);
 
 /* 1 when the state file has a token of this hash for this user and role, 0 when not. */
-int token_admin_knows(const char *state, const char *hash_hex, const char *user, const char *role, Error *err);
+int token_admin_knows(const char *state, const char *hash_hex, const char *user, const char *role,
+                      Error *err);

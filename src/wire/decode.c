@@ -24,16 +24,19 @@ int wire_parse_text(const char *text, size_t len, json_t **ret, Error *err) {
     json_error_t je;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!j)
-        return error_set(err, -EINVAL, "Malformed JSON at line %d column %d: %s.", je.line, je.column, je.text);
+        return error_set(err, -EINVAL, "Malformed JSON at line %d column %d: %s.", je.line,
+                         je.column, je.text);
     *ret = j;
     return 0;
 }
 
 /* Every object is checked against the list of the fields it may have, so a misspelt field
  * is an error rather than ignored. */
-static int check_fields(json_t *obj, const char *what, const WireField *fields, size_t n, Error *err) {
+static int check_fields(json_t *obj, const char *what, const WireField *fields, size_t n,
+                        Error *err) {
     if (!json_is_object(obj)) /* what starts the sentence: "a node" -> "A node" */
-        return error_set(err, -EINVAL, "%c%s must be a JSON object.", what[0] >= 'a' && what[0] <= 'z' ? what[0] - 'a' + 'A' : what[0],
+        return error_set(err, -EINVAL, "%c%s must be a JSON object.",
+                         what[0] >= 'a' && what[0] <= 'z' ? what[0] - 'a' + 'A' : what[0],
                          what + 1);
     const char *key;
     json_t *v;
@@ -43,7 +46,9 @@ static int check_fields(json_t *obj, const char *what, const WireField *fields, 
             ok = STREQ(key, fields[i].name);
         if (!ok) {
             if (STREQ(key, "user"))
-                return error_set(err, -EINVAL, "Field 'user' is not accepted in %s: the user is the token's.", what);
+                return error_set(err, -EINVAL,
+                                 "Field 'user' is not accepted in %s: the user is the token's.",
+                                 what);
             return error_set(err, -EINVAL, "Unknown field '%.64s' in %s.", key, what);
         }
     }
@@ -65,7 +70,8 @@ static int get_uint(const WireField *f, json_t *v, unsigned *ret, Error *err) {
         return error_set(err, -EINVAL, "Field '%s' must be an integer.", f->name);
     json_int_t i = json_integer_value(v);
     if (i < (json_int_t)f->min || i > (json_int_t)f->max)
-        return error_set(err, -ERANGE, "Field '%s' must be between %u and %u.", f->name, f->min, f->max);
+        return error_set(err, -ERANGE, "Field '%s' must be between %u and %u.", f->name, f->min,
+                         f->max);
     *ret = (unsigned)i;
     return 0;
 }
@@ -93,20 +99,23 @@ static int get_strv(const WireField *f, json_t *v, char *buf, Error *err) {
     json_array_foreach(v, i, a) {
         const char *s = json_string_value(a);
         if (!s || strlen(s) != json_string_length(a) || (kv && (!strchr(s, '=') || s[0] == '=')))
-            return error_set(err, -EINVAL, "Item %zu of '%s' is not a text%s.", i, f->name, kv ? " KEY=VALUE" : "");
+            return error_set(err, -EINVAL, "Item %zu of '%s' is not a text%s.", i, f->name,
+                             kv ? " KEY=VALUE" : "");
     }
     char *text = json_dumps(v, JSON_COMPACT);
     if (!text)
         return error_set(err, -ENOMEM, "Out of memory.");
     int r = strlen(text) < f->size ? 0
-                                   : error_set(err, -E2BIG, "Field '%s' is longer than %zu bytes.", f->name, f->size - 1);
+                                   : error_set(err, -E2BIG, "Field '%s' is longer than %zu bytes.",
+                                               f->name, f->size - 1);
     if (r == 0)
         memcpy(buf, text, strlen(text) + 1);
     free(text);
     return r;
 }
 
-int wire_decode(json_t *j, const char *what, const WireField *fields, size_t n, void *obj, Error *err) {
+int wire_decode(json_t *j, const char *what, const WireField *fields, size_t n, void *obj,
+                Error *err) {
     int r = check_fields(j, what, fields, n, err);
     if (r < 0)
         return r;

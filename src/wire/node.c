@@ -37,8 +37,8 @@ static bool device_resource_is_valid(const char *s) {
     if (strncmp(s, "nvidia.com/", 11) != 0 || !s[11])
         return false;
     for (const char *p = s + 11; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-              *p == '_' || *p == '-'))
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
             return false;
     return true;
 }
@@ -77,17 +77,20 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
         return error_set(err, -EINVAL, "Device %zu: 'class' is not a valid class name.", idx);
     /* The server checks addresses as the agent does: a bad one would name no GPU there. */
     if (d->pci[0] && !pci_bdf_is_valid(d->pci))
-        return error_set(err, -EINVAL, "Device %zu: 'pci' is not a PCI address like 0000:3b:00.0.", idx);
+        return error_set(err, -EINVAL, "Device %zu: 'pci' is not a PCI address like 0000:3b:00.0.",
+                         idx);
     json_t *mig = json_object_get(j, "mig");
     if (mig) {
         if (!json_is_array(mig) || json_array_size(mig) > SPEC_MAX_MIG)
-            return error_set(err, -EINVAL, "Device %zu: 'mig' must be a list of at most %d instances.", idx,
+            return error_set(err, -EINVAL,
+                             "Device %zu: 'mig' must be a list of at most %d instances.", idx,
                              SPEC_MAX_MIG);
         size_t i;
         json_t *v;
         json_array_foreach(mig, i, v) {
             ApiMigInstance *m = &d->mig[d->n_mig++];
-            if ((k = wire_decode(v, "a MIG instance", mig_fields, ARRAY_SIZE(mig_fields), m, err)) < 0)
+            if ((k = wire_decode(v, "a MIG instance", mig_fields, ARRAY_SIZE(mig_fields), m, err)) <
+                0)
                 return k;
         }
         d->mig_enabled = d->mig_enabled || d->n_mig > 0;
@@ -98,7 +101,8 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
 static int decode_caps(json_t *caps, void *obj, Error *err) {
     ApiNode *n = obj;
     if (!json_is_array(caps) || json_array_size(caps) > SPEC_MAX_CAPS)
-        return error_set(err, -EINVAL, "Field 'capabilities' must be a list of at most %d names.", SPEC_MAX_CAPS);
+        return error_set(err, -EINVAL, "Field 'capabilities' must be a list of at most %d names.",
+                         SPEC_MAX_CAPS);
     size_t i;
     json_t *v;
     json_array_foreach(caps, i, v) {
@@ -113,7 +117,8 @@ static int decode_caps(json_t *caps, void *obj, Error *err) {
 static int decode_devices(json_t *devs, void *obj, Error *err) {
     ApiNode *n = obj;
     if (!json_is_array(devs) || json_array_size(devs) > SPEC_MAX_DEVICES)
-        return error_set(err, -EINVAL, "Field 'devices' must be a list of at most %d devices.", SPEC_MAX_DEVICES);
+        return error_set(err, -EINVAL, "Field 'devices' must be a list of at most %d devices.",
+                         SPEC_MAX_DEVICES);
     size_t i;
     json_t *v;
     json_array_foreach(devs, i, v) {
@@ -125,8 +130,8 @@ static int decode_devices(json_t *devs, void *obj, Error *err) {
          * which one a Pod gets), so only addresses that are given count. */
         for (size_t d = 0; d + 1 < n->n_devices && n->devices[i].pci[0]; d++)
             if (STREQ(n->devices[d].pci, n->devices[i].pci))
-                return error_set(err, -EINVAL, "Devices %zu and %zu have the same PCI address %s.", d, i,
-                                 n->devices[i].pci);
+                return error_set(err, -EINVAL, "Devices %zu and %zu have the same PCI address %s.",
+                                 d, i, n->devices[i].pci);
     }
     return 0;
 }
@@ -134,7 +139,8 @@ static int decode_devices(json_t *devs, void *obj, Error *err) {
 static const WireField node_fields[] = {
         WIRE_F_STRING(ApiNode, "name", name, true),
         WIRE_F_STRING(ApiNode, "site", site, true),
-        WIRE_F_ENUM(ApiNode, "site_kind", site_kind, true, site_kind_parse, "solo, lab or datacenter"),
+        WIRE_F_ENUM(ApiNode, "site_kind", site_kind, true, site_kind_parse,
+                    "solo, lab or datacenter"),
         WIRE_F_ENUM(ApiNode, "platform", platform, true, platform_parse, "linux or macos"),
         WIRE_F_STRING(ApiNode, "owner", owner, true),
         WIRE_F_ENUM_OPT(ApiNode, "mode", mode, mode_parse, "container or vm-passthrough"),
@@ -156,7 +162,9 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
     if (k < 0)
         return k;
     if (n->device_resource[0] && !device_resource_is_valid(n->device_resource))
-        return error_set(err, -EINVAL, "Field 'device_resource' must be a resource like nvidia.com/GH100_H100_SXM5_80GB.");
+        return error_set(
+                err, -EINVAL,
+                "Field 'device_resource' must be a resource like nvidia.com/GH100_H100_SXM5_80GB.");
     if (!wire_name_is_valid(n->site))
         return error_set(err, -EINVAL, "Field 'site' must be 1-63 of a-z, 0-9, '.', '_', '-'.");
     if (!wire_name_is_valid(n->name))
@@ -164,16 +172,19 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
     if (!wire_name_is_valid(n->owner))
         return error_set(err, -EINVAL, "Field 'owner' is not a valid user name.");
     if (n->mode == NODE_MODE_VM_VGPU)
-        return error_set(err, -EINVAL, "Node mode vm-vgpu is not supported (R2d); use "
-                                       "vm-passthrough or container.");
+        return error_set(err, -EINVAL,
+                         "Node mode vm-vgpu is not supported (R2d); use "
+                         "vm-passthrough or container.");
     if (n->site_kind == SITE_DATACENTER) {
         /* R3: a datacenter node's mode is never a silent default. */
         if (n->mode == NODE_MODE_NONE)
-            return error_set(err, -EINVAL, "A datacenter node needs 'mode' (container or "
-                                           "vm-passthrough, R3).");
+            return error_set(err, -EINVAL,
+                             "A datacenter node needs 'mode' (container or "
+                             "vm-passthrough, R3).");
     } else if (n->mode != NODE_MODE_NONE)
-        return error_set(err, -EINVAL, "Field 'mode' applies to datacenter nodes only; lab and "
-                                       "solo machines switch per GPU (R7).");
+        return error_set(err, -EINVAL,
+                         "Field 'mode' applies to datacenter nodes only; lab and "
+                         "solo machines switch per GPU (R7).");
     return 0;
 }
 
@@ -195,9 +206,10 @@ bool api_node_has_cap(const ApiNode *n, const char *cap) {
 }
 
 json_t *api_node_to_json(const ApiNode *n) {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "name", n->name, "site", n->site, "site_kind",
-                          site_kind_to_string(n->site_kind), "platform", platform_to_string(n->platform),
-                          "owner", n->owner, "cordoned", n->cordoned);
+    json_t *j =
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "name", n->name, "site", n->site,
+                      "site_kind", site_kind_to_string(n->site_kind), "platform",
+                      platform_to_string(n->platform), "owner", n->owner, "cordoned", n->cordoned);
     if (!j)
         return NULL;
     if (n->mode != NODE_MODE_NONE)
@@ -225,8 +237,8 @@ json_t *api_node_to_json(const ApiNode *n) {
             json_object_set_new(dj, "mig_enabled", json_true());
             json_t *mig = json_array();
             for (size_t m = 0; m < d->n_mig; m++)
-                json_array_append_new(mig, json_pack("{s:s, s:i}", "profile", d->mig[m].profile, "start",
-                                                     (int)d->mig[m].start));
+                json_array_append_new(mig, json_pack("{s:s, s:i}", "profile", d->mig[m].profile,
+                                                     "start", (int)d->mig[m].start));
             json_object_set_new(dj, "mig", mig);
         }
         if (d->reset_verified)

@@ -41,9 +41,10 @@ typedef struct ApiNode {
     SiteKind site_kind;
     Platform platform;
     char owner[SPEC_NAME_MAX];
-    NodeMode mode; /* datacenter: container | vm-passthrough; NODE_MODE_NONE elsewhere (per GPU, R7) */
-    char device_resource[128]; /* a Kubernetes node's passthrough resource when it is not its class's
-                                  vm_device_name (R6): capacity uses the node's own name */
+    NodeMode mode; /* datacenter: container | vm-passthrough; NODE_MODE_NONE elsewhere (per GPU, R7)
+                    */
+    char device_resource[128]; /* a Kubernetes node's passthrough resource when it is not its
+                                  class's vm_device_name (R6): capacity uses the node's own name */
     char caps[SPEC_MAX_CAPS][32];
     size_t n_caps;
     bool cordoned;

@@ -11,7 +11,8 @@ bool pci_bdf_is_valid(const char *bdf) {
         return false;
     for (size_t i = 0; shape[i]; i++) {
         unsigned char ch = (unsigned char)bdf[i];
-        if (shape[i] == 'x' ? !(isdigit(ch) || (ch >= 'a' && ch <= 'f')) : ch != (unsigned char)shape[i])
+        if (shape[i] == 'x' ? !(isdigit(ch) || (ch >= 'a' && ch <= 'f'))
+                            : ch != (unsigned char)shape[i])
             return false;
     }
     return bdf[11] <= '7';

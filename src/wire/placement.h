@@ -15,7 +15,7 @@ json_t *wire_placement_to_json(const Placement *p, const char *const *addresses)
 
 /* Strict: the fields wire_placement_to_json writes, the class known to cat. p->node points
  * into node_buf, p->class_name into cat. */
-int wire_placement_from_json(const Catalog *cat, json_t *j, Placement *ret, char node_buf[SCHED_ID_MAX],
-                             Error *err);
+int wire_placement_from_json(const Catalog *cat, json_t *j, Placement *ret,
+                             char node_buf[SCHED_ID_MAX], Error *err);
 
 json_t *wire_capacity_row_to_json(const CapacityRow *r);

@@ -27,13 +27,15 @@ static int runtime_parse(const char *s) {
 static int decode_ports(json_t *v, void *obj, Error *err) {
     ApiRequest *r = obj;
     if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > SPEC_MAX_PORTS)
-        return error_set(err, -EINVAL, "Field 'ports' must be a list of 1 to %d ports.", SPEC_MAX_PORTS);
+        return error_set(err, -EINVAL, "Field 'ports' must be a list of 1 to %d ports.",
+                         SPEC_MAX_PORTS);
     size_t i;
     json_t *a;
     json_array_foreach(v, i, a) {
         json_int_t n = json_integer_value(a);
         if (!json_is_integer(a) || n < 1 || n > 65535)
-            return error_set(err, -EINVAL, "Item %zu of 'ports' is not a port number from 1 to 65535.", i);
+            return error_set(err, -EINVAL,
+                             "Item %zu of 'ports' is not a port number from 1 to 65535.", i);
         for (size_t k = 0; k < i; k++)
             if (r->ports[k] == (unsigned)n)
                 return error_set(err, -EINVAL, "Port %u is in 'ports' twice.", (unsigned)n);
@@ -48,7 +50,8 @@ static int decode_fallback(json_t *fb, void *obj, Error *err) {
     if (!json_is_array(fb))
         return error_set(err, -EINVAL, "Field 'fallback' must be a list of class names.");
     if (json_array_size(fb) > SPEC_MAX_FALLBACK)
-        return error_set(err, -E2BIG, "Field 'fallback' lists at most %d classes.", SPEC_MAX_FALLBACK);
+        return error_set(err, -E2BIG, "Field 'fallback' lists at most %d classes.",
+                         SPEC_MAX_FALLBACK);
     size_t i;
     json_t *v;
     json_array_foreach(fb, i, v) {
@@ -61,7 +64,8 @@ static int decode_fallback(json_t *fb, void *obj, Error *err) {
 }
 
 static const WireField request_fields[] = {
-        WIRE_F_ENUM(ApiRequest, "kind", kind, true, kind_parse, "vm, container, notebook or endpoint"),
+        WIRE_F_ENUM(ApiRequest, "kind", kind, true, kind_parse,
+                    "vm, container, notebook or endpoint"),
         WIRE_F_STRING(ApiRequest, "class", cls, false),
         WIRE_F_UINT(ApiRequest, "count", count, 1, SPEC_MAX_COUNT),
         WIRE_F_UINT(ApiRequest, "memory_gb", memory_gb, 1, 1u << 20),
@@ -81,16 +85,19 @@ static const WireField request_fields[] = {
 int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     /* guest_os starts as no value at all, so that a guest_os given for another kind shows. */
     ApiRequest r = {.count = 1, .guest_os = (GuestOs)-1, .runtime = ENDPOINT_RUNTIME_NONE};
-    int k = wire_decode(j, "a request", request_fields, sizeof(request_fields) / sizeof(request_fields[0]), &r, err);
+    int k = wire_decode(j, "a request", request_fields,
+                        sizeof(request_fields) / sizeof(request_fields[0]), &r, err);
     if (k < 0)
         return k;
     /* Checked once the kind is known. */
     if (r.model[0] && r.kind != WORKLOAD_ENDPOINT)
         return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
     if (r.n_ports && r.kind == WORKLOAD_VM)
-        return error_set(err, -EINVAL, "Field 'ports' applies to containers, notebooks and endpoints, not VMs.");
+        return error_set(err, -EINVAL,
+                         "Field 'ports' applies to containers, notebooks and endpoints, not VMs.");
     if (!r.cls[0] && !r.memory_gb)
-        return error_set(err, -EINVAL, "A request names a 'class' (or 'cpu') or a 'memory_gb' need.");
+        return error_set(err, -EINVAL,
+                         "A request names a 'class' (or 'cpu') or a 'memory_gb' need.");
     if (r.cls[0] && !wire_name_is_valid(r.cls))
         return error_set(err, -EINVAL, "Field 'class' is not a valid class name.");
     if (r.guest_os != (GuestOs)-1 && r.kind != WORKLOAD_VM)

@@ -36,15 +36,21 @@ static void expect_request_refused(const char *text, const char *words) {
 
 Test(wire, r3_r7_node_round_trips_into_the_cores_enums) {
     const char *texts[] = {
-            NODE_HEAD "\"site_kind\":\"datacenter\",\"mode\":\"vm-passthrough\",\"cpus\":64,\"cordoned\":true,"
-                      "\"capabilities\":[\"kata\"],\"device_resource\":\"nvidia.com/GH100\","
-                      "\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80,"
-                      "\"binding\":\"vfio\",\"reset_verified\":true,\"quarantined\":\"fell off the bus\"}]}",
+            NODE_HEAD
+            "\"site_kind\":\"datacenter\",\"mode\":\"vm-passthrough\",\"cpus\":64,\"cordoned\":"
+            "true,"
+            "\"capabilities\":[\"kata\"],\"device_resource\":\"nvidia.com/GH100\","
+            "\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":"
+            "80,"
+            "\"binding\":\"vfio\",\"reset_verified\":true,\"quarantined\":\"fell off the bus\"}]}",
             NODE_HEAD "\"site_kind\":\"lab\",\"time_slice_replicas\":4,"
-                      "\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-a100-80gb\",\"memory_gb\":80,"
-                      "\"mig\":[{\"profile\":\"1g.10gb\",\"start\":0},{\"profile\":\"3g.40gb\",\"start\":4}]},"
+                      "\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-a100-80gb\","
+                      "\"memory_gb\":80,"
+                      "\"mig\":[{\"profile\":\"1g.10gb\",\"start\":0},{\"profile\":\"3g.40gb\","
+                      "\"start\":4}]},"
                       "{\"class\":\"\",\"memory_gb\":0}]}",
-            NODE_HEAD "\"site_kind\":\"solo\",\"apple_unified_memory_gb\":64,\"apple_usable_memory_gb\":48}",
+            NODE_HEAD
+            "\"site_kind\":\"solo\",\"apple_unified_memory_gb\":64,\"apple_usable_memory_gb\":48}",
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         ApiNode *n = node_of(texts[i]), *back = calloc(1, sizeof(*back));
@@ -71,9 +77,11 @@ Test(wire, r3_r7_node_round_trips_into_the_cores_enums) {
 
 Test(wire, r1_request_round_trips_into_the_cores_enums) {
     const char *texts[] = {
-            "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"guest_os\":\"macos\",\"fallback\":[\"cpu\"],"
+            "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"guest_os\":\"macos\","
+            "\"fallback\":[\"cpu\"],"
             "\"wait_s\":60,\"wait_for_nodes\":true}",
-            "{\"kind\":\"endpoint\",\"memory_gb\":24,\"runtime\":\"llama.cpp\",\"model\":\"m\",\"ports\":[8080,9090],"
+            "{\"kind\":\"endpoint\",\"memory_gb\":24,\"runtime\":\"llama.cpp\",\"model\":\"m\","
+            "\"ports\":[8080,9090],"
             "\"env\":[\"A=1\"],\"command\":[\"serve\",\"--x\"],\"image\":\"img:1\",\"share\":true}",
             "{\"kind\":\"notebook\",\"class\":\"cpu\"}",
     };
@@ -108,17 +116,26 @@ Test(wire, bad_input_wire_unknown_fields_and_wrong_types_name_the_field) {
     expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"colour\":\"red\"}", "'colour'");
     expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"user\":\"eve\"}", "token");
     expect_request_refused("{\"kind\":\"vm\",\"class\":7}", "'class' must be a string");
-    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"count\":\"2\"}", "'count' must be an integer");
-    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"share\":1}", "'share' must be true or false");
-    expect_request_refused("{\"kind\":\"robot\",\"class\":\"cpu\"}", "'kind' must be vm, container");
-    expect_request_refused("{\"kind\":\"endpoint\",\"class\":\"cpu\",\"runtime\":\"none\"}", "'runtime'");
+    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"count\":\"2\"}",
+                           "'count' must be an integer");
+    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"share\":1}",
+                           "'share' must be true or false");
+    expect_request_refused("{\"kind\":\"robot\",\"class\":\"cpu\"}",
+                           "'kind' must be vm, container");
+    expect_request_refused("{\"kind\":\"endpoint\",\"class\":\"cpu\",\"runtime\":\"none\"}",
+                           "'runtime'");
     expect_request_refused("{\"class\":\"cpu\"}", "'kind' is required");
-    expect_node_refused(NODE_HEAD "\"site_kind\":\"moon\"}", "'site_kind' must be solo, lab or datacenter");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"moon\"}",
+                        "'site_kind' must be solo, lab or datacenter");
     expect_node_refused(NODE_HEAD "\"site_kind\":\"datacenter\",\"mode\":\"none\"}", "'mode'");
-    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"binding\":\"pci-stub\"}]}", "'binding'");
-    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"slot\":1}]}", "'slot' in device 0");
-    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"mig\":[{\"profile\":\"1g\",\"x\":1}]}]}",
-                        "'x' in a MIG instance");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"binding\":\"pci-stub\"}]}",
+                        "'binding'");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"slot\":1}]}",
+                        "'slot' in device 0");
+    expect_node_refused(
+            NODE_HEAD
+            "\"site_kind\":\"lab\",\"devices\":[{\"mig\":[{\"profile\":\"1g\",\"x\":1}]}]}",
+            "'x' in a MIG instance");
     expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"cpus\":-1}", "'cpus' must be between");
     expect_node_refused("[1]", "must be a JSON object");
     expect_node_refused("{\"name\":", "Malformed JSON");
@@ -129,10 +146,14 @@ Test(wire, bad_input_wire_server_refuses_a_pci_address_the_agent_would) {
     cr_expect_not(pci_bdf_is_valid("0000:3B:00.0"), "sysfs writes lower-case hex");
     cr_expect_not(pci_bdf_is_valid("0000:3b:00.8"), "a PCI function is 0 to 7");
     cr_expect_not(pci_bdf_is_valid("3b:00.0"));
-    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"gpu0\"}]}", "'pci'");
-    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:17:00.0/../x\"}]}", "'pci'");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"gpu0\"}]}",
+                        "'pci'");
+    expect_node_refused(NODE_HEAD
+                        "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:17:00.0/../x\"}]}",
+                        "'pci'");
     /* A Kubernetes node's GPUs have no address: none is still fine. */
-    free(node_of(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"class\":\"nvidia-h100-80gb\"}]}"));
+    free(node_of(NODE_HEAD
+                 "\"site_kind\":\"lab\",\"devices\":[{\"class\":\"nvidia-h100-80gb\"}]}"));
 }
 
 static Catalog *two_classes(void) {
@@ -148,9 +169,17 @@ static Catalog *two_classes(void) {
 
 Test(wire, r2_placement_round_trips_with_the_same_fields_everywhere) {
     Catalog *cat = two_classes();
-    Placement p = {.node = "n1", .class_name = "nvidia-a100-80gb", .class_index = 0, .method = METHOD_MIG,
-                   .container_runtime = CONTAINER_RUNTIME_KATA, .endpoint_runtime = ENDPOINT_RUNTIME_VLLM,
-                   .n_devices = 2, .devices = {3, 5}, .mig_start = 4, .mig_slots = 2, .fallback_index = 1};
+    Placement p = {.node = "n1",
+                   .class_name = "nvidia-a100-80gb",
+                   .class_index = 0,
+                   .method = METHOD_MIG,
+                   .container_runtime = CONTAINER_RUNTIME_KATA,
+                   .endpoint_runtime = ENDPOINT_RUNTIME_VLLM,
+                   .n_devices = 2,
+                   .devices = {3, 5},
+                   .mig_start = 4,
+                   .mig_slots = 2,
+                   .fallback_index = 1};
     const char *addrs[] = {"0000:17:00.0", "0000:18:00.0"};
     json_t *j = wire_placement_to_json(&p, addrs);
     cr_assert_not_null(j);
@@ -170,11 +199,16 @@ Test(wire, r2_placement_round_trips_with_the_same_fields_everywhere) {
     cr_expect(back.mig_start == 4 && back.mig_slots == 2 && back.fallback_index == 1);
     json_decref(j);
     /* The plan has no addresses, and a CPU placement keeps its cores and first choice. */
-    Placement cpu = {.node = "n2", .class_name = "cpu", .class_index = 1, .method = METHOD_CPU,
-                     .cpu_cores = 8, .fallback_index = -1};
+    Placement cpu = {.node = "n2",
+                     .class_name = "cpu",
+                     .class_index = 1,
+                     .method = METHOD_CPU,
+                     .cpu_cores = 8,
+                     .fallback_index = -1};
     j = wire_placement_to_json(&cpu, NULL);
     cr_assert_eq(wire_placement_from_json(cat, j, &back, node, &err), 0, "%s", err.message);
-    cr_expect(back.method == METHOD_CPU && back.cpu_cores == 8 && back.fallback_index == -1 && !back.n_devices);
+    cr_expect(back.method == METHOD_CPU && back.cpu_cores == 8 && back.fallback_index == -1 &&
+              !back.n_devices);
     json_decref(j);
     catalog_free(cat);
 }
@@ -183,17 +217,24 @@ Test(wire, bad_input_wire_placement_refusals_name_the_field) {
     Catalog *cat = two_classes();
     const char *bad[][2] = {
             {"{\"node\":\"n\",\"class\":\"gone\",\"method\":\"cpu\",\"container_runtime\":\"none\","
-             "\"endpoint_runtime\":\"none\",\"devices\":[]}", "gone"},
-            {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"teleport\",\"container_runtime\":\"none\","
-             "\"endpoint_runtime\":\"none\",\"devices\":[]}", "'method'"},
+             "\"endpoint_runtime\":\"none\",\"devices\":[]}",
+             "gone"},
+            {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"teleport\",\"container_runtime\":"
+             "\"none\","
+             "\"endpoint_runtime\":\"none\",\"devices\":[]}",
+             "'method'"},
             {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"cpu\",\"container_runtime\":\"none\","
-             "\"endpoint_runtime\":\"none\"}", "'devices' is required"},
+             "\"endpoint_runtime\":\"none\"}",
+             "'devices' is required"},
             {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"cpu\",\"container_runtime\":\"none\","
-             "\"endpoint_runtime\":\"none\",\"devices\":[-1]}", "'devices'"},
+             "\"endpoint_runtime\":\"none\",\"devices\":[-1]}",
+             "'devices'"},
             {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"cpu\",\"container_runtime\":\"none\","
-             "\"endpoint_runtime\":\"none\",\"devices\":[],\"gpu\":1}", "'gpu'"},
+             "\"endpoint_runtime\":\"none\",\"devices\":[],\"gpu\":1}",
+             "'gpu'"},
             {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"cpu\",\"container_runtime\":\"none\","
-             "\"endpoint_runtime\":\"none\",\"devices\":[],\"fallback_index\":-2}", "'fallback_index'"},
+             "\"endpoint_runtime\":\"none\",\"devices\":[],\"fallback_index\":-2}",
+             "'fallback_index'"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         json_t *j = json_loads(bad[i][0], 0, NULL);
@@ -209,8 +250,14 @@ Test(wire, bad_input_wire_placement_refusals_name_the_field) {
 }
 
 Test(wire, r6_capacity_row_has_one_shape) {
-    CapacityRow site = {.class_name = "nvidia-h100-80gb", .site = "dc1", .mode = CAPACITY_VM,
-                        .resource = "nvidia.com/GH100", .total = 8, .allocated = 3, .free = 4, .cordoned = 1};
+    CapacityRow site = {.class_name = "nvidia-h100-80gb",
+                        .site = "dc1",
+                        .mode = CAPACITY_VM,
+                        .resource = "nvidia.com/GH100",
+                        .total = 8,
+                        .allocated = 3,
+                        .free = 4,
+                        .cordoned = 1};
     json_t *j = wire_capacity_row_to_json(&site);
     cr_expect_str_eq(json_string_value(json_object_get(j, "site")), "dc1");
     cr_expect_str_eq(json_string_value(json_object_get(j, "mode")), "vm");
