@@ -75,10 +75,6 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
     d->quarantined = json_object_get(j, "quarantined") != NULL;
     if (d->cls[0] && !wire_name_is_valid(d->cls))
         return error_set(err, -EINVAL, "Device %zu: 'class' is not a valid class name.", idx);
-    /* The server checks addresses as the agent does: a bad one would name no GPU there. */
-    if (d->pci[0] && !pci_bdf_is_valid(d->pci))
-        return error_set(err, -EINVAL, "Device %zu: 'pci' is not a PCI address like 0000:3b:00.0.",
-                         idx);
     json_t *mig = json_object_get(j, "mig");
     if (mig) {
         if (!json_is_array(mig) || json_array_size(mig) > SPEC_MAX_MIG)
@@ -196,6 +192,14 @@ int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err) {
     r = api_node_from_json(j, ret, err);
     json_decref(j);
     return r;
+}
+
+int api_node_check_addresses(const ApiNode *n, Error *err) {
+    for (size_t i = 0; i < n->n_devices; i++)
+        if (n->devices[i].pci[0] && !pci_bdf_is_valid(n->devices[i].pci))
+            return error_set(err, -EINVAL,
+                             "Device %zu: 'pci' is not a PCI address like 0000:3b:00.0.", i);
+    return 0;
 }
 
 bool api_node_has_cap(const ApiNode *n, const char *cap) {

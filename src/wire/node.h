@@ -60,3 +60,8 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err);
 int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err);
 json_t *api_node_to_json(const ApiNode *n);
 bool api_node_has_cap(const ApiNode *n, const char *cap);
+
+/* Every device's 'pci', when given, is an address the agent would take (pci_bdf_is_valid).
+ * The server checks what a client sends, not what its state file holds: a node stored before
+ * the check came in still loads. */
+int api_node_check_addresses(const ApiNode *n, Error *err);
