@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/spec.h"
+#include "wire/node.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -17,6 +17,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (data[0] & 1) {
         ApiNode *n = malloc(sizeof(*n)), *again = malloc(sizeof(*again));
         if (api_node_parse(text, len, n, &err) == 0) {
+            Error e1 = {0};
+            if (api_node_check_addresses(n, &e1) < 0 && !e1.message[0])
+                abort(); /* a refusal always says why */
             json_t *j = api_node_to_json(n);
             Error e2 = {0};
             if (!j || api_node_from_json(j, again, &e2) < 0)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/fleet-spec.h"
+#include "wire/fleet.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,11 +1,12 @@
 /* agent-node.c: the discovered machine as the node description the control plane takes
- * (docs/control-plane.md "Node description"): pure translation, no I/O. */
+ * (docs/control-plane.md "Node description", encoded by wire/node.c): pure translation, no I/O. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/agent-run.h"
 #include "util/macro.h"
+#include "wire/node.h"
 
 #define GIB (1024ull * 1024 * 1024)
 
@@ -33,75 +34,71 @@ static bool on_vfio(const Accelerator *a) {
            (a->driver_override && STREQ(a->driver_override, "vfio-pci"));
 }
 
-static json_t *device_json(const Accelerator *a, const char *binding) {
+static void device_spec(const Accelerator *a, Binding binding, ApiDevice *d) {
     /* Memory in whole GB, rounded: NVML reports a little under the nominal size. */
-    json_int_t mem = (json_int_t)((a->memory_total_bytes + GIB / 2) / GIB);
-    json_t *d = json_pack("{s:s, s:s, s:I, s:s}", "pci", a->bdf, "class", a->class_name ? a->class_name : "",
-                          "memory_gb", mem, "binding", binding);
-    if (a->vendor_id) { /* what to add to the catalog when no class matches (R8) */
-        char id[10];
-        snprintf(id, sizeof(id), "%04x:%04x", a->vendor_id, a->device_id);
-        json_object_set_new(d, "pci_id", json_string(id));
+    *d = (ApiDevice){.memory_gb = (unsigned)((a->memory_total_bytes + GIB / 2) / GIB), .binding = binding};
+    snprintf(d->pci, sizeof(d->pci), "%s", a->bdf);
+    snprintf(d->cls, sizeof(d->cls), "%s", a->class_name ? a->class_name : "");
+    if (a->vendor_id) /* what to add to the catalog when no class matches (R8) */
+        snprintf(d->pci_id, sizeof(d->pci_id), "%04x:%04x", a->vendor_id, a->device_id);
+    if (a->mig_current == 1 && binding == BINDING_HOST) {
+        d->mig_enabled = true;
+        for (size_t i = 0; i < a->n_mig && d->n_mig < SPEC_MAX_MIG; i++)
+            if (a->mig[i].profile && a->mig[i].start < 8) {
+                ApiMigInstance *m = &d->mig[d->n_mig++];
+                snprintf(m->profile, sizeof(m->profile), "%s", a->mig[i].profile);
+                m->start = a->mig[i].start;
+            }
     }
-    if (a->mig_current == 1 && STREQ(binding, "host")) {
-        json_t *mig = json_array();
-        for (size_t i = 0; i < a->n_mig; i++)
-            if (a->mig[i].profile && a->mig[i].start < 8)
-                json_array_append_new(mig, json_pack("{s:s, s:i}", "profile", a->mig[i].profile,
-                                                     "start", (int)a->mig[i].start));
-        json_object_set_new(d, "mig_enabled", json_true());
-        json_object_set_new(d, "mig", mig);
-    }
-    return d;
 }
 
 json_t *agent_node_json(const AgentIdentity *id, const MachineInventory *inv, const char *sim_bindings) {
-    const char *kind = id->site_kind ? id->site_kind : "lab";
-    bool dc = STREQ(kind, "datacenter");
-    json_t *devs = json_array(), *caps = json_array();
-    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "name", id->name, "site",
-                             id->site ? id->site : "home", "site_kind", kind, "platform", "linux",
-                             "owner", id->owner, "cpus", (json_int_t)inv->cpu.logical_cores);
-    if (!node || !devs || !caps) {
-        json_decref(node), json_decref(devs), json_decref(caps);
+    /* Heap, not stack: a node description holds room for every device it may have. */
+    _cleanup_free_ ApiNode *n = calloc(1, sizeof(*n));
+    if (!n)
         return NULL;
-    }
+    n->site_kind = site_kind_from_string(id->site_kind ? id->site_kind : "lab");
+    if ((int)n->site_kind < 0)
+        return NULL; /* the CLI checks --site-kind */
+    snprintf(n->name, sizeof(n->name), "%s", id->name);
+    snprintf(n->site, sizeof(n->site), "%s", id->site ? id->site : "home");
+    snprintf(n->owner, sizeof(n->owner), "%s", id->owner);
+    n->platform = PLATFORM_LINUX;
+    n->mode = NODE_MODE_NONE;
+    n->cpus = (unsigned)inv->cpu.logical_cores;
     size_t n_gpus = 0, n_vfio = 0;
     for (size_t i = 0; i < inv->n_accelerators; i++) {
         const Accelerator *a = &inv->accelerators[i];
         if (a->vendor == VENDOR_APPLE) {
             /* R10: one unit per Mac; usable = the GPU wired limit minus the owner's headroom. */
             uint64_t usable = a->wired_limit_bytes > a->headroom_bytes ? a->wired_limit_bytes - a->headroom_bytes : 0;
-            json_object_set_new(node, "platform", json_string("macos"));
-            json_object_set_new(node, "apple_unified_memory_gb",
-                                json_integer((json_int_t)((a->unified_memory_bytes + GIB / 2) / GIB)));
-            json_object_set_new(node, "apple_usable_memory_gb", json_integer((json_int_t)(usable / GIB)));
+            n->platform = PLATFORM_MACOS;
+            n->apple_unified_memory_gb = (unsigned)((a->unified_memory_bytes + GIB / 2) / GIB);
+            n->apple_usable_memory_gb = (unsigned)(usable / GIB);
             continue;
         }
-        if (!a->bdf[0] || json_array_size(devs) >= 64)
+        if (!a->bdf[0] || n->n_devices >= SPEC_MAX_DEVICES)
             continue;
-        const char *binding = sim_bindings ? sim_binding(sim_bindings, a->bdf) : NULL;
-        if (!binding)
-            binding = on_vfio(a) ? "vfio" : "host";
+        const char *sim = sim_bindings ? sim_binding(sim_bindings, a->bdf) : NULL;
+        Binding binding = sim ? binding_from_string(sim) : on_vfio(a) ? BINDING_VFIO : BINDING_HOST;
         if (a->vendor == VENDOR_NVIDIA) {
             n_gpus++;
-            n_vfio += STREQ(binding, "vfio");
+            n_vfio += binding == BINDING_VFIO;
         }
-        json_array_append_new(devs, device_json(a, binding));
+        device_spec(a, binding, &n->devices[n->n_devices++]);
     }
-    json_object_set_new(node, "devices", devs);
     if (id->capabilities) {
         char buf[512];
         snprintf(buf, sizeof(buf), "%s", id->capabilities);
         char *save = NULL;
-        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            json_array_append_new(caps, json_string(t));
+        for (char *t = strtok_r(buf, ",", &save); t && n->n_caps < SPEC_MAX_CAPS; t = strtok_r(NULL, ",", &save))
+            snprintf(n->caps[n->n_caps++], sizeof(n->caps[0]), "%s", t);
     }
-    json_object_set_new(node, "capabilities", caps);
     /* R3: a datacenter node's mode is its label; an agent that is not told reports what its
      * GPUs show (all on vfio-pci: vm-passthrough). Lab and solo GPUs switch one by one (R7). */
-    if (dc && (id->mode || n_gpus))
-        json_object_set_new(node, "mode",
-                            json_string(id->mode ? id->mode : n_vfio == n_gpus && n_gpus ? "vm-passthrough" : "container"));
-    return node;
+    if (n->site_kind == SITE_DATACENTER && (id->mode || n_gpus))
+        n->mode = id->mode ? node_mode_from_string(id->mode)
+                  : n_vfio == n_gpus && n_gpus ? NODE_MODE_VM_PASSTHROUGH
+                                               : NODE_MODE_CONTAINER;
+    return api_node_to_json(n);
 }

@@ -29,19 +29,6 @@ int host_paths_init(HostPaths *p, const char *sysfs_root, const char *proc_root,
     return r;
 }
 
-bool pci_bdf_is_valid(const char *bdf) {
-    /* dddd:bb:dd.f */
-    static const char shape[] = "xxxx:xx:xx.x";
-    if (!bdf || strlen(bdf) != sizeof(shape) - 1)
-        return false;
-    for (size_t i = 0; shape[i]; i++) {
-        unsigned char ch = (unsigned char)bdf[i];
-        if (shape[i] == 'x' ? !(isdigit(ch) || (ch >= 'a' && ch <= 'f')) : ch != (unsigned char)shape[i])
-            return false;
-    }
-    return bdf[11] <= '7';
-}
-
 int pci_attr_path(const HostPaths *p, const char *bdf, const char *attr, char *buf, size_t size) {
     if (!pci_bdf_is_valid(bdf))
         return -EINVAL;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire/pci-address.h"
+
 typedef struct HostPaths {
     char sysfs[PATH_MAX]; /* "/sys" on a real machine */
     char proc[PATH_MAX];  /* "/proc" */
@@ -20,8 +22,7 @@ typedef struct HostPaths {
 /* Fill paths; NULL arguments keep the real machine's defaults. -ENAMETOOLONG on overflow. */
 int host_paths_init(HostPaths *p, const char *sysfs_root, const char *proc_root, const char *dev_root);
 
-/* A PCI address in sysfs form: "dddd:bb:dd.f", lower-case hex. */
-bool pci_bdf_is_valid(const char *bdf);
+/* pci_bdf_is_valid(): a PCI address in sysfs form, shared with the server (wire/). */
 
 /* "<sysfs>/bus/pci/devices/<bdf>[/<attr>]" into buf. */
 int pci_attr_path(const HostPaths *p, const char *bdf, const char *attr, char *buf, size_t size);

@@ -11,7 +11,7 @@
 #include "agent/workloads.h"
 #include "output.h"
 #include "remote.h"
-#include "server/spec.h"
+#include "wire/node.h"
 #include "util/macro.h"
 #include "util/fileio.h"
 #include "util/strutil.h"
@@ -66,6 +66,24 @@ static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig) {
     (void)sig;
     stop_flag = 1;
+}
+
+/* What the node description takes (wire/node.h): the control plane refuses the rest. */
+static bool capabilities_are_valid(const char *list) {
+    size_t n = 0;
+    for (const char *p = list;; n++) {
+        const char *e = strchrnul(p, ',');
+        char name[32];
+        if ((size_t)(e - p) >= sizeof(name) || n >= SPEC_MAX_CAPS)
+            return false;
+        memcpy(name, p, (size_t)(e - p));
+        name[e - p] = 0;
+        if (!wire_name_is_valid(name))
+            return false;
+        if (!*e)
+            return true;
+        p = e + 1;
+    }
 }
 
 int agent_run_verb(int argc, char **argv) {
@@ -187,13 +205,16 @@ int agent_run_verb(int argc, char **argv) {
             *p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p == '.' ? '-' : *p);
         cfg.id.name = host;
     }
-    if (!spec_name_is_valid(cfg.id.name))
+    if (!wire_name_is_valid(cfg.id.name))
         return fail(EXIT_USAGE, "agent run: '%s' is not a valid node name (a-z, 0-9, . _ -)", cfg.id.name);
-    if (!cfg.id.owner || !spec_name_is_valid(cfg.id.owner))
+    if (!cfg.id.owner || !wire_name_is_valid(cfg.id.owner))
         return fail(EXIT_USAGE, "agent run: give the machine's owner with --owner (a valid user name)");
     if (cfg.id.site_kind && STRNEQ(cfg.id.site_kind, "solo") && STRNEQ(cfg.id.site_kind, "lab") &&
         STRNEQ(cfg.id.site_kind, "datacenter"))
         return fail(EXIT_USAGE, "agent run: --site-kind is solo, lab or datacenter");
+    if (cfg.id.capabilities && !capabilities_are_valid(cfg.id.capabilities))
+        return fail(EXIT_USAGE, "agent run: --capabilities is at most %d comma-separated names (a-z, 0-9, . _ -; "
+                                "at most 31 characters each)", SPEC_MAX_CAPS);
     if (cfg.id.mode && STRNEQ(cfg.id.mode, "container") && STRNEQ(cfg.id.mode, "vm-passthrough"))
         return fail(EXIT_USAGE, "agent run: --mode is container or vm-passthrough (vGPU is not offered, R2d)");
     if (wl.cpu_endpoints_as_process && isempty(wl.llama_server))

@@ -13,7 +13,7 @@
 #include "k8s/kubevirt.h"
 #include "k8s/sync.h"
 #include "output.h"
-#include "server/spec.h"
+#include "wire/decode.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "verbs.h"
@@ -219,7 +219,7 @@ static int sync_verb(int argc, char **argv) {
         return fail(
                 EXIT_USAGE,
                 "k8s sync: --server and --token are required (or $EINSORA_SERVER, $EINSORA_TOKEN)");
-    if (!spec_name_is_valid(cfg.site.site) || !spec_name_is_valid(cfg.site.owner))
+    if (!wire_name_is_valid(cfg.site.site) || !wire_name_is_valid(cfg.site.owner))
         return fail(EXIT_USAGE, "k8s sync: --site and --owner take names (a-z, 0-9, . _ -)");
     KubeConfig *kube = NULL;
     Catalog *cat = NULL;

@@ -17,6 +17,7 @@
 #include "util/table.h"
 #include "suggest.h"
 #include "verbs.h"
+#include "wire/placement.h"
 
 static void plan_usage(FILE *f) {
     fputs("usage: einsora plan --inventory FILE --requests FILE [--catalog FILE] [--json]\n\n"
@@ -55,25 +56,6 @@ typedef struct Plan {
     uint64_t now;
 } Plan;
 
-static json_t *placement_json(const Placement *p) {
-    json_t *devs = json_array();
-    for (unsigned i = 0; i < p->n_devices; i++)
-        json_array_append_new(devs, json_integer(p->devices[i]));
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "node", p->node, "class", p->class_name, "method",
-                          method_to_string(p->method), "container_runtime",
-                          container_runtime_to_string(p->container_runtime), "endpoint_runtime",
-                          endpoint_runtime_to_string(p->endpoint_runtime), "devices", devs);
-    if (j && p->method == METHOD_MIG) {
-        json_object_set_new(j, "mig_start", json_integer(p->mig_start));
-        json_object_set_new(j, "mig_slots", json_integer(p->mig_slots));
-    }
-    if (j && p->method == METHOD_CPU)
-        json_object_set_new(j, "cpu_cores", json_integer(p->cpu_cores));
-    if (j && p->fallback_index >= 0)
-        json_object_set_new(j, "fallback_index", json_integer(p->fallback_index));
-    return j;
-}
-
 static void record(Plan *plan, const char *id, const char *event, const Decision *d) {
     if (plan->json) {
         json_t *j = json_pack("{s:I, s:s, s:s}", "time", (json_int_t)plan->now, "request", id, "event", event);
@@ -86,7 +68,7 @@ static void record(Plan *plan, const char *id, const char *event, const Decision
             if (d->kind == DECISION_WAITING)
                 json_object_set_new(j, "queue_position", json_integer((json_int_t)d->queue_position));
             if (d->kind == DECISION_PLACED)
-                json_object_set_new(j, "placement", placement_json(&d->placement));
+                json_object_set_new(j, "placement", wire_placement_to_json(&d->placement, NULL));
         }
         json_array_append_new(plan->events, j);
         return;
@@ -106,17 +88,9 @@ static void on_placed(void *userdata, const char *id, const Decision *d) {
 
 static json_t *capacity_json(const CapacityRow *rows, size_t n) {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        const CapacityRow *r = &rows[i];
-        if (r->site || !r->total)
-            continue;
-        json_array_append_new(a, json_pack("{s:s, s:s, s:s?, s:s?, s:I, s:I, s:I, s:I, s:I}", "class",
-                                           r->class_name, "mode", capacity_mode_to_string(r->mode), "resource",
-                                           r->resource, "node_selector", r->node_selector, "total",
-                                           (json_int_t)r->total, "allocated", (json_int_t)r->allocated, "free",
-                                           (json_int_t)r->free, "cordoned", (json_int_t)r->cordoned,
-                                           "quarantined", (json_int_t)r->quarantined));
-    }
+    for (size_t i = 0; a && i < n; i++)
+        if (!rows[i].site && rows[i].total)
+            json_array_append_new(a, wire_capacity_row_to_json(&rows[i]));
     return a;
 }
 

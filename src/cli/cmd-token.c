@@ -8,8 +8,8 @@
 
 #include "output.h"
 #include "remote.h"
-#include "server/spec.h"
-#include "store/store.h"
+#include "wire/decode.h"
+#include "store/token-admin.h"
 #include "token-secret.h"
 #include "util/macro.h"
 #include "util/sha256.h"
@@ -45,9 +45,9 @@ static int64_t now_ms(void) {
 
 #define TOKEN_ID_LEN 12 /* hex digits of the hash shown as a token's id */
 
-static int list_one(const char *hash, const StoreToken *t, void *userdata) {
+static int list_one(const TokenAdminEntry *t, void *userdata) {
     json_t *list = userdata;
-    json_t *j = json_pack("{s:s%, s:s, s:s}", "id", hash, (size_t)TOKEN_ID_LEN, "user", t->user,
+    json_t *j = json_pack("{s:s%, s:s, s:s}", "id", t->hash_hex, (size_t)TOKEN_ID_LEN, "user", t->user,
                           "role", t->role);
     if (!j)
         return -ENOMEM;
@@ -60,10 +60,10 @@ static int list_one(const char *hash, const StoreToken *t, void *userdata) {
     return json_array_append_new(list, j) < 0 ? -ENOMEM : 0;
 }
 
-static int token_list(Store *st, bool json) {
+static int token_list(const char *state, bool json) {
     json_t *list = json_array();
     Error err = {0};
-    int r = list ? store_token_foreach(st, list_one, list, &err) : -ENOMEM;
+    int r = list ? token_admin_list(state, list_one, list, &err) : -ENOMEM;
     if (r < 0) {
         json_decref(list);
         return r == -ENOMEM ? fail(EXIT_FAIL, "out of memory") : fail_error(EXIT_FAIL, &err);
@@ -94,15 +94,10 @@ static int token_list(Store *st, bool json) {
     return EXIT_OK;
 }
 
-static int token_revoke(Store *st, const char *id) {
+static int token_revoke(const char *state, const char *id) {
     Error err = {0};
-    int r = store_begin(st, &err);
-    if (r >= 0)
-        r = store_token_revoke(st, id, &err);
-    if (r >= 0)
-        r = store_commit(st, &err);
+    int r = token_admin_revoke(state, id, &err);
     if (r < 0) {
-        store_rollback(st);
         return fail_error(r == -EINVAL ? EXIT_USAGE : r == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL, &err);
     }
     fprintf(stderr, "einsora: token %s revoked\n", id);
@@ -117,7 +112,7 @@ static bool names_valid(const char *list) {
     char *save = NULL;
     size_t n = 0;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++)
-        if (!spec_name_is_valid(t))
+        if (!wire_name_is_valid(t))
             return false;
     return n > 0;
 }
@@ -174,13 +169,7 @@ int verb_token(int argc, char **argv) {
     if (list || revoke) {
         if (user || role || nodes || expires)
             return fail(EXIT_USAGE, "token %s: --user, --role, --nodes and --expires are for create", sub);
-        Store *st = NULL;
-        Error err = {0};
-        if (store_open(state, &st, &err) < 0)
-            return fail_error(EXIT_FAIL, &err);
-        int rc = list ? token_list(st, json) : token_revoke(st, id);
-        store_close(st);
-        return rc;
+        return list ? token_list(state, json) : token_revoke(state, id);
     }
     if (!user || !role)
         return fail(EXIT_USAGE, "token create: --state, --user and --role are required");
@@ -191,7 +180,7 @@ int verb_token(int argc, char **argv) {
                                     "or 30d (at most ten years)");
         expires_ms += now_ms();
     }
-    if (!spec_name_is_valid(user))
+    if (!wire_name_is_valid(user))
         return fail(EXIT_USAGE, "token create: '%s' is not a valid user name (a-z, 0-9, . _ -)", user);
     static const char *const roles[] = {"admin", "owner", "trusted", "user", "node"};
     bool ok = false;
@@ -210,22 +199,9 @@ int verb_token(int argc, char **argv) {
     if (token_secret_new(secret, hash) < 0)
         return fail(EXIT_FAIL, "cannot get random bytes for the token");
 
-    Store *st = NULL;
     Error err = {0};
-    int r = store_open(state, &st, &err);
-    if (r >= 0)
-        r = store_begin(st, &err);
-    if (r >= 0)
-        r = store_token_add_expiring(st, hash, user, role, nodes, expires_ms, &err);
-    if (r >= 0)
-        r = store_commit(st, &err);
-    if (r < 0) {
-        if (st)
-            store_rollback(st);
-        store_close(st);
+    if (token_admin_create(state, hash, user, role, nodes, expires_ms, &err) < 0)
         return fail_error(EXIT_FAIL, &err);
-    }
-    store_close(st);
     if (json)
         return print_json(json_pack("{s:s, s:s, s:s}", "user", user, "role", role, "token", secret));
     printf("%s\n", secret);

@@ -28,8 +28,8 @@
 #include "output.h"
 #include "remote.h"
 #include "server/server.h"
-#include "server/spec.h"
-#include "store/store.h"
+#include "wire/decode.h"
+#include "store/token-admin.h"
 #include "token-secret.h"
 #include "util/datadir.h"
 #include "util/fileio.h"
@@ -94,31 +94,19 @@ static int ensure_token(const char *state, const char *file, const char *user, c
                         const char *nodes, char secret[TOKEN_SECRET_SIZE], Error *err) {
     char hash[SHA256_DIGEST_SIZE * 2 + 1];
     _cleanup_free_ char *old = NULL;
-    Store *st = NULL;
-    int r = store_open(state, &st, err);
-    if (r < 0)
-        return r;
+    int r;
     if (read_one_line(file, &old) >= 0 && strlen(old) < 80) {
-        StoreToken t = {0};
         sha256_hex(old, strlen(old), hash);
-        if (store_token_lookup(st, hash, &t, NULL) >= 0 && STREQ(t.user, user) && STREQ(t.role, role)) {
-            store_token_done(&t);
-            store_close(st);
+        if ((r = token_admin_knows(state, hash, user, role, err)) < 0)
+            return r;
+        if (r > 0) {
             strcpy(secret, old);
             return 0;
         }
-        store_token_done(&t);
     }
-    if (token_secret_new(secret, hash) < 0) {
-        store_close(st);
+    if (token_secret_new(secret, hash) < 0)
         return error_set(err, -EIO, "Cannot get random bytes for a token.");
-    }
-    if ((r = store_begin(st, err)) >= 0 && (r = store_token_add(st, hash, user, role, nodes, err)) >= 0)
-        r = store_commit(st, err);
-    if (r < 0)
-        store_rollback(st);
-    store_close(st);
-    if (r < 0)
+    if ((r = token_admin_create(state, hash, user, role, nodes, 0, err)) < 0)
         return r;
     FILE *f = NULL;
     int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -217,11 +205,11 @@ static size_t wait_nodes(Client *cl, size_t n) {
 
 static const char *local_user(void) {
     const char *u = getenv("USER");
-    if (!u || !spec_name_is_valid(u)) {
+    if (!u || !wire_name_is_valid(u)) {
         struct passwd *pw = getpwuid(getuid());
         u = pw ? pw->pw_name : NULL;
     }
-    return u && spec_name_is_valid(u) ? u : "owner";
+    return u && wire_name_is_valid(u) ? u : "owner";
 }
 
 typedef struct UpOpts {

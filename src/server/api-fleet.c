@@ -7,7 +7,7 @@
 
 #include "api.h"
 #include "fleet.h"
-#include "server/fleet-spec.h"
+#include "wire/fleet.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -53,7 +53,7 @@ static void op_heartbeat(Server *s, Op *op) {
         const char *pn = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
         if ((r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, n->spec.name))
             json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "id", (json_int_t)r->id,
-                                                  "user", r->user, "kind", api_kind_to_string(r->spec.kind),
+                                                  "user", r->user, "kind", workload_kind_to_string(r->spec.kind),
                                                   "state", req_state_to_string(r->state),
                                                   "placement", r->placement, "request",
                                                   api_request_to_json(&r->spec)));
@@ -175,9 +175,9 @@ static void op_mode(Server *s, Op *op) {
     if (!(who->role == ROLE_ADMIN || (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
                                        STREQ(n->spec.owner, who->user))))
         OP_FAIL(op, 403, "forbidden", "Only an admin or the owner of node %s may switch its mode.", a->node);
-    if (STREQ(n->spec.platform, "macos"))
+    if (n->spec.platform == PLATFORM_MACOS)
         OP_FAIL(op, 400, "bad_request", "Node %s is a Mac: its GPU has no modes (R10).", a->node);
-    bool dc = STREQ(n->spec.site_kind, "datacenter");
+    bool dc = n->spec.site_kind == SITE_DATACENTER;
     int gpu = -1;
     if (a->gpu) {
         if (dc)
@@ -198,10 +198,10 @@ static void op_mode(Server *s, Op *op) {
     NodeSwitch probe = {.gpu = gpu};
     snprintf(probe.mode, sizeof(probe.mode), "%s", a->mode);
     /* Nothing to change? */
-    const char *want = STREQ(a->mode, "vm-passthrough") ? "vfio" : "host";
+    Binding want = STREQ(a->mode, "vm-passthrough") ? BINDING_VFIO : BINDING_HOST;
     bool todo = false;
     if (dc)
-        todo = STRNEQ(n->spec.mode, a->mode);
+        todo = n->spec.mode != node_mode_from_string(a->mode);
     else
         for (size_t i = 0; i < n->spec.n_devices; i++) {
             DeviceInfo di;
@@ -215,7 +215,7 @@ static void op_mode(Server *s, Op *op) {
                                                     "(R1, R12).", gpu, a->node);
                 continue;
             }
-            todo = todo || STRNEQ(n->spec.devices[i].binding, want);
+            todo = todo || n->spec.devices[i].binding != want;
         }
     if (!todo) {
         op->status = 200;

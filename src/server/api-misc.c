@@ -40,20 +40,6 @@ void api_classes(HttpCtx *c) {
     c->json = catalog_to_json(c->s->catalog); /* {"classes": [...]} */
 }
 
-static json_t *capacity_row_json(const CapacityRow *r) {
-    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "class", r->class_name, "mode",
-                          capacity_mode_to_string(r->mode), "total", (json_int_t)r->total,
-                          "allocated", (json_int_t)r->allocated, "free", (json_int_t)r->free,
-                          "cordoned", (json_int_t)r->cordoned, "quarantined",
-                          (json_int_t)r->quarantined);
-    json_object_set_new(j, "site", r->site ? json_string(r->site) : json_null());
-    if (r->resource)
-        json_object_set_new(j, "resource", json_string(r->resource));
-    if (r->node_selector)
-        json_object_set_new(j, "node_selector", json_string(r->node_selector));
-    return j;
-}
-
 /* Capacity rows (R6) and each datacenter node's advertised resources; the caller holds the
  * state lock. */
 static json_t *capacity_json(Server *s, const char *cls, const char *site, Error *err) {
@@ -65,7 +51,7 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
     for (size_t i = 0; i < n; i++) {
         if ((cls && STRNEQ(cls, rows[i].class_name)) || (site && (!rows[i].site || STRNEQ(site, rows[i].site))))
             continue;
-        json_array_append_new(list, capacity_row_json(&rows[i]));
+        json_array_append_new(list, wire_capacity_row_to_json(&rows[i]));
     }
     free(rows);
     size_t nn = sched_node_count(s->sched);

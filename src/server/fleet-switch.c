@@ -89,7 +89,7 @@ int fleet_switch_from_json(json_t *j, NodeSwitch *ret) {
 }
 
 static bool is_datacenter(const Node *n) {
-    return STREQ(n->spec.site_kind, "datacenter");
+    return n->spec.site_kind == SITE_DATACENTER;
 }
 
 static const char *target_binding(const NodeSwitch *sw) {
@@ -179,9 +179,9 @@ static int record_relabel(Server *s, Node *n, const NodeSwitch *sw, Error *err) 
                                 core_now(s), err);
     if (r < 0)
         return r;
-    snprintf(n->spec.mode, sizeof(n->spec.mode), "%s", sw->mode);
+    n->spec.mode = node_mode_from_string(sw->mode);
     for (size_t i = 0; i < n->spec.n_devices; i++)
-        snprintf(n->spec.devices[i].binding, sizeof(n->spec.devices[i].binding), "%s", target_binding(sw));
+        n->spec.devices[i].binding = binding_from_string(target_binding(sw));
     (void)save_node(s, n);
     state_event(s, "node.relabeled", n->spec.name, NULL,
                 json_pack("{s:s, s:s, s:s+}", "label", SCHED_MODE_LABEL, "value", sw->mode, "reason",
@@ -255,7 +255,7 @@ static bool step_once(Server *s, Node *n) {
         }
         sw->n_tasks = 0;
         for (unsigned i = 0; i < n->spec.n_devices && sw->n_tasks < SPEC_MAX_DEVICES; i++) {
-            if (!affected(s, n, sw, i) || STREQ(n->spec.devices[i].binding, target_binding(sw)))
+            if (!affected(s, n, sw, i) || n->spec.devices[i].binding == binding_from_string(target_binding(sw)))
                 continue;
             Task *t = fleet_task_add(s, n->spec.name, TASK_BIND, i, n->spec.devices[i].pci, target_binding(sw));
             if (!t) {
@@ -311,7 +311,7 @@ static bool step_once(Server *s, Node *n) {
                 set_step(s, n, SW_FAILED, "GPU %u: %s", i, error_message(&err));
                 return false;
             }
-            snprintf(n->spec.devices[i].binding, sizeof(n->spec.devices[i].binding), "%s", target_binding(sw));
+            n->spec.devices[i].binding = b;
             n->spec.devices[i].reset_verified = false;
         }
         (void)save_node(s, n);

@@ -179,7 +179,7 @@ void fleet_describe_workloads(Req **reqs, size_t n, char *buf, size_t size) {
     buf[0] = 0;
     for (size_t i = 0; i < n && len + 1 < size; i++) {
         int k = snprintf(buf + len, size - len, "%s%" PRIu64 " (%s, %s)", i ? ", " : "", reqs[i]->id,
-                         reqs[i]->user, api_kind_to_string(reqs[i]->spec.kind));
+                         reqs[i]->user, workload_kind_to_string(reqs[i]->spec.kind));
         if (k < 0)
             break;
         len += (size_t)k;
@@ -213,8 +213,8 @@ void fleet_on_released(Server *s, const Req *r) {
 void fleet_merge_agent_push(const Node *old, ApiNode *push) {
     /* The mode label, the cordon and the reset checks are the control plane's; the agent
      * reports what the hardware shows (devices, bindings, its own quarantines). */
-    if (old->spec.mode[0])
-        snprintf(push->mode, sizeof(push->mode), "%s", old->spec.mode);
+    if (old->spec.mode != NODE_MODE_NONE)
+        push->mode = old->spec.mode;
     push->cordoned = old->spec.cordoned;
     for (size_t i = 0; i < push->n_devices; i++) {
         ApiDevice *d = &push->devices[i];
@@ -224,9 +224,9 @@ void fleet_merge_agent_push(const Node *old, ApiNode *push) {
                 continue;
             /* A datacenter GPU's binding follows the node's mode label (R3), which the control
              * plane sets; the GPU Operator rebinds from it. */
-            if (STREQ(old->spec.site_kind, "datacenter"))
-                snprintf(d->binding, sizeof(d->binding), "%s", o->binding);
-            d->reset_verified = o->reset_verified && STREQ(o->binding, d->binding);
+            if (old->spec.site_kind == SITE_DATACENTER)
+                d->binding = o->binding;
+            d->reset_verified = o->reset_verified && o->binding == d->binding;
             if (o->quarantined && !d->quarantined) {
                 d->quarantined = true;
                 snprintf(d->quarantine_reason, sizeof(d->quarantine_reason), "%s", o->quarantine_reason);

@@ -6,7 +6,7 @@
 #include <jansson.h>
 
 #include "core/catalog.h"
-#include "server/spec.h"
+#include "wire/request.h"
 
 /* 0 when every name (class and fallbacks) is in the catalog; otherwise -EINVAL with *ret the
  * error body: {code: "unknown_class" or "vgpu_not_supported", message, field, name,

@@ -20,7 +20,8 @@
 #include "server/events.h"
 #include "server/metrics.h"
 #include "server/server.h"
-#include "server/spec.h"
+#include "wire/node.h"
+#include "wire/placement.h"
 #include "server/history.h"
 #include "server/ptrmap.h"
 #include "store/store.h"
@@ -184,10 +185,9 @@ int state_load(Server *s, Error *err);
 void state_free(Server *s);
 /* Free a request record no index holds any more (history.c's retention). */
 void state_req_free(Req *r);
-/* Placement <-> JSON (the store keeps placements as JSON; restore reads them back). */
+/* A placement as JSON with its devices' PCI addresses (wire_placement_to_json; restore reads
+ * it back with wire_placement_from_json). */
 json_t *placement_to_json(const Sched *sched, const Placement *p);
-int placement_from_json(const Catalog *cat, json_t *j, Placement *ret, char node_buf[SCHED_ID_MAX],
-                        Error *err);
 void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC_MAX_FALLBACK],
                    RequestSpec *ret);
 

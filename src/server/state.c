@@ -175,69 +175,13 @@ int state_event(Server *s, const char *type, const char *object, const char *use
 /* ---- placements as JSON ---- */
 
 json_t *placement_to_json(const Sched *sched, const Placement *p) {
-    json_t *devs = json_array(), *addrs = json_array();
+    const char *addrs[SCHED_NODE_MAX_DEVICES] = {0};
     for (unsigned i = 0; i < p->n_devices; i++) {
-        json_array_append_new(devs, json_integer(p->devices[i]));
         DeviceInfo di;
-        if (sched && sched_device_info(sched, p->node, p->devices[i], &di) >= 0 && di.address)
-            json_array_append_new(addrs, json_string(di.address));
+        if (sched && sched_device_info(sched, p->node, p->devices[i], &di) >= 0)
+            addrs[i] = di.address;
     }
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:i}", "node", p->node, "class",
-                          p->class_name, "method", method_to_string(p->method), "container_runtime",
-                          container_runtime_to_string(p->container_runtime), "endpoint_runtime",
-                          endpoint_runtime_to_string(p->endpoint_runtime), "devices", devs,
-                          "addresses", addrs, "fallback_index", p->fallback_index);
-    if (!j)
-        return NULL;
-    if (p->method == METHOD_MIG) {
-        json_object_set_new(j, "mig_start", json_integer(p->mig_start));
-        json_object_set_new(j, "mig_slots", json_integer(p->mig_slots));
-    }
-    if (p->cpu_cores)
-        json_object_set_new(j, "cpu_cores", json_integer(p->cpu_cores));
-    if (p->memory_gb)
-        json_object_set_new(j, "memory_gb", json_integer(p->memory_gb));
-    return j;
-}
-
-int placement_from_json(const Catalog *cat, json_t *j, Placement *ret, char node_buf[SCHED_ID_MAX],
-                        Error *err) {
-    const char *node = NULL, *cls = NULL, *method = NULL, *crt = NULL, *ert = NULL;
-    json_t *devs = NULL;
-    int fb = -1, ms = 0, mn = 0, cores = 0, mem = 0;
-    json_error_t je;
-    if (json_unpack_ex(j, &je, 0, "{s:s, s:s, s:s, s:s, s:s, s:o, s?i, s?i, s?i, s?i, s?i}", "node",
-                       &node, "class", &cls, "method", &method, "container_runtime", &crt,
-                       "endpoint_runtime", &ert, "devices", &devs, "fallback_index", &fb, "mig_start",
-                       &ms, "mig_slots", &mn, "cpu_cores", &cores, "memory_gb", &mem) < 0 ||
-        !json_is_array(devs) || json_array_size(devs) > SCHED_NODE_MAX_DEVICES ||
-        strlen(node) >= SCHED_ID_MAX)
-        return error_set(err, -EINVAL, "A stored placement is malformed: %s.", je.text);
-    Placement p = {
-            .class_index = catalog_find_index(cat, cls),
-            .method = method_from_string(method),
-            .container_runtime = container_runtime_from_string(crt),
-            .endpoint_runtime = endpoint_runtime_from_string(ert),
-            .mig_start = (unsigned)ms,
-            .mig_slots = (unsigned)mn,
-            .cpu_cores = (unsigned)cores,
-            .memory_gb = (unsigned)mem,
-            .fallback_index = fb,
-    };
-    if (p.class_index < 0 || p.method < 0 || p.container_runtime < 0 || p.endpoint_runtime < 0)
-        return error_set(err, -EINVAL, "A stored placement names an unknown class or method.");
-    p.class_name = cat->classes[p.class_index].name;
-    size_t i;
-    json_t *v;
-    json_array_foreach(devs, i, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return error_set(err, -EINVAL, "A stored placement has a bad device index.");
-        p.devices[p.n_devices++] = (unsigned)json_integer_value(v);
-    }
-    strcpy(node_buf, node);
-    p.node = node_buf;
-    *ret = p;
-    return 0;
+    return wire_placement_to_json(p, addrs);
 }
 
 /* ---- requests and the core ---- */
@@ -250,8 +194,8 @@ void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC
     *ret = (RequestSpec){
             .id = id_buf,
             .user = r->user,
-            .kind = workload_kind_from_string(api_kind_to_string(r->spec.kind)),
-            .guest = r->spec.guest_os[0] ? guest_os_from_string(r->spec.guest_os) : GUEST_LINUX,
+            .kind = r->spec.kind,
+            .guest = r->spec.guest_os,
             .class_name = r->spec.cls[0] ? r->spec.cls : NULL,
             .memory_gb = r->spec.memory_gb,
             .count = r->spec.count,
@@ -260,8 +204,7 @@ void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC
             .n_fallback = r->spec.n_fallback,
             .wait_s = r->spec.wait_s,
             .submitted = (uint64_t)r->created_ms, /* the core counts ms (R13) */
-            .runtime = r->spec.runtime[0] ? endpoint_runtime_from_string(r->spec.runtime)
-                                          : ENDPOINT_RUNTIME_NONE,
+            .runtime = r->spec.runtime,
             .wait_for_nodes = r->spec.wait_for_nodes,
     };
 }
@@ -354,7 +297,7 @@ void state_trust_user(Server *s, const char *user) {
 }
 
 int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
-    int r = state_ensure_site(s, n->site, n->site_kind, err);
+    int r = state_ensure_site(s, n->site, site_kind_to_string(n->site_kind), err);
     if (r < 0)
         return r;
     DeviceSpec devs[SPEC_MAX_DEVICES];
@@ -364,19 +307,19 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
                 .class_name = d->cls[0] ? d->cls : NULL,
                 .address = d->pci[0] ? d->pci : NULL,
                 .memory_gb = d->memory_gb,
-                .binding = binding_from_string(d->binding),
+                .binding = d->binding,
                 .mig_enabled = d->mig_enabled,
                 .reset_verified = d->reset_verified,
         };
     }
-    SchedLabel label = {SCHED_MODE_LABEL, n->mode};
+    SchedLabel label = {SCHED_MODE_LABEL, node_mode_to_string(n->mode)};
     NodeSpec ns = {
             .name = n->name,
             .site = n->site,
-            .platform = platform_from_string(n->platform),
+            .platform = n->platform,
             .owner = n->owner,
-            .labels = n->mode[0] ? &label : NULL,
-            .n_labels = n->mode[0] ? 1 : 0,
+            .labels = n->mode != NODE_MODE_NONE ? &label : NULL,
+            .n_labels = n->mode != NODE_MODE_NONE ? 1 : 0,
             .kata = api_node_has_cap(n, "kata"),
             .mig_in_kata = api_node_has_cap(n, "mig_in_kata") || api_node_has_cap(n, "mig-in-kata"),
             .cordoned = n->cordoned,
@@ -541,7 +484,7 @@ int state_load(Server *s, Error *err) {
         Placement p;
         req_core_spec(q, id, fb, &spec);
         Error e = {0};
-        if ((r = placement_from_json(s->catalog, q->placement, &p, node, &e)) < 0 ||
+        if ((r = wire_placement_from_json(s->catalog, q->placement, &p, node, &e)) < 0 ||
             (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
             return error_set(err, r, "Request %s cannot be restored: %s", id, error_message(&e));
     }

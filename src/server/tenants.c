@@ -66,7 +66,7 @@ static void trust(HttpCtx *c, bool grant) {
     if (c->who.role != ROLE_ADMIN)
         API_FAIL(c, 403, "forbidden", "Only an admin grants or withdraws a tenant's trust.");
     TrustArg a = {.tenant = c->match.params[0], .grant = grant};
-    if (!spec_name_is_valid(a.tenant))
+    if (!wire_name_is_valid(a.tenant))
         API_FAIL(c, 400, "bad_request", "'%.64s' is not a valid user name.", a.tenant);
     api_apply(c, op_trust, &a);
 }

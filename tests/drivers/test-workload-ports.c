@@ -7,7 +7,7 @@
 
 #include "agent/workloads.h"
 #include "drivers/engine-body.h"
-#include "server/spec.h"
+#include "wire/request.h"
 
 Test(workload_ports, r17_request_ports_are_parsed_strictly) {
     ApiRequest r;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "agent/workloads.h"
-#include "server/spec.h"
+#include "wire/request.h"
 #include "server/workload-end.h"
 
 Test(workload_spec, r17_request_carries_image_and_command) {

@@ -6,7 +6,7 @@
 
 #include "agent/agent-run.h"
 #include "config/catalog-yaml.h"
-#include "server/spec.h"
+#include "wire/node.h"
 
 static Catalog *catalog;
 
@@ -47,12 +47,12 @@ Test(agent_node, r3_datacenter_hgx_reports_eight_h100s_in_its_mode) {
                         .mode = "container", .capabilities = "kata,mig_in_kata"};
     ApiNode n;
     json_decref(describe("hgx-h100-8gpu", NULL, &id, NULL, &n));
-    cr_expect_str_eq(n.mode, "container");
+    cr_expect_str_eq(node_mode_to_string(n.mode), "container");
     cr_expect_eq(n.n_devices, 8);
     for (size_t i = 0; i < n.n_devices; i++) {
         cr_expect_str_eq(n.devices[i].cls, "nvidia-h100-80gb");
         cr_expect_str_eq(n.devices[i].pci_id, "10de:2330", "the vendor:device ids read from sysfs");
-        cr_expect_str_eq(n.devices[i].binding, "host");
+        cr_expect_str_eq(binding_to_string(n.devices[i].binding), "host");
     }
     cr_expect(api_node_has_cap(&n, "kata") && api_node_has_cap(&n, "mig_in_kata"));
     cr_expect_gt(n.cpus, 0);
@@ -62,13 +62,13 @@ Test(agent_node, r7_lab_4090_on_vfio_and_r8_unclassified_apu_is_kept) {
     AgentIdentity id = {.name = "lab-4090", .site = "lab", .site_kind = "lab", .owner = "me"};
     ApiNode n;
     json_decref(describe("rtx4090-clean-group", NULL, &id, NULL, &n));
-    cr_expect_str_eq(n.mode, "", "lab GPUs switch one by one (R7): no node mode");
+    cr_expect_eq(n.mode, NODE_MODE_NONE, "lab GPUs switch one by one (R7): no node mode");
     cr_assert_eq(n.n_devices, 2);
     bool gpu = false, unclassified = false;
     for (size_t i = 0; i < n.n_devices; i++) {
         if (!strcmp(n.devices[i].cls, "nvidia-rtx-4090")) {
             gpu = true;
-            cr_expect_str_eq(n.devices[i].binding, "vfio");
+            cr_expect_str_eq(binding_to_string(n.devices[i].binding), "vfio");
         } else if (!n.devices[i].cls[0]) {
             unclassified = true;
             cr_expect_eq(strlen(n.devices[i].pci_id), 9,
@@ -81,14 +81,14 @@ Test(agent_node, r7_lab_4090_on_vfio_and_r8_unclassified_apu_is_kept) {
     json_decref(describe("rtx4090-clean-group", NULL, &id, "0000:01:00.0 host\n", &n));
     for (size_t i = 0; i < n.n_devices; i++)
         if (!strcmp(n.devices[i].cls, "nvidia-rtx-4090"))
-            cr_expect_str_eq(n.devices[i].binding, "host");
+            cr_expect_str_eq(binding_to_string(n.devices[i].binding), "host");
 }
 
 Test(agent_node, r10_mac_reports_unified_and_usable_memory) {
     AgentIdentity id = {.name = "mac", .site = "home", .site_kind = "solo", .owner = "me"};
     ApiNode n;
     json_decref(describe("no-accelerator", "mac-m2-max-64gb.txt", &id, NULL, &n));
-    cr_expect_str_eq(n.platform, "macos");
+    cr_expect_str_eq(platform_to_string(n.platform), "macos");
     cr_expect_eq(n.apple_unified_memory_gb, 64);
     cr_expect_gt(n.apple_usable_memory_gb, 0);
     cr_expect_lt(n.apple_usable_memory_gb, 64, "the owner's headroom is kept back (R10)");
@@ -101,7 +101,7 @@ Test(agent_node, r11_r12_cpu_box_and_amd_machine) {
     json_decref(describe("no-accelerator", NULL, &id, NULL, &n));
     cr_expect_eq(n.n_devices, 0);
     cr_expect_gt(n.cpus, 0);
-    cr_expect_str_eq(n.site_kind, "lab");
+    cr_expect_str_eq(site_kind_to_string(n.site_kind), "lab");
     json_decref(describe("amd-mi300x", NULL, &id, NULL, &n));
     cr_assert_eq(n.n_devices, 2);
     cr_expect_str_eq(n.devices[0].cls, "amd-mi300x");

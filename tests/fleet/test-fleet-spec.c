@@ -3,7 +3,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "server/fleet-spec.h"
+#include "wire/fleet.h"
 
 #define PARSE(fn, text, out, err) fn(text, strlen(text), out, err)
 

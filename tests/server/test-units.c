@@ -8,7 +8,7 @@
 
 #include "server/api.h"
 #include "server/router.h"
-#include "server/spec.h"
+#include "wire/node.h"
 #include "store/store.h"
 #include "util/sha256.h"
 
@@ -61,8 +61,8 @@ Test(spec, request_parser_is_strict) {
     Error err = {0};
     const char *ok = "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"fallback\":[\"cpu\"],\"wait_s\":60}";
     cr_assert_eq(api_request_parse(ok, strlen(ok), &r, &err), 0, "%s", err.message);
-    cr_assert_eq(r.kind, WORK_VM);
-    cr_assert_str_eq(r.guest_os, "linux", "a VM's guest defaults to linux");
+    cr_assert_eq(r.kind, WORKLOAD_VM);
+    cr_assert_str_eq(guest_os_to_string(r.guest_os), "linux", "a VM's guest defaults to linux");
     cr_assert_eq(r.n_fallback, 1);
     const char *bad[] = {
             "[]", "{}", "{\"kind\":\"vm\"}", "{\"kind\":\"robot\",\"class\":\"cpu\"}",

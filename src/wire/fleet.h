@@ -1,4 +1,4 @@
-/* fleet-spec.h: strict parsing of the bodies the fleet's endpoints take: an agent's heartbeat,
+/* fleet.h: strict parsing of the bodies the fleet's endpoints take: an agent's heartbeat,
  * an agent's task result, and a mode switch (R3, R4, R7). Pure (no I/O); fuzzed by
  * fuzz/fuzz-fleet-bodies.c. An empty body is an empty object. */
 #pragma once
@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/spec.h"
 #include "util/error.h"
 
 #define FLEET_HEARTBEAT_MAX_S 3600

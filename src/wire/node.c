@@ -1,0 +1,270 @@
+/* node.c: the node description shape (node.h). */
+#include "wire/node.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/macro.h"
+#include "wire/pci-address.h"
+
+static_assert(sizeof(SiteKind) == sizeof(int) && sizeof(Platform) == sizeof(int) &&
+                      sizeof(NodeMode) == sizeof(int) && sizeof(Binding) == sizeof(int),
+              "WIRE_ENUM stores an int");
+
+static int site_kind_parse(const char *s) {
+    return (int)site_kind_from_string(s);
+}
+
+static int platform_parse(const char *s) {
+    return (int)platform_from_string(s);
+}
+
+/* "none" is the core's absence, never a value a client names; vm-vgpu is named so that it
+ * is refused with its own sentence below (R2d). */
+static int mode_parse(const char *s) {
+    NodeMode m = node_mode_from_string(s);
+    return m == NODE_MODE_NONE ? -1 : (int)m;
+}
+
+static int binding_parse(const char *s) {
+    return (int)binding_from_string(s);
+}
+
+/* nvidia.com/NAME, NAME of letters, digits, '.', '_', '-'. */
+static bool device_resource_is_valid(const char *s) {
+    if (strncmp(s, "nvidia.com/", 11) != 0 || !s[11])
+        return false;
+    for (const char *p = s + 11; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
+static const WireField mig_fields[] = {
+        WIRE_F_STRING(ApiMigInstance, "profile", profile, true),
+        WIRE_F_UINT(ApiMigInstance, "start", start, 0, 7),
+};
+
+/* Decoded by device_from_json itself, which knows the device's index for its sentences. */
+static int decode_later(json_t *v, void *obj, Error *err) {
+    return 0;
+}
+
+static const WireField device_fields[] = {
+        WIRE_F_STRING(ApiDevice, "pci", pci, false),
+        WIRE_F_STRING(ApiDevice, "class", cls, false),
+        WIRE_F_STRING(ApiDevice, "pci_id", pci_id, false),
+        WIRE_F_UINT(ApiDevice, "memory_gb", memory_gb, 0, 1u << 20),
+        WIRE_F_ENUM(ApiDevice, "binding", binding, false, binding_parse, "host or vfio"),
+        WIRE_F_BOOL(ApiDevice, "mig_enabled", mig_enabled),
+        WIRE_F_CUSTOM("mig", decode_later),
+        WIRE_F_BOOL(ApiDevice, "reset_verified", reset_verified),
+        WIRE_F_STRING(ApiDevice, "quarantined", quarantine_reason, false),
+};
+
+/* "10de:2335": four lower-case hex digits, a colon, four more. */
+static bool pci_id_is_valid(const char *s) {
+    for (size_t i = 0; i < 9; i++)
+        if (i == 4 ? s[i] != ':' : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return s[9] == 0;
+}
+
+static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
+    char what[48];
+    snprintf(what, sizeof(what), "device %zu", idx);
+    memset(d, 0, sizeof(*d)); /* all of it: a round trip compares the bytes */
+    d->binding = BINDING_HOST;
+    int k = wire_decode(j, what, device_fields, ARRAY_SIZE(device_fields), d, err);
+    if (k < 0)
+        return k;
+    d->quarantined = json_object_get(j, "quarantined") != NULL;
+    if (d->cls[0] && !wire_name_is_valid(d->cls))
+        return error_set(err, -EINVAL, "Device %zu: 'class' is not a valid class name.", idx);
+    if (d->pci_id[0] && !pci_id_is_valid(d->pci_id))
+        return error_set(err, -EINVAL, "Device %zu: 'pci_id' must be the PCI vendor:device ids "
+                                       "in lower-case hex, such as 10de:2335.", idx);
+    json_t *mig = json_object_get(j, "mig");
+    if (mig) {
+        if (!json_is_array(mig) || json_array_size(mig) > SPEC_MAX_MIG)
+            return error_set(err, -EINVAL,
+                             "Device %zu: 'mig' must be a list of at most %d instances.", idx,
+                             SPEC_MAX_MIG);
+        size_t i;
+        json_t *v;
+        json_array_foreach(mig, i, v) {
+            ApiMigInstance *m = &d->mig[d->n_mig++];
+            if ((k = wire_decode(v, "a MIG instance", mig_fields, ARRAY_SIZE(mig_fields), m, err)) <
+                0)
+                return k;
+        }
+        d->mig_enabled = d->mig_enabled || d->n_mig > 0;
+    }
+    return 0;
+}
+
+static int decode_caps(json_t *caps, void *obj, Error *err) {
+    ApiNode *n = obj;
+    if (!json_is_array(caps) || json_array_size(caps) > SPEC_MAX_CAPS)
+        return error_set(err, -EINVAL, "Field 'capabilities' must be a list of at most %d names.",
+                         SPEC_MAX_CAPS);
+    size_t i;
+    json_t *v;
+    json_array_foreach(caps, i, v) {
+        const char *s = json_string_value(v);
+        if (!s || strlen(s) >= sizeof(n->caps[0]) || !wire_name_is_valid(s))
+            return error_set(err, -EINVAL, "Entry %zu of 'capabilities' is not a name.", i);
+        strcpy(n->caps[n->n_caps++], s);
+    }
+    return 0;
+}
+
+static int decode_devices(json_t *devs, void *obj, Error *err) {
+    ApiNode *n = obj;
+    if (!json_is_array(devs) || json_array_size(devs) > SPEC_MAX_DEVICES)
+        return error_set(err, -EINVAL, "Field 'devices' must be a list of at most %d devices.",
+                         SPEC_MAX_DEVICES);
+    size_t i;
+    json_t *v;
+    json_array_foreach(devs, i, v) {
+        int k = device_from_json(v, i, &n->devices[n->n_devices++], err);
+        if (k < 0)
+            return k;
+        /* One PCI address is one device: a second entry would let the core hand the same GPU
+         * to two workloads. A Kubernetes node's GPUs have no address (its device plugin picks
+         * which one a Pod gets), so only addresses that are given count. */
+        for (size_t d = 0; d + 1 < n->n_devices && n->devices[i].pci[0]; d++)
+            if (STREQ(n->devices[d].pci, n->devices[i].pci))
+                return error_set(err, -EINVAL, "Devices %zu and %zu have the same PCI address %s.",
+                                 d, i, n->devices[i].pci);
+    }
+    return 0;
+}
+
+static const WireField node_fields[] = {
+        WIRE_F_STRING(ApiNode, "name", name, true),
+        WIRE_F_STRING(ApiNode, "site", site, true),
+        WIRE_F_ENUM(ApiNode, "site_kind", site_kind, true, site_kind_parse,
+                    "solo, lab or datacenter"),
+        WIRE_F_ENUM(ApiNode, "platform", platform, true, platform_parse, "linux or macos"),
+        WIRE_F_STRING(ApiNode, "owner", owner, true),
+        WIRE_F_ENUM_OPT(ApiNode, "mode", mode, mode_parse, "container or vm-passthrough"),
+        WIRE_F_BOOL(ApiNode, "cordoned", cordoned),
+        WIRE_F_UINT(ApiNode, "cpus", cpus, 0, 1u << 16),
+        WIRE_F_UINT(ApiNode, "time_slice_replicas", time_slice_replicas, 0, 64),
+        WIRE_F_UINT(ApiNode, "apple_unified_memory_gb", apple_unified_memory_gb, 0, 1u << 16),
+        WIRE_F_UINT(ApiNode, "apple_usable_memory_gb", apple_usable_memory_gb, 0, 1u << 16),
+        WIRE_F_STRING(ApiNode, "device_resource", device_resource, false),
+        WIRE_F_CUSTOM("capabilities", decode_caps),
+        WIRE_F_CUSTOM("devices", decode_devices),
+};
+
+int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
+    ApiNode *n = ret;
+    memset(n, 0, sizeof(*n));
+    n->mode = NODE_MODE_NONE;
+    int k = wire_decode(j, "a node", node_fields, ARRAY_SIZE(node_fields), n, err);
+    if (k < 0)
+        return k;
+    if (n->device_resource[0] && !device_resource_is_valid(n->device_resource))
+        return error_set(
+                err, -EINVAL,
+                "Field 'device_resource' must be a resource like nvidia.com/GH100_H100_SXM5_80GB.");
+    if (!wire_name_is_valid(n->site))
+        return error_set(err, -EINVAL, "Field 'site' must be 1-63 of a-z, 0-9, '.', '_', '-'.");
+    if (!wire_name_is_valid(n->name))
+        return error_set(err, -EINVAL, "Field 'name' must be 1-63 of a-z, 0-9, '.', '_', '-'.");
+    if (!wire_name_is_valid(n->owner))
+        return error_set(err, -EINVAL, "Field 'owner' is not a valid user name.");
+    if (n->mode == NODE_MODE_VM_VGPU)
+        return error_set(err, -EINVAL,
+                         "Node mode vm-vgpu is not supported (R2d); use "
+                         "vm-passthrough or container.");
+    if (n->site_kind == SITE_DATACENTER) {
+        /* R3: a datacenter node's mode is never a silent default. */
+        if (n->mode == NODE_MODE_NONE)
+            return error_set(err, -EINVAL,
+                             "A datacenter node needs 'mode' (container or "
+                             "vm-passthrough, R3).");
+    } else if (n->mode != NODE_MODE_NONE)
+        return error_set(err, -EINVAL,
+                         "Field 'mode' applies to datacenter nodes only; lab and "
+                         "solo machines switch per GPU (R7).");
+    return 0;
+}
+
+int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err) {
+    json_t *j;
+    int r = wire_parse_text(text, len, &j, err);
+    if (r < 0)
+        return r;
+    r = api_node_from_json(j, ret, err);
+    json_decref(j);
+    return r;
+}
+
+int api_node_check_addresses(const ApiNode *n, Error *err) {
+    for (size_t i = 0; i < n->n_devices; i++)
+        if (n->devices[i].pci[0] && !pci_bdf_is_valid(n->devices[i].pci))
+            return error_set(err, -EINVAL,
+                             "Device %zu: 'pci' is not a PCI address like 0000:3b:00.0.", i);
+    return 0;
+}
+
+bool api_node_has_cap(const ApiNode *n, const char *cap) {
+    for (size_t i = 0; i < n->n_caps; i++)
+        if (STREQ(n->caps[i], cap))
+            return true;
+    return false;
+}
+
+json_t *api_node_to_json(const ApiNode *n) {
+    json_t *j =
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "name", n->name, "site", n->site,
+                      "site_kind", site_kind_to_string(n->site_kind), "platform",
+                      platform_to_string(n->platform), "owner", n->owner, "cordoned", n->cordoned);
+    if (!j)
+        return NULL;
+    if (n->mode != NODE_MODE_NONE)
+        json_object_set_new(j, "mode", json_string(node_mode_to_string(n->mode)));
+    if (n->device_resource[0])
+        json_object_set_new(j, "device_resource", json_string(n->device_resource));
+    if (n->cpus)
+        json_object_set_new(j, "cpus", json_integer(n->cpus));
+    if (n->time_slice_replicas)
+        json_object_set_new(j, "time_slice_replicas", json_integer(n->time_slice_replicas));
+    if (n->apple_unified_memory_gb)
+        json_object_set_new(j, "apple_unified_memory_gb", json_integer(n->apple_unified_memory_gb));
+    if (n->apple_usable_memory_gb)
+        json_object_set_new(j, "apple_usable_memory_gb", json_integer(n->apple_usable_memory_gb));
+    json_t *caps = json_array();
+    for (size_t i = 0; i < n->n_caps; i++)
+        json_array_append_new(caps, json_string(n->caps[i]));
+    json_object_set_new(j, "capabilities", caps);
+    json_t *devs = json_array();
+    for (size_t i = 0; i < n->n_devices; i++) {
+        const ApiDevice *d = &n->devices[i];
+        json_t *dj = json_pack("{s:s, s:s, s:i, s:s}", "pci", d->pci, "class", d->cls, "memory_gb",
+                               (int)d->memory_gb, "binding", binding_to_string(d->binding));
+        if (d->pci_id[0])
+            json_object_set_new(dj, "pci_id", json_string(d->pci_id));
+        if (d->mig_enabled) {
+            json_object_set_new(dj, "mig_enabled", json_true());
+            json_t *mig = json_array();
+            for (size_t m = 0; m < d->n_mig; m++)
+                json_array_append_new(mig, json_pack("{s:s, s:i}", "profile", d->mig[m].profile,
+                                                     "start", (int)d->mig[m].start));
+            json_object_set_new(dj, "mig", mig);
+        }
+        if (d->reset_verified)
+            json_object_set_new(dj, "reset_verified", json_true());
+        if (d->quarantined)
+            json_object_set_new(dj, "quarantined", json_string(d->quarantine_reason));
+        json_array_append_new(devs, dj);
+    }
+    json_object_set_new(j, "devices", devs);
+    return j;
+}

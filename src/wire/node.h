@@ -1,0 +1,68 @@
+/* node.h: a node description, as an admin posts it and an agent pushes its inventory
+ * (docs/control-plane.md "Node description"), decoded straight into the core's enums (strict:
+ * see decode.h) and encoded back. The agent builds one from its discovery, the server
+ * stores and answers it. Pure; fuzzed by fuzz/fuzz-api-request.c. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/sched.h"
+#include "util/error.h"
+#include "wire/decode.h"
+#include "wire/request.h"
+
+#define SPEC_MAX_DEVICES 64
+#define SPEC_MAX_MIG 7
+#define SPEC_MAX_CAPS 16
+
+typedef struct ApiMigInstance {
+    char profile[16]; /* e.g. "1g.10gb" */
+    unsigned start;   /* first memory slot (0..7) */
+} ApiMigInstance;
+
+typedef struct ApiDevice {
+    char pci[16];            /* PCI address, e.g. 0000:3b:00.0 ("" for Apple GPU / cpu) */
+    char cls[SPEC_NAME_MAX]; /* catalog class name; "" = unclassified (shown, never placed) */
+    char pci_id[10];         /* "10de:2335": PCI vendor:device, lower-case hex; "" unknown */
+    unsigned memory_gb;
+    Binding binding; /* host (driver bound: containers) or vfio (passthrough) */
+    bool mig_enabled;
+    ApiMigInstance mig[SPEC_MAX_MIG]; /* existing MIG layout */
+    size_t n_mig;
+    bool reset_verified; /* consumer card passed the agent's reset cycle check (R9) */
+    bool quarantined;
+    char quarantine_reason[128];
+} ApiDevice;
+
+typedef struct ApiNode {
+    char name[SPEC_NAME_MAX];
+    char site[SPEC_NAME_MAX]; /* the site's name */
+    SiteKind site_kind;
+    Platform platform;
+    char owner[SPEC_NAME_MAX];
+    NodeMode mode; /* datacenter: container | vm-passthrough; NODE_MODE_NONE elsewhere (per GPU, R7)
+                    */
+    char device_resource[128]; /* a Kubernetes node's passthrough resource when it is not its
+                                  class's vm_device_name (R6): capacity uses the node's own name */
+    char caps[SPEC_MAX_CAPS][32];
+    size_t n_caps;
+    bool cordoned;
+    unsigned cpus;
+    unsigned time_slice_replicas;     /* 0: the core's default */
+    unsigned apple_unified_memory_gb; /* Macs (R10) */
+    unsigned apple_usable_memory_gb;  /* the agent's report: wired limit minus headroom */
+    ApiDevice devices[SPEC_MAX_DEVICES];
+    size_t n_devices;
+} ApiNode;
+
+int api_node_from_json(json_t *j, ApiNode *ret, Error *err);
+int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err);
+json_t *api_node_to_json(const ApiNode *n);
+bool api_node_has_cap(const ApiNode *n, const char *cap);
+
+/* Every device's 'pci', when given, is an address the agent would take (pci_bdf_is_valid).
+ * The server checks what a client sends, not what its state file holds: a node stored before
+ * the check came in still loads. */
+int api_node_check_addresses(const ApiNode *n, Error *err);

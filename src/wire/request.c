@@ -1,0 +1,165 @@
+/* request.c: the request shape (request.h). */
+#include "wire/request.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+
+static_assert(sizeof(WorkloadKind) == sizeof(int) && sizeof(GuestOs) == sizeof(int) &&
+                      sizeof(EndpointRuntime) == sizeof(int),
+              "WIRE_ENUM stores an int");
+
+static int kind_parse(const char *s) {
+    return (int)workload_kind_from_string(s);
+}
+
+static int guest_parse(const char *s) {
+    return (int)guest_os_from_string(s);
+}
+
+/* "none" is the core's absence, never a value a client names. */
+static int runtime_parse(const char *s) {
+    EndpointRuntime e = endpoint_runtime_from_string(s);
+    return e == ENDPOINT_RUNTIME_NONE ? -1 : (int)e;
+}
+
+/* "ports": 1 to SPEC_MAX_PORTS distinct container ports, each an integer 1..65535. */
+static int decode_ports(json_t *v, void *obj, Error *err) {
+    ApiRequest *r = obj;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > SPEC_MAX_PORTS)
+        return error_set(err, -EINVAL, "Field 'ports' must be a list of 1 to %d ports.",
+                         SPEC_MAX_PORTS);
+    size_t i;
+    json_t *a;
+    json_array_foreach(v, i, a) {
+        json_int_t n = json_integer_value(a);
+        if (!json_is_integer(a) || n < 1 || n > 65535)
+            return error_set(err, -EINVAL,
+                             "Item %zu of 'ports' is not a port number from 1 to 65535.", i);
+        for (size_t k = 0; k < i; k++)
+            if (r->ports[k] == (unsigned)n)
+                return error_set(err, -EINVAL, "Port %u is in 'ports' twice.", (unsigned)n);
+        r->ports[i] = (unsigned)n;
+    }
+    r->n_ports = json_array_size(v);
+    return 0;
+}
+
+static int decode_fallback(json_t *fb, void *obj, Error *err) {
+    ApiRequest *r = obj;
+    if (!json_is_array(fb))
+        return error_set(err, -EINVAL, "Field 'fallback' must be a list of class names.");
+    if (json_array_size(fb) > SPEC_MAX_FALLBACK)
+        return error_set(err, -E2BIG, "Field 'fallback' lists at most %d classes.",
+                         SPEC_MAX_FALLBACK);
+    size_t i;
+    json_t *v;
+    json_array_foreach(fb, i, v) {
+        const char *s = json_string_value(v);
+        if (!s || !wire_name_is_valid(s))
+            return error_set(err, -EINVAL, "Entry %zu of 'fallback' is not a class name.", i);
+        strcpy(r->fallback[r->n_fallback++], s);
+    }
+    return 0;
+}
+
+static const WireField request_fields[] = {
+        WIRE_F_ENUM(ApiRequest, "kind", kind, true, kind_parse,
+                    "vm, container, notebook or endpoint"),
+        WIRE_F_STRING(ApiRequest, "class", cls, false),
+        WIRE_F_UINT(ApiRequest, "count", count, 1, SPEC_MAX_COUNT),
+        WIRE_F_UINT(ApiRequest, "memory_gb", memory_gb, 1, 1u << 20),
+        WIRE_F_ENUM_OPT(ApiRequest, "guest_os", guest_os, guest_parse, "linux or macos"),
+        WIRE_F_BOOL(ApiRequest, "share", share),
+        WIRE_F_BOOL(ApiRequest, "wait_for_nodes", wait_for_nodes),
+        WIRE_F_UINT(ApiRequest, "wait_s", wait_s, 0, SPEC_MAX_WAIT_S),
+        WIRE_F_ENUM_OPT(ApiRequest, "runtime", runtime, runtime_parse, "vllm, mlx or llama.cpp"),
+        WIRE_F_STRING(ApiRequest, "image", image, false),
+        WIRE_F_ARGV(ApiRequest, "command", command),
+        WIRE_F_ENVV(ApiRequest, "env", env),
+        WIRE_F_STRING(ApiRequest, "model", model, false),
+        WIRE_F_CUSTOM("ports", decode_ports),
+        WIRE_F_CUSTOM("fallback", decode_fallback),
+};
+
+int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
+    /* guest_os starts as no value at all, so that a guest_os given for another kind shows. */
+    ApiRequest r = {.count = 1, .guest_os = (GuestOs)-1, .runtime = ENDPOINT_RUNTIME_NONE};
+    int k = wire_decode(j, "a request", request_fields,
+                        sizeof(request_fields) / sizeof(request_fields[0]), &r, err);
+    if (k < 0)
+        return k;
+    /* Checked once the kind is known. */
+    if (r.model[0] && r.kind != WORKLOAD_ENDPOINT)
+        return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
+    if (r.n_ports && r.kind == WORKLOAD_VM)
+        return error_set(err, -EINVAL,
+                         "Field 'ports' applies to containers, notebooks and endpoints, not VMs.");
+    if (!r.cls[0] && !r.memory_gb)
+        return error_set(err, -EINVAL,
+                         "A request names a 'class' (or 'cpu') or a 'memory_gb' need.");
+    if (r.cls[0] && !wire_name_is_valid(r.cls))
+        return error_set(err, -EINVAL, "Field 'class' is not a valid class name.");
+    if (r.guest_os != (GuestOs)-1 && r.kind != WORKLOAD_VM)
+        return error_set(err, -EINVAL, "Field 'guest_os' applies to kind vm only.");
+    if (r.guest_os == (GuestOs)-1)
+        r.guest_os = GUEST_LINUX;
+    if (r.runtime != ENDPOINT_RUNTIME_NONE && r.kind != WORKLOAD_ENDPOINT)
+        return error_set(err, -EINVAL, "Field 'runtime' applies to kind endpoint only.");
+    if (r.wait_s && !r.n_fallback)
+        return error_set(err, -EINVAL, "Field 'wait_s' needs a 'fallback' list to fall back to.");
+    *ret = r;
+    return 0;
+}
+
+int api_request_parse(const char *text, size_t len, ApiRequest *ret, Error *err) {
+    json_t *j;
+    int r = wire_parse_text(text, len, &j, err);
+    if (r < 0)
+        return r;
+    r = api_request_from_json(j, ret, err);
+    json_decref(j);
+    return r;
+}
+
+json_t *api_request_to_json(const ApiRequest *r) {
+    json_t *j = json_object();
+    if (!j)
+        return NULL;
+    json_object_set_new(j, "kind", json_string(workload_kind_to_string(r->kind)));
+    if (r->cls[0])
+        json_object_set_new(j, "class", json_string(r->cls));
+    json_object_set_new(j, "count", json_integer(r->count));
+    if (r->memory_gb)
+        json_object_set_new(j, "memory_gb", json_integer(r->memory_gb));
+    if (r->kind == WORKLOAD_VM)
+        json_object_set_new(j, "guest_os", json_string(guest_os_to_string(r->guest_os)));
+    if (r->share)
+        json_object_set_new(j, "share", json_true());
+    if (r->n_fallback) {
+        json_t *fb = json_array();
+        for (size_t i = 0; i < r->n_fallback; i++)
+            json_array_append_new(fb, json_string(r->fallback[i]));
+        json_object_set_new(j, "fallback", fb);
+        json_object_set_new(j, "wait_s", json_integer(r->wait_s));
+    }
+    if (r->runtime != ENDPOINT_RUNTIME_NONE)
+        json_object_set_new(j, "runtime", json_string(endpoint_runtime_to_string(r->runtime)));
+    if (r->wait_for_nodes)
+        json_object_set_new(j, "wait_for_nodes", json_true());
+    if (r->image[0])
+        json_object_set_new(j, "image", json_string(r->image));
+    if (r->command[0])
+        json_object_set_new(j, "command", json_loads(r->command, 0, NULL));
+    if (r->env[0])
+        json_object_set_new(j, "env", json_loads(r->env, 0, NULL));
+    if (r->model[0])
+        json_object_set_new(j, "model", json_string(r->model));
+    if (r->n_ports) {
+        json_t *ports = json_array();
+        for (size_t i = 0; i < r->n_ports; i++)
+            json_array_append_new(ports, json_integer(r->ports[i]));
+        json_object_set_new(j, "ports", ports);
+    }
+    return j;
+}

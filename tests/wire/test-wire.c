@@ -1,0 +1,281 @@
+/* test-wire.c: every wire shape survives decode(encode(x)) == x, and the strict decoder
+ * refuses what is not its shape with a sentence naming the field. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/node.h"
+#include "wire/pci-address.h"
+#include "wire/placement.h"
+#include "wire/request.h"
+
+static ApiNode *node_of(const char *text) {
+    ApiNode *n = calloc(1, sizeof(*n));
+    Error err = {0};
+    cr_assert_eq(api_node_parse(text, strlen(text), n, &err), 0, "%s: %s", err.message, text);
+    return n;
+}
+
+static void expect_node_refused(const char *text, const char *words) {
+    ApiNode *n = calloc(1, sizeof(*n));
+    Error err = {0};
+    cr_expect_lt(api_node_parse(text, strlen(text), n, &err), 0, "accepted %s", text);
+    cr_expect(strstr(err.message, words), "'%s' does not say '%s'", err.message, words);
+    free(n);
+}
+
+static void expect_request_refused(const char *text, const char *words) {
+    ApiRequest r;
+    Error err = {0};
+    cr_expect_lt(api_request_parse(text, strlen(text), &r, &err), 0, "accepted %s", text);
+    cr_expect(strstr(err.message, words), "'%s' does not say '%s'", err.message, words);
+}
+
+#define NODE_HEAD "{\"name\":\"n1\",\"site\":\"dc1\",\"platform\":\"linux\",\"owner\":\"ops\","
+
+Test(wire, r3_r7_node_round_trips_into_the_cores_enums) {
+    const char *texts[] = {
+            NODE_HEAD
+            "\"site_kind\":\"datacenter\",\"mode\":\"vm-passthrough\",\"cpus\":64,\"cordoned\":"
+            "true,"
+            "\"capabilities\":[\"kata\"],\"device_resource\":\"nvidia.com/GH100\","
+            "\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":"
+            "80,"
+            "\"binding\":\"vfio\",\"reset_verified\":true,\"quarantined\":\"fell off the bus\"}]}",
+            NODE_HEAD "\"site_kind\":\"lab\",\"time_slice_replicas\":4,"
+                      "\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-a100-80gb\","
+                      "\"memory_gb\":80,"
+                      "\"mig\":[{\"profile\":\"1g.10gb\",\"start\":0},{\"profile\":\"3g.40gb\","
+                      "\"start\":4}]},"
+                      "{\"class\":\"\",\"memory_gb\":0}]}",
+            NODE_HEAD
+            "\"site_kind\":\"solo\",\"apple_unified_memory_gb\":64,\"apple_usable_memory_gb\":48}",
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        ApiNode *n = node_of(texts[i]), *back = calloc(1, sizeof(*back));
+        json_t *j = api_node_to_json(n);
+        Error err = {0};
+        cr_assert_eq(api_node_from_json(j, back, &err), 0, "%s", err.message);
+        cr_expect_eq(memcmp(n, back, sizeof(*n)), 0, "node %zu changed in a round trip", i);
+        json_decref(j);
+        free(n);
+        free(back);
+    }
+    ApiNode *dc = node_of(texts[0]);
+    cr_expect_eq(dc->site_kind, SITE_DATACENTER);
+    cr_expect_eq(dc->mode, NODE_MODE_VM_PASSTHROUGH);
+    cr_expect_eq(dc->devices[0].binding, BINDING_VFIO);
+    cr_expect(dc->devices[0].quarantined);
+    free(dc);
+    ApiNode *lab = node_of(texts[1]);
+    cr_expect_eq(lab->mode, NODE_MODE_NONE, "a lab node has no node mode (R7)");
+    cr_expect_eq(lab->devices[0].binding, BINDING_HOST, "host is the default binding");
+    cr_expect(lab->devices[0].mig_enabled && lab->devices[0].n_mig == 2);
+    free(lab);
+}
+
+Test(wire, r1_request_round_trips_into_the_cores_enums) {
+    const char *texts[] = {
+            "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"guest_os\":\"macos\","
+            "\"fallback\":[\"cpu\"],"
+            "\"wait_s\":60,\"wait_for_nodes\":true}",
+            "{\"kind\":\"endpoint\",\"memory_gb\":24,\"runtime\":\"llama.cpp\",\"model\":\"m\","
+            "\"ports\":[8080,9090],"
+            "\"env\":[\"A=1\"],\"command\":[\"serve\",\"--x\"],\"image\":\"img:1\",\"share\":true}",
+            "{\"kind\":\"notebook\",\"class\":\"cpu\"}",
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        ApiRequest r, back;
+        memset(&r, 0, sizeof(r));
+        memset(&back, 0, sizeof(back));
+        Error err = {0};
+        cr_assert_eq(api_request_parse(texts[i], strlen(texts[i]), &r, &err), 0, "%s", err.message);
+        json_t *j = api_request_to_json(&r);
+        cr_assert_eq(api_request_from_json(j, &back, &err), 0, "%s", err.message);
+        json_t *again = api_request_to_json(&back);
+        cr_expect(json_equal(j, again), "request %zu changed in a round trip", i);
+        cr_expect_eq(back.kind, r.kind);
+        cr_expect_eq(back.guest_os, r.guest_os);
+        cr_expect_eq(back.runtime, r.runtime);
+        json_decref(j);
+        json_decref(again);
+    }
+    ApiRequest r;
+    Error err = {0};
+    cr_assert_eq(api_request_parse(texts[0], strlen(texts[0]), &r, &err), 0);
+    cr_expect_eq(r.kind, WORKLOAD_VM);
+    cr_expect_eq(r.guest_os, GUEST_MACOS);
+    cr_assert_eq(api_request_parse(texts[1], strlen(texts[1]), &r, &err), 0);
+    cr_expect_eq(r.runtime, ENDPOINT_RUNTIME_LLAMA_CPP);
+    cr_assert_eq(api_request_parse(texts[2], strlen(texts[2]), &r, &err), 0);
+    cr_expect_eq(r.runtime, ENDPOINT_RUNTIME_NONE);
+}
+
+Test(wire, bad_input_wire_unknown_fields_and_wrong_types_name_the_field) {
+    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"colour\":\"red\"}", "'colour'");
+    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"user\":\"eve\"}", "token");
+    expect_request_refused("{\"kind\":\"vm\",\"class\":7}", "'class' must be a string");
+    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"count\":\"2\"}",
+                           "'count' must be an integer");
+    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"share\":1}",
+                           "'share' must be true or false");
+    expect_request_refused("{\"kind\":\"robot\",\"class\":\"cpu\"}",
+                           "'kind' must be vm, container");
+    expect_request_refused("{\"kind\":\"endpoint\",\"class\":\"cpu\",\"runtime\":\"none\"}",
+                           "'runtime'");
+    expect_request_refused("{\"class\":\"cpu\"}", "'kind' is required");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"moon\"}",
+                        "'site_kind' must be solo, lab or datacenter");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"datacenter\",\"mode\":\"none\"}", "'mode'");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"binding\":\"pci-stub\"}]}",
+                        "'binding'");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"slot\":1}]}",
+                        "'slot' in device 0");
+    expect_node_refused(
+            NODE_HEAD
+            "\"site_kind\":\"lab\",\"devices\":[{\"mig\":[{\"profile\":\"1g\",\"x\":1}]}]}",
+            "'x' in a MIG instance");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"cpus\":-1}", "'cpus' must be between");
+    expect_node_refused("[1]", "must be a JSON object");
+    expect_node_refused("{\"name\":", "Malformed JSON");
+}
+
+Test(wire, bad_input_wire_server_refuses_a_pci_address_the_agent_would) {
+    cr_expect(pci_bdf_is_valid("0000:3b:00.0"));
+    cr_expect_not(pci_bdf_is_valid("0000:3B:00.0"), "sysfs writes lower-case hex");
+    cr_expect_not(pci_bdf_is_valid("0000:3b:00.8"), "a PCI function is 0 to 7");
+    cr_expect_not(pci_bdf_is_valid("3b:00.0"));
+    const char *bad[] = {NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"gpu0\"}]}",
+                         NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:01:00.0\"},{"
+                                   "\"pci\":\"0000:17:00.0/x\"}]}"};
+    for (size_t i = 0; i < 2; i++) {
+        ApiNode *n = node_of(bad[i]); /* decodes: a state file written before the check loads */
+        Error err = {0};
+        cr_expect_eq(api_node_check_addresses(n, &err), -EINVAL, "%s", bad[i]);
+        cr_expect(strstr(err.message, "'pci'"), "%s", err.message);
+        free(n);
+    }
+    /* A Kubernetes node's GPUs have no address: none is still fine. */
+    ApiNode *k8s = node_of(NODE_HEAD
+                           "\"site_kind\":\"lab\",\"devices\":[{\"class\":\"nvidia-h100-80gb\"}]}");
+    Error err = {0};
+    cr_expect_eq(api_node_check_addresses(k8s, &err), 0);
+    free(k8s);
+}
+
+static Catalog *two_classes(void) {
+    Catalog *c = catalog_new();
+    const char *names[] = {"nvidia-a100-80gb", "cpu"};
+    for (size_t i = 0; i < 2; i++) {
+        GpuClass g = {.name = strdup(names[i])};
+        Error err = {0};
+        cr_assert_eq(catalog_add(c, &g, &err), 0, "%s", err.message);
+    }
+    return c;
+}
+
+Test(wire, r2_placement_round_trips_with_the_same_fields_everywhere) {
+    Catalog *cat = two_classes();
+    Placement p = {.node = "n1",
+                   .class_name = "nvidia-a100-80gb",
+                   .class_index = 0,
+                   .method = METHOD_MIG,
+                   .container_runtime = CONTAINER_RUNTIME_KATA,
+                   .endpoint_runtime = ENDPOINT_RUNTIME_VLLM,
+                   .n_devices = 2,
+                   .devices = {3, 5},
+                   .mig_start = 4,
+                   .mig_slots = 2,
+                   .fallback_index = 1};
+    const char *addrs[] = {"0000:17:00.0", "0000:18:00.0"};
+    json_t *j = wire_placement_to_json(&p, addrs);
+    cr_assert_not_null(j);
+    cr_expect_eq(json_array_size(json_object_get(j, "addresses")), 2);
+    Placement back;
+    char node[SCHED_ID_MAX];
+    Error err = {0};
+    cr_assert_eq(wire_placement_from_json(cat, j, &back, node, &err), 0, "%s", err.message);
+    cr_expect_str_eq(back.node, "n1");
+    cr_expect_str_eq(back.class_name, "nvidia-a100-80gb");
+    cr_expect_eq(back.class_index, 0);
+    cr_expect_eq(back.method, METHOD_MIG);
+    cr_expect_eq(back.container_runtime, CONTAINER_RUNTIME_KATA);
+    cr_expect_eq(back.endpoint_runtime, ENDPOINT_RUNTIME_VLLM);
+    cr_expect_eq(back.n_devices, 2);
+    cr_expect(back.devices[0] == 3 && back.devices[1] == 5);
+    cr_expect(back.mig_start == 4 && back.mig_slots == 2 && back.fallback_index == 1);
+    json_decref(j);
+    /* The plan has no addresses, and a CPU placement keeps its cores and first choice. */
+    Placement cpu = {.node = "n2",
+                     .class_name = "cpu",
+                     .class_index = 1,
+                     .method = METHOD_CPU,
+                     .cpu_cores = 8,
+                     .fallback_index = -1};
+    j = wire_placement_to_json(&cpu, NULL);
+    cr_assert_eq(wire_placement_from_json(cat, j, &back, node, &err), 0, "%s", err.message);
+    cr_expect(back.method == METHOD_CPU && back.cpu_cores == 8 && back.fallback_index == -1 &&
+              !back.n_devices);
+    json_decref(j);
+    catalog_free(cat);
+}
+
+Test(wire, bad_input_wire_placement_refusals_name_the_field) {
+    Catalog *cat = two_classes();
+    const char *bad[][2] = {
+            {"{\"node\":\"n\",\"class\":\"gone\",\"method\":\"cpu\",\"container_runtime\":\"none\","
+             "\"endpoint_runtime\":\"none\",\"devices\":[]}",
+             "gone"},
+            {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"teleport\",\"container_runtime\":"
+             "\"none\","
+             "\"endpoint_runtime\":\"none\",\"devices\":[]}",
+             "'method'"},
+            {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"cpu\",\"container_runtime\":\"none\","
+             "\"endpoint_runtime\":\"none\"}",
+             "'devices' is required"},
+            {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"cpu\",\"container_runtime\":\"none\","
+             "\"endpoint_runtime\":\"none\",\"devices\":[-1]}",
+             "'devices'"},
+            {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"cpu\",\"container_runtime\":\"none\","
+             "\"endpoint_runtime\":\"none\",\"devices\":[],\"gpu\":1}",
+             "'gpu'"},
+            {"{\"node\":\"n\",\"class\":\"cpu\",\"method\":\"cpu\",\"container_runtime\":\"none\","
+             "\"endpoint_runtime\":\"none\",\"devices\":[],\"fallback_index\":-2}",
+             "'fallback_index'"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *j = json_loads(bad[i][0], 0, NULL);
+        cr_assert_not_null(j);
+        Placement p;
+        char node[SCHED_ID_MAX];
+        Error err = {0};
+        cr_expect_lt(wire_placement_from_json(cat, j, &p, node, &err), 0, "accepted %s", bad[i][0]);
+        cr_expect(strstr(err.message, bad[i][1]), "'%s' does not say %s", err.message, bad[i][1]);
+        json_decref(j);
+    }
+    catalog_free(cat);
+}
+
+Test(wire, r6_capacity_row_has_one_shape) {
+    CapacityRow site = {.class_name = "nvidia-h100-80gb",
+                        .site = "dc1",
+                        .mode = CAPACITY_VM,
+                        .resource = "nvidia.com/GH100",
+                        .total = 8,
+                        .allocated = 3,
+                        .free = 4,
+                        .cordoned = 1};
+    json_t *j = wire_capacity_row_to_json(&site);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "site")), "dc1");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "mode")), "vm");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "resource")), "nvidia.com/GH100");
+    cr_expect_null(json_object_get(j, "node_selector"), "absent, not null, when the row has none");
+    cr_expect_eq(json_integer_value(json_object_get(j, "total")), 8);
+    cr_expect_eq(json_integer_value(json_object_get(j, "free")), 4);
+    json_decref(j);
+    CapacityRow sum = {.class_name = "cpu", .mode = CAPACITY_CPU, .total = 64};
+    j = wire_capacity_row_to_json(&sum);
+    cr_expect(json_is_null(json_object_get(j, "site")), "a sum over every site says site null");
+    json_decref(j);
+}
