@@ -13,21 +13,11 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "util/name-table.h"
 #include "util/strutil.h"
 
-static const char *const task_kinds[_TASK_KIND_MAX] = {[TASK_BIND] = "bind",
-                                                       [TASK_RESET_CHECK] = "reset-check"};
-
-const char *task_kind_to_string(TaskKind k) {
-    return k >= 0 && k < _TASK_KIND_MAX ? task_kinds[k] : NULL;
-}
-
-TaskKind task_kind_from_string(const char *str) {
-    for (TaskKind k = 0; k < _TASK_KIND_MAX; k++)
-        if (str && STREQ(str, task_kinds[k]))
-            return k;
-    return _TASK_KIND_INVALID;
-}
+NAME_TABLE(TaskKind, task_kind, _TASK_KIND_MAX, [TASK_BIND] = "bind",
+           [TASK_RESET_CHECK] = "reset-check")
 
 #define FOREACH_NODE(s, n)                                                                         \
     for (size_t _i = 0; _i < (s)->nodes.cap; _i++)                                                 \
