@@ -12,6 +12,7 @@
 #include "api.h"
 #include "server/request-names.h"
 #include "server/workload-end.h"
+#include "util/json-cleanup.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -49,10 +50,9 @@ static void op_submit(Server *s, Op *op) {
         _cleanup_free_ char *k = strprintf("%s\n%s", who->user, a->idem_key);
         Req *old = k ? ptrmap_get(&s->idem, k) : NULL;
         if (old) {
-            json_t *x = api_request_to_json(&old->spec), *y = api_request_to_json(&a->spec);
+            _cleanup_json_ json_t *x = api_request_to_json(&old->spec),
+                                  *y = api_request_to_json(&a->spec);
             bool same = json_equal(x, y);
-            json_decref(x);
-            json_decref(y);
             if (!same) {
                 /* 422, as the IETF Idempotency-Key draft and Stripe answer: the request
                  * is well formed but cannot be honoured with this key. */

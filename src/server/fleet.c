@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "util/json-cleanup.h"
 #include "util/name-table.h"
 #include "util/strutil.h"
 
@@ -29,13 +30,12 @@ NAME_TABLE(TaskKind, task_kind, _TASK_KIND_MAX, [TASK_BIND] = "bind",
 /* ---- records in the store ---- */
 
 static int put_doc(Server *s, const char *key, json_t *doc) {
-    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
+    _cleanup_json_ json_t *owned = doc;
+    _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     if (!text)
         return writer_check(s, -ENOMEM, NULL, "saving a fleet record");
     Error err = {0};
     int r = store_fleet_put(s->store, key, text, &err);
-    free(text);
     return writer_check(s, r, &err, "saving a fleet record");
 }
 
@@ -345,7 +345,7 @@ json_t *fleet_node_json(Server *s, const Node *n) {
 
 static int load_record(const char *key, const char *text, void *userdata) {
     Server *s = userdata;
-    json_t *j = json_loads(text, 0, NULL);
+    _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
     if (!j)
         return error_set(&s->fatal_err, -EINVAL, "Stored fleet record %s is not JSON.", key);
     int r = 0;
@@ -408,7 +408,6 @@ static int load_record(const char *key, const char *text, void *userdata) {
     } else if (STREQ(key, "meta/last-task")) {
         s->last_task_id = MAX(s->last_task_id, (uint64_t)json_integer_value(json_object_get(j, "id")));
     }
-    json_decref(j);
     return r;
 }
 

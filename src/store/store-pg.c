@@ -337,11 +337,12 @@ fail:
 
 int store_pg_open(const char *conninfo, const char *site, Store **ret, Error *err) {
     PgStore *s = calloc(1, sizeof(*s));
-    if (!s || !(s->conninfo = strdup(conninfo))) {
-        free(s);
+    if (!s)
         return error_set(err, -ENOMEM, "Out of memory.");
-    }
     s->base.ops = &pg_ops;
+    _cleanup_(store_closep) Store *owned = &s->base;
+    if (!(s->conninfo = strdup(conninfo)))
+        return error_set(err, -ENOMEM, "Out of memory.");
     int r = store_pg_connect(conninfo, &s->conn, err);
     if (r >= 0) {
         if (asprintf(&s->where, "database %s on %s", PQdb(s->conn), PQhost(s->conn)) < 0)
@@ -351,11 +352,9 @@ int store_pg_open(const char *conninfo, const char *site, Store **ret, Error *er
         r = migrate(s, site, err);
     if (r >= 0)
         r = prepare_all(s, err);
-    if (r < 0) {
-        pg_close(&s->base);
+    if (r < 0)
         return r;
-    }
-    *ret = &s->base;
+    *ret = TAKE_PTR(owned);
     return 0;
 }
 
