@@ -18,7 +18,7 @@ typedef struct PtrMap {
 /* The map copies the key. -ENOMEM on allocation failure; replaces an existing value. */
 int ptrmap_put(PtrMap *m, const char *key, void *value);
 void *ptrmap_get(const PtrMap *m, const char *key);
-/* Returns the removed value, or NULL. Slots do not move, so a walk may remove the entry it is at. */
+/* Returns the removed value, or NULL. Slots do not move: a walk may remove the entry it is at. */
 void *ptrmap_remove(PtrMap *m, const char *key);
 /* Free the keys and tables (not the values). */
 void ptrmap_done(PtrMap *m);
