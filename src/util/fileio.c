@@ -1,6 +1,7 @@
 /* fileio.c: whole-file and small-attribute reads and writes. */
 #include "fileio.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -56,6 +57,7 @@ int read_one_line(const char *path, char **ret) {
     int r = read_full_file(path, 64 * 1024, &buf, NULL);
     if (r < 0)
         return r;
+    assert(buf); /* set on success */
     char *nl = strchr(buf, '\n');
     if (nl)
         *nl = '\0';
