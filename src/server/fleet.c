@@ -29,8 +29,8 @@ NAME_TABLE(TaskKind, task_kind, _TASK_KIND_MAX, [TASK_BIND] = "bind",
 
 /* ---- records in the store ---- */
 
-static int put_doc(Server *s, const char *key, json_t *doc) {
-    _cleanup_json_ json_t *owned = doc;
+static int put_doc(Server *s, const char *key, json_t *taken) {
+    _cleanup_json_ json_t *doc = taken;
     _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     if (!text)
         return writer_check(s, -ENOMEM, NULL, "saving a fleet record");
