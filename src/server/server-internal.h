@@ -24,6 +24,7 @@
 #include "server/history.h"
 #include "server/ptrmap.h"
 #include "store/store.h"
+#include "util/macro.h"
 
 typedef enum Role { ROLE_ADMIN, ROLE_OWNER, ROLE_TRUSTED, ROLE_USER, ROLE_NODE, _ROLE_MAX, _ROLE_INVALID = -1 } Role;
 const char *role_to_string(Role r);
@@ -182,6 +183,7 @@ int state_load(Server *s, Error *err);
 void state_free(Server *s);
 /* Free a request record no index holds any more (history.c's retention). */
 void state_req_free(Req *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Req *, state_req_free);
 /* Placement <-> JSON (the store keeps placements as JSON; restore reads them back). */
 json_t *placement_to_json(const Sched *sched, const Placement *p);
 int placement_from_json(const Catalog *cat, json_t *j, Placement *ret, char node_buf[SCHED_ID_MAX],
