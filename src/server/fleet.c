@@ -7,6 +7,7 @@
  * state lock held for writing. */
 #include "fleet.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -229,8 +230,10 @@ void fleet_merge_agent_push(const Node *old, ApiNode *push) {
 static void set_unreachable(Server *s, Node *n, bool on) {
     if (n->unreachable == on)
         return;
-    Error err = {0};
-    if (sched_node_set_unreachable(s->sched, n->spec.name, on, core_now(s), &err) < 0)
+    /* fails only for a node the core does not know, and every Node of s->nodes is there */
+    int r = sched_node_set_unreachable(s->sched, n->spec.name, on, core_now(s), NULL);
+    assert(r >= 0);
+    if (r < 0)
         return;
     n->unreachable = on;
     (void)fleet_save_agent(s, n);
@@ -274,7 +277,9 @@ void fleet_on_node_put(Server *s, Node *n, bool by_agent) {
 static void reset_scan(Server *s, Node *n) {
     n->reset_scan = false;
     NodeInfo ni;
-    if (sched_node_info(s->sched, n->spec.name, &ni) < 0)
+    int r = sched_node_info(s->sched, n->spec.name, &ni);
+    assert(r >= 0); /* every Node of s->nodes is in the core */
+    if (r < 0)
         return;
     for (unsigned i = 0; i < ni.n_devices && i < n->spec.n_devices; i++) {
         DeviceInfo di;
