@@ -16,28 +16,26 @@
 #include "agent/kernel-write.h"
 #include "agent/records.h"
 #include "util/macro.h"
+#include "util/name-table.h"
 #include "util/strutil.h"
 
 #define VFIO "vfio-pci"
 
-const char *bind_target_to_string(BindTarget t) {
-    return t == BIND_TO_VFIO ? "vfio" : "host";
-}
+NAME_TABLE_TO_STRING(BindTarget, bind_target, _BIND_TARGET_MAX, [BIND_TO_VFIO] = "vfio",
+                     [BIND_TO_HOST] = "host")
 
+/* The kernel driver's own name is accepted for "vfio" too. */
 int bind_target_from_string(const char *s, BindTarget *ret) {
-    if (STREQ(s, "vfio") || STREQ(s, VFIO))
-        *ret = BIND_TO_VFIO;
-    else if (STREQ(s, "host"))
-        *ret = BIND_TO_HOST;
-    else
+    int t = STREQ(s, VFIO) ? BIND_TO_VFIO : name_table_lookup(bind_target_names, _BIND_TARGET_MAX, s);
+    if (t < 0)
         return -EINVAL;
+    *ret = (BindTarget)t;
     return 0;
 }
 
-const char *recover_action_to_string(RecoverAction a) {
-    static const char *const names[] = {"nothing", "completed", "rolled-back", "quarantined"};
-    return a <= RECOVER_QUARANTINED ? names[a] : "?";
-}
+NAME_TABLE_TO_STRING(RecoverAction, recover_action, _RECOVER_ACTION_MAX,
+                     [RECOVER_NOTHING] = "nothing", [RECOVER_COMPLETED] = "completed",
+                     [RECOVER_ROLLED_BACK] = "rolled-back", [RECOVER_QUARANTINED] = "quarantined")
 
 void bind_options_init(BindOptions *o) {
     *o = (BindOptions){.state_dir = AGENT_STATE_DIR_DEFAULT, .timeout_ms = 10000, .modprobe = "modprobe",

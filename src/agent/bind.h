@@ -22,6 +22,7 @@
 typedef enum BindTarget {
     BIND_TO_VFIO,
     BIND_TO_HOST,
+    _BIND_TARGET_MAX,
 } BindTarget;
 
 const char *bind_target_to_string(BindTarget t); /* "vfio" / "host" */
@@ -57,6 +58,7 @@ typedef enum RecoverAction {
     RECOVER_COMPLETED,   /* finished the move the killed agent had started */
     RECOVER_ROLLED_BACK, /* put the functions back where they were */
     RECOVER_QUARANTINED, /* neither worked: GPU quarantined */
+    _RECOVER_ACTION_MAX,
 } RecoverAction;
 
 const char *recover_action_to_string(RecoverAction a);

@@ -333,7 +333,7 @@ int nvml_probe(const char *library, NvmlReport **ret, Error *err) {
     _cleanup_(nvml_report_freep) NvmlReport *rep = calloc(1, sizeof(*rep));
     unsigned count = 0;
     if (!rep)
-        r = -ENOMEM;
+        r = -ENOMEM; // NOLINT(bugprone-branch-clone): both allocations fail with the same answer
     else if ((nr = t.get_count_v2(&count)) != ENVML_SUCCESS)
         r = error_set(err, -EIO, "NVML data is absent: nvmlDeviceGetCount_v2 failed: %s",
                       nv_strerror(&t, nr));

@@ -3,6 +3,7 @@
  * get-contexts | current-context`, and `einsora login --server URL --token-file F`.
  * Precedence, as kubectl's: flags, then $EINSORA_SERVER/$EINSORA_TOKEN, then the context
  * (--context NAME, else $EINSORA_CONTEXT, else the file's current one). */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -133,6 +134,7 @@ int verb_config(int argc, char **argv) {
     int r = load_config(&path, &cfg);
     if (r != EXIT_OK)
         return r;
+    assert(cfg); /* load_config() sets it whenever it returns EXIT_OK */
     if (use) {
         if (!cli_config_find(cfg, arg))
             return fail(EXIT_NOT_FOUND, "no context '%s' in %s (see `einsora config get-contexts`)",

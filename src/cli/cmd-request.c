@@ -172,7 +172,7 @@ static int default_key(char buf[40]) {
     uint8_t rnd[16];
     if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
         return -EIO;
-    memcpy(buf, "cli-", 4);
+    strcpy(buf, "cli-");
     for (size_t i = 0; i < sizeof(rnd); i++)
         snprintf(buf + 4 + 2 * i, 3, "%02x", rnd[i]);
     return 0;
@@ -181,25 +181,26 @@ static int default_key(char buf[40]) {
 static int create(RemoteOpts *o, CreateArgs *a) {
     Client *cl = NULL;
     json_t *q = NULL;
-    char key[40];
-    if (!a->key) {
-        if (default_key(key) < 0)
+    char made[40];
+    const char *key = a->key; /* the caller's key is left as given: made[] dies here */
+    if (!key) {
+        if (default_key(made) < 0)
             return fail(EXIT_FAIL, "cannot get random bytes for an Idempotency-Key");
-        a->key = key;
+        key = made;
     }
     int r = remote_open(o, &cl);
     if (r != EXIT_OK)
         return r;
-    r = remote_call_on(cl, "POST", "/v1/requests", a->body, a->key, &q);
+    r = remote_call_on(cl, "POST", "/v1/requests", a->body, key, &q);
     /* The answer may have been lost after the server committed: the same key again is
      * answered with that request, never a second one. */
     for (int attempt = 1; r == EXIT_UNREACHABLE && attempt < 3; attempt++) {
         sleep(1);
-        fprintf(stderr, "einsora: retrying with Idempotency-Key %s\n", a->key);
-        r = remote_call_on(cl, "POST", "/v1/requests", a->body, a->key, &q);
+        fprintf(stderr, "einsora: retrying with Idempotency-Key %s\n", key);
+        r = remote_call_on(cl, "POST", "/v1/requests", a->body, key, &q);
     }
     if (r == EXIT_UNREACHABLE)
-        fprintf(stderr, "einsora: to retry without placing twice, run again with --key %s\n", a->key);
+        fprintf(stderr, "einsora: to retry without placing twice, run again with --key %s\n", key);
     char last_reason[512] = "";
     int64_t deadline = a->timeout_ms ? cli_monotonic_ms() + a->timeout_ms : 0;
     if (a->wait) {

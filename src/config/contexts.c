@@ -1,6 +1,7 @@
 /* contexts.c: the CLI's named contexts (server URLs and token file) in one JSON file. */
 #include "contexts.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -153,6 +154,7 @@ int cli_config_parse(const char *text, size_t len, CliConfig **ret, Error *err) 
     }
     size_t i;
     json_array_foreach(list, i, v) {
+        assert(c->contexts); /* allocated above, as the list is not empty */
         r = parse_context(v, i, &c->contexts[i], err);
         c->n_contexts = i + 1; /* so that the partly filled one is freed too */
         if (r < 0)

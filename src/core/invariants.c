@@ -120,19 +120,20 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
 static int check_lists(const Sched *s, Error *err) {
     /* Every listed element is where its own record says, and the counts match. */
     size_t listed_pools = 0, want_pools = 0;
-    for (size_t st = 0; st < s->n_sites; st++)
-    for (size_t p = 0; p < s->cat->n_classes * 2; p++)
-        /* A class no node has is never listed (counted below), so skip its empty heads. */
-        for (unsigned f = 1; s->class_nodes[p / 2] && f <= SCHED_NODE_MAX_DEVICES; f++)
-            for (uint32_t id = s->sites[st].pool_heads[p][f]; id != NIL;) {
-                const Node *n = &s->nodes[id >> POOL_SHIFT];
-                const PoolLink *pl = &n->pools[id & ((1u << POOL_SHIFT) - 1)];
-                if (!n->alive || pl->pool != (int)p || pl->free != f || n->site != st)
-                    return error_set(err, -EUCLEAN, "whole-GPU pool lists a node in the wrong bucket");
-                if (++listed_pools > s->n_nodes * 2 * SCHED_NODE_MAX_DEVICES)
-                    return error_set(err, -EUCLEAN, "whole-GPU pool list has a cycle");
-                id = pl->link.next;
-            }
+    for (size_t st = 0; st < s->n_sites; st++) {
+        for (size_t p = 0; p < s->cat->n_classes * 2; p++)
+            /* A class no node has is never listed (counted below), so skip its empty heads. */
+            for (unsigned f = 1; s->class_nodes[p / 2] && f <= SCHED_NODE_MAX_DEVICES; f++)
+                for (uint32_t id = s->sites[st].pool_heads[p][f]; id != NIL;) {
+                    const Node *n = &s->nodes[id >> POOL_SHIFT];
+                    const PoolLink *pl = &n->pools[id & ((1u << POOL_SHIFT) - 1)];
+                    if (!n->alive || pl->pool != (int)p || pl->free != f || n->site != st)
+                        return error_set(err, -EUCLEAN, "whole-GPU pool lists a node in the wrong bucket");
+                    if (++listed_pools > s->n_nodes * 2 * SCHED_NODE_MAX_DEVICES)
+                        return error_set(err, -EUCLEAN, "whole-GPU pool list has a cycle");
+                    id = pl->link.next;
+                }
+    }
     size_t listed_cpu = 0, want_cpu = 0;
     for (int b = 0; b < CPU_BUCKETS; b++)
         for (uint32_t ni = s->cpu_heads[b]; ni != NIL; ni = s->nodes[ni].cpu_link.next) {

@@ -69,7 +69,8 @@ unsigned mig_profile_memory_gb(const char *profile) {
 
 uint8_t mig_shape_mask(MigShape shape, unsigned start) {
     const MigShapeInfo *info = mig_shape_info(shape);
-    if (!info || start + info->mem_slots > MIG_SLOTS)
+    /* start is checked alone first: start + mem_slots could wrap and pass */
+    if (!info || start >= MIG_SLOTS || info->mem_slots > MIG_SLOTS - start)
         return 0;
     return (uint8_t)(((1u << info->mem_slots) - 1u) << start);
 }

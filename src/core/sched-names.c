@@ -1,28 +1,8 @@
 /* sched-names.c: the string names of every placement enum, for serialisation and messages. */
-#include <string.h>
-
 #include "sched.h"
-#include "util/macro.h"
+#include "util/name-table.h"
 
-static int lookup(const char *const *table, int n, const char *s) {
-    if (!s)
-        return -1;
-    for (int i = 0; i < n; i++)
-        if (table[i] && strcmp(table[i], s) == 0)
-            return i;
-    return -1;
-}
-
-/* One to/from pair per enum; the tables are indexed by the enum value. */
-#define NAME_TABLE(type, prefix, max, ...)                                                         \
-    static const char *const prefix##_names[max] = {__VA_ARGS__};                                  \
-    const char *prefix##_to_string(type v) {                                                      \
-        return (int)v >= 0 && (int)v < (max) ? prefix##_names[v] : NULL;                           \
-    }                                                                                              \
-    type prefix##_from_string(const char *s) {                                                    \
-        return (type)lookup(prefix##_names, (max), s);                                             \
-    }
-
+/* One to/from pair per enum (util/name-table.h); the tables are indexed by the enum value. */
 NAME_TABLE(SiteKind, site_kind, _SITE_KIND_MAX, [SITE_SOLO] = "solo", [SITE_LAB] = "lab",
            [SITE_DATACENTER] = "datacenter")
 NAME_TABLE(Platform, platform, _PLATFORM_MAX, [PLATFORM_LINUX] = "linux", [PLATFORM_MACOS] = "macos")

@@ -62,14 +62,15 @@ static int grow(StrMap *m) {
 }
 
 int strmap_put(StrMap *m, const char *key, uint32_t value) {
-    if ((m->n + 1) * 4 > m->cap * 3) {
+    uint32_t h = strmap_hash(key);
+    bool found = false;
+    size_t i = m->cap ? find_slot(m, key, h, &found) : 0;
+    if (!found && (m->n + 1) * 4 > m->cap * 3) {
         int r = grow(m);
         if (r < 0)
             return r;
+        i = find_slot(m, key, h, &found);
     }
-    uint32_t h = strmap_hash(key);
-    bool found;
-    size_t i = find_slot(m, key, h, &found);
     if (!found)
         m->n++;
     m->slots[i] = (StrMapSlot){key, h, value};

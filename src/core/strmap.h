@@ -22,7 +22,8 @@ typedef struct StrMap {
 uint32_t strmap_hash(const char *s);
 /* Returns true and sets *ret when the key is present. */
 bool strmap_get(const StrMap *m, const char *key, uint32_t *ret);
-/* Insert or replace. -ENOMEM on allocation failure. */
+/* Insert or replace. -ENOMEM on allocation failure; replacing the value of a present key
+ * allocates nothing and cannot fail. */
 int strmap_put(StrMap *m, const char *key, uint32_t value);
 bool strmap_remove(StrMap *m, const char *key);
 void strmap_done(StrMap *m);

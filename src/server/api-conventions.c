@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "api.h"
+#include "util/json-cleanup.h"
 #include "util/macro.h"
 #include "util/sha256.h"
 
@@ -78,12 +79,10 @@ void api_after_handler(HttpCtx *c, RouteId id) {
 }
 
 void api_node_etag(const ApiNode *spec, char out[API_ETAG_SIZE]) {
-    json_t *j = api_node_to_json(spec);
-    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(j);
+    _cleanup_json_ json_t *j = api_node_to_json(spec);
+    _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     char hex[SHA256_DIGEST_SIZE * 2 + 1];
     sha256_hex(text ? text : "", text ? strlen(text) : 0, hex);
-    free(text);
     /* A strong validator: quoted, 32 hex digits are plenty to tell versions apart. */
     snprintf(out, API_ETAG_SIZE, "\"%.32s\"", hex);
 }

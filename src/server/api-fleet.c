@@ -38,7 +38,8 @@ static void op_heartbeat(Server *s, Op *op) {
         _cleanup_free_ Req **w = k ? calloc(k, sizeof(Req *)) : NULL;
         if (k && !w)
             OP_FAIL(op, 500, "internal", "Out of memory.");
-        k = fleet_node_workloads(s, n->spec.name, -1, w, k);
+        size_t got = fleet_node_workloads(s, n->spec.name, -1, w, k); /* it counts past k */
+        k = MIN(k, got);
         for (size_t i = 0; i < k; i++)
             if (w[i]->state == REQ_ACTIVE && !fleet_heartbeat_runs(a->hb, w[i]->id))
                 state_end_request(s, w[i], "request.lost", "the node's agent reports it no longer runs");

@@ -12,6 +12,7 @@
 #include "api.h"
 #include "server/request-names.h"
 #include "server/workload-end.h"
+#include "util/json-cleanup.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -49,10 +50,9 @@ static void op_submit(Server *s, Op *op) {
         _cleanup_free_ char *k = strprintf("%s\n%s", who->user, a->idem_key);
         Req *old = k ? ptrmap_get(&s->idem, k) : NULL;
         if (old) {
-            json_t *x = api_request_to_json(&old->spec), *y = api_request_to_json(&a->spec);
+            _cleanup_json_ json_t *x = api_request_to_json(&old->spec),
+                                  *y = api_request_to_json(&a->spec);
             bool same = json_equal(x, y);
-            json_decref(x);
-            json_decref(y);
             if (!same) {
                 /* 422, as the IETF Idempotency-Key draft and Stripe answer: the request
                  * is well formed but cannot be honoured with this key. */
@@ -67,27 +67,18 @@ static void op_submit(Server *s, Op *op) {
             return;
         }
     }
-    Req *r = calloc(1, sizeof(*r));
-    if (!r || !(r->user = strdup(who->user)) ||
-        (a->idem_key && !(r->idem_key = strdup(a->idem_key)))) {
-        if (r)
-            free(r->user);
-        free(r);
-        op_error(op, 500, "internal", "Out of memory.");
-        return;
-    }
-    r->id = s->n_reqs + 1;
-    r->spec = a->spec;
-    r->trusted = ptrmap_get(&s->trusted_users, who->user) != NULL; /* granted now (tenants.c) */
-    r->created_ms = s->now_ms;
-    r->state = REQ_PENDING;
-    if (state_req_add(s, r) < 0) {
-        free(r->user);
-        free(r->idem_key);
-        free(r);
-        op_error(op, 500, "internal", "Out of memory.");
-        return;
-    }
+    _cleanup_(state_req_freep) Req *made = calloc(1, sizeof(*made));
+    if (!made || !(made->user = strdup(who->user)) ||
+        (a->idem_key && !(made->idem_key = strdup(a->idem_key))))
+        OP_FAIL(op, 500, "internal", "Out of memory.");
+    made->id = s->n_reqs + 1;
+    made->spec = a->spec;
+    made->trusted = ptrmap_get(&s->trusted_users, who->user) != NULL; /* granted now (tenants.c) */
+    made->created_ms = s->now_ms;
+    made->state = REQ_PENDING;
+    if (state_req_add(s, made) < 0)
+        OP_FAIL(op, 500, "internal", "Out of memory.");
+    Req *r = TAKE_PTR(made); /* the state's indexes own it now */
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     state_event(s, "request.submitted", id, r->user,

@@ -57,6 +57,7 @@ static void set_error(int *status, json_t **body, int st, const char *code, cons
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     utf8_make_valid(msg); /* quoted input, or a sequence the buffer's end cut in half */
+    sentence_case(msg, sizeof(msg)); /* the outermost layer: lower fragments become a sentence */
     json_decref(*body);
     *status = st;
     *body = api_error_json(code, msg);

@@ -10,23 +10,11 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "util/name-table.h"
 #include "util/sha256.h"
 
-static const char *const roles[_ROLE_MAX] = {
-        [ROLE_ADMIN] = "admin", [ROLE_OWNER] = "owner", [ROLE_TRUSTED] = "trusted",
-        [ROLE_USER] = "user",   [ROLE_NODE] = "node",
-};
-
-const char *role_to_string(Role r) {
-    return r >= 0 && r < _ROLE_MAX ? roles[r] : NULL;
-}
-
-Role role_from_string(const char *s) {
-    for (Role r = 0; r < _ROLE_MAX; r++)
-        if (s && STREQ(s, roles[r]))
-            return r;
-    return _ROLE_INVALID;
-}
+NAME_TABLE(Role, role, _ROLE_MAX, [ROLE_ADMIN] = "admin", [ROLE_OWNER] = "owner",
+           [ROLE_TRUSTED] = "trusted", [ROLE_USER] = "user", [ROLE_NODE] = "node")
 
 bool principal_has_node(const Principal *p, const char *node) {
     size_t n = strlen(node);

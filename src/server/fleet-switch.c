@@ -16,37 +16,13 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "util/name-table.h"
 
-static const char *const steps[_SW_STEP_MAX] = {
-        [SW_CORDON] = "cordon",     [SW_DRAIN] = "drain", [SW_REBIND] = "rebind",
-        [SW_VERIFY] = "verify",     [SW_UNCORDON] = "uncordon", [SW_DONE] = "done",
-        [SW_FAILED] = "failed",
-};
-
-const char *switch_step_to_string(SwitchStep st) {
-    return st >= 0 && st < _SW_STEP_MAX ? steps[st] : NULL;
-}
-
-SwitchStep switch_step_from_string(const char *str) {
-    for (SwitchStep st = 0; st < _SW_STEP_MAX; st++)
-        if (str && STREQ(str, steps[st]))
-            return st;
-    return _SW_STEP_INVALID;
-}
-
-static const char *const drains[_DRAIN_MAX] = {[DRAIN_NONE] = "none", [DRAIN_WAIT] = "wait",
-                                               [DRAIN_EVICT] = "evict"};
-
-const char *drain_mode_to_string(DrainMode d) {
-    return d >= 0 && d < _DRAIN_MAX ? drains[d] : NULL;
-}
-
-DrainMode drain_mode_from_string(const char *str) {
-    for (DrainMode d = 0; d < _DRAIN_MAX; d++)
-        if (str && STREQ(str, drains[d]))
-            return d;
-    return _DRAIN_INVALID;
-}
+NAME_TABLE(SwitchStep, switch_step, _SW_STEP_MAX, [SW_CORDON] = "cordon", [SW_DRAIN] = "drain",
+           [SW_REBIND] = "rebind", [SW_VERIFY] = "verify", [SW_UNCORDON] = "uncordon",
+           [SW_DONE] = "done", [SW_FAILED] = "failed")
+NAME_TABLE(DrainMode, drain_mode, _DRAIN_MAX, [DRAIN_NONE] = "none", [DRAIN_WAIT] = "wait",
+           [DRAIN_EVICT] = "evict")
 
 json_t *fleet_switch_json(const NodeSwitch *sw) {
     json_t *tasks = json_array();

@@ -7,27 +7,19 @@
  * state lock held for writing. */
 #include "fleet.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/macro.h"
+#include "util/json-cleanup.h"
+#include "util/name-table.h"
 #include "util/strutil.h"
 
-static const char *const task_kinds[_TASK_KIND_MAX] = {[TASK_BIND] = "bind",
-                                                       [TASK_RESET_CHECK] = "reset-check"};
-
-const char *task_kind_to_string(TaskKind k) {
-    return k >= 0 && k < _TASK_KIND_MAX ? task_kinds[k] : NULL;
-}
-
-TaskKind task_kind_from_string(const char *str) {
-    for (TaskKind k = 0; k < _TASK_KIND_MAX; k++)
-        if (str && STREQ(str, task_kinds[k]))
-            return k;
-    return _TASK_KIND_INVALID;
-}
+NAME_TABLE(TaskKind, task_kind, _TASK_KIND_MAX, [TASK_BIND] = "bind",
+           [TASK_RESET_CHECK] = "reset-check")
 
 #define FOREACH_NODE(s, n)                                                                         \
     for (size_t _i = 0; _i < (s)->nodes.cap; _i++)                                                 \
@@ -38,14 +30,13 @@ TaskKind task_kind_from_string(const char *str) {
 
 /* ---- records in the store ---- */
 
-static int put_doc(Server *s, const char *key, json_t *doc) {
-    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
+static int put_doc(Server *s, const char *key, json_t *taken) {
+    _cleanup_json_ json_t *doc = taken;
+    _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     if (!text)
         return writer_check(s, -ENOMEM, NULL, "saving a fleet record");
     Error err = {0};
     int r = store_fleet_put(s->store, key, text, &err);
-    free(text);
     return writer_check(s, r, &err, "saving a fleet record");
 }
 
@@ -239,8 +230,10 @@ void fleet_merge_agent_push(const Node *old, ApiNode *push) {
 static void set_unreachable(Server *s, Node *n, bool on) {
     if (n->unreachable == on)
         return;
-    Error err = {0};
-    if (sched_node_set_unreachable(s->sched, n->spec.name, on, core_now(s), &err) < 0)
+    /* fails only for a node the core does not know, and every Node of s->nodes is there */
+    int r = sched_node_set_unreachable(s->sched, n->spec.name, on, core_now(s), NULL);
+    assert(r >= 0);
+    if (r < 0)
         return;
     n->unreachable = on;
     (void)fleet_save_agent(s, n);
@@ -284,7 +277,9 @@ void fleet_on_node_put(Server *s, Node *n, bool by_agent) {
 static void reset_scan(Server *s, Node *n) {
     n->reset_scan = false;
     NodeInfo ni;
-    if (sched_node_info(s->sched, n->spec.name, &ni) < 0)
+    int r = sched_node_info(s->sched, n->spec.name, &ni);
+    assert(r >= 0); /* every Node of s->nodes is in the core */
+    if (r < 0)
         return;
     for (unsigned i = 0; i < ni.n_devices && i < n->spec.n_devices; i++) {
         DeviceInfo di;
@@ -355,7 +350,7 @@ json_t *fleet_node_json(Server *s, const Node *n) {
 
 static int load_record(const char *key, const char *text, void *userdata) {
     Server *s = userdata;
-    json_t *j = json_loads(text, 0, NULL);
+    _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
     if (!j)
         return error_set(&s->fatal_err, -EINVAL, "Stored fleet record %s is not JSON.", key);
     int r = 0;
@@ -418,7 +413,6 @@ static int load_record(const char *key, const char *text, void *userdata) {
     } else if (STREQ(key, "meta/last-task")) {
         s->last_task_id = MAX(s->last_task_id, (uint64_t)json_integer_value(json_object_get(j, "id")));
     }
-    json_decref(j);
     return r;
 }
 

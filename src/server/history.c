@@ -54,10 +54,9 @@ ReqVec *history_live(Server *s) {
     size_t w = 0;
     for (size_t i = 0; i < s->live.n; i++) {
         Req *r = s->live.v[i];
-        if (history_req_is_live(r))
+        /* an ended one the queue cannot take (out of memory) stays: tried again next time */
+        if (history_req_is_live(r) || vec_push(&s->ended, r) < 0)
             s->live.v[w++] = r;
-        else if (vec_push(&s->ended, r) < 0)
-            s->live.v[w++] = r; /* out of memory: try again next time */
     }
     s->live.n = w;
     return &s->live;

@@ -89,7 +89,7 @@ static const char *query_unknown(void *conn, const char *const *allowed) {
 }
 
 static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
-    char *text = c->text;
+    _cleanup_free_ char *text = c->text; /* MHD owns it once the response is made */
     if (!text) {
         if (!c->json)
             c->json = json_object();
@@ -108,10 +108,9 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
         return MHD_NO;
     struct MHD_Response *resp =
             MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(text);
+    if (!resp)
         return MHD_NO;
-    }
+    TAKE_PTR(text);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             c->content_type ? c->content_type : "application/json");
     for (size_t i = 0; web_security_headers[i][0]; i++)

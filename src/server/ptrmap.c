@@ -1,4 +1,4 @@
-/* ptrmap.c: open addressing with linear probing and tombstones (FNV-1a hashing). */
+/* ptrmap.c: owned keys in a dense slot array (insertion order), found through a StrMap. */
 #include "ptrmap.h"
 
 #include <errno.h>
@@ -8,101 +8,88 @@
 
 char ptrmap_tomb[1];
 
-static uint64_t hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-static size_t find(const PtrMap *m, const char *key) {
-    size_t mask = m->cap - 1;
-    for (size_t i = hash(key) & mask;; i = (i + 1) & mask) {
-        if (!m->keys[i])
-            return SIZE_MAX;
-        if (m->keys[i] != PTRMAP_TOMB && strcmp(m->keys[i], key) == 0)
-            return i;
+/* Make room for one more slot: squeeze out the removed ones, and double when that frees too
+ * few (fewer than half), so puts stay amortised O(1). Moved keys get their new slot. */
+static int make_room(PtrMap *m) {
+    size_t cap = !m->cap ? 16 : (m->n + 1) * 2 > m->cap ? m->cap * 2 : m->cap;
+    if (cap != m->cap) {
+        char **keys = realloc(m->keys, cap * sizeof(char *));
+        if (!keys)
+            return -ENOMEM;
+        m->keys = keys;
+        void **values = realloc(m->values, cap * sizeof(void *));
+        if (!values)
+            return -ENOMEM;
+        m->values = values;
     }
-}
-
-static int grow(PtrMap *m) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    char **keys = calloc(cap, sizeof(char *));
-    void **values = calloc(cap, sizeof(void *));
-    if (!keys || !values) {
-        free(keys);
-        free(values);
-        return -ENOMEM;
-    }
-    size_t n = 0;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i] || m->keys[i] == PTRMAP_TOMB)
+    size_t j = 0;
+    for (size_t i = 0; i < m->used; i++) {
+        if (m->keys[i] == PTRMAP_TOMB)
             continue;
-        size_t j = hash(m->keys[i]) & (cap - 1);
-        while (keys[j])
-            j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
-        values[j] = m->values[i];
-        n++;
+        if (i != j) {
+            m->keys[j] = m->keys[i];
+            m->values[j] = m->values[i];
+            /* replaces the value of a present key: allocates nothing, cannot fail */
+            (void)strmap_put(&m->index, m->keys[j], (uint32_t)j);
+        }
+        j++;
     }
-    free(m->keys);
-    free(m->values);
-    m->keys = keys;
-    m->values = values;
+    for (size_t i = j; i < cap; i++) {
+        m->keys[i] = NULL;
+        m->values[i] = NULL;
+    }
+    m->used = j;
     m->cap = cap;
-    m->n = n;
     return 0;
 }
 
 int ptrmap_put(PtrMap *m, const char *key, void *value) {
-    if (m->cap) {
-        size_t i = find(m, key);
-        if (i != SIZE_MAX) {
-            m->values[i] = value;
-            return 0;
-        }
+    uint32_t i;
+    if (strmap_get(&m->index, key, &i)) {
+        m->values[i] = value;
+        return 0;
     }
-    /* n counts tombstones too, so probing always ends at an empty slot. */
-    if ((m->n + 1) * 2 > m->cap && grow(m) < 0)
+    if (m->used == m->cap && make_room(m) < 0)
         return -ENOMEM;
     char *k = strdup(key);
-    if (!k)
+    if (!k || strmap_put(&m->index, k, (uint32_t)m->used) < 0) {
+        free(k);
         return -ENOMEM;
-    size_t j = hash(key) & (m->cap - 1);
-    while (m->keys[j] && m->keys[j] != PTRMAP_TOMB)
-        j = (j + 1) & (m->cap - 1);
-    if (!m->keys[j])
-        m->n++;
-    m->keys[j] = k;
-    m->values[j] = value;
+    }
+    m->keys[m->used] = k;
+    m->values[m->used] = value;
+    m->used++;
+    m->n++;
     return 0;
 }
 
 void *ptrmap_get(const PtrMap *m, const char *key) {
-    if (!m->cap)
-        return NULL;
-    size_t i = find(m, key);
-    return i == SIZE_MAX ? NULL : m->values[i];
+    uint32_t i;
+    return strmap_get(&m->index, key, &i) ? m->values[i] : NULL;
 }
 
 void *ptrmap_remove(PtrMap *m, const char *key) {
-    if (!m->cap)
-        return NULL;
-    size_t i = find(m, key);
-    if (i == SIZE_MAX)
+    uint32_t i;
+    if (!strmap_get(&m->index, key, &i))
         return NULL;
     void *v = m->values[i];
-    free(m->keys[i]);
+    char *k = m->keys[i]; /* may be `key` itself: the index compares it, so free it last */
+    (void)strmap_remove(&m->index, k);
+    free(k);
     m->keys[i] = PTRMAP_TOMB;
     m->values[i] = NULL;
+    m->n--;
+    while (m->used > 0 && m->keys[m->used - 1] == PTRMAP_TOMB)
+        m->keys[--m->used] = NULL;
     return v;
 }
 
 void ptrmap_done(PtrMap *m) {
-    for (size_t i = 0; i < m->cap; i++)
+    for (size_t i = 0; i < m->used; i++)
         if (m->keys[i] != PTRMAP_TOMB)
             free(m->keys[i]);
     free(m->keys);
     free(m->values);
+    strmap_done(&m->index);
     *m = (PtrMap){0};
 }

@@ -25,6 +25,7 @@
 #include "server/history.h"
 #include "server/ptrmap.h"
 #include "store/store.h"
+#include "util/macro.h"
 
 typedef enum Role { ROLE_ADMIN, ROLE_OWNER, ROLE_TRUSTED, ROLE_USER, ROLE_NODE, _ROLE_MAX, _ROLE_INVALID = -1 } Role;
 const char *role_to_string(Role r);
@@ -185,6 +186,7 @@ int state_load(Server *s, Error *err);
 void state_free(Server *s);
 /* Free a request record no index holds any more (history.c's retention). */
 void state_req_free(Req *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Req *, state_req_free);
 /* A placement as JSON with its devices' PCI addresses (wire_placement_to_json; restore reads
  * it back with wire_placement_from_json). */
 json_t *placement_to_json(const Sched *sched, const Placement *p);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "util/json-cleanup.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -87,9 +88,9 @@ void api_tenants_trusted(HttpCtx *c) {
     if (c->who.role != ROLE_ADMIN)
         API_FAIL(c, 403, "forbidden", "Only an admin lists trusted tenants.");
     Server *s = c->s;
-    json_t *list = json_array();
+    _cleanup_json_ json_t *list = json_array();
     pthread_rwlock_rdlock(&s->lock);
-    char **names = calloc(s->trusted_users.n + 1, sizeof(char *));
+    _cleanup_free_ char **names = calloc(s->trusted_users.n + 1, sizeof(char *));
     size_t n = 0;
     for (size_t i = 0; names && i < s->trusted_users.cap; i++)
         if (s->trusted_users.keys[i] && s->trusted_users.keys[i] != PTRMAP_TOMB &&
@@ -101,10 +102,7 @@ void api_tenants_trusted(HttpCtx *c) {
             json_array_append_new(list, json_string(names[i]));
     }
     pthread_rwlock_unlock(&s->lock);
-    free(names);
-    if (!names) {
-        json_decref(list);
+    if (!names)
         API_FAIL(c, 500, "internal", "Out of memory.");
-    }
-    c->json = json_pack("{s:o}", "trusted", list);
+    c->json = json_pack("{s:o}", "trusted", TAKE_PTR(list));
 }

@@ -6,11 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/json-cleanup.h"
 #include "util/macro.h"
 
 int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *err) {
     json_error_t je;
-    json_t *j = len ? json_loadb(text, len, JSON_REJECT_DUPLICATES, &je) : json_object();
+    _cleanup_json_ json_t *j = len ? json_loadb(text, len, JSON_REJECT_DUPLICATES, &je) : json_object();
     if (!j)
         return error_set(err, -EINVAL, "The body is not JSON: %s.", je.text);
     WorkloadEnd e = {0};
@@ -48,7 +49,6 @@ int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *er
         }
     if (r >= 0 && !e.failed && !e.has_exit_code)
         r = error_set(err, -EINVAL, "A workload that ran ends with an 'exit_code'; one that could not run has 'failed': true.");
-    json_decref(j);
     if (r < 0)
         return r;
     *ret = e;
@@ -60,7 +60,7 @@ int workload_activate_parse(const char *text, size_t len, char url[WORKLOAD_URL_
     if (!len)
         return 0;
     json_error_t je;
-    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    _cleanup_json_ json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!j)
         return error_set(err, -EINVAL, "The body is not JSON: %s.", je.text);
     const char *key;
@@ -85,7 +85,6 @@ int workload_activate_parse(const char *text, size_t len, char url[WORKLOAD_URL_
         }
         snprintf(url, WORKLOAD_URL_MAX, "%s", s);
     }
-    json_decref(j);
     return r;
 }
 

@@ -163,13 +163,13 @@ static int pg_fail(PgStore *s, PGresult *res, Error *err, const char *what) {
     return error_set(err, code, "State store: %s failed: %s", what, trim_msg(msg, buf, sizeof(buf)));
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(PGresult *, PQclear);
+
 static int exec_cmd(PgStore *s, const char *sql, Error *err, const char *what) {
-    PGresult *res = PQexec(s->conn, sql);
-    int r = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK
-                    ? 0
-                    : pg_fail(s, res, err, what);
-    PQclear(res);
-    return r;
+    _cleanup_(PQclearp) PGresult *res = PQexec(s->conn, sql);
+    return PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK
+                   ? 0
+                   : pg_fail(s, res, err, what);
 }
 
 static int reconnect(PgStore *s, Error *err);
@@ -203,10 +203,9 @@ static PGresult *run(PgStore *s, int i, int n, const char *const *params, Error 
 
 static int run_cmd(PgStore *s, int i, int n, const char *const *params, Error *err,
                    const char *what) {
-    PGresult *res = run(s, i, n, params, err, what);
+    _cleanup_(PQclearp) PGresult *res = run(s, i, n, params, err, what);
     if (!res)
         return err && err->code ? err->code : -EIO;
-    PQclear(res);
     return 0;
 }
 
@@ -214,12 +213,9 @@ static int prepare_all(PgStore *s, Error *err) {
     for (int i = 0; i < _STMT_MAX; i++) {
         char name[16];
         snprintf(name, sizeof(name), "s%d", i);
-        PGresult *res = PQprepare(s->conn, name, stmt_sql[i], 0, NULL);
-        int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0
-                                                         : pg_fail(s, res, err, "preparing a statement");
-        PQclear(res);
-        if (r < 0)
-            return r;
+        _cleanup_(PQclearp) PGresult *res = PQprepare(s->conn, name, stmt_sql[i], 0, NULL);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK)
+            return pg_fail(s, res, err, "preparing a statement");
     }
     return 0;
 }
@@ -265,17 +261,12 @@ static void pg_close(Store *base) {
 
 static int read_meta(PgStore *s, const char *key, char **ret, Error *err) {
     const char *p[] = {key};
-    PGresult *res = PQexecParams(s->conn, "SELECT value FROM einsora_meta WHERE key = $1", 1, NULL,
-                                 p, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        int r = pg_fail(s, res, err, "reading the schema version");
-        PQclear(res);
-        return r;
-    }
+    _cleanup_(PQclearp) PGresult *res = PQexecParams(
+            s->conn, "SELECT value FROM einsora_meta WHERE key = $1", 1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        return pg_fail(s, res, err, "reading the schema version");
     char *v = PQntuples(res) > 0 ? strdup(PQgetvalue(res, 0, 0)) : NULL;
-    bool oom = PQntuples(res) > 0 && !v;
-    PQclear(res);
-    if (oom)
+    if (PQntuples(res) > 0 && !v)
         return error_set(err, -ENOMEM, "Out of memory.");
     *ret = v;
     return 0;
@@ -283,12 +274,11 @@ static int read_meta(PgStore *s, const char *key, char **ret, Error *err) {
 
 static int write_meta(PgStore *s, const char *key, const char *value, Error *err) {
     const char *p[] = {key, value};
-    PGresult *res = PQexecParams(s->conn, "INSERT INTO einsora_meta VALUES ($1, $2) "
-                                          "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                                 2, NULL, p, NULL, NULL, 0);
-    int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : pg_fail(s, res, err, "migrating");
-    PQclear(res);
-    return r;
+    _cleanup_(PQclearp) PGresult *res =
+            PQexecParams(s->conn, "INSERT INTO einsora_meta VALUES ($1, $2) "
+                                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         2, NULL, p, NULL, NULL, 0);
+    return PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : pg_fail(s, res, err, "migrating");
 }
 
 /* In one transaction under an advisory lock (replicas may start together): claim the
@@ -337,11 +327,12 @@ fail:
 
 int store_pg_open(const char *conninfo, const char *site, Store **ret, Error *err) {
     PgStore *s = calloc(1, sizeof(*s));
-    if (!s || !(s->conninfo = strdup(conninfo))) {
-        free(s);
+    if (!s)
         return error_set(err, -ENOMEM, "Out of memory.");
-    }
     s->base.ops = &pg_ops;
+    _cleanup_(store_closep) Store *owned = &s->base;
+    if (!(s->conninfo = strdup(conninfo)))
+        return error_set(err, -ENOMEM, "Out of memory.");
     int r = store_pg_connect(conninfo, &s->conn, err);
     if (r >= 0) {
         if (asprintf(&s->where, "database %s on %s", PQdb(s->conn), PQhost(s->conn)) < 0)
@@ -351,11 +342,9 @@ int store_pg_open(const char *conninfo, const char *site, Store **ret, Error *er
         r = migrate(s, site, err);
     if (r >= 0)
         r = prepare_all(s, err);
-    if (r < 0) {
-        pg_close(&s->base);
+    if (r < 0)
         return r;
-    }
-    *ret = &s->base;
+    *ret = TAKE_PTR(owned);
     return 0;
 }
 
@@ -413,12 +402,10 @@ static int fence_check(PgStore *s, Error *err) {
     char epoch[24];
     snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)s->fence);
     const char *p[] = {epoch};
-    PGresult *res = run(s, STMT_FENCE, 1, p, err, "checking the leader's epoch");
+    _cleanup_(PQclearp) PGresult *res = run(s, STMT_FENCE, 1, p, err, "checking the leader's epoch");
     if (!res)
         return err && err->code ? err->code : -EIO;
-    int n = PQntuples(res);
-    PQclear(res);
-    if (n == 0)
+    if (PQntuples(res) == 0)
         return error_set(err, -ESTALE, "This server is no longer the leader: its epoch %s was "
                                        "superseded, and its change was not committed.", epoch);
     return 0;

@@ -183,13 +183,11 @@ int store_sqlite_open(const char *path, Store **ret, Error *err) {
     if (!s)
         return error_set(err, -ENOMEM, "Out of memory.");
     s->base.ops = &sqlite_ops;
+    _cleanup_(store_closep) Store *owned = &s->base;
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
-        int r = error_set(err, -EIO, "Cannot open state file %s: %s", path,
-                          s->db ? sqlite3_errmsg(s->db) : "out of memory");
-        sqlite_close(&s->base);
-        return r;
-    }
+                        NULL) != SQLITE_OK)
+        return error_set(err, -EIO, "Cannot open state file %s: %s", path,
+                         s->db ? sqlite3_errmsg(s->db) : "out of memory");
     sqlite3_busy_timeout(s->db, 5000);
     /* WAL + synchronous=FULL: a COMMIT returns only once the WAL is on disk, which is what
      * lets the server acknowledge right after it (R16). */
@@ -201,11 +199,9 @@ int store_sqlite_open(const char *path, Store **ret, Error *err) {
         if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) !=
             SQLITE_OK)
             r = sql_fail(s, err, "preparing a statement");
-    if (r < 0) {
-        sqlite_close(&s->base);
+    if (r < 0)
         return r;
-    }
-    *ret = &s->base;
+    *ret = TAKE_PTR(owned);
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "util/error.h"
+#include "util/macro.h"
 
 typedef struct Store Store;
 
@@ -26,6 +27,7 @@ int store_open_site(const char *location, const char *site, Store **ret, Error *
 /* Whether location names a PostgreSQL database rather than an SQLite file. */
 bool store_location_is_postgresql(const char *location);
 void store_close(Store *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Store *, store_close);
 /* "sqlite" or "postgresql". */
 const char *store_backend(const Store *s);
 /* The schema version the file is at after store_open(). */

@@ -20,7 +20,7 @@ _printf_(4, 0) static int error_vset(Error *err, int code, const char *prefix, c
     return code;
 }
 
-int error_set(Error *err, int code, const char *fmt, ...) {
+int(error_set)(Error *err, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     error_vset(err, code, NULL, fmt, ap);
@@ -28,7 +28,7 @@ int error_set(Error *err, int code, const char *fmt, ...) {
     return code;
 }
 
-int error_set_at(Error *err, int code, const char *file, unsigned line, unsigned column,
+int(error_set_at)(Error *err, int code, const char *file, unsigned line, unsigned column,
                  const char *fmt, ...) {
     char prefix[256];
     snprintf(prefix, sizeof(prefix), "%s:%u:%u: ", file ? file : "<input>", line, column);

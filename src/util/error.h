@@ -1,6 +1,7 @@
 /* error.h: negative-errno returns paired with a human sentence the caller can show. */
 #pragma once
 
+#include <assert.h>
 #include <stddef.h>
 
 #include "macro.h"
@@ -21,6 +22,24 @@ int error_set(Error *err, int code, const char *fmt, ...) _printf_(3, 4);
 /* Like error_set() but prefixes "FILE:LINE:COLUMN: " as compilers do. */
 int error_set_at(Error *err, int code, const char *file, unsigned line, unsigned column,
                  const char *fmt, ...) _printf_(6, 7);
+
+/* A non-negative code would read as success to the caller: that is a bug at the call site,
+ * so it is asserted. The macros also return the code itself, so that readers (and the static
+ * analyzer of `./dev lint`) see that `return error_set(...)` returns a negative value. */
+#define error_set(err, code, ...)                                                                  \
+    ({                                                                                             \
+        int _code_ = (code);                                                                       \
+        assert(_code_ < 0);                                                                        \
+        (void)(error_set)((err), _code_, __VA_ARGS__);                                             \
+        _code_;                                                                                    \
+    })
+#define error_set_at(err, code, ...)                                                               \
+    ({                                                                                             \
+        int _code_ = (code);                                                                       \
+        assert(_code_ < 0);                                                                        \
+        (void)(error_set_at)((err), _code_, __VA_ARGS__);                                          \
+        _code_;                                                                                    \
+    })
 
 void error_clear(Error *err);
 

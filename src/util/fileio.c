@@ -1,6 +1,7 @@
 /* fileio.c: whole-file and small-attribute reads and writes. */
 #include "fileio.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -10,32 +11,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "macro.h"
 #include "strutil.h"
 
 int read_full_file(const char *path, size_t max, char **ret, size_t *ret_len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        close(fd);
+    _cleanup_free_ char *buf = malloc(cap);
+    if (!buf)
         return -ENOMEM;
-    }
     for (;;) {
         if (len + 1 >= cap) {
-            if (cap > max) {
-                free(buf);
-                close(fd);
+            if (cap > max)
                 return -EFBIG;
-            }
             char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                close(fd);
+            if (!nb)
                 return -ENOMEM;
-            }
             buf = nb;
             cap *= 2;
         }
@@ -43,23 +37,16 @@ int read_full_file(const char *path, size_t max, char **ret, size_t *ret_len) {
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            int r = -errno;
-            free(buf);
-            close(fd);
-            return r;
+            return -errno;
         }
         if (n == 0)
             break;
         len += (size_t)n;
-        if (len > max) {
-            free(buf);
-            close(fd);
+        if (len > max)
             return -EFBIG;
-        }
     }
-    close(fd);
     buf[len] = '\0';
-    *ret = buf;
+    *ret = TAKE_PTR(buf);
     if (ret_len)
         *ret_len = len;
     return 0;
@@ -70,6 +57,7 @@ int read_one_line(const char *path, char **ret) {
     int r = read_full_file(path, 64 * 1024, &buf, NULL);
     if (r < 0)
         return r;
+    assert(buf); /* set on success */
     char *nl = strchr(buf, '\n');
     if (nl)
         *nl = '\0';
@@ -104,11 +92,11 @@ int write_string_file_atomic(const char *path, const char *s) {
     char tmp[PATH_MAX];
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
         return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
     int r = write_string_fd_sync(fd, s);
-    close(fd);
+    (void)close(TAKE_FD(fd)); /* synced already; closed before the rename */
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r < 0) {
@@ -118,11 +106,9 @@ int write_string_file_atomic(const char *path, const char *s) {
     /* The rename itself is durable only once the folder is synced; best effort. */
     _cleanup_free_ char *dir = strdup(path);
     if (dir) {
-        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
+        _cleanup_close_ int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0)
             (void)fsync(dfd);
-            close(dfd);
-        }
     }
     return 0;
 }

@@ -215,3 +215,17 @@ void strbuf_done(StrBuf *b) {
     free(b->data);
     *b = (StrBuf){0};
 }
+
+char *sentence_case(char *s, size_t size) {
+    size_t word = 0;
+    while (s[word] >= 'a' && s[word] <= 'z')
+        word++;
+    if (word > 0 && (s[word] == ' ' || s[word] == '\0'))
+        s[0] = (char)(s[0] - 'a' + 'A');
+    size_t n = strlen(s);
+    if (n > 0 && !strchr(".!?", s[n - 1]) && n + 1 < size) {
+        s[n] = '.';
+        s[n + 1] = '\0';
+    }
+    return s;
+}

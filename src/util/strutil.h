@@ -25,6 +25,12 @@ int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret);
  * valid UTF-8, and messages quote what clients sent. */
 char *utf8_make_valid(char *s);
 
+/* Make a message from a lower layer a sentence for the outermost one (docs/CODING_STYLE.md):
+ * a first word of lower-case letters only is capitalised (a path, a class name such as
+ * nvidia-h100-80gb or an identifier with '_' is left as written), and a full stop is added
+ * when the text ends without one ('.', '!' or '?') and size leaves room. Returns s. */
+char *sentence_case(char *s, size_t size);
+
 /* "90s", "15m", "12h", "30d" (a decimal number and a unit) -> milliseconds, at most max_ms.
  * Returns 0, -EINVAL or -ERANGE; *ret written only on success. */
 int parse_duration_ms(const char *s, int64_t max_ms, int64_t *ret);

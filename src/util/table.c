@@ -33,15 +33,13 @@ Table *table_new(const char *first_header, ...) {
     for (const char *h = first_header; h && n < TABLE_MAX_COLUMNS; h = va_arg(ap, const char *))
         headers[n++] = h;
     va_end(ap);
-    Table *t = calloc(1, sizeof(*t));
+    _cleanup_(table_freep) Table *t = calloc(1, sizeof(*t));
     if (!t)
         return NULL;
     t->n_cols = n;
-    if (table_add_rowv(t, headers) < 0) {
-        table_free(t);
+    if (table_add_rowv(t, headers) < 0)
         return NULL;
-    }
-    return t;
+    return TAKE_PTR(t);
 }
 
 int table_add_rowv(Table *t, const char *const *cells) {

@@ -3,11 +3,14 @@
 
 #include <stdio.h>
 
+#include "util/macro.h"
+
 typedef struct Table Table;
 
 /* Columns are given as a NULL-terminated list of header names. */
 Table *table_new(const char *first_header, ...) __attribute__((sentinel));
 void table_free(Table *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Table *, table_free);
 
 /* Add one row; exactly as many cells as headers (NULL prints "-"). Returns -ENOMEM/-EINVAL. */
 int table_add_row(Table *t, ...);

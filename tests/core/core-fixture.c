@@ -24,15 +24,18 @@ void fx_site(const char *name, SiteKind kind) {
     cr_assert_eq(sched_add_site(fx, name, kind, &err), 0, "%s", err.message);
 }
 
-void fx_gpu_node(const char *name, const char *site, const char *owner, const char *mode, const char *cls,
-                 unsigned n, Binding binding, bool kata, bool mig_in_kata, bool mig_enabled) {
+void fx_gpu_node_add(FxGpuNode node) {
     DeviceSpec devs[SCHED_NODE_MAX_DEVICES];
-    for (unsigned i = 0; i < n; i++)
-        devs[i] = (DeviceSpec){.class_name = cls, .binding = binding, .mig_enabled = mig_enabled};
-    SchedLabel label = {SCHED_MODE_LABEL, mode};
-    NodeSpec spec = {.name = name, .site = site, .platform = PLATFORM_LINUX, .owner = owner,
-                     .labels = mode ? &label : NULL, .n_labels = mode ? 1 : 0, .kata = kata,
-                     .mig_in_kata = mig_in_kata, .cpu_cores = 32, .devices = devs, .n_devices = n};
+    cr_assert_leq(node.gpus, SCHED_NODE_MAX_DEVICES);
+    for (unsigned i = 0; i < node.gpus; i++)
+        devs[i] = (DeviceSpec){.class_name = node.cls, .binding = node.binding,
+                               .mig_enabled = node.mig_enabled};
+    SchedLabel label = {SCHED_MODE_LABEL, node.mode};
+    NodeSpec spec = {.name = node.name, .site = node.site, .platform = PLATFORM_LINUX,
+                     .owner = node.owner, .labels = node.mode ? &label : NULL,
+                     .n_labels = node.mode ? 1 : 0, .kata = node.kata,
+                     .mig_in_kata = node.mig_in_kata, .cpu_cores = 32, .devices = devs,
+                     .n_devices = node.gpus};
     Error err = {0};
     cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
 }

@@ -15,9 +15,18 @@ void fx_setup(void);
 void fx_teardown(void);
 
 void fx_site(const char *name, SiteKind kind);
-/* A Linux node with n GPUs of one class; mode NULL for solo/lab (binding applies). */
-void fx_gpu_node(const char *name, const char *site, const char *owner, const char *mode, const char *cls,
-                 unsigned n, Binding binding, bool kata, bool mig_in_kata, bool mig_enabled);
+/* A Linux node with `gpus` GPUs of one class. Fields left out are zero: no mode label (solo
+ * and lab sites, where the binding applies), BINDING_HOST, no Kata, no MIG. */
+typedef struct FxGpuNode {
+    const char *name, *site, *owner;
+    const char *mode; /* the datacenter mode label, or NULL */
+    const char *cls;
+    unsigned gpus;
+    Binding binding;
+    bool kata, mig_in_kata, mig_enabled;
+} FxGpuNode;
+#define fx_gpu_node(...) fx_gpu_node_add((FxGpuNode){__VA_ARGS__})
+void fx_gpu_node_add(FxGpuNode node);
 void fx_mac(const char *name, const char *site, const char *owner, unsigned unified_gb, unsigned usable_gb);
 
 /* Submit a request at time `now`; returns the decision. */

@@ -20,7 +20,8 @@ static void dc(void) {
 
 Test(place, r2a_vm_gets_whole_gpu_by_passthrough) {
     dc();
-    fx_gpu_node("vm1", "dc", "ops", "vm-passthrough", H100, 8, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "vm1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                .cls = H100, .gpus = 8, .kata = true);
     Decision d = fx_req(.id = "v", .user = "alice", .kind = WORKLOAD_VM, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(d.placement.method, METHOD_PASSTHROUGH);
@@ -30,7 +31,8 @@ Test(place, r2a_vm_gets_whole_gpu_by_passthrough) {
 
 Test(place, r2a_vm_on_container_node_waits_for_mode) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8, .kata = true);
     Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
@@ -41,7 +43,8 @@ Test(place, r2a_vm_on_container_node_waits_for_mode) {
 
 Test(place, r2b_owner_container_runs_under_runc_on_host_gpu) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8, .kata = true);
     Decision d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(d.placement.method, METHOD_CONTAINER);
@@ -52,7 +55,8 @@ Test(place, r2b_trusted_tenant_container_runs_under_runc) {
     dc();
     Error err = {0};
     cr_assert_eq(sched_site_trust(fx, "dc", "staff", true, &err), 0);
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8);
     Decision d = fx_req(.id = "c", .user = "staff", .kind = WORKLOAD_NOTEBOOK, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_RUNC);
@@ -61,8 +65,10 @@ Test(place, r2b_trusted_tenant_container_runs_under_runc) {
 
 Test(place, r2b_stranger_container_runs_under_kata_on_vm_passthrough_node) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, true, false, false);
-    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 8, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8, .kata = true);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                .cls = H100, .gpus = 8, .kata = true);
     Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_str_eq(d.placement.node, "v1");
@@ -72,7 +78,8 @@ Test(place, r2b_stranger_container_runs_under_kata_on_vm_passthrough_node) {
 
 Test(place, r18_stranger_container_without_any_kata_node_is_refused_or_waits_when_asked) {
     dc();
-    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 8, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                .cls = H100, .gpus = 8);
     Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_REFUSED, "%s", d.message);
     cr_assert_eq(d.reason, SCHED_REASON_NO_KATA, "%s", d.message);
@@ -83,7 +90,8 @@ Test(place, r18_stranger_container_without_any_kata_node_is_refused_or_waits_whe
 
 Test(place, r2b_notebooks_and_endpoints_default_to_whole_gpu_container) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8);
     Decision a = fx_req(.id = "n", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100);
     Decision b = fx_req(.id = "e", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100);
     cr_assert_eq(a.placement.method, METHOD_CONTAINER, "%s", a.message);
@@ -95,7 +103,8 @@ Test(place, r2b_notebooks_and_endpoints_default_to_whole_gpu_container) {
 
 Test(place, r2c_owner_gets_mig_slice_under_runc) {
     dc();
-    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1, .mig_enabled = true);
     Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(d.placement.method, METHOD_MIG);
@@ -106,7 +115,8 @@ Test(place, r2c_owner_gets_mig_slice_under_runc) {
 
 Test(place, r18_stranger_slice_needs_mig_in_kata_refused_or_waits_when_asked) {
     dc();
-    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1, .kata = true, .mig_enabled = true);
     Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(d.kind, DECISION_REFUSED, "%s", d.message);
     cr_assert_eq(d.reason, SCHED_REASON_NO_MIG_IN_KATA, "%s", d.message);
@@ -117,7 +127,8 @@ Test(place, r18_stranger_slice_needs_mig_in_kata_refused_or_waits_when_asked) {
 
 Test(place, r2c_strangers_share_a_gpu_only_through_slices_under_kata) {
     dc();
-    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, true, true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
     Decision a = fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     Decision b = fx_req(.id = "b", .user = "carol", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(a.kind, DECISION_PLACED, "%s", a.message);
@@ -133,7 +144,8 @@ Test(place, r2c_without_mig_in_kata_one_gpu_serves_one_user) {
     dc();
     Error err = {0};
     sched_site_trust(fx, "dc", "staff", true, &err);
-    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1, .kata = true, .mig_enabled = true);
     Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     Decision b = fx_req(.id = "b", .user = "staff", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(a.kind, DECISION_PLACED);
@@ -144,7 +156,8 @@ Test(place, r2c_without_mig_in_kata_one_gpu_serves_one_user) {
 
 Test(place, r2c_slices_follow_allowed_start_slots) {
     dc();
-    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1, .mig_enabled = true);
     Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_3G);
     Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_3G);
     Decision c = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
@@ -157,7 +170,8 @@ Test(place, r2c_slices_follow_allowed_start_slots) {
 
 Test(place, r2c_fragmentation_aware_slices_keep_large_profiles_placeable) {
     dc();
-    fx_gpu_node("m1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 2, .mig_enabled = true);
     Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(a.placement.devices[0], b.placement.devices[0], "small slices pack onto one GPU");
@@ -178,7 +192,8 @@ Test(place, r2c_mig_slice_for_a_vm_is_refused) {
 
 Test(place, r2c_gpus_not_in_mig_mode_give_no_slices) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1);
     Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
@@ -209,7 +224,8 @@ Test(place, r2d_vm_vgpu_node_mode_is_refused) {
 
 Test(place, r2e_one_users_workloads_share_a_time_sliced_gpu) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 2);
     Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
     Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
     cr_assert_eq(a.placement.method, METHOD_TIME_SLICE, "%s", a.message);
@@ -221,7 +237,8 @@ Test(place, r2e_time_slices_never_mix_users) {
     dc();
     Error err = {0};
     sched_site_trust(fx, "dc", "staff", true, &err);
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1);
     Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
     Decision b = fx_req(.id = "b", .user = "staff", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
     cr_assert_eq(a.kind, DECISION_PLACED);
@@ -230,7 +247,8 @@ Test(place, r2e_time_slices_never_mix_users) {
 
 Test(place, r2e_time_slice_replicas_are_bounded) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1);
     char id[8];
     for (int i = 0; i < SCHED_DEFAULT_TIME_SLICE_REPLICAS; i++) {
         snprintf(id, sizeof(id), "t%d", i);
@@ -243,7 +261,8 @@ Test(place, r2e_time_slice_replicas_are_bounded) {
 
 Test(place, r2e_strangers_share_flag_gives_a_whole_gpu_under_kata) {
     dc();
-    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 2, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                .cls = H100, .gpus = 2, .kata = true);
     Decision a = fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
     Decision b = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
     cr_assert_eq(a.placement.method, METHOD_CONTAINER, "%s", a.message);
@@ -275,7 +294,8 @@ Test(place, r3_unknown_mode_label_is_an_error) {
 
 Test(place, r3_all_gpus_of_a_node_follow_its_mode) {
     dc();
-    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 4, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                .cls = H100, .gpus = 4);
     for (unsigned i = 0; i < 4; i++) {
         DeviceInfo di;
         cr_assert_eq(sched_device_info(fx, "v1", i, &di), 0);
@@ -285,7 +305,8 @@ Test(place, r3_all_gpus_of_a_node_follow_its_mode) {
 
 Test(place, r4_mode_switch_refused_while_workloads_run_naming_them) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 2);
     fx_req(.id = "job-42", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Error err = {0};
     cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), -EBUSY);
@@ -297,7 +318,8 @@ Test(place, r4_mode_switch_refused_while_workloads_run_naming_them) {
 
 Test(place, r4_mode_switch_after_drain_serves_the_waiting_vm) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 2);
     fx_req(.id = "job", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision v = fx_req(.id = "vm", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
     cr_assert_eq(v.kind, DECISION_WAITING);
@@ -312,8 +334,10 @@ Test(place, r4_mode_switch_after_drain_serves_the_waiting_vm) {
 
 Test(place, r5_placement_never_flips_a_nodes_mode) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
-    fx_gpu_node("c2", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8);
+    fx_gpu_node(.name = "c2", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8);
     Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
     cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH);
     NodeInfo a, b;
@@ -339,7 +363,7 @@ Test(place, r7_lab_gpus_switch_one_by_one) {
 
 Test(place, r7_gpu_in_use_is_never_rebound) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-l40s", 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy", .cls = "nvidia-l40s", .gpus = 1);
     fx_req(.id = "ct", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-l40s");
     Error err = {0};
     cr_assert_eq(sched_device_set_binding(fx, "box", 0, BINDING_VFIO, 0, &err), -EBUSY);
@@ -386,8 +410,10 @@ Test(place, r7_freed_gpu_goes_to_the_oldest_waiter_of_its_binding) {
 
 Test(place, whole_gpus_pack_to_keep_whole_nodes_free_for_gangs) {
     dc();
-    fx_gpu_node("a", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
-    fx_gpu_node("b", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "a", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8);
+    fx_gpu_node(.name = "b", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8);
     Decision one = fx_req(.id = "one", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision two = fx_req(.id = "two", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_str_eq(one.placement.node, two.placement.node, "singles go to the same node");

@@ -16,7 +16,7 @@ TestSuite(policy, .init = fx_setup, .fini = fx_teardown);
 
 Test(policy, r1_nvidia_on_linux_containers_and_vms) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
     Decision d = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
     cr_assert_eq(d.placement.method, METHOD_CONTAINER, "%s", d.message);
 }
@@ -34,7 +34,7 @@ Test(policy, r1_apple_metal_for_native_processes_and_macos_vms) {
 Test(policy, r1_cpu_on_all_platforms) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 16, 12);
-    fx_gpu_node("box", "home", "amy", NULL, "nvidia-rtx-4090", 0, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 0);
     Decision a = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "cpu", .count = 32);
     Decision b = fx_req(.id = "b", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = "cpu", .count = 10);
     cr_assert_eq(a.placement.method, METHOD_CPU, "%s", a.message);
@@ -44,7 +44,7 @@ Test(policy, r1_cpu_on_all_platforms) {
 
 Test(policy, r12_amd_goes_to_containers_only) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node("rocm", "lab", "amy", NULL, "amd-mi300x", 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "rocm", .site = "lab", .owner = "amy", .cls = "amd-mi300x", .gpus = 2);
     Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "amd-mi300x");
     Decision v = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "amd-mi300x");
     cr_assert_eq(c.placement.method, METHOD_CONTAINER, "%s", c.message);
@@ -63,8 +63,10 @@ static CapacityRow cap(const char *cls, const char *site, CapacityMode m) {
 
 Test(policy, r6_capacity_counts_vm_nodes_by_vm_device_name_and_container_nodes_by_resource) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 8, BINDING_HOST, false, false, false);
-    fx_gpu_node("v1", "dc", "ops", "vm-passthrough", H100, 4, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 8);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                .cls = H100, .gpus = 4);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 3);
     CapacityRow vm = cap(H100, NULL, CAPACITY_VM), ct = cap(H100, NULL, CAPACITY_CONTAINER);
     cr_assert_eq(vm.total, 4);
@@ -88,8 +90,10 @@ Test(policy, r6_capacity_counts_vm_nodes_by_vm_device_name_and_container_nodes_b
 Test(policy, r6_capacity_per_site_shows_cordoned_and_quarantined) {
     fx_site("dc1", SITE_DATACENTER);
     fx_site("dc2", SITE_DATACENTER);
-    fx_gpu_node("a", "dc1", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
-    fx_gpu_node("b", "dc2", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "a", .site = "dc1", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 4);
+    fx_gpu_node(.name = "b", .site = "dc2", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 2);
     Error err = {0};
     cr_assert_eq(sched_device_set_quarantine(fx, "a", 1, "fell off the bus", 0, &err), 0);
     cr_assert_eq(sched_device_set_cordoned(fx, "a", 2, true, 0, &err), 0);
@@ -107,7 +111,8 @@ Test(policy, r6_capacity_per_site_shows_cordoned_and_quarantined) {
 
 Test(policy, r6_mig_capacity_counts_instances_of_each_profile) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node("m", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, true);
+    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 2, .mig_enabled = true);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     CapacityRow r = cap(H100_1G, NULL, CAPACITY_CONTAINER);
     cr_assert_eq(r.total, 14);
@@ -153,7 +158,8 @@ Test(policy, r9_internal_only_class_is_for_trusted_tenants_in_a_datacenter) {
     fx_site("dc", SITE_DATACENTER);
     Error err = {0};
     sched_site_trust(fx, "dc", "staff", true, &err);
-    fx_gpu_node("g", "dc", "ops", "vm-passthrough", "nvidia-rtx-4090", 2, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "g", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                .cls = "nvidia-rtx-4090", .gpus = 2, .kata = true);
     sched_device_reset_result(fx, "g", 0, true, NULL, 0, &err);
     sched_device_reset_result(fx, "g", 1, true, NULL, 0, &err);
     Decision s = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
@@ -165,7 +171,8 @@ Test(policy, r9_internal_only_class_is_for_trusted_tenants_in_a_datacenter) {
 
 Test(policy, r9_consumer_cards_are_used_normally_at_home) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_VFIO, true, false, false);
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy",
+                .cls = "nvidia-rtx-4090", .gpus = 1, .binding = BINDING_VFIO, .kata = true);
     Error err = {0};
     sched_device_reset_result(fx, "box", 0, true, NULL, 0, &err);
     Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
@@ -175,7 +182,8 @@ Test(policy, r9_consumer_cards_are_used_normally_at_home) {
 
 Test(policy, r9_consumer_passthrough_waits_for_reset_check_and_rechecks_after_each_vm) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-5090", 1, BINDING_VFIO, false, false, false);
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy",
+                .cls = "nvidia-rtx-5090", .gpus = 1, .binding = BINDING_VFIO);
     Decision d = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-5090");
     cr_assert_eq(d.reason, SCHED_REASON_RESET_CHECK, "%s", d.message);
     Error err = {0};
@@ -190,7 +198,8 @@ Test(policy, r9_consumer_passthrough_waits_for_reset_check_and_rechecks_after_ea
 
 Test(policy, r9_failed_reset_quarantines_with_reason) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-5090", 1, BINDING_VFIO, false, false, false);
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy",
+                .cls = "nvidia-rtx-5090", .gpus = 1, .binding = BINDING_VFIO);
     Error err = {0};
     cr_assert_eq(sched_device_reset_result(fx, "box", 0, false, "no FLR after stop", 0, &err), 0);
     DeviceInfo di;
@@ -256,7 +265,7 @@ Test(policy, r10_mac_class_is_the_largest_tier_not_above_its_memory) {
 Test(policy, r14_endpoint_runtime_follows_placement) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
-    fx_gpu_node("box", "home", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
     Decision n = fx_req(.id = "n", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = "nvidia-rtx-4090");
     Decision m = fx_req(.id = "m", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
     Decision l = fx_req(.id = "l", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
@@ -281,7 +290,7 @@ static const char *const to_cpu[] = {"cpu"};
 
 Test(policy, r13_waits_for_first_choice_then_takes_the_alternative) {
     fx_site("home", SITE_SOLO);
-    fx_gpu_node("box", "home", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
     fx_req(.id = "busy", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
     Decision d = fx_submit((RequestSpec){.id = "r", .user = "amy", .kind = WORKLOAD_ENDPOINT,
                                          .class_name = "nvidia-rtx-4090", .fallback = to_cpu, .n_fallback = 1,
@@ -301,7 +310,7 @@ Test(policy, r13_waits_for_first_choice_then_takes_the_alternative) {
 
 Test(policy, r13_first_choice_wins_when_it_frees_before_the_deadline) {
     fx_site("home", SITE_SOLO);
-    fx_gpu_node("box", "home", "amy", NULL, "nvidia-rtx-4090", 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
     fx_req(.id = "busy", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
     fx_submit((RequestSpec){.id = "r", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090",
                             .fallback = to_cpu, .n_fallback = 1, .wait_s = 60},
@@ -330,8 +339,10 @@ Test(policy, r13_on_a_mac_metal_then_cpu) {
 Test(policy, r13_fallback_never_lands_on_stranger_slice) {
     fx_site("dc", SITE_DATACENTER);
     /* One MIG GPU with Kata slices (R2c would let strangers share it), one busy whole H200. */
-    fx_gpu_node("m", "dc", "ops", "container", H100, 1, BINDING_HOST, true, true, true);
-    fx_gpu_node("w", "dc", "ops", "vm-passthrough", "nvidia-h200-141gb", 1, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
+    fx_gpu_node(.name = "w", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                .cls = "nvidia-h200-141gb", .gpus = 1, .kata = true);
     Decision other = fx_req(.id = "other", .user = "carol", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(other.kind, DECISION_PLACED, "%s", other.message);
     fx_req(.id = "busy", .user = "carol", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-h200-141gb");
@@ -360,7 +371,8 @@ Test(policy, r13_fallback_to_an_unknown_class_is_refused) {
 
 Test(policy, r15_restore_refuses_a_placement_that_shares_a_gpu_with_a_stranger) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node("c", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     RequestSpec spec = {.id = "b", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100};
     Placement p = {.node = "c", .class_name = H100, .method = METHOD_CONTAINER,
@@ -372,7 +384,8 @@ Test(policy, r15_restore_refuses_a_placement_that_shares_a_gpu_with_a_stranger) 
 
 Test(policy, r16_restore_reapplies_the_exact_placement) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node("m", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, true);
+    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 2, .mig_enabled = true);
     RequestSpec spec = {.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G};
     Placement p = {.node = "m", .class_name = H100_1G, .method = METHOD_MIG,
                    .container_runtime = CONTAINER_RUNTIME_RUNC, .endpoint_runtime = ENDPOINT_RUNTIME_VLLM,
@@ -391,7 +404,8 @@ Test(policy, r16_restore_reapplies_the_exact_placement) {
 
 Test(policy, r16_a_request_is_never_placed_twice) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node("c", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 2);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_REFUSED);
@@ -408,7 +422,8 @@ static void count_placed(void *userdata, const char *id, const Decision *d) {
 
 Test(policy, queue_freed_capacity_goes_to_the_oldest_waiter) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node("c", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 1);
     int placed = 0;
     sched_set_on_placed(fx, count_placed, &placed);
     fx_req(.id = "run", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
@@ -426,8 +441,10 @@ Test(policy, queue_freed_capacity_goes_to_the_oldest_waiter) {
 
 Test(policy, queue_backfill_never_takes_the_node_a_waiting_gang_reserved) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node("a", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
-    fx_gpu_node("b", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "a", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 4);
+    fx_gpu_node(.name = "b", .site = "dc", .owner = "ops", .mode = "container",
+                .cls = H100, .gpus = 4);
     Decision x = fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 3);
     Decision y = fx_req(.id = "y", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
     cr_assert_str_neq(x.placement.node, y.placement.node, "best fit: y does not fit next to x");

@@ -45,7 +45,8 @@ static void saw(const Decision *d, DecisionKind kind, SchedReason reason) {
 
 static void no_capacity(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision d = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     saw(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
@@ -55,7 +56,8 @@ static void no_capacity(void) {
 
 static void mode_mismatch(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
     saw(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
     cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s",
@@ -65,7 +67,8 @@ static void mode_mismatch(void) {
 
 static void queued(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
     fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
     Decision d = fx_req(.id = "y", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
@@ -88,21 +91,25 @@ static void owner_only(void) {
 
 static void internal_only(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", RTX4090, 1, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = RTX4090,
+                .gpus = 1, .kata = true);
     Decision d =
             fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = RTX4090);
     saw(&d, DECISION_REFUSED, SCHED_REASON_INTERNAL_ONLY);
     d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = RTX4090,
                .wait_for_nodes = true);
     saw(&d, DECISION_WAITING, SCHED_REASON_INTERNAL_ONLY);
-    fx_gpu_node("bobs", "dc", "bob", "container", RTX4090, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "bobs", .site = "dc", .owner = "bob", .mode = "container", .cls = RTX4090,
+                .gpus = 1);
     expect_placed("s");
 }
 
 static void no_kata(void) {
     dc();
-    fx_gpu_node("k1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, true, false, false);
-    fx_gpu_node("n1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "k1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 1, .kata = true);
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 1);
     fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     saw(&d, DECISION_WAITING, SCHED_REASON_NO_KATA);
@@ -112,8 +119,10 @@ static void no_kata(void) {
 
 static void no_mig_in_kata(void) {
     dc();
-    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, true);
-    fx_gpu_node("m2", "dc", "ops", "container", H100, 1, BINDING_HOST, true, true, true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_enabled = true);
+    fx_gpu_node(.name = "m2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
     fx_req(.id = "big", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_7G);
     Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     saw(&d, DECISION_WAITING, SCHED_REASON_NO_MIG_IN_KATA);
@@ -123,7 +132,8 @@ static void no_mig_in_kata(void) {
 
 static void reset_check(void) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node("box", "lab", "amy", NULL, "nvidia-rtx-5090", 1, BINDING_VFIO, false, false, false);
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy", .cls = "nvidia-rtx-5090", .gpus = 1,
+                .binding = BINDING_VFIO);
     Decision d =
             fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-5090");
     saw(&d, DECISION_WAITING, SCHED_REASON_RESET_CHECK);
@@ -148,7 +158,8 @@ static void macos_vm_limit(void) {
 
 static void cordoned(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     cr_assert_eq(sched_node_set_cordoned(fx, "c1", true, 0, &err), 0, "%s", err.message);
     Decision d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     saw(&d, DECISION_WAITING, SCHED_REASON_CORDONED);
@@ -158,20 +169,23 @@ static void cordoned(void) {
 
 static void no_node(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     Decision d = fx_req(.id = "h", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200);
     saw(&d, DECISION_REFUSED, SCHED_REASON_NO_NODE);
     cr_assert_eq(sched_request_count(fx), 0, "a refused request is not kept");
     d = fx_req(.id = "h", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
                .wait_for_nodes = true);
     saw(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
-    fx_gpu_node("h1", "dc", "ops", "container", H200, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "h1", .site = "dc", .owner = "ops", .mode = "container", .cls = H200,
+                .gpus = 1);
     expect_placed("h");
 }
 
 static void too_large(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
     Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
                         .count = 4);
     saw(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
@@ -179,7 +193,8 @@ static void too_large(void) {
     d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4,
                .wait_for_nodes = true);
     saw(&d, DECISION_WAITING, SCHED_REASON_TOO_LARGE);
-    fx_gpu_node("c4", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c4", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 4);
     expect_placed("g");
 }
 
@@ -187,7 +202,8 @@ static void too_large(void) {
 
 static void refusals(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, true);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .mig_enabled = true);
     Decision d =
             fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_VM, .class_name = "nvidia-h100-vgpu");
     saw(&d, DECISION_REFUSED, SCHED_REASON_VGPU);
@@ -219,7 +235,8 @@ static void refusals(void) {
 
 static void fallback(void) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     const char *fb[] = {"cpu"};
     /* R18 with R13: a first choice no node has still waits when an alternative can run. */
     Decision d = fx_submit((RequestSpec){.id = "f",
@@ -264,8 +281,10 @@ Test(reasons, r18_stranger_slice_is_never_told_to_wait_for_a_mode_switch_that_ca
     /* m1 has whole GPUs (MIG off) but no mig_in_kata: turning MIG on would not give a
      * stranger a slice there. m2 could, once bob's own 7g slice ends. */
     dc();
-    fx_gpu_node("m1", "dc", "ops", "container", H100, 1, BINDING_HOST, true, false, false);
-    fx_gpu_node("m2", "dc", "ops", "container", H100, 1, BINDING_HOST, true, true, true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true);
+    fx_gpu_node(.name = "m2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
     fx_req(.id = "big", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_7G);
     Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
@@ -277,8 +296,10 @@ Test(reasons, r18_stranger_container_is_never_told_to_wait_for_a_mode_switch_tha
     /* c1 has a free GPU in container mode but no Kata: switching it to vm-passthrough would
      * not run a stranger's container there. k1 will, once bob's other container ends. */
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
-    fx_gpu_node("k1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
+    fx_gpu_node(.name = "k1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 1, .kata = true);
     fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
@@ -290,8 +311,10 @@ Test(reasons, r18_stranger_time_slice_request_is_not_told_other_mode) {
     /* share = true from a stranger runs under Kata on a whole GPU (R2e never crosses users):
      * ops' time slices and a free host GPU on a node without Kata are no help. */
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
-    fx_gpu_node("k1", "dc", "ops", "vm-passthrough", H100, 1, BINDING_HOST, true, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
+    fx_gpu_node(.name = "k1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 1, .kata = true);
     fx_req(.id = "t", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .share = true);
     fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100, .share = true);
     Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100,
@@ -307,10 +330,12 @@ Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
     Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
                         .count = 2, .wait_for_nodes = true);
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_NODE);
-    fx_gpu_node("h1", "dc", "ops", "container", H200, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "h1", .site = "dc", .owner = "ops", .mode = "container", .cls = H200,
+                .gpus = 1);
     cr_assert_eq(sched_request_decision(fx, "g", &d), 0);
     expect(&d, DECISION_WAITING, SCHED_REASON_TOO_LARGE); /* a node came, too small for the gang */
-    fx_gpu_node("h2", "dc", "ops", "vm-passthrough", H200, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "h2", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H200,
+                .gpus = 2);
     cr_assert_eq(sched_request_decision(fx, "g", &d), 0);
     expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH); /* big enough, in the other mode */
     cr_assert_eq(sched_node_set_mode(fx, "h2", NODE_MODE_CONTAINER, 0, &err), 0, "%s", err.message);
@@ -319,11 +344,13 @@ Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
 
 Test(reasons, r18_the_fleet_summary_follows_nodes_that_join_and_leave) {
     dc();
-    fx_gpu_node("c1", "dc", "ops", "container", H100, 1, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
                         .count = 2);
     expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
-    fx_gpu_node("c2", "dc", "ops", "container", H100, 2, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "c2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
     fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
     d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
                .count = 2);

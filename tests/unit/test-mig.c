@@ -1,5 +1,6 @@
 /* test-mig.c: the SPEC MIG table and the 8-slot geometry (R2c). */
 #include <criterion/criterion.h>
+#include <limits.h>
 
 #include "core/mig.h"
 
@@ -46,6 +47,15 @@ Test(mig, r2c_allowed_start_slots) {
     /* a 3g at 4 leaves room for one 4g at 0, no second 3g at 0 is blocked by nothing */
     cr_expect_eq(mig_count_placeable(0xf0, MIG_SHAPE_4G), 1);
     cr_expect_eq(mig_count_placeable(0x10, MIG_SHAPE_3G), 1, "one 1g at slot 4 blocks the 3g at 4");
+}
+
+/* A start near UINT_MAX made start + slots wrap past the bound check (found by ./dev lint). */
+Test(mig, r2c_shape_mask_refuses_a_start_past_the_slots) {
+    cr_expect_eq(mig_shape_mask(MIG_SHAPE_1G, 7), 0x80);
+    cr_expect_eq(mig_shape_mask(MIG_SHAPE_1G, 8), 0);
+    cr_expect_eq(mig_shape_mask(MIG_SHAPE_3G, 5), 0, "a 3g from 5 would need slots 5-8");
+    cr_expect_eq(mig_shape_mask(MIG_SHAPE_1G, UINT_MAX), 0);
+    cr_expect_eq(mig_shape_mask(MIG_SHAPE_3G, UINT_MAX - 2), 0);
 }
 
 Test(mig, r2c_profile_memory_parse) {

@@ -38,3 +38,22 @@ Test(strings, bad_input_utf8_made_valid_and_truncation_never_cuts_a_sequence) {
     cr_assert_str_eq(utf8_make_valid(s), "r?lease ?? ??? ???? ?",
                      "invalid, overlong, surrogate, too big");
 }
+
+/* The error-sentence rule (docs/CODING_STYLE.md): the API turns a library's lower-case
+ * fragment into a sentence, and leaves names, paths and finished sentences as written. */
+Test(strings, error_style_fragments_become_one_sentence_at_the_outermost_layer) {
+    char a[64] = "node 'a': no site named 'b'";
+    cr_expect_str_eq(sentence_case(a, sizeof(a)), "Node 'a': no site named 'b'.");
+    char b[64] = "Out of memory.";
+    cr_expect_str_eq(sentence_case(b, sizeof(b)), "Out of memory.");
+    char c[64] = "nvidia-h100-80gb is not a class";
+    cr_expect_str_eq(sentence_case(c, sizeof(c)), "nvidia-h100-80gb is not a class.");
+    char d[64] = "catalog.yaml:3:1: bad key";
+    cr_expect_str_eq(sentence_case(d, sizeof(d)), "catalog.yaml:3:1: bad key.");
+    char e[64] = "Is it?";
+    cr_expect_str_eq(sentence_case(e, sizeof(e)), "Is it?");
+    char f[4] = "abc"; /* no room for the stop: left as it is, never cut */
+    cr_expect_str_eq(sentence_case(f, sizeof(f)), "Abc");
+    char g[8] = "";
+    cr_expect_str_eq(sentence_case(g, sizeof(g)), "");
+}
