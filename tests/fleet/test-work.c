@@ -1,7 +1,10 @@
 /* test-work.c: work reaches an agent at once (GET /v1/nodes/{name}/work, a long-poll with a
  * resumable cursor), not at its next heartbeat; the route's cursor, waits and refusals. The
  * real `einsora serve` and a real `einsora agent run` on a fixture machine with the fake NVML. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -218,4 +221,97 @@ Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_recon
     free(c1);
     free(c2);
     ts_stop(&ts);
+}
+
+/* ---- an older control plane: no work route (404), the work comes with each heartbeat ---- */
+
+typedef struct OldServer {
+    pthread_mutex_t lock;
+    int heartbeats, work_asks, activated_at; /* activated_at: heartbeats before the activation, -1 none */
+    bool active;
+} OldServer;
+
+static enum MHD_Result old_answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version, (void)upload;
+    OldServer *o = cls;
+    if (!*con_cls) { /* headers first; the body (ignored) follows */
+        *con_cls = o;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    unsigned status = 200;
+    char body[1024] = "{}";
+    pthread_mutex_lock(&o->lock);
+    if (!strcmp(method, "POST") && strstr(url, "/heartbeat")) {
+        o->heartbeats++;
+        snprintf(body, sizeof(body),
+                 "{\"node\":\"old-1\",\"unreachable\":false,\"tasks\":[],\"workloads\":[{\"id\":7,\"user\":\"u\","
+                 "\"kind\":\"container\",\"state\":\"%s\",\"placement\":{\"node\":\"old-1\",\"class\":"
+                 "\"nvidia-h100-80gb\",\"method\":\"container\",\"devices\":[2],\"addresses\":[\"0000:3a:00.0\"]},"
+                 "\"request\":{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}}]}",
+                 o->active ? "active" : "placed");
+    } else if (!strcmp(method, "GET") && strstr(url, "/work")) {
+        o->work_asks++;
+        status = 404;
+        snprintf(body, sizeof(body), "{\"code\":\"not_found\",\"message\":\"No such endpoint: %.200s.\"}", url);
+    } else if (!strcmp(method, "POST") && !strcmp(url, "/v1/requests/7/activate")) {
+        if (!o->active)
+            o->activated_at = o->heartbeats;
+        o->active = true;
+    }
+    pthread_mutex_unlock(&o->lock);
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static bool old_activated(OldServer *o, int *ret_heartbeats, int *ret_asks) {
+    pthread_mutex_lock(&o->lock);
+    bool yes = o->active;
+    *ret_heartbeats = o->activated_at;
+    *ret_asks = o->work_asks;
+    pthread_mutex_unlock(&o->lock);
+    return yes;
+}
+
+Test(work, r17_agent_falls_back_to_heartbeat_work_against_an_older_control_plane, .timeout = 120) {
+    OldServer o = {.activated_at = -1};
+    pthread_mutex_init(&o.lock, NULL);
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                                            old_answer, &o, MHD_OPTION_SOCK_ADDR,
+                                            &(struct sockaddr_in){.sin_family = AF_INET,
+                                                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
+                                            MHD_OPTION_END);
+    cr_assert(d);
+    char url[64], dir[] = "/tmp/einsora-old-XXXXXX", sys[256], proc[256], nvml[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port);
+    cr_assert(mkdtemp(dir));
+    snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
+    snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
+    snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
+    const char *args[] = {"--site", "dc1", "--site-kind", "datacenter", "--mode", "container", "--sysfs-root", sys,
+                          "--proc-root", proc, "--simulate", "--nvml-lib", FAKE_NVML_LIB, NULL};
+    pid_t agent = fleet_spawn_agent(url, "old-token", "old-1", dir, args, nvml);
+    int after = -1, asks = 0;
+    bool done = false;
+    for (int i = 0; i < 600 && !(done = old_activated(&o, &after, &asks)); i++)
+        sleep_ms(100);
+    kill(agent, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(agent, &status, 0), agent);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    MHD_stop_daemon(d);
+    cr_assert(done, "the agent never started the workload the heartbeat carried (see %s/agent.log)", dir);
+    cr_assert_geq(after, 1, "activated before any heartbeat said it was placed");
+    cr_assert_eq(asks, 1, "the agent asked the missing work route %d times: it should remember", asks);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+    pthread_mutex_destroy(&o.lock);
 }
