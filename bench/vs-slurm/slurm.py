@@ -133,7 +133,28 @@ class SlurmCluster:
         self.procs.append((name, p))
         return p
 
-    def start(self):
+    def start(self, attempts=3):
+        """Up, every node idle. A port taken meanwhile by another program (they are picked
+        free, then bound by the daemons) makes a daemon exit: start again on new ports."""
+        for attempt in range(attempts):
+            try:
+                return self._start_once()
+            except RuntimeError as e:
+                self.stop()
+                if attempt == attempts - 1:
+                    raise
+                print("slurm: %s; starting again on other ports" % e, flush=True)
+
+    def _log_tail(self, name):
+        lines = []
+        for ext in (".out", ".log"):
+            p = os.path.join(self.root, "log", name + ext)
+            if os.path.exists(p):
+                with open(p, errors="replace") as f:
+                    lines += f.read().strip().splitlines()[-3:]
+        return " | ".join(lines)
+
+    def _start_once(self):
         r = self.root
         self.write_config()
         key = os.path.join(r, "munge.key")
@@ -159,7 +180,7 @@ class SlurmCluster:
                 return
             for name, p in self.procs:
                 if p.poll() is not None:
-                    raise RuntimeError("%s exited (%s); see %s/log" % (name, p.returncode, r))
+                    raise RuntimeError("%s exited (%s): %s" % (name, p.returncode, self._log_tail(name)))
             time.sleep(0.5)
         raise RuntimeError("the Slurm nodes did not all come up idle; see %s/log" % r)
 
