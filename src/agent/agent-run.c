@@ -34,6 +34,7 @@ typedef struct Agent {
     Driver *drivers[3];     /* container engine, libvirt, processes: once they answered (workloads.h) */
     bool lost_driver[3];    /* a driver did not answer last time: log once */
     WorkWatch watch;        /* the long-poll of this node's work (work-watch.h) */
+    bool watch_failing;     /* its last poll failed: log once, not every retry */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -489,9 +490,12 @@ static void start_workload(Agent *a, json_t *w) {
     if (slot >= 0 && start_driven(a, slot, w, id, url, sizeof(url)) < 0)
         return; /* not started: reported as ended, or retried at the next turn */
     /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
+    const char *gpus_of[64]; /* a request asks for at most 64 GPUs (the API's limit) */
+    size_t n_gpus = 0;
     json_array_foreach(json_object_get(p, "addresses"), i, addr)
-        if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)))
-            (void)agent_records_add(a->cfg->state_dir, json_string_value(addr), id, &err);
+        if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)) && n_gpus < ARRAY_SIZE(gpus_of))
+            gpus_of[n_gpus++] = json_string_value(addr);
+    (void)agent_records_add_many(a->cfg->state_dir, gpus_of, n_gpus, id, &err);
     if (set_running(a, id, true, &err) < 0) {
         logf_(a, "cannot record workload %s: %s", id, error_message(&err));
         return;
@@ -632,10 +636,14 @@ static void watch_work(Agent *a, int64_t until_ms) {
             do_work(a, work);
             json_decref(work);
         } else if (r < 0 && !(cfg->stop && *cfg->stop)) {
-            logf_(a, "%s", error_message(&err));
+            if (!a->watch_failing || r == -EOPNOTSUPP)
+                logf_(a, "%s", error_message(&err));
+            a->watch_failing = r != -EOPNOTSUPP;
             if (r != -EOPNOTSUPP) /* not a busy loop while the control plane is away */
                 sleep_until(cfg, MIN(until_ms, mono_ms() + 1000));
+            continue;
         }
+        a->watch_failing = false;
     }
 }
 
