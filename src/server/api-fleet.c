@@ -42,7 +42,6 @@ static void op_heartbeat(Server *s, Op *op) {
             if (w[i]->state == REQ_ACTIVE && !fleet_heartbeat_runs(a->hb, w[i]->id))
                 state_end_request(s, w[i], "request.lost", "the node's agent reports it no longer runs");
     }
-    (void)history_live(s); /* compact the index now and then, as every batch does */
     op->status = 200;
     op->body = api_node_work_json(s, n);
 }
