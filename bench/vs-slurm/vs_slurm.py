@@ -12,6 +12,10 @@ GPU-seconds idle while requests of that type waited, and each figure's ratio to 
 1 s); Einsora, the request's `request.active` event (its agent started it; ms). A wait starts
 at the submission as each system logged it; the makespan runs from the first submission call
 to the last job's end. A benchmark, not a test.
+
+The agents' latency alone (placed -> active p50/p99, the ms an agent takes to learn of and
+start its work, whatever its heartbeat): `bench/vs-slurm/run --systems einsora --heartbeats
+1,5,10`.
 """
 import argparse
 import os
@@ -80,6 +84,8 @@ def figures(recs, ids, t0, t_accepted, hold_s):
     f = {}
     n = len(ids)
     f["accepted/s"] = n / max(1e-9, t_accepted - t0)
+    # A slower intake spreads the arrivals: its waits start later, so compare waits with it.
+    f["submit span s"] = t_accepted - t0
     f["makespan s"] = max(recs[j]["ended"] for j in ids) - t0
     gpu_s = [0.0] * len(TYPES)
     for gpus, t in ids.values():
