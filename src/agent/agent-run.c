@@ -13,6 +13,7 @@
 #include "agent/bind.h"
 #include "agent/records.h"
 #include "agent/reset-check.h"
+#include "agent/work-watch.h"
 #include "agent/workloads.h"
 #include "client/client.h"
 #include "config/catalog-yaml.h"
@@ -32,6 +33,8 @@ typedef struct Agent {
     BindOptions bind;
     Driver *drivers[3];     /* container engine, libvirt, processes: once they answered (workloads.h) */
     bool lost_driver[3];    /* a driver did not answer last time: log once */
+    WorkWatch watch;        /* the long-poll of this node's work (work-watch.h) */
+    bool watch_failing;     /* its last poll failed: log once, not every retry */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -487,9 +490,12 @@ static void start_workload(Agent *a, json_t *w) {
     if (slot >= 0 && start_driven(a, slot, w, id, url, sizeof(url)) < 0)
         return; /* not started: reported as ended, or retried at the next turn */
     /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
+    const char *gpus_of[64]; /* a request asks for at most 64 GPUs (the API's limit) */
+    size_t n_gpus = 0;
     json_array_foreach(json_object_get(p, "addresses"), i, addr)
-        if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)))
-            (void)agent_records_add(a->cfg->state_dir, json_string_value(addr), id, &err);
+        if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)) && n_gpus < ARRAY_SIZE(gpus_of))
+            gpus_of[n_gpus++] = json_string_value(addr);
+    (void)agent_records_add_many(a->cfg->state_dir, gpus_of, n_gpus, id, &err);
     if (set_running(a, id, true, &err) < 0) {
         logf_(a, "cannot record workload %s: %s", id, error_message(&err));
         return;
@@ -562,6 +568,27 @@ static json_t *running_json(Agent *a) {
 
 /* ---- the loop ---- */
 
+/* Do the node's work as the control plane answers it (the work route or a heartbeat). */
+static void do_work(Agent *a, json_t *ans) {
+    /* Workloads first: a drain with evict ends them and asks for the rebind in the same
+     * answer, and a GPU is never rebound from under a workload that still runs (R4, R7):
+     * stop what no longer runs here, then rebind (do_bind confirms the holders are gone). */
+    a->stopped = false;
+    check_driven(a); /* workloads that ended on their own free their GPUs first */
+    reconcile_workloads(a, json_object_get(ans, "workloads"));
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(ans, "tasks"), i, t)
+        do_task(a, t);
+    if (a->push_due)
+        push_inventory(a);
+}
+
+static void sleep_until(const AgentConfig *cfg, int64_t until_ms) {
+    for (int64_t left; !(cfg->stop && *cfg->stop) && (left = until_ms - mono_ms()) > 0;)
+        nanosleep(&(struct timespec){0, (long)MIN(100, left) * 1000 * 1000}, NULL);
+}
+
 static void turn(Agent *a) {
     if (a->push_due || !a->pushed || a->turns % 10 == 0)
         push_inventory(a);
@@ -584,24 +611,40 @@ static void turn(Agent *a) {
         json_decref(ans);
         return;
     }
-    /* Workloads first: a drain with evict ends them and asks for the rebind in the same
-     * answer, and a GPU is never rebound from under a workload that still runs (R4, R7):
-     * stop what no longer runs here, then rebind (do_bind confirms the holders are gone). */
-    a->stopped = false;
-    check_driven(a); /* workloads that ended on their own free their GPUs first */
-    reconcile_workloads(a, json_object_get(ans, "workloads"));
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(ans, "tasks"), i, t)
-        do_task(a, t);
+    /* The heartbeat is for liveness; the work comes through the long-poll (watch_work), or
+     * with this answer from a control plane that has no work route. */
+    if (a->watch.unsupported)
+        do_work(a, ans);
+    else
+        check_driven(a); /* workloads that ended on their own free their GPUs */
     json_decref(ans);
-    if (a->push_due)
-        push_inventory(a);
 }
 
-static void sleep_interruptible(const AgentConfig *cfg, unsigned seconds) {
-    for (unsigned i = 0; i < seconds * 10 && !(cfg->stop && *cfg->stop); i++)
-        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+/* Until until_ms: long-poll the node's work and do it as soon as it changes. A wait may end
+ * up to a second after until_ms (the route counts whole seconds). */
+static void watch_work(Agent *a, int64_t until_ms) {
+    const AgentConfig *cfg = a->cfg;
+    for (int64_t now; !(cfg->stop && *cfg->stop) && (now = mono_ms()) < until_ms;) {
+        if (a->watch.unsupported || !a->pushed || a->lost) {
+            sleep_until(cfg, until_ms);
+            return;
+        }
+        json_t *work = NULL;
+        Error err = {0};
+        int r = work_watch_poll(&a->watch, a->cl, cfg->id.name, (unsigned)((until_ms - now + 999) / 1000), &work, &err);
+        if (r > 0) {
+            do_work(a, work);
+            json_decref(work);
+        } else if (r < 0 && !(cfg->stop && *cfg->stop)) {
+            if (!a->watch_failing || r == -EOPNOTSUPP)
+                logf_(a, "%s", error_message(&err));
+            a->watch_failing = r != -EOPNOTSUPP;
+            if (r != -EOPNOTSUPP) /* not a busy loop while the control plane is away */
+                sleep_until(cfg, MIN(until_ms, mono_ms() + 1000));
+            continue;
+        }
+        a->watch_failing = false;
+    }
 }
 
 int agent_run(const AgentConfig *cfg_in, Error *err) {
@@ -637,9 +680,12 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
             logf_(&a, "journal: %s", error_message(&e));
     }
     logf_(&a, "reporting to %s every %us", cfg.server, cfg.heartbeat_s);
+    if (cfg.stop)
+        client_set_abort(a.cl, cfg.stop); /* a long-poll in flight ends with the agent */
     while (!(cfg.stop && *cfg.stop)) {
+        int64_t next = mono_ms() + (int64_t)cfg.heartbeat_s * 1000;
         turn(&a);
-        sleep_interruptible(&cfg, cfg.heartbeat_s);
+        watch_work(&a, next);
     }
     logf_(&a, "stopped");
     for (int k = 0; k < _SLOT_MAX; k++)

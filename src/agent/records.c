@@ -192,8 +192,14 @@ static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_
 }
 
 int agent_records_add(const char *state_dir, const char *bdf, const char *workload_id, Error *err) {
-    if (!pci_bdf_is_valid(bdf) || !is_record_id(workload_id))
-        return error_set(err, -EINVAL, "A workload record needs a PCI address and a workload id without spaces.");
+    return agent_records_add_many(state_dir, &bdf, 1, workload_id, err);
+}
+
+int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, size_t n_new, const char *workload_id,
+                           Error *err) {
+    for (size_t i = 0; i < n_new; i++)
+        if (!pci_bdf_is_valid(new_bdfs[i]) || !is_record_id(workload_id))
+            return error_set(err, -EINVAL, "A workload record needs a PCI address and a workload id without spaces.");
     int r = agent_state_dir_ensure(state_dir, err);
     if (r < 0)
         return r;
@@ -203,9 +209,10 @@ int agent_records_add(const char *state_dir, const char *bdf, const char *worklo
     if (r < 0)
         return r;
     size_t nb = n, ni = n;
-    if (strv_push(&bdfs, &nb, bdf) < 0 || strv_push(&ids, &ni, workload_id) < 0)
-        r = error_set(err, -ENOMEM, "Out of memory.");
-    else
+    for (size_t i = 0; i < n_new && r >= 0; i++)
+        if (strv_push(&bdfs, &nb, new_bdfs[i]) < 0 || strv_push(&ids, &ni, workload_id) < 0)
+            r = error_set(err, -ENOMEM, "Out of memory.");
+    if (r >= 0 && n_new) /* one fsync'd rewrite for a whole gang */
         r = records_rewrite(state_dir, bdfs, ids, nb, NULL, err);
     strv_free(bdfs, nb);
     strv_free(ids, ni);

@@ -22,6 +22,9 @@ int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, s
 /* Every "<bdf> <id>" line, as two parallel arrays. Free each with strv_free. */
 int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err);
 int agent_records_add(const char *state_dir, const char *bdf, const char *workload_id, Error *err);
+/* The same for several GPUs of one workload, in one rewrite. */
+int agent_records_add_many(const char *state_dir, const char *const *bdfs, size_t n, const char *workload_id,
+                           Error *err);
 /* Remove every line of workload_id; -ENOENT when there was none. */
 int agent_records_remove(const char *state_dir, const char *workload_id, Error *err);
 /* Parse the workloads file's text (exposed for the fuzzer). */

@@ -22,6 +22,7 @@ struct Client {
     size_t n_servers, cur;
     char *auth_header;
     char *ca_file; /* trust this CA for https (NULL: the system's) */
+    volatile sig_atomic_t *abort_flag; /* a call in flight gives up once it is set */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -117,6 +118,13 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
     return 0;
 }
 
+/* libcurl asks about once a second, more often while data flows. */
+static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    const volatile sig_atomic_t *flag = userdata;
+    return *flag ? 1 : 0;
+}
+
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata) {
     strbuf_append(userdata, ptr, size * nmemb);
     return size * nmemb;
@@ -151,12 +159,17 @@ static int call_once(Client *c, const char *url, const char *method, const char 
     /* With replicas to fail over to, a server that accepted the call but does not answer (a
      * paused or cut-off leader) is given up on sooner; the event feed's long poll keeps its
      * time. */
-    bool long_poll = strstr(url, "/v1/events") != NULL;
+    bool long_poll = strstr(url, "/v1/events") != NULL || strstr(url, "/work?") != NULL;
     curl_easy_setopt(h, CURLOPT_TIMEOUT, c->n_servers > 1 && !long_poll ? 20L : 120L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     if (c->ca_file)
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    if (c->abort_flag) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->abort_flag);
+    }
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
@@ -250,7 +263,7 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
         /* Redirected in a circle (replicas that disagree during an election): try again. */
         bool circle = location != NULL;
         free(location);
-        bool again = c->n_servers > 1 && mono_ms() < deadline &&
+        bool again = c->n_servers > 1 && mono_ms() < deadline && !(c->abort_flag && *c->abort_flag) &&
                      (r >= 0 ? circle || retry_answer(status, text, repeatable)
                              : r == -ECONNREFUSED || (repeatable && r != -ENOMEM));
         if (!again) {
@@ -305,4 +318,8 @@ int client_set_ca_file(Client *c, const char *path, Error *err) {
     free(c->ca_file);
     c->ca_file = copy;
     return 0;
+}
+
+void client_set_abort(Client *c, volatile sig_atomic_t *flag) {
+    c->abort_flag = flag;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <signal.h>
 
 #include "util/error.h"
 
@@ -38,3 +39,7 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
 /* Trust the CA certificates in path (PEM) for https servers, instead of the
  * system's (a control plane with its own or a self-signed certificate). */
 int client_set_ca_file(Client *c, const char *path, Error *err);
+
+/* A call in flight (a long poll) gives up within about a second once *flag is set, with
+ * -EIO (a daemon's stop signal); NULL: never. */
+void client_set_abort(Client *c, volatile sig_atomic_t *flag);

@@ -495,7 +495,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
         .ts_replicas = spec->time_slice_replicas ? spec->time_slice_replicas : SCHED_DEFAULT_TIME_SLICE_REPLICAS,
         .apple_unified_gb = spec->apple_unified_memory_gb,
         .apple_usable_gb = spec->apple_usable_memory_gb ? spec->apple_usable_memory_gb : spec->apple_unified_memory_gb,
-        .cpu_link = {NIL, NIL}, .cpu_bucket = -1,
+        .cpu_link = {NIL, NIL}, .cpu_bucket = -1, .reserved_by = NIL,
     };
     bool oom = !n->name;
     if (spec->n_labels) {
@@ -589,11 +589,10 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
             s->n_order--;
             break;
         }
-    for (size_t c = 0; c < s->cat->n_classes; c++)
-        if (s->reserved_node[c] == ni)
-            s->reserved_node[c] = s->reserved_by[c] = NIL;
+    if (n->reserved_by != NIL) /* the gang reserves another node at its next walk */
+        s->reqs[n->reserved_by].reserved_node = NIL;
     node_done(n);
-    *n = (Node){.alive = false, .cpu_bucket = -1, .cpu_link = {NIL, s->free_node}};
+    *n = (Node){.alive = false, .cpu_bucket = -1, .cpu_link = {NIL, s->free_node}, .reserved_by = NIL};
     s->free_node = ni;
     if (s->check) {
         Error e = {0};

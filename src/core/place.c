@@ -97,9 +97,10 @@ bool mig_joinable(const Sched *s, const Node *n, const Device *d, uint32_t user,
     return true;
 }
 
+/* A backfill never takes a GPU of class c on a node an older waiting gang of c reserved. */
 static bool reserved_against(const Sched *s, const Want *w, int c, uint32_t ni) {
-    return w->backfill && s->reserved_node[c] == ni && s->reserved_by[c] != NIL &&
-           s->reqs[s->reserved_by[c]].seq < w->r->seq;
+    uint32_t by = s->nodes[ni].reserved_by;
+    return w->backfill && by != NIL && s->reqs[by].choice == c && s->reqs[by].seq < w->r->seq;
 }
 
 /* Writes the placement fields of out only; the request itself is read from r. */
@@ -736,22 +737,46 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
 
 /* ---- gang reservations and restore ---- */
 
+/* How many nodes of a class a reservation looks at when every one is full: a bound, so a
+ * gang's reservation on a busy fleet costs O(1) too. */
+#define RESERVE_FULL_SCAN 128
+
+/* A node whose GPUs of class c are all busy but that could hold r once they end. */
+static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
+    Want w = {.r = r, .cls = c, .only = NIL};
+    Method m;
+    for (uint32_t i = 0; i < s->class_nodes[c] && i < RESERVE_FULL_SCAN; i++) {
+        uint32_t ni = s->class_list[c][i];
+        const Node *n = &s->nodes[ni];
+        if (!node_schedulable(n) || n->reserved_by != NIL)
+            continue;
+        Binding b = r->kind == WORKLOAD_VM || relation_of(s, n, r->user) == RELATION_STRANGER ? BINDING_VFIO
+                                                                                              : BINDING_HOST;
+        unsigned have = 0;
+        for (unsigned d = 0; d < n->n_devices; d++)
+            have += n->devices[d].cls == c && n->devices[d].binding == b && !n->devices[d].mig_enabled;
+        if (have >= MAX(r->count, 1u) && whole_node_ok(s, &w, c, ni, b, &m))
+            return ni;
+    }
+    return NIL;
+}
+
 uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
     if (c < 0 || s->cat->classes[c].mig_parent_index >= 0 || s->cat->classes[c].vendor == VENDOR_APPLE)
         return NIL;
     Want w = {.r = r, .cls = c, .only = NIL};
     uint32_t best = NIL;
-    unsigned best_k = 0;
+    int best_k = -1; /* a full node too: a gang that waits on a busy fleet still needs one */
     Method m;
     for (size_t st = 0; st < s->n_sites; st++) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         Binding b = (r->kind == WORKLOAD_VM || !trusted) ? BINDING_VFIO : BINDING_HOST;
-        for (unsigned k = SCHED_NODE_MAX_DEVICES; k > best_k; k--)
+        for (int k = SCHED_NODE_MAX_DEVICES; k > best_k; k--)
             for (uint32_t id = site->pool_heads[c * 2 + b][k]; id != NIL;) {
                 uint32_t ni = id >> POOL_SHIFT;
                 id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
-                if (whole_node_ok(s, &w, c, ni, b, &m)) {
+                if (s->nodes[ni].reserved_by == NIL && whole_node_ok(s, &w, c, ni, b, &m)) {
                     best = ni, best_k = k;
                     goto next_site;
                 }
@@ -762,11 +787,11 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
     for (size_t i = 0; i < u->n_owned; i++) {
         uint32_t ni = u->owned[i];
         Binding b = r->kind == WORKLOAD_VM ? BINDING_VFIO : BINDING_HOST;
-        unsigned k = pool_free_of(&s->nodes[ni], c * 2 + b);
-        if (k > best_k && whole_node_ok(s, &w, c, ni, b, &m))
+        int k = (int)pool_free_of(&s->nodes[ni], c * 2 + b);
+        if (k > best_k && s->nodes[ni].reserved_by == NIL && whole_node_ok(s, &w, c, ni, b, &m))
             best = ni, best_k = k;
     }
-    return best;
+    return best != NIL ? best : reserve_full_node(s, r, c);
 }
 
 int place_check_conflicts(const Sched *s, const Req *r, Error *err) {

@@ -526,6 +526,24 @@ static void queue_insert(Sched *s, uint32_t ri) {
     s->n_waiting++;
 }
 
+static void maybe_reserve(Sched *s, uint32_t ri);
+
+/* How far down its class FIFO a released reservation looks for the next gang to hold one:
+ * gangs are rarely far apart, and a bound keeps a release O(1). */
+#define RESERVE_SCAN_LIMIT 256
+
+/* A reservation was let go (its gang placed or gone): the oldest waiting gang of the class
+ * that holds none takes one now, not only when a walk happens to reach it (a walk ends as
+ * soon as the freed GPUs are taken, usually well before the gangs deeper in the queue). */
+static void reserve_next_gang(Sched *s, int c) {
+    unsigned seen = 0;
+    for (uint32_t ri = s->cq_head[c]; ri != NIL && seen < RESERVE_SCAN_LIMIT; ri = s->reqs[ri].cq.next, seen++)
+        if (s->reqs[ri].count >= 2 && s->reqs[ri].reserved_node == NIL) {
+            maybe_reserve(s, ri);
+            return;
+        }
+}
+
 /* Returns the node a gang reservation held for ri, or NIL. */
 static uint32_t queue_remove(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
@@ -538,22 +556,23 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
         fifo_remove(s, dq_of, &s->dq_head, &s->dq_tail, ri);
     r->in_xq = r->in_dq = false;
     s->n_waiting--;
-    uint32_t held = NIL;
-    if (r->choice >= 0 && s->reserved_by[r->choice] == ri) {
-        held = s->reserved_node[r->choice];
-        s->reserved_by[r->choice] = s->reserved_node[r->choice] = NIL;
+    uint32_t held = r->reserved_node;
+    r->reserved_node = NIL;
+    if (held != NIL) {
+        s->nodes[held].reserved_by = NIL;
+        reserve_next_gang(s, r->choice);
     }
     return held;
 }
 
 static void maybe_reserve(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
-    if (r->count < 2 || r->choice < 0 || s->reserved_by[r->choice] != NIL)
+    if (r->count < 2 || r->choice < 0 || r->reserved_node != NIL)
         return;
     uint32_t ni = place_reserve_node(s, r, r->choice);
     if (ni != NIL) {
-        s->reserved_by[r->choice] = ri;
-        s->reserved_node[r->choice] = ni;
+        s->nodes[ni].reserved_by = ri;
+        r->reserved_node = ni;
     }
 }
 
@@ -676,6 +695,7 @@ static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t 
     built->user = user;
     built->used = true;
     built->seq = s->next_seq++;
+    built->reserved_node = NIL;
     s->reqs[ri] = *built;
     if (strmap_put(&s->req_map, id, ri) < 0) {
         s->reqs[ri] = (Req){.q = {NIL, s->free_req}};

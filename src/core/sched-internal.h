@@ -95,6 +95,7 @@ typedef struct Node {
     Link cpu_link;
     int cpu_bucket; /* -1: not listed */
     unsigned n_allocs; /* requests placed on this node */
+    uint32_t reserved_by; /* the waiting gang that reserved this node (queue.c), or NIL */
 } Node;
 
 typedef struct Req {
@@ -119,6 +120,7 @@ typedef struct Req {
     Link dq;  /* waiting requests whose fallback deadline is still ahead */
     int qkey;
     bool in_xq, in_dq;
+    uint32_t reserved_node; /* a waiting gang's reserved node, or NIL */
     SchedReason reason;
     /* Placement: place_find() writes node .. mem, and attempt() copies exactly the range
      * [node, fb_index) between a Req and its scratch, so keep these fields together. */
@@ -199,9 +201,6 @@ struct Sched {
      * (bit per start), precomputed because both sit in the queue walks' inner loops. */
     uint8_t mig_fits[_MIG_SHAPE_MAX][256];
     uint8_t mig_starts[_MIG_SHAPE_MAX][256];
-    /* Per class: the oldest waiting gang's reserved node (backfill must not take it). */
-    uint32_t *reserved_node;
-    uint32_t *reserved_by;
     /* Per class: nodes that have it, and idle GPUs that take no work; they let a waiting
      * request's reason be found without a scan in the common case. */
     StrMap class_map; /* class name -> index (the catalog's own lookup is a linear scan) */

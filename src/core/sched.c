@@ -28,8 +28,6 @@ Sched *sched_new(const Catalog *catalog) {
     s->mig = malloc(MAX(nc, 1) * sizeof(*s->mig));
     s->cq_head = malloc((nc + 2) * sizeof(uint32_t));
     s->cq_tail = malloc((nc + 2) * sizeof(uint32_t));
-    s->reserved_node = malloc(MAX(nc, 1) * sizeof(uint32_t));
-    s->reserved_by = malloc(MAX(nc, 1) * sizeof(uint32_t));
     s->by_memory = malloc(MAX(nc, 1) * sizeof(int));
     s->mig_rank = calloc(_MIG_SHAPE_MAX, sizeof(*s->mig_rank));
     s->slices_of = calloc(MAX(nc, 1), sizeof(int *));
@@ -37,7 +35,7 @@ Sched *sched_new(const Catalog *catalog) {
     s->class_blocked = calloc(MAX(nc, 1), sizeof(uint32_t));
     s->class_list = calloc(MAX(nc, 1), sizeof(uint32_t *));
     s->class_list_cap = calloc(MAX(nc, 1), sizeof(uint32_t));
-    if (!s->class_list || !s->class_list_cap || !s->class_nodes || !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail || !s->reserved_node || !s->reserved_by || !s->by_memory ||
+    if (!s->class_list || !s->class_list_cap || !s->class_nodes || !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail  || !s->by_memory ||
         !s->mig_rank || !s->slices_of) {
         sched_free(s);
         return NULL;
@@ -57,8 +55,6 @@ Sched *sched_new(const Catalog *catalog) {
                 s->slices_of[c][k++] = (int)j;
         s->slices_of[c][k] = -1;
     }
-    memset(s->reserved_node, 0xff, nc * sizeof(uint32_t));
-    memset(s->reserved_by, 0xff, nc * sizeof(uint32_t));
     memset(s->cpu_heads, 0xff, sizeof(s->cpu_heads));
     for (size_t i = 0; i < nc; i++) {
         if (catalog->classes[i].vendor == VENDOR_CPU) {
@@ -139,8 +135,6 @@ void sched_free(Sched *s) {
     strmap_done(&s->req_map);
     strmap_done(&s->class_map);
     free(s->mig);
-    free(s->reserved_node);
-    free(s->reserved_by);
     free(s->by_memory);
     for (int sh = 0; sh < _MIG_SHAPE_MAX; sh++)
         free(s->mig_pref[sh]);

@@ -61,11 +61,24 @@
  * every request that fits there is placed, so freed capacity goes to the oldest request that
  * can use it. A walk skips requests that cannot fit the node and stops a FIFO after 64
  * waiters in a row that do not fit (they are looked at again at the node's next change):
- * that bound keeps a release O(1) in a long queue. A request that arrives while others wait
- * is placed at once only as a backfill that cannot delay them: it never takes a GPU of the
- * node that the oldest waiting gang of its class has reserved (the node nearest to fitting
- * that gang). Fallbacks open when sched_tick() passes a request's deadline (R13); a walk or
- * a tick then tries the first choice first and the alternatives in order.
+ * that bound keeps a release O(1) in a long queue.
+ *
+ * Gang reservations: every waiting gang (2 GPUs or more) reserves one node of its class, the
+ * one nearest to fitting it (most free GPUs; on a full fleet, any node that could hold it)
+ * that no other gang has reserved, when it starts to wait, when a walk passes it, or when a
+ * reservation is let go and it is the oldest gang without one. It keeps that node until it
+ * is placed (there or on any node that fits first) or leaves the queue; an older gang may
+ * take it meanwhile, and the node then stays with the gangs: the younger one runs there when
+ * the older one ends, so gangs follow each other on it without draining a node for each
+ * one. A request never takes a GPU of its class on a node that an OLDER waiting gang
+ * reserved, so a gang waits only for its node's running work to end, never for younger
+ * requests that keep arriving: without durations "backfill only what ends before the
+ * reservation" becomes "a younger request passes a gang only where it fits outside the nodes
+ * older gangs reserved". Requests older than a gang are never held back by it, and while
+ * fewer gangs wait than there are nodes, the unreserved nodes take everyone. Finding the
+ * node and the next gang are bounded scans (128 nodes, 256 waiters), O(1) per decision.
+ * Fallbacks open when sched_tick() passes a request's deadline (R13); a walk or a tick then
+ * tries the first choice first and the alternatives in order.
  *
  * Waiting reasons are found from the indexes in the common case (class full, other mode
  * only, no such class, not allowed); otherwise from a look at up to 128 nodes with the class,

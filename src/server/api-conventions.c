@@ -18,6 +18,7 @@ static const char *const *route_query_keys(RouteId id) {
     static const char *const events[] = {"after", "wait", "limit", NULL};
     static const char *const nodes[] = {"site", NULL};
     static const char *const capacity[] = {"class", "site", NULL};
+    static const char *const work[] = {"after", "wait", NULL};
     switch (id) {
     case R_REQUESTS_LIST:
         return requests;
@@ -27,6 +28,8 @@ static const char *const *route_query_keys(RouteId id) {
         return nodes;
     case R_CAPACITY:
         return capacity;
+    case R_NODE_WORK:
+        return work;
     default:
         return none;
     }

@@ -11,8 +11,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-/* The node's own agent, or an admin. */
-static bool is_agent_of(const Principal *who, const char *node) {
+bool api_is_agent_of(const Principal *who, const char *node) {
     return who->role == ROLE_ADMIN || (who->role == ROLE_NODE && principal_has_node(who, node));
 }
 
@@ -44,29 +43,37 @@ static void op_heartbeat(Server *s, Op *op) {
             if (w[i]->state == REQ_ACTIVE && !fleet_heartbeat_runs(a->hb, w[i]->id))
                 state_end_request(s, w[i], "request.lost", "the node's agent reports it no longer runs");
     }
+    op->status = 200;
+    op->body = api_node_work_json(s, n);
+}
+
+bool api_node_work_has(const Req *r, const char *node) {
+    const char *pn = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+    return (r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, node);
+}
+
+json_t *api_node_work_json(Server *s, const Node *n) {
     json_t *tasks = json_array(), *work = json_array();
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
             json_array_append_new(tasks, fleet_task_json(s->tasks[i]));
-    const ReqVec *live = history_live(s);
-    for (size_t i = 0; i < live->n; i++) {
-        const Req *r = live->v[i];
-        const char *pn = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
-        if ((r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, n->spec.name))
+    /* The live index unfiltered (readers must not compact it): ended ones are skipped. */
+    for (size_t i = 0; i < s->live.n; i++) {
+        const Req *r = s->live.v[i];
+        if (api_node_work_has(r, n->spec.name))
             json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "id", (json_int_t)r->id,
                                                   "user", r->user, "kind", workload_kind_to_string(r->spec.kind),
                                                   "state", req_state_to_string(r->state),
                                                   "placement", r->placement, "request",
                                                   api_request_to_json(&r->spec)));
     }
-    op->status = 200;
-    op->body = json_pack("{s:s, s:b, s:o, s:o}", "node", n->spec.name, "unreachable", n->unreachable,
-                         "tasks", tasks, "workloads", work);
+    return json_pack("{s:s, s:b, s:o, s:o}", "node", n->spec.name, "unreachable", n->unreachable,
+                     "tasks", tasks, "workloads", work);
 }
 
 void api_node_heartbeat(HttpCtx *c) {
     const char *node = c->match.params[0];
-    if (!is_agent_of(&c->who, node))
+    if (!api_is_agent_of(&c->who, node))
         API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) sends its heartbeat.", node);
     FleetHeartbeat hb;
     Error err = {0};
@@ -140,7 +147,7 @@ void api_node_task_result(HttpCtx *c) {
     uint64_t id;
     if (parse_decimal_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
         API_FAIL(c, 404, "not_found", "No task %.64s: task ids are numbers.", c->match.params[1]);
-    if (!is_agent_of(&c->who, node))
+    if (!api_is_agent_of(&c->who, node))
         API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reports its tasks.", node);
     FleetTaskResult res;
     Error err = {0};

@@ -44,6 +44,7 @@ static const struct {
         [R_REQUEST_END] = {api_request_end, false},
         [R_WHOAMI] = {api_whoami, false},
         [R_CAPACITY_HISTORY] = {api_capacity_history, false},
+        [R_NODE_WORK] = {api_node_work, false},
 };
 
 json_t *api_error_json(const char *code, const char *message) {

@@ -38,6 +38,7 @@ typedef enum RouteId {
     R_REQUEST_END,
     R_WHOAMI,
     R_CAPACITY_HISTORY,
+    R_NODE_WORK,
     _R_MAX,
 } RouteId;
 
@@ -63,7 +64,8 @@ typedef struct HttpCtx {
     /* Long-polls (http.c): can_park when the caller can suspend the connection
      * instead of blocking a thread; a handler that finds nothing sets park (until
      * park_deadline_ms, CLOCK_MONOTONIC, seeing park_user's events or all for NULL) and
-     * answers nothing; it runs again with resumed set once woken. */
+     * answers nothing; it runs again with resumed set once woken (park_deadline_ms then
+     * holds the deadline it was parked with, so it may park again until then). */
     bool can_park, resumed, park;
     int64_t park_deadline_ms;
     const char *park_user;
@@ -132,6 +134,13 @@ void api_request_activate(HttpCtx *c);
 void api_request_end(HttpCtx *c);
 void api_node_heartbeat(HttpCtx *c);
 void api_node_task_result(HttpCtx *c);
+void api_node_work(HttpCtx *c); /* api-work.c */
+/* api-fleet.c, shared with api-work.c: the node's own agent, or an admin; whether request r
+ * is work of node's agent (placed or active there); the node's work, as the heartbeat and the
+ * work long-poll answer it (under the state lock). */
+bool api_is_agent_of(const Principal *who, const char *node);
+bool api_node_work_has(const Req *r, const char *node);
+json_t *api_node_work_json(Server *s, const Node *n);
 void api_node_mode(HttpCtx *c);
 void api_tenant_trust_grant(HttpCtx *c);
 void api_tenant_trust_withdraw(HttpCtx *c);

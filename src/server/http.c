@@ -33,6 +33,7 @@ typedef struct Upload {
     bool nul_in_uri; /* the raw request target escapes a NUL byte: refused, never truncated */
     bool slash_in_segment; /* the raw path escapes a '/': refused, never split */
     bool parked;    /* a long-poll suspended in longpoll.c: the next call is its wake-up */
+    int64_t park_deadline_ms; /* the deadline it was parked with (a woken one may park again) */
     uint64_t start_us; /* the request's headers were complete: its body has a deadline */
 } Upload;
 
@@ -187,6 +188,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             .conn = conn,
             .can_park = s->longpoll && !atomic_load(&s->draining),
             .resumed = up->parked,
+            .park_deadline_ms = up->parked ? up->park_deadline_ms : 0,
     };
     up->parked = false;
     uint64_t seen = replay_seen(s); /* a standby's long-polls read its replay */
@@ -207,6 +209,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* Nothing to say yet: no thread waits, the connection is parked until an event it may
          * see, its deadline or its client's hang-up. */
         up->parked = true;
+        up->park_deadline_ms = c.park_deadline_ms;
         MHD_suspend_connection(conn);
         if (longpoll_park(s->longpoll, conn, c.park_user, c.park_deadline_ms) >= 0 &&
             replay_seen(s) != seen)

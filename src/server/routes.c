@@ -30,5 +30,6 @@ const Route api_routes[] = {
         {"POST", "/v1/requests/{id}/end", R_REQUEST_END},
         {"GET", "/v1/whoami", R_WHOAMI},
         {"GET", "/v1/capacity/history", R_CAPACITY_HISTORY},
+        {"GET", "/v1/nodes/{name}/work", R_NODE_WORK},
 };
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -119,6 +119,34 @@ Test(records, r7_workload_records_add_list_remove) {
     free(dir);
 }
 
+Test(records, r7_a_gangs_gpus_are_recorded_together_or_not_at_all) {
+    char *dir = temp_state();
+    Error err = {0};
+    const char *gang[] = {"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"};
+    cr_assert_eq(agent_records_add_many(dir, gang, 3, "gang-1", &err), 0, "%s", error_message(&err));
+    char **ids;
+    size_t n;
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(agent_records_for_gpu(dir, gang[i], &ids, &n, &err), 0);
+        cr_expect(n == 1 && !strcmp(ids[0], "gang-1"), "GPU %s not recorded for the gang", gang[i]);
+        strv_free(ids, n);
+    }
+    /* One bad address refuses the whole gang: nothing of it is written. */
+    const char *bad[] = {"0000:04:00.0", "04:00.0"};
+    cr_expect_eq(agent_records_add_many(dir, bad, 2, "gang-2", &err), -EINVAL);
+    cr_assert_eq(agent_records_for_gpu(dir, "0000:04:00.0", &ids, &n, &err), 0);
+    cr_expect_eq(n, 0);
+    strv_free(ids, n);
+    cr_assert_eq(agent_records_remove(dir, "gang-1", &err), 0);
+    cr_assert_eq(agent_records_for_gpu(dir, gang[2], &ids, &n, &err), 0);
+    cr_expect_eq(n, 0);
+    strv_free(ids, n);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    free(dir);
+}
+
 Test(records, r7_bad_workload_records_are_an_error) {
     char **b, **i;
     size_t n;

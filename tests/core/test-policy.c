@@ -2,6 +2,7 @@
  * (R8), consumer cards (R9), Apple (R10), CPU (R11), AMD (R12), fallback (R13), runtimes
  * (R14), the invariants (R15, R16) and the queue's fairness. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core-fixture.h"
@@ -460,6 +461,53 @@ Test(policy, queue_backfill_never_takes_the_node_a_waiting_gang_reserved) {
     sched_request_decision(fx, "gang", &g);
     cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
     cr_assert_str_eq(g.placement.node, y.placement.node);
+}
+
+static Decision decision_of(const char *id) {
+    Decision d;
+    cr_assert_eq(sched_request_decision(fx, id, &d), 0);
+    return d;
+}
+
+Test(policy, r12_every_waiting_gang_reserves_a_node_and_only_older_requests_take_it) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node("a", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    fx_gpu_node("b", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    char id[8];
+    for (int i = 0; i < 8; i++) { /* both nodes full of one-GPU work */
+        snprintf(id, sizeof(id), "f%d", i);
+        cr_assert_eq(fx_req(.id = id, .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100).kind,
+                     DECISION_PLACED);
+    }
+    const char *a = decision_of("f0").placement.node;
+    cr_assert_str_eq(decision_of("f3").placement.node, a, "best fit fills one node first");
+    /* An older one-GPU request, two gangs (each reserves a full node of its own), a younger one. */
+    cr_assert_eq(fx_req(.id = "old", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100).kind,
+                 DECISION_WAITING);
+    cr_assert_eq(fx_req(.id = "g1", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4).kind,
+                 DECISION_WAITING);
+    cr_assert_eq(fx_req(.id = "g2", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4).kind,
+                 DECISION_WAITING);
+    cr_assert_eq(fx_req(.id = "young", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100).kind,
+                 DECISION_WAITING);
+    fx_release("f0"); /* node a: the older request takes it, reserved or not */
+    cr_assert_eq(decision_of("old").kind, DECISION_PLACED, "a request older than the gangs is held back");
+    fx_release("f4"); /* node b: reserved by an older gang too, so the younger one waits */
+    cr_assert_eq(decision_of("young").kind, DECISION_WAITING, "a younger request took a gang's reserved node");
+    fx_release("f5"), fx_release("f6"), fx_release("f7"); /* b is empty: the oldest gang runs there */
+    Decision g1 = decision_of("g1");
+    cr_assert_eq(g1.kind, DECISION_PLACED, "%s", g1.message);
+    cr_assert_str_neq(g1.placement.node, a);
+    cr_assert_eq(decision_of("g2").kind, DECISION_WAITING);
+    /* g2 keeps b, where it runs as soon as g1 ends (the node stays with the gangs); a is no
+     * gang's any more, so the younger request takes its next free GPU. */
+    fx_release("f1");
+    cr_assert_eq(decision_of("young").kind, DECISION_PLACED, "a node no gang reserved stays closed");
+    cr_assert_str_eq(decision_of("young").placement.node, a);
+    fx_release("g1");
+    Decision g2 = decision_of("g2");
+    cr_assert_eq(g2.kind, DECISION_PLACED, "%s", g2.message);
+    cr_assert_str_eq(g2.placement.node, g1.placement.node);
 }
 
 Test(policy, names_round_trip_for_every_enum) {

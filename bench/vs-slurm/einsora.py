@@ -1,0 +1,196 @@
+"""einsora.py: an Einsora control plane and one agent per fake node, for bench/vs-slurm.
+
+The agents run `einsora agent run --simulate` on the fixture machines with the fake NVML (as
+the fleet tests do): 8 GPUs per node, the HGX H100 fixture as it is and a copy of it whose
+devices say H200. A placement counts as running when its agent made it `active`; the bench
+releases it 2 s later (the job's hold). The submitting user owns the nodes (no stranger's
+container, so no Kata needed, R2b), as Slurm's jobs run as the cluster's own user. Times come from the event feed (ms, the server's
+clock); every process is started here and stopped by its PID.
+"""
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+
+
+def make_h200_fixture(src, dst):
+    """The HGX H100 fixture with its GPUs turned into H200s (PCI 10de:2335, NVML name)."""
+    shutil.copytree(src, dst, symlinks=True)
+    for dirpath, _, files in os.walk(os.path.join(dst, "sys")):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            if f == "device" and not os.path.islink(p):
+                with open(p) as fh:
+                    v = fh.read().strip()
+                if v == "0x2330":
+                    with open(p, "w") as fh:
+                        fh.write("0x2335\n")
+    nv = os.path.join(dst, "nvml.txt")
+    with open(nv) as fh:
+        text = fh.read()
+    with open(nv, "w") as fh:
+        fh.write(text.replace("0x233010DE", "0x233510DE").replace("NVIDIA H100 80GB HBM3", "NVIDIA H200"))
+
+
+class Api:
+    """One keep-alive HTTP connection (one per thread)."""
+
+    def __init__(self, port, token):
+        self.port, self.token = port, token
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def call(self, method, path, body=None):
+        headers = {"Authorization": "Bearer " + self.token}
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            headers["Content-Type"] = "application/json"
+        for attempt in range(3):
+            try:
+                self.conn.request(method, path, data, headers)
+                r = self.conn.getresponse()
+                text = r.read()
+                return r.status, (json.loads(text) if text else None)
+            except (http.client.HTTPException, ConnectionError):
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                if attempt == 2:
+                    raise
+
+
+class EinsoraFleet:
+    def __init__(self, root, binary, catalog, fixtures, fake_nvml, types, nodes_per_type, heartbeat_s):
+        self.root, self.binary, self.catalog = root, binary, catalog
+        self.fixtures, self.fake_nvml = fixtures, fake_nvml
+        self.types, self.nodes_per_type, self.heartbeat_s = types, nodes_per_type, heartbeat_s
+        self.procs = []
+        self.state = os.path.join(root, "einsora.db")
+        os.makedirs(os.path.join(root, "log"), exist_ok=True)
+
+    def _token(self, user, role, nodes=None):
+        argv = [self.binary, "token", "create", "--state", self.state, "--user", user, "--role", role]
+        if nodes:
+            argv += ["--nodes", nodes]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True)
+        return out.stdout.strip().split()[-1]
+
+    def _spawn(self, name, argv, env=None):
+        log = open(os.path.join(self.root, "log", name + ".log"), "ab")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=env or os.environ)
+        self.procs.append((name, p))
+        return p
+
+    def start(self):
+        self.admin = self._token("bench", "admin")
+        port_file = os.path.join(self.root, "port")
+        self._spawn("server", [self.binary, "serve", "--listen", "127.0.0.1:0", "--state", self.state,
+                               "--port-file", port_file, "--catalog", self.catalog])
+        for _ in range(600):
+            if os.path.exists(port_file) and open(port_file).read().strip():
+                break
+            time.sleep(0.05)
+        self.port = int(open(port_file).read().strip())
+        url = "http://127.0.0.1:%d" % self.port
+        h200 = os.path.join(self.root, "h200-fixture")
+        if not os.path.exists(h200):
+            make_h200_fixture(os.path.join(self.fixtures, "hgx-h100-8gpu"), h200)
+        machine = {self.types[0][0]: os.path.join(self.fixtures, "hgx-h100-8gpu"), self.types[1][0]: h200}
+        self.nodes = []
+        for t, _ in self.types:
+            for i in range(self.nodes_per_type):
+                name = "%s-%02d" % (t, i + 1)
+                self.nodes.append(name)
+                state_dir = os.path.join(self.root, "agent-" + name)
+                os.makedirs(state_dir, exist_ok=True)
+                m = machine[t]
+                env = dict(os.environ, EINSORA_TOKEN=self._token(name, "node", name),
+                           EINSORA_FAKE_NVML=os.path.join(m, "nvml.txt"))
+                self._spawn("agent-" + name, [
+                    self.binary, "agent", "run", "--server", url, "--name", name, "--owner", "bench",
+                    "--heartbeat", str(self.heartbeat_s), "--state-dir", state_dir, "--catalog", self.catalog,
+                    "--site", "dc1", "--site-kind", "datacenter", "--mode", "container",
+                    "--sysfs-root", os.path.join(m, "sys"), "--proc-root", os.path.join(m, "proc"),
+                    "--simulate", "--nvml-lib", self.fake_nvml], env=env)
+        api = Api(self.port, self.admin)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            st, j = api.call("GET", "/v1/nodes")
+            if st == 200 and sum(1 for n in j["nodes"] if n.get("agent")) >= len(self.nodes):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("the agents did not all register; see %s/log" % self.root)
+
+    def submit(self, api, gpus, cls):
+        st, j = api.call("POST", "/v1/requests", {"kind": "container", "class": cls, "count": gpus})
+        if st != 201:
+            raise RuntimeError("submit: %s %s" % (st, j))
+        return j["id"]
+
+    def run_holds(self, n_jobs, hold_s, stop):
+        """Follow the event feed; release each request hold_s after it became active. Returns
+        {id: {"submitted", "placed", "active", "ended"}} (epoch seconds) once n_jobs ended."""
+        feed = Api(self.port, self.admin)
+        rel = Api(self.port, self.admin)
+        jobs = {}
+        due = []  # (release time, id)
+        lock = threading.Lock()
+        ended = 0
+        done = threading.Event()
+
+        def releaser():
+            while not done.is_set():
+                now = time.time()
+                with lock:
+                    ready = [d for d in due if d[0] <= now]
+                    for d in ready:
+                        due.remove(d)
+                for _, rid in ready:
+                    st, _ = rel.call("POST", "/v1/requests/%d/release" % rid)
+                    if st != 200:
+                        raise RuntimeError("release %d: %s" % (rid, st))
+                time.sleep(0.005)
+
+        th = threading.Thread(target=releaser, daemon=True)
+        th.start()
+        after = 0
+        kinds = {"request.submitted": "submitted", "request.placed": "placed", "request.active": "active",
+                 "request.released": "ended"}
+        while ended < n_jobs and not stop():
+            st, j = feed.call("GET", "/v1/events?after=%d&wait=10&limit=10000" % after)
+            if st != 200:
+                raise RuntimeError("events: %s %s" % (st, j))
+            for e in j["events"]:
+                if e["type"] == "request.refused":
+                    raise RuntimeError("request %s refused: %s" % (e["object"], e["data"].get("reason")))
+                k = kinds.get(e["type"])
+                if not k:
+                    continue
+                rid = int(e["object"])
+                rec = jobs.setdefault(rid, {})
+                rec.setdefault(k, e["time_ms"] / 1000.0)
+                if k == "active":
+                    with lock:
+                        due.append((time.time() + hold_s, rid))
+                elif k == "ended":
+                    ended += 1
+            after = j["next"]
+        done.set()
+        th.join()
+        return jobs
+
+    def stop(self):
+        for name, p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        for name, p in reversed(self.procs):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
