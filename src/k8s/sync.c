@@ -13,6 +13,7 @@
 #include "k8s/kclient.h"
 #include "k8s/switch.h"
 #include "util/macro.h"
+#include "wire/task.h"
 
 #define MAX_JOBS 256
 
@@ -144,7 +145,7 @@ static Job *job_for(Sync *s, const char *node) {
     return NULL;
 }
 
-static void job_start(Sync *s, const char *node, json_t *task, json_t *cp_node) {
+static void job_start(Sync *s, const char *node, const Task *task, json_t *cp_node) {
     if (job_for(s, node) || s->n_jobs == MAX_JOBS)
         return;
     Job *j = calloc(1, sizeof(*j));
@@ -152,11 +153,10 @@ static void job_start(Sync *s, const char *node, json_t *task, json_t *cp_node) 
         return;
     json_t *sw = json_object_get(cp_node, "switch");
     const char *drain = strempty(json_string_value(json_object_get(sw, "drain")));
-    const char *target = strempty(json_string_value(json_object_get(task, "target")));
     snprintf(j->job.node, sizeof(j->job.node), "%s", node);
-    j->job.task_id = (uint64_t)json_integer_value(json_object_get(task, "id"));
+    j->job.task_id = task->id;
     snprintf(j->job.mode, sizeof(j->job.mode), "%s",
-             STREQ(target, "vfio") ? "vm-passthrough" : "container");
+             STREQ(task->target, "vfio") ? "vm-passthrough" : "container");
     j->job.evict_pods = STREQ(drain, "wait") || STREQ(drain, "evict");
     j->job.stop_vms = STREQ(drain, "evict");
     j->job.count = (unsigned)json_array_size(json_object_get(cp_node, "devices"));
@@ -456,9 +456,12 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
             size_t i;
             json_t *t;
             json_array_foreach(json_object_get(ans, "tasks"), i, t) {
-                const char *kind = json_string_value(json_object_get(t, "kind"));
-                if (kind && STREQ(kind, "bind"))
-                    job_start(s, name, t, cp);
+                Task task;
+                Error terr = {0};
+                if (wire_task_from_json(t, &task, NULL, &terr) < 0)
+                    logf_(s, "task for %s refused: %s", name, error_message(&terr));
+                else if (task.kind == TASK_BIND)
+                    job_start(s, name, &task, cp);
             }
             if (s->live) {
                 json_object_set_new(s->beaten, name, json_true());

@@ -46,7 +46,7 @@ static void op_heartbeat(Server *s, Op *op) {
     json_t *tasks = json_array(), *work = json_array();
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
-            json_array_append_new(tasks, fleet_task_json(s->tasks[i]));
+            json_array_append_new(tasks, wire_task_to_json(s->tasks[i]));
     const ReqVec *live = history_live(s);
     for (size_t i = 0; i < live->n; i++) {
         const Req *r = live->v[i];

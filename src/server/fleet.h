@@ -7,23 +7,7 @@
 #pragma once
 
 #include "server-internal.h"
-
-/* Work for one node's agent. The agent gets the pending tasks with every heartbeat answer and
- * reports each result once; a task asked again (agent restarted before reporting) is done
- * again, which is safe: binding an already bound GPU changes nothing. */
-typedef enum TaskKind { TASK_BIND, TASK_RESET_CHECK, _TASK_KIND_MAX, _TASK_KIND_INVALID = -1 } TaskKind;
-const char *task_kind_to_string(TaskKind k);
-TaskKind task_kind_from_string(const char *s);
-
-struct Task {
-    uint64_t id;
-    char node[SPEC_NAME_MAX];
-    TaskKind kind;
-    unsigned dev;          /* device index on the node */
-    char gpu[32];          /* its PCI address */
-    char target[8];        /* bind: "vfio" | "host" */
-    int64_t created_ms;
-};
+#include "wire/task.h" /* Task: work for one node's agent */
 
 /* The steps of a mode switch (R4), in order. */
 typedef enum SwitchStep {
@@ -68,7 +52,6 @@ Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, c
 Task *fleet_task_find(Server *s, uint64_t id);
 void fleet_task_finish(Server *s, Task *t);
 bool fleet_task_open_for(Server *s, const char *node, TaskKind kind, unsigned dev);
-json_t *fleet_task_json(const Task *t);
 int fleet_save_agent(Server *s, const Node *n);
 /* The node's agent reported (heartbeat_s 0: keep the interval): reachable again. */
 void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s);

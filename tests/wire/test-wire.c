@@ -9,6 +9,7 @@
 #include "wire/pci-address.h"
 #include "wire/placement.h"
 #include "wire/request.h"
+#include "wire/task.h"
 
 static ApiNode *node_of(const char *text) {
     ApiNode *n = calloc(1, sizeof(*n));
@@ -278,4 +279,84 @@ Test(wire, r6_capacity_row_has_one_shape) {
     j = wire_capacity_row_to_json(&sum);
     cr_expect(json_is_null(json_object_get(j, "site")), "a sum over every site says site null");
     json_decref(j);
+}
+
+/* ---- task (server -> agent, R4, R7, R9) ---- */
+
+static int task_decode(const char *text, Task *ret, uint64_t *ret_id, Error *err) {
+    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    cr_assert(j, "not JSON: %s", text);
+    int r = wire_task_from_json(j, ret, ret_id, err);
+    json_decref(j);
+    return r;
+}
+
+Test(wire, r4_r9_task_round_trips_as_the_agent_reads_it) {
+    const Task tasks[] = {
+            {.id = 7, .node = "lab-1", .kind = TASK_BIND, .dev = 3, .gpu = "0000:41:00.0",
+             .target = "vfio", .created_ms = 1700000000123},
+            {.id = (uint64_t)1 << 40, .node = "dc.node_2", .kind = TASK_BIND, .gpu = "",
+             .target = "host"}, /* a datacenter node's whole-node bind names no GPU */
+            {.id = 1, .node = "n1", .kind = TASK_RESET_CHECK, .dev = 63, .gpu = "0000:ff:1f.7"},
+    };
+    for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++) {
+        json_t *j = wire_task_to_json(&tasks[i]);
+        cr_assert(j);
+        char *text = json_dumps(j, JSON_COMPACT);
+        Task back;
+        uint64_t id = 0;
+        Error err = {0};
+        cr_assert_eq(task_decode(text, &back, &id, &err), 0, "%s: %s", err.message, text);
+        cr_expect_eq(id, tasks[i].id);
+        cr_expect_eq(back.id, tasks[i].id);
+        cr_expect_str_eq(back.node, tasks[i].node);
+        cr_expect_eq(back.kind, tasks[i].kind);
+        cr_expect_eq(back.dev, tasks[i].dev);
+        cr_expect_str_eq(back.gpu, tasks[i].gpu);
+        cr_expect_str_eq(back.target, tasks[i].target);
+        cr_expect_eq(back.created_ms, tasks[i].created_ms);
+        /* The fields the server has always sent, and no target on a reset check. */
+        cr_expect_str_eq(json_string_value(json_object_get(j, "kind")),
+                         task_kind_to_string(tasks[i].kind));
+        cr_expect_eq(json_integer_value(json_object_get(j, "device")), tasks[i].dev);
+        cr_expect_eq(json_object_get(j, "target") != NULL, tasks[i].target[0] != 0);
+        free(text);
+        json_decref(j);
+    }
+}
+
+#define TASK_HEAD "{\"id\":9,\"node\":\"n1\",\"device\":0,\"created_ms\":5,"
+
+Test(wire, bad_input_wire_task_refusals_name_the_field_and_keep_the_id) {
+    const struct {
+        const char *text, *words;
+        uint64_t id; /* what the agent can still answer to */
+    } cases[] = {
+            {TASK_HEAD "\"kind\":\"reflash\",\"gpu\":\"0000:01:00.0\"}", "'kind' must be bind or reset-check", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"0000:01:00.0\"}", "'target' must be vfio or host", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"0000:01:00.0\",\"target\":\"nouveau\"}", "vfio or host", 9},
+            {TASK_HEAD "\"kind\":\"reset-check\",\"gpu\":\"0000:01:00.0\",\"target\":\"vfio\"}", "bind tasks only", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"../../sys/x\",\"target\":\"vfio\"}", "not a PCI address", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"target\":\"vfio\"}", "'gpu' is required", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":7,\"target\":\"vfio\"}", "'gpu' must be a string", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"\",\"target\":\"vfio\",\"force\":true}", "Unknown field 'force'", 9},
+            {"{\"id\":9,\"node\":\"n1\",\"device\":64,\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'device' must be between 0 and 63", 9},
+            {"{\"id\":9,\"node\":\"N 1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "not a valid node name", 9},
+            {"{\"id\":9,\"node\":\"n1\",\"kind\":\"reset-check\",\"gpu\":\"\"}", "'created_ms' is required", 9},
+            {"{\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' is required", 0},
+            {"{\"id\":0,\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' must be a positive", 0},
+            {"{\"id\":\"9\",\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' must be a positive", 0},
+            {"[9]", "A task must be a JSON object", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        Task t = {.id = 12345};
+        Task before = t;
+        uint64_t id = 777;
+        Error err = {0};
+        cr_expect_lt(task_decode(cases[i].text, &t, &id, &err), 0, "accepted %s", cases[i].text);
+        cr_expect(strstr(err.message, cases[i].words), "'%s' does not say '%s'", err.message,
+                  cases[i].words);
+        cr_expect_eq(id, cases[i].id, "%s: id %llu", cases[i].text, (unsigned long long)id);
+        cr_expect(!memcmp(&t, &before, sizeof(t)), "a refusal changed the task: %s", cases[i].text);
+    }
 }
