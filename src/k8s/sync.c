@@ -13,6 +13,7 @@
 #include "k8s/kclient.h"
 #include "k8s/switch.h"
 #include "util/macro.h"
+#include "wire/switch.h"
 #include "wire/task.h"
 
 #define MAX_JOBS 256
@@ -138,6 +139,12 @@ static void watch(Sync *s) {
 
 /* ---- switch jobs ---- */
 
+/* The control plane node's mode switch (wire/switch.h), when it has one that reads. */
+static bool cp_switch(json_t *cp_node, NodeSwitch *ret) {
+    json_t *v = json_object_get(cp_node, "switch");
+    return v && wire_switch_from_json(v, ret, NULL) >= 0;
+}
+
 static Job *job_for(Sync *s, const char *node) {
     for (size_t i = 0; i < s->n_jobs; i++)
         if (STREQ(s->jobs[i]->job.node, node))
@@ -151,8 +158,8 @@ static void job_start(Sync *s, const char *node, const Task *task, json_t *cp_no
     Job *j = calloc(1, sizeof(*j));
     if (!j)
         return;
-    json_t *sw = json_object_get(cp_node, "switch");
-    const char *drain = strempty(json_string_value(json_object_get(sw, "drain")));
+    NodeSwitch sw;
+    const char *drain = cp_switch(cp_node, &sw) ? drain_mode_to_string(sw.drain) : "";
     snprintf(j->job.node, sizeof(j->job.node), "%s", node);
     j->job.task_id = task->id;
     snprintf(j->job.mode, sizeof(j->job.mode), "%s",
@@ -368,9 +375,8 @@ static bool same_description(json_t *cp_node, json_t *desc) {
 }
 
 static bool switch_running(json_t *cp_node) {
-    const char *step =
-            json_string_value(json_object_get(json_object_get(cp_node, "switch"), "step"));
-    return step && STRNEQ(step, "done") && STRNEQ(step, "failed");
+    NodeSwitch sw;
+    return cp_switch(cp_node, &sw) && switch_active(&sw);
 }
 
 static void sync_node(Sync *s, const char *name, json_t *node) {

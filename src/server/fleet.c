@@ -47,7 +47,7 @@ int fleet_save_switch(Server *s, const Node *n) {
     snprintf(key, sizeof(key), "switch/%s", n->spec.name);
     if (!n->sw)
         return writer_check(s, store_fleet_delete(s->store, key, NULL), NULL, "deleting a fleet record");
-    return put_doc(s, key, fleet_switch_json(n->sw));
+    return put_doc(s, key, wire_switch_to_json(n->sw));
 }
 
 static void task_key(uint64_t id, char buf[40]) {
@@ -319,7 +319,7 @@ json_t *fleet_node_json(Server *s, const Node *n) {
                                                   (json_int_t)atomic_load(&n->last_seen_ms)));
     }
     if (n->sw)
-        json_object_set_new(j, "switch", fleet_switch_json(n->sw));
+        json_object_set_new(j, "switch", wire_switch_to_json(n->sw));
     json_t *tasks = json_array();
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
@@ -348,9 +348,11 @@ static int load_record(const char *key, const char *text, void *userdata) {
             n->unreachable = true;
     } else if (string_has_prefix(key, "switch/") && (n = ptrmap_get(&s->nodes, key + 7))) {
         NodeSwitch *sw = calloc(1, sizeof(*sw));
-        if (!sw || fleet_switch_from_json(j, sw) < 0) {
+        Error serr = {0};
+        if (!sw || wire_switch_from_json(j, sw, &serr) < 0) {
             free(sw);
-            r = error_set(&s->fatal_err, -EINVAL, "Stored mode switch of node %s is malformed.", key + 7);
+            r = error_set(&s->fatal_err, -EINVAL, "Stored mode switch of node %s is malformed: %s",
+                          key + 7, sw ? error_message(&serr) : "out of memory.");
         } else {
             n->sw = sw;
             if (switch_active(sw))

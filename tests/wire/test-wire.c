@@ -9,6 +9,7 @@
 #include "wire/pci-address.h"
 #include "wire/placement.h"
 #include "wire/request.h"
+#include "wire/switch.h"
 #include "wire/task.h"
 
 static ApiNode *node_of(const char *text) {
@@ -360,3 +361,73 @@ Test(wire, bad_input_wire_task_refusals_name_the_field_and_keep_the_id) {
         cr_expect(!memcmp(&t, &before, sizeof(t)), "a refusal changed the task: %s", cases[i].text);
     }
 }
+
+/* ---- mode switch (R3, R4, R7) ---- */
+
+Test(wire, r4_switch_round_trips_as_clients_read_it) {
+    NodeSwitch sw = {.mode = "vm-passthrough", .drain = DRAIN_EVICT, .gpu = 2, .step = SW_REBIND,
+                     .was_cordoned = true, .started_ms = 1700000000000, .updated_ms = 1700000000500,
+                     .message = "rebinding GPU 2", .n_tasks = 2};
+    sw.tasks[0] = 41, sw.task_done[0] = true, sw.task_ok[0] = true;
+    sw.tasks[1] = 42;
+    NodeSwitch whole = {.mode = "container", .drain = DRAIN_NONE, .gpu = -1, .step = SW_DONE};
+    const NodeSwitch *cases[] = {&sw, &whole};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *j = wire_switch_to_json(cases[i]);
+        cr_assert(j);
+        NodeSwitch back;
+        memset(&back, 0xa5, sizeof(back));
+        Error err = {0};
+        cr_assert_eq(wire_switch_from_json(j, &back, &err), 0, "%s", err.message);
+        const NodeSwitch *w = cases[i];
+        cr_expect_str_eq(back.mode, w->mode);
+        cr_expect_eq(back.drain, w->drain);
+        cr_expect_eq(back.gpu, w->gpu);
+        cr_expect_eq(back.step, w->step);
+        cr_expect_eq(back.was_cordoned, w->was_cordoned);
+        cr_expect_eq(back.started_ms, w->started_ms);
+        cr_expect_eq(back.updated_ms, w->updated_ms);
+        cr_expect_str_eq(back.message, w->message);
+        cr_assert_eq(back.n_tasks, w->n_tasks);
+        for (size_t k = 0; k < w->n_tasks; k++) {
+            cr_expect_eq(back.tasks[k], w->tasks[k]);
+            cr_expect_eq(back.task_done[k], w->task_done[k]);
+            cr_expect_eq(back.task_ok[k], w->task_ok[k]);
+        }
+        /* The fields a node's JSON has always shown. */
+        cr_expect_str_eq(json_string_value(json_object_get(j, "step")), switch_step_to_string(w->step));
+        cr_expect_str_eq(json_string_value(json_object_get(j, "drain")), drain_mode_to_string(w->drain));
+        json_decref(j);
+    }
+}
+
+#define SWITCH_TAIL "\"was_cordoned\":false,\"started_ms\":1,\"updated_ms\":2,\"message\":\"m\""
+
+Test(wire, bad_input_wire_switch_refusals_name_the_field) {
+    const struct {
+        const char *text, *words;
+    } cases[] = {
+            {"{\"mode\":\"vm-vgpu\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'mode' must be container or vm-passthrough"},
+            {"{\"mode\":\"container\",\"drain\":\"later\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'drain' must be none, wait or evict"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-2,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'gpu' must be -1"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"paused\"," SWITCH_TAIL ",\"tasks\":[]}", "'step' must be cordon"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL "}", "'tasks' is required"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[{\"id\":1,\"done\":true}]}", "'ok' is required"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[{\"id\":-1,\"done\":true,\"ok\":true}]}", "positive integer"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":{}}", "'tasks' must be a list"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\",\"was_cordoned\":false,\"started_ms\":-5,\"updated_ms\":2,\"message\":\"m\",\"tasks\":[]}", "'started_ms' must be an integer from 0"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[],\"node\":\"n1\"}", "Unknown field 'node' in a mode switch"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = json_loads(cases[i].text, JSON_REJECT_DUPLICATES, NULL);
+        cr_assert(j, "not JSON: %s", cases[i].text);
+        NodeSwitch sw = {.message = "kept"};
+        Error err = {0};
+        cr_expect_lt(wire_switch_from_json(j, &sw, &err), 0, "accepted %s", cases[i].text);
+        cr_expect(strstr(err.message, cases[i].words), "'%s' does not say '%s'", err.message,
+                  cases[i].words);
+        cr_expect_str_eq(sw.message, "kept", "a refusal changed the switch");
+        json_decref(j);
+    }
+}
+
