@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/event.h"
 #include "wire/node.h"
 #include "wire/pci-address.h"
 #include "wire/placement.h"
@@ -431,3 +432,60 @@ Test(wire, bad_input_wire_switch_refusals_name_the_field) {
     }
 }
 
+/* ---- event envelope (the change feed) ---- */
+
+Test(wire, event_feed_envelope_round_trips_as_the_cli_reads_it) {
+    json_t *data = json_pack("{s:s, s:i}", "reason", "bind 0000:01:00.0 on n1 to vfio", "device", 0);
+    const WireEvent events[] = {
+            {.seq = 17, .time_ms = 1700000000123, .actor = "alice", .type = "request.placed",
+             .object = "42", .user = "alice", .data = data},
+            {.seq = 1, .actor = "system", .type = "task.queued", .object = "3", .data = data},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        json_t *j = wire_event_to_json(&events[i]);
+        cr_assert(j);
+        WireEvent back;
+        Error err = {0};
+        cr_assert_eq(wire_event_from_json(j, &back, &err), 0, "%s", err.message);
+        cr_expect_eq(back.seq, events[i].seq);
+        cr_expect_eq(back.time_ms, events[i].time_ms);
+        cr_expect_str_eq(back.actor, events[i].actor);
+        cr_expect_str_eq(back.type, events[i].type);
+        cr_expect_str_eq(back.object, events[i].object);
+        cr_expect_eq(back.user == NULL, events[i].user == NULL);
+        if (events[i].user)
+            cr_expect_str_eq(back.user, events[i].user);
+        cr_expect(json_equal(back.data, data));
+        json_decref(j);
+    }
+    json_decref(data);
+}
+
+#define EVENT_HEAD "{\"seq\":3,\"time_ms\":5,\"actor\":\"bob\",\"object\":\"7\","
+
+Test(wire, bad_input_wire_event_refusals_name_the_field) {
+    const struct {
+        const char *text, *words;
+    } cases[] = {
+            {EVENT_HEAD "\"type\":\"request.placed\",\"data\":[]}", "'data' must be a JSON object"},
+            {EVENT_HEAD "\"type\":\"request.placed\"}", "'data' is required"},
+            {EVENT_HEAD "\"type\":\"\",\"data\":{}}", "'type' must not be empty"},
+            {EVENT_HEAD "\"type\":7,\"data\":{}}", "'type' must be a text"},
+            {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"user\":null}", "'user' must be a text"},
+            {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"extra\":1}", "Unknown field 'extra' in an event"},
+            {"{\"seq\":0,\"time_ms\":5,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'seq' must be a positive"},
+            {"{\"seq\":1,\"time_ms\":-1,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'time_ms' must be an integer from 0"},
+            {"{\"seq\":1,\"time_ms\":1,\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'actor' is required"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = json_loads(cases[i].text, JSON_REJECT_DUPLICATES, NULL);
+        cr_assert(j, "not JSON: %s", cases[i].text);
+        WireEvent e = {.seq = 99};
+        Error err = {0};
+        cr_expect_lt(wire_event_from_json(j, &e, &err), 0, "accepted %s", cases[i].text);
+        cr_expect(strstr(err.message, cases[i].words), "'%s' does not say '%s'", err.message,
+                  cases[i].words);
+        cr_expect_eq(e.seq, 99, "a refusal changed the event");
+        json_decref(j);
+    }
+}
