@@ -20,6 +20,7 @@
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/task.h"
 
 typedef struct Agent {
     const AgentConfig *cfg;
@@ -218,32 +219,32 @@ static int do_reset_check(Agent *a, const char *gpu, const char **ret_verdict, c
     return 0;
 }
 
-static void do_task(Agent *a, json_t *t) {
-    const char *kind = json_string_value(json_object_get(t, "kind"));
-    const char *gpu = json_string_value(json_object_get(t, "gpu"));
-    const char *target = json_string_value(json_object_get(t, "target"));
-    json_int_t id = json_integer_value(json_object_get(t, "id"));
+static void do_task(Agent *a, json_t *j) {
+    Task t;
+    uint64_t id = 0;
+    Error derr = {0};
     char msg[512] = "";
     const char *verdict = NULL;
-    int r;
-    if (!kind || !gpu)
-        return;
-    if (STREQ(kind, "bind") && target)
-        r = do_bind(a, gpu, target, msg, sizeof(msg));
-    else if (STREQ(kind, "reset-check"))
-        r = do_reset_check(a, gpu, &verdict, msg, sizeof(msg));
-    else {
-        snprintf(msg, sizeof(msg), "this agent does not know task kind %s", kind);
-        r = -EOPNOTSUPP;
+    int r = wire_task_from_json(j, &t, &id, &derr);
+    if (r < 0 && !id) {
+        logf_(a, "task without an id refused: %s", error_message(&derr));
+        return; /* nothing to answer to */
     }
-    logf_(a, "task %" JSON_INTEGER_FORMAT " %s %s: %s%s%s", id, kind, gpu, r < 0 ? "failed: " : "",
+    const char *kind = r < 0 ? "?" : task_kind_to_string(t.kind), *gpu = r < 0 ? "?" : t.gpu;
+    if (r < 0) /* the server sent what this agent cannot read: the task failed, saying why */
+        snprintf(msg, sizeof(msg), "%s", error_message(&derr));
+    else if (t.kind == TASK_BIND)
+        r = do_bind(a, gpu, t.target, msg, sizeof(msg));
+    else
+        r = do_reset_check(a, gpu, &verdict, msg, sizeof(msg));
+    logf_(a, "task %" PRIu64 " %s %s: %s%s%s", id, kind, gpu, r < 0 ? "failed: " : "",
           verdict ? verdict : "", msg[0] ? (verdict ? " - " : "") : "");
     if (msg[0] && (r >= 0 || verdict))
         logf_(a, "  %s", msg);
     json_t *body = json_pack("{s:b, s:s}", "ok", r >= 0, "message", msg);
     if (verdict)
         json_object_set_new(body, "verdict", json_string(verdict));
-    _cleanup_free_ char *path = strprintf("/v1/nodes/%s/tasks/%" JSON_INTEGER_FORMAT, a->cfg->id.name, id);
+    _cleanup_free_ char *path = strprintf("/v1/nodes/%s/tasks/%" PRIu64, a->cfg->id.name, id);
     long status = 0;
     if (path)
         (void)call(a, "POST", path, body, &status, NULL);

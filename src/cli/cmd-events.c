@@ -11,6 +11,7 @@
 #include "util/strutil.h"
 #include "verbs.h"
 #include "watch.h"
+#include "wire/event.h"
 
 typedef struct EvArgs {
     uint64_t after;
@@ -40,19 +41,24 @@ static void print_event(const EvArgs *a, bool json_lines, json_t *e) {
         free(s);
         return;
     }
-    if (a->list.format == LIST_NAME) {
-        printf("event/%lld\n", (long long)json_integer_value(json_object_get(e, "seq")));
+    WireEvent ev;
+    Error err = {0};
+    if (wire_event_from_json(e, &ev, &err) < 0) { /* one unreadable entry does not end the feed */
+        fprintf(stderr, "events: an event from the server does not read: %s\n", error_message(&err));
         return;
     }
-    time_t t = (time_t)(json_integer_value(json_object_get(e, "time_ms")) / 1000);
+    if (a->list.format == LIST_NAME) {
+        printf("event/%llu\n", (unsigned long long)ev.seq);
+        return;
+    }
+    time_t t = (time_t)(ev.time_ms / 1000);
     char when[32], seq[24], actor[256];
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-    json_int_str(e, "seq", seq, sizeof(seq));
-    json_t *data = json_object_get(e, "data");
-    const char *reason = json_str(data, "reason"), *by = json_str(e, "actor");
-    snprintf(actor, sizeof(actor), "%s%s%s", by ? by : "-", reason && reason[0] ? ": " : "",
+    snprintf(seq, sizeof(seq), "%llu", (unsigned long long)ev.seq);
+    const char *reason = json_str(ev.data, "reason");
+    snprintf(actor, sizeof(actor), "%s%s%s", ev.actor, reason && reason[0] ? ": " : "",
              reason ? reason : "");
-    printf(EVENT_ROW, seq, when, json_str(e, "type"), json_str(e, "object"), actor);
+    printf(EVENT_ROW, seq, when, ev.type, ev.object, actor);
 }
 
 static const char usage[] =

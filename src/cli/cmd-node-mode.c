@@ -10,6 +10,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "verbs.h"
+#include "wire/switch.h"
 
 static const char usage[] =
         "usage: einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID]\n"
@@ -56,9 +57,19 @@ static int on_extra(int c, const char *arg, void *userdata) {
     }
 }
 
-static void print_switch(json_t *sw) {
-    printf("switch to %s: %s - %s\n", json_str(sw, "mode"), json_str(sw, "step"), json_str(sw, "message"));
+static void print_switch(const NodeSwitch *sw) {
+    printf("switch to %s: %s - %s\n", sw->mode, switch_step_to_string(sw->step), sw->message);
     fflush(stdout);
+}
+
+/* The node's "switch" (wire/switch.h), strictly: *ret_has is false when the node has none. */
+static int node_switch(json_t *node, NodeSwitch *ret, bool *ret_has) {
+    json_t *v = json_object_get(node, "switch");
+    Error err = {0};
+    if (v && wire_switch_from_json(v, ret, &err) < 0)
+        return fail(EXIT_FAIL, "node mode: the server's answer: %s", error_message(&err));
+    *ret_has = v;
+    return EXIT_OK;
 }
 
 int node_mode_verb(int argc, char **argv) {
@@ -100,15 +111,19 @@ int node_mode_verb(int argc, char **argv) {
         json_decref(j);
         return EXIT_OK;
     }
-    json_t *sw = json_object_get(j, "switch");
-    char last[512] = "";
-    if (sw) {
-        print_switch(sw);
-        snprintf(last, sizeof(last), "%s", json_str(sw, "message"));
-    }
-    bool done = !sw || !m.wait || STREQ(json_str(sw, "step"), "done") || STREQ(json_str(sw, "step"), "failed");
-    bool failed = sw && STREQ(json_str(sw, "step"), "failed");
+    NodeSwitch sw = {0};
+    bool has_sw = false;
+    r = node_switch(j, &sw, &has_sw);
     json_decref(j);
+    if (r != EXIT_OK)
+        return r;
+    char last[sizeof(sw.message)] = "";
+    if (has_sw) {
+        print_switch(&sw);
+        snprintf(last, sizeof(last), "%s", sw.message);
+    }
+    bool done = !has_sw || !m.wait || !switch_active(&sw);
+    bool failed = has_sw && sw.step == SW_FAILED;
     if (done)
         return failed ? EXIT_FAIL : EXIT_OK;
     Client *cl = NULL;
@@ -127,16 +142,16 @@ int node_mode_verb(int argc, char **argv) {
         nanosleep(&(struct timespec){0, 500 * 1000 * 1000}, NULL);
         if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)
             break;
-        sw = json_object_get(j, "switch");
-        const char *step = sw ? json_str(sw, "step") : "done";
-        if (sw && STRNEQ(strempty(json_str(sw, "message")), last)) {
-            print_switch(sw);
-            snprintf(last, sizeof(last), "%s", json_str(sw, "message"));
-        }
-        bool end = STREQ(step, "done") || STREQ(step, "failed");
-        r = STREQ(step, "failed") ? EXIT_FAIL : EXIT_OK;
+        r = node_switch(j, &sw, &has_sw);
         json_decref(j);
-        if (end)
+        if (r != EXIT_OK)
+            break;
+        if (has_sw && STRNEQ(sw.message, last)) {
+            print_switch(&sw);
+            snprintf(last, sizeof(last), "%s", sw.message);
+        }
+        r = has_sw && sw.step == SW_FAILED ? EXIT_FAIL : EXIT_OK;
+        if (!has_sw || !switch_active(&sw))
             break;
     }
     client_free(cl);

@@ -8,6 +8,7 @@
 #include "util/macro.h"
 #include "util/table.h"
 #include "verbs.h"
+#include "wire/switch.h"
 
 static const char usage[] =
         "usage: einsora node show NAME [--json]\n"
@@ -26,14 +27,18 @@ static const char usage[] =
 /* The fleet's view: the agent, and the mode switch in progress or the last one. */
 static void print_node_fleet(json_t *n) {
     json_t *agent = json_object_get(n, "agent"), *sw = json_object_get(n, "switch");
+    NodeSwitch d;
+    Error err = {0};
     if (agent)
         printf("agent     heartbeat every %llds, %s\n",
                (long long)json_integer_value(json_object_get(agent, "heartbeat_s")),
                json_is_true(json_object_get(n, "unreachable")) ? "UNREACHABLE (missed heartbeats; "
                                                                   "allocations kept)" : "reporting");
-    if (sw)
-        printf("switch    to %s (drain %s): %s - %s\n", json_str(sw, "mode"), json_str(sw, "drain"),
-               json_str(sw, "step"), json_str(sw, "message"));
+    if (sw && wire_switch_from_json(sw, &d, &err) < 0)
+        printf("switch    (the server's answer does not read: %s)\n", error_message(&err));
+    else if (sw)
+        printf("switch    to %s (drain %s): %s - %s\n", d.mode, drain_mode_to_string(d.drain),
+               switch_step_to_string(d.step), d.message);
     if (agent || sw)
         printf("\n");
 }

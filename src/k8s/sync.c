@@ -13,6 +13,8 @@
 #include "k8s/kclient.h"
 #include "k8s/switch.h"
 #include "util/macro.h"
+#include "wire/switch.h"
+#include "wire/task.h"
 
 #define MAX_JOBS 256
 
@@ -137,6 +139,12 @@ static void watch(Sync *s) {
 
 /* ---- switch jobs ---- */
 
+/* The control plane node's mode switch (wire/switch.h), when it has one that reads. */
+static bool cp_switch(json_t *cp_node, NodeSwitch *ret) {
+    json_t *v = json_object_get(cp_node, "switch");
+    return v && wire_switch_from_json(v, ret, NULL) >= 0;
+}
+
 static Job *job_for(Sync *s, const char *node) {
     for (size_t i = 0; i < s->n_jobs; i++)
         if (STREQ(s->jobs[i]->job.node, node))
@@ -144,19 +152,18 @@ static Job *job_for(Sync *s, const char *node) {
     return NULL;
 }
 
-static void job_start(Sync *s, const char *node, json_t *task, json_t *cp_node) {
+static void job_start(Sync *s, const char *node, const Task *task, json_t *cp_node) {
     if (job_for(s, node) || s->n_jobs == MAX_JOBS)
         return;
     Job *j = calloc(1, sizeof(*j));
     if (!j)
         return;
-    json_t *sw = json_object_get(cp_node, "switch");
-    const char *drain = strempty(json_string_value(json_object_get(sw, "drain")));
-    const char *target = strempty(json_string_value(json_object_get(task, "target")));
+    NodeSwitch sw;
+    const char *drain = cp_switch(cp_node, &sw) ? drain_mode_to_string(sw.drain) : "";
     snprintf(j->job.node, sizeof(j->job.node), "%s", node);
-    j->job.task_id = (uint64_t)json_integer_value(json_object_get(task, "id"));
+    j->job.task_id = task->id;
     snprintf(j->job.mode, sizeof(j->job.mode), "%s",
-             STREQ(target, "vfio") ? "vm-passthrough" : "container");
+             STREQ(task->target, "vfio") ? "vm-passthrough" : "container");
     j->job.evict_pods = STREQ(drain, "wait") || STREQ(drain, "evict");
     j->job.stop_vms = STREQ(drain, "evict");
     j->job.count = (unsigned)json_array_size(json_object_get(cp_node, "devices"));
@@ -368,9 +375,8 @@ static bool same_description(json_t *cp_node, json_t *desc) {
 }
 
 static bool switch_running(json_t *cp_node) {
-    const char *step =
-            json_string_value(json_object_get(json_object_get(cp_node, "switch"), "step"));
-    return step && STRNEQ(step, "done") && STRNEQ(step, "failed");
+    NodeSwitch sw;
+    return cp_switch(cp_node, &sw) && switch_active(&sw);
 }
 
 static void sync_node(Sync *s, const char *name, json_t *node) {
@@ -456,9 +462,12 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
             size_t i;
             json_t *t;
             json_array_foreach(json_object_get(ans, "tasks"), i, t) {
-                const char *kind = json_string_value(json_object_get(t, "kind"));
-                if (kind && STREQ(kind, "bind"))
-                    job_start(s, name, t, cp);
+                Task task;
+                Error terr = {0};
+                if (wire_task_from_json(t, &task, NULL, &terr) < 0)
+                    logf_(s, "task for %s refused: %s", name, error_message(&terr));
+                else if (task.kind == TASK_BIND)
+                    job_start(s, name, &task, cp);
             }
             if (s->live) {
                 json_object_set_new(s->beaten, name, json_true());

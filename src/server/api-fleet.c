@@ -56,7 +56,7 @@ json_t *api_node_work_json(Server *s, const Node *n) {
     json_t *tasks = json_array(), *work = json_array();
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
-            json_array_append_new(tasks, fleet_task_json(s->tasks[i]));
+            json_array_append_new(tasks, wire_task_to_json(s->tasks[i]));
     /* The live index unfiltered (readers must not compact it): ended ones are skipped. */
     for (size_t i = 0; i < s->live.n; i++) {
         const Req *r = s->live.v[i];

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "util/macro.h"
+#include "wire/event.h"
 
 int events_init(EventLog *l) {
     *l = (EventLog){0};
@@ -135,12 +136,9 @@ uint64_t events_last(EventLog *l) {
 }
 
 json_t *event_to_json(const Event *e) {
-    json_t *j = json_pack("{s:I, s:I, s:s, s:s, s:s, s:O}", "seq", (json_int_t)e->seq, "time_ms",
-                          (json_int_t)e->time_ms, "actor", e->actor, "type", e->type, "object",
-                          e->object, "data", e->data);
-    if (j && e->user)
-        json_object_set_new(j, "user", json_string(e->user));
-    return j;
+    return wire_event_to_json(&(WireEvent){.seq = e->seq, .time_ms = e->time_ms, .actor = e->actor,
+                                           .type = e->type, .object = e->object, .user = e->user,
+                                           .data = e->data});
 }
 
 static bool visible(const Event *e, const char *user) {

@@ -16,53 +16,6 @@
 #include <string.h>
 
 #include "util/macro.h"
-#include "util/name-table.h"
-
-NAME_TABLE(SwitchStep, switch_step, _SW_STEP_MAX, [SW_CORDON] = "cordon", [SW_DRAIN] = "drain",
-           [SW_REBIND] = "rebind", [SW_VERIFY] = "verify", [SW_UNCORDON] = "uncordon",
-           [SW_DONE] = "done", [SW_FAILED] = "failed")
-NAME_TABLE(DrainMode, drain_mode, _DRAIN_MAX, [DRAIN_NONE] = "none", [DRAIN_WAIT] = "wait",
-           [DRAIN_EVICT] = "evict")
-
-json_t *fleet_switch_json(const NodeSwitch *sw) {
-    json_t *tasks = json_array();
-    for (size_t i = 0; i < sw->n_tasks; i++)
-        json_array_append_new(tasks, json_pack("{s:I, s:b, s:b}", "id", (json_int_t)sw->tasks[i],
-                                               "done", sw->task_done[i], "ok", sw->task_ok[i]));
-    return json_pack("{s:s, s:s, s:i, s:s, s:b, s:I, s:I, s:s, s:o}", "mode", sw->mode, "drain",
-                     drain_mode_to_string(sw->drain), "gpu", sw->gpu, "step",
-                     switch_step_to_string(sw->step), "was_cordoned", sw->was_cordoned,
-                     "started_ms", (json_int_t)sw->started_ms, "updated_ms",
-                     (json_int_t)sw->updated_ms, "message", sw->message, "tasks", tasks);
-}
-
-int fleet_switch_from_json(json_t *j, NodeSwitch *ret) {
-    const char *mode = NULL, *drain = NULL, *step = NULL, *msg = NULL;
-    int gpu = -1, was = 0;
-    json_int_t started = 0, updated = 0;
-    json_t *tasks = NULL;
-    if (json_unpack(j, "{s:s, s:s, s:i, s:s, s:b, s:I, s:I, s:s, s:o}", "mode", &mode, "drain",
-                    &drain, "gpu", &gpu, "step", &step, "was_cordoned", &was, "started_ms",
-                    &started, "updated_ms", &updated, "message", &msg, "tasks", &tasks) < 0 ||
-        !json_is_array(tasks) || json_array_size(tasks) > SPEC_MAX_DEVICES ||
-        drain_mode_from_string(drain) < 0 || switch_step_from_string(step) < 0)
-        return -EINVAL;
-    NodeSwitch sw = {.drain = drain_mode_from_string(drain), .gpu = gpu,
-                     .step = switch_step_from_string(step), .was_cordoned = was,
-                     .started_ms = started, .updated_ms = updated};
-    snprintf(sw.mode, sizeof(sw.mode), "%s", mode);
-    snprintf(sw.message, sizeof(sw.message), "%s", msg);
-    size_t i;
-    json_t *t;
-    json_array_foreach(tasks, i, t) {
-        sw.tasks[i] = (uint64_t)json_integer_value(json_object_get(t, "id"));
-        sw.task_done[i] = json_is_true(json_object_get(t, "done"));
-        sw.task_ok[i] = json_is_true(json_object_get(t, "ok"));
-        sw.n_tasks++;
-    }
-    *ret = sw;
-    return 0;
-}
 
 static bool is_datacenter(const Node *n) {
     return n->spec.site_kind == SITE_DATACENTER;

@@ -15,11 +15,7 @@
 
 #include "util/macro.h"
 #include "util/json-cleanup.h"
-#include "util/name-table.h"
 #include "util/strutil.h"
-
-NAME_TABLE(TaskKind, task_kind, _TASK_KIND_MAX, [TASK_BIND] = "bind",
-           [TASK_RESET_CHECK] = "reset-check")
 
 #define FOREACH_NODE(s, n)                                                                         \
     for (size_t _i = 0; _i < (s)->nodes.cap; _i++)                                                 \
@@ -52,16 +48,7 @@ int fleet_save_switch(Server *s, const Node *n) {
     snprintf(key, sizeof(key), "switch/%s", n->spec.name);
     if (!n->sw)
         return writer_check(s, store_fleet_delete(s->store, key, NULL), NULL, "deleting a fleet record");
-    return put_doc(s, key, fleet_switch_json(n->sw));
-}
-
-json_t *fleet_task_json(const Task *t) {
-    json_t *j = json_pack("{s:I, s:s, s:s, s:i, s:s, s:I}", "id", (json_int_t)t->id, "node",
-                          t->node, "kind", task_kind_to_string(t->kind), "device", (int)t->dev,
-                          "gpu", t->gpu, "created_ms", (json_int_t)t->created_ms);
-    if (j && t->target[0])
-        json_object_set_new(j, "target", json_string(t->target));
-    return j;
+    return put_doc(s, key, wire_switch_to_json(n->sw));
 }
 
 static void task_key(uint64_t id, char buf[40]) {
@@ -93,11 +80,11 @@ Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, c
     s->tasks[s->n_tasks++] = t;
     char key[40];
     task_key(t->id, key);
-    (void)put_doc(s, key, fleet_task_json(t));
+    (void)put_doc(s, key, wire_task_to_json(t));
     (void)put_doc(s, "meta/last-task", json_pack("{s:I}", "id", (json_int_t)s->last_task_id));
     char obj[32];
     snprintf(obj, sizeof(obj), "%" PRIu64, t->id);
-    json_t *data = fleet_task_json(t);
+    json_t *data = wire_task_to_json(t);
     json_object_set_new(data, "reason", json_sprintf("%s %s on %s%s%s", task_kind_to_string(kind), t->gpu, node,
                                                      t->target[0] ? " to " : "", t->target));
     state_event(s, "task.queued", obj, NULL, data);
@@ -337,11 +324,11 @@ json_t *fleet_node_json(Server *s, const Node *n) {
                                                   (json_int_t)atomic_load(&n->last_seen_ms)));
     }
     if (n->sw)
-        json_object_set_new(j, "switch", fleet_switch_json(n->sw));
+        json_object_set_new(j, "switch", wire_switch_to_json(n->sw));
     json_t *tasks = json_array();
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
-            json_array_append_new(tasks, fleet_task_json(s->tasks[i]));
+            json_array_append_new(tasks, wire_task_to_json(s->tasks[i]));
     json_object_set_new(j, "tasks", tasks);
     return j;
 }
@@ -366,9 +353,11 @@ static int load_record(const char *key, const char *text, void *userdata) {
             n->unreachable = true;
     } else if (string_has_prefix(key, "switch/") && (n = ptrmap_get(&s->nodes, key + 7))) {
         NodeSwitch *sw = calloc(1, sizeof(*sw));
-        if (!sw || fleet_switch_from_json(j, sw) < 0) {
+        Error serr = {0};
+        if (!sw || wire_switch_from_json(j, sw, &serr) < 0) {
             free(sw);
-            r = error_set(&s->fatal_err, -EINVAL, "Stored mode switch of node %s is malformed.", key + 7);
+            r = error_set(&s->fatal_err, -EINVAL, "Stored mode switch of node %s is malformed: %s",
+                          key + 7, sw ? error_message(&serr) : "out of memory.");
         } else {
             n->sw = sw;
             if (switch_active(sw))
@@ -377,19 +366,12 @@ static int load_record(const char *key, const char *text, void *userdata) {
         }
     } else if (string_has_prefix(key, "task/")) {
         Task *t = calloc(1, sizeof(*t));
-        const char *node = NULL, *kind = NULL, *gpu = NULL, *target = NULL;
-        json_int_t id = 0, created = 0;
-        int dev = 0;
-        if (!t || json_unpack(j, "{s:I, s:s, s:s, s:i, s:s, s:I, s?s}", "id", &id, "node", &node,
-                              "kind", &kind, "device", &dev, "gpu", &gpu, "created_ms", &created,
-                              "target", &target) < 0 ||
-            task_kind_from_string(kind) < 0 || id <= 0 || dev < 0) {
+        Error terr = {0};
+        if (!t || wire_task_from_json(j, t, NULL, &terr) < 0) {
             free(t);
-            r = error_set(&s->fatal_err, -EINVAL, "Stored task %s is malformed.", key);
+            r = error_set(&s->fatal_err, -EINVAL, "Stored task %s is malformed: %s", key,
+                          t ? error_message(&terr) : "out of memory.");
         } else {
-            Task *added = NULL;
-            uint64_t keep = s->last_task_id;
-            s->last_task_id = (uint64_t)id - 1;
             /* Re-add without events or writes: rebuild memory only. */
             if (s->n_tasks == s->cap_tasks) {
                 size_t cap = s->cap_tasks ? s->cap_tasks * 2 : 16;
@@ -397,18 +379,13 @@ static int load_record(const char *key, const char *text, void *userdata) {
                 if (v)
                     s->tasks = v, s->cap_tasks = cap;
             }
-            if (s->n_tasks < s->cap_tasks) {
-                *t = (Task){.id = (uint64_t)id, .kind = task_kind_from_string(kind), .dev = (unsigned)dev,
-                            .created_ms = created};
-                snprintf(t->node, sizeof(t->node), "%s", node);
-                snprintf(t->gpu, sizeof(t->gpu), "%s", gpu);
-                snprintf(t->target, sizeof(t->target), "%s", strempty(target));
-                s->tasks[s->n_tasks++] = added = t;
-            } else
+            s->last_task_id = MAX(s->last_task_id, t->id);
+            if (s->n_tasks < s->cap_tasks)
+                s->tasks[s->n_tasks++] = t;
+            else {
                 free(t);
-            s->last_task_id = MAX(keep, (uint64_t)id);
-            if (!added)
                 r = error_set(&s->fatal_err, -ENOMEM, "Out of memory.");
+            }
         }
     } else if (STREQ(key, "meta/last-task")) {
         s->last_task_id = MAX(s->last_task_id, (uint64_t)json_integer_value(json_object_get(j, "id")));

@@ -7,60 +7,8 @@
 #pragma once
 
 #include "server-internal.h"
-
-/* Work for one node's agent. The agent gets the pending tasks with every heartbeat answer and
- * reports each result once; a task asked again (agent restarted before reporting) is done
- * again, which is safe: binding an already bound GPU changes nothing. */
-typedef enum TaskKind { TASK_BIND, TASK_RESET_CHECK, _TASK_KIND_MAX, _TASK_KIND_INVALID = -1 } TaskKind;
-const char *task_kind_to_string(TaskKind k);
-TaskKind task_kind_from_string(const char *s);
-
-struct Task {
-    uint64_t id;
-    char node[SPEC_NAME_MAX];
-    TaskKind kind;
-    unsigned dev;          /* device index on the node */
-    char gpu[32];          /* its PCI address */
-    char target[8];        /* bind: "vfio" | "host" */
-    int64_t created_ms;
-};
-
-/* The steps of a mode switch (R4), in order. */
-typedef enum SwitchStep {
-    SW_CORDON,
-    SW_DRAIN,
-    SW_REBIND,
-    SW_VERIFY,
-    SW_UNCORDON,
-    SW_DONE,
-    SW_FAILED,
-    _SW_STEP_MAX,
-    _SW_STEP_INVALID = -1,
-} SwitchStep;
-const char *switch_step_to_string(SwitchStep s);
-SwitchStep switch_step_from_string(const char *s);
-
-typedef enum DrainMode { DRAIN_NONE, DRAIN_WAIT, DRAIN_EVICT, _DRAIN_MAX, _DRAIN_INVALID = -1 } DrainMode;
-const char *drain_mode_to_string(DrainMode d);
-DrainMode drain_mode_from_string(const char *s);
-
-struct NodeSwitch {
-    char mode[24];    /* target: "container" | "vm-passthrough" */
-    DrainMode drain;
-    int gpu;          /* -1: every GPU of the node; else one device (lab, R7) */
-    SwitchStep step;
-    bool was_cordoned; /* restore at the end */
-    int64_t started_ms, updated_ms;
-    char message[384];
-    uint64_t tasks[SPEC_MAX_DEVICES]; /* the bind tasks of the rebind step */
-    bool task_ok[SPEC_MAX_DEVICES];
-    bool task_done[SPEC_MAX_DEVICES];
-    size_t n_tasks;
-};
-
-static inline bool switch_active(const NodeSwitch *sw) {
-    return sw && sw->step < SW_DONE;
-}
+#include "wire/switch.h" /* NodeSwitch: a mode switch */
+#include "wire/task.h"   /* Task: work for one node's agent */
 
 /* fleet.c */
 Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, const char *gpu,
@@ -68,7 +16,6 @@ Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, c
 Task *fleet_task_find(Server *s, uint64_t id);
 void fleet_task_finish(Server *s, Task *t);
 bool fleet_task_open_for(Server *s, const char *node, TaskKind kind, unsigned dev);
-json_t *fleet_task_json(const Task *t);
 int fleet_save_agent(Server *s, const Node *n);
 /* The node's agent reported (heartbeat_s 0: keep the interval): reachable again. */
 void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s);
@@ -86,8 +33,6 @@ void fleet_switch_start(Server *s, Node *n, NodeSwitch *sw);
 bool fleet_switch_advance(Server *s, Node *n);
 /* A bind task of the node's switch finished. */
 void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const char *message);
-json_t *fleet_switch_json(const NodeSwitch *sw);
-int fleet_switch_from_json(json_t *j, NodeSwitch *ret);
 /* Re-apply the core state a switch holds (device cordon) after a restart or node replace. */
 /* A datacenter sync's progress report on its relabel task: the switch's message. */
 void fleet_switch_task_progress(Server *s, Node *n, uint64_t task_id, const char *message);

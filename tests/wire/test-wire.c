@@ -5,10 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/event.h"
 #include "wire/node.h"
 #include "wire/pci-address.h"
 #include "wire/placement.h"
 #include "wire/request.h"
+#include "wire/switch.h"
+#include "wire/task.h"
 
 static ApiNode *node_of(const char *text) {
     ApiNode *n = calloc(1, sizeof(*n));
@@ -278,4 +281,211 @@ Test(wire, r6_capacity_row_has_one_shape) {
     j = wire_capacity_row_to_json(&sum);
     cr_expect(json_is_null(json_object_get(j, "site")), "a sum over every site says site null");
     json_decref(j);
+}
+
+/* ---- task (server -> agent, R4, R7, R9) ---- */
+
+static int task_decode(const char *text, Task *ret, uint64_t *ret_id, Error *err) {
+    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    cr_assert(j, "not JSON: %s", text);
+    int r = wire_task_from_json(j, ret, ret_id, err);
+    json_decref(j);
+    return r;
+}
+
+Test(wire, r4_r9_task_round_trips_as_the_agent_reads_it) {
+    const Task tasks[] = {
+            {.id = 7, .node = "lab-1", .kind = TASK_BIND, .dev = 3, .gpu = "0000:41:00.0",
+             .target = "vfio", .created_ms = 1700000000123},
+            {.id = (uint64_t)1 << 40, .node = "dc.node_2", .kind = TASK_BIND, .gpu = "",
+             .target = "host"}, /* a datacenter node's whole-node bind names no GPU */
+            {.id = 1, .node = "n1", .kind = TASK_RESET_CHECK, .dev = 63, .gpu = "0000:ff:1f.7"},
+    };
+    for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++) {
+        json_t *j = wire_task_to_json(&tasks[i]);
+        cr_assert(j);
+        char *text = json_dumps(j, JSON_COMPACT);
+        Task back;
+        uint64_t id = 0;
+        Error err = {0};
+        cr_assert_eq(task_decode(text, &back, &id, &err), 0, "%s: %s", err.message, text);
+        cr_expect_eq(id, tasks[i].id);
+        cr_expect_eq(back.id, tasks[i].id);
+        cr_expect_str_eq(back.node, tasks[i].node);
+        cr_expect_eq(back.kind, tasks[i].kind);
+        cr_expect_eq(back.dev, tasks[i].dev);
+        cr_expect_str_eq(back.gpu, tasks[i].gpu);
+        cr_expect_str_eq(back.target, tasks[i].target);
+        cr_expect_eq(back.created_ms, tasks[i].created_ms);
+        /* The fields the server has always sent, and no target on a reset check. */
+        cr_expect_str_eq(json_string_value(json_object_get(j, "kind")),
+                         task_kind_to_string(tasks[i].kind));
+        cr_expect_eq(json_integer_value(json_object_get(j, "device")), tasks[i].dev);
+        cr_expect_eq(json_object_get(j, "target") != NULL, tasks[i].target[0] != 0);
+        free(text);
+        json_decref(j);
+    }
+}
+
+#define TASK_HEAD "{\"id\":9,\"node\":\"n1\",\"device\":0,\"created_ms\":5,"
+
+Test(wire, bad_input_wire_task_refusals_name_the_field_and_keep_the_id) {
+    const struct {
+        const char *text, *words;
+        uint64_t id; /* what the agent can still answer to */
+    } cases[] = {
+            {TASK_HEAD "\"kind\":\"reflash\",\"gpu\":\"0000:01:00.0\"}", "'kind' must be bind or reset-check", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"0000:01:00.0\"}", "'target' must be vfio or host", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"0000:01:00.0\",\"target\":\"nouveau\"}", "vfio or host", 9},
+            {TASK_HEAD "\"kind\":\"reset-check\",\"gpu\":\"0000:01:00.0\",\"target\":\"vfio\"}", "bind tasks only", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"../../sys/x\",\"target\":\"vfio\"}", "not a PCI address", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"target\":\"vfio\"}", "'gpu' is required", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":7,\"target\":\"vfio\"}", "'gpu' must be a string", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"\",\"target\":\"vfio\",\"force\":true}", "Unknown field 'force'", 9},
+            {"{\"id\":9,\"node\":\"n1\",\"device\":64,\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'device' must be between 0 and 63", 9},
+            {"{\"id\":9,\"node\":\"N 1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "not a valid node name", 9},
+            {"{\"id\":9,\"node\":\"n1\",\"kind\":\"reset-check\",\"gpu\":\"\"}", "'created_ms' is required", 9},
+            {"{\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' is required", 0},
+            {"{\"id\":0,\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' must be a positive", 0},
+            {"{\"id\":\"9\",\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' must be a positive", 0},
+            {"[9]", "A task must be a JSON object", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        Task t = {.id = 12345};
+        Task before = t;
+        uint64_t id = 777;
+        Error err = {0};
+        cr_expect_lt(task_decode(cases[i].text, &t, &id, &err), 0, "accepted %s", cases[i].text);
+        cr_expect(strstr(err.message, cases[i].words), "'%s' does not say '%s'", err.message,
+                  cases[i].words);
+        cr_expect_eq(id, cases[i].id, "%s: id %llu", cases[i].text, (unsigned long long)id);
+        cr_expect(!memcmp(&t, &before, sizeof(t)), "a refusal changed the task: %s", cases[i].text);
+    }
+}
+
+/* ---- mode switch (R3, R4, R7) ---- */
+
+Test(wire, r4_switch_round_trips_as_clients_read_it) {
+    NodeSwitch sw = {.mode = "vm-passthrough", .drain = DRAIN_EVICT, .gpu = 2, .step = SW_REBIND,
+                     .was_cordoned = true, .started_ms = 1700000000000, .updated_ms = 1700000000500,
+                     .message = "rebinding GPU 2", .n_tasks = 2};
+    sw.tasks[0] = 41, sw.task_done[0] = true, sw.task_ok[0] = true;
+    sw.tasks[1] = 42;
+    NodeSwitch whole = {.mode = "container", .drain = DRAIN_NONE, .gpu = -1, .step = SW_DONE};
+    const NodeSwitch *cases[] = {&sw, &whole};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *j = wire_switch_to_json(cases[i]);
+        cr_assert(j);
+        NodeSwitch back;
+        memset(&back, 0xa5, sizeof(back));
+        Error err = {0};
+        cr_assert_eq(wire_switch_from_json(j, &back, &err), 0, "%s", err.message);
+        const NodeSwitch *w = cases[i];
+        cr_expect_str_eq(back.mode, w->mode);
+        cr_expect_eq(back.drain, w->drain);
+        cr_expect_eq(back.gpu, w->gpu);
+        cr_expect_eq(back.step, w->step);
+        cr_expect_eq(back.was_cordoned, w->was_cordoned);
+        cr_expect_eq(back.started_ms, w->started_ms);
+        cr_expect_eq(back.updated_ms, w->updated_ms);
+        cr_expect_str_eq(back.message, w->message);
+        cr_assert_eq(back.n_tasks, w->n_tasks);
+        for (size_t k = 0; k < w->n_tasks; k++) {
+            cr_expect_eq(back.tasks[k], w->tasks[k]);
+            cr_expect_eq(back.task_done[k], w->task_done[k]);
+            cr_expect_eq(back.task_ok[k], w->task_ok[k]);
+        }
+        /* The fields a node's JSON has always shown. */
+        cr_expect_str_eq(json_string_value(json_object_get(j, "step")), switch_step_to_string(w->step));
+        cr_expect_str_eq(json_string_value(json_object_get(j, "drain")), drain_mode_to_string(w->drain));
+        json_decref(j);
+    }
+}
+
+#define SWITCH_TAIL "\"was_cordoned\":false,\"started_ms\":1,\"updated_ms\":2,\"message\":\"m\""
+
+Test(wire, bad_input_wire_switch_refusals_name_the_field) {
+    const struct {
+        const char *text, *words;
+    } cases[] = {
+            {"{\"mode\":\"vm-vgpu\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'mode' must be container or vm-passthrough"},
+            {"{\"mode\":\"container\",\"drain\":\"later\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'drain' must be none, wait or evict"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-2,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'gpu' must be -1"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"paused\"," SWITCH_TAIL ",\"tasks\":[]}", "'step' must be cordon"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL "}", "'tasks' is required"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[{\"id\":1,\"done\":true}]}", "'ok' is required"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[{\"id\":-1,\"done\":true,\"ok\":true}]}", "positive integer"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":{}}", "'tasks' must be a list"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\",\"was_cordoned\":false,\"started_ms\":-5,\"updated_ms\":2,\"message\":\"m\",\"tasks\":[]}", "'started_ms' must be an integer from 0"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[],\"node\":\"n1\"}", "Unknown field 'node' in a mode switch"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = json_loads(cases[i].text, JSON_REJECT_DUPLICATES, NULL);
+        cr_assert(j, "not JSON: %s", cases[i].text);
+        NodeSwitch sw = {.message = "kept"};
+        Error err = {0};
+        cr_expect_lt(wire_switch_from_json(j, &sw, &err), 0, "accepted %s", cases[i].text);
+        cr_expect(strstr(err.message, cases[i].words), "'%s' does not say '%s'", err.message,
+                  cases[i].words);
+        cr_expect_str_eq(sw.message, "kept", "a refusal changed the switch");
+        json_decref(j);
+    }
+}
+
+/* ---- event envelope (the change feed) ---- */
+
+Test(wire, event_feed_envelope_round_trips_as_the_cli_reads_it) {
+    json_t *data = json_pack("{s:s, s:i}", "reason", "bind 0000:01:00.0 on n1 to vfio", "device", 0);
+    const WireEvent events[] = {
+            {.seq = 17, .time_ms = 1700000000123, .actor = "alice", .type = "request.placed",
+             .object = "42", .user = "alice", .data = data},
+            {.seq = 1, .actor = "system", .type = "task.queued", .object = "3", .data = data},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        json_t *j = wire_event_to_json(&events[i]);
+        cr_assert(j);
+        WireEvent back;
+        Error err = {0};
+        cr_assert_eq(wire_event_from_json(j, &back, &err), 0, "%s", err.message);
+        cr_expect_eq(back.seq, events[i].seq);
+        cr_expect_eq(back.time_ms, events[i].time_ms);
+        cr_expect_str_eq(back.actor, events[i].actor);
+        cr_expect_str_eq(back.type, events[i].type);
+        cr_expect_str_eq(back.object, events[i].object);
+        cr_expect_eq(back.user == NULL, events[i].user == NULL);
+        if (events[i].user)
+            cr_expect_str_eq(back.user, events[i].user);
+        cr_expect(json_equal(back.data, data));
+        json_decref(j);
+    }
+    json_decref(data);
+}
+
+#define EVENT_HEAD "{\"seq\":3,\"time_ms\":5,\"actor\":\"bob\",\"object\":\"7\","
+
+Test(wire, bad_input_wire_event_refusals_name_the_field) {
+    const struct {
+        const char *text, *words;
+    } cases[] = {
+            {EVENT_HEAD "\"type\":\"request.placed\",\"data\":[]}", "'data' must be a JSON object"},
+            {EVENT_HEAD "\"type\":\"request.placed\"}", "'data' is required"},
+            {EVENT_HEAD "\"type\":\"\",\"data\":{}}", "'type' must not be empty"},
+            {EVENT_HEAD "\"type\":7,\"data\":{}}", "'type' must be a text"},
+            {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"user\":null}", "'user' must be a text"},
+            {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"extra\":1}", "Unknown field 'extra' in an event"},
+            {"{\"seq\":0,\"time_ms\":5,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'seq' must be a positive"},
+            {"{\"seq\":1,\"time_ms\":-1,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'time_ms' must be an integer from 0"},
+            {"{\"seq\":1,\"time_ms\":1,\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'actor' is required"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = json_loads(cases[i].text, JSON_REJECT_DUPLICATES, NULL);
+        cr_assert(j, "not JSON: %s", cases[i].text);
+        WireEvent e = {.seq = 99};
+        Error err = {0};
+        cr_expect_lt(wire_event_from_json(j, &e, &err), 0, "accepted %s", cases[i].text);
+        cr_expect(strstr(err.message, cases[i].words), "'%s' does not say '%s'", err.message,
+                  cases[i].words);
+        cr_expect_eq(e.seq, 99, "a refusal changed the event");
+        json_decref(j);
+    }
 }

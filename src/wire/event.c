@@ -1,0 +1,70 @@
+/* event.c: the event envelope's shape (event.h). */
+#include "wire/event.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "util/macro.h"
+#include "wire/decode.h"
+
+json_t *wire_event_to_json(const WireEvent *e) {
+    json_t *j = json_pack("{s:I, s:I, s:s, s:s, s:s, s:O}", "seq", (json_int_t)e->seq, "time_ms",
+                          (json_int_t)e->time_ms, "actor", e->actor, "type", e->type, "object",
+                          e->object, "data", e->data);
+    if (j && e->user)
+        json_object_set_new(j, "user", json_string(e->user));
+    return j;
+}
+
+static int decode_seq(json_t *v, void *obj, Error *err) {
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+        return error_set(err, -EINVAL, "Field 'seq' must be a positive integer.");
+    ((WireEvent *)obj)->seq = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+static int decode_time(json_t *v, void *obj, Error *err) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return error_set(err, -EINVAL, "Field 'time_ms' must be an integer from 0.");
+    ((WireEvent *)obj)->time_ms = json_integer_value(v);
+    return 0;
+}
+
+static int decode_data(json_t *v, void *obj, Error *err) {
+    if (!json_is_object(v))
+        return error_set(err, -EINVAL, "Field 'data' must be a JSON object.");
+    ((WireEvent *)obj)->data = v;
+    return 0;
+}
+
+/* The texts stay in the JSON (an event's object or reason has no fixed bound). */
+#define BORROWED_TEXT(m)                                                                           \
+    static int decode_##m(json_t *v, void *obj, Error *err) {                                      \
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))           \
+            return error_set(err, -EINVAL, "Field '" #m "' must be a text without NUL bytes.");    \
+        ((WireEvent *)obj)->m = json_string_value(v);                                              \
+        return 0;                                                                                  \
+    }
+BORROWED_TEXT(actor)
+BORROWED_TEXT(type)
+BORROWED_TEXT(object)
+BORROWED_TEXT(user)
+
+#define REQUIRED_CUSTOM(key, fn) {.name = key, .type = WIRE_CUSTOM, .required = true, .decode = fn}
+static const WireField event_fields[] = {
+        REQUIRED_CUSTOM("seq", decode_seq),       REQUIRED_CUSTOM("time_ms", decode_time),
+        REQUIRED_CUSTOM("actor", decode_actor),   REQUIRED_CUSTOM("type", decode_type),
+        REQUIRED_CUSTOM("object", decode_object), WIRE_F_CUSTOM("user", decode_user),
+        REQUIRED_CUSTOM("data", decode_data),
+};
+
+int wire_event_from_json(json_t *j, WireEvent *ret, Error *err) {
+    WireEvent e = {0};
+    int r = wire_decode(j, "an event", event_fields, ARRAY_SIZE(event_fields), &e, err);
+    if (r < 0)
+        return r;
+    if (!e.type[0])
+        return error_set(err, -EINVAL, "Field 'type' must not be empty.");
+    *ret = e;
+    return 0;
+}
