@@ -6,9 +6,8 @@
   format.py --self-test         prove --check fails on an unformatted file and passes on a
                                 formatted one, in a temp copy (the `format-self-test` test)
 
-Files named in scripts/format-pending.txt are skipped by --check: the tree predates the check
-and is formatted in one commit; that commit empties the list. Needs clang-format-14 (or a
-clang-format that is version 14: another version formats differently)."""
+Needs clang-format-14 (or a clang-format that is version 14: another version formats
+differently)."""
 import os
 import shutil
 import subprocess
@@ -16,7 +15,6 @@ import sys
 import tempfile
 
 DIRS = ("src", "tests", "bench", "fuzz")
-PENDING = os.path.join("scripts", "format-pending.txt")
 
 
 def clang_format():
@@ -37,14 +35,6 @@ def c_files(root):
     return out
 
 
-def pending(root):
-    try:
-        with open(os.path.join(root, PENDING), encoding="utf-8") as f:
-            return {l.strip() for l in f if l.strip() and not l.startswith("#")}
-    except FileNotFoundError:
-        return set()
-
-
 def unformatted(root, files):
     cf = clang_format()
     bad = []
@@ -63,15 +53,14 @@ def unformatted(root, files):
 
 
 def check(root):
-    skip = pending(root)
-    files = [f for f in c_files(root) if f not in skip]
+    files = c_files(root)
     bad = unformatted(root, files)
     for f in bad:
         print(f"not formatted: {f}")
     if bad:
         print(f"format: {len(bad)} of {len(files)} files are not formatted; `./dev format` fixes them")
         return 1
-    print(f"format: {len(files)} files formatted ({len(skip)} pending in {PENDING})")
+    print(f"format: {len(files)} files formatted")
     return 0
 
 
@@ -99,15 +88,7 @@ def self_test():
         if check(root) != 0:
             print("format-self-test: the check failed a file clang-format wrote")
             return 1
-        os.makedirs(os.path.join(root, "scripts"))
-        with open(path, "a", encoding="utf-8") as f:
-            f.write("int  sub(int a,int b){return a-b;}\n")
-        with open(os.path.join(root, PENDING), "w", encoding="utf-8") as f:
-            f.write("# pending\nsrc/util/sample.c\n")
-        if check(root) != 0:
-            print("format-self-test: a pending file was checked")
-            return 1
-    print("format-self-test: unformatted file caught, formatted and pending files pass")
+    print("format-self-test: unformatted file caught, formatted file passes")
     return 0
 
 
