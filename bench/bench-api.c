@@ -47,7 +47,7 @@ static char url[64];
 static uint16_t server_port;
 static atomic_bool stop;
 static atomic_ullong placed_total;
-static unsigned window; /* 0: never release */
+static unsigned window;  /* 0: never release */
 static bool no_baseline; /* --no-baseline: group commit only (e.g. for profiling) */
 /* --healthz: GET /healthz instead of submitting: the HTTP layer's own ceiling (no commit) */
 static bool healthz;
@@ -82,8 +82,10 @@ static pid_t start_server(const char *state, unsigned batch) {
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
-        ServerConfig cfg = {.listen = "127.0.0.1:0", .state_path = state,
-                            .catalog_path = TEST_DATA "/catalog.yaml", .batch_max = batch};
+        ServerConfig cfg = {.listen = "127.0.0.1:0",
+                            .state_path = state,
+                            .catalog_path = TEST_DATA "/catalog.yaml",
+                            .batch_max = batch};
         Error err = {0};
         int r = server_run(&cfg, on_ready, &p[1], &err);
         if (r < 0)
@@ -147,7 +149,8 @@ static int seed_fleet(unsigned nodes) {
  * server being measured. Answers are read by Content-Length. */
 static int raw_connect(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(server_port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(server_port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -354,7 +357,8 @@ static double ops_per_commit(void) {
         const char *a = strstr(text, "\neinsora_commits_total "),
                    *b = strstr(text, "\neinsora_committed_operations_total ");
         if (a && b) {
-            double commits = strtod(strchr(a + 1, ' ') + 1, NULL), ops = strtod(strchr(b + 1, ' ') + 1, NULL);
+            double commits = strtod(strchr(a + 1, ' ') + 1, NULL),
+                   ops = strtod(strchr(b + 1, ' ') + 1, NULL);
             ratio = commits > 0 ? ops / commits : 0;
         }
     }
@@ -481,8 +485,9 @@ int main(int argc, char **argv) {
                  tok = strtok_r(NULL, ",", &save))
                 clients[n_clients++] = (unsigned)strtoul(tok, NULL, 10);
         } else {
-            fprintf(stderr, "usage: bench-api [--nodes N] [--seconds S] [--clients 1,8,64] [--window W] "
-                            "[--no-baseline] [--healthz] [--load-threads T] [--postgresql]\n");
+            fprintf(stderr,
+                    "usage: bench-api [--nodes N] [--seconds S] [--clients 1,8,64] [--window W] "
+                    "[--no-baseline] [--healthz] [--load-threads T] [--postgresql]\n");
             return 2;
         }
     }
@@ -495,12 +500,14 @@ int main(int argc, char **argv) {
         submit_len = (size_t)snprintf(submit_req, sizeof(submit_req),
                                       "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     else
-        submit_len = (size_t)snprintf(submit_req, sizeof(submit_req),
-                                      "POST /v1/requests HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                      "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-                                      "Content-Length: %zu\r\n\r\n%s",
-                                      token, strlen(json), json);
-    printf("bench-api: %u nodes x %u GPUs, up to %.1f s per run, %s, loopback HTTP, durable commits\n",
+        submit_len =
+                (size_t)snprintf(submit_req, sizeof(submit_req),
+                                 "POST /v1/requests HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                                 "Content-Length: %zu\r\n\r\n%s",
+                                 token, strlen(json), json);
+    printf("bench-api: %u nodes x %u GPUs, up to %.1f s per run, %s, loopback HTTP, durable "
+           "commits\n",
            nodes, GPUS_PER_NODE, seconds, window ? "submit+release" : "submit only");
     printf("%-8s %-24s %10s %9s %9s %10s %7s %10s %10s\n", "clients", "mode", "placed/s", "p50 ms",
            "p99 ms", "ops/commit", "errors", "srv cpu us", "cli cpu us");
@@ -531,7 +538,8 @@ int main(int argc, char **argv) {
         printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f\n", clients[i],
                "baseline: 1 txn/request", b.rate, b.p50_ms, b.p99_ms, b.ops_per_commit,
                (unsigned long long)b.errors, b.server_us, b.client_us);
-        printf("%-8u %-24s %9.2fx\n", clients[i], "ratio (group/baseline)", b.rate > 0 ? g.rate / b.rate : 0);
+        printf("%-8u %-24s %9.2fx\n", clients[i], "ratio (group/baseline)",
+               b.rate > 0 ? g.rate / b.rate : 0);
         fflush(stdout);
     }
     return 0;

@@ -29,7 +29,8 @@ static double measure(size_t n_gpus, bool dry_run, int runs, const char *state_d
     char bdfs[3 * 8][16];
     FakeKernel k;
     static const char *const drivers[] = {"nvidia", "snd_hda_intel", "pcieport", "vfio-pci", NULL};
-    if (fake_kernel_create(&k, devs, fake_node_devices(devs, n_gpus, bdfs), drivers) < 0 || fake_kernel_start(&k) < 0) {
+    if (fake_kernel_create(&k, devs, fake_node_devices(devs, n_gpus, bdfs), drivers) < 0 ||
+        fake_kernel_start(&k) < 0) {
         fprintf(stderr, "bench-bind: cannot build the fake kernel\n");
         exit(1);
     }
@@ -46,7 +47,8 @@ static double measure(size_t n_gpus, bool dry_run, int runs, const char *state_d
     for (int i = 0; i < runs; i++) {
         Error err = {0};
         double t0 = now_s();
-        if (node_switch(&o, BIND_TO_VFIO, res, &err) < 0 || (!dry_run && node_switch(&o, BIND_TO_HOST, res, &err) < 0)) {
+        if (node_switch(&o, BIND_TO_VFIO, res, &err) < 0 ||
+            (!dry_run && node_switch(&o, BIND_TO_HOST, res, &err) < 0)) {
             fprintf(stderr, "bench-bind: %s\n", error_message(&err));
             exit(1);
         }
@@ -66,19 +68,22 @@ static double measure(size_t n_gpus, bool dry_run, int runs, const char *state_d
 
 int main(void) {
     const int runs = 7;
-    /* The journal is fsync'd at every step: measure once with it on tmpfs to show the disk's share. */
+    /* The journal is fsync'd at every step: measure once with it on tmpfs to show the disk's share.
+     */
     const char *disk = getenv("EINSORA_BENCH_STATE_DIR");
     double plan8 = measure(8, true, runs, disk);
     double one = measure(1, false, runs, disk);
     double eight = measure(8, false, runs, disk);
     double eight_mem = measure(8, false, runs, "/dev/shm");
-    printf("bench-bind: median of %d runs, fake kernel, journal in %s\n", runs, disk ? disk : "/tmp");
+    printf("bench-bind: median of %d runs, fake kernel, journal in %s\n", runs,
+           disk ? disk : "/tmp");
     printf("  dry-run plan, 8-GPU node (baseline)      %8.2f ms\n", plan8 * 1e3);
     printf("  round trip vfio and back, 1-GPU node     %8.2f ms\n", one * 1e3);
-    printf("  round trip vfio and back, 8-GPU node     %8.2f ms   (%.1fx the 1-GPU node, %.1fx the dry-run plan)\n",
+    printf("  round trip vfio and back, 8-GPU node     %8.2f ms   (%.1fx the 1-GPU node, %.1fx the "
+           "dry-run plan)\n",
            eight * 1e3, eight / one, eight / plan8);
-    printf("  same, journal on tmpfs (/dev/shm)        %8.2f ms   (fsync share %.0f%%)\n", eight_mem * 1e3,
-           eight > eight_mem ? 100.0 * (eight - eight_mem) / eight : 0.0);
+    printf("  same, journal on tmpfs (/dev/shm)        %8.2f ms   (fsync share %.0f%%)\n",
+           eight_mem * 1e3, eight > eight_mem ? 100.0 * (eight - eight_mem) / eight : 0.0);
     printf("  target < 1000 ms: %s\n", eight < 1.0 ? "met" : "NOT met");
     return 0;
 }

@@ -112,17 +112,21 @@ int main(int argc, char **argv) {
         return 1;
     }
     setenv("EINSORA_FAKE_NVML", HGX "/nvml.txt", 1);
-    DiscoverOptions with = {.sysfs_root = HGX "/sys", .proc_root = HGX "/proc", .nvml_lib = FAKE_NVML_LIB,
-                            .catalog = cat, .pci_ids = ids};
+    DiscoverOptions with = {.sysfs_root = HGX "/sys",
+                            .proc_root = HGX "/proc",
+                            .nvml_lib = FAKE_NVML_LIB,
+                            .catalog = cat,
+                            .pci_ids = ids};
     DiscoverOptions without = with;
     without.no_nvml = true;
     printf("discovery of the 8-GPU HGX fixture, %d iterations (target: < 50 ms each)\n", iters);
     Stats base = run("baseline: walk + read every file", iters, NULL, HGX);
     Stats no_nvml = run("discover without NVML", iters, &without, NULL);
     Stats full = run("discover with (fake) NVML", iters, &with, NULL);
-    printf("ratio to baseline (mean): without NVML %.2fx, with NVML %.2fx\n", no_nvml.mean / base.mean,
-           full.mean / base.mean);
-    printf("target < 50 ms per discovery: median %s, p99 %s (p99 is sensitive to other load on the machine)\n",
+    printf("ratio to baseline (mean): without NVML %.2fx, with NVML %.2fx\n",
+           no_nvml.mean / base.mean, full.mean / base.mean);
+    printf("target < 50 ms per discovery: median %s, p99 %s (p99 is sensitive to other load on the "
+           "machine)\n",
            full.p50 < 50 ? "met" : "NOT met", full.p99 < 50 ? "met" : "NOT met");
     catalog_free(cat);
     pci_ids_free(ids);

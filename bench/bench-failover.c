@@ -61,8 +61,11 @@ static void spawn(int i) {
     if (pid == 0) {
         char listen[64];
         snprintf(listen, sizeof(listen), "127.0.0.1:%u", ports[i]);
-        ServerConfig cfg = {.listen = listen, .state_path = conninfo, .lease_ms = lease_ms,
-                            .catalog_path = TEST_DATA "/catalog.yaml", .batch_max = SERVER_BATCH_MAX};
+        ServerConfig cfg = {.listen = listen,
+                            .state_path = conninfo,
+                            .lease_ms = lease_ms,
+                            .catalog_path = TEST_DATA "/catalog.yaml",
+                            .batch_max = SERVER_BATCH_MAX};
         Error err = {0};
         int r = server_run(&cfg, NULL, NULL, &err);
         if (r < 0)
@@ -80,7 +83,8 @@ static int leader(void) {
         Client *c = NULL;
         long st = 0;
         bool leads = client_new(url, NULL, &c, NULL) >= 0 &&
-                     client_call(c, "GET", "/readyz", NULL, NULL, &st, NULL, NULL) >= 0 && st == 200;
+                     client_call(c, "GET", "/readyz", NULL, NULL, &st, NULL, NULL) >= 0 &&
+                     st == 200;
         client_free(c);
         if (leads)
             return i;
@@ -107,7 +111,8 @@ static int submit_acked(Client *c, unsigned n) {
     json_t *ans = NULL;
     int r = -EIO;
     for (int tries = 0; tries < 100 && r < 0; tries++) {
-        if (client_call(c, "POST", "/v1/requests", body, key, &st, &ans, NULL) >= 0 && (st == 201 || st == 200))
+        if (client_call(c, "POST", "/v1/requests", body, key, &st, &ans, NULL) >= 0 &&
+            (st == 201 || st == 200))
             r = 0;
         else {
             json_decref(ans);
@@ -196,7 +201,8 @@ static long long readyz_value(int i, const char *member) {
     long st = 0;
     json_t *j = NULL;
     long long v = -1;
-    if (client_new(url, NULL, &c, NULL) >= 0 && client_call(c, "GET", "/readyz", NULL, NULL, &st, &j, NULL) >= 0 &&
+    if (client_new(url, NULL, &c, NULL) >= 0 &&
+        client_call(c, "GET", "/readyz", NULL, NULL, &st, &j, NULL) >= 0 &&
         json_is_integer(json_object_get(j, member)))
         v = json_integer_value(json_object_get(j, member));
     json_decref(j);
@@ -230,7 +236,8 @@ static int bench_reads(Client *c, double seconds) {
             load[0] = -1;
         fclose(f);
     }
-    printf("bench-failover --reads: %d replicas on PostgreSQL 15 (fsync on), %u requests, %d client "
+    printf("bench-failover --reads: %d replicas on PostgreSQL 15 (fsync on), %u requests, %d "
+           "client "
            "threads, %.1f s each; load average %.2f %.2f %.2f\n",
            REPLICAS, READ_IDS, READ_THREADS, seconds, load[0], load[1], load[2]);
     printf("standby replay caught up %.1f ms after a burst of %u submissions (seq %lld)\n",
@@ -265,10 +272,12 @@ int main(int argc, char **argv) {
             failovers = MAX(1u, v), i++;
         else if (!strcmp(argv[i], "--lease-ms") && i + 1 < argc)
             lease_ms = MAX(100u, v), i++;
-        else if (!strcmp(argv[i], "--reads") && i + 1 < argc && (reads = strtod(argv[i + 1], NULL)) > 0)
+        else if (!strcmp(argv[i], "--reads") && i + 1 < argc &&
+                 (reads = strtod(argv[i + 1], NULL)) > 0)
             i++;
         else {
-            fprintf(stderr, "usage: bench-failover [--failovers N] [--lease-ms L] [--reads SECONDS]\n");
+            fprintf(stderr,
+                    "usage: bench-failover [--failovers N] [--lease-ms L] [--reads SECONDS]\n");
             return 2;
         }
     }
@@ -290,7 +299,8 @@ int main(int argc, char **argv) {
     size_t len = 0;
     for (int i = 0; i < REPLICAS; i++) {
         ports[i] = free_port();
-        len += (size_t)snprintf(urls + len, sizeof(urls) - len, "%shttp://127.0.0.1:%u", i ? "," : "", ports[i]);
+        len += (size_t)snprintf(urls + len, sizeof(urls) - len, "%shttp://127.0.0.1:%u",
+                                i ? "," : "", ports[i]);
         spawn(i);
     }
     Client *c = NULL;
@@ -302,11 +312,12 @@ int main(int argc, char **argv) {
     for (int g = 0; g < 16; g++) {
         char pci[32];
         snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 + g);
-        json_array_append_new(devs, json_pack("{s:s, s:s, s:i}", "pci", pci, "class", "nvidia-h100-80gb", "memory_gb", 80));
+        json_array_append_new(devs, json_pack("{s:s, s:s, s:i}", "pci", pci, "class",
+                                              "nvidia-h100-80gb", "memory_gb", 80));
     }
-    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "name", "node-0", "site", "dc1",
-                             "site_kind", "datacenter", "platform", "linux", "owner", "bench", "mode",
-                             "container", "cpus", 64, "devices", devs);
+    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "name", "node-0", "site",
+                             "dc1", "site_kind", "datacenter", "platform", "linux", "owner",
+                             "bench", "mode", "container", "cpus", 64, "devices", devs);
     long st = 0;
     int r = client_call(c, "POST", "/v1/nodes", node, NULL, &st, NULL, &err);
     json_decref(node);
@@ -343,7 +354,8 @@ int main(int argc, char **argv) {
     printf("%-34s %6s %9s %9s %9s %9s\n", "", "n", "min ms", "p50 ms", "p99 ms", "max ms");
     summary("acknowledged write, no failover", plain, failovers);
     summary("leader SIGKILLed -> first ack", fo, failovers);
-    printf("%-34s %9.1fx (p50 failover / p50 plain)\n", "ratio", fo[failovers / 2] / plain[failovers / 2]);
+    printf("%-34s %9.1fx (p50 failover / p50 plain)\n", "ratio",
+           fo[failovers / 2] / plain[failovers / 2]);
     free(plain);
     free(fo);
     client_free(c);

@@ -48,15 +48,15 @@ typedef struct NodeKind {
 } NodeKind;
 
 static const NodeKind fleet[] = {
-    {"dc-a", "nvidia-h100-80gb", "container", 2500, 8, false, false},
-    {"dc-a", "nvidia-h100-80gb", "vm-passthrough", 1200, 8, false, false},
-    {"dc-b", "nvidia-h200-141gb", "container", 1000, 8, true, false},
-    {"dc-b", "nvidia-a100-80gb", "container", 2000, 8, false, false},
-    {"dc-c", "nvidia-a100-80gb", "vm-passthrough", 1000, 8, false, false},
-    {"dc-c", "nvidia-l40s", "container", 650, 16, false, false},
-    {"lab", "nvidia-rtx-4090", NULL, 1000, 8, false, false},
-    {"lab", NULL, NULL, 300, 0, false, true},      /* Macs */
-    {"dc-c", NULL, "container", 350, 0, false, false}, /* CPU-only */
+        {"dc-a", "nvidia-h100-80gb", "container", 2500, 8, false, false},
+        {"dc-a", "nvidia-h100-80gb", "vm-passthrough", 1200, 8, false, false},
+        {"dc-b", "nvidia-h200-141gb", "container", 1000, 8, true, false},
+        {"dc-b", "nvidia-a100-80gb", "container", 2000, 8, false, false},
+        {"dc-c", "nvidia-a100-80gb", "vm-passthrough", 1000, 8, false, false},
+        {"dc-c", "nvidia-l40s", "container", 650, 16, false, false},
+        {"lab", "nvidia-rtx-4090", NULL, 1000, 8, false, false},
+        {"lab", NULL, NULL, 300, 0, false, true},          /* Macs */
+        {"dc-c", NULL, "container", 350, 0, false, false}, /* CPU-only */
 };
 
 static char user_names[N_USERS][16];
@@ -79,16 +79,23 @@ static void build_fleet(Sched *s, unsigned *ret_gpus) {
             snprintf(name, sizeof(name), "node-%05u", k);
             DeviceSpec devs[SCHED_NODE_MAX_DEVICES];
             for (unsigned g = 0; g < fleet[f].gpus; g++)
-                devs[g] = (DeviceSpec){.class_name = fleet[f].cls, .binding = g < 4 ? BINDING_HOST : BINDING_VFIO,
-                                       .mig_enabled = fleet[f].mig, .reset_verified = true};
+                devs[g] = (DeviceSpec){.class_name = fleet[f].cls,
+                                       .binding = g < 4 ? BINDING_HOST : BINDING_VFIO,
+                                       .mig_enabled = fleet[f].mig,
+                                       .reset_verified = true};
             SchedLabel label = {SCHED_MODE_LABEL, fleet[f].mode};
-            NodeSpec spec = {.name = name, .site = fleet[f].site,
+            NodeSpec spec = {.name = name,
+                             .site = fleet[f].site,
                              .owner = fleet[f].site[0] == 'l' ? user_names[100 + k % 900] : "ops",
                              .platform = fleet[f].mac ? PLATFORM_MACOS : PLATFORM_LINUX,
-                             .labels = fleet[f].mode ? &label : NULL, .n_labels = fleet[f].mode ? 1 : 0,
-                             .kata = true, .mig_in_kata = fleet[f].mig, .cpu_cores = 64,
+                             .labels = fleet[f].mode ? &label : NULL,
+                             .n_labels = fleet[f].mode ? 1 : 0,
+                             .kata = true,
+                             .mig_in_kata = fleet[f].mig,
+                             .cpu_cores = 64,
                              .apple_unified_memory_gb = fleet[f].mac ? 64 : 0,
-                             .apple_usable_memory_gb = fleet[f].mac ? 48 : 0, .devices = devs,
+                             .apple_usable_memory_gb = fleet[f].mac ? 48 : 0,
+                             .devices = devs,
                              .n_devices = fleet[f].gpus};
             Error err = {0};
             if (sched_add_node(s, &spec, 0, &err) < 0) {
@@ -109,10 +116,12 @@ typedef struct Op {
     char id[16];
 } Op;
 
-static const char *const whole[] = {"nvidia-h100-80gb", "nvidia-a100-80gb", "nvidia-l40s", "nvidia-rtx-4090"};
-static const char *const slices[] = {"nvidia-h200-141gb-mig-1g.18gb", "nvidia-h200-141gb-mig-2g.35gb",
-                                     "nvidia-h200-141gb-mig-3g.71gb", "nvidia-h200-141gb-mig-1g.35gb",
-                                     "nvidia-h200-141gb-mig-7g.141gb"};
+static const char *const whole[] = {"nvidia-h100-80gb", "nvidia-a100-80gb", "nvidia-l40s",
+                                    "nvidia-rtx-4090"};
+static const char *const slices[] = {
+        "nvidia-h200-141gb-mig-1g.18gb", "nvidia-h200-141gb-mig-2g.35gb",
+        "nvidia-h200-141gb-mig-3g.71gb", "nvidia-h200-141gb-mig-1g.35gb",
+        "nvidia-h200-141gb-mig-7g.141gb"};
 static const char *const to_cpu[] = {"cpu"};
 
 static void make_spec(Op *op, uint32_t i) {
@@ -233,8 +242,16 @@ static void digest_decision(const char *id, const Decision *d) {
     const Placement *p = &d->placement;
     digest_str(p->node);
     digest_str(p->class_name);
-    uint64_t f[] = {(uint64_t)p->class_index, p->method, p->container_runtime, p->endpoint_runtime, p->n_devices,
-                    p->mig_start, p->mig_slots, p->cpu_cores, p->memory_gb, (uint64_t)p->fallback_index};
+    uint64_t f[] = {(uint64_t)p->class_index,
+                    p->method,
+                    p->container_runtime,
+                    p->endpoint_runtime,
+                    p->n_devices,
+                    p->mig_start,
+                    p->mig_slots,
+                    p->cpu_cores,
+                    p->memory_gb,
+                    (uint64_t)p->fallback_index};
     digest_bytes(f, sizeof(f));
     for (unsigned i = 0; i < p->n_devices && i < SCHED_NODE_MAX_DEVICES; i++)
         digest_u64(p->devices[i]);
@@ -311,8 +328,12 @@ static Result run_first_fit(const Catalog *cat, Op *ops, size_t n_ops, uint32_t 
     size_t k = 0, m = 0;
     for (size_t f = 0; f < sizeof(fleet) / sizeof(fleet[0]); f++)
         for (unsigned i = 0; i < fleet[f].nodes; i++, m++) {
-            nodes[m].cls = fleet[f].cls ? catalog_find_index(cat, fleet[f].cls) : fleet[f].mac ? -2 : -1;
-            nodes[m].n = nodes[m].free = (uint8_t)(fleet[f].mig ? fleet[f].gpus * 7 : fleet[f].mac ? 1 : fleet[f].gpus);
+            nodes[m].cls = fleet[f].cls   ? catalog_find_index(cat, fleet[f].cls)
+                           : fleet[f].mac ? -2
+                                          : -1;
+            nodes[m].n = nodes[m].free = (uint8_t)(fleet[f].mig   ? fleet[f].gpus * 7
+                                                   : fleet[f].mac ? 1
+                                                                  : fleet[f].gpus);
             nodes[m].cpu_free = 64;
         }
     Result res = {0};
@@ -375,11 +396,12 @@ static long peak_rss_kb(void) {
 }
 
 static void print_result(const char *name, const Result *r) {
-    printf("%-10s decisions %8.0f/s (submit path alone %8.0f/s; the first includes releases and queue walks)\n"
+    printf("%-10s decisions %8.0f/s (submit path alone %8.0f/s; the first includes releases and "
+           "queue walks)\n"
            "%-10s p50 %6.2f us  p99 %6.2f us  max %8.1f us  placed %zu  waiting %zu  refused %zu  "
            "whole-free GPU nodes at end %zu\n",
-           name, r->per_sec, r->submit_per_sec, "", r->p50_us, r->p99_us, r->max_us, r->placed, r->waiting, r->refused,
-           r->whole_free_nodes);
+           name, r->per_sec, r->submit_per_sec, "", r->p50_us, r->p99_us, r->max_us, r->placed,
+           r->waiting, r->refused, r->whole_free_nodes);
 }
 
 int main(int argc, char **argv) {
@@ -409,8 +431,8 @@ int main(int argc, char **argv) {
     unsigned gpus = 0;
     uint64_t t0 = now_ns();
     build_fleet(s, &gpus);
-    printf("fleet: %zu nodes, %u GPUs (incl. Mac GPUs), built in %.2f s; RSS %ld MiB\n", sched_node_count(s), gpus,
-           (now_ns() - t0) / 1e9, peak_rss_kb() / 1024);
+    printf("fleet: %zu nodes, %u GPUs (incl. Mac GPUs), built in %.2f s; RSS %ld MiB\n",
+           sched_node_count(s), gpus, (now_ns() - t0) / 1e9, peak_rss_kb() / 1024);
     size_t n_ops;
     Op *ops = make_stream(n_requests, gpus, &n_ops);
     uint32_t *lat = calloc(n_requests, sizeof(uint32_t));
@@ -421,8 +443,8 @@ int main(int argc, char **argv) {
     Result ff = run_first_fit(cat, ops, n_ops, lat);
     print_result("einsora", &ours);
     print_result("first-fit", &ff);
-    printf("peak RSS: %ld MiB (stream and latency buffers %ld MiB before the run)\n", rss_ours / 1024,
-           rss_before / 1024);
+    printf("peak RSS: %ld MiB (stream and latency buffers %ld MiB before the run)\n",
+           rss_ours / 1024, rss_before / 1024);
     printf("ratio einsora/first-fit: throughput %.2fx, p99 %.2fx, whole-free GPU nodes %.2fx\n",
            ours.per_sec / ff.per_sec, ours.p99_us / ff.p99_us,
            ff.whole_free_nodes ? (double)ours.whole_free_nodes / ff.whole_free_nodes : 0.0);

@@ -30,20 +30,29 @@
 
 static const char *const models[] = {"G2", "T4", "P100", "G3", "V100M16", "V100M32", "A10", "G1"};
 #define N_MODELS (sizeof(models) / sizeof(models[0]))
-static const char *const class_of[N_MODELS] = {"alibaba-g2", "alibaba-t4", "alibaba-p100", "alibaba-g3",
-                                               "alibaba-v100m16", "alibaba-v100m32", "alibaba-a10", "alibaba-g1"};
+static const char *const class_of[N_MODELS] = {"alibaba-g2",  "alibaba-t4",      "alibaba-p100",
+                                               "alibaba-g3",  "alibaba-v100m16", "alibaba-v100m32",
+                                               "alibaba-a10", "alibaba-g1"};
 
 static const char catalog_text[] =
-    "classes:\n"
-    "  - {name: alibaba-g1, vendor: nvidia, match: {pci: '10de:f001'}, memory_gb: 32, container_resource: nvidia.com/gpu, node_selector: m=g1}\n"
-    "  - {name: alibaba-g2, vendor: nvidia, match: {pci: '10de:f002'}, memory_gb: 32, container_resource: nvidia.com/gpu, node_selector: m=g2}\n"
-    "  - {name: alibaba-g3, vendor: nvidia, match: {pci: '10de:f003'}, memory_gb: 32, container_resource: nvidia.com/gpu, node_selector: m=g3}\n"
-    "  - {name: alibaba-t4, vendor: nvidia, match: {pci: '10de:1eb8'}, memory_gb: 16, container_resource: nvidia.com/gpu, node_selector: m=t4}\n"
-    "  - {name: alibaba-p100, vendor: nvidia, match: {pci: '10de:15f8'}, memory_gb: 16, container_resource: nvidia.com/gpu, node_selector: m=p100}\n"
-    "  - {name: alibaba-v100m16, vendor: nvidia, match: {pci: '10de:1db4'}, memory_gb: 16, container_resource: nvidia.com/gpu, node_selector: m=v100m16}\n"
-    "  - {name: alibaba-v100m32, vendor: nvidia, match: {pci: '10de:1db5'}, memory_gb: 32, container_resource: nvidia.com/gpu, node_selector: m=v100m32}\n"
-    "  - {name: alibaba-a10, vendor: nvidia, match: {pci: '10de:2236'}, memory_gb: 24, container_resource: nvidia.com/gpu, node_selector: m=a10}\n"
-    "  - {name: cpu, vendor: cpu}\n";
+        "classes:\n"
+        "  - {name: alibaba-g1, vendor: nvidia, match: {pci: '10de:f001'}, memory_gb: 32, "
+        "container_resource: nvidia.com/gpu, node_selector: m=g1}\n"
+        "  - {name: alibaba-g2, vendor: nvidia, match: {pci: '10de:f002'}, memory_gb: 32, "
+        "container_resource: nvidia.com/gpu, node_selector: m=g2}\n"
+        "  - {name: alibaba-g3, vendor: nvidia, match: {pci: '10de:f003'}, memory_gb: 32, "
+        "container_resource: nvidia.com/gpu, node_selector: m=g3}\n"
+        "  - {name: alibaba-t4, vendor: nvidia, match: {pci: '10de:1eb8'}, memory_gb: 16, "
+        "container_resource: nvidia.com/gpu, node_selector: m=t4}\n"
+        "  - {name: alibaba-p100, vendor: nvidia, match: {pci: '10de:15f8'}, memory_gb: 16, "
+        "container_resource: nvidia.com/gpu, node_selector: m=p100}\n"
+        "  - {name: alibaba-v100m16, vendor: nvidia, match: {pci: '10de:1db4'}, memory_gb: 16, "
+        "container_resource: nvidia.com/gpu, node_selector: m=v100m16}\n"
+        "  - {name: alibaba-v100m32, vendor: nvidia, match: {pci: '10de:1db5'}, memory_gb: 32, "
+        "container_resource: nvidia.com/gpu, node_selector: m=v100m32}\n"
+        "  - {name: alibaba-a10, vendor: nvidia, match: {pci: '10de:2236'}, memory_gb: 24, "
+        "container_resource: nvidia.com/gpu, node_selector: m=a10}\n"
+        "  - {name: cpu, vendor: cpu}\n";
 
 typedef struct TNode {
     char name[32];
@@ -196,7 +205,8 @@ static unsigned gpu_waiting_ours(Sched *s) {
     unsigned k = 0;
     for (size_t i = 0; i < sched_waiting_count(s) && i < 64; i++) {
         RequestSpec rs;
-        if (sched_request_spec(s, sched_waiting_at(s, i), &rs) == 0 && strcmp(rs.class_name, "cpu") != 0)
+        if (sched_request_spec(s, sched_waiting_at(s, i), &rs) == 0 &&
+            strcmp(rs.class_name, "cpu") != 0)
             k++;
     }
     return k;
@@ -247,8 +257,9 @@ static void any_model_order(const TNode *nodes, size_t n_nodes, uint8_t order[][
 }
 
 /* Whole GPUs in use are counted once even when time-sliced: capacity counts devices. */
-static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, const Task *tasks, const Event *ev,
-                     size_t n_ev, Sample *out, uint64_t span, double *avg_alloc, double *avg_stranded) {
+static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, const Task *tasks,
+                     const Event *ev, size_t n_ev, Sample *out, uint64_t span, double *avg_alloc,
+                     double *avg_stranded) {
     Sched *s = sched_new(cat);
     sched_add_site(s, "ali", SITE_DATACENTER, NULL);
     char users[64][8];
@@ -261,9 +272,15 @@ static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, con
         DeviceSpec devs[MAX_GPUS_PER_NODE];
         for (unsigned g = 0; g < nodes[i].gpus; g++)
             devs[g] = (DeviceSpec){.class_name = class_of[nodes[i].model]};
-        NodeSpec spec = {.name = nodes[i].name, .site = "ali", .owner = "operator", .labels = &label,
-                         .n_labels = nodes[i].gpus ? 1 : 0, .cpu_cores = nodes[i].cpu,
-                         .time_slice_replicas = TS_REPLICAS, .devices = devs, .n_devices = nodes[i].gpus};
+        NodeSpec spec = {.name = nodes[i].name,
+                         .site = "ali",
+                         .owner = "operator",
+                         .labels = &label,
+                         .n_labels = nodes[i].gpus ? 1 : 0,
+                         .cpu_cores = nodes[i].cpu,
+                         .time_slice_replicas = TS_REPLICAS,
+                         .devices = devs,
+                         .n_devices = nodes[i].gpus};
         Error err = {0};
         if (sched_add_node(s, &spec, 0, &err) < 0) {
             fprintf(stderr, "bench-trace: %s\n", err.message);
@@ -285,14 +302,21 @@ static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, con
         else {
             /* The models it lists, in its order; any model: the order a client that knows the
              * fleet would give (any_order), since our alternatives are strictly ordered (R13). */
-            const uint8_t *ms = t->n_models ? t->models : any_order[MIN(t->gpus, MAX_GPUS_PER_NODE)];
+            const uint8_t *ms =
+                    t->n_models ? t->models : any_order[MIN(t->gpus, MAX_GPUS_PER_NODE)];
             size_t nm = t->n_models ? t->n_models : N_MODELS;
             for (size_t k = 1; k < nm; k++)
                 fb_all[k - 1] = class_of[ms[k]];
-            RequestSpec rs = {.id = id, .user = users[t->user], .kind = WORKLOAD_CONTAINER,
-                              .class_name = t->gpus ? class_of[ms[0]] : "cpu", .count = t->gpus ? t->gpus : t->cpu,
-                              .share = t->gpus == 1 && t->milli < 1000, .fallback = t->gpus ? fb_all : NULL,
-                              .n_fallback = t->gpus ? nm - 1 : 0, .wait_s = 0, .submitted = ev[e].t};
+            RequestSpec rs = {.id = id,
+                              .user = users[t->user],
+                              .kind = WORKLOAD_CONTAINER,
+                              .class_name = t->gpus ? class_of[ms[0]] : "cpu",
+                              .count = t->gpus ? t->gpus : t->cpu,
+                              .share = t->gpus == 1 && t->milli < 1000,
+                              .fallback = t->gpus ? fb_all : NULL,
+                              .n_fallback = t->gpus ? nm - 1 : 0,
+                              .wait_s = 0,
+                              .submitted = ev[e].t};
             sched_submit(s, &rs, ev[e].t, NULL, NULL);
         }
         if ((e & 63) == 0 || e + 1 == n_ev) {
@@ -348,7 +372,8 @@ static bool ff_place(FState *f, const Task *t, uint32_t ti) {
         if (t->gpus == 1 && t->milli < 1000)
             for (unsigned g = 0; g < n->gpus; g++) {
                 FGpu *x = &f->gpu[nd][g];
-                if (x->user < 0 || (!x->whole && x->user == (int)t->user && x->users < TS_REPLICAS)) {
+                if (x->user < 0 ||
+                    (!x->whole && x->user == (int)t->user && x->users < TS_REPLICAS)) {
                     x->user = (int16_t)t->user;
                     x->users++;
                     f->where[ti] = (int32_t)nd;
@@ -406,8 +431,9 @@ static void ff_measure(const FState *f, unsigned *alloc, unsigned *free_gpus) {
         }
 }
 
-static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks, size_t n_slots, const Event *ev,
-                          size_t n_ev, Sample *out, uint64_t span, double *avg_alloc, double *avg_stranded) {
+static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks, size_t n_slots,
+                          const Event *ev, size_t n_ev, Sample *out, uint64_t span,
+                          double *avg_alloc, double *avg_stranded) {
     FState f = {.nodes = nodes, .n_nodes = n_nodes};
     f.gpu = calloc(n_nodes, sizeof(*f.gpu));
     f.cpu_free = calloc(n_nodes, sizeof(unsigned));
@@ -432,7 +458,8 @@ static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks,
             if (was_waiting)
                 for (size_t w = 0; w < f.n_waiting; w++)
                     if (f.waiting[w] == ti) {
-                        memmove(&f.waiting[w], &f.waiting[w + 1], (f.n_waiting - w - 1) * sizeof(uint32_t));
+                        memmove(&f.waiting[w], &f.waiting[w + 1],
+                                (f.n_waiting - w - 1) * sizeof(uint32_t));
                         f.n_waiting--;
                         break;
                     }
@@ -470,7 +497,8 @@ static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks,
 
 /* Events of a replay: submissions at creation_time / factor, releases after the task's own
  * duration (factor 1: the trace's times). Returns the count; *ret_span the last time. */
-static size_t replay_events(const Task *tasks, size_t n_tasks, unsigned factor, Event *ev, uint64_t *ret_span) {
+static size_t replay_events(const Task *tasks, size_t n_tasks, unsigned factor, Event *ev,
+                            uint64_t *ret_span) {
     size_t n_ev = 0;
     uint64_t span = 0;
     for (size_t i = 0; i < n_tasks; i++) {
@@ -498,20 +526,23 @@ static unsigned peak_demand(const Task *tasks, const Event *ev, size_t n_ev) {
     return (unsigned)peak;
 }
 
-static void report(const Catalog *cat, const TNode *nodes, size_t n_nodes, const Task *tasks, size_t n_slots,
-                   const Event *ev, size_t n_ev, uint64_t span, const char *axis) {
+static void report(const Catalog *cat, const TNode *nodes, size_t n_nodes, const Task *tasks,
+                   size_t n_slots, const Event *ev, size_t n_ev, uint64_t span, const char *axis) {
     Sample ours[SAMPLES] = {0}, ff[SAMPLES] = {0};
     double oa, os, fa, fs;
     run_ours(cat, nodes, n_nodes, tasks, ev, n_ev, ours, span, &oa, &os);
     run_first_fit(nodes, n_nodes, tasks, n_slots, ev, n_ev, ff, span, &fa, &fs);
-    printf("%12s  %14s %14s  %14s %14s\n", axis, "ours alloc", "ours stranded", "ff alloc", "ff stranded");
+    printf("%12s  %14s %14s  %14s %14s\n", axis, "ours alloc", "ours stranded", "ff alloc",
+           "ff stranded");
     for (int i = 0; i < SAMPLES; i++)
         if (i == 0 || ours[i].t != ours[i - 1].t)
-            printf("%12llu  %14u %14u  %14u %14u\n", (unsigned long long)ours[i].t, ours[i].alloc, ours[i].stranded,
-                   ff[i].alloc, ff[i].stranded);
-    printf("average: ours %.1f GPUs allocated, %.1f stranded; first-fit %.1f allocated, %.1f stranded\n", oa, os,
-           fa, fs);
-    printf("ratio ours/first-fit: allocated %.3fx, stranded %.3fx\n", fa ? oa / fa : 0.0, fs ? os / fs : 0.0);
+            printf("%12llu  %14u %14u  %14u %14u\n", (unsigned long long)ours[i].t, ours[i].alloc,
+                   ours[i].stranded, ff[i].alloc, ff[i].stranded);
+    printf("average: ours %.1f GPUs allocated, %.1f stranded; first-fit %.1f allocated, %.1f "
+           "stranded\n",
+           oa, os, fa, fs);
+    printf("ratio ours/first-fit: allocated %.3fx, stranded %.3fx\n", fa ? oa / fa : 0.0,
+           fs ? os / fs : 0.0);
 }
 
 int main(int argc, char **argv) {
@@ -521,7 +552,8 @@ int main(int argc, char **argv) {
     Task *tasks = load_tasks(pods, &n_tasks);
     Catalog *cat = NULL;
     Error err = {0};
-    if (catalog_parse_yaml(catalog_text, strlen(catalog_text), "bench-trace", NULL, &cat, &err) < 0) {
+    if (catalog_parse_yaml(catalog_text, strlen(catalog_text), "bench-trace", NULL, &cat, &err) <
+        0) {
         fprintf(stderr, "bench-trace: %s\n", err.message);
         return 1;
     }
@@ -544,8 +576,8 @@ int main(int argc, char **argv) {
         n_ev = replay_events(tasks, n_tasks, factor, ev, &span);
     }
     if (factor > 1) {
-        printf("\n1b. replay with arrivals %ux closer, durations kept (%zu events over %llu s):\n", factor, n_ev,
-               (unsigned long long)span);
+        printf("\n1b. replay with arrivals %ux closer, durations kept (%zu events over %llu s):\n",
+               factor, n_ev, (unsigned long long)span);
         report(cat, nodes, n_nodes, tasks, n_tasks, ev, n_ev, span, "time (s)");
     }
     /* 2. Fill: tasks in arrival order, never released, the trace repeated FILL_ROUNDS times,
@@ -555,8 +587,8 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n_tasks; i++)
             ev[n_ev] = (Event){n_ev, 0, (uint32_t)i, (uint32_t)n_ev}, n_ev++;
     qsort(ev, n_ev, sizeof(Event), ev_cmp);
-    printf("\n2. fill: %zu submissions in arrival order (the trace %d times), nothing released:\n", n_ev,
-           FILL_ROUNDS);
+    printf("\n2. fill: %zu submissions in arrival order (the trace %d times), nothing released:\n",
+           n_ev, FILL_ROUNDS);
     report(cat, nodes, n_nodes, tasks, n_ev, ev, n_ev, n_ev, "submitted");
     free(ev);
     free(tasks);

@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (api_request_parse(text, len, &r, &err) == 0) {
             json_t *j = api_request_to_json(&r);
             Error e2 = {0};
-            if (!j || api_request_from_json(j, &again, &e2) < 0 || memcmp(&r, &again, sizeof(r)) != 0)
+            if (!j || api_request_from_json(j, &again, &e2) < 0 ||
+                memcmp(&r, &again, sizeof(r)) != 0)
                 abort();
             json_decref(j);
         } else if (!err.message[0])

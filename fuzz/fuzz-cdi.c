@@ -9,7 +9,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const char *const names[] = {"nvidia.com/gpu=GPU-aaaa", "nvidia.com/gpu=0", "nvidia.com/gpu=all"};
+    static const char *const names[] = {"nvidia.com/gpu=GPU-aaaa", "nvidia.com/gpu=0",
+                                        "nvidia.com/gpu=all"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         CdiDevice d = {0};
         Error err = {0};

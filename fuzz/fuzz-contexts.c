@@ -19,8 +19,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (again->n_contexts != c->n_contexts)
         abort();
     for (size_t i = 0; i < c->n_contexts; i++) {
-        char *a = cli_context_servers(&c->contexts[i]), *b = cli_context_servers(&again->contexts[i]);
-        if (!a || !b || strcmp(a, b) != 0 || strcmp(c->contexts[i].name, again->contexts[i].name) != 0)
+        char *a = cli_context_servers(&c->contexts[i]),
+             *b = cli_context_servers(&again->contexts[i]);
+        if (!a || !b || strcmp(a, b) != 0 ||
+            strcmp(c->contexts[i].name, again->contexts[i].name) != 0)
             abort();
         free(a);
         free(b);

@@ -13,14 +13,33 @@ static void world(Sched *s) {
     DeviceSpec rtx[1] = {{.class_name = "rtx", .binding = BINDING_VFIO, .reset_verified = true}};
     SchedLabel label = {SCHED_MODE_LABEL, "container"};
     NodeSpec nodes[3] = {
-        {.name = "dc", .site = "dc", .owner = "ops", .labels = &label, .n_labels = 1, .kata = true,
-         .mig_in_kata = true, .cpu_cores = 16, .devices = gpus, .n_devices = 2},
-        {.name = "box", .site = "lab", .owner = "amy", .kata = true, .cpu_cores = 8, .devices = rtx,
-         .n_devices = 1},
-        {.name = "mac", .site = "lab", .owner = "amy", .platform = PLATFORM_MACOS, .cpu_cores = 8,
-         .apple_unified_memory_gb = 64, .apple_usable_memory_gb = 48},
+            {.name = "dc",
+             .site = "dc",
+             .owner = "ops",
+             .labels = &label,
+             .n_labels = 1,
+             .kata = true,
+             .mig_in_kata = true,
+             .cpu_cores = 16,
+             .devices = gpus,
+             .n_devices = 2},
+            {.name = "box",
+             .site = "lab",
+             .owner = "amy",
+             .kata = true,
+             .cpu_cores = 8,
+             .devices = rtx,
+             .n_devices = 1},
+            {.name = "mac",
+             .site = "lab",
+             .owner = "amy",
+             .platform = PLATFORM_MACOS,
+             .cpu_cores = 8,
+             .apple_unified_memory_gb = 64,
+             .apple_usable_memory_gb = 48},
     };
-    if (sched_add_site(s, "dc", SITE_DATACENTER, NULL) < 0 || sched_add_site(s, "lab", SITE_LAB, NULL) < 0)
+    if (sched_add_site(s, "dc", SITE_DATACENTER, NULL) < 0 ||
+        sched_add_site(s, "lab", SITE_LAB, NULL) < 0)
         abort();
     for (int i = 0; i < 3; i++)
         if (sched_add_node(s, &nodes[i], 0, NULL) < 0)

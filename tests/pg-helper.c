@@ -53,8 +53,20 @@ int pg_test_pg_ctl(PgTest *pg, const char *action) {
     snprintf(opts, sizeof(opts), "-k %s -c listen_addresses='' -c max_connections=200%s", pg->dir,
              pg->durable ? "" : " -c fsync=off");
     snprintf(log, sizeof(log), "%s/server.log", pg->dir);
-    const char *argv[] = {PG_TEST_BIN "/pg_ctl", "-D", pg->dir, "-l", log, "-o", opts, "-w",
-                          "-t", "60", "-m", "fast", action, NULL};
+    const char *argv[] = {PG_TEST_BIN "/pg_ctl",
+                          "-D",
+                          pg->dir,
+                          "-l",
+                          log,
+                          "-o",
+                          opts,
+                          "-w",
+                          "-t",
+                          "60",
+                          "-m",
+                          "fast",
+                          action,
+                          NULL};
     return run_pg_tool(pg, argv) == 0 ? 0 : -EIO;
 }
 
@@ -77,7 +89,7 @@ int pg_test_start(PgTest *pg) {
         }
     }
     const char *initdb[] = {PG_TEST_BIN "/initdb", "-D", pg->dir, "-A", "trust", "-U", "einsora",
-                            "--no-sync", NULL};
+                            "--no-sync",           NULL};
     if (run_pg_tool(pg, initdb) != 0 || pg_test_pg_ctl(pg, "start") < 0) {
         fprintf(stderr, "pg-helper: cannot start PostgreSQL in %s (see %s.tool.log)\n", pg->dir,
                 pg->dir);

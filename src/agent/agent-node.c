@@ -36,7 +36,8 @@ static bool on_vfio(const Accelerator *a) {
 
 static void device_spec(const Accelerator *a, Binding binding, ApiDevice *d) {
     /* Memory in whole GB, rounded: NVML reports a little under the nominal size. */
-    *d = (ApiDevice){.memory_gb = (unsigned)((a->memory_total_bytes + GIB / 2) / GIB), .binding = binding};
+    *d = (ApiDevice){.memory_gb = (unsigned)((a->memory_total_bytes + GIB / 2) / GIB),
+                     .binding = binding};
     snprintf(d->pci, sizeof(d->pci), "%s", a->bdf);
     snprintf(d->cls, sizeof(d->cls), "%s", a->class_name ? a->class_name : "");
     if (a->vendor_id) /* what to add to the catalog when no class matches (R8) */
@@ -52,7 +53,8 @@ static void device_spec(const Accelerator *a, Binding binding, ApiDevice *d) {
     }
 }
 
-json_t *agent_node_json(const AgentIdentity *id, const MachineInventory *inv, const char *sim_bindings) {
+json_t *agent_node_json(const AgentIdentity *id, const MachineInventory *inv,
+                        const char *sim_bindings) {
     /* Heap, not stack: a node description holds room for every device it may have. */
     _cleanup_free_ ApiNode *n = calloc(1, sizeof(*n));
     if (!n)
@@ -71,7 +73,9 @@ json_t *agent_node_json(const AgentIdentity *id, const MachineInventory *inv, co
         const Accelerator *a = &inv->accelerators[i];
         if (a->vendor == VENDOR_APPLE) {
             /* R10: one unit per Mac; usable = the GPU wired limit minus the owner's headroom. */
-            uint64_t usable = a->wired_limit_bytes > a->headroom_bytes ? a->wired_limit_bytes - a->headroom_bytes : 0;
+            uint64_t usable = a->wired_limit_bytes > a->headroom_bytes
+                                      ? a->wired_limit_bytes - a->headroom_bytes
+                                      : 0;
             n->platform = PLATFORM_MACOS;
             n->apple_unified_memory_gb = (unsigned)((a->unified_memory_bytes + GIB / 2) / GIB);
             n->apple_usable_memory_gb = (unsigned)(usable / GIB);
@@ -91,13 +95,14 @@ json_t *agent_node_json(const AgentIdentity *id, const MachineInventory *inv, co
         char buf[512];
         snprintf(buf, sizeof(buf), "%s", id->capabilities);
         char *save = NULL;
-        for (char *t = strtok_r(buf, ",", &save); t && n->n_caps < SPEC_MAX_CAPS; t = strtok_r(NULL, ",", &save))
+        for (char *t = strtok_r(buf, ",", &save); t && n->n_caps < SPEC_MAX_CAPS;
+             t = strtok_r(NULL, ",", &save))
             snprintf(n->caps[n->n_caps++], sizeof(n->caps[0]), "%s", t);
     }
     /* R3: a datacenter node's mode is its label; an agent that is not told reports what its
      * GPUs show (all on vfio-pci: vm-passthrough). Lab and solo GPUs switch one by one (R7). */
     if (n->site_kind == SITE_DATACENTER && (id->mode || n_gpus))
-        n->mode = id->mode ? node_mode_from_string(id->mode)
+        n->mode = id->mode                     ? node_mode_from_string(id->mode)
                   : n_vfio == n_gpus && n_gpus ? NODE_MODE_VM_PASSTHROUGH
                                                : NODE_MODE_CONTAINER;
     return api_node_to_json(n);

@@ -26,16 +26,16 @@ typedef struct Agent {
     const AgentConfig *cfg;
     Client *cl;
     Catalog *catalog;
-    char *pushed;     /* the node description last accepted by the control plane */
-    bool push_due;    /* discover and push again at the next turn */
+    char *pushed;  /* the node description last accepted by the control plane */
+    bool push_due; /* discover and push again at the next turn */
     unsigned turns;
-    bool lost;        /* the control plane did not answer last time: log once, not every turn */
-    bool stopped;     /* this turn stopped a workload: its GPU may still be let go of */
+    bool lost;    /* the control plane did not answer last time: log once, not every turn */
+    bool stopped; /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
-    Driver *drivers[3];     /* container engine, libvirt, processes: once they answered (workloads.h) */
-    bool lost_driver[3];    /* a driver did not answer last time: log once */
-    WorkWatch watch;        /* the long-poll of this node's work (work-watch.h) */
-    bool watch_failing;     /* its last poll failed: log once, not every retry */
+    Driver *drivers[3]; /* container engine, libvirt, processes: once they answered (workloads.h) */
+    bool lost_driver[3]; /* a driver did not answer last time: log once */
+    WorkWatch watch;     /* the long-poll of this node's work (work-watch.h) */
+    bool watch_failing;  /* its last poll failed: log once, not every retry */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -66,7 +66,8 @@ static char *read_state(const Agent *a, const char *name) {
 }
 
 /* Replace (or add) the "<key> <value>" line of key in a state file. */
-static int state_set_line(const Agent *a, const char *name, const char *key, const char *value, Error *err) {
+static int state_set_line(const Agent *a, const char *name, const char *key, const char *value,
+                          Error *err) {
     _cleanup_free_ char *text = read_state(a, name), *p = state_path(a, name);
     StrBuf b = {0};
     size_t n = strlen(key);
@@ -93,7 +94,8 @@ static int call(Agent *a, const char *method, const char *path, json_t *body, lo
     int r = client_call(a->cl, method, path, body, NULL, &status, &j, &err);
     if (r < 0) {
         if (!a->lost)
-            logf_(a, "control plane unreachable (retrying every heartbeat): %s", error_message(&err));
+            logf_(a, "control plane unreachable (retrying every heartbeat): %s",
+                  error_message(&err));
         a->lost = true;
         return r;
     }
@@ -134,7 +136,8 @@ static void push_inventory(Agent *a) {
     _cleanup_free_ char *path = strprintf("/v1/nodes/%s", cfg->id.name);
     long status = 0;
     if (path && call(a, "PUT", path, node, &status, NULL) >= 0 && status < 300) {
-        logf_(a, "inventory pushed (%zu devices)", json_array_size(json_object_get(node, "devices")));
+        logf_(a, "inventory pushed (%zu devices)",
+              json_array_size(json_object_get(node, "devices")));
         free(a->pushed);
         a->pushed = TAKE_PTR(text);
         a->push_due = false;
@@ -162,7 +165,8 @@ static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, siz
         if (r < 0)
             snprintf(msg, size, "%s", error_message(&err));
         else
-            snprintf(msg, size, "simulated: %s now on %s", gpu, STREQ(target, "vfio") ? "vfio-pci" : "the host driver");
+            snprintf(msg, size, "simulated: %s now on %s", gpu,
+                     STREQ(target, "vfio") ? "vfio-pci" : "the host driver");
         return r;
     }
     BindTarget to;
@@ -173,7 +177,8 @@ static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, siz
     int r = gpu_bind(&a->bind, gpu, to, &res, &err);
     /* A workload stopped this turn may hold the GPU a little longer (a VM's vfio fd, a
      * container's device files): confirm its holders are gone before giving up (R4, R7). */
-    for (int64_t deadline = mono_ms() + BIND_HOLDERS_WAIT_MS; r == -EBUSY && a->stopped && mono_ms() < deadline;) {
+    for (int64_t deadline = mono_ms() + BIND_HOLDERS_WAIT_MS;
+         r == -EBUSY && a->stopped && mono_ms() < deadline;) {
         nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
         err = (Error){0};
         r = gpu_bind(&a->bind, gpu, to, &res, &err);
@@ -181,12 +186,15 @@ static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, siz
     if (r < 0)
         snprintf(msg, size, "%s", error_message(&err));
     else
-        snprintf(msg, size, "%s and %zu function(s) of its IOMMU group on %s%s", gpu, res.n_fns ? res.n_fns - 1 : 0,
-                 STREQ(target, "vfio") ? "vfio-pci" : "the host driver", res.changed ? "" : " (already)");
+        snprintf(msg, size, "%s and %zu function(s) of its IOMMU group on %s%s", gpu,
+                 res.n_fns ? res.n_fns - 1 : 0,
+                 STREQ(target, "vfio") ? "vfio-pci" : "the host driver",
+                 res.changed ? "" : " (already)");
     return r;
 }
 
-static int do_reset_check(Agent *a, const char *gpu, const char **ret_verdict, char *msg, size_t size) {
+static int do_reset_check(Agent *a, const char *gpu, const char **ret_verdict, char *msg,
+                          size_t size) {
     if (a->cfg->simulate) {
         /* A scripted verdict (state/sim-reset "<bdf> pass|fail REASON"), else a pass. */
         _cleanup_free_ char *text = read_state(a, "sim-reset");
@@ -197,7 +205,8 @@ static int do_reset_check(Agent *a, const char *gpu, const char **ret_verdict, c
             const char *e = strchrnul(l, '\n');
             if ((size_t)(e - l) > n + 4 && !strncmp(l, gpu, n) && !strncmp(l + n, " fail", 5)) {
                 *ret_verdict = "fail";
-                snprintf(msg, size, "%.*s", (int)(e - (l + n + 5)), *(l + n + 5) == ' ' ? l + n + 6 : l + n + 5);
+                snprintf(msg, size, "%.*s", (int)(e - (l + n + 5)),
+                         *(l + n + 5) == ' ' ? l + n + 6 : l + n + 5);
             }
             l = *e ? e + 1 : e;
         }
@@ -294,10 +303,11 @@ enum { SLOT_ENGINE, SLOT_VM, SLOT_PROCESS, _SLOT_MAX };
 _Static_assert(_SLOT_MAX == ARRAY_SIZE(((Agent *)NULL)->drivers), "one driver per slot");
 
 /* Per driver: what it is called in the log, and the state file of the ids it runs for us. */
-static const char *const slot_names[_SLOT_MAX] = {[SLOT_ENGINE] = "container engine", [SLOT_VM] = "libvirt",
+static const char *const slot_names[_SLOT_MAX] = {[SLOT_ENGINE] = "container engine",
+                                                  [SLOT_VM] = "libvirt",
                                                   [SLOT_PROCESS] = "process driver"};
-static const char *const slot_files[_SLOT_MAX] = {[SLOT_ENGINE] = "containers", [SLOT_VM] = "vms",
-                                                  [SLOT_PROCESS] = "processes"};
+static const char *const slot_files[_SLOT_MAX] = {
+        [SLOT_ENGINE] = "containers", [SLOT_VM] = "vms", [SLOT_PROCESS] = "processes"};
 
 static bool is_member(Agent *a, const char *name, const char *id) {
     _cleanup_free_ char *text = read_state(a, name);
@@ -329,16 +339,20 @@ static bool ensure_slot(Agent *a, int k) {
     Error err = {0};
     /* The process driver keeps its pid and log files in the state folder (drivers/process.h). */
     _cleanup_free_ char *proc_dir = k == SLOT_PROCESS ? state_path(a, "processes.d") : NULL;
-    int r = k == SLOT_ENGINE ? engine_driver_new(&wc->engine, &a->drivers[k], product, sizeof(product), &err)
-            : k == SLOT_VM   ? vm_driver_new(&wc->vm, &a->drivers[k], &err)
-                             : process_driver_new(&(ProcessConfig){.dir = proc_dir}, &a->drivers[k], &err);
+    int r = k == SLOT_ENGINE
+                    ? engine_driver_new(&wc->engine, &a->drivers[k], product, sizeof(product), &err)
+            : k == SLOT_VM
+                    ? vm_driver_new(&wc->vm, &a->drivers[k], &err)
+                    : process_driver_new(&(ProcessConfig){.dir = proc_dir}, &a->drivers[k], &err);
     if (r < 0) {
         slot_failed(a, k, &err);
         return false;
     }
     a->lost_driver[k] = false;
     logf_(a, "%s: %s%s%s", slot_names[k], product, product[0] ? " at " : "",
-          k == SLOT_ENGINE ? wc->engine.socket : k == SLOT_VM ? wc->vm.uri : strempty(proc_dir));
+          k == SLOT_ENGINE ? wc->engine.socket
+          : k == SLOT_VM   ? wc->vm.uri
+                           : strempty(proc_dir));
     char **ids = NULL;
     size_t n = 0;
     if (a->drivers[k]->ops->list(a->drivers[k], &ids, &n, &err) < 0)
@@ -434,7 +448,8 @@ static int stop_driven(Agent *a, const char *id) {
         if (!ensure_slot(a, k))
             return -EAGAIN;
         Error err = {0};
-        unsigned grace = a->cfg->workloads->stop_grace_s ? a->cfg->workloads->stop_grace_s : AGENT_STOP_GRACE_DEFAULT_S;
+        unsigned grace = a->cfg->workloads->stop_grace_s ? a->cfg->workloads->stop_grace_s
+                                                         : AGENT_STOP_GRACE_DEFAULT_S;
         int r = a->drivers[k]->ops->stop(a->drivers[k], id, grace, &err);
         if (r < 0) {
             slot_failed(a, k, &err);
@@ -493,9 +508,10 @@ static void start_workload(Agent *a, json_t *w) {
     /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
     const char *gpus_of[64]; /* a request asks for at most 64 GPUs (the API's limit) */
     size_t n_gpus = 0;
-    json_array_foreach(json_object_get(p, "addresses"), i, addr)
-        if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)) && n_gpus < ARRAY_SIZE(gpus_of))
-            gpus_of[n_gpus++] = json_string_value(addr);
+    json_array_foreach(
+            json_object_get(p, "addresses"), i,
+            addr) if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)) &&
+                      n_gpus < ARRAY_SIZE(gpus_of)) gpus_of[n_gpus++] = json_string_value(addr);
     (void)agent_records_add_many(a->cfg->state_dir, gpus_of, n_gpus, id, &err);
     if (set_running(a, id, true, &err) < 0) {
         logf_(a, "cannot record workload %s: %s", id, error_message(&err));
@@ -506,7 +522,8 @@ static void start_workload(Agent *a, json_t *w) {
     _cleanup_free_ char *gpus = json_dumps(json_object_get(p, "addresses"), JSON_COMPACT);
     json_t *body = url[0] ? json_pack("{s:s}", "url", url) : NULL;
     if (path && call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
-        logf_(a, "started %s %s (%s, %s, GPUs %s)%s%s%s", json_string_value(json_object_get(w, "kind")), id,
+        logf_(a, "started %s %s (%s, %s, GPUs %s)%s%s%s",
+              json_string_value(json_object_get(w, "kind")), id,
               strempty(json_string_value(json_object_get(p, "method"))),
               strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
               slot == SLOT_ENGINE    ? " in a container"
@@ -538,8 +555,8 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         char id[32];
         snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
         bool placed = false;
-        json_array_foreach(work, i, w)
-            placed = placed || json_integer_value(json_object_get(w, "id")) == strtoll(id, NULL, 10);
+        json_array_foreach(work, i, w) placed =
+                placed || json_integer_value(json_object_get(w, "id")) == strtoll(id, NULL, 10);
         if (id[0] && !placed)
             stop_workload(a, id);
         l = *e ? e + 1 : e;
@@ -547,7 +564,8 @@ static void reconcile_workloads(Agent *a, json_t *work) {
     json_array_foreach(work, i, w) {
         const char *st = json_string_value(json_object_get(w, "state"));
         char id[32];
-        snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
+        snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
+                 json_integer_value(json_object_get(w, "id")));
         if (st && STREQ(st, "placed") && !runs(running, id))
             start_workload(a, w);
         else if (st && STREQ(st, "placed") && driven_adopted(a, id))
@@ -579,8 +597,7 @@ static void do_work(Agent *a, json_t *ans) {
     reconcile_workloads(a, json_object_get(ans, "workloads"));
     size_t i;
     json_t *t;
-    json_array_foreach(json_object_get(ans, "tasks"), i, t)
-        do_task(a, t);
+    json_array_foreach(json_object_get(ans, "tasks"), i, t) do_task(a, t);
     if (a->push_due)
         push_inventory(a);
 }
@@ -598,7 +615,8 @@ static void turn(Agent *a) {
         return; /* not registered yet: nothing to heartbeat for */
     for (int k = 0; k < _SLOT_MAX; k++)
         (void)ensure_slot(a, k); /* adopt what the engines run before saying what runs here */
-    json_t *body = json_pack("{s:i, s:o}", "interval_s", (int)a->cfg->heartbeat_s, "running", running_json(a));
+    json_t *body = json_pack("{s:i, s:o}", "interval_s", (int)a->cfg->heartbeat_s, "running",
+                             running_json(a));
     _cleanup_free_ char *path = strprintf("/v1/nodes/%s/heartbeat", a->cfg->id.name);
     long status = 0;
     json_t *ans = NULL;
@@ -632,7 +650,8 @@ static void watch_work(Agent *a, int64_t until_ms) {
         }
         json_t *work = NULL;
         Error err = {0};
-        int r = work_watch_poll(&a->watch, a->cl, cfg->id.name, (unsigned)((until_ms - now + 999) / 1000), &work, &err);
+        int r = work_watch_poll(&a->watch, a->cl, cfg->id.name,
+                                (unsigned)((until_ms - now + 999) / 1000), &work, &err);
         if (r > 0) {
             do_work(a, work);
             json_decref(work);
@@ -658,11 +677,13 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     int r = agent_state_dir_ensure(cfg.state_dir, err);
     if (r < 0)
         return r;
-    if ((r = catalog_load_file(cfg.catalog_path ? cfg.catalog_path : catalog_default_path(), NULL, &a.catalog, err)) < 0)
+    if ((r = catalog_load_file(cfg.catalog_path ? cfg.catalog_path : catalog_default_path(), NULL,
+                               &a.catalog, err)) < 0)
         return r;
     bind_options_init(&a.bind);
     a.bind.state_dir = cfg.state_dir;
-    if ((r = host_paths_init(&a.bind.paths, cfg.discover.sysfs_root, cfg.discover.proc_root, cfg.dev_root)) < 0) {
+    if ((r = host_paths_init(&a.bind.paths, cfg.discover.sysfs_root, cfg.discover.proc_root,
+                             cfg.dev_root)) < 0) {
         catalog_free(a.catalog);
         return error_set(err, r, "A root folder's path is too long.");
     }

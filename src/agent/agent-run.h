@@ -42,15 +42,16 @@ typedef struct AgentIdentity {
 typedef struct AgentConfig {
     const char *server, *token;
     AgentIdentity id;
-    DiscoverOptions discover;   /* roots, NVML, Apple fixture; catalog loaded by agent_run */
-    const char *dev_root;       /* for binding (default /dev) */
-    const char *state_dir;      /* records, journal, quarantine */
-    const char *catalog_path;   /* NULL: the shipped catalog */
-    unsigned heartbeat_s;       /* 0: AGENT_HEARTBEAT_DEFAULT_S */
-    bool simulate;              /* record rebinds and reset checks instead of writing the kernel */
-    FILE *log;                  /* one line per thing done; NULL = quiet */
+    DiscoverOptions discover;    /* roots, NVML, Apple fixture; catalog loaded by agent_run */
+    const char *dev_root;        /* for binding (default /dev) */
+    const char *state_dir;       /* records, journal, quarantine */
+    const char *catalog_path;    /* NULL: the shipped catalog */
+    unsigned heartbeat_s;        /* 0: AGENT_HEARTBEAT_DEFAULT_S */
+    bool simulate;               /* record rebinds and reset checks instead of writing the kernel */
+    FILE *log;                   /* one line per thing done; NULL = quiet */
     volatile sig_atomic_t *stop; /* set (by a signal handler) to stop the loop */
-    const struct AgentWorkloadConfig *workloads; /* drivers for the placed workloads (workloads.h); NULL: recorded only */
+    const struct AgentWorkloadConfig
+            *workloads; /* drivers for the placed workloads (workloads.h); NULL: recorded only */
 } AgentConfig;
 
 /* Run until *cfg->stop is set. Returns 0 on a clean stop, or a negative errno with a sentence
@@ -61,4 +62,5 @@ int agent_run(const AgentConfig *cfg, Error *err);
 /* The node description (POST/PUT /v1/nodes) for a discovered machine: NVIDIA and AMD GPUs
  * (and unclassified PCI accelerators, R8) as devices, the Mac's unified memory (R10), the
  * CPU (R11). sim_bindings: the simulated bindings' text (may be NULL). Pure. */
-json_t *agent_node_json(const AgentIdentity *id, const MachineInventory *inv, const char *sim_bindings);
+json_t *agent_node_json(const AgentIdentity *id, const MachineInventory *inv,
+                        const char *sim_bindings);

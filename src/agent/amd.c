@@ -17,7 +17,8 @@ static void add_error(AmdInfo *info, const char *attr, const char *text) {
     }
 }
 
-static int read_bytes(const HostPaths *p, const char *bdf, const char *attr, uint64_t *ret, AmdInfo *info) {
+static int read_bytes(const HostPaths *p, const char *bdf, const char *attr, uint64_t *ret,
+                      AmdInfo *info) {
     _cleanup_free_ char *s = NULL;
     int r = pci_read_attr(p, bdf, attr, &s);
     if (r == -ENOENT)

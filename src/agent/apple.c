@@ -42,9 +42,9 @@ int apple_gpu_memory(const AppleHost *host, double headroom_gb, AppleGpuMemory *
     else
         limit = apple_default_wired_limit(host->memsize_bytes);
     if (limit > host->memsize_bytes)
-        return error_set(err, -EINVAL,
-                         "the GPU wired limit (%llu MB) is above the Mac's memory (%llu MB)",
-                         (unsigned long long)(limit / MIB), (unsigned long long)(host->memsize_bytes / MIB));
+        return error_set(
+                err, -EINVAL, "the GPU wired limit (%llu MB) is above the Mac's memory (%llu MB)",
+                (unsigned long long)(limit / MIB), (unsigned long long)(host->memsize_bytes / MIB));
     uint64_t headroom;
     if (headroom_gb > 0) {
         if (headroom_gb > 1 << 20)

@@ -24,10 +24,10 @@
 #define APPLE_DEFAULT_HEADROOM_GB 8
 
 typedef struct AppleHost {
-    uint64_t memsize_bytes;          /* hw.memsize */
-    uint64_t wired_limit_mb;         /* iogpu.wired_limit_mb; 0 = system default */
+    uint64_t memsize_bytes;           /* hw.memsize */
+    uint64_t wired_limit_mb;          /* iogpu.wired_limit_mb; 0 = system default */
     uint64_t metal_working_set_bytes; /* MTLDevice.recommendedMaxWorkingSetSize; 0 unknown */
-    char chip[64];                   /* machdep.cpu.brand_string, e.g. "Apple M2 Max" */
+    char chip[64];                    /* machdep.cpu.brand_string, e.g. "Apple M2 Max" */
 } AppleHost;
 
 typedef struct AppleGpuMemory {

@@ -21,24 +21,28 @@
 
 #define VFIO "vfio-pci"
 
-NAME_TABLE_TO_STRING(BindTarget, bind_target, _BIND_TARGET_MAX, [BIND_TO_VFIO] = "vfio",
-                     [BIND_TO_HOST] = "host")
+NAME_TABLE_TO_STRING(BindTarget, bind_target,
+                     _BIND_TARGET_MAX, [BIND_TO_VFIO] = "vfio", [BIND_TO_HOST] = "host")
 
 /* The kernel driver's own name is accepted for "vfio" too. */
 int bind_target_from_string(const char *s, BindTarget *ret) {
-    int t = STREQ(s, VFIO) ? BIND_TO_VFIO : name_table_lookup(bind_target_names, _BIND_TARGET_MAX, s);
+    int t = STREQ(s, VFIO) ? BIND_TO_VFIO
+                           : name_table_lookup(bind_target_names, _BIND_TARGET_MAX, s);
     if (t < 0)
         return -EINVAL;
     *ret = (BindTarget)t;
     return 0;
 }
 
-NAME_TABLE_TO_STRING(RecoverAction, recover_action, _RECOVER_ACTION_MAX,
-                     [RECOVER_NOTHING] = "nothing", [RECOVER_COMPLETED] = "completed",
-                     [RECOVER_ROLLED_BACK] = "rolled-back", [RECOVER_QUARANTINED] = "quarantined")
+NAME_TABLE_TO_STRING(
+        RecoverAction, recover_action,
+        _RECOVER_ACTION_MAX, [RECOVER_NOTHING] = "nothing", [RECOVER_COMPLETED] = "completed",
+        [RECOVER_ROLLED_BACK] = "rolled-back", [RECOVER_QUARANTINED] = "quarantined")
 
 void bind_options_init(BindOptions *o) {
-    *o = (BindOptions){.state_dir = AGENT_STATE_DIR_DEFAULT, .timeout_ms = 10000, .modprobe = "modprobe",
+    *o = (BindOptions){.state_dir = AGENT_STATE_DIR_DEFAULT,
+                       .timeout_ms = 10000,
+                       .modprobe = "modprobe",
                        .holders = holders_scan_proc};
     (void)host_paths_init(&o->paths, NULL, NULL, NULL);
 }
@@ -70,7 +74,8 @@ static bool at_target(const JournalOp *op, const JournalFn *fn, const char *driv
 
 /* Wait until the function's driver is `want` (NULL: until it has none), or the timeout. Real
  * kernels answer synchronously unless a driver probes asynchronously; waiting covers both. */
-static bool wait_driver(const BindOptions *o, const JournalOp *op, const JournalFn *fn, bool want_unbound) {
+static bool wait_driver(const BindOptions *o, const JournalOp *op, const JournalFn *fn,
+                        bool want_unbound) {
     long long deadline = now_us() + (long long)o->timeout_ms * 1000;
     for (;;) {
         char driver[64], override[64];
@@ -83,7 +88,8 @@ static bool wait_driver(const BindOptions *o, const JournalOp *op, const Journal
     }
 }
 
-static void fill_functions(const HostPaths *p, const JournalOp *op, BindFunction *out, size_t *n_out) {
+static void fill_functions(const HostPaths *p, const JournalOp *op, BindFunction *out,
+                           size_t *n_out) {
     for (size_t i = 0; i < op->n_fns; i++) {
         BindFunction *f = &out[i];
         snprintf(f->bdf, sizeof(f->bdf), "%s", op->fns[i].bdf);
@@ -105,7 +111,8 @@ static int log_step(const BindOptions *o, JournalFn *fn, JournalStep step, Error
     return 0;
 }
 
-static int write_attr(const BindOptions *o, const char *bdf, const char *attr, const char *value, Error *err) {
+static int write_attr(const BindOptions *o, const char *bdf, const char *attr, const char *value,
+                      Error *err) {
     char path[PATH_MAX];
     int r = pci_attr_path(&o->paths, bdf, attr, path, sizeof(path));
     if (r < 0)
@@ -115,7 +122,8 @@ static int write_attr(const BindOptions *o, const char *bdf, const char *attr, c
 
 static int write_probe(const BindOptions *o, const char *bdf, Error *err) {
     char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof(path), "%s/bus/pci/drivers_probe", o->paths.sysfs) >= sizeof(path))
+    if ((size_t)snprintf(path, sizeof(path), "%s/bus/pci/drivers_probe", o->paths.sysfs) >=
+        sizeof(path))
         return error_set(err, -ENAMETOOLONG, "The sysfs path %s is too long.", o->paths.sysfs);
     return kernel_write(path, bdf, o->timeout_ms, err);
 }
@@ -139,7 +147,8 @@ static int advance_fn(const BindOptions *o, JournalOp *op, JournalFn *fn, Error 
         if (r < 0)
             return r;
         if (!wait_driver(o, op, fn, true))
-            return error_set(err, -EBUSY, "%s stayed on %s after it was told to let go (waited %d ms).", fn->bdf,
+            return error_set(err, -EBUSY,
+                             "%s stayed on %s after it was told to let go (waited %d ms).", fn->bdf,
                              driver, o->timeout_ms);
     }
     if ((r = log_step(o, fn, JOURNAL_STEP_UNBOUND, err)) < 0)
@@ -155,7 +164,10 @@ static int advance_fn(const BindOptions *o, JournalOp *op, JournalFn *fn, Error 
     if (!wait_driver(o, op, fn, false)) {
         read_state(&o->paths, fn->bdf, driver, override);
         return error_set(err, -ENODEV, "%s did not come up on %s (the kernel shows %s).", fn->bdf,
-                         op->to_vfio ? VFIO : fn->to[0] ? fn->to : "a host driver", driver[0] ? driver : "no driver");
+                         op->to_vfio ? VFIO
+                         : fn->to[0] ? fn->to
+                                     : "a host driver",
+                         driver[0] ? driver : "no driver");
     }
     return log_step(o, fn, JOURNAL_STEP_VERIFIED, err);
 }
@@ -192,7 +204,8 @@ static int roll_back(const BindOptions *o, const JournalOp *op, Error *err) {
 
 static int quarantine(const BindOptions *o, const JournalOp *op, const char *why, Error *err) {
     Error qerr = {0};
-    _cleanup_free_ char *reason = strprintf("moving to %s failed: %s", op->to_vfio ? VFIO : "the host driver", why);
+    _cleanup_free_ char *reason =
+            strprintf("moving to %s failed: %s", op->to_vfio ? VFIO : "the host driver", why);
     if (agent_quarantine_set(o->state_dir, op->gpu, reason ? reason : why, &qerr) < 0 ||
         journal_end(o->state_dir, op->id, JOURNAL_QUARANTINED, &qerr) < 0)
         return error_set(err, qerr.code, "%s", error_message(&qerr));
@@ -218,7 +231,9 @@ static int execute(const BindOptions *o, JournalOp *op, Error *err) {
         r = berr.code == -ETIMEDOUT ? -ETIMEDOUT : r;
     }
     (void)quarantine(o, op, error_message(&ferr), NULL);
-    return error_set(err, r, "%s GPU %s is quarantined, not half-bound: check it, then run 'einsora agent recover --clear-quarantine %s'.",
+    return error_set(err, r,
+                     "%s GPU %s is quarantined, not half-bound: check it, then run 'einsora agent "
+                     "recover --clear-quarantine %s'.",
                      error_message(&ferr), op->gpu, op->gpu);
 }
 
@@ -239,7 +254,8 @@ int gpu_recover(const BindOptions *o, RecoverResult *ret, Error *err) {
     for (size_t i = 0; i < op.n_fns; i++) {
         char driver[64], override[64];
         read_state(&o->paths, op.fns[i].bdf, driver, override);
-        forward = forward || op.fns[i].step >= JOURNAL_STEP_UNBOUND || STRNEQ(driver, op.fns[i].from);
+        forward =
+                forward || op.fns[i].step >= JOURNAL_STEP_UNBOUND || STRNEQ(driver, op.fns[i].from);
     }
     Error ferr = {0};
     if (forward) {
@@ -282,7 +298,9 @@ static void plan_add(BindResult *res, const char *fmt, ...) {
 static int check_quarantine(const BindOptions *o, const char *bdf, Error *err) {
     _cleanup_free_ char *q = NULL;
     if (pci_bdf_is_valid(bdf) && agent_quarantine_get(o->state_dir, bdf, &q) >= 0)
-        return error_set(err, -EPERM, "GPU %s is quarantined (%s); check it, then run 'einsora agent recover --clear-quarantine %s'.",
+        return error_set(err, -EPERM,
+                         "GPU %s is quarantined (%s); check it, then run 'einsora agent recover "
+                         "--clear-quarantine %s'.",
                          bdf, q, bdf);
     return 0;
 }
@@ -293,13 +311,24 @@ static int check_movable(const BindOptions *o, const GpuGroup *g, BindTarget to,
         return q;
     if (to == BIND_TO_VFIO) {
         if (g->iommu_group < 0)
-            return error_set(err, -EOPNOTSUPP, "GPU %s cannot go to a VM because the IOMMU is off on this machine: turn on VT-d or AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on.", g->gpu);
+            return error_set(
+                    err, -EOPNOTSUPP,
+                    "GPU %s cannot go to a VM because the IOMMU is off on this machine: turn on "
+                    "VT-d or AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on.",
+                    g->gpu);
         const GroupMember *f = gpu_group_foreign(g);
         if (f)
-            return error_set(err, -EPERM, "GPU %s shares its IOMMU group %d with %s (%s, driver %s), which is not part of the GPU, so the group cannot be given to a VM without taking that device from the host; move the GPU to another slot.",
-                             g->gpu, g->iommu_group, f->bdf, pci_class_describe(f->class_code), f->driver[0] ? f->driver : "none");
+            return error_set(err, -EPERM,
+                             "GPU %s shares its IOMMU group %d with %s (%s, driver %s), which is "
+                             "not part of the GPU, so the group cannot be given to a VM without "
+                             "taking that device from the host; move the GPU to another slot.",
+                             g->gpu, g->iommu_group, f->bdf, pci_class_describe(f->class_code),
+                             f->driver[0] ? f->driver : "none");
         if (g->boot_vga)
-            return error_set(err, -EPERM, "GPU %s is the boot display device (it shows this machine's console), so it stays with the host.", g->gpu);
+            return error_set(err, -EPERM,
+                             "GPU %s is the boot display device (it shows this machine's console), "
+                             "so it stays with the host.",
+                             g->gpu);
     }
     const GroupMember *fns[8];
     size_t n = gpu_group_functions(g, fns, ARRAY_SIZE(fns));
@@ -313,7 +342,9 @@ static int check_movable(const BindOptions *o, const GpuGroup *g, BindTarget to,
             StrBuf b = {0};
             for (size_t k = 0; k < n_ids; k++)
                 strbuf_printf(&b, "%s%s", k ? ", " : "", ids[k]);
-            r = error_set(err, -EBUSY, "GPU %s is running workload %s (as the agent's records show); stop it before moving the GPU.",
+            r = error_set(err, -EBUSY,
+                          "GPU %s is running workload %s (as the agent's records show); stop it "
+                          "before moving the GPU.",
                           g->gpu, strempty(strbuf_cstr(&b)));
             strbuf_done(&b);
             strv_free(ids, n_ids);
@@ -350,8 +381,9 @@ static int check_movable(const BindOptions *o, const GpuGroup *g, BindTarget to,
     if (n_h > 0) {
         _cleanup_free_ char *who = holders_describe(h, n_h);
         free(h);
-        return error_set(err, -EBUSY, "GPU %s is in use: %s; stop those processes before moving the GPU.", g->gpu,
-                         strempty(who));
+        return error_set(err, -EBUSY,
+                         "GPU %s is in use: %s; stop those processes before moving the GPU.",
+                         g->gpu, strempty(who));
     }
     free(h);
     return 0;
@@ -383,10 +415,14 @@ static int load_vfio(const BindOptions *o, Error *err) {
     if (!exited) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        return error_set(err, -ETIMEDOUT, "Loading the vfio-pci module did not finish within %d ms.", o->timeout_ms);
+        return error_set(err, -ETIMEDOUT,
+                         "Loading the vfio-pci module did not finish within %d ms.", o->timeout_ms);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return error_set(err, -ENOENT, "The vfio-pci module could not be loaded ('%s vfio-pci' failed); is it installed for this kernel?", o->modprobe);
+        return error_set(err, -ENOENT,
+                         "The vfio-pci module could not be loaded ('%s vfio-pci' failed); is it "
+                         "installed for this kernel?",
+                         o->modprobe);
     while (stat(dir, &st) < 0) {
         if (now_us() > deadline)
             return error_set(err, -ENOENT, "vfio-pci was loaded but does not show in %s.", dir);
@@ -396,7 +432,8 @@ static int load_vfio(const BindOptions *o, Error *err) {
 }
 
 /* The operation: every GPU function of the group, with where it goes. */
-static int plan_op(const BindOptions *o, const GpuGroup *g, BindTarget to, JournalOp *op, Error *err) {
+static int plan_op(const BindOptions *o, const GpuGroup *g, BindTarget to, JournalOp *op,
+                   Error *err) {
     *op = (JournalOp){.to_vfio = to == BIND_TO_VFIO};
     snprintf(op->gpu, sizeof(op->gpu), "%s", g->gpu);
     const GroupMember *fns[JOURNAL_MAX_FNS];
@@ -412,13 +449,17 @@ static int plan_op(const BindOptions *o, const GpuGroup *g, BindTarget to, Journ
             continue;
         }
         _cleanup_free_ char *remembered = NULL;
-        if (agent_host_driver_get(o->state_dir, fn->bdf, &remembered) >= 0 && STRNEQ(remembered, VFIO))
+        if (agent_host_driver_get(o->state_dir, fn->bdf, &remembered) >= 0 &&
+            STRNEQ(remembered, VFIO))
             snprintf(fn->to, sizeof(fn->to), "%s", remembered);
         else
-            snprintf(fn->to, sizeof(fn->to), "%s", pci_default_host_driver(fns[i]->vendor, fns[i]->class_code));
-        /* A host driver that is not loaded cannot bind: then any driver but vfio-pci (or none) will do. */
+            snprintf(fn->to, sizeof(fn->to), "%s",
+                     pci_default_host_driver(fns[i]->vendor, fns[i]->class_code));
+        /* A host driver that is not loaded cannot bind: then any driver but vfio-pci (or none) will
+         * do. */
         char dir[PATH_MAX];
-        if (fn->to[0] && ((size_t)snprintf(dir, sizeof(dir), "%s/bus/pci/drivers/%s", o->paths.sysfs, fn->to) >= sizeof(dir) ||
+        if (fn->to[0] && ((size_t)snprintf(dir, sizeof(dir), "%s/bus/pci/drivers/%s",
+                                           o->paths.sysfs, fn->to) >= sizeof(dir) ||
                           access(dir, F_OK) < 0))
             fn->to[0] = '\0';
     }
@@ -437,7 +478,8 @@ static bool op_is_done(const BindOptions *o, const JournalOp *op) {
     return true;
 }
 
-static int bind_one(const BindOptions *o, const char *bdf, BindTarget to, BindResult *ret, Error *err) {
+static int bind_one(const BindOptions *o, const char *bdf, BindTarget to, BindResult *ret,
+                    Error *err) {
     BindResult res = {.to = to, .dry_run = o->dry_run};
     snprintf(res.gpu, sizeof(res.gpu), "%s", strempty(bdf));
     /* First: a quarantined GPU may no longer even read as a GPU. */
@@ -463,7 +505,9 @@ static int bind_one(const BindOptions *o, const char *bdf, BindTarget to, BindRe
             if (fn->from[0] && !at_target(&op, fn, fn->from))
                 plan_add(&res, "%s/driver/unbind <- %s   (from %s)", fn->bdf, fn->bdf, fn->from);
             plan_add(&res, "drivers_probe <- %s   (expect %s)", fn->bdf,
-                     op.to_vfio ? VFIO : fn->to[0] ? fn->to : "a host driver");
+                     op.to_vfio  ? VFIO
+                     : fn->to[0] ? fn->to
+                                 : "a host driver");
         }
         if (!o->dry_run) {
             if (to == BIND_TO_VFIO && (r = load_vfio(o, err)) < 0)
@@ -471,7 +515,8 @@ static int bind_one(const BindOptions *o, const char *bdf, BindTarget to, BindRe
             /* Where each function goes back to, kept before the first write so it is never lost. */
             for (size_t i = 0; to == BIND_TO_VFIO && i < op.n_fns; i++)
                 if (op.fns[i].from[0] && STRNEQ(op.fns[i].from, VFIO) &&
-                    (r = agent_host_driver_remember(o->state_dir, op.fns[i].bdf, op.fns[i].from, err)) < 0)
+                    (r = agent_host_driver_remember(o->state_dir, op.fns[i].bdf, op.fns[i].from,
+                                                    err)) < 0)
                     return r;
             if ((r = journal_begin(o->state_dir, &op, err)) < 0)
                 return r;
@@ -524,7 +569,8 @@ int node_switch(const BindOptions *o, BindTarget to, SwitchResult *ret, Error *e
     size_t n_devs;
     r = pci_list_devices(&o->paths, &devs, &n_devs);
     if (r < 0)
-        return error_set(err, r, "Could not list the PCI devices in %s: %s.", o->paths.sysfs, strerror(-r));
+        return error_set(err, r, "Could not list the PCI devices in %s: %s.", o->paths.sysfs,
+                         strerror(-r));
     SwitchResult res = {.to = to};
     const char *gpus[NODE_MAX_GPUS];
     size_t n_gpus = 0;
@@ -561,7 +607,8 @@ int node_switch(const BindOptions *o, BindTarget to, SwitchResult *ret, Error *e
         if (r < 0)
             r = error_set(err, r, "Could not read this machine's GPUs.");
         else
-            r = error_set(err, refuse, "Switching this machine to %s is refused, nothing was changed: %s",
+            r = error_set(err, refuse,
+                          "Switching this machine to %s is refused, nothing was changed: %s",
                           bind_target_to_string(to), strempty(strbuf_cstr(&why)));
         strbuf_done(&why);
         strv_free(devs, n_devs);
@@ -574,8 +621,10 @@ int node_switch(const BindOptions *o, BindTarget to, SwitchResult *ret, Error *e
         if (r >= 0)
             res.n_gpus++;
         else
-            r = error_set(err, r, "The switch to %s stopped at GPU %s after %zu of %zu GPUs had moved: %s",
-                          bind_target_to_string(to), gpus[i], res.n_gpus, n_gpus, error_message(&berr));
+            r = error_set(err, r,
+                          "The switch to %s stopped at GPU %s after %zu of %zu GPUs had moved: %s",
+                          bind_target_to_string(to), gpus[i], res.n_gpus, n_gpus,
+                          error_message(&berr));
     }
     strv_free(devs, n_devs);
     if (r < 0)

@@ -67,11 +67,11 @@ typedef struct BindResult {
     char gpu[16];
     BindTarget to;
     bool dry_run;
-    bool changed;      /* the kernel was written to */
-    int iommu_group;   /* -1 with the IOMMU off */
+    bool changed;    /* the kernel was written to */
+    int iommu_group; /* -1 with the IOMMU off */
     BindFunction fns[8];
     size_t n_fns;
-    char plan[4096];   /* the writes, one per line ("dry run" shows them) */
+    char plan[4096];         /* the writes, one per line ("dry run" shows them) */
     RecoverAction recovered; /* what the automatic recovery at the start did */
     char recovered_gpu[16];
 } BindResult;

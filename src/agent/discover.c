@@ -53,7 +53,8 @@ int cpu_parse_cpuinfo(const char *text, unsigned *ret_cores, char **ret_model) {
     for (const char *line = text; line && *line;) {
         const char *nl = strchr(line, '\n');
         size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        if (len >= 9 && strncmp(line, "processor", 9) == 0 && (line[9] == ' ' || line[9] == '\t' || line[9] == ':'))
+        if (len >= 9 && strncmp(line, "processor", 9) == 0 &&
+            (line[9] == ' ' || line[9] == '\t' || line[9] == ':'))
             cores++;
         else if (!model && len > 10 && strncmp(line, "model name", 10) == 0) {
             const char *c = memchr(line, ':', len);
@@ -108,7 +109,8 @@ static int read_cpu(const HostPaths *p, bool real_proc, CpuInventory *cpu, Error
     if (r < 0) {
         long n = real_proc ? sysconf(_SC_NPROCESSORS_ONLN) : -1;
         if (n <= 0)
-            return error_set(err, -EINVAL, "cannot count CPUs: %s is missing or has no 'processor' lines", path);
+            return error_set(err, -EINVAL,
+                             "cannot count CPUs: %s is missing or has no 'processor' lines", path);
         cpu->logical_cores = (unsigned)n;
     }
     free(text);
@@ -120,7 +122,8 @@ static int read_cpu(const HostPaths *p, bool real_proc, CpuInventory *cpu, Error
     if (r < 0) {
         long pages = real_proc ? sysconf(_SC_PHYS_PAGES) : -1, size = sysconf(_SC_PAGESIZE);
         if (pages <= 0 || size <= 0)
-            return error_set(err, -EINVAL, "cannot read the memory size: %s has no MemTotal line", path);
+            return error_set(err, -EINVAL, "cannot read the memory size: %s has no MemTotal line",
+                             path);
         cpu->memory_bytes = (uint64_t)pages * (uint64_t)size;
     }
     return 0;
@@ -166,7 +169,8 @@ static int read_group(const HostPaths *p, Accelerator *a) {
     size_t n = 0;
     r = pci_iommu_group_members(p, a->iommu_group, &members, &n);
     if (r < 0) {
-        add_error(a, "IOMMU group %d's members cannot be listed: %s.", a->iommu_group, strerror(-r));
+        add_error(a, "IOMMU group %d's members cannot be listed: %s.", a->iommu_group,
+                  strerror(-r));
         return r == -ENOMEM ? r : 0;
     }
     a->group = calloc(n ? n : 1, sizeof(GroupPeer));
@@ -290,8 +294,12 @@ static Vendor vendor_of(uint16_t id) {
 /* Decide whether bdf is an accelerator. Only a readable vendor or class that proves the device
  * is not ours excludes it: a device with malformed ids is kept, with an error, never dropped. */
 static int probe_pci(const HostPaths *p, const char *bdf, Accelerator *a, bool *ret_keep) {
-    *a = (Accelerator){.numa_node = -1, .iommu_group = -1, .boot_vga = -1, .mig_current = -1,
-                       .mig_pending = -1, .nvidia_minor = -1};
+    *a = (Accelerator){.numa_node = -1,
+                       .iommu_group = -1,
+                       .boot_vga = -1,
+                       .mig_current = -1,
+                       .mig_pending = -1,
+                       .nvidia_minor = -1};
     snprintf(a->bdf, sizeof(a->bdf), "%s", bdf);
     _cleanup_free_ char *v = NULL, *c = NULL;
     int rv = pci_read_attr(p, bdf, "vendor", &v), rc = pci_read_attr(p, bdf, "class", &c);
@@ -324,8 +332,10 @@ static int read_pci(const HostPaths *p, Accelerator *a) {
     _cleanup_free_ char *numa = attr_or_note(p, a, "numa_node");
     if (numa && pci_parse_numa_node(numa, &a->numa_node) < 0)
         add_error(a, "sysfs numa_node reads '%.40s', not a node number.", numa);
-    read_link(p, a, "current_link_speed", &a->link_speed_mts, pci_parse_link_speed, "speed like '16.0 GT/s PCIe'");
-    read_link(p, a, "max_link_speed", &a->max_link_speed_mts, pci_parse_link_speed, "speed like '16.0 GT/s PCIe'");
+    read_link(p, a, "current_link_speed", &a->link_speed_mts, pci_parse_link_speed,
+              "speed like '16.0 GT/s PCIe'");
+    read_link(p, a, "max_link_speed", &a->max_link_speed_mts, pci_parse_link_speed,
+              "speed like '16.0 GT/s PCIe'");
     read_link(p, a, "current_link_width", &a->link_width, pci_parse_link_width, "lane count");
     read_link(p, a, "max_link_width", &a->max_link_width, pci_parse_link_width, "lane count");
     int r = pci_driver_name(p, a->bdf, &a->driver);
@@ -402,8 +412,10 @@ static int merge_nvml(Accelerator *a, NvmlGpu *g) {
         return -ENOMEM;
     for (size_t i = 0; i < g->n_mig; i++) {
         MigInstance *m = &a->mig[a->n_mig++];
-        *m = (MigInstance){.gpu_instance_id = g->mig[i].gpu_instance_id, .profile_id = g->mig[i].profile_id,
-                           .start = g->mig[i].start, .size = g->mig[i].size};
+        *m = (MigInstance){.gpu_instance_id = g->mig[i].gpu_instance_id,
+                           .profile_id = g->mig[i].profile_id,
+                           .start = g->mig[i].start,
+                           .size = g->mig[i].size};
         if (!(m->profile = strdup(g->mig[i].profile)))
             return -ENOMEM;
     }
@@ -429,7 +441,9 @@ static int classify(Accelerator *a, const DiscoverOptions *o) {
                 return -ENOMEM;
         }
     }
-    const char *pci_name = o->pci_ids && a->device_id ? pci_ids_device_name(o->pci_ids, a->vendor_id, a->device_id) : NULL;
+    const char *pci_name = o->pci_ids && a->device_id
+                                   ? pci_ids_device_name(o->pci_ids, a->vendor_id, a->device_id)
+                                   : NULL;
     if (pci_name && !(a->pci_name = strdup(pci_name)))
         return -ENOMEM;
     if (a->nvml_name) {
@@ -453,7 +467,8 @@ static int attach_holders(MachineInventory *inv, const HostPaths *p) {
         Accelerator *a = &inv->accelerators[ai];
         for (size_t i = 0; r >= 0 && i < n; i++)
             for (size_t k = 0; k < a->n_device_files; k++) {
-                if (a->device_nodes[k].kind != h[i].node.kind || a->device_nodes[k].num != h[i].node.num)
+                if (a->device_nodes[k].kind != h[i].node.kind ||
+                    a->device_nodes[k].num != h[i].node.num)
                     continue;
                 DeviceHolder *nh = realloc(a->holders, (a->n_holders + 1) * sizeof(*nh));
                 if (!nh) {
@@ -462,7 +477,9 @@ static int attach_holders(MachineInventory *inv, const HostPaths *p) {
                 }
                 a->holders = nh;
                 DeviceHolder *d = &a->holders[a->n_holders++];
-                *d = (DeviceHolder){.pid = h[i].pid, .comm = strdup(h[i].comm), .path = strdup(a->device_files[k])};
+                *d = (DeviceHolder){.pid = h[i].pid,
+                                    .comm = strdup(h[i].comm),
+                                    .path = strdup(a->device_files[k])};
                 if (!d->comm || !d->path)
                     r = -ENOMEM;
                 break;
@@ -496,10 +513,17 @@ static int discover_apple(MachineInventory *inv, const DiscoverOptions *o, Error
         return error_set(err, -ENOMEM, "out of memory");
     inv->accelerators = na;
     Accelerator *a = &inv->accelerators[inv->n_accelerators++];
-    *a = (Accelerator){.vendor = VENDOR_APPLE, .numa_node = -1, .iommu_group = -1, .boot_vga = -1,
-                       .mig_current = -1, .mig_pending = -1, .nvidia_minor = -1,
-                       .memory_total_bytes = mem.usable_bytes, .memory_source = "apple",
-                       .unified_memory_bytes = mem.unified_bytes, .wired_limit_bytes = mem.limit_bytes,
+    *a = (Accelerator){.vendor = VENDOR_APPLE,
+                       .numa_node = -1,
+                       .iommu_group = -1,
+                       .boot_vga = -1,
+                       .mig_current = -1,
+                       .mig_pending = -1,
+                       .nvidia_minor = -1,
+                       .memory_total_bytes = mem.usable_bytes,
+                       .memory_source = "apple",
+                       .unified_memory_bytes = mem.unified_bytes,
+                       .wired_limit_bytes = mem.limit_bytes,
                        .headroom_bytes = mem.headroom_bytes};
     const GpuClass *cls = apple_match_class(o->catalog, &mem);
     a->model = strprintf("%s GPU", host.chip[0] ? host.chip : "Apple Silicon");
@@ -508,9 +532,9 @@ static int discover_apple(MachineInventory *inv, const DiscoverOptions *o, Error
                                   "headroom %llu MB",
                                   o->apple_fixture ? "from fixture" : "from sysctl", mem.unified_gb,
                                   (unsigned long long)(mem.limit_bytes / MIB),
-                                  host.wired_limit_mb ? "iogpu.wired_limit_mb"
+                                  host.wired_limit_mb            ? "iogpu.wired_limit_mb"
                                   : host.metal_working_set_bytes ? "Metal's recommended working set"
-                                                                  : "system default",
+                                                                 : "system default",
                                   (unsigned long long)(mem.headroom_bytes / MIB));
     if (!a->model || (cls && !a->class_name) || !inv->apple_status)
         return error_set(err, -ENOMEM, "out of memory");
@@ -531,7 +555,8 @@ static int discover_pci(MachineInventory *inv, const HostPaths *p, const Discove
     if (r == -ENOENT)
         return 0; /* no PCI bus (a Mac, a container without /sys): nothing to list */
     if (r < 0)
-        return error_set(err, r, "cannot list PCI devices under %s/bus/pci/devices: %s", p->sysfs, strerror(-r));
+        return error_set(err, r, "cannot list PCI devices under %s/bus/pci/devices: %s", p->sysfs,
+                         strerror(-r));
     inv->accelerators = calloc(n ? n : 1, sizeof(Accelerator));
     if (!inv->accelerators)
         r = -ENOMEM;
@@ -554,7 +579,8 @@ static int discover_pci(MachineInventory *inv, const HostPaths *p, const Discove
                 free(nv->gpus[k].error);
                 nv->gpus[k].error = NULL;
             }
-        if (r >= 0 && a->vendor == VENDOR_NVIDIA && a->nvidia_minor < 0 && a->driver && STREQ(a->driver, "nvidia"))
+        if (r >= 0 && a->vendor == VENDOR_NVIDIA && a->nvidia_minor < 0 && a->driver &&
+            STREQ(a->driver, "nvidia"))
             a->nvidia_minor = nvidia_minor_from_proc(p, a->bdf);
         if (r >= 0)
             r = collect_device_nodes(p, a);
@@ -577,13 +603,19 @@ static int discover_pci(MachineInventory *inv, const HostPaths *p, const Discove
         }
         if (!g->bdf[0])
             continue;
-        Accelerator *na = realloc(inv->accelerators, (inv->n_accelerators + 1) * sizeof(Accelerator));
+        Accelerator *na =
+                realloc(inv->accelerators, (inv->n_accelerators + 1) * sizeof(Accelerator));
         if (!na)
             return error_set(err, -ENOMEM, "out of memory");
         inv->accelerators = na;
         Accelerator *a = &inv->accelerators[inv->n_accelerators++];
-        *a = (Accelerator){.vendor = VENDOR_NVIDIA, .vendor_id = g->vendor_id, .device_id = g->device_id,
-                           .numa_node = -1, .iommu_group = -1, .boot_vga = -1, .nvidia_minor = -1};
+        *a = (Accelerator){.vendor = VENDOR_NVIDIA,
+                           .vendor_id = g->vendor_id,
+                           .device_id = g->device_id,
+                           .numa_node = -1,
+                           .iommu_group = -1,
+                           .boot_vga = -1,
+                           .nvidia_minor = -1};
         snprintf(a->bdf, sizeof(a->bdf), "%s", g->bdf);
         add_error(a, "NVML reports this GPU but %s/bus/pci/devices does not list it.", p->sysfs);
         if (merge_nvml(a, g) < 0 || classify(a, o) < 0)
@@ -625,7 +657,8 @@ int machine_discover(const DiscoverOptions *o, MachineInventory **ret, Error *er
             inv->nvml_status = strdup(nv->status);
         }
     }
-    r = inv->nvml_status ? discover_pci(inv, &p, o, nv, err) : error_set(err, -ENOMEM, "out of memory");
+    r = inv->nvml_status ? discover_pci(inv, &p, o, nv, err)
+                         : error_set(err, -ENOMEM, "out of memory");
     nvml_report_free(nv);
     if (r < 0)
         return r;

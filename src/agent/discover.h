@@ -29,9 +29,9 @@ typedef struct GroupPeer {
 typedef struct MigInstance {
     unsigned gpu_instance_id;
     unsigned profile_id;
-    char *profile;          /* "1g.18gb" */
-    unsigned start, size;   /* placement on the 8 memory slots */
-    char *slice_class;      /* catalog MIG slice class name, NULL when unclassified */
+    char *profile;        /* "1g.18gb" */
+    unsigned start, size; /* placement on the 8 memory slots */
+    char *slice_class;    /* catalog MIG slice class name, NULL when unclassified */
 } MigInstance;
 
 typedef struct DeviceHolder {
@@ -48,28 +48,28 @@ typedef struct Accelerator {
     uint16_t vendor_id, device_id, subsystem_vendor_id, subsystem_device_id;
     uint32_t class_code;
 
-    char *model;     /* best name: NVML name, else AMD product name, else pci.ids, else raw id */
-    char *pci_name;  /* pci.ids device name, NULL when unknown */
-    char *nvml_name; /* NULL without NVML data */
-    char *uuid;      /* NVML UUID, NULL without NVML data */
+    char *model;      /* best name: NVML name, else AMD product name, else pci.ids, else raw id */
+    char *pci_name;   /* pci.ids device name, NULL when unknown */
+    char *nvml_name;  /* NULL without NVML data */
+    char *uuid;       /* NVML UUID, NULL without NVML data */
     char *class_name; /* catalog class; NULL = unclassified */
-    bool consumer; /* from the catalog class */
+    bool consumer;    /* from the catalog class */
 
     uint64_t memory_total_bytes, memory_used_bytes; /* 0 when unknown */
     const char *memory_source;                      /* "nvml", "amdgpu", "apple", NULL */
     uint64_t gtt_total_bytes, gtt_used_bytes;       /* AMD GTT (system memory the GPU maps) */
 
-    int numa_node; /* -1: none reported */
+    int numa_node;                               /* -1: none reported */
     unsigned link_speed_mts, max_link_speed_mts; /* MT/s; LINK_UNKNOWN */
     unsigned link_width, max_link_width;
 
     char *driver;          /* bound driver; NULL when unbound */
     char *driver_override; /* NULL when "(null)" */
     int iommu_group;       /* -1: no group (IOMMU off) */
-    GroupPeer *group;    /* the other members of the group */
+    GroupPeer *group;      /* the other members of the group */
     size_t n_group;
-    int boot_vga;          /* -1: no boot_vga attribute; 0; 1 */
-    char **reset_methods;  /* NULL with has_reset_method false: attribute absent */
+    int boot_vga;         /* -1: no boot_vga attribute; 0; 1 */
+    char **reset_methods; /* NULL with has_reset_method false: attribute absent */
     size_t n_reset_methods;
     bool has_reset_method;
 
@@ -77,7 +77,7 @@ typedef struct Accelerator {
     MigInstance *mig;
     size_t n_mig;
 
-    int nvidia_minor; /* -1 when unknown */
+    int nvidia_minor;    /* -1 when unknown */
     char **device_files; /* "/dev/nvidia0", "/dev/dri/renderD128", "/dev/kfd", "/dev/vfio/12" */
     DevNode *device_nodes;
     size_t n_device_files;
@@ -102,18 +102,18 @@ typedef struct MachineInventory {
     Accelerator *accelerators; /* sorted by PCI address; an Apple GPU last */
     size_t n_accelerators;
     CpuInventory cpu;
-    bool iommu_enabled;  /* <sysfs>/kernel/iommu_groups has groups */
-    bool nvml_loaded;    /* NVML answered */
-    char *nvml_status;   /* why NVML data is absent, or "NVML answered for N GPUs" (+ notes) */
-    char *apple_status;  /* how the Apple GPU was found, or NULL on machines without one */
+    bool iommu_enabled; /* <sysfs>/kernel/iommu_groups has groups */
+    bool nvml_loaded;   /* NVML answered */
+    char *nvml_status;  /* why NVML data is absent, or "NVML answered for N GPUs" (+ notes) */
+    char *apple_status; /* how the Apple GPU was found, or NULL on machines without one */
 } MachineInventory;
 
 typedef struct DiscoverOptions {
     const char *sysfs_root, *proc_root, *dev_root; /* NULL: /sys, /proc, /dev */
-    const char *nvml_lib;   /* NULL: "libnvidia-ml.so.1" from the loader's search path */
-    bool no_nvml;           /* do not load NVML at all */
-    const Catalog *catalog; /* NULL: nothing is classified */
-    const PciIds *pci_ids;  /* NULL: no pci.ids names */
+    const char *nvml_lib;      /* NULL: "libnvidia-ml.so.1" from the loader's search path */
+    bool no_nvml;              /* do not load NVML at all */
+    const Catalog *catalog;    /* NULL: nothing is classified */
+    const PciIds *pci_ids;     /* NULL: no pci.ids names */
     const char *apple_fixture; /* describe a Mac from this file instead of the host (tests, demo) */
     double apple_headroom_gb;  /* <= 0: the default (see apple.h) */
     bool no_holders;           /* skip the /proc fd scan */

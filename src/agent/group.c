@@ -17,15 +17,24 @@ const char *pci_class_describe(uint32_t class_code) {
         uint32_t cls; /* 0xCCSS */
         const char *name;
     } names[] = {
-            {0x0100, "SCSI storage controller"}, {0x0104, "RAID controller"},
-            {0x0106, "SATA controller"},          {0x0108, "NVMe controller"},
-            {0x0200, "Ethernet controller"},      {0x0207, "InfiniBand controller"},
-            {0x0280, "network controller"},       {0x0300, "VGA controller"},
-            {0x0302, "3D controller"},            {0x0380, "display controller"},
-            {0x0403, "audio device"},             {0x0600, "host bridge"},
-            {0x0601, "ISA bridge"},               {0x0604, "PCI bridge"},
-            {0x0c03, "USB controller"},           {0x0c05, "SMBus controller"},
-            {0x0c80, "serial bus controller"},    {0x0d80, "wireless controller"},
+            {0x0100, "SCSI storage controller"},
+            {0x0104, "RAID controller"},
+            {0x0106, "SATA controller"},
+            {0x0108, "NVMe controller"},
+            {0x0200, "Ethernet controller"},
+            {0x0207, "InfiniBand controller"},
+            {0x0280, "network controller"},
+            {0x0300, "VGA controller"},
+            {0x0302, "3D controller"},
+            {0x0380, "display controller"},
+            {0x0403, "audio device"},
+            {0x0600, "host bridge"},
+            {0x0601, "ISA bridge"},
+            {0x0604, "PCI bridge"},
+            {0x0c03, "USB controller"},
+            {0x0c05, "SMBus controller"},
+            {0x0c80, "serial bus controller"},
+            {0x0d80, "wireless controller"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
         if (names[i].cls == class_code >> 8)
@@ -50,22 +59,27 @@ static bool same_slot(const char *a, const char *b) {
     return strncmp(a, b, 10) == 0; /* "dddd:bb:dd" */
 }
 
-static void read_name(const HostPaths *p, const char *bdf, const char *attr, char *out, size_t size) {
+static void read_name(const HostPaths *p, const char *bdf, const char *attr, char *out,
+                      size_t size) {
     char *s = NULL;
     out[0] = '\0';
-    if (STREQ(attr, "driver") ? pci_driver_name(p, bdf, &s) >= 0 : pci_read_attr(p, bdf, attr, &s) >= 0) {
+    if (STREQ(attr, "driver") ? pci_driver_name(p, bdf, &s) >= 0
+                              : pci_read_attr(p, bdf, attr, &s) >= 0) {
         if (!STREQ(s, "(null)"))
             snprintf(out, size, "%s", s);
     }
     free(s);
 }
 
-static int load_member(const HostPaths *p, const char *gpu, const char *bdf, GroupMember *m, Error *err) {
+static int load_member(const HostPaths *p, const char *gpu, const char *bdf, GroupMember *m,
+                       Error *err) {
     *m = (GroupMember){0};
     snprintf(m->bdf, sizeof(m->bdf), "%s", bdf);
-    if (pci_read_hex_attr(p, bdf, "vendor", &m->vendor) < 0 || pci_read_hex_attr(p, bdf, "device", &m->device) < 0 ||
+    if (pci_read_hex_attr(p, bdf, "vendor", &m->vendor) < 0 ||
+        pci_read_hex_attr(p, bdf, "device", &m->device) < 0 ||
         pci_read_hex_attr(p, bdf, "class", &m->class_code) < 0)
-        return error_set(err, -ENODEV, "PCI device %s cannot be read (it may have been removed).", bdf);
+        return error_set(err, -ENODEV, "PCI device %s cannot be read (it may have been removed).",
+                         bdf);
     read_name(p, bdf, "driver", m->driver, sizeof(m->driver));
     read_name(p, bdf, "driver_override", m->override, sizeof(m->override));
     if ((m->class_code >> 16) == 0x06)
@@ -83,10 +97,12 @@ int gpu_group_load(const HostPaths *p, const char *bdf, GpuGroup *ret, Error *er
     GpuGroup g = {.iommu_group = -1};
     snprintf(g.gpu, sizeof(g.gpu), "%s", bdf);
     uint32_t vendor, cls;
-    if (pci_read_hex_attr(p, bdf, "vendor", &vendor) < 0 || pci_read_hex_attr(p, bdf, "class", &cls) < 0)
+    if (pci_read_hex_attr(p, bdf, "vendor", &vendor) < 0 ||
+        pci_read_hex_attr(p, bdf, "class", &cls) < 0)
         return error_set(err, -ENODEV, "There is no PCI device %s on this machine.", bdf);
     if (!pci_is_gpu(vendor, cls))
-        return error_set(err, -EINVAL, "%s is a %s, not an NVIDIA or AMD GPU.", bdf, pci_class_describe(cls));
+        return error_set(err, -EINVAL, "%s is a %s, not an NVIDIA or AMD GPU.", bdf,
+                         pci_class_describe(cls));
     char *boot = NULL;
     if (pci_read_attr(p, bdf, "boot_vga", &boot) >= 0)
         g.boot_vga = STREQ(boot, "1");
@@ -116,7 +132,10 @@ int gpu_group_load(const HostPaths *p, const char *bdf, GpuGroup *ret, Error *er
         return error_set(err, r, "Could not read the IOMMU group of %s: %s.", bdf, strerror(-r));
     if (n > ARRAY_SIZE(g.members)) {
         strv_free(bdfs, n);
-        return error_set(err, -E2BIG, "The IOMMU group of %s has %zu devices; a GPU's group this large is not moved.", bdf, n);
+        return error_set(
+                err, -E2BIG,
+                "The IOMMU group of %s has %zu devices; a GPU's group this large is not moved.",
+                bdf, n);
     }
     for (size_t i = 0; i < n && r >= 0; i++)
         r = load_member(p, bdf, bdfs[i], &g.members[g.n_members++], err);

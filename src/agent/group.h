@@ -23,7 +23,7 @@ typedef struct GroupMember {
     char bdf[16];
     uint32_t vendor, device, class_code;
     GroupMemberKind kind;
-    char driver[64]; /* "" when unbound */
+    char driver[64];   /* "" when unbound */
     char override[64]; /* driver_override, "" for none ("(null)" in sysfs) */
 } GroupMember;
 

@@ -43,7 +43,8 @@ static int nvidia_minor(const HostPaths *p, const char *bdf) {
     return end == m || v < 0 || v > 255 ? -ENOENT : (int)v;
 }
 
-int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char ***ret, size_t *ret_n) {
+int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char ***ret,
+                     size_t *ret_n) {
     char **v = NULL;
     size_t n = 0;
     int r = 0;
@@ -120,8 +121,8 @@ static int scan_visit(const ProcFdLink *link, void *userdata) {
     return push_holder(&st->v, &st->n, link->pid, link->comm[0] ? link->comm : "?", link->target);
 }
 
-int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret, size_t *ret_n,
-                      void *userdata, Error *err) {
+int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret,
+                      size_t *ret_n, void *userdata, Error *err) {
     ScanState st = {.paths = paths, .n_paths = n_paths};
     int r = procfd_walk(p->proc, scan_match, scan_visit, &st);
     if (r < 0) {

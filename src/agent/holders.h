@@ -17,19 +17,20 @@ typedef struct Holder {
 } Holder;
 
 /* Find processes holding any of paths (absolute device file paths). *ret may be NULL when none. */
-typedef int (*HoldersFn)(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret, size_t *ret_n,
-                         void *userdata, Error *err);
+typedef int (*HoldersFn)(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret,
+                         size_t *ret_n, void *userdata, Error *err);
 
 /* The built-in HoldersFn: readlink of every <proc>/<pid>/fd/<n>. Processes that vanish or that
  * we may not look into are skipped (an unprivileged agent sees only its own). */
-int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret, size_t *ret_n,
-                      void *userdata, Error *err);
+int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret,
+                      size_t *ret_n, void *userdata, Error *err);
 
 /* Device files that belong to one PCI function: <dev>/nvidia<minor> (minor from
  * <proc>/driver/nvidia/gpus/<bdf>/information; every <dev>/nvidia[0-9]* when unknown and the
  * function is on nvidia), <dev>/dri/<card*|renderD*> (from the function's drm/ folder),
  * <dev>/vfio/<group> when iommu_group >= 0. Free with strv_free. */
-int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char ***ret, size_t *ret_n);
+int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char ***ret,
+                     size_t *ret_n);
 
 /* "nvidia-smi (pid 4242) holds /dev/nvidia0, ..." (at most a few named); NULL on OOM. */
 char *holders_describe(const Holder *h, size_t n);

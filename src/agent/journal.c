@@ -18,8 +18,8 @@
 #define JOURNAL_FILE_MAX (64 * 1024)
 
 static const char *const step_names[_JOURNAL_STEP_MAX] = {
-        [JOURNAL_STEP_INTENT] = "intent",   [JOURNAL_STEP_OVERRIDE] = "override",
-        [JOURNAL_STEP_UNBOUND] = "unbound", [JOURNAL_STEP_PROBED] = "probed",
+        [JOURNAL_STEP_INTENT] = "intent",     [JOURNAL_STEP_OVERRIDE] = "override",
+        [JOURNAL_STEP_UNBOUND] = "unbound",   [JOURNAL_STEP_PROBED] = "probed",
         [JOURNAL_STEP_VERIFIED] = "verified",
 };
 
@@ -51,8 +51,8 @@ static bool parse_name(const char *s, char out[JOURNAL_NAME_MAX]) {
     if (n == 0 || n >= JOURNAL_NAME_MAX)
         return false;
     for (const char *c = s; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
-              *c == '-' || *c == '.'))
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '_' || *c == '-' || *c == '.'))
             return false;
     memcpy(out, s, n + 1);
     return true;
@@ -79,9 +79,13 @@ static int parse_line(char *line, unsigned lineno, JournalOp *op, bool *have_op,
     if (STREQ(f[0], "begin")) {
         if (n != 4 || parse_uint64(f[1], UINT32_MAX, &id) < 0 || !pci_bdf_is_valid(f[2]) ||
             !(STREQ(f[3], "vfio") || STREQ(f[3], "host")))
-            return error_set(err, -EINVAL, "journal line %u: expected \"begin <id> <pci-address> vfio|host\".", lineno);
+            return error_set(err, -EINVAL,
+                             "journal line %u: expected \"begin <id> <pci-address> vfio|host\".",
+                             lineno);
         if (*have_op && op->outcome == JOURNAL_OPEN)
-            return error_set(err, -EINVAL, "journal line %u begins an operation before the previous one ended.", lineno);
+            return error_set(err, -EINVAL,
+                             "journal line %u begins an operation before the previous one ended.",
+                             lineno);
         *op = (JournalOp){.id = (unsigned long)id, .to_vfio = STREQ(f[3], "vfio")};
         strcpy(op->gpu, f[2]);
         *have_op = true;
@@ -91,14 +95,21 @@ static int parse_line(char *line, unsigned lineno, JournalOp *op, bool *have_op,
         return error_set(err, -EINVAL, "journal line %u comes before any \"begin\".", lineno);
     if (STREQ(f[0], "fn")) {
         JournalFn fn = {0};
-        if (n != 5 || !pci_bdf_is_valid(f[1]) || !parse_name(f[2], fn.from) || !parse_name(f[3], fn.to) ||
-            !parse_name(f[4], fn.override))
-            return error_set(err, -EINVAL, "journal line %u: expected \"fn <pci-address> <from> <to> <override>\".", lineno);
+        if (n != 5 || !pci_bdf_is_valid(f[1]) || !parse_name(f[2], fn.from) ||
+            !parse_name(f[3], fn.to) || !parse_name(f[4], fn.override))
+            return error_set(
+                    err, -EINVAL,
+                    "journal line %u: expected \"fn <pci-address> <from> <to> <override>\".",
+                    lineno);
         if (op->outcome != JOURNAL_OPEN || find_fn(op, f[1]) || op->n_fns == JOURNAL_MAX_FNS)
-            return error_set(err, -EINVAL, "journal line %u: function %s does not fit this operation.", lineno, f[1]);
+            return error_set(err, -EINVAL,
+                             "journal line %u: function %s does not fit this operation.", lineno,
+                             f[1]);
         for (size_t i = 0; i < op->n_fns; i++)
             if (op->fns[i].step != JOURNAL_STEP_INTENT)
-                return error_set(err, -EINVAL, "journal line %u: functions are listed after the steps began.", lineno);
+                return error_set(err, -EINVAL,
+                                 "journal line %u: functions are listed after the steps began.",
+                                 lineno);
         strcpy(fn.bdf, f[1]);
         op->fns[op->n_fns++] = fn;
         return 0;
@@ -110,9 +121,12 @@ static int parse_line(char *line, unsigned lineno, JournalOp *op, bool *have_op,
                 s = i;
         JournalFn *fn = n == 3 ? find_fn(op, f[1]) : NULL;
         if (!fn || s == _JOURNAL_STEP_MAX)
-            return error_set(err, -EINVAL, "journal line %u: expected \"step <listed pci-address> <step>\".", lineno);
+            return error_set(err, -EINVAL,
+                             "journal line %u: expected \"step <listed pci-address> <step>\".",
+                             lineno);
         if (op->outcome != JOURNAL_OPEN || s < fn->step)
-            return error_set(err, -EINVAL, "journal line %u: step %s of %s is out of order.", lineno, f[2], f[1]);
+            return error_set(err, -EINVAL, "journal line %u: step %s of %s is out of order.",
+                             lineno, f[2], f[1]);
         fn->step = s;
         return 0;
     }
@@ -124,7 +138,9 @@ static int parse_line(char *line, unsigned lineno, JournalOp *op, bool *have_op,
                 : STREQ(f[2], "quarantined") ? JOURNAL_QUARANTINED
                                              : JOURNAL_OPEN;
         if (o == JOURNAL_OPEN || parse_uint64(f[1], UINT32_MAX, &id) < 0 || id != op->id)
-            return error_set(err, -EINVAL, "journal line %u: expected \"end %lu done|rolled-back|quarantined\".", lineno, op->id);
+            return error_set(err, -EINVAL,
+                             "journal line %u: expected \"end %lu done|rolled-back|quarantined\".",
+                             lineno, op->id);
         if (op->outcome != JOURNAL_OPEN)
             return error_set(err, -EINVAL, "journal line %u ends an operation twice.", lineno);
         op->outcome = o;
@@ -152,7 +168,8 @@ int journal_parse(const char *text, size_t len, JournalOp *ret, Error *err) {
         line[l] = '\0';
         if (lineno == 1) {
             if (STRNEQ(line, "einsora-journal 1"))
-                return error_set(err, -EINVAL, "The journal does not start with \"einsora-journal 1\".");
+                return error_set(err, -EINVAL,
+                                 "The journal does not start with \"einsora-journal 1\".");
             continue;
         }
         int r = parse_line(line, lineno, &op, &have_op, err);
@@ -169,13 +186,15 @@ int journal_load(const char *state_dir, JournalOp *ret, Error *err) {
     char path[PATH_MAX];
     _cleanup_free_ char *text = NULL;
     size_t len;
-    int r = agent_state_read(state_dir, "journal", "the binding journal", JOURNAL_FILE_MAX, path, &text, &len, err);
+    int r = agent_state_read(state_dir, "journal", "the binding journal", JOURNAL_FILE_MAX, path,
+                             &text, &len, err);
     if (r < 0)
         return r;
     Error perr = {0};
     r = journal_parse(text, len, ret, &perr);
     if (r < 0 && r != -ENOENT)
-        return error_set(err, r, "The binding journal %s is damaged: %s", path, error_message(&perr));
+        return error_set(err, r, "The binding journal %s is damaged: %s", path,
+                         error_message(&perr));
     return r;
 }
 
@@ -187,7 +206,8 @@ static int journal_append(const char *state_dir, const char *line, Error *err) {
         return r;
     int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0)
-        return error_set(err, -errno, "Could not open the binding journal %s: %s.", path, strerror(errno));
+        return error_set(err, -errno, "Could not open the binding journal %s: %s.", path,
+                         strerror(errno));
     r = write_string_fd_sync(fd, line);
     close(fd);
     if (r < 0)
@@ -206,11 +226,15 @@ int journal_begin(const char *state_dir, JournalOp *op, Error *err) {
     if (r < 0 && r != -ENOENT)
         return error_set(err, r, "%s", error_message(&lerr));
     if (r >= 0 && prev.outcome == JOURNAL_OPEN)
-        return error_set(err, -EBUSY, "An earlier binding of %s was left unfinished; run 'einsora agent recover' first.", prev.gpu);
+        return error_set(
+                err, -EBUSY,
+                "An earlier binding of %s was left unfinished; run 'einsora agent recover' first.",
+                prev.gpu);
     op->id = r >= 0 ? prev.id + 1 : 1;
     op->outcome = JOURNAL_OPEN;
     StrBuf b = {0};
-    strbuf_printf(&b, "einsora-journal 1\nbegin %lu %s %s\n", op->id, op->gpu, op->to_vfio ? "vfio" : "host");
+    strbuf_printf(&b, "einsora-journal 1\nbegin %lu %s %s\n", op->id, op->gpu,
+                  op->to_vfio ? "vfio" : "host");
     for (size_t i = 0; i < op->n_fns; i++) {
         const JournalFn *fn = &op->fns[i];
         strbuf_printf(&b, "fn %s %s %s %s\n", fn->bdf, name_or_dash(fn->from), name_or_dash(fn->to),

@@ -69,7 +69,8 @@ static long long now_ms(void) {
 int kernel_write(const char *path, const char *value, int timeout_ms, Error *err) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
-        return error_set(err, -errno, "Could not create a pipe to write %s: %s.", path, strerror(errno));
+        return error_set(err, -errno, "Could not create a pipe to write %s: %s.", path,
+                         strerror(errno));
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -114,8 +115,10 @@ int kernel_write(const char *path, const char *value, int timeout_ms, Error *err
         }
         if (!reaped)
             remember_abandoned(pid);
-        return error_set(err, -ETIMEDOUT, "Writing to %s did not return within %d ms (the kernel is stuck in that call).",
-                         path, timeout_ms);
+        return error_set(
+                err, -ETIMEDOUT,
+                "Writing to %s did not return within %d ms (the kernel is stuck in that call).",
+                path, timeout_ms);
     }
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;

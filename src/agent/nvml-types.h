@@ -35,7 +35,7 @@ enum {
 #define ENVML_GPU_INSTANCE_PROFILE_COUNT 17
 #define ENVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 
-typedef struct einsora_nvml_device *EnvmlDevice;      /* nvmlDevice_t */
+typedef struct einsora_nvml_device *EnvmlDevice;            /* nvmlDevice_t */
 typedef struct einsora_nvml_gpu_instance *EnvmlGpuInstance; /* nvmlGpuInstance_t */
 
 typedef struct EnvmlPciInfo {

@@ -45,10 +45,11 @@ static int nvml_table_open(NvmlTable *t, const char *library, Error *err) {
     t->dl = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (!t->dl) {
         const char *why = dlerror();
-        return error_set(err, -ENOENT,
-                         "NVML data is absent: the NVIDIA management library %s could not be loaded "
-                         "(%s); is the NVIDIA driver installed?",
-                         library, why ? why : "unknown reason");
+        return error_set(
+                err, -ENOENT,
+                "NVML data is absent: the NVIDIA management library %s could not be loaded "
+                "(%s); is the NVIDIA driver installed?",
+                library, why ? why : "unknown reason");
     }
     RESOLVE(t, init_v2, "nvmlInit_v2");
     RESOLVE(t, shutdown, "nvmlShutdown");
@@ -75,7 +76,7 @@ static int nvml_table_open(NvmlTable *t, const char *library, Error *err) {
                           : !t->get_count_v2           ? "nvmlDeviceGetCount_v2"
                           : !t->get_handle_by_index_v2 ? "nvmlDeviceGetHandleByIndex_v2"
                           : !t->get_pci_info_v3 && !t->get_pci_info_v2 ? "nvmlDeviceGetPciInfo_v2"
-                                                                        : NULL;
+                                                                       : NULL;
     if (missing) {
         dlclose(t->dl);
         t->dl = NULL;
@@ -117,7 +118,8 @@ void nvml_profile_name(unsigned slice_count, uint64_t memory_mb, const char *lib
 }
 
 static bool profile_absent(NvRet r) {
-    return r == ENVML_ERROR_NOT_SUPPORTED || r == ENVML_ERROR_INVALID_ARGUMENT || r == ENVML_ERROR_NOT_FOUND;
+    return r == ENVML_ERROR_NOT_SUPPORTED || r == ENVML_ERROR_INVALID_ARGUMENT ||
+           r == ENVML_ERROR_NOT_FOUND;
 }
 
 static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
@@ -130,7 +132,8 @@ static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
         char lib_name[ENVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
         NvRet r = ENVML_ERROR_NOT_SUPPORTED;
         if (t->get_gi_profile_info_v) {
-            EnvmlGpuInstanceProfileInfoV2 info = {.version = ENVML_GPU_INSTANCE_PROFILE_INFO_V2_VERSION};
+            EnvmlGpuInstanceProfileInfoV2 info = {
+                    .version = ENVML_GPU_INSTANCE_PROFILE_INFO_V2_VERSION};
             r = t->get_gi_profile_info_v(dev, p, &info);
             id = info.id, slices = info.slice_count, mem_mb = info.memory_size_mb;
             memcpy(lib_name, info.name, sizeof(lib_name) - 1);
@@ -171,8 +174,10 @@ static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
                 return -ENOMEM;
             g->mig = nv;
             NvmlMigInstance *m = &g->mig[g->n_mig++];
-            *m = (NvmlMigInstance){.gpu_instance_id = gi.id, .profile_id = gi.profile_id,
-                                   .start = gi.placement.start, .size = gi.placement.size};
+            *m = (NvmlMigInstance){.gpu_instance_id = gi.id,
+                                   .profile_id = gi.profile_id,
+                                   .start = gi.placement.start,
+                                   .size = gi.placement.size};
             nvml_profile_name(slices, mem_mb, lib_name, m->profile, sizeof(m->profile));
         }
     }
@@ -181,7 +186,9 @@ static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
 
 static int mig_cmp(const void *x, const void *y) {
     const NvmlMigInstance *a = x, *b = y;
-    return a->start != b->start ? (a->start < b->start ? -1 : 1) : (a->gpu_instance_id > b->gpu_instance_id) - (a->gpu_instance_id < b->gpu_instance_id);
+    return a->start != b->start ? (a->start < b->start ? -1 : 1)
+                                : (a->gpu_instance_id > b->gpu_instance_id) -
+                                          (a->gpu_instance_id < b->gpu_instance_id);
 }
 
 static int query_processes(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
@@ -338,8 +345,8 @@ int nvml_probe(const char *library, NvmlReport **ret, Error *err) {
         r = error_set(err, -EIO, "NVML data is absent: nvmlDeviceGetCount_v2 failed: %s",
                       nv_strerror(&t, nr));
     else if (count > 1024)
-        r = error_set(err, -EIO, "NVML data is absent: NVML reported %u GPUs, which cannot be right",
-                      count);
+        r = error_set(err, -EIO,
+                      "NVML data is absent: NVML reported %u GPUs, which cannot be right", count);
     else if (count && !(rep->gpus = calloc(count, sizeof(NvmlGpu))))
         r = -ENOMEM;
     for (unsigned i = 0; r >= 0 && i < count; i++) {
@@ -354,7 +361,8 @@ int nvml_probe(const char *library, NvmlReport **ret, Error *err) {
         }
         r = query_gpu(&t, dev, g);
     }
-    if (r >= 0 && !(rep->status = strprintf("NVML answered for %u GPU%s", count, count == 1 ? "" : "s")))
+    if (r >= 0 &&
+        !(rep->status = strprintf("NVML answered for %u GPU%s", count, count == 1 ? "" : "s")))
         r = -ENOMEM;
     t.shutdown();
     dlclose(t.dl);

@@ -186,7 +186,8 @@ int pci_parse_reset_methods(const char *s, char ***ret, size_t *ret_n) {
     char **v = NULL;
     size_t n = 0;
     int r = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok;
+         tok = strtok_r(NULL, " ", &save)) {
         for (const char *p = tok; *p; p++)
             if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '_')) {
                 r = -EINVAL;

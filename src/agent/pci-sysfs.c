@@ -20,7 +20,8 @@ static int copy_path(char *dst, const char *src) {
     return 0;
 }
 
-int host_paths_init(HostPaths *p, const char *sysfs_root, const char *proc_root, const char *dev_root) {
+int host_paths_init(HostPaths *p, const char *sysfs_root, const char *proc_root,
+                    const char *dev_root) {
     int r = copy_path(p->sysfs, sysfs_root ? sysfs_root : "/sys");
     if (r >= 0)
         r = copy_path(p->proc, proc_root ? proc_root : "/proc");

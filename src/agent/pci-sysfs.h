@@ -20,7 +20,8 @@ typedef struct HostPaths {
 } HostPaths;
 
 /* Fill paths; NULL arguments keep the real machine's defaults. -ENAMETOOLONG on overflow. */
-int host_paths_init(HostPaths *p, const char *sysfs_root, const char *proc_root, const char *dev_root);
+int host_paths_init(HostPaths *p, const char *sysfs_root, const char *proc_root,
+                    const char *dev_root);
 
 /* pci_bdf_is_valid(): a PCI address in sysfs form, shared with the server (wire/). */
 

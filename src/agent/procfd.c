@@ -114,7 +114,8 @@ int procfd_walk(const char *proc_root, ProcFdMatchFn match, ProcFdVisitFn visit,
         if (!string_is_digits(de->d_name) || strlen(de->d_name) > 10)
             continue;
         char fddir[PATH_MAX];
-        if ((size_t)snprintf(fddir, sizeof(fddir), "%s/%s/fd", proc_root, de->d_name) >= sizeof(fddir))
+        if ((size_t)snprintf(fddir, sizeof(fddir), "%s/%s/fd", proc_root, de->d_name) >=
+            sizeof(fddir))
             continue;
         DIR *fd = opendir(fddir);
         if (!fd)
@@ -141,7 +142,8 @@ int procfd_walk(const char *proc_root, ProcFdMatchFn match, ProcFdVisitFn visit,
                     break;
                 }
             }
-            r = visit(&(ProcFdLink){.pid = atoi(de->d_name), .comm = comm, .target = target}, userdata);
+            r = visit(&(ProcFdLink){.pid = atoi(de->d_name), .comm = comm, .target = target},
+                      userdata);
         }
         closedir(fd);
     }

@@ -18,7 +18,8 @@
 
 static int mkdir_one(const char *path, Error *err) {
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return error_set(err, -errno, "Could not create the agent's state folder %s: %s.", path, strerror(errno));
+        return error_set(err, -errno, "Could not create the agent's state folder %s: %s.", path,
+                         strerror(errno));
     return 0;
 }
 
@@ -54,8 +55,8 @@ int agent_state_path(const char *state_dir, const char *name, char *buf, size_t 
     return 0;
 }
 
-int agent_state_read(const char *state_dir, const char *name, const char *what, size_t max, char path[PATH_MAX],
-                     char **ret, size_t *ret_len, Error *err) {
+int agent_state_read(const char *state_dir, const char *name, const char *what, size_t max,
+                     char path[PATH_MAX], char **ret, size_t *ret_len, Error *err) {
     int r = agent_state_path(state_dir, name, path, PATH_MAX, err);
     if (r < 0)
         return r;
@@ -92,7 +93,8 @@ static int strv_push(char ***v, size_t *n, const char *s) {
     return 0;
 }
 
-int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err) {
+int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, size_t *ret_n,
+                        Error *err) {
     char **bdfs = NULL, **ids = NULL;
     size_t nb = 0, ni = 0;
     unsigned lineno = 0;
@@ -114,13 +116,17 @@ int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, siz
             continue;
         char *sp = strchr(line, ' ');
         if (!sp) {
-            r = error_set(err, -EINVAL, "workloads record line %u must be \"<pci-address> <workload-id>\".", lineno);
+            r = error_set(err, -EINVAL,
+                          "workloads record line %u must be \"<pci-address> <workload-id>\".",
+                          lineno);
             break;
         }
         *sp = '\0';
         const char *id = sp + 1;
         if (!pci_bdf_is_valid(line) || !is_record_id(id)) {
-            r = error_set(err, -EINVAL, "workloads record line %u must be \"<pci-address> <workload-id>\".", lineno);
+            r = error_set(err, -EINVAL,
+                          "workloads record line %u must be \"<pci-address> <workload-id>\".",
+                          lineno);
             break;
         }
         if (strv_push(&bdfs, &nb, line) < 0 || strv_push(&ids, &ni, id) < 0)
@@ -137,12 +143,13 @@ int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, siz
     return 0;
 }
 
-int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err) {
+int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n,
+                       Error *err) {
     char path[PATH_MAX];
     _cleanup_free_ char *text = NULL;
     size_t len;
-    int r = agent_state_read(state_dir, "workloads", "the agent's workload records", RECORDS_MAX, path, &text, &len,
-                             err);
+    int r = agent_state_read(state_dir, "workloads", "the agent's workload records", RECORDS_MAX,
+                             path, &text, &len, err);
     if (r == -ENOENT) {
         *ret_bdfs = *ret_ids = NULL;
         *ret_n = 0;
@@ -155,7 +162,8 @@ int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids,
     return agent_records_parse(text, ret_bdfs, ret_ids, ret_n, err);
 }
 
-int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, size_t *ret_n, Error *err) {
+int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, size_t *ret_n,
+                          Error *err) {
     char **bdfs, **ids;
     size_t n;
     int r = agent_records_list(state_dir, &bdfs, &ids, &n, err);
@@ -177,10 +185,11 @@ int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, s
     return 0;
 }
 
-static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_t n, const char *skip_id,
-                           Error *err) {
+static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_t n,
+                           const char *skip_id, Error *err) {
     StrBuf b = {0};
-    strbuf_puts(&b, "# einsora agent: workloads running on GPUs (\"<pci-address> <workload-id>\")\n");
+    strbuf_puts(&b,
+                "# einsora agent: workloads running on GPUs (\"<pci-address> <workload-id>\")\n");
     for (size_t i = 0; i < n; i++)
         if (!skip_id || STRNEQ(ids[i], skip_id))
             strbuf_printf(&b, "%s %s\n", bdfs[i], ids[i]);
@@ -195,11 +204,13 @@ int agent_records_add(const char *state_dir, const char *bdf, const char *worklo
     return agent_records_add_many(state_dir, &bdf, 1, workload_id, err);
 }
 
-int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, size_t n_new, const char *workload_id,
-                           Error *err) {
+int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, size_t n_new,
+                           const char *workload_id, Error *err) {
     for (size_t i = 0; i < n_new; i++)
         if (!pci_bdf_is_valid(new_bdfs[i]) || !is_record_id(workload_id))
-            return error_set(err, -EINVAL, "A workload record needs a PCI address and a workload id without spaces.");
+            return error_set(
+                    err, -EINVAL,
+                    "A workload record needs a PCI address and a workload id without spaces.");
     int r = agent_state_dir_ensure(state_dir, err);
     if (r < 0)
         return r;
@@ -235,13 +246,15 @@ int agent_records_remove(const char *state_dir, const char *workload_id, Error *
     return r;
 }
 
-static int per_gpu_path(const char *state_dir, const char *sub, const char *bdf, char *buf, size_t size) {
+static int per_gpu_path(const char *state_dir, const char *sub, const char *bdf, char *buf,
+                        size_t size) {
     if (!pci_bdf_is_valid(bdf))
         return -EINVAL;
     return (size_t)snprintf(buf, size, "%s/%s/%s", state_dir, sub, bdf) >= size ? -ENAMETOOLONG : 0;
 }
 
-static int per_gpu_set(const char *state_dir, const char *sub, const char *bdf, const char *line, Error *err) {
+static int per_gpu_set(const char *state_dir, const char *sub, const char *bdf, const char *line,
+                       Error *err) {
     char path[PATH_MAX];
     int r = per_gpu_path(state_dir, sub, bdf, path, sizeof(path));
     if (r < 0)
@@ -281,12 +294,14 @@ int agent_quarantine_clear(const char *state_dir, const char *bdf, Error *err) {
     if (unlink(path) < 0) {
         if (errno == ENOENT)
             return error_set(err, -ENOENT, "GPU %s is not quarantined.", bdf);
-        return error_set(err, -errno, "Could not clear the quarantine of %s: %s.", bdf, strerror(errno));
+        return error_set(err, -errno, "Could not clear the quarantine of %s: %s.", bdf,
+                         strerror(errno));
     }
     return 0;
 }
 
-int agent_host_driver_remember(const char *state_dir, const char *bdf, const char *driver, Error *err) {
+int agent_host_driver_remember(const char *state_dir, const char *bdf, const char *driver,
+                               Error *err) {
     /* Usually unchanged since the last move: skip the fsync'd rewrite then. */
     _cleanup_free_ char *old = NULL;
     if (per_gpu_get(state_dir, "host-driver", bdf, &old) >= 0 && STREQ(old, driver))

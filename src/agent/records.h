@@ -2,11 +2,10 @@
  * (written by the fleet code), quarantined GPUs, and each function's host driver.
  *
  * Layout under state_dir:
- *   workloads           lines "<bdf> <workload-id>" ('#' comments); a GPU with a line runs something
- *   quarantine/<bdf>    one line: why the GPU is quarantined
- *   host-driver/<bdf>   one line: the driver the function was on before it went to vfio-pci
- * Every write goes to a temporary file that is fsync'd and renamed, so a crash leaves the old
- * or the new content, never a mix. */
+ *   workloads           lines "<bdf> <workload-id>" ('#' comments); a GPU with a line runs
+ * something quarantine/<bdf>    one line: why the GPU is quarantined host-driver/<bdf>   one line:
+ * the driver the function was on before it went to vfio-pci Every write goes to a temporary file
+ * that is fsync'd and renamed, so a crash leaves the old or the new content, never a mix. */
 #pragma once
 
 #include <limits.h>
@@ -18,17 +17,20 @@
 int agent_state_dir_ensure(const char *state_dir, Error *err);
 
 /* Workload ids recorded on bdf (sorted as in the file); ret_n 0 when none. Free with strv_free. */
-int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, size_t *ret_n, Error *err);
+int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, size_t *ret_n,
+                          Error *err);
 /* Every "<bdf> <id>" line, as two parallel arrays. Free each with strv_free. */
-int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err);
+int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n,
+                       Error *err);
 int agent_records_add(const char *state_dir, const char *bdf, const char *workload_id, Error *err);
 /* The same for several GPUs of one workload, in one rewrite. */
-int agent_records_add_many(const char *state_dir, const char *const *bdfs, size_t n, const char *workload_id,
-                           Error *err);
+int agent_records_add_many(const char *state_dir, const char *const *bdfs, size_t n,
+                           const char *workload_id, Error *err);
 /* Remove every line of workload_id; -ENOENT when there was none. */
 int agent_records_remove(const char *state_dir, const char *workload_id, Error *err);
 /* Parse the workloads file's text (exposed for the fuzzer). */
-int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, size_t *ret_n, Error *err);
+int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, size_t *ret_n,
+                        Error *err);
 
 /* Quarantine: the reason is one line of plain text. get returns -ENOENT when not quarantined. */
 int agent_quarantine_set(const char *state_dir, const char *bdf, const char *reason, Error *err);
@@ -36,7 +38,8 @@ int agent_quarantine_get(const char *state_dir, const char *bdf, char **ret_reas
 int agent_quarantine_clear(const char *state_dir, const char *bdf, Error *err);
 
 /* The host driver remembered for a function (-ENOENT when none). */
-int agent_host_driver_remember(const char *state_dir, const char *bdf, const char *driver, Error *err);
+int agent_host_driver_remember(const char *state_dir, const char *bdf, const char *driver,
+                               Error *err);
 int agent_host_driver_get(const char *state_dir, const char *bdf, char **ret);
 
 /* Write content to path atomically (temporary file, fsync, rename, fsync of the folder). */
@@ -47,7 +50,7 @@ int agent_state_path(const char *state_dir, const char *name, char *buf, size_t 
 /* Read <state_dir>/<name> (at most max bytes) into *ret, its path into path (for messages).
  * -ENOENT without a message when the file is missing; what names the file in other errors
  * ("the binding journal"). */
-int agent_state_read(const char *state_dir, const char *name, const char *what, size_t max, char path[PATH_MAX],
-                     char **ret, size_t *ret_len, Error *err);
+int agent_state_read(const char *state_dir, const char *name, const char *what, size_t max,
+                     char path[PATH_MAX], char **ret, size_t *ret_len, Error *err);
 /* Replace <state_dir>/<name> with content, atomically as write_file_atomic does. */
 int agent_state_write(const char *state_dir, const char *name, const char *content, Error *err);

@@ -25,8 +25,9 @@ void reset_check_options_init(ResetCheckOptions *o) {
 }
 
 ResetVerdict reset_classify_kmsg_line(const char *line) {
-    static const char *const fail[] = {"not ready", "Unable to change power state", "fallen off the bus",
-                                       "Uncorrected (Fatal)", "Uncorrected (Non-Fatal)", "Uncorrectable"};
+    static const char *const fail[] = {
+            "not ready",           "Unable to change power state", "fallen off the bus",
+            "Uncorrected (Fatal)", "Uncorrected (Non-Fatal)",      "Uncorrectable"};
     static const char *const degraded[] = {"timed out waiting for pending transaction"};
     for (size_t i = 0; i < ARRAY_SIZE(fail); i++)
         if (string_contains_nocase(line, fail[i]))
@@ -67,19 +68,22 @@ static void read_link(const HostPaths *p, const char *bdf, Link *l) {
 }
 
 static void format_link(const Link *l, char *buf, size_t size) {
-    snprintf(buf, size, "%.1f GT/s x%u, %s", l->speed, l->width, l->power[0] ? l->power : "power state unknown");
+    snprintf(buf, size, "%.1f GT/s x%u, %s", l->speed, l->width,
+             l->power[0] ? l->power : "power state unknown");
 }
 
 /* The device as seen after one reset. */
-static void check_device(const ResetCheckOptions *o, const char *bdf, const Link *before, unsigned cycle,
-                         ResetCheckResult *res) {
+static void check_device(const ResetCheckOptions *o, const char *bdf, const Link *before,
+                         unsigned cycle, ResetCheckResult *res) {
     const HostPaths *p = &o->bind.paths;
     uint32_t vendor = 0xffff, device = 0xffff;
     (void)pci_read_hex_attr(p, bdf, "vendor", &vendor);
     (void)pci_read_hex_attr(p, bdf, "device", &device);
     if (vendor == 0xffff || device == 0xffff) {
-        add_reason(res, RESET_FAIL, "after reset %u the card reads as vendor 0x%04x device 0x%04x: it did not come back", cycle,
-                   vendor, device);
+        add_reason(res, RESET_FAIL,
+                   "after reset %u the card reads as vendor 0x%04x device 0x%04x: it did not come "
+                   "back",
+                   cycle, vendor, device);
         return;
     }
     char path[PATH_MAX];
@@ -93,14 +97,17 @@ static void check_device(const ResetCheckOptions *o, const char *bdf, const Link
         }
     }
     if (n != (ssize_t)sizeof(cfg) || (cfg[0] == 0xff && cfg[1] == 0xff))
-        add_reason(res, RESET_FAIL, "after reset %u the card's configuration space cannot be read", cycle);
+        add_reason(res, RESET_FAIL, "after reset %u the card's configuration space cannot be read",
+                   cycle);
     Link now;
     read_link(p, bdf, &now);
     /* vfio-pci idles an unused device in D3hot; coming back to where it was is fine. */
     if (now.power[0] && STRNEQ(now.power, "D0") && STRNEQ(now.power, before->power))
-        add_reason(res, RESET_FAIL, "after reset %u the card is in power state %s instead of D0", cycle, now.power);
+        add_reason(res, RESET_FAIL, "after reset %u the card is in power state %s instead of D0",
+                   cycle, now.power);
     if (now.speed < before->speed || now.width < before->width) {
-        add_reason(res, RESET_DEGRADED, "after reset %u the PCIe link fell from %.1f GT/s x%u to %.1f GT/s x%u", cycle,
+        add_reason(res, RESET_DEGRADED,
+                   "after reset %u the PCIe link fell from %.1f GT/s x%u to %.1f GT/s x%u", cycle,
                    before->speed, before->width, now.speed, now.width);
     }
 }
@@ -126,7 +133,8 @@ static void check_kmsg(int fd, const char *bdf, ResetCheckResult *res) {
     }
     const char *text = strbuf_cstr(&b);
     char slot[11];
-    snprintf(slot, sizeof(slot), "%.10s", bdf); /* "0000:01:00": NVRM names the slot, not the function */
+    snprintf(slot, sizeof(slot), "%.10s",
+             bdf); /* "0000:01:00": NVRM names the slot, not the function */
     for (const char *l = text; l && *l;) {
         const char *eol = strchr(l, '\n');
         size_t len = eol ? (size_t)(eol - l) : strlen(l);
@@ -145,7 +153,9 @@ static void check_kmsg(int fd, const char *bdf, ResetCheckResult *res) {
 static int refuse_if_busy(const ResetCheckOptions *o, const GpuGroup *g, Error *err) {
     _cleanup_free_ char *driver = NULL;
     if (pci_driver_name(&o->bind.paths, g->gpu, &driver) < 0 || STRNEQ(driver, "vfio-pci"))
-        return error_set(err, -EPERM, "GPU %s is on %s, not vfio-pci; the reset check runs on a GPU given to VMs (run 'einsora agent bind %s --to vfio' first).",
+        return error_set(err, -EPERM,
+                         "GPU %s is on %s, not vfio-pci; the reset check runs on a GPU given to "
+                         "VMs (run 'einsora agent bind %s --to vfio' first).",
                          g->gpu, driver ? driver : "no driver", g->gpu);
     char **ids = NULL;
     size_t n_ids = 0;
@@ -153,7 +163,9 @@ static int refuse_if_busy(const ResetCheckOptions *o, const GpuGroup *g, Error *
     if (r < 0)
         return r;
     if (n_ids) {
-        r = error_set(err, -EBUSY, "GPU %s is running workload %s (as the agent's records show); the reset check waits until it stops.",
+        r = error_set(err, -EBUSY,
+                      "GPU %s is running workload %s (as the agent's records show); the reset "
+                      "check waits until it stops.",
                       g->gpu, ids[0]);
         strv_free(ids, n_ids);
         return r;
@@ -169,13 +181,15 @@ static int refuse_if_busy(const ResetCheckOptions *o, const GpuGroup *g, Error *
     strv_free(paths, n_paths);
     if (r >= 0 && n_h) {
         _cleanup_free_ char *who = holders_describe(h, n_h);
-        r = error_set(err, -EBUSY, "GPU %s is in use: %s; the reset check waits until it is free.", g->gpu, strempty(who));
+        r = error_set(err, -EBUSY, "GPU %s is in use: %s; the reset check waits until it is free.",
+                      g->gpu, strempty(who));
     }
     free(h);
     return r;
 }
 
-int gpu_reset_check(const ResetCheckOptions *o, const char *bdf, ResetCheckResult *ret, Error *err) {
+int gpu_reset_check(const ResetCheckOptions *o, const char *bdf, ResetCheckResult *ret,
+                    Error *err) {
     if (o->cycles == 0 || o->cycles > 100 || o->settle_ms < 0)
         return error_set(err, -EINVAL, "The reset check needs between 1 and 100 cycles.");
     GpuGroup g;
@@ -193,16 +207,18 @@ int gpu_reset_check(const ResetCheckOptions *o, const char *bdf, ResetCheckResul
     char reset_path[PATH_MAX];
     r = pci_read_attr(&o->bind.paths, bdf, "reset_method", &methods);
     snprintf(res.reset_method, sizeof(res.reset_method), "%s", r >= 0 ? methods : "");
-    if (pci_attr_path(&o->bind.paths, bdf, "reset", reset_path, sizeof(reset_path)) < 0 || access(reset_path, F_OK) < 0 ||
-        (r >= 0 && isempty(methods)))
-        add_reason(&res, RESET_FAIL, "the card offers no reset method, so a VM on it could not be restarted cleanly");
+    if (pci_attr_path(&o->bind.paths, bdf, "reset", reset_path, sizeof(reset_path)) < 0 ||
+        access(reset_path, F_OK) < 0 || (r >= 0 && isempty(methods)))
+        add_reason(&res, RESET_FAIL,
+                   "the card offers no reset method, so a VM on it could not be restarted cleanly");
 
     Link before, after;
     read_link(&o->bind.paths, bdf, &before);
     format_link(&before, res.link_before, sizeof(res.link_before));
     char kmsg[PATH_MAX];
     snprintf(kmsg, sizeof(kmsg), "%s", o->kmsg_path ? o->kmsg_path : "");
-    if (!o->kmsg_path && (size_t)snprintf(kmsg, sizeof(kmsg), "%s/kmsg", o->bind.paths.dev) >= sizeof(kmsg))
+    if (!o->kmsg_path &&
+        (size_t)snprintf(kmsg, sizeof(kmsg), "%s/kmsg", o->bind.paths.dev) >= sizeof(kmsg))
         return error_set(err, -ENAMETOOLONG, "The device root %s is too long.", o->bind.paths.dev);
     int kfd = open(kmsg, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (kfd >= 0)
@@ -213,7 +229,8 @@ int gpu_reset_check(const ResetCheckOptions *o, const char *bdf, ResetCheckResul
         r = kernel_write(reset_path, "1", o->bind.timeout_ms, &werr);
         res.cycles_run = c;
         if (r < 0) {
-            add_reason(&res, RESET_FAIL, "reset %u %s: %s", c, r == -ETIMEDOUT ? "hung" : "was refused", error_message(&werr));
+            add_reason(&res, RESET_FAIL, "reset %u %s: %s", c,
+                       r == -ETIMEDOUT ? "hung" : "was refused", error_message(&werr));
             break;
         }
         usleep((useconds_t)o->settle_ms * 1000);
@@ -227,7 +244,8 @@ int gpu_reset_check(const ResetCheckOptions *o, const char *bdf, ResetCheckResul
 
     if (res.verdict == RESET_FAIL && !o->bind.dry_run) {
         _cleanup_free_ char *reason = strprintf("reset-cycle check failed: %s", res.reasons[0]);
-        if ((r = agent_quarantine_set(o->bind.state_dir, bdf, reason ? reason : res.reasons[0], err)) < 0)
+        if ((r = agent_quarantine_set(o->bind.state_dir, bdf, reason ? reason : res.reasons[0],
+                                      err)) < 0)
             return r;
         res.quarantined = true;
     }

@@ -8,10 +8,11 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s, json_t **ret_work, Error *err) {
+int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s, json_t **ret_work,
+                    Error *err) {
     _cleanup_free_ char *name = client_escape(node);
     _cleanup_free_ char *path =
-            !name ? NULL
+            !name          ? NULL
             : w->cursor[0] ? strprintf("/v1/nodes/%s/work?after=%s&wait=%u", name, w->cursor,
                                        MIN(wait_s, (unsigned)WORK_WATCH_WAIT_MAX_S))
                            : strprintf("/v1/nodes/%s/work", name);
@@ -24,17 +25,20 @@ int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s,
         return r;
     const char *code = json_string_value(json_object_get(ans, "code"));
     const char *cursor = json_string_value(json_object_get(ans, "cursor"));
-    if (status == 405 || (status == 404 && code && STREQ(code, "not_found") && !cursor &&
-                          string_has_prefix(strempty(json_string_value(json_object_get(ans, "message"))),
-                                            "No such endpoint"))) {
+    if (status == 405 ||
+        (status == 404 && code && STREQ(code, "not_found") && !cursor &&
+         string_has_prefix(strempty(json_string_value(json_object_get(ans, "message"))),
+                           "No such endpoint"))) {
         json_decref(ans);
         w->unsupported = true;
-        return error_set(err, -EOPNOTSUPP, "The control plane has no work route: heartbeats carry the work.");
+        return error_set(err, -EOPNOTSUPP,
+                         "The control plane has no work route: heartbeats carry the work.");
     }
     if (status != 200 || !cursor || strlen(cursor) >= sizeof(w->cursor)) {
         r = status == 404 ? -ENOENT : -EIO;
         error_set(err, r, "GET %s: %ld %s", path, status,
-                  ans ? strempty(json_string_value(json_object_get(ans, "message"))) : "(no JSON answer)");
+                  ans ? strempty(json_string_value(json_object_get(ans, "message")))
+                      : "(no JSON answer)");
         json_decref(ans);
         return r;
     }

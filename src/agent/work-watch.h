@@ -17,7 +17,7 @@
 #define WORK_WATCH_WAIT_MAX_S 30
 
 typedef struct WorkWatch {
-    char cursor[24]; /* "" until the first answer */
+    char cursor[24];  /* "" until the first answer */
     bool unsupported; /* the control plane has no work route */
 } WorkWatch;
 
@@ -27,4 +27,5 @@ typedef struct WorkWatch {
  * -EOPNOTSUPP (and sets unsupported) when the control plane has no such route, -ENOENT when it
  * does not know the node, another negative errno with a sentence when it cannot be reached or
  * answers an error. */
-int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s, json_t **ret_work, Error *err);
+int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s, json_t **ret_work,
+                    Error *err);

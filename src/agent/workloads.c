@@ -31,8 +31,10 @@ int agent_map_check(const char *map, const char *what, Error *err) {
             return error_set(err, -EINVAL, "%s: '%.*s' is not KEY=VALUE.", what, (int)(end - p), p);
         for (const char *q = map; q < p;) {
             const char *qe = strchrnul(q, ',');
-            if ((size_t)(strchr(q, '=') - q) == (size_t)(eq - p) && !strncmp(q, p, (size_t)(eq - p)))
-                return error_set(err, -EINVAL, "%s: '%.*s' is given twice.", what, (int)(eq - p), p);
+            if ((size_t)(strchr(q, '=') - q) == (size_t)(eq - p) &&
+                !strncmp(q, p, (size_t)(eq - p)))
+                return error_set(err, -EINVAL, "%s: '%.*s' is given twice.", what, (int)(eq - p),
+                                 p);
             q = qe + 1;
         }
         p = *end ? end + 1 : end;
@@ -41,18 +43,22 @@ int agent_map_check(const char *map, const char *what, Error *err) {
 }
 
 bool agent_work_is_container(json_t *work) {
-    const char *m = json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
-    return m && (STREQ(m, "container") || STREQ(m, "mig") || STREQ(m, "time-slice") || STREQ(m, "cpu"));
+    const char *m =
+            json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
+    return m &&
+           (STREQ(m, "container") || STREQ(m, "mig") || STREQ(m, "time-slice") || STREQ(m, "cpu"));
 }
 
 bool agent_work_is_vm(json_t *work) {
-    const char *m = json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
+    const char *m =
+            json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
     return m && STREQ(m, "passthrough");
 }
 
 unsigned agent_work_port(json_t *work) {
     const char *kind = json_string_value(json_object_get(work, "kind"));
-    const char *rt = json_string_value(json_object_get(json_object_get(work, "placement"), "endpoint_runtime"));
+    const char *rt = json_string_value(
+            json_object_get(json_object_get(work, "placement"), "endpoint_runtime"));
     if (kind && STREQ(kind, "notebook"))
         return 8888;
     if (kind && STREQ(kind, "endpoint"))
@@ -60,12 +66,14 @@ unsigned agent_work_port(json_t *work) {
     return 0;
 }
 
-void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_port, char *buf, size_t size) {
+void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_port, char *buf,
+                    size_t size) {
     const char *kind = json_string_value(json_object_get(work, "kind"));
     buf[0] = 0;
     if (!agent_work_port(work) || !host_port || isempty(cfg->address))
         return;
-    snprintf(buf, size, "http://%s:%u%s", cfg->address, host_port, STREQ(kind, "endpoint") ? "/v1" : "/");
+    snprintf(buf, size, "http://%s:%u%s", cfg->address, host_port,
+             STREQ(kind, "endpoint") ? "/v1" : "/");
 }
 
 static const Accelerator *find_gpu(const MachineInventory *inv, const char *bdf) {
@@ -83,13 +91,15 @@ static const char *render_node(const Accelerator *a) {
 }
 
 /* A string list field of the request ("command", "env"), at most 64 items. */
-static int strv_field(json_t *req, const char *key, const char **v, size_t max, bool *ret_has, Error *err) {
+static int strv_field(json_t *req, const char *key, const char **v, size_t max, bool *ret_has,
+                      Error *err) {
     json_t *a = json_object_get(req, key);
     *ret_has = false;
     if (!a)
         return 0;
     if (!json_is_array(a) || json_array_size(a) > max)
-        return error_set(err, -EINVAL, "The request's '%s' is not a list of at most %zu texts.", key, max);
+        return error_set(err, -EINVAL, "The request's '%s' is not a list of at most %zu texts.",
+                         key, max);
     size_t i;
     json_t *s;
     json_array_foreach(a, i, s) {
@@ -116,7 +126,8 @@ static int ports_field(json_t *req, unsigned ports[16], size_t *ret_n, Error *er
     json_array_foreach(a, i, v) {
         json_int_t n = json_integer_value(v);
         if (!json_is_integer(v) || n < 1 || n > 65535)
-            return error_set(err, -EINVAL, "The request's 'ports' item %zu is not a port from 1 to 65535.", i);
+            return error_set(err, -EINVAL,
+                             "The request's 'ports' item %zu is not a port from 1 to 65535.", i);
         ports[i] = (unsigned)n;
     }
     *ret_n = json_array_size(a);
@@ -128,15 +139,16 @@ static int work_begin(json_t *work, AgentSpecBuf *buf, const char **ret_kind, Er
     const char *kind = json_string_value(json_object_get(work, "kind"));
     json_int_t idn = json_integer_value(json_object_get(work, "id"));
     if (!kind || idn <= 0 || !json_is_object(json_object_get(work, "placement")))
-        return error_set(err, -EINVAL, "The control plane's workload item lacks id, kind or placement.");
+        return error_set(err, -EINVAL,
+                         "The control plane's workload item lacks id, kind or placement.");
     memset(buf, 0, sizeof(*buf));
     snprintf(buf->id, sizeof(buf->id), "%" JSON_INTEGER_FORMAT, idn);
     *ret_kind = kind;
     return 0;
 }
 
-int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
-                    WorkloadSpec *ret, Error *err) {
+int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv,
+                    AgentSpecBuf *buf, WorkloadSpec *ret, Error *err) {
     json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
     const char *kind;
     int r = work_begin(work, buf, &kind, err);
@@ -148,8 +160,10 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     if (image)
         snprintf(buf->image, sizeof(buf->image), "%s", image);
     else if (!agent_map_get(cfg->images, kind, buf->image, sizeof(buf->image)))
-        return error_set(err, -ENOENT, "Request %s names no image and this site has no default %s image "
-                                       "(agent run --images %s=IMAGE).", buf->id, kind, kind);
+        return error_set(err, -ENOENT,
+                         "Request %s names no image and this site has no default %s image "
+                         "(agent run --images %s=IMAGE).",
+                         buf->id, kind, kind);
     s.image = buf->image;
     bool has;
     if ((r = strv_field(req, "command", buf->cmd, 64, &has, err)) < 0)
@@ -172,8 +186,9 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     if (rt && STRNEQ(rt, "none")) {
         if (!agent_map_get(cfg->runtimes, rt, buf->runtime, sizeof(buf->runtime))) {
             if (STREQ(rt, "kata"))
-                return error_set(err, -EOPNOTSUPP, "The placement asks for Kata and this agent maps no engine "
-                                                   "runtime to it (agent run --runtimes kata=NAME).");
+                return error_set(err, -EOPNOTSUPP,
+                                 "The placement asks for Kata and this agent maps no engine "
+                                 "runtime to it (agent run --runtimes kata=NAME).");
             /* runc is every engine's default: no name needed */
         } else
             s.oci_runtime = buf->runtime;
@@ -184,7 +199,9 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
         const char *bdf = json_string_value(addr);
         const Accelerator *a = bdf ? find_gpu(inv, bdf) : NULL;
         if (!a)
-            return error_set(err, -ENODEV, "The allocated GPU %s is not in this machine's inventory.", strempty(bdf));
+            return error_set(err, -ENODEV,
+                             "The allocated GPU %s is not in this machine's inventory.",
+                             strempty(bdf));
         if (buf->n_gpus == ARRAY_SIZE(buf->gpus))
             return error_set(err, -E2BIG, "Too many GPUs for one workload.");
         WorkloadGpu *g = &buf->gpus[buf->n_gpus];
@@ -200,15 +217,19 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
             g->vendor = "nvidia";
             g->uuid = a->uuid;
             if (!g->uuid)
-                return error_set(err, -ENODEV, "The allocated GPU %s has no UUID (NVML did not answer): "
-                                               "the engine cannot be told which GPU it is.", a->bdf);
+                return error_set(err, -ENODEV,
+                                 "The allocated GPU %s has no UUID (NVML did not answer): "
+                                 "the engine cannot be told which GPU it is.",
+                                 a->bdf);
         } else if (a->vendor == VENDOR_AMD) {
             g->vendor = "amd";
             g->render_node = render_node(a);
             if (!g->render_node)
-                return error_set(err, -ENODEV, "The allocated AMD GPU %s has no render node.", a->bdf);
+                return error_set(err, -ENODEV, "The allocated AMD GPU %s has no render node.",
+                                 a->bdf);
         } else
-            return error_set(err, -EOPNOTSUPP, "The allocated device %s is not a GPU a container can take.", a->bdf);
+            return error_set(err, -EOPNOTSUPP,
+                             "The allocated device %s is not a GPU a container can take.", a->bdf);
         buf->n_gpus++;
     }
     /* A VM's size: the placement's (from the request), else the driver's defaults. */
@@ -229,14 +250,15 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
 
 bool agent_work_is_process(const AgentWorkloadConfig *cfg, json_t *work) {
     const char *kind = json_string_value(json_object_get(work, "kind"));
-    const char *m = json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
+    const char *m =
+            json_string_value(json_object_get(json_object_get(work, "placement"), "method"));
     if (!kind || !m || STRNEQ(kind, "endpoint"))
         return false;
     return STREQ(m, "apple-whole") || (STREQ(m, "cpu") && cfg && cfg->cpu_endpoints_as_process);
 }
 
-int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf, WorkloadSpec *ret,
-                            Error *err) {
+int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf,
+                            WorkloadSpec *ret, Error *err) {
     json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
     const char *kind;
     int r = work_begin(work, buf, &kind, err);
@@ -255,14 +277,19 @@ int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentS
         return r;
     const char *bin = STREQ(ms.runtime, "mlx") ? cfg->mlx_server : cfg->llama_server;
     if (isempty(bin))
-        return error_set(err, -EOPNOTSUPP, "This agent has no %s server binary (agent run %s PATH).", ms.runtime,
+        return error_set(err, -EOPNOTSUPP,
+                         "This agent has no %s server binary (agent run %s PATH).", ms.runtime,
                          STREQ(ms.runtime, "mlx") ? "--mlx-server" : "--llama-server");
     buf->argv[0] = bin;
     bool has;
     if ((r = strv_field(req, "env", buf->env, 64, &has, err)) < 0)
         return r;
     buf->port = ms.port;
-    *ret = (WorkloadSpec){.id = buf->id, .kind = kind, .command = buf->argv, .env = has ? buf->env : NULL,
-                          .ports = &buf->port, .n_ports = 1};
+    *ret = (WorkloadSpec){.id = buf->id,
+                          .kind = kind,
+                          .command = buf->argv,
+                          .env = has ? buf->env : NULL,
+                          .ports = &buf->port,
+                          .n_ports = 1};
     return 0;
 }

@@ -19,15 +19,17 @@
 #define AGENT_STOP_GRACE_DEFAULT_S 10
 
 typedef struct AgentWorkloadConfig {
-    EngineConfig engine;        /* engine.socket NULL: no container driver (placements are recorded) */
-    VmConfig vm;                /* vm.uri NULL: no VM driver (passthrough placements are recorded) */
-    const char *images;         /* "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK": the site's defaults */
-    const char *runtimes;       /* "runc=runc,kata=kata-runtime": placement runtime -> engine's name */
-    unsigned stop_grace_s;      /* 0: AGENT_STOP_GRACE_DEFAULT_S */
-    const char *address;        /* host name users reach this node by, for notebook/endpoint URLs */
-    const char *mlx_server;     /* the MLX server binary (mlx_lm.server) for Mac endpoints, or NULL */
-    const char *llama_server;   /* the llama.cpp server binary (llama-server), or NULL */
-    bool cpu_endpoints_as_process; /* cpu endpoints run llama_server as a process, not a container */
+    EngineConfig engine; /* engine.socket NULL: no container driver (placements are recorded) */
+    VmConfig vm;         /* vm.uri NULL: no VM driver (passthrough placements are recorded) */
+    const char
+            *images; /* "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK": the site's defaults */
+    const char *runtimes;   /* "runc=runc,kata=kata-runtime": placement runtime -> engine's name */
+    unsigned stop_grace_s;  /* 0: AGENT_STOP_GRACE_DEFAULT_S */
+    const char *address;    /* host name users reach this node by, for notebook/endpoint URLs */
+    const char *mlx_server; /* the MLX server binary (mlx_lm.server) for Mac endpoints, or NULL */
+    const char *llama_server;      /* the llama.cpp server binary (llama-server), or NULL */
+    bool cpu_endpoints_as_process; /* cpu endpoints run llama_server as a process, not a container
+                                    */
 } AgentWorkloadConfig;
 
 /* The value of key in a "k=v,k=v" map into buf; false when absent. */
@@ -57,7 +59,7 @@ typedef struct AgentSpecBuf {
     const char *env[66];
     char model_env[300];
     unsigned port;
-    unsigned ports[16];  /* the request's own "ports", when it has them */
+    unsigned ports[16];                    /* the request's own "ports", when it has them */
     const char *argv[MAC_SERVER_ARGV_MAX]; /* a process endpoint's server command line */
     char port_text[16];
 } AgentSpecBuf;
@@ -68,16 +70,17 @@ unsigned agent_work_port(json_t *work);
 
 /* The URL users reach a running notebook or endpoint at (an endpoint's OpenAI-compatible base
  * URL ends in /v1); "" when the kind serves nothing or no port is published. */
-void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_port, char *buf, size_t size);
+void agent_work_url(const AgentWorkloadConfig *cfg, json_t *work, unsigned host_port, char *buf,
+                    size_t size);
 
 /* Build the spec of one pushed workload. Every allocated address must be a GPU of this
  * machine's inventory (with a UUID for NVIDIA, a render node for AMD); otherwise a sentence
  * saying which. The spec points into work, inv and buf. */
-int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv, AgentSpecBuf *buf,
-                    WorkloadSpec *ret, Error *err);
+int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv,
+                    AgentSpecBuf *buf, WorkloadSpec *ret, Error *err);
 
 /* Build the spec of a process endpoint: the server's command line for the placement's runtime
  * (mac-plan.h) with this agent's binary for it, the request's model and env, its port (the
  * request's first, else the runtime's). */
-int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf, WorkloadSpec *ret,
-                            Error *err);
+int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf,
+                            WorkloadSpec *ret, Error *err);

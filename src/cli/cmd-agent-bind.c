@@ -17,11 +17,13 @@
 static void bind_usage(FILE *f) {
     fputs("usage: einsora agent bind GPU --to vfio|host [--dry-run] [COMMON]\n"
           "       einsora agent switch --to vfio|host [--dry-run] [COMMON]\n"
-          "       einsora agent reset-check GPU [--cycles N] [--settle-ms MS] [--kmsg FILE] [COMMON]\n"
+          "       einsora agent reset-check GPU [--cycles N] [--settle-ms MS] [--kmsg FILE] "
+          "[COMMON]\n"
           "       einsora agent recover [--clear-quarantine GPU] [COMMON]\n\n"
           "bind         move a GPU and the functions of its IOMMU group (audio, USB, UCSI) to\n"
           "             vfio-pci (for VMs) or back to the host driver (for containers)\n"
-          "switch       move every GPU of this machine to one mode; refused while any GPU is in use\n"
+          "switch       move every GPU of this machine to one mode; refused while any GPU is in "
+          "use\n"
           "reset-check  reset a GPU on vfio-pci N times (default 3) and check it comes back;\n"
           "             a failing GPU is quarantined\n"
           "recover      finish or roll back a move an earlier agent left half-done\n\n"
@@ -49,13 +51,20 @@ typedef struct Args {
 
 static int parse_args(int argc, char **argv, Args *a) {
     static const struct option options[] = {
-            {"to", required_argument, NULL, 't'},         {"dry-run", no_argument, NULL, 'n'},
-            {"sysfs-root", required_argument, NULL, 'S'}, {"proc-root", required_argument, NULL, 'P'},
-            {"dev-root", required_argument, NULL, 'D'},   {"state-dir", required_argument, NULL, 's'},
-            {"timeout", required_argument, NULL, 'T'},    {"modprobe", required_argument, NULL, 'm'},
-            {"cycles", required_argument, NULL, 'c'},     {"settle-ms", required_argument, NULL, 'w'},
-            {"kmsg", required_argument, NULL, 'k'},       {"clear-quarantine", required_argument, NULL, 'C'},
-            {"json", no_argument, NULL, 'j'},             {"help", no_argument, NULL, 'h'},
+            {"to", required_argument, NULL, 't'},
+            {"dry-run", no_argument, NULL, 'n'},
+            {"sysfs-root", required_argument, NULL, 'S'},
+            {"proc-root", required_argument, NULL, 'P'},
+            {"dev-root", required_argument, NULL, 'D'},
+            {"state-dir", required_argument, NULL, 's'},
+            {"timeout", required_argument, NULL, 'T'},
+            {"modprobe", required_argument, NULL, 'm'},
+            {"cycles", required_argument, NULL, 'c'},
+            {"settle-ms", required_argument, NULL, 'w'},
+            {"kmsg", required_argument, NULL, 'k'},
+            {"clear-quarantine", required_argument, NULL, 'C'},
+            {"json", no_argument, NULL, 'j'},
+            {"help", no_argument, NULL, 'h'},
             {},
     };
     reset_check_options_init(&a->rc);
@@ -86,7 +95,9 @@ static int parse_args(int argc, char **argv, Args *a) {
         case 'T': {
             double sec = strtod(optarg, &end);
             if (end == optarg || *end || !(sec > 0 && sec <= 3600))
-                return fail(EXIT_USAGE, "agent %s: --timeout takes seconds between 0.001 and 3600, not '%s'", a->sub, optarg);
+                return fail(EXIT_USAGE,
+                            "agent %s: --timeout takes seconds between 0.001 and 3600, not '%s'",
+                            a->sub, optarg);
             a->rc.bind.timeout_ms = (int)(sec * 1000 + 0.5) ? (int)(sec * 1000 + 0.5) : 1;
             break;
         }
@@ -96,14 +107,17 @@ static int parse_args(int argc, char **argv, Args *a) {
         case 'c': {
             unsigned long v = strtoul(optarg, &end, 10);
             if (end == optarg || *end || v < 1 || v > 100)
-                return fail(EXIT_USAGE, "agent %s: --cycles takes a number from 1 to 100, not '%s'", a->sub, optarg);
+                return fail(EXIT_USAGE, "agent %s: --cycles takes a number from 1 to 100, not '%s'",
+                            a->sub, optarg);
             a->rc.cycles = (unsigned)v;
             break;
         }
         case 'w': {
             unsigned long v = strtoul(optarg, &end, 10);
             if (end == optarg || *end || v > 60000)
-                return fail(EXIT_USAGE, "agent %s: --settle-ms takes milliseconds up to 60000, not '%s'", a->sub, optarg);
+                return fail(EXIT_USAGE,
+                            "agent %s: --settle-ms takes milliseconds up to 60000, not '%s'",
+                            a->sub, optarg);
             a->rc.settle_ms = (int)v;
             break;
         }
@@ -136,34 +150,39 @@ static int parse_args(int argc, char **argv, Args *a) {
 static json_t *functions_json(const BindFunction *fns, size_t n) {
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:s?, s:s?, s:s?}", "bdf", fns[i].bdf, "before",
-                                             fns[i].before[0] ? fns[i].before : NULL, "driver",
-                                             fns[i].after[0] ? fns[i].after : NULL, "driver_override",
-                                             fns[i].override[0] ? fns[i].override : NULL));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:s?, s:s?, s:s?}", "bdf", fns[i].bdf, "before",
+                                        fns[i].before[0] ? fns[i].before : NULL, "driver",
+                                        fns[i].after[0] ? fns[i].after : NULL, "driver_override",
+                                        fns[i].override[0] ? fns[i].override : NULL));
     return arr;
 }
 
 static void print_functions(const BindFunction *fns, size_t n) {
     for (size_t i = 0; i < n; i++)
         printf("  %s  %-14s -> %s%s%s\n", fns[i].bdf, fns[i].before[0] ? fns[i].before : "(none)",
-               fns[i].after[0] ? fns[i].after : "(no driver)", fns[i].override[0] ? "   driver_override=" : "",
-               fns[i].override);
+               fns[i].after[0] ? fns[i].after : "(no driver)",
+               fns[i].override[0] ? "   driver_override=" : "", fns[i].override);
 }
 
 static json_t *bind_result_json(const BindResult *r) {
     json_t *plan = json_array();
     _cleanup_free_ char *copy = strdup(r->plan);
-    for (char *save = NULL, *l = copy ? strtok_r(copy, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+    for (char *save = NULL, *l = copy ? strtok_r(copy, "\n", &save) : NULL; l;
+         l = strtok_r(NULL, "\n", &save))
         json_array_append_new(plan, json_string(l));
-    return json_pack("{s:s, s:s, s:b, s:b, s:i, s:o, s:o, s:s}", "gpu", r->gpu, "to", bind_target_to_string(r->to),
-                     "dry_run", r->dry_run, "changed", r->changed, "iommu_group", r->iommu_group, "functions",
-                     functions_json(r->fns, r->n_fns), "plan", plan, "recovered", recover_action_to_string(r->recovered));
+    return json_pack("{s:s, s:s, s:b, s:b, s:i, s:o, s:o, s:s}", "gpu", r->gpu, "to",
+                     bind_target_to_string(r->to), "dry_run", r->dry_run, "changed", r->changed,
+                     "iommu_group", r->iommu_group, "functions", functions_json(r->fns, r->n_fns),
+                     "plan", plan, "recovered", recover_action_to_string(r->recovered));
 }
 
 static void print_recovered(RecoverAction a, const char *gpu) {
     if (a != RECOVER_NOTHING)
         printf("An earlier unfinished move of GPU %s was %s first.\n", gpu,
-               a == RECOVER_COMPLETED ? "completed" : a == RECOVER_ROLLED_BACK ? "rolled back" : "quarantined");
+               a == RECOVER_COMPLETED     ? "completed"
+               : a == RECOVER_ROLLED_BACK ? "rolled back"
+                                          : "quarantined");
 }
 
 static void print_bind_result(const BindResult *r) {
@@ -185,7 +204,8 @@ static void print_bind_result(const BindResult *r) {
 static int do_bind(Args *a) {
     BindTarget to;
     if (!a->gpu)
-        return fail(EXIT_USAGE, "agent bind: name the GPU, e.g. 'einsora agent bind 0000:01:00.0 --to vfio'");
+        return fail(EXIT_USAGE,
+                    "agent bind: name the GPU, e.g. 'einsora agent bind 0000:01:00.0 --to vfio'");
     if (!a->to || bind_target_from_string(a->to, &to) < 0)
         return fail(EXIT_USAGE, "agent bind: say where the GPU goes: --to vfio or --to host");
     BindResult res;
@@ -201,7 +221,8 @@ static int do_bind(Args *a) {
 static int do_switch(Args *a) {
     BindTarget to;
     if (a->gpu)
-        return fail(EXIT_USAGE, "agent switch: moves every GPU; use 'einsora agent bind %s' for one", a->gpu);
+        return fail(EXIT_USAGE,
+                    "agent switch: moves every GPU; use 'einsora agent bind %s' for one", a->gpu);
     if (!a->to || bind_target_from_string(a->to, &to) < 0)
         return fail(EXIT_USAGE, "agent switch: say the mode: --to vfio or --to host");
     SwitchResult *res = calloc(1, sizeof(SwitchResult));
@@ -217,15 +238,19 @@ static int do_switch(Args *a) {
             json_array_append_new(gpus, bind_result_json(&res->gpus[i]));
         for (size_t i = 0; i < res->n_skipped; i++)
             json_array_append_new(skipped, json_string(res->skipped[i]));
-        ret = print_json(json_pack("{s:s, s:o, s:o}", "to", bind_target_to_string(to), "gpus", gpus, "skipped_boot_vga", skipped));
+        ret = print_json(json_pack("{s:s, s:o, s:o}", "to", bind_target_to_string(to), "gpus", gpus,
+                                   "skipped_boot_vga", skipped));
     } else {
-        printf("%s%zu %s of this machine %s %s.\n", a->rc.bind.dry_run ? "Dry run, nothing was changed: " : "",
-               res->n_gpus, plural((long long)res->n_gpus, "GPU", "GPUs"),
-               a->rc.bind.dry_run ? "would move to" : plural((long long)res->n_gpus, "is on", "are on"),
+        printf("%s%zu %s of this machine %s %s.\n",
+               a->rc.bind.dry_run ? "Dry run, nothing was changed: " : "", res->n_gpus,
+               plural((long long)res->n_gpus, "GPU", "GPUs"),
+               a->rc.bind.dry_run ? "would move to"
+                                  : plural((long long)res->n_gpus, "is on", "are on"),
                to == BIND_TO_VFIO ? "vfio-pci" : "their host drivers");
         for (size_t i = 0; i < res->n_gpus; i++) {
             if (a->rc.bind.dry_run)
-                printf("GPU %s:\n%s", res->gpus[i].gpu, res->gpus[i].plan[0] ? res->gpus[i].plan : "  (already there)\n");
+                printf("GPU %s:\n%s", res->gpus[i].gpu,
+                       res->gpus[i].plan[0] ? res->gpus[i].plan : "  (already there)\n");
             else
                 print_functions(res->gpus[i].fns, res->gpus[i].n_fns);
         }
@@ -250,8 +275,9 @@ static int do_recover(Args *a) {
     if (gpu_recover(&a->rc.bind, &res, &err) < 0)
         return fail_error(EXIT_FAIL, &err);
     if (a->json)
-        return print_json(json_pack("{s:s, s:s?, s:o}", "action", recover_action_to_string(res.action), "gpu",
-                                    res.gpu[0] ? res.gpu : NULL, "functions", functions_json(res.fns, res.n_fns)));
+        return print_json(json_pack(
+                "{s:s, s:s?, s:o}", "action", recover_action_to_string(res.action), "gpu",
+                res.gpu[0] ? res.gpu : NULL, "functions", functions_json(res.fns, res.n_fns)));
     if (res.action == RECOVER_NOTHING)
         printf("Nothing to recover: no move was left unfinished.\n");
     else {
@@ -264,7 +290,9 @@ static int do_recover(Args *a) {
 
 static int do_reset_check(Args *a) {
     if (!a->gpu)
-        return fail(EXIT_USAGE, "agent reset-check: name the GPU, e.g. 'einsora agent reset-check 0000:01:00.0'");
+        return fail(
+                EXIT_USAGE,
+                "agent reset-check: name the GPU, e.g. 'einsora agent reset-check 0000:01:00.0'");
     ResetCheckResult res;
     Error err = {0};
     if (gpu_reset_check(&a->rc, a->gpu, &res, &err) < 0)
@@ -274,13 +302,15 @@ static int do_reset_check(Args *a) {
         for (size_t i = 0; i < res.n_reasons; i++)
             json_array_append_new(reasons, json_string(res.reasons[i]));
         print_json(json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:o, s:b}", "gpu", res.gpu, "verdict",
-                             reset_verdict_to_string(res.verdict), "cycles", (int)res.cycles_run, "reset_method",
-                             res.reset_method, "link_before", res.link_before, "link_after", res.link_after, "reasons",
-                             reasons, "quarantined", res.quarantined));
+                             reset_verdict_to_string(res.verdict), "cycles", (int)res.cycles_run,
+                             "reset_method", res.reset_method, "link_before", res.link_before,
+                             "link_after", res.link_after, "reasons", reasons, "quarantined",
+                             res.quarantined));
     } else {
-        printf("GPU %s: reset-cycle check %s after %u %s (reset methods: %s; link %s, now %s).\n", res.gpu,
-               reset_verdict_to_string(res.verdict), res.cycles_run, plural(res.cycles_run, "reset", "resets"), res.reset_method[0] ? res.reset_method : "none",
-               res.link_before, res.link_after);
+        printf("GPU %s: reset-cycle check %s after %u %s (reset methods: %s; link %s, now %s).\n",
+               res.gpu, reset_verdict_to_string(res.verdict), res.cycles_run,
+               plural(res.cycles_run, "reset", "resets"),
+               res.reset_method[0] ? res.reset_method : "none", res.link_before, res.link_after);
         for (size_t i = 0; i < res.n_reasons; i++)
             printf("  - %s\n", res.reasons[i]);
         if (res.quarantined)

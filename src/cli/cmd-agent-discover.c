@@ -64,7 +64,9 @@ static char *fmt_mig(const Accelerator *a) {
     if (a->mig_current < 0)
         return NULL;
     return strprintf("%s%s, %zu inst", a->mig_current ? "on" : "off",
-                     a->mig_pending != a->mig_current ? (a->mig_pending ? " (pending on)" : " (pending off)") : "",
+                     a->mig_pending != a->mig_current
+                             ? (a->mig_pending ? " (pending on)" : " (pending off)")
+                             : "",
                      a->n_mig);
 }
 
@@ -73,8 +75,9 @@ static void print_details(const Accelerator *a) {
     if (a->n_group) {
         printf("  %s iommu group %d also holds:", id, a->iommu_group);
         for (size_t i = 0; i < a->n_group; i++)
-            printf(" %s (%s %04x:%04x, %s)", a->group[i].bdf, a->group[i].kind, a->group[i].vendor_id,
-                   a->group[i].device_id, a->group[i].driver ? a->group[i].driver : "no driver");
+            printf(" %s (%s %04x:%04x, %s)", a->group[i].bdf, a->group[i].kind,
+                   a->group[i].vendor_id, a->group[i].device_id,
+                   a->group[i].driver ? a->group[i].driver : "no driver");
         putchar('\n');
     }
     if (a->driver_override)
@@ -86,8 +89,8 @@ static void print_details(const Accelerator *a) {
         puts(a->n_reset_methods ? "" : " none");
     }
     for (size_t i = 0; i < a->n_mig; i++)
-        printf("  %s MIG instance %u: %s at slots %u-%u (%s)\n", id, a->mig[i].gpu_instance_id, a->mig[i].profile,
-               a->mig[i].start, a->mig[i].start + a->mig[i].size - 1,
+        printf("  %s MIG instance %u: %s at slots %u-%u (%s)\n", id, a->mig[i].gpu_instance_id,
+               a->mig[i].profile, a->mig[i].start, a->mig[i].start + a->mig[i].size - 1,
                a->mig[i].slice_class ? a->mig[i].slice_class : "unclassified");
     if (a->n_device_files) {
         printf("  %s device files:", id);
@@ -103,13 +106,17 @@ static void print_details(const Accelerator *a) {
     }
     if (a->gtt_total_bytes)
         printf("  %s GTT (system memory mapped for the GPU): %.1f GiB, %.1f GiB used\n", id,
-               (double)a->gtt_total_bytes / (double)(1ull << 30), (double)a->gtt_used_bytes / (double)(1ull << 30));
+               (double)a->gtt_total_bytes / (double)(1ull << 30),
+               (double)a->gtt_used_bytes / (double)(1ull << 30));
     if (a->vendor == VENDOR_APPLE)
-        printf("  apple unified memory %.1f GiB, GPU wired limit %.1f GiB, owner headroom %.1f GiB\n",
-               (double)a->unified_memory_bytes / (double)(1ull << 30), (double)a->wired_limit_bytes / (double)(1ull << 30),
+        printf("  apple unified memory %.1f GiB, GPU wired limit %.1f GiB, owner headroom %.1f "
+               "GiB\n",
+               (double)a->unified_memory_bytes / (double)(1ull << 30),
+               (double)a->wired_limit_bytes / (double)(1ull << 30),
                (double)a->headroom_bytes / (double)(1ull << 30));
     for (size_t i = 0; i < a->n_holders; i++)
-        printf("  %s held by pid %d (%s) via %s\n", id, a->holders[i].pid, a->holders[i].comm, a->holders[i].path);
+        printf("  %s held by pid %d (%s) via %s\n", id, a->holders[i].pid, a->holders[i].comm,
+               a->holders[i].path);
     if (a->error)
         printf("  %s ERROR: %s\n", id, a->error);
 }
@@ -127,20 +134,26 @@ static int print_table(const MachineInventory *inv) {
         return EXIT_OK;
     }
     putchar('\n');
-    Table *t = table_new("ADDRESS", "VENDOR", "MODEL", "CLASS", "MEMORY", "NUMA", "LINK", "DRIVER", "IOMMU",
-                         "BOOT_VGA", "MIG", "HOLDERS", NULL);
+    Table *t = table_new("ADDRESS", "VENDOR", "MODEL", "CLASS", "MEMORY", "NUMA", "LINK", "DRIVER",
+                         "IOMMU", "BOOT_VGA", "MIG", "HOLDERS", NULL);
     if (!t)
         return fail(EXIT_FAIL, "out of memory");
     for (size_t i = 0; i < inv->n_accelerators; i++) {
         const Accelerator *a = &inv->accelerators[i];
-        _cleanup_free_ char *amem = fmt_bytes(a->memory_total_bytes), *link = fmt_link(a), *mig = fmt_mig(a);
+        _cleanup_free_ char *amem = fmt_bytes(a->memory_total_bytes), *link = fmt_link(a),
+                            *mig = fmt_mig(a);
         _cleanup_free_ char *numa = a->numa_node >= 0 ? strprintf("%d", a->numa_node) : NULL;
         _cleanup_free_ char *grp = a->iommu_group >= 0 ? strprintf("%d", a->iommu_group) : NULL;
         _cleanup_free_ char *holders = a->n_holders ? strprintf("%zu", a->n_holders) : NULL;
-        _cleanup_free_ char *cls = strprintf("%s%s", accelerator_class_name(a), a->consumer ? " (consumer)" : "");
-        table_add_row(t, a->bdf[0] ? a->bdf : "-", a->vendor == _VENDOR_INVALID ? "unknown" : vendor_to_string(a->vendor),
+        _cleanup_free_ char *cls =
+                strprintf("%s%s", accelerator_class_name(a), a->consumer ? " (consumer)" : "");
+        table_add_row(t, a->bdf[0] ? a->bdf : "-",
+                      a->vendor == _VENDOR_INVALID ? "unknown" : vendor_to_string(a->vendor),
                       a->model, cls, amem, numa, link, a->driver, grp,
-                      a->boot_vga < 0 ? NULL : a->boot_vga ? "yes" : "no", mig, holders);
+                      a->boot_vga < 0 ? NULL
+                      : a->boot_vga   ? "yes"
+                                      : "no",
+                      mig, holders);
     }
     table_print(t, stdout);
     table_free(t);
@@ -150,7 +163,18 @@ static int print_table(const MachineInventory *inv) {
 }
 
 int agent_discover_verb(int argc, char **argv) {
-    enum { O_SYSFS = 256, O_PROC, O_DEV, O_NVML_LIB, O_NO_NVML, O_CATALOG, O_PCI_IDS, O_APPLE, O_HEADROOM, O_NO_HOLDERS };
+    enum {
+        O_SYSFS = 256,
+        O_PROC,
+        O_DEV,
+        O_NVML_LIB,
+        O_NO_NVML,
+        O_CATALOG,
+        O_PCI_IDS,
+        O_APPLE,
+        O_HEADROOM,
+        O_NO_HOLDERS
+    };
     static const struct option options[] = {
             {"json", no_argument, NULL, 'j'},
             {"sysfs-root", required_argument, NULL, O_SYSFS},
@@ -204,8 +228,12 @@ int agent_discover_verb(int argc, char **argv) {
             char *end = NULL;
             errno = 0;
             o.apple_headroom_gb = strtod(optarg, &end);
-            if (errno || !end || *end || end == optarg || !(o.apple_headroom_gb > 0) || o.apple_headroom_gb > 1e6)
-                return fail(EXIT_USAGE, "agent discover: --apple-headroom-gb needs a positive number of GB, not '%s'", optarg);
+            if (errno || !end || *end || end == optarg || !(o.apple_headroom_gb > 0) ||
+                o.apple_headroom_gb > 1e6)
+                return fail(EXIT_USAGE,
+                            "agent discover: --apple-headroom-gb needs a positive number of GB, "
+                            "not '%s'",
+                            optarg);
             break;
         }
         case O_NO_HOLDERS:
@@ -229,7 +257,8 @@ int agent_discover_verb(int argc, char **argv) {
         error_clear(&err);
     }
     Catalog *cat = NULL;
-    if (catalog_load_file(catalog_path ? catalog_path : catalog_default_path(), ids, &cat, &err) < 0) {
+    if (catalog_load_file(catalog_path ? catalog_path : catalog_default_path(), ids, &cat, &err) <
+        0) {
         pci_ids_free(ids);
         return fail_error(EXIT_FAIL, &err);
     }

@@ -43,15 +43,20 @@ static void run_usage(FILE *f) {
           "  --catalog FILE      catalog of GPU classes (default: the shipped one)\n"
           "  --simulate          record rebinds and reset checks in the state folder instead of\n"
           "                      writing to the kernel (fixture machines, demos)\n"
-          "  --engine-socket P   Docker or Podman socket for container workloads (none: recorded only)\n"
+          "  --engine-socket P   Docker or Podman socket for container workloads (none: recorded "
+          "only)\n"
           "  --engine-api A      auto | docker | libpod (default auto: from GET /version)\n"
           "  --cdi-dirs D        where CDI specs are read (default /etc/cdi:/var/run/cdi)\n"
-          "  --vm-uri URI        libvirt connection for passthrough VMs, e.g. qemu:///system (none: recorded only)\n"
-          "  --vm-domain-type T  libvirt domain type (default kvm; test for libvirt's test driver)\n"
-          "  --images MAP        the site's default images: notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK\n"
+          "  --vm-uri URI        libvirt connection for passthrough VMs, e.g. qemu:///system "
+          "(none: recorded only)\n"
+          "  --vm-domain-type T  libvirt domain type (default kvm; test for libvirt's test "
+          "driver)\n"
+          "  --images MAP        the site's default images: "
+          "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK\n"
           "  --runtimes MAP      engine runtime names: kata=kata-runtime[,runc=runc]\n"
           "  --stop-grace S      seconds a workload has to stop before it is killed (default 10)\n"
-          "  --mlx-server PATH   the MLX server binary (mlx_lm.server): Mac endpoints run it as a process\n"
+          "  --mlx-server PATH   the MLX server binary (mlx_lm.server): Mac endpoints run it as a "
+          "process\n"
           "  --llama-server PATH the llama.cpp server binary (llama-server) for process endpoints\n"
           "  --cpu-endpoints M   container | process (llama-server; default container)\n"
           "  --address HOST      host name users reach this node by, in notebook/endpoint URLs\n"
@@ -87,32 +92,78 @@ static bool capabilities_are_valid(const char *list) {
 }
 
 int agent_run_verb(int argc, char **argv) {
-    enum { O_SERVER = 0x200, O_TOKEN, O_NAME, O_SITE, O_KIND, O_OWNER, O_MODE, O_CAPS, O_HB, O_STATE,
-           O_SYS, O_PROC, O_DEV, O_NVML, O_NO_NVML, O_APPLE, O_CATALOG, O_SIM, O_ENGINE, O_ENGINE_API,
-           O_CDI, O_IMAGES, O_RUNTIMES, O_GRACE, O_VM_URI, O_VM_TYPE, O_ADDRESS,
-           O_MLX, O_LLAMA, O_CPU_ENDPOINTS };
+    enum {
+        O_SERVER = 0x200,
+        O_TOKEN,
+        O_NAME,
+        O_SITE,
+        O_KIND,
+        O_OWNER,
+        O_MODE,
+        O_CAPS,
+        O_HB,
+        O_STATE,
+        O_SYS,
+        O_PROC,
+        O_DEV,
+        O_NVML,
+        O_NO_NVML,
+        O_APPLE,
+        O_CATALOG,
+        O_SIM,
+        O_ENGINE,
+        O_ENGINE_API,
+        O_CDI,
+        O_IMAGES,
+        O_RUNTIMES,
+        O_GRACE,
+        O_VM_URI,
+        O_VM_TYPE,
+        O_ADDRESS,
+        O_MLX,
+        O_LLAMA,
+        O_CPU_ENDPOINTS
+    };
     static const struct option options[] = {
-            {"server", required_argument, NULL, O_SERVER},   {"token-file", required_argument, NULL, O_TOKEN},
-            {"name", required_argument, NULL, O_NAME},       {"site", required_argument, NULL, O_SITE},
-            {"site-kind", required_argument, NULL, O_KIND},  {"owner", required_argument, NULL, O_OWNER},
-            {"mode", required_argument, NULL, O_MODE},       {"capabilities", required_argument, NULL, O_CAPS},
-            {"heartbeat", required_argument, NULL, O_HB},    {"state-dir", required_argument, NULL, O_STATE},
-            {"sysfs-root", required_argument, NULL, O_SYS},  {"proc-root", required_argument, NULL, O_PROC},
-            {"dev-root", required_argument, NULL, O_DEV},    {"nvml-lib", required_argument, NULL, O_NVML},
-            {"no-nvml", no_argument, NULL, O_NO_NVML},       {"apple-fixture", required_argument, NULL, O_APPLE},
-            {"catalog", required_argument, NULL, O_CATALOG}, {"simulate", no_argument, NULL, O_SIM},
-            {"engine-socket", required_argument, NULL, O_ENGINE}, {"engine-api", required_argument, NULL, O_ENGINE_API},
-            {"cdi-dirs", required_argument, NULL, O_CDI},    {"images", required_argument, NULL, O_IMAGES},
-            {"runtimes", required_argument, NULL, O_RUNTIMES}, {"stop-grace", required_argument, NULL, O_GRACE},
-            {"vm-uri", required_argument, NULL, O_VM_URI},   {"vm-domain-type", required_argument, NULL, O_VM_TYPE},
+            {"server", required_argument, NULL, O_SERVER},
+            {"token-file", required_argument, NULL, O_TOKEN},
+            {"name", required_argument, NULL, O_NAME},
+            {"site", required_argument, NULL, O_SITE},
+            {"site-kind", required_argument, NULL, O_KIND},
+            {"owner", required_argument, NULL, O_OWNER},
+            {"mode", required_argument, NULL, O_MODE},
+            {"capabilities", required_argument, NULL, O_CAPS},
+            {"heartbeat", required_argument, NULL, O_HB},
+            {"state-dir", required_argument, NULL, O_STATE},
+            {"sysfs-root", required_argument, NULL, O_SYS},
+            {"proc-root", required_argument, NULL, O_PROC},
+            {"dev-root", required_argument, NULL, O_DEV},
+            {"nvml-lib", required_argument, NULL, O_NVML},
+            {"no-nvml", no_argument, NULL, O_NO_NVML},
+            {"apple-fixture", required_argument, NULL, O_APPLE},
+            {"catalog", required_argument, NULL, O_CATALOG},
+            {"simulate", no_argument, NULL, O_SIM},
+            {"engine-socket", required_argument, NULL, O_ENGINE},
+            {"engine-api", required_argument, NULL, O_ENGINE_API},
+            {"cdi-dirs", required_argument, NULL, O_CDI},
+            {"images", required_argument, NULL, O_IMAGES},
+            {"runtimes", required_argument, NULL, O_RUNTIMES},
+            {"stop-grace", required_argument, NULL, O_GRACE},
+            {"vm-uri", required_argument, NULL, O_VM_URI},
+            {"vm-domain-type", required_argument, NULL, O_VM_TYPE},
             {"address", required_argument, NULL, O_ADDRESS},
-            {"mlx-server", required_argument, NULL, O_MLX},  {"llama-server", required_argument, NULL, O_LLAMA},
+            {"mlx-server", required_argument, NULL, O_MLX},
+            {"llama-server", required_argument, NULL, O_LLAMA},
             {"cpu-endpoints", required_argument, NULL, O_CPU_ENDPOINTS},
-            {"quiet", no_argument, NULL, 'q'},               {"help", no_argument, NULL, 'h'},
+            {"quiet", no_argument, NULL, 'q'},
+            {"help", no_argument, NULL, 'h'},
             {},
     };
-    AgentConfig cfg = {.server = getenv("EINSORA_SERVER"), .token = getenv("EINSORA_TOKEN"),
-                       .id = {.owner = getenv("USER")}, .log = stderr, .stop = &stop_flag};
+    AgentConfig cfg = {.server = getenv("EINSORA_SERVER"),
+                       .token = getenv("EINSORA_TOKEN"),
+                       .id = {.owner = getenv("USER")},
+                       .log = stderr,
+                       .stop = &stop_flag};
     AgentWorkloadConfig wl = {0};
     engine_config_init(&wl.engine);
     char host[65] = "";
@@ -129,30 +180,78 @@ int agent_run_verb(int argc, char **argv) {
             cfg.server = remote_add_server(server_given ? cfg.server : NULL, optarg);
             server_given = true;
             break;
-        case O_TOKEN: token_file = optarg; break;
-        case O_NAME: cfg.id.name = optarg; break;
-        case O_SITE: cfg.id.site = optarg; break;
-        case O_KIND: cfg.id.site_kind = optarg; break;
-        case O_OWNER: cfg.id.owner = optarg; break;
-        case O_MODE: cfg.id.mode = optarg; break;
-        case O_CAPS: cfg.id.capabilities = optarg; break;
-        case O_STATE: cfg.state_dir = optarg; break;
-        case O_SYS: cfg.discover.sysfs_root = optarg; break;
-        case O_PROC: cfg.discover.proc_root = optarg; break;
-        case O_DEV: cfg.dev_root = cfg.discover.dev_root = optarg; break;
-        case O_NVML: cfg.discover.nvml_lib = optarg; break;
-        case O_NO_NVML: cfg.discover.no_nvml = true; break;
-        case O_APPLE: cfg.discover.apple_fixture = optarg; break;
-        case O_CATALOG: cfg.catalog_path = optarg; break;
-        case O_SIM: cfg.simulate = true; break;
-        case 'q': cfg.log = NULL; break;
-        case O_ENGINE: wl.engine.socket = optarg; break;
-        case O_CDI: wl.engine.cdi_dirs = optarg; break;
-        case O_VM_URI: wl.vm.uri = optarg; break;
-        case O_VM_TYPE: wl.vm.domain_type = optarg; break;
-        case O_ADDRESS: wl.address = optarg; break;
-        case O_MLX: wl.mlx_server = optarg; break;
-        case O_LLAMA: wl.llama_server = optarg; break;
+        case O_TOKEN:
+            token_file = optarg;
+            break;
+        case O_NAME:
+            cfg.id.name = optarg;
+            break;
+        case O_SITE:
+            cfg.id.site = optarg;
+            break;
+        case O_KIND:
+            cfg.id.site_kind = optarg;
+            break;
+        case O_OWNER:
+            cfg.id.owner = optarg;
+            break;
+        case O_MODE:
+            cfg.id.mode = optarg;
+            break;
+        case O_CAPS:
+            cfg.id.capabilities = optarg;
+            break;
+        case O_STATE:
+            cfg.state_dir = optarg;
+            break;
+        case O_SYS:
+            cfg.discover.sysfs_root = optarg;
+            break;
+        case O_PROC:
+            cfg.discover.proc_root = optarg;
+            break;
+        case O_DEV:
+            cfg.dev_root = cfg.discover.dev_root = optarg;
+            break;
+        case O_NVML:
+            cfg.discover.nvml_lib = optarg;
+            break;
+        case O_NO_NVML:
+            cfg.discover.no_nvml = true;
+            break;
+        case O_APPLE:
+            cfg.discover.apple_fixture = optarg;
+            break;
+        case O_CATALOG:
+            cfg.catalog_path = optarg;
+            break;
+        case O_SIM:
+            cfg.simulate = true;
+            break;
+        case 'q':
+            cfg.log = NULL;
+            break;
+        case O_ENGINE:
+            wl.engine.socket = optarg;
+            break;
+        case O_CDI:
+            wl.engine.cdi_dirs = optarg;
+            break;
+        case O_VM_URI:
+            wl.vm.uri = optarg;
+            break;
+        case O_VM_TYPE:
+            wl.vm.domain_type = optarg;
+            break;
+        case O_ADDRESS:
+            wl.address = optarg;
+            break;
+        case O_MLX:
+            wl.mlx_server = optarg;
+            break;
+        case O_LLAMA:
+            wl.llama_server = optarg;
+            break;
         case O_CPU_ENDPOINTS:
             if (STRNEQ(optarg, "container") && STRNEQ(optarg, "process"))
                 return fail(EXIT_USAGE, "agent run: --cpu-endpoints is container or process");
@@ -197,7 +296,9 @@ int agent_run_verb(int argc, char **argv) {
         cfg.token = file_token;
     }
     if (!cfg.server || isempty(cfg.token))
-        return fail(EXIT_USAGE, "agent run: --server and a token are required (--token-file F or $EINSORA_TOKEN)");
+        return fail(
+                EXIT_USAGE,
+                "agent run: --server and a token are required (--token-file F or $EINSORA_TOKEN)");
     if (!cfg.id.name) {
         if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
             return fail(EXIT_USAGE, "agent run: cannot read the host name; give --name");
@@ -206,19 +307,26 @@ int agent_run_verb(int argc, char **argv) {
         cfg.id.name = host;
     }
     if (!wire_name_is_valid(cfg.id.name))
-        return fail(EXIT_USAGE, "agent run: '%s' is not a valid node name (a-z, 0-9, . _ -)", cfg.id.name);
+        return fail(EXIT_USAGE, "agent run: '%s' is not a valid node name (a-z, 0-9, . _ -)",
+                    cfg.id.name);
     if (!cfg.id.owner || !wire_name_is_valid(cfg.id.owner))
-        return fail(EXIT_USAGE, "agent run: give the machine's owner with --owner (a valid user name)");
+        return fail(EXIT_USAGE,
+                    "agent run: give the machine's owner with --owner (a valid user name)");
     if (cfg.id.site_kind && STRNEQ(cfg.id.site_kind, "solo") && STRNEQ(cfg.id.site_kind, "lab") &&
         STRNEQ(cfg.id.site_kind, "datacenter"))
         return fail(EXIT_USAGE, "agent run: --site-kind is solo, lab or datacenter");
     if (cfg.id.capabilities && !capabilities_are_valid(cfg.id.capabilities))
-        return fail(EXIT_USAGE, "agent run: --capabilities is at most %d comma-separated names (a-z, 0-9, . _ -; "
-                                "at most 31 characters each)", SPEC_MAX_CAPS);
+        return fail(
+                EXIT_USAGE,
+                "agent run: --capabilities is at most %d comma-separated names (a-z, 0-9, . _ -; "
+                "at most 31 characters each)",
+                SPEC_MAX_CAPS);
     if (cfg.id.mode && STRNEQ(cfg.id.mode, "container") && STRNEQ(cfg.id.mode, "vm-passthrough"))
-        return fail(EXIT_USAGE, "agent run: --mode is container or vm-passthrough (vGPU is not offered, R2d)");
+        return fail(EXIT_USAGE,
+                    "agent run: --mode is container or vm-passthrough (vGPU is not offered, R2d)");
     if (wl.cpu_endpoints_as_process && isempty(wl.llama_server))
-        return fail(EXIT_USAGE, "agent run: --cpu-endpoints process needs the binary: --llama-server PATH");
+        return fail(EXIT_USAGE,
+                    "agent run: --cpu-endpoints process needs the binary: --llama-server PATH");
 
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);

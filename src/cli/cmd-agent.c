@@ -38,7 +38,8 @@ int verb_agent(int argc, char **argv) {
         return agent_bind_verb(argc - 1, argv + 1);
     agent_usage(stderr);
     /* A mistyped sub-verb gets the nearest one, as a mistyped verb does. */
-    static const char *const subs[] = {"run", "discover", "bind", "reset-check", "switch", "recover"};
+    static const char *const subs[] = {"run",         "discover", "bind",
+                                       "reset-check", "switch",   "recover"};
     const char *near = suggest_nearest(sub, subs, sizeof(subs) / sizeof(subs[0]));
     if (near)
         return fail(EXIT_USAGE, "agent: unknown sub-command '%s'; did you mean `%s`?", sub, near);

@@ -83,15 +83,16 @@ int verb_capacity(int argc, char **argv) {
     };
     RemoteOpts o = {0};
     CapArgs a = {0};
-    int r = remote_getopt(argc, argv, extra, on_extra, &a, &o,
-                          "usage: einsora capacity [--class NAME] [--site NAME] [--all] [-o FORMAT]\n"
-                          "                        [--no-headers]\n\n"
-                          "Capacity per GPU class, mode and site: total, allocated, free, cordoned,\n"
-                          "quarantined (R6). -o wide adds each row's catalog vendor and memory;\n"
-                          "-o name prints class/NAME once per class with units.\n"
-                          "  --class NAME     only this GPU class\n"
-                          "  --site NAME      only this site\n"
-                          "  --all            also the classes without units\n" LIST_FORMAT_HELP);
+    int r = remote_getopt(
+            argc, argv, extra, on_extra, &a, &o,
+            "usage: einsora capacity [--class NAME] [--site NAME] [--all] [-o FORMAT]\n"
+            "                        [--no-headers]\n\n"
+            "Capacity per GPU class, mode and site: total, allocated, free, cordoned,\n"
+            "quarantined (R6). -o wide adds each row's catalog vendor and memory;\n"
+            "-o name prints class/NAME once per class with units.\n"
+            "  --class NAME     only this GPU class\n"
+            "  --site NAME      only this site\n"
+            "  --all            also the classes without units\n" LIST_FORMAT_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)
@@ -163,8 +164,7 @@ int verb_capacity(int argc, char **argv) {
             }
         }
         list_print_table(&a.list, nt);
-        json_array_foreach(nodes, i, n)
-            if (json_str(n, "note"))
+        json_array_foreach(nodes, i, n) if (json_str(n, "note"))
                 printf("note: node %s %s\n", json_str(n, "node"), json_str(n, "note"));
     }
     json_int_t unclassified = json_integer_value(json_object_get(j, "unclassified"));

@@ -47,8 +47,10 @@ static void warn_vm_name_mismatches(const Catalog *cat) {
         const GpuClass *c = &cat->classes[i];
         if (c->vm_device_name_derived)
             fprintf(stderr,
-                    "einsora: warning: class %s: vm_device_name %s (catalog) differs from %s derived "
-                    "from this host's pci.ids; the catalog's is used, check it against the resources "
+                    "einsora: warning: class %s: vm_device_name %s (catalog) differs from %s "
+                    "derived "
+                    "from this host's pci.ids; the catalog's is used, check it against the "
+                    "resources "
                     "the nodes' device plugin advertises\n",
                     c->name, c->vm_device_name, c->vm_device_name_derived);
     }
@@ -87,8 +89,8 @@ static char *format_flags(const GpuClass *c) {
 }
 
 static int print_catalog_table(const Catalog *cat) {
-    Table *t = table_new("CLASS", "VENDOR", "MEMORY", "MATCH", "CONTAINER_RESOURCE", "NODE_SELECTOR",
-                         "VM_DEVICE_NAME", "FLAGS", NULL);
+    Table *t = table_new("CLASS", "VENDOR", "MEMORY", "MATCH", "CONTAINER_RESOURCE",
+                         "NODE_SELECTOR", "VM_DEVICE_NAME", "FLAGS", NULL);
     if (!t)
         return fail(EXIT_FAIL, "out of memory");
     bool any_raw = false;
@@ -157,7 +159,8 @@ int verb_catalog(int argc, char **argv) {
             return fail(EXIT_USAGE, "catalog check: name the catalog FILE to check");
     } else if (STREQ(sub, "show")) {
         if (file)
-            return fail(EXIT_USAGE, "catalog show: unexpected argument '%s' (use --catalog FILE)", file);
+            return fail(EXIT_USAGE, "catalog show: unexpected argument '%s' (use --catalog FILE)",
+                        file);
         file = catalog_path ? catalog_path : catalog_default_path();
     } else {
         catalog_usage(stderr);
@@ -183,8 +186,8 @@ int verb_catalog(int argc, char **argv) {
                                        (json_int_t)cat->n_classes, "derived_mig_classes",
                                        (json_int_t)derived));
         else {
-            printf("%s: valid, %zu classes (%zu MIG slice classes derived from mig_profiles)\n", file,
-                   cat->n_classes, derived);
+            printf("%s: valid, %zu classes (%zu MIG slice classes derived from mig_profiles)\n",
+                   file, cat->n_classes, derived);
             ret = EXIT_OK;
         }
     } else

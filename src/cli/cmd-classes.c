@@ -41,13 +41,13 @@ static void print_classes(const ListOpts *l, json_t *list) {
         const char *fl = strbuf_cstr(&flags);
         fl = fl && fl[0] ? strip_trailing(flags.data) : NULL;
         /* The plain table reads only its own columns' cells, the first ones. */
-        table_add_row(t, json_str(c, "name"), json_str(c, "vendor"),
-                      json_int_str(c, "memory_gb", mem, sizeof(mem)),
-                      json_str(c, "container_resource"), json_str(c, "vm_device_name"), fl,
-                      join_strings(json_object_get(json_object_get(c, "match"), "pci"), pci,
-                                   sizeof(pci)),
-                      json_str(json_object_get(c, "mig"), "parent"),
-                      join_strings(json_object_get(c, "mig_profiles"), profiles, sizeof(profiles)));
+        table_add_row(
+                t, json_str(c, "name"), json_str(c, "vendor"),
+                json_int_str(c, "memory_gb", mem, sizeof(mem)), json_str(c, "container_resource"),
+                json_str(c, "vm_device_name"), fl,
+                join_strings(json_object_get(json_object_get(c, "match"), "pci"), pci, sizeof(pci)),
+                json_str(json_object_get(c, "mig"), "parent"),
+                join_strings(json_object_get(c, "mig_profiles"), profiles, sizeof(profiles)));
         strbuf_done(&flags);
     }
     list_print_table(l, t);
@@ -60,8 +60,8 @@ int verb_classes(int argc, char **argv) {
     int r = remote_getopt(argc, argv, extra, list_only_option, &l, &o,
                           "usage: einsora classes [-o FORMAT] [--no-headers]\n\n"
                           "List the server's GPU classes (-o wide adds their PCI ids, the card a\n"
-                          "MIG slice class is cut from and the MIG profiles; -o name: class/NAME).\n"
-                          LIST_FORMAT_HELP);
+                          "MIG slice class is cut from and the MIG profiles; -o name: "
+                          "class/NAME).\n" LIST_FORMAT_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)

@@ -87,7 +87,8 @@ int remote_apply_context(RemoteOpts *o) {
         int r = read_token_file(ctx->token_file, &token);
         if (r < 0)
             return fail(EXIT_USAGE, "context '%s': cannot read the token file %s: %s", ctx->name,
-                        ctx->token_file, r == -EBADMSG ? "it must hold the token on one line" : strerror(-r));
+                        ctx->token_file,
+                        r == -EBADMSG ? "it must hold the token on one line" : strerror(-r));
         o->token = token;
     }
     return EXIT_OK;
@@ -152,8 +153,9 @@ int verb_config(int argc, char **argv) {
     }
     if (STREQ(sub, "current-context")) {
         if (!cfg->current)
-            return fail(EXIT_NOT_FOUND, "no current context (run `einsora login` or `einsora config "
-                                        "use-context NAME`)");
+            return fail(EXIT_NOT_FOUND,
+                        "no current context (run `einsora login` or `einsora config "
+                        "use-context NAME`)");
         printf("%s\n", cfg->current);
         return EXIT_OK;
     }
@@ -231,7 +233,7 @@ int verb_login(int argc, char **argv) {
         strbuf_done(&servers);
         return fail(EXIT_USAGE, "login: cannot read the token file %s: %s", token_file,
                     r == -EBADMSG ? "it must hold the token on one line"
-                                    : strerror(r < 0 ? -r : errno));
+                                  : strerror(r < 0 ? -r : errno));
     }
     /* Ask for something every role may read: a wrong URL or token fails here, not later. */
     RemoteOpts o = {.server = server, .token = token};

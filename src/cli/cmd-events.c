@@ -44,7 +44,8 @@ static void print_event(const EvArgs *a, bool json_lines, json_t *e) {
     WireEvent ev;
     Error err = {0};
     if (wire_event_from_json(e, &ev, &err) < 0) { /* one unreadable entry does not end the feed */
-        fprintf(stderr, "events: an event from the server does not read: %s\n", error_message(&err));
+        fprintf(stderr, "events: an event from the server does not read: %s\n",
+                error_message(&err));
         return;
     }
     if (a->list.format == LIST_NAME) {
@@ -89,7 +90,8 @@ int verb_events(int argc, char **argv) {
     bool json_lines = o.json; /* --json kept its meaning: JSON lines */
     bool document = !json_lines && (a.list.format == LIST_JSON || a.list.format == LIST_YAML);
     if (document && a.follow)
-        return fail(EXIT_USAGE, "events: -o json|yaml print one document; with --follow use --json");
+        return fail(EXIT_USAGE,
+                    "events: -o json|yaml print one document; with --follow use --json");
     if (a.list.format == LIST_WIDE)
         a.list.format = LIST_TABLE; /* the table already shows every field */
     Client *cl = NULL;

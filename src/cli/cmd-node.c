@@ -33,7 +33,8 @@ static void print_node_fleet(json_t *n) {
         printf("agent     heartbeat every %llds, %s\n",
                (long long)json_integer_value(json_object_get(agent, "heartbeat_s")),
                json_is_true(json_object_get(n, "unreachable")) ? "UNREACHABLE (missed heartbeats; "
-                                                                  "allocations kept)" : "reporting");
+                                                                 "allocations kept)"
+                                                               : "reporting");
     if (sw && wire_switch_from_json(sw, &d, &err) < 0)
         printf("switch    (the server's answer does not read: %s)\n", error_message(&err));
     else if (sw)
@@ -116,7 +117,8 @@ int verb_node(int argc, char **argv) {
         r = remote_call(&o, "POST", "/v1/nodes", body, NULL, &j);
         json_decref(body);
     } else
-        return fail(EXIT_USAGE, "node: unknown sub-command '%s' (show, cordon, uncordon, register)", sub);
+        return fail(EXIT_USAGE, "node: unknown sub-command '%s' (show, cordon, uncordon, register)",
+                    sub);
     if (r != EXIT_OK)
         return r;
     if (o.json)

@@ -30,9 +30,9 @@ static void device_summary(json_t *node, char *buf, size_t size) {
                                     states[k]);
 }
 
-
 static void nodes_print_table(const ListOpts *l, json_t *list) {
-    Table *t = table_new("NODE", "SITE", "KIND", "PLATFORM", "OWNER", "MODE", "GPUS", "STATE", NULL);
+    Table *t =
+            table_new("NODE", "SITE", "KIND", "PLATFORM", "OWNER", "MODE", "GPUS", "STATE", NULL);
     size_t i;
     json_t *n;
     json_array_foreach(list, i, n) {
@@ -66,10 +66,10 @@ int verb_nodes(int argc, char **argv) {
     static const struct option extra[] = {LIST_FORMAT_OPTIONS, LIST_WATCH_OPTION, {}};
     RemoteOpts o = {0};
     ListOpts l = {0};
-    int r = remote_getopt(argc, argv, extra, list_only_option, &l, &o,
-                          "usage: einsora nodes [-o FORMAT] [--no-headers] [--watch]\n\n"
-                          "List the registered nodes (-o name: node/NAME).\n" LIST_FORMAT_HELP
-                                  LIST_WATCH_HELP);
+    int r = remote_getopt(
+            argc, argv, extra, list_only_option, &l, &o,
+            "usage: einsora nodes [-o FORMAT] [--no-headers] [--watch]\n\n"
+            "List the registered nodes (-o name: node/NAME).\n" LIST_FORMAT_HELP LIST_WATCH_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)

@@ -27,7 +27,8 @@ static void plan_usage(FILE *f) {
           "as the clock advances. Nothing is contacted or changed.\n\n"
           "  --inventory FILE  sites and nodes (YAML; see tests/fixtures/plan/inventory.yaml)\n"
           "  --requests FILE   requests (YAML; see tests/fixtures/plan/requests.yaml)\n"
-          "  --catalog FILE    catalog of GPU classes (default: $EINSORA_CATALOG or the shipped one)\n"
+          "  --catalog FILE    catalog of GPU classes (default: $EINSORA_CATALOG or the shipped "
+          "one)\n"
           "  --pci-ids FILE    pci.ids for vm_device_name (default " EINSORA_PCI_IDS ")\n"
           "  --json            machine-readable output\n"
           "  -h, --help        this text\n",
@@ -58,7 +59,8 @@ typedef struct Plan {
 
 static void record(Plan *plan, const char *id, const char *event, const Decision *d) {
     if (plan->json) {
-        json_t *j = json_pack("{s:I, s:s, s:s}", "time", (json_int_t)plan->now, "request", id, "event", event);
+        json_t *j = json_pack("{s:I, s:s, s:s}", "time", (json_int_t)plan->now, "request", id,
+                              "event", event);
         if (!j)
             return;
         if (d) {
@@ -66,7 +68,8 @@ static void record(Plan *plan, const char *id, const char *event, const Decision
             json_object_set_new(j, "reason", json_string(sched_reason_to_string(d->reason)));
             json_object_set_new(j, "message", json_string(d->message));
             if (d->kind == DECISION_WAITING)
-                json_object_set_new(j, "queue_position", json_integer((json_int_t)d->queue_position));
+                json_object_set_new(j, "queue_position",
+                                    json_integer((json_int_t)d->queue_position));
             if (d->kind == DECISION_PLACED)
                 json_object_set_new(j, "placement", wire_placement_to_json(&d->placement, NULL));
         }
@@ -95,8 +98,8 @@ static json_t *capacity_json(const CapacityRow *rows, size_t n) {
 }
 
 static void print_capacity(const char *title, const CapacityRow *rows, size_t n) {
-    Table *t = table_new("CLASS", "MODE", "RESOURCE", "TOTAL", "ALLOCATED", "FREE", "CORDONED", "QUARANTINED",
-                         NULL);
+    Table *t = table_new("CLASS", "MODE", "RESOURCE", "TOTAL", "ALLOCATED", "FREE", "CORDONED",
+                         "QUARANTINED", NULL);
     if (!t)
         return;
     for (size_t i = 0; i < n; i++) {
@@ -107,8 +110,8 @@ static void print_capacity(const char *title, const CapacityRow *rows, size_t n)
         uint64_t nums[5] = {r->total, r->allocated, r->free, r->cordoned, r->quarantined};
         for (int k = 0; k < 5; k++)
             snprintf(v[k], sizeof(v[k]), "%llu", (unsigned long long)nums[k]);
-        table_add_row(t, r->class_name, capacity_mode_to_string(r->mode), r->resource, v[0], v[1], v[2], v[3],
-                      v[4]);
+        table_add_row(t, r->class_name, capacity_mode_to_string(r->mode), r->resource, v[0], v[1],
+                      v[2], v[3], v[4]);
     }
     printf("%s\n", title);
     table_print(t, stdout);
@@ -176,7 +179,8 @@ static int plan_main(const char *catalog_path, const char *pci_ids_path, const c
     PciIds *ids = NULL;
     (void)pci_ids_load(pci_ids_path, &ids, NULL); /* only vm_device_name depends on it */
     Catalog *cat = NULL;
-    int r = catalog_load_file(catalog_path ? catalog_path : catalog_default_path(), ids, &cat, &err);
+    int r = catalog_load_file(catalog_path ? catalog_path : catalog_default_path(), ids, &cat,
+                              &err);
     pci_ids_free(ids);
     if (r < 0)
         return fail_error(EXIT_FAIL, &err);
@@ -186,7 +190,8 @@ static int plan_main(const char *catalog_path, const char *pci_ids_path, const c
     CapacityRow *before = NULL, *after = NULL;
     size_t n_before = 0, n_after = 0;
     int ret = EXIT_FAIL;
-    if (inventory_load_file(inv_path, &inv, &err) < 0 || requests_load_file(req_path, &rf, &err) < 0) {
+    if (inventory_load_file(inv_path, &inv, &err) < 0 ||
+        requests_load_file(req_path, &rf, &err) < 0) {
         ret = fail_error(EXIT_FAIL, &err);
         goto out;
     }
@@ -212,9 +217,10 @@ static int plan_main(const char *catalog_path, const char *pci_ids_path, const c
     if (ret == EXIT_OK)
         ret = capacity(s, &after, &n_after);
     if (ret == EXIT_OK && json)
-        ret = print_json(json_pack("{s:o, s:O, s:o, s:I}", "capacity_before", capacity_json(before, n_before),
-                                   "decisions", plan.events, "capacity_after", capacity_json(after, n_after),
-                                   "waiting", (json_int_t)sched_waiting_count(s)));
+        ret = print_json(json_pack("{s:o, s:O, s:o, s:I}", "capacity_before",
+                                   capacity_json(before, n_before), "decisions", plan.events,
+                                   "capacity_after", capacity_json(after, n_after), "waiting",
+                                   (json_int_t)sched_waiting_count(s)));
     else if (ret == EXIT_OK) {
         print_capacity("Capacity before:", before, n_before);
         printf("\nDecisions:\n");

@@ -77,7 +77,10 @@ static int on_extra(int c, const char *arg, void *userdata) {
     case 'W':
         if (parse_uint64(arg, 1u << 30, &v) < 0)
             return fail(EXIT_USAGE, "request: '%s' is not a number", arg);
-        json_object_set_new(a->body, c == 'n' ? "count" : c == 'm' ? "memory_gb" : "wait_s",
+        json_object_set_new(a->body,
+                            c == 'n'   ? "count"
+                            : c == 'm' ? "memory_gb"
+                                       : "wait_s",
                             json_integer((json_int_t)v));
         break;
     case 'f': {
@@ -139,8 +142,10 @@ static void print_request(json_t *q) {
     printf("request %s: %s", json_int_str(q, "id", id, sizeof(id)), json_str(q, "state"));
     const char *state = json_str(q, "state");
     if (pl && state && (STREQ(state, "placed") || STREQ(state, "active"))) {
-        printf(" on %s (%s, %s", json_str(pl, "node"), json_str(pl, "class"), json_str(pl, "method"));
-        const char *crt = json_str(pl, "container_runtime"), *ert = json_str(pl, "endpoint_runtime");
+        printf(" on %s (%s, %s", json_str(pl, "node"), json_str(pl, "class"),
+               json_str(pl, "method"));
+        const char *crt = json_str(pl, "container_runtime"),
+                   *ert = json_str(pl, "endpoint_runtime");
         if (crt && STRNEQ(crt, "none"))
             printf(", %s", crt);
         if (ert && STRNEQ(ert, "none"))
@@ -265,13 +270,13 @@ static int create(RemoteOpts *o, CreateArgs *a) {
 
 int verb_request(int argc, char **argv) {
     static const struct option extra[] = {
-            {"kind", required_argument, NULL, 'k'},    {"class", required_argument, NULL, 'c'},
-            {"count", required_argument, NULL, 'n'},   {"memory", required_argument, NULL, 'm'},
+            {"kind", required_argument, NULL, 'k'},     {"class", required_argument, NULL, 'c'},
+            {"count", required_argument, NULL, 'n'},    {"memory", required_argument, NULL, 'm'},
             {"guest-os", required_argument, NULL, 'g'}, {"share", no_argument, NULL, 's'},
-            {"runtime", required_argument, NULL, 'r'}, {"fallback", required_argument, NULL, 'f'},
-            {"wait-s", required_argument, NULL, 'W'},  {"key", required_argument, NULL, 'K'},
-            {"wait", no_argument, NULL, 'w'},          {"wait-for-nodes", no_argument, NULL, 'N'},
-            {"timeout", required_argument, NULL, 'T'}, {},
+            {"runtime", required_argument, NULL, 'r'},  {"fallback", required_argument, NULL, 'f'},
+            {"wait-s", required_argument, NULL, 'W'},   {"key", required_argument, NULL, 'K'},
+            {"wait", no_argument, NULL, 'w'},           {"wait-for-nodes", no_argument, NULL, 'N'},
+            {"timeout", required_argument, NULL, 'T'},  {},
     };
     RemoteOpts o = {0};
     CreateArgs a = {.body = json_object()};
@@ -299,8 +304,8 @@ int verb_request(int argc, char **argv) {
     }
     uint64_t idv;
     if (parse_decimal_uint64(id, INT64_MAX, &idv) < 0 || idv == 0)
-        return fail(EXIT_USAGE, "request %s: '%.64s' is not a request id (a positive decimal number)",
-                    sub, id);
+        return fail(EXIT_USAGE,
+                    "request %s: '%.64s' is not a request id (a positive decimal number)", sub, id);
     char path[128];
     json_t *q = NULL;
     if (STREQ(sub, "show")) {

@@ -68,7 +68,8 @@ static void print_requests(const ListOpts *l, json_t *list) {
                                         len ? "," : "", f);
         }
         table_add_row(t, id, json_str(q, "user"), state, json_str(spec, "kind"), cls, count, node,
-                      live ? json_str(pl, "method") : NULL, devices[0] ? devices : NULL, fallback[0] ? fallback : NULL, reason);
+                      live ? json_str(pl, "method") : NULL, devices[0] ? devices : NULL,
+                      fallback[0] ? fallback : NULL, reason);
     }
     list_print_table(l, t);
 }
@@ -92,13 +93,13 @@ int verb_requests(int argc, char **argv) {
             {"state", required_argument, NULL, 's'}, LIST_OPTIONS, LIST_WATCH_OPTION, {}};
     RemoteOpts o = {0};
     ListArgs a = {0};
-    int r = remote_getopt(argc, argv, extra, on_extra, &a, &o,
-                          "usage: einsora requests [--state STATE] [-o FORMAT] [--no-headers] "
-                          "[--limit N] [--watch]\n\n"
-                          "List your requests (admins: everyone's), every page the server has.\n"
-                          "  --state STATE    only requests in STATE: pending, placed, active,\n"
-                          "                   released, cancelled or refused\n" LIST_HELP
-                                  LIST_WATCH_HELP);
+    int r = remote_getopt(
+            argc, argv, extra, on_extra, &a, &o,
+            "usage: einsora requests [--state STATE] [-o FORMAT] [--no-headers] "
+            "[--limit N] [--watch]\n\n"
+            "List your requests (admins: everyone's), every page the server has.\n"
+            "  --state STATE    only requests in STATE: pending, placed, active,\n"
+            "                   released, cancelled or refused\n" LIST_HELP LIST_WATCH_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)

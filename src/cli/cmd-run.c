@@ -30,18 +30,30 @@ typedef struct RunArgs {
 static int on_extra(int c, const char *arg, void *userdata) {
     RunArgs *a = userdata;
     switch (c) {
-    case 'k': json_object_set_new(a->body, "kind", json_string(arg)); break;
-    case 'c': json_object_set_new(a->body, "class", json_string(arg)); break;
-    case 'i': json_object_set_new(a->body, "image", json_string(arg)); break;
-    case 'r': a->rm = true; break;
-    case 'd': a->detach = true; break;
-    default: return EXIT_USAGE;
+    case 'k':
+        json_object_set_new(a->body, "kind", json_string(arg));
+        break;
+    case 'c':
+        json_object_set_new(a->body, "class", json_string(arg));
+        break;
+    case 'i':
+        json_object_set_new(a->body, "image", json_string(arg));
+        break;
+    case 'r':
+        a->rm = true;
+        break;
+    case 'd':
+        a->detach = true;
+        break;
+    default:
+        return EXIT_USAGE;
     }
     return 0;
 }
 
 static const char usage[] =
-        "usage: einsora run --kind KIND --class CLASS [--image IMAGE] [--rm] [--detach] [-- CMD...]\n\n"
+        "usage: einsora run --kind KIND --class CLASS [--image IMAGE] [--rm] [--detach] [-- "
+        "CMD...]\n\n"
         "Submit a workload and follow it: the reason and queue position while it waits, then\n"
         "running, then how it ended (exit code, or the engine's sentence).\n"
         "Exit 0 when it ended with code 0 (or runs, with --detach), 1 otherwise.\n\n"
@@ -69,7 +81,8 @@ static int follow(RemoteOpts *o, Client *cl, json_t *q, RunArgs *a) {
         const char *st = strempty(json_str(q, "state")), *why = json_str(q, "reason");
         char line[600];
         json_t *pos = json_object_get(q, "queue_position");
-        snprintf(line, sizeof(line), "request %lld: %s%s%s", id, st, why ? " - " : "", strempty(why));
+        snprintf(line, sizeof(line), "request %lld: %s%s%s", id, st, why ? " - " : "",
+                 strempty(why));
         if (json_is_integer(pos))
             snprintf(line + strlen(line), sizeof(line) - strlen(line), " (queue position %lld)",
                      (long long)json_integer_value(pos));
@@ -78,7 +91,8 @@ static int follow(RemoteOpts *o, Client *cl, json_t *q, RunArgs *a) {
             fflush(stdout);
             snprintf(last, sizeof(last), "%s", line);
         }
-        if (STREQ(st, "ended") || STREQ(st, "refused") || STREQ(st, "released") || STREQ(st, "cancelled")) {
+        if (STREQ(st, "ended") || STREQ(st, "refused") || STREQ(st, "released") ||
+            STREQ(st, "cancelled")) {
             r = STREQ(st, "ended") && why && STREQ(why, "exited with code 0") ? EXIT_OK : EXIT_FAIL;
             break;
         }
@@ -110,12 +124,10 @@ static int follow(RemoteOpts *o, Client *cl, json_t *q, RunArgs *a) {
 }
 
 int verb_run(int argc, char **argv) {
-    static const struct option extra[] = {{"kind", required_argument, NULL, 'k'},
-                                          {"class", required_argument, NULL, 'c'},
-                                          {"image", required_argument, NULL, 'i'},
-                                          {"rm", no_argument, NULL, 'r'},
-                                          {"detach", no_argument, NULL, 'd'},
-                                          {}};
+    static const struct option extra[] = {
+            {"kind", required_argument, NULL, 'k'},  {"class", required_argument, NULL, 'c'},
+            {"image", required_argument, NULL, 'i'}, {"rm", no_argument, NULL, 'r'},
+            {"detach", no_argument, NULL, 'd'},      {}};
     RunArgs a = {.body = json_object()};
     RemoteOpts o = {0};
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o, usage);
@@ -137,7 +149,8 @@ int verb_run(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     Client *cl = NULL;
     json_t *q = NULL;
-    if ((r = remote_open(&o, &cl)) == EXIT_OK && (r = remote_call_on(cl, "POST", "/v1/requests", a.body, NULL, &q)) == EXIT_OK)
+    if ((r = remote_open(&o, &cl)) == EXIT_OK &&
+        (r = remote_call_on(cl, "POST", "/v1/requests", a.body, NULL, &q)) == EXIT_OK)
         r = follow(&o, cl, q, &a);
     json_decref(q);
     json_decref(a.body);

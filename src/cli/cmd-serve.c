@@ -17,7 +17,8 @@ static void serve_usage(FILE *f) {
           "Run the control plane: the HTTP/JSON API under /v1 (see docs/openapi.yaml).\n"
           "Listens on loopback unless told otherwise; port 0 picks a free port, printed as\n"
           "'listening on http://ADDR:PORT' on stdout once the state is restored.\n\n"
-          "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN "); IPv6 as\n"
+          "  --listen ADDR:PORT  address to listen on (default " SERVER_DEFAULT_LISTEN
+          "); IPv6 as\n"
           "                      [::1]:7780, or a host name\n"
           "  --state FILE        SQLite state file (default ./einsora.db)\n"
           "  --store LOCATION    an SQLite file, or PostgreSQL: postgresql://... or a conninfo\n"
@@ -28,7 +29,8 @@ static void serve_usage(FILE *f) {
           "  --advertise URL     how clients reach this replica (default: from --listen)\n"
           "  --lease-ms N        the leader's lease on PostgreSQL (default 3000)\n"
           "  --catalog FILE      catalog of GPU classes (default: the shipped catalog)\n"
-          "  --pci-ids FILE      pci.ids database for device names (default /usr/share/misc/pci.ids)\n"
+          "  --pci-ids FILE      pci.ids database for device names (default "
+          "/usr/share/misc/pci.ids)\n"
           "  --port-file FILE    also write the chosen port to FILE\n"
           "  --batch N           operations per group commit (1 = one transaction each)\n"
           "  --retention D       ended requests, their events and idempotency keys leave\n"
@@ -72,20 +74,30 @@ static void on_ready(uint16_t port, void *userdata) {
 
 int verb_serve(int argc, char **argv) {
     static const struct option options[] = {
-            {"listen", required_argument, NULL, 'l'},   {"state", required_argument, NULL, 's'},
-            {"catalog", required_argument, NULL, 'c'},  {"port-file", required_argument, NULL, 'p'},
-            {"pci-ids", required_argument, NULL, 'i'},  {"batch", required_argument, NULL, 'b'},
-            {"store", required_argument, NULL, 's'},    {"site", required_argument, NULL, 'S'},
-            {"advertise", required_argument, NULL, 'a'}, {"lease-ms", required_argument, NULL, 'L'},
-            {"retention", required_argument, NULL, 'r'}, {"store-retention", required_argument, NULL, 'R'},
+            {"listen", required_argument, NULL, 'l'},
+            {"state", required_argument, NULL, 's'},
+            {"catalog", required_argument, NULL, 'c'},
+            {"port-file", required_argument, NULL, 'p'},
+            {"pci-ids", required_argument, NULL, 'i'},
+            {"batch", required_argument, NULL, 'b'},
+            {"store", required_argument, NULL, 's'},
+            {"site", required_argument, NULL, 'S'},
+            {"advertise", required_argument, NULL, 'a'},
+            {"lease-ms", required_argument, NULL, 'L'},
+            {"retention", required_argument, NULL, 'r'},
+            {"store-retention", required_argument, NULL, 'R'},
             {"per-address", required_argument, NULL, 'P'},
             {"header-deadline", required_argument, NULL, 'H'},
-            {"tls-cert", required_argument, NULL, 'C'}, {"tls-key", required_argument, NULL, 'K'},
+            {"tls-cert", required_argument, NULL, 'C'},
+            {"tls-key", required_argument, NULL, 'K'},
             {"insecure-plain-http", no_argument, NULL, 'I'},
-            {"help", no_argument, NULL, 'h'},           {},
+            {"help", no_argument, NULL, 'h'},
+            {},
     };
-    ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN, .state_path = "einsora.db",
-                        .batch_max = SERVER_BATCH_MAX, .log = stderr};
+    ServerConfig cfg = {.listen = SERVER_DEFAULT_LISTEN,
+                        .state_path = "einsora.db",
+                        .batch_max = SERVER_BATCH_MAX,
+                        .log = stderr};
     int c;
     uint64_t batch, lease;
     while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
@@ -124,14 +136,17 @@ int verb_serve(int argc, char **argv) {
         case 'r':
             if (parse_duration_ms(optarg, 3650ll * 86400 * 1000, &cfg.retention_ms) < 0 ||
                 cfg.retention_ms == 0)
-                return fail(EXIT_USAGE, "serve: --retention takes a duration such as 90s, 12h or 1d");
+                return fail(EXIT_USAGE,
+                            "serve: --retention takes a duration such as 90s, 12h or 1d");
             break;
         case 'R':
             if (STREQ(optarg, "never"))
                 cfg.store_retention_ms = -1;
-            else if (parse_duration_ms(optarg, 36500ll * 86400 * 1000, &cfg.store_retention_ms) < 0 ||
+            else if (parse_duration_ms(optarg, 36500ll * 86400 * 1000, &cfg.store_retention_ms) <
+                             0 ||
                      cfg.store_retention_ms == 0)
-                return fail(EXIT_USAGE, "serve: --store-retention takes a duration such as 30d, or never");
+                return fail(EXIT_USAGE,
+                            "serve: --store-retention takes a duration such as 30d, or never");
             break;
         case 'P':
             if (parse_uint64(optarg, 1000000, &batch) < 0 || batch == 0)
@@ -141,7 +156,8 @@ int verb_serve(int argc, char **argv) {
         case 'H':
             if (parse_duration_ms(optarg, 3600ll * 1000, &cfg.header_deadline_ms) < 0 ||
                 cfg.header_deadline_ms == 0)
-                return fail(EXIT_USAGE, "serve: --header-deadline takes a duration such as 10s or 1m");
+                return fail(EXIT_USAGE,
+                            "serve: --header-deadline takes a duration such as 10s or 1m");
             break;
         case 'C':
             cfg.tls_cert_path = optarg;

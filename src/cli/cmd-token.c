@@ -47,8 +47,8 @@ static int64_t now_ms(void) {
 
 static int list_one(const TokenAdminEntry *t, void *userdata) {
     json_t *list = userdata;
-    json_t *j = json_pack("{s:s%, s:s, s:s}", "id", t->hash_hex, (size_t)TOKEN_ID_LEN, "user", t->user,
-                          "role", t->role);
+    json_t *j = json_pack("{s:s%, s:s, s:s}", "id", t->hash_hex, (size_t)TOKEN_ID_LEN, "user",
+                          t->user, "role", t->role);
     if (!j)
         return -ENOMEM;
     if (t->nodes)
@@ -98,7 +98,10 @@ static int token_revoke(const char *state, const char *id) {
     Error err = {0};
     int r = token_admin_revoke(state, id, &err);
     if (r < 0) {
-        return fail_error(r == -EINVAL ? EXIT_USAGE : r == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL, &err);
+        return fail_error(r == -EINVAL   ? EXIT_USAGE
+                          : r == -ENOENT ? EXIT_NOT_FOUND
+                                         : EXIT_FAIL,
+                          &err);
     }
     fprintf(stderr, "einsora: token %s revoked\n", id);
     return EXIT_OK;
@@ -119,11 +122,10 @@ static bool names_valid(const char *list) {
 
 int verb_token(int argc, char **argv) {
     static const struct option options[] = {
-            {"state", required_argument, NULL, 's'}, {"user", required_argument, NULL, 'u'},
-            {"role", required_argument, NULL, 'r'},  {"nodes", required_argument, NULL, 'n'},
-            {"json", no_argument, NULL, 'j'},        {"help", no_argument, NULL, 'h'},
-            {"expires", required_argument, NULL, 'e'},
-            {},
+            {"state", required_argument, NULL, 's'},   {"user", required_argument, NULL, 'u'},
+            {"role", required_argument, NULL, 'r'},    {"nodes", required_argument, NULL, 'n'},
+            {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+            {"expires", required_argument, NULL, 'e'}, {},
     };
     const char *state = NULL, *user = NULL, *role = NULL, *nodes = NULL, *expires = NULL;
     bool json = false;
@@ -168,7 +170,8 @@ int verb_token(int argc, char **argv) {
         return fail(EXIT_USAGE, "token %s: --state is required", sub);
     if (list || revoke) {
         if (user || role || nodes || expires)
-            return fail(EXIT_USAGE, "token %s: --user, --role, --nodes and --expires are for create", sub);
+            return fail(EXIT_USAGE,
+                        "token %s: --user, --role, --nodes and --expires are for create", sub);
         return list ? token_list(state, json) : token_revoke(state, id);
     }
     if (!user || !role)
@@ -176,12 +179,14 @@ int verb_token(int argc, char **argv) {
     int64_t expires_ms = 0;
     if (expires) {
         if (parse_duration_ms(expires, 3650ll * 86400 * 1000, &expires_ms) < 0 || expires_ms == 0)
-            return fail(EXIT_USAGE, "token create: --expires takes a duration such as 90s, 15m, 12h "
-                                    "or 30d (at most ten years)");
+            return fail(EXIT_USAGE,
+                        "token create: --expires takes a duration such as 90s, 15m, 12h "
+                        "or 30d (at most ten years)");
         expires_ms += now_ms();
     }
     if (!wire_name_is_valid(user))
-        return fail(EXIT_USAGE, "token create: '%s' is not a valid user name (a-z, 0-9, . _ -)", user);
+        return fail(EXIT_USAGE, "token create: '%s' is not a valid user name (a-z, 0-9, . _ -)",
+                    user);
     static const char *const roles[] = {"admin", "owner", "trusted", "user", "node"};
     bool ok = false;
     for (size_t i = 0; i < ARRAY_SIZE(roles); i++)
@@ -203,7 +208,8 @@ int verb_token(int argc, char **argv) {
     if (token_admin_create(state, hash, user, role, nodes, expires_ms, &err) < 0)
         return fail_error(EXIT_FAIL, &err);
     if (json)
-        return print_json(json_pack("{s:s, s:s, s:s}", "user", user, "role", role, "token", secret));
+        return print_json(
+                json_pack("{s:s, s:s, s:s}", "user", user, "role", role, "token", secret));
     printf("%s\n", secret);
     fprintf(stderr, "einsora: token for %s (%s) created; it is shown only this once\n", user, role);
     return EXIT_OK;

@@ -71,7 +71,8 @@ static void up_usage(FILE *f) {
           "  --no-local          no agent for this machine (demo fleet only)\n"
           "  --fixtures DIR      fixture machines (default: the installed demo machines, or\n"
           "                      the source tree's tests/fixtures/machines)\n"
-          "  --nvml-lib PATH     the fake NVML for fixtures (default: the one built next to einsora)\n"
+          "  --nvml-lib PATH     the fake NVML for fixtures (default: the one built next to "
+          "einsora)\n"
           "  -h, --help          show this help\n",
           f);
 }
@@ -110,8 +111,8 @@ static int ensure_token(const char *state, const char *file, const char *user, c
         return r;
     FILE *f = NULL;
     int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || fchmod(fd, 0600) < 0 || !(f = fdopen(fd, "w")) || fprintf(f, "%s\n", secret) < 0 ||
-        fclose(f) != 0) {
+    if (fd < 0 || fchmod(fd, 0600) < 0 || !(f = fdopen(fd, "w")) ||
+        fprintf(f, "%s\n", secret) < 0 || fclose(f) != 0) {
         if (fd >= 0 && !f)
             close(fd);
         return error_set(err, -EIO, "Cannot write the token file %s.", file);
@@ -154,7 +155,8 @@ static void stop_children(Child *c, size_t n) {
 static void print_capacity(Client *cl) {
     long status = 0;
     json_t *j = NULL;
-    if (client_call(cl, "GET", "/v1/capacity", NULL, NULL, &status, &j, NULL) < 0 || status != 200) {
+    if (client_call(cl, "GET", "/v1/capacity", NULL, NULL, &status, &j, NULL) < 0 ||
+        status != 200) {
         json_decref(j);
         return;
     }
@@ -162,9 +164,11 @@ static void print_capacity(Client *cl) {
     size_t i;
     json_t *row;
     json_array_foreach(json_object_get(j, "classes"), i, row) {
-        if (!json_is_null(json_object_get(row, "site")) || !json_integer_value(json_object_get(row, "total")))
+        if (!json_is_null(json_object_get(row, "site")) ||
+            !json_integer_value(json_object_get(row, "total")))
             continue;
-        printf("  %-34s %-9s total %3lld  free %3lld\n", json_string_value(json_object_get(row, "class")),
+        printf("  %-34s %-9s total %3lld  free %3lld\n",
+               json_string_value(json_object_get(row, "class")),
                json_string_value(json_object_get(row, "mode")),
                (long long)json_integer_value(json_object_get(row, "total")),
                (long long)json_integer_value(json_object_get(row, "free")));
@@ -185,7 +189,8 @@ static size_t wait_nodes(Client *cl, size_t n) {
         long status = 0;
         json_t *j = NULL, *node;
         size_t k, busy = 0;
-        if (client_call(cl, "GET", "/v1/nodes", NULL, NULL, &status, &j, NULL) < 0 || status != 200) {
+        if (client_call(cl, "GET", "/v1/nodes", NULL, NULL, &status, &j, NULL) < 0 ||
+            status != 200) {
             json_decref(j);
             j = NULL;
         }
@@ -220,22 +225,38 @@ typedef struct UpOpts {
 
 static int parse(int argc, char **argv, UpOpts *o) {
     static const struct option options[] = {
-            {"listen", required_argument, NULL, 'l'},   {"state", required_argument, NULL, 's'},
-            {"demo", no_argument, NULL, 'd'},           {"heartbeat", required_argument, NULL, 'b'},
-            {"fixtures", required_argument, NULL, 'f'}, {"nvml-lib", required_argument, NULL, 'n'},
-            {"no-local", no_argument, NULL, 'L'},       {"help", no_argument, NULL, 'h'},
+            {"listen", required_argument, NULL, 'l'},
+            {"state", required_argument, NULL, 's'},
+            {"demo", no_argument, NULL, 'd'},
+            {"heartbeat", required_argument, NULL, 'b'},
+            {"fixtures", required_argument, NULL, 'f'},
+            {"nvml-lib", required_argument, NULL, 'n'},
+            {"no-local", no_argument, NULL, 'L'},
+            {"help", no_argument, NULL, 'h'},
             {},
     };
     int c;
     uint64_t v;
     while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
-        case 'l': o->listen = optarg; break;
-        case 's': o->state = optarg; break;
-        case 'd': o->demo = true; break;
-        case 'f': o->fixtures = optarg; break;
-        case 'n': o->nvml_lib = optarg; break;
-        case 'L': o->no_local = true; break;
+        case 'l':
+            o->listen = optarg;
+            break;
+        case 's':
+            o->state = optarg;
+            break;
+        case 'd':
+            o->demo = true;
+            break;
+        case 'f':
+            o->fixtures = optarg;
+            break;
+        case 'n':
+            o->nvml_lib = optarg;
+            break;
+        case 'L':
+            o->no_local = true;
+            break;
         case 'b':
             if (parse_uint64(optarg, 3600, &v) < 0 || v == 0)
                 return fail(EXIT_USAGE, "up: --heartbeat takes seconds from 1 to 3600");
@@ -255,8 +276,7 @@ static int parse(int argc, char **argv, UpOpts *o) {
 }
 
 int verb_up(int argc, char **argv) {
-    UpOpts o = {.listen = SERVER_DEFAULT_LISTEN, .heartbeat_s = 2,
-                .fixtures = demo_fixtures_dir()};
+    UpOpts o = {.listen = SERVER_DEFAULT_LISTEN, .heartbeat_s = 2, .fixtures = demo_fixtures_dir()};
     int r = parse(argc, argv, &o);
     if (r >= 0)
         return r;
@@ -266,7 +286,8 @@ int verb_up(int argc, char **argv) {
         if (xdg && xdg[0])
             snprintf(state_buf, sizeof(state_buf), "%s/einsora/state.db", xdg);
         else
-            snprintf(state_buf, sizeof(state_buf), "%s/.local/state/einsora/state.db", home ? home : ".");
+            snprintf(state_buf, sizeof(state_buf), "%s/.local/state/einsora/state.db",
+                     home ? home : ".");
         o.state = state_buf;
     }
     char tmp[PATH_MAX];
@@ -275,9 +296,10 @@ int verb_up(int argc, char **argv) {
     if ((r = mkdir_p(dir, 0700)) < 0)
         return fail(EXIT_FAIL, "up: cannot create %s: %s", dir, strerror(-r));
     if (o.demo && (!o.fixtures || access(o.fixtures, R_OK) < 0))
-        return fail(EXIT_FAIL, "up: --demo needs the fixture machines (installed under "
-                               "<datadir>/einsora/demo/machines, or a source tree's "
-                               "tests/fixtures/machines; %s not found; give --fixtures DIR)",
+        return fail(EXIT_FAIL,
+                    "up: --demo needs the fixture machines (installed under "
+                    "<datadir>/einsora/demo/machines, or a source tree's "
+                    "tests/fixtures/machines; %s not found; give --fixtures DIR)",
                     o.fixtures ? o.fixtures : "neither");
     if (!o.nvml_lib) {
         /* The fake NVML built next to this einsora (tests/agent in the build tree). */
@@ -315,8 +337,9 @@ int verb_up(int argc, char **argv) {
     snprintf(portfile, sizeof(portfile), "%s/port", dir);
     unlink(portfile);
     {
-        char *args[] = {"einsora", "serve", "--listen", (char *)o.listen, "--state", (char *)o.state,
-                        "--port-file", portfile, NULL};
+        char *args[] = {"einsora",        "serve",   "--listen",
+                        (char *)o.listen, "--state", (char *)o.state,
+                        "--port-file",    portfile,  NULL};
         snprintf(kids[0].name, sizeof(kids[0].name), "control plane");
         kids[n_kids++].pid = spawn(args, NULL, true);
     }
@@ -353,24 +376,41 @@ int verb_up(int argc, char **argv) {
     snprintf(hb, sizeof(hb), "%u", o.heartbeat_s);
     for (size_t i = 0; i < n_list; i++) {
         const DemoMachine *m = list[i];
-        char adir[PATH_MAX], afile[PATH_MAX + 8], atok[TOKEN_SECRET_SIZE], sys[PATH_MAX], proc[PATH_MAX], nvml[PATH_MAX],
-                apple[PATH_MAX];
+        char adir[PATH_MAX], afile[PATH_MAX + 8], atok[TOKEN_SECRET_SIZE], sys[PATH_MAX],
+                proc[PATH_MAX], nvml[PATH_MAX], apple[PATH_MAX];
         snprintf(adir, sizeof(adir), "%s/agents/%s", dir, m->name);
         snprintf(afile, sizeof(afile), "%s/token", adir);
-        if (mkdir_p(adir, 0700) < 0 || ensure_token(o.state, afile, m->name, "node", m->name, atok, &err) < 0) {
-            fprintf(stderr, "einsora: up: agent %s not started: %s\n", m->name, error_message(&err));
+        if (mkdir_p(adir, 0700) < 0 ||
+            ensure_token(o.state, afile, m->name, "node", m->name, atok, &err) < 0) {
+            fprintf(stderr, "einsora: up: agent %s not started: %s\n", m->name,
+                    error_message(&err));
             continue;
         }
-        char *args[40] = {"einsora", "agent", "run", "--server", url, "--name", (char *)m->name,
-                          "--site", (char *)m->site, "--site-kind", (char *)m->site_kind,
-                          "--owner", (char *)user, "--heartbeat", hb, "--state-dir", adir};
+        char *args[40] = {"einsora",
+                          "agent",
+                          "run",
+                          "--server",
+                          url,
+                          "--name",
+                          (char *)m->name,
+                          "--site",
+                          (char *)m->site,
+                          "--site-kind",
+                          (char *)m->site_kind,
+                          "--owner",
+                          (char *)user,
+                          "--heartbeat",
+                          hb,
+                          "--state-dir",
+                          adir};
         size_t k = 17;
         const char *env[] = {"EINSORA_TOKEN", atok, NULL, NULL, NULL};
         if (m->fixture) {
             snprintf(sys, sizeof(sys), "%s/%s/sys", o.fixtures, m->fixture);
             snprintf(proc, sizeof(proc), "%s/%s/proc", o.fixtures, m->fixture);
             snprintf(nvml, sizeof(nvml), "%s/%s/nvml.txt", o.fixtures, m->fixture);
-            args[k++] = "--sysfs-root", args[k++] = sys, args[k++] = "--proc-root", args[k++] = proc;
+            args[k++] = "--sysfs-root", args[k++] = sys, args[k++] = "--proc-root",
+            args[k++] = proc;
             args[k++] = "--simulate"; /* fixture trees are read-only */
             if (o.nvml_lib && access(nvml, R_OK) == 0) {
                 args[k++] = "--nvml-lib", args[k++] = (char *)o.nvml_lib;
@@ -409,9 +449,11 @@ int verb_up(int argc, char **argv) {
     if (!o.no_local) {
         const char *engine = cli_local_engine_socket();
         if (engine)
-            printf("  containers     the local agent starts them through the engine at %s\n", engine);
+            printf("  containers     the local agent starts them through the engine at %s\n",
+                   engine);
         else
-            printf("  containers     recorded only: no Docker or Podman socket (looked at %s)\n", CLI_ENGINE_SOCKETS_LOOKED_AT);
+            printf("  containers     recorded only: no Docker or Podman socket (looked at %s)\n",
+                   CLI_ENGINE_SOCKETS_LOOKED_AT);
     }
     print_capacity(cl);
     /* The CLI finds this fleet without exports: a context named "local", made current. */

@@ -15,9 +15,10 @@
 #include "verbs.h"
 
 int verb_stop(int argc, char **argv) {
-    static const char usage[] = "usage: einsora stop ID [--server URL] [--token T] [--json]\n\n"
-                                "End a workload: a running one is released (its engine stops it and\n"
-                                "frees its GPUs), a waiting one is cancelled.\n\n" REMOTE_HELP;
+    static const char usage[] =
+            "usage: einsora stop ID [--server URL] [--token T] [--json]\n\n"
+            "End a workload: a running one is released (its engine stops it and\n"
+            "frees its GPUs), a waiting one is cancelled.\n\n" REMOTE_HELP;
     RemoteOpts o = {0};
     int r = remote_getopt(argc, argv, NULL, NULL, NULL, &o, usage);
     if (r >= 0)
@@ -30,9 +31,12 @@ int verb_stop(int argc, char **argv) {
     if ((r = remote_call(&o, "GET", path, NULL, NULL, &q)) != EXIT_OK)
         return r;
     const char *st = strempty(json_str(q, "state")), *why = json_str(q, "reason");
-    const char *how = STREQ(st, "pending") ? "cancel" : STREQ(st, "placed") || STREQ(st, "active") ? "release" : NULL;
+    const char *how = STREQ(st, "pending")                         ? "cancel"
+                      : STREQ(st, "placed") || STREQ(st, "active") ? "release"
+                                                                   : NULL;
     if (!how) {
-        fprintf(stderr, "einsora: request %s is already %s%s%s\n", argv[optind], st, why ? ": " : "", strempty(why));
+        fprintf(stderr, "einsora: request %s is already %s%s%s\n", argv[optind], st,
+                why ? ": " : "", strempty(why));
         json_decref(q);
         return EXIT_FAIL;
     }
@@ -43,7 +47,8 @@ int verb_stop(int argc, char **argv) {
         return r;
     if (o.json)
         return print_json(q);
-    printf("request %s %s\n", argv[optind], STREQ(how, "cancel") ? "cancelled" : "released: its workload stops");
+    printf("request %s %s\n", argv[optind],
+           STREQ(how, "cancel") ? "cancelled" : "released: its workload stops");
     json_decref(q);
     return EXIT_OK;
 }
@@ -64,27 +69,36 @@ int verb_logs(int argc, char **argv) {
                                             {"engine-socket", required_argument, NULL, 's'},
                                             {"help", no_argument, NULL, 'h'},
                                             {}};
-    static const char usage[] = "usage: einsora logs ID [--follow] [--engine-socket SOCK]\n\n"
-                                "Show a container workload's output, on the node that runs it.\n\n"
-                                "  --follow              keep printing until the workload ends\n"
-                                "  --engine-socket SOCK  the engine's socket (default $EINSORA_ENGINE_SOCKET,\n"
-                                "                        /run/podman/podman.sock or /var/run/docker.sock)\n"
-                                "  -h, --help            show this help\n";
+    static const char usage[] =
+            "usage: einsora logs ID [--follow] [--engine-socket SOCK]\n\n"
+            "Show a container workload's output, on the node that runs it.\n\n"
+            "  --follow              keep printing until the workload ends\n"
+            "  --engine-socket SOCK  the engine's socket (default $EINSORA_ENGINE_SOCKET,\n"
+            "                        /run/podman/podman.sock or /var/run/docker.sock)\n"
+            "  -h, --help            show this help\n";
     bool follow = false;
     const char *sock = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "fh", options, NULL)) >= 0)
         switch (c) {
-        case 'f': follow = true; break;
-        case 's': sock = optarg; break;
-        case 'h': fputs(usage, stdout); return EXIT_OK;
-        default: fputs(usage, stderr); return EXIT_USAGE;
+        case 'f':
+            follow = true;
+            break;
+        case 's':
+            sock = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return EXIT_OK;
+        default:
+            fputs(usage, stderr);
+            return EXIT_USAGE;
         }
     if (optind + 1 != argc)
         return fail(EXIT_USAGE, "logs: give one request id");
     if (!sock && !(sock = cli_local_engine_socket()))
-        return fail(EXIT_FAIL, "logs: no container engine socket on this machine (looked at " CLI_ENGINE_SOCKETS_LOOKED_AT
-                               "; give --engine-socket)");
+        return fail(EXIT_FAIL, "logs: no container engine socket on this machine (looked "
+                               "at " CLI_ENGINE_SOCKETS_LOOKED_AT "; give --engine-socket)");
     EngineConfig cfg;
     engine_config_init(&cfg);
     cfg.socket = sock;

@@ -21,8 +21,11 @@ bool list_option(ListOpts *l, int c, const char *arg, int *ret_code) {
         static const struct {
             const char *name;
             ListFormat f;
-        } formats[] = {{"table", LIST_TABLE}, {"wide", LIST_WIDE}, {"json", LIST_JSON},
-                       {"yaml", LIST_YAML},   {"name", LIST_NAME}};
+        } formats[] = {{"table", LIST_TABLE},
+                       {"wide", LIST_WIDE},
+                       {"json", LIST_JSON},
+                       {"yaml", LIST_YAML},
+                       {"name", LIST_NAME}};
         for (size_t i = 0; i < ARRAY_SIZE(formats); i++)
             if (STREQ(arg, formats[i].name)) {
                 l->format = formats[i].f;
@@ -116,9 +119,9 @@ int list_fetch(const RemoteOpts *o, Client *cl, const char *path, const char *ke
 static bool plain_ok(const char *s) {
     if (!s[0] || isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '.')
         return false;
-    static const char *const reserved[] = {"true", "false", "null", "yes", "no", "on", "off",
-                                           "True", "False", "Null", "Yes", "No", "On", "Off",
-                                           "TRUE", "FALSE", "NULL", "YES", "NO", "ON", "OFF", "~"};
+    static const char *const reserved[] = {
+            "true", "false", "null", "yes",  "no",    "on",   "off", "True", "False", "Null", "Yes",
+            "No",   "On",    "Off",  "TRUE", "FALSE", "NULL", "YES", "NO",   "ON",    "OFF",  "~"};
     for (size_t i = 0; i < ARRAY_SIZE(reserved); i++)
         if (STREQ(s, reserved[i]))
             return false;

@@ -29,15 +29,21 @@ typedef struct ListOpts {
  * server answers in one piece (nodes, classes, capacity, tenants) take LIST_FORMAT_OPTIONS;
  * the paged ones also --limit. */
 #define LIST_FORMAT_OPTIONS                                                                        \
-    {"output", required_argument, NULL, 'o'}, {"no-headers", no_argument, NULL, 0x111}
-#define LIST_OPTIONS LIST_FORMAT_OPTIONS, {"limit", required_argument, NULL, 0x112}
+    {"output", required_argument, NULL, 'o'}, {                                                    \
+        "no-headers", no_argument, NULL, 0x111                                                     \
+    }
+#define LIST_OPTIONS                                                                               \
+    LIST_FORMAT_OPTIONS, {                                                                         \
+        "limit", required_argument, NULL, 0x112                                                    \
+    }
 /* --watch, on the lists that offer it (watch.h). */
-#define LIST_WATCH_OPTION {"watch", no_argument, NULL, 0x113}
+#define LIST_WATCH_OPTION                                                                          \
+    { "watch", no_argument, NULL, 0x113 }
 #define LIST_WATCH_HELP                                                                            \
     "  --watch          print the list, then again each time it changes (on a terminal: redrawn\n" \
     "                   in place); Ctrl-C ends it with exit code 0\n"
 #define LIST_FORMAT_HELP                                                                           \
-    "  -o, --output FMT table (default), wide (more columns), json, yaml or name (kind/id)\n"    \
+    "  -o, --output FMT table (default), wide (more columns), json, yaml or name (kind/id)\n"      \
     "  --no-headers     print the table without its header line\n"
 #define LIST_HELP                                                                                  \
     LIST_FORMAT_HELP                                                                               \

@@ -14,26 +14,29 @@ typedef struct Verb {
 } Verb;
 
 static const Verb verbs[] = {
-    {"catalog", verb_catalog, "check or show the catalog of GPU classes"},
-    {"plan", verb_plan, "offline what-if: replay requests against an inventory"},
-    {"agent", verb_agent, "the node agent: discover accelerators, bind GPUs, check resets"},
-    {"serve", verb_serve, "run the control plane's HTTP API"},
-    {"up", verb_up, "start a control plane and a local agent (--demo: a fleet of fixture machines)"},
-    {"token", verb_token, "create an API token (on the server host)"},
-    {"classes", verb_classes, "list the server's GPU classes"},
-    {"nodes", verb_nodes, "list registered nodes"},
-    {"node", verb_node, "show, cordon, uncordon or register a node"},
-    {"capacity", verb_capacity, "capacity per GPU class, mode and site"},
-    {"requests", verb_requests, "list placement requests"},
-    {"request", verb_request, "create, show, cancel or release a placement request"},
-    {"events", verb_events, "print or follow the change feed"},
-    {"tenant", verb_tenant, "grant, withdraw or list tenants' trust (admins)"},
-    {"run", verb_run, "submit a workload and follow it until it ends (Ctrl-C: cancel with --rm)"},
-    {"logs", verb_logs, "show a container workload's output on the node that runs it"},
-    {"stop", verb_stop, "end a workload: release it, or cancel it while it waits"},
-    {"k8s", verb_k8s, "the datacenter: sync with a Kubernetes cluster, KubeVirt config"},
-    {"config", verb_config, "use-context, get-contexts, current-context: where the CLI connects"},
-    {"login", verb_login, "check a server and token file and save them as the current context"},
+        {"catalog", verb_catalog, "check or show the catalog of GPU classes"},
+        {"plan", verb_plan, "offline what-if: replay requests against an inventory"},
+        {"agent", verb_agent, "the node agent: discover accelerators, bind GPUs, check resets"},
+        {"serve", verb_serve, "run the control plane's HTTP API"},
+        {"up", verb_up,
+         "start a control plane and a local agent (--demo: a fleet of fixture machines)"},
+        {"token", verb_token, "create an API token (on the server host)"},
+        {"classes", verb_classes, "list the server's GPU classes"},
+        {"nodes", verb_nodes, "list registered nodes"},
+        {"node", verb_node, "show, cordon, uncordon or register a node"},
+        {"capacity", verb_capacity, "capacity per GPU class, mode and site"},
+        {"requests", verb_requests, "list placement requests"},
+        {"request", verb_request, "create, show, cancel or release a placement request"},
+        {"events", verb_events, "print or follow the change feed"},
+        {"tenant", verb_tenant, "grant, withdraw or list tenants' trust (admins)"},
+        {"run", verb_run,
+         "submit a workload and follow it until it ends (Ctrl-C: cancel with --rm)"},
+        {"logs", verb_logs, "show a container workload's output on the node that runs it"},
+        {"stop", verb_stop, "end a workload: release it, or cancel it while it waits"},
+        {"k8s", verb_k8s, "the datacenter: sync with a Kubernetes cluster, KubeVirt config"},
+        {"config", verb_config,
+         "use-context, get-contexts, current-context: where the CLI connects"},
+        {"login", verb_login, "check a server and token file and save them as the current context"},
 };
 
 static void usage(FILE *f) {
@@ -46,9 +49,10 @@ static void usage(FILE *f) {
     fprintf(f, "  %-12s %s\n", "help", "help VERB: a verb's options (as VERB --help)");
     fprintf(f, "\nOptions:\n  --version    print this einsora's version\n"
                "  -h, --help   show this overview\n");
-    fprintf(f, "\nRun 'einsora VERB --help' (or 'einsora help VERB') for a verb's options.\n"
-               "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the\n"
-               "arguments wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out.\n");
+    fprintf(f,
+            "\nRun 'einsora VERB --help' (or 'einsora help VERB') for a verb's options.\n"
+            "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the\n"
+            "arguments wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out.\n");
 }
 
 static const Verb *find_verb(const char *name) {

@@ -104,8 +104,9 @@ int remote_call_on(Client *cl, const char *method, const char *path, json_t *bod
     int code = remote_exit_code(status);
     if (status == 401)
         /* Say what to run, not which header to send. */
-        fail(code, "%s (HTTP 401): log in with `einsora login --server URL --token-file FILE` "
-                   "(an admin makes tokens with `einsora token create` on the server host)",
+        fail(code,
+             "%s (HTTP 401): log in with `einsora login --server URL --token-file FILE` "
+             "(an admin makes tokens with `einsora token create` on the server host)",
              msg ? msg : "the server does not know this token");
     else
         fail(code, "%s (HTTP %ld)", msg ? msg : "the server answered with an error", status);

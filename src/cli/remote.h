@@ -10,10 +10,10 @@
 
 /* Exit codes of the API verbs, beyond verbs.h's 0 ok / 1 failure or refused / 2 usage. */
 enum {
-    EXIT_UNREACHABLE = 3, /* the server could not be reached */
-    EXIT_DENIED = 4,      /* 401/403: missing, bad or insufficient token */
-    EXIT_NOT_FOUND = 5,   /* 404: no such object (or not yours) */
-    EXIT_TIMEOUT = 6,     /* a wait (--timeout) or the server's own deadline ran out */
+    EXIT_UNREACHABLE = 3,   /* the server could not be reached */
+    EXIT_DENIED = 4,        /* 401/403: missing, bad or insufficient token */
+    EXIT_NOT_FOUND = 5,     /* 404: no such object (or not yours) */
+    EXIT_TIMEOUT = 6,       /* a wait (--timeout) or the server's own deadline ran out */
     EXIT_INTERRUPTED = 130, /* Ctrl-C during a wait (128 + SIGINT, as shells report it) */
 };
 
@@ -32,13 +32,15 @@ typedef struct RemoteOpts {
 /* getopt_long entries every API verb accepts; ids are 0x100.. */
 #define REMOTE_OPTIONS                                                                             \
     {"server", required_argument, NULL, 0x100}, {"token", required_argument, NULL, 0x101},         \
-            {"json", no_argument, NULL, 0x102}, {"context", required_argument, NULL, 0x103}
+            {"json", no_argument, NULL, 0x102}, {                                                  \
+        "context", required_argument, NULL, 0x103                                                  \
+    }
 #define REMOTE_HELP                                                                                \
-    "  --server URL     API server (default $EINSORA_SERVER or http://127.0.0.1:7780); repeat\n"  \
-    "                   it (or separate URLs with commas) to name several replicas\n"           \
-    "  --token TOKEN    bearer token (default $EINSORA_TOKEN, else the context's token file)\n"     \
+    "  --server URL     API server (default $EINSORA_SERVER or http://127.0.0.1:7780); repeat\n"   \
+    "                   it (or separate URLs with commas) to name several replicas\n"              \
+    "  --token TOKEN    bearer token (default $EINSORA_TOKEN, else the context's token file)\n"    \
     "  --context NAME   use this context of ~/.config/einsora/config (default $EINSORA_CONTEXT,\n" \
-    "                   else the current one; see `einsora config`)\n"                          \
+    "                   else the current one; see `einsora config`)\n"                             \
     "  --json           machine-readable output\n"                                                 \
     "  -h, --help       show this help\n"                                                          \
     "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the arguments\n"   \

@@ -71,7 +71,8 @@ int list_watch(const RemoteOpts *o, const ListView *v) {
     /* The head first, then the list: a change between the two still wakes the first wait. */
     uint64_t cursor = 0;
     json_t *shown = NULL;
-    if ((r = feed_head(cl, &cursor)) != EXIT_OK || (r = v->fetch(cl, v->userdata, &shown)) != EXIT_OK)
+    if ((r = feed_head(cl, &cursor)) != EXIT_OK ||
+        (r = v->fetch(cl, v->userdata, &shown)) != EXIT_OK)
         goto out;
     draw(v, shown, tty, true);
     for (;;) {

@@ -21,7 +21,7 @@ struct Client {
     char *servers[CLIENT_MAX_SERVERS];
     size_t n_servers, cur;
     char *auth_header;
-    char *ca_file; /* trust this CA for https (NULL: the system's) */
+    char *ca_file;                     /* trust this CA for https (NULL: the system's) */
     volatile sig_atomic_t *abort_flag; /* a call in flight gives up once it is set */
 };
 
@@ -91,7 +91,8 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
         if (n > 0) {
             if (c->n_servers == CLIENT_MAX_SERVERS) {
                 client_free(c);
-                return error_set(err, -E2BIG, "More than %d server URLs given.", CLIENT_MAX_SERVERS);
+                return error_set(err, -E2BIG, "More than %d server URLs given.",
+                                 CLIENT_MAX_SERVERS);
             }
             char *u = memmem(p, n, "://", 3) ? strndup(p, n) : strprintf("http://%.*s", (int)n, p);
             if (!u) {
@@ -119,7 +120,8 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
 }
 
 /* libcurl asks about once a second, more often while data flows. */
-static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
     (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
     const volatile sig_atomic_t *flag = userdata;
     return *flag ? 1 : 0;
@@ -178,8 +180,9 @@ static int call_once(Client *c, const char *url, const char *method, const char 
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
         strbuf_done(&out);
-        int code = rc == CURLE_COULDNT_CONNECT ? -ECONNREFUSED
-                 : rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+        int code = rc == CURLE_COULDNT_CONNECT      ? -ECONNREFUSED
+                   : rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+                                                    : -EIO;
         return error_set(err, code, "Cannot reach the server at %s: %s.", c->base,
                          curl_easy_strerror(rc));
     }
@@ -235,7 +238,8 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
                     size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
                     Error *err) {
     if (idem_key && !header_value_ok(idem_key))
-        return error_set(err, -EINVAL, "The Idempotency-Key holds a control character (CR, LF, ...).");
+        return error_set(err, -EINVAL,
+                         "The Idempotency-Key holds a control character (CR, LF, ...).");
     if (!header_value_ok(method) || !header_value_ok(path))
         return error_set(err, -EINVAL, "The method or path holds a control character.");
     /* A call is repeated at another replica only when that cannot do it twice: reads, and
@@ -263,7 +267,8 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
         /* Redirected in a circle (replicas that disagree during an election): try again. */
         bool circle = location != NULL;
         free(location);
-        bool again = c->n_servers > 1 && mono_ms() < deadline && !(c->abort_flag && *c->abort_flag) &&
+        bool again = c->n_servers > 1 && mono_ms() < deadline &&
+                     !(c->abort_flag && *c->abort_flag) &&
                      (r >= 0 ? circle || retry_answer(status, text, repeatable)
                              : r == -ECONNREFUSED || (repeatable && r != -ENOMEM));
         if (!again) {
@@ -284,14 +289,15 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
         c->base = c->servers[c->cur];
         redirects = 0;
         if (c->cur == 0) {
-            nanosleep(&(struct timespec){backoff_ms / 1000, (long)(backoff_ms % 1000) * 1000000L}, NULL);
+            nanosleep(&(struct timespec){backoff_ms / 1000, (long)(backoff_ms % 1000) * 1000000L},
+                      NULL);
             backoff_ms = MIN(backoff_ms * 2, 500u);
         }
     }
 }
 
-int client_call(Client *c, const char *method, const char *path, json_t *body,
-                const char *idem_key, long *ret_status, json_t **ret_json, Error *err) {
+int client_call(Client *c, const char *method, const char *path, json_t *body, const char *idem_key,
+                long *ret_status, json_t **ret_json, Error *err) {
     _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     if (body && !text)
         return error_set(err, -ENOMEM, "Out of memory.");

@@ -29,8 +29,8 @@ void client_free(Client *c);
  * On any HTTP answer returns 0 with the status and the parsed JSON body (NULL when it is
  * not JSON). A transport failure (refused, timeout) is -ECONNREFUSED / -ETIMEDOUT / -EIO
  * with a sentence. */
-int client_call(Client *c, const char *method, const char *path, json_t *body,
-                const char *idem_key, long *ret_status, json_t **ret_json, Error *err);
+int client_call(Client *c, const char *method, const char *path, json_t *body, const char *idem_key,
+                long *ret_status, json_t **ret_json, Error *err);
 /* Same with a raw body (tests: malformed input) and the raw answer text. */
 int client_call_raw(Client *c, const char *method, const char *path, const char *body,
                     size_t body_len, const char *idem_key, long *ret_status, char **ret_text,

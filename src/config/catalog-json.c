@@ -34,8 +34,8 @@ json_t *gpu_class_to_json(const GpuClass *cls) {
     json_t *match = json_pack("{s:o, s:o}", "pci", pci, "nvml", nvml);
     if (cls->apple_memory_gb)
         json_object_set_new(match, "apple_memory_gb", json_integer(cls->apple_memory_gb));
-    json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:o, s:o, s:o, s:s, s:o, s:b, s:b, s:b}",
-                          "name", cls->name, "vendor", vendor_to_string(cls->vendor), "match", match,
+    json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:o, s:o, s:o, s:s, s:o, s:b, s:b, s:b}", "name",
+                          cls->name, "vendor", vendor_to_string(cls->vendor), "match", match,
                           "memory_gb", (json_int_t)cls->memory_gb, "container_resource",
                           string_or_null(cls->container_resource), "node_selector",
                           string_or_null(cls->node_selector), "vm_device_name",
@@ -46,8 +46,9 @@ json_t *gpu_class_to_json(const GpuClass *cls) {
     if (o && cls->vm_device_name_derived)
         json_object_set_new(o, "vm_device_name_derived", json_string(cls->vm_device_name_derived));
     if (o && cls->mig_parent)
-        json_object_set_new(o, "mig", json_pack("{s:s, s:s, s:b}", "parent", cls->mig_parent,
-                                                "profile", cls->mig_profile, "derived", cls->derived));
+        json_object_set_new(o, "mig",
+                            json_pack("{s:s, s:s, s:b}", "parent", cls->mig_parent, "profile",
+                                      cls->mig_profile, "derived", cls->derived));
     return o;
 }
 

@@ -53,7 +53,8 @@ static int add_nvml_name(YamlCtx *y, yaml_node_t *item, void *userdata) {
     Loader *L = (Loader *)y;
     GpuClass *cls = userdata;
     if (cls->n_nvml_names >= CLASS_MAX_NVML_NAMES)
-        return FAIL_AT(L, item, -E2BIG, "a class may list at most %d NVML names", CLASS_MAX_NVML_NAMES);
+        return FAIL_AT(L, item, -E2BIG, "a class may list at most %d NVML names",
+                       CLASS_MAX_NVML_NAMES);
     char *s = NULL;
     int r = yaml_get_string(&L->y, item, "match.nvml", &s);
     if (r < 0)
@@ -89,7 +90,8 @@ static int match_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *
         return yaml_for_each_item(&L->y, v, "match.nvml", add_nvml_name, cls);
     if (STREQ(key, "apple_memory_gb"))
         return yaml_get_uint(&L->y, v, "match.apple_memory_gb", 1u << 20, &cls->apple_memory_gb);
-    return FAIL_AT(L, k, -EINVAL, "unknown key 'match.%s' (known: pci, nvml, apple_memory_gb)", key);
+    return FAIL_AT(L, k, -EINVAL, "unknown key 'match.%s' (known: pci, nvml, apple_memory_gb)",
+                   key);
 }
 
 static int mig_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
@@ -146,7 +148,8 @@ static int class_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *
     if (STREQ(key, "consumer"))
         return yaml_get_bool(&L->y, v, key, &cls->consumer);
     if (STREQ(key, "vgpu") || string_contains_nocase(key, "vgpu"))
-        return FAIL_AT(L, k, -EOPNOTSUPP, "class '%s': %s", strempty(cls->name), CATALOG_VGPU_REFUSAL);
+        return FAIL_AT(L, k, -EOPNOTSUPP, "class '%s': %s", strempty(cls->name),
+                       CATALOG_VGPU_REFUSAL);
     return FAIL_AT(L, k, -EINVAL,
                    "unknown key '%s' (known: name, vendor, match, memory_gb, container_resource, "
                    "node_selector, vm_device_name, mig_profiles, mig, internal_only, owner_only, "
@@ -183,7 +186,8 @@ typedef struct ClassMarks {
 static int load_classes(Loader *L, yaml_node_t *seq, Catalog *cat, ClassMarks *marks) {
     if (seq->type != YAML_SEQUENCE_NODE)
         return FAIL_AT(L, seq, -EINVAL, "'classes' must be a list of classes");
-    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
         yaml_node_t *n = yaml_document_get_node(L->y.doc, *it);
         if (cat->n_classes >= CATALOG_MAX_CLASSES)
             return FAIL_AT(L, n, -E2BIG, "too many classes (at most %d)", CATALOG_MAX_CLASSES);
@@ -219,7 +223,8 @@ static int top_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v,
         unsigned ver;
         int r = yaml_get_uint(&L->y, v, key, 1000, &ver);
         if (r >= 0 && ver != 1)
-            return FAIL_AT(L, v, -EINVAL, "catalog version %u is not supported (this build reads 1)", ver);
+            return FAIL_AT(L, v, -EINVAL,
+                           "catalog version %u is not supported (this build reads 1)", ver);
         return r;
     }
     return FAIL_AT(L, k, -EINVAL, "unknown top-level key '%s' (known: version, classes)", key);
@@ -229,7 +234,8 @@ int catalog_parse_yaml(const char *text, size_t len, const char *filename, const
                        Catalog **ret, Error *err) {
     const char *file = filename ? filename : "<catalog>";
     if (len > CATALOG_MAX_BYTES)
-        return error_set(err, -EFBIG, "%s: catalog is larger than %u bytes", file, CATALOG_MAX_BYTES);
+        return error_set(err, -EFBIG, "%s: catalog is larger than %u bytes", file,
+                         CATALOG_MAX_BYTES);
     yaml_document_t doc;
     int r = yaml_load_text(text, len, file, &doc, err);
     if (r < 0)

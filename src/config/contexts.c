@@ -199,8 +199,9 @@ char *cli_config_format(const CliConfig *c) {
         json_decref(servers);
         json_decref(o);
     }
-    ok = ok && (!c->current || json_object_set_new(root, "current-context",
-                                                   json_string(c->current)) == 0) &&
+    ok = ok &&
+         (!c->current ||
+          json_object_set_new(root, "current-context", json_string(c->current)) == 0) &&
          json_object_set(root, "contexts", list) == 0;
     char *text = ok ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(list);
@@ -221,8 +222,9 @@ int cli_config_path(char **ret, Error *err) {
     else if (home && home[0] == '/')
         p = strprintf("%s/.config/einsora/config", home);
     else
-        return error_set(err, -ENOENT, "Neither $XDG_CONFIG_HOME nor $HOME is set: no place for "
-                                       "the configuration file.");
+        return error_set(err, -ENOENT,
+                         "Neither $XDG_CONFIG_HOME nor $HOME is set: no place for "
+                         "the configuration file.");
     if (!p)
         return error_set(err, -ENOMEM, "Out of memory.");
     *ret = p;
@@ -293,8 +295,8 @@ int cli_config_set(CliConfig *c, const char *name, const char *servers, const ch
         return error_set(err, -EINVAL, "The token file must be a path.");
     CliContext fresh = {0};
     int r = add_servers_from_list(&fresh, servers ? servers : "", err);
-    if (r >= 0 && (!(fresh.name = strdup(name)) ||
-                   (token_file && !(fresh.token_file = strdup(token_file)))))
+    if (r >= 0 &&
+        (!(fresh.name = strdup(name)) || (token_file && !(fresh.token_file = strdup(token_file)))))
         r = error_set(err, -ENOMEM, "Out of memory.");
     char *current = r >= 0 ? strdup(name) : NULL;
     if (r >= 0 && !current)

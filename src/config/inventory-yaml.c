@@ -78,12 +78,14 @@ static int site_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v
             return r;
         site->kind = site_kind_from_string(s);
         if (site->kind < 0)
-            return YAML_FAIL_AT(y, v, -EINVAL, "unknown site kind '%s' (known: solo, lab, datacenter)", s);
+            return YAML_FAIL_AT(y, v, -EINVAL,
+                                "unknown site kind '%s' (known: solo, lab, datacenter)", s);
         return 0;
     }
     if (STREQ(key, "trusted"))
         return yaml_for_each_item(y, v, key, add_trusted, site);
-    return YAML_FAIL_AT(y, k, -EINVAL, "unknown key '%s' in a site (known: name, kind, trusted)", key);
+    return YAML_FAIL_AT(y, k, -EINVAL, "unknown key '%s' in a site (known: name, kind, trusted)",
+                        key);
 }
 
 typedef struct DevCtx {
@@ -91,7 +93,8 @@ typedef struct DevCtx {
     unsigned count;
 } DevCtx;
 
-static int device_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+static int device_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v,
+                       void *userdata) {
     DevCtx *dc = userdata;
     if (STREQ(key, "class"))
         return strdup_into(y, v, key, &dc->d.class_name);
@@ -115,10 +118,11 @@ static int device_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t 
             return YAML_FAIL_AT(y, v, -EINVAL, "unknown binding '%s' (known: host, vfio)", s);
         return 0;
     }
-    return YAML_FAIL_AT(y, k, -EINVAL,
-                        "unknown key '%s' in a device (known: class, count, address, memory_gb, binding, mig, "
-                        "reset_verified)",
-                        key);
+    return YAML_FAIL_AT(
+            y, k, -EINVAL,
+            "unknown key '%s' in a device (known: class, count, address, memory_gb, binding, mig, "
+            "reset_verified)",
+            key);
 }
 
 static int add_device(YamlCtx *y, yaml_node_t *item, void *userdata) {
@@ -201,11 +205,12 @@ static int node_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v
             return YAML_FAIL_AT(y, v, -EINVAL, "'devices' must be a list of devices");
         return yaml_for_each_item(y, v, key, add_device, spec);
     }
-    return YAML_FAIL_AT(y, k, -EINVAL,
-                        "unknown key '%s' in a node (known: name, site, owner, platform, labels, kata, "
-                        "mig_in_kata, cordoned, cpu_cores, time_slice_replicas, apple_unified_memory_gb, "
-                        "apple_usable_memory_gb, devices)",
-                        key);
+    return YAML_FAIL_AT(
+            y, k, -EINVAL,
+            "unknown key '%s' in a node (known: name, site, owner, platform, labels, kata, "
+            "mig_in_kata, cordoned, cpu_cores, time_slice_replicas, apple_unified_memory_gb, "
+            "apple_usable_memory_gb, devices)",
+            key);
 }
 
 static void node_spec_done(NodeSpec *spec) {
@@ -227,7 +232,8 @@ static void node_spec_done(NodeSpec *spec) {
 static int load_sites(YamlCtx *y, yaml_node_t *seq, InventoryFile *inv) {
     if (seq->type != YAML_SEQUENCE_NODE)
         return YAML_FAIL_AT(y, seq, -EINVAL, "'sites' must be a list of sites");
-    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
         yaml_node_t *n = yaml_document_get_node(y->doc, *it);
         if (inv->n_sites >= MAX_SITES)
             return YAML_FAIL_AT(y, n, -E2BIG, "too many sites (at most %d)", MAX_SITES);
@@ -236,12 +242,14 @@ static int load_sites(YamlCtx *y, yaml_node_t *seq, InventoryFile *inv) {
             return error_set(y->err, -ENOMEM, "out of memory");
         inv->sites = ns;
         InventorySite *site = &inv->sites[inv->n_sites++];
-        *site = (InventorySite){.kind = _SITE_KIND_INVALID, .line = (unsigned)n->start_mark.line + 1};
+        *site = (InventorySite){.kind = _SITE_KIND_INVALID,
+                                .line = (unsigned)n->start_mark.line + 1};
         int r = yaml_for_each_pair(y, n, "a site", site_pair, site);
         if (r >= 0 && !site->name)
             r = YAML_FAIL_AT(y, n, -EINVAL, "a site needs a 'name'");
         if (r >= 0 && site->kind < 0)
-            r = YAML_FAIL_AT(y, n, -EINVAL, "site '%s' needs a 'kind' (solo, lab or datacenter)", site->name);
+            r = YAML_FAIL_AT(y, n, -EINVAL, "site '%s' needs a 'kind' (solo, lab or datacenter)",
+                             site->name);
         if (r < 0)
             return r;
     }
@@ -251,7 +259,8 @@ static int load_sites(YamlCtx *y, yaml_node_t *seq, InventoryFile *inv) {
 static int load_nodes(YamlCtx *y, yaml_node_t *seq, InventoryFile *inv) {
     if (seq->type != YAML_SEQUENCE_NODE)
         return YAML_FAIL_AT(y, seq, -EINVAL, "'nodes' must be a list of nodes");
-    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
         yaml_node_t *n = yaml_document_get_node(y->doc, *it);
         if (inv->n_nodes >= MAX_NODES)
             return YAML_FAIL_AT(y, n, -E2BIG, "too many nodes (at most %d)", MAX_NODES);
@@ -288,10 +297,12 @@ static int top_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v,
         unsigned ver;
         int r = yaml_get_uint(y, v, key, 1000, &ver);
         if (r >= 0 && ver != 1)
-            return YAML_FAIL_AT(y, v, -EINVAL, "inventory version %u is not supported (this build reads 1)", ver);
+            return YAML_FAIL_AT(y, v, -EINVAL,
+                                "inventory version %u is not supported (this build reads 1)", ver);
         return r;
     }
-    return YAML_FAIL_AT(y, k, -EINVAL, "unknown top-level key '%s' (known: version, sites, nodes)", key);
+    return YAML_FAIL_AT(y, k, -EINVAL, "unknown top-level key '%s' (known: version, sites, nodes)",
+                        key);
 }
 
 void inventory_file_free(InventoryFile *inv) {
@@ -311,10 +322,12 @@ void inventory_file_free(InventoryFile *inv) {
     free(inv);
 }
 
-int inventory_parse_yaml(const char *text, size_t len, const char *filename, InventoryFile **ret, Error *err) {
+int inventory_parse_yaml(const char *text, size_t len, const char *filename, InventoryFile **ret,
+                         Error *err) {
     const char *file = filename ? filename : "<inventory>";
     if (len > INVENTORY_MAX_BYTES)
-        return error_set(err, -EFBIG, "%s: inventory is larger than %u bytes", file, INVENTORY_MAX_BYTES);
+        return error_set(err, -EFBIG, "%s: inventory is larger than %u bytes", file,
+                         INVENTORY_MAX_BYTES);
     yaml_document_t doc;
     int r = yaml_load_text(text, len, file, &doc, err);
     if (r < 0)
@@ -325,7 +338,8 @@ int inventory_parse_yaml(const char *text, size_t len, const char *filename, Inv
     if (!inv || !(inv->file = strdup(file)))
         r = error_set(err, -ENOMEM, "out of memory");
     else if (!root)
-        r = error_set_at(err, -EINVAL, file, 1, 1, "the inventory is empty: expected 'sites:' and 'nodes:'");
+        r = error_set_at(err, -EINVAL, file, 1, 1,
+                         "the inventory is empty: expected 'sites:' and 'nodes:'");
     else
         r = yaml_for_each_pair(&y, root, "the inventory", top_pair, inv);
     yaml_document_delete(&doc);
@@ -342,7 +356,8 @@ int inventory_load_file(const char *path, InventoryFile **ret, Error *err) {
     size_t len = 0;
     int r = read_full_file(path, INVENTORY_MAX_BYTES, &text, &len);
     if (r == -EFBIG)
-        return error_set(err, r, "%s: inventory is larger than %u bytes", path, INVENTORY_MAX_BYTES);
+        return error_set(err, r, "%s: inventory is larger than %u bytes", path,
+                         INVENTORY_MAX_BYTES);
     if (r < 0)
         return error_set(err, r, "cannot read inventory %s: %s", path, strerror(-r));
     return inventory_parse_yaml(text, len, path, ret, err);

@@ -35,7 +35,8 @@ typedef struct InventoryFile {
 } InventoryFile;
 
 /* Parse text (filename for messages). On error nothing is returned and err says where. */
-int inventory_parse_yaml(const char *text, size_t len, const char *filename, InventoryFile **ret, Error *err);
+int inventory_parse_yaml(const char *text, size_t len, const char *filename, InventoryFile **ret,
+                         Error *err);
 int inventory_load_file(const char *path, InventoryFile **ret, Error *err);
 void inventory_file_free(InventoryFile *inv);
 

@@ -10,7 +10,7 @@
 #include "util/macro.h"
 
 typedef struct PciIdsEntry {
-    uint32_t key;  /* vendor << 16 | device; device entries only */
+    uint32_t key; /* vendor << 16 | device; device entries only */
     char *name;
 } PciIdsEntry;
 
@@ -84,7 +84,7 @@ static int cmp_vendor(const void *a, const void *b) {
     ({                                                                                             \
         int _r = 0;                                                                                \
         if ((n) == (cap)) {                                                                        \
-            size_t _c = (cap) ? (cap) * 2 : 1024;                                                  \
+            size_t _c = (cap) ? (cap)*2 : 1024;                                                    \
             void *_p = realloc((arr), _c * sizeof(*(arr)));                                        \
             if (_p) {                                                                              \
                 (arr) = _p;                                                                        \

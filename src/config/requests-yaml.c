@@ -47,7 +47,8 @@ static int get_time(YamlCtx *y, yaml_node_t *v, const char *key, uint64_t *ret) 
         return r;
     uint64_t t;
     if (parse_uint64(s, UINT64_MAX / 4, &t) < 0)
-        return YAML_FAIL_AT(y, v, -EINVAL, "bad time '%s' for '%s': expected whole seconds", s, key);
+        return YAML_FAIL_AT(y, v, -EINVAL, "bad time '%s' for '%s': expected whole seconds", s,
+                            key);
     *ret = t;
     return 0;
 }
@@ -63,7 +64,7 @@ static int add_fallback(YamlCtx *y, yaml_node_t *item, void *userdata) {
     return r;
 }
 
-#define ENUM_FIELD(field, parse, known)                                                           \
+#define ENUM_FIELD(field, parse, known)                                                            \
     do {                                                                                           \
         const char *s_;                                                                            \
         int r_ = yaml_expect_scalar(y, v, key, &s_);                                               \
@@ -75,7 +76,8 @@ static int add_fallback(YamlCtx *y, yaml_node_t *item, void *userdata) {
         return 0;                                                                                  \
     } while (0)
 
-static int request_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v, void *userdata) {
+static int request_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v,
+                        void *userdata) {
     RequestEntry *e = userdata;
     RequestSpec *spec = &e->spec;
     if (STREQ(key, "id"))
@@ -106,10 +108,11 @@ static int request_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t
         return get_time(y, v, key, &spec->submitted);
     if (STREQ(key, "release_at"))
         return get_time(y, v, key, &e->release_at);
-    return YAML_FAIL_AT(y, k, -EINVAL,
-                        "unknown key '%s' in a request (known: id, user, kind, guest, class, memory_gb, count, "
-                        "share, runtime, fallback, wait_s, wait_for_nodes, at, release_at)",
-                        key);
+    return YAML_FAIL_AT(
+            y, k, -EINVAL,
+            "unknown key '%s' in a request (known: id, user, kind, guest, class, memory_gb, count, "
+            "share, runtime, fallback, wait_s, wait_for_nodes, at, release_at)",
+            key);
 }
 
 static void entry_done(RequestEntry *e) {
@@ -134,7 +137,8 @@ void requests_file_free(RequestsFile *rf) {
 static int load_requests(YamlCtx *y, yaml_node_t *seq, RequestsFile *rf) {
     if (seq->type != YAML_SEQUENCE_NODE)
         return YAML_FAIL_AT(y, seq, -EINVAL, "'requests' must be a list of requests");
-    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
         yaml_node_t *n = yaml_document_get_node(y->doc, *it);
         if (rf->n_entries >= MAX_REQUESTS)
             return YAML_FAIL_AT(y, n, -E2BIG, "too many requests (at most %d)", MAX_REQUESTS);
@@ -143,7 +147,8 @@ static int load_requests(YamlCtx *y, yaml_node_t *seq, RequestsFile *rf) {
             return error_set(y->err, -ENOMEM, "out of memory");
         rf->entries = ne;
         RequestEntry *e = &rf->entries[rf->n_entries++];
-        *e = (RequestEntry){.release_at = REQUEST_NO_RELEASE, .line = (unsigned)n->start_mark.line + 1,
+        *e = (RequestEntry){.release_at = REQUEST_NO_RELEASE,
+                            .line = (unsigned)n->start_mark.line + 1,
                             .spec = {.kind = _WORKLOAD_KIND_INVALID}};
         e->spec.fallback = calloc(SCHED_MAX_FALLBACKS, sizeof(char *));
         if (!e->spec.fallback)
@@ -154,16 +159,19 @@ static int load_requests(YamlCtx *y, yaml_node_t *seq, RequestsFile *rf) {
         if (r >= 0 && !e->spec.user)
             r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' needs a 'user'", e->spec.id);
         if (r >= 0 && e->spec.kind < 0)
-            r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' needs a 'kind' (vm, container, notebook, endpoint)",
+            r = YAML_FAIL_AT(y, n, -EINVAL,
+                             "request '%s' needs a 'kind' (vm, container, notebook, endpoint)",
                              e->spec.id);
         if (r >= 0 && !e->spec.class_name && !e->spec.memory_gb)
-            r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' needs a 'class' or a 'memory_gb'", e->spec.id);
+            r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' needs a 'class' or a 'memory_gb'",
+                             e->spec.id);
         if (r >= 0 && e->release_at != REQUEST_NO_RELEASE && e->release_at < e->spec.submitted)
-            r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' ends (release_at) before it starts (at)", e->spec.id);
+            r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' ends (release_at) before it starts (at)",
+                             e->spec.id);
         for (size_t j = 0; r >= 0 && j + 1 < rf->n_entries; j++)
             if (STREQ(rf->entries[j].spec.id, e->spec.id))
-                r = YAML_FAIL_AT(y, n, -EEXIST, "request id '%s' is used twice (first on line %u)", e->spec.id,
-                                 rf->entries[j].line);
+                r = YAML_FAIL_AT(y, n, -EEXIST, "request id '%s' is used twice (first on line %u)",
+                                 e->spec.id, rf->entries[j].line);
         if (r < 0)
             return r;
     }
@@ -177,16 +185,20 @@ static int top_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v,
         unsigned ver;
         int r = yaml_get_uint(y, v, key, 1000, &ver);
         if (r >= 0 && ver != 1)
-            return YAML_FAIL_AT(y, v, -EINVAL, "requests version %u is not supported (this build reads 1)", ver);
+            return YAML_FAIL_AT(y, v, -EINVAL,
+                                "requests version %u is not supported (this build reads 1)", ver);
         return r;
     }
-    return YAML_FAIL_AT(y, k, -EINVAL, "unknown top-level key '%s' (known: version, requests)", key);
+    return YAML_FAIL_AT(y, k, -EINVAL, "unknown top-level key '%s' (known: version, requests)",
+                        key);
 }
 
-int requests_parse_yaml(const char *text, size_t len, const char *filename, RequestsFile **ret, Error *err) {
+int requests_parse_yaml(const char *text, size_t len, const char *filename, RequestsFile **ret,
+                        Error *err) {
     const char *file = filename ? filename : "<requests>";
     if (len > REQUESTS_MAX_BYTES)
-        return error_set(err, -EFBIG, "%s: request file is larger than %u bytes", file, REQUESTS_MAX_BYTES);
+        return error_set(err, -EFBIG, "%s: request file is larger than %u bytes", file,
+                         REQUESTS_MAX_BYTES);
     yaml_document_t doc;
     int r = yaml_load_text(text, len, file, &doc, err);
     if (r < 0)
@@ -197,7 +209,8 @@ int requests_parse_yaml(const char *text, size_t len, const char *filename, Requ
     if (!rf || !(rf->file = strdup(file)))
         r = error_set(err, -ENOMEM, "out of memory");
     else if (!root)
-        r = error_set_at(err, -EINVAL, file, 1, 1, "the request file is empty: expected 'requests:'");
+        r = error_set_at(err, -EINVAL, file, 1, 1,
+                         "the request file is empty: expected 'requests:'");
     else
         r = yaml_for_each_pair(&y, root, "the request file", top_pair, rf);
     yaml_document_delete(&doc);
@@ -214,7 +227,8 @@ int requests_load_file(const char *path, RequestsFile **ret, Error *err) {
     size_t len = 0;
     int r = read_full_file(path, REQUESTS_MAX_BYTES, &text, &len);
     if (r == -EFBIG)
-        return error_set(err, r, "%s: request file is larger than %u bytes", path, REQUESTS_MAX_BYTES);
+        return error_set(err, r, "%s: request file is larger than %u bytes", path,
+                         REQUESTS_MAX_BYTES);
     if (r < 0)
         return error_set(err, r, "cannot read request file %s: %s", path, strerror(-r));
     return requests_parse_yaml(text, len, path, ret, err);

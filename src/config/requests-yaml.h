@@ -13,7 +13,7 @@
 #define REQUEST_NO_RELEASE UINT64_MAX
 
 typedef struct RequestEntry {
-    RequestSpec spec;   /* strings owned by the RequestsFile; spec.submitted is `at` */
+    RequestSpec spec;    /* strings owned by the RequestsFile; spec.submitted is `at` */
     uint64_t release_at; /* REQUEST_NO_RELEASE: runs to the end of the plan */
     unsigned line;
 } RequestEntry;
@@ -24,6 +24,7 @@ typedef struct RequestsFile {
     size_t n_entries;
 } RequestsFile;
 
-int requests_parse_yaml(const char *text, size_t len, const char *filename, RequestsFile **ret, Error *err);
+int requests_parse_yaml(const char *text, size_t len, const char *filename, RequestsFile **ret,
+                        Error *err);
 int requests_load_file(const char *path, RequestsFile **ret, Error *err);
 void requests_file_free(RequestsFile *rf);

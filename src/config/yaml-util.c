@@ -9,7 +9,8 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-int yaml_load_text(const char *text, size_t len, const char *file, yaml_document_t *doc, Error *err) {
+int yaml_load_text(const char *text, size_t len, const char *file, yaml_document_t *doc,
+                   Error *err) {
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser))
         return error_set(err, -ENOMEM, "out of memory");
@@ -17,7 +18,8 @@ int yaml_load_text(const char *text, size_t len, const char *file, yaml_document
     if (!yaml_parser_load(&parser, doc)) {
         int r = error_set_at(err, -EINVAL, file, (unsigned)parser.problem_mark.line + 1,
                              (unsigned)parser.problem_mark.column + 1, "YAML syntax error: %s%s%s",
-                             strempty(parser.problem), parser.context ? " " : "", strempty(parser.context));
+                             strempty(parser.problem), parser.context ? " " : "",
+                             strempty(parser.context));
         yaml_parser_delete(&parser);
         return r;
     }
@@ -32,7 +34,8 @@ const char *yaml_scalar(const yaml_node_t *n) {
 int yaml_expect_scalar(YamlCtx *y, yaml_node_t *n, const char *key, const char **ret) {
     const char *s = yaml_scalar(n);
     if (!s)
-        return YAML_FAIL_AT(y, n, -EINVAL, "'%s' must be a single value, not a list or mapping", key);
+        return YAML_FAIL_AT(y, n, -EINVAL, "'%s' must be a single value, not a list or mapping",
+                            key);
     if (!*s)
         return YAML_FAIL_AT(y, n, -EINVAL, "'%s' is empty", key);
     *ret = s;
@@ -52,7 +55,8 @@ int yaml_get_string(YamlCtx *y, yaml_node_t *n, const char *key, char **ret) {
     return 0;
 }
 
-static int get_number(YamlCtx *y, yaml_node_t *n, const char *key, unsigned min, unsigned max, unsigned *ret) {
+static int get_number(YamlCtx *y, yaml_node_t *n, const char *key, unsigned min, unsigned max,
+                      unsigned *ret) {
     const char *s;
     int r = yaml_expect_scalar(y, n, key, &s);
     if (r < 0)
@@ -60,10 +64,11 @@ static int get_number(YamlCtx *y, yaml_node_t *n, const char *key, unsigned min,
     uint64_t v;
     r = parse_uint64(s, max, &v);
     if (r == -ERANGE)
-        return YAML_FAIL_AT(y, n, -ERANGE, "bad number '%s' for '%s': it must be at most %u", s, key, max);
+        return YAML_FAIL_AT(y, n, -ERANGE, "bad number '%s' for '%s': it must be at most %u", s,
+                            key, max);
     if (r < 0 || v < min)
-        return YAML_FAIL_AT(y, n, -EINVAL, "bad number '%s' for '%s': expected a whole number%s", s, key,
-                            min ? " above 0" : "");
+        return YAML_FAIL_AT(y, n, -EINVAL, "bad number '%s' for '%s': expected a whole number%s", s,
+                            key, min ? " above 0" : "");
     *ret = (unsigned)v;
     return 0;
 }
@@ -90,12 +95,14 @@ int yaml_get_bool(YamlCtx *y, yaml_node_t *n, const char *key, bool *ret) {
     return 0;
 }
 
-int yaml_for_each_item(YamlCtx *y, yaml_node_t *n, const char *key, yaml_item_fn fn, void *userdata) {
+int yaml_for_each_item(YamlCtx *y, yaml_node_t *n, const char *key, yaml_item_fn fn,
+                       void *userdata) {
     if (n->type == YAML_SCALAR_NODE)
         return fn(y, n, userdata);
     if (n->type != YAML_SEQUENCE_NODE)
         return YAML_FAIL_AT(y, n, -EINVAL, "'%s' must be a value or a list of values", key);
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
         int r = fn(y, yaml_document_get_node(y->doc, *it), userdata);
         if (r < 0)
             return r;
@@ -103,7 +110,8 @@ int yaml_for_each_item(YamlCtx *y, yaml_node_t *n, const char *key, yaml_item_fn
     return 0;
 }
 
-int yaml_for_each_pair(YamlCtx *y, yaml_node_t *n, const char *what, yaml_pair_fn fn, void *userdata) {
+int yaml_for_each_pair(YamlCtx *y, yaml_node_t *n, const char *what, yaml_pair_fn fn,
+                       void *userdata) {
     if (n->type != YAML_MAPPING_NODE)
         return YAML_FAIL_AT(y, n, -EINVAL, "%s must be a mapping of key: value", what);
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {

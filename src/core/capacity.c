@@ -11,7 +11,8 @@ typedef struct Acc {
 } Acc;
 
 /* Count one unit-carrying thing into acc by its state. */
-static void count_units(Acc *a, uint64_t units, uint64_t allocated, bool quarantined, bool cordoned) {
+static void count_units(Acc *a, uint64_t units, uint64_t allocated, bool quarantined,
+                        bool cordoned) {
     a->total += units;
     a->allocated += allocated;
     uint64_t rest = units - allocated;
@@ -58,14 +59,15 @@ static Acc *tally(const Sched *s) {
         const Node *n = &s->nodes[s->order[k]];
         bool down = !node_schedulable(n);
         if (s->cpu_class >= 0 && n->cpu_cores)
-            count_units(&acc[slot(s, s->cpu_class, n->site, CAPACITY_CPU)], n->cpu_cores, n->cpu_used, false, down);
+            count_units(&acc[slot(s, s->cpu_class, n->site, CAPACITY_CPU)], n->cpu_cores,
+                        n->cpu_used, false, down);
         for (unsigned i = 0; i < n->n_devices; i++) {
             const Device *d = &n->devices[i];
             if (d->cls < 0)
                 continue;
             if (n->platform == PLATFORM_MACOS) {
-                count_units(&acc[slot(s, d->cls, n->site, CAPACITY_APPLE)], 1, d->n_allocs > 0, d->quarantined,
-                            down || d->cordoned);
+                count_units(&acc[slot(s, d->cls, n->site, CAPACITY_APPLE)], 1, d->n_allocs > 0,
+                            d->quarantined, down || d->cordoned);
                 continue;
             }
             if (d->mig_enabled) {
@@ -83,17 +85,27 @@ static Acc *tally(const Sched *s) {
 }
 
 static CapacityMode natural_mode(const GpuClass *g) {
-    return g->vendor == VENDOR_CPU ? CAPACITY_CPU : g->vendor == VENDOR_APPLE ? CAPACITY_APPLE : CAPACITY_CONTAINER;
+    return g->vendor == VENDOR_CPU     ? CAPACITY_CPU
+           : g->vendor == VENDOR_APPLE ? CAPACITY_APPLE
+                                       : CAPACITY_CONTAINER;
 }
 
 static CapacityRow make_row(const Sched *s, int c, const char *site, CapacityMode m, const Acc *a) {
     const GpuClass *g = &s->cat->classes[c];
     return (CapacityRow){
-        .class_index = c, .class_name = g->name, .site = site, .mode = m,
-        .resource = m == CAPACITY_VM ? g->vm_device_name : m == CAPACITY_CONTAINER ? g->container_resource : NULL,
-        .node_selector = m == CAPACITY_CONTAINER ? g->node_selector : NULL,
-        .total = a->total, .allocated = a->allocated, .free = a->free, .cordoned = a->cordoned,
-        .quarantined = a->quarantined,
+            .class_index = c,
+            .class_name = g->name,
+            .site = site,
+            .mode = m,
+            .resource = m == CAPACITY_VM          ? g->vm_device_name
+                        : m == CAPACITY_CONTAINER ? g->container_resource
+                                                  : NULL,
+            .node_selector = m == CAPACITY_CONTAINER ? g->node_selector : NULL,
+            .total = a->total,
+            .allocated = a->allocated,
+            .free = a->free,
+            .cordoned = a->cordoned,
+            .quarantined = a->quarantined,
     };
 }
 
@@ -139,8 +151,8 @@ int sched_capacity(const Sched *s, CapacityRow **ret, size_t *ret_n, Error *err)
     return 0;
 }
 
-int sched_capacity_class(const Sched *s, const char *class_name, const char *site, CapacityMode mode,
-                         CapacityRow *ret, Error *err) {
+int sched_capacity_class(const Sched *s, const char *class_name, const char *site,
+                         CapacityMode mode, CapacityRow *ret, Error *err) {
     int c = class_name ? catalog_find_index(s->cat, class_name) : -1;
     if (c < 0)
         return error_set(err, -ENOENT, "no class named '%s'", strempty(class_name));
@@ -189,7 +201,8 @@ static void add_resource(ResourceCount *rc, size_t *n, const char *name, uint64_
     rc[(*n)++] = (ResourceCount){name, count};
 }
 
-int sched_node_resources(const Sched *s, const char *node, ResourceCount **ret, size_t *ret_n, Error *err) {
+int sched_node_resources(const Sched *s, const char *node, ResourceCount **ret, size_t *ret_n,
+                         Error *err) {
     uint32_t ni;
     int r = node_lookup(s, node, &ni, err);
     if (r < 0)

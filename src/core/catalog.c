@@ -11,8 +11,8 @@
 #include "util/strutil.h"
 
 static const char *const vendor_names[_VENDOR_MAX] = {
-    [VENDOR_NVIDIA] = "nvidia", [VENDOR_AMD] = "amd", [VENDOR_INTEL] = "intel",
-    [VENDOR_APPLE] = "apple",   [VENDOR_CPU] = "cpu",
+        [VENDOR_NVIDIA] = "nvidia", [VENDOR_AMD] = "amd", [VENDOR_INTEL] = "intel",
+        [VENDOR_APPLE] = "apple",   [VENDOR_CPU] = "cpu",
 };
 
 const char *vendor_to_string(Vendor v) {
@@ -146,7 +146,8 @@ static int validate_mig_profiles(const GpuClass *cls, Error *err) {
     if (cls->n_mig_profiles == 0)
         return 0;
     if (cls->vendor != VENDOR_NVIDIA)
-        return error_set(err, -EINVAL, "class '%s': MIG profiles are listed, but only NVIDIA cards have MIG",
+        return error_set(err, -EINVAL,
+                         "class '%s': MIG profiles are listed, but only NVIDIA cards have MIG",
                          cls->name);
     if (cls->consumer)
         return error_set(err, -EINVAL,
@@ -221,10 +222,11 @@ int gpu_class_validate(const GpuClass *cls, Error *err) {
                              "partitioning (R10)",
                              cls->name);
         if (!cls->owner_only)
-            return error_set(err, -EINVAL,
-                             "class '%s': apple classes are offered to the machine's owner only; set "
-                             "owner_only: true (R10)",
-                             cls->name);
+            return error_set(
+                    err, -EINVAL,
+                    "class '%s': apple classes are offered to the machine's owner only; set "
+                    "owner_only: true (R10)",
+                    cls->name);
         return 0;
     case VENDOR_NVIDIA:
     case VENDOR_AMD:
@@ -235,30 +237,34 @@ int gpu_class_validate(const GpuClass *cls, Error *err) {
     }
 
     if (cls->apple_memory_gb)
-        return error_set(err, -EINVAL, "class '%s': match.apple_memory_gb is for apple classes only",
-                         cls->name);
+        return error_set(err, -EINVAL,
+                         "class '%s': match.apple_memory_gb is for apple classes only", cls->name);
     if (slice) {
         if (!cls->mig_parent || !cls->mig_profile)
-            return error_set(err, -EINVAL, "class '%s': a MIG slice class needs mig.parent and mig.profile",
+            return error_set(err, -EINVAL,
+                             "class '%s': a MIG slice class needs mig.parent and mig.profile",
                              cls->name);
         if (cls->vendor != VENDOR_NVIDIA)
-            return error_set(err, -EINVAL, "class '%s': only NVIDIA cards have MIG slices", cls->name);
-        if (cls->n_mig_profiles)
-            return error_set(err, -EINVAL, "class '%s': a MIG slice cannot itself list MIG profiles",
+            return error_set(err, -EINVAL, "class '%s': only NVIDIA cards have MIG slices",
                              cls->name);
+        if (cls->n_mig_profiles)
+            return error_set(err, -EINVAL,
+                             "class '%s': a MIG slice cannot itself list MIG profiles", cls->name);
     } else {
         if (cls->n_pci == 0 && cls->n_nvml_names == 0)
             return error_set(err, -EINVAL,
                              "class '%s': missing required field 'match' (pci ids or nvml names)",
                              cls->name);
         if (cls->memory_gb == 0)
-            return error_set(err, -EINVAL, "class '%s': missing required field 'memory_gb'", cls->name);
+            return error_set(err, -EINVAL, "class '%s': missing required field 'memory_gb'",
+                             cls->name);
     }
     if (!cls->container_resource)
         return error_set(err, -EINVAL, "class '%s': missing required field 'container_resource'",
                          cls->name);
     if (!cls->node_selector)
-        return error_set(err, -EINVAL, "class '%s': missing required field 'node_selector'", cls->name);
+        return error_set(err, -EINVAL, "class '%s': missing required field 'node_selector'",
+                         cls->name);
     for (size_t i = 0; i < cls->n_pci; i++)
         if (cls->pci[i].vendor != vendor_pci_id(cls->vendor))
             return error_set(err, -EINVAL,
@@ -280,16 +286,16 @@ static int add_mig_slice_classes(Catalog *c, size_t card, Error *err) {
         if (catalog_find(c, name))
             continue; /* the file lists this slice class itself */
         GpuClass s = {
-            .name = TAKE_PTR(name),
-            .vendor = VENDOR_NVIDIA,
-            .memory_gb = mig_profile_memory_gb(profile),
-            .container_resource = strprintf("nvidia.com/mig-%s", profile),
-            .node_selector = strdup_or_null(parent->node_selector),
-            .internal_only = parent->internal_only,
-            .owner_only = parent->owner_only,
-            .mig_parent = strdup(parent->name),
-            .mig_profile = strdup(profile),
-            .derived = true,
+                .name = TAKE_PTR(name),
+                .vendor = VENDOR_NVIDIA,
+                .memory_gb = mig_profile_memory_gb(profile),
+                .container_resource = strprintf("nvidia.com/mig-%s", profile),
+                .node_selector = strdup_or_null(parent->node_selector),
+                .internal_only = parent->internal_only,
+                .owner_only = parent->owner_only,
+                .mig_parent = strdup(parent->name),
+                .mig_profile = strdup(profile),
+                .derived = true,
         };
         if (!s.container_resource || !s.node_selector || !s.mig_parent || !s.mig_profile) {
             gpu_class_done(&s);
@@ -328,14 +334,15 @@ int catalog_finalize(Catalog *c, size_t *ret_bad_index, Error *err) {
         if (!parent || parent->mig_parent || !listed) {
             if (ret_bad_index)
                 *ret_bad_index = i;
-            return error_set(err, -EINVAL,
-                             "class '%s': mig.parent '%s' is not a card class that lists MIG profile "
-                             "'%s'",
-                             cls->name, cls->mig_parent, cls->mig_profile);
+            return error_set(
+                    err, -EINVAL,
+                    "class '%s': mig.parent '%s' is not a card class that lists MIG profile "
+                    "'%s'",
+                    cls->name, cls->mig_parent, cls->mig_profile);
         }
         cls->mig_parent_index = pi;
-        cls->mig_shape = mig_row_profile_shape(mig_card_row_for_memory(parent->memory_gb),
-                                               cls->mig_profile);
+        cls->mig_shape =
+                mig_row_profile_shape(mig_card_row_for_memory(parent->memory_gb), cls->mig_profile);
         if (cls->memory_gb == 0)
             cls->memory_gb = mig_profile_memory_gb(cls->mig_profile);
         free(cls->vm_device_name); /* a MIG slice is never passed through */
@@ -356,7 +363,8 @@ int catalog_finalize(Catalog *c, size_t *ret_bad_index, Error *err) {
         GpuClass *cls = &c->classes[i];
         cls->mig_parent_index = catalog_find_index(c, cls->mig_parent);
         cls->mig_shape = mig_row_profile_shape(
-                mig_card_row_for_memory(c->classes[cls->mig_parent_index].memory_gb), cls->mig_profile);
+                mig_card_row_for_memory(c->classes[cls->mig_parent_index].memory_gb),
+                cls->mig_profile);
     }
     if (ret_bad_index)
         *ret_bad_index = (size_t)-1;

@@ -38,10 +38,10 @@ typedef struct PciId {
 
 /* Where a class's vm_device_name came from (R6, KubeVirt device plugin naming). */
 typedef enum VmNameSource {
-    VM_NAME_NONE,        /* not applicable: not NVIDIA, or a MIG slice (never passthrough) */
-    VM_NAME_PCI_IDS,     /* derived from the pci.ids device name */
-    VM_NAME_RAW_ID,      /* pci.ids has no name for the device: derived from the raw id */
-    VM_NAME_CATALOG,     /* written explicitly in the catalog */
+    VM_NAME_NONE,    /* not applicable: not NVIDIA, or a MIG slice (never passthrough) */
+    VM_NAME_PCI_IDS, /* derived from the pci.ids device name */
+    VM_NAME_RAW_ID,  /* pci.ids has no name for the device: derived from the raw id */
+    VM_NAME_CATALOG, /* written explicitly in the catalog */
 } VmNameSource;
 
 typedef struct GpuClass {
@@ -94,7 +94,7 @@ int catalog_add(Catalog *c, GpuClass *cls, Error *err);
 int catalog_finalize(Catalog *c, size_t *ret_bad_index, Error *err);
 
 /* What every vGPU refusal says (R2d): the alternatives we do offer. */
-#define CATALOG_VGPU_REFUSAL                                                                      \
+#define CATALOG_VGPU_REFUSAL                                                                       \
     "vGPU is not supported (R2d); use VFIO passthrough to a VM, a whole GPU to a container, or a " \
     "MIG slice instead"
 

@@ -26,8 +26,8 @@ int sched_device_set_cordoned(Sched *s, const char *node, unsigned dev, bool cor
     return 0;
 }
 
-int sched_device_set_quarantine(Sched *s, const char *node, unsigned dev, const char *reason, uint64_t now,
-                                Error *err) {
+int sched_device_set_quarantine(Sched *s, const char *node, unsigned dev, const char *reason,
+                                uint64_t now, Error *err) {
     uint32_t ni;
     int r = device_lookup(s, node, dev, &ni, err);
     if (r < 0)
@@ -43,8 +43,8 @@ int sched_device_set_quarantine(Sched *s, const char *node, unsigned dev, const 
     return 0;
 }
 
-int sched_device_set_binding(Sched *s, const char *node, unsigned dev, Binding binding, uint64_t now,
-                             Error *err) {
+int sched_device_set_binding(Sched *s, const char *node, unsigned dev, Binding binding,
+                             uint64_t now, Error *err) {
     uint32_t ni;
     int r = device_lookup(s, node, dev, &ni, err);
     if (r < 0)
@@ -55,20 +55,24 @@ int sched_device_set_binding(Sched *s, const char *node, unsigned dev, Binding b
         return error_set(err, -EINVAL, "a binding is host or vfio");
     if (s->sites[n->site].kind == SITE_DATACENTER)
         return error_set(err, -EINVAL,
-                         "node '%s' is in a datacenter: its GPUs follow the node's mode (R3)", n->name);
+                         "node '%s' is in a datacenter: its GPUs follow the node's mode (R3)",
+                         n->name);
     if (n->platform != PLATFORM_LINUX)
         return error_set(err, -EINVAL, "node '%s': a Mac's GPU is not rebound", n->name);
     if (d->binding == binding)
         return 0;
     if (d->n_allocs)
-        return error_set(err, -EBUSY, "node '%s' device %u is in use by %s; it is never rebound under a "
-                         "running workload (R7)", n->name, dev, s->reqs[d->allocs[0]].id);
+        return error_set(err, -EBUSY,
+                         "node '%s' device %u is in use by %s; it is never rebound under a "
+                         "running workload (R7)",
+                         n->name, dev, s->reqs[d->allocs[0]].id);
     d->binding = binding;
     node_changed(s, ni, now, true);
     return 0;
 }
 
-int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled, uint64_t now, Error *err) {
+int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled, uint64_t now,
+                         Error *err) {
     uint32_t ni;
     int r = device_lookup(s, node, dev, &ni, err);
     if (r < 0)
@@ -76,7 +80,8 @@ int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled,
     Node *n = &s->nodes[ni];
     Device *d = &n->devices[dev];
     if (enabled && (d->cls < 0 || s->cat->classes[d->cls].n_mig_profiles == 0))
-        return error_set(err, -EINVAL, "node '%s' device %u: its class has no MIG profiles", n->name, dev);
+        return error_set(err, -EINVAL, "node '%s' device %u: its class has no MIG profiles",
+                         n->name, dev);
     if (d->mig_enabled == enabled)
         return 0;
     if (d->n_allocs)
@@ -87,8 +92,8 @@ int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled,
     return 0;
 }
 
-int sched_device_reset_result(Sched *s, const char *node, unsigned dev, bool passed, const char *reason,
-                              uint64_t now, Error *err) {
+int sched_device_reset_result(Sched *s, const char *node, unsigned dev, bool passed,
+                              const char *reason, uint64_t now, Error *err) {
     uint32_t ni;
     int r = device_lookup(s, node, dev, &ni, err);
     if (r < 0)
@@ -96,8 +101,9 @@ int sched_device_reset_result(Sched *s, const char *node, unsigned dev, bool pas
     Device *d = &s->nodes[ni].devices[dev];
     if (!passed) {
         d->reset_verified = false;
-        return sched_device_set_quarantine(s, node, dev, isempty(reason) ? "failed the reset cycle check (R9)" : reason,
-                                           now, err);
+        return sched_device_set_quarantine(
+                s, node, dev, isempty(reason) ? "failed the reset cycle check (R9)" : reason, now,
+                err);
     }
     d->reset_verified = true;
     node_changed(s, ni, now, true);
@@ -112,13 +118,24 @@ size_t sched_node_count(const Sched *s) {
 
 static void fill_node_info(const Sched *s, const Node *n, NodeInfo *ret) {
     *ret = (NodeInfo){
-        .name = n->name, .site = s->sites[n->site].name, .owner = s->users[n->owner].name,
-        .site_kind = s->sites[n->site].kind, .platform = n->platform, .mode = n->mode,
-        .kata = n->kata, .mig_in_kata = n->mig_in_kata, .cordoned = n->cordoned,
-        .unreachable = n->unreachable, .cpu_cores = n->cpu_cores, .cpu_used = n->cpu_used,
-        .apple_usable_memory_gb = n->apple_usable_gb, .apple_used_memory_gb = n->apple_used_gb,
-        .macos_vms = n->macos_vms, .time_slice_replicas = n->ts_replicas,
-        .n_devices = n->n_devices, .n_labels = n->n_labels,
+            .name = n->name,
+            .site = s->sites[n->site].name,
+            .owner = s->users[n->owner].name,
+            .site_kind = s->sites[n->site].kind,
+            .platform = n->platform,
+            .mode = n->mode,
+            .kata = n->kata,
+            .mig_in_kata = n->mig_in_kata,
+            .cordoned = n->cordoned,
+            .unreachable = n->unreachable,
+            .cpu_cores = n->cpu_cores,
+            .cpu_used = n->cpu_used,
+            .apple_usable_memory_gb = n->apple_usable_gb,
+            .apple_used_memory_gb = n->apple_used_gb,
+            .macos_vms = n->macos_vms,
+            .time_slice_replicas = n->ts_replicas,
+            .n_devices = n->n_devices,
+            .n_labels = n->n_labels,
     };
 }
 
@@ -159,16 +176,22 @@ int sched_device_info(const Sched *s, const char *node, unsigned dev, DeviceInfo
             user = NULL;
     }
     *ret = (DeviceInfo){
-        .class_name = d->cls >= 0 ? s->cat->classes[d->cls].name : NULL,
-        .class_index = d->cls, .address = d->address, .memory_gb = d->memory_gb,
-        .binding = d->binding, .mig_enabled = d->mig_enabled,
-        .reset_verified = d->reset_verified, .cordoned = d->cordoned, .mig_layout = d->mig_layout,
-        .state = d->quarantined ? DEVICE_QUARANTINED
-                 : (d->cordoned || !node_schedulable(&s->nodes[ni])) ? DEVICE_CORDONED
-                 : d->n_allocs ? DEVICE_ALLOCATED
-                               : DEVICE_FREE,
-        .quarantine_reason = d->quarantined ? d->quarantine_reason : NULL,
-        .n_allocations = d->n_allocs, .user = user,
+            .class_name = d->cls >= 0 ? s->cat->classes[d->cls].name : NULL,
+            .class_index = d->cls,
+            .address = d->address,
+            .memory_gb = d->memory_gb,
+            .binding = d->binding,
+            .mig_enabled = d->mig_enabled,
+            .reset_verified = d->reset_verified,
+            .cordoned = d->cordoned,
+            .mig_layout = d->mig_layout,
+            .state = d->quarantined                                      ? DEVICE_QUARANTINED
+                     : (d->cordoned || !node_schedulable(&s->nodes[ni])) ? DEVICE_CORDONED
+                     : d->n_allocs                                       ? DEVICE_ALLOCATED
+                                                                         : DEVICE_FREE,
+            .quarantine_reason = d->quarantined ? d->quarantine_reason : NULL,
+            .n_allocations = d->n_allocs,
+            .user = user,
     };
     return 0;
 }

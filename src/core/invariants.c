@@ -17,8 +17,10 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
     bool multi = false, all_mig_kata = true;
     for (unsigned i = 0; i < d->n_allocs; i++) {
         uint32_t ri = d->allocs[i];
-        if (ri >= s->n_reqs || !s->reqs[ri].used || !s->reqs[ri].placed || &s->nodes[s->reqs[ri].node] != n)
-            return error_set(err, -EUCLEAN, "device %u of '%s' lists an allocation that is not placed there", di,
+        if (ri >= s->n_reqs || !s->reqs[ri].used || !s->reqs[ri].placed ||
+            &s->nodes[s->reqs[ri].node] != n)
+            return error_set(err, -EUCLEAN,
+                             "device %u of '%s' lists an allocation that is not placed there", di,
                              n->name);
         const Req *r = &s->reqs[ri];
         unsigned seen = 0;
@@ -27,7 +29,8 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
         for (unsigned j = 0; j < d->n_allocs; j++)
             seen -= (j != i && d->allocs[j] == ri);
         if (seen != 1)
-            return error_set(err, -EUCLEAN, "request '%s' is counted %u times on device %u of '%s' (R16)", r->id,
+            return error_set(err, -EUCLEAN,
+                             "request '%s' is counted %u times on device %u of '%s' (R16)", r->id,
                              seen, di, n->name);
         if (first_user == NIL)
             first_user = r->user;
@@ -38,34 +41,39 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
         if (r->method == METHOD_MIG) {
             uint8_t m = (uint8_t)(((1u << r->mig_slots) - 1u) << r->mig_start);
             if (layout & m)
-                return error_set(err, -EUCLEAN, "MIG slices overlap on device %u of '%s' (R16)", di, n->name);
+                return error_set(err, -EUCLEAN, "MIG slices overlap on device %u of '%s' (R16)", di,
+                                 n->name);
             layout |= m;
         }
-        DevUse want = r->method == METHOD_TIME_SLICE ? USE_TIME_SLICE
-                      : r->method == METHOD_MIG      ? USE_MIG
+        DevUse want = r->method == METHOD_TIME_SLICE    ? USE_TIME_SLICE
+                      : r->method == METHOD_MIG         ? USE_MIG
                       : r->method == METHOD_APPLE_WHOLE ? USE_APPLE
-                                                      : USE_EXCLUSIVE;
+                                                        : USE_EXCLUSIVE;
         if (d->use != want)
-            return error_set(err, -EUCLEAN, "device %u of '%s' is used as %d but '%s' holds it by %s", di, n->name,
+            return error_set(err, -EUCLEAN,
+                             "device %u of '%s' is used as %d but '%s' holds it by %s", di, n->name,
                              (int)d->use, r->id, method_to_string(r->method));
     }
     if (!d->n_allocs && d->use != USE_NONE)
-        return error_set(err, -EUCLEAN, "device %u of '%s' is marked in use without allocations", di, n->name);
+        return error_set(err, -EUCLEAN, "device %u of '%s' is marked in use without allocations",
+                         di, n->name);
     if (layout != d->mig_layout)
-        return error_set(err, -EUCLEAN, "device %u of '%s': MIG layout %#x but its slices make %#x", di, n->name,
-                         d->mig_layout, layout);
+        return error_set(err, -EUCLEAN, "device %u of '%s': MIG layout %#x but its slices make %#x",
+                         di, n->name, d->mig_layout, layout);
     if (multi && !all_mig_kata)
         return error_set(err, -EUCLEAN,
-                         "device %u of '%s' is shared by different users outside MIG slices under Kata (R15)", di,
-                         n->name);
+                         "device %u of '%s' is shared by different users outside MIG slices under "
+                         "Kata (R15)",
+                         di, n->name);
     if (d->use == USE_EXCLUSIVE && d->n_allocs > 1)
-        return error_set(err, -EUCLEAN, "device %u of '%s' is given whole to %u workloads (R16)", di, n->name,
-                         d->n_allocs);
+        return error_set(err, -EUCLEAN, "device %u of '%s' is given whole to %u workloads (R16)",
+                         di, n->name, d->n_allocs);
     if (d->use == USE_TIME_SLICE && d->n_allocs > n->ts_replicas)
-        return error_set(err, -EUCLEAN, "device %u of '%s' has %u time slices, above %u", di, n->name, d->n_allocs,
-                         n->ts_replicas);
+        return error_set(err, -EUCLEAN, "device %u of '%s' has %u time slices, above %u", di,
+                         n->name, d->n_allocs, n->ts_replicas);
     if (d->use == USE_APPLE && first_user != n->owner)
-        return error_set(err, -EUCLEAN, "the GPU of Mac '%s' serves someone other than its owner (R10)", n->name);
+        return error_set(err, -EUCLEAN,
+                         "the GPU of Mac '%s' serves someone other than its owner (R10)", n->name);
     return 0;
 }
 
@@ -78,15 +86,18 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     uint32_t v;
     if (!strmap_get(&s->node_map, n->name, &v) || v != ni)
         return error_set(err, -EUCLEAN, "node '%s' is missing from the name index", n->name);
-    if (u->cores != n->cpu_used || u->mem != n->apple_used_gb || u->vms != n->macos_vms || u->allocs != n->n_allocs)
-        return error_set(err, -EUCLEAN, "node '%s': usage counters disagree with its allocations", n->name);
+    if (u->cores != n->cpu_used || u->mem != n->apple_used_gb || u->vms != n->macos_vms ||
+        u->allocs != n->n_allocs)
+        return error_set(err, -EUCLEAN, "node '%s': usage counters disagree with its allocations",
+                         n->name);
     if (n->cpu_used > n->cpu_cores)
         return error_set(err, -EUCLEAN, "node '%s' gives out more cores than it has", n->name);
     if (n->apple_used_gb > n->apple_usable_gb)
-        return error_set(err, -EUCLEAN, "Mac '%s' gives out more GPU memory than is usable (R10)", n->name);
+        return error_set(err, -EUCLEAN, "Mac '%s' gives out more GPU memory than is usable (R10)",
+                         n->name);
     if (n->macos_vms > SCHED_MAX_MACOS_VMS)
-        return error_set(err, -EUCLEAN, "Mac '%s' runs %u macOS VMs, above the licence's 2 (R10)", n->name,
-                         n->macos_vms);
+        return error_set(err, -EUCLEAN, "Mac '%s' runs %u macOS VMs, above the licence's 2 (R10)",
+                         n->name, n->macos_vms);
     for (unsigned i = 0; i < n->n_devices; i++) {
         int r = check_device(s, n, i, err);
         if (r < 0)
@@ -94,7 +105,8 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         const Device *d = &n->devices[i];
         if (s->sites[n->site].kind == SITE_DATACENTER && n->mode != NODE_MODE_NONE &&
             d->binding != (n->mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST))
-            return error_set(err, -EUCLEAN, "node '%s': device %u is not in the node's mode (R3)", n->name, i);
+            return error_set(err, -EUCLEAN, "node '%s': device %u is not in the node's mode (R3)",
+                             n->name, i);
     }
     for (unsigned k = 0; k < n->n_pools; k++) {
         const PoolLink *pl = &n->pools[k];
@@ -104,15 +116,18 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         unsigned blocked = 0, reset = 0;
         for (unsigned i = 0; i < n->n_devices; i++) {
             const Device *d = &n->devices[i];
-            if (d->cls * 2 + (int)d->binding != pl->pool || d->cls < 0 || d->mig_enabled || d->n_allocs)
+            if (d->cls * 2 + (int)d->binding != pl->pool || d->cls < 0 || d->mig_enabled ||
+                d->n_allocs)
                 continue;
             bool takes = device_takes_new_work(n, d);
-            bool held = d->binding == BINDING_VFIO && s->cat->classes[d->cls].consumer && !d->reset_verified;
+            bool held = d->binding == BINDING_VFIO && s->cat->classes[d->cls].consumer &&
+                        !d->reset_verified;
             blocked += !takes || held;
             reset += takes && held;
         }
         if (pl->blocked != blocked || pl->reset != reset)
-            return error_set(err, -EUCLEAN, "node '%s': idle-but-blocked GPU counts are stale", n->name);
+            return error_set(err, -EUCLEAN, "node '%s': idle-but-blocked GPU counts are stale",
+                             n->name);
     }
     return 0;
 }
@@ -128,7 +143,8 @@ static int check_lists(const Sched *s, Error *err) {
                     const Node *n = &s->nodes[id >> POOL_SHIFT];
                     const PoolLink *pl = &n->pools[id & ((1u << POOL_SHIFT) - 1)];
                     if (!n->alive || pl->pool != (int)p || pl->free != f || n->site != st)
-                        return error_set(err, -EUCLEAN, "whole-GPU pool lists a node in the wrong bucket");
+                        return error_set(err, -EUCLEAN,
+                                         "whole-GPU pool lists a node in the wrong bucket");
                     if (++listed_pools > s->n_nodes * 2 * SCHED_NODE_MAX_DEVICES)
                         return error_set(err, -EUCLEAN, "whole-GPU pool list has a cycle");
                     id = pl->link.next;
@@ -159,7 +175,8 @@ static int check_lists(const Sched *s, Error *err) {
     for (size_t c = 0; c < s->cat->n_classes; c++)
         if (blocked[c] != s->class_blocked[c]) {
             free(blocked);
-            return error_set(err, -EUCLEAN, "class %s: idle-but-blocked count is stale", s->cat->classes[c].name);
+            return error_set(err, -EUCLEAN, "class %s: idle-but-blocked count is stale",
+                             s->cat->classes[c].name);
         }
     free(blocked);
     if (listed_pools != want_pools || listed_cpu != want_cpu)
@@ -176,7 +193,8 @@ static int check_requests(const Sched *s, Error *err) {
         live++;
         uint32_t v;
         if (!strmap_get(&s->req_map, r->id, &v) || v != i)
-            return error_set(err, -EUCLEAN, "request '%s' is missing from the id index (R16)", r->id);
+            return error_set(err, -EUCLEAN, "request '%s' is missing from the id index (R16)",
+                             r->id);
         if (!r->placed)
             continue;
         int ret = policy_check_placement(s, r, false, err);
@@ -189,7 +207,8 @@ static int check_requests(const Sched *s, Error *err) {
             for (unsigned k = 0; k < d->n_allocs; k++)
                 found |= d->allocs[k] == i;
             if (!found)
-                return error_set(err, -EUCLEAN, "request '%s' is placed on a device that does not list it", r->id);
+                return error_set(err, -EUCLEAN,
+                                 "request '%s' is placed on a device that does not list it", r->id);
         }
     }
     uint64_t last = 0;
@@ -208,9 +227,10 @@ static int check_requests(const Sched *s, Error *err) {
     size_t placed = 0;
     for (size_t i = 0; i < s->n_reqs; i++)
         placed += s->reqs[i].used && s->reqs[i].placed;
-    if (prev != s->q_tail || waiting != s->n_waiting || placed + waiting != live || live != s->n_live_reqs ||
-        live != s->req_map.n)
-        return error_set(err, -EUCLEAN, "request counts disagree: %zu live, %zu placed, %zu waiting", live, placed,
+    if (prev != s->q_tail || waiting != s->n_waiting || placed + waiting != live ||
+        live != s->n_live_reqs || live != s->req_map.n)
+        return error_set(err, -EUCLEAN,
+                         "request counts disagree: %zu live, %zu placed, %zu waiting", live, placed,
                          waiting);
     return 0;
 }
@@ -238,7 +258,8 @@ int sched_check(const Sched *s, Error *err) {
     }
     free(use);
     if (s->node_map.n != s->n_order)
-        return error_set(err, -EUCLEAN, "the node index has %zu names for %zu nodes", s->node_map.n, s->n_order);
+        return error_set(err, -EUCLEAN, "the node index has %zu names for %zu nodes", s->node_map.n,
+                         s->n_order);
     int r = check_lists(s, err);
     if (r < 0)
         return r;

@@ -100,7 +100,8 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
     }
     Site *st = &s->sites[s->n_sites];
     *st = (Site){.name = strdup(name), .kind = kind};
-    if (!st->name || site_alloc_pools(s, st) < 0 || strmap_put(&s->site_map, st->name, (uint32_t)s->n_sites) < 0) {
+    if (!st->name || site_alloc_pools(s, st) < 0 ||
+        strmap_put(&s->site_map, st->name, (uint32_t)s->n_sites) < 0) {
         free(st->name);
         free(st->pool_heads);
         return error_set(err, -ENOMEM, "out of memory");
@@ -140,11 +141,11 @@ int sched_site_trust(Sched *s, const char *site, const char *user, bool trusted,
     return 0;
 }
 
-
 bool sched_site_is_trusted(const Sched *s, const char *site, const char *user) {
     uint32_t si;
     int ui = sched_user_lookup(s, user);
-    return site && strmap_get(&s->site_map, site, &si) && ui >= 0 && site_trusts(&s->sites[si], (uint32_t)ui);
+    return site && strmap_get(&s->site_map, site, &si) && ui >= 0 &&
+           site_trusts(&s->sites[si], (uint32_t)ui);
 }
 
 Relation sched_relation(const Sched *s, const char *node, const char *user) {
@@ -165,8 +166,10 @@ int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err) {
 
 /* ---- free indexes ---- */
 
-static bool device_free_in_pool(const Sched *s, const Node *n, const Device *d, int cls, Binding b) {
-    if (d->cls != cls || d->binding != b || d->mig_enabled || d->n_allocs || !device_takes_new_work(n, d))
+static bool device_free_in_pool(const Sched *s, const Node *n, const Device *d, int cls,
+                                Binding b) {
+    if (d->cls != cls || d->binding != b || d->mig_enabled || d->n_allocs ||
+        !device_takes_new_work(n, d))
         return false;
     /* Consumer cards reach VFIO users only after a passed reset check (R9). */
     return !(b == BINDING_VFIO && s->cat->classes[cls].consumer && !d->reset_verified);
@@ -191,7 +194,8 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
             want = 2;
     }
     uint32_t user = want == 2 ? s->reqs[d->allocs[0]].user : NIL;
-    if (d->listed == want && (want != 1 || d->listed_layout == d->mig_layout) && (want != 2 || d->listed_user == user))
+    if (d->listed == want && (want != 1 || d->listed_layout == d->mig_layout) &&
+        (want != 2 || d->listed_user == user))
         return;
     if (d->listed == 1)
         list_del(s, dev_link_of, &s->mig[d->cls].heads[d->listed_layout], gid);
@@ -228,7 +232,8 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
                     n_free[k]++;
                 else {
                     n_blocked[k]++;
-                    n_reset[k] += device_takes_new_work(n, d); /* so only its reset check holds it */
+                    n_reset[k] +=
+                            device_takes_new_work(n, d); /* so only its reset check holds it */
                 }
                 break;
             }
@@ -289,7 +294,8 @@ static int parse_mode(const NodeSpec *spec, bool datacenter, NodeMode *ret, Erro
     }
     NodeMode m = node_mode_from_string(v);
     if (m == NODE_MODE_VM_VGPU)
-        return error_set(err, -EOPNOTSUPP, "node '%s': mode vm-vgpu: %s", spec->name, CATALOG_VGPU_REFUSAL);
+        return error_set(err, -EOPNOTSUPP, "node '%s': mode vm-vgpu: %s", spec->name,
+                         CATALOG_VGPU_REFUSAL);
     if (m != NODE_MODE_CONTAINER && m != NODE_MODE_VM_PASSTHROUGH)
         return error_set(err, -EINVAL,
                          "node '%s': label %s has unknown value '%s'; use container or "
@@ -315,14 +321,16 @@ static int check_devices(const Sched *s, const NodeSpec *spec, Error *err) {
                              spec->name, i);
         if (!d->class_name) {
             if (d->mig_enabled)
-                return error_set(err, -EINVAL, "node '%s' device %zu: an unclassified device has no MIG",
+                return error_set(err, -EINVAL,
+                                 "node '%s' device %zu: an unclassified device has no MIG",
                                  spec->name, i);
             continue;
         }
         const GpuClass *c = catalog_find(s->cat, d->class_name);
         if (!c)
-            return error_set(err, -ENOENT, "node '%s' device %zu: no class named '%s' in the catalog",
-                             spec->name, i, d->class_name);
+            return error_set(err, -ENOENT,
+                             "node '%s' device %zu: no class named '%s' in the catalog", spec->name,
+                             i, d->class_name);
         if (c->mig_parent || c->vendor == VENDOR_APPLE || c->vendor == VENDOR_CPU)
             return error_set(err, -EINVAL,
                              "node '%s' device %zu: '%s' is not a card class (MIG slices, Apple "
@@ -456,7 +464,6 @@ static void user_disown(Sched *s, uint32_t ui, uint32_t ni) {
         }
 }
 
-
 int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
     if (!spec || !name_ok(spec->name))
         return error_set(err, -EINVAL, "a node needs a name of 1-%d characters", SCHED_ID_MAX - 1);
@@ -464,7 +471,8 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
         return error_set(err, -EEXIST, "node '%s' already exists", spec->name);
     uint32_t si;
     if (!spec->site || !strmap_get(&s->site_map, spec->site, &si))
-        return error_set(err, -ENOENT, "node '%s': no site named '%s'", spec->name, strempty(spec->site));
+        return error_set(err, -ENOENT, "node '%s': no site named '%s'", spec->name,
+                         strempty(spec->site));
     if (!name_ok(spec->owner))
         return error_set(err, -EINVAL, "node '%s': the owner's user name is missing", spec->name);
     if ((int)spec->platform < 0 || spec->platform >= _PLATFORM_MAX)
@@ -473,7 +481,8 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
         return error_set(err, -E2BIG, "node '%s': at most %d labels", spec->name, SCHED_MAX_LABELS);
     for (size_t i = 0; i < spec->n_labels; i++)
         if (isempty(spec->labels[i].key) || !spec->labels[i].value)
-            return error_set(err, -EINVAL, "node '%s': label %zu needs a key and a value", spec->name, i);
+            return error_set(err, -EINVAL, "node '%s': label %zu needs a key and a value",
+                             spec->name, i);
     if (spec->platform == PLATFORM_MACOS && s->sites[si].kind == SITE_DATACENTER)
         return error_set(err, -EINVAL, "node '%s': Macs belong to solo and lab sites", spec->name);
     NodeMode mode;
@@ -489,13 +498,24 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
         return error_set(err, -ENOMEM, "out of memory");
     Node *n = &s->nodes[ni];
     *n = (Node){
-        .name = strdup(spec->name), .alive = true, .site = si, .platform = spec->platform,
-        .owner = owner, .mode = mode, .kata = spec->kata || spec->mig_in_kata,
-        .mig_in_kata = spec->mig_in_kata, .cordoned = spec->cordoned, .cpu_cores = spec->cpu_cores,
-        .ts_replicas = spec->time_slice_replicas ? spec->time_slice_replicas : SCHED_DEFAULT_TIME_SLICE_REPLICAS,
-        .apple_unified_gb = spec->apple_unified_memory_gb,
-        .apple_usable_gb = spec->apple_usable_memory_gb ? spec->apple_usable_memory_gb : spec->apple_unified_memory_gb,
-        .cpu_link = {NIL, NIL}, .cpu_bucket = -1, .reserved_by = NIL,
+            .name = strdup(spec->name),
+            .alive = true,
+            .site = si,
+            .platform = spec->platform,
+            .owner = owner,
+            .mode = mode,
+            .kata = spec->kata || spec->mig_in_kata,
+            .mig_in_kata = spec->mig_in_kata,
+            .cordoned = spec->cordoned,
+            .cpu_cores = spec->cpu_cores,
+            .ts_replicas = spec->time_slice_replicas ? spec->time_slice_replicas
+                                                     : SCHED_DEFAULT_TIME_SLICE_REPLICAS,
+            .apple_unified_gb = spec->apple_unified_memory_gb,
+            .apple_usable_gb = spec->apple_usable_memory_gb ? spec->apple_usable_memory_gb
+                                                            : spec->apple_unified_memory_gb,
+            .cpu_link = {NIL, NIL},
+            .cpu_bucket = -1,
+            .reserved_by = NIL,
     };
     bool oom = !n->name;
     if (spec->n_labels) {
@@ -512,7 +532,8 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
     if (spec->platform == PLATFORM_MACOS && spec->apple_unified_memory_gb) {
         const GpuClass *c = catalog_match_apple(s->cat, spec->apple_unified_memory_gb);
         n->devices[0] = (Device){.cls = c ? (int)(c - s->cat->classes) : -1,
-                                 .memory_gb = n->apple_usable_gb, .link = {NIL, NIL}};
+                                 .memory_gb = n->apple_usable_gb,
+                                 .link = {NIL, NIL}};
         n->n_devices = 1;
     }
     for (size_t i = 0; i < spec->n_devices; i++) {
@@ -520,14 +541,15 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
         const GpuClass *c = ds->class_name ? catalog_find(s->cat, ds->class_name) : NULL;
         Device *d = &n->devices[n->n_devices++];
         *d = (Device){
-            .cls = c ? (int)(c - s->cat->classes) : -1,
-            .address = strdup_or_null(ds->address),
-            .memory_gb = ds->memory_gb ? ds->memory_gb : (c ? c->memory_gb : 0),
-            .binding = mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO
-                       : mode == NODE_MODE_CONTAINER    ? BINDING_HOST
-                                                        : ds->binding,
-            .mig_enabled = ds->mig_enabled, .reset_verified = ds->reset_verified,
-            .link = {NIL, NIL},
+                .cls = c ? (int)(c - s->cat->classes) : -1,
+                .address = strdup_or_null(ds->address),
+                .memory_gb = ds->memory_gb ? ds->memory_gb : (c ? c->memory_gb : 0),
+                .binding = mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO
+                           : mode == NODE_MODE_CONTAINER    ? BINDING_HOST
+                                                            : ds->binding,
+                .mig_enabled = ds->mig_enabled,
+                .reset_verified = ds->reset_verified,
+                .link = {NIL, NIL},
         };
         oom = oom || (ds->address && !d->address);
         if (d->cls >= 0) {
@@ -563,7 +585,8 @@ static int busy_error(Sched *s, uint32_t ni, bool gpus_only, const char *what, E
     }
     if (k > 8)
         strbuf_printf(&b, " and %zu more", k - 8);
-    int ret = error_set(err, -EBUSY, "node '%s' %s: workloads still run there (%s); drain them first (R4)",
+    int ret = error_set(err, -EBUSY,
+                        "node '%s' %s: workloads still run there (%s); drain them first (R4)",
                         s->nodes[ni].name, what, strbuf_cstr(&b) ? b.data : "...");
     strbuf_done(&b);
     return ret;
@@ -592,7 +615,8 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
     if (n->reserved_by != NIL) /* the gang reserves another node at its next walk */
         s->reqs[n->reserved_by].reserved_node = NIL;
     node_done(n);
-    *n = (Node){.alive = false, .cpu_bucket = -1, .cpu_link = {NIL, s->free_node}, .reserved_by = NIL};
+    *n = (Node){
+            .alive = false, .cpu_bucket = -1, .cpu_link = {NIL, s->free_node}, .reserved_by = NIL};
     s->free_node = ni;
     if (s->check) {
         Error e = {0};
@@ -626,7 +650,8 @@ int sched_node_set_cordoned(Sched *s, const char *node, bool cordoned, uint64_t 
     return 0;
 }
 
-int sched_node_set_unreachable(Sched *s, const char *node, bool unreachable, uint64_t now, Error *err) {
+int sched_node_set_unreachable(Sched *s, const char *node, bool unreachable, uint64_t now,
+                               Error *err) {
     uint32_t ni;
     int r = node_lookup(s, node, &ni, err);
     if (r < 0)
@@ -679,12 +704,15 @@ int sched_node_set_mode(Sched *s, const char *node, NodeMode mode, uint64_t now,
         return r;
     Node *n = &s->nodes[ni];
     if (mode == NODE_MODE_VM_VGPU)
-        return error_set(err, -EOPNOTSUPP, "node '%s': mode vm-vgpu: %s", n->name, CATALOG_VGPU_REFUSAL);
+        return error_set(err, -EOPNOTSUPP, "node '%s': mode vm-vgpu: %s", n->name,
+                         CATALOG_VGPU_REFUSAL);
     if (mode != NODE_MODE_CONTAINER && mode != NODE_MODE_VM_PASSTHROUGH)
-        return error_set(err, -EINVAL, "node '%s': the mode must be container or vm-passthrough (R3)", n->name);
+        return error_set(err, -EINVAL,
+                         "node '%s': the mode must be container or vm-passthrough (R3)", n->name);
     if (s->sites[n->site].kind != SITE_DATACENTER)
         return error_set(err, -EINVAL,
-                         "node '%s' is not in a datacenter: its GPUs switch one by one (R7)", n->name);
+                         "node '%s' is not in a datacenter: its GPUs switch one by one (R7)",
+                         n->name);
     if (mode == n->mode)
         return 0;
     if (node_gpus_busy(n))
@@ -699,8 +727,8 @@ int sched_node_set_mode(Sched *s, const char *node, NodeMode mode, uint64_t now,
     return 0;
 }
 
-int sched_node_set_label(Sched *s, const char *node, const char *key, const char *value, uint64_t now,
-                         Error *err) {
+int sched_node_set_label(Sched *s, const char *node, const char *key, const char *value,
+                         uint64_t now, Error *err) {
     uint32_t ni;
     int r = node_lookup(s, node, &ni, err);
     if (r < 0)
@@ -722,8 +750,8 @@ int sched_node_set_label(Sched *s, const char *node, const char *key, const char
     return 0;
 }
 
-int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_in_kata, uint64_t now,
-                                Error *err) {
+int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_in_kata,
+                                uint64_t now, Error *err) {
     uint32_t ni;
     int r = node_lookup(s, node, &ni, err);
     if (r < 0)
@@ -746,7 +774,8 @@ int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_
     return 0;
 }
 
-int sched_node_set_apple_memory(Sched *s, const char *node, unsigned usable_gb, uint64_t now, Error *err) {
+int sched_node_set_apple_memory(Sched *s, const char *node, unsigned usable_gb, uint64_t now,
+                                Error *err) {
     uint32_t ni;
     int r = node_lookup(s, node, &ni, err);
     if (r < 0)
@@ -763,4 +792,3 @@ int sched_node_set_apple_memory(Sched *s, const char *node, unsigned usable_gb, 
     node_changed(s, ni, now, true);
     return 0;
 }
-

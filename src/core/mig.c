@@ -8,19 +8,21 @@
 #include "util/macro.h"
 
 static const MigShapeInfo shapes[_MIG_SHAPE_MAX] = {
-    [MIG_SHAPE_1G] = {1, 1, 0x7f, 7},        /* starts {0..6} */
-    [MIG_SHAPE_1G_DOUBLE] = {1, 2, 0x55, 4}, /* starts {0,2,4,6} */
-    [MIG_SHAPE_2G] = {2, 2, 0x15, 3},        /* starts {0,2,4} */
-    [MIG_SHAPE_3G] = {3, 4, 0x11, 2},        /* starts {0,4} */
-    [MIG_SHAPE_4G] = {4, 4, 0x01, 1},        /* starts {0} */
-    [MIG_SHAPE_7G] = {7, 8, 0x01, 1},        /* starts {0} */
+        [MIG_SHAPE_1G] = {1, 1, 0x7f, 7},        /* starts {0..6} */
+        [MIG_SHAPE_1G_DOUBLE] = {1, 2, 0x55, 4}, /* starts {0,2,4,6} */
+        [MIG_SHAPE_2G] = {2, 2, 0x15, 3},        /* starts {0,2,4} */
+        [MIG_SHAPE_3G] = {3, 4, 0x11, 2},        /* starts {0,4} */
+        [MIG_SHAPE_4G] = {4, 4, 0x01, 1},        /* starts {0} */
+        [MIG_SHAPE_7G] = {7, 8, 0x01, 1},        /* starts {0} */
 };
 
 static const MigCardRow rows[] = {
-    {"A100-40GB", 40, {"1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}},
-    {"A100-80GB/H100-80GB", 80, {"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}},
-    {"H200-141GB", 141, {"1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"}},
-    {"B200-180GB", 180, {"1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"}},
+        {"A100-40GB", 40, {"1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}},
+        {"A100-80GB/H100-80GB",
+         80,
+         {"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}},
+        {"H200-141GB", 141, {"1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"}},
+        {"B200-180GB", 180, {"1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"}},
 };
 
 const MigShapeInfo *mig_shape_info(MigShape shape) {

@@ -29,8 +29,8 @@ typedef struct MigShapeInfo {
 } MigShapeInfo;
 
 typedef struct MigCardRow {
-    const char *card;      /* e.g. "H100-80GB" */
-    unsigned memory_gb;    /* card memory that selects this row */
+    const char *card;   /* e.g. "H100-80GB" */
+    unsigned memory_gb; /* card memory that selects this row */
     const char *profiles[_MIG_SHAPE_MAX];
 } MigCardRow;
 

@@ -70,10 +70,12 @@ void mig_prefs_build(Sched *s) {
 
 /* ---- eligibility ---- */
 
-static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g, Relation rel) {
+static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g,
+                         Relation rel) {
     if (g->owner_only && rel != RELATION_OWNER)
         return false;
-    return !(g->internal_only && rel == RELATION_STRANGER && s->sites[n->site].kind == SITE_DATACENTER);
+    return !(g->internal_only && rel == RELATION_STRANGER &&
+             s->sites[n->site].kind == SITE_DATACENTER);
 }
 
 /* The users of a device's allocations: true when all are `user` (or there are none). */
@@ -116,11 +118,13 @@ static void fill(const Sched *s, const Req *r, Req *out, uint32_t ni, int c, Met
     out->mem = 0;
 }
 
-static unsigned take_free_devices(const Sched *s, const Node *n, int c, Binding b, unsigned count, Req *out) {
+static unsigned take_free_devices(const Sched *s, const Node *n, int c, Binding b, unsigned count,
+                                  Req *out) {
     unsigned k = 0;
     for (unsigned i = 0; i < n->n_devices && k < count; i++) {
         const Device *d = &n->devices[i];
-        if (d->cls == c && d->binding == b && !d->mig_enabled && !d->n_allocs && device_takes_new_work(n, d) &&
+        if (d->cls == c && d->binding == b && !d->mig_enabled && !d->n_allocs &&
+            device_takes_new_work(n, d) &&
             !(b == BINDING_VFIO && s->cat->classes[c].consumer && !d->reset_verified))
             out->devs[k++] = (uint8_t)i;
     }
@@ -129,15 +133,16 @@ static unsigned take_free_devices(const Sched *s, const Node *n, int c, Binding 
 
 static bool ts_device_ok(const Sched *s, const Req *r, const Device *d, const Node *n, int c) {
     Relation rel = relation_of(s, n, r->user);
-    return d->cls == c && rel != RELATION_STRANGER && class_access(s, r, n, &s->cat->classes[c], rel) &&
-           device_only_user(s, d, r->user);
+    return d->cls == c && rel != RELATION_STRANGER &&
+           class_access(s, r, n, &s->cat->classes[c], rel) && device_only_user(s, d, r->user);
 }
 
 static bool find_time_slice(Sched *s, const Want *w, int c, Req *out) {
     const Req *r = w->r;
     for (uint32_t gid = s->users[r->user].ts_head; gid != NIL; gid = dev_of(s, gid)->link.next) {
         uint32_t ni = gid >> DEV_SHIFT;
-        if ((w->only != NIL && ni != w->only) || !ts_device_ok(s, r, dev_of(s, gid), &s->nodes[ni], c))
+        if ((w->only != NIL && ni != w->only) ||
+            !ts_device_ok(s, r, dev_of(s, gid), &s->nodes[ni], c))
             continue;
         fill(s, r, out, ni, c, METHOD_TIME_SLICE);
         out->devs[0] = (uint8_t)(gid & ((1u << DEV_SHIFT) - 1));
@@ -191,8 +196,8 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
     if (w->only != NIL) {
         Relation rel = relation_of(s, &s->nodes[w->only], r->user);
         Binding b = (vm || rel == RELATION_STRANGER) ? BINDING_VFIO : BINDING_HOST;
-        return pool_free_of(&s->nodes[w->only], c * 2 + b) >= count && whole_node_ok(s, w, c, w->only, b, &m) &&
-               take_whole(s, w, c, w->only, b, m, out);
+        return pool_free_of(&s->nodes[w->only], c * 2 + b) >= count &&
+               whole_node_ok(s, w, c, w->only, b, &m) && take_whole(s, w, c, w->only, b, m, out);
     }
     /* Best fit over sites: the node with the fewest free GPUs that holds the gang, so that
      * whole nodes stay free for gangs. A site that trusts the user offers its host pools
@@ -237,25 +242,28 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
 }
 
 bool place_whole_free(const Sched *s, uint32_t ni, int c, unsigned ret_free[2]) {
-    if (c < 0 || (size_t)c >= s->cat->n_classes || s->cat->classes[c].vendor == VENDOR_APPLE || s->cat->classes[c].mig_parent_index >= 0)
+    if (c < 0 || (size_t)c >= s->cat->n_classes || s->cat->classes[c].vendor == VENDOR_APPLE ||
+        s->cat->classes[c].mig_parent_index >= 0)
         return false;
     ret_free[BINDING_HOST] = pool_free_of(&s->nodes[ni], c * 2 + BINDING_HOST);
     ret_free[BINDING_VFIO] = pool_free_of(&s->nodes[ni], c * 2 + BINDING_VFIO);
     return true;
 }
 
-static bool mig_device_ok(const Sched *s, const Want *w, const GpuClass *g, const Node *n, const Device *d) {
+static bool mig_device_ok(const Sched *s, const Want *w, const GpuClass *g, const Node *n,
+                          const Device *d) {
     const Req *r = w->r;
     Relation rel = relation_of(s, n, r->user);
     bool kata_mig = n->kata && n->mig_in_kata;
-    if (!class_access(s, r, n, g, rel) || (!kata_mig && rel == RELATION_STRANGER) || d->binding != BINDING_HOST ||
-        !d->mig_enabled || !device_takes_new_work(n, d))
+    if (!class_access(s, r, n, g, rel) || (!kata_mig && rel == RELATION_STRANGER) ||
+        d->binding != BINDING_HOST || !d->mig_enabled || !device_takes_new_work(n, d))
         return false;
     /* A fallback never joins another user's GPU even with Kata (R13). */
     return w->fallback ? device_only_user(s, d, r->user) : mig_joinable(s, n, d, r->user, kata_mig);
 }
 
-static bool take_mig(Sched *s, const Want *w, const GpuClass *g, int c, uint32_t gid, unsigned start, Req *out) {
+static bool take_mig(Sched *s, const Want *w, const GpuClass *g, int c, uint32_t gid,
+                     unsigned start, Req *out) {
     fill(s, w->r, out, gid >> DEV_SHIFT, c, METHOD_MIG);
     out->devs[0] = (uint8_t)(gid & ((1u << DEV_SHIFT) - 1));
     out->n_dev = 1;
@@ -278,13 +286,16 @@ static bool find_mig(Sched *s, const Want *w, int c, Req *out) {
             for (unsigned st = 0; st < MIG_SLOTS; st++)
                 if ((s->mig_starts[g->mig_shape][d->mig_layout] & (1u << st)) &&
                     s->mig_rank[g->mig_shape][d->mig_layout][st] < best_rank)
-                    best_rank = s->mig_rank[g->mig_shape][d->mig_layout][st], best_dev = i, best_start = st;
+                    best_rank = s->mig_rank[g->mig_shape][d->mig_layout][st], best_dev = i,
+                    best_start = st;
         }
-        return best_rank != UINT32_MAX && take_mig(s, w, g, c, w->only << DEV_SHIFT | best_dev, best_start, out);
+        return best_rank != UINT32_MAX &&
+               take_mig(s, w, g, c, w->only << DEV_SHIFT | best_dev, best_start, out);
     }
     for (size_t i = 0; i < s->n_mig_pref[g->mig_shape]; i++) {
         MigChoice ch = s->mig_pref[g->mig_shape][i];
-        for (uint32_t gid = s->mig[parent].heads[ch.layout]; gid != NIL; gid = dev_of(s, gid)->link.next)
+        for (uint32_t gid = s->mig[parent].heads[ch.layout]; gid != NIL;
+             gid = dev_of(s, gid)->link.next)
             if (mig_device_ok(s, w, g, &s->nodes[gid >> DEV_SHIFT], dev_of(s, gid)))
                 return take_mig(s, w, g, c, gid, ch.start, out);
     }
@@ -331,7 +342,8 @@ static bool cpu_node_ok(const Sched *s, const Req *r, const Node *n) {
     if (!node_schedulable(n) || n->cpu_cores - n->cpu_used < r->count)
         return false;
     if (r->kind == WORKLOAD_VM)
-        return r->guest != GUEST_MACOS || (n->platform == PLATFORM_MACOS && n->macos_vms < SCHED_MAX_MACOS_VMS);
+        return r->guest != GUEST_MACOS ||
+               (n->platform == PLATFORM_MACOS && n->macos_vms < SCHED_MAX_MACOS_VMS);
     Relation rel = relation_of(s, n, r->user);
     if (n->platform == PLATFORM_MACOS)
         return rel != RELATION_STRANGER; /* native processes: no isolation for strangers */
@@ -439,7 +451,7 @@ void place_undo(Sched *s, uint32_t ri) {
                 break;
             }
         if (r->method == METHOD_MIG)
-            d->mig_layout &= (uint8_t)~(((1u << r->mig_slots) - 1u) << r->mig_start);
+            d->mig_layout &= (uint8_t) ~(((1u << r->mig_slots) - 1u) << r->mig_start);
         if (!d->n_allocs)
             d->use = USE_NONE;
         /* A VM (passthrough or Kata) stopped on a consumer card: check its reset again (R9). */
@@ -532,7 +544,8 @@ static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag 
         if (fits)
             ;
         else if (whole_free)
-            b |= BLOCK(SCHED_REASON_MODE_MISMATCH); /* GPUs of the card exist but are not in MIG mode */
+            b |= BLOCK(SCHED_REASON_MODE_MISMATCH); /* GPUs of the card exist but are not in MIG
+                                                       mode */
         else if (blocked)
             b |= BLOCK(SCHED_REASON_CORDONED);
         else
@@ -679,7 +692,8 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
     }
     const User *u = &s->users[r->user];
     for (size_t i = 0; i < u->n_owned && !cand; i++)
-        cand = pool_free_of(&s->nodes[u->owned[i]], c * 2 + (vm ? BINDING_VFIO : BINDING_HOST)) >= r->count;
+        cand = pool_free_of(&s->nodes[u->owned[i]], c * 2 + (vm ? BINDING_VFIO : BINDING_HOST)) >=
+               r->count;
     if (cand)
         return -1;
     if (other)
@@ -708,7 +722,8 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
         size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? (size_t)(r->seq % n) : 0;
         /* QUEUED as some node's only blocker outranks everything, and later nodes only add
          * blockers: once it is noted, the answer is settled and the rest need no look. */
-        for (size_t i = 0; i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED))); i++) {
+        for (size_t i = 0; i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED)));
+             i++) {
             size_t k = (start + i) % n;
             const Node *nd = &s->nodes[card >= 0 ? s->class_list[card][k] : s->order[k]];
             if (card < 0)
@@ -724,9 +739,9 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
     /* A node's only blocker first (removed, the request runs there); among them, and among
      * all when every node has several, in this order. */
     static const SchedReason order[] = {
-        SCHED_REASON_QUEUED,      SCHED_REASON_MODE_MISMATCH,  SCHED_REASON_NO_KATA,
-        SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_RESET_CHECK, SCHED_REASON_MACOS_VM_LIMIT,
-        SCHED_REASON_CORDONED,    SCHED_REASON_NO_CAPACITY,
+            SCHED_REASON_QUEUED,         SCHED_REASON_MODE_MISMATCH, SCHED_REASON_NO_KATA,
+            SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_RESET_CHECK,   SCHED_REASON_MACOS_VM_LIMIT,
+            SCHED_REASON_CORDONED,       SCHED_REASON_NO_CAPACITY,
     };
     uint32_t set = dg.single ? dg.single : dg.all;
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
@@ -750,11 +765,13 @@ static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
         const Node *n = &s->nodes[ni];
         if (!node_schedulable(n) || n->reserved_by != NIL)
             continue;
-        Binding b = r->kind == WORKLOAD_VM || relation_of(s, n, r->user) == RELATION_STRANGER ? BINDING_VFIO
-                                                                                              : BINDING_HOST;
+        Binding b = r->kind == WORKLOAD_VM || relation_of(s, n, r->user) == RELATION_STRANGER
+                            ? BINDING_VFIO
+                            : BINDING_HOST;
         unsigned have = 0;
         for (unsigned d = 0; d < n->n_devices; d++)
-            have += n->devices[d].cls == c && n->devices[d].binding == b && !n->devices[d].mig_enabled;
+            have += n->devices[d].cls == c && n->devices[d].binding == b &&
+                    !n->devices[d].mig_enabled;
         if (have >= MAX(r->count, 1u) && whole_node_ok(s, &w, c, ni, b, &m))
             return ni;
     }
@@ -762,7 +779,8 @@ static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
 }
 
 uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
-    if (c < 0 || s->cat->classes[c].mig_parent_index >= 0 || s->cat->classes[c].vendor == VENDOR_APPLE)
+    if (c < 0 || s->cat->classes[c].mig_parent_index >= 0 ||
+        s->cat->classes[c].vendor == VENDOR_APPLE)
         return NIL;
     Want w = {.r = r, .cls = c, .only = NIL};
     uint32_t best = NIL;
@@ -797,20 +815,21 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
 int place_check_conflicts(const Sched *s, const Req *r, Error *err) {
     const Node *n = &s->nodes[r->node];
     if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && n->macos_vms >= SCHED_MAX_MACOS_VMS)
-        return error_set(err, -EBUSY, "request '%s': Mac '%s' already runs %d macOS VMs (R10)", r->id, n->name,
-                         SCHED_MAX_MACOS_VMS);
+        return error_set(err, -EBUSY, "request '%s': Mac '%s' already runs %d macOS VMs (R10)",
+                         r->id, n->name, SCHED_MAX_MACOS_VMS);
     if (r->cores > n->cpu_cores - n->cpu_used)
-        return error_set(err, -EBUSY, "request '%s': node '%s' has not %u free cores", r->id, n->name, r->cores);
+        return error_set(err, -EBUSY, "request '%s': node '%s' has not %u free cores", r->id,
+                         n->name, r->cores);
     if (r->mem > n->apple_usable_gb - n->apple_used_gb)
-        return error_set(err, -EBUSY, "request '%s': Mac '%s' has not %u GB of GPU memory free", r->id, n->name,
-                         r->mem);
+        return error_set(err, -EBUSY, "request '%s': Mac '%s' has not %u GB of GPU memory free",
+                         r->id, n->name, r->mem);
     for (unsigned i = 0; i < r->n_dev; i++) {
         const Device *d = &n->devices[r->devs[i]];
         bool ok;
         switch (r->method) {
         case METHOD_TIME_SLICE:
-            ok = d->n_allocs == 0 ||
-                 (d->use == USE_TIME_SLICE && d->n_allocs < n->ts_replicas && device_only_user(s, d, r->user));
+            ok = d->n_allocs == 0 || (d->use == USE_TIME_SLICE && d->n_allocs < n->ts_replicas &&
+                                      device_only_user(s, d, r->user));
             break;
         case METHOD_MIG:
             ok = (d->use == USE_NONE || d->use == USE_MIG) &&
@@ -824,10 +843,11 @@ int place_check_conflicts(const Sched *s, const Req *r, Error *err) {
             ok = d->n_allocs == 0;
         }
         if (!ok)
-            return error_set(err, -EBUSY,
-                             "request '%s': device %u of '%s' is already held by '%s' in a way the rules "
-                             "do not let it share (R15, R16)",
-                             r->id, r->devs[i], n->name, d->n_allocs ? s->reqs[d->allocs[0]].id : "?");
+            return error_set(
+                    err, -EBUSY,
+                    "request '%s': device %u of '%s' is already held by '%s' in a way the rules "
+                    "do not let it share (R15, R16)",
+                    r->id, r->devs[i], n->name, d->n_allocs ? s->reqs[d->allocs[0]].id : "?");
     }
     return 0;
 }

@@ -52,7 +52,8 @@ EndpointRuntime policy_endpoint_runtime(const Req *r, int vendor) {
     if (vendor == VENDOR_CPU)
         return ENDPOINT_RUNTIME_LLAMA_CPP; /* R11, R14 */
     if (vendor == VENDOR_APPLE)
-        return r->runtime == ENDPOINT_RUNTIME_LLAMA_CPP ? ENDPOINT_RUNTIME_LLAMA_CPP : ENDPOINT_RUNTIME_MLX;
+        return r->runtime == ENDPOINT_RUNTIME_LLAMA_CPP ? ENDPOINT_RUNTIME_LLAMA_CPP
+                                                        : ENDPOINT_RUNTIME_MLX;
     return ENDPOINT_RUNTIME_VLLM; /* vLLM never runs on a Mac (R14) */
 }
 
@@ -61,16 +62,20 @@ ContainerRuntime policy_container_runtime(const Sched *s, const Req *r, const No
         return CONTAINER_RUNTIME_NONE;
     if (m == METHOD_MIG && n->kata && n->mig_in_kata)
         return CONTAINER_RUNTIME_KATA; /* every slice of such a node is isolated (R2c, R15) */
-    return relation_of(s, n, r->user) == RELATION_STRANGER ? CONTAINER_RUNTIME_KATA : CONTAINER_RUNTIME_RUNC;
+    return relation_of(s, n, r->user) == RELATION_STRANGER ? CONTAINER_RUNTIME_KATA
+                                                           : CONTAINER_RUNTIME_RUNC;
 }
 
 /* Who may use a class on this node (R9 internal_only in datacenters, R10 owner_only). */
-static int check_class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g, Error *err) {
+static int check_class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g,
+                              Error *err) {
     Relation rel = relation_of(s, n, r->user);
     if (g->owner_only && rel != RELATION_OWNER)
-        return error_set(err, -EINVAL, "class '%s' is for the owner of node '%s' only (R10)", g->name, n->name);
+        return error_set(err, -EINVAL, "class '%s' is for the owner of node '%s' only (R10)",
+                         g->name, n->name);
     if (g->internal_only && rel == RELATION_STRANGER && s->sites[n->site].kind == SITE_DATACENTER)
-        return error_set(err, -EINVAL, "class '%s' is for trusted tenants only in a datacenter (R9)", g->name);
+        return error_set(err, -EINVAL,
+                         "class '%s' is for trusted tenants only in a datacenter (R9)", g->name);
     return 0;
 }
 
@@ -84,20 +89,26 @@ int policy_check_placement(const Sched *s, const Req *r, bool now_rules, Error *
      * are judged as of the placement (now_rules: restore), the rest always. */
     ContainerRuntime crt = now_rules ? policy_container_runtime(s, r, n, r->method) : r->crt;
     if (r->crt != crt)
-        return error_set(err, -EINVAL, "request '%s' on '%s': runtime %s where the rules ask %s (R2b)", r->id,
-                         n->name, container_runtime_to_string(r->crt), container_runtime_to_string(crt));
+        return error_set(err, -EINVAL,
+                         "request '%s' on '%s': runtime %s where the rules ask %s (R2b)", r->id,
+                         n->name, container_runtime_to_string(r->crt),
+                         container_runtime_to_string(crt));
     if (crt == CONTAINER_RUNTIME_KATA && !n->kata)
-        return error_set(err, -EINVAL, "request '%s': node '%s' cannot run Kata (R2b)", r->id, n->name);
+        return error_set(err, -EINVAL, "request '%s': node '%s' cannot run Kata (R2b)", r->id,
+                         n->name);
     if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && n->platform != PLATFORM_MACOS)
         return error_set(err, -EINVAL, "request '%s': a macOS guest on a non-Mac node", r->id);
     if (r->method == METHOD_CPU) {
         if (r->n_dev || r->cores == 0)
-            return error_set(err, -EINVAL, "request '%s': a cpu placement takes cores and no GPU", r->id);
+            return error_set(err, -EINVAL, "request '%s': a cpu placement takes cores and no GPU",
+                             r->id);
         if (r->ert != policy_endpoint_runtime(r, VENDOR_CPU))
-            return error_set(err, -EINVAL, "request '%s': an endpoint on CPU runs llama.cpp (R14)", r->id);
+            return error_set(err, -EINVAL, "request '%s': an endpoint on CPU runs llama.cpp (R14)",
+                             r->id);
         if (now_rules && n->platform == PLATFORM_MACOS && r->kind != WORKLOAD_VM &&
             relation_of(s, n, r->user) == RELATION_STRANGER)
-            return error_set(err, -EINVAL, "request '%s': a stranger's native work on Mac '%s'", r->id, n->name);
+            return error_set(err, -EINVAL, "request '%s': a stranger's native work on Mac '%s'",
+                             r->id, n->name);
         return 0;
     }
     if (r->pcls < 0 || (size_t)r->pcls >= s->cat->n_classes)
@@ -116,50 +127,69 @@ int policy_check_placement(const Sched *s, const Req *r, bool now_rules, Error *
         return error_set(err, -EINVAL, "request '%s': a GPU placement without a device", r->id);
     for (unsigned i = 0; i < r->n_dev; i++) {
         if (r->devs[i] >= n->n_devices)
-            return error_set(err, -EINVAL, "request '%s': node '%s' has no device %u", r->id, n->name, r->devs[i]);
+            return error_set(err, -EINVAL, "request '%s': node '%s' has no device %u", r->id,
+                             n->name, r->devs[i]);
         for (unsigned j = 0; j < i; j++)
             if (r->devs[i] == r->devs[j])
-                return error_set(err, -EINVAL, "request '%s': device %u listed twice", r->id, r->devs[i]);
+                return error_set(err, -EINVAL, "request '%s': device %u listed twice", r->id,
+                                 r->devs[i]);
     }
     const Device *d0 = &n->devices[r->devs[0]];
     switch (r->method) {
     case METHOD_APPLE_WHOLE:
-        if (g->vendor != VENDOR_APPLE || n->platform != PLATFORM_MACOS || r->n_dev != 1 || d0->cls != r->pcls)
-            return error_set(err, -EINVAL, "request '%s': apple-whole needs the Mac's GPU of class %s", r->id, g->name);
+        if (g->vendor != VENDOR_APPLE || n->platform != PLATFORM_MACOS || r->n_dev != 1 ||
+            d0->cls != r->pcls)
+            return error_set(err, -EINVAL,
+                             "request '%s': apple-whole needs the Mac's GPU of class %s", r->id,
+                             g->name);
         return 0;
     case METHOD_MIG: {
-        if (g->mig_parent_index < 0 || r->n_dev != 1 || d0->cls != g->mig_parent_index || !d0->mig_enabled ||
-            d0->binding != BINDING_HOST)
-            return error_set(err, -EINVAL, "request '%s': a MIG slice of %s needs a MIG-enabled %s", r->id, g->name,
-                             strempty(g->mig_parent));
+        if (g->mig_parent_index < 0 || r->n_dev != 1 || d0->cls != g->mig_parent_index ||
+            !d0->mig_enabled || d0->binding != BINDING_HOST)
+            return error_set(err, -EINVAL, "request '%s': a MIG slice of %s needs a MIG-enabled %s",
+                             r->id, g->name, strempty(g->mig_parent));
         const MigShapeInfo *si = mig_shape_info(g->mig_shape);
         if (!si || r->mig_slots != si->mem_slots || !(si->start_mask & (1u << r->mig_start)))
-            return error_set(err, -EINVAL, "request '%s': MIG slots %u+%u are not a valid %s placement", r->id,
+            return error_set(err, -EINVAL,
+                             "request '%s': MIG slots %u+%u are not a valid %s placement", r->id,
                              r->mig_start, r->mig_slots, g->mig_profile);
-        if (now_rules && crt != CONTAINER_RUNTIME_KATA && relation_of(s, n, r->user) == RELATION_STRANGER)
-            return error_set(err, -EINVAL, "request '%s': a stranger's MIG slice needs Kata with mig_in_kata (R2c)",
-                             r->id);
+        if (now_rules && crt != CONTAINER_RUNTIME_KATA &&
+            relation_of(s, n, r->user) == RELATION_STRANGER)
+            return error_set(
+                    err, -EINVAL,
+                    "request '%s': a stranger's MIG slice needs Kata with mig_in_kata (R2c)",
+                    r->id);
         return 0;
     }
     case METHOD_PASSTHROUGH:
     case METHOD_CONTAINER:
     case METHOD_TIME_SLICE: {
         if (g->mig_parent_index >= 0 || g->vendor == VENDOR_APPLE || n->platform != PLATFORM_LINUX)
-            return error_set(err, -EINVAL, "request '%s': %s cannot be given whole", r->id, g->name);
-        Binding want = (r->method == METHOD_PASSTHROUGH || crt == CONTAINER_RUNTIME_KATA) ? BINDING_VFIO : BINDING_HOST;
+            return error_set(err, -EINVAL, "request '%s': %s cannot be given whole", r->id,
+                             g->name);
+        Binding want = (r->method == METHOD_PASSTHROUGH || crt == CONTAINER_RUNTIME_KATA)
+                               ? BINDING_VFIO
+                               : BINDING_HOST;
         if ((r->method == METHOD_PASSTHROUGH) != (r->kind == WORKLOAD_VM))
-            return error_set(err, -EINVAL, "request '%s': passthrough is for VMs, containers take the GPU", r->id);
+            return error_set(err, -EINVAL,
+                             "request '%s': passthrough is for VMs, containers take the GPU",
+                             r->id);
         if (r->method == METHOD_TIME_SLICE && (crt != CONTAINER_RUNTIME_RUNC || r->n_dev != 1))
-            return error_set(err, -EINVAL, "request '%s': time slices are for one runc workload per GPU (R2e)", r->id);
+            return error_set(err, -EINVAL,
+                             "request '%s': time slices are for one runc workload per GPU (R2e)",
+                             r->id);
         for (unsigned i = 0; i < r->n_dev; i++) {
             const Device *d = &n->devices[r->devs[i]];
             if (d->cls != r->pcls || d->mig_enabled)
-                return error_set(err, -EINVAL, "request '%s': device %u of '%s' is not a whole %s", r->id,
-                                 r->devs[i], n->name, g->name);
+                return error_set(err, -EINVAL, "request '%s': device %u of '%s' is not a whole %s",
+                                 r->id, r->devs[i], n->name, g->name);
             if (d->binding != want)
-                return error_set(err, -EINVAL, "request '%s': device %u of '%s' is bound to %s, the placement needs %s "
-                                 "(R2, R3, R7)", r->id, r->devs[i], n->name, binding_to_string(d->binding),
-                                 binding_to_string(want));
+                return error_set(
+                        err, -EINVAL,
+                        "request '%s': device %u of '%s' is bound to %s, the placement needs %s "
+                        "(R2, R3, R7)",
+                        r->id, r->devs[i], n->name, binding_to_string(d->binding),
+                        binding_to_string(want));
         }
         return 0;
     }

@@ -34,7 +34,8 @@ static const char *reason_sentence(SchedReason r) {
     case SCHED_REASON_NO_CAPACITY:
         return "every unit that this user may use is taken; it waits for one to free";
     case SCHED_REASON_MODE_MISMATCH:
-        return "free GPUs exist only in the other mode (container vs VM, or MIG off); nodes are never "
+        return "free GPUs exist only in the other mode (container vs VM, or MIG off); nodes are "
+               "never "
                "switched to fit one request (R3, R5, R7)";
     case SCHED_REASON_OWNER_ONLY:
         return "the class is offered to the machine's owner only (R10)";
@@ -43,7 +44,8 @@ static const char *reason_sentence(SchedReason r) {
     case SCHED_REASON_NO_KATA:
         return "a stranger's container runs under Kata, and no node with room offers Kata (R2b)";
     case SCHED_REASON_NO_MIG_IN_KATA:
-        return "a stranger's MIG slice needs Kata with MIG-backed vGPU (mig_in_kata), which no node with room "
+        return "a stranger's MIG slice needs Kata with MIG-backed vGPU (mig_in_kata), which no "
+               "node with room "
                "has (R2c)";
     case SCHED_REASON_MACOS_VM_LIMIT:
         return "every Mac already runs 2 macOS VMs, the licence's limit (R10)";
@@ -66,12 +68,14 @@ static const char *reason_sentence(SchedReason r) {
     case SCHED_REASON_MACOS_GUEST_NOT_MAC:
         return "macOS guests run on Macs only, with paravirtualized Metal (R10)";
     case SCHED_REASON_VM_MIG:
-        return "a MIG slice in a VM would need MIG-backed vGPU, which is not supported (R2c, R2d); ask for "
+        return "a MIG slice in a VM would need MIG-backed vGPU, which is not supported (R2c, R2d); "
+               "ask for "
                "a whole GPU";
     case SCHED_REASON_VM_AMD:
         return "AMD and Intel GPUs go to containers only (R12)";
     case SCHED_REASON_BAD_COUNT:
-        return "the count does not fit: a gang is at most 16 GPUs of one node, and a MIG slice or a Mac's "
+        return "the count does not fit: a gang is at most 16 GPUs of one node, and a MIG slice or "
+               "a Mac's "
                "GPU is one unit";
     case SCHED_REASON_BAD_RUNTIME:
         return "that endpoint runtime cannot run there: vLLM on NVIDIA, MLX or llama.cpp on a Mac, "
@@ -141,12 +145,18 @@ static void refuse_never(Decision *d, SchedReason why, const char *subject) {
 
 static void fill_placement(const Sched *s, const Req *r, Placement *p) {
     *p = (Placement){
-        .node = s->nodes[r->node].name,
-        .class_name = r->pcls >= 0 ? s->cat->classes[r->pcls].name : "cpu",
-        .class_index = r->pcls, .method = r->method, .container_runtime = r->crt,
-        .endpoint_runtime = r->ert, .n_devices = r->n_dev, .mig_start = r->mig_start,
-        .mig_slots = r->mig_slots, .cpu_cores = r->cores, .memory_gb = r->mem,
-        .fallback_index = r->fb_index,
+            .node = s->nodes[r->node].name,
+            .class_name = r->pcls >= 0 ? s->cat->classes[r->pcls].name : "cpu",
+            .class_index = r->pcls,
+            .method = r->method,
+            .container_runtime = r->crt,
+            .endpoint_runtime = r->ert,
+            .n_devices = r->n_dev,
+            .mig_start = r->mig_start,
+            .mig_slots = r->mig_slots,
+            .cpu_cores = r->cores,
+            .memory_gb = r->mem,
+            .fallback_index = r->fb_index,
     };
     for (unsigned i = 0; i < r->n_dev; i++)
         p->devices[i] = r->devs[i];
@@ -182,7 +192,8 @@ static int fen_rebuild(Sched *s) {
 /* Called after the FIFO changed: a rebuild already counts the change. */
 static void fen_add(Sched *s, uint64_t seq, int32_t delta) {
     if (!s->fen || seq < s->seq_base || seq - s->seq_base >= s->fen_size) {
-        (void)fen_rebuild(s); /* on failure positions degrade to estimates; placement is unaffected */
+        (void)fen_rebuild(
+                s); /* on failure positions degrade to estimates; placement is unaffected */
         return;
     }
     fen_add_raw(s, seq - s->seq_base, delta);
@@ -216,10 +227,12 @@ static SchedReason waiting_reason(const Sched *s, const Req *r) {
 static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d) {
     const Req *r = &s->reqs[ri];
     if (r->placed) {
-        *d = (Decision){.kind = DECISION_PLACED, .reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE};
+        *d = (Decision){.kind = DECISION_PLACED,
+                        .reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE};
         fill_placement(s, r, &d->placement);
         const Placement *p = &d->placement;
-        /* "placed on NODE: WHERE, CLASS by METHOD[ under CRT][, endpoint runs ERT][ (fallback...)]" */
+        /* "placed on NODE: WHERE, CLASS by METHOD[ under CRT][, endpoint runs ERT][ (fallback...)]"
+         */
         Msg m = msg_start(d->message, sizeof(d->message));
         msg_put(&m, "placed on ");
         msg_put(&m, p->node);
@@ -258,7 +271,8 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
     }
     /* The reason as of now, not as of submission: nodes, capacity and modes have moved. */
     SchedReason why = fresh ? waiting_reason(s, r) : r->reason;
-    *d = (Decision){.kind = DECISION_WAITING, .reason = why,
+    *d = (Decision){.kind = DECISION_WAITING,
+                    .reason = why,
                     .queue_position = with_position ? queue_position(s, ri) : 0};
     Msg m = msg_start(d->message, sizeof(d->message));
     msg_put(&m, "waiting for ");
@@ -281,12 +295,20 @@ int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
         return -ENOENT;
     const Req *r = &s->reqs[ri];
     *ret = (RequestSpec){
-        .id = r->id, .user = s->users[r->user].name, .kind = r->kind, .guest = r->guest,
-        .class_name = r->choice == CHOICE_MEMORY ? NULL : choice_name(s, r->choice),
-        .memory_gb = r->memory_gb, .count = r->count, .share = r->share,
-        .fallback = r->n_fb ? r->fb_names : NULL, .n_fallback = r->n_fb,
-        .wait_s = (r->deadline - r->submitted) / s->units_per_second, .submitted = r->submitted, .runtime = r->runtime,
-        .wait_for_nodes = r->wait_for_nodes,
+            .id = r->id,
+            .user = s->users[r->user].name,
+            .kind = r->kind,
+            .guest = r->guest,
+            .class_name = r->choice == CHOICE_MEMORY ? NULL : choice_name(s, r->choice),
+            .memory_gb = r->memory_gb,
+            .count = r->count,
+            .share = r->share,
+            .fallback = r->n_fb ? r->fb_names : NULL,
+            .n_fallback = r->n_fb,
+            .wait_s = (r->deadline - r->submitted) / s->units_per_second,
+            .submitted = r->submitted,
+            .runtime = r->runtime,
+            .wait_for_nodes = r->wait_for_nodes,
     };
     if (!r->n_fb)
         ret->wait_s = 0;
@@ -326,7 +348,8 @@ static SchedReason resolve_class(const Sched *s, const char *name, int *ret) {
     }
     uint32_t ci;
     if (!strmap_get(&s->class_map, name, &ci))
-        return string_contains_nocase(name, "vgpu") ? SCHED_REASON_VGPU : SCHED_REASON_UNKNOWN_CLASS;
+        return string_contains_nocase(name, "vgpu") ? SCHED_REASON_VGPU
+                                                    : SCHED_REASON_UNKNOWN_CLASS;
     int c = (int)ci;
     *ret = s->cat->classes[c].vendor == VENDOR_CPU ? CHOICE_CPU : c;
     return SCHED_REASON_NONE;
@@ -363,19 +386,25 @@ static void req_drop(Sched *s, uint32_t ri) {
 static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject) {
     *subject = spec->id;
     if (isempty(spec->id) || strlen(spec->id) >= SCHED_ID_MAX || isempty(spec->user) ||
-        strlen(spec->user) >= SCHED_ID_MAX || (int)spec->kind < 0 || spec->kind >= _WORKLOAD_KIND_MAX ||
-        (int)spec->guest < 0 || spec->guest >= _GUEST_OS_MAX || (int)spec->runtime < 0 ||
-        spec->runtime >= _ENDPOINT_RUNTIME_MAX || spec->n_fallback > SCHED_MAX_FALLBACKS ||
-        (spec->n_fallback && !spec->fallback))
+        strlen(spec->user) >= SCHED_ID_MAX || (int)spec->kind < 0 ||
+        spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 || spec->guest >= _GUEST_OS_MAX ||
+        (int)spec->runtime < 0 || spec->runtime >= _ENDPOINT_RUNTIME_MAX ||
+        spec->n_fallback > SCHED_MAX_FALLBACKS || (spec->n_fallback && !spec->fallback))
         return SCHED_REASON_BAD_REQUEST;
     if (strmap_get(&s->req_map, spec->id, NULL))
         return SCHED_REASON_DUPLICATE;
-    *r = (Req){.kind = spec->kind, .guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX,
-               .memory_gb = spec->memory_gb, .count = spec->count ? spec->count : 1, .share = spec->share,
+    *r = (Req){.kind = spec->kind,
+               .guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX,
+               .memory_gb = spec->memory_gb,
+               .count = spec->count ? spec->count : 1,
+               .share = spec->share,
                .runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE,
-               .submitted = spec->submitted, .n_fb = (unsigned)spec->n_fallback, .fb_index = -1,
+               .submitted = spec->submitted,
+               .n_fb = (unsigned)spec->n_fallback,
+               .fb_index = -1,
                .wait_for_nodes = spec->wait_for_nodes,
-               .q = {NIL, NIL}, .pcls = -1};
+               .q = {NIL, NIL},
+               .pcls = -1};
     /* R13: the fallback opens at submitted + wait exactly, in the caller's own units. */
     uint64_t wait;
     if (!spec->n_fallback || __builtin_mul_overflow(spec->wait_s, s->units_per_second, &wait) ||
@@ -389,7 +418,8 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
         bool any = false;
         for (size_t i = 0; i < s->n_by_memory && !any; i++) {
             int c = s->by_memory[i];
-            any = s->cat->classes[c].memory_gb >= spec->memory_gb && policy_refusal(s, r, c) == SCHED_REASON_NONE;
+            any = s->cat->classes[c].memory_gb >= spec->memory_gb &&
+                  policy_refusal(s, r, c) == SCHED_REASON_NONE;
         }
         if (!any)
             return SCHED_REASON_BAD_COUNT;
@@ -537,7 +567,8 @@ static void maybe_reserve(Sched *s, uint32_t ri);
  * soon as the freed GPUs are taken, usually well before the gangs deeper in the queue). */
 static void reserve_next_gang(Sched *s, int c) {
     unsigned seen = 0;
-    for (uint32_t ri = s->cq_head[c]; ri != NIL && seen < RESERVE_SCAN_LIMIT; ri = s->reqs[ri].cq.next, seen++)
+    for (uint32_t ri = s->cq_head[c]; ri != NIL && seen < RESERVE_SCAN_LIMIT;
+         ri = s->reqs[ri].cq.next, seen++)
         if (s->reqs[ri].count >= 2 && s->reqs[ri].reserved_node == NIL) {
             maybe_reserve(s, ri);
             return;
@@ -601,7 +632,8 @@ static unsigned node_room(const Sched *s, uint32_t ni, int key) {
     if (g->mig_parent_index >= 0) {
         for (unsigned i = 0; i < n->n_devices; i++) {
             const Device *d = &n->devices[i];
-            if (d->cls == g->mig_parent_index && d->mig_enabled && s->mig_fits[g->mig_shape][d->mig_layout])
+            if (d->cls == g->mig_parent_index && d->mig_enabled &&
+                s->mig_fits[g->mig_shape][d->mig_layout])
                 return 1;
         }
         return 0;
@@ -748,10 +780,11 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     const char *subject;
     SchedReason why = req_build(s, spec, &built, &subject);
     if (why)
-        return error_set(err, -EINVAL, "request '%s' cannot be restored: %s", strempty(spec ? spec->id : NULL),
-                         reason_sentence(why));
+        return error_set(err, -EINVAL, "request '%s' cannot be restored: %s",
+                         strempty(spec ? spec->id : NULL), reason_sentence(why));
     if (!p || !p->node || !p->class_name)
-        return error_set(err, -EINVAL, "request '%s': the placement names no node or class", spec->id);
+        return error_set(err, -EINVAL, "request '%s': the placement names no node or class",
+                         spec->id);
     uint32_t ni;
     int r = node_lookup(s, p->node, &ni, err);
     if (r < 0)
@@ -759,10 +792,10 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     int c;
     if (resolve_class(s, p->class_name, &c) != SCHED_REASON_NONE)
         return error_set(err, -EINVAL, "request '%s': unknown class '%s'", spec->id, p->class_name);
-    if (p->n_devices > SCHED_NODE_MAX_DEVICES || p->mig_start >= MIG_SLOTS || p->mig_slots > MIG_SLOTS ||
-        (int)p->method < 0 || p->method >= _METHOD_MAX || (int)p->container_runtime < 0 ||
-        p->container_runtime >= _CONTAINER_RUNTIME_MAX || (int)p->endpoint_runtime < 0 ||
-        p->endpoint_runtime >= _ENDPOINT_RUNTIME_MAX ||
+    if (p->n_devices > SCHED_NODE_MAX_DEVICES || p->mig_start >= MIG_SLOTS ||
+        p->mig_slots > MIG_SLOTS || (int)p->method < 0 || p->method >= _METHOD_MAX ||
+        (int)p->container_runtime < 0 || p->container_runtime >= _CONTAINER_RUNTIME_MAX ||
+        (int)p->endpoint_runtime < 0 || p->endpoint_runtime >= _ENDPOINT_RUNTIME_MAX ||
         p->fallback_index >= (int)spec->n_fallback || p->fallback_index < -1)
         return error_set(err, -EINVAL, "request '%s': the placement is malformed", spec->id);
     if ((c == CHOICE_CPU) != (p->method == METHOD_CPU))
@@ -788,7 +821,8 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     built.user = user;
     int want = p->fallback_index >= 0 ? built.fb[p->fallback_index] : built.choice;
     if (want != c && !(built.choice == CHOICE_MEMORY && p->fallback_index < 0))
-        return error_set(err, -EINVAL, "request '%s': placed class '%s' is not the one it asked for", spec->id,
+        return error_set(err, -EINVAL,
+                         "request '%s': placed class '%s' is not the one it asked for", spec->id,
                          p->class_name);
     r = policy_check_placement(s, &built, true, err);
     if (r < 0)

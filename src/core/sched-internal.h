@@ -41,7 +41,7 @@ typedef struct User {
 /* How a device is used now; decides who may join it. */
 typedef enum DevUse {
     USE_NONE,
-    USE_EXCLUSIVE,  /* whole GPU: passthrough or container */
+    USE_EXCLUSIVE, /* whole GPU: passthrough or container */
     USE_TIME_SLICE,
     USE_MIG,
     USE_APPLE,
@@ -93,8 +93,8 @@ typedef struct Node {
     PoolLink pools[SCHED_NODE_MAX_DEVICES];
     unsigned n_pools;
     Link cpu_link;
-    int cpu_bucket; /* -1: not listed */
-    unsigned n_allocs; /* requests placed on this node */
+    int cpu_bucket;       /* -1: not listed */
+    unsigned n_allocs;    /* requests placed on this node */
     uint32_t reserved_by; /* the waiting gang that reserved this node (queue.c), or NIL */
 } Node;
 
@@ -102,7 +102,7 @@ typedef struct Req {
     char *id;
     bool used;
     bool placed;
-    bool expired; /* the first choice's wait ran out: alternatives count (R13) */
+    bool expired;        /* the first choice's wait ran out: alternatives count (R13) */
     bool wait_for_nodes; /* R18: keep waiting even when no node could ever run it */
     uint32_t user;
     WorkloadKind kind;
@@ -114,10 +114,10 @@ typedef struct Req {
     int fb[SCHED_MAX_FALLBACKS];
     unsigned n_fb;
     uint64_t submitted, deadline, seq;
-    Link q;   /* the global FIFO */
-    Link cq;  /* the FIFO of its first choice (class, cpu or memory need) */
-    Link xq;  /* the FIFO of requests whose fallbacks are open (R13) */
-    Link dq;  /* waiting requests whose fallback deadline is still ahead */
+    Link q;  /* the global FIFO */
+    Link cq; /* the FIFO of its first choice (class, cpu or memory need) */
+    Link xq; /* the FIFO of requests whose fallbacks are open (R13) */
+    Link dq; /* waiting requests whose fallback deadline is still ahead */
     int qkey;
     bool in_xq, in_dq;
     uint32_t reserved_node; /* a waiting gang's reserved node, or NIL */
@@ -182,7 +182,7 @@ struct Sched {
     uint32_t *cq_head, *cq_tail;
     uint32_t xq_head, xq_tail;
     uint32_t dq_head, dq_tail;
-    uint64_t min_deadline; /* no fallback deadline before this among waiting requests */
+    uint64_t min_deadline;     /* no fallback deadline before this among waiting requests */
     uint64_t units_per_second; /* of every `now` and `submitted` (1: seconds, 1000: ms) */
     /* feasible.c: per card class (then cpu at n_classes) the most any node could ever hold,
      * recomputed lazily when fleet_gen moved (a node joined, left, or changed capabilities). */
@@ -190,9 +190,9 @@ struct Sched {
     struct FeasCap *feas;
     MigPool *mig; /* per class (only card classes with MIG profiles use theirs) */
     uint16_t (*mig_rank)[256][MIG_SLOTS]; /* per shape: position of (layout, start) in mig_pref */
-    int **slices_of; /* per card class: its MIG slice classes, -1 terminated */
+    int **slices_of;                      /* per card class: its MIG slice classes, -1 terminated */
     uint32_t cpu_heads[CPU_BUCKETS];
-    int cpu_class; /* the catalog's cpu class or -1 */
+    int cpu_class;  /* the catalog's cpu class or -1 */
     int *by_memory; /* non-cpu, non-MIG-slice... classes sorted by memory, for memory needs */
     size_t n_by_memory;
     MigChoice *mig_pref[_MIG_SHAPE_MAX];

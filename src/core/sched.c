@@ -35,8 +35,8 @@ Sched *sched_new(const Catalog *catalog) {
     s->class_blocked = calloc(MAX(nc, 1), sizeof(uint32_t));
     s->class_list = calloc(MAX(nc, 1), sizeof(uint32_t *));
     s->class_list_cap = calloc(MAX(nc, 1), sizeof(uint32_t));
-    if (!s->class_list || !s->class_list_cap || !s->class_nodes || !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail  || !s->by_memory ||
-        !s->mig_rank || !s->slices_of) {
+    if (!s->class_list || !s->class_list_cap || !s->class_nodes || !s->class_blocked || !s->mig ||
+        !s->cq_head || !s->cq_tail || !s->by_memory || !s->mig_rank || !s->slices_of) {
         sched_free(s);
         return NULL;
     }
@@ -157,4 +157,3 @@ void sched_set_on_placed(Sched *s, SchedPlacedFn fn, void *userdata) {
     s->on_placed = fn;
     s->on_placed_data = userdata;
 }
-

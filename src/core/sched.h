@@ -236,31 +236,31 @@ typedef enum DecisionKind {
  * alternative). */
 typedef enum SchedReason {
     SCHED_REASON_NONE,
-    SCHED_REASON_FALLBACK,        /* placed on an alternative after the wait (R13) */
+    SCHED_REASON_FALLBACK, /* placed on an alternative after the wait (R13) */
     /* waiting */
-    SCHED_REASON_NO_CAPACITY,     /* every GPU of the class is in use */
-    SCHED_REASON_MODE_MISMATCH,   /* free GPUs exist, but only in the other mode (R3, R5, R7) */
-    SCHED_REASON_OWNER_ONLY,      /* only the owner's machines have this class (R10) */
-    SCHED_REASON_INTERNAL_ONLY,   /* only trusted tenants may use this class here (R9) */
-    SCHED_REASON_NO_KATA,         /* a stranger needs Kata, no node with room offers it (R2b) */
-    SCHED_REASON_NO_MIG_IN_KATA,  /* a stranger's MIG slice needs mig_in_kata (R2c) */
-    SCHED_REASON_MACOS_VM_LIMIT,  /* every Mac already runs 2 macOS VMs (R10) */
-    SCHED_REASON_RESET_CHECK,     /* consumer GPUs wait for a passed reset check (R9) */
-    SCHED_REASON_CORDONED,        /* the only GPUs that fit are cordoned, quarantined or unreachable */
-    SCHED_REASON_QUEUED,          /* room exists but older requests come first (fairness) */
-    SCHED_REASON_NO_NODE,         /* no node has the class at all (yet) */
-    SCHED_REASON_TOO_LARGE,       /* no node has that many GPUs, cores or Mac GPU memory (R18) */
+    SCHED_REASON_NO_CAPACITY,    /* every GPU of the class is in use */
+    SCHED_REASON_MODE_MISMATCH,  /* free GPUs exist, but only in the other mode (R3, R5, R7) */
+    SCHED_REASON_OWNER_ONLY,     /* only the owner's machines have this class (R10) */
+    SCHED_REASON_INTERNAL_ONLY,  /* only trusted tenants may use this class here (R9) */
+    SCHED_REASON_NO_KATA,        /* a stranger needs Kata, no node with room offers it (R2b) */
+    SCHED_REASON_NO_MIG_IN_KATA, /* a stranger's MIG slice needs mig_in_kata (R2c) */
+    SCHED_REASON_MACOS_VM_LIMIT, /* every Mac already runs 2 macOS VMs (R10) */
+    SCHED_REASON_RESET_CHECK,    /* consumer GPUs wait for a passed reset check (R9) */
+    SCHED_REASON_CORDONED,  /* the only GPUs that fit are cordoned, quarantined or unreachable */
+    SCHED_REASON_QUEUED,    /* room exists but older requests come first (fairness) */
+    SCHED_REASON_NO_NODE,   /* no node has the class at all (yet) */
+    SCHED_REASON_TOO_LARGE, /* no node has that many GPUs, cores or Mac GPU memory (R18) */
     /* refused */
-    SCHED_REASON_VGPU,            /* R2d */
+    SCHED_REASON_VGPU, /* R2d */
     SCHED_REASON_UNKNOWN_CLASS,
-    SCHED_REASON_LINUX_GUEST_GPU, /* R10: Linux guests on a Mac get no GPU */
+    SCHED_REASON_LINUX_GUEST_GPU,     /* R10: Linux guests on a Mac get no GPU */
     SCHED_REASON_MACOS_GUEST_NOT_MAC, /* macOS guests run on Macs only */
-    SCHED_REASON_VM_MIG,          /* a MIG slice in a VM would need vGPU (R2c, R2d) */
-    SCHED_REASON_VM_AMD,          /* AMD GPUs go to containers only (R12) */
-    SCHED_REASON_BAD_COUNT,       /* count 0, above a node's size, or >1 of an unsplittable unit */
-    SCHED_REASON_BAD_RUNTIME,     /* the endpoint runtime asked cannot run on the class (R14) */
-    SCHED_REASON_BAD_REQUEST,     /* missing id/user, bad kind, bad fallback list, ... */
-    SCHED_REASON_DUPLICATE,       /* a request with this id already exists (R16) */
+    SCHED_REASON_VM_MIG,              /* a MIG slice in a VM would need vGPU (R2c, R2d) */
+    SCHED_REASON_VM_AMD,              /* AMD GPUs go to containers only (R12) */
+    SCHED_REASON_BAD_COUNT,   /* count 0, above a node's size, or >1 of an unsplittable unit */
+    SCHED_REASON_BAD_RUNTIME, /* the endpoint runtime asked cannot run on the class (R14) */
+    SCHED_REASON_BAD_REQUEST, /* missing id/user, bad kind, bad fallback list, ... */
+    SCHED_REASON_DUPLICATE,   /* a request with this id already exists (R16) */
     _SCHED_REASON_MAX,
     _SCHED_REASON_INVALID = -1,
 } SchedReason;
@@ -345,13 +345,13 @@ typedef struct NodeSpec {
     const char *name;
     const char *site;
     Platform platform;
-    const char *owner;          /* user name of the owner (datacenter: the operator) */
-    const SchedLabel *labels;   /* datacenter GPU nodes need SCHED_MODE_LABEL (R3) */
+    const char *owner;        /* user name of the owner (datacenter: the operator) */
+    const SchedLabel *labels; /* datacenter GPU nodes need SCHED_MODE_LABEL (R3) */
     size_t n_labels;
-    bool kata;                  /* can run Kata containers */
-    bool mig_in_kata;           /* MIG-backed vGPU for Kata on the host (R2c) */
+    bool kata;        /* can run Kata containers */
+    bool mig_in_kata; /* MIG-backed vGPU for Kata on the host (R2c) */
     bool cordoned;
-    unsigned cpu_cores;         /* cores offered for `cpu` work (R11) */
+    unsigned cpu_cores;           /* cores offered for `cpu` work (R11) */
     unsigned time_slice_replicas; /* 0: SCHED_DEFAULT_TIME_SLICE_REPLICAS */
     /* Mac only (R10): unified memory picks the apple class; usable is the agent's report
      * (wired limit minus owner headroom). Every Mac has exactly one GPU, implicitly. */
@@ -386,8 +386,8 @@ int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_
 int sched_node_set_apple_memory(Sched *s, const char *node, unsigned usable_gb, uint64_t now,
                                 Error *err);
 
-int sched_device_set_cordoned(Sched *s, const char *node, unsigned dev, bool cordoned,
-                              uint64_t now, Error *err);
+int sched_device_set_cordoned(Sched *s, const char *node, unsigned dev, bool cordoned, uint64_t now,
+                              Error *err);
 /* Quarantine (reason required) or release from quarantine (reason NULL). A quarantined GPU
  * takes no new work; running work stays until released. */
 int sched_device_set_quarantine(Sched *s, const char *node, unsigned dev, const char *reason,
@@ -411,11 +411,11 @@ typedef struct DeviceInfo {
     unsigned memory_gb;
     Binding binding;
     bool mig_enabled, reset_verified, cordoned;
-    uint8_t mig_layout;     /* bit i: memory slot i used */
+    uint8_t mig_layout; /* bit i: memory slot i used */
     DeviceState state;
     const char *quarantine_reason; /* NULL unless quarantined */
     unsigned n_allocations;
-    const char *user;       /* user of the allocations when they all have one; NULL otherwise */
+    const char *user; /* user of the allocations when they all have one; NULL otherwise */
 } DeviceInfo;
 
 typedef struct NodeInfo {
@@ -444,33 +444,33 @@ typedef struct RequestSpec {
     const char *id;
     const char *user;
     WorkloadKind kind;
-    GuestOs guest;            /* VMs only */
-    const char *class_name;   /* a class, "cpu", or NULL with memory_gb > 0 */
-    unsigned memory_gb;       /* with no class: the smallest class with at least this memory;
-                               * on a Mac: the memory the workload needs from the usable pool */
-    unsigned count;           /* GPUs of one node (a gang); cores for cpu; 0 means 1 */
-    bool share;               /* may time-slice a GPU with the same user's workloads (R2e) */
+    GuestOs guest;               /* VMs only */
+    const char *class_name;      /* a class, "cpu", or NULL with memory_gb > 0 */
+    unsigned memory_gb;          /* with no class: the smallest class with at least this memory;
+                                  * on a Mac: the memory the workload needs from the usable pool */
+    unsigned count;              /* GPUs of one node (a gang); cores for cpu; 0 means 1 */
+    bool share;                  /* may time-slice a GPU with the same user's workloads (R2e) */
     const char *const *fallback; /* ordered alternatives (class names or "cpu"), R13 */
     size_t n_fallback;
-    uint64_t wait_s;          /* seconds to wait for the first choice before falling back */
-    uint64_t submitted;       /* submission time (time scale units); the queue orders by it */
-    EndpointRuntime runtime;  /* endpoints: wanted runtime, NONE = whatever fits (R14) */
-    bool wait_for_nodes;      /* R18: wait even when no node of the fleet could ever run it */
+    uint64_t wait_s;         /* seconds to wait for the first choice before falling back */
+    uint64_t submitted;      /* submission time (time scale units); the queue orders by it */
+    EndpointRuntime runtime; /* endpoints: wanted runtime, NONE = whatever fits (R14) */
+    bool wait_for_nodes;     /* R18: wait even when no node of the fleet could ever run it */
 } RequestSpec;
 
 typedef struct Placement {
-    const char *node;          /* node name */
-    const char *class_name;    /* the class actually used (the first choice or a fallback) */
+    const char *node;       /* node name */
+    const char *class_name; /* the class actually used (the first choice or a fallback) */
     int class_index;
     Method method;
     ContainerRuntime container_runtime;
     EndpointRuntime endpoint_runtime;
-    unsigned n_devices;        /* GPUs (0 for cpu) */
+    unsigned n_devices;                       /* GPUs (0 for cpu) */
     unsigned devices[SCHED_NODE_MAX_DEVICES]; /* device indices on the node */
-    unsigned mig_start, mig_slots; /* MIG only: memory slot range [start, start+slots) */
-    unsigned cpu_cores;        /* cpu only */
-    unsigned memory_gb;        /* Mac only: memory taken from the usable pool */
-    int fallback_index;        /* -1: first choice; else index into the request's fallbacks */
+    unsigned mig_start, mig_slots;            /* MIG only: memory slot range [start, start+slots) */
+    unsigned cpu_cores;                       /* cpu only */
+    unsigned memory_gb;                       /* Mac only: memory taken from the usable pool */
+    int fallback_index; /* -1: first choice; else index into the request's fallbacks */
 } Placement;
 
 struct Decision {
@@ -486,9 +486,9 @@ struct Decision {
  * fleet could ever run (by size, by who may use the class, by Kata / mig_in_kata; feasible.c
  * says what "ever" assumes), with none of its alternatives either, is refused with that
  * reason (owner-only, internal-only, no-kata, no-mig-in-kata, too-large, no-node) unless
- * spec->wait_for_nodes, in which case it waits showing that reason. A refused request is not kept; a
- * duplicate id is refused with SCHED_REASON_DUPLICATE and changes nothing (R16). ret may be
- * NULL when the caller needs no answer. */
+ * spec->wait_for_nodes, in which case it waits showing that reason. A refused request is not kept;
+ * a duplicate id is refused with SCHED_REASON_DUPLICATE and changes nothing (R16). ret may be NULL
+ * when the caller needs no answer. */
 int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret, Error *err);
 
 /* Crash recovery: re-apply a placement the store acknowledged, exactly (node, devices, MIG
@@ -541,10 +541,10 @@ CapacityMode capacity_mode_from_string(const char *s);
 typedef struct CapacityRow {
     int class_index;
     const char *class_name;
-    const char *site;           /* NULL in rows summed over every site */
+    const char *site; /* NULL in rows summed over every site */
     CapacityMode mode;
-    const char *resource;       /* vm_device_name or container_resource (NULL for apple/cpu) */
-    const char *node_selector;  /* container rows */
+    const char *resource;      /* vm_device_name or container_resource (NULL for apple/cpu) */
+    const char *node_selector; /* container rows */
     /* Units: GPUs, MIG instances of the slice's profile, Macs, or cores. For whole GPUs
      * total = allocated + free + cordoned + quarantined. For MIG slices, total is what the
      * MIG-enabled GPUs would hold of this profile alone, free is what still fits now next to
@@ -564,7 +564,7 @@ int sched_capacity_class(const Sched *s, const char *class_name, const char *sit
 size_t sched_unclassified_count(const Sched *s);
 
 typedef struct ResourceCount {
-    const char *name;     /* e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb, nvidia.com/GH100_... */
+    const char *name; /* e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb, nvidia.com/GH100_... */
     uint64_t count;
 } ResourceCount;
 

@@ -29,7 +29,8 @@ void cdi_device_done(CdiDevice *d) {
 static yaml_node_t *map_get(yaml_document_t *doc, yaml_node_t *map, const char *key) {
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
         const char *k = yaml_scalar(yaml_document_get_node(doc, p->key));
         if (k && STREQ(k, key))
             return yaml_document_get_node(doc, p->value);
@@ -43,7 +44,8 @@ static int bad(Error *err, const char *file, const yaml_node_t *n, const char *w
 }
 
 /* Append the device nodes and env of one containerEdits mapping (absent: nothing). */
-static int add_edits(yaml_document_t *doc, yaml_node_t *edits, const char *file, CdiDevice *d, Error *err) {
+static int add_edits(yaml_document_t *doc, yaml_node_t *edits, const char *file, CdiDevice *d,
+                     Error *err) {
     if (!edits)
         return 0;
     if (edits->type != YAML_MAPPING_NODE)
@@ -52,7 +54,8 @@ static int add_edits(yaml_document_t *doc, yaml_node_t *edits, const char *file,
     if (env) {
         if (env->type != YAML_SEQUENCE_NODE)
             return bad(err, file, env, "env must be a list");
-        for (yaml_node_item_t *it = env->data.sequence.items.start; it < env->data.sequence.items.top; it++) {
+        for (yaml_node_item_t *it = env->data.sequence.items.start;
+             it < env->data.sequence.items.top; it++) {
             yaml_node_t *n = yaml_document_get_node(doc, *it);
             const char *s = yaml_scalar(n);
             if (!s || !strchr(s, '=') || s[0] == '=')
@@ -69,12 +72,14 @@ static int add_edits(yaml_document_t *doc, yaml_node_t *edits, const char *file,
     if (nodes) {
         if (nodes->type != YAML_SEQUENCE_NODE)
             return bad(err, file, nodes, "deviceNodes must be a list");
-        for (yaml_node_item_t *it = nodes->data.sequence.items.start; it < nodes->data.sequence.items.top; it++) {
+        for (yaml_node_item_t *it = nodes->data.sequence.items.start;
+             it < nodes->data.sequence.items.top; it++) {
             yaml_node_t *n = yaml_document_get_node(doc, *it);
             const char *path = yaml_scalar(map_get(doc, n, "path"));
             const char *host = yaml_scalar(map_get(doc, n, "hostPath"));
             if (!path || path[0] != '/' || (host && host[0] != '/'))
-                return bad(err, file, n, "a device node needs an absolute path (and hostPath, when given)");
+                return bad(err, file, n,
+                           "a device node needs an absolute path (and hostPath, when given)");
             CdiNode *v = realloc(d->nodes, (d->n_nodes + 1) * sizeof(*v));
             if (!v)
                 return error_set(err, -ENOMEM, "out of memory");
@@ -102,7 +107,8 @@ static int resolve_doc(yaml_document_t *doc, const char *file, const char *kind,
         return bad(err, file, root, "cdiVersion, kind and a list of devices are required");
     if (STRNEQ(k, kind))
         return -ENOENT;
-    for (yaml_node_item_t *it = devices->data.sequence.items.start; it < devices->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = devices->data.sequence.items.start;
+         it < devices->data.sequence.items.top; it++) {
         yaml_node_t *dev = yaml_document_get_node(doc, *it);
         const char *n = yaml_scalar(map_get(doc, dev, "name"));
         if (!n)
@@ -123,19 +129,21 @@ static int resolve_doc(yaml_document_t *doc, const char *file, const char *kind,
     return -ENOENT;
 }
 
-static int split_qualified(const char *qualified, char *kind, size_t size, const char **ret_name, Error *err) {
+static int split_qualified(const char *qualified, char *kind, size_t size, const char **ret_name,
+                           Error *err) {
     const char *eq = strchr(qualified, '=');
     const char *slash = strchr(qualified, '/');
     if (!eq || !slash || slash > eq || eq[1] == 0 || (size_t)(eq - qualified) >= size)
-        return error_set(err, -EINVAL, "'%.64s' is not a CDI device name (vendor.com/class=name).", qualified);
+        return error_set(err, -EINVAL, "'%.64s' is not a CDI device name (vendor.com/class=name).",
+                         qualified);
     memcpy(kind, qualified, (size_t)(eq - qualified));
     kind[eq - qualified] = 0;
     *ret_name = eq + 1;
     return 0;
 }
 
-int cdi_resolve_text(const char *text, size_t len, const char *file, const char *qualified, CdiDevice *ret,
-                     Error *err) {
+int cdi_resolve_text(const char *text, size_t len, const char *file, const char *qualified,
+                     CdiDevice *ret, Error *err) {
     char kind[128];
     const char *name = NULL;
     int r = split_qualified(qualified, kind, sizeof(kind), &name, err);
@@ -151,8 +159,9 @@ int cdi_resolve_text(const char *text, size_t len, const char *file, const char 
 
 static bool spec_file_name(const char *n) {
     size_t l = strlen(n);
-    return n[0] != '.' && ((l > 5 && STREQ(n + l - 5, ".yaml")) || (l > 4 && STREQ(n + l - 4, ".yml")) ||
-                           (l > 5 && STREQ(n + l - 5, ".json")));
+    return n[0] != '.' &&
+           ((l > 5 && STREQ(n + l - 5, ".yaml")) || (l > 4 && STREQ(n + l - 4, ".yml")) ||
+            (l > 5 && STREQ(n + l - 5, ".json")));
 }
 
 static int cmp_names(const void *a, const void *b) {

@@ -30,8 +30,8 @@ void cdi_device_done(CdiDevice *d);
 /* Resolve "kind=name" from one spec's text (YAML or JSON). Returns 0 and fills *ret when the
  * spec describes it, -ENOENT when the spec is of another kind or lacks the device, -EINVAL with
  * a sentence when the spec is malformed. file names the spec in error sentences. */
-int cdi_resolve_text(const char *text, size_t len, const char *file, const char *qualified, CdiDevice *ret,
-                     Error *err);
+int cdi_resolve_text(const char *text, size_t len, const char *file, const char *qualified,
+                     CdiDevice *ret, Error *err);
 
 /* Resolve from every *.yaml, *.yml and *.json file in the colon-separated dirs (NULL:
  * CDI_DIRS_DEFAULT); later dirs override earlier ones as the CDI rules say. -ENOENT with a

@@ -7,9 +7,11 @@
 #include "util/strutil.h"
 
 const char *workload_status_to_string(WorkloadStatus s) {
-    static const char *const names[_WORKLOAD_STATUS_MAX] = {
-            [WORKLOAD_ABSENT] = "absent",   [WORKLOAD_STARTING] = "starting", [WORKLOAD_RUNNING] = "running",
-            [WORKLOAD_EXITED] = "exited",   [WORKLOAD_FAILED] = "failed"};
+    static const char *const names[_WORKLOAD_STATUS_MAX] = {[WORKLOAD_ABSENT] = "absent",
+                                                            [WORKLOAD_STARTING] = "starting",
+                                                            [WORKLOAD_RUNNING] = "running",
+                                                            [WORKLOAD_EXITED] = "exited",
+                                                            [WORKLOAD_FAILED] = "failed"};
     return s < _WORKLOAD_STATUS_MAX ? names[s] : NULL;
 }
 

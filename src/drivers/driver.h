@@ -22,34 +22,34 @@
 
 /* One accelerator given to the workload (from the placement and the agent's inventory). */
 typedef struct WorkloadGpu {
-    const char *vendor;      /* "nvidia" | "amd" */
-    const char *uuid;        /* NVIDIA GPU or MIG UUID ("GPU-…", "MIG-…"); AMD: may be NULL */
-    const char *pci;         /* PCI address, e.g. 0000:3b:00.0 */
-    const char *render_node; /* AMD: the card's /dev/dri/renderD* node */
+    const char *vendor;       /* "nvidia" | "amd" */
+    const char *uuid;         /* NVIDIA GPU or MIG UUID ("GPU-…", "MIG-…"); AMD: may be NULL */
+    const char *pci;          /* PCI address, e.g. 0000:3b:00.0 */
+    const char *render_node;  /* AMD: the card's /dev/dri/renderD* node */
     const char *const *group; /* VMs: the other functions of its IOMMU group (audio, USB...) */
     size_t n_group;
 } WorkloadGpu;
 
 typedef struct WorkloadSpec {
-    const char *id;            /* the request id */
-    const char *kind;          /* notebook | endpoint | container | vm */
-    const char *image;         /* container image, or a VM's disk image (the site default by the agent) */
+    const char *id;    /* the request id */
+    const char *kind;  /* notebook | endpoint | container | vm */
+    const char *image; /* container image, or a VM's disk image (the site default by the agent) */
     const char *const *command; /* NULL-terminated argv, or NULL for the image's own */
     const char *const *env;     /* NULL-terminated "KEY=VALUE" list, or NULL */
     const unsigned *ports;      /* container ports to publish on the host, n_ports of them */
     size_t n_ports;
-    const char *oci_runtime;    /* the engine's runtime name (mapped from runc/kata), NULL: default */
+    const char *oci_runtime; /* the engine's runtime name (mapped from runc/kata), NULL: default */
     const WorkloadGpu *gpus;
     size_t n_gpus;
-    unsigned memory_mb, vcpus;  /* VMs (0: driver default) */
+    unsigned memory_mb, vcpus; /* VMs (0: driver default) */
 } WorkloadSpec;
 
 typedef enum WorkloadStatus {
     WORKLOAD_ABSENT,   /* the engine has nothing with this id */
     WORKLOAD_STARTING, /* created, not running yet */
     WORKLOAD_RUNNING,
-    WORKLOAD_EXITED,   /* ended on its own or was stopped: exit_code is set */
-    WORKLOAD_FAILED,   /* could not run: message carries the engine's sentence */
+    WORKLOAD_EXITED, /* ended on its own or was stopped: exit_code is set */
+    WORKLOAD_FAILED, /* could not run: message carries the engine's sentence */
     _WORKLOAD_STATUS_MAX,
 } WorkloadStatus;
 

@@ -9,9 +9,12 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-static const char *const dialect_names[_ENGINE_DIALECT_MAX] = {[ENGINE_DOCKER] = "docker", [ENGINE_LIBPOD] = "libpod"};
-static const char *const gpu_mode_names[_ENGINE_GPU_MODE_MAX] = {
-        [ENGINE_GPU_DEVICE_REQUESTS] = "device-requests", [ENGINE_GPU_CDI] = "cdi", [ENGINE_GPU_DEVICES] = "devices"};
+static const char *const dialect_names[_ENGINE_DIALECT_MAX] = {
+        [ENGINE_DOCKER] = "docker", [ENGINE_LIBPOD] = "libpod"};
+static const char *const gpu_mode_names[_ENGINE_GPU_MODE_MAX] = {[ENGINE_GPU_DEVICE_REQUESTS] =
+                                                                         "device-requests",
+                                                                 [ENGINE_GPU_CDI] = "cdi",
+                                                                 [ENGINE_GPU_DEVICES] = "devices"};
 
 const char *engine_dialect_to_string(EngineDialect d) {
     return d >= 0 && d < _ENGINE_DIALECT_MAX ? dialect_names[d] : NULL;
@@ -44,14 +47,17 @@ int engine_dialect_from_version(json_t *version, EngineDialect *ret, char *ret_p
     json_array_foreach(json_object_get(version, "Components"), i, c) {
         const char *name = json_string_value(json_object_get(c, "Name"));
         if (name && STREQ(name, "Podman Engine")) {
-            snprintf(ret_product, size, "Podman %.32s", strempty(json_string_value(json_object_get(c, "Version"))));
+            snprintf(ret_product, size, "Podman %.32s",
+                     strempty(json_string_value(json_object_get(c, "Version"))));
             *ret = ENGINE_LIBPOD;
             return 0;
         }
     }
     const char *api = json_string_value(json_object_get(version, "ApiVersion"));
     if (!api)
-        return error_set(err, -EPROTO, "The engine's /version answer names neither Podman nor a Docker API version.");
+        return error_set(
+                err, -EPROTO,
+                "The engine's /version answer names neither Podman nor a Docker API version.");
     snprintf(ret_product, size, "Docker Engine %.32s (API %.16s)",
              strempty(json_string_value(json_object_get(version, "Version"))), api);
     *ret = ENGINE_DOCKER;
@@ -75,7 +81,8 @@ static size_t count_strv(const char *const *v) {
 /* The labels that make the container ours; the first published port goes in one too, as the
  * engine's inspect answer lists the ports in its own order and the URL is the first one's. */
 static json_t *labels_of(const WorkloadSpec *spec) {
-    json_t *labels = json_pack("{s:s, s:s}", DRIVER_LABEL, spec->id, "einsora.kind", strempty(spec->kind));
+    json_t *labels =
+            json_pack("{s:s, s:s}", DRIVER_LABEL, spec->id, "einsora.kind", strempty(spec->kind));
     if (labels && spec->n_ports) {
         char port[16];
         snprintf(port, sizeof(port), "%u", spec->ports[0]);
@@ -105,8 +112,10 @@ static json_t *docker_body(const WorkloadSpec *spec, const EngineGpus *g) {
         json_object_set_new(host, "Runtime", json_string(spec->oci_runtime));
     json_t *reqs = json_array();
     if (g->n_nvidia_ids)
-        json_array_append_new(reqs, json_pack("{s:s, s:o, s:[[s]]}", "Driver", "nvidia", "DeviceIDs",
-                                              string_array(g->nvidia_ids, g->n_nvidia_ids), "Capabilities", "gpu"));
+        json_array_append_new(reqs,
+                              json_pack("{s:s, s:o, s:[[s]]}", "Driver", "nvidia", "DeviceIDs",
+                                        string_array(g->nvidia_ids, g->n_nvidia_ids),
+                                        "Capabilities", "gpu"));
     if (g->n_cdi_names)
         json_array_append_new(reqs, json_pack("{s:s, s:o}", "Driver", "cdi", "DeviceIDs",
                                               string_array(g->cdi_names, g->n_cdi_names)));
@@ -117,9 +126,10 @@ static json_t *docker_body(const WorkloadSpec *spec, const EngineGpus *g) {
     if (g->n_devices) {
         json_t *devs = json_array();
         for (size_t i = 0; i < g->n_devices; i++)
-            json_array_append_new(devs, json_pack("{s:s, s:s, s:s}", "PathOnHost", g->devices[i].host_path,
-                                                  "PathInContainer", g->devices[i].container_path,
-                                                  "CgroupPermissions", "rwm"));
+            json_array_append_new(devs, json_pack("{s:s, s:s, s:s}", "PathOnHost",
+                                                  g->devices[i].host_path, "PathInContainer",
+                                                  g->devices[i].container_path, "CgroupPermissions",
+                                                  "rwm"));
         json_object_set_new(host, "Devices", devs);
     }
     if (spec->n_ports) {
@@ -129,7 +139,8 @@ static json_t *docker_body(const WorkloadSpec *spec, const EngineGpus *g) {
             snprintf(key, sizeof(key), "%u/tcp", spec->ports[i]);
             json_object_set_new(exposed, key, json_object());
             /* An empty HostPort: the engine picks a free one; the driver reads it back. */
-            json_object_set_new(bindings, key, json_pack("[{s:s, s:s}]", "HostIp", "", "HostPort", ""));
+            json_object_set_new(bindings, key,
+                                json_pack("[{s:s, s:s}]", "HostIp", "", "HostPort", ""));
         }
         json_object_set_new(body, "ExposedPorts", exposed);
         json_object_set_new(host, "PortBindings", bindings);
@@ -159,7 +170,8 @@ static json_t *libpod_body(const WorkloadSpec *spec, const EngineGpus *g) {
         return NULL;
     labels_set(body, spec);
     if (spec->command)
-        json_object_set_new(body, "command", string_array(spec->command, count_strv(spec->command)));
+        json_object_set_new(body, "command",
+                            string_array(spec->command, count_strv(spec->command)));
     if (spec->oci_runtime)
         json_object_set_new(body, "oci_runtime", json_string(spec->oci_runtime));
     json_t *devs = json_array();
@@ -175,20 +187,24 @@ static json_t *libpod_body(const WorkloadSpec *spec, const EngineGpus *g) {
     if (spec->n_ports) {
         json_t *maps = json_array();
         for (size_t i = 0; i < spec->n_ports; i++)
-            json_array_append_new(maps, json_pack("{s:i, s:s}", "container_port", (int)spec->ports[i], "protocol", "tcp"));
+            json_array_append_new(maps, json_pack("{s:i, s:s}", "container_port",
+                                                  (int)spec->ports[i], "protocol", "tcp"));
         json_object_set_new(body, "portmappings", maps);
     }
     return body;
 }
 
-json_t *engine_create_body(EngineDialect dialect, const WorkloadSpec *spec, const EngineGpus *gpus) {
+json_t *engine_create_body(EngineDialect dialect, const WorkloadSpec *spec,
+                           const EngineGpus *gpus) {
     static const EngineGpus none = {0};
     if (!spec || !spec->id || !spec->image)
         return NULL;
-    return dialect == ENGINE_LIBPOD ? libpod_body(spec, gpus ? gpus : &none) : docker_body(spec, gpus ? gpus : &none);
+    return dialect == ENGINE_LIBPOD ? libpod_body(spec, gpus ? gpus : &none)
+                                    : docker_body(spec, gpus ? gpus : &none);
 }
 
-int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **ret_runtime, Error *err) {
+int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **ret_runtime,
+                              Error *err) {
     json_t *st = json_object_get(inspect, "State");
     const char *status = json_string_value(json_object_get(st, "Status"));
     if (!status)
@@ -197,7 +213,8 @@ int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **
     const char *msg = json_string_value(json_object_get(st, "Error"));
     if (STREQ(status, "running") || STREQ(status, "paused") || STREQ(status, "restarting"))
         s.status = WORKLOAD_RUNNING;
-    else if (STREQ(status, "created") || STREQ(status, "configured") || STREQ(status, "initialized"))
+    else if (STREQ(status, "created") || STREQ(status, "configured") ||
+             STREQ(status, "initialized"))
         s.status = WORKLOAD_STARTING;
     else if (STREQ(status, "exited") || STREQ(status, "stopped"))
         s.status = msg && msg[0] ? WORKLOAD_FAILED : WORKLOAD_EXITED;
@@ -214,12 +231,13 @@ int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **
     /* NetworkSettings.Ports: {"8888/tcp": [{"HostIp": "", "HostPort": "46767"}]} */
     const char *key;
     json_t *binds, *ports = json_object_get(json_object_get(inspect, "NetworkSettings"), "Ports");
-    const char *first = json_string_value(
-            json_object_get(json_object_get(json_object_get(inspect, "Config"), "Labels"), ENGINE_LABEL_PORT));
+    const char *first = json_string_value(json_object_get(
+            json_object_get(json_object_get(inspect, "Config"), "Labels"), ENGINE_LABEL_PORT));
     if (first) {
         char k[24];
         snprintf(k, sizeof(k), "%.8s/tcp", first);
-        const char *hp = json_string_value(json_object_get(json_array_get(json_object_get(ports, k), 0), "HostPort"));
+        const char *hp = json_string_value(
+                json_object_get(json_array_get(json_object_get(ports, k), 0), "HostPort"));
         unsigned long port = hp ? strtoul(hp, NULL, 10) : 0;
         if (port > 0 && port < 65536)
             s.host_port = (unsigned)port;
@@ -234,7 +252,8 @@ int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **
         /* libpod: OCIRuntime; Docker: HostConfig.Runtime. */
         const char *rt = json_string_value(json_object_get(inspect, "OCIRuntime"));
         if (!rt)
-            rt = json_string_value(json_object_get(json_object_get(inspect, "HostConfig"), "Runtime"));
+            rt = json_string_value(
+                    json_object_get(json_object_get(inspect, "HostConfig"), "Runtime"));
         *ret_runtime = rt;
     }
     *ret = s;

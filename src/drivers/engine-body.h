@@ -19,9 +19,10 @@ typedef enum EngineDialect {
 
 /* How NVIDIA GPUs are handed to a Docker-dialect engine. */
 typedef enum EngineGpuMode {
-    ENGINE_GPU_DEVICE_REQUESTS, /* HostConfig.DeviceRequests, Driver "nvidia" (the toolkit's hook) */
+    ENGINE_GPU_DEVICE_REQUESTS, /* HostConfig.DeviceRequests, Driver "nvidia" (the toolkit's hook)
+                                 */
     ENGINE_GPU_CDI,             /* DeviceRequests, Driver "cdi": the engine resolves CDI names */
-    ENGINE_GPU_DEVICES,         /* explicit HostConfig.Devices from the CDI spec (engines without CDI) */
+    ENGINE_GPU_DEVICES, /* explicit HostConfig.Devices from the CDI spec (engines without CDI) */
     _ENGINE_GPU_MODE_MAX,
     _ENGINE_GPU_MODE_INVALID = -1,
 } EngineGpuMode;
@@ -44,13 +45,13 @@ typedef struct EngineDevice {
 
 /* What the container gets besides the spec: resolved by the driver from the placement. */
 typedef struct EngineGpus {
-    const char *const *nvidia_ids;  /* NVIDIA GPU/MIG UUIDs (DeviceRequests modes) */
+    const char *const *nvidia_ids; /* NVIDIA GPU/MIG UUIDs (DeviceRequests modes) */
     size_t n_nvidia_ids;
-    const char *const *cdi_names;   /* "nvidia.com/gpu=<UUID>" (libpod, Docker CDI mode) */
+    const char *const *cdi_names; /* "nvidia.com/gpu=<UUID>" (libpod, Docker CDI mode) */
     size_t n_cdi_names;
-    const EngineDevice *devices;    /* explicit nodes (AMD, Docker without CDI) */
+    const EngineDevice *devices; /* explicit nodes (AMD, Docker without CDI) */
     size_t n_devices;
-    const char *const *env;         /* extra "KEY=VALUE" (ROCm visibility, CDI env) */
+    const char *const *env; /* extra "KEY=VALUE" (ROCm visibility, CDI env) */
     size_t n_env;
 } EngineGpus;
 
@@ -62,7 +63,8 @@ json_t *engine_create_body(EngineDialect dialect, const WorkloadSpec *spec, cons
 
 /* The state of a container from its inspect JSON (both dialects answer the Docker shape for
  * State). ret_runtime: the OCI runtime it was created with, when the answer says. */
-int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **ret_runtime, Error *err);
+int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **ret_runtime,
+                              Error *err);
 
 /* A Docker-style error answer's sentence ("message"), or a fallback naming the status. */
 void engine_error_sentence(json_t *answer, long status, char *buf, size_t size);

@@ -36,11 +36,11 @@ static void curl_init_once(void) {
 
 typedef struct Sink {
     StrBuf buf;
-    FILE *out;       /* logs: demultiplexed output goes here instead of buf */
-    uint8_t hdr[8];  /* the stream's frame header being read */
+    FILE *out;      /* logs: demultiplexed output goes here instead of buf */
+    uint8_t hdr[8]; /* the stream's frame header being read */
     size_t hdr_len;
-    uint64_t left;   /* bytes of the current frame's payload still to come */
-    bool raw;        /* not multiplexed (a TTY container) */
+    uint64_t left; /* bytes of the current frame's payload still to come */
+    bool raw;      /* not multiplexed (a TTY container) */
     bool overflow;
 } Sink;
 
@@ -62,7 +62,8 @@ static void demux(Sink *s, const uint8_t *p, size_t n) {
             s->raw = true;
             fwrite(s->hdr, 1, 1, s->out);
         } else if (s->hdr_len == 8) {
-            s->left = (uint64_t)s->hdr[4] << 24 | (uint64_t)s->hdr[5] << 16 | (uint64_t)s->hdr[6] << 8 | s->hdr[7];
+            s->left = (uint64_t)s->hdr[4] << 24 | (uint64_t)s->hdr[5] << 16 |
+                      (uint64_t)s->hdr[6] << 8 | s->hdr[7];
             s->hdr_len = 0;
         }
     }
@@ -83,10 +84,13 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata) {
 
 /* One API call. path is below the dialect's prefix unless it starts with "!" (raw path).
  * timeout_s 0: no limit (following logs). ret_json: the parsed answer, when it is JSON. */
-static int http(Engine *e, const char *method, const char *path, json_t *body, unsigned timeout_s, FILE *out,
-                long *ret_status, json_t **ret_json, Error *err) {
-    const char *prefix = path[0] == '!' ? "" : e->dialect == ENGINE_LIBPOD ? "/v4.0.0/libpod" : "/v1.41";
-    _cleanup_free_ char *url = strprintf("http://engine%s%s", prefix, path[0] == '!' ? path + 1 : path);
+static int http(Engine *e, const char *method, const char *path, json_t *body, unsigned timeout_s,
+                FILE *out, long *ret_status, json_t **ret_json, Error *err) {
+    const char *prefix = path[0] == '!'                ? ""
+                         : e->dialect == ENGINE_LIBPOD ? "/v4.0.0/libpod"
+                                                       : "/v1.41";
+    _cleanup_free_ char *url =
+            strprintf("http://engine%s%s", prefix, path[0] == '!' ? path + 1 : path);
     _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     CURL *h = curl_easy_init();
     if (!url || !h || (body && !text)) {
@@ -119,12 +123,14 @@ static int http(Engine *e, const char *method, const char *path, json_t *body, u
         int code = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
                    : rc == CURLE_COULDNT_CONNECT  ? -ECONNREFUSED
                                                   : -EIO;
-        return error_set(err, code, "The container engine at %s does not answer %s %s: %s.", e->socket, method,
-                         path[0] == '!' ? path + 1 : path, curl_easy_strerror(rc));
+        return error_set(err, code, "The container engine at %s does not answer %s %s: %s.",
+                         e->socket, method, path[0] == '!' ? path + 1 : path,
+                         curl_easy_strerror(rc));
     }
     if (sink.overflow) {
         strbuf_done(&sink.buf);
-        return error_set(err, -EFBIG, "The container engine's answer to %s %s is over %u bytes.", method, path, ANSWER_MAX);
+        return error_set(err, -EFBIG, "The container engine's answer to %s %s is over %u bytes.",
+                         method, path, ANSWER_MAX);
     }
     if (ret_json)
         *ret_json = sink.buf.len ? json_loadb(sink.buf.data, sink.buf.len, 0, NULL) : NULL;
@@ -147,7 +153,11 @@ static int call_ok(Engine *e, const char *method, const char *path, json_t *body
         char msg[400];
         engine_error_sentence(j, status, msg, sizeof(msg));
         json_decref(j);
-        return error_set(err, status == 404 ? -ENOENT : status == 409 ? -EEXIST : -EIO, "%s: %s.", what, msg);
+        return error_set(err,
+                         status == 404   ? -ENOENT
+                         : status == 409 ? -EEXIST
+                                         : -EIO,
+                         "%s: %s.", what, msg);
     }
     if (ret_json)
         *ret_json = j;
@@ -191,7 +201,8 @@ static int push(char ***v, size_t *n, char *s) {
 
 static int plan_device(Plan *p, const char *host, const char *container) {
     char *h = strdup(host), *c = strdup(container);
-    if (push(&p->dev_strings, &p->n_dev_strings, h) < 0 || push(&p->dev_strings, &p->n_dev_strings, c) < 0)
+    if (push(&p->dev_strings, &p->n_dev_strings, h) < 0 ||
+        push(&p->dev_strings, &p->n_dev_strings, c) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < p->n_devs; i++) /* a node shared by several GPUs (nvidiactl) once */
         if (STREQ(p->devs[i].container_path, container))
@@ -214,12 +225,15 @@ static int plan_env(Plan *p, const char *kv) {
 
 static int plan_nvidia(Engine *e, Plan *p, const WorkloadGpu *g, Error *err) {
     if (isempty(g->uuid))
-        return error_set(err, -EINVAL, "The NVIDIA GPU %s has no UUID to hand to the engine.", strempty(g->pci));
+        return error_set(err, -EINVAL, "The NVIDIA GPU %s has no UUID to hand to the engine.",
+                         strempty(g->pci));
     _cleanup_free_ char *name = strprintf("nvidia.com/gpu=%s", g->uuid);
     if (!name)
         return error_set(err, -ENOMEM, "Out of memory.");
     if (e->dialect == ENGINE_DOCKER && e->gpu_mode == ENGINE_GPU_DEVICE_REQUESTS)
-        return push(&p->ids, &p->n_ids, strdup(g->uuid)) < 0 ? error_set(err, -ENOMEM, "Out of memory.") : 0;
+        return push(&p->ids, &p->n_ids, strdup(g->uuid)) < 0
+                       ? error_set(err, -ENOMEM, "Out of memory.")
+                       : 0;
     /* CDI names or explicit nodes: the spec must describe the device (we never write it). */
     CdiDevice d = {0};
     int r = cdi_resolve(e->cdi_dirs, name, &d, err);
@@ -240,7 +254,9 @@ static int plan_nvidia(Engine *e, Plan *p, const WorkloadGpu *g, Error *err) {
 static int plan_amd(Engine *e, Plan *p, const WorkloadGpu *g, size_t index, Error *err) {
     const char *node = g->render_node;
     if (isempty(node) || node[0] != '/')
-        return error_set(err, -EINVAL, "The AMD GPU %s has no render node to hand to the container.", strempty(g->pci));
+        return error_set(err, -EINVAL,
+                         "The AMD GPU %s has no render node to hand to the container.",
+                         strempty(g->pci));
     _cleanup_free_ char *kfd = strprintf("%s/kfd", e->dev_root);
     const char *base = strrchr(node, '/') + 1;
     _cleanup_free_ char *in = strprintf("/dev/dri/%s", base);
@@ -270,7 +286,8 @@ static int plan_build(Engine *e, const WorkloadSpec *spec, Plan *p, Error *err) 
         else if (g->vendor && STREQ(g->vendor, "amd"))
             r = plan_amd(e, p, g, amd++, err);
         else
-            r = error_set(err, -EOPNOTSUPP, "A container cannot be given a %s device.", strempty(g->vendor));
+            r = error_set(err, -EOPNOTSUPP, "A container cannot be given a %s device.",
+                          strempty(g->vendor));
         if (r < 0)
             return r;
     }
@@ -296,8 +313,10 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     if (!driver_id_is_valid(spec->id))
         return error_set(err, -EINVAL, "'%.32s' is not a request id.", strempty(spec->id));
     if (isempty(spec->image))
-        return error_set(err, -EINVAL, "Request %s names no image, and the site has no default image for kind %s.",
-                         spec->id, strempty(spec->kind));
+        return error_set(
+                err, -EINVAL,
+                "Request %s names no image, and the site has no default image for kind %s.",
+                spec->id, strempty(spec->kind));
     char name[64];
     snprintf(name, sizeof(name), DRIVER_NAME_PREFIX "%s", spec->id);
     Plan plan = {0};
@@ -306,28 +325,38 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
         plan_done(&plan);
         return r;
     }
-    EngineGpus g = {.nvidia_ids = (const char *const *)plan.ids, .n_nvidia_ids = plan.n_ids,
-                    .cdi_names = (const char *const *)plan.cdi, .n_cdi_names = plan.n_cdi,
-                    .devices = plan.devs, .n_devices = plan.n_devs,
-                    .env = (const char *const *)plan.env, .n_env = plan.n_env};
+    EngineGpus g = {.nvidia_ids = (const char *const *)plan.ids,
+                    .n_nvidia_ids = plan.n_ids,
+                    .cdi_names = (const char *const *)plan.cdi,
+                    .n_cdi_names = plan.n_cdi,
+                    .devices = plan.devs,
+                    .n_devices = plan.n_devs,
+                    .env = (const char *const *)plan.env,
+                    .n_env = plan.n_env};
     json_t *body = engine_create_body(e->dialect, spec, &g);
     plan_done(&plan);
     if (!body)
         return error_set(err, -ENOMEM, "Out of memory.");
-    _cleanup_free_ char *create = e->dialect == ENGINE_LIBPOD ? strdup("/containers/create")
-                                                              : strprintf("/containers/create?name=%s", name);
+    _cleanup_free_ char *create = e->dialect == ENGINE_LIBPOD
+                                          ? strdup("/containers/create")
+                                          : strprintf("/containers/create?name=%s", name);
     long status = 0;
     Error e1 = {0};
-    r = create ? call_ok(e, "POST", create, body, "The engine refused to create the container", &status, NULL, &e1)
+    r = create ? call_ok(e, "POST", create, body, "The engine refused to create the container",
+                         &status, NULL, &e1)
                : -ENOMEM;
     json_decref(body);
     if (r == -EEXIST || (r < 0 && strstr(e1.message, "already in use")))
-        return error_set(err, -EEXIST, "The engine already has %s (request %s): it is not started twice.", name, spec->id);
+        return error_set(err, -EEXIST,
+                         "The engine already has %s (request %s): it is not started twice.", name,
+                         spec->id);
     if (r < 0 && status == 404)
-        return error_set(err, -ENOENT, "The image %s is not on the engine (%s): pull or build it there first.",
+        return error_set(err, -ENOENT,
+                         "The image %s is not on the engine (%s): pull or build it there first.",
                          spec->image, e1.message);
     if (r < 0 && status == 500 && strstr(e1.message, "image not known"))
-        return error_set(err, -ENOENT, "The image %s is not on the engine (%s): pull or build it there first.",
+        return error_set(err, -ENOENT,
+                         "The image %s is not on the engine (%s): pull or build it there first.",
                          spec->image, e1.message);
     if (r < 0)
         return error_set(err, r, "%s", e1.message);
@@ -337,12 +366,16 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
         json_t *j = NULL;
         WorkloadState st;
         const char *rt = NULL;
-        r = path ? call_ok(e, "GET", path, NULL, "Cannot inspect the new container", NULL, &j, err) : -ENOMEM;
-        if (r >= 0 && engine_state_from_inspect(j, &st, &rt, err) >= 0 && (!rt || STRNEQ(rt, spec->oci_runtime)))
-            r = error_set(err, -EOPNOTSUPP,
-                          "The engine does not run OCI runtime %s for this container (it would use %s): "
-                          "install and configure %s on the engine, or map the placement's runtime to one it has.",
-                          spec->oci_runtime, rt ? rt : "its default", spec->oci_runtime);
+        r = path ? call_ok(e, "GET", path, NULL, "Cannot inspect the new container", NULL, &j, err)
+                 : -ENOMEM;
+        if (r >= 0 && engine_state_from_inspect(j, &st, &rt, err) >= 0 &&
+            (!rt || STRNEQ(rt, spec->oci_runtime)))
+            r = error_set(
+                    err, -EOPNOTSUPP,
+                    "The engine does not run OCI runtime %s for this container (it would use %s): "
+                    "install and configure %s on the engine, or map the placement's runtime to one "
+                    "it has.",
+                    spec->oci_runtime, rt ? rt : "its default", spec->oci_runtime);
         json_decref(j);
         if (r < 0) {
             remove_container(e, name);
@@ -350,7 +383,9 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
         }
     }
     _cleanup_free_ char *start = strprintf("/containers/%s/start", name);
-    r = start ? call_ok(e, "POST", start, NULL, "The engine could not start the container", NULL, NULL, err) : -ENOMEM;
+    r = start ? call_ok(e, "POST", start, NULL, "The engine could not start the container", NULL,
+                        NULL, err)
+              : -ENOMEM;
     if (r < 0)
         remove_container(e, name);
     return r;
@@ -371,7 +406,8 @@ static int engine_status(Driver *d, const char *id, WorkloadState *ret, Error *e
     if (status == 404 || (status >= 500 && m && strstr(m, "no such container"))) {
         json_decref(j);
         *ret = (WorkloadState){.status = WORKLOAD_ABSENT};
-        snprintf(ret->message, sizeof(ret->message), "the engine has no container for request %s", id);
+        snprintf(ret->message, sizeof(ret->message), "the engine has no container for request %s",
+                 id);
         return 0;
     }
     if (status >= 300) {
@@ -416,23 +452,28 @@ static int engine_logs(Driver *d, const char *id, bool follow, FILE *out, Error 
     Engine *e = engine_of(d);
     if (!driver_id_is_valid(id))
         return error_set(err, -EINVAL, "'%.32s' is not a request id.", id);
-    _cleanup_free_ char *path = strprintf("/containers/" DRIVER_NAME_PREFIX "%s/logs?stdout=true&stderr=true%s", id,
-                                          follow ? "&follow=true" : "");
+    _cleanup_free_ char *path =
+            strprintf("/containers/" DRIVER_NAME_PREFIX "%s/logs?stdout=true&stderr=true%s", id,
+                      follow ? "&follow=true" : "");
     long status = 0;
-    int r = path ? http(e, "GET", path, NULL, follow ? 0 : e->timeout_s, out, &status, NULL, err) : -ENOMEM;
+    int r = path ? http(e, "GET", path, NULL, follow ? 0 : e->timeout_s, out, &status, NULL, err)
+                 : -ENOMEM;
     if (r < 0)
         return r;
     if (status == 404)
         return error_set(err, -ENOENT, "The engine has no container for request %s.", id);
     if (status >= 300)
-        return error_set(err, -EIO, "The engine did not give the logs of request %s (HTTP %ld).", id, status);
+        return error_set(err, -EIO, "The engine did not give the logs of request %s (HTTP %ld).",
+                         id, status);
     return 0;
 }
 
 static int engine_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
     Engine *e = engine_of(d);
     json_t *j = NULL;
-    int r = call_ok(e, "GET", "/containers/json?all=true&filters=%7B%22label%22%3A%5B%22" DRIVER_LABEL "%22%5D%7D",
+    int r = call_ok(e, "GET",
+                    "/containers/json?all=true&filters=%7B%22label%22%3A%5B%22" DRIVER_LABEL
+                    "%22%5D%7D",
                     NULL, "Cannot list the engine's containers", NULL, &j, err);
     if (r < 0)
         return r;
@@ -440,7 +481,8 @@ static int engine_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
     size_t n = 0, i;
     json_t *c;
     json_array_foreach(j, i, c) {
-        const char *id = json_string_value(json_object_get(json_object_get(c, "Labels"), DRIVER_LABEL));
+        const char *id =
+                json_string_value(json_object_get(json_object_get(c, "Labels"), DRIVER_LABEL));
         if (id && driver_id_is_valid(id) && push(&ids, &n, strdup(id)) < 0) {
             driver_ids_free(ids, n);
             json_decref(j);
@@ -471,7 +513,8 @@ static const DriverOps engine_ops = {
         .free = engine_free,
 };
 
-int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, size_t size, Error *err) {
+int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, size_t size,
+                      Error *err) {
     if (isempty(cfg->socket))
         return error_set(err, -EINVAL, "No container engine socket given.");
     pthread_once(&curl_once, curl_init_once);
@@ -490,7 +533,8 @@ int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, 
     json_t *v = NULL;
     EngineDialect found;
     char product[96];
-    int r = call_ok(e, "GET", "!/version", NULL, "The container engine's /version failed", NULL, &v, err);
+    int r = call_ok(e, "GET", "!/version", NULL, "The container engine's /version failed", NULL, &v,
+                    err);
     if (r >= 0)
         r = engine_dialect_from_version(v, &found, product, sizeof(product), err);
     json_decref(v);
@@ -513,7 +557,8 @@ int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, 
             e->gpu_mode = ENGINE_GPU_CDI;
         json_decref(info);
     }
-    snprintf(ret_product, size, "%s, %s API%s%s", product, e->dialect == ENGINE_LIBPOD ? "libpod" : "Docker",
+    snprintf(ret_product, size, "%s, %s API%s%s", product,
+             e->dialect == ENGINE_LIBPOD ? "libpod" : "Docker",
              e->dialect == ENGINE_DOCKER ? ", GPUs as " : "",
              e->dialect == ENGINE_DOCKER ? engine_gpu_mode_to_string(e->gpu_mode) : "");
     *ret = &e->base;

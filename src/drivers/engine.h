@@ -15,12 +15,12 @@
 #include "drivers/engine-body.h"
 
 typedef struct EngineConfig {
-    const char *socket;       /* the engine's unix socket */
-    int dialect;              /* EngineDialect, or -1: from GET /version */
-    int gpu_mode;             /* EngineGpuMode for the Docker dialect, or -1: auto */
-    const char *cdi_dirs;     /* colon-separated; NULL: CDI_DIRS_DEFAULT */
-    const char *dev_root;     /* where /dev/kfd is (default /dev) */
-    unsigned api_timeout_s;   /* one API call (default 60) */
+    const char *socket;     /* the engine's unix socket */
+    int dialect;            /* EngineDialect, or -1: from GET /version */
+    int gpu_mode;           /* EngineGpuMode for the Docker dialect, or -1: auto */
+    const char *cdi_dirs;   /* colon-separated; NULL: CDI_DIRS_DEFAULT */
+    const char *dev_root;   /* where /dev/kfd is (default /dev) */
+    unsigned api_timeout_s; /* one API call (default 60) */
 } EngineConfig;
 
 void engine_config_init(EngineConfig *c);
@@ -28,4 +28,5 @@ void engine_config_init(EngineConfig *c);
 /* Connect (GET /version) and pick the dialect and GPU mode. ret_product: e.g. "Podman 4.3.1,
  * libpod API" for logs and `einsora up`. A socket nobody answers on is -ECONNREFUSED (or the
  * errno of the connect) with a sentence naming it. */
-int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, size_t size, Error *err);
+int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, size_t size,
+                      Error *err);

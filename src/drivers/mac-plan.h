@@ -29,7 +29,8 @@ typedef struct MacServerSpec {
 #define MAC_SERVER_ARGV_MAX 16
 
 /* Fill argv (NULL-terminated, pointing into spec and buf) for the server. */
-int mac_server_argv(const MacServerSpec *spec, const char *argv[MAC_SERVER_ARGV_MAX], char buf[16], Error *err);
+int mac_server_argv(const MacServerSpec *spec, const char *argv[MAC_SERVER_ARGV_MAX], char buf[16],
+                    Error *err);
 
 typedef struct MacVmSlots {
     unsigned running;

@@ -8,10 +8,12 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-int vm_pci_address_parse(const char *bdf, unsigned *domain, unsigned *bus, unsigned *slot, unsigned *function) {
+int vm_pci_address_parse(const char *bdf, unsigned *domain, unsigned *bus, unsigned *slot,
+                         unsigned *function) {
     char tail;
-    if (!bdf || strlen(bdf) != 12 || sscanf(bdf, "%4x:%2x:%2x.%1x%c", domain, bus, slot, function, &tail) != 4 ||
-        *slot > 0x1f || *function > 7 || bdf[4] != ':' || bdf[7] != ':' || bdf[10] != '.')
+    if (!bdf || strlen(bdf) != 12 ||
+        sscanf(bdf, "%4x:%2x:%2x.%1x%c", domain, bus, slot, function, &tail) != 4 || *slot > 0x1f ||
+        *function > 7 || bdf[4] != ':' || bdf[7] != ':' || bdf[10] != '.')
         return -EINVAL;
     return 0;
 }
@@ -20,12 +22,23 @@ int vm_pci_address_parse(const char *bdf, unsigned *domain, unsigned *bus, unsig
 static void xml_text(StrBuf *b, const char *s) {
     for (; *s; s++)
         switch (*s) {
-        case '<': strbuf_puts(b, "&lt;"); break;
-        case '>': strbuf_puts(b, "&gt;"); break;
-        case '&': strbuf_puts(b, "&amp;"); break;
-        case '\'': strbuf_puts(b, "&apos;"); break;
-        case '"': strbuf_puts(b, "&quot;"); break;
-        default: strbuf_append(b, s, 1);
+        case '<':
+            strbuf_puts(b, "&lt;");
+            break;
+        case '>':
+            strbuf_puts(b, "&gt;");
+            break;
+        case '&':
+            strbuf_puts(b, "&amp;");
+            break;
+        case '\'':
+            strbuf_puts(b, "&apos;");
+            break;
+        case '"':
+            strbuf_puts(b, "&quot;");
+            break;
+        default:
+            strbuf_append(b, s, 1);
         }
 }
 
@@ -47,11 +60,14 @@ int vm_domain_xml(const WorkloadSpec *spec, const char *type, char **ret, Error 
     if (!driver_id_is_valid(spec->id))
         return error_set(err, -EINVAL, "'%.32s' is not a request id.", strempty(spec->id));
     if (isempty(spec->image) || spec->image[0] != '/')
-        return error_set(err, -EINVAL, "A VM needs its disk image as an absolute path, not '%.64s'.", strempty(spec->image));
+        return error_set(err, -EINVAL,
+                         "A VM needs its disk image as an absolute path, not '%.64s'.",
+                         strempty(spec->image));
     unsigned mem = spec->memory_mb ? spec->memory_mb : VM_MEMORY_DEFAULT_MB;
     unsigned cpus = spec->vcpus ? spec->vcpus : VM_VCPUS_DEFAULT;
     StrBuf b = {0};
-    strbuf_printf(&b, "<domain type='%s'>\n  <name>" DRIVER_NAME_PREFIX "%s</name>\n", type, spec->id);
+    strbuf_printf(&b, "<domain type='%s'>\n  <name>" DRIVER_NAME_PREFIX "%s</name>\n", type,
+                  spec->id);
     strbuf_printf(&b, "  <description>" DRIVER_LABEL "=%s</description>\n", spec->id);
     strbuf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, cpus);
     strbuf_puts(&b, "  <os>\n    <type arch='x86_64'>hvm</type>\n  </os>\n"

@@ -15,4 +15,5 @@
 int vm_domain_xml(const WorkloadSpec *spec, const char *type, char **ret, Error *err);
 
 /* Split a PCI address "dddd:bb:ss.f" into its parts; -EINVAL when it is not one. */
-int vm_pci_address_parse(const char *bdf, unsigned *domain, unsigned *bus, unsigned *slot, unsigned *function);
+int vm_pci_address_parse(const char *bdf, unsigned *domain, unsigned *bus, unsigned *slot,
+                         unsigned *function);

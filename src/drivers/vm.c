@@ -52,12 +52,16 @@ static int vm_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     virDomainPtr dom = lookup(v, spec->id);
     if (dom) {
         virDomainFree(dom);
-        return error_set(err, -EEXIST, "libvirt already has the domain of request %s: it is not started twice.", spec->id);
+        return error_set(err, -EEXIST,
+                         "libvirt already has the domain of request %s: it is not started twice.",
+                         spec->id);
     }
     if (!(dom = virDomainDefineXML(v->conn, xml)))
-        return error_set(err, -EINVAL, "libvirt refused the domain of request %s: %s", spec->id, last_error());
+        return error_set(err, -EINVAL, "libvirt refused the domain of request %s: %s", spec->id,
+                         last_error());
     if (virDomainCreate(dom) < 0) {
-        r = error_set(err, -EIO, "libvirt could not start the VM of request %s: %s", spec->id, last_error());
+        r = error_set(err, -EIO, "libvirt could not start the VM of request %s: %s", spec->id,
+                      last_error());
         (void)virDomainUndefine(dom);
     }
     virDomainFree(dom);
@@ -72,7 +76,8 @@ static int vm_status(Driver *d, const char *id, WorkloadState *ret, Error *err) 
     WorkloadState st = {0};
     if (!dom) {
         if (virConnectIsAlive(v->conn) != 1)
-            return error_set(err, -ECONNREFUSED, "libvirt at %s does not answer: %s", v->uri, last_error());
+            return error_set(err, -ECONNREFUSED, "libvirt at %s does not answer: %s", v->uri,
+                             last_error());
         st.status = WORKLOAD_ABSENT;
         snprintf(st.message, sizeof(st.message), "libvirt has no domain for request %s", id);
         *ret = st;
@@ -82,7 +87,8 @@ static int vm_status(Driver *d, const char *id, WorkloadState *ret, Error *err) 
     int r = virDomainGetState(dom, &state, &reason, 0);
     virDomainFree(dom);
     if (r < 0)
-        return error_set(err, -EIO, "libvirt did not say the state of request %s: %s", id, last_error());
+        return error_set(err, -EIO, "libvirt did not say the state of request %s: %s", id,
+                         last_error());
     switch (state) {
     case VIR_DOMAIN_RUNNING:
     case VIR_DOMAIN_BLOCKED:
@@ -96,10 +102,12 @@ static int vm_status(Driver *d, const char *id, WorkloadState *ret, Error *err) 
         snprintf(st.message, sizeof(st.message), "the VM crashed");
         break;
     case VIR_DOMAIN_SHUTOFF:
-        st.status = reason == VIR_DOMAIN_SHUTOFF_CRASHED || reason == VIR_DOMAIN_SHUTOFF_FAILED ? WORKLOAD_FAILED
-                                                                                              : WORKLOAD_EXITED;
-        snprintf(st.message, sizeof(st.message), "%s", st.status == WORKLOAD_FAILED ? "the VM crashed or failed to run"
-                                                                                    : "the VM shut down");
+        st.status = reason == VIR_DOMAIN_SHUTOFF_CRASHED || reason == VIR_DOMAIN_SHUTOFF_FAILED
+                            ? WORKLOAD_FAILED
+                            : WORKLOAD_EXITED;
+        snprintf(st.message, sizeof(st.message), "%s",
+                 st.status == WORKLOAD_FAILED ? "the VM crashed or failed to run"
+                                              : "the VM shut down");
         break;
     default:
         st.status = WORKLOAD_STARTING;
@@ -114,7 +122,9 @@ static int vm_stop(Driver *d, const char *id, unsigned grace_s, Error *err) {
         return error_set(err, -EINVAL, "'%.32s' is not a request id.", id);
     virDomainPtr dom = lookup(v, id);
     if (!dom)
-        return virConnectIsAlive(v->conn) == 1 ? 0 : error_set(err, -ECONNREFUSED, "libvirt at %s does not answer.", v->uri);
+        return virConnectIsAlive(v->conn) == 1
+                       ? 0
+                       : error_set(err, -ECONNREFUSED, "libvirt at %s does not answer.", v->uri);
     int state = 0, reason = 0;
     /* ACPI first: the guest shuts down cleanly; destroyed when the grace period passes. */
     if (virDomainGetState(dom, &state, &reason, 0) >= 0 && state != VIR_DOMAIN_SHUTOFF) {
@@ -124,21 +134,25 @@ static int vm_stop(Driver *d, const char *id, unsigned grace_s, Error *err) {
                 break;
             nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
         }
-        if (virDomainGetState(dom, &state, &reason, 0) >= 0 && state != VIR_DOMAIN_SHUTOFF && virDomainDestroy(dom) < 0) {
-            int r = error_set(err, -EIO, "libvirt could not destroy the VM of request %s: %s", id, last_error());
+        if (virDomainGetState(dom, &state, &reason, 0) >= 0 && state != VIR_DOMAIN_SHUTOFF &&
+            virDomainDestroy(dom) < 0) {
+            int r = error_set(err, -EIO, "libvirt could not destroy the VM of request %s: %s", id,
+                              last_error());
             virDomainFree(dom);
             return r;
         }
     }
-    int r = virDomainUndefine(dom) < 0 ? error_set(err, -EIO, "libvirt could not undefine the VM of request %s: %s", id,
-                                                   last_error())
-                                       : 0;
+    int r = virDomainUndefine(dom) < 0
+                    ? error_set(err, -EIO, "libvirt could not undefine the VM of request %s: %s",
+                                id, last_error())
+                    : 0;
     virDomainFree(dom);
     return r;
 }
 
 static int vm_logs(Driver *d, const char *id, bool follow, FILE *out, Error *err) {
-    return error_set(err, -EOPNOTSUPP, "A VM's console is not collected: connect to it with `virsh console %s%s`.",
+    return error_set(err, -EOPNOTSUPP,
+                     "A VM's console is not collected: connect to it with `virsh console %s%s`.",
                      DRIVER_NAME_PREFIX, id);
 }
 
@@ -153,7 +167,8 @@ static int vm_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
     for (int i = 0; i < n; i++) {
         const char *name = virDomainGetName(doms[i]);
         if (ids && name && string_has_prefix(name, DRIVER_NAME_PREFIX) &&
-            driver_id_is_valid(name + strlen(DRIVER_NAME_PREFIX)) && (ids[k] = strdup(name + strlen(DRIVER_NAME_PREFIX))))
+            driver_id_is_valid(name + strlen(DRIVER_NAME_PREFIX)) &&
+            (ids[k] = strdup(name + strlen(DRIVER_NAME_PREFIX))))
             k++;
         virDomainFree(doms[i]);
     }
@@ -197,7 +212,8 @@ int vm_driver_new(const VmConfig *cfg, Driver **ret, Error *err) {
         return error_set(err, -ENOMEM, "Out of memory.");
     }
     if (!(v->conn = virConnectOpen(v->uri))) {
-        int r = error_set(err, -ECONNREFUSED, "Cannot connect to libvirt at %s: %s", v->uri, last_error());
+        int r = error_set(err, -ECONNREFUSED, "Cannot connect to libvirt at %s: %s", v->uri,
+                          last_error());
         vm_free(&v->base);
         return r;
     }

@@ -60,10 +60,11 @@ bool api_check_conventions(HttpCtx *c, RouteId id) {
             char allowed[128] = "";
             size_t len = 0;
             for (size_t i = 0; keys[i] && len < sizeof(allowed); i++)
-                len += (size_t)snprintf(allowed + len, sizeof(allowed) - len, "%s%s",
-                                        i ? ", " : "", keys[i]);
-            api_error(c, 400, "bad_request", "Unknown query parameter '%.64s' (this endpoint takes %s).",
-                      bad, allowed[0] ? allowed : "none");
+                len += (size_t)snprintf(allowed + len, sizeof(allowed) - len, "%s%s", i ? ", " : "",
+                                        keys[i]);
+            api_error(c, 400, "bad_request",
+                      "Unknown query parameter '%.64s' (this endpoint takes %s).", bad,
+                      allowed[0] ? allowed : "none");
             return false;
         }
     }

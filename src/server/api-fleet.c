@@ -26,8 +26,8 @@ static void op_heartbeat(Server *s, Op *op) {
     BeatArg *a = op->arg;
     Node *n = ptrmap_get(&s->nodes, a->node);
     if (!n)
-        OP_FAIL(op, 404, "not_found", "No node %s: the agent registers it first (PUT /v1/nodes/%s).",
-                a->node, a->node);
+        OP_FAIL(op, 404, "not_found",
+                "No node %s: the agent registers it first (PUT /v1/nodes/%s).", a->node, a->node);
     fleet_agent_seen(s, n, a->hb->interval_s);
     /* The agent's report wins (its journal and the kernel are the truth): an active workload
      * it no longer runs has ended. Placed ones it has not started yet are still to start. */
@@ -41,7 +41,8 @@ static void op_heartbeat(Server *s, Op *op) {
         k = MIN(k, got);
         for (size_t i = 0; i < k; i++)
             if (w[i]->state == REQ_ACTIVE && !fleet_heartbeat_runs(a->hb, w[i]->id))
-                state_end_request(s, w[i], "request.lost", "the node's agent reports it no longer runs");
+                state_end_request(s, w[i], "request.lost",
+                                  "the node's agent reports it no longer runs");
     }
     op->status = 200;
     op->body = api_node_work_json(s, n);
@@ -61,11 +62,11 @@ json_t *api_node_work_json(Server *s, const Node *n) {
     for (size_t i = 0; i < s->live.n; i++) {
         const Req *r = s->live.v[i];
         if (api_node_work_has(r, n->spec.name))
-            json_array_append_new(work, json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "id", (json_int_t)r->id,
-                                                  "user", r->user, "kind", workload_kind_to_string(r->spec.kind),
-                                                  "state", req_state_to_string(r->state),
-                                                  "placement", r->placement, "request",
-                                                  api_request_to_json(&r->spec)));
+            json_array_append_new(
+                    work, json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "id", (json_int_t)r->id,
+                                    "user", r->user, "kind", workload_kind_to_string(r->spec.kind),
+                                    "state", req_state_to_string(r->state), "placement",
+                                    r->placement, "request", api_request_to_json(&r->spec)));
     }
     return json_pack("{s:s, s:b, s:o, s:o}", "node", n->spec.name, "unreachable", n->unreachable,
                      "tasks", tasks, "workloads", work);
@@ -74,7 +75,8 @@ json_t *api_node_work_json(Server *s, const Node *n) {
 void api_node_heartbeat(HttpCtx *c) {
     const char *node = c->match.params[0];
     if (!api_is_agent_of(&c->who, node))
-        API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) sends its heartbeat.", node);
+        API_FAIL(c, 403, "forbidden",
+                 "Only the agent of node %s (or an admin) sends its heartbeat.", node);
     FleetHeartbeat hb;
     Error err = {0};
     if (fleet_heartbeat_parse(c->body, c->body_len, &hb, &err) < 0)
@@ -108,17 +110,20 @@ static void op_task_result(Server *s, Op *op) {
     char obj[32];
     snprintf(obj, sizeof(obj), "%" PRIu64, t->id);
     const char *verdict = res->verdict[0] ? res->verdict : NULL;
-    json_t *data = json_pack("{s:s, s:i, s:s, s:b, s:s}", "node", t->node, "device", (int)t->dev, "gpu",
-                             t->gpu, "ok", res->ok, "message", res->message);
+    json_t *data = json_pack("{s:s, s:i, s:s, s:b, s:s}", "node", t->node, "device", (int)t->dev,
+                             "gpu", t->gpu, "ok", res->ok, "message", res->message);
     if (t->kind == TASK_RESET_CHECK) {
         /* R9: a failed check quarantines the GPU with the reason; "degraded" is offered. */
         bool failed = verdict && STREQ(verdict, "fail");
-        json_object_set_new(data, "verdict", json_string(verdict ? verdict : res->ok ? "pass" : "error"));
+        json_object_set_new(data, "verdict",
+                            json_string(verdict   ? verdict
+                                        : res->ok ? "pass"
+                                                  : "error"));
         if (res->ok || failed) {
             Error err = {0};
             const char *why = res->message[0] ? res->message : "the reset-cycle check failed";
-            if (sched_device_reset_result(s->sched, n->spec.name, t->dev, !failed, failed ? why : NULL,
-                                          core_now(s), &err) >= 0 &&
+            if (sched_device_reset_result(s->sched, n->spec.name, t->dev, !failed,
+                                          failed ? why : NULL, core_now(s), &err) >= 0 &&
                 t->dev < n->spec.n_devices) {
                 ApiDevice *d = &n->spec.devices[t->dev];
                 d->reset_verified = !failed;
@@ -129,11 +134,14 @@ static void op_task_result(Server *s, Op *op) {
                 (void)save_node(s, n);
             }
         }
-        json_object_set_new(data, "reason", json_sprintf("%s %s: %s", t->gpu, json_string_value(json_object_get(data, "verdict")),
-                                                         res->message));
+        json_object_set_new(data, "reason",
+                            json_sprintf("%s %s: %s", t->gpu,
+                                         json_string_value(json_object_get(data, "verdict")),
+                                         res->message));
         state_event(s, "gpu.reset-checked", obj, NULL, data);
     } else {
-        json_object_set_new(data, "reason", json_sprintf("%s%s", res->ok ? "" : "failed: ", res->message));
+        json_object_set_new(data, "reason",
+                            json_sprintf("%s%s", res->ok ? "" : "failed: ", res->message));
         state_event(s, "gpu.rebound", obj, NULL, data);
         fleet_switch_task_done(s, n, t->id, res->ok, res->message);
     }
@@ -148,7 +156,8 @@ void api_node_task_result(HttpCtx *c) {
     if (parse_decimal_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
         API_FAIL(c, 404, "not_found", "No task %.64s: task ids are numbers.", c->match.params[1]);
     if (!api_is_agent_of(&c->who, node))
-        API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reports its tasks.", node);
+        API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reports its tasks.",
+                 node);
     FleetTaskResult res;
     Error err = {0};
     if (fleet_task_result_parse(c->body, c->body_len, &res, &err) < 0)
@@ -180,29 +189,36 @@ static void op_mode(Server *s, Op *op) {
     if (!n)
         OP_FAIL(op, 404, "not_found", "No node %s.", a->node);
     const Principal *who = op->who;
-    if (!(who->role == ROLE_ADMIN || (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
-                                       STREQ(n->spec.owner, who->user))))
-        OP_FAIL(op, 403, "forbidden", "Only an admin or the owner of node %s may switch its mode.", a->node);
+    if (!(who->role == ROLE_ADMIN ||
+          (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
+           STREQ(n->spec.owner, who->user))))
+        OP_FAIL(op, 403, "forbidden", "Only an admin or the owner of node %s may switch its mode.",
+                a->node);
     if (n->spec.platform == PLATFORM_MACOS)
         OP_FAIL(op, 400, "bad_request", "Node %s is a Mac: its GPU has no modes (R10).", a->node);
     bool dc = n->spec.site_kind == SITE_DATACENTER;
     int gpu = -1;
     if (a->gpu) {
         if (dc)
-            OP_FAIL(op, 400, "bad_request", "Node %s is a datacenter node: all its GPUs share one mode "
-                                            "(R3); switch the whole node (leave out the GPU).", a->node);
+            OP_FAIL(op, 400, "bad_request",
+                    "Node %s is a datacenter node: all its GPUs share one mode "
+                    "(R3); switch the whole node (leave out the GPU).",
+                    a->node);
         if ((gpu = find_device(n, a->gpu)) < 0)
-            OP_FAIL(op, 400, "bad_request", "Node %s has no GPU %.64s (give its index or PCI address).",
-                    a->node, a->gpu);
+            OP_FAIL(op, 400, "bad_request",
+                    "Node %s has no GPU %.64s (give its index or PCI address).", a->node, a->gpu);
     }
     if (switch_active(n->sw))
         OP_FAIL(op, 409, "conflict", "Node %s is already switching to %s (step: %s).", a->node,
                 n->sw->mode, switch_step_to_string(n->sw->step));
     if (n->unreachable)
-        OP_FAIL(op, 409, "conflict", "Node %s is unreachable: its agent must report before a switch.", a->node);
+        OP_FAIL(op, 409, "conflict",
+                "Node %s is unreachable: its agent must report before a switch.", a->node);
     if (!dc && !n->heartbeat_s)
-        OP_FAIL(op, 409, "conflict", "Node %s has no agent reporting: a lab machine's GPUs are rebound "
-                                     "by its agent (einsora agent run).", a->node);
+        OP_FAIL(op, 409, "conflict",
+                "Node %s has no agent reporting: a lab machine's GPUs are rebound "
+                "by its agent (einsora agent run).",
+                a->node);
     NodeSwitch probe = {.gpu = gpu};
     snprintf(probe.mode, sizeof(probe.mode), "%s", a->mode);
     /* Nothing to change? */
@@ -214,13 +230,16 @@ static void op_mode(Server *s, Op *op) {
         for (size_t i = 0; i < n->spec.n_devices; i++) {
             DeviceInfo di;
             if ((gpu >= 0 && (size_t)gpu != i) ||
-                sched_device_info(s->sched, n->spec.name, (unsigned)i, &di) < 0 || di.class_index < 0)
+                sched_device_info(s->sched, n->spec.name, (unsigned)i, &di) < 0 ||
+                di.class_index < 0)
                 continue;
             if (s->catalog->classes[di.class_index].vendor != VENDOR_NVIDIA) {
                 if (gpu >= 0)
-                    OP_FAIL(op, 400, "bad_request", "GPU %d of node %s is not an NVIDIA GPU: only "
-                                                    "NVIDIA GPUs switch between containers and VMs "
-                                                    "(R1, R12).", gpu, a->node);
+                    OP_FAIL(op, 400, "bad_request",
+                            "GPU %d of node %s is not an NVIDIA GPU: only "
+                            "NVIDIA GPUs switch between containers and VMs "
+                            "(R1, R12).",
+                            gpu, a->node);
                 continue;
             }
             todo = todo || n->spec.devices[i].binding != want;
@@ -228,7 +247,8 @@ static void op_mode(Server *s, Op *op) {
     if (!todo) {
         op->status = 200;
         op->body = node_to_json(s, n);
-        json_object_set_new(op->body, "message", json_sprintf("Node %s is already in %s mode.", a->node, a->mode));
+        json_object_set_new(op->body, "message",
+                            json_sprintf("Node %s is already in %s mode.", a->node, a->mode));
         return;
     }
     /* R4: a switch while workloads run, with no drain asked, is refused naming them. */
@@ -239,7 +259,8 @@ static void op_mode(Server *s, Op *op) {
     else
         for (size_t i = 0; i < n->spec.n_devices; i++) {
             Req *x[64];
-            size_t m = MIN(fleet_node_workloads(s, n->spec.name, (int)i, x, ARRAY_SIZE(x)), ARRAY_SIZE(x));
+            size_t m = MIN(fleet_node_workloads(s, n->spec.name, (int)i, x, ARRAY_SIZE(x)),
+                           ARRAY_SIZE(x));
             for (size_t p = 0; p < m; p++) {
                 bool seen = false;
                 for (size_t q = 0; q < MIN(k, ARRAY_SIZE(w)); q++)
@@ -251,9 +272,11 @@ static void op_mode(Server *s, Op *op) {
     if (k && a->drain == DRAIN_NONE) {
         char list[300];
         fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), list, sizeof(list));
-        OP_FAIL(op, 409, "busy", "Node %s runs %zu workload(s): %s. Drain first: --drain wait (let "
-                                 "them end) or --drain evict (stop them; passthrough VMs cannot "
-                                 "migrate).", a->node, k, list);
+        OP_FAIL(op, 409, "busy",
+                "Node %s runs %zu workload(s): %s. Drain first: --drain wait (let "
+                "them end) or --drain evict (stop them; passthrough VMs cannot "
+                "migrate).",
+                a->node, k, list);
     }
     NodeSwitch *sw = calloc(1, sizeof(*sw));
     if (!sw)
@@ -270,7 +293,9 @@ void api_node_mode(HttpCtx *c) {
     Error err = {0};
     if (fleet_mode_parse(c->body, c->body_len, &m, &err) < 0)
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
-    ModeArg a = {.node = c->match.params[0], .mode = m.mode, .gpu = m.gpu[0] ? m.gpu : NULL,
+    ModeArg a = {.node = c->match.params[0],
+                 .mode = m.mode,
+                 .gpu = m.gpu[0] ? m.gpu : NULL,
                  .drain = drain_mode_from_string(m.drain)};
     api_apply(c, op_mode, &a);
 }

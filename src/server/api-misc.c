@@ -23,8 +23,9 @@ void api_readyz(HttpCtx *c) {
     if (atomic_load(&c->s->fatal))
         api_error(c, 503, "unavailable", "The server hit a storage error.");
     else if (!server_is_leader(c->s))
-        api_error(c, 503, "standby", "This replica is a standby: it answers reads from its "
-                                     "replay and redirects changes to the leader.");
+        api_error(c, 503, "standby",
+                  "This replica is a standby: it answers reads from its "
+                  "replay and redirects changes to the leader.");
     else if (c->s->store_unwritable)
         api_error(c, 503, "unavailable", "The state store could not be written at start: %s",
                   error_message(&c->s->store_probe_err));
@@ -49,7 +50,8 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
         return NULL;
     json_t *list = json_array(), *nodes = json_array();
     for (size_t i = 0; i < n; i++) {
-        if ((cls && STRNEQ(cls, rows[i].class_name)) || (site && (!rows[i].site || STRNEQ(site, rows[i].site))))
+        if ((cls && STRNEQ(cls, rows[i].class_name)) ||
+            (site && (!rows[i].site || STRNEQ(site, rows[i].site))))
             continue;
         json_array_append_new(list, wire_capacity_row_to_json(&rows[i]));
     }
@@ -68,15 +70,20 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
         /* A Kubernetes node may advertise its passthrough GPUs under another name than the
          * catalog's vm_device_name: its own name is the one that counts (R6). */
         const Node *node = ptrmap_get(&s->nodes, ni.name);
-        const char *own = node && node->spec.device_resource[0] && ni.mode == NODE_MODE_VM_PASSTHROUGH
-                                  ? node->spec.device_resource : NULL;
+        const char *own =
+                node && node->spec.device_resource[0] && ni.mode == NODE_MODE_VM_PASSTHROUGH
+                        ? node->spec.device_resource
+                        : NULL;
         char note[320] = "";
         for (size_t k = 0; k < nrc; k++) {
             bool renamed = own && STRNEQ(rc[k].name, own) && STRNEQ(rc[k].name, "nvidia.com/gpu") &&
-                           strncmp(rc[k].name, "nvidia.com/mig-", 15) != 0 && strncmp(rc[k].name, "nvidia.com/", 11) == 0;
+                           strncmp(rc[k].name, "nvidia.com/mig-", 15) != 0 &&
+                           strncmp(rc[k].name, "nvidia.com/", 11) == 0;
             if (renamed)
-                snprintf(note, sizeof(note), "advertises %s, not the catalog's vm_device_name %s", own, rc[k].name);
-            json_object_set_new(res, renamed ? own : rc[k].name, json_integer((json_int_t)rc[k].count));
+                snprintf(note, sizeof(note), "advertises %s, not the catalog's vm_device_name %s",
+                         own, rc[k].name);
+            json_object_set_new(res, renamed ? own : rc[k].name,
+                                json_integer((json_int_t)rc[k].count));
         }
         free(rc);
         json_t *nj = json_pack("{s:s, s:s, s:s, s:o}", "node", ni.name, "site", ni.site, "mode",
@@ -119,7 +126,8 @@ static bool events_gone(HttpCtx *c, uint64_t after) {
 void api_events(HttpCtx *c) {
     uint64_t after, wait, limit;
     if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
-        !api_query_uint(c, "wait", 0, 60, &wait) || !api_query_uint(c, "limit", 1000, 10000, &limit))
+        !api_query_uint(c, "wait", 0, 60, &wait) ||
+        !api_query_uint(c, "limit", 1000, 10000, &limit))
         return;
     if (limit == 0)
         limit = 1;
@@ -133,7 +141,8 @@ void api_events(HttpCtx *c) {
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             c->park = true;
-            c->park_deadline_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)wait * 1000;
+            c->park_deadline_ms =
+                    (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)wait * 1000;
             c->park_user = user;
         }
         events_gone(c, after);
@@ -174,7 +183,8 @@ void api_metrics(HttpCtx *c) {
         c->content_type = "text/plain; version=0.0.4";
         return;
     }
-    gauge(&b, "einsora_build_info", "The server's build: always 1, the version in a label.", "gauge");
+    gauge(&b, "einsora_build_info", "The server's build: always 1, the version in a label.",
+          "gauge");
     strbuf_printf(&b, "einsora_build_info{version=\"%s\"} 1\n", EINSORA_VERSION);
     metrics_write_capacity(&b, s);
     metrics_write_switches(&b, s);
@@ -188,7 +198,8 @@ void api_metrics(HttpCtx *c) {
     strbuf_printf(&b, "einsora_nodes %zu\n", nodes);
     metrics_write_nodes(&b, s);
     gauge(&b, "einsora_parked_long_polls", "Event long-polls waiting without a thread.", "gauge");
-    strbuf_printf(&b, "einsora_parked_long_polls %zu\n", s->longpoll ? longpoll_count(s->longpoll) : 0);
+    strbuf_printf(&b, "einsora_parked_long_polls %zu\n",
+                  s->longpoll ? longpoll_count(s->longpoll) : 0);
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");
     histogram_write(&b, "einsora_queue_wait_seconds", NULL, &m->queue_wait);
     gauge(&b, "einsora_decisions_total",

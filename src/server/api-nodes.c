@@ -36,9 +36,9 @@ int save_node(Server *s, const Node *n) {
 
 typedef struct NodeArg {
     ApiNode spec;
-    bool upsert; /* PUT: replace an existing node (the agent's inventory push) */
-    const char *if_match;        /* a stale write answers 412 */
-    char etag[API_ETAG_SIZE];    /* the node's ETag after the write */
+    bool upsert;              /* PUT: replace an existing node (the agent's inventory push) */
+    const char *if_match;     /* a stale write answers 412 */
+    char etag[API_ETAG_SIZE]; /* the node's ETag after the write */
 } NodeArg;
 
 static void op_node_put(Server *s, Op *op) {
@@ -64,8 +64,10 @@ static void op_node_put(Server *s, Op *op) {
     if (old && op->who->role == ROLE_NODE)
         snprintf(a->spec.owner, sizeof(a->spec.owner), "%s", old->spec.owner);
     else if (old && op->who->role != ROLE_ADMIN && STRNEQ(old->spec.owner, a->spec.owner))
-        OP_FAIL(op, 403, "forbidden", "Node %s is owned by %s; only an admin changes a node's "
-                                      "owner.", old->spec.name, old->spec.owner);
+        OP_FAIL(op, 403, "forbidden",
+                "Node %s is owned by %s; only an admin changes a node's "
+                "owner.",
+                old->spec.name, old->spec.owner);
     if (old) {
         json_t *x = api_node_to_json(&old->spec), *y = api_node_to_json(&a->spec);
         bool same = json_equal(x, y);
@@ -97,7 +99,8 @@ static void op_node_put(Server *s, Op *op) {
         old->spec = a->spec;
         (void)save_node(s, old);
         fleet_on_node_put(s, old, op->who->role == ROLE_NODE);
-        state_event(s, "node.updated", old->spec.name, NULL, json_pack("{s:s}", "by", op->who->role == ROLE_NODE ? "agent" : "api"));
+        state_event(s, "node.updated", old->spec.name, NULL,
+                    json_pack("{s:s}", "by", op->who->role == ROLE_NODE ? "agent" : "api"));
         op->status = 200;
         op->body = node_to_json(s, old);
         api_node_etag(&old->spec, a->etag);
@@ -112,7 +115,10 @@ static void op_node_put(Server *s, Op *op) {
     int r = state_node_add_core(s, &n->spec, &err);
     if (r < 0) {
         free(n);
-        op_error(op, r == -EEXIST ? 409 : r == -ENOENT ? 400 : 400,
+        op_error(op,
+                 r == -EEXIST   ? 409
+                 : r == -ENOENT ? 400
+                                : 400,
                  r == -EEXIST ? "conflict" : "bad_request", "%s", error_message(&err));
         return;
     }
@@ -120,7 +126,8 @@ static void op_node_put(Server *s, Op *op) {
         abort();
     (void)save_node(s, n);
     fleet_on_node_put(s, n, op->who->role == ROLE_NODE);
-    state_event(s, "node.registered", n->spec.name, NULL, json_pack("{s:s, s:s}", "site", n->spec.site, "owner", n->spec.owner));
+    state_event(s, "node.registered", n->spec.name, NULL,
+                json_pack("{s:s, s:s}", "site", n->spec.site, "owner", n->spec.owner));
     op->status = 201;
     op->body = node_to_json(s, n);
     api_node_etag(&n->spec, a->etag);
@@ -135,7 +142,8 @@ static void node_put(HttpCtx *c, bool upsert) {
     Error err = {0};
     a->upsert = upsert;
     a->if_match = c->if_match;
-    if (api_node_parse(c->body, c->body_len, &a->spec, &err) < 0 || api_node_check_addresses(&a->spec, &err) < 0)
+    if (api_node_parse(c->body, c->body_len, &a->spec, &err) < 0 ||
+        api_node_check_addresses(&a->spec, &err) < 0)
         api_error(c, 400, "bad_request", "%s", error_message(&err));
     else if (upsert && STRNEQ(a->spec.name, c->match.params[0]))
         api_error(c, 400, "bad_request", "The body describes node %s, the path names %.64s.",

@@ -1,9 +1,9 @@
 /* api-requests.c: submit, list, show, cancel, release and activate placement requests.
  *
  * Visibility: a request is visible to its user, to admins, and (read-only, plus activate)
- * to the agent of the node it is placed on (its list: the live ones only). Anyone else gets 404 "no request N that you can
- * see", exactly as for an id that does not exist, so ids of other users' requests reveal
- * nothing. */
+ * to the agent of the node it is placed on (its list: the live ones only). Anyone else gets 404 "no
+ * request N that you can see", exactly as for an id that does not exist, so ids of other users'
+ * requests reveal nothing. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -100,8 +100,9 @@ static void op_submit(Server *s, Op *op) {
 
 void api_requests_submit(HttpCtx *c) {
     if (c->who.role == ROLE_NODE)
-        API_FAIL(c, 403, "forbidden", "Node tokens report for their node; they cannot "
-                                              "submit requests.");
+        API_FAIL(c, 403, "forbidden",
+                 "Node tokens report for their node; they cannot "
+                 "submit requests.");
     SubmitArg a = {.idem_key = c->idem_key};
     Error err = {0};
     if (api_request_parse(c->body, c->body_len, &a.spec, &err) < 0)
@@ -142,8 +143,10 @@ void api_requests_list(HttpCtx *c) {
         return;
     ReqState st = state ? req_state_from_string(state) : _REQ_STATE_INVALID;
     if (state && st < 0)
-        API_FAIL(c, 400, "bad_request", "Unknown state '%.32s' (pending, placed, active, "
-                                                "released, cancelled, refused, ended).", state);
+        API_FAIL(c, 400, "bad_request",
+                 "Unknown state '%.32s' (pending, placed, active, "
+                 "released, cancelled, refused, ended).",
+                 state);
     Server *s = c->s;
     json_t *list = json_array();
     uint64_t last = after;
@@ -154,7 +157,8 @@ void api_requests_list(HttpCtx *c) {
                      (c->who.role == ROLE_ADMIN && state &&
                       (st == REQ_PENDING || st == REQ_PLACED || st == REQ_ACTIVE));
     const ReqVec *idx = c->who.role == ROLE_ADMIN && !live_only ? NULL
-                      : live_only ? &s->live : history_user(s, c->who.user);
+                        : live_only                             ? &s->live
+                                                                : history_user(s, c->who.user);
     size_t from = idx ? history_first_after(idx, after) : 0;
     uint64_t end = idx ? idx->n : s->n_reqs;
     /* Counted from `after` upwards, never `after + 1`: a cursor of UINT64_MAX must not wrap. */
@@ -204,33 +208,38 @@ static void op_transition(Server *s, Op *op) {
         if (op->who->role == ROLE_NODE)
             OP_FAIL(op, 403, "forbidden", "A node's agent cannot cancel requests.");
         if (r->state != REQ_PENDING && r->state != REQ_PLACED)
-            OP_FAIL(op, 409, "conflict", "Request %s is %s; only pending or placed "
-                                                 "requests can be cancelled%s.",
-                            id, req_state_to_string(r->state),
-                            r->state == REQ_ACTIVE ? " (release it instead)" : "");
+            OP_FAIL(op, 409, "conflict",
+                    "Request %s is %s; only pending or placed "
+                    "requests can be cancelled%s.",
+                    id, req_state_to_string(r->state),
+                    r->state == REQ_ACTIVE ? " (release it instead)" : "");
         to = REQ_CANCELLED, type = "request.cancelled";
         break;
     case T_RELEASE:
         /* An agent reports (activate, and a workload's end through its heartbeat); ending a
          * tenant's allocation is the tenant's or an admin's decision. */
         if (op->who->role == ROLE_NODE)
-            OP_FAIL(op, 403, "forbidden", "A node's agent cannot release requests; it reports "
-                                          "a workload's end in its heartbeat.");
+            OP_FAIL(op, 403, "forbidden",
+                    "A node's agent cannot release requests; it reports "
+                    "a workload's end in its heartbeat.");
         if (r->state != REQ_PLACED && r->state != REQ_ACTIVE)
-            OP_FAIL(op, 409, "conflict", "Request %s is %s; only placed or active "
-                                                 "requests can be released%s.",
-                            id, req_state_to_string(r->state),
-                            r->state == REQ_PENDING ? " (cancel it instead)" : "");
+            OP_FAIL(op, 409, "conflict",
+                    "Request %s is %s; only placed or active "
+                    "requests can be released%s.",
+                    id, req_state_to_string(r->state),
+                    r->state == REQ_PENDING ? " (cancel it instead)" : "");
         to = REQ_RELEASED, type = "request.released";
         break;
     default:
         if (op->who->role != ROLE_ADMIN && op->who->role != ROLE_NODE)
-            OP_FAIL(op, 403, "forbidden", "Only the agent of the node (or an admin) "
-                                                  "confirms that a workload runs.");
+            OP_FAIL(op, 403, "forbidden",
+                    "Only the agent of the node (or an admin) "
+                    "confirms that a workload runs.");
         if (r->state != REQ_PLACED)
-            OP_FAIL(op, 409, "conflict", "Request %s is %s; only placed requests become "
-                                                 "active.",
-                            id, req_state_to_string(r->state));
+            OP_FAIL(op, 409, "conflict",
+                    "Request %s is %s; only placed requests become "
+                    "active.",
+                    id, req_state_to_string(r->state));
         to = REQ_ACTIVE, type = "request.active";
         break;
     }
@@ -238,8 +247,10 @@ static void op_transition(Server *s, Op *op) {
         Error err = {0};
         int k = sched_release(s->sched, id, core_now(s), &err);
         if (k < 0)
-            OP_FAIL(op, 500, "internal", "The placement engine could not let go of "
-                                                 "request %s: %s", id, error_message(&err));
+            OP_FAIL(op, 500, "internal",
+                    "The placement engine could not let go of "
+                    "request %s: %s",
+                    id, error_message(&err));
     }
     ReqState from = r->state;
     r->state = to;

@@ -24,7 +24,8 @@
 
 #define WORK_CURSOR_LEN 16 /* hex digits */
 
-static uint64_t mix64(uint64_t x) { /* splitmix64's finaliser: every input bit moves every output bit */
+static uint64_t
+mix64(uint64_t x) { /* splitmix64's finaliser: every input bit moves every output bit */
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9u;
     x ^= x >> 27;
@@ -83,7 +84,8 @@ void api_node_work(HttpCtx *c) {
     Server *s = c->s;
     const char *node = c->match.params[0];
     if (!api_is_agent_of(&c->who, node))
-        API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reads its work.", node);
+        API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reads its work.",
+                 node);
     uint64_t wait, seen = 0;
     if (!api_query_uint(c, "wait", 0, 60, &wait))
         return;
@@ -104,7 +106,8 @@ void api_node_work(HttpCtx *c) {
     pthread_rwlock_unlock(&s->lock);
 
     if (!n)
-        API_FAIL(c, 404, "not_found", "No node %s: the agent registers it first (PUT /v1/nodes/%s).", node, node);
+        API_FAIL(c, 404, "not_found",
+                 "No node %s: the agent registers it first (PUT /v1/nodes/%s).", node, node);
     if (park) {
         /* Woken by every published event (park_user NULL): each wake looks again, cheaply. */
         c->park = true;

@@ -20,8 +20,10 @@ typedef struct EndArg {
 static void op_end(Server *s, Op *op) {
     EndArg *a = op->arg;
     Req *r = state_req(s, a->id);
-    const char *node = r && r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
-    bool agent = op->who->role == ROLE_ADMIN || (op->who->role == ROLE_NODE && node && principal_has_node(op->who, node));
+    const char *node =
+            r && r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+    bool agent = op->who->role == ROLE_ADMIN ||
+                 (op->who->role == ROLE_NODE && node && principal_has_node(op->who, node));
     if (!r || !agent)
         OP_FAIL(op, 404, "not_found", "No request %" PRIu64 " placed on a node of yours.", a->id);
     char id[32];
@@ -31,11 +33,13 @@ static void op_end(Server *s, Op *op) {
                 req_state_to_string(r->state));
     Error err = {0};
     if (sched_release(s->sched, id, core_now(s), &err) < 0)
-        OP_FAIL(op, 500, "internal", "The placement engine could not let go of request %s: %s", id, error_message(&err));
+        OP_FAIL(op, 500, "internal", "The placement engine could not let go of request %s: %s", id,
+                error_message(&err));
     workload_end_reason(a->end, r->reason, sizeof(r->reason));
     r->state = REQ_ENDED;
     state_mark_dirty(s, r);
-    json_t *data = json_pack("{s:s, s:b, s:s}", "state", "ended", "failed", a->end->failed, "reason", r->reason);
+    json_t *data = json_pack("{s:s, s:b, s:s}", "state", "ended", "failed", a->end->failed,
+                             "reason", r->reason);
     if (a->end->has_exit_code)
         json_object_set_new(data, "exit_code", json_integer(a->end->exit_code));
     state_event(s, "request.ended", id, r->user, data);
@@ -47,7 +51,8 @@ static void op_end(Server *s, Op *op) {
 void api_request_end(HttpCtx *c) {
     uint64_t id;
     if (parse_decimal_uint64(c->match.params[0], UINT64_MAX, &id) < 0 || !id)
-        API_FAIL(c, 404, "not_found", "No request %.64s: request ids are positive numbers.", c->match.params[0]);
+        API_FAIL(c, 404, "not_found", "No request %.64s: request ids are positive numbers.",
+                 c->match.params[0]);
     WorkloadEnd end;
     Error err = {0};
     if (workload_end_parse(c->body, c->body_len, &end, &err) < 0)

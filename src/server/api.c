@@ -57,7 +57,7 @@ static void set_error(int *status, json_t **body, int st, const char *code, cons
                       va_list ap) {
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    utf8_make_valid(msg); /* quoted input, or a sequence the buffer's end cut in half */
+    utf8_make_valid(msg);            /* quoted input, or a sequence the buffer's end cut in half */
     sentence_case(msg, sizeof(msg)); /* the outermost layer: lower fragments become a sentence */
     json_decref(*body);
     *status = st;
@@ -86,10 +86,16 @@ void api_apply(HttpCtx *c, OpFn fn, void *arg) {
 }
 
 void api_error_from(HttpCtx *c, int r, const Error *err) {
-    int status = r == -ENOENT ? 404 : r == -EEXIST || r == -EBUSY ? 409 : r == -EACCES ? 403
-               : r == -ENOMEM || r == -EIO ? 500 : 400;
-    const char *code = status == 404 ? "not_found" : status == 409 ? "conflict"
-                     : status == 403 ? "forbidden" : status == 500 ? "internal" : "bad_request";
+    int status = r == -ENOENT                  ? 404
+                 : r == -EEXIST || r == -EBUSY ? 409
+                 : r == -EACCES                ? 403
+                 : r == -ENOMEM || r == -EIO   ? 500
+                                               : 400;
+    const char *code = status == 404   ? "not_found"
+                       : status == 409 ? "conflict"
+                       : status == 403 ? "forbidden"
+                       : status == 500 ? "internal"
+                                       : "bad_request";
     api_error(c, status, code, "%s", error_message(err));
 }
 

@@ -87,21 +87,22 @@ void api_dispatch(HttpCtx *c);
 void api_error(HttpCtx *c, int status, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 /* Answer with an error and leave the (void) handler or op. */
-#define API_FAIL(c, ...)                                                                          \
-    do {                                                                                          \
-        api_error(c, __VA_ARGS__);                                                                \
-        return;                                                                                   \
+#define API_FAIL(c, ...)                                                                           \
+    do {                                                                                           \
+        api_error(c, __VA_ARGS__);                                                                 \
+        return;                                                                                    \
     } while (0)
-#define OP_FAIL(op, ...)                                                                          \
-    do {                                                                                          \
-        op_error(op, __VA_ARGS__);                                                                \
-        return;                                                                                   \
+#define OP_FAIL(op, ...)                                                                           \
+    do {                                                                                           \
+        op_error(op, __VA_ARGS__);                                                                 \
+        return;                                                                                    \
     } while (0)
 /* Map a negative errno from a library call to an answer with its sentence. */
 void api_error_from(HttpCtx *c, int r, const Error *err);
 /* Op bodies use the same shape. */
 json_t *api_error_json(const char *code, const char *message);
-void op_error(Op *op, int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void op_error(Op *op, int status, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 /* Hand fn(arg) to the writer thread as the caller, wait until it is applied and committed,
  * and answer with the op's status and body. */
 void api_apply(HttpCtx *c, OpFn fn, void *arg);

@@ -29,7 +29,8 @@ bool principal_has_node(const Principal *p, const char *node) {
 
 int auth_principal(Server *s, const char *authorization, Principal *ret, Error *err) {
     if (!authorization)
-        return error_set(err, -EACCES, "This endpoint needs a token: send 'Authorization: Bearer TOKEN'.");
+        return error_set(err, -EACCES,
+                         "This endpoint needs a token: send 'Authorization: Bearer TOKEN'.");
     if (strncasecmp(authorization, "Bearer ", 7) != 0)
         return error_set(err, -EACCES, "The Authorization header must be 'Bearer TOKEN'.");
     const char *token = authorization + 7;

@@ -19,7 +19,8 @@ typedef struct CapHistory {
     char classes[CAP_HISTORY_CLASSES][64]; /* in order of first appearance */
     size_t n_classes;
     int64_t time_ms[CAP_HISTORY_SAMPLES];
-    uint32_t allocated[CAP_HISTORY_SAMPLES][CAP_HISTORY_CLASSES], free[CAP_HISTORY_SAMPLES][CAP_HISTORY_CLASSES];
+    uint32_t allocated[CAP_HISTORY_SAMPLES][CAP_HISTORY_CLASSES],
+            free[CAP_HISTORY_SAMPLES][CAP_HISTORY_CLASSES];
     size_t next, n;     /* ring: the slot after the newest, samples held */
     int64_t started_ms; /* when the newest sample's interval began */
 } CapHistory;

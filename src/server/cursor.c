@@ -43,18 +43,21 @@ void cursor_encode(uint64_t after, const char *scope, char buf[CURSOR_TEXT_SIZE]
 int cursor_decode(const char *text, const char *scope, uint64_t *ret, Error *err) {
     uint8_t raw[CURSOR_BYTES];
     if (strlen(text) != CURSOR_TEXT_SIZE - 1)
-        return error_set(err, -EINVAL, "is not a cursor of this list: pass back the `next` of "
-                                       "the previous page as it was");
+        return error_set(err, -EINVAL,
+                         "is not a cursor of this list: pass back the `next` of "
+                         "the previous page as it was");
     for (int g = 0; g < CURSOR_BYTES / 3; g++) {
         uint32_t v = 0;
         for (int k = 0; k < 4; k++) {
             const char *p = text[4 * g + k] ? strchr(b64url, text[4 * g + k]) : NULL;
             if (!p)
-                return error_set(err, -EINVAL, "is not a cursor (base64url text expected): "
-                                               "pass back the `next` of the previous page");
+                return error_set(err, -EINVAL,
+                                 "is not a cursor (base64url text expected): "
+                                 "pass back the `next` of the previous page");
             v = v << 6 | (uint32_t)(p - b64url);
         }
-        raw[3 * g] = (uint8_t)(v >> 16), raw[3 * g + 1] = (uint8_t)(v >> 8), raw[3 * g + 2] = (uint8_t)v;
+        raw[3 * g] = (uint8_t)(v >> 16), raw[3 * g + 1] = (uint8_t)(v >> 8),
+                raw[3 * g + 2] = (uint8_t)v;
     }
     uint64_t after = 0;
     for (int i = 0; i < 8; i++)
@@ -62,8 +65,9 @@ int cursor_decode(const char *text, const char *scope, uint64_t *ret, Error *err
     uint8_t check[4];
     check_of(after, scope, check);
     if (memcmp(check, raw + 8, 4) != 0)
-        return error_set(err, -EINVAL, "does not belong to this list (edited, or from a list "
-                                       "with other filters): start again without `after`");
+        return error_set(err, -EINVAL,
+                         "does not belong to this list (edited, or from a list "
+                         "with other filters): start again without `after`");
     *ret = after;
     return 0;
 }

@@ -136,8 +136,12 @@ uint64_t events_last(EventLog *l) {
 }
 
 json_t *event_to_json(const Event *e) {
-    return wire_event_to_json(&(WireEvent){.seq = e->seq, .time_ms = e->time_ms, .actor = e->actor,
-                                           .type = e->type, .object = e->object, .user = e->user,
+    return wire_event_to_json(&(WireEvent){.seq = e->seq,
+                                           .time_ms = e->time_ms,
+                                           .actor = e->actor,
+                                           .type = e->type,
+                                           .object = e->object,
+                                           .user = e->user,
                                            .data = e->data});
 }
 
@@ -168,7 +172,8 @@ json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, cons
                 else
                     hi = mid;
             }
-            for (; v && lo < v->n && v->v[lo] <= l->published && json_array_size(list) < limit; lo++) {
+            for (; v && lo < v->n && v->v[lo] <= l->published && json_array_size(list) < limit;
+                 lo++) {
                 json_array_append_new(list, event_to_json(&l->ev[v->v[lo] - 1 - l->base]));
                 cursor = v->v[lo];
             }

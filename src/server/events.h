@@ -30,7 +30,7 @@ typedef struct SeqVec {
 typedef struct EventLog {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    Event *ev; /* ev[i].seq == base + i + 1 */
+    Event *ev;     /* ev[i].seq == base + i + 1 */
     uint64_t base; /* events dropped by retention: seqs up to base are gone */
     size_t n, cap;
     uint64_t published; /* highest visible seq */

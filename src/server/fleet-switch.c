@@ -44,7 +44,8 @@ static size_t collect(Server *s, const Node *n, const NodeSwitch *sw, Req **ret,
         if (!affected(s, n, sw, i))
             continue;
         Req *w[64];
-        size_t k = MIN(fleet_node_workloads(s, n->spec.name, (int)i, w, ARRAY_SIZE(w)), ARRAY_SIZE(w));
+        size_t k =
+                MIN(fleet_node_workloads(s, n->spec.name, (int)i, w, ARRAY_SIZE(w)), ARRAY_SIZE(w));
         for (size_t a = 0; a < k; a++) {
             bool seen = false;
             for (size_t b = 0; b < MIN(count, max); b++)
@@ -76,11 +77,14 @@ static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...) 
         n->reset_scan = true;
         s->fleet_pending = true;
     }
-    state_event(s, step == SW_DONE ? "node.switched" : step == SW_FAILED ? "node.switch-failed" : "node.switch",
+    state_event(s,
+                step == SW_DONE     ? "node.switched"
+                : step == SW_FAILED ? "node.switch-failed"
+                                    : "node.switch",
                 n->spec.name, NULL,
-                json_pack("{s:s, s:s, s:i, s:s, s:s++}", "step", switch_step_to_string(step), "mode", sw->mode,
-                          "gpu", sw->gpu, "message", sw->message, "reason", switch_step_to_string(step), ": ",
-                          sw->message));
+                json_pack("{s:s, s:s, s:i, s:s, s:s++}", "step", switch_step_to_string(step),
+                          "mode", sw->mode, "gpu", sw->gpu, "message", sw->message, "reason",
+                          switch_step_to_string(step), ": ", sw->message));
 }
 
 static int set_cordon(Server *s, Node *n, const NodeSwitch *sw, bool on, Error *err) {
@@ -113,8 +117,8 @@ static int record_relabel(Server *s, Node *n, const NodeSwitch *sw, Error *err) 
         n->spec.devices[i].binding = binding_from_string(target_binding(sw));
     (void)save_node(s, n);
     state_event(s, "node.relabeled", n->spec.name, NULL,
-                json_pack("{s:s, s:s, s:s+}", "label", SCHED_MODE_LABEL, "value", sw->mode, "reason",
-                          SCHED_MODE_LABEL "=", sw->mode));
+                json_pack("{s:s, s:s, s:s+}", "label", SCHED_MODE_LABEL, "value", sw->mode,
+                          "reason", SCHED_MODE_LABEL "=", sw->mode));
     return 0;
 }
 
@@ -126,7 +130,9 @@ static bool step_once(Server *s, Node *n) {
     case SW_CORDON: {
         if (sw->gpu >= 0) {
             DeviceInfo di;
-            sw->was_cordoned = sched_device_info(s->sched, n->spec.name, (unsigned)sw->gpu, &di) >= 0 && di.cordoned;
+            sw->was_cordoned =
+                    sched_device_info(s->sched, n->spec.name, (unsigned)sw->gpu, &di) >= 0 &&
+                    di.cordoned;
         } else
             sw->was_cordoned = n->spec.cordoned;
         if (set_cordon(s, n, sw, true, &err) < 0) {
@@ -141,7 +147,8 @@ static bool step_once(Server *s, Node *n) {
         size_t k = collect(s, n, sw, w, ARRAY_SIZE(w));
         if (k && sw->drain == DRAIN_EVICT) {
             char why[160];
-            snprintf(why, sizeof(why), "evicted to switch node %s to %s (a passthrough VM cannot migrate)",
+            snprintf(why, sizeof(why),
+                     "evicted to switch node %s to %s (a passthrough VM cannot migrate)",
                      n->spec.name, sw->mode);
             for (size_t i = 0; i < MIN(k, ARRAY_SIZE(w)); i++)
                 state_end_request(s, w[i], "request.evicted", why);
@@ -170,7 +177,8 @@ static bool step_once(Server *s, Node *n) {
             sw->task_done[0] = sw->task_ok[0] = false;
             sw->tasks[0] = t->id;
             sw->n_tasks = 1;
-            set_step(s, n, SW_VERIFY, "asked the datacenter sync to drain the Kubernetes node and relabel it %s=%s",
+            set_step(s, n, SW_VERIFY,
+                     "asked the datacenter sync to drain the Kubernetes node and relabel it %s=%s",
                      SCHED_MODE_LABEL, sw->mode);
             return true;
         }
@@ -184,9 +192,11 @@ static bool step_once(Server *s, Node *n) {
         }
         sw->n_tasks = 0;
         for (unsigned i = 0; i < n->spec.n_devices && sw->n_tasks < SPEC_MAX_DEVICES; i++) {
-            if (!affected(s, n, sw, i) || n->spec.devices[i].binding == binding_from_string(target_binding(sw)))
+            if (!affected(s, n, sw, i) ||
+                n->spec.devices[i].binding == binding_from_string(target_binding(sw)))
                 continue;
-            Task *t = fleet_task_add(s, n->spec.name, TASK_BIND, i, n->spec.devices[i].pci, target_binding(sw));
+            Task *t = fleet_task_add(s, n->spec.name, TASK_BIND, i, n->spec.devices[i].pci,
+                                     target_binding(sw));
             if (!t) {
                 set_step(s, n, SW_FAILED, "Out of memory.");
                 return false;
@@ -210,7 +220,8 @@ static bool step_once(Server *s, Node *n) {
                 set_step(s, n, SW_FAILED, "Relabel refused: %s", error_message(&err));
                 return false;
             }
-            set_step(s, n, SW_UNCORDON, "the GPU Operator brought every GPU of the node back in %s mode", sw->mode);
+            set_step(s, n, SW_UNCORDON,
+                     "the GPU Operator brought every GPU of the node back in %s mode", sw->mode);
             return true;
         }
         if (is_datacenter(n)) {
@@ -272,7 +283,8 @@ void fleet_switch_start(Server *s, Node *n, NodeSwitch *sw) {
     n->sw = sw;
     sw->step = SW_CORDON;
     sw->started_ms = sw->updated_ms = s->now_ms;
-    set_step(s, n, SW_CORDON, "switch to %s asked (drain: %s)", sw->mode, drain_mode_to_string(sw->drain));
+    set_step(s, n, SW_CORDON, "switch to %s asked (drain: %s)", sw->mode,
+             drain_mode_to_string(sw->drain));
     (void)fleet_switch_advance(s, n);
 }
 
@@ -287,7 +299,8 @@ void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const
             if (!ok && is_k8s(n))
                 snprintf(sw->message, sizeof(sw->message), "%s", message);
             else if (!ok)
-                snprintf(sw->message, sizeof(sw->message), "The agent could not rebind a GPU: %s", message);
+                snprintf(sw->message, sizeof(sw->message), "The agent could not rebind a GPU: %s",
+                         message);
             (void)fleet_save_switch(s, n);
         }
     (void)fleet_switch_advance(s, n);
@@ -295,7 +308,8 @@ void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const
 
 void fleet_switch_task_progress(Server *s, Node *n, uint64_t task_id, const char *message) {
     NodeSwitch *sw = n->sw;
-    if (!switch_active(sw) || sw->n_tasks != 1 || sw->tasks[0] != task_id || STREQ(sw->message, message))
+    if (!switch_active(sw) || sw->n_tasks != 1 || sw->tasks[0] != task_id ||
+        STREQ(sw->message, message))
         return;
     set_step(s, n, sw->step, "%s", message);
 }

@@ -39,15 +39,17 @@ static int put_doc(Server *s, const char *key, json_t *taken) {
 int fleet_save_agent(Server *s, const Node *n) {
     char key[16 + SPEC_NAME_MAX];
     snprintf(key, sizeof(key), "agent/%s", n->spec.name);
-    return put_doc(s, key, json_pack("{s:i, s:b}", "heartbeat_s", (int)n->heartbeat_s,
-                                     "unreachable", n->unreachable));
+    return put_doc(s, key,
+                   json_pack("{s:i, s:b}", "heartbeat_s", (int)n->heartbeat_s, "unreachable",
+                             n->unreachable));
 }
 
 int fleet_save_switch(Server *s, const Node *n) {
     char key[16 + SPEC_NAME_MAX];
     snprintf(key, sizeof(key), "switch/%s", n->spec.name);
     if (!n->sw)
-        return writer_check(s, store_fleet_delete(s->store, key, NULL), NULL, "deleting a fleet record");
+        return writer_check(s, store_fleet_delete(s->store, key, NULL), NULL,
+                            "deleting a fleet record");
     return put_doc(s, key, wire_switch_to_json(n->sw));
 }
 
@@ -85,8 +87,9 @@ Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, c
     char obj[32];
     snprintf(obj, sizeof(obj), "%" PRIu64, t->id);
     json_t *data = wire_task_to_json(t);
-    json_object_set_new(data, "reason", json_sprintf("%s %s on %s%s%s", task_kind_to_string(kind), t->gpu, node,
-                                                     t->target[0] ? " to " : "", t->target));
+    json_object_set_new(data, "reason",
+                        json_sprintf("%s %s on %s%s%s", task_kind_to_string(kind), t->gpu, node,
+                                     t->target[0] ? " to " : "", t->target));
     state_event(s, "task.queued", obj, NULL, data);
     return t;
 }
@@ -128,9 +131,8 @@ static bool placement_uses(json_t *p, const char *node, int dev) {
         return true;
     size_t i;
     json_t *v;
-    json_array_foreach(json_object_get(p, "devices"), i, v)
-        if (json_integer_value(v) == dev)
-            return true;
+    json_array_foreach(json_object_get(p, "devices"), i,
+                       v) if (json_integer_value(v) == dev) return true;
     return false;
 }
 
@@ -139,7 +141,8 @@ size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, siz
     const ReqVec *live = history_live(s); /* not every request ever made */
     for (size_t i = 0; i < live->n; i++) {
         Req *r = live->v[i];
-        if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) || !placement_uses(r->placement, node, dev))
+        if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) ||
+            !placement_uses(r->placement, node, dev))
             continue;
         /* CPU work does not hold a GPU: a mode switch does not need to drain it. */
         const char *method = json_string_value(json_object_get(r->placement, "method"));
@@ -156,8 +159,8 @@ void fleet_describe_workloads(Req **reqs, size_t n, char *buf, size_t size) {
     size_t len = 0;
     buf[0] = 0;
     for (size_t i = 0; i < n && len + 1 < size; i++) {
-        int k = snprintf(buf + len, size - len, "%s%" PRIu64 " (%s, %s)", i ? ", " : "", reqs[i]->id,
-                         reqs[i]->user, workload_kind_to_string(reqs[i]->spec.kind));
+        int k = snprintf(buf + len, size - len, "%s%" PRIu64 " (%s, %s)", i ? ", " : "",
+                         reqs[i]->id, reqs[i]->user, workload_kind_to_string(reqs[i]->spec.kind));
         if (k < 0)
             break;
         len += (size_t)k;
@@ -173,14 +176,16 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
     r->state = REQ_RELEASED;
     snprintf(r->reason, sizeof(r->reason), "%s", why);
     state_mark_dirty(s, r);
-    state_event(s, event_type, id, r->user, json_pack("{s:s, s:s}", "state", "released", "reason", why));
+    state_event(s, event_type, id, r->user,
+                json_pack("{s:s, s:s}", "state", "released", "reason", why));
     fleet_on_released(s, r);
 }
 
 /* ---- hooks ---- */
 
 void fleet_on_released(Server *s, const Req *r) {
-    const char *node = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+    const char *node =
+            r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
     Node *n = node ? ptrmap_get(&s->nodes, node) : NULL;
     if (!n)
         return;
@@ -207,7 +212,8 @@ void fleet_merge_agent_push(const Node *old, ApiNode *push) {
             d->reset_verified = o->reset_verified && o->binding == d->binding;
             if (o->quarantined && !d->quarantined) {
                 d->quarantined = true;
-                snprintf(d->quarantine_reason, sizeof(d->quarantine_reason), "%s", o->quarantine_reason);
+                snprintf(d->quarantine_reason, sizeof(d->quarantine_reason), "%s",
+                         o->quarantine_reason);
             }
             break;
         }
@@ -228,7 +234,8 @@ static void set_unreachable(Server *s, Node *n, bool on) {
     state_event(s, on ? "node.unreachable" : "node.reachable", n->spec.name, NULL,
                 json_pack("{s:I, s:i, s:s}", "last_seen_ms", (json_int_t)seen, "heartbeat_s",
                           (int)n->heartbeat_s, "reason",
-                          on ? "the agent missed 3 heartbeats: nothing new is placed, allocations are kept"
+                          on ? "the agent missed 3 heartbeats: nothing new is placed, allocations "
+                               "are kept"
                              : "the agent reports again"));
 }
 
@@ -279,7 +286,8 @@ static void reset_scan(Server *s, Node *n) {
         if (switch_active(n->sw) && (n->sw->gpu < 0 || (unsigned)n->sw->gpu == i))
             continue;
         if (n->spec.devices[i].reset_verified) {
-            /* The core asks again after a VM stopped: a restart must not bring back the old pass. */
+            /* The core asks again after a VM stopped: a restart must not bring back the old pass.
+             */
             n->spec.devices[i].reset_verified = false;
             (void)save_node(s, n);
         }
@@ -319,9 +327,9 @@ void fleet_tick(Server *s) {
 json_t *fleet_node_json(Server *s, const Node *n) {
     json_t *j = json_object();
     if (n->heartbeat_s) {
-        json_object_set_new(j, "agent", json_pack("{s:i, s:I}", "heartbeat_s", (int)n->heartbeat_s,
-                                                  "last_seen_ms",
-                                                  (json_int_t)atomic_load(&n->last_seen_ms)));
+        json_object_set_new(j, "agent",
+                            json_pack("{s:i, s:I}", "heartbeat_s", (int)n->heartbeat_s,
+                                      "last_seen_ms", (json_int_t)atomic_load(&n->last_seen_ms)));
     }
     if (n->sw)
         json_object_set_new(j, "switch", wire_switch_to_json(n->sw));
@@ -388,7 +396,8 @@ static int load_record(const char *key, const char *text, void *userdata) {
             }
         }
     } else if (STREQ(key, "meta/last-task")) {
-        s->last_task_id = MAX(s->last_task_id, (uint64_t)json_integer_value(json_object_get(j, "id")));
+        s->last_task_id =
+                MAX(s->last_task_id, (uint64_t)json_integer_value(json_object_get(j, "id")));
     }
     return r;
 }
@@ -398,8 +407,8 @@ int fleet_load(Server *s, Error *err) {
     if (r < 0)
         return s->fatal_err.code ? error_set(err, r, "%s", s->fatal_err.message) : r;
     FOREACH_NODE(s, n)
-        if (n->heartbeat_s || switch_active(n->sw))
-            n->reset_scan = true, s->fleet_pending = true;
+    if (n->heartbeat_s || switch_active(n->sw))
+        n->reset_scan = true, s->fleet_pending = true;
     atomic_store(&s->fleet_due_ms, s->n_agents ? s->now_ms + 1000 : INT64_MAX);
     return 0;
 }

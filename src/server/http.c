@@ -28,13 +28,13 @@
 
 typedef struct Upload {
     StrBuf body;
-    bool started;   /* the access handler has seen this request's headers */
+    bool started; /* the access handler has seen this request's headers */
     bool too_large;
-    bool nul_in_uri; /* the raw request target escapes a NUL byte: refused, never truncated */
+    bool nul_in_uri;       /* the raw request target escapes a NUL byte: refused, never truncated */
     bool slash_in_segment; /* the raw path escapes a '/': refused, never split */
-    bool parked;    /* a long-poll suspended in longpoll.c: the next call is its wake-up */
+    bool parked;           /* a long-poll suspended in longpoll.c: the next call is its wake-up */
     int64_t park_deadline_ms; /* the deadline it was parked with (a woken one may park again) */
-    uint64_t start_us; /* the request's headers were complete: its body has a deadline */
+    uint64_t start_us;        /* the request's headers were complete: its body has a deadline */
 } Upload;
 
 /* libmicrohttpd unescapes the path and query in place, so an escaped NUL ("%00") would end
@@ -147,8 +147,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         up->start_us = mono_us();
         atomic_fetch_add(&s->http_active, 1);
         /* Refuse a declared oversized body before reading it. */
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t len;
         if (cl && parse_uint64(cl, UINT64_MAX, &len) >= 0 && len > SERVER_BODY_MAX)
             up->too_large = true;
@@ -184,7 +184,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             .query_unknown = query_unknown,
             .content_type_in = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                            MHD_HTTP_HEADER_CONTENT_TYPE),
-            .if_match = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH),
+            .if_match =
+                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH),
             .conn = conn,
             .can_park = s->longpoll && !atomic_load(&s->draining),
             .resumed = up->parked,
@@ -195,7 +196,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (atomic_load(&s->draining) && !c.resumed)
         api_error(&c, 503, "unavailable", "The server is shutting down; retry in a moment.");
     else if (up->nul_in_uri)
-        api_error(&c, 400, "bad_request", "The request target contains an escaped NUL byte (%%00).");
+        api_error(&c, 400, "bad_request",
+                  "The request target contains an escaped NUL byte (%%00).");
     else if (up->slash_in_segment)
         api_error(&c, 400, "bad_request", "A path segment contains an escaped '/' (%%2F).");
     else if (up->too_large)
@@ -243,7 +245,8 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ret, sockle
                         Error *err) {
     const char *colon = strrchr(listen, ':');
     if (!colon)
-        return error_set(err, -EINVAL, "--listen takes ADDRESS:PORT, e.g. 127.0.0.1:7780 or [::1]:7780.");
+        return error_set(err, -EINVAL,
+                         "--listen takes ADDRESS:PORT, e.g. 127.0.0.1:7780 or [::1]:7780.");
     char host[256];
     size_t n = (size_t)(colon - listen);
     const char *h = listen;
@@ -258,8 +261,10 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ret, sockle
         return error_set(err, -EINVAL, "--listen: bad port in '%s'.", listen);
     if (STREQ(host, "localhost"))
         strcpy(host, "127.0.0.1");
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *ai = NULL;
     char service[8];
     snprintf(service, sizeof(service), "%u", (unsigned)port);
     int g = getaddrinfo(host, service, &hints, &ai);
@@ -481,9 +486,8 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     struct MHD_Daemon *d = MHD_start_daemon(
             MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC |
                     (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0),
-            0, NULL, NULL,
-            on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+            0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
             MHD_OPTION_NOTIFY_CONNECTION, conn_deadline_notify, deadline,
             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SERVER_HTTP_THREADS,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVER_IDLE_TIMEOUT_S,
@@ -491,14 +495,15 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
             cfg->per_address_limit ? cfg->per_address_limit : (unsigned)SERVER_PER_ADDRESS_MAX,
             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
             /* Without TLS these two end the list (MHD_OPTION_END is 0). */
-            tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
-            MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
+            tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
+            MHD_OPTION_END);
     if (!d) {
         conn_deadline_free(deadline);
         stop_longpolls(s);
         server_close(s);
-        return error_set(err, -EADDRINUSE, "Cannot listen on %s (in use, or not an address of "
-                                           "this host).",
+        return error_set(err, -EADDRINUSE,
+                         "Cannot listen on %s (in use, or not an address of "
+                         "this host).",
                          cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);

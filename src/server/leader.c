@@ -21,10 +21,10 @@ enum { STANDBY, LEADING };
 
 struct Leader {
     Server *s;
-    char holder[96];  /* this process, unique among replicas */
-    char url[128];    /* where this replica is reached, as other replicas advertise it */
+    char holder[96]; /* this process, unique among replicas */
+    char url[128];   /* where this replica is reached, as other replicas advertise it */
     unsigned lease_ms;
-    PGconn *conn;     /* the lease's own session */
+    PGconn *conn; /* the lease's own session */
     pthread_t thread;
     _Atomic int role;
     _Atomic uint64_t epoch;      /* the epoch this replica leads under (0: never led) */
@@ -32,7 +32,7 @@ struct Leader {
     _Atomic uint64_t takeovers;  /* elections this replica won */
     _Atomic uint64_t failovers;  /* of which from an earlier leader (epoch > 1) */
     atomic_bool stop;
-    bool running;     /* the thread was started */
+    bool running; /* the thread was started */
     bool writer_started;
     pthread_mutex_t lock;
     char leader_url[128]; /* the current leader's, from the lease row; "" when unknown */
@@ -131,8 +131,9 @@ static bool try_acquire(Leader *l, uint64_t *ret_epoch) {
     if (n != 1) {
         char row[200] = "";
         /* An expired lease names no leader: clients are told to retry, not sent to it. */
-        if (lease_exec(l, "SELECT epoch || ' ' || CASE WHEN expires_at > clock_timestamp() "
-                          "THEN coalesce(url, '') ELSE '' END FROM einsora_leader WHERE id = 1",
+        if (lease_exec(l,
+                       "SELECT epoch || ' ' || CASE WHEN expires_at > clock_timestamp() "
+                       "THEN coalesce(url, '') ELSE '' END FROM einsora_leader WHERE id = 1",
                        0, NULL, row, sizeof(row)) == 1) {
             char *sp = strchr(row, ' ');
             pthread_mutex_lock(&l->lock);
@@ -159,7 +160,6 @@ static int renew(Leader *l) {
                        2, p, NULL, 0);
     return n < 0 ? -1 : n;
 }
-
 
 /* Loading a large state may take longer than a lease: keep it meanwhile (on the lease's own
  * session, which the load does not use). */
@@ -228,7 +228,8 @@ static void *leader_main(void *userdata) {
     Server *s = l->s;
     uint64_t renewed_ms = 0; /* when the last renewal was sent that succeeded */
     while (!atomic_load(&l->stop) && !atomic_load(&s->fatal)) {
-        unsigned poll = atomic_load(&l->role) == LEADING ? l->lease_ms / 3 : MAX(l->lease_ms / 6, 20u);
+        unsigned poll =
+                atomic_load(&l->role) == LEADING ? l->lease_ms / 3 : MAX(l->lease_ms / 6, 20u);
         uint64_t sent = mono_ms();
         bool up = ensure_conn(l);
         if (atomic_load(&l->role) == STANDBY) {
@@ -282,8 +283,8 @@ int leader_start(Server *s, uint16_t port, Error *err) {
     else {
         const char *listen = s->cfg.listen ? s->cfg.listen : SERVER_DEFAULT_LISTEN;
         const char *colon = strrchr(listen, ':');
-        snprintf(l->url, sizeof(l->url), "http://%.*s:%u", (int)(colon ? colon - listen : 0), listen,
-                 port);
+        snprintf(l->url, sizeof(l->url), "http://%.*s:%u", (int)(colon ? colon - listen : 0),
+                 listen, port);
     }
     int r = replay_start(s, err);
     if (r < 0)
@@ -311,9 +312,10 @@ void leader_stop(Server *s) {
         char epoch[24];
         snprintf(epoch, sizeof(epoch), "%" PRIu64, atomic_load(&l->epoch));
         const char *p[] = {epoch};
-        PQclear(PQexecParams(l->conn,
-                             "UPDATE einsora_leader SET expires_at = 'epoch' WHERE id = 1 AND epoch = $1",
-                             1, NULL, p, NULL, NULL, 0));
+        PQclear(PQexecParams(
+                l->conn,
+                "UPDATE einsora_leader SET expires_at = 'epoch' WHERE id = 1 AND epoch = $1", 1,
+                NULL, p, NULL, NULL, 0));
     }
     PQfinish(l->conn);
     pthread_mutex_destroy(&l->lock);
@@ -363,8 +365,9 @@ void leader_redirect(HttpCtx *c) {
     /* Never to itself: a replica restarted on the leader's address before its lease ran out. */
     if (!url[0] || STREQ(url, s->leader->url) || atomic_load(&s->fatal)) {
         /* "standby": nothing was done, so a client may send even a change elsewhere. */
-        api_error(c, 503, "standby", "This replica is a standby and no leader is known yet; "
-                                     "retry shortly or at another replica.");
+        api_error(c, 503, "standby",
+                  "This replica is a standby and no leader is known yet; "
+                  "retry shortly or at another replica.");
         return;
     }
     /* 307 keeps the method and body: the client repeats the same call at the leader. */
@@ -385,27 +388,35 @@ void leader_readyz(Server *s, json_t *j) {
     Leader *l = s->leader;
     json_object_set_new(j, "role", json_string(server_is_leader(s) ? "leader" : "standby"));
     if (l)
-        json_object_set_new(j, "epoch", json_integer((json_int_t)(atomic_load(&l->role) == LEADING
-                                                                          ? atomic_load(&l->epoch)
-                                                                          : atomic_load(&l->seen_epoch))));
+        json_object_set_new(j, "epoch",
+                            json_integer((json_int_t)(atomic_load(&l->role) == LEADING
+                                                              ? atomic_load(&l->epoch)
+                                                              : atomic_load(&l->seen_epoch))));
     replay_readyz(s, j);
 }
 
 void leader_metrics(Server *s, StrBuf *b) {
     Leader *l = s->leader;
     bool leading = server_is_leader(s);
-    strbuf_printf(b, "# HELP einsora_leader Whether this replica leads (1) or stands by (0).\n"
-                     "# TYPE einsora_leader gauge\neinsora_leader %d\n", leading ? 1 : 0);
-    strbuf_printf(b, "# HELP einsora_leader_epoch The leader's epoch (a standby: the newest seen).\n"
-                     "# TYPE einsora_leader_epoch gauge\neinsora_leader_epoch %" PRIu64 "\n",
-                  !l ? 0 : leading ? atomic_load(&l->epoch) : atomic_load(&l->seen_epoch));
-    strbuf_printf(b, "# HELP einsora_leader_takeovers_total Elections this replica won.\n"
-                     "# TYPE einsora_leader_takeovers_total counter\n"
-                     "einsora_leader_takeovers_total %" PRIu64 "\n",
+    strbuf_printf(b,
+                  "# HELP einsora_leader Whether this replica leads (1) or stands by (0).\n"
+                  "# TYPE einsora_leader gauge\neinsora_leader %d\n",
+                  leading ? 1 : 0);
+    strbuf_printf(b,
+                  "# HELP einsora_leader_epoch The leader's epoch (a standby: the newest seen).\n"
+                  "# TYPE einsora_leader_epoch gauge\neinsora_leader_epoch %" PRIu64 "\n",
+                  !l        ? 0
+                  : leading ? atomic_load(&l->epoch)
+                            : atomic_load(&l->seen_epoch));
+    strbuf_printf(b,
+                  "# HELP einsora_leader_takeovers_total Elections this replica won.\n"
+                  "# TYPE einsora_leader_takeovers_total counter\n"
+                  "einsora_leader_takeovers_total %" PRIu64 "\n",
                   l ? atomic_load(&l->takeovers) : 0);
-    strbuf_printf(b, "# HELP einsora_leader_failovers_total Leaderships this replica took over "
-                     "from an earlier leader.\n# TYPE einsora_leader_failovers_total counter\n"
-                     "einsora_leader_failovers_total %" PRIu64 "\n",
+    strbuf_printf(b,
+                  "# HELP einsora_leader_failovers_total Leaderships this replica took over "
+                  "from an earlier leader.\n# TYPE einsora_leader_failovers_total counter\n"
+                  "einsora_leader_failovers_total %" PRIu64 "\n",
                   l ? atomic_load(&l->failovers) : 0);
     if (l)
         replay_metrics(s, b);

@@ -50,7 +50,7 @@ void metrics_write_capacity(StrBuf *b, Server *s) {
             size_t states = pass == 1 ? 2 : ARRAY_SIZE(v); /* slices: allocated and free */
             for (size_t k = 0; k < states; k++) {
                 strbuf_printf(b, "%s{class=\"",
-                              pass == 0 ? "einsora_capacity_units"
+                              pass == 0   ? "einsora_capacity_units"
                               : pass == 1 ? "einsora_mig_slices"
                                           : "einsora_cpu_cores");
                 metrics_label_value(b, r->class_name);

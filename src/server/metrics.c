@@ -20,8 +20,8 @@ void histogram_write(StrBuf *b, const char *name, const char *labels, const Hist
     for (size_t i = 0; i <= METRICS_BUCKETS; i++) {
         cum += atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
         if (i < METRICS_BUCKETS)
-            strbuf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, metrics_bounds[i],
-                          (unsigned long long)cum);
+            strbuf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
+                          metrics_bounds[i], (unsigned long long)cum);
         else
             strbuf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
                           (unsigned long long)cum);

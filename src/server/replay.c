@@ -29,10 +29,10 @@ typedef struct View {
 
 struct Replay {
     Server *s;
-    unsigned poll_ms;    /* the periodic look at the events table: half a lease */
-    PGconn *listen;      /* the LISTEN session */
+    unsigned poll_ms; /* the periodic look at the events table: half a lease */
+    PGconn *listen;   /* the LISTEN session */
     uint64_t listen_retry_ms;
-    int wake_fd;         /* readers and stop wake the thread */
+    int wake_fd; /* readers and stop wake the thread */
     pthread_t thread;
     bool running;
     atomic_bool stop;
@@ -44,7 +44,7 @@ struct Replay {
     _Atomic uint64_t known;       /* the newest committed sequence seen (NOTIFY, poll, reads) */
     _Atomic int64_t behind_since; /* when known first exceeded applied (ms, wall); 0: caught up */
     _Atomic uint64_t rebuilds;
-    _Atomic uint64_t reads;  /* answered from a view */
+    _Atomic uint64_t reads; /* answered from a view */
 };
 
 static uint64_t mono_ms(void) {
@@ -348,8 +348,16 @@ void replay_free(Server *s) {
 
 static bool served_route(int id) {
     switch (id) {
-    case R_CLASSES: case R_NODES_LIST: case R_NODE_SHOW: case R_CAPACITY: case R_REQUESTS_LIST:
-    case R_REQUEST_SHOW: case R_EVENTS: case R_INVARIANTS: case R_TENANTS_TRUSTED: case R_WHOAMI:
+    case R_CLASSES:
+    case R_NODES_LIST:
+    case R_NODE_SHOW:
+    case R_CAPACITY:
+    case R_REQUESTS_LIST:
+    case R_REQUEST_SHOW:
+    case R_EVENTS:
+    case R_INVARIANTS:
+    case R_TENANTS_TRUSTED:
+    case R_WHOAMI:
         return true;
     default:
         return false;
@@ -439,29 +447,36 @@ void replay_metrics(Server *s, StrBuf *b) {
     uint64_t applied, events;
     double seconds;
     lag(s, &applied, &events, &seconds);
-    strbuf_printf(b, "# HELP einsora_replay_applied_seq The last event sequence this replica's "
-                     "state holds (a standby: its replay).\n"
-                     "# TYPE einsora_replay_applied_seq gauge\neinsora_replay_applied_seq %" PRIu64
-                     "\n", applied);
-    strbuf_printf(b, "# HELP einsora_replay_lag_events Committed events a standby has not "
-                     "applied yet (0 on the leader).\n"
-                     "# TYPE einsora_replay_lag_events gauge\neinsora_replay_lag_events %" PRIu64
-                     "\n", events);
-    strbuf_printf(b, "# HELP einsora_replay_lag_seconds How long a standby has been behind: "
-                     "since it first knew of a commit it had not applied (0 when caught up).\n"
-                     "# TYPE einsora_replay_lag_seconds gauge\neinsora_replay_lag_seconds %.3f\n",
+    strbuf_printf(b,
+                  "# HELP einsora_replay_applied_seq The last event sequence this replica's "
+                  "state holds (a standby: its replay).\n"
+                  "# TYPE einsora_replay_applied_seq gauge\neinsora_replay_applied_seq %" PRIu64
+                  "\n",
+                  applied);
+    strbuf_printf(b,
+                  "# HELP einsora_replay_lag_events Committed events a standby has not "
+                  "applied yet (0 on the leader).\n"
+                  "# TYPE einsora_replay_lag_events gauge\neinsora_replay_lag_events %" PRIu64 "\n",
+                  events);
+    strbuf_printf(b,
+                  "# HELP einsora_replay_lag_seconds How long a standby has been behind: "
+                  "since it first knew of a commit it had not applied (0 when caught up).\n"
+                  "# TYPE einsora_replay_lag_seconds gauge\neinsora_replay_lag_seconds %.3f\n",
                   seconds);
-    strbuf_printf(b, "# HELP einsora_replay_rebuilds_total Views a standby loaded from the "
-                     "store.\n# TYPE einsora_replay_rebuilds_total counter\n"
-                     "einsora_replay_rebuilds_total %" PRIu64 "\n",
+    strbuf_printf(b,
+                  "# HELP einsora_replay_rebuilds_total Views a standby loaded from the "
+                  "store.\n# TYPE einsora_replay_rebuilds_total counter\n"
+                  "einsora_replay_rebuilds_total %" PRIu64 "\n",
                   s->replay ? atomic_load(&s->replay->rebuilds) : 0);
-    strbuf_printf(b, "# HELP einsora_replay_reads_total Reads a standby answered from its "
-                     "replay.\n# TYPE einsora_replay_reads_total counter\n"
-                     "einsora_replay_reads_total %" PRIu64 "\n",
+    strbuf_printf(b,
+                  "# HELP einsora_replay_reads_total Reads a standby answered from its "
+                  "replay.\n# TYPE einsora_replay_reads_total counter\n"
+                  "einsora_replay_reads_total %" PRIu64 "\n",
                   s->replay ? atomic_load(&s->replay->reads) : 0);
     if (is_standby(s)) /* the leader's full metrics have it too */
-        strbuf_printf(b, "# HELP einsora_parked_long_polls Event long-polls waiting.\n"
-                         "# TYPE einsora_parked_long_polls gauge\neinsora_parked_long_polls %zu\n",
+        strbuf_printf(b,
+                      "# HELP einsora_parked_long_polls Event long-polls waiting.\n"
+                      "# TYPE einsora_parked_long_polls gauge\neinsora_parked_long_polls %zu\n",
                       s->longpoll ? longpoll_count(s->longpoll) : 0);
 }
 

@@ -1,10 +1,11 @@
 /* server-internal.h: the server's shared state, seen by its modules only.
  *
- * Threads: libmicrohttpd runs each connection on a thread of its own (http.c); a handler reads the in-memory state under `lock` (read) and sends every change as an Op to
- * the single writer thread, which applies a batch of ops to memory and the core under `lock`
- * (write), writes the changed rows in ONE transaction, commits, and only then answers each
- * op (group commit, R16). Readers may briefly see a change that is not committed yet; nothing is
- * acknowledged, and no event is published, before its commit. */
+ * Threads: libmicrohttpd runs each connection on a thread of its own (http.c); a handler reads the
+ * in-memory state under `lock` (read) and sends every change as an Op to the single writer thread,
+ * which applies a batch of ops to memory and the core under `lock` (write), writes the changed rows
+ * in ONE transaction, commits, and only then answers each op (group commit, R16). Readers may
+ * briefly see a change that is not committed yet; nothing is acknowledged, and no event is
+ * published, before its commit. */
 #pragma once
 
 #include <jansson.h>
@@ -27,7 +28,15 @@
 #include "store/store.h"
 #include "util/macro.h"
 
-typedef enum Role { ROLE_ADMIN, ROLE_OWNER, ROLE_TRUSTED, ROLE_USER, ROLE_NODE, _ROLE_MAX, _ROLE_INVALID = -1 } Role;
+typedef enum Role {
+    ROLE_ADMIN,
+    ROLE_OWNER,
+    ROLE_TRUSTED,
+    ROLE_USER,
+    ROLE_NODE,
+    _ROLE_MAX,
+    _ROLE_INVALID = -1
+} Role;
 const char *role_to_string(Role r);
 Role role_from_string(const char *s);
 
@@ -38,7 +47,17 @@ typedef struct Principal {
 } Principal;
 bool principal_has_node(const Principal *p, const char *node);
 
-typedef enum ReqState { REQ_PENDING, REQ_PLACED, REQ_ACTIVE, REQ_RELEASED, REQ_CANCELLED, REQ_REFUSED, REQ_ENDED, _REQ_STATE_MAX, _REQ_STATE_INVALID = -1 } ReqState;
+typedef enum ReqState {
+    REQ_PENDING,
+    REQ_PLACED,
+    REQ_ACTIVE,
+    REQ_RELEASED,
+    REQ_CANCELLED,
+    REQ_REFUSED,
+    REQ_ENDED,
+    _REQ_STATE_MAX,
+    _REQ_STATE_INVALID = -1
+} ReqState;
 const char *req_state_to_string(ReqState s);
 ReqState req_state_from_string(const char *s);
 
@@ -91,31 +110,31 @@ struct Server {
     ServerConfig cfg;
     Catalog *catalog;
     Sched *sched;
-    Store *store;        /* the writer's connection (and startup's) */
-    Store *reader;       /* token lookups from connection threads */
+    Store *store;  /* the writer's connection (and startup's) */
+    Store *reader; /* token lookups from connection threads */
     pthread_mutex_t reader_lock;
 
     pthread_rwlock_t lock; /* everything below up to the writer */
     Req **reqs;            /* by id - 1 */
     size_t n_reqs, cap_reqs;
-    PtrMap idem;           /* "user\nkey" -> Req* */
-    PtrMap nodes;          /* name -> Node* */
-    PtrMap sites;          /* name -> (void*)(SiteKind + 1) */
-    PtrMap trusted_users;  /* tenants an admin granted trust: name -> (void*)1 (tenants.c) */
-    Req **dirty;           /* requests to write at this batch's commit */
+    PtrMap idem;          /* "user\nkey" -> Req* */
+    PtrMap nodes;         /* name -> Node* */
+    PtrMap sites;         /* name -> (void*)(SiteKind + 1) */
+    PtrMap trusted_users; /* tenants an admin granted trust: name -> (void*)1 (tenants.c) */
+    Req **dirty;          /* requests to write at this batch's commit */
     size_t n_dirty, cap_dirty;
-    const char *actor;     /* who the current op acts for (events of queue placements) */
-    int64_t now_ms;        /* the current batch's clock */
+    const char *actor; /* who the current op acts for (events of queue placements) */
+    int64_t now_ms;    /* the current batch's clock */
 
     EventLog events;
     Metrics metrics;
 
     /* The fleet (fleet.c), under `lock` like the records above. */
-    Task **tasks;          /* work for agents not finished yet, in id order */
+    Task **tasks; /* work for agents not finished yet, in id order */
     size_t n_tasks, cap_tasks;
     uint64_t last_task_id;
-    size_t n_agents;       /* nodes with heartbeat_s > 0 */
-    bool fleet_pending;    /* some node has reset_scan set or a switch to advance */
+    size_t n_agents;              /* nodes with heartbeat_s > 0 */
+    bool fleet_pending;           /* some node has reset_scan set or a switch to advance */
     _Atomic int64_t fleet_due_ms; /* when the writer must run fleet_tick() even without ops */
 
     pthread_mutex_t q_lock;

@@ -11,12 +11,12 @@
 #define SERVER_BODY_MAX (64u * 1024) /* larger bodies get 413 */
 #define SERVER_BATCH_MAX 512         /* operations per group commit */
 /* Connections cost a socket, not a thread (http.c). */
-#define SERVER_HTTP_THREADS 16       /* the pool that runs handlers */
-#define SERVER_PER_ADDRESS_MAX 256   /* open connections from one client address (default) */
-#define SERVER_IDLE_TIMEOUT_S 30     /* a connection silent this long is closed */
-#define SERVER_BODY_DEADLINE_S 30    /* a request's whole body, however it trickles */
-#define SERVER_HEADER_DEADLINE_S 30  /* a request's headers, however they trickle */
-#define SERVER_DRAIN_S 10            /* SIGTERM: at most this long to answer what is in flight */
+#define SERVER_HTTP_THREADS 16      /* the pool that runs handlers */
+#define SERVER_PER_ADDRESS_MAX 256  /* open connections from one client address (default) */
+#define SERVER_IDLE_TIMEOUT_S 30    /* a connection silent this long is closed */
+#define SERVER_BODY_DEADLINE_S 30   /* a request's whole body, however it trickles */
+#define SERVER_HEADER_DEADLINE_S 30 /* a request's headers, however they trickle */
+#define SERVER_DRAIN_S 10           /* SIGTERM: at most this long to answer what is in flight */
 #define SERVER_RETENTION_MS (24ll * 3600 * 1000)            /* memory: a day */
 #define SERVER_STORE_RETENTION_MS (30ll * 24 * 3600 * 1000) /* the state file: thirty days */
 
@@ -29,9 +29,9 @@ typedef struct ServerConfig {
     unsigned batch_max;       /* 1 = one transaction per operation (the benchmark's baseline) */
     FILE *log;                /* where startup and fatal messages go; NULL = nowhere */
     /* Several replicas on PostgreSQL (state_path a PostgreSQL URI or conninfo, leader.h). */
-    const char *site;          /* the Einsora site owning the database; NULL = "default" */
-    const char *advertise_url; /* how other replicas' clients reach this one; NULL: from listen */
-    unsigned lease_ms;         /* the leader's lease; 0 = LEADER_LEASE_MS_DEFAULT */
+    const char *site;           /* the Einsora site owning the database; NULL = "default" */
+    const char *advertise_url;  /* how other replicas' clients reach this one; NULL: from listen */
+    unsigned lease_ms;          /* the leader's lease; 0 = LEADER_LEASE_MS_DEFAULT */
     unsigned per_address_limit; /* connections from one address; 0 = SERVER_PER_ADDRESS_MAX */
     /* Ended requests, their events and idempotency keys leave memory this long after they
      * ended (0: SERVER_RETENTION_MS), and the store after store_retention_ms (0:

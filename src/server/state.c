@@ -145,8 +145,11 @@ int state_flush_dirty(Server *s, Error *err) {
             r = error_set(err, -ENOMEM, "Out of memory.");
             continue;
         }
-        StoreRequest row = {.id = q->id, .user = q->user, .idem_key = q->idem_key,
-                            .state = req_state_to_string(q->state), .json = text};
+        StoreRequest row = {.id = q->id,
+                            .user = q->user,
+                            .idem_key = q->idem_key,
+                            .state = req_state_to_string(q->state),
+                            .json = text};
         r = store_request_put(s->store, &row, err);
         free(text);
     }
@@ -164,8 +167,12 @@ int state_event(Server *s, const char *type, const char *object, const char *use
         free(text);
         return writer_check(s, -ENOMEM, NULL, "recording an event");
     }
-    StoreEvent e = {.seq = seq, .time_ms = s->now_ms, .actor = actor, .type = type,
-                    .object = object, .json = text};
+    StoreEvent e = {.seq = seq,
+                    .time_ms = s->now_ms,
+                    .actor = actor,
+                    .type = type,
+                    .object = object,
+                    .json = text};
     Error err = {0};
     int r = store_event_append(s->store, &e, &err);
     free(text);
@@ -408,8 +415,8 @@ static int load_request(const StoreRequest *row, void *userdata) {
     int trusted = 0;
     if (!j || !r)
         goto fail;
-    if (json_unpack(j, "{s:s, s:o, s:b, s:I, s:I, s?s, s?s, s?I}", "state", &state, "request", &spec,
-                    "trusted", &trusted, "created_ms", &created, "updated_ms", &updated,
+    if (json_unpack(j, "{s:s, s:o, s:b, s:I, s:I, s?s, s?s, s?I}", "state", &state, "request",
+                    &spec, "trusted", &trusted, "created_ms", &created, "updated_ms", &updated,
                     "reason_code", &code, "reason", &reason, "placed_ms", &placed) < 0)
         goto fail;
     r->id = row->id;
@@ -444,7 +451,8 @@ static int load_event(const StoreEvent *e, void *userdata) {
     /* Request events carry the owner in the object's record; look it up. */
     const Req *r = NULL;
     uint64_t id;
-    if (!user && string_has_prefix(e->type, "request.") && parse_uint64(e->object, UINT64_MAX, &id) >= 0)
+    if (!user && string_has_prefix(e->type, "request.") &&
+        parse_uint64(e->object, UINT64_MAX, &id) >= 0)
         r = state_req(s, id);
     if (s->events.n == 0 && e->seq > 1)
         events_set_base(&s->events, e->seq - 1); /* the store's retention dropped older ones */

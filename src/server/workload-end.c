@@ -11,7 +11,8 @@
 
 int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *err) {
     json_error_t je;
-    _cleanup_json_ json_t *j = len ? json_loadb(text, len, JSON_REJECT_DUPLICATES, &je) : json_object();
+    _cleanup_json_ json_t *j =
+            len ? json_loadb(text, len, JSON_REJECT_DUPLICATES, &je) : json_object();
     if (!j)
         return error_set(err, -EINVAL, "The body is not JSON: %s.", je.text);
     WorkloadEnd e = {0};
@@ -23,8 +24,10 @@ int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *er
     else
         json_object_foreach(j, key, v) {
             if (STREQ(key, "exit_code")) {
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 255) {
-                    r = error_set(err, -EINVAL, "'exit_code' must be a whole number from 0 to 255.");
+                if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                    json_integer_value(v) > 255) {
+                    r = error_set(err, -EINVAL,
+                                  "'exit_code' must be a whole number from 0 to 255.");
                     break;
                 }
                 e.has_exit_code = true;
@@ -38,17 +41,23 @@ int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *er
             } else if (STREQ(key, "message")) {
                 if (!json_is_string(v) || json_string_length(v) >= sizeof(e.message) ||
                     strlen(json_string_value(v)) != json_string_length(v)) {
-                    r = error_set(err, -EINVAL, "'message' must be a text of at most %zu characters.", sizeof(e.message) - 1);
+                    r = error_set(err, -EINVAL,
+                                  "'message' must be a text of at most %zu characters.",
+                                  sizeof(e.message) - 1);
                     break;
                 }
                 snprintf(e.message, sizeof(e.message), "%s", json_string_value(v));
             } else {
-                r = error_set(err, -EINVAL, "A workload end has no field '%.64s' (exit_code, failed, message).", key);
+                r = error_set(err, -EINVAL,
+                              "A workload end has no field '%.64s' (exit_code, failed, message).",
+                              key);
                 break;
             }
         }
     if (r >= 0 && !e.failed && !e.has_exit_code)
-        r = error_set(err, -EINVAL, "A workload that ran ends with an 'exit_code'; one that could not run has 'failed': true.");
+        r = error_set(err, -EINVAL,
+                      "A workload that ran ends with an 'exit_code'; one that could not run has "
+                      "'failed': true.");
     if (r < 0)
         return r;
     *ret = e;
@@ -74,12 +83,15 @@ int workload_activate_parse(const char *text, size_t len, char url[WORKLOAD_URL_
             break;
         }
         const char *s = json_string_value(v);
-        bool ok = s && json_string_length(v) < WORKLOAD_URL_MAX && strlen(s) == json_string_length(v) &&
-                  (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)) && s[strcspn(s, "://") + 3];
+        bool ok = s && json_string_length(v) < WORKLOAD_URL_MAX &&
+                  strlen(s) == json_string_length(v) &&
+                  (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)) &&
+                  s[strcspn(s, "://") + 3];
         for (const char *p = s; ok && *p; p++)
             ok = (unsigned char)*p > 0x20 && *p != 0x7f;
         if (!ok) {
-            r = error_set(err, -EINVAL, "'url' must be an http(s) URL of at most %d characters without spaces.",
+            r = error_set(err, -EINVAL,
+                          "'url' must be an http(s) URL of at most %d characters without spaces.",
                           WORKLOAD_URL_MAX - 1);
             break;
         }
@@ -90,7 +102,8 @@ int workload_activate_parse(const char *text, size_t len, char url[WORKLOAD_URL_
 
 void workload_end_reason(const WorkloadEnd *e, char *buf, size_t size) {
     if (e->failed)
-        snprintf(buf, size, "failed: %s", e->message[0] ? e->message : "the workload could not run");
+        snprintf(buf, size, "failed: %s",
+                 e->message[0] ? e->message : "the workload could not run");
     else if (e->message[0])
         snprintf(buf, size, "exited with code %d: %s", e->exit_code, e->message);
     else

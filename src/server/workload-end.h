@@ -12,9 +12,9 @@
 
 typedef struct WorkloadEnd {
     bool has_exit_code;
-    int exit_code;      /* 0..255 */
+    int exit_code; /* 0..255 */
     bool failed;
-    char message[240];  /* the engine's sentence, or "" */
+    char message[240]; /* the engine's sentence, or "" */
 } WorkloadEnd;
 
 int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *err);

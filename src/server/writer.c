@@ -39,14 +39,16 @@ static void answer_unavailable(Op *ops, const char *code, const char *message) {
 }
 
 static void fail_ops(Op *ops) {
-    answer_unavailable(ops, "unavailable", "The server could not commit this change and is "
-                                           "stopping; retry after it restarts (or at another replica).");
+    answer_unavailable(ops, "unavailable",
+                       "The server could not commit this change and is "
+                       "stopping; retry after it restarts (or at another replica).");
 }
 
 /* Ops that never reached the store: the server is stopping. */
 static void refuse_ops(Op *ops) {
-    answer_unavailable(ops, "not_committed", "This change was not committed and the server is "
-                                             "stopping; send it again (another replica takes over).");
+    answer_unavailable(ops, "not_committed",
+                       "This change was not committed and the server is "
+                       "stopping; send it again (another replica takes over).");
 }
 
 int writer_check(Server *s, int r, const Error *err, const char *what) {

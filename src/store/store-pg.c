@@ -25,7 +25,8 @@ static const char *const migrations[] = {
         "CREATE TABLE nodes (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
         "CREATE TABLE requests (id BIGINT PRIMARY KEY, \"user\" TEXT NOT NULL, idem_key TEXT,"
         "  state TEXT NOT NULL, doc TEXT NOT NULL);"
-        "CREATE UNIQUE INDEX requests_idem ON requests(\"user\", idem_key) WHERE idem_key IS NOT NULL;"
+        "CREATE UNIQUE INDEX requests_idem ON requests(\"user\", idem_key) WHERE idem_key IS NOT "
+        "NULL;"
         "CREATE TABLE events (seq BIGINT PRIMARY KEY, time_ms BIGINT NOT NULL,"
         "  actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT NOT NULL);",
         /* 2: the fleet's records (agents, mode switches in progress, work for agents) */
@@ -71,7 +72,8 @@ static const char *const stmt_sql[_STMT_MAX] = {
         [STMT_FENCE] = "SELECT 1 FROM einsora_leader WHERE id = 1 AND epoch = $1 FOR SHARE",
         [STMT_TOKEN_ADD] = "INSERT INTO tokens(hash, \"user\", role, nodes, expires_ms) "
                            "VALUES($1, $2, $3, $4, $5)",
-        [STMT_TOKEN_LOOKUP] = "SELECT \"user\", role, nodes, expires_ms FROM tokens WHERE hash = $1",
+        [STMT_TOKEN_LOOKUP] =
+                "SELECT \"user\", role, nodes, expires_ms FROM tokens WHERE hash = $1",
         [STMT_NODE_PUT] = "INSERT INTO nodes(name, doc) VALUES($1, $2) "
                           "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc",
         [STMT_NODE_DELETE] = "DELETE FROM nodes WHERE name = $1",
@@ -111,11 +113,11 @@ struct PgStore {
     Store base;
     PGconn *conn;
     char *conninfo;
-    char *where;       /* "database D on H" for sentences (never the password) */
+    char *where; /* "database D on H" for sentences (never the password) */
     bool in_tx;
-    bool notify;       /* this transaction appended events */
-    uint64_t last_seq; /* the last event appended in this transaction */
-    uint64_t fence;    /* the leader's epoch every transaction checks; 0: none */
+    bool notify;        /* this transaction appended events */
+    uint64_t last_seq;  /* the last event appended in this transaction */
+    uint64_t fence;     /* the leader's epoch every transaction checks; 0: none */
     unsigned max_tx_ms; /* idle_in_transaction_session_timeout; 0: PostgreSQL's default */
     unsigned backoff_ms;
     uint64_t retry_at_ms; /* no reconnection attempt before this (monotonic) */
@@ -158,9 +160,12 @@ static int pg_fail(PgStore *s, PGresult *res, Error *err, const char *what) {
                : state && STREQ(state, "40001")               ? -EBUSY
                                                               : -EIO;
     if (code == -ENOTCONN)
-        return error_set(err, code, "State store: %s failed: the connection to PostgreSQL (%s) "
-                                    "is lost: %s", what, s->where, trim_msg(msg, buf, sizeof(buf)));
-    return error_set(err, code, "State store: %s failed: %s", what, trim_msg(msg, buf, sizeof(buf)));
+        return error_set(err, code,
+                         "State store: %s failed: the connection to PostgreSQL (%s) "
+                         "is lost: %s",
+                         what, s->where, trim_msg(msg, buf, sizeof(buf)));
+    return error_set(err, code, "State store: %s failed: %s", what,
+                     trim_msg(msg, buf, sizeof(buf)));
 }
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(PGresult *, PQclear);
@@ -275,8 +280,9 @@ static int read_meta(PgStore *s, const char *key, char **ret, Error *err) {
 static int write_meta(PgStore *s, const char *key, const char *value, Error *err) {
     const char *p[] = {key, value};
     _cleanup_(PQclearp) PGresult *res =
-            PQexecParams(s->conn, "INSERT INTO einsora_meta VALUES ($1, $2) "
-                                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            PQexecParams(s->conn,
+                         "INSERT INTO einsora_meta VALUES ($1, $2) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                          2, NULL, p, NULL, NULL, 0);
     return PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : pg_fail(s, res, err, "migrating");
 }
@@ -288,7 +294,8 @@ static int migrate(PgStore *s, const char *site, Error *err) {
     int r = exec_cmd(s, "BEGIN", err, "migrating");
     if (r < 0)
         return r;
-    if ((r = exec_cmd(s, "SELECT pg_advisory_xact_lock(4542239516823795045)", err, "migrating")) < 0 ||
+    if ((r = exec_cmd(s, "SELECT pg_advisory_xact_lock(4542239516823795045)", err, "migrating")) <
+                0 ||
         (r = exec_cmd(s, "SET LOCAL client_min_messages = warning", err, "migrating")) < 0 ||
         (r = exec_cmd(s, bootstrap_sql, err, "migrating")) < 0 ||
         (r = read_meta(s, "site", &owner, err)) < 0 ||
@@ -297,7 +304,8 @@ static int migrate(PgStore *s, const char *site, Error *err) {
     if (owner && STRNEQ(owner, site)) {
         r = error_set(err, -EEXIST,
                       "PostgreSQL %s belongs to the Einsora site '%s', not '%s': give each site a "
-                      "database of its own.", s->where, owner, site);
+                      "database of its own.",
+                      s->where, owner, site);
         goto fail;
     }
     if (!owner && (r = write_meta(s, "site", site, err)) < 0)
@@ -354,8 +362,10 @@ int store_pg_open(const char *conninfo, const char *site, Store **ret, Error *er
 static int reconnect(PgStore *s, Error *err) {
     uint64_t now = mono_ms();
     if (now < s->retry_at_ms)
-        return error_set(err, -ENOTCONN, "State store: PostgreSQL (%s) is unreachable; "
-                                         "retrying in %u ms.", s->where, (unsigned)(s->retry_at_ms - now));
+        return error_set(err, -ENOTCONN,
+                         "State store: PostgreSQL (%s) is unreachable; "
+                         "retrying in %u ms.",
+                         s->where, (unsigned)(s->retry_at_ms - now));
     PGconn *c = NULL;
     Error e = {0};
     int r = store_pg_connect(s->conninfo, &c, &e);
@@ -369,8 +379,9 @@ static int reconnect(PgStore *s, Error *err) {
     if (r < 0) {
         s->backoff_ms = s->backoff_ms ? MIN(s->backoff_ms * 2, BACKOFF_MAX_MS) : BACKOFF_MIN_MS;
         s->retry_at_ms = now + s->backoff_ms;
-        return error_set(err, -ENOTCONN, "State store: PostgreSQL (%s) is unreachable; retrying: %s",
-                         s->where, error_message(&e));
+        return error_set(err, -ENOTCONN,
+                         "State store: PostgreSQL (%s) is unreachable; retrying: %s", s->where,
+                         error_message(&e));
     }
     s->backoff_ms = 0;
     return 0;
@@ -402,12 +413,15 @@ static int fence_check(PgStore *s, Error *err) {
     char epoch[24];
     snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)s->fence);
     const char *p[] = {epoch};
-    _cleanup_(PQclearp) PGresult *res = run(s, STMT_FENCE, 1, p, err, "checking the leader's epoch");
+    _cleanup_(PQclearp) PGresult *res =
+            run(s, STMT_FENCE, 1, p, err, "checking the leader's epoch");
     if (!res)
         return err && err->code ? err->code : -EIO;
     if (PQntuples(res) == 0)
-        return error_set(err, -ESTALE, "This server is no longer the leader: its epoch %s was "
-                                       "superseded, and its change was not committed.", epoch);
+        return error_set(err, -ESTALE,
+                         "This server is no longer the leader: its epoch %s was "
+                         "superseded, and its change was not committed.",
+                         epoch);
     return 0;
 }
 
@@ -458,7 +472,8 @@ static int pg_commit(Store *base, Error *err) {
         if (PQresultStatus(res) != PGRES_COMMAND_OK)
             r = pg_fail(s, res, err, "committing");
         else if (!STREQ(PQcmdStatus(res), "COMMIT"))
-            r = error_set(err, -EIO, "State store: committing failed: the transaction was rolled back.");
+            r = error_set(err, -EIO,
+                          "State store: committing failed: the transaction was rolled back.");
         PQclear(res);
     }
     if (r >= 0)
@@ -602,7 +617,8 @@ static int event_row(PGresult *res, int row, void *fn, void *userdata) {
     return ((StoreEventFn)fn)(&e, userdata);
 }
 
-static int pg_event_foreach(Store *base, uint64_t after, StoreEventFn fn, void *userdata, Error *err) {
+static int pg_event_foreach(Store *base, uint64_t after, StoreEventFn fn, void *userdata,
+                            Error *err) {
     char a[24];
     snprintf(a, sizeof(a), "%llu", (unsigned long long)after);
     const char *p[] = {a};
@@ -670,7 +686,8 @@ static int pg_request_forget_key(Store *base, uint64_t id, Error *err) {
     char i[24];
     snprintf(i, sizeof(i), "%llu", (unsigned long long)id);
     const char *p[] = {i};
-    return run_cmd(pg_of(base), STMT_REQUEST_FORGET_KEY, 1, p, err, "forgetting an idempotency key");
+    return run_cmd(pg_of(base), STMT_REQUEST_FORGET_KEY, 1, p, err,
+                   "forgetting an idempotency key");
 }
 
 static const StoreOps pg_ops = {

@@ -132,9 +132,10 @@ static int migrate(SqliteStore *s, const char *path, Error *err) {
     if (r < 0)
         return r;
     if (v > (int)ARRAY_SIZE(migrations))
-        return error_set(err, -EPROTO,
-                         "State file %s has schema version %d, newer than this einsora knows (%zu).",
-                         path, v, ARRAY_SIZE(migrations));
+        return error_set(
+                err, -EPROTO,
+                "State file %s has schema version %d, newer than this einsora knows (%zu).", path,
+                v, ARRAY_SIZE(migrations));
     for (; v < (int)ARRAY_SIZE(migrations); v++) {
         char bump[64];
         snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", v + 1);
@@ -165,7 +166,8 @@ static int make_private(const char *path, Error *err) {
     else if (errno != EEXIST)
         return error_set(err, -errno, "Cannot create state file %s: %s", path, strerror(errno));
     else if (chmod(path, 0600) < 0 && errno != EPERM) /* EPERM: not ours to tighten */
-        return error_set(err, -errno, "Cannot make state file %s private: %s", path, strerror(errno));
+        return error_set(err, -errno, "Cannot make state file %s private: %s", path,
+                         strerror(errno));
     static const char *const suffixes[] = {"-wal", "-shm"};
     for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
         char side[4096];
@@ -184,7 +186,8 @@ int store_sqlite_open(const char *path, Store **ret, Error *err) {
         return error_set(err, -ENOMEM, "Out of memory.");
     s->base.ops = &sqlite_ops;
     _cleanup_(store_closep) Store *owned = &s->base;
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+    if (sqlite3_open_v2(path, &s->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK)
         return error_set(err, -EIO, "Cannot open state file %s: %s", path,
                          s->db ? sqlite3_errmsg(s->db) : "out of memory");
@@ -196,8 +199,8 @@ int store_sqlite_open(const char *path, Store **ret, Error *err) {
     if (r >= 0)
         r = migrate(s, path, err);
     for (size_t i = 0; r >= 0 && i < _STMT_MAX; i++)
-        if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) !=
-            SQLITE_OK)
+        if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i],
+                               NULL) != SQLITE_OK)
             r = sql_fail(s, err, "preparing a statement");
     if (r < 0)
         return r;
@@ -242,7 +245,7 @@ static void sqlite_rollback(Store *base) {
 }
 
 static int sqlite_token_add(Store *base, const char *hash_hex, const char *user, const char *role,
-                    const char *nodes, Error *err) {
+                            const char *nodes, Error *err) {
     SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_TOKEN_ADD];
     bind_text(st, 1, hash_hex);
@@ -369,7 +372,8 @@ static int event_row(sqlite3_stmt *st, StoreEventFn fn, void *userdata) {
     return fn(&e, userdata);
 }
 
-static int sqlite_event_foreach(Store *base, uint64_t after, StoreEventFn fn, void *userdata, Error *err) {
+static int sqlite_event_foreach(Store *base, uint64_t after, StoreEventFn fn, void *userdata,
+                                Error *err) {
     SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_EVENT_AFTER];
     sqlite3_bind_int64(st, 1, (sqlite3_int64)after);
@@ -394,7 +398,8 @@ static int sqlite_fleet_delete(Store *base, const char *key, Error *err) {
 static int sqlite_fleet_foreach(Store *base, StoreNodeFn fn, void *userdata, Error *err) {
     SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = s->stmt[STMT_FLEET_ALL];
-    return FOREACH_ROW(s, st, err, "reading fleet records", fn(col_text(st, 0), col_text(st, 1), userdata));
+    return FOREACH_ROW(s, st, err, "reading fleet records",
+                       fn(col_text(st, 0), col_text(st, 1), userdata));
 }
 
 /* ---- tokens listed, revoked and expiring (rare calls: statements made per call) ---- */
@@ -410,8 +415,10 @@ static int sqlite_token_add_expiring(Store *base, const char *hash_hex, const ch
                                      Error *err) {
     SqliteStore *s = sqlite_of(base);
     sqlite3_stmt *st = NULL;
-    int r = prepare(s, "INSERT INTO tokens(hash, user, role, nodes, expires_ms) "
-                       "VALUES(?1, ?2, ?3, ?4, ?5)", &st, err);
+    int r = prepare(s,
+                    "INSERT INTO tokens(hash, user, role, nodes, expires_ms) "
+                    "VALUES(?1, ?2, ?3, ?4, ?5)",
+                    &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, hash_hex);
@@ -454,7 +461,8 @@ static int sqlite_token_foreach(Store *base, StoreTokenFn fn, void *userdata, Er
 static int sqlite_token_revoke(Store *base, const char *hash_prefix, Error *err) {
     SqliteStore *s = sqlite_of(base); /* store.c checked the prefix's form */
     sqlite3_stmt *st = NULL;
-    int r = prepare(s, "SELECT count(*) FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st, err);
+    int r = prepare(s, "SELECT count(*) FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st,
+                    err);
     if (r < 0)
         return r;
     bind_text(st, 1, hash_prefix);

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-_printf_(4, 0) static int error_vset(Error *err, int code, const char *prefix, const char *fmt, va_list ap) {
+_printf_(4, 0) static int error_vset(Error *err, int code, const char *prefix, const char *fmt,
+                                     va_list ap) {
     if (!err || err->code != 0)
         return code;
     err->code = code;
@@ -29,7 +30,7 @@ int(error_set)(Error *err, int code, const char *fmt, ...) {
 }
 
 int(error_set_at)(Error *err, int code, const char *file, unsigned line, unsigned column,
-                 const char *fmt, ...) {
+                  const char *fmt, ...) {
     char prefix[256];
     snprintf(prefix, sizeof(prefix), "%s:%u:%u: ", file ? file : "<input>", line, column);
     va_list ap;

@@ -24,8 +24,8 @@ static inline uint32_t rotr(uint32_t x, unsigned n) {
 static void compress(uint32_t h[8], const uint8_t p[64]) {
     uint32_t w[64];
     for (unsigned t = 0; t < 16; t++)
-        w[t] = (uint32_t)p[4 * t] << 24 | (uint32_t)p[4 * t + 1] << 16 | (uint32_t)p[4 * t + 2] << 8 |
-               (uint32_t)p[4 * t + 3];
+        w[t] = (uint32_t)p[4 * t] << 24 | (uint32_t)p[4 * t + 1] << 16 |
+               (uint32_t)p[4 * t + 2] << 8 | (uint32_t)p[4 * t + 3];
     for (unsigned t = 16; t < 64; t++) {
         uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
         uint32_t s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);

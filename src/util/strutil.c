@@ -72,8 +72,10 @@ int parse_decimal_uint64(const char *s, uint64_t max, uint64_t *ret) {
 static size_t utf8_seq_len(const unsigned char *p) {
     if (p[0] < 0x80)
         return 1;
-    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+               : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+               : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                              : 0;
     for (size_t i = 1; i < n; i++)
         if ((p[i] & 0xc0) != 0x80)
             return 0;

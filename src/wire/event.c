@@ -50,7 +50,8 @@ BORROWED_TEXT(type)
 BORROWED_TEXT(object)
 BORROWED_TEXT(user)
 
-#define REQUIRED_CUSTOM(key, fn) {.name = key, .type = WIRE_CUSTOM, .required = true, .decode = fn}
+#define REQUIRED_CUSTOM(key, fn)                                                                   \
+    { .name = key, .type = WIRE_CUSTOM, .required = true, .decode = fn }
 static const WireField event_fields[] = {
         REQUIRED_CUSTOM("seq", decode_seq),       REQUIRED_CUSTOM("time_ms", decode_time),
         REQUIRED_CUSTOM("actor", decode_actor),   REQUIRED_CUSTOM("type", decode_type),

@@ -48,7 +48,8 @@ static int decode_running(json_t *run, void *obj, Error *err) {
         uint64_t id;
         if (json_is_integer(v) && json_integer_value(v) > 0)
             id = (uint64_t)json_integer_value(v);
-        else if (!json_is_string(v) || parse_decimal_uint64(json_string_value(v), UINT64_MAX, &id) < 0 || !id)
+        else if (!json_is_string(v) ||
+                 parse_decimal_uint64(json_string_value(v), UINT64_MAX, &id) < 0 || !id)
             return error_set(err, -EINVAL, "'running' item %zu is not a request id.", i);
         h->running[h->n_running++] = id;
     }
@@ -88,11 +89,13 @@ int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, 
     if (!j)
         return -EINVAL;
     FleetTaskResult t = {0};
-    int r = wire_decode(j, "a task result", task_result_fields, ARRAY_SIZE(task_result_fields), &t, err);
+    int r = wire_decode(j, "a task result", task_result_fields, ARRAY_SIZE(task_result_fields), &t,
+                        err);
     json_decref(j);
     if (r < 0)
         return r;
-    if (t.verdict[0] && STRNEQ(t.verdict, "pass") && STRNEQ(t.verdict, "degraded") && STRNEQ(t.verdict, "fail"))
+    if (t.verdict[0] && STRNEQ(t.verdict, "pass") && STRNEQ(t.verdict, "degraded") &&
+        STRNEQ(t.verdict, "fail"))
         return error_set(err, -EINVAL, "'verdict' is pass, degraded or fail.");
     *ret = t;
     return 0;
@@ -115,12 +118,15 @@ int fleet_mode_parse(const char *text, size_t len, FleetModeRequest *ret, Error 
     if (r < 0)
         return r;
     if (!m.mode[0])
-        return error_set(err, -EINVAL, "A mode switch names the 'mode': container or vm-passthrough.");
+        return error_set(err, -EINVAL,
+                         "A mode switch names the 'mode': container or vm-passthrough.");
     if (STREQ(m.mode, "vm-vgpu"))
-        return error_set(err, -EOPNOTSUPP, "vGPU is not offered (R2d): use vm-passthrough for VMs, or container "
-                                           "for containers and MIG slices.");
+        return error_set(err, -EOPNOTSUPP,
+                         "vGPU is not offered (R2d): use vm-passthrough for VMs, or container "
+                         "for containers and MIG slices.");
     if (STRNEQ(m.mode, "container") && STRNEQ(m.mode, "vm-passthrough"))
-        return error_set(err, -EINVAL, "Unknown mode '%.24s' (container or vm-passthrough).", m.mode);
+        return error_set(err, -EINVAL, "Unknown mode '%.24s' (container or vm-passthrough).",
+                         m.mode);
     if (STRNEQ(m.drain, "none") && STRNEQ(m.drain, "wait") && STRNEQ(m.drain, "evict"))
         return error_set(err, -EINVAL, "Unknown drain '%.8s' (none, wait or evict).", m.drain);
     if (has_gpu && !m.gpu[0])

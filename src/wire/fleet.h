@@ -12,10 +12,10 @@
 #define FLEET_HEARTBEAT_MAX_S 3600
 
 typedef struct FleetHeartbeat {
-    unsigned interval_s;   /* 0: keep the interval the agent gave before */
-    bool has_running;      /* "running" was sent: reconcile against it */
-    uint64_t *running;     /* request ids the agent runs, sorted (malloc'ed; fleet_heartbeat_done);
-                            * as many as the body holds: no fixed cap per node */
+    unsigned interval_s; /* 0: keep the interval the agent gave before */
+    bool has_running;    /* "running" was sent: reconcile against it */
+    uint64_t *running;   /* request ids the agent runs, sorted (malloc'ed; fleet_heartbeat_done);
+                          * as many as the body holds: no fixed cap per node */
     size_t n_running;
 } FleetHeartbeat;
 
@@ -33,9 +33,9 @@ typedef struct FleetTaskResult {
 int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, Error *err);
 
 typedef struct FleetModeRequest {
-    char mode[24];  /* "container" | "vm-passthrough" */
-    char drain[8];  /* "none" | "wait" | "evict" */
-    char gpu[64];   /* "" = the whole node; else an index or PCI address */
+    char mode[24]; /* "container" | "vm-passthrough" */
+    char drain[8]; /* "none" | "wait" | "evict" */
+    char gpu[64];  /* "" = the whole node; else an index or PCI address */
 } FleetModeRequest;
 
 /* Refuses vm-vgpu naming the alternatives (R2d), unknown modes and drains. */

@@ -85,8 +85,10 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
     if (d->cls[0] && !wire_name_is_valid(d->cls))
         return error_set(err, -EINVAL, "Device %zu: 'class' is not a valid class name.", idx);
     if (d->pci_id[0] && !pci_id_is_valid(d->pci_id))
-        return error_set(err, -EINVAL, "Device %zu: 'pci_id' must be the PCI vendor:device ids "
-                                       "in lower-case hex, such as 10de:2335.", idx);
+        return error_set(err, -EINVAL,
+                         "Device %zu: 'pci_id' must be the PCI vendor:device ids "
+                         "in lower-case hex, such as 10de:2335.",
+                         idx);
     json_t *mig = json_object_get(j, "mig");
     if (mig) {
         if (!json_is_array(mig) || json_array_size(mig) > SPEC_MAX_MIG)

@@ -15,8 +15,8 @@ static_assert(sizeof(SwitchStep) == sizeof(int) && sizeof(DrainMode) == sizeof(i
 NAME_TABLE(SwitchStep, switch_step, _SW_STEP_MAX, [SW_CORDON] = "cordon", [SW_DRAIN] = "drain",
            [SW_REBIND] = "rebind", [SW_VERIFY] = "verify", [SW_UNCORDON] = "uncordon",
            [SW_DONE] = "done", [SW_FAILED] = "failed")
-NAME_TABLE(DrainMode, drain_mode, _DRAIN_MAX, [DRAIN_NONE] = "none", [DRAIN_WAIT] = "wait",
-           [DRAIN_EVICT] = "evict")
+NAME_TABLE(DrainMode, drain_mode,
+           _DRAIN_MAX, [DRAIN_NONE] = "none", [DRAIN_WAIT] = "wait", [DRAIN_EVICT] = "evict")
 
 json_t *wire_switch_to_json(const NodeSwitch *sw) {
     json_t *tasks = json_array();
@@ -57,7 +57,8 @@ static int decode_updated(json_t *v, void *obj, Error *err) {
 static int decode_gpu(json_t *v, void *obj, Error *err) {
     json_int_t g = json_integer_value(v);
     if (!json_is_integer(v) || g < -1 || g >= SPEC_MAX_DEVICES)
-        return error_set(err, -EINVAL, "Field 'gpu' must be -1 (every GPU) or a device index from 0 to %d.",
+        return error_set(err, -EINVAL,
+                         "Field 'gpu' must be -1 (every GPU) or a device index from 0 to %d.",
                          SPEC_MAX_DEVICES - 1);
     ((NodeSwitch *)obj)->gpu = (int)g;
     return 0;
@@ -107,7 +108,9 @@ static const WireField switch_fields[] = {
         {.name = "gpu", .type = WIRE_CUSTOM, .required = true, .decode = decode_gpu},
         WIRE_F_ENUM(NodeSwitch, "step", step, true, step_parse,
                     "cordon, drain, rebind, verify, uncordon, done or failed"),
-        {.name = "was_cordoned", .type = WIRE_BOOL, .required = true,
+        {.name = "was_cordoned",
+         .type = WIRE_BOOL,
+         .required = true,
          WIRE_MEMBER(NodeSwitch, was_cordoned)},
         {.name = "started_ms", .type = WIRE_CUSTOM, .required = true, .decode = decode_started},
         {.name = "updated_ms", .type = WIRE_CUSTOM, .required = true, .decode = decode_updated},
@@ -121,8 +124,8 @@ int wire_switch_from_json(json_t *j, NodeSwitch *ret, Error *err) {
     if (r < 0)
         return r;
     if (!STREQ(sw.mode, "container") && !STREQ(sw.mode, "vm-passthrough"))
-        return error_set(err, -EINVAL, "Field 'mode' must be container or vm-passthrough, not '%.24s'.",
-                         sw.mode);
+        return error_set(err, -EINVAL,
+                         "Field 'mode' must be container or vm-passthrough, not '%.24s'.", sw.mode);
     *ret = sw;
     return 0;
 }

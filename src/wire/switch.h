@@ -25,14 +25,20 @@ typedef enum SwitchStep {
 const char *switch_step_to_string(SwitchStep s);
 SwitchStep switch_step_from_string(const char *s);
 
-typedef enum DrainMode { DRAIN_NONE, DRAIN_WAIT, DRAIN_EVICT, _DRAIN_MAX, _DRAIN_INVALID = -1 } DrainMode;
+typedef enum DrainMode {
+    DRAIN_NONE,
+    DRAIN_WAIT,
+    DRAIN_EVICT,
+    _DRAIN_MAX,
+    _DRAIN_INVALID = -1
+} DrainMode;
 const char *drain_mode_to_string(DrainMode d);
 DrainMode drain_mode_from_string(const char *s);
 
 typedef struct NodeSwitch {
-    char mode[24];    /* target: "container" | "vm-passthrough" */
+    char mode[24]; /* target: "container" | "vm-passthrough" */
     DrainMode drain;
-    int gpu;          /* -1: every GPU of the node; else one device (lab, R7) */
+    int gpu; /* -1: every GPU of the node; else one device (lab, R7) */
     SwitchStep step;
     bool was_cordoned; /* restore at the end */
     int64_t started_ms, updated_ms;

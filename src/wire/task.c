@@ -12,8 +12,8 @@
 
 static_assert(sizeof(TaskKind) == sizeof(int), "WIRE_ENUM stores an int");
 
-NAME_TABLE(TaskKind, task_kind, _TASK_KIND_MAX, [TASK_BIND] = "bind",
-           [TASK_RESET_CHECK] = "reset-check")
+NAME_TABLE(TaskKind, task_kind,
+           _TASK_KIND_MAX, [TASK_BIND] = "bind", [TASK_RESET_CHECK] = "reset-check")
 
 static int kind_parse(const char *s) {
     return (int)task_kind_from_string(s);

@@ -9,7 +9,12 @@
 #include "util/error.h"
 #include "wire/decode.h"
 
-typedef enum TaskKind { TASK_BIND, TASK_RESET_CHECK, _TASK_KIND_MAX, _TASK_KIND_INVALID = -1 } TaskKind;
+typedef enum TaskKind {
+    TASK_BIND,
+    TASK_RESET_CHECK,
+    _TASK_KIND_MAX,
+    _TASK_KIND_INVALID = -1
+} TaskKind;
 const char *task_kind_to_string(TaskKind k);
 TaskKind task_kind_from_string(const char *s);
 
@@ -17,12 +22,12 @@ TaskKind task_kind_from_string(const char *s);
  * a task asked again (agent restarted before reporting) is done again, which is safe:
  * binding an already bound GPU changes nothing. */
 typedef struct Task {
-    uint64_t id;               /* 1.. */
+    uint64_t id; /* 1.. */
     char node[WIRE_NAME_MAX];
     TaskKind kind;
-    unsigned dev;              /* device index on the node */
-    char gpu[32];              /* its PCI address; "" for a datacenter node's whole-node bind */
-    char target[8];            /* bind: "vfio" | "host"; "" for other kinds */
+    unsigned dev;   /* device index on the node */
+    char gpu[32];   /* its PCI address; "" for a datacenter node's whole-node bind */
+    char target[8]; /* bind: "vfio" | "host"; "" for other kinds */
     int64_t created_ms;
 } Task;
 

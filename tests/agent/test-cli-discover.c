@@ -11,7 +11,8 @@
 Test(cli_discover, r11_this_machine_reports_cpu_and_truthfully_no_accelerators) {
     /* The build machine: real /sys and /proc, no GPU, no NVML installed. */
     char *out = NULL;
-    int rc = run_einsora(&out, NULL, "agent", "discover", "--json", "--catalog", TEST_DATA "/catalog.yaml", NULL);
+    int rc = run_einsora(&out, NULL, "agent", "discover", "--json", "--catalog",
+                         TEST_DATA "/catalog.yaml", NULL);
     cr_assert_eq(rc, 0);
     json_error_t jerr;
     json_t *j = json_loads(out, 0, &jerr);
@@ -35,8 +36,9 @@ Test(cli_discover, r11_this_machine_reports_cpu_and_truthfully_no_accelerators) 
 Test(cli_discover, r1_json_of_the_hgx_fixture) {
     char *out = NULL;
     setenv("EINSORA_FAKE_NVML", HGX "/nvml.txt", 1);
-    int rc = run_einsora(&out, NULL, "agent", "discover", "--json", "--sysfs-root", HGX "/sys", "--proc-root",
-                         HGX "/proc", "--nvml-lib", FAKE_NVML_LIB, "--pci-ids", MACHINES "/pci.ids", NULL);
+    int rc = run_einsora(&out, NULL, "agent", "discover", "--json", "--sysfs-root", HGX "/sys",
+                         "--proc-root", HGX "/proc", "--nvml-lib", FAKE_NVML_LIB, "--pci-ids",
+                         MACHINES "/pci.ids", NULL);
     cr_assert_eq(rc, 0);
     json_t *j = json_loads(out, 0, NULL);
     cr_assert_not_null(j, "%s", out);
@@ -47,7 +49,8 @@ Test(cli_discover, r1_json_of_the_hgx_fixture) {
     cr_expect_str_eq(json_string_value(json_object_get(a, "class")), "nvidia-h100-80gb");
     cr_expect_str_eq(json_string_value(json_object_get(a, "pci_class")), "0x030200");
     cr_expect_str_eq(json_string_value(json_object_get(a, "model")), "NVIDIA H100 80GB HBM3");
-    cr_expect_eq(json_integer_value(json_object_get(json_object_get(a, "memory"), "total_bytes")), 85520809984);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(a, "memory"), "total_bytes")),
+                 85520809984);
     cr_expect_eq(json_real_value(json_object_get(json_object_get(a, "link"), "speed_gts")), 32.0);
     cr_expect(json_is_null(json_object_get(a, "driver_override")));
     cr_expect(json_is_null(json_object_get(a, "boot_vga")));
@@ -63,13 +66,17 @@ Test(cli_discover, r1_json_of_the_hgx_fixture) {
 Test(cli_discover, r8_table_shows_unclassified_and_errors) {
     char *out = NULL;
     cr_assert_eq(run_einsora(&out, NULL, "agent", "discover", "--no-nvml", "--sysfs-root",
-                             MACHINES "/intel-igpu-bootvga/sys", "--proc-root", MACHINES "/intel-igpu-bootvga/proc",
-                             "--pci-ids", MACHINES "/pci.ids", NULL),
+                             MACHINES "/intel-igpu-bootvga/sys", "--proc-root",
+                             MACHINES "/intel-igpu-bootvga/proc", "--pci-ids", MACHINES "/pci.ids",
+                             NULL),
                  0);
-    cr_expect(strstr(out, "0000:00:02.0  intel   Raptor Lake-S GT1 [UHD Graphics 770]  unclassified"), "%s", out);
+    cr_expect(
+            strstr(out, "0000:00:02.0  intel   Raptor Lake-S GT1 [UHD Graphics 770]  unclassified"),
+            "%s", out);
     free(out);
     cr_assert_eq(run_einsora(&out, NULL, "agent", "discover", "--no-nvml", "--sysfs-root",
-                             MACHINES "/malformed-sysfs/sys", "--proc-root", MACHINES "/malformed-sysfs/proc", NULL),
+                             MACHINES "/malformed-sysfs/sys", "--proc-root",
+                             MACHINES "/malformed-sysfs/proc", NULL),
                  0);
     cr_expect(strstr(out, "0000:17:00.0 ERROR: sysfs class reads 'garbage'"), "%s", out);
     free(out);
@@ -78,8 +85,9 @@ Test(cli_discover, r8_table_shows_unclassified_and_errors) {
 Test(cli_discover, r10_apple_fixture_on_linux) {
     char *out = NULL;
     cr_assert_eq(run_einsora(&out, NULL, "agent", "discover", "--json", "--no-nvml", "--sysfs-root",
-                             MACHINES "/no-such-sysfs", "--proc-root", MACHINES "/no-accelerator/proc",
-                             "--apple-fixture", MACHINES "/mac-m2-max-64gb.txt", "--apple-headroom-gb", "16", NULL),
+                             MACHINES "/no-such-sysfs", "--proc-root",
+                             MACHINES "/no-accelerator/proc", "--apple-fixture",
+                             MACHINES "/mac-m2-max-64gb.txt", "--apple-headroom-gb", "16", NULL),
                  0);
     json_t *j = json_loads(out, 0, NULL);
     cr_assert_not_null(j, "%s", out);
@@ -87,7 +95,8 @@ Test(cli_discover, r10_apple_fixture_on_linux) {
     cr_expect_str_eq(json_string_value(json_object_get(a, "vendor")), "apple");
     cr_expect_str_eq(json_string_value(json_object_get(a, "class")), "apple-silicon-64gb");
     cr_expect(json_is_null(json_object_get(a, "pci_address")));
-    cr_expect_eq(json_integer_value(json_object_get(json_object_get(a, "memory"), "total_bytes")), 32ll << 30);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(a, "memory"), "total_bytes")),
+                 32ll << 30);
     json_decref(j);
     free(out);
 }
@@ -99,13 +108,18 @@ Test(cli_discover, usage_and_bad_input_errors) {
     cr_expect_eq(run_einsora(NULL, &err, "agent", "discover", "extra", NULL), 2);
     cr_expect(strstr(err, "unexpected argument 'extra'"), "%s", err);
     free(err);
-    cr_expect_eq(run_einsora(NULL, &err, "agent", "discover", "--apple-headroom-gb", "-3", NULL), 2);
+    cr_expect_eq(run_einsora(NULL, &err, "agent", "discover", "--apple-headroom-gb", "-3", NULL),
+                 2);
     cr_expect(strstr(err, "positive number"), "%s", err);
     free(err);
-    cr_expect_eq(run_einsora(NULL, &err, "agent", "discover", "--apple-fixture", "/nonexistent", NULL), 1);
+    cr_expect_eq(
+            run_einsora(NULL, &err, "agent", "discover", "--apple-fixture", "/nonexistent", NULL),
+            1);
     cr_expect(strstr(err, "cannot read the Mac fixture /nonexistent"), "%s", err);
     free(err);
-    cr_expect_eq(run_einsora(NULL, &err, "agent", "discover", "--catalog", "/nonexistent.yaml", NULL), 1);
+    cr_expect_eq(
+            run_einsora(NULL, &err, "agent", "discover", "--catalog", "/nonexistent.yaml", NULL),
+            1);
     free(err);
     char *out = NULL;
     cr_expect_eq(run_einsora(&out, NULL, "agent", "discover", "--help", NULL), 0);

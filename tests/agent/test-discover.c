@@ -30,8 +30,12 @@ static MachineInventory *discover(const char *name, bool with_nvml) {
     snprintf(proc, sizeof(proc), "%s/%s/proc", MACHINES, name);
     snprintf(nvml, sizeof(nvml), "%s/%s/nvml.txt", MACHINES, name);
     setenv("EINSORA_FAKE_NVML", nvml, 1);
-    DiscoverOptions o = {.sysfs_root = sys, .proc_root = proc, .nvml_lib = FAKE_NVML_LIB,
-                         .no_nvml = !with_nvml, .catalog = cat, .pci_ids = ids};
+    DiscoverOptions o = {.sysfs_root = sys,
+                         .proc_root = proc,
+                         .nvml_lib = FAKE_NVML_LIB,
+                         .no_nvml = !with_nvml,
+                         .catalog = cat,
+                         .pci_ids = ids};
     MachineInventory *inv = NULL;
     Error err = {0};
     cr_assert_eq(machine_discover(&o, &inv, &err), 0, "%s", err.message);
@@ -44,7 +48,8 @@ static void expect_files(const Accelerator *a, const char *const *want, size_t n
         cr_expect_str_eq(a->device_files[i], want[i]);
 }
 
-static void expect_holder(const Accelerator *a, size_t i, int pid, const char *comm, const char *path) {
+static void expect_holder(const Accelerator *a, size_t i, int pid, const char *comm,
+                          const char *path) {
     cr_assert_gt(a->n_holders, i, "%s: only %zu holders", a->bdf, a->n_holders);
     cr_expect_eq(a->holders[i].pid, pid);
     cr_expect_str_eq(a->holders[i].comm, comm);
@@ -123,7 +128,8 @@ Test(discover, r1_without_nvml_sysfs_and_driver_proc_still_give_minor_and_files)
     cr_expect_null(a->memory_source);
     cr_expect_eq(a->memory_total_bytes, 0);
     cr_expect_eq(a->mig_current, -1);
-    cr_expect_eq(a->nvidia_minor, 3); /* "Device Minor" in /proc/driver/nvidia/gpus/BDF/information */
+    cr_expect_eq(a->nvidia_minor,
+                 3); /* "Device Minor" in /proc/driver/nvidia/gpus/BDF/information */
     expect_files(a, (const char *[]){"/dev/nvidia3"}, 1);
     cr_expect_str_eq(accelerator_class_name(a), "nvidia-h100-80gb");
     machine_inventory_free(inv);
@@ -242,7 +248,7 @@ Test(discover, r7_rtx5090_dirty_group_lists_bridge_audio_and_board_usb) {
     cr_expect_str_eq(a->pci_name, "GB202 [GeForce RTX 5090]");
     cr_expect_str_eq(accelerator_class_name(a), "nvidia-rtx-5090");
     cr_expect(a->consumer);
-    cr_expect_eq(a->mig_current, -1); /* NVML: Not Supported on GeForce */
+    cr_expect_eq(a->mig_current, -1);      /* NVML: Not Supported on GeForce */
     cr_expect_eq(a->link_speed_mts, 2500); /* idle link trained down */
     cr_expect_eq(a->max_link_speed_mts, 32000);
     cr_expect_eq(a->boot_vga, 1);
@@ -268,7 +274,8 @@ Test(discover, r7_rtx5090_dirty_group_lists_bridge_audio_and_board_usb) {
     expect_holder(a, 0, 2210, "Xorg", "/dev/nvidia0");
     expect_holder(a, 1, 2210, "Xorg", "/dev/dri/card1");
     expect_holder(a, 2, 2544, "gnome-shell", "/dev/dri/card1");
-    expect_holder(a, 3, 2544, "gnome-shell", "/dev/dri/renderD128"); /* "(deleted)" node still held */
+    expect_holder(a, 3, 2544, "gnome-shell",
+                  "/dev/dri/renderD128"); /* "(deleted)" node still held */
     cr_expect_null(a->error, "%s", a->error);
     machine_inventory_free(inv);
 }
@@ -325,7 +332,9 @@ Test(discover, r12_consumer_amd_card_named_from_pci_ids) {
     MachineInventory *inv = discover("amd-rx7900xtx", false);
     cr_assert_eq(inv->n_accelerators, 1);
     const Accelerator *a = &inv->accelerators[0];
-    cr_expect_str_eq(a->model, "Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]"); /* product_name empty */
+    cr_expect_str_eq(
+            a->model,
+            "Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]"); /* product_name empty */
     cr_expect_str_eq(accelerator_class_name(a), "amd-rx-7900-xtx");
     cr_expect(a->consumer);
     cr_expect_eq(a->memory_total_bytes, 25753026560ull);
@@ -376,9 +385,11 @@ Test(discover, r8_malformed_sysfs_gives_per_device_errors_not_a_crash_or_a_drop)
     cr_expect_str_eq(accelerator_class_name(a), "nvidia-h100-80gb"); /* ids still classify it */
     const Accelerator *b = &inv->accelerators[1];
     cr_assert_not_null(b->error);
-    static const char *const problems[] = {"numa_node reads 'node0'", "current_link_speed reads 'fast'",
+    static const char *const problems[] = {"numa_node reads 'node0'",
+                                           "current_link_speed reads 'fast'",
                                            "current_link_width reads 'sixteen'",
-                                           "driver_override reads 'bad driver'", "boot_vga reads '2'",
+                                           "driver_override reads 'bad driver'",
+                                           "boot_vga reads '2'",
                                            "reset_method reads 'flr BUS!'"};
     for (size_t i = 0; i < sizeof(problems) / sizeof(problems[0]); i++)
         cr_expect(strstr(b->error, problems[i]), "want '%s' in '%s'", problems[i], b->error);
@@ -392,8 +403,11 @@ Test(discover, r8_malformed_sysfs_gives_per_device_errors_not_a_crash_or_a_drop)
 }
 
 Test(discover, r10_mac_fixture_reports_usable_memory_and_tier) {
-    DiscoverOptions o = {.sysfs_root = MACHINES "/no-such-sysfs", .proc_root = MACHINES "/no-accelerator/proc",
-                         .no_nvml = true, .catalog = cat, .pci_ids = ids,
+    DiscoverOptions o = {.sysfs_root = MACHINES "/no-such-sysfs",
+                         .proc_root = MACHINES "/no-accelerator/proc",
+                         .no_nvml = true,
+                         .catalog = cat,
+                         .pci_ids = ids,
                          .apple_fixture = MACHINES "/mac-m2-max-64gb.txt"};
     MachineInventory *inv = NULL;
     Error err = {0};
@@ -422,8 +436,11 @@ Test(discover, r10_mac_fixture_reports_usable_memory_and_tier) {
 
 Test(discover, r10_bad_mac_fixture_is_a_clear_error) {
     char *path = NULL;
-    DiscoverOptions o = {.sysfs_root = MACHINES "/no-such-sysfs", .proc_root = MACHINES "/no-accelerator/proc",
-                         .no_nvml = true, .catalog = cat, .apple_fixture = MACHINES "/missing-mac.txt"};
+    DiscoverOptions o = {.sysfs_root = MACHINES "/no-such-sysfs",
+                         .proc_root = MACHINES "/no-accelerator/proc",
+                         .no_nvml = true,
+                         .catalog = cat,
+                         .apple_fixture = MACHINES "/missing-mac.txt"};
     MachineInventory *inv = NULL;
     Error err = {0};
     cr_expect_lt(machine_discover(&o, &inv, &err), 0);
@@ -433,8 +450,12 @@ Test(discover, r10_bad_mac_fixture_is_a_clear_error) {
 }
 
 Test(discover, r1_dev_root_names_device_files_and_matches_holders_by_it) {
-    DiscoverOptions o = {.sysfs_root = MACHINES "/hgx-h100-8gpu/sys", .proc_root = MACHINES "/hgx-h100-8gpu/proc",
-                         .dev_root = "/host/dev", .no_nvml = true, .catalog = cat, .pci_ids = ids};
+    DiscoverOptions o = {.sysfs_root = MACHINES "/hgx-h100-8gpu/sys",
+                         .proc_root = MACHINES "/hgx-h100-8gpu/proc",
+                         .dev_root = "/host/dev",
+                         .no_nvml = true,
+                         .catalog = cat,
+                         .pci_ids = ids};
     MachineInventory *inv = NULL;
     cr_assert_eq(machine_discover(&o, &inv, NULL), 0);
     cr_assert_eq(inv->n_accelerators, 8);

@@ -40,7 +40,8 @@ static const char gpu_5090[] = "gpu 00000000:01:00.0 0x2B8510DE\nname NVIDIA GeF
 Test(nvml, r1_init_failure_keeps_sysfs_and_says_why) {
     MachineInventory *inv = discover_5090(FAKE_NVML_LIB, "init 9\n");
     cr_expect_not(inv->nvml_loaded);
-    cr_expect_str_eq(inv->nvml_status, "NVML data is absent: nvmlInit_v2 failed: Driver Not Loaded (NVML error 9)");
+    cr_expect_str_eq(inv->nvml_status,
+                     "NVML data is absent: nvmlInit_v2 failed: Driver Not Loaded (NVML error 9)");
     cr_expect_null(inv->accelerators[0].nvml_name);
     cr_expect_str_eq(inv->accelerators[0].driver, "nvidia");
     cr_expect_eq(inv->accelerators[0].nvidia_minor, 0); /* from /proc/driver/nvidia */
@@ -61,15 +62,18 @@ Test(nvml, r1_missing_library_says_so) {
 Test(nvml, r1_old_library_without_v2_symbols_is_named) {
     MachineInventory *inv = discover_5090(FAKE_NVML_OLD_LIB, gpu_5090);
     cr_expect_not(inv->nvml_loaded);
-    cr_expect(strstr(inv->nvml_status, "is too old (it lacks nvmlInit_v2)"), "%s", inv->nvml_status);
+    cr_expect(strstr(inv->nvml_status, "is too old (it lacks nvmlInit_v2)"), "%s",
+              inv->nvml_status);
     cr_expect_null(inv->accelerators[0].nvml_name);
     machine_inventory_free(inv);
 }
 
 Test(nvml, r1_per_gpu_query_failures_are_reported_on_the_gpu) {
     char text[512];
-    snprintf(text, sizeof(text), "%sfail nvmlDeviceGetMemoryInfo_v2 15\nfail nvmlDeviceGetMemoryInfo 15\n"
-                                 "fail nvmlDeviceGetUUID 4\n", gpu_5090);
+    snprintf(text, sizeof(text),
+             "%sfail nvmlDeviceGetMemoryInfo_v2 15\nfail nvmlDeviceGetMemoryInfo 15\n"
+             "fail nvmlDeviceGetUUID 4\n",
+             gpu_5090);
     MachineInventory *inv = discover_5090(FAKE_NVML_LIB, text);
     const Accelerator *a = &inv->accelerators[0];
     cr_expect(inv->nvml_loaded);
@@ -77,7 +81,8 @@ Test(nvml, r1_per_gpu_query_failures_are_reported_on_the_gpu) {
     cr_expect_null(a->uuid);
     cr_expect_null(a->memory_source);
     cr_assert_not_null(a->error);
-    cr_expect(strstr(a->error, "nvmlDeviceGetUUID failed: Insufficient Permissions."), "%s", a->error);
+    cr_expect(strstr(a->error, "nvmlDeviceGetUUID failed: Insufficient Permissions."), "%s",
+              a->error);
     cr_expect(strstr(a->error, "nvmlDeviceGetMemoryInfo failed: GPU is lost."), "%s", a->error);
     machine_inventory_free(inv);
 }
@@ -91,21 +96,25 @@ Test(nvml, r1_memory_falls_back_to_v1_and_count_failure_is_global) {
     cr_expect_null(inv->accelerators[0].error, "%s", inv->accelerators[0].error);
     machine_inventory_free(inv);
     inv = discover_5090(FAKE_NVML_LIB, "fail nvmlDeviceGetCount_v2 999\n");
-    cr_expect_str_eq(inv->nvml_status, "NVML data is absent: nvmlDeviceGetCount_v2 failed: Unknown Error");
+    cr_expect_str_eq(inv->nvml_status,
+                     "NVML data is absent: nvmlDeviceGetCount_v2 failed: Unknown Error");
     machine_inventory_free(inv);
 }
 
 Test(nvml, r1_gpu_only_nvml_knows_is_reported_with_a_note) {
     char text[512];
-    snprintf(text, sizeof(text), "%sgpu 00000000:C1:00.0 0x2B8510DE\nname NVIDIA GeForce RTX 5090\n", gpu_5090);
+    snprintf(text, sizeof(text),
+             "%sgpu 00000000:C1:00.0 0x2B8510DE\nname NVIDIA GeForce RTX 5090\n", gpu_5090);
     char *path = write_temp_file(text);
     setenv("EINSORA_FAKE_NVML", path, 1);
-    DiscoverOptions o = {.sysfs_root = RTX5090 "/sys", .proc_root = RTX5090 "/proc", .nvml_lib = FAKE_NVML_LIB};
+    DiscoverOptions o = {
+            .sysfs_root = RTX5090 "/sys", .proc_root = RTX5090 "/proc", .nvml_lib = FAKE_NVML_LIB};
     MachineInventory *inv = NULL;
     cr_assert_eq(machine_discover(&o, &inv, NULL), 0);
     cr_assert_eq(inv->n_accelerators, 2);
     cr_expect_str_eq(inv->accelerators[1].bdf, "0000:c1:00.0");
-    cr_expect(strstr(inv->accelerators[1].error, "does not list it"), "%s", inv->accelerators[1].error);
+    cr_expect(strstr(inv->accelerators[1].error, "does not list it"), "%s",
+              inv->accelerators[1].error);
     machine_inventory_free(inv);
     unlink(path);
     free(path);
@@ -119,7 +128,8 @@ Test(nvml_fixture, malformed_fixture_lines_name_the_line) {
     const char *t = "gpu 00000000:01:00.0 0x2B8510DE\nmemory 5 9\n";
     cr_expect_eq(fake_nvml_parse(t, strlen(t), f, msg, sizeof(msg)), -22);
     cr_expect(strstr(msg, "line 2: memory needs"), "%s", msg);
-    t = "gpu 00000000:01:00.0 0x2B8510DE\nmig 1 0\nprofile 0 19 1 7 16384 MIG 1g.18gb\ninstance 1 19 0 1\n";
+    t = "gpu 00000000:01:00.0 0x2B8510DE\nmig 1 0\nprofile 0 19 1 7 16384 MIG 1g.18gb\ninstance 1 "
+        "19 0 1\n";
     cr_expect_eq(fake_nvml_parse(t, strlen(t), f, msg, sizeof(msg)), 0);
     cr_expect_eq(f->n_gpus, 1);
     cr_expect_str_eq(f->gpus[0].profiles[0].name, "MIG 1g.18gb");
@@ -132,8 +142,8 @@ Test(nvml, r1_gpu_nvml_cannot_open_is_named_in_the_status) {
     snprintf(text, sizeof(text), "%sfail nvmlDeviceGetHandleByIndex_v2 15\n", gpu_5090);
     MachineInventory *inv = discover_5090(FAKE_NVML_LIB, text);
     cr_expect(inv->nvml_loaded);
-    cr_expect_str_eq(inv->nvml_status,
-                     "NVML answered for 1 GPU; GPU index 0: nvmlDeviceGetHandleByIndex_v2 failed: GPU is lost.");
+    cr_expect_str_eq(inv->nvml_status, "NVML answered for 1 GPU; GPU index 0: "
+                                       "nvmlDeviceGetHandleByIndex_v2 failed: GPU is lost.");
     cr_expect_null(inv->accelerators[0].nvml_name); /* sysfs still reports it */
     machine_inventory_free(inv);
 }
@@ -157,9 +167,10 @@ Test(nvml, r2c_mig_instances_unreadable_without_permission_say_so_once) {
 Test(nvml, r2c_profile_names_derived_when_the_library_has_no_names) {
     /* nvmlDeviceGetGpuInstanceProfileInfoV refusing our struct version (an older library):
      * the unnamed call gives the fields and the name is derived from slices and memory. */
-    const char *text = "gpu 00000000:4E:00.0 0x233510DE\nname NVIDIA H200\nmig 1 1\n"
-                       "profile 0 19 1 7 17920 MIG 1g.18gb\nprofile 2 9 3 2 72192 MIG 3g.71gb\n"
-                       "instance 9 19 3 1\ninstance 2 9 4 4\nfail nvmlDeviceGetGpuInstanceProfileInfoV 25\n";
+    const char *text =
+            "gpu 00000000:4E:00.0 0x233510DE\nname NVIDIA H200\nmig 1 1\n"
+            "profile 0 19 1 7 17920 MIG 1g.18gb\nprofile 2 9 3 2 72192 MIG 3g.71gb\n"
+            "instance 9 19 3 1\ninstance 2 9 4 4\nfail nvmlDeviceGetGpuInstanceProfileInfoV 25\n";
     MachineInventory *inv = discover_on(MACHINES "/h200-mig", FAKE_NVML_LIB, text);
     const Accelerator *a = &inv->accelerators[0];
     cr_assert_eq(a->n_mig, 2);

@@ -30,13 +30,14 @@ Test(pci_parse, r1_ids_and_class_as_the_kernel_writes_them) {
 }
 
 Test(pci_parse, r1_accelerator_classes_and_vendors) {
-    cr_expect(pci_class_is_accelerator(0x030000)); /* VGA */
-    cr_expect(pci_class_is_accelerator(0x030200)); /* 3D controller */
-    cr_expect(pci_class_is_accelerator(0x038000)); /* other display */
-    cr_expect(pci_class_is_accelerator(0x120000)); /* processing accelerator (MI300X) */
+    cr_expect(pci_class_is_accelerator(0x030000));     /* VGA */
+    cr_expect(pci_class_is_accelerator(0x030200));     /* 3D controller */
+    cr_expect(pci_class_is_accelerator(0x038000));     /* other display */
+    cr_expect(pci_class_is_accelerator(0x120000));     /* processing accelerator (MI300X) */
     cr_expect_not(pci_class_is_accelerator(0x068000)); /* NVSwitch */
     cr_expect_not(pci_class_is_accelerator(0x040300));
-    cr_expect(pci_vendor_is_accelerator(0x10de) && pci_vendor_is_accelerator(0x1002) && pci_vendor_is_accelerator(0x8086));
+    cr_expect(pci_vendor_is_accelerator(0x10de) && pci_vendor_is_accelerator(0x1002) &&
+              pci_vendor_is_accelerator(0x8086));
     cr_expect_not(pci_vendor_is_accelerator(0x1a03)); /* ASPEED BMC display */
     cr_expect_str_eq(pci_class_kind(0x040300), "audio");
     cr_expect_str_eq(pci_class_kind(0x0c0330), "usb");
@@ -139,7 +140,11 @@ Test(procfd, device_paths_map_to_nodes) {
 Test(cpu, r11_cpuinfo_and_meminfo) {
     unsigned cores = 0;
     char *model = NULL;
-    cr_expect_eq(cpu_parse_cpuinfo("processor\t: 0\nmodel name\t: Xeon\n\nprocessor\t: 1\nmodel name\t: Xeon\n", &cores, &model), 0);
+    cr_expect_eq(
+            cpu_parse_cpuinfo(
+                    "processor\t: 0\nmodel name\t: Xeon\n\nprocessor\t: 1\nmodel name\t: Xeon\n",
+                    &cores, &model),
+            0);
     cr_expect_eq(cores, 2);
     cr_expect_str_eq(model, "Xeon");
     free(model);
@@ -204,7 +209,8 @@ Test(apple, r10_fixture_parse_errors_name_the_line) {
     error_clear(&err);
     cr_expect_eq(apple_parse_fixture("# nothing\n", "f", &h, &err), -EINVAL);
     cr_expect(strstr(err.message, "hw.memsize is missing"), "%s", err.message);
-    cr_expect_eq(apple_parse_fixture("chip: Apple M4\nhw.memsize: 17179869184\n", "f", &h, NULL), 0);
+    cr_expect_eq(apple_parse_fixture("chip: Apple M4\nhw.memsize: 17179869184\n", "f", &h, NULL),
+                 0);
     cr_expect_str_eq(h.chip, "Apple M4");
     cr_expect_eq(h.memsize_bytes, 16 * GIB);
 }

@@ -1,4 +1,5 @@
-/* test-bind.c: moving GPUs between host drivers and vfio-pci through the fake kernel (R7, R3/R4). */
+/* test-bind.c: moving GPUs between host drivers and vfio-pci through the fake kernel (R7, R3/R4).
+ */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -99,7 +100,8 @@ Test(bind, r7_dry_run_plans_and_changes_nothing) {
 }
 
 /* A refusal: error code and a sentence containing `needle`, and the tree unchanged. */
-static void expect_refusal(BindFixture *f, const char *bdf, BindTarget to, int code, const char *needle) {
+static void expect_refusal(BindFixture *f, const char *bdf, BindTarget to, int code,
+                           const char *needle) {
     char *before = fake_kernel_snapshot(&f->k);
     BindResult res;
     Error err = {0};
@@ -118,7 +120,8 @@ Test(bind, r7_dirty_group_refused_naming_the_foreign_device) {
     size_t n = fixture_one_gpu(devs);
     devs[n++] = (FakeDevice){"0000:02:00.0", 0x8086, 0x10fb, 0x020000, "ixgbe", 1, NULL, false, -1};
     fixture_setup(&f, devs, n, false);
-    expect_refusal(&f, GPU, BIND_TO_VFIO, -EPERM, "0000:02:00.0 (Ethernet controller, driver ixgbe)");
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EPERM,
+                   "0000:02:00.0 (Ethernet controller, driver ixgbe)");
     fixture_teardown(&f);
 }
 
@@ -183,7 +186,8 @@ Test(bind, r7_recorded_workload_refused) {
     FakeDevice devs[4];
     fixture_setup(&f, devs, fixture_one_gpu(devs), false);
     Error err = {0};
-    cr_assert_eq(agent_records_add(f.state, GPU, "notebook-alice-1", &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_records_add(f.state, GPU, "notebook-alice-1", &err), 0, "%s",
+                 error_message(&err));
     expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "notebook-alice-1");
     cr_assert_eq(agent_records_remove(f.state, "notebook-alice-1", &err), 0);
     BindResult res;
@@ -208,8 +212,10 @@ Test(bind, r7_hung_unbind_is_reported_and_quarantines_the_gpu) {
     cr_assert_eq(fake_kernel_control(&f.k, "hang bus/pci/drivers/nvidia/unbind"), 0);
     BindResult res;
     Error err = {0};
-    cr_expect_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), -ETIMEDOUT, "%s", error_message(&err));
-    cr_expect(strstr(error_message(&err), "did not return within 200 ms") != NULL, "%s", error_message(&err));
+    cr_expect_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), -ETIMEDOUT, "%s",
+                 error_message(&err));
+    cr_expect(strstr(error_message(&err), "did not return within 200 ms") != NULL, "%s",
+              error_message(&err));
     cr_expect(strstr(error_message(&err), "quarantined") != NULL, "%s", error_message(&err));
     char *reason = NULL;
     cr_expect_eq(agent_quarantine_get(f.state, GPU, &reason), 0);
@@ -233,7 +239,8 @@ Test(bind, r7_unbind_refused_by_kernel_rolls_back) {
     BindResult res;
     Error err = {0};
     cr_expect_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), -EBUSY, "%s", error_message(&err));
-    cr_expect(strstr(error_message(&err), "put back where it was") != NULL, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), "put back where it was") != NULL, "%s",
+              error_message(&err));
     char *after = fake_kernel_snapshot(&f.k);
     cr_expect_str_eq(after, before, "rolled back byte for byte");
     JournalOp op;
@@ -282,7 +289,8 @@ Test(bind, r7_agent_killed_at_each_journal_step_recovers_to_the_kernels_state) {
                 BindResult res;
                 BindTarget to = dir == 0 ? BIND_TO_VFIO : BIND_TO_HOST;
                 if (to == BIND_TO_HOST)
-                    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s", error_message(&err));
+                    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0, "%s",
+                                 error_message(&err));
                 char *before = fake_kernel_snapshot(&f.k);
                 KillAt k = {fns[fi], s};
                 pid_t pid = fork();
@@ -295,16 +303,19 @@ Test(bind, r7_agent_killed_at_each_journal_step_recovers_to_the_kernels_state) {
                 }
                 int status;
                 waitpid(pid, &status, 0);
-                cr_assert(WIFSIGNALED(status), "the agent was killed at %s %s", fns[fi], journal_step_to_string(s));
+                cr_assert(WIFSIGNALED(status), "the agent was killed at %s %s", fns[fi],
+                          journal_step_to_string(s));
 
                 RecoverResult rec;
                 cr_assert_eq(gpu_recover(&f.o, &rec, &err), 0, "%s", error_message(&err));
                 const char *want_gpu = to == BIND_TO_VFIO ? "vfio-pci" : "nvidia";
                 const char *want_audio = to == BIND_TO_VFIO ? "vfio-pci" : "snd_hda_intel";
-                /* Killed after the first function's override only: nothing left its driver, so undo. */
+                /* Killed after the first function's override only: nothing left its driver, so
+                 * undo. */
                 bool rolled = fi == 0 && s == JOURNAL_STEP_OVERRIDE;
-                cr_expect_eq(rec.action, rolled ? RECOVER_ROLLED_BACK : RECOVER_COMPLETED, "kill at %s %s: %s",
-                             fns[fi], journal_step_to_string(s), recover_action_to_string(rec.action));
+                cr_expect_eq(rec.action, rolled ? RECOVER_ROLLED_BACK : RECOVER_COMPLETED,
+                             "kill at %s %s: %s", fns[fi], journal_step_to_string(s),
+                             recover_action_to_string(rec.action));
                 if (rolled) {
                     char *after = fake_kernel_snapshot(&f.k);
                     cr_expect_str_eq(after, before, "rolled back byte for byte");
@@ -388,8 +399,10 @@ Test(bind, r4_node_switch_refused_while_anything_runs_naming_it) {
     SwitchResult *res = calloc(1, sizeof(*res));
     cr_expect_eq(node_switch(&f.o, BIND_TO_VFIO, res, &err), -EBUSY);
     cr_expect(strstr(error_message(&err), "endpoint-llama-7") != NULL, "%s", error_message(&err));
-    cr_expect(strstr(error_message(&err), "nvidia-smi (pid 31337)") != NULL, "%s", error_message(&err));
-    cr_expect(strstr(error_message(&err), "nothing was changed") != NULL, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), "nvidia-smi (pid 31337)") != NULL, "%s",
+              error_message(&err));
+    cr_expect(strstr(error_message(&err), "nothing was changed") != NULL, "%s",
+              error_message(&err));
     char *after = fake_kernel_snapshot(&f.k);
     cr_expect_str_eq(after, before);
     free(res);
@@ -430,8 +443,9 @@ Test(bind, r4_node_switch_that_fails_midway_says_where_it_stopped) {
     SwitchResult *res = calloc(1, sizeof(*res));
     Error err = {0};
     cr_expect_eq(node_switch(&f.o, BIND_TO_VFIO, res, &err), -EBUSY);
-    cr_expect(strstr(error_message(&err), "stopped at GPU 0000:02:00.0 after 1 of 2 GPUs had moved") != NULL, "%s",
-              error_message(&err));
+    cr_expect(strstr(error_message(&err),
+                     "stopped at GPU 0000:02:00.0 after 1 of 2 GPUs had moved") != NULL,
+              "%s", error_message(&err));
     /* The first GPU moved; the second was put back whole, not left half-bound. */
     cr_expect_str_eq(fixture_driver(&f, "0000:01:00.1"), "vfio-pci");
     cr_expect_str_eq(fixture_driver(&f, "0000:02:00.0"), "nvidia");

@@ -12,9 +12,10 @@
 #define GPU "0000:01:00.0"
 
 /* Run `einsora agent SUB ...` with the fixture's roots; returns the exit status. */
-#define AGENT(f, out, err, ...)                                                                                        \
-    run_einsora(out, err, "agent", __VA_ARGS__, "--sysfs-root", (f)->k.sysfs, "--proc-root", (f)->k.proc,             \
-                "--dev-root", (f)->k.dev, "--state-dir", (f)->state, "--modprobe", (f)->modprobe, "--timeout", "2", NULL)
+#define AGENT(f, out, err, ...)                                                                    \
+    run_einsora(out, err, "agent", __VA_ARGS__, "--sysfs-root", (f)->k.sysfs, "--proc-root",       \
+                (f)->k.proc, "--dev-root", (f)->k.dev, "--state-dir", (f)->state, "--modprobe",    \
+                (f)->modprobe, "--timeout", "2", NULL)
 
 Test(cli_bind, r7_cli_bind_to_vfio_and_back_with_json) {
     BindFixture f;
@@ -28,7 +29,8 @@ Test(cli_bind, r7_cli_bind_to_vfio_and_back_with_json) {
     cr_expect_str_eq(json_string_value(json_object_get(j, "to")), "vfio");
     json_t *fns = json_object_get(j, "functions");
     cr_expect_eq(json_array_size(fns), 2);
-    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(fns, 0), "driver")), "vfio-pci");
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(fns, 0), "driver")),
+                     "vfio-pci");
     json_decref(j);
     free(out);
     free(err);
@@ -49,7 +51,8 @@ Test(cli_bind, r7_cli_refusal_prints_one_sentence_and_changes_nothing) {
     char *out, *err;
     cr_expect_eq(AGENT(&f, &out, &err, "bind", GPU, "--to", "vfio"), 1);
     cr_expect_str_eq(out, "");
-    cr_expect(strncmp(err, "einsora: GPU " GPU " is in use: nvidia-smi (pid 4242)", 45) == 0, "%s", err);
+    cr_expect(strncmp(err, "einsora: GPU " GPU " is in use: nvidia-smi (pid 4242)", 45) == 0, "%s",
+              err);
     cr_expect(strchr(err, '\n') == err + strlen(err) - 1, "one line: %s", err);
     char *after = fake_kernel_snapshot(&f.k);
     cr_expect_str_eq(after, before);
@@ -77,7 +80,9 @@ Test(cli_bind, r7_cli_dry_run_and_usage_errors) {
     cr_expect_eq(AGENT(&f, &out, &err, "bind", "--to", "vfio"), 2);
     free(out);
     free(err);
-    cr_expect_eq(run_einsora(&out, &err, "agent", "bind", GPU, "--to", "vfio", "--timeout", "-1", NULL), 2);
+    cr_expect_eq(
+            run_einsora(&out, &err, "agent", "bind", GPU, "--to", "vfio", "--timeout", "-1", NULL),
+            2);
     free(out);
     free(err);
     char *after = fake_kernel_snapshot(&f.k);
@@ -101,7 +106,9 @@ Test(cli_bind, r3_cli_switch_recover_and_reset_check) {
     cr_expect(strstr(out, "Nothing to recover") != NULL, "%s", out);
     free(out);
     free(err);
-    cr_assert_eq(AGENT(&f, &out, &err, "reset-check", GPU, "--cycles", "2", "--settle-ms", "5", "--json"), 0, "%s", err);
+    cr_assert_eq(AGENT(&f, &out, &err, "reset-check", GPU, "--cycles", "2", "--settle-ms", "5",
+                       "--json"),
+                 0, "%s", err);
     json_t *j = json_loads(out, 0, NULL);
     cr_assert(j, "%s", out);
     cr_expect_str_eq(json_string_value(json_object_get(j, "verdict")), "pass");

@@ -47,7 +47,8 @@ Test(journal, r7_damaged_journal_is_an_error_naming_the_line) {
             "einsora-journal 1\nstep 0000:01:00.0 override\n",
             "einsora-journal 1\nbegin 1 0000:01:00.0 sideways\n",
             "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nfn 0000:01:00.0 nv/idia vfio-pci -\n",
-            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nfn 0000:01:00.0 nvidia vfio-pci -\nstep 0000:01:00.0 probed\nstep 0000:01:00.0 override\n",
+            "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nfn 0000:01:00.0 nvidia vfio-pci -\nstep "
+            "0000:01:00.0 probed\nstep 0000:01:00.0 override\n",
             "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nstep 0000:02:00.0 override\n",
             "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nend 2 done\n",
             "einsora-journal 1\nbegin 1 0000:01:00.0 vfio\nbegin 2 0000:01:00.0 host\n",
@@ -81,7 +82,8 @@ Test(journal, r7_journal_round_trip_on_disk_and_one_operation_at_a_time) {
     cr_assert_eq(journal_begin(dir, &op, &err), 0, "%s", error_message(&err));
     cr_assert_eq(journal_step(dir, "0000:01:00.0", JOURNAL_STEP_OVERRIDE, &err), 0);
     JournalOp again = op;
-    cr_expect_eq(journal_begin(dir, &again, &err), -EBUSY, "an unfinished operation blocks the next");
+    cr_expect_eq(journal_begin(dir, &again, &err), -EBUSY,
+                 "an unfinished operation blocks the next");
     JournalOp loaded;
     cr_assert_eq(journal_load(dir, &loaded, &err), 0);
     cr_expect_eq(loaded.fns[0].step, JOURNAL_STEP_OVERRIDE);
@@ -98,7 +100,8 @@ Test(journal, r7_journal_round_trip_on_disk_and_one_operation_at_a_time) {
 Test(records, r7_workload_records_add_list_remove) {
     char *dir = temp_state();
     Error err = {0};
-    cr_assert_eq(agent_records_add(dir, "0000:01:00.0", "vm-bob-3", &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_records_add(dir, "0000:01:00.0", "vm-bob-3", &err), 0, "%s",
+                 error_message(&err));
     cr_assert_eq(agent_records_add(dir, "0000:02:00.0", "notebook-7", &err), 0);
     char **ids;
     size_t n;
@@ -123,7 +126,8 @@ Test(records, r7_a_gangs_gpus_are_recorded_together_or_not_at_all) {
     char *dir = temp_state();
     Error err = {0};
     const char *gang[] = {"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"};
-    cr_assert_eq(agent_records_add_many(dir, gang, 3, "gang-1", &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_records_add_many(dir, gang, 3, "gang-1", &err), 0, "%s",
+                 error_message(&err));
     char **ids;
     size_t n;
     for (size_t i = 0; i < 3; i++) {
@@ -165,7 +169,8 @@ Test(records, r9_quarantine_set_get_clear) {
     Error err = {0};
     char *reason = NULL;
     cr_expect_eq(agent_quarantine_get(dir, "0000:01:00.0", &reason), -ENOENT);
-    cr_assert_eq(agent_quarantine_set(dir, "0000:01:00.0", "reset failed\nsecond line", &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_quarantine_set(dir, "0000:01:00.0", "reset failed\nsecond line", &err), 0,
+                 "%s", error_message(&err));
     cr_assert_eq(agent_quarantine_get(dir, "0000:01:00.0", &reason), 0);
     cr_expect_str_eq(reason, "reset failed second line");
     free(reason);

@@ -88,7 +88,8 @@ Test(reset, r9_slower_link_after_reset_is_degraded_not_quarantined) {
     ResetCheckResult res;
     run_check(&rc, &res);
     cr_expect_eq(res.verdict, RESET_DEGRADED);
-    cr_expect(res.n_reasons > 0 && strstr(res.reasons[0], "16.0 GT/s x16 to 2.5 GT/s x8") != NULL, "%s", res.reasons[0]);
+    cr_expect(res.n_reasons > 0 && strstr(res.reasons[0], "16.0 GT/s x16 to 2.5 GT/s x8") != NULL,
+              "%s", res.reasons[0]);
     cr_expect(!res.quarantined);
     fixture_teardown(&f);
 }
@@ -113,7 +114,9 @@ Test(reset, r9_known_failure_in_kernel_log_fails) {
     FILE *fp = fopen(fixture_path(&f, "dev/kmsg"), "a");
     fprintf(fp, "3,1,1,-;NVRM: GPU at PCI:0000:01:00: GPU has fallen off the bus.\n");
     fclose(fp);
-    cr_assert_eq(fake_kernel_control(&f.k, "reset " GPU " kmsg:pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:01:00.0"), 0);
+    const char *aer = "reset " GPU " kmsg:pcieport 0000:00:01.0: AER: Uncorrected "
+                      "(Fatal) error received: 0000:01:00.0";
+    cr_assert_eq(fake_kernel_control(&f.k, aer), 0);
     ResetCheckResult res;
     run_check(&rc, &res);
     cr_expect_eq(res.verdict, RESET_FAIL);
@@ -126,7 +129,11 @@ Test(reset, r9_pending_transaction_timeout_is_degraded) {
     BindFixture f;
     ResetCheckOptions rc;
     setup_on_vfio(&f, &rc);
-    cr_assert_eq(fake_kernel_control(&f.k, "reset " GPU " kmsg:vfio-pci 0000:01:00.0: timed out waiting for pending transaction; performing function level reset anyway"), 0);
+    cr_assert_eq(fake_kernel_control(&f.k,
+                                     "reset " GPU
+                                     " kmsg:vfio-pci 0000:01:00.0: timed out waiting for pending "
+                                     "transaction; performing function level reset anyway"),
+                 0);
     ResetCheckResult res;
     run_check(&rc, &res);
     cr_expect_eq(res.verdict, RESET_DEGRADED);
@@ -163,15 +170,26 @@ Test(reset, r9_check_refused_unless_on_vfio_and_idle) {
     cr_assert_eq(fake_kernel_add_holder(&f.k, 99, "qemu-system-x86", "vfio/1"), 0);
     error_clear(&err);
     cr_expect_eq(gpu_reset_check(&rc, GPU, &res, &err), -EBUSY);
-    cr_expect(strstr(error_message(&err), "qemu-system-x86 (pid 99)") != NULL, "%s", error_message(&err));
+    cr_expect(strstr(error_message(&err), "qemu-system-x86 (pid 99)") != NULL, "%s",
+              error_message(&err));
     fixture_teardown(&f);
 }
 
 Test(reset, r9_kmsg_lines_classified) {
-    cr_expect_eq(reset_classify_kmsg_line("pci 0000:01:00.0: not ready 1023ms after FLR; waiting"), RESET_FAIL);
-    cr_expect_eq(reset_classify_kmsg_line("vfio-pci 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible"), RESET_FAIL);
-    cr_expect_eq(reset_classify_kmsg_line("NVRM: GPU at PCI:0000:01:00: GPU has fallen off the bus."), RESET_FAIL);
-    cr_expect_eq(reset_classify_kmsg_line("vfio-pci 0000:01:00.0: timed out waiting for pending transaction; performing function level reset anyway"), RESET_DEGRADED);
-    cr_expect_eq(reset_classify_kmsg_line("pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0"), RESET_PASS);
-    cr_expect_eq(reset_classify_kmsg_line("vfio-pci 0000:01:00.0: enabling device (0000 -> 0003)"), RESET_PASS);
+    cr_expect_eq(reset_classify_kmsg_line("pci 0000:01:00.0: not ready 1023ms after FLR; waiting"),
+                 RESET_FAIL);
+    cr_expect_eq(reset_classify_kmsg_line("vfio-pci 0000:01:00.0: Unable to change power state "
+                                          "from D3cold to D0, device inaccessible"),
+                 RESET_FAIL);
+    cr_expect_eq(
+            reset_classify_kmsg_line("NVRM: GPU at PCI:0000:01:00: GPU has fallen off the bus."),
+            RESET_FAIL);
+    cr_expect_eq(reset_classify_kmsg_line("vfio-pci 0000:01:00.0: timed out waiting for pending "
+                                          "transaction; performing function level reset anyway"),
+                 RESET_DEGRADED);
+    cr_expect_eq(reset_classify_kmsg_line(
+                         "pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0"),
+                 RESET_PASS);
+    cr_expect_eq(reset_classify_kmsg_line("vfio-pci 0000:01:00.0: enabling device (0000 -> 0003)"),
+                 RESET_PASS);
 }

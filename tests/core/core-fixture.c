@@ -6,7 +6,8 @@ Sched *fx;
 
 void fx_setup(void) {
     Error err = {0};
-    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", NULL, &fx_cat, &err), 0, "%s", err.message);
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", NULL, &fx_cat, &err), 0, "%s",
+                 err.message);
     fx = sched_new(fx_cat);
     cr_assert_not_null(fx);
     sched_set_check_invariants(fx, true);
@@ -28,21 +29,33 @@ void fx_gpu_node_add(FxGpuNode node) {
     DeviceSpec devs[SCHED_NODE_MAX_DEVICES];
     cr_assert_leq(node.gpus, SCHED_NODE_MAX_DEVICES);
     for (unsigned i = 0; i < node.gpus; i++)
-        devs[i] = (DeviceSpec){.class_name = node.cls, .binding = node.binding,
-                               .mig_enabled = node.mig_enabled};
+        devs[i] = (DeviceSpec){
+                .class_name = node.cls, .binding = node.binding, .mig_enabled = node.mig_enabled};
     SchedLabel label = {SCHED_MODE_LABEL, node.mode};
-    NodeSpec spec = {.name = node.name, .site = node.site, .platform = PLATFORM_LINUX,
-                     .owner = node.owner, .labels = node.mode ? &label : NULL,
-                     .n_labels = node.mode ? 1 : 0, .kata = node.kata,
-                     .mig_in_kata = node.mig_in_kata, .cpu_cores = 32, .devices = devs,
+    NodeSpec spec = {.name = node.name,
+                     .site = node.site,
+                     .platform = PLATFORM_LINUX,
+                     .owner = node.owner,
+                     .labels = node.mode ? &label : NULL,
+                     .n_labels = node.mode ? 1 : 0,
+                     .kata = node.kata,
+                     .mig_in_kata = node.mig_in_kata,
+                     .cpu_cores = 32,
+                     .devices = devs,
                      .n_devices = node.gpus};
     Error err = {0};
     cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
 }
 
-void fx_mac(const char *name, const char *site, const char *owner, unsigned unified_gb, unsigned usable_gb) {
-    NodeSpec spec = {.name = name, .site = site, .platform = PLATFORM_MACOS, .owner = owner, .cpu_cores = 10,
-                     .apple_unified_memory_gb = unified_gb, .apple_usable_memory_gb = usable_gb};
+void fx_mac(const char *name, const char *site, const char *owner, unsigned unified_gb,
+            unsigned usable_gb) {
+    NodeSpec spec = {.name = name,
+                     .site = site,
+                     .platform = PLATFORM_MACOS,
+                     .owner = owner,
+                     .cpu_cores = 10,
+                     .apple_unified_memory_gb = unified_gb,
+                     .apple_usable_memory_gb = usable_gb};
     Error err = {0};
     cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
 }

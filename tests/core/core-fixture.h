@@ -27,7 +27,8 @@ typedef struct FxGpuNode {
 } FxGpuNode;
 #define fx_gpu_node(...) fx_gpu_node_add((FxGpuNode){__VA_ARGS__})
 void fx_gpu_node_add(FxGpuNode node);
-void fx_mac(const char *name, const char *site, const char *owner, unsigned unified_gb, unsigned usable_gb);
+void fx_mac(const char *name, const char *site, const char *owner, unsigned unified_gb,
+            unsigned usable_gb);
 
 /* Submit a request at time `now`; returns the decision. */
 #define fx_req(...) fx_submit((RequestSpec){__VA_ARGS__}, 0)

@@ -20,8 +20,8 @@ static void dc(void) {
 
 Test(place, r2a_vm_gets_whole_gpu_by_passthrough) {
     dc();
-    fx_gpu_node(.name = "vm1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
-                .cls = H100, .gpus = 8, .kata = true);
+    fx_gpu_node(.name = "vm1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 8, .kata = true);
     Decision d = fx_req(.id = "v", .user = "alice", .kind = WORKLOAD_VM, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(d.placement.method, METHOD_PASSTHROUGH);
@@ -31,8 +31,8 @@ Test(place, r2a_vm_gets_whole_gpu_by_passthrough) {
 
 Test(place, r2a_vm_on_container_node_waits_for_mode) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8, .kata = true);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8, .kata = true);
     Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
@@ -43,8 +43,8 @@ Test(place, r2a_vm_on_container_node_waits_for_mode) {
 
 Test(place, r2b_owner_container_runs_under_runc_on_host_gpu) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8, .kata = true);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8, .kata = true);
     Decision d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(d.placement.method, METHOD_CONTAINER);
@@ -55,8 +55,8 @@ Test(place, r2b_trusted_tenant_container_runs_under_runc) {
     dc();
     Error err = {0};
     cr_assert_eq(sched_site_trust(fx, "dc", "staff", true, &err), 0);
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
     Decision d = fx_req(.id = "c", .user = "staff", .kind = WORKLOAD_NOTEBOOK, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_RUNC);
@@ -65,10 +65,10 @@ Test(place, r2b_trusted_tenant_container_runs_under_runc) {
 
 Test(place, r2b_stranger_container_runs_under_kata_on_vm_passthrough_node) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8, .kata = true);
-    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
-                .cls = H100, .gpus = 8, .kata = true);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8, .kata = true);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 8, .kata = true);
     Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_str_eq(d.placement.node, "v1");
@@ -78,20 +78,21 @@ Test(place, r2b_stranger_container_runs_under_kata_on_vm_passthrough_node) {
 
 Test(place, r18_stranger_container_without_any_kata_node_is_refused_or_waits_when_asked) {
     dc();
-    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
-                .cls = H100, .gpus = 8);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 8);
     Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_REFUSED, "%s", d.message);
     cr_assert_eq(d.reason, SCHED_REASON_NO_KATA, "%s", d.message);
-    d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100, .wait_for_nodes = true);
+    d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+               .wait_for_nodes = true);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_NO_KATA, "%s", d.message);
 }
 
 Test(place, r2b_notebooks_and_endpoints_default_to_whole_gpu_container) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
     Decision a = fx_req(.id = "n", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100);
     Decision b = fx_req(.id = "e", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100);
     cr_assert_eq(a.placement.method, METHOD_CONTAINER, "%s", a.message);
@@ -103,8 +104,8 @@ Test(place, r2b_notebooks_and_endpoints_default_to_whole_gpu_container) {
 
 Test(place, r2c_owner_gets_mig_slice_under_runc) {
     dc();
-    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1, .mig_enabled = true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .mig_enabled = true);
     Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(d.placement.method, METHOD_MIG);
@@ -115,22 +116,24 @@ Test(place, r2c_owner_gets_mig_slice_under_runc) {
 
 Test(place, r18_stranger_slice_needs_mig_in_kata_refused_or_waits_when_asked) {
     dc();
-    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1, .kata = true, .mig_enabled = true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_enabled = true);
     Decision d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(d.kind, DECISION_REFUSED, "%s", d.message);
     cr_assert_eq(d.reason, SCHED_REASON_NO_MIG_IN_KATA, "%s", d.message);
-    d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G, .wait_for_nodes = true);
+    d = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G,
+               .wait_for_nodes = true);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_NO_MIG_IN_KATA, "%s", d.message);
 }
 
 Test(place, r2c_strangers_share_a_gpu_only_through_slices_under_kata) {
     dc();
-    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
     Decision a = fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
-    Decision b = fx_req(.id = "b", .user = "carol", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    Decision b =
+            fx_req(.id = "b", .user = "carol", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(a.kind, DECISION_PLACED, "%s", a.message);
     cr_assert_eq(b.kind, DECISION_PLACED, "%s", b.message);
     cr_assert_eq(a.placement.container_runtime, CONTAINER_RUNTIME_KATA);
@@ -144,10 +147,11 @@ Test(place, r2c_without_mig_in_kata_one_gpu_serves_one_user) {
     dc();
     Error err = {0};
     sched_site_trust(fx, "dc", "staff", true, &err);
-    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1, .kata = true, .mig_enabled = true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_enabled = true);
     Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
-    Decision b = fx_req(.id = "b", .user = "staff", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    Decision b =
+            fx_req(.id = "b", .user = "staff", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(a.kind, DECISION_PLACED);
     cr_assert_eq(b.kind, DECISION_WAITING, "%s", b.message);
     Decision c = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
@@ -156,8 +160,8 @@ Test(place, r2c_without_mig_in_kata_one_gpu_serves_one_user) {
 
 Test(place, r2c_slices_follow_allowed_start_slots) {
     dc();
-    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1, .mig_enabled = true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .mig_enabled = true);
     Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_3G);
     Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_3G);
     Decision c = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
@@ -170,8 +174,8 @@ Test(place, r2c_slices_follow_allowed_start_slots) {
 
 Test(place, r2c_fragmentation_aware_slices_keep_large_profiles_placeable) {
     dc();
-    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 2, .mig_enabled = true);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2, .mig_enabled = true);
     Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(a.placement.devices[0], b.placement.devices[0], "small slices pack onto one GPU");
@@ -192,8 +196,8 @@ Test(place, r2c_mig_slice_for_a_vm_is_refused) {
 
 Test(place, r2c_gpus_not_in_mig_mode_give_no_slices) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
@@ -202,7 +206,8 @@ Test(place, r2c_gpus_not_in_mig_mode_give_no_slices) {
 /* ---- R2d vGPU ---- */
 
 Test(place, r2d_vgpu_request_is_refused_naming_alternatives) {
-    Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = "nvidia-a100-vgpu");
+    Decision d =
+            fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = "nvidia-a100-vgpu");
     cr_assert_eq(d.kind, DECISION_REFUSED);
     cr_assert_eq(d.reason, SCHED_REASON_VGPU);
     cr_assert(strstr(d.message, "passthrough") && strstr(d.message, "MIG"), "%s", d.message);
@@ -212,7 +217,12 @@ Test(place, r2d_vm_vgpu_node_mode_is_refused) {
     dc();
     DeviceSpec dev = {.class_name = H100};
     SchedLabel l = {SCHED_MODE_LABEL, "vm-vgpu"};
-    NodeSpec spec = {.name = "n", .site = "dc", .owner = "ops", .labels = &l, .n_labels = 1, .devices = &dev,
+    NodeSpec spec = {.name = "n",
+                     .site = "dc",
+                     .owner = "ops",
+                     .labels = &l,
+                     .n_labels = 1,
+                     .devices = &dev,
                      .n_devices = 1};
     Error err = {0};
     cr_assert_eq(sched_add_node(fx, &spec, 0, &err), -EOPNOTSUPP);
@@ -224,10 +234,12 @@ Test(place, r2d_vm_vgpu_node_mode_is_refused) {
 
 Test(place, r2e_one_users_workloads_share_a_time_sliced_gpu) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 2);
-    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
-    Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
+    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+                        .share = true);
+    Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+                        .share = true);
     cr_assert_eq(a.placement.method, METHOD_TIME_SLICE, "%s", a.message);
     cr_assert_eq(b.placement.method, METHOD_TIME_SLICE);
     cr_assert_eq(a.placement.devices[0], b.placement.devices[0]);
@@ -237,34 +249,42 @@ Test(place, r2e_time_slices_never_mix_users) {
     dc();
     Error err = {0};
     sched_site_trust(fx, "dc", "staff", true, &err);
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1);
-    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
-    Decision b = fx_req(.id = "b", .user = "staff", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
+    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+                        .share = true);
+    Decision b = fx_req(.id = "b", .user = "staff", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+                        .share = true);
     cr_assert_eq(a.kind, DECISION_PLACED);
     cr_assert_eq(b.kind, DECISION_WAITING, "%s", b.message);
 }
 
 Test(place, r2e_time_slice_replicas_are_bounded) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     char id[8];
     for (int i = 0; i < SCHED_DEFAULT_TIME_SLICE_REPLICAS; i++) {
         snprintf(id, sizeof(id), "t%d", i);
-        cr_assert_eq(fx_req(.id = id, .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true).kind,
+        cr_assert_eq(fx_req(.id = id, .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+                            .share = true)
+                             .kind,
                      DECISION_PLACED);
     }
-    cr_assert_eq(fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true).kind,
+    cr_assert_eq(fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+                        .share = true)
+                         .kind,
                  DECISION_WAITING);
 }
 
 Test(place, r2e_strangers_share_flag_gives_a_whole_gpu_under_kata) {
     dc();
-    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
-                .cls = H100, .gpus = 2, .kata = true);
-    Decision a = fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
-    Decision b = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_NOTEBOOK, .class_name = H100, .share = true);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 2, .kata = true);
+    Decision a = fx_req(.id = "a", .user = "bob", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+                        .share = true);
+    Decision b = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+                        .share = true);
     cr_assert_eq(a.placement.method, METHOD_CONTAINER, "%s", a.message);
     cr_assert_eq(a.placement.container_runtime, CONTAINER_RUNTIME_KATA);
     cr_assert_neq(a.placement.devices[0], b.placement.devices[0]);
@@ -285,7 +305,12 @@ Test(place, r3_unknown_mode_label_is_an_error) {
     dc();
     DeviceSpec dev = {.class_name = H100};
     SchedLabel l = {SCHED_MODE_LABEL, "both"};
-    NodeSpec spec = {.name = "n", .site = "dc", .owner = "ops", .labels = &l, .n_labels = 1, .devices = &dev,
+    NodeSpec spec = {.name = "n",
+                     .site = "dc",
+                     .owner = "ops",
+                     .labels = &l,
+                     .n_labels = 1,
+                     .devices = &dev,
                      .n_devices = 1};
     Error err = {0};
     cr_assert_eq(sched_add_node(fx, &spec, 0, &err), -EINVAL);
@@ -294,8 +319,8 @@ Test(place, r3_unknown_mode_label_is_an_error) {
 
 Test(place, r3_all_gpus_of_a_node_follow_its_mode) {
     dc();
-    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
-                .cls = H100, .gpus = 4);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 4);
     for (unsigned i = 0; i < 4; i++) {
         DeviceInfo di;
         cr_assert_eq(sched_device_info(fx, "v1", i, &di), 0);
@@ -305,8 +330,8 @@ Test(place, r3_all_gpus_of_a_node_follow_its_mode) {
 
 Test(place, r4_mode_switch_refused_while_workloads_run_naming_them) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 2);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
     fx_req(.id = "job-42", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Error err = {0};
     cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), -EBUSY);
@@ -318,15 +343,16 @@ Test(place, r4_mode_switch_refused_while_workloads_run_naming_them) {
 
 Test(place, r4_mode_switch_after_drain_serves_the_waiting_vm) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 2);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
     fx_req(.id = "job", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision v = fx_req(.id = "vm", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
     cr_assert_eq(v.kind, DECISION_WAITING);
     Error err = {0};
     cr_assert_eq(sched_node_set_cordoned(fx, "c1", true, 0, &err), 0);
     fx_release("job");
-    cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_node_set_mode(fx, "c1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s",
+                 err.message);
     cr_assert_eq(sched_node_set_cordoned(fx, "c1", false, 0, &err), 0);
     cr_assert_eq(sched_request_decision(fx, "vm", &v), 0);
     cr_assert_eq(v.kind, DECISION_PLACED, "%s", v.message);
@@ -334,10 +360,10 @@ Test(place, r4_mode_switch_after_drain_serves_the_waiting_vm) {
 
 Test(place, r5_placement_never_flips_a_nodes_mode) {
     dc();
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8);
-    fx_gpu_node(.name = "c2", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "c2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
     Decision d = fx_req(.id = "v", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
     cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH);
     NodeInfo a, b;
@@ -352,11 +378,18 @@ Test(place, r7_lab_gpus_switch_one_by_one) {
     fx_site("lab", SITE_LAB);
     DeviceSpec devs[2] = {{.class_name = "nvidia-l40s", .binding = BINDING_HOST},
                           {.class_name = "nvidia-l40s", .binding = BINDING_VFIO}};
-    NodeSpec spec = {.name = "box", .site = "lab", .owner = "amy", .cpu_cores = 16, .devices = devs, .n_devices = 2};
+    NodeSpec spec = {.name = "box",
+                     .site = "lab",
+                     .owner = "amy",
+                     .cpu_cores = 16,
+                     .devices = devs,
+                     .n_devices = 2};
     Error err = {0};
     cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
-    Decision vm = fx_req(.id = "vm", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s");
-    Decision ct = fx_req(.id = "ct", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-l40s");
+    Decision vm =
+            fx_req(.id = "vm", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s");
+    Decision ct = fx_req(.id = "ct", .user = "amy", .kind = WORKLOAD_CONTAINER,
+                         .class_name = "nvidia-l40s");
     cr_assert_eq(vm.placement.devices[0], 1, "%s", vm.message);
     cr_assert_eq(ct.placement.devices[0], 0, "%s", ct.message);
 }
@@ -369,7 +402,8 @@ Test(place, r7_gpu_in_use_is_never_rebound) {
     cr_assert_eq(sched_device_set_binding(fx, "box", 0, BINDING_VFIO, 0, &err), -EBUSY);
     cr_assert(strstr(err.message, "ct"), "%s", err.message);
     fx_release("ct");
-    cr_assert_eq(sched_device_set_binding(fx, "box", 0, BINDING_VFIO, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_device_set_binding(fx, "box", 0, BINDING_VFIO, 0, &err), 0, "%s",
+                 err.message);
 }
 
 /* A queue walk passes over the waiters that need the other binding (the VM needs vfio, the
@@ -379,15 +413,26 @@ Test(place, r7_freed_gpu_goes_to_the_oldest_waiter_of_its_binding) {
     fx_site("lab", SITE_LAB);
     DeviceSpec devs[2] = {{.class_name = "nvidia-l40s", .binding = BINDING_HOST},
                           {.class_name = "nvidia-l40s", .binding = BINDING_VFIO}};
-    NodeSpec spec = {.name = "box", .site = "lab", .owner = "amy", .cpu_cores = 16, .devices = devs, .n_devices = 2};
+    NodeSpec spec = {.name = "box",
+                     .site = "lab",
+                     .owner = "amy",
+                     .cpu_cores = 16,
+                     .devices = devs,
+                     .n_devices = 2};
     Error err = {0};
     cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
-    cr_assert_eq(fx_req(.id = "ct1", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-l40s").kind,
+    cr_assert_eq(fx_req(.id = "ct1", .user = "amy", .kind = WORKLOAD_CONTAINER,
+                        .class_name = "nvidia-l40s")
+                         .kind,
                  DECISION_PLACED);
-    cr_assert_eq(fx_req(.id = "vm1", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s").kind,
-                 DECISION_PLACED);
-    Decision vm2 = fx_req(.id = "vm2", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s");
-    Decision ct2 = fx_req(.id = "ct2", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-l40s");
+    cr_assert_eq(
+            fx_req(.id = "vm1", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s")
+                    .kind,
+            DECISION_PLACED);
+    Decision vm2 =
+            fx_req(.id = "vm2", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-l40s");
+    Decision ct2 = fx_req(.id = "ct2", .user = "amy", .kind = WORKLOAD_CONTAINER,
+                          .class_name = "nvidia-l40s");
     cr_assert_eq(vm2.kind, DECISION_WAITING, "%s", vm2.message);
     cr_assert_eq(ct2.kind, DECISION_WAITING, "%s", ct2.message);
 
@@ -410,14 +455,17 @@ Test(place, r7_freed_gpu_goes_to_the_oldest_waiter_of_its_binding) {
 
 Test(place, whole_gpus_pack_to_keep_whole_nodes_free_for_gangs) {
     dc();
-    fx_gpu_node(.name = "a", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8);
-    fx_gpu_node(.name = "b", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8);
-    Decision one = fx_req(.id = "one", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
-    Decision two = fx_req(.id = "two", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    fx_gpu_node(.name = "a", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "b", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    Decision one =
+            fx_req(.id = "one", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision two =
+            fx_req(.id = "two", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_str_eq(one.placement.node, two.placement.node, "singles go to the same node");
-    Decision gang = fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 8);
+    Decision gang = fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER,
+                           .class_name = H100, .count = 8);
     cr_assert_eq(gang.kind, DECISION_PLACED, "%s", gang.message);
     cr_assert_str_neq(gang.placement.node, one.placement.node);
     cr_assert_eq(gang.placement.n_devices, 8);

@@ -19,18 +19,22 @@
 static void inventory_error(const char *text, int code, const char *pos, const char *needle) {
     InventoryFile *inv = NULL;
     Error err = {0};
-    cr_assert_eq(inventory_parse_yaml(text, strlen(text), "inv.yaml", &inv, &err), code, "%s", err.message);
+    cr_assert_eq(inventory_parse_yaml(text, strlen(text), "inv.yaml", &inv, &err), code, "%s",
+                 err.message);
     cr_assert_null(inv);
-    cr_assert(strncmp(err.message, pos, strlen(pos)) == 0, "want position %s in '%s'", pos, err.message);
+    cr_assert(strncmp(err.message, pos, strlen(pos)) == 0, "want position %s in '%s'", pos,
+              err.message);
     cr_assert(strstr(err.message, needle), "want '%s' in '%s'", needle, err.message);
 }
 
 static void requests_error(const char *text, int code, const char *pos, const char *needle) {
     RequestsFile *rf = NULL;
     Error err = {0};
-    cr_assert_eq(requests_parse_yaml(text, strlen(text), "req.yaml", &rf, &err), code, "%s", err.message);
+    cr_assert_eq(requests_parse_yaml(text, strlen(text), "req.yaml", &rf, &err), code, "%s",
+                 err.message);
     cr_assert_null(rf);
-    cr_assert(strncmp(err.message, pos, strlen(pos)) == 0, "want position %s in '%s'", pos, err.message);
+    cr_assert(strncmp(err.message, pos, strlen(pos)) == 0, "want position %s in '%s'", pos,
+              err.message);
     cr_assert(strstr(err.message, needle), "want '%s' in '%s'", needle, err.message);
 }
 
@@ -49,11 +53,14 @@ Test(plan_files, example_files_parse) {
 }
 
 Test(plan_files, inventory_errors_name_file_and_line) {
-    inventory_error("sites:\n  - {name: a, kind: moon}\n", -EINVAL, "inv.yaml:2:", "unknown site kind 'moon'");
-    inventory_error("nodes:\n  - name: n\n    site: s\n", -EINVAL, "inv.yaml:2:", "needs an 'owner'");
-    inventory_error("nodes:\n  - name: n\n    colour: red\n", -EINVAL, "inv.yaml:3:", "unknown key 'colour'");
-    inventory_error("nodes:\n  - {name: n, site: s, owner: o, devices: [{class: x, count: 17}]}\n", -ERANGE,
-                    "inv.yaml:2:", "at most 16");
+    inventory_error("sites:\n  - {name: a, kind: moon}\n", -EINVAL,
+                    "inv.yaml:2:", "unknown site kind 'moon'");
+    inventory_error("nodes:\n  - name: n\n    site: s\n", -EINVAL,
+                    "inv.yaml:2:", "needs an 'owner'");
+    inventory_error("nodes:\n  - name: n\n    colour: red\n", -EINVAL,
+                    "inv.yaml:3:", "unknown key 'colour'");
+    inventory_error("nodes:\n  - {name: n, site: s, owner: o, devices: [{class: x, count: 17}]}\n",
+                    -ERANGE, "inv.yaml:2:", "at most 16");
     inventory_error("nodes: [\n", -EINVAL, "inv.yaml:", "YAML syntax error");
     inventory_error("version: 2\n", -EINVAL, "inv.yaml:1:", "version 2");
 }
@@ -65,28 +72,33 @@ Test(plan_files, r3_inventory_rule_errors_point_at_the_node) {
     const char *text = "sites: [{name: dc, kind: datacenter}]\n"
                        "nodes:\n"
                        "  - name: ok\n    site: dc\n    owner: ops\n"
-                       "  - name: bad\n    site: dc\n    owner: ops\n    devices: [{class: nvidia-h100-80gb}]\n";
+                       "  - name: bad\n    site: dc\n    owner: ops\n    devices: [{class: "
+                       "nvidia-h100-80gb}]\n";
     InventoryFile *inv = NULL;
-    cr_assert_eq(inventory_parse_yaml(text, strlen(text), "inv.yaml", &inv, &err), 0, "%s", err.message);
+    cr_assert_eq(inventory_parse_yaml(text, strlen(text), "inv.yaml", &inv, &err), 0, "%s",
+                 err.message);
     Sched *s = sched_new(cat);
     cr_assert_eq(inventory_apply(inv, s, 0, &err), -EINVAL);
-    cr_assert(strstr(err.message, "inv.yaml:6: node 'bad'") && strstr(err.message, SCHED_MODE_LABEL), "%s",
-              err.message);
+    cr_assert(strstr(err.message, "inv.yaml:6: node 'bad'") &&
+                      strstr(err.message, SCHED_MODE_LABEL),
+              "%s", err.message);
     sched_free(s);
     inventory_file_free(inv);
     catalog_free(cat);
 }
 
 Test(plan_files, request_errors_name_file_and_line) {
-    requests_error("requests:\n  - {id: a, user: u, kind: spaceship, class: cpu}\n", -EINVAL, "req.yaml:2:",
-                   "unknown kind 'spaceship'");
-    requests_error("requests:\n  - {id: a, user: u, kind: vm}\n", -EINVAL, "req.yaml:2:", "'class' or a 'memory_gb'");
-    requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu}\n  - {id: a, user: u, kind: vm, class: cpu}\n",
+    requests_error("requests:\n  - {id: a, user: u, kind: spaceship, class: cpu}\n", -EINVAL,
+                   "req.yaml:2:", "unknown kind 'spaceship'");
+    requests_error("requests:\n  - {id: a, user: u, kind: vm}\n", -EINVAL,
+                   "req.yaml:2:", "'class' or a 'memory_gb'");
+    requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu}\n  - {id: a, user: u, "
+                   "kind: vm, class: cpu}\n",
                    -EEXIST, "req.yaml:3:", "used twice");
-    requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu, at: soon}\n", -EINVAL, "req.yaml:2:",
-                   "bad time 'soon'");
-    requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu, at: 9, release_at: 3}\n", -EINVAL,
-                   "req.yaml:2:", "before it starts");
+    requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu, at: soon}\n", -EINVAL,
+                   "req.yaml:2:", "bad time 'soon'");
+    requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu, at: 9, release_at: 3}\n",
+                   -EINVAL, "req.yaml:2:", "before it starts");
 }
 
 Test(plan_cli, plan_prints_each_decision_and_capacity_before_and_after) {
@@ -103,7 +115,9 @@ Test(plan_cli, plan_prints_each_decision_and_capacity_before_and_after) {
 
 Test(plan_cli, plan_json_lists_every_decision) {
     char *out = NULL;
-    cr_assert_eq(run_einsora(&out, NULL, "plan", "--inventory", INV, "--requests", REQ, "--json", NULL), 0);
+    cr_assert_eq(
+            run_einsora(&out, NULL, "plan", "--inventory", INV, "--requests", REQ, "--json", NULL),
+            0);
     json_error_t je;
     json_t *j = json_loads(out, 0, &je);
     cr_assert_not_null(j, "%s", je.text);
@@ -121,7 +135,8 @@ Test(plan_cli, plan_json_lists_every_decision) {
 }
 
 Test(plan_cli, plan_bad_file_exits_1_with_position) {
-    char *path = write_temp_file("requests:\n  - {id: a, user: u, kind: vm, colour: red, class: cpu}\n");
+    char *path =
+            write_temp_file("requests:\n  - {id: a, user: u, kind: vm, colour: red, class: cpu}\n");
     char *err = NULL;
     cr_assert_eq(run_einsora(NULL, &err, "plan", "--inventory", INV, "--requests", path, NULL), 1);
     char want[256];

@@ -18,7 +18,8 @@ TestSuite(policy, .init = fx_setup, .fini = fx_teardown);
 Test(policy, r1_nvidia_on_linux_containers_and_vms) {
     fx_site("lab", SITE_LAB);
     fx_gpu_node(.name = "box", .site = "lab", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
-    Decision d = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
+    Decision d = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER,
+                        .class_name = "nvidia-rtx-4090");
     cr_assert_eq(d.placement.method, METHOD_CONTAINER, "%s", d.message);
 }
 
@@ -26,7 +27,8 @@ Test(policy, r1_apple_metal_for_native_processes_and_macos_vms) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
     Decision n = fx_req(.id = "n", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = MAC64);
-    Decision v = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64);
+    Decision v = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = MAC64);
     cr_assert_eq(n.placement.method, METHOD_APPLE_WHOLE, "%s", n.message);
     cr_assert_eq(v.placement.method, METHOD_APPLE_WHOLE, "%s", v.message);
     cr_assert_eq(n.placement.container_runtime, CONTAINER_RUNTIME_NONE);
@@ -36,8 +38,10 @@ Test(policy, r1_cpu_on_all_platforms) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 16, 12);
     fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 0);
-    Decision a = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "cpu", .count = 32);
-    Decision b = fx_req(.id = "b", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = "cpu", .count = 10);
+    Decision a = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "cpu",
+                        .count = 32);
+    Decision b = fx_req(.id = "b", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = "cpu",
+                        .count = 10);
     cr_assert_eq(a.placement.method, METHOD_CPU, "%s", a.message);
     cr_assert_str_eq(a.placement.node, "box");
     cr_assert_str_eq(b.placement.node, "mac", "%s", b.message);
@@ -46,7 +50,8 @@ Test(policy, r1_cpu_on_all_platforms) {
 Test(policy, r12_amd_goes_to_containers_only) {
     fx_site("lab", SITE_LAB);
     fx_gpu_node(.name = "rocm", .site = "lab", .owner = "amy", .cls = "amd-mi300x", .gpus = 2);
-    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "amd-mi300x");
+    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER,
+                        .class_name = "amd-mi300x");
     Decision v = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "amd-mi300x");
     cr_assert_eq(c.placement.method, METHOD_CONTAINER, "%s", c.message);
     cr_assert_eq(v.kind, DECISION_REFUSED);
@@ -64,10 +69,10 @@ static CapacityRow cap(const char *cls, const char *site, CapacityMode m) {
 
 Test(policy, r6_capacity_counts_vm_nodes_by_vm_device_name_and_container_nodes_by_resource) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 8);
-    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
-                .cls = H100, .gpus = 4);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "v1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 4);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 3);
     CapacityRow vm = cap(H100, NULL, CAPACITY_VM), ct = cap(H100, NULL, CAPACITY_CONTAINER);
     cr_assert_eq(vm.total, 4);
@@ -91,14 +96,15 @@ Test(policy, r6_capacity_counts_vm_nodes_by_vm_device_name_and_container_nodes_b
 Test(policy, r6_capacity_per_site_shows_cordoned_and_quarantined) {
     fx_site("dc1", SITE_DATACENTER);
     fx_site("dc2", SITE_DATACENTER);
-    fx_gpu_node(.name = "a", .site = "dc1", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 4);
-    fx_gpu_node(.name = "b", .site = "dc2", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 2);
+    fx_gpu_node(.name = "a", .site = "dc1", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 4);
+    fx_gpu_node(.name = "b", .site = "dc2", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
     Error err = {0};
     cr_assert_eq(sched_device_set_quarantine(fx, "a", 1, "fell off the bus", 0, &err), 0);
     cr_assert_eq(sched_device_set_cordoned(fx, "a", 2, true, 0, &err), 0);
-    CapacityRow one = cap(H100, "dc1", CAPACITY_CONTAINER), two = cap(H100, "dc2", CAPACITY_CONTAINER);
+    CapacityRow one = cap(H100, "dc1", CAPACITY_CONTAINER),
+                two = cap(H100, "dc2", CAPACITY_CONTAINER);
     cr_assert_eq(one.total, 4);
     cr_assert_eq(one.quarantined, 1);
     cr_assert_eq(one.cordoned, 1);
@@ -112,8 +118,8 @@ Test(policy, r6_capacity_per_site_shows_cordoned_and_quarantined) {
 
 Test(policy, r6_mig_capacity_counts_instances_of_each_profile) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 2, .mig_enabled = true);
+    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2, .mig_enabled = true);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     CapacityRow r = cap(H100_1G, NULL, CAPACITY_CONTAINER);
     cr_assert_eq(r.total, 14);
@@ -148,7 +154,8 @@ Test(policy, r8_class_without_devices_has_zero_capacity) {
 }
 
 Test(policy, r8_unknown_class_is_refused) {
-    Decision d = fx_req(.id = "x", .user = "u", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-z9000");
+    Decision d = fx_req(.id = "x", .user = "u", .kind = WORKLOAD_CONTAINER,
+                        .class_name = "nvidia-z9000");
     cr_assert_eq(d.kind, DECISION_REFUSED);
     cr_assert_eq(d.reason, SCHED_REASON_UNKNOWN_CLASS);
 }
@@ -163,8 +170,10 @@ Test(policy, r9_internal_only_class_is_for_trusted_tenants_in_a_datacenter) {
                 .cls = "nvidia-rtx-4090", .gpus = 2, .kata = true);
     sched_device_reset_result(fx, "g", 0, true, NULL, 0, &err);
     sched_device_reset_result(fx, "g", 1, true, NULL, 0, &err);
-    Decision s = fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
-    Decision t = fx_req(.id = "t", .user = "staff", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
+    Decision s =
+            fx_req(.id = "s", .user = "bob", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
+    Decision t = fx_req(.id = "t", .user = "staff", .kind = WORKLOAD_VM,
+                        .class_name = "nvidia-rtx-4090");
     cr_assert_eq(s.kind, DECISION_REFUSED, "R18: no node would ever take it: %s", s.message);
     cr_assert_eq(s.reason, SCHED_REASON_INTERNAL_ONLY, "%s", s.message);
     cr_assert_eq(t.kind, DECISION_PLACED, "%s", t.message);
@@ -172,20 +181,22 @@ Test(policy, r9_internal_only_class_is_for_trusted_tenants_in_a_datacenter) {
 
 Test(policy, r9_consumer_cards_are_used_normally_at_home) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy",
-                .cls = "nvidia-rtx-4090", .gpus = 1, .binding = BINDING_VFIO, .kata = true);
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1,
+                .binding = BINDING_VFIO, .kata = true);
     Error err = {0};
     sched_device_reset_result(fx, "box", 0, true, NULL, 0, &err);
-    Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
+    Decision d = fx_req(.id = "c", .user = "bob", .kind = WORKLOAD_CONTAINER,
+                        .class_name = "nvidia-rtx-4090");
     cr_assert_eq(d.kind, DECISION_PLACED, "a stranger at a lab gets it under Kata: %s", d.message);
     cr_assert_eq(d.placement.container_runtime, CONTAINER_RUNTIME_KATA);
 }
 
 Test(policy, r9_consumer_passthrough_waits_for_reset_check_and_rechecks_after_each_vm) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy",
-                .cls = "nvidia-rtx-5090", .gpus = 1, .binding = BINDING_VFIO);
-    Decision d = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-5090");
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy", .cls = "nvidia-rtx-5090", .gpus = 1,
+                .binding = BINDING_VFIO);
+    Decision d =
+            fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-5090");
     cr_assert_eq(d.reason, SCHED_REASON_RESET_CHECK, "%s", d.message);
     Error err = {0};
     cr_assert_eq(sched_device_reset_result(fx, "box", 0, true, NULL, 0, &err), 0);
@@ -199,8 +210,8 @@ Test(policy, r9_consumer_passthrough_waits_for_reset_check_and_rechecks_after_ea
 
 Test(policy, r9_failed_reset_quarantines_with_reason) {
     fx_site("lab", SITE_LAB);
-    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy",
-                .cls = "nvidia-rtx-5090", .gpus = 1, .binding = BINDING_VFIO);
+    fx_gpu_node(.name = "box", .site = "lab", .owner = "amy", .cls = "nvidia-rtx-5090", .gpus = 1,
+                .binding = BINDING_VFIO);
     Error err = {0};
     cr_assert_eq(sched_device_reset_result(fx, "box", 0, false, "no FLR after stop", 0, &err), 0);
     DeviceInfo di;
@@ -224,9 +235,12 @@ Test(policy, r10_apple_classes_go_to_the_owner_only) {
 Test(policy, r10_owner_workloads_share_the_mac_gpu_within_usable_memory) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
-    Decision a = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64, .memory_gb = 30);
-    Decision b = fx_req(.id = "b", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = MAC64, .memory_gb = 18);
-    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = MAC64, .memory_gb = 1);
+    Decision a = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+                        .memory_gb = 30);
+    Decision b = fx_req(.id = "b", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = MAC64,
+                        .memory_gb = 18);
+    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_NOTEBOOK, .class_name = MAC64,
+                        .memory_gb = 1);
     cr_assert_eq(a.kind, DECISION_PLACED);
     cr_assert_eq(b.kind, DECISION_PLACED, "%s", b.message);
     cr_assert_eq(c.kind, DECISION_WAITING, "48 GB usable are used up: %s", c.message);
@@ -235,21 +249,28 @@ Test(policy, r10_owner_workloads_share_the_mac_gpu_within_usable_memory) {
 Test(policy, r10_at_most_two_macos_vms_per_mac) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
-    cr_assert_eq(fx_req(.id = "1", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64).kind,
+    cr_assert_eq(fx_req(.id = "1", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = MAC64)
+                         .kind,
                  DECISION_PLACED);
-    cr_assert_eq(fx_req(.id = "2", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = "cpu").kind,
+    cr_assert_eq(fx_req(.id = "2", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = "cpu")
+                         .kind,
                  DECISION_PLACED);
-    Decision d = fx_req(.id = "3", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS, .class_name = MAC64);
+    Decision d = fx_req(.id = "3", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = MAC64);
     cr_assert_eq(d.reason, SCHED_REASON_MACOS_VM_LIMIT, "%s", d.message);
 }
 
 Test(policy, r10_linux_guest_on_a_mac_gets_no_gpu_but_cpu_is_fine) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
-    Decision g = fx_req(.id = "g", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_LINUX, .class_name = MAC64);
+    Decision g = fx_req(.id = "g", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_LINUX,
+                        .class_name = MAC64);
     cr_assert_eq(g.kind, DECISION_REFUSED);
     cr_assert_eq(g.reason, SCHED_REASON_LINUX_GUEST_GPU);
-    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_LINUX, .class_name = "cpu");
+    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_LINUX,
+                        .class_name = "cpu");
     cr_assert_eq(c.kind, DECISION_PLACED, "%s", c.message);
 }
 
@@ -267,7 +288,8 @@ Test(policy, r14_endpoint_runtime_follows_placement) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
     fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
-    Decision n = fx_req(.id = "n", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = "nvidia-rtx-4090");
+    Decision n = fx_req(.id = "n", .user = "amy", .kind = WORKLOAD_ENDPOINT,
+                        .class_name = "nvidia-rtx-4090");
     Decision m = fx_req(.id = "m", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
     Decision l = fx_req(.id = "l", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
                         .runtime = ENDPOINT_RUNTIME_LLAMA_CPP);
@@ -292,9 +314,14 @@ static const char *const to_cpu[] = {"cpu"};
 Test(policy, r13_waits_for_first_choice_then_takes_the_alternative) {
     fx_site("home", SITE_SOLO);
     fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
-    fx_req(.id = "busy", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
-    Decision d = fx_submit((RequestSpec){.id = "r", .user = "amy", .kind = WORKLOAD_ENDPOINT,
-                                         .class_name = "nvidia-rtx-4090", .fallback = to_cpu, .n_fallback = 1,
+    fx_req(.id = "busy", .user = "amy", .kind = WORKLOAD_CONTAINER,
+           .class_name = "nvidia-rtx-4090");
+    Decision d = fx_submit((RequestSpec){.id = "r",
+                                         .user = "amy",
+                                         .kind = WORKLOAD_ENDPOINT,
+                                         .class_name = "nvidia-rtx-4090",
+                                         .fallback = to_cpu,
+                                         .n_fallback = 1,
                                          .wait_s = 60},
                            100);
     cr_assert_eq(d.kind, DECISION_WAITING);
@@ -312,9 +339,15 @@ Test(policy, r13_waits_for_first_choice_then_takes_the_alternative) {
 Test(policy, r13_first_choice_wins_when_it_frees_before_the_deadline) {
     fx_site("home", SITE_SOLO);
     fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
-    fx_req(.id = "busy", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090");
-    fx_submit((RequestSpec){.id = "r", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-rtx-4090",
-                            .fallback = to_cpu, .n_fallback = 1, .wait_s = 60},
+    fx_req(.id = "busy", .user = "amy", .kind = WORKLOAD_CONTAINER,
+           .class_name = "nvidia-rtx-4090");
+    fx_submit((RequestSpec){.id = "r",
+                            .user = "amy",
+                            .kind = WORKLOAD_CONTAINER,
+                            .class_name = "nvidia-rtx-4090",
+                            .fallback = to_cpu,
+                            .n_fallback = 1,
+                            .wait_s = 60},
               0);
     fx_release("busy");
     Decision d;
@@ -326,9 +359,16 @@ Test(policy, r13_first_choice_wins_when_it_frees_before_the_deadline) {
 Test(policy, r13_on_a_mac_metal_then_cpu) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
-    fx_req(.id = "big", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64, .memory_gb = 40);
-    Decision d = fx_submit((RequestSpec){.id = "r", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
-                                         .memory_gb = 20, .fallback = to_cpu, .n_fallback = 1, .wait_s = 5},
+    fx_req(.id = "big", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+           .memory_gb = 40);
+    Decision d = fx_submit((RequestSpec){.id = "r",
+                                         .user = "amy",
+                                         .kind = WORKLOAD_ENDPOINT,
+                                         .class_name = MAC64,
+                                         .memory_gb = 20,
+                                         .fallback = to_cpu,
+                                         .n_fallback = 1,
+                                         .wait_s = 5},
                            0);
     cr_assert_eq(d.kind, DECISION_WAITING);
     sched_tick(fx, 5);
@@ -340,30 +380,38 @@ Test(policy, r13_on_a_mac_metal_then_cpu) {
 Test(policy, r13_fallback_never_lands_on_stranger_slice) {
     fx_site("dc", SITE_DATACENTER);
     /* One MIG GPU with Kata slices (R2c would let strangers share it), one busy whole H200. */
-    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
+    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
     fx_gpu_node(.name = "w", .site = "dc", .owner = "ops", .mode = "vm-passthrough",
                 .cls = "nvidia-h200-141gb", .gpus = 1, .kata = true);
-    Decision other = fx_req(.id = "other", .user = "carol", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    Decision other = fx_req(.id = "other", .user = "carol", .kind = WORKLOAD_ENDPOINT,
+                            .class_name = H100_1G);
     cr_assert_eq(other.kind, DECISION_PLACED, "%s", other.message);
-    fx_req(.id = "busy", .user = "carol", .kind = WORKLOAD_CONTAINER, .class_name = "nvidia-h200-141gb");
+    fx_req(.id = "busy", .user = "carol", .kind = WORKLOAD_CONTAINER,
+           .class_name = "nvidia-h200-141gb");
     static const char *const to_slice[] = {H100_1G};
-    fx_submit((RequestSpec){.id = "r", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = "nvidia-h200-141gb",
-                            .fallback = to_slice, .n_fallback = 1, .wait_s = 10},
+    fx_submit((RequestSpec){.id = "r",
+                            .user = "bob",
+                            .kind = WORKLOAD_ENDPOINT,
+                            .class_name = "nvidia-h200-141gb",
+                            .fallback = to_slice,
+                            .n_fallback = 1,
+                            .wait_s = 10},
               0);
     sched_tick(fx, 10);
     Decision d;
     sched_request_decision(fx, "r", &d);
     cr_assert_eq(d.kind, DECISION_WAITING, "never next to carol's slice: %s", d.message);
     /* As a first choice the same slice is fine (R2c). */
-    Decision first = fx_req(.id = "f", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    Decision first =
+            fx_req(.id = "f", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(first.kind, DECISION_PLACED, "%s", first.message);
 }
 
 Test(policy, r13_fallback_to_an_unknown_class_is_refused) {
     static const char *const bad[] = {"nvidia-z9000"};
-    Decision d = fx_req(.id = "r", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = H100, .fallback = bad,
-                        .n_fallback = 1);
+    Decision d = fx_req(.id = "r", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .fallback = bad, .n_fallback = 1);
     cr_assert_eq(d.kind, DECISION_REFUSED);
     cr_assert(strstr(d.message, "nvidia-z9000"), "%s", d.message);
 }
@@ -372,12 +420,16 @@ Test(policy, r13_fallback_to_an_unknown_class_is_refused) {
 
 Test(policy, r15_restore_refuses_a_placement_that_shares_a_gpu_with_a_stranger) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1);
+    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     RequestSpec spec = {.id = "b", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100};
-    Placement p = {.node = "c", .class_name = H100, .method = METHOD_CONTAINER,
-                   .container_runtime = CONTAINER_RUNTIME_RUNC, .n_devices = 1, .fallback_index = -1};
+    Placement p = {.node = "c",
+                   .class_name = H100,
+                   .method = METHOD_CONTAINER,
+                   .container_runtime = CONTAINER_RUNTIME_RUNC,
+                   .n_devices = 1,
+                   .fallback_index = -1};
     Error err = {0};
     cr_assert_eq(sched_restore_placed(fx, &spec, &p, &err), -EBUSY, "%s", err.message);
     cr_assert_eq(sched_request_count(fx), 1, "nothing changed");
@@ -385,12 +437,19 @@ Test(policy, r15_restore_refuses_a_placement_that_shares_a_gpu_with_a_stranger) 
 
 Test(policy, r16_restore_reapplies_the_exact_placement) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 2, .mig_enabled = true);
+    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2, .mig_enabled = true);
     RequestSpec spec = {.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G};
-    Placement p = {.node = "m", .class_name = H100_1G, .method = METHOD_MIG,
-                   .container_runtime = CONTAINER_RUNTIME_RUNC, .endpoint_runtime = ENDPOINT_RUNTIME_VLLM,
-                   .n_devices = 1, .devices = {1}, .mig_start = 5, .mig_slots = 1, .fallback_index = -1};
+    Placement p = {.node = "m",
+                   .class_name = H100_1G,
+                   .method = METHOD_MIG,
+                   .container_runtime = CONTAINER_RUNTIME_RUNC,
+                   .endpoint_runtime = ENDPOINT_RUNTIME_VLLM,
+                   .n_devices = 1,
+                   .devices = {1},
+                   .mig_start = 5,
+                   .mig_slots = 1,
+                   .fallback_index = -1};
     Error err = {0};
     cr_assert_eq(sched_restore_placed(fx, &spec, &p, &err), 0, "%s", err.message);
     Decision d;
@@ -405,8 +464,8 @@ Test(policy, r16_restore_reapplies_the_exact_placement) {
 
 Test(policy, r16_a_request_is_never_placed_twice) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 2);
+    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
     fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     cr_assert_eq(d.kind, DECISION_REFUSED);
@@ -423,13 +482,19 @@ static void count_placed(void *userdata, const char *id, const Decision *d) {
 
 Test(policy, queue_freed_capacity_goes_to_the_oldest_waiter) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 1);
+    fx_gpu_node(.name = "c", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
     int placed = 0;
     sched_set_on_placed(fx, count_placed, &placed);
     fx_req(.id = "run", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
-    fx_submit((RequestSpec){.id = "old", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100}, 1);
-    fx_submit((RequestSpec){.id = "new", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100}, 2);
+    fx_submit(
+            (RequestSpec){
+                    .id = "old", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100},
+            1);
+    fx_submit(
+            (RequestSpec){
+                    .id = "new", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100},
+            2);
     cr_assert_str_eq(sched_waiting_at(fx, 0), "old");
     fx_release("run");
     Decision d;
@@ -442,15 +507,18 @@ Test(policy, queue_freed_capacity_goes_to_the_oldest_waiter) {
 
 Test(policy, queue_backfill_never_takes_the_node_a_waiting_gang_reserved) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node(.name = "a", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 4);
-    fx_gpu_node(.name = "b", .site = "dc", .owner = "ops", .mode = "container",
-                .cls = H100, .gpus = 4);
-    Decision x = fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 3);
-    Decision y = fx_req(.id = "y", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 2);
+    fx_gpu_node(.name = "a", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 4);
+    fx_gpu_node(.name = "b", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 4);
+    Decision x = fx_req(.id = "x", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 3);
+    Decision y = fx_req(.id = "y", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 2);
     cr_assert_str_neq(x.placement.node, y.placement.node, "best fit: y does not fit next to x");
     /* x's node has 1 free, y's node 2: the gang of 4 waits and reserves y's node (nearest). */
-    Decision g = fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4);
+    Decision g = fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 4);
     cr_assert_eq(g.kind, DECISION_WAITING);
     Decision s1 = fx_req(.id = "s1", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     Decision s2 = fx_req(.id = "s2", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
@@ -476,25 +544,36 @@ Test(policy, r12_every_waiting_gang_reserves_a_node_and_only_older_requests_take
     char id[8];
     for (int i = 0; i < 8; i++) { /* both nodes full of one-GPU work */
         snprintf(id, sizeof(id), "f%d", i);
-        cr_assert_eq(fx_req(.id = id, .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100).kind,
+        cr_assert_eq(fx_req(.id = id, .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100)
+                             .kind,
                      DECISION_PLACED);
     }
     const char *a = decision_of("f0").placement.node;
     cr_assert_str_eq(decision_of("f3").placement.node, a, "best fit fills one node first");
     /* An older one-GPU request, two gangs (each reserves a full node of its own), a younger one. */
-    cr_assert_eq(fx_req(.id = "old", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100).kind,
+    cr_assert_eq(
+            fx_req(.id = "old", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100).kind,
+            DECISION_WAITING);
+    cr_assert_eq(fx_req(.id = "g1", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 4)
+                         .kind,
                  DECISION_WAITING);
-    cr_assert_eq(fx_req(.id = "g1", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4).kind,
+    cr_assert_eq(fx_req(.id = "g2", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 4)
+                         .kind,
                  DECISION_WAITING);
-    cr_assert_eq(fx_req(.id = "g2", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100, .count = 4).kind,
-                 DECISION_WAITING);
-    cr_assert_eq(fx_req(.id = "young", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100).kind,
-                 DECISION_WAITING);
+    cr_assert_eq(
+            fx_req(.id = "young", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100)
+                    .kind,
+            DECISION_WAITING);
     fx_release("f0"); /* node a: the older request takes it, reserved or not */
-    cr_assert_eq(decision_of("old").kind, DECISION_PLACED, "a request older than the gangs is held back");
+    cr_assert_eq(decision_of("old").kind, DECISION_PLACED,
+                 "a request older than the gangs is held back");
     fx_release("f4"); /* node b: reserved by an older gang too, so the younger one waits */
-    cr_assert_eq(decision_of("young").kind, DECISION_WAITING, "a younger request took a gang's reserved node");
-    fx_release("f5"), fx_release("f6"), fx_release("f7"); /* b is empty: the oldest gang runs there */
+    cr_assert_eq(decision_of("young").kind, DECISION_WAITING,
+                 "a younger request took a gang's reserved node");
+    fx_release("f5"), fx_release("f6"),
+            fx_release("f7"); /* b is empty: the oldest gang runs there */
     Decision g1 = decision_of("g1");
     cr_assert_eq(g1.kind, DECISION_PLACED, "%s", g1.message);
     cr_assert_str_neq(g1.placement.node, a);
@@ -502,7 +581,8 @@ Test(policy, r12_every_waiting_gang_reserves_a_node_and_only_older_requests_take
     /* g2 keeps b, where it runs as soon as g1 ends (the node stays with the gangs); a is no
      * gang's any more, so the younger request takes its next free GPU. */
     fx_release("f1");
-    cr_assert_eq(decision_of("young").kind, DECISION_PLACED, "a node no gang reserved stays closed");
+    cr_assert_eq(decision_of("young").kind, DECISION_PLACED,
+                 "a node no gang reserved stays closed");
     cr_assert_str_eq(decision_of("young").placement.node, a);
     fx_release("g1");
     Decision g2 = decision_of("g2");

@@ -28,18 +28,31 @@ static unsigned pick(unsigned n) {
 }
 
 static const char *const classes[] = {
-    "nvidia-h100-80gb", "nvidia-h100-80gb-mig-1g.10gb", "nvidia-h100-80gb-mig-3g.40gb",
-    "nvidia-h100-80gb-mig-1g.20gb", "nvidia-rtx-4090", "amd-mi300x", "apple-silicon-64gb",
-    "apple-silicon-16gb", "cpu", "nvidia-a100-vgpu",
+        "nvidia-h100-80gb",
+        "nvidia-h100-80gb-mig-1g.10gb",
+        "nvidia-h100-80gb-mig-3g.40gb",
+        "nvidia-h100-80gb-mig-1g.20gb",
+        "nvidia-rtx-4090",
+        "amd-mi300x",
+        "apple-silicon-64gb",
+        "apple-silicon-16gb",
+        "cpu",
+        "nvidia-a100-vgpu",
 };
 static const char *const users[] = {"ops", "amy", "bob", "staff", "eve"};
-static const char *const node_names[] = {"dc-c", "dc-v", "dc-m", "lab-1", "lab-2", "mac-1", "mac-2", "home"};
+static const char *const node_names[] = {"dc-c",  "dc-v",  "dc-m",  "lab-1",
+                                         "lab-2", "mac-1", "mac-2", "home"};
 static const char *const sites[] = {"dc", "dc", "dc", "lab", "lab", "lab", "home", "home"};
 
 static void add_node(unsigned k) {
     DeviceSpec devs[4];
-    NodeSpec spec = {.name = node_names[k], .site = sites[k], .owner = users[k % 3], .cpu_cores = 8 + pick(24),
-                     .kata = pick(2), .mig_in_kata = pick(3) == 0, .devices = devs};
+    NodeSpec spec = {.name = node_names[k],
+                     .site = sites[k],
+                     .owner = users[k % 3],
+                     .cpu_cores = 8 + pick(24),
+                     .kata = pick(2),
+                     .mig_in_kata = pick(3) == 0,
+                     .devices = devs};
     SchedLabel label = {SCHED_MODE_LABEL, pick(2) ? "container" : "vm-passthrough"};
     if (k < 3) {
         spec.owner = "ops";
@@ -54,8 +67,10 @@ static void add_node(unsigned k) {
         spec.n_devices = 1 + pick(4);
         const char *cls = k == 3 ? "nvidia-rtx-4090" : k == 4 ? "amd-mi300x" : "nvidia-h100-80gb";
         for (size_t i = 0; i < spec.n_devices; i++)
-            devs[i] = (DeviceSpec){.class_name = cls, .binding = (Binding)pick(2),
-                                   .mig_enabled = cls[7] == 'h' && pick(2), .reset_verified = pick(2)};
+            devs[i] = (DeviceSpec){.class_name = cls,
+                                   .binding = (Binding)pick(2),
+                                   .mig_enabled = cls[7] == 'h' && pick(2),
+                                   .reset_verified = pick(2)};
     }
     Error err = {0};
     int r = sched_add_node(fx, &spec, 0, &err);
@@ -66,10 +81,15 @@ static void submit(unsigned op, uint64_t now) {
     char id[32];
     snprintf(id, sizeof(id), "r%u", pick(64));
     static const char *fb[3];
-    RequestSpec spec = {.id = id, .user = users[pick(ARRAY_SIZE(users))], .kind = (WorkloadKind)pick(4),
-                        .guest = (GuestOs)pick(2), .class_name = classes[pick(ARRAY_SIZE(classes))],
-                        .count = pick(4) == 0 ? 2 + pick(3) : 1, .share = pick(3) == 0,
-                        .submitted = now, .runtime = pick(4) == 0 ? (EndpointRuntime)pick(4) : ENDPOINT_RUNTIME_NONE,
+    RequestSpec spec = {.id = id,
+                        .user = users[pick(ARRAY_SIZE(users))],
+                        .kind = (WorkloadKind)pick(4),
+                        .guest = (GuestOs)pick(2),
+                        .class_name = classes[pick(ARRAY_SIZE(classes))],
+                        .count = pick(4) == 0 ? 2 + pick(3) : 1,
+                        .share = pick(3) == 0,
+                        .submitted = now,
+                        .runtime = pick(4) == 0 ? (EndpointRuntime)pick(4) : ENDPOINT_RUNTIME_NONE,
                         .memory_gb = pick(3) == 0 ? pick(40) : 0};
     if (pick(8) == 0)
         spec.class_name = NULL;
@@ -114,7 +134,8 @@ static void node_op(uint64_t now) {
         r = sched_node_set_cordoned(fx, n, pick(2), now, &err);
         break;
     case 2:
-        r = sched_node_set_mode(fx, n, pick(2) ? NODE_MODE_CONTAINER : NODE_MODE_VM_PASSTHROUGH, now, &err);
+        r = sched_node_set_mode(fx, n, pick(2) ? NODE_MODE_CONTAINER : NODE_MODE_VM_PASSTHROUGH,
+                                now, &err);
         break;
     case 3:
         r = sched_device_set_cordoned(fx, n, dev, pick(3) == 0, now, &err);
@@ -166,7 +187,8 @@ Test(random, r15_r16_invariants_hold_after_every_random_operation, .timeout = 60
         else if (what < 85)
             add_node(pick(ARRAY_SIZE(node_names)));
         else if (what < 88)
-            sched_site_trust(fx, pick(2) ? "dc" : "lab", users[pick(ARRAY_SIZE(users))], pick(2), &err);
+            sched_site_trust(fx, pick(2) ? "dc" : "lab", users[pick(ARRAY_SIZE(users))], pick(2),
+                             &err);
         else {
             now += pick(5);
             sched_tick(fx, now);
@@ -178,5 +200,6 @@ Test(random, r15_r16_invariants_hold_after_every_random_operation, .timeout = 60
     cr_assert(ops == 0 || placed_seen > 0, "the run placed something");
     /* A long run reaches every delivery method, so every rule set was exercised. */
     for (int m = 0; ops >= 100000 && m < _METHOD_MAX; m++)
-        cr_assert(by_method[m] > 0, "no placement by %s in %u ops", method_to_string((Method)m), ops);
+        cr_assert(by_method[m] > 0, "no placement by %s in %u ops", method_to_string((Method)m),
+                  ops);
 }

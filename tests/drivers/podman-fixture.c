@@ -23,8 +23,10 @@ bool podman_fixture_usable(char *buf, size_t size) {
         return false;
     }
     for (size_t i = 0; need[i]; i++)
-        if (access(need[i], X_OK) < 0 && !(strstr(need[i], "runc") && access("/usr/bin/runc", X_OK) == 0)) {
-            snprintf(buf, size, "%s is missing (./dev installs podman, runc, busybox-static)", need[i]);
+        if (access(need[i], X_OK) < 0 &&
+            !(strstr(need[i], "runc") && access("/usr/bin/runc", X_OK) == 0)) {
+            snprintf(buf, size, "%s is missing (./dev installs podman, runc, busybox-static)",
+                     need[i]);
             return false;
         }
     return true;
@@ -43,7 +45,8 @@ static void sh(const char *fmt, ...) {
 
 static const char *podman_args(PodmanFixture *p, char *buf, size_t size) {
     snprintf(buf, size,
-             "env CONTAINERS_CONF=%s/containers.conf podman --root %s/root --runroot %s/run --storage-driver vfs "
+             "env CONTAINERS_CONF=%s/containers.conf podman --root %s/root --runroot %s/run "
+             "--storage-driver vfs "
              "--cgroup-manager cgroupfs --events-backend file --tmpdir %s/tmp",
              p->dir, p->dir, p->dir, p->dir);
     return buf;
@@ -59,7 +62,8 @@ int podman_fixture_cli(PodmanFixture *p, const char *args) {
 static void make_node(const char *dir, const char *name, unsigned major, unsigned minor) {
     char path[160];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    cr_assert(mknod(path, S_IFCHR | 0666, makedev(major, minor)) == 0, "mknod %s: %s", path, strerror(errno));
+    cr_assert(mknod(path, S_IFCHR | 0666, makedev(major, minor)) == 0, "mknod %s: %s", path,
+              strerror(errno));
 }
 
 static void write_text(const char *path, const char *text) {
@@ -81,8 +85,8 @@ static bool answers(const char *socket) {
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ignore_body);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
     long status = 0;
-    bool ok = curl_easy_perform(h) == CURLE_OK && curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
-              status == 200;
+    bool ok = curl_easy_perform(h) == CURLE_OK &&
+              curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200;
     curl_easy_cleanup(h);
     return ok;
 }
@@ -110,7 +114,8 @@ void podman_fixture_start_service(PodmanFixture *p) {
     /* Poll for the socket with a generous deadline (a loaded machine starts Podman slowly). */
     for (int i = 0; i < 1200 && !answers(p->socket); i++)
         nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-    cr_assert(answers(p->socket), "the Podman service did not answer on %s (see %s/service.log)", p->socket, p->dir);
+    cr_assert(answers(p->socket), "the Podman service did not answer on %s (see %s/service.log)",
+              p->socket, p->dir);
 }
 
 void podman_fixture_kill_service(PodmanFixture *p) {
@@ -128,27 +133,32 @@ void podman_fixture_start(PodmanFixture *p) {
     snprintf(p->socket, sizeof(p->socket), "%s/engine.sock", p->dir);
     snprintf(p->dev, sizeof(p->dev), "%s/dev", p->dir);
     /* A rootfs from busybox-static, imported as the image. */
-    sh("set -e; d=%s/rootfs; mkdir -p $d/bin $d/dev $d/proc $d/sys $d/etc $d/tmp; cp /bin/busybox $d/bin/; "
+    sh("set -e; d=%s/rootfs; mkdir -p $d/bin $d/dev $d/proc $d/sys $d/etc $d/tmp; cp /bin/busybox "
+       "$d/bin/; "
        "for c in sh ls cat env echo sleep true false httpd; do ln -s busybox $d/bin/$c; done; "
        "mkdir -p %s/tmp %s/dri",
        p->dir, p->dir, p->dev);
     char conf[160];
     snprintf(conf, sizeof(conf), "%s/containers.conf", p->dir);
-    write_text(conf,
-               "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"]\n"
-               "[engine]\ncgroup_manager = \"cgroupfs\"\nruntime = \"runc\"\nevents_logger = \"file\"\n");
+    write_text(conf, "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"]\n"
+                     "[engine]\ncgroup_manager = \"cgroupfs\"\nruntime = \"runc\"\nevents_logger = "
+                     "\"file\"\n");
     char base[512];
-    sh("tar -C %s/rootfs -c . | %s import - %s >/dev/null 2>&1", p->dir, podman_args(p, base, sizeof(base)), PODMAN_IMAGE);
-    sh("tar -C %s/rootfs -c . | %s import --change 'CMD [\"sh\",\"-c\",\"ls /dev /dev/dri; env\"]' - %s >/dev/null 2>&1",
+    sh("tar -C %s/rootfs -c . | %s import - %s >/dev/null 2>&1", p->dir,
+       podman_args(p, base, sizeof(base)), PODMAN_IMAGE);
+    sh("tar -C %s/rootfs -c . | %s import --change 'CMD [\"sh\",\"-c\",\"ls /dev /dev/dri; env\"]' "
+       "- %s >/dev/null 2>&1",
        p->dir, base, PODMAN_PROBE_IMAGE);
-    sh("tar -C %s/rootfs -c . | %s import --change 'CMD [\"sleep\",\"100000\"]' - %s >/dev/null 2>&1",
+    sh("tar -C %s/rootfs -c . | %s import --change 'CMD [\"sleep\",\"100000\"]' - %s >/dev/null "
+       "2>&1",
        p->dir, base, PODMAN_SLEEPER_IMAGE);
     /* Fake GPUs: NVIDIA's majors (195), AMD's kfd and render nodes (226). */
     char name[32];
     for (int i = 0; i < PODMAN_GPUS; i++) {
         snprintf(name, sizeof(name), "nvidia%d", i);
         make_node(p->dev, name, 195, (unsigned)i);
-        snprintf(p->uuid[i], sizeof(p->uuid[i]), "GPU-e1750000-%04x-4000-8000-%012d", (unsigned)getpid() & 0xffff, i);
+        snprintf(p->uuid[i], sizeof(p->uuid[i]), "GPU-e1750000-%04x-4000-8000-%012d",
+                 (unsigned)getpid() & 0xffff, i);
     }
     make_node(p->dev, "nvidiactl", 195, 255);
     make_node(p->dev, "kfd", 235, 0);
@@ -161,11 +171,13 @@ void podman_fixture_start(PodmanFixture *p) {
     int n = snprintf(spec, sizeof(spec), "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n");
     for (int i = 0; i < PODMAN_GPUS; i++)
         n += snprintf(spec + n, sizeof(spec) - (size_t)n,
-                      "- name: %s\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia%d\n      hostPath: %s/nvidia%d\n",
+                      "- name: %s\n  containerEdits:\n    deviceNodes:\n    - path: "
+                      "/dev/nvidia%d\n      hostPath: %s/nvidia%d\n",
                       p->uuid[i], i, p->dev, i);
     snprintf(spec + n, sizeof(spec) - (size_t)n,
              "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n"
-             "  - path: /dev/nvidiactl\n    hostPath: %s/nvidiactl\n", p->dev);
+             "  - path: /dev/nvidiactl\n    hostPath: %s/nvidiactl\n",
+             p->dev);
     write_text(p->cdi_spec, spec);
     podman_fixture_start_service(p);
 }

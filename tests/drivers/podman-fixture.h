@@ -17,11 +17,11 @@
 #define PODMAN_GPUS 8
 
 typedef struct PodmanFixture {
-    char dir[64];      /* everything of the fixture lives under it */
+    char dir[64]; /* everything of the fixture lives under it */
     char socket[128];
-    char cdi_spec[128]; /* our spec file in /var/run/cdi */
+    char cdi_spec[128];         /* our spec file in /var/run/cdi */
     char uuid[PODMAN_GPUS][64]; /* the fake NVIDIA GPUs: GPU-…, as /dev/nvidia0..7 */
-    char dev[96];       /* the fake device nodes' folder (nvidia0, nvidia1, nvidiactl, kfd, dri/) */
+    char dev[96]; /* the fake device nodes' folder (nvidia0, nvidia1, nvidiactl, kfd, dri/) */
     pid_t service;
 } PodmanFixture;
 

@@ -37,13 +37,33 @@ static void spawn_agent(void) {
     snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
     snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
     snprintf(sock_arg, sizeof(sock_arg), "%s", pm.socket);
-    const char *args[] = {"--site", "lab", "--site-kind", "lab", "--sysfs-root", sys, "--proc-root", proc, "--simulate",
-                          "--nvml-lib", FAKE_NVML_LIB, "--engine-socket", sock_arg, "--engine-api", "libpod",
+    const char *args[] = {"--site",
+                          "lab",
+                          "--site-kind",
+                          "lab",
+                          "--sysfs-root",
+                          sys,
+                          "--proc-root",
+                          proc,
+                          "--simulate",
+                          "--nvml-lib",
+                          FAKE_NVML_LIB,
+                          "--engine-socket",
+                          sock_arg,
+                          "--engine-api",
+                          "libpod",
                           "--images",
                           "notebook=" PODMAN_PROBE_IMAGE ",container=" PODMAN_SLEEPER_IMAGE
                           ",endpoint=localhost/no-such:1,vm=/var/lib/einsora/images/test.qcow2",
-                          "--vm-uri", "test:///default", "--vm-domain-type", "test", "--stop-grace", "1",
-                          "--address", "127.0.0.1", NULL};
+                          "--vm-uri",
+                          "test:///default",
+                          "--vm-domain-type",
+                          "test",
+                          "--stop-grace",
+                          "1",
+                          "--address",
+                          "127.0.0.1",
+                          NULL};
     agent = fleet_spawn_agent(ts.url, agent_token, NODE, state_dir, args, nvml);
 }
 
@@ -129,7 +149,8 @@ static Driver *engine(void) {
     Driver *d = NULL;
     char product[128];
     Error err = {0};
-    cr_assert_eq(engine_driver_new(&c, &d, product, sizeof(product), &err), 0, "%s", error_message(&err));
+    cr_assert_eq(engine_driver_new(&c, &d, product, sizeof(product), &err), 0, "%s",
+                 error_message(&err));
     return d;
 }
 
@@ -206,11 +227,13 @@ Test(agent_workloads, r17_a_missing_image_fails_the_request_with_the_engines_sen
     long id = submit("{\"kind\":\"endpoint\",\"class\":\"nvidia-h100-80gb\"}");
     json_t *j = wait_state(id, "ended");
     const char *reason = json_string_value(json_object_get(j, "reason"));
-    cr_assert(strstr(reason, "failed: The image localhost/no-such:1 is not on the engine"), "%s", reason);
+    cr_assert(strstr(reason, "failed: The image localhost/no-such:1 is not on the engine"), "%s",
+              reason);
     json_decref(j);
 }
 
-Test(agent_workloads, r17_an_agent_killed_and_restarted_adopts_its_container_and_never_starts_it_twice) {
+Test(agent_workloads,
+     r17_an_agent_killed_and_restarted_adopts_its_container_and_never_starts_it_twice) {
     NEED_PODMAN();
     Driver *d = engine();
     long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
@@ -232,7 +255,8 @@ Test(agent_workloads, r17_an_agent_killed_and_restarted_adopts_its_container_and
     bool adopted = false;
     for (int i = 0; i < 1200 && !adopted; i++) {
         char *text = NULL;
-        adopted = read_full_file(log, 1 << 20, &text, NULL) >= 0 && strstr(text, "adopted the workload of request");
+        adopted = read_full_file(log, 1 << 20, &text, NULL) >= 0 &&
+                  strstr(text, "adopted the workload of request");
         free(text);
         if (!adopted)
             nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
@@ -259,12 +283,14 @@ Test(agent_workloads, r17_a_vm_placement_starts_a_libvirt_domain_and_release_sto
     NEED_PODMAN();
     long id = submit("{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\"}");
     json_t *j = wait_state(id, "active");
-    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(json_object_get(j, "placement"), "addresses"), 0)),
+    cr_assert_str_eq(json_string_value(json_array_get(
+                             json_object_get(json_object_get(j, "placement"), "addresses"), 0)),
                      "0000:db:00.0");
     json_decref(j);
     char words[64], vms[256], *text = NULL;
     snprintf(words, sizeof(words), "started vm %ld", id);
-    for (int i = 0; i < 1200 && !agent_log_has(words); i++) /* logged once the activation is answered */
+    for (int i = 0; i < 1200 && !agent_log_has(words);
+         i++) /* logged once the activation is answered */
         nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     cr_assert(agent_log_has(words), "the agent started the VM");
     snprintf(vms, sizeof(vms), "%s/vms", state_dir);
@@ -290,14 +316,16 @@ Test(agent_workloads, r17_a_vm_placement_starts_a_libvirt_domain_and_release_sto
 Test(agent_workloads, r17_cli_run_logs_and_stop) {
     NEED_PODMAN();
     char *out = NULL, *err = NULL;
-    int rc = run_einsora(&out, &err, "run", "--server", ts.url, "--token", ts.admin, "--kind", "container", "--class",
-                         "nvidia-h100-80gb", "--image", PODMAN_IMAGE, "--", "sh", "-c", "echo bye; exit 3", NULL);
+    int rc = run_einsora(&out, &err, "run", "--server", ts.url, "--token", ts.admin, "--kind",
+                         "container", "--class", "nvidia-h100-80gb", "--image", PODMAN_IMAGE, "--",
+                         "sh", "-c", "echo bye; exit 3", NULL);
     cr_assert_eq(rc, 1, "a workload that exits 3 fails the run:\n%s%s", out, err);
     cr_assert(strstr(out, "ended - exited with code 3"), "%s", out);
     free(out), free(err);
-    rc = run_einsora(&out, &err, "run", "--server", ts.url, "--token", ts.admin, "--kind", "container", "--class",
-                     "nvidia-h100-80gb", "--image", PODMAN_IMAGE, "--detach", "--", "sh", "-c",
-                     "echo hello from einsora run; sleep 100000", NULL);
+    rc = run_einsora(&out, &err, "run", "--server", ts.url, "--token", ts.admin, "--kind",
+                     "container", "--class", "nvidia-h100-80gb", "--image", PODMAN_IMAGE,
+                     "--detach", "--", "sh", "-c", "echo hello from einsora run; sleep 100000",
+                     NULL);
     cr_assert_eq(rc, 0, "%s%s", out, err);
     cr_assert(strstr(out, ": active"), "%s", out);
     long id = atol(strstr(out, "request ") + 8);
@@ -335,11 +363,13 @@ static size_t keep(char *ptr, size_t size, size_t nmemb, void *userdata) {
  * reports http://ADDRESS:PORT/ with the activation; the URL really reaches the container. */
 Test(agent_workloads, r17_a_running_notebook_reports_its_url) {
     NEED_PODMAN();
-    long id = submit("{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"image\":\"" PODMAN_IMAGE
-                     "\",\"command\":[\"httpd\",\"-f\",\"-p\",\"8888\",\"-h\",\"/\"]}");
+    long id =
+            submit("{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"image\":\"" PODMAN_IMAGE
+                   "\",\"command\":[\"httpd\",\"-f\",\"-p\",\"8888\",\"-h\",\"/\"]}");
     json_t *j = wait_state(id, "active");
     const char *url = json_string_value(json_object_get(json_object_get(j, "placement"), "url"));
-    cr_assert(url && !strncmp(url, "http://127.0.0.1:", 17), "the placement has the notebook's URL: %s", url ? url : "none");
+    cr_assert(url && !strncmp(url, "http://127.0.0.1:", 17),
+              "the placement has the notebook's URL: %s", url ? url : "none");
     CURL *h = curl_easy_init();
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
@@ -394,12 +424,17 @@ static bool file_has(const char *path, const char *words) {
  * says how to end it; never a silent pending request. */
 Test(agent_workloads, r17_ctrl_c_while_run_waits_cancels_with_rm_or_says_how) {
     NEED_PODMAN();
-    long all = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":7}"); /* the 7 host-bound GPUs */
+    long all = submit(
+            "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":7}"); /* the 7
+                                                                                       host-bound
+                                                                                       GPUs */
     json_decref(wait_state(all, "active"));
     char out[2][256];
     for (int rm = 0; rm < 2; rm++) {
         snprintf(out[rm], sizeof(out[rm]), "%s/run-%d.out", pm.dir, rm);
-        const char *args[] = {"--kind", "container", "--class", "nvidia-h100-80gb", rm ? "--rm" : "--detach", NULL};
+        const char *args[] = {
+                "--kind", "container", "--class", "nvidia-h100-80gb", rm ? "--rm" : "--detach",
+                NULL};
         pid_t pid = spawn_run(out[rm], args);
         for (int i = 0; i < 1200 && !file_has(out[rm], ": pending"); i++)
             nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
@@ -408,7 +443,8 @@ Test(agent_workloads, r17_ctrl_c_while_run_waits_cancels_with_rm_or_says_how) {
         int status;
         waitpid(pid, &status, 0);
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-        cr_assert(file_has(out[rm], rm ? "cancelled" : "is still pending: `einsora stop"), "run %d", rm);
+        cr_assert(file_has(out[rm], rm ? "cancelled" : "is still pending: `einsora stop"), "run %d",
+                  rm);
     }
     json_t *list = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
     size_t i, pending = 0, cancelled = 0;

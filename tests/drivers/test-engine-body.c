@@ -19,11 +19,13 @@ static json_t *parse(const char *text) {
 
 Test(engine_body, r17_dialect_from_docker_and_podman_version_answers) {
     /* Docker Engine's /version (its documented example's fields). */
-    json_t *docker = parse("{\"Platform\":{\"Name\":\"Docker Engine - Community\"},\"Components\":[{\"Name\":"
-                           "\"Engine\",\"Version\":\"24.0.5\"}],\"Version\":\"24.0.5\",\"ApiVersion\":\"1.43\","
-                           "\"MinAPIVersion\":\"1.12\",\"Os\":\"linux\",\"Arch\":\"amd64\"}");
-    json_t *podman = parse("{\"Platform\":{\"Name\":\"linux/amd64/debian-12\"},\"Components\":[{\"Name\":\"Podman "
-                           "Engine\",\"Version\":\"4.3.1\"}],\"Version\":\"4.3.1\",\"ApiVersion\":\"1.41\"}");
+    json_t *docker = parse(
+            "{\"Platform\":{\"Name\":\"Docker Engine - Community\"},\"Components\":[{\"Name\":"
+            "\"Engine\",\"Version\":\"24.0.5\"}],\"Version\":\"24.0.5\",\"ApiVersion\":\"1.43\","
+            "\"MinAPIVersion\":\"1.12\",\"Os\":\"linux\",\"Arch\":\"amd64\"}");
+    json_t *podman = parse(
+            "{\"Platform\":{\"Name\":\"linux/amd64/debian-12\"},\"Components\":[{\"Name\":\"Podman "
+            "Engine\",\"Version\":\"4.3.1\"}],\"Version\":\"4.3.1\",\"ApiVersion\":\"1.41\"}");
     EngineDialect d;
     char product[96];
     Error err = {0};
@@ -46,8 +48,14 @@ static const char *const env[] = {"TOKEN=x", NULL};
 static const unsigned ports[] = {8888};
 
 static WorkloadSpec spec(void) {
-    return (WorkloadSpec){.id = "42", .kind = "notebook", .image = "einsora/notebook:1", .command = cmd,
-                          .env = env, .ports = ports, .n_ports = 1, .oci_runtime = "kata-runtime"};
+    return (WorkloadSpec){.id = "42",
+                          .kind = "notebook",
+                          .image = "einsora/notebook:1",
+                          .command = cmd,
+                          .env = env,
+                          .ports = ports,
+                          .n_ports = 1,
+                          .oci_runtime = "kata-runtime"};
 }
 
 static const char *str(json_t *o, const char *key) {
@@ -93,9 +101,15 @@ Test(engine_body, r17_docker_body_device_requests_shape) {
 
 Test(engine_body, r17_docker_body_cdi_and_explicit_devices_shape) {
     static const char *const names[] = {"nvidia.com/gpu=GPU-aaaa"};
-    static const EngineDevice devs[] = {{"/dev/kfd", "/dev/kfd"}, {"/dev/dri/renderD129", "/dev/dri/renderD129"}};
+    static const EngineDevice devs[] = {{"/dev/kfd", "/dev/kfd"},
+                                        {"/dev/dri/renderD129", "/dev/dri/renderD129"}};
     static const char *const extra[] = {"ROCR_VISIBLE_DEVICES=0"};
-    EngineGpus g = {.cdi_names = names, .n_cdi_names = 1, .devices = devs, .n_devices = 2, .env = extra, .n_env = 1};
+    EngineGpus g = {.cdi_names = names,
+                    .n_cdi_names = 1,
+                    .devices = devs,
+                    .n_devices = 2,
+                    .env = extra,
+                    .n_env = 1};
     WorkloadSpec s = spec();
     s.oci_runtime = NULL;
     s.command = NULL;
@@ -105,14 +119,16 @@ Test(engine_body, r17_docker_body_cdi_and_explicit_devices_shape) {
     cr_assert_null(json_object_get(h, "Runtime"), "no runtime asked: the engine's default");
     json_t *r = json_array_get(json_object_get(h, "DeviceRequests"), 0);
     cr_assert_str_eq(str(r, "Driver"), "cdi");
-    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(r, "DeviceIDs"), 0)), "nvidia.com/gpu=GPU-aaaa");
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(r, "DeviceIDs"), 0)),
+                     "nvidia.com/gpu=GPU-aaaa");
     json_t *d = json_object_get(h, "Devices");
     cr_assert_eq(json_array_size(d), 2);
     /* DeviceMapping: PathOnHost, PathInContainer, CgroupPermissions. */
     cr_assert_str_eq(str(json_array_get(d, 1), "PathOnHost"), "/dev/dri/renderD129");
     cr_assert_str_eq(str(json_array_get(d, 1), "PathInContainer"), "/dev/dri/renderD129");
     cr_assert_str_eq(str(json_array_get(d, 1), "CgroupPermissions"), "rwm");
-    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(b, "Env"), 1)), "ROCR_VISIBLE_DEVICES=0");
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(b, "Env"), 1)),
+                     "ROCR_VISIBLE_DEVICES=0");
     json_decref(b);
 }
 
@@ -126,8 +142,11 @@ Test(engine_body, r17_libpod_body_uses_cdi_names_and_env_map) {
     cr_assert_str_eq(str(json_object_get(b, "env"), "TOKEN"), "x");
     cr_assert_str_eq(str(json_object_get(b, "labels"), "einsora.request"), "42");
     cr_assert_str_eq(str(b, "oci_runtime"), "kata-runtime");
-    cr_assert_str_eq(str(json_array_get(json_object_get(b, "devices"), 0), "path"), "nvidia.com/gpu=GPU-aaaa");
-    cr_assert_eq(json_integer_value(json_object_get(json_array_get(json_object_get(b, "portmappings"), 0), "container_port")), 8888);
+    cr_assert_str_eq(str(json_array_get(json_object_get(b, "devices"), 0), "path"),
+                     "nvidia.com/gpu=GPU-aaaa");
+    cr_assert_eq(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(b, "portmappings"), 0), "container_port")),
+                 8888);
     json_decref(b);
 }
 
@@ -140,9 +159,12 @@ Test(engine_body, r17_inspect_states) {
     } cases[] = {
             {"{\"State\":{\"Status\":\"running\",\"ExitCode\":0}}", WORKLOAD_RUNNING, 0, ""},
             {"{\"State\":{\"Status\":\"created\"}}", WORKLOAD_STARTING, 0, ""},
-            {"{\"State\":{\"Status\":\"exited\",\"ExitCode\":3}}", WORKLOAD_EXITED, 3, "exited with code 3"},
-            {"{\"State\":{\"Status\":\"exited\",\"ExitCode\":137,\"OOMKilled\":true}}", WORKLOAD_EXITED, 137, "out of memory"},
-            {"{\"State\":{\"Status\":\"exited\",\"ExitCode\":127,\"Error\":\"exec: not found\"}}", WORKLOAD_FAILED, 127, "exec: not found"},
+            {"{\"State\":{\"Status\":\"exited\",\"ExitCode\":3}}", WORKLOAD_EXITED, 3,
+             "exited with code 3"},
+            {"{\"State\":{\"Status\":\"exited\",\"ExitCode\":137,\"OOMKilled\":true}}",
+             WORKLOAD_EXITED, 137, "out of memory"},
+            {"{\"State\":{\"Status\":\"exited\",\"ExitCode\":127,\"Error\":\"exec: not found\"}}",
+             WORKLOAD_FAILED, 127, "exec: not found"},
             {"{\"State\":{\"Status\":\"dead\"}}", WORKLOAD_FAILED, 0, "dead"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -166,15 +188,19 @@ static const char nvidia_ctk_spec[] =
         "---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
         "- name: GPU-aaaa\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n"
         "- name: \"0\"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n"
-        "- name: GPU-bbbb\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia1\n      hostPath: /host/nvidia1\n"
-        "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n  - path: /dev/nvidiactl\n"
-        "  - path: /dev/nvidia-uvm\n  hooks:\n  - hookName: createContainer\n    path: /usr/bin/nvidia-ctk\n";
+        "- name: GPU-bbbb\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia1\n      "
+        "hostPath: /host/nvidia1\n"
+        "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n  - path: "
+        "/dev/nvidiactl\n"
+        "  - path: /dev/nvidia-uvm\n  hooks:\n  - hookName: createContainer\n    path: "
+        "/usr/bin/nvidia-ctk\n";
 
 Test(cdi, r17_cdi_resolves_the_device_and_the_common_edits) {
     CdiDevice d = {0};
     Error err = {0};
-    cr_assert_eq(cdi_resolve_text(nvidia_ctk_spec, strlen(nvidia_ctk_spec), "t.yaml", "nvidia.com/gpu=GPU-bbbb", &d, &err), 0,
-                 "%s", error_message(&err));
+    cr_assert_eq(cdi_resolve_text(nvidia_ctk_spec, strlen(nvidia_ctk_spec), "t.yaml",
+                                  "nvidia.com/gpu=GPU-bbbb", &d, &err),
+                 0, "%s", error_message(&err));
     cr_assert_eq(d.n_nodes, 3);
     cr_assert_str_eq(d.nodes[0].path, "/dev/nvidia1");
     cr_assert_str_eq(d.nodes[0].host_path, "/host/nvidia1");
@@ -182,29 +208,42 @@ Test(cdi, r17_cdi_resolves_the_device_and_the_common_edits) {
     cr_assert_eq(d.n_env, 1);
     cr_assert_str_eq(d.env[0], "NVIDIA_VISIBLE_DEVICES=void");
     cdi_device_done(&d);
-    cr_assert_eq(cdi_resolve_text(nvidia_ctk_spec, strlen(nvidia_ctk_spec), "t.yaml", "nvidia.com/gpu=GPU-cccc", &d, &err), -ENOENT);
-    cr_assert_eq(cdi_resolve_text(nvidia_ctk_spec, strlen(nvidia_ctk_spec), "t.yaml", "amd.com/gpu=GPU-aaaa", &d, &err), -ENOENT);
+    cr_assert_eq(cdi_resolve_text(nvidia_ctk_spec, strlen(nvidia_ctk_spec), "t.yaml",
+                                  "nvidia.com/gpu=GPU-cccc", &d, &err),
+                 -ENOENT);
+    cr_assert_eq(cdi_resolve_text(nvidia_ctk_spec, strlen(nvidia_ctk_spec), "t.yaml",
+                                  "amd.com/gpu=GPU-aaaa", &d, &err),
+                 -ENOENT);
     /* JSON specs too (nvidia-ctk --format=json). */
-    const char *json = "{\"cdiVersion\":\"0.6.0\",\"kind\":\"nvidia.com/gpu\",\"devices\":[{\"name\":\"MIG-1\","
-                       "\"containerEdits\":{\"deviceNodes\":[{\"path\":\"/dev/nvidia-caps/nvidia-cap21\"}]}}]}";
-    cr_assert_eq(cdi_resolve_text(json, strlen(json), "t.json", "nvidia.com/gpu=MIG-1", &d, &err), 0, "%s", error_message(&err));
+    const char *json = "{\"cdiVersion\":\"0.6.0\",\"kind\":\"nvidia.com/"
+                       "gpu\",\"devices\":[{\"name\":\"MIG-1\","
+                       "\"containerEdits\":{\"deviceNodes\":[{\"path\":\"/dev/nvidia-caps/"
+                       "nvidia-cap21\"}]}}]}";
+    cr_assert_eq(cdi_resolve_text(json, strlen(json), "t.json", "nvidia.com/gpu=MIG-1", &d, &err),
+                 0, "%s", error_message(&err));
     cr_assert_str_eq(d.nodes[0].path, "/dev/nvidia-caps/nvidia-cap21");
     cdi_device_done(&d);
 }
 
 Test(cdi, r17_cdi_malformed_specs_and_names_are_refused_clearly) {
     const char *bad[] = {
-            "kind: nvidia.com/gpu\ndevices: []\n",                                        /* no cdiVersion */
-            "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- containerEdits: {}\n",  /* no name */
-            "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: X\n  containerEdits:\n    deviceNodes:\n    - path: relative\n",
-            "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: X\n  containerEdits:\n    env: [NOEQUALS]\n",
+            "kind: nvidia.com/gpu\ndevices: []\n", /* no cdiVersion */
+            "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- containerEdits: {}\n", /* no name
+                                                                                          */
+            "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: X\n  containerEdits:\n    "
+            "deviceNodes:\n    - path: relative\n",
+            "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: X\n  containerEdits:\n    "
+            "env: [NOEQUALS]\n",
             "[1, 2",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         CdiDevice d = {0};
         Error err = {0};
-        cr_assert_eq(cdi_resolve_text(bad[i], strlen(bad[i]), "bad.yaml", "nvidia.com/gpu=X", &d, &err), -EINVAL, "case %zu", i);
-        cr_assert(strstr(err.message, "bad.yaml:"), "the sentence has the position: %s", err.message);
+        cr_assert_eq(
+                cdi_resolve_text(bad[i], strlen(bad[i]), "bad.yaml", "nvidia.com/gpu=X", &d, &err),
+                -EINVAL, "case %zu", i);
+        cr_assert(strstr(err.message, "bad.yaml:"), "the sentence has the position: %s",
+                  err.message);
     }
     CdiDevice d = {0};
     Error err = {0};

@@ -45,7 +45,8 @@ static Driver *open_driver(int dialect) {
     Driver *d = NULL;
     char product[128];
     Error err = {0};
-    cr_assert_eq(engine_driver_new(&c, &d, product, sizeof(product), &err), 0, "%s", error_message(&err));
+    cr_assert_eq(engine_driver_new(&c, &d, product, sizeof(product), &err), 0, "%s",
+                 error_message(&err));
     cr_assert(strstr(product, "Podman"), "the dialect detection names Podman: %s", product);
     return d;
 }
@@ -98,12 +99,18 @@ static bool has_line(const char *text, const char *line) {
 }
 
 static char *run_probe(Driver *d, const char *id, const WorkloadGpu *gpus, size_t n) {
-    WorkloadSpec s = {.id = id, .kind = "container", .image = PODMAN_IMAGE, .command = probe_cmd,
-                      .env = (const char *const[]){"EINSORA_TEST=1", NULL}, .gpus = gpus, .n_gpus = n};
+    WorkloadSpec s = {.id = id,
+                      .kind = "container",
+                      .image = PODMAN_IMAGE,
+                      .command = probe_cmd,
+                      .env = (const char *const[]){"EINSORA_TEST=1", NULL},
+                      .gpus = gpus,
+                      .n_gpus = n};
     Error err = {0};
     cr_assert_eq(d->ops->start(d, &s, &err), 0, "%s", error_message(&err));
     WorkloadState st = wait_end(d, id);
-    cr_assert_eq(st.status, WORKLOAD_EXITED, "%s: %s", workload_status_to_string(st.status), st.message);
+    cr_assert_eq(st.status, WORKLOAD_EXITED, "%s: %s", workload_status_to_string(st.status),
+                 st.message);
     cr_assert_eq(st.exit_code, 0);
     return logs_of(d, id);
 }
@@ -123,7 +130,8 @@ static void check_only_gpu(const char *out, int mine) {
 static void two_containers_each_own_gpu(int dialect) {
     Driver *d = open_driver(dialect);
     for (int g = 0; g < 2; g++) {
-        WorkloadGpu gpu = {.vendor = "nvidia", .uuid = pm.uuid[g], .pci = g ? "0000:3c:00.0" : "0000:3b:00.0"};
+        WorkloadGpu gpu = {
+                .vendor = "nvidia", .uuid = pm.uuid[g], .pci = g ? "0000:3c:00.0" : "0000:3b:00.0"};
         char id[16];
         snprintf(id, sizeof(id), "%d", 100 + g + 10 * dialect);
         char *out = run_probe(d, id, &gpu, 1);
@@ -189,7 +197,10 @@ Test(engine, r17_runtime_missing_fails_with_a_clear_sentence_and_leaves_nothing)
     NEED_PODMAN();
     for (int dialect = 0; dialect < 2; dialect++) {
         Driver *d = open_driver(dialect);
-        WorkloadSpec s = {.id = "301", .kind = "container", .image = PODMAN_IMAGE, .command = probe_cmd,
+        WorkloadSpec s = {.id = "301",
+                          .kind = "container",
+                          .image = PODMAN_IMAGE,
+                          .command = probe_cmd,
                           .oci_runtime = "kata"};
         expect_start_fails(d, &s, -EOPNOTSUPP, "does not run OCI runtime kata");
         driver_free(d);
@@ -199,8 +210,15 @@ Test(engine, r17_runtime_missing_fails_with_a_clear_sentence_and_leaves_nothing)
 Test(engine, r17_gpu_without_cdi_entry_is_said_clearly) {
     NEED_PODMAN();
     Driver *d = open_driver(ENGINE_LIBPOD);
-    WorkloadGpu gpu = {.vendor = "nvidia", .uuid = "GPU-00000000-0000-0000-0000-00000000dead", .pci = "0000:3d:00.0"};
-    WorkloadSpec s = {.id = "302", .kind = "container", .image = PODMAN_IMAGE, .command = probe_cmd, .gpus = &gpu, .n_gpus = 1};
+    WorkloadGpu gpu = {.vendor = "nvidia",
+                       .uuid = "GPU-00000000-0000-0000-0000-00000000dead",
+                       .pci = "0000:3d:00.0"};
+    WorkloadSpec s = {.id = "302",
+                      .kind = "container",
+                      .image = PODMAN_IMAGE,
+                      .command = probe_cmd,
+                      .gpus = &gpu,
+                      .n_gpus = 1};
     expect_start_fails(d, &s, -ENOENT, "has no CDI entry");
     driver_free(d);
 }
@@ -250,7 +268,8 @@ Test(engine, r17_a_stop_that_hangs_is_killed_after_the_grace_period) {
     NEED_PODMAN();
     Driver *d = open_driver(ENGINE_LIBPOD);
     /* PID 1 ignores SIGTERM (and a shell as PID 1 has no default handler): only a kill ends it. */
-    static const char *const stubborn[] = {"sh", "-c", "trap '' TERM; while true; do sleep 1; done", NULL};
+    static const char *const stubborn[] = {"sh", "-c", "trap '' TERM; while true; do sleep 1; done",
+                                           NULL};
     WorkloadSpec s = {.id = "305", .kind = "container", .image = PODMAN_IMAGE, .command = stubborn};
     Error err = {0};
     cr_assert_eq(d->ops->start(d, &s, &err), 0, "%s", error_message(&err));
@@ -271,7 +290,8 @@ Test(engine, r17_engine_socket_gone_mid_run_is_an_error_not_an_exit) {
     podman_fixture_kill_service(&pm);
     WorkloadState st = {.status = WORKLOAD_RUNNING};
     Error e2 = {0};
-    cr_assert_lt(d->ops->status(d, "306", &st, &e2), 0, "a dead engine is no answer about the workload");
+    cr_assert_lt(d->ops->status(d, "306", &st, &e2), 0,
+                 "a dead engine is no answer about the workload");
     cr_assert(strstr(e2.message, pm.socket), "the sentence names the socket: %s", e2.message);
     /* The engine comes back: the container is still there (conmon kept it), running. */
     podman_fixture_start_service(&pm);
@@ -284,7 +304,8 @@ Test(engine, r17_engine_socket_gone_mid_run_is_an_error_not_an_exit) {
 Test(engine, r17_logs_show_the_containers_output) {
     NEED_PODMAN();
     Driver *d = open_driver(ENGINE_DOCKER);
-    static const char *const hello[] = {"sh", "-c", "echo hello from the notebook; echo to stderr >&2", NULL};
+    static const char *const hello[] = {"sh", "-c",
+                                        "echo hello from the notebook; echo to stderr >&2", NULL};
     WorkloadSpec s = {.id = "307", .kind = "notebook", .image = PODMAN_IMAGE, .command = hello};
     Error err = {0};
     cr_assert_eq(d->ops->start(d, &s, &err), 0, "%s", error_message(&err));
@@ -306,7 +327,11 @@ Test(engine, r17_logs_show_the_containers_output) {
 static void publishes_exactly_the_given_ports(int dialect, const char *id) {
     Driver *d = open_driver(dialect);
     static const unsigned ports[] = {9999, 6006};
-    WorkloadSpec s = {.id = id, .kind = "notebook", .image = PODMAN_IMAGE, .command = sleeper, .ports = ports,
+    WorkloadSpec s = {.id = id,
+                      .kind = "notebook",
+                      .image = PODMAN_IMAGE,
+                      .command = sleeper,
+                      .ports = ports,
                       .n_ports = 2};
     Error err = {0};
     cr_assert_eq(d->ops->start(d, &s, &err), 0, "%s", error_message(&err));
@@ -315,7 +340,8 @@ static void publishes_exactly_the_given_ports(int dialect, const char *id) {
     cr_assert_gt(st.host_port, 0);
     char args[160];
     snprintf(args, sizeof(args), "port einsora-%s 9999/tcp | grep -q ':%u$'", id, st.host_port);
-    cr_assert_eq(podman_fixture_cli(&pm, args), 0, "host port %u is the one of container port 9999", st.host_port);
+    cr_assert_eq(podman_fixture_cli(&pm, args), 0, "host port %u is the one of container port 9999",
+                 st.host_port);
     snprintf(args, sizeof(args), "port einsora-%s | wc -l | grep -qx 2", id);
     cr_assert_eq(podman_fixture_cli(&pm, args), 0, "exactly the two ports are published");
     snprintf(args, sizeof(args), "port einsora-%s 8888/tcp 2>/dev/null | grep -q .", id);

@@ -37,8 +37,13 @@ static const char *const group[] = {"0000:3b:00.1", "0000:3b:00.2"};
 
 static WorkloadSpec vm_spec(WorkloadGpu *g) {
     *g = (WorkloadGpu){.vendor = "nvidia", .pci = "0000:3b:00.0", .group = group, .n_group = 2};
-    return (WorkloadSpec){.id = "77", .kind = "vm", .image = "/var/lib/einsora/images/ubuntu.qcow2", .gpus = g,
-                          .n_gpus = 1, .memory_mb = 16384, .vcpus = 8};
+    return (WorkloadSpec){.id = "77",
+                          .kind = "vm",
+                          .image = "/var/lib/einsora/images/ubuntu.qcow2",
+                          .gpus = g,
+                          .n_gpus = 1,
+                          .memory_mb = 16384,
+                          .vcpus = 8};
 }
 
 Test(vm, r2_vm_xml_has_one_unmanaged_hostdev_per_group_function_and_validates) {
@@ -121,5 +126,6 @@ Test(vm, r17_vm_unreachable_libvirt_is_said_clearly) {
     Driver *d = NULL;
     Error err = {0};
     cr_assert_eq(vm_driver_new(&c, &d, &err), -ECONNREFUSED);
-    cr_assert(strstr(err.message, "Cannot connect to libvirt at qemu+unix:///system"), "%s", err.message);
+    cr_assert(strstr(err.message, "Cannot connect to libvirt at qemu+unix:///system"), "%s",
+              err.message);
 }

@@ -13,12 +13,14 @@
 Test(workload_spec, r17_request_carries_image_and_command) {
     ApiRequest r;
     Error err = {0};
-    const char *ok = "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"localhost/x:1\",\"command\":[\"sh\",\"-c\",\"echo hi\"],"
+    const char *ok = "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"localhost/"
+                     "x:1\",\"command\":[\"sh\",\"-c\",\"echo hi\"],"
                      "\"env\":[\"A=1\"]}";
     cr_assert_eq(api_request_parse(ok, strlen(ok), &r, &err), 0, "%s", error_message(&err));
     cr_assert_str_eq(r.image, "localhost/x:1");
     json_t *j = api_request_to_json(&r);
-    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(j, "command"), 2)), "echo hi");
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(j, "command"), 2)),
+                     "echo hi");
     cr_assert_str_eq(json_string_value(json_object_get(j, "image")), "localhost/x:1");
     cr_assert_str_eq(json_string_value(json_array_get(json_object_get(j, "env"), 0)), "A=1");
     json_decref(j);
@@ -33,8 +35,8 @@ Test(workload_spec, r17_request_carries_image_and_command) {
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         Error e = {0};
         cr_assert_lt(api_request_parse(bad[i], strlen(bad[i]), &r, &e), 0, "case %zu", i);
-        cr_assert(strstr(e.message, "'command'") || strstr(e.message, "'image'") || strstr(e.message, "'env'") ||
-                      strstr(e.message, "'model'"),
+        cr_assert(strstr(e.message, "'command'") || strstr(e.message, "'image'") ||
+                          strstr(e.message, "'env'") || strstr(e.message, "'model'"),
                   "case %zu: %s", i, e.message);
     }
 }
@@ -50,7 +52,9 @@ Test(workload_spec, r17_workload_end_bodies) {
     cr_assert_eq(workload_end_parse(f, strlen(f), &e, &err), 0);
     workload_end_reason(&e, reason, sizeof(reason));
     cr_assert_str_eq(reason, "failed: no such image");
-    const char *bad[] = {"{}", "{\"exit_code\":256}", "{\"exit_code\":-1}", "{\"failed\":1}", "{\"x\":1}", "[", "[]"};
+    const char *bad[] = {
+            "{}", "{\"exit_code\":256}", "{\"exit_code\":-1}", "{\"failed\":1}", "{\"x\":1}", "[",
+            "[]"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         Error e2 = {0};
         cr_assert_eq(workload_end_parse(bad[i], strlen(bad[i]), &e, &e2), -EINVAL, "case %zu", i);
@@ -66,11 +70,13 @@ Test(workload_spec, r17_activation_url_is_checked) {
     const char *ok = "{\"url\":\"http://lab-h100:46767/v1\"}";
     cr_assert_eq(workload_activate_parse(ok, strlen(ok), url, &err), 0);
     cr_assert_str_eq(url, "http://lab-h100:46767/v1");
-    const char *bad[] = {"{\"url\":\"ftp://x\"}", "{\"url\":\"http://\"}", "{\"url\":\"http://a b\"}",
-                         "{\"url\":1}", "{\"uri\":\"http://x\"}", "[]"};
+    const char *bad[] = {"{\"url\":\"ftp://x\"}",    "{\"url\":\"http://\"}",
+                         "{\"url\":\"http://a b\"}", "{\"url\":1}",
+                         "{\"uri\":\"http://x\"}",   "[]"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         Error e = {0};
-        cr_assert_eq(workload_activate_parse(bad[i], strlen(bad[i]), url, &e), -EINVAL, "case %zu", i);
+        cr_assert_eq(workload_activate_parse(bad[i], strlen(bad[i]), url, &e), -EINVAL, "case %zu",
+                     i);
         cr_assert(e.message[0], "case %zu says why", i);
     }
 }
@@ -78,8 +84,10 @@ Test(workload_spec, r17_activation_url_is_checked) {
 Test(workload_spec, r17_notebook_and_endpoint_urls) {
     AgentWorkloadConfig cfg = {.address = "lab-h100"};
     char url[200];
-    json_t *nb = json_pack("{s:s, s:{s:s}}", "kind", "notebook", "placement", "endpoint_runtime", "none");
-    json_t *ep = json_pack("{s:s, s:{s:s}}", "kind", "endpoint", "placement", "endpoint_runtime", "vllm");
+    json_t *nb = json_pack("{s:s, s:{s:s}}", "kind", "notebook", "placement", "endpoint_runtime",
+                           "none");
+    json_t *ep = json_pack("{s:s, s:{s:s}}", "kind", "endpoint", "placement", "endpoint_runtime",
+                           "vllm");
     json_t *vm = json_pack("{s:s, s:{s:s}}", "kind", "vm", "placement", "endpoint_runtime", "none");
     cr_assert_eq(agent_work_port(nb), 8888);
     cr_assert_eq(agent_work_port(ep), 8000);
@@ -114,34 +122,47 @@ Test(workload_spec, r17_agent_maps_are_checked) {
 /* A machine with one NVIDIA GPU (UUID known), one without NVML data, and one AMD card. */
 static MachineInventory *inventory(void) {
     static char *files[] = {"/dev/kfd", "/dev/dri/renderD129"};
-    static GroupPeer group[] = {{.bdf = "0000:3b:00.1", .kind = "audio"}, {.bdf = "0000:3a:00.0", .kind = "bridge"}};
+    static GroupPeer group[] = {{.bdf = "0000:3b:00.1", .kind = "audio"},
+                                {.bdf = "0000:3a:00.0", .kind = "bridge"}};
     static Accelerator acc[3] = {
-            {.vendor = VENDOR_NVIDIA, .bdf = "0000:3b:00.0", .uuid = "GPU-aaaa", .group = group, .n_group = 2},
+            {.vendor = VENDOR_NVIDIA,
+             .bdf = "0000:3b:00.0",
+             .uuid = "GPU-aaaa",
+             .group = group,
+             .n_group = 2},
             {.vendor = VENDOR_NVIDIA, .bdf = "0000:5e:00.0"},
-            {.vendor = VENDOR_AMD, .bdf = "0000:c1:00.0", .device_files = files, .n_device_files = 2},
+            {.vendor = VENDOR_AMD,
+             .bdf = "0000:c1:00.0",
+             .device_files = files,
+             .n_device_files = 2},
     };
     static MachineInventory inv = {.accelerators = acc, .n_accelerators = 3};
     return &inv;
 }
 
-static json_t *work(const char *kind, const char *method, const char *runtime, const char *addr, const char *req) {
+static json_t *work(const char *kind, const char *method, const char *runtime, const char *addr,
+                    const char *req) {
     char text[1024];
-    snprintf(text, sizeof(text),
-             "{\"id\":42,\"kind\":\"%s\",\"state\":\"placed\",\"request\":%s,\"placement\":{\"method\":\"%s\","
-             "\"container_runtime\":\"%s\",\"addresses\":[\"%s\"],\"memory_gb\":8,\"cpu_cores\":4}}",
-             kind, req, method, runtime, addr);
+    snprintf(
+            text, sizeof(text),
+            "{\"id\":42,\"kind\":\"%s\",\"state\":\"placed\",\"request\":%s,\"placement\":{"
+            "\"method\":\"%s\","
+            "\"container_runtime\":\"%s\",\"addresses\":[\"%s\"],\"memory_gb\":8,\"cpu_cores\":4}}",
+            kind, req, method, runtime, addr);
     json_t *j = json_loads(text, 0, NULL);
     cr_assert(j, "%s", text);
     return j;
 }
 
 Test(workload_spec, r17_placement_becomes_the_drivers_spec) {
-    AgentWorkloadConfig cfg = {.images = "notebook=nb:1,vm=/disks/u.qcow2", .runtimes = "kata=kata-runtime"};
+    AgentWorkloadConfig cfg = {.images = "notebook=nb:1,vm=/disks/u.qcow2",
+                               .runtimes = "kata=kata-runtime"};
     AgentSpecBuf buf;
     WorkloadSpec s;
     Error err = {0};
     json_t *w = work("notebook", "container", "kata", "0000:3b:00.0", "{}");
-    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
     cr_assert_str_eq(s.id, "42");
     cr_assert_str_eq(s.image, "nb:1", "the site's default image for the kind");
     cr_assert_str_eq(s.oci_runtime, "kata-runtime");
@@ -150,8 +171,10 @@ Test(workload_spec, r17_placement_becomes_the_drivers_spec) {
     cr_assert_null(s.command);
     json_decref(w);
     w = work("endpoint", "container", "runc", "0000:c1:00.0",
-             "{\"image\":\"mine:2\",\"command\":[\"rocminfo\"],\"env\":[\"A=1\"],\"model\":\"llama-3\"}");
-    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s", error_message(&err));
+             "{\"image\":\"mine:2\",\"command\":[\"rocminfo\"],\"env\":[\"A=1\"],\"model\":\"llama-"
+             "3\"}");
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
     cr_assert_str_eq(s.image, "mine:2");
     cr_assert_str_eq(s.command[0], "rocminfo");
     cr_assert_str_eq(s.env[0], "A=1");
@@ -161,7 +184,8 @@ Test(workload_spec, r17_placement_becomes_the_drivers_spec) {
     cr_assert_str_eq(s.gpus[0].render_node, "/dev/dri/renderD129");
     json_decref(w);
     w = work("vm", "passthrough", "none", "0000:3b:00.0", "{}");
-    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
     cr_assert_str_eq(s.image, "/disks/u.qcow2");
     cr_assert_eq(s.gpus[0].n_group, 1, "the audio function goes along, the bridge stays");
     cr_assert_str_eq(s.gpus[0].group[0], "0000:3b:00.1");

@@ -71,7 +71,8 @@ static char *readfile(const char *path, size_t *len) {
     return buf;
 }
 
-static void dev_path(const FakeKernel *k, const char *bdf, const char *attr, char *buf, size_t size) {
+static void dev_path(const FakeKernel *k, const char *bdf, const char *attr, char *buf,
+                     size_t size) {
     snprintf(buf, size, "%s/bus/pci/devices/%s/%s", k->sysfs, bdf, attr);
 }
 
@@ -106,7 +107,8 @@ static void bind_link(const FakeKernel *k, const char *bdf, const char *driver) 
     symlink(real, back);
 }
 
-int fake_kernel_create(FakeKernel *k, const FakeDevice *devs, size_t n, const char *const *drivers) {
+int fake_kernel_create(FakeKernel *k, const FakeDevice *devs, size_t n,
+                       const char *const *drivers) {
     *k = (FakeKernel){.helper = -1};
     snprintf(k->root, sizeof(k->root), "/tmp/fake-kernel-XXXXXX");
     if (!mkdtemp(k->root))
@@ -151,10 +153,10 @@ int fake_kernel_create(FakeKernel *k, const FakeDevice *devs, size_t n, const ch
             return r;
         snprintf(p, sizeof(p), "%s/bus/pci/devices/%s", k->sysfs, d->bdf);
         symlink(dir, p);
-#define ATTR(name, ...)                                                                                                \
-    do {                                                                                                               \
-        snprintf(p, sizeof(p), "%s/%s", dir, name);                                                                    \
-        writef(p, __VA_ARGS__);                                                                                        \
+#define ATTR(name, ...)                                                                            \
+    do {                                                                                           \
+        snprintf(p, sizeof(p), "%s/%s", dir, name);                                                \
+        writef(p, __VA_ARGS__);                                                                    \
     } while (0)
         ATTR("vendor", "0x%04x\n", d->vendor);
         ATTR("device", "0x%04x\n", d->device);
@@ -169,8 +171,8 @@ int fake_kernel_create(FakeKernel *k, const FakeDevice *devs, size_t n, const ch
         if ((d->class_code >> 16) == 0x03)
             ATTR("boot_vga", "%d\n", d->boot_vga ? 1 : 0);
 #undef ATTR
-        unsigned char config[64] = {(unsigned char)d->vendor, (unsigned char)(d->vendor >> 8), (unsigned char)d->device,
-                                    (unsigned char)(d->device >> 8)};
+        unsigned char config[64] = {(unsigned char)d->vendor, (unsigned char)(d->vendor >> 8),
+                                    (unsigned char)d->device, (unsigned char)(d->device >> 8)};
         snprintf(p, sizeof(p), "%s/config", dir);
         FILE *f = fopen(p, "we");
         if (f) {
@@ -181,7 +183,8 @@ int fake_kernel_create(FakeKernel *k, const FakeDevice *devs, size_t n, const ch
         if (d->iommu_group >= 0) {
             snprintf(q, sizeof(q), "%s/kernel/iommu_groups/%d/devices", k->sysfs, d->iommu_group);
             mkdir_p(q);
-            snprintf(q, sizeof(q), "%s/kernel/iommu_groups/%d/devices/%s", k->sysfs, d->iommu_group, d->bdf);
+            snprintf(q, sizeof(q), "%s/kernel/iommu_groups/%d/devices/%s", k->sysfs, d->iommu_group,
+                     d->bdf);
             symlink(dir, q);
             snprintf(q, sizeof(q), "%s/kernel/iommu_groups/%d", k->sysfs, d->iommu_group);
             snprintf(p, sizeof(p), "%s/iommu_group", dir);
@@ -195,7 +198,9 @@ int fake_kernel_create(FakeKernel *k, const FakeDevice *devs, size_t n, const ch
             snprintf(q, sizeof(q), "%s/driver/nvidia/gpus/%s", k->proc, d->bdf);
             mkdir_p(q);
             snprintf(p, sizeof(p), "%s/information", q);
-            writef(p, "Model: \t\t NVIDIA GeForce RTX 4090\nIRQ:   \t\t 130\nDevice Minor: \t %d\nBus Location: \t %s\n",
+            writef(p,
+                   "Model: \t\t NVIDIA GeForce RTX 4090\nIRQ:   \t\t 130\nDevice Minor: \t %d\nBus "
+                   "Location: \t %s\n",
                    d->nvidia_minor, d->bdf);
         }
     }
@@ -451,7 +456,8 @@ static void reset_device(const FakeKernel *k, const char *bdf) {
         snprintf(p, sizeof(p), "%s/kmsg", k->dev);
         FILE *km = fopen(p, "ae");
         if (km) {
-            fprintf(km, "3,1201,912345678,-;vfio-pci %s: not ready 65535ms after FLR; giving up\n", bdf);
+            fprintf(km, "3,1201,912345678,-;vfio-pci %s: not ready 65535ms after FLR; giving up\n",
+                    bdf);
             fclose(km);
         }
     } else if (strcmp(how, "degraded") == 0) {
@@ -753,7 +759,8 @@ char *fake_kernel_snapshot(const FakeKernel *k) {
         n += snap_buf[i] == '\n';
     char **lines = calloc(n + 1, sizeof(char *));
     size_t m = 0;
-    for (char *save = NULL, *l = strtok_r(snap_buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+    for (char *save = NULL, *l = strtok_r(snap_buf, "\n", &save); l;
+         l = strtok_r(NULL, "\n", &save))
         lines[m++] = l;
     qsort(lines, m, sizeof(char *), cmp_lines);
     size_t total = 1;
@@ -773,7 +780,9 @@ char *fake_kernel_modprobe(const FakeKernel *k) {
     char *path = NULL;
     if (asprintf(&path, "%s/.fake-kernel/modprobe", k->root) < 0)
         return NULL;
-    writef(path, "#!/bin/sh\n# fake modprobe: ask the fake kernel to load the module\nprintf '%%s' \"$1\" > '%s/.fake-kernel/load'\n",
+    writef(path,
+           "#!/bin/sh\n# fake modprobe: ask the fake kernel to load the module\nprintf '%%s' "
+           "\"$1\" > '%s/.fake-kernel/load'\n",
            k->root);
     chmod(path, 0755);
     return path;
@@ -787,13 +796,16 @@ size_t fake_node_devices(FakeDevice *devs, size_t n_gpus, char (*bdfs)[16]) {
     size_t n = 0;
     for (size_t i = 0; i < n_gpus; i++) {
         snprintf(bdfs[n], 16, "0000:00:%02zx.0", i + 1);
-        devs[n] = (FakeDevice){bdfs[n], 0x8086, 0x1bb0, 0x060400, "pcieport", (int)(100 + i), NULL, false, -1};
+        devs[n] = (FakeDevice){bdfs[n],        0x8086, 0x1bb0, 0x060400, "pcieport",
+                               (int)(100 + i), NULL,   false,  -1};
         const char *bridge = bdfs[n++];
         snprintf(bdfs[n], 16, "0000:%02zx:00.0", i + 1);
-        devs[n] = (FakeDevice){bdfs[n], 0x10de, 0x2684, 0x030000, "nvidia", (int)(i + 1), bridge, false, (int)i};
+        devs[n] = (FakeDevice){bdfs[n],      0x10de, 0x2684, 0x030000, "nvidia",
+                               (int)(i + 1), bridge, false,  (int)i};
         n++;
         snprintf(bdfs[n], 16, "0000:%02zx:00.1", i + 1);
-        devs[n] = (FakeDevice){bdfs[n], 0x10de, 0x22ba, 0x040300, "snd_hda_intel", (int)(i + 1), bridge, false, -1};
+        devs[n] = (FakeDevice){bdfs[n],      0x10de, 0x22ba, 0x040300, "snd_hda_intel",
+                               (int)(i + 1), bridge, false,  -1};
         n++;
     }
     return n;

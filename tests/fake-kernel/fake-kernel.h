@@ -45,7 +45,7 @@ typedef struct FakeDevice {
     int iommu_group;    /* -1: no IOMMU */
     const char *parent; /* the bridge it sits behind, NULL for the root bus */
     bool boot_vga;
-    int nvidia_minor;   /* >= 0 writes proc/driver/nvidia/gpus/<bdf>/information */
+    int nvidia_minor; /* >= 0 writes proc/driver/nvidia/gpus/<bdf>/information */
 } FakeDevice;
 
 typedef struct FakeKernel {

@@ -45,11 +45,15 @@ R nvmlDeviceGetMemoryInfo_v2(EnvmlDevice dev, EnvmlMemoryV2 *mem);
 R nvmlDeviceGetMemoryInfo(EnvmlDevice dev, EnvmlMemory *mem);
 R nvmlDeviceGetMinorNumber(EnvmlDevice dev, unsigned int *minor);
 R nvmlDeviceGetMigMode(EnvmlDevice dev, unsigned int *current, unsigned int *pending);
-R nvmlDeviceGetGpuInstanceProfileInfo(EnvmlDevice dev, unsigned int profile, EnvmlGpuInstanceProfileInfo *info);
-R nvmlDeviceGetGpuInstanceProfileInfoV(EnvmlDevice dev, unsigned int profile, EnvmlGpuInstanceProfileInfoV2 *info);
-R nvmlDeviceGetGpuInstances(EnvmlDevice dev, unsigned int profile_id, EnvmlGpuInstance *out, unsigned int *count);
+R nvmlDeviceGetGpuInstanceProfileInfo(EnvmlDevice dev, unsigned int profile,
+                                      EnvmlGpuInstanceProfileInfo *info);
+R nvmlDeviceGetGpuInstanceProfileInfoV(EnvmlDevice dev, unsigned int profile,
+                                       EnvmlGpuInstanceProfileInfoV2 *info);
+R nvmlDeviceGetGpuInstances(EnvmlDevice dev, unsigned int profile_id, EnvmlGpuInstance *out,
+                            unsigned int *count);
 R nvmlGpuInstanceGetInfo(EnvmlGpuInstance gi, EnvmlGpuInstanceInfo *info);
-R nvmlDeviceGetComputeRunningProcesses_v3(EnvmlDevice dev, unsigned int *count, EnvmlProcessInfo *infos);
+R nvmlDeviceGetComputeRunningProcesses_v3(EnvmlDevice dev, unsigned int *count,
+                                          EnvmlProcessInfo *infos);
 #endif
 
 #define GPU(dev) ((FakeGpu *)(void *)(dev))
@@ -101,18 +105,30 @@ R nvmlShutdown(void) {
 
 const char *nvmlErrorString(R r) {
     switch (r) {
-    case 0: return "Success";
-    case 1: return "Uninitialized";
-    case 2: return "Invalid Argument";
-    case 3: return "Not Supported";
-    case 4: return "Insufficient Permissions";
-    case 6: return "Not Found";
-    case 7: return "Insufficient Size";
-    case 9: return "Driver Not Loaded";
-    case 15: return "GPU is lost";
-    case 18: return "RM has detected an NVML/RM version mismatch.";
-    case ENVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    default: return "Unknown Error";
+    case 0:
+        return "Success";
+    case 1:
+        return "Uninitialized";
+    case 2:
+        return "Invalid Argument";
+    case 3:
+        return "Not Supported";
+    case 4:
+        return "Insufficient Permissions";
+    case 6:
+        return "Not Found";
+    case 7:
+        return "Insufficient Size";
+    case 9:
+        return "Driver Not Loaded";
+    case 15:
+        return "GPU is lost";
+    case 18:
+        return "RM has detected an NVML/RM version mismatch.";
+    case ENVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+        return "Argument version mismatch";
+    default:
+        return "Unknown Error";
     }
 }
 
@@ -144,7 +160,8 @@ R SYM_PCI(EnvmlDevice dev, EnvmlPciInfo *pci) {
     snprintf(pci->bus_id, sizeof(pci->bus_id), "%s", g->bus_id);
     /* the legacy field holds the short form "0000:3B:00.0" */
     size_t len = strlen(g->bus_id);
-    snprintf(pci->bus_id_legacy, sizeof(pci->bus_id_legacy), "%.15s", len > 12 ? g->bus_id + len - 12 : g->bus_id);
+    snprintf(pci->bus_id_legacy, sizeof(pci->bus_id_legacy), "%.15s",
+             len > 12 ? g->bus_id + len - 12 : g->bus_id);
     unsigned dom = 0, bus = 0, devn = 0, fn = 0;
     if (sscanf(g->bus_id, "%x:%x:%x.%x", &dom, &bus, &devn, &fn) == 4)
         pci->domain = dom, pci->bus = bus, pci->device = devn;
@@ -231,7 +248,8 @@ static const FakeProfile *find_profile(const FakeGpu *g, unsigned index) {
     return NULL;
 }
 
-R nvmlDeviceGetGpuInstanceProfileInfo(EnvmlDevice dev, unsigned int profile, EnvmlGpuInstanceProfileInfo *info) {
+R nvmlDeviceGetGpuInstanceProfileInfo(EnvmlDevice dev, unsigned int profile,
+                                      EnvmlGpuInstanceProfileInfo *info) {
     NEED_INIT();
     if (!valid_gpu(dev) || !info)
         return ENVML_ERROR_INVALID_ARGUMENT;
@@ -239,12 +257,15 @@ R nvmlDeviceGetGpuInstanceProfileInfo(EnvmlDevice dev, unsigned int profile, Env
     const FakeProfile *p = GPU(dev)->mig_current < 0 ? NULL : find_profile(GPU(dev), profile);
     if (!p)
         return ENVML_ERROR_NOT_SUPPORTED;
-    *info = (EnvmlGpuInstanceProfileInfo){.id = p->id, .slice_count = p->slices, .instance_count = p->count,
+    *info = (EnvmlGpuInstanceProfileInfo){.id = p->id,
+                                          .slice_count = p->slices,
+                                          .instance_count = p->count,
                                           .memory_size_mb = p->memory_mb};
     return ENVML_SUCCESS;
 }
 
-R nvmlDeviceGetGpuInstanceProfileInfoV(EnvmlDevice dev, unsigned int profile, EnvmlGpuInstanceProfileInfoV2 *info) {
+R nvmlDeviceGetGpuInstanceProfileInfoV(EnvmlDevice dev, unsigned int profile,
+                                       EnvmlGpuInstanceProfileInfoV2 *info) {
     NEED_INIT();
     if (!valid_gpu(dev) || !info)
         return ENVML_ERROR_INVALID_ARGUMENT;
@@ -255,13 +276,17 @@ R nvmlDeviceGetGpuInstanceProfileInfoV(EnvmlDevice dev, unsigned int profile, En
     if (!p)
         return ENVML_ERROR_NOT_SUPPORTED;
     unsigned version = info->version;
-    *info = (EnvmlGpuInstanceProfileInfoV2){.version = version, .id = p->id, .slice_count = p->slices,
-                                            .instance_count = p->count, .memory_size_mb = p->memory_mb};
+    *info = (EnvmlGpuInstanceProfileInfoV2){.version = version,
+                                            .id = p->id,
+                                            .slice_count = p->slices,
+                                            .instance_count = p->count,
+                                            .memory_size_mb = p->memory_mb};
     snprintf(info->name, sizeof(info->name), "%s", p->name);
     return ENVML_SUCCESS;
 }
 
-R nvmlDeviceGetGpuInstances(EnvmlDevice dev, unsigned int profile_id, EnvmlGpuInstance *out, unsigned int *count) {
+R nvmlDeviceGetGpuInstances(EnvmlDevice dev, unsigned int profile_id, EnvmlGpuInstance *out,
+                            unsigned int *count) {
     NEED_INIT();
     if (!valid_gpu(dev) || !out || !count)
         return ENVML_ERROR_INVALID_ARGUMENT;
@@ -285,12 +310,15 @@ R nvmlGpuInstanceGetInfo(EnvmlGpuInstance gi, EnvmlGpuInstanceInfo *info) {
         return ENVML_ERROR_INVALID_ARGUMENT;
     const FakeInstance *in = (const FakeInstance *)(void *)gi;
     FAIL((FakeGpu *)in->gpu, "nvmlGpuInstanceGetInfo");
-    *info = (EnvmlGpuInstanceInfo){.device = (EnvmlDevice)in->gpu, .id = in->id, .profile_id = in->profile_id,
+    *info = (EnvmlGpuInstanceInfo){.device = (EnvmlDevice)in->gpu,
+                                   .id = in->id,
+                                   .profile_id = in->profile_id,
                                    .placement = {in->start, in->size}};
     return ENVML_SUCCESS;
 }
 
-R nvmlDeviceGetComputeRunningProcesses_v3(EnvmlDevice dev, unsigned int *count, EnvmlProcessInfo *infos) {
+R nvmlDeviceGetComputeRunningProcesses_v3(EnvmlDevice dev, unsigned int *count,
+                                          EnvmlProcessInfo *infos) {
     NEED_INIT();
     if (!valid_gpu(dev) || !count)
         return ENVML_ERROR_INVALID_ARGUMENT;
@@ -301,7 +329,8 @@ R nvmlDeviceGetComputeRunningProcesses_v3(EnvmlDevice dev, unsigned int *count, 
         return ENVML_ERROR_INSUFFICIENT_SIZE;
     }
     for (size_t i = 0; i < g->n_processes; i++)
-        infos[i] = (EnvmlProcessInfo){g->processes[i].pid, g->processes[i].used, g->processes[i].gi, g->processes[i].ci};
+        infos[i] = (EnvmlProcessInfo){g->processes[i].pid, g->processes[i].used, g->processes[i].gi,
+                                      g->processes[i].ci};
     *count = (unsigned)g->n_processes;
     return ENVML_SUCCESS;
 }

@@ -123,28 +123,34 @@ static int parse_line(FakeNvml *f, const char *line, unsigned no, char *msg, siz
         if (g->n_profiles >= FAKE_NVML_MAX_PROFILES)
             return fail_at(msg, size, no, "too many profiles");
         FakeProfile *pr = &g->profiles[g->n_profiles];
-        if (!number(&p, 16, &a) || !number(&p, 1000, &b) || !number(&p, 8, &c) || !number(&p, 8, &d) ||
-            !number(&p, 1ull << 32, &e) || !rest(p, pr->name, sizeof(pr->name)))
+        if (!number(&p, 16, &a) || !number(&p, 1000, &b) || !number(&p, 8, &c) ||
+            !number(&p, 8, &d) || !number(&p, 1ull << 32, &e) ||
+            !rest(p, pr->name, sizeof(pr->name)))
             return fail_at(msg, size, no, "profile needs INDEX ID SLICES COUNT MEMORY_MB NAME");
-        pr->index = (unsigned)a, pr->id = (unsigned)b, pr->slices = (unsigned)c, pr->count = (unsigned)d;
+        pr->index = (unsigned)a, pr->id = (unsigned)b, pr->slices = (unsigned)c,
+        pr->count = (unsigned)d;
         pr->memory_mb = e;
         g->n_profiles++;
     } else if (!strcmp(kw, "instance")) {
         if (g->n_instances >= FAKE_NVML_MAX_INSTANCES)
             return fail_at(msg, size, no, "too many instances");
-        if (!number(&p, 1000, &a) || !number(&p, 1000, &b) || !number(&p, 7, &c) || !number(&p, 8, &d))
+        if (!number(&p, 1000, &a) || !number(&p, 1000, &b) || !number(&p, 7, &c) ||
+            !number(&p, 8, &d))
             return fail_at(msg, size, no, "instance needs GI_ID PROFILE_ID START SIZE");
-        g->instances[g->n_instances++] = (FakeInstance){(unsigned)a, (unsigned)b, (unsigned)c, (unsigned)d, NULL};
+        g->instances[g->n_instances++] =
+                (FakeInstance){(unsigned)a, (unsigned)b, (unsigned)c, (unsigned)d, NULL};
     } else if (!strcmp(kw, "process")) {
         if (g->n_processes >= FAKE_NVML_MAX_PROCESSES)
             return fail_at(msg, size, no, "too many processes");
-        if (!number(&p, 0x7fffffff, &a) || !number(&p, ~0ull, &b) || !number(&p, 1000, &c) || !number(&p, 1000, &d))
+        if (!number(&p, 0x7fffffff, &a) || !number(&p, ~0ull, &b) || !number(&p, 1000, &c) ||
+            !number(&p, 1000, &d))
             return fail_at(msg, size, no, "process needs PID USED GI CI");
         g->processes[g->n_processes++] = (FakeProcess){(unsigned)a, (unsigned)c, (unsigned)d, b};
     } else
         return fail_at(msg, size, no, "unknown statement '%s'", kw);
     char extra[8];
-    if (strcmp(kw, "name") && strcmp(kw, "uuid") && strcmp(kw, "profile") && word(&p, extra, sizeof(extra)))
+    if (strcmp(kw, "name") && strcmp(kw, "uuid") && strcmp(kw, "profile") &&
+        word(&p, extra, sizeof(extra)))
         return fail_at(msg, size, no, "unexpected text after '%s'", kw);
     return 0;
 }

@@ -52,8 +52,8 @@ typedef struct FakeGpu {
     unsigned pci_id;
     char name[96], uuid[96];
     unsigned long long mem_total, mem_used;
-    int minor;           /* -1: nvmlDeviceGetMinorNumber is not supported */
-    int mig_current;     /* -1: not MIG capable */
+    int minor;       /* -1: nvmlDeviceGetMinorNumber is not supported */
+    int mig_current; /* -1: not MIG capable */
     int mig_pending;
     FakeProfile profiles[FAKE_NVML_MAX_PROFILES];
     size_t n_profiles;

@@ -23,7 +23,8 @@ typedef struct Machine {
 
 static const Machine machines[FLEET_AGENTS] = {
         [A_H100] = {"dc1-h100", "hgx-h100-8gpu", "dc1", "datacenter", "container", "kata", NULL},
-        [A_H200] = {"dc1-h200", "h200-mig", "dc1", "datacenter", "container", "kata,mig_in_kata", NULL},
+        [A_H200] = {"dc1-h200", "h200-mig", "dc1", "datacenter", "container", "kata,mig_in_kata",
+                    NULL},
         [A_4090] = {"lab-4090", "rtx4090-clean-group", "lab", "lab", NULL, NULL, NULL},
         [A_MI300X] = {"lab-mi300x", "amd-mi300x", "lab", "lab", NULL, NULL, NULL},
         [A_CPU] = {"lab-cpu", "no-accelerator", "lab", "lab", NULL, NULL, NULL},
@@ -38,9 +39,10 @@ pid_t fleet_spawn_agent(const char *url, const char *token, const char *name, co
                         const char *const *extra, const char *nvml_fixture) {
     char log[200];
     snprintf(log, sizeof(log), "%s/agent.log", state_dir);
-    const char *args[48] = {EINSORA_BIN, "agent", "run", "--server", url, "--name", name,
-                            "--owner", "root", "--heartbeat", "1", "--state-dir", state_dir,
-                            "--catalog", TEST_DATA "/catalog.yaml"};
+    const char *args[48] = {
+            EINSORA_BIN, "agent",       "run",     "--server",  url,
+            "--name",    name,          "--owner", "root",      "--heartbeat",
+            "1",         "--state-dir", state_dir, "--catalog", TEST_DATA "/catalog.yaml"};
     size_t k = 15;
     for (size_t i = 0; extra && extra[i] && k < 47; i++)
         args[k++] = extra[i];
@@ -70,8 +72,8 @@ void fleet_agent_start(Fleet *f, int i) {
     snprintf(proc, sizeof(proc), "%s/machines/%s/proc", TEST_FIXTURES, m->fixture);
     snprintf(nvml, sizeof(nvml), "%s/machines/%s/nvml.txt", TEST_FIXTURES, m->fixture);
     snprintf(apple, sizeof(apple), "%s/machines/%s", TEST_FIXTURES, m->apple ? m->apple : "");
-    const char *args[24] = {"--site", m->site, "--site-kind", m->kind, "--sysfs-root", sys,
-                            "--proc-root", proc, "--simulate"};
+    const char *args[24] = {"--site", m->site,       "--site-kind", m->kind,     "--sysfs-root",
+                            sys,      "--proc-root", proc,          "--simulate"};
     size_t k = 9;
     bool has_nvml = access(nvml, R_OK) == 0;
     if (has_nvml)
@@ -85,7 +87,8 @@ void fleet_agent_start(Fleet *f, int i) {
     if (m->apple)
         args[k++] = "--apple-fixture", args[k++] = apple;
     args[k] = NULL;
-    a->pid = fleet_spawn_agent(f->ts.url, a->token, m->name, a->state_dir, args, has_nvml ? nvml : NULL);
+    a->pid = fleet_spawn_agent(f->ts.url, a->token, m->name, a->state_dir, args,
+                               has_nvml ? nvml : NULL);
 }
 
 void fleet_agent_kill(Fleet *f, int i, bool hard) {
@@ -96,7 +99,8 @@ void fleet_agent_kill(Fleet *f, int i, bool hard) {
     int status;
     waitpid(a->pid, &status, 0);
     if (!hard)
-        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "agent %s did not stop cleanly", a->name);
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "agent %s did not stop cleanly",
+                  a->name);
     a->pid = 0;
 }
 
@@ -188,7 +192,8 @@ bool fleet_wait(Fleet *f, FleetPred pred, const void *arg, int timeout_ms) {
 long fleet_submit(Fleet *f, const char *token, const char *body) {
     json_t *j = NULL;
     long st = ts_call(&f->ts, token ? token : f->ts.admin, "POST", "/v1/requests", body, &j);
-    cr_assert_eq(st, 201, "submit %s: %ld %s", body, st, json_string_value(json_object_get(j, "message")));
+    cr_assert_eq(st, 201, "submit %s: %ld %s", body, st,
+                 json_string_value(json_object_get(j, "message")));
     long id = (long)json_integer_value(json_object_get(j, "id"));
     json_decref(j);
     return id;
@@ -210,7 +215,8 @@ bool fleet_request_is(Fleet *f, long id, const char *state) {
     return !strcmp(fleet_request_state(f, id, buf, sizeof(buf)), state);
 }
 
-bool fleet_node_field_is(Fleet *f, const char *node, bool in_switch, const char *key, const char *value) {
+bool fleet_node_field_is(Fleet *f, const char *node, bool in_switch, const char *key,
+                         const char *value) {
     char path[128];
     json_t *j = NULL;
     snprintf(path, sizeof(path), "/v1/nodes/%s", node);
@@ -218,8 +224,9 @@ bool fleet_node_field_is(Fleet *f, const char *node, bool in_switch, const char 
     if (fleet_call(f, "GET", path, NULL, &j) == 200) {
         json_t *o = in_switch ? json_object_get(j, "switch") : j;
         json_t *v = json_object_get(o, key);
-        ok = json_is_string(v) ? !strcmp(json_string_value(v), value)
-                               : json_is_boolean(v) && !strcmp(json_is_true(v) ? "true" : "false", value);
+        ok = json_is_string(v)
+                     ? !strcmp(json_string_value(v), value)
+                     : json_is_boolean(v) && !strcmp(json_is_true(v) ? "true" : "false", value);
     }
     json_decref(j);
     return ok;
@@ -237,9 +244,10 @@ bool fleet_has_event(Fleet *f, const char *type, const char *object) {
         if (fleet_call(f, "GET", path, NULL, &j) == 200) {
             size_t i;
             json_t *e, *events = json_object_get(j, "events");
-            json_array_foreach(events, i, e)
-                found = found || (!strcmp(json_string_value(json_object_get(e, "type")), type) &&
-                                  (!object || !strcmp(json_string_value(json_object_get(e, "object")), object)));
+            json_array_foreach(events, i, e) found =
+                    found ||
+                    (!strcmp(json_string_value(json_object_get(e, "type")), type) &&
+                     (!object || !strcmp(json_string_value(json_object_get(e, "object")), object)));
             json_int_t next = json_integer_value(json_object_get(j, "next"));
             more = json_array_size(events) > 0 && next > after;
             after = next;

@@ -55,7 +55,8 @@ long fleet_submit(Fleet *f, const char *token, const char *body);
 const char *fleet_request_state(Fleet *f, long id, char *buf, size_t size);
 bool fleet_request_is(Fleet *f, long id, const char *state);
 /* A string field of the node (GET /v1/nodes/NAME), or of its "switch" when in_switch. */
-bool fleet_node_field_is(Fleet *f, const char *node, bool in_switch, const char *key, const char *value);
+bool fleet_node_field_is(Fleet *f, const char *node, bool in_switch, const char *key,
+                         const char *value);
 /* Whether the event feed holds an event of this type (and object, when not NULL). */
 bool fleet_has_event(Fleet *f, const char *type, const char *object);
 /* GET /v1/debug/invariants is ok (R15, R16). */

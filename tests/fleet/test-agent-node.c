@@ -12,7 +12,8 @@ static Catalog *catalog;
 
 static void setup(void) {
     Error err = {0};
-    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", NULL, &catalog, &err), 0, "%s", err.message);
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", NULL, &catalog, &err), 0, "%s",
+                 err.message);
 }
 
 static void teardown(void) {
@@ -22,13 +23,16 @@ static void teardown(void) {
 TestSuite(agent_node, .init = setup, .fini = teardown);
 
 /* Discover a fixture machine and translate it; the result must parse as a node. */
-static json_t *describe(const char *fixture, const char *apple, const AgentIdentity *id, const char *sim,
-                        ApiNode *ret) {
+static json_t *describe(const char *fixture, const char *apple, const AgentIdentity *id,
+                        const char *sim, ApiNode *ret) {
     char sys[256], proc[256], mac[256];
     snprintf(sys, sizeof(sys), "%s/machines/%s/sys", TEST_FIXTURES, fixture);
     snprintf(proc, sizeof(proc), "%s/machines/%s/proc", TEST_FIXTURES, fixture);
     snprintf(mac, sizeof(mac), "%s/machines/%s", TEST_FIXTURES, apple ? apple : "");
-    DiscoverOptions o = {.sysfs_root = sys, .proc_root = proc, .no_nvml = true, .catalog = catalog,
+    DiscoverOptions o = {.sysfs_root = sys,
+                         .proc_root = proc,
+                         .no_nvml = true,
+                         .catalog = catalog,
                          .apple_fixture = apple ? mac : NULL};
     MachineInventory *inv = NULL;
     Error err = {0};
@@ -43,8 +47,12 @@ static json_t *describe(const char *fixture, const char *apple, const AgentIdent
 }
 
 Test(agent_node, r3_datacenter_hgx_reports_eight_h100s_in_its_mode) {
-    AgentIdentity id = {.name = "dc1-h100", .site = "dc1", .site_kind = "datacenter", .owner = "ops",
-                        .mode = "container", .capabilities = "kata,mig_in_kata"};
+    AgentIdentity id = {.name = "dc1-h100",
+                        .site = "dc1",
+                        .site_kind = "datacenter",
+                        .owner = "ops",
+                        .mode = "container",
+                        .capabilities = "kata,mig_in_kata"};
     ApiNode n;
     json_decref(describe("hgx-h100-8gpu", NULL, &id, NULL, &n));
     cr_expect_str_eq(node_mode_to_string(n.mode), "container");

@@ -29,8 +29,9 @@ typedef struct Machine {
 } Machine;
 
 static void start_agent(Machine *m) {
-    const char *extra[] = {"--site", "lab", "--site-kind", "lab", "--sysfs-root", m->k.sysfs, "--proc-root",
-                           m->k.proc, "--dev-root", m->k.dev, "--no-nvml", NULL};
+    const char *extra[] = {"--site",       "lab",      "--site-kind", "lab",
+                           "--sysfs-root", m->k.sysfs, "--proc-root", m->k.proc,
+                           "--dev-root",   m->k.dev,   "--no-nvml",   NULL};
     m->agent = fleet_spawn_agent(m->ts.url, m->token, "lab-real", m->state, extra, NULL);
 }
 
@@ -74,15 +75,18 @@ static void stop(Machine *m) {
 
 static json_t *node(Machine *m) {
     json_t *j = NULL;
-    return ts_call(&m->ts, m->ts.admin, "GET", "/v1/nodes/lab-real", NULL, &j) == 200 ? j : (json_decref(j), NULL);
+    return ts_call(&m->ts, m->ts.admin, "GET", "/v1/nodes/lab-real", NULL, &j) == 200
+                   ? j
+                   : (json_decref(j), NULL);
 }
 
 /* Poll the node until its switch reaches step (or its device 0 has field == value). */
 static bool wait_for(Machine *m, const char *obj, const char *key, const char *value) {
     for (int i = 0; i < 200; i++) {
         json_t *n = node(m);
-        json_t *o = !n ? NULL : !strcmp(obj, "switch") ? json_object_get(n, "switch")
-                                                       : json_array_get(json_object_get(n, "devices"), 0);
+        json_t *o = !n                       ? NULL
+                    : !strcmp(obj, "switch") ? json_object_get(n, "switch")
+                                             : json_array_get(json_object_get(n, "devices"), 0);
         json_t *v = json_object_get(o, key);
         bool ok = (json_is_string(v) && !strcmp(json_string_value(v), value)) ||
                   (json_is_boolean(v) && !strcmp(json_is_true(v) ? "true" : "false", value));
@@ -120,8 +124,8 @@ static void teardown(void) {
     stop(&m);
 }
 
-Test(fleet_kernel, r4_r7_r9_switch_rebinds_the_group_checks_reset_and_evicts_before_rebinding, .init = setup,
-     .fini = teardown, .timeout = 90) {
+Test(fleet_kernel, r4_r7_r9_switch_rebinds_the_group_checks_reset_and_evicts_before_rebinding,
+     .init = setup, .fini = teardown, .timeout = 90) {
     cr_assert(wait_for(&m, "device", "binding", "host"), "the agent did not register its GPU");
     cr_assert_eq(fake_kernel_control(&m.k, "reset " GPU " ok"), 0);
     long st = ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
@@ -136,22 +140,27 @@ Test(fleet_kernel, r4_r7_r9_switch_rebinds_the_group_checks_reset_and_evicts_bef
     /* R9: the consumer card on vfio-pci is reset-checked by the agent before it is offered. */
     cr_assert(wait_for(&m, "device", "reset_verified", "true"), "no reset check passed");
     json_t *ans = NULL;
-    cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/requests", "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}", &ans), 201);
+    cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/requests",
+                         "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}", &ans),
+                 201);
     cr_expect_str_eq(json_string_value(json_object_get(ans, "state")), "placed");
     json_decref(ans);
     /* R4: the agent really runs it (it holds the GPU) before the switch evicts it. */
     cr_assert(request_active(&m, 1), "the agent did not start the VM");
     /* Back to containers would pull the GPU from under the VM: refused, naming it (R4, R7). */
     cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
-                         "{\"mode\":\"container\",\"gpu\":\"0\"}", &ans), 409);
+                         "{\"mode\":\"container\",\"gpu\":\"0\"}", &ans),
+                 409);
     cr_expect(strstr(json_string_value(json_object_get(ans, "message")), "1 (root, vm)"), "%s",
               json_string_value(json_object_get(ans, "message")));
     json_decref(ans);
     /* With --drain evict: the VM is stopped, the group goes back to its host drivers. */
     cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
-                         "{\"mode\":\"container\",\"gpu\":\"0\",\"drain\":\"evict\"}", NULL), 202);
+                         "{\"mode\":\"container\",\"gpu\":\"0\",\"drain\":\"evict\"}", NULL),
+                 202);
     /* R4: the agent stops the evicted VM and sees its GPU free before it rebinds. */
-    cr_assert(wait_for(&m, "switch", "step", "done"), "the switch did not finish after the eviction");
+    cr_assert(wait_for(&m, "switch", "step", "done"),
+              "the switch did not finish after the eviction");
     fake_kernel_driver(&m.k, GPU, drv, sizeof(drv));
     cr_expect_str_eq(drv, "nvidia");
     fake_kernel_driver(&m.k, AUDIO, drv, sizeof(drv));
@@ -171,7 +180,8 @@ Test(fleet_kernel, r4_r7_agent_killed_mid_rebind_recovers_from_its_journal_and_f
     waitpid(m.agent, NULL, 0);
     m.agent = 0;
     cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
-                         "{\"mode\":\"vm-passthrough\",\"gpu\":\"0\"}", NULL), 202);
+                         "{\"mode\":\"vm-passthrough\",\"gpu\":\"0\"}", NULL),
+                 202);
     /* The agent's rebind, killed half-way: journaled, the GPU unbound, nothing on vfio-pci. */
     pid_t pid = fork();
     cr_assert(pid >= 0);
@@ -197,7 +207,8 @@ Test(fleet_kernel, r4_r7_agent_killed_mid_rebind_recovers_from_its_journal_and_f
     cr_assert_eq(op.outcome, JOURNAL_OPEN);
     /* The agent restarts: its journal wins, the rebind completes, the switch finishes. */
     start_agent(&m);
-    cr_assert(wait_for(&m, "switch", "step", "done"), "the switch did not finish after the restart");
+    cr_assert(wait_for(&m, "switch", "step", "done"),
+              "the switch did not finish after the restart");
     char drv[64];
     fake_kernel_driver(&m.k, GPU, drv, sizeof(drv));
     cr_expect_str_eq(drv, "vfio-pci");

@@ -38,7 +38,8 @@ static bool node_is(Fleet *f, const void *arg) {
     return fleet_node_field_is(f, n->node, n->in_switch, n->key, n->value);
 }
 
-static void wait_node(Fleet *f, const char *node, bool in_switch, const char *key, const char *value, int ms) {
+static void wait_node(Fleet *f, const char *node, bool in_switch, const char *key,
+                      const char *value, int ms) {
     NodeIs n = {node, in_switch, key, value};
     cr_assert(fleet_wait(f, node_is, &n, ms), "node %s: %s%s never became %s", node,
               in_switch ? "switch." : "", key, value);
@@ -69,7 +70,8 @@ static const char *placement_str(Fleet *f, long id, const char *key, char *buf, 
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%ld", id);
     json_t *j = get(f, path);
-    snprintf(buf, size, "%s", json_string_value(json_object_get(json_object_get(j, "placement"), key)) ?: "");
+    snprintf(buf, size, "%s",
+             json_string_value(json_object_get(json_object_get(j, "placement"), key)) ?: "");
     json_decref(j);
     return buf;
 }
@@ -82,9 +84,10 @@ static json_int_t capacity(Fleet *f, const char *cls, const char *mode, const ch
     json_int_t v = -1;
     size_t i;
     json_t *row;
-    json_array_foreach(json_object_get(j, "classes"), i, row)
-        if (json_is_null(json_object_get(row, "site")) && !strcmp(json_string_value(json_object_get(row, "mode")), mode))
-            v = json_integer_value(json_object_get(row, field));
+    json_array_foreach(json_object_get(j, "classes"), i,
+                       row) if (json_is_null(json_object_get(row, "site")) &&
+                                !strcmp(json_string_value(json_object_get(row, "mode")), mode)) v =
+            json_integer_value(json_object_get(row, field));
     json_decref(j);
     return v;
 }
@@ -131,7 +134,8 @@ Test(fleet, r1_r6_r8_six_agents_register_every_kind_of_machine) {
     size_t i;
     json_t *n;
     json_array_foreach(json_object_get(nodes, "nodes"), i, n) {
-        cr_expect(json_object_get(n, "agent"), "node %s has no agent", json_string_value(json_object_get(n, "name")));
+        cr_expect(json_object_get(n, "agent"), "node %s has no agent",
+                  json_string_value(json_object_get(n, "name")));
         cr_expect(json_is_false(json_object_get(n, "unreachable")));
     }
     json_decref(nodes);
@@ -146,7 +150,8 @@ Test(fleet, r13_r14_placements_fallback_after_wait_and_agents_start_them) {
     long vm = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
     long nb = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
     long ep = fleet_submit(f, NULL, "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\"}");
-    long mig = fleet_submit(f, NULL, "{\"kind\":\"endpoint\",\"class\":\"nvidia-h200-141gb-mig-1g.18gb\"}");
+    long mig = fleet_submit(f, NULL,
+                            "{\"kind\":\"endpoint\",\"class\":\"nvidia-h200-141gb-mig-1g.18gb\"}");
     long amd = fleet_submit(f, NULL, "{\"kind\":\"container\",\"class\":\"amd-mi300x\"}");
     long cpu = fleet_submit(f, NULL, "{\"kind\":\"endpoint\",\"class\":\"cpu\",\"count\":2}");
     /* The agents confirm each workload (placed -> active). */
@@ -154,13 +159,14 @@ Test(fleet, r13_r14_placements_fallback_after_wait_and_agents_start_them) {
     for (size_t i = 0; i < 6; i++)
         wait_request(f, ids[i], "active", 10000);
     cr_expect_str_eq(placement_str(f, vm, "method", buf, sizeof(buf)), "passthrough");
-    cr_expect_str_eq(placement_str(f, ep, "endpoint_runtime", buf, sizeof(buf)), "mlx");  /* R14 */
+    cr_expect_str_eq(placement_str(f, ep, "endpoint_runtime", buf, sizeof(buf)), "mlx"); /* R14 */
     cr_expect_str_eq(placement_str(f, mig, "endpoint_runtime", buf, sizeof(buf)), "vllm");
     cr_expect_str_eq(placement_str(f, cpu, "endpoint_runtime", buf, sizeof(buf)), "llama.cpp");
     cr_expect_str_eq(placement_str(f, amd, "node", buf, sizeof(buf)), "lab-mi300x");
     /* R13: the 4090 is taken; after the 2 s wait the notebook falls back to an H100. */
-    long fb = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-rtx-4090\","
-                                    "\"fallback\":[\"nvidia-h100-80gb\",\"cpu\"],\"wait_s\":2}");
+    long fb = fleet_submit(f, NULL,
+                           "{\"kind\":\"notebook\",\"class\":\"nvidia-rtx-4090\","
+                           "\"fallback\":[\"nvidia-h100-80gb\",\"cpu\"],\"wait_s\":2}");
     cr_expect(fleet_request_is(f, fb, "pending"));
     wait_request(f, fb, "active", 10000);
     cr_expect_str_eq(placement_str(f, fb, "class", buf, sizeof(buf)), "nvidia-h100-80gb");
@@ -176,16 +182,22 @@ Test(fleet, r13_r14_placements_fallback_after_wait_and_agents_start_them) {
 
 Test(fleet, r5_r15_strangers_wait_for_kata_and_never_share_a_gpu) {
     Fleet *f = &fleet;
-    char *alice = ts_token(&f->ts, "alice", "user", NULL), *bob = ts_token(&f->ts, "bob", "user", NULL);
+    char *alice = ts_token(&f->ts, "alice", "user", NULL),
+         *bob = ts_token(&f->ts, "bob", "user", NULL);
     /* Strangers' containers need Kata on a vm-passthrough node; the H100 node is in container
      * mode and placement never flips it (R5): they wait. */
-    long a1 = fleet_submit(f, alice, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"share\":true}");
+    long a1 = fleet_submit(f, alice,
+                           "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"share\":true}");
     cr_expect(fleet_request_is(f, a1, "pending"));
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "mode", "container"));
     /* After the owner switches the node, they run under Kata, each on a GPU of its own. */
-    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-passthrough\"}", NULL), 200);
-    long b1 = fleet_submit(f, bob, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"share\":true}");
-    long a2 = fleet_submit(f, alice, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"share\":true}");
+    cr_assert_eq(
+            fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-passthrough\"}", NULL),
+            200);
+    long b1 = fleet_submit(f, bob,
+                           "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"share\":true}");
+    long a2 = fleet_submit(f, alice,
+                           "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"share\":true}");
     long ids[] = {a1, b1, a2};
     json_int_t devs[3];
     char buf[32];
@@ -195,7 +207,8 @@ Test(fleet, r5_r15_strangers_wait_for_kata_and_never_share_a_gpu) {
         char path[64];
         snprintf(path, sizeof(path), "/v1/requests/%ld", ids[i]);
         json_t *j = get(f, path);
-        devs[i] = json_integer_value(json_array_get(json_object_get(json_object_get(j, "placement"), "devices"), 0));
+        devs[i] = json_integer_value(
+                json_array_get(json_object_get(json_object_get(j, "placement"), "devices"), 0));
         json_decref(j);
     }
     cr_expect_neq(devs[0], devs[1], "alice and bob share GPU %lld", (long long)devs[0]);
@@ -210,7 +223,9 @@ Test(fleet, r4_switch_refused_while_a_workload_runs_naming_it) {
     long nb = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
     wait_request(f, nb, "active", 10000);
     json_t *j = NULL;
-    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-passthrough\"}", &j), 409);
+    cr_assert_eq(
+            fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-passthrough\"}", &j),
+            409);
     char want[32];
     snprintf(want, sizeof(want), "%ld (root, notebook)", nb);
     cr_expect(strstr(json_string_value(json_object_get(j, "message")), want), "%s",
@@ -219,10 +234,12 @@ Test(fleet, r4_switch_refused_while_a_workload_runs_naming_it) {
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "mode", "container"));
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "cordoned", "false"));
     /* R2d: vGPU is refused by name. */
-    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-vgpu\"}", NULL), 400);
+    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-vgpu\"}", NULL),
+                 400);
     /* R3: a datacenter node switches as a whole. */
     cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
-                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\",\"gpu\":\"0\"}", NULL), 400);
+                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\",\"gpu\":\"0\"}", NULL),
+                 400);
 }
 
 Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
@@ -230,7 +247,8 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
     long nb = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
     wait_request(f, nb, "active", 10000);
     cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
-                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL), 202);
+                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL),
+                 202);
     cr_expect(fleet_node_field_is(f, "dc1-h100", true, "step", "drain"));
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "cordoned", "true"));
     /* Cordoned: a new notebook does not land there. */
@@ -252,13 +270,17 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
     long vm = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
     wait_request(f, vm, "active", 10000);
     cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/mode",
-                            "{\"mode\":\"container\",\"drain\":\"evict\",\"gpu\":\"0000:01:00.0\"}", NULL), 202);
+                            "{\"mode\":\"container\",\"drain\":\"evict\",\"gpu\":\"0000:01:00.0\"}",
+                            NULL),
+                 202);
     cr_expect(fleet_request_is(f, vm, "released"));
     cr_expect(fleet_has_event(f, "request.evicted", NULL));
     wait_node(f, "lab-4090", true, "step", "done", 10000);
     cr_expect_eq(capacity(f, "nvidia-rtx-4090", "container", "total"), 1);
     json_t *n = get(f, "/v1/nodes/lab-4090");
-    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(n, "devices"), 0), "binding")), "host");
+    cr_expect_str_eq(json_string_value(json_object_get(
+                             json_array_get(json_object_get(n, "devices"), 0), "binding")),
+                     "host");
     json_decref(n);
     fleet_assert_invariants(f);
 }
@@ -269,10 +291,13 @@ Test(fleet, r4_agent_killed_and_restarted_mid_switch_finishes_it) {
     cr_assert(fleet_wait(f, cap_is, &c, 10000));
     /* The agent dies just as the switch queues its rebind. */
     fleet_agent_kill(f, A_4090, true);
-    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/mode", "{\"mode\":\"container\",\"gpu\":\"0\"}", NULL), 202);
+    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/mode",
+                            "{\"mode\":\"container\",\"gpu\":\"0\"}", NULL),
+                 202);
     cr_expect(fleet_node_field_is(f, "lab-4090", true, "step", "verify"));
     json_t *n = get(f, "/v1/nodes/lab-4090");
-    cr_expect_eq(json_array_size(json_object_get(n, "tasks")), 1, "the rebind task waits for the agent");
+    cr_expect_eq(json_array_size(json_object_get(n, "tasks")), 1,
+                 "the rebind task waits for the agent");
     json_decref(n);
     /* It comes back, reconciles, finds the task and finishes the switch. */
     fleet_agent_start(f, A_4090);
@@ -290,7 +315,8 @@ Test(fleet, r4_r16_server_killed_mid_drain_resumes_the_switch) {
     long nb = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
     wait_request(f, nb, "active", 10000);
     cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
-                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL), 202);
+                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL),
+                 202);
     ts_kill(&f->ts, true);
     fleet_server_restart(f);
     /* The switch is still draining, the node still cordoned, the notebook still active. */
@@ -369,7 +395,8 @@ Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
     cr_assert(fleet_wait(f, cap_is, &q, 10000), "the failing 4090 was not quarantined");
     json_t *n = get(f, "/v1/nodes/lab-4090");
     json_t *d = json_array_get(json_object_get(n, "devices"), 0);
-    cr_expect(strstr(json_string_value(json_object_get(d, "quarantined")) ?: "", "fell off the bus"));
+    cr_expect(
+            strstr(json_string_value(json_object_get(d, "quarantined")) ?: "", "fell off the bus"));
     json_decref(n);
     long next = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
     cr_expect(fleet_request_is(f, next, "pending"));

@@ -32,12 +32,14 @@ static void up_start(Up *u) {
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        int o = open(u->out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int o = open(u->out, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+            e = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(o, 1);
         dup2(e, 2);
         setenv("XDG_CONFIG_HOME", u->dir, 1); /* where it writes its context */
-        execl(EINSORA_BIN, EINSORA_BIN, "up", "--demo", "--listen", "127.0.0.1:0", "--state", u->state,
-              "--heartbeat", "1", "--nvml-lib", FAKE_NVML_LIB, "--fixtures", TEST_FIXTURES "/machines", NULL);
+        execl(EINSORA_BIN, EINSORA_BIN, "up", "--demo", "--listen", "127.0.0.1:0", "--state",
+              u->state, "--heartbeat", "1", "--nvml-lib", FAKE_NVML_LIB, "--fixtures",
+              TEST_FIXTURES "/machines", NULL);
         _exit(127);
     }
     u->pid = pid;
@@ -92,12 +94,15 @@ Test(up, up_demo_starts_a_fleet_prints_where_things_are_and_stops_cleanly, .time
     snprintf(cfg, sizeof(cfg), "%s/einsora/config", u.dir);
     text = NULL;
     cr_assert_geq(read_full_file(cfg, 1 << 16, &text, NULL), 0, "no context written");
-    cr_expect(strstr(text, "\"current-context\": \"local\"") && strstr(text, u.url) && strstr(text, tok),
+    cr_expect(strstr(text, "\"current-context\": \"local\"") && strstr(text, u.url) &&
+                      strstr(text, tok),
               "%s", text);
     free(text);
     /* The newcomer's first placement works through the printed URL and token. */
     json_t *j = NULL;
-    cr_assert_eq(call(&u, "POST", "/v1/requests", "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}", &j), 201);
+    cr_assert_eq(call(&u, "POST", "/v1/requests",
+                      "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}", &j),
+                 201);
     cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "placed");
     json_decref(j);
     kill(u.pid, SIGTERM);

@@ -65,8 +65,9 @@ Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180
     snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
     snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
     char *token = ts_token(&ts, "dc1-h100", "node", "dc1-h100");
-    const char *args[] = {"--site", "dc1", "--site-kind", "datacenter", "--mode", "container",
-                          "--sysfs-root", sys, "--proc-root", proc, "--simulate", "--nvml-lib",
+    const char *args[] = {"--site",      "dc1",         "--site-kind",  "datacenter",
+                          "--mode",      "container",   "--sysfs-root", sys,
+                          "--proc-root", proc,          "--simulate",   "--nvml-lib",
                           FAKE_NVML_LIB, "--heartbeat", LONG_HEARTBEAT, NULL};
     pid_t agent = fleet_spawn_agent(ts.url, token, "dc1-h100", state_dir, args, nvml);
 
@@ -80,7 +81,8 @@ Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180
     json_decref(ts_wait_state(&ts, id, "active", "the agent's log"));
     cr_assert(runs_here(state_dir, id), "the agent does not record request %ld as running", id);
     cr_assert_eq(last_seen_ms(&ts, "dc1-h100"), seen,
-                 "the placement became active only with a later heartbeat, not through the work long-poll");
+                 "the placement became active only with a later heartbeat, not through the work "
+                 "long-poll");
 
     /* A stop reaches it the same way: released, the agent stops it with no heartbeat between. */
     char path[64];
@@ -90,7 +92,8 @@ Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180
     for (int i = 0; i < 600 && !(stopped = !runs_here(state_dir, id)); i++)
         sleep_ms(100);
     cr_assert(stopped, "the agent never stopped request %ld", id);
-    cr_assert_eq(last_seen_ms(&ts, "dc1-h100"), seen, "the stop came with a heartbeat, not through the long-poll");
+    cr_assert_eq(last_seen_ms(&ts, "dc1-h100"), seen,
+                 "the stop came with a heartbeat, not through the long-poll");
 
     /* The long-poll in flight ends with the agent: a clean stop, without waiting out the poll. */
     kill(agent, SIGTERM);
@@ -137,14 +140,15 @@ static char *work(TestServer *ts, const char *after, unsigned wait, json_t **ret
 static bool has_work(json_t *ans, long id, const char *state) {
     size_t i;
     json_t *w;
-    json_array_foreach(json_object_get(ans, "workloads"), i, w)
-        if (json_integer_value(json_object_get(w, "id")) == id &&
-            strcmp(json_string_value(json_object_get(w, "state")), state) == 0)
-            return true;
+    json_array_foreach(json_object_get(ans, "workloads"), i,
+                       w) if (json_integer_value(json_object_get(w, "id")) == id &&
+                              strcmp(json_string_value(json_object_get(w, "state")), state) ==
+                                      0) return true;
     return false;
 }
 
-Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_reconnects, .timeout = 180) {
+Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_reconnects,
+     .timeout = 180) {
     TestServer ts;
     ts_start(&ts);
     ts_add_h100_node(&ts, "n1", "root", 8);
@@ -191,7 +195,8 @@ Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_recon
         Error err = {0};
         cr_assert_eq(client_new(ts.url, NULL, &cl, &err), 0);
         long status = 0;
-        cr_assert_eq(client_call_raw(cl, "GET", "/metrics", NULL, 0, NULL, &status, &text, &err), 0);
+        cr_assert_eq(client_call_raw(cl, "GET", "/metrics", NULL, 0, NULL, &status, &text, &err),
+                     0);
         parked = text && strstr(text, "einsora_parked_long_polls 1") != NULL;
         free(text);
         client_free(cl);
@@ -206,12 +211,15 @@ Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_recon
     cr_assert_eq(p.status, 200);
     const char *c3 = json_string_value(json_object_get(p.ans, "cursor"));
     cr_assert(c3 && strcmp(c3, c2) != 0, "the parked poll was not answered by the release");
-    cr_assert_eq(json_array_size(json_object_get(p.ans, "workloads")), 0, "the released request is still work");
+    cr_assert_eq(json_array_size(json_object_get(p.ans, "workloads")), 0,
+                 "the released request is still work");
     json_decref(p.ans);
 
     /* Refusals change nothing and say why. */
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1/work?after=xyz", NULL, NULL), 400);
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1/work?after=00000000000000000&wait=1", NULL, NULL), 400);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1/work?after=00000000000000000&wait=1",
+                         NULL, NULL),
+                 400);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1/work?wait=61", NULL, NULL), 400);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1/work?since=1", NULL, NULL), 400);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/nope/work", NULL, NULL), 404);
@@ -227,12 +235,14 @@ Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_recon
 
 typedef struct OldServer {
     pthread_mutex_t lock;
-    int heartbeats, work_asks, activated_at; /* activated_at: heartbeats before the activation, -1 none */
+    int heartbeats, work_asks,
+            activated_at; /* activated_at: heartbeats before the activation, -1 none */
     bool active;
 } OldServer;
 
-static enum MHD_Result old_answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+static enum MHD_Result old_answer(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls) {
     (void)version, (void)upload;
     OldServer *o = cls;
     if (!*con_cls) { /* headers first; the body (ignored) follows */
@@ -249,22 +259,27 @@ static enum MHD_Result old_answer(void *cls, struct MHD_Connection *conn, const 
     if (!strcmp(method, "POST") && strstr(url, "/heartbeat")) {
         o->heartbeats++;
         snprintf(body, sizeof(body),
-                 "{\"node\":\"old-1\",\"unreachable\":false,\"tasks\":[],\"workloads\":[{\"id\":7,\"user\":\"u\","
-                 "\"kind\":\"container\",\"state\":\"%s\",\"placement\":{\"node\":\"old-1\",\"class\":"
-                 "\"nvidia-h100-80gb\",\"method\":\"container\",\"devices\":[2],\"addresses\":[\"0000:3a:00.0\"]},"
+                 "{\"node\":\"old-1\",\"unreachable\":false,\"tasks\":[],\"workloads\":[{\"id\":7,"
+                 "\"user\":\"u\","
+                 "\"kind\":\"container\",\"state\":\"%s\",\"placement\":{\"node\":\"old-1\","
+                 "\"class\":"
+                 "\"nvidia-h100-80gb\",\"method\":\"container\",\"devices\":[2],\"addresses\":["
+                 "\"0000:3a:00.0\"]},"
                  "\"request\":{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}}]}",
                  o->active ? "active" : "placed");
     } else if (!strcmp(method, "GET") && strstr(url, "/work")) {
         o->work_asks++;
         status = 404;
-        snprintf(body, sizeof(body), "{\"code\":\"not_found\",\"message\":\"No such endpoint: %.200s.\"}", url);
+        snprintf(body, sizeof(body),
+                 "{\"code\":\"not_found\",\"message\":\"No such endpoint: %.200s.\"}", url);
     } else if (!strcmp(method, "POST") && !strcmp(url, "/v1/requests/7/activate")) {
         if (!o->active)
             o->activated_at = o->heartbeats;
         o->active = true;
     }
     pthread_mutex_unlock(&o->lock);
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *r =
+            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
     MHD_add_response_header(r, "Content-Type", "application/json");
     enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
@@ -283,20 +298,22 @@ static bool old_activated(OldServer *o, int *ret_heartbeats, int *ret_asks) {
 Test(work, r17_agent_falls_back_to_heartbeat_work_against_an_older_control_plane, .timeout = 120) {
     OldServer o = {.activated_at = -1};
     pthread_mutex_init(&o.lock, NULL);
-    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                                            old_answer, &o, MHD_OPTION_SOCK_ADDR,
-                                            &(struct sockaddr_in){.sin_family = AF_INET,
-                                                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
-                                            MHD_OPTION_END);
+    struct MHD_Daemon *d = MHD_start_daemon(
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, old_answer, &o,
+            MHD_OPTION_SOCK_ADDR,
+            &(struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
+            MHD_OPTION_END);
     cr_assert(d);
     char url[64], dir[] = "/tmp/einsora-old-XXXXXX", sys[256], proc[256], nvml[256];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u", MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u",
+             MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port);
     cr_assert(mkdtemp(dir));
     snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
     snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
     snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
-    const char *args[] = {"--site", "dc1", "--site-kind", "datacenter", "--mode", "container", "--sysfs-root", sys,
-                          "--proc-root", proc, "--simulate", "--nvml-lib", FAKE_NVML_LIB, NULL};
+    const char *args[] = {"--site",     "dc1",          "--site-kind", "datacenter",  "--mode",
+                          "container",  "--sysfs-root", sys,           "--proc-root", proc,
+                          "--simulate", "--nvml-lib",   FAKE_NVML_LIB, NULL};
     pid_t agent = fleet_spawn_agent(url, "old-token", "old-1", dir, args, nvml);
     int after = -1, asks = 0;
     bool done = false;
@@ -307,9 +324,11 @@ Test(work, r17_agent_falls_back_to_heartbeat_work_against_an_older_control_plane
     cr_assert_eq(waitpid(agent, &status, 0), agent);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     MHD_stop_daemon(d);
-    cr_assert(done, "the agent never started the workload the heartbeat carried (see %s/agent.log)", dir);
+    cr_assert(done, "the agent never started the workload the heartbeat carried (see %s/agent.log)",
+              dir);
     cr_assert_geq(after, 1, "activated before any heartbeat said it was placed");
-    cr_assert_eq(asks, 1, "the agent asked the missing work route %d times: it should remember", asks);
+    cr_assert_eq(asks, 1, "the agent asked the missing work route %d times: it should remember",
+                 asks);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);

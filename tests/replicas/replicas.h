@@ -17,9 +17,9 @@ typedef struct Replica {
 } Replica;
 
 extern Replica rep[REPLICAS];
-extern char conninfo[256];       /* the test's database */
-extern long long leader_epoch;   /* set by wait_leader() */
-extern __thread Error last_err;  /* the last call()'s transport failure, for messages */
+extern char conninfo[256];      /* the test's database */
+extern long long leader_epoch;  /* set by wait_leader() */
+extern __thread Error last_err; /* the last call()'s transport failure, for messages */
 
 uint64_t now_ms(void);
 /* A replica's own view: "leader", "standby", or NULL when it does not answer (free it). */

@@ -95,8 +95,11 @@ char *role_of(int i, long long *epoch) {
     long st = 0;
     json_t *j = NULL;
     char *role = NULL;
-    if (client_new(url, NULL, &c, NULL) >= 0 && client_call(c, "GET", "/readyz", NULL, NULL, &st, &j, NULL) >= 0)
-        role = json_string_value(json_object_get(j, "role")) ? strdup(json_string_value(json_object_get(j, "role"))) : NULL;
+    if (client_new(url, NULL, &c, NULL) >= 0 &&
+        client_call(c, "GET", "/readyz", NULL, NULL, &st, &j, NULL) >= 0)
+        role = json_string_value(json_object_get(j, "role"))
+                       ? strdup(json_string_value(json_object_get(j, "role")))
+                       : NULL;
     *epoch = json_integer_value(json_object_get(j, "epoch"));
     json_decref(j);
     client_free(c);
@@ -125,7 +128,8 @@ int wait_leader(long long after, unsigned timeout_ms) {
         }
         usleep(20 * 1000);
     }
-    cr_assert_fail("no replica leads under an epoch newer than %lld within %u ms", after, timeout_ms);
+    cr_assert_fail("no replica leads under an epoch newer than %lld within %u ms", after,
+                   timeout_ms);
     return -1;
 }
 
@@ -141,7 +145,7 @@ static void respawn_exited(void) {
 __thread Error last_err; /* the last call's transport failure, for messages */
 
 long call(Client *c, const char *method, const char *path, const char *body, const char *key,
-                 json_t **ret) {
+          json_t **ret) {
     json_t *b = body ? json_loads(body, 0, NULL) : NULL;
     long st = 0;
     error_clear(&last_err);
@@ -187,16 +191,20 @@ static void *client_main(void *p) {
         if (r < 7 || a->n_own == 0) {
             char key[64];
             snprintf(key, sizeof(key), "k-%u-%u", a->seed, atomic_fetch_add(&submissions, 1));
-            const char *body = r % 2 ? "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}"
-                                     : "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"count\":2}";
+            const char *body =
+                    r % 2 ? "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}"
+                          : "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"count\":2}";
             /* The key makes the retries across a failover one submission. */
             long st = call(c, "POST", "/v1/requests", body, key, &q);
             if (st != 201 && st != 200) {
                 /* Criterion's asserts belong to the test's thread: report, and stop. */
                 pthread_mutex_lock(&known_lock);
-                snprintf(client_failure, sizeof(client_failure), "submit %s answered %ld through "
-                         "the failovers: %.300s", key, st,
-                         st < 0 ? last_err.message : json_string_value(json_object_get(q, "message")));
+                snprintf(client_failure, sizeof(client_failure),
+                         "submit %s answered %ld through "
+                         "the failovers: %.300s",
+                         key, st,
+                         st < 0 ? last_err.message
+                                : json_string_value(json_object_get(q, "message")));
                 pthread_mutex_unlock(&known_lock);
                 json_decref(q);
                 break;
@@ -271,8 +279,10 @@ static void verify_standbys(const char *when, json_t *reqs) {
         Client *c = NULL;
         cr_assert_eq(client_new(url, admin, &c, NULL), 0);
         json_t *got = list_requests(c);
-        cr_assert_eq(json_array_size(got), json_array_size(reqs), "%s: standby %d lists %zu requests, "
-                     "the leader %zu", when, i, json_array_size(got), json_array_size(reqs));
+        cr_assert_eq(json_array_size(got), json_array_size(reqs),
+                     "%s: standby %d lists %zu requests, "
+                     "the leader %zu",
+                     when, i, json_array_size(got), json_array_size(reqs));
         for (size_t k = 0; k < json_array_size(reqs); k++) {
             json_t *a = json_array_get(reqs, k), *b = json_array_get(got, k);
             cr_assert(json_equal(json_object_get(a, "id"), json_object_get(b, "id")) &&
@@ -335,8 +345,9 @@ static void verify(const char *when) {
         cr_assert_eq(call(c, "GET", path, NULL, NULL, &n), 200);
         json_t *sw = json_object_get(n, "switch");
         const char *mode = json_string_value(json_object_get(sw, "mode"));
-        cr_assert(mode && !strcmp(mode, switched[s]), "%s: the acknowledged switch of sw%u to %s is lost (%s)",
-                  when, s, switched[s], mode ? mode : "no switch");
+        cr_assert(mode && !strcmp(mode, switched[s]),
+                  "%s: the acknowledged switch of sw%u to %s is lost (%s)", when, s, switched[s],
+                  mode ? mode : "no switch");
         json_decref(n);
     }
     client_free(c);
@@ -347,12 +358,12 @@ static void add_node(Client *c, const char *name, const char *class, unsigned gp
     for (unsigned i = 0; i < gpus; i++) {
         char pci[32];
         snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x17 + i);
-        json_array_append_new(devs, json_pack("{s:s, s:s, s:i}", "pci", pci, "class", class,
-                                              "memory_gb", 80));
+        json_array_append_new(
+                devs, json_pack("{s:s, s:s, s:i}", "pci", pci, "class", class, "memory_gb", 80));
     }
-    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "name", name, "site", "dc1",
-                             "site_kind", "datacenter", "platform", "linux", "owner", "ops", "mode",
-                             "container", "cpus", 64, "devices", devs);
+    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "name", name, "site",
+                             "dc1", "site_kind", "datacenter", "platform", "linux", "owner", "ops",
+                             "mode", "container", "cpus", 64, "devices", devs);
     char *body = json_dumps(node, JSON_COMPACT);
     json_decref(node);
     char path[64];
@@ -390,7 +401,8 @@ static void switch_mode(Client *c) {
             snprintf(show, sizeof(show), "/v1/nodes/%s", name);
             json_t *n = NULL;
             if (call(c, "GET", show, NULL, NULL, &n) == 200 &&
-                !strcmp(json_string_value(json_object_get(json_object_get(n, "switch"), "mode")) ?: "",
+                !strcmp(json_string_value(json_object_get(json_object_get(n, "switch"), "mode"))
+                                ?: "",
                         "vm-passthrough"))
                 st = 200;
             json_decref(n);
@@ -402,8 +414,8 @@ static void switch_mode(Client *c) {
 
 char *token(const char *user, const char *role) {
     char *out = NULL, *err = NULL;
-    int rc = run_einsora(&out, &err, "token", "create", "--state", conninfo, "--user", user, "--role",
-                         role, NULL);
+    int rc = run_einsora(&out, &err, "token", "create", "--state", conninfo, "--user", user,
+                         "--role", role, NULL);
     cr_assert_eq(rc, 0, "token create failed: %s", err);
     free(err);
     out[strcspn(out, "\n")] = 0;
@@ -430,8 +442,8 @@ static void *late_write(void *p) {
     snprintf(url, sizeof(url), "http://127.0.0.1:%u", l->port);
     Client *c = NULL;
     cr_assert_eq(client_new(url, l->token, &c, NULL), 0);
-    l->status = call(c, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}",
-                     "late-1", NULL);
+    l->status = call(c, "POST", "/v1/requests",
+                     "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", "late-1", NULL);
     client_free(c);
     return NULL;
 }
@@ -462,8 +474,8 @@ Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_
     for (int i = 0; i < REPLICAS; i++) {
         rep[i].port = free_port();
         snprintf(rep[i].log, sizeof(rep[i].log), "%s/replica%d.log", dir, i);
-        len += (size_t)snprintf(urls + len, sizeof(urls) - len, "%shttp://127.0.0.1:%u", i ? "," : "",
-                                rep[i].port);
+        len += (size_t)snprintf(urls + len, sizeof(urls) - len, "%shttp://127.0.0.1:%u",
+                                i ? "," : "", rep[i].port);
     }
     /* The first replica migrates the database; tokens need its tables. */
     spawn(0);
@@ -525,20 +537,24 @@ Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_
         Client *c = NULL;
         json_t *q = NULL;
         cr_assert_eq(client_new(url, args[0].token, &c, NULL), 0);
-        cr_assert_eq(call(c, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}",
-                          "during-pause", &q), 201);
+        cr_assert_eq(call(c, "POST", "/v1/requests",
+                          "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", "during-pause",
+                          &q),
+                     201);
         record(q);
         json_decref(q);
         client_free(c);
     }
-    cr_log_info("replica %d leads (epoch %lld); resuming replica %d", now_leading, leader_epoch, old);
+    cr_log_info("replica %d leads (epoch %lld); resuming replica %d", now_leading, leader_epoch,
+                old);
     kill(rep[old].pid, SIGCONT);
     paused = -1;
     uint64_t t0 = now_ms();
     switch_mode(ac);
     cr_log_info("switched after %llu ms", (unsigned long long)(now_ms() - t0));
     pthread_join(lt, NULL);
-    cr_log_info("late write answered %ld after %llu ms", late.status, (unsigned long long)(now_ms() - t0));
+    cr_log_info("late write answered %ld after %llu ms", late.status,
+                (unsigned long long)(now_ms() - t0));
     cr_assert(late.status < 200 || late.status >= 300,
               "the deposed leader acknowledged a late write (HTTP %ld)", late.status);
     int status = 0;
@@ -546,7 +562,8 @@ Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_
     while (waitpid(rep[old].pid, &status, WNOHANG) != rep[old].pid && now_ms() < end)
         usleep(20000);
     cr_assert(now_ms() < end, "the deposed leader did not step down");
-    cr_assert(log_says(old, "einsora: Stopped: "), "the deposed leader stopped without its sentence");
+    cr_assert(log_says(old, "einsora: Stopped: "),
+              "the deposed leader stopped without its sentence");
     spawn(old);
     quiesce();
     verify("after the paused leader resumed");
@@ -556,9 +573,10 @@ Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_
         cr_assert_eq(client_new(urls, admin, &c, NULL), 0);
         json_t *reqs = list_requests(c), *v;
         size_t i;
-        json_array_foreach(reqs, i, v)
-            cr_assert(strcmp(json_string_value(json_object_get(v, "user")), "late") || late.status == 201,
-                      "a request of the late write exists: %lld", (long long)json_integer_value(json_object_get(v, "id")));
+        json_array_foreach(reqs, i, v) cr_assert(
+                strcmp(json_string_value(json_object_get(v, "user")), "late") || late.status == 201,
+                "a request of the late write exists: %lld",
+                (long long)json_integer_value(json_object_get(v, "id")));
         json_decref(reqs);
         client_free(c);
     }
@@ -636,7 +654,8 @@ Test(replicas, r16_a_standby_redirects_to_the_leader_and_says_it_stands_by, .fin
     uint64_t end = now_ms() + 30000;
     char *role = NULL;
     long long epoch = 0;
-    while (now_ms() < end && (!(role = role_of(sb, &epoch)) || strcmp(role, "standby") || epoch < 1)) {
+    while (now_ms() < end &&
+           (!(role = role_of(sb, &epoch)) || strcmp(role, "standby") || epoch < 1)) {
         free(role);
         role = NULL;
         usleep(20000);
@@ -649,8 +668,9 @@ Test(replicas, r16_a_standby_redirects_to_the_leader_and_says_it_stands_by, .fin
     json_t *j = NULL;
     cr_assert_eq(call(c, "GET", "/v1/requests", NULL, NULL, &j), 200, "%s", last_err.message);
     json_decref(j);
-    cr_assert_eq(call(c, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}",
-                      NULL, &j), 201);
+    cr_assert_eq(call(c, "POST", "/v1/requests",
+                      "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", NULL, &j),
+                 201);
     json_decref(j);
     client_free(c);
     free(admin);
@@ -663,8 +683,8 @@ Test(replicas, r16_cli_takes_server_repeated_and_moves_past_a_dead_one, .fini = 
     snprintf(dead, sizeof(dead), "http://127.0.0.1:%u", free_port());
     snprintf(live, sizeof(live), "http://127.0.0.1:%u", rep[l].port);
     char *out = NULL, *err = NULL;
-    int rc = run_einsora(&out, &err, "requests", "--server", dead, "--server", live, "--token", admin,
-                         "--json", NULL);
+    int rc = run_einsora(&out, &err, "requests", "--server", dead, "--server", live, "--token",
+                         admin, "--json", NULL);
     cr_assert_eq(rc, 0, "einsora requests with a dead and a live server: %s", err);
     cr_assert(strstr(out, "\"requests\""), "%s", out);
     free(out);

@@ -55,7 +55,8 @@ static void wait_standby(int sb) {
         free(role);
         if (ok)
             return;
-        cr_assert(now_ms() < end, "replica %d never answered as a standby that knows its leader", sb);
+        cr_assert(now_ms() < end, "replica %d never answered as a standby that knows its leader",
+                  sb);
         usleep(20000);
     }
 }
@@ -85,7 +86,8 @@ static json_t *converge(Client *leader, Client *standby, const char *path) {
 
 static json_int_t submit(Client *c, const char *key) {
     json_t *q = NULL;
-    cr_assert_eq(call(c, "POST", "/v1/requests", request_body, key, &q), 201, "%s", last_err.message);
+    cr_assert_eq(call(c, "POST", "/v1/requests", request_body, key, &q), 201, "%s",
+                 last_err.message);
     json_int_t id = json_integer_value(json_object_get(q, "id"));
     cr_assert(strcmp(json_string_value(json_object_get(q, "state")), "refused"), "refused: %s",
               json_string_value(json_object_get(q, "reason")));
@@ -95,10 +97,12 @@ static json_int_t submit(Client *c, const char *key) {
 
 /* A node with two H100s, registered at the leader. */
 static void add_node(Client *c) {
-    const char *node = "{\"name\":\"g1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\","
-                       "\"platform\":\"linux\",\"owner\":\"tenant0\",\"mode\":\"container\",\"cpus\":64,"
-                       "\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80},"
-                       "{\"pci\":\"0000:18:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
+    const char *node =
+            "{\"name\":\"g1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\","
+            "\"platform\":\"linux\",\"owner\":\"tenant0\",\"mode\":\"container\",\"cpus\":64,"
+            "\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":"
+            "80},"
+            "{\"pci\":\"0000:18:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
     cr_assert_eq(call(c, "POST", "/v1/nodes", node, NULL, NULL), 201, "%s", last_err.message);
 }
 
@@ -128,7 +132,8 @@ static void setup(Setup *st) {
     snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)st->ids[0]);
     json_t *ans = NULL;
     long status = call(st->tc, "POST", path, NULL, NULL, &ans);
-    cr_assert_eq(status, 200, "release: %ld %s", status, json_string_value(json_object_get(ans, "message")));
+    cr_assert_eq(status, 200, "release: %ld %s", status,
+                 json_string_value(json_object_get(ans, "message")));
     json_decref(ans);
     wait_standby(st->sb);
 }
@@ -141,13 +146,22 @@ static void teardown(Setup *st) {
     free(st->tenant);
 }
 
-Test(replicas, r16_standby_serves_reads_from_its_replay_with_the_leaders_bodies, .fini = remove_dir) {
+Test(replicas, r16_standby_serves_reads_from_its_replay_with_the_leaders_bodies,
+     .fini = remove_dir) {
     Setup st;
     setup(&st);
     double reads_before = metric(st.sb, "einsora_replay_reads_total");
     char show[4][64];
-    const char *paths[] = {"/v1/requests", show[0], show[1], show[2], show[3], "/v1/nodes",
-                           "/v1/nodes/g1", "/v1/capacity", "/v1/events?after=0", "/v1/classes",
+    const char *paths[] = {"/v1/requests",
+                           show[0],
+                           show[1],
+                           show[2],
+                           show[3],
+                           "/v1/nodes",
+                           "/v1/nodes/g1",
+                           "/v1/capacity",
+                           "/v1/events?after=0",
+                           "/v1/classes",
                            "/v1/debug/invariants"};
     for (int i = 0; i < 4; i++)
         snprintf(show[i], sizeof(show[i]), "/v1/requests/%lld", (long long)st.ids[i]);
@@ -178,7 +192,8 @@ Test(replicas, r16_standby_lag_metric_returns_to_0_after_catching_up, .fini = re
     while (!(metric(st.sb, "einsora_replay_applied_seq") >= last &&
              metric(st.sb, "einsora_replay_lag_events") == 0 &&
              metric(st.sb, "einsora_replay_lag_seconds") == 0)) {
-        cr_assert(now_ms() < end, "the standby's lag did not return to 0 (applied %g of %g, lag %g)",
+        cr_assert(now_ms() < end,
+                  "the standby's lag did not return to 0 (applied %g of %g, lag %g)",
                   metric(st.sb, "einsora_replay_applied_seq"), last,
                   metric(st.sb, "einsora_replay_lag_events"));
         usleep(20000);
@@ -218,7 +233,8 @@ Test(replicas, r16_standby_events_long_poll_wakes_on_a_leaders_commit, .fini = r
     Setup st;
     setup(&st);
     json_t *feed = converge(st.lc, st.sc, "/v1/events?after=0");
-    Poll p = {.port = rep[st.sb].port, .token = st.admin,
+    Poll p = {.port = rep[st.sb].port,
+              .token = st.admin,
               .after = json_integer_value(json_object_get(feed, "next"))};
     json_decref(feed);
     pthread_t t;
@@ -284,9 +300,10 @@ Test(replicas, r16_standby_catches_up_without_its_notify_by_polling_the_events_t
     setup(&st);
     json_decref(converge(st.lc, st.sc, "/v1/requests"));
     /* Its LISTEN session ends: the leader's NOTIFY of the next commit reaches nobody. */
-    cr_assert_eq(pg_test_exec(conninfo, "DO $$ BEGIN IF (SELECT count(pg_terminate_backend(pid)) "
-                                        "FROM pg_stat_activity WHERE query = 'LISTEN einsora_events') "
-                                        "< 1 THEN RAISE EXCEPTION 'no LISTEN session'; END IF; END $$"),
+    cr_assert_eq(pg_test_exec(conninfo,
+                              "DO $$ BEGIN IF (SELECT count(pg_terminate_backend(pid)) "
+                              "FROM pg_stat_activity WHERE query = 'LISTEN einsora_events') "
+                              "< 1 THEN RAISE EXCEPTION 'no LISTEN session'; END IF; END $$"),
                  0, "the standby's LISTEN session was not found");
     submit(st.tc, "unheard");
     double last = metric(st.l, "einsora_replay_applied_seq");

@@ -16,10 +16,10 @@
 
 char *ts_token(TestServer *ts, const char *user, const char *role, const char *nodes) {
     char *out = NULL, *err = NULL;
-    int rc = nodes ? run_einsora(&out, &err, "token", "create", "--state", ts->state, "--user", user,
-                                 "--role", role, "--nodes", nodes, NULL)
-                   : run_einsora(&out, &err, "token", "create", "--state", ts->state, "--user", user,
-                                 "--role", role, NULL);
+    int rc = nodes ? run_einsora(&out, &err, "token", "create", "--state", ts->state, "--user",
+                                 user, "--role", role, "--nodes", nodes, NULL)
+                   : run_einsora(&out, &err, "token", "create", "--state", ts->state, "--user",
+                                 user, "--role", role, NULL);
     cr_assert_eq(rc, 0, "token create failed: %s", err);
     free(err);
     out[strcspn(out, "\n")] = 0;
@@ -38,8 +38,9 @@ void ts_spawn(TestServer *ts) {
         FILE *f = freopen(log, "a", stdout);
         (void)f;
         dup2(1, 2);
-        const char *argv[24] = {EINSORA_BIN, "serve", "--listen", "127.0.0.1:0", "--state", ts->state,
-                                "--port-file", port_file, "--catalog", TEST_DATA "/catalog.yaml"};
+        const char *argv[24] = {
+                EINSORA_BIN, "serve",       "--listen", "127.0.0.1:0", "--state",
+                ts->state,   "--port-file", port_file,  "--catalog",   TEST_DATA "/catalog.yaml"};
         for (size_t i = 0; i < 8 && ts->extra[i]; i++)
             argv[10 + i] = ts->extra[i];
         execv(EINSORA_BIN, (char *const *)argv);
@@ -100,7 +101,8 @@ long ts_call_key(TestServer *ts, const char *token, const char *method, const ch
     cr_assert_eq(client_new(ts->url, token, &c, &err), 0, "%s", err.message);
     long status = 0;
     char *text = NULL;
-    int r = client_call_raw(c, method, path, body, body ? strlen(body) : 0, key, &status, &text, &err);
+    int r = client_call_raw(c, method, path, body, body ? strlen(body) : 0, key, &status, &text,
+                            &err);
     client_free(c);
     cr_assert_eq(r, 0, "%s %s: %s", method, path, err.message);
     json_t *j = json_loads(text, 0, NULL);
@@ -200,9 +202,9 @@ void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsig
         json_array_append_new(devs, json_pack("{s:s, s:s, s:i}", "pci", pci, "class",
                                               "nvidia-h100-80gb", "memory_gb", 80));
     }
-    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "name", name, "site", "dc1",
-                             "site_kind", "datacenter", "platform", "linux", "owner", owner, "mode",
-                             "container", "cpus", 64, "devices", devs);
+    json_t *node = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "name", name, "site",
+                             "dc1", "site_kind", "datacenter", "platform", "linux", "owner", owner,
+                             "mode", "container", "cpus", 64, "devices", devs);
     char *body = json_dumps(node, JSON_COMPACT);
     json_decref(node);
     json_t *ans = NULL;

@@ -13,7 +13,7 @@ typedef struct TestServer {
     char state[128]; /* state file */
     char url[64];    /* http://127.0.0.1:PORT */
     pid_t pid;
-    char *admin;     /* an admin token */
+    char *admin;          /* an admin token */
     const char *extra[8]; /* more `einsora serve` arguments, NULL-terminated */
 } TestServer;
 

@@ -177,8 +177,8 @@ Test(api_conventions, bad_input_api_body_that_is_not_json_is_415_and_changes_not
     ts_add_h100_node(&ts, "n1", "alice", 1);
     Answer a = call(ts.admin, "POST", "/v1/requests", SUBMIT, "text/plain", NULL);
     cr_expect_eq(a.status, 415);
-    a = call(ts.admin, "POST", "/v1/requests", "kind=container", "application/x-www-form-urlencoded",
-             NULL);
+    a = call(ts.admin, "POST", "/v1/requests", "kind=container",
+             "application/x-www-form-urlencoded", NULL);
     cr_expect_eq(a.status, 415);
     cr_expect_eq(request_count(), 0, "nothing stored");
     a = call(ts.admin, "POST", "/v1/requests", SUBMIT, "application/json; charset=utf-8", NULL);
@@ -278,9 +278,7 @@ Test(api_conventions, api_events_cursor_older_than_retention_answers_410_with_th
     ts_spawn(&ts);
     ts_add_h100_node(&ts, "n1", "alice", 1);
     json_t *j = NULL;
-    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
-                         SUBMIT, &j),
-                 201);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests", SUBMIT, &j), 201);
     /* End it (a refusal already did): its events then leave after the retention. */
     const char *state = json_string_value(json_object_get(j, "state"));
     char path[64] = "";
@@ -307,7 +305,8 @@ Test(api_conventions, api_events_cursor_older_than_retention_answers_410_with_th
     cr_expect_gt(oldest, 1);
     json_decref(j);
     snprintf(path, sizeof(path), "/v1/events?after=%lld", (long long)oldest);
-    cr_expect_eq(ts_call(&ts, ts.admin, "GET", path, NULL, NULL), 200, "relisting from the oldest works");
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", path, NULL, NULL), 200,
+                 "relisting from the oldest works");
     cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, NULL), 200,
                  "after=0 means from the oldest kept");
 }
@@ -318,7 +317,8 @@ Test(api_conventions, api_plain_http_off_loopback_is_refused_unless_told) {
     snprintf(state, sizeof(state), "%s/state.db", dir);
     char *out = NULL, *err = NULL;
     /* Refused before anything is bound. */
-    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "0.0.0.0:0", "--state", state, NULL), 1);
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "0.0.0.0:0", "--state", state, NULL),
+                 1);
     cr_expect(strstr(err, "Refusing to serve tokens over plain HTTP") &&
                       strstr(err, "--insecure-plain-http"),
               "%s", err);
@@ -361,7 +361,8 @@ Test(api_conventions, api_serves_https_with_the_given_certificate) {
     client_free(c);
     /* The CLI trusts it through $EINSORA_CACERT: a 401 (no token) proves the TLS talk. */
     setenv("EINSORA_CACERT", TEST_FIXTURES "/tls/server.crt", 1);
-    cr_expect_eq(run_einsora(&out, &err, "nodes", "--server", url, "--token", "x", NULL), 4, "%s", err);
+    cr_expect_eq(run_einsora(&out, &err, "nodes", "--server", url, "--token", "x", NULL), 4, "%s",
+                 err);
     unsetenv("EINSORA_CACERT");
     free(out), free(err);
     stop_serve(pid, dir);

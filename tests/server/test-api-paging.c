@@ -40,7 +40,9 @@ Test(api_paging, api_cursor_is_opaque_and_absent_on_the_last_page) {
     char path[128];
     snprintf(path, sizeof(path), "/v1/requests?limit=2&after=%s", c1);
     json_t *p2 = get(path, 200);
-    cr_expect_eq(json_integer_value(json_object_get(json_array_get(json_object_get(p2, "requests"), 0), "id")), 3);
+    cr_expect_eq(json_integer_value(
+                         json_object_get(json_array_get(json_object_get(p2, "requests"), 0), "id")),
+                 3);
     const char *c2 = json_string_value(json_object_get(p2, "next"));
     cr_assert(c2);
     snprintf(path, sizeof(path), "/v1/requests?limit=2&after=%s", c2);

@@ -74,8 +74,8 @@ Test(api, r16_lifecycle_pending_placed_active_released_with_events) {
     /* Every change is an event, with who did it. */
     json_t *ev = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, &ev), 200);
-    const char *want[] = {"node.registered", "request.submitted", "request.placed", "request.active",
-                          "request.released"};
+    const char *want[] = {"node.registered", "request.submitted", "request.placed",
+                          "request.active", "request.released"};
     json_t *list = json_object_get(ev, "events");
     cr_assert_eq(json_array_size(list), 5);
     for (size_t i = 0; i < 5; i++)
@@ -129,8 +129,10 @@ Test(api, r16_idempotency_key_places_a_request_at_most_once) {
 Test(api, cancel_pending_request_and_not_twice) {
     char *bob = ts_token(&ts, "bob", "user", NULL);
     /* No node yet: it waits only because it asks to wait for nodes (R18). */
-    json_t *q = submit(bob, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
-                            "\"wait_for_nodes\":true}", 201);
+    json_t *q = submit(bob,
+                       "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                       "\"wait_for_nodes\":true}",
+                       201);
     cr_assert_str_eq(str(q, "state"), "pending");
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%lld/cancel", (long long)num(q, "id"));
@@ -162,18 +164,20 @@ Test(api, bad_input_malformed_json_is_400) {
 }
 
 Test(api, bad_input_wrong_type_is_400) {
-    expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\",\"count\":\"two\"}",
-                   400, "bad_request");
+    expect_refused(ts.admin, "POST", "/v1/requests",
+                   "{\"kind\":\"container\",\"class\":\"cpu\",\"count\":\"two\"}", 400,
+                   "bad_request");
 }
 
 Test(api, bad_input_unknown_field_is_400) {
-    expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\",\"colour\":1}",
-                   400, "bad_request");
+    expect_refused(ts.admin, "POST", "/v1/requests",
+                   "{\"kind\":\"container\",\"class\":\"cpu\",\"colour\":1}", 400, "bad_request");
 }
 
 Test(api, bad_input_user_in_body_is_refused_identity_comes_from_token) {
-    expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\",\"user\":\"alice\"}",
-                   400, "bad_request");
+    expect_refused(ts.admin, "POST", "/v1/requests",
+                   "{\"kind\":\"container\",\"class\":\"cpu\",\"user\":\"alice\"}", 400,
+                   "bad_request");
 }
 
 Test(api, bad_input_oversized_body_is_413) {
@@ -279,8 +283,10 @@ Test(api, r13_fallback_deadline_fires_from_server_clock) {
     ts_add_h100_node(&ts, "n1", "alice", 1);
     char *alice = ts_token(&ts, "alice", "owner", "n1");
     json_t *a = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
-    json_t *b = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
-                              "\"fallback\":[\"cpu\"],\"wait_s\":1}", 201);
+    json_t *b = submit(alice,
+                       "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                       "\"fallback\":[\"cpu\"],\"wait_s\":1}",
+                       201);
     cr_assert_str_eq(str(b, "state"), "pending");
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)num(b, "id"));
@@ -337,9 +343,12 @@ Test(api, events_long_poll_wakes_on_change_and_filters_by_user) {
 Test(api, r6_capacity_per_class_mode_site_and_node_resources) {
     ts_add_h100_node(&ts, "n1", "alice", 4);
     char *alice = ts_token(&ts, "alice", "owner", "n1");
-    json_decref(submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":3}", 201));
+    json_decref(submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":3}",
+                       201));
     json_t *j = NULL;
-    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/capacity?class=nvidia-h100-80gb&site=dc1", NULL, &j), 200);
+    cr_assert_eq(
+            ts_call(&ts, alice, "GET", "/v1/capacity?class=nvidia-h100-80gb&site=dc1", NULL, &j),
+            200);
     json_t *rows = json_object_get(j, "classes");
     cr_assert_eq(json_array_size(rows), 1);
     json_t *r = json_array_get(rows, 0);
@@ -377,7 +386,8 @@ Test(api, metrics_and_probes_answer) {
 Test(api, r16_restart_restores_acknowledged_state_and_invariants_hold) {
     ts_add_h100_node(&ts, "n1", "alice", 2);
     char *alice = ts_token(&ts, "alice", "owner", "n1");
-    json_t *a = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":2}", 201);
+    json_t *a = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":2}",
+                       201);
     json_t *b = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
     ts_kill(&ts, true);
     ts_spawn(&ts);
@@ -418,13 +428,15 @@ Test(api, cli_request_create_wait_and_exit_codes) {
     cr_assert_eq(rc, 0);
     cr_assert(strstr(out, "ID") && strstr(out, "placed"), "%s", out);
     free(out), free(err);
-    rc = run_einsora(&out, &err, "request", "show", "99", "--server", ts.url, "--token", alice, NULL);
+    rc = run_einsora(&out, &err, "request", "show", "99", "--server", ts.url, "--token", alice,
+                     NULL);
     cr_assert_eq(rc, 5, "404 exits 5");
     free(out), free(err);
     rc = run_einsora(&out, &err, "requests", "--server", ts.url, "--token", "ens_bad", NULL);
     cr_assert_eq(rc, 4, "401 exits 4");
     free(out), free(err);
-    rc = run_einsora(&out, &err, "requests", "--server", "http://127.0.0.1:1", "--token", alice, NULL);
+    rc = run_einsora(&out, &err, "requests", "--server", "http://127.0.0.1:1", "--token", alice,
+                     NULL);
     cr_assert_eq(rc, 3, "unreachable exits 3");
     free(out), free(err);
     rc = run_einsora(&out, &err, "request", "frobnicate", "--server", ts.url, NULL);
@@ -445,7 +457,8 @@ Test(api, r2d_unknown_or_vgpu_request_is_bad_input_and_nothing_is_stored) {
     json_decref(q);
     q = submit(ts.admin, "{\"kind\":\"vm\",\"class\":\"nvidia-h100-vgpu\"}", 422);
     cr_assert_str_eq(str(q, "code"), "vgpu_not_supported");
-    cr_assert(strstr(str(q, "message"), "passthrough"), "R2d names the alternatives: %s", str(q, "message"));
+    cr_assert(strstr(str(q, "message"), "passthrough"), "R2d names the alternatives: %s",
+              str(q, "message"));
     json_decref(q);
     cr_assert_eq(request_count(), 0);
     char *out = NULL, *err = NULL;

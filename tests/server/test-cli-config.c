@@ -131,10 +131,11 @@ Test(cli_config, cli_use_context_switches_and_flags_beat_environment_beat_contex
 
 Test(cli_config, cli_a_token_from_a_context_never_goes_to_another_server) {
     char text[1024];
-    snprintf(text, sizeof(text),
-             "{\"current-context\": \"live\", \"contexts\": ["
-             "{\"name\": \"live\", \"servers\": [\"http://127.0.0.1:9\"], \"token-file\": \"%s\"}]}",
-             tok_file);
+    snprintf(
+            text, sizeof(text),
+            "{\"current-context\": \"live\", \"contexts\": ["
+            "{\"name\": \"live\", \"servers\": [\"http://127.0.0.1:9\"], \"token-file\": \"%s\"}]}",
+            tok_file);
     write_config(text);
     setenv("EINSORA_SERVER", ts.url, 1);
     char *out = NULL, *err = NULL;

@@ -74,7 +74,8 @@ Test(cli_exit, cli_server_version_is_in_healthz_and_build_info) {
     cr_expect_str_eq(json_string_value(json_object_get(j, "version")), EINSORA_VERSION);
     json_decref(j);
     char *text = ts_metrics(&ts);
-    cr_expect(strstr(text, "\neinsora_build_info{version=\"" EINSORA_VERSION "\"} 1\n"), "%.300s", text);
+    cr_expect(strstr(text, "\neinsora_build_info{version=\"" EINSORA_VERSION "\"} 1\n"), "%.300s",
+              text);
     free(text);
 }
 
@@ -86,7 +87,8 @@ Test(cli_exit, cli_ctrl_c_during_a_wait_says_the_request_stays_queued) {
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+            e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(o, 1);
         dup2(e, 2);
         execl(EINSORA_BIN, EINSORA_BIN, "request", "create", "--kind", "container", "--class",
@@ -109,7 +111,8 @@ Test(cli_exit, cli_ctrl_c_during_a_wait_says_the_request_stays_queued) {
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d", status);
     char *text = slurp(err);
-    cr_expect(strstr(text, "still pending") && strstr(text, "einsora request cancel 1"), "%s", text);
+    cr_expect(strstr(text, "still pending") && strstr(text, "einsora request cancel 1"), "%s",
+              text);
     free(text);
     json_t *j = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &j), 200);

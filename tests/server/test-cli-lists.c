@@ -36,7 +36,8 @@ static size_t count_lines(const char *s) {
 }
 
 /* Run einsora with the args and this server's URL and admin token; stderr is dropped. */
-#define CLI(out, ...) run_einsora(out, NULL, __VA_ARGS__, "--server", ts.url, "--token", ts.admin, NULL)
+#define CLI(out, ...)                                                                              \
+    run_einsora(out, NULL, __VA_ARGS__, "--server", ts.url, "--token", ts.admin, NULL)
 
 Test(cli_lists, cli_requests_follow_paging_to_the_end_and_stop_at_limit) {
     char *out = NULL;

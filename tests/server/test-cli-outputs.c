@@ -33,7 +33,8 @@ static void teardown(void) {
 
 TestSuite(cli_outputs, .init = setup, .fini = teardown, .timeout = 240);
 
-#define CLI(out, ...) run_einsora(out, NULL, __VA_ARGS__, "--server", ts.url, "--token", ts.admin, NULL)
+#define CLI(out, ...)                                                                              \
+    run_einsora(out, NULL, __VA_ARGS__, "--server", ts.url, "--token", ts.admin, NULL)
 
 static size_t count_lines(const char *s) {
     size_t n = 0;
@@ -186,14 +187,19 @@ Test(cli_outputs, cli_nodes_watch_redraws_when_a_node_is_cordoned) {
 
 /* Take n1's only GPU, so that the next request waits (queue position 1). */
 static void fill_n1(void) {
-    json_decref(ts_wait_state(&ts, ts_submit(&ts, "{\"kind\":\"container\",\"class\":"
-                                                 "\"nvidia-h100-80gb\"}"),
+    json_decref(ts_wait_state(&ts,
+                              ts_submit(&ts, "{\"kind\":\"container\",\"class\":"
+                                             "\"nvidia-h100-80gb\"}"),
                               "placed", NULL));
 }
 
-static const char *const waiting_create[] = {
-        "request", "create", "--kind", "container", "--class", "nvidia-h100-80gb", "--fallback",
-        "nvidia-h200-141gb", "--wait-s", "3600", "--timeout", "2s", NULL};
+static const char *const waiting_create[] = {"request",    "create",
+                                             "--kind",     "container",
+                                             "--class",    "nvidia-h100-80gb",
+                                             "--fallback", "nvidia-h200-141gb",
+                                             "--wait-s",   "3600",
+                                             "--timeout",  "2s",
+                                             NULL};
 
 Test(cli_outputs, r13_wait_into_a_pipe_prints_one_line_per_change_and_times_out_with_6) {
     fill_n1();
@@ -232,8 +238,8 @@ Test(cli_outputs, r4_node_mode_wait_ends_after_timeout_with_6) {
     cr_expect(strstr(err, "not done after --timeout") && strstr(err, "einsora node show n1"), "%s",
               err);
     free(out), free(err);
-    rc = run_einsora(&out, &err, "node", "mode", "n1", "container", "--timeout", "soon",
-                     "--server", ts.url, "--token", ts.admin, NULL);
+    rc = run_einsora(&out, &err, "node", "mode", "n1", "container", "--timeout", "soon", "--server",
+                     ts.url, "--token", ts.admin, NULL);
     cr_expect_eq(rc, 2, "a bad duration is usage: %s", err);
     free(out), free(err);
 }

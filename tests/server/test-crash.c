@@ -18,9 +18,9 @@
 #define MAX_REQS 20000
 
 typedef struct Known {
-    char state[16];       /* last acknowledged state; "" = not acknowledged */
-    char maybe[16];       /* state of an op in flight at a kill (may have committed) */
-    json_t *placement;    /* as acknowledged when placed */
+    char state[16];    /* last acknowledged state; "" = not acknowledged */
+    char maybe[16];    /* state of an op in flight at a kill (may have committed) */
+    json_t *placement; /* as acknowledged when placed */
 } Known;
 
 static TestServer ts;
@@ -58,8 +58,9 @@ static void *client_main(void *p) {
         long st = 0;
         json_t *q = NULL;
         if (r < 7 || a->n_own == 0) {
-            const char *body = r % 2 ? "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}"
-                                     : "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"count\":2}";
+            const char *body =
+                    r % 2 ? "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}"
+                          : "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"count\":2}";
             char key[64];
             snprintf(key, sizeof(key), "k-%u-%u", a->seed, atomic_fetch_add(&submissions, 1));
             json_t *b = json_loads(body, 0, NULL);
@@ -76,7 +77,8 @@ static void *client_main(void *p) {
             char path[64];
             snprintf(path, sizeof(path), "/v1/requests/%lld/%s", (long long)id, verb);
             pthread_mutex_lock(&known_lock);
-            snprintf(known[id].maybe, sizeof(known[id].maybe), "%s", r == 9 ? "cancelled" : "released");
+            snprintf(known[id].maybe, sizeof(known[id].maybe), "%s",
+                     r == 9 ? "cancelled" : "released");
             pthread_mutex_unlock(&known_lock);
             if (client_call(c, "POST", path, NULL, NULL, &st, &q, &err) < 0)
                 break;
@@ -110,7 +112,8 @@ static void verify(unsigned round) {
         json_t *q = NULL;
         size_t i;
         json_t *v;
-        json_array_foreach(reqs, i, v) if (json_integer_value(json_object_get(v, "id")) == id) q = v;
+        json_array_foreach(reqs, i, v) if (json_integer_value(json_object_get(v, "id")) == id) q =
+                v;
         cr_assert(q, "round %u: acknowledged request %lld is lost", round, (long long)id);
         const char *got = json_string_value(json_object_get(q, "state"));
         bool ok = state_is(got, k->state) || state_is(got, k->maybe) ||

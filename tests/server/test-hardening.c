@@ -603,7 +603,8 @@ Test(hardening, history_retention_frees_ended_requests_and_the_store_keeps_ids_g
     free(alice);
 }
 
-Test(hardening, bad_input_node_with_a_pci_address_the_agent_would_refuse_is_400_and_changes_nothing) {
+Test(hardening,
+     bad_input_node_with_a_pci_address_the_agent_would_refuse_is_400_and_changes_nothing) {
     const char *bad[] = {"gpu0", "0000:3B:00.0", "0000:3b:00.8"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char node[512];
@@ -614,7 +615,8 @@ Test(hardening, bad_input_node_with_a_pci_address_the_agent_would_refuse_is_400_
                  bad[i]);
         json_t *j = NULL;
         cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, &j), 400, "%s", bad[i]);
-        cr_expect(j && strstr(str(j, "message"), "'pci'"), "%s: %s", bad[i], j ? str(j, "message") : "");
+        cr_expect(j && strstr(str(j, "message"), "'pci'"), "%s: %s", bad[i],
+                  j ? str(j, "message") : "");
         json_decref(j);
     }
     expect_status(ts.admin, "GET", "/v1/nodes/badpci", 404, "not_found");

@@ -28,7 +28,8 @@ TestSuite(metrics_audit, .init = setup, .fini = teardown, .timeout = 120);
 static double sum_of(const char *text, const char *name, const char *const *want) {
     double total = 0;
     size_t n = strlen(name);
-    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    for (const char *line = text; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, name, n) != 0 || (line[n] != '{' && line[n] != ' '))
             continue;
         const char *end = strchr(line, '\n');
@@ -54,8 +55,9 @@ Test(metrics_audit, metrics_counters_summed_over_their_labels_count_each_thing_o
     json_decref(ts_wait_state(&ts, b, "placed", NULL));
     json_decref(ts_wait_state(&ts, c, "pending", NULL));
     /* No node of the fleet has a B200: refused at once (R18). */
-    json_decref(ts_wait_state(&ts, ts_submit(&ts, "{\"kind\":\"container\",\"class\":"
-                                                   "\"nvidia-b200-180gb\"}"),
+    json_decref(ts_wait_state(&ts,
+                              ts_submit(&ts, "{\"kind\":\"container\",\"class\":"
+                                             "\"nvidia-b200-180gb\"}"),
                               "refused", NULL));
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%ld/release", a);
@@ -98,7 +100,9 @@ Test(metrics_audit, r4_metrics_a_switch_is_at_exactly_one_step) {
                      "step=\"drain\""),
                  1, "%s", m);
     cr_expect_eq(SUM(m, "einsora_switch_step", "node=\"n1\""), 1, "one step at a time");
-    cr_expect(strstr(m, "einsora_switch_step{node=\"n1\",switch=\"vm-passthrough\",step=\"done\"} 0\n"),
-              "every step is listed, the others at 0");
+    cr_expect(
+            strstr(m,
+                   "einsora_switch_step{node=\"n1\",switch=\"vm-passthrough\",step=\"done\"} 0\n"),
+            "every step is listed, the others at 0");
     free(m);
 }

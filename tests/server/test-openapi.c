@@ -40,7 +40,8 @@ static const char *scalar(yaml_node_t *n) {
 static yaml_node_t *get(yaml_node_t *map, const char *key) {
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
         const char *k = scalar(yaml_document_get_node(&doc, p->key));
         if (k && !strcmp(k, key))
             return yaml_document_get_node(&doc, p->value);
@@ -100,7 +101,8 @@ static bool type_ok(json_t *v, const char *type) {
 }
 
 static bool enum_ok(json_t *v, yaml_node_t *values) {
-    for (yaml_node_item_t *i = values->data.sequence.items.start; i < values->data.sequence.items.top; i++) {
+    for (yaml_node_item_t *i = values->data.sequence.items.start;
+         i < values->data.sequence.items.top; i++) {
         const char *allowed = scalar(yaml_document_get_node(&doc, *i));
         char text[64] = "";
         if (json_is_string(v))
@@ -179,8 +181,8 @@ static void expect_documented(yaml_node_t *op, const char *who, const char *M, c
                               long st, json_t *ans) {
     bool documented;
     yaml_node_t *schema = answer_schema(op, st, &documented);
-    cr_expect(documented, "%s %s (%s) answered %ld, which the document does not list", M, path,
-              who, st);
+    cr_expect(documented, "%s %s (%s) answered %ld, which the document does not list", M, path, who,
+              st);
     if (!schema)
         return;
     cr_expect(ans, "%s %s (%s, %ld): the answer is not JSON", M, path, who, st);
@@ -205,7 +207,8 @@ Test(openapi, document_and_router_agree_route_for_route) {
     yaml_node_t *paths = get(yaml_document_get_root_node(&doc), "paths");
     cr_assert(paths, "no paths");
     size_t ops = 0;
-    for (yaml_node_pair_t *p = paths->data.mapping.pairs.start; p < paths->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = paths->data.mapping.pairs.start; p < paths->data.mapping.pairs.top;
+         p++) {
         const char *path = scalar(yaml_document_get_node(&doc, p->key));
         yaml_node_t *item = yaml_document_get_node(&doc, p->value);
         for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++) {
@@ -215,12 +218,14 @@ Test(openapi, document_and_router_agree_route_for_route) {
             upper(methods[m], M);
             bool found = false;
             for (size_t i = 0; i < api_n_routes; i++)
-                found = found || (!strcmp(api_routes[i].method, M) && !strcmp(api_routes[i].pattern, path));
+                found = found ||
+                        (!strcmp(api_routes[i].method, M) && !strcmp(api_routes[i].pattern, path));
             cr_assert(found, "documented %s %s is not routed", M, path);
             ops++;
         }
     }
-    cr_assert_eq(ops, api_n_routes, "the router has %zu routes, the document %zu", api_n_routes, ops);
+    cr_assert_eq(ops, api_n_routes, "the router has %zu routes, the document %zu", api_n_routes,
+                 ops);
     yaml_document_delete(&doc);
 }
 
@@ -243,11 +248,13 @@ static char *substitute(const char *path) {
 
 static const char *node_json(const char *name) {
     static char buf[512];
-    snprintf(buf, sizeof(buf),
-             "{\"name\":\"%s\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
-             "\"owner\":\"root\",\"mode\":\"container\",\"cpus\":16,\"devices\":[{\"pci\":\"0000:17:00.0\","
-             "\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}",
-             name);
+    snprintf(
+            buf, sizeof(buf),
+            "{\"name\":\"%s\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+            "\"owner\":\"root\",\"mode\":\"container\",\"cpus\":16,\"devices\":[{\"pci\":\"0000:17:"
+            "00.0\","
+            "\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}",
+            name);
     return buf;
 }
 
@@ -286,7 +293,8 @@ Test(openapi, every_documented_operation_answers_as_documented, .timeout = 120) 
                          "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", NULL),
                  201);
     yaml_node_t *paths = get(yaml_document_get_root_node(&doc), "paths");
-    for (yaml_node_pair_t *p = paths->data.mapping.pairs.start; p < paths->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = paths->data.mapping.pairs.start; p < paths->data.mapping.pairs.top;
+         p++) {
         const char *path = scalar(yaml_document_get_node(&doc, p->key));
         yaml_node_t *item = yaml_document_get_node(&doc, p->value);
         for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++) {
@@ -343,7 +351,8 @@ Test(openapi, every_operation_has_a_unique_operation_id) {
     cr_assert(paths, "no paths");
     const char *seen[128];
     size_t n = 0;
-    for (yaml_node_pair_t *p = paths->data.mapping.pairs.start; p < paths->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = paths->data.mapping.pairs.start; p < paths->data.mapping.pairs.top;
+         p++) {
         const char *path = scalar(yaml_document_get_node(&doc, p->key));
         yaml_node_t *item = yaml_document_get_node(&doc, p->value);
         for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++) {

@@ -59,13 +59,17 @@ Test(router, matches_params_and_tells_404_from_405) {
 Test(spec, request_parser_is_strict) {
     ApiRequest r;
     Error err = {0};
-    const char *ok = "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"fallback\":[\"cpu\"],\"wait_s\":60}";
+    const char *ok = "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"fallback\":["
+                     "\"cpu\"],\"wait_s\":60}";
     cr_assert_eq(api_request_parse(ok, strlen(ok), &r, &err), 0, "%s", err.message);
     cr_assert_eq(r.kind, WORKLOAD_VM);
     cr_assert_str_eq(guest_os_to_string(r.guest_os), "linux", "a VM's guest defaults to linux");
     cr_assert_eq(r.n_fallback, 1);
     const char *bad[] = {
-            "[]", "{}", "{\"kind\":\"vm\"}", "{\"kind\":\"robot\",\"class\":\"cpu\"}",
+            "[]",
+            "{}",
+            "{\"kind\":\"vm\"}",
+            "{\"kind\":\"robot\",\"class\":\"cpu\"}",
             "{\"kind\":\"vm\",\"class\":\"cpu\",\"count\":0}",
             "{\"kind\":\"vm\",\"class\":\"cpu\",\"count\":1.5}",
             "{\"kind\":\"container\",\"class\":\"cpu\",\"guest_os\":\"linux\"}",
@@ -84,16 +88,20 @@ Test(spec, request_parser_is_strict) {
 Test(spec, r3_datacenter_node_needs_a_mode_and_vgpu_is_refused) {
     ApiNode *n = malloc(sizeof(*n));
     Error err = {0};
-    const char *no_mode = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":\"o\"}";
+    const char *no_mode = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\","
+                          "\"platform\":\"linux\",\"owner\":\"o\"}";
     cr_assert_lt(api_node_parse(no_mode, strlen(no_mode), n, &err), 0);
     cr_assert(strstr(err.message, "R3"), "%s", err.message);
     Error e2 = {0};
-    const char *vgpu = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\",\"owner\":\"o\",\"mode\":\"vm-vgpu\"}";
+    const char *vgpu = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":"
+                       "\"linux\",\"owner\":\"o\",\"mode\":\"vm-vgpu\"}";
     cr_assert_lt(api_node_parse(vgpu, strlen(vgpu), n, &e2), 0);
     cr_assert(strstr(e2.message, "R2d"), "%s", e2.message);
     Error e3 = {0};
-    const char *ok = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"lab\",\"platform\":\"linux\",\"owner\":\"o\","
-                     "\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-a100-80gb\",\"binding\":\"vfio\","
+    const char *ok = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+                     "\"owner\":\"o\","
+                     "\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-a100-80gb\","
+                     "\"binding\":\"vfio\","
                      "\"mig\":[{\"profile\":\"1g.10gb\",\"start\":0}]}]}";
     cr_assert_eq(api_node_parse(ok, strlen(ok), n, &e3), 0, "%s", e3.message);
     cr_assert_eq(n->n_devices, 1);
@@ -104,15 +112,19 @@ Test(spec, r3_datacenter_node_needs_a_mode_and_vgpu_is_refused) {
 Test(spec, r6_device_resource_is_a_nvidia_resource_name) {
     ApiNode *n = malloc(sizeof(*n));
     Error err = {0};
-    const char *ok = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
-                     "\"owner\":\"o\",\"mode\":\"vm-passthrough\",\"device_resource\":\"nvidia.com/GH100_H100_SXM5_80GB\"}";
+    const char *ok =
+            "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+            "\"owner\":\"o\",\"mode\":\"vm-passthrough\",\"device_resource\":\"nvidia.com/"
+            "GH100_H100_SXM5_80GB\"}";
     cr_assert_eq(api_node_parse(ok, strlen(ok), n, &err), 0, "%s", err.message);
     cr_expect_str_eq(n->device_resource, "nvidia.com/GH100_H100_SXM5_80GB");
     json_t *j = api_node_to_json(n);
-    cr_expect_str_eq(json_string_value(json_object_get(j, "device_resource")), "nvidia.com/GH100_H100_SXM5_80GB");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "device_resource")),
+                     "nvidia.com/GH100_H100_SXM5_80GB");
     json_decref(j);
-    const char *bad = "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
-                      "\"owner\":\"o\",\"mode\":\"vm-passthrough\",\"device_resource\":\"gpu x\"}";
+    const char *bad =
+            "{\"name\":\"n\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":\"linux\","
+            "\"owner\":\"o\",\"mode\":\"vm-passthrough\",\"device_resource\":\"gpu x\"}";
     Error e2 = {0};
     cr_expect_lt(api_node_parse(bad, strlen(bad), n, &e2), 0);
     cr_expect(strstr(e2.message, "device_resource"), "%s", e2.message);

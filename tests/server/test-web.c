@@ -132,7 +132,8 @@ Test(web, r6_capacity_history_follows_allocations) {
                          "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":3}",
                          NULL),
                  201);
-    /* The newest sample follows the state within CAP_HISTORY_REFRESH_MS: poll, generous deadline. */
+    /* The newest sample follows the state within CAP_HISTORY_REFRESH_MS: poll, generous deadline.
+     */
     json_int_t a = -1, f = -1;
     time_t end = time(NULL) + 60;
     while (!(newest_point("nvidia-h100-80gb", &a, &f) && a == 3 && f == 1) && time(NULL) < end)

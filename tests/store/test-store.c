@@ -79,7 +79,8 @@ static int seen_request(const StoreRequest *r, void *userdata) {
     Seen *seen = userdata;
     size_t len = strlen(seen->text);
     snprintf(seen->text + len, sizeof(seen->text) - len, "%llu:%s:%s:%s:%s;",
-             (unsigned long long)r->id, r->user, r->idem_key ? r->idem_key : "-", r->state, r->json);
+             (unsigned long long)r->id, r->user, r->idem_key ? r->idem_key : "-", r->state,
+             r->json);
     return ++seen->n == seen->stop_after ? -ECANCELED : 0;
 }
 
@@ -87,7 +88,8 @@ static int seen_event(const StoreEvent *e, void *userdata) {
     Seen *seen = userdata;
     size_t len = strlen(seen->text);
     snprintf(seen->text + len, sizeof(seen->text) - len, "%llu@%lld:%s:%s:%s:%s;",
-             (unsigned long long)e->seq, (long long)e->time_ms, e->actor, e->type, e->object, e->json);
+             (unsigned long long)e->seq, (long long)e->time_ms, e->actor, e->type, e->object,
+             e->json);
     return ++seen->n == seen->stop_after ? -ECANCELED : 0;
 }
 
@@ -106,8 +108,10 @@ STORE_TEST(r16_store_tokens_add_lookup_unknown_and_duplicate) {
     Store *s = open_ok(loc);
     Error err = {0};
     begin_ok(s);
-    cr_assert(store_token_add(s, "aa11", "alice", "owner", "n1,n2", &err) >= 0, "%s", error_message(&err));
-    cr_assert(store_token_add(s, "bb22", "bob", "user", NULL, &err) >= 0, "%s", error_message(&err));
+    cr_assert(store_token_add(s, "aa11", "alice", "owner", "n1,n2", &err) >= 0, "%s",
+              error_message(&err));
+    cr_assert(store_token_add(s, "bb22", "bob", "user", NULL, &err) >= 0, "%s",
+              error_message(&err));
     commit_ok(s);
 
     StoreToken t = {0};
@@ -159,9 +163,11 @@ STORE_TEST(r16_store_requests_upsert_in_id_order_with_unique_idempotency_keys) {
     Error err = {0};
     begin_ok(s);
     StoreRequest a = {.id = 2, .user = "alice", .idem_key = "k1", .state = "pending", .json = "{}"};
-    StoreRequest b = {.id = 1, .user = "bob", .idem_key = NULL, .state = "placed", .json = "{\"x\":1}"};
+    StoreRequest b = {
+            .id = 1, .user = "bob", .idem_key = NULL, .state = "placed", .json = "{\"x\":1}"};
     /* ids beyond 32 bits must survive (PostgreSQL BIGINT). */
-    StoreRequest c = {.id = 5000000000ull, .user = "bob", .idem_key = "k1", .state = "pending", .json = "{}"};
+    StoreRequest c = {
+            .id = 5000000000ull, .user = "bob", .idem_key = "k1", .state = "pending", .json = "{}"};
     cr_assert(store_request_put(s, &a, &err) >= 0, "%s", error_message(&err));
     cr_assert(store_request_put(s, &b, &err) >= 0);
     cr_assert(store_request_put(s, &c, &err) >= 0, "the same key of another user is fine");
@@ -193,8 +199,12 @@ STORE_TEST(r16_store_events_come_back_after_a_sequence_number) {
     for (uint64_t i = 1; i <= 4; i++) {
         char obj[16];
         snprintf(obj, sizeof(obj), "r%llu", (unsigned long long)i);
-        StoreEvent e = {.seq = i, .time_ms = 1700000000000 + (int64_t)i, .actor = "alice",
-                        .type = "request.placed", .object = obj, .json = "{}"};
+        StoreEvent e = {.seq = i,
+                        .time_ms = 1700000000000 + (int64_t)i,
+                        .actor = "alice",
+                        .type = "request.placed",
+                        .object = obj,
+                        .json = "{}"};
         cr_assert(store_event_append(s, &e, &err) >= 0, "%s", error_message(&err));
     }
     commit_ok(s);
@@ -206,7 +216,8 @@ STORE_TEST(r16_store_events_come_back_after_a_sequence_number) {
     cr_assert(store_event_foreach(s, 4, seen_event, &seen, &err) >= 0);
     cr_assert_eq(seen.n, 0);
     /* A sequence number is never reused. */
-    StoreEvent again = {.seq = 3, .time_ms = 1, .actor = "x", .type = "t", .object = "o", .json = "{}"};
+    StoreEvent again = {
+            .seq = 3, .time_ms = 1, .actor = "x", .type = "t", .object = "o", .json = "{}"};
     begin_ok(s);
     cr_assert_eq(store_event_append(s, &again, &err), -EEXIST);
     store_rollback(s);
@@ -255,7 +266,8 @@ STORE_TEST(r16_store_a_committed_transaction_survives_closing_and_an_open_one_do
     Store *s = open_ok(loc);
     Error err = {0};
     begin_ok(s);
-    StoreRequest r = {.id = 7, .user = "u", .idem_key = "k", .state = "placed", .json = "{\"gpu\":0}"};
+    StoreRequest r = {
+            .id = 7, .user = "u", .idem_key = "k", .state = "placed", .json = "{\"gpu\":0}"};
     cr_assert(store_request_put(s, &r, &err) >= 0);
     commit_ok(s);
     begin_ok(s);
@@ -329,7 +341,9 @@ Test(store, r16_store_postgresql_refuses_a_newer_schema) {
     char loc[256];
     new_location(true, loc, sizeof(loc));
     store_close(open_ok(loc));
-    cr_assert_eq(pg_test_exec(loc, "UPDATE einsora_meta SET value = '99' WHERE key = 'schema_version'"), 0);
+    cr_assert_eq(
+            pg_test_exec(loc, "UPDATE einsora_meta SET value = '99' WHERE key = 'schema_version'"),
+            0);
     Store *s = NULL;
     Error err = {0};
     cr_assert_eq(store_open(loc, &s, &err), -EPROTO);
@@ -435,7 +449,8 @@ STORE_TEST(r12_store_tokens_expire_list_in_user_order_and_revoke_by_a_unique_pre
     Store *s = open_ok(loc);
     Error err = {0};
     begin_ok(s);
-    cr_assert(store_token_add_expiring(s, "aaaa1111bbbb", "zoe", "user", NULL, 1800000000000, &err) >= 0,
+    cr_assert(store_token_add_expiring(s, "aaaa1111bbbb", "zoe", "user", NULL, 1800000000000,
+                                       &err) >= 0,
               "%s", error_message(&err));
     cr_assert(store_token_add_expiring(s, "aaaa1111cccc", "alice", "owner", "n1", 0, &err) >= 0);
     cr_assert(store_token_add(s, "dddd2222eeee", "Bob", "admin", NULL, &err) >= 0);
@@ -456,7 +471,10 @@ STORE_TEST(r12_store_tokens_expire_list_in_user_order_and_revoke_by_a_unique_pre
     static const struct {
         const char *prefix;
         int code;
-    } bad[] = {{"aaaa111", -EINVAL}, {"AAAA1111", -EINVAL}, {"aaaa1111", -EEXIST}, {"ffff0000", -ENOENT}};
+    } bad[] = {{"aaaa111", -EINVAL},
+               {"AAAA1111", -EINVAL},
+               {"aaaa1111", -EEXIST},
+               {"ffff0000", -ENOENT}};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         Error e = {0};
         begin_ok(s);
@@ -474,7 +492,8 @@ STORE_TEST(r12_store_tokens_expire_list_in_user_order_and_revoke_by_a_unique_pre
     store_close(s);
 }
 
-static void put_request(Store *s, uint64_t id, const char *key, const char *state, int64_t updated_ms) {
+static void put_request(Store *s, uint64_t id, const char *key, const char *state,
+                        int64_t updated_ms) {
     char doc[64];
     snprintf(doc, sizeof(doc), "{\"updated_ms\":%lld}", (long long)updated_ms);
     StoreRequest r = {.id = id, .user = "alice", .idem_key = key, .state = state, .json = doc};
@@ -483,7 +502,8 @@ static void put_request(Store *s, uint64_t id, const char *key, const char *stat
 }
 
 static void put_event(Store *s, uint64_t seq, int64_t time_ms) {
-    StoreEvent e = {.seq = seq, .time_ms = time_ms, .actor = "a", .type = "t", .object = "o", .json = "{}"};
+    StoreEvent e = {
+            .seq = seq, .time_ms = time_ms, .actor = "a", .type = "t", .object = "o", .json = "{}"};
     Error err = {0};
     cr_assert(store_event_append(s, &e, &err) >= 0, "%s", error_message(&err));
 }
@@ -493,10 +513,10 @@ STORE_TEST(r12_store_prune_drops_old_ended_requests_and_an_event_prefix_never_th
     Error err = {0};
     begin_ok(s);
     put_request(s, 1, "k1", "released", 100);
-    put_request(s, 2, NULL, "placed", 100);   /* live: kept however old */
+    put_request(s, 2, NULL, "placed", 100);     /* live: kept however old */
     put_request(s, 3, NULL, "cancelled", 5000); /* ended after the cutoff */
     put_request(s, 4, NULL, "refused", 200);
-    put_request(s, 5, NULL, "ended", 100);    /* the newest row: kept */
+    put_request(s, 5, NULL, "ended", 100); /* the newest row: kept */
     for (uint64_t i = 1; i <= 4; i++)
         put_event(s, i, i <= 2 ? (int64_t)i * 100 : 5000 + (int64_t)i);
     cr_assert(store_prune(s, 1000, &err) >= 0, "%s", error_message(&err));
@@ -519,7 +539,8 @@ STORE_TEST(r12_store_prune_drops_old_ended_requests_and_an_event_prefix_never_th
     cr_assert_str_eq(seen.text, "4@5004:a:t:o:{};");
     seen = (Seen){0};
     cr_assert(store_request_foreach(s, seen_request, &seen, &err) >= 0);
-    cr_assert(strstr(seen.text, "5:alice:-:ended") && !strstr(seen.text, "3:alice"), "%s", seen.text);
+    cr_assert(strstr(seen.text, "5:alice:-:ended") && !strstr(seen.text, "3:alice"), "%s",
+              seen.text);
     store_close(s);
 }
 
@@ -545,19 +566,21 @@ Test(store, r12_store_sqlite_file_at_version_2_migrates_to_3_keeping_tokens) {
     new_location(false, loc, sizeof(loc));
     sqlite3 *db = NULL;
     cr_assert_eq(sqlite3_open(loc, &db), SQLITE_OK);
-    cr_assert_eq(sqlite3_exec(db,
-                              "CREATE TABLE tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, "
-                              "role TEXT NOT NULL, nodes TEXT);"
-                              "CREATE TABLE nodes (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
-                              "CREATE TABLE requests (id INTEGER PRIMARY KEY, user TEXT NOT NULL, "
-                              "idem_key TEXT, state TEXT NOT NULL, doc TEXT NOT NULL);"
-                              "CREATE TABLE events (seq INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL,"
-                              " actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT NOT NULL);"
-                              "CREATE TABLE fleet (key TEXT PRIMARY KEY, doc TEXT NOT NULL);"
-                              "INSERT INTO tokens VALUES ('aa11', 'alice', 'admin', NULL);"
-                              "PRAGMA user_version = 2;",
-                              NULL, NULL, NULL),
-                 SQLITE_OK);
+    cr_assert_eq(
+            sqlite3_exec(db,
+                         "CREATE TABLE tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, "
+                         "role TEXT NOT NULL, nodes TEXT);"
+                         "CREATE TABLE nodes (name TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+                         "CREATE TABLE requests (id INTEGER PRIMARY KEY, user TEXT NOT NULL, "
+                         "idem_key TEXT, state TEXT NOT NULL, doc TEXT NOT NULL);"
+                         "CREATE TABLE events (seq INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL,"
+                         " actor TEXT NOT NULL, type TEXT NOT NULL, object TEXT NOT NULL, doc TEXT "
+                         "NOT NULL);"
+                         "CREATE TABLE fleet (key TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+                         "INSERT INTO tokens VALUES ('aa11', 'alice', 'admin', NULL);"
+                         "PRAGMA user_version = 2;",
+                         NULL, NULL, NULL),
+            SQLITE_OK);
     sqlite3_close(db);
     Store *s = open_ok(loc);
     cr_assert_eq(store_schema_version(s), 3);

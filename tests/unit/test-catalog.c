@@ -37,25 +37,40 @@ static void expect_error(const char *text, int code, const char *pos, const char
     cr_assert(strstr(err.message, needle), "want '%s' in '%s'", needle, err.message);
 }
 
-#define H100 \
-    "classes:\n" \
-    "  - name: nvidia-h100-80gb\n" \
-    "    vendor: nvidia\n" \
-    "    match: {pci: 10de:2330}\n" \
-    "    memory_gb: 80\n" \
-    "    container_resource: nvidia.com/gpu\n" \
+#define H100                                                                                       \
+    "classes:\n"                                                                                   \
+    "  - name: nvidia-h100-80gb\n"                                                                 \
+    "    vendor: nvidia\n"                                                                         \
+    "    match: {pci: 10de:2330}\n"                                                                \
+    "    memory_gb: 80\n"                                                                          \
+    "    container_resource: nvidia.com/gpu\n"                                                     \
     "    node_selector: nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3\n"
 
 Test(catalog, r8_default_catalog_has_every_required_class) {
     Catalog *cat = NULL;
     Error err = {0};
-    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", ids, &cat, &err), 0, "%s", err.message);
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", ids, &cat, &err), 0, "%s",
+                 err.message);
     static const char *const required[] = {
-        "nvidia-b200-180gb", "nvidia-h200-141gb", "nvidia-h100-80gb", "nvidia-h100-80gb-pcie",
-        "nvidia-a100-80gb", "nvidia-a100-40gb", "nvidia-l40s", "nvidia-rtx-4090", "nvidia-rtx-5090",
-        "apple-silicon-16gb", "apple-silicon-128gb", "amd-mi300x", "amd-rx-7900-xtx", "cpu",
-        "nvidia-h100-80gb-mig-1g.10gb", "nvidia-h200-141gb-mig-7g.141gb", "nvidia-b200-180gb-mig-3g.90gb",
-        "nvidia-a100-40gb-mig-1g.5gb", "nvidia-a100-80gb-mig-4g.40gb",
+            "nvidia-b200-180gb",
+            "nvidia-h200-141gb",
+            "nvidia-h100-80gb",
+            "nvidia-h100-80gb-pcie",
+            "nvidia-a100-80gb",
+            "nvidia-a100-40gb",
+            "nvidia-l40s",
+            "nvidia-rtx-4090",
+            "nvidia-rtx-5090",
+            "apple-silicon-16gb",
+            "apple-silicon-128gb",
+            "amd-mi300x",
+            "amd-rx-7900-xtx",
+            "cpu",
+            "nvidia-h100-80gb-mig-1g.10gb",
+            "nvidia-h200-141gb-mig-7g.141gb",
+            "nvidia-b200-180gb-mig-3g.90gb",
+            "nvidia-a100-40gb-mig-1g.5gb",
+            "nvidia-a100-80gb-mig-4g.40gb",
     };
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
         cr_expect_not_null(catalog_find(cat, required[i]), "missing class %s", required[i]);
@@ -72,7 +87,8 @@ Test(catalog, r8_default_catalog_has_every_required_class) {
     cr_expect_eq(s->memory_gb, 40);
     cr_expect_eq(s->mig_shape, MIG_SHAPE_3G);
     cr_expect_null(s->vm_device_name, "a MIG slice is never passed through");
-    cr_expect_eq(catalog_find_mig_slice(cat, catalog_find_index(cat, "nvidia-h100-80gb"), "3g.40gb"), s);
+    cr_expect_eq(
+            catalog_find_mig_slice(cat, catalog_find_index(cat, "nvidia-h100-80gb"), "3g.40gb"), s);
     catalog_free(cat);
 }
 
@@ -85,8 +101,9 @@ Test(catalog, r8_minimal_class_parses_with_every_field) {
                        &cat, &err),
                  -EINVAL, "match2 is an unknown key");
     error_clear(&err);
-    cr_assert_eq(parse(H100 "    mig_profiles: [1g.10gb, 7g.80gb]\n    internal_only: true\n", &cat, &err), 0,
-                 "%s", err.message);
+    cr_assert_eq(parse(H100 "    mig_profiles: [1g.10gb, 7g.80gb]\n    internal_only: true\n", &cat,
+                       &err),
+                 0, "%s", err.message);
     const GpuClass *c = catalog_find(cat, "nvidia-h100-80gb");
     cr_assert_not_null(c);
     cr_expect_eq(c->vendor, VENDOR_NVIDIA);
@@ -101,23 +118,27 @@ Test(catalog, r8_minimal_class_parses_with_every_field) {
 
 Test(catalog, r8_unknown_key_is_an_error_with_position) {
     expect_error(H100 "    colour: green\n", -EINVAL, "t.yaml:8:5:", "unknown key 'colour'");
-    expect_error("classes: []\nextra: 1\n", -EINVAL, "t.yaml:2:1:", "unknown top-level key 'extra'");
-    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    match: {pcie: 10de:2330}\n", -EINVAL,
-                 "t.yaml:4:13:", "unknown key 'match.pcie'");
+    expect_error("classes: []\nextra: 1\n", -EINVAL,
+                 "t.yaml:2:1:", "unknown top-level key 'extra'");
+    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    match: {pcie: 10de:2330}\n",
+                 -EINVAL, "t.yaml:4:13:", "unknown key 'match.pcie'");
 }
 
 Test(catalog, r8_duplicate_class_name_is_an_error) {
-    expect_error(H100 "  - name: nvidia-h100-80gb\n    vendor: cpu\n", -EEXIST, "t.yaml:8:5:",
-                 "duplicate class name 'nvidia-h100-80gb'");
+    expect_error(H100 "  - name: nvidia-h100-80gb\n    vendor: cpu\n", -EEXIST,
+                 "t.yaml:8:5:", "duplicate class name 'nvidia-h100-80gb'");
 }
 
 Test(catalog, r8_duplicate_key_is_an_error) {
-    expect_error(H100 "    memory_gb: 81\n", -EINVAL, "t.yaml:8:5:", "key 'memory_gb' appears twice");
+    expect_error(H100 "    memory_gb: 81\n", -EINVAL,
+                 "t.yaml:8:5:", "key 'memory_gb' appears twice");
 }
 
 Test(catalog, r8_missing_required_fields_are_errors) {
-    expect_error("classes:\n  - vendor: cpu\n", -EINVAL, "t.yaml:2:5:", "missing required field 'name'");
-    expect_error("classes:\n  - name: x\n", -EINVAL, "t.yaml:2:5:", "missing required field 'vendor'");
+    expect_error("classes:\n  - vendor: cpu\n", -EINVAL,
+                 "t.yaml:2:5:", "missing required field 'name'");
+    expect_error("classes:\n  - name: x\n", -EINVAL,
+                 "t.yaml:2:5:", "missing required field 'vendor'");
     expect_error("classes:\n  - name: x\n    vendor: nvidia\n    memory_gb: 8\n"
                  "    container_resource: nvidia.com/gpu\n    node_selector: a=b\n",
                  -EINVAL, "t.yaml:2:5:", "missing required field 'match'");
@@ -130,31 +151,32 @@ Test(catalog, r8_missing_required_fields_are_errors) {
     expect_error("classes:\n  - name: x\n    vendor: nvidia\n    match: {pci: 10de:2330}\n"
                  "    memory_gb: 8\n    container_resource: nvidia.com/gpu\n",
                  -EINVAL, "t.yaml:2:5:", "missing required field 'node_selector'");
-    expect_error("classes:\n  - name: a\n    vendor: apple\n    owner_only: true\n", -EINVAL, "t.yaml:2:5:",
-                 "needs match.apple_memory_gb");
+    expect_error("classes:\n  - name: a\n    vendor: apple\n    owner_only: true\n", -EINVAL,
+                 "t.yaml:2:5:", "needs match.apple_memory_gb");
 }
 
 Test(catalog, r8_bad_numbers_are_errors) {
-    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    memory_gb: 8O\n", -EINVAL, "t.yaml:4:16:",
-                 "bad number '8O'");
-    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    memory_gb: -4\n", -EINVAL, "t.yaml:4:16:",
-                 "bad number '-4'");
-    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    memory_gb: 0\n", -EINVAL, "t.yaml:4:16:",
-                 "above 0");
+    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    memory_gb: 8O\n", -EINVAL,
+                 "t.yaml:4:16:", "bad number '8O'");
+    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    memory_gb: -4\n", -EINVAL,
+                 "t.yaml:4:16:", "bad number '-4'");
+    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    memory_gb: 0\n", -EINVAL,
+                 "t.yaml:4:16:", "above 0");
     expect_error("classes:\n  - name: a\n    vendor: nvidia\n    memory_gb: 99999999999999999999\n",
                  -ERANGE, "t.yaml:4:16:", "at most");
-    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    match: {pci: 10de:23x0}\n", -EINVAL,
-                 "t.yaml:4:18:", "bad PCI id '10de:23x0'");
-    expect_error("classes:\n  - name: a\n    vendor: cpu\n    consumer: maybe\n", -EINVAL, "t.yaml:4:15:",
-                 "true or false");
+    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    match: {pci: 10de:23x0}\n",
+                 -EINVAL, "t.yaml:4:18:", "bad PCI id '10de:23x0'");
+    expect_error("classes:\n  - name: a\n    vendor: cpu\n    consumer: maybe\n", -EINVAL,
+                 "t.yaml:4:15:", "true or false");
 }
 
 Test(catalog, r2c_mig_profile_on_a_card_without_mig_is_an_error) {
     /* L40S: 48 GB, not in the SPEC table */
-    expect_error("classes:\n  - name: nvidia-l40s\n    vendor: nvidia\n    match: {pci: 10de:26b9}\n"
-                 "    memory_gb: 48\n    container_resource: nvidia.com/gpu\n    node_selector: a=b\n"
-                 "    mig_profiles: [1g.10gb]\n",
-                 -EINVAL, "t.yaml:2:5:", "no MIG-capable card has 48 GB");
+    expect_error(
+            "classes:\n  - name: nvidia-l40s\n    vendor: nvidia\n    match: {pci: 10de:26b9}\n"
+            "    memory_gb: 48\n    container_resource: nvidia.com/gpu\n    node_selector: a=b\n"
+            "    mig_profiles: [1g.10gb]\n",
+            -EINVAL, "t.yaml:2:5:", "no MIG-capable card has 48 GB");
     /* a consumer card never has MIG (R9), even at a MIG card's memory size */
     expect_error("classes:\n  - name: rtx\n    vendor: nvidia\n    match: {pci: 10de:2684}\n"
                  "    memory_gb: 80\n    consumer: true\n    container_resource: nvidia.com/gpu\n"
@@ -167,13 +189,17 @@ Test(catalog, r2c_mig_profile_on_a_card_without_mig_is_an_error) {
 }
 
 Test(catalog, r2c_mig_profile_that_does_not_fit_the_card_memory_is_an_error) {
-    expect_error("classes:\n  - name: a100\n    vendor: nvidia\n    match: {pci: 10de:20f1}\n"
-                 "    memory_gb: 40\n    container_resource: nvidia.com/gpu\n    node_selector: a=b\n"
-                 "    mig_profiles: [1g.5gb, 1g.20gb]\n",
-                 -EINVAL, "t.yaml:2:5:", "MIG profile '1g.20gb' does not fit a 40 GB card");
-    expect_error(H100 "    mig_profiles: [1g.10gb, 1g.10gb]\n", -EINVAL, "t.yaml:2:5:", "listed twice");
-    expect_error(H100 "    mig_profiles: [big]\n", -EINVAL, "t.yaml:8:20:", "bad MIG profile 'big'");
-    expect_error(H100 "  - name: s\n    vendor: nvidia\n    mig: {parent: nvidia-h100-80gb, profile: 1g.10gb}\n"
+    expect_error(
+            "classes:\n  - name: a100\n    vendor: nvidia\n    match: {pci: 10de:20f1}\n"
+            "    memory_gb: 40\n    container_resource: nvidia.com/gpu\n    node_selector: a=b\n"
+            "    mig_profiles: [1g.5gb, 1g.20gb]\n",
+            -EINVAL, "t.yaml:2:5:", "MIG profile '1g.20gb' does not fit a 40 GB card");
+    expect_error(H100 "    mig_profiles: [1g.10gb, 1g.10gb]\n", -EINVAL,
+                 "t.yaml:2:5:", "listed twice");
+    expect_error(H100 "    mig_profiles: [big]\n", -EINVAL,
+                 "t.yaml:8:20:", "bad MIG profile 'big'");
+    expect_error(H100 "  - name: s\n    vendor: nvidia\n    mig: {parent: nvidia-h100-80gb, "
+                      "profile: 1g.10gb}\n"
                       "    container_resource: nvidia.com/mig-1g.10gb\n    node_selector: a=b\n",
                  -EINVAL, "t.yaml:8:5:", "not a card class that lists MIG profile '1g.10gb'");
 }
@@ -181,11 +207,12 @@ Test(catalog, r2c_mig_profile_that_does_not_fit_the_card_memory_is_an_error) {
 Test(catalog, r8_explicit_mig_slice_class_replaces_the_derived_one) {
     Catalog *cat = NULL;
     Error err = {0};
-    cr_assert_eq(parse(H100 "    mig_profiles: [1g.10gb]\n"
-                            "  - name: nvidia-h100-80gb-mig-1g.10gb\n    vendor: nvidia\n"
-                            "    mig: {parent: nvidia-h100-80gb, profile: 1g.10gb}\n"
-                            "    container_resource: nvidia.com/mig-1g.10gb\n    node_selector: x=y\n"
-                            "    internal_only: true\n",
+    cr_assert_eq(parse(H100
+                       "    mig_profiles: [1g.10gb]\n"
+                       "  - name: nvidia-h100-80gb-mig-1g.10gb\n    vendor: nvidia\n"
+                       "    mig: {parent: nvidia-h100-80gb, profile: 1g.10gb}\n"
+                       "    container_resource: nvidia.com/mig-1g.10gb\n    node_selector: x=y\n"
+                       "    internal_only: true\n",
                        &cat, &err),
                  0, "%s", err.message);
     cr_assert_eq(cat->n_classes, 2);
@@ -197,13 +224,16 @@ Test(catalog, r8_explicit_mig_slice_class_replaces_the_derived_one) {
 }
 
 Test(catalog, r2d_vgpu_class_is_refused_naming_the_alternatives) {
-    expect_error(H100 "    vgpu: true\n", -EOPNOTSUPP, "t.yaml:8:5:", "vGPU is not supported (R2d)");
-    expect_error("classes:\n  - name: nvidia-a100-vgpu-8q\n    vendor: nvidia\n", -EOPNOTSUPP, "t.yaml:2:5:",
-                 "VFIO passthrough to a VM, a whole GPU to a container, or a MIG slice");
+    expect_error(H100 "    vgpu: true\n", -EOPNOTSUPP,
+                 "t.yaml:8:5:", "vGPU is not supported (R2d)");
+    expect_error(
+            "classes:\n  - name: nvidia-a100-vgpu-8q\n    vendor: nvidia\n", -EOPNOTSUPP,
+            "t.yaml:2:5:", "VFIO passthrough to a VM, a whole GPU to a container, or a MIG slice");
 }
 
 Test(catalog, r10_apple_class_must_be_owner_only) {
-    expect_error("classes:\n  - {name: apple-silicon-16gb, vendor: apple, match: {apple_memory_gb: 16}}\n",
+    expect_error("classes:\n  - {name: apple-silicon-16gb, vendor: apple, match: {apple_memory_gb: "
+                 "16}}\n",
                  -EINVAL, "t.yaml:2:5:", "owner_only: true (R10)");
 }
 
@@ -215,13 +245,16 @@ Test(catalog, r8_yaml_syntax_error_has_position) {
 }
 
 Test(catalog, r8_unknown_vendor_and_bad_names_are_errors) {
-    expect_error("classes:\n  - name: a\n    vendor: matrox\n", -EINVAL, "t.yaml:3:13:", "unknown vendor 'matrox'");
-    expect_error("classes:\n  - name: Big_Card\n    vendor: cpu\n", -EINVAL, "t.yaml:2:5:",
-                 "class name 'Big_Card' is not valid");
-    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    match: {pci: 1002:744c}\n    memory_gb: 8\n"
+    expect_error("classes:\n  - name: a\n    vendor: matrox\n", -EINVAL,
+                 "t.yaml:3:13:", "unknown vendor 'matrox'");
+    expect_error("classes:\n  - name: Big_Card\n    vendor: cpu\n", -EINVAL,
+                 "t.yaml:2:5:", "class name 'Big_Card' is not valid");
+    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    match: {pci: 1002:744c}\n    "
+                 "memory_gb: 8\n"
                  "    container_resource: nvidia.com/gpu\n    node_selector: a=b\n",
                  -EINVAL, "t.yaml:2:5:", "does not belong to vendor nvidia");
-    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    match: {pci: 10de:2330}\n    memory_gb: 8\n"
+    expect_error("classes:\n  - name: a\n    vendor: nvidia\n    match: {pci: 10de:2330}\n    "
+                 "memory_gb: 8\n"
                  "    container_resource: gpu\n    node_selector: a=b\n",
                  -EINVAL, "t.yaml:2:5:", "container_resource 'gpu' is not a resource name");
 }
@@ -230,7 +263,8 @@ Test(catalog, r8_unknown_vendor_and_bad_names_are_errors) {
 static void expect_vm_name(uint16_t device, const char *want, VmNameSource source) {
     char yaml[512];
     snprintf(yaml, sizeof(yaml),
-             "classes:\n  - name: c\n    vendor: nvidia\n    match: {pci: 10de:%04x}\n    memory_gb: 8\n"
+             "classes:\n  - name: c\n    vendor: nvidia\n    match: {pci: 10de:%04x}\n    "
+             "memory_gb: 8\n"
              "    container_resource: nvidia.com/gpu\n    node_selector: a=b\n",
              device);
     Catalog *cat = NULL;
@@ -242,12 +276,15 @@ static void expect_vm_name(uint16_t device, const char *want, VmNameSource sourc
 }
 
 Test(catalog, r6_vm_device_name_from_real_pci_ids) {
-    expect_vm_name(0x2331, "nvidia.com/GH100_H100_PCIE", VM_NAME_PCI_IDS);           /* GH100 [H100 PCIe] */
-    expect_vm_name(0x20b2, "nvidia.com/GA100_A100_SXM4_80GB", VM_NAME_PCI_IDS);      /* GA100 [A100 SXM4 80GB] */
-    expect_vm_name(0x20f1, "nvidia.com/GA100_A100_PCIE_40GB", VM_NAME_PCI_IDS);      /* GA100 [A100 PCIe 40GB] */
-    expect_vm_name(0x2684, "nvidia.com/AD102_GEFORCE_RTX_4090", VM_NAME_PCI_IDS);    /* AD102 [GeForce RTX 4090] */
-    expect_vm_name(0x26b5, "nvidia.com/AD102GL_L40", VM_NAME_PCI_IDS);               /* AD102GL [L40] */
-    expect_vm_name(0x2236, "nvidia.com/GA102GL_A10", VM_NAME_PCI_IDS);               /* GA102GL [A10] */
+    expect_vm_name(0x2331, "nvidia.com/GH100_H100_PCIE", VM_NAME_PCI_IDS); /* GH100 [H100 PCIe] */
+    expect_vm_name(0x20b2, "nvidia.com/GA100_A100_SXM4_80GB",
+                   VM_NAME_PCI_IDS); /* GA100 [A100 SXM4 80GB] */
+    expect_vm_name(0x20f1, "nvidia.com/GA100_A100_PCIE_40GB",
+                   VM_NAME_PCI_IDS); /* GA100 [A100 PCIe 40GB] */
+    expect_vm_name(0x2684, "nvidia.com/AD102_GEFORCE_RTX_4090",
+                   VM_NAME_PCI_IDS); /* AD102 [GeForce RTX 4090] */
+    expect_vm_name(0x26b5, "nvidia.com/AD102GL_L40", VM_NAME_PCI_IDS); /* AD102GL [L40] */
+    expect_vm_name(0x2236, "nvidia.com/GA102GL_A10", VM_NAME_PCI_IDS); /* GA102GL [A10] */
     /* Debian 12's pci.ids writes "GH100[H100 SXM5 80GB]" without the space */
     expect_vm_name(0x2330, "nvidia.com/GH100H100_SXM5_80GB", VM_NAME_PCI_IDS);
     /* not in this pci.ids (H200, B200): the raw id, as the device plugin falls back */
@@ -259,14 +296,14 @@ Test(catalog, r6_vm_device_name_rule_on_literal_names) {
     struct {
         const char *in, *want;
     } cases[] = {
-        {"GH100 [H100 SXM5 80GB]", "nvidia.com/GH100_H100_SXM5_80GB"},
-        {"GA100 [A100-SXM4-40GB]", "nvidia.com/GA100_A100SXM440GB"},
-        {"TU104GL [Tesla T4]", "nvidia.com/TU104GL_TESLA_T4"},
-        {"GV100GL [Tesla V100 SXM2 32GB]", "nvidia.com/GV100GL_TESLA_V100_SXM2_32GB"},
-        {"GP100GL [Tesla P100 PCIe 12/16GB]", "nvidia.com/GP100GL_TESLA_P100_PCIE_12_16GB"},
-        {"AD102 [GeForce RTX 4090 D]", "nvidia.com/AD102_GEFORCE_RTX_4090_D"},
-        {"GB202 [GeForce RTX 5090] (rev a1)", "nvidia.com/GB202_GEFORCE_RTX_5090_REV_A1"},
-        {"Device 2.0", "nvidia.com/DEVICE_2_0"},
+            {"GH100 [H100 SXM5 80GB]", "nvidia.com/GH100_H100_SXM5_80GB"},
+            {"GA100 [A100-SXM4-40GB]", "nvidia.com/GA100_A100SXM440GB"},
+            {"TU104GL [Tesla T4]", "nvidia.com/TU104GL_TESLA_T4"},
+            {"GV100GL [Tesla V100 SXM2 32GB]", "nvidia.com/GV100GL_TESLA_V100_SXM2_32GB"},
+            {"GP100GL [Tesla P100 PCIe 12/16GB]", "nvidia.com/GP100GL_TESLA_P100_PCIE_12_16GB"},
+            {"AD102 [GeForce RTX 4090 D]", "nvidia.com/AD102_GEFORCE_RTX_4090_D"},
+            {"GB202 [GeForce RTX 5090] (rev a1)", "nvidia.com/GB202_GEFORCE_RTX_5090_REV_A1"},
+            {"Device 2.0", "nvidia.com/DEVICE_2_0"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *got = vm_device_name_derive(cases[i].in, 0);
@@ -281,7 +318,8 @@ Test(catalog, r6_vm_device_name_rule_on_literal_names) {
 Test(catalog, r6_explicit_vm_device_name_wins) {
     Catalog *cat = NULL;
     Error err = {0};
-    cr_assert_eq(parse(H100 "    vm_device_name: nvidia.com/H100_SXM\n", &cat, &err), 0, "%s", err.message);
+    cr_assert_eq(parse(H100 "    vm_device_name: nvidia.com/H100_SXM\n", &cat, &err), 0, "%s",
+                 err.message);
     cr_expect_str_eq(cat->classes[0].vm_device_name, "nvidia.com/H100_SXM");
     cr_expect_eq(cat->classes[0].vm_device_name_source, VM_NAME_CATALOG);
     catalog_free(cat);
@@ -291,16 +329,18 @@ Test(catalog, r6_stated_vm_device_name_is_checked_against_the_hosts_pci_ids) {
     Catalog *cat = NULL;
     Error err = {0};
     /* Debian 12 spells 10de:2330 "GH100[H100 SXM5 80GB]"; the plugin's newer pci.ids does not. */
-    cr_assert_eq(parse(H100 "    vm_device_name: nvidia.com/GH100_H100_SXM5_80GB\n", &cat, &err), 0, "%s",
-                 err.message);
-    cr_expect_str_eq(cat->classes[0].vm_device_name, "nvidia.com/GH100_H100_SXM5_80GB", "the catalog wins");
+    cr_assert_eq(parse(H100 "    vm_device_name: nvidia.com/GH100_H100_SXM5_80GB\n", &cat, &err), 0,
+                 "%s", err.message);
+    cr_expect_str_eq(cat->classes[0].vm_device_name, "nvidia.com/GH100_H100_SXM5_80GB",
+                     "the catalog wins");
     cr_expect_eq(cat->classes[0].vm_device_name_source, VM_NAME_CATALOG);
     cr_expect_str_eq(cat->classes[0].vm_device_name_derived, "nvidia.com/GH100H100_SXM5_80GB",
                      "the host's derivation is kept for the warning");
     catalog_free(cat);
     cat = NULL;
     cr_assert_eq(parse("classes:\n  - name: c\n    vendor: nvidia\n    match: {pci: 10de:2331}\n"
-                       "    memory_gb: 80\n    container_resource: nvidia.com/gpu\n    node_selector: a=b\n"
+                       "    memory_gb: 80\n    container_resource: nvidia.com/gpu\n    "
+                       "node_selector: a=b\n"
                        "    vm_device_name: nvidia.com/GH100_H100_PCIE\n",
                        &cat, &err),
                  0, "%s", err.message);
@@ -311,15 +351,16 @@ Test(catalog, r6_stated_vm_device_name_is_checked_against_the_hosts_pci_ids) {
 Test(catalog, r6_shipped_datacenter_classes_state_the_device_plugins_names) {
     Catalog *cat = NULL;
     Error err = {0};
-    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", ids, &cat, &err), 0, "%s", err.message);
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", ids, &cat, &err), 0, "%s",
+                 err.message);
     static const struct {
         const char *cls, *name;
     } want[] = {
-        {"nvidia-h100-80gb", "nvidia.com/GH100_H100_SXM5_80GB"},
-        {"nvidia-h100-80gb-pcie", "nvidia.com/GH100_H100_PCIE"},
-        {"nvidia-h200-141gb", "nvidia.com/GH100_H200_SXM_141GB"},
-        {"nvidia-b200-180gb", "nvidia.com/GB100_B200"},
-        {"nvidia-a100-80gb", "nvidia.com/GA100_A100_SXM4_80GB"},
+            {"nvidia-h100-80gb", "nvidia.com/GH100_H100_SXM5_80GB"},
+            {"nvidia-h100-80gb-pcie", "nvidia.com/GH100_H100_PCIE"},
+            {"nvidia-h200-141gb", "nvidia.com/GH100_H200_SXM_141GB"},
+            {"nvidia-b200-180gb", "nvidia.com/GB100_B200"},
+            {"nvidia-a100-80gb", "nvidia.com/GA100_A100_SXM4_80GB"},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         const GpuClass *g = catalog_find(cat, want[i].cls);
@@ -339,7 +380,8 @@ Test(catalog, r6_shipped_datacenter_classes_state_the_device_plugins_names) {
 Test(catalog, r8_matching_and_unclassified_devices) {
     Catalog *cat = NULL;
     Error err = {0};
-    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", ids, &cat, &err), 0, "%s", err.message);
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", ids, &cat, &err), 0, "%s",
+                 err.message);
     cr_expect_str_eq(catalog_match_pci(cat, 0x10de, 0x2330)->name, "nvidia-h100-80gb");
     cr_expect_str_eq(catalog_match_pci(cat, 0x1002, 0x74a1)->name, "amd-mi300x");
     cr_expect_null(catalog_match_pci(cat, 0x10de, 0x1eb8), "a T4 is in no class: unclassified");

@@ -49,7 +49,9 @@ Test(cli_catalog, usage_errors_exit_2) {
 
 Test(cli_catalog, r8_show_table_is_aligned_and_marks_raw_ids) {
     char *out = NULL;
-    cr_assert_eq(run_einsora(&out, NULL, "catalog", "show", "--catalog", TEST_DATA "/catalog.yaml", NULL), 0);
+    cr_assert_eq(run_einsora(&out, NULL, "catalog", "show", "--catalog", TEST_DATA "/catalog.yaml",
+                             NULL),
+                 0);
     cr_expect(strncmp(out, "CLASS ", 6) == 0);
     const char *h100 = strstr(out, "\nnvidia-h100-80gb-pcie ");
     cr_assert_not_null(h100);
@@ -66,8 +68,10 @@ Test(cli_catalog, r8_show_table_is_aligned_and_marks_raw_ids) {
 
 Test(cli_catalog, r6_check_warns_where_the_hosts_pci_ids_spells_a_stated_name_otherwise) {
     char *out = NULL, *err = NULL;
-    cr_assert_eq(run_einsora(&out, &err, "catalog", "check", TEST_DATA "/catalog.yaml", NULL), 0, "%s", err);
-    cr_expect(strstr(err, "warning: class nvidia-h100-80gb: vm_device_name nvidia.com/GH100_H100_SXM5_80GB"),
+    cr_assert_eq(run_einsora(&out, &err, "catalog", "check", TEST_DATA "/catalog.yaml", NULL), 0,
+                 "%s", err);
+    cr_expect(strstr(err, "warning: class nvidia-h100-80gb: vm_device_name "
+                          "nvidia.com/GH100_H100_SXM5_80GB"),
               "%s", err);
     cr_expect(strstr(err, "nvidia.com/GH100H100_SXM5_80GB"), "%s", err);
     free(out);
@@ -76,8 +80,8 @@ Test(cli_catalog, r6_check_warns_where_the_hosts_pci_ids_spells_a_stated_name_ot
 
 Test(cli_catalog, r8_show_json_has_every_field) {
     char *out = NULL;
-    cr_assert_eq(run_einsora(&out, NULL, "catalog", "show", "--json", "--catalog", TEST_DATA "/catalog.yaml",
-                             NULL),
+    cr_assert_eq(run_einsora(&out, NULL, "catalog", "show", "--json", "--catalog",
+                             TEST_DATA "/catalog.yaml", NULL),
                  0);
     json_error_t jerr;
     json_t *j = json_loads(out, 0, &jerr);
@@ -85,9 +89,17 @@ Test(cli_catalog, r8_show_json_has_every_field) {
     json_t *classes = json_object_get(j, "classes");
     cr_assert(json_array_size(classes) > 40);
     json_t *first = json_array_get(classes, 0);
-    static const char *const fields[] = {"name", "vendor", "match", "memory_gb", "container_resource",
-                                         "node_selector", "vm_device_name", "mig_profiles",
-                                         "internal_only", "owner_only", "consumer"};
+    static const char *const fields[] = {"name",
+                                         "vendor",
+                                         "match",
+                                         "memory_gb",
+                                         "container_resource",
+                                         "node_selector",
+                                         "vm_device_name",
+                                         "mig_profiles",
+                                         "internal_only",
+                                         "owner_only",
+                                         "consumer"};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         cr_expect_not_null(json_object_get(first, fields[i]), "field %s", fields[i]);
     json_decref(j);

@@ -55,8 +55,8 @@ Test(cli_help, cli_every_verb_has_help_that_describes_each_flag) {
     char verbs[64][32];
     size_t n = list_verbs(verbs, 64);
     cr_assert_geq(n, 16, "the verb table is listed");
-    static const char *const subs[][2] = {{"agent", "run"},  {"agent", "discover"},
-                                          {"agent", "bind"}, {"node", "mode"}};
+    static const char *const subs[][2] = {
+            {"agent", "run"}, {"agent", "discover"}, {"agent", "bind"}, {"node", "mode"}};
     for (size_t i = 0; i < n + sizeof(subs) / sizeof(subs[0]); i++) {
         const char *verb = i < n ? verbs[i] : subs[i - n][0], *sub = i < n ? NULL : subs[i - n][1];
         char *out = NULL, *err = NULL;
@@ -88,9 +88,9 @@ Test(cli_help, cli_help_verb_is_the_verbs_own_help) {
 }
 
 Test(cli_help, cli_unknown_verb_suggests_the_nearest) {
-    static const char *const cases[][2] = {
-            {"reqests", "requests"}, {"evnets", "events"}, {"nodse", "nodes"},
-            {"capcity", "capacity"}, {"vesion", "version"}, {"loign", "login"}};
+    static const char *const cases[][2] = {{"reqests", "requests"}, {"evnets", "events"},
+                                           {"nodse", "nodes"},      {"capcity", "capacity"},
+                                           {"vesion", "version"},   {"loign", "login"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out = NULL, *err = NULL, want[64];
         cr_expect_eq(run_einsora(&out, &err, cases[i][0], NULL), 2);
@@ -110,7 +110,9 @@ Test(cli_help, cli_unknown_verb_suggests_the_nearest) {
 Test(cli_help, cli_unknown_flag_is_refused_and_the_nearest_suggested) {
     char *out = NULL, *err = NULL;
     /* The verb would reach no server: the flag is refused before anything is sent. */
-    cr_expect_eq(run_einsora(&out, &err, "events", "--folow", "--server", "http://127.0.0.1:9", NULL), 2);
+    cr_expect_eq(
+            run_einsora(&out, &err, "events", "--folow", "--server", "http://127.0.0.1:9", NULL),
+            2);
     cr_expect(strstr(err, "unknown option '--folow'; did you mean `--follow`?"), "%s", err);
     free(out), free(err);
     cr_expect_eq(run_einsora(&out, &err, "serve", "--prot-file", "x", NULL), 2);
@@ -122,9 +124,9 @@ Test(cli_help, cli_unknown_flag_is_refused_and_the_nearest_suggested) {
     cr_expect_eq(run_einsora(&out, &err, "request", "create", "--kind", NULL), 2);
     cr_expect(strstr(err, "option '--kind' needs a value"), "%s", err);
     free(out), free(err);
-    cr_expect_eq(run_einsora(&out, &err, "request", "create", "--kind", "vm", "--timeout", "soon",
-                             NULL),
-                 2);
+    cr_expect_eq(
+            run_einsora(&out, &err, "request", "create", "--kind", "vm", "--timeout", "soon", NULL),
+            2);
     cr_expect(strstr(err, "--timeout takes a duration"), "%s", err);
     free(out), free(err);
 }

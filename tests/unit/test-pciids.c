@@ -22,7 +22,8 @@ Test(pciids, parses_vendor_and_device_lines) {
     cr_assert_eq(pci_ids_parse(sample, strlen(sample), &db, &err), 0);
     cr_expect_eq(pci_ids_count(db), 3);
     cr_expect_str_eq(pci_ids_device_name(db, 0x10de, 0x2331), "GH100 [H100 PCIe]");
-    cr_expect_str_eq(pci_ids_device_name(db, 0x1002, 0x744c), "Navi 31 [Radeon RX 7900 XT/7900 XTX]");
+    cr_expect_str_eq(pci_ids_device_name(db, 0x1002, 0x744c),
+                     "Navi 31 [Radeon RX 7900 XT/7900 XTX]");
     cr_expect_str_eq(pci_ids_vendor_name(db, 0x10de), "NVIDIA Corporation");
     cr_expect_null(pci_ids_device_name(db, 0x10de, 0x1626), "subsystem lines are not devices");
     cr_expect_null(pci_ids_device_name(db, 0x0003, 0x0000), "class section is not a vendor");
@@ -42,6 +43,7 @@ Test(pciids, missing_file_is_a_clear_error) {
     PciIds *db = NULL;
     Error err = {0};
     cr_assert_lt(pci_ids_load("/nonexistent/pci.ids", &db, &err), 0);
-    cr_expect(strstr(err.message, "cannot read pci.ids database /nonexistent/pci.ids"), "%s", err.message);
+    cr_expect(strstr(err.message, "cannot read pci.ids database /nonexistent/pci.ids"), "%s",
+              err.message);
     cr_expect_null(db);
 }

@@ -47,7 +47,8 @@ Test(wait_progress, r13_wait_line_fits_the_terminal_without_splitting_a_characte
         cr_assert_leq(strlen(buf), w - 1);
         size_t n = strlen(buf);
         if (n > 3 && strcmp(buf + n - 3, "...") == 0)
-            cr_expect_neq((unsigned char)buf[n - 4], 0xc3, "a cut never leaves half of 'é' (w %zu)", w);
+            cr_expect_neq((unsigned char)buf[n - 4], 0xc3, "a cut never leaves half of 'é' (w %zu)",
+                          w);
     }
     json_decref(q);
 }

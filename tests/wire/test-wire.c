@@ -295,9 +295,17 @@ static int task_decode(const char *text, Task *ret, uint64_t *ret_id, Error *err
 
 Test(wire, r4_r9_task_round_trips_as_the_agent_reads_it) {
     const Task tasks[] = {
-            {.id = 7, .node = "lab-1", .kind = TASK_BIND, .dev = 3, .gpu = "0000:41:00.0",
-             .target = "vfio", .created_ms = 1700000000123},
-            {.id = (uint64_t)1 << 40, .node = "dc.node_2", .kind = TASK_BIND, .gpu = "",
+            {.id = 7,
+             .node = "lab-1",
+             .kind = TASK_BIND,
+             .dev = 3,
+             .gpu = "0000:41:00.0",
+             .target = "vfio",
+             .created_ms = 1700000000123},
+            {.id = (uint64_t)1 << 40,
+             .node = "dc.node_2",
+             .kind = TASK_BIND,
+             .gpu = "",
              .target = "host"}, /* a datacenter node's whole-node bind names no GPU */
             {.id = 1, .node = "n1", .kind = TASK_RESET_CHECK, .dev = 63, .gpu = "0000:ff:1f.7"},
     };
@@ -334,20 +342,35 @@ Test(wire, bad_input_wire_task_refusals_name_the_field_and_keep_the_id) {
         const char *text, *words;
         uint64_t id; /* what the agent can still answer to */
     } cases[] = {
-            {TASK_HEAD "\"kind\":\"reflash\",\"gpu\":\"0000:01:00.0\"}", "'kind' must be bind or reset-check", 9},
-            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"0000:01:00.0\"}", "'target' must be vfio or host", 9},
-            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"0000:01:00.0\",\"target\":\"nouveau\"}", "vfio or host", 9},
-            {TASK_HEAD "\"kind\":\"reset-check\",\"gpu\":\"0000:01:00.0\",\"target\":\"vfio\"}", "bind tasks only", 9},
-            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"../../sys/x\",\"target\":\"vfio\"}", "not a PCI address", 9},
+            {TASK_HEAD "\"kind\":\"reflash\",\"gpu\":\"0000:01:00.0\"}",
+             "'kind' must be bind or reset-check", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"0000:01:00.0\"}",
+             "'target' must be vfio or host", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"0000:01:00.0\",\"target\":\"nouveau\"}",
+             "vfio or host", 9},
+            {TASK_HEAD "\"kind\":\"reset-check\",\"gpu\":\"0000:01:00.0\",\"target\":\"vfio\"}",
+             "bind tasks only", 9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"../../sys/x\",\"target\":\"vfio\"}",
+             "not a PCI address", 9},
             {TASK_HEAD "\"kind\":\"bind\",\"target\":\"vfio\"}", "'gpu' is required", 9},
-            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":7,\"target\":\"vfio\"}", "'gpu' must be a string", 9},
-            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"\",\"target\":\"vfio\",\"force\":true}", "Unknown field 'force'", 9},
-            {"{\"id\":9,\"node\":\"n1\",\"device\":64,\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'device' must be between 0 and 63", 9},
-            {"{\"id\":9,\"node\":\"N 1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "not a valid node name", 9},
-            {"{\"id\":9,\"node\":\"n1\",\"kind\":\"reset-check\",\"gpu\":\"\"}", "'created_ms' is required", 9},
-            {"{\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' is required", 0},
-            {"{\"id\":0,\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' must be a positive", 0},
-            {"{\"id\":\"9\",\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}", "'id' must be a positive", 0},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":7,\"target\":\"vfio\"}", "'gpu' must be a string",
+             9},
+            {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"\",\"target\":\"vfio\",\"force\":true}",
+             "Unknown field 'force'", 9},
+            {"{\"id\":9,\"node\":\"n1\",\"device\":64,\"created_ms\":5,\"kind\":\"reset-check\","
+             "\"gpu\":\"\"}",
+             "'device' must be between 0 and 63", 9},
+            {"{\"id\":9,\"node\":\"N 1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}",
+             "not a valid node name", 9},
+            {"{\"id\":9,\"node\":\"n1\",\"kind\":\"reset-check\",\"gpu\":\"\"}",
+             "'created_ms' is required", 9},
+            {"{\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}",
+             "'id' is required", 0},
+            {"{\"id\":0,\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":\"\"}",
+             "'id' must be a positive", 0},
+            {"{\"id\":\"9\",\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":"
+             "\"\"}",
+             "'id' must be a positive", 0},
             {"[9]", "A task must be a JSON object", 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -366,9 +389,15 @@ Test(wire, bad_input_wire_task_refusals_name_the_field_and_keep_the_id) {
 /* ---- mode switch (R3, R4, R7) ---- */
 
 Test(wire, r4_switch_round_trips_as_clients_read_it) {
-    NodeSwitch sw = {.mode = "vm-passthrough", .drain = DRAIN_EVICT, .gpu = 2, .step = SW_REBIND,
-                     .was_cordoned = true, .started_ms = 1700000000000, .updated_ms = 1700000000500,
-                     .message = "rebinding GPU 2", .n_tasks = 2};
+    NodeSwitch sw = {.mode = "vm-passthrough",
+                     .drain = DRAIN_EVICT,
+                     .gpu = 2,
+                     .step = SW_REBIND,
+                     .was_cordoned = true,
+                     .started_ms = 1700000000000,
+                     .updated_ms = 1700000000500,
+                     .message = "rebinding GPU 2",
+                     .n_tasks = 2};
     sw.tasks[0] = 41, sw.task_done[0] = true, sw.task_ok[0] = true;
     sw.tasks[1] = 42;
     NodeSwitch whole = {.mode = "container", .drain = DRAIN_NONE, .gpu = -1, .step = SW_DONE};
@@ -396,8 +425,10 @@ Test(wire, r4_switch_round_trips_as_clients_read_it) {
             cr_expect_eq(back.task_ok[k], w->task_ok[k]);
         }
         /* The fields a node's JSON has always shown. */
-        cr_expect_str_eq(json_string_value(json_object_get(j, "step")), switch_step_to_string(w->step));
-        cr_expect_str_eq(json_string_value(json_object_get(j, "drain")), drain_mode_to_string(w->drain));
+        cr_expect_str_eq(json_string_value(json_object_get(j, "step")),
+                         switch_step_to_string(w->step));
+        cr_expect_str_eq(json_string_value(json_object_get(j, "drain")),
+                         drain_mode_to_string(w->drain));
         json_decref(j);
     }
 }
@@ -408,16 +439,36 @@ Test(wire, bad_input_wire_switch_refusals_name_the_field) {
     const struct {
         const char *text, *words;
     } cases[] = {
-            {"{\"mode\":\"vm-vgpu\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'mode' must be container or vm-passthrough"},
-            {"{\"mode\":\"container\",\"drain\":\"later\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'drain' must be none, wait or evict"},
-            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-2,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[]}", "'gpu' must be -1"},
-            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"paused\"," SWITCH_TAIL ",\"tasks\":[]}", "'step' must be cordon"},
-            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL "}", "'tasks' is required"},
-            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[{\"id\":1,\"done\":true}]}", "'ok' is required"},
-            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[{\"id\":-1,\"done\":true,\"ok\":true}]}", "positive integer"},
-            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":{}}", "'tasks' must be a list"},
-            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\",\"was_cordoned\":false,\"started_ms\":-5,\"updated_ms\":2,\"message\":\"m\",\"tasks\":[]}", "'started_ms' must be an integer from 0"},
-            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL ",\"tasks\":[],\"node\":\"n1\"}", "Unknown field 'node' in a mode switch"},
+            {"{\"mode\":\"vm-vgpu\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL
+             ",\"tasks\":[]}",
+             "'mode' must be container or vm-passthrough"},
+            {"{\"mode\":\"container\",\"drain\":\"later\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL
+             ",\"tasks\":[]}",
+             "'drain' must be none, wait or evict"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-2,\"step\":\"done\"," SWITCH_TAIL
+             ",\"tasks\":[]}",
+             "'gpu' must be -1"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":"
+             "\"paused\"," SWITCH_TAIL ",\"tasks\":[]}",
+             "'step' must be cordon"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL
+             "}",
+             "'tasks' is required"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL
+             ",\"tasks\":[{\"id\":1,\"done\":true}]}",
+             "'ok' is required"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL
+             ",\"tasks\":[{\"id\":-1,\"done\":true,\"ok\":true}]}",
+             "positive integer"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL
+             ",\"tasks\":{}}",
+             "'tasks' must be a list"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\",\"was_"
+             "cordoned\":false,\"started_ms\":-5,\"updated_ms\":2,\"message\":\"m\",\"tasks\":[]}",
+             "'started_ms' must be an integer from 0"},
+            {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL
+             ",\"tasks\":[],\"node\":\"n1\"}",
+             "Unknown field 'node' in a mode switch"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *j = json_loads(cases[i].text, JSON_REJECT_DUPLICATES, NULL);
@@ -435,10 +486,16 @@ Test(wire, bad_input_wire_switch_refusals_name_the_field) {
 /* ---- event envelope (the change feed) ---- */
 
 Test(wire, event_feed_envelope_round_trips_as_the_cli_reads_it) {
-    json_t *data = json_pack("{s:s, s:i}", "reason", "bind 0000:01:00.0 on n1 to vfio", "device", 0);
+    json_t *data =
+            json_pack("{s:s, s:i}", "reason", "bind 0000:01:00.0 on n1 to vfio", "device", 0);
     const WireEvent events[] = {
-            {.seq = 17, .time_ms = 1700000000123, .actor = "alice", .type = "request.placed",
-             .object = "42", .user = "alice", .data = data},
+            {.seq = 17,
+             .time_ms = 1700000000123,
+             .actor = "alice",
+             .type = "request.placed",
+             .object = "42",
+             .user = "alice",
+             .data = data},
             {.seq = 1, .actor = "system", .type = "task.queued", .object = "3", .data = data},
     };
     for (size_t i = 0; i < 2; i++) {
@@ -472,10 +529,16 @@ Test(wire, bad_input_wire_event_refusals_name_the_field) {
             {EVENT_HEAD "\"type\":\"\",\"data\":{}}", "'type' must not be empty"},
             {EVENT_HEAD "\"type\":7,\"data\":{}}", "'type' must be a text"},
             {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"user\":null}", "'user' must be a text"},
-            {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"extra\":1}", "Unknown field 'extra' in an event"},
-            {"{\"seq\":0,\"time_ms\":5,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'seq' must be a positive"},
-            {"{\"seq\":1,\"time_ms\":-1,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'time_ms' must be an integer from 0"},
-            {"{\"seq\":1,\"time_ms\":1,\"object\":\"7\",\"type\":\"a\",\"data\":{}}", "'actor' is required"},
+            {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"extra\":1}",
+             "Unknown field 'extra' in an event"},
+            {"{\"seq\":0,\"time_ms\":5,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":{"
+             "}}",
+             "'seq' must be a positive"},
+            {"{\"seq\":1,\"time_ms\":-1,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":"
+             "{}}",
+             "'time_ms' must be an integer from 0"},
+            {"{\"seq\":1,\"time_ms\":1,\"object\":\"7\",\"type\":\"a\",\"data\":{}}",
+             "'actor' is required"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *j = json_loads(cases[i].text, JSON_REJECT_DUPLICATES, NULL);
