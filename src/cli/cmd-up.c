@@ -360,7 +360,7 @@ int verb_up(int argc, char **argv) {
     char host[64] = "127.0.0.1", url[128];
     const char *colon = strrchr(o.listen, ':');
     if (colon && colon > o.listen && (size_t)(colon - o.listen) < sizeof(host) &&
-        strncmp(o.listen, "0.0.0.0", 7))
+        strncmp(o.listen, "0.0.0.0", 7) != 0)
         snprintf(host, sizeof(host), "%.*s", (int)(colon - o.listen), o.listen);
     snprintf(url, sizeof(url), "http://%s:%s", host, port);
 

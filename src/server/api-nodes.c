@@ -115,11 +115,8 @@ static void op_node_put(Server *s, Op *op) {
     int r = state_node_add_core(s, &n->spec, &err);
     if (r < 0) {
         free(n);
-        op_error(op,
-                 r == -EEXIST   ? 409
-                 : r == -ENOENT ? 400
-                                : 400,
-                 r == -EEXIST ? "conflict" : "bad_request", "%s", error_message(&err));
+        op_error(op, r == -EEXIST ? 409 : 400, r == -EEXIST ? "conflict" : "bad_request", "%s",
+                 error_message(&err));
         return;
     }
     if (ptrmap_put(&s->nodes, n->spec.name, n) < 0)
