@@ -38,6 +38,7 @@ static void req_free(Req *r) {
     free(r->user);
     free(r->idem_key);
     json_decref(r->placement);
+    free(r->text);
     free(r);
 }
 
@@ -77,6 +78,8 @@ int state_req_add(Server *s, Req *r) {
 
 void state_mark_dirty(Server *s, Req *r) {
     r->updated_ms = s->now_ms;
+    free(r->text); /* encoded before this change */
+    r->text = NULL;
     if (r->dirty)
         return;
     if (s->n_dirty == s->cap_dirty) {
@@ -131,6 +134,15 @@ json_t *req_to_json(Server *s, const Req *r) {
     return j;
 }
 
+const char *state_req_text(Req *r) {
+    if (!r->text) {
+        json_t *doc = req_doc(r);
+        r->text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+    }
+    return r->text;
+}
+
 int state_flush_dirty(Server *s, Error *err) {
     int r = 0;
     for (size_t i = 0; i < s->n_dirty; i++) {
@@ -138,9 +150,7 @@ int state_flush_dirty(Server *s, Error *err) {
         q->dirty = false;
         if (r < 0)
             continue;
-        json_t *doc = req_doc(q);
-        char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-        json_decref(doc);
+        const char *text = state_req_text(q);
         if (!text) {
             r = error_set(err, -ENOMEM, "Out of memory.");
             continue;
@@ -151,7 +161,9 @@ int state_flush_dirty(Server *s, Error *err) {
                             .state = req_state_to_string(q->state),
                             .json = text};
         r = store_request_put(s->store, &row, err);
-        free(text);
+        /* Committed rows are not read back as text: keep no second copy of every record. */
+        free(q->text);
+        q->text = NULL;
     }
     s->n_dirty = 0;
     return r;

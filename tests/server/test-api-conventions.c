@@ -367,3 +367,23 @@ Test(api_conventions, api_serves_https_with_the_given_certificate) {
     free(out), free(err);
     stop_serve(pid, dir);
 }
+
+/* A request decided at once is answered with the text the store write used (encoded once for
+ * both): the 201 answer is the document a read gives, and the same after a hard restart that
+ * rebuilds the state from the store alone. */
+Test(api_conventions, api_submit_answer_is_the_committed_record) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    json_t *answer = NULL, *read = NULL, *reread = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests", SUBMIT, &answer), 201);
+    cr_assert_str_eq(json_string_value(json_object_get(answer, "state")), "placed");
+    cr_assert(json_object_get(answer, "placement"));
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &read), 200);
+    cr_expect(json_equal(answer, read), "the answer is the stored record");
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &reread), 200);
+    cr_expect(json_equal(answer, reread), "the committed row holds what was answered");
+    json_decref(answer);
+    json_decref(read);
+    json_decref(reread);
+}
