@@ -76,6 +76,9 @@ typedef struct Req {
     /* The stored form as JSON text, encoded once per change: the store write and the HTTP
      * answer share it (state_req_text); any change drops it (state_mark_dirty). */
     char *text;
+    /* placement's JSON text, shared by the record and its request.placed event; dropped with
+     * text at the flush (a placement does not change once set) */
+    char *placement_text;
 } Req;
 
 /* fleet.h: a mode switch in progress (or the last one) and the work queued for agents. */
