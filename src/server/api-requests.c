@@ -41,6 +41,7 @@ static bool parse_id(HttpCtx *c, uint64_t *ret) {
 typedef struct SubmitArg {
     ApiRequest spec;
     const char *idem_key;
+    uint64_t id; /* out: the new request's id */
 } SubmitArg;
 
 static void op_submit(Server *s, Op *op) {
@@ -95,6 +96,16 @@ static void op_submit(Server *s, Op *op) {
     }
     state_apply_decision(s, r, &d);
     op->status = 201;
+    a->id = r->id;
+    /* Decided at once, the answer is the stored form (only a pending one adds its queue
+     * position): the text the store write will use, encoded once for both. */
+    const char *text = r->state != REQ_PENDING ? state_req_text(r) : NULL;
+    size_t n = text ? strlen(text) : 0;
+    if (text && (op->text = malloc(n + 2))) {
+        memcpy(op->text, text, n);
+        op->text[n] = '\n', op->text[n + 1] = 0;
+        return;
+    }
     op->body = req_to_json(s, r);
 }
 
@@ -116,6 +127,8 @@ void api_requests_submit(HttpCtx *c) {
     if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
         API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
     api_apply(c, op_submit, &a);
+    if (c->text && c->status == 201) /* answered as text: api_after_handler sees no body */
+        snprintf(c->location, sizeof(c->location), "/v1/requests/%" PRIu64, a.id);
 }
 
 /* ---- read ---- */

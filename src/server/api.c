@@ -74,6 +74,8 @@ void api_error(HttpCtx *c, int status, const char *code, const char *fmt, ...) {
 void op_error(Op *op, int status, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    free(op->text); /* the error is the answer */
+    op->text = NULL;
     set_error(&op->status, &op->body, status, code, fmt, ap);
     va_end(ap);
 }
@@ -83,6 +85,7 @@ void api_apply(HttpCtx *c, OpFn fn, void *arg) {
     writer_submit(c->s, &op);
     c->status = op.status;
     c->json = op.body;
+    c->text = op.text; /* when set, sent instead of json */
 }
 
 void api_error_from(HttpCtx *c, int r, const Error *err) {

@@ -73,6 +73,12 @@ typedef struct Req {
     json_t *placement; /* while placed/active, and kept afterwards for history */
     int64_t created_ms, updated_ms, placed_ms;
     bool dirty; /* changed in the current batch: written at its commit */
+    /* The stored form as JSON text, encoded once per change: the store write and the HTTP
+     * answer share it (state_req_text); any change drops it (state_mark_dirty). */
+    char *text;
+    /* placement's JSON text, shared by the record and its request.placed event; dropped with
+     * text at the flush (a placement does not change once set) */
+    char *placement_text;
 } Req;
 
 /* fleet.h: a mode switch in progress (or the last one) and the work queued for agents. */
@@ -102,6 +108,7 @@ struct Op {
     void *arg;
     int status;
     json_t *body;
+    char *text; /* the answer as JSON text with its newline, instead of body; owned */
     sem_t done; /* posted by the writer once committed: one wake-up per op, no herd */
     Op *next;
 };
@@ -190,6 +197,8 @@ Req *state_req(Server *s, uint64_t id);
 int state_req_add(Server *s, Req *r);
 void state_mark_dirty(Server *s, Req *r);
 int state_flush_dirty(Server *s, Error *err);
+/* The record's stored form as JSON text, encoded at most once per change; NULL: no memory. */
+const char *state_req_text(Req *r);
 /* Apply a core decision to a record, emit its event. */
 void state_apply_decision(Server *s, Req *r, const Decision *d);
 int state_ensure_site(Server *s, const char *site, const char *kind, Error *err);

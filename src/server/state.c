@@ -38,6 +38,8 @@ static void req_free(Req *r) {
     free(r->user);
     free(r->idem_key);
     json_decref(r->placement);
+    free(r->text);
+    free(r->placement_text);
     free(r);
 }
 
@@ -77,6 +79,8 @@ int state_req_add(Server *s, Req *r) {
 
 void state_mark_dirty(Server *s, Req *r) {
     r->updated_ms = s->now_ms;
+    free(r->text); /* encoded before this change */
+    r->text = NULL;
     if (r->dirty)
         return;
     if (s->n_dirty == s->cap_dirty) {
@@ -92,7 +96,7 @@ void state_mark_dirty(Server *s, Req *r) {
 }
 
 /* The persisted form of a request (also the API's, which adds the queue position). */
-static json_t *req_doc(const Req *r) {
+static json_t *req_doc_head(const Req *r) {
     json_t *j = json_pack("{s:I, s:s, s:s, s:o, s:b, s:I, s:I}", "id", (json_int_t)r->id, "user",
                           r->user, "state", req_state_to_string(r->state), "request",
                           api_request_to_json(&r->spec), "trusted", r->trusted, "created_ms",
@@ -105,11 +109,54 @@ static json_t *req_doc(const Req *r) {
         json_object_set_new(j, "reason_code", json_string(r->reason_code));
     if (r->reason[0])
         json_object_set_new(j, "reason", json_string(r->reason));
-    if (r->placement)
+    return j;
+}
+
+static json_t *req_doc(const Req *r) {
+    json_t *j = req_doc_head(r);
+    if (j && r->placement)
         json_object_set(j, "placement", r->placement);
-    if (r->placed_ms)
+    if (j && r->placed_ms)
         json_object_set_new(j, "placed_ms", json_integer(r->placed_ms));
     return j;
+}
+
+/* The placement's compact JSON, encoded once per placement (see Req.placement_text). */
+static const char *req_placement_text(Req *r) {
+    if (!r->placement_text && r->placement)
+        r->placement_text = json_dumps(r->placement, JSON_COMPACT);
+    return r->placement_text;
+}
+
+/* A JSON object's compact text with `,"key":value` added before its closing brace (key needs
+ * no escaping, value is JSON text): the bytes json_dumps writes for the object with that
+ * member last. Frees obj; NULL when out of memory or obj is not an object's text. */
+static char *json_text_append(char *obj, const char *key, const char *value) {
+    size_t n = obj ? strlen(obj) : 0;
+    if (!value || n < 2 || obj[n - 1] != '}') {
+        free(obj);
+        return NULL;
+    }
+    obj[n - 1] = 0;
+    char *t = strprintf("%s%s\"%s\":%s}", obj, n == 2 ? "" : ",", key, value);
+    free(obj);
+    return t;
+}
+
+/* req_doc's text, with the placement spliced in from its shared text rather than encoded
+ * again (it sits last but for placed_ms in req_doc's order). */
+static char *req_doc_text(Req *r) {
+    json_t *doc = req_doc_head(r);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (text && r->placement)
+        text = json_text_append(text, "placement", req_placement_text(r));
+    if (text && r->placed_ms) {
+        char ms[24];
+        snprintf(ms, sizeof(ms), "%" PRId64, r->placed_ms);
+        text = json_text_append(text, "placed_ms", ms);
+    }
+    return text;
 }
 
 json_t *req_to_json(Server *s, const Req *r) {
@@ -131,6 +178,12 @@ json_t *req_to_json(Server *s, const Req *r) {
     return j;
 }
 
+const char *state_req_text(Req *r) {
+    if (!r->text)
+        r->text = req_doc_text(r);
+    return r->text;
+}
+
 int state_flush_dirty(Server *s, Error *err) {
     int r = 0;
     for (size_t i = 0; i < s->n_dirty; i++) {
@@ -138,9 +191,7 @@ int state_flush_dirty(Server *s, Error *err) {
         q->dirty = false;
         if (r < 0)
             continue;
-        json_t *doc = req_doc(q);
-        char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-        json_decref(doc);
+        const char *text = state_req_text(q);
         if (!text) {
             r = error_set(err, -ENOMEM, "Out of memory.");
             continue;
@@ -151,16 +202,18 @@ int state_flush_dirty(Server *s, Error *err) {
                             .state = req_state_to_string(q->state),
                             .json = text};
         r = store_request_put(s->store, &row, err);
-        free(text);
+        /* Committed rows are not read back as text: keep no second copy of every record. */
+        free(q->text);
+        free(q->placement_text);
+        q->text = q->placement_text = NULL;
     }
     s->n_dirty = 0;
     return r;
 }
 
-int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data) {
-    if (!data)
-        data = json_object();
-    char *text = json_dumps(data, JSON_COMPACT);
+/* state_event with the store's text of data given (owned; NULL: out of memory). */
+static int state_event_text(Server *s, const char *type, const char *object, const char *user,
+                            json_t *data, char *text) {
     const char *actor = s->actor ? s->actor : "system";
     uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
     if (!seq || !text) {
@@ -177,6 +230,12 @@ int state_event(Server *s, const char *type, const char *object, const char *use
     int r = store_event_append(s->store, &e, &err);
     free(text);
     return writer_check(s, r, &err, "recording an event");
+}
+
+int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data) {
+    if (!data)
+        data = json_object();
+    return state_event_text(s, type, object, user, data, json_dumps(data, JSON_COMPACT));
 }
 
 /* ---- placements as JSON ---- */
@@ -230,13 +289,14 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     case DECISION_PLACED:
         r->state = REQ_PLACED;
         json_decref(r->placement);
+        free(r->placement_text);
+        r->placement_text = NULL;
         r->placement = placement_to_json(s->sched, &d->placement);
         r->placed_ms = s->now_ms;
         if (r->reason_code[0] && STREQ(r->reason_code, "none"))
             r->reason_code[0] = 0;
         histogram_observe(&s->metrics.queue_wait,
                           (uint64_t)MAX(0, r->placed_ms - r->created_ms) * 1000);
-        json_object_set(data, "placement", r->placement);
         type = "request.placed";
         break;
     case DECISION_WAITING:
@@ -256,7 +316,16 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     else if (d->kind >= 0 && d->kind < 3 && d->kind != DECISION_WAITING && was_pending)
         atomic_fetch_add(&s->metrics.queue_exits[d->kind], 1);
     state_mark_dirty(s, r);
-    (void)state_event(s, type, id, r->user, data);
+    if (d->kind != DECISION_PLACED) {
+        (void)state_event(s, type, id, r->user, data);
+        return;
+    }
+    /* The event's placement is the record's: its text is spliced in, not encoded again. */
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    text = json_text_append(text, "placement", req_placement_text(r));
+    if (data && r->placement)
+        json_object_set(data, "placement", r->placement);
+    (void)state_event_text(s, type, id, r->user, data, text);
 }
 
 void state_on_placed(void *userdata, const char *request_id, const Decision *d) {

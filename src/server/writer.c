@@ -33,6 +33,8 @@ static uint64_t mono_us(void) {
 static void answer_unavailable(Op *ops, const char *code, const char *message) {
     for (Op *op = ops; op; op = op->next) {
         json_decref(op->body);
+        free(op->text);
+        op->text = NULL;
         op->status = 503;
         op->body = json_pack("{s:s, s:s}", "code", code, "message", message);
     }

@@ -19,6 +19,7 @@
 
 #include "helpers.h"
 #include "srv-helpers.h"
+#include "store/store.h"
 #include "util/fileio.h"
 
 static TestServer ts;
@@ -366,4 +367,59 @@ Test(api_conventions, api_serves_https_with_the_given_certificate) {
     unsetenv("EINSORA_CACERT");
     free(out), free(err);
     stop_serve(pid, dir);
+}
+
+/* The stored data of the first event of type `type` (compact text, caller frees). */
+static int find_event(const StoreEvent *e, void *userdata) {
+    char **found = userdata;
+    if (!*found && strcmp(e->type, "request.placed") == 0)
+        *found = strdup(e->json);
+    return 0;
+}
+
+/* A request decided at once is answered with the text the store write used (encoded once for
+ * both): the 201 answer is the document a read gives, and the same after a hard restart that
+ * rebuilds the state from the store alone. The request.placed event's row holds, byte for
+ * byte, the compact form of the data the feed serves (its placement is spliced in as text). */
+Test(api_conventions, api_submit_answer_is_the_committed_record) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1"); /* the owner's container is placed */
+    json_t *answer = NULL, *read = NULL, *reread = NULL, *feed = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests", SUBMIT, &answer), 201);
+    cr_assert_str_eq(json_string_value(json_object_get(answer, "state")), "placed");
+    cr_assert(json_object_get(answer, "placement"));
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &read), 200);
+    cr_expect(json_equal(answer, read), "the answer is the stored record");
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0", NULL, &feed), 200);
+    json_t *placed_data = NULL, *ev;
+    size_t i;
+    json_array_foreach(
+            json_object_get(feed, "events"), i,
+            ev) if (strcmp(json_string_value(json_object_get(ev, "type")), "request.placed") == 0)
+            placed_data = json_object_get(ev, "data");
+    cr_assert(json_object_get(placed_data, "placement"), "the feed's event has the placement");
+    cr_expect(json_equal(json_object_get(placed_data, "placement"),
+                         json_object_get(answer, "placement")));
+    ts_kill(&ts, true);
+
+    Store *st = NULL;
+    Error err = {0};
+    char *stored = NULL;
+    cr_assert_eq(store_open(ts.state, &st, &err), 0, "%s", err.message);
+    cr_assert_eq(store_event_foreach(st, 0, find_event, &stored, &err), 0, "%s", err.message);
+    store_close(st);
+    char *want = json_dumps(placed_data, JSON_COMPACT);
+    cr_assert(stored && want);
+    cr_expect_str_eq(stored, want, "the event row is the feed's data, compact");
+    free(stored);
+    free(want);
+
+    ts_spawn(&ts);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &reread), 200);
+    cr_expect(json_equal(answer, reread), "the committed row holds what was answered");
+    json_decref(answer);
+    json_decref(read);
+    json_decref(reread);
+    json_decref(feed);
+    free(alice);
 }
