@@ -250,7 +250,14 @@ static json_t *list_requests(Client *c) {
         char path[128];
         snprintf(path, sizeof(path), "/v1/requests?%slimit=10000", after);
         json_t *page = NULL;
-        cr_assert_eq(call(c, "GET", path, NULL, NULL, &page), 200);
+        /* Right after a failover a standby may still name the old leader when its replay is
+         * too far behind to answer (it then redirects the read there): ask again until it
+         * has learnt of the new leader or caught up. */
+        long st = 0;
+        for (uint64_t end = now_ms() + 60000;
+             (st = call(c, "GET", path, NULL, NULL, &page)) != 200 && now_ms() < end;)
+            usleep(100 * 1000);
+        cr_assert_eq(st, 200, "GET %s: %s", path, error_message(&last_err));
         json_t *items = json_object_get(page, "requests");
         json_array_extend(all, items);
         /* The opaque cursor, absent on the last page. */
