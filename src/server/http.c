@@ -222,7 +222,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (idx < METRICS_ROUTES)
         histogram_observe(&s->metrics.api[idx], mono_us() - t0);
     if (c.status >= 100 && c.status < 600)
-        atomic_fetch_add(&s->metrics.responses[c.status / 100], 1);
+        atomic_fetch_add(&s->metrics.responses[c.status - 100], 1);
     return send_answer(conn, &c);
 }
 
