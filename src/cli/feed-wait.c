@@ -9,6 +9,7 @@
 #include "remote.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/event.h"
 
 /* One page of the feed after w->cursor; advances it. *ret_gone: a 410, the cursor is older
  * than what the server keeps (the head is taken again). */
@@ -75,8 +76,11 @@ int feed_wait_next(FeedWait *w, unsigned wait_s, FeedNews *ret, long *ret_status
     json_t *e;
     size_t i;
     json_array_foreach(json_object_get(j, "events"), i, e) {
-        const char *type = json_string_value(json_object_get(e, "type")),
-                   *object = json_string_value(json_object_get(e, "object"));
+        WireEvent ev;
+        Error bad = {0};
+        /* An entry that does not read is no news of ours (cmd-events.c says why it skips it). */
+        const char *type = wire_event_from_json(e, &ev, &bad) >= 0 ? ev.type : NULL,
+                   *object = type ? ev.object : NULL;
         if (!type || !string_has_prefix(type, w->type_prefix)) {
             if (news == FEED_QUIET)
                 news = FEED_OTHER;
