@@ -200,6 +200,10 @@ void api_metrics(HttpCtx *c) {
     gauge(&b, "einsora_parked_long_polls", "Event long-polls waiting without a thread.", "gauge");
     strbuf_printf(&b, "einsora_parked_long_polls %zu\n",
                   s->longpoll ? longpoll_count(s->longpoll) : 0);
+    gauge(&b, "einsora_work_poll_idle_wakeups_total",
+          "Parked work polls woken by an event that left their node's work unchanged.", "counter");
+    strbuf_printf(&b, "einsora_work_poll_idle_wakeups_total %llu\n",
+                  (unsigned long long)atomic_load(&m->work_idle_wakeups));
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");
     histogram_write(&b, "einsora_queue_wait_seconds", NULL, &m->queue_wait);
     gauge(&b, "einsora_decisions_total",

@@ -23,8 +23,9 @@ typedef struct Metrics {
     Histogram queue_wait;                      /* submit -> placed */
     Histogram commit;                          /* transaction latency */
     _Atomic uint64_t commits, committed_ops;
-    _Atomic uint64_t decisions[3];   /* placed, waiting, refused: each request's first */
-    _Atomic uint64_t queue_exits[3]; /* a waiting request later placed (or refused) */
+    _Atomic uint64_t decisions[3];      /* placed, waiting, refused: each request's first */
+    _Atomic uint64_t queue_exits[3];    /* a waiting request later placed (or refused) */
+    _Atomic uint64_t work_idle_wakeups; /* a parked work poll woken, its work unchanged */
 } Metrics;
 
 /* Upper bounds of the buckets, in seconds. */

@@ -162,6 +162,7 @@ int state_event(Server *s, const char *type, const char *object, const char *use
         data = json_object();
     char *text = json_dumps(data, JSON_COMPACT);
     const char *actor = s->actor ? s->actor : "system";
+    api_work_note_event(s, type, object, data); /* before data is handed over */
     uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
     if (!seq || !text) {
         free(text);
