@@ -11,8 +11,9 @@
 #include "util/strutil.h"
 #include "wire/event.h"
 
-/* One page of the feed after w->cursor; advances it. *ret_gone: a 410, the cursor is older
- * than what the server keeps (the head is taken again). */
+/* One page of the feed after w->cursor; advances it. *ret NULL: a 410, the cursor was older
+ * than what the server keeps, and now names the oldest it keeps (events may have been
+ * missed). */
 static int feed_page(FeedWait *w, const char *query, json_t **ret, long *ret_status, Error *err) {
     char path[128];
     snprintf(path, sizeof(path), "/v1/events?after=%llu&%s", (unsigned long long)w->cursor, query);
@@ -24,9 +25,13 @@ static int feed_page(FeedWait *w, const char *query, json_t **ret, long *ret_sta
     if (ret_status)
         *ret_status = status;
     if (status == 410) {
+        json_t *oldest = json_object_get(j, "oldest");
+        bool moved = json_is_integer(oldest) && (uint64_t)json_integer_value(oldest) > w->cursor;
+        if (moved)
+            w->cursor = (uint64_t)json_integer_value(oldest);
         json_decref(j);
         *ret = NULL;
-        return 0;
+        return moved ? 0 : error_set(err, -EPROTO, "events: the server answered HTTP 410");
     }
     json_t *next = json_object_get(j, "next");
     if (status < 200 || status >= 300 || !json_is_integer(next)) {
@@ -48,10 +53,8 @@ int feed_wait_start(FeedWait *w, Client *cl, const char *type_prefix, const char
         int r = feed_page(w, "limit=10000", &j, ret_status, err);
         if (r < 0)
             return r;
-        if (!j) { /* gone under us: the oldest kept is still behind the head */
-            w->cursor = 0;
+        if (!j) /* gone under us: page on from the oldest kept */
             continue;
-        }
         bool more = json_array_size(json_object_get(j, "events")) > 0 && w->cursor > before;
         json_decref(j);
         if (!more)
@@ -66,7 +69,7 @@ int feed_wait_next(FeedWait *w, unsigned wait_s, FeedNews *ret, long *ret_status
     int r = feed_page(w, query, &j, ret_status, err);
     if (r < 0)
         return r;
-    if (!j) { /* 410: what came after the cursor is gone; start from the head */
+    if (!j) { /* 410: what came after the cursor is gone; start again from the head */
         if ((r = feed_wait_start(w, w->cl, w->type_prefix, w->object, ret_status, err)) < 0)
             return r;
         *ret = FEED_MINE;
