@@ -30,21 +30,11 @@ static void teardown(void) {
 
 TestSuite(cli_wait, .init = setup, .fini = teardown, .timeout = 120);
 
-/* The value of the sample that starts with `prefix` (name and labels) in a fresh scrape; 0
- * when there is none yet. */
-static double scrape(const char *prefix) {
-    char *m = ts_metrics(&ts);
-    double v = 0;
-    size_t n = strlen(prefix);
-    for (const char *line = m; line && *line;
-         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-        if (strncmp(line, prefix, n) == 0 && line[n] == ' ')
-            v = strtod(line + n + 1, NULL);
-    free(m);
-    return v;
+/* Reads of the request so far (absent until the first one). */
+static double request_reads(void) {
+    double v = ts_metric(&ts, "einsora_api_request_seconds_count{route=\"GET /v1/requests/{id}\"}");
+    return v < 0 ? 0 : v;
 }
-
-#define REQUEST_READS "einsora_api_request_seconds_count{route=\"GET /v1/requests/{id}\"}"
 
 static const char h100[] = "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}";
 
@@ -72,13 +62,13 @@ Test(cli_wait, r13_wait_sees_a_placement_through_the_event_feed_not_a_timed_poll
     for (int i = 0; i < 1200 && !parked; i++) {
         char *text = NULL;
         parked = read_full_file(out, 1 << 16, &text, NULL) >= 0 && strstr(text, "pending") &&
-                 scrape("einsora_parked_long_polls") >= 1;
+                 ts_metric(&ts, "einsora_parked_long_polls") >= 1;
         free(text);
         if (!parked)
             nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     }
     cr_assert(parked, "the wait never parked on the event feed");
-    double before = scrape(REQUEST_READS);
+    double before = request_reads();
 
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%ld/release", first);
@@ -92,7 +82,7 @@ Test(cli_wait, r13_wait_sees_a_placement_through_the_event_feed_not_a_timed_poll
     /* The release's event woke it: one read of the request shows the placement (a second
      * only if a 30 s long-poll ran out quietly on the way). A timed poll reads it again on
      * every tick while parked, which it never was. */
-    double reads = scrape(REQUEST_READS) - before;
+    double reads = request_reads() - before;
     cr_expect(reads >= 1 && reads <= 2, "the request was read %g times after the release", reads);
     char cmd[96];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

@@ -24,19 +24,6 @@ static void teardown(void) {
 
 TestSuite(work_wake, .init = setup, .fini = teardown, .timeout = 120);
 
-/* The value of the sample named exactly `name` (no labels) in a fresh scrape. */
-static double scrape(const char *name) {
-    char *m = ts_metrics(&ts);
-    double v = -1;
-    size_t n = strlen(name);
-    for (const char *line = m; line && *line;
-         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-        if (strncmp(line, name, n) == 0 && line[n] == ' ')
-            v = strtod(line + n + 1, NULL);
-    free(m);
-    return v;
-}
-
 typedef struct Poll {
     char path[128];
     long status;
@@ -56,10 +43,10 @@ static void *poll_main(void *userdata) {
 
 /* Poll `name` with a generous deadline until it reaches at least `want`. */
 static double await_at_least(const char *name, double want) {
-    double v = scrape(name);
+    double v = ts_metric(&ts, name);
     for (int i = 0; i < 1200 && v < want; i++) {
         nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-        v = scrape(name);
+        v = ts_metric(&ts, name);
     }
     return v;
 }
@@ -81,7 +68,7 @@ Test(work_wake, r17_a_work_poll_is_woken_only_by_events_of_its_node) {
     Poll p = {0};
     snprintf(p.path, sizeof(p.path), "/v1/nodes/n2/work?after=%s&wait=60", cursor);
     json_decref(j);
-    double idle0 = scrape("einsora_work_poll_idle_wakeups_total");
+    double idle0 = ts_metric(&ts, "einsora_work_poll_idle_wakeups_total");
     cr_assert_geq(idle0, 0, "the counter is in /metrics");
 
     pthread_t t;
