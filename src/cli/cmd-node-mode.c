@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "feed-wait.h"
 #include "output.h"
 #include "remote.h"
 #include "util/macro.h"
@@ -131,7 +132,17 @@ int node_mode_verb(int argc, char **argv) {
         return r;
     snprintf(path, sizeof(path), "/v1/nodes/%.200s", name);
     int64_t deadline = m.timeout_ms ? cli_monotonic_ms() + m.timeout_ms : 0;
-    for (;;) {
+    /* Woken by the feed's node events, not a timed poll; the head is taken before the first
+     * read so that a step in between still wakes the first wait. */
+    FeedWait feed;
+    long status = 0;
+    Error err = {0};
+    int fr = feed_wait_start(&feed, cl, "node.", node, &status, &err);
+    if (fr < 0) {
+        client_free(cl);
+        return feed_wait_fail(fr, status, &err);
+    }
+    for (bool first = true;; first = false) {
         if (deadline && cli_monotonic_ms() >= deadline) {
             r = fail(EXIT_TIMEOUT,
                      "node %s: the switch to %s is not done after --timeout; it goes on (follow "
@@ -139,7 +150,17 @@ int node_mode_verb(int argc, char **argv) {
                      node, mode, node);
             break;
         }
-        nanosleep(&(struct timespec){0, 500 * 1000 * 1000}, NULL);
+        FeedNews news = FEED_MINE;
+        if (!first &&
+            (fr = feed_wait_next(&feed, feed_wait_seconds(cli_monotonic_ms(), deadline, 30), &news,
+                                 &status, &err)) < 0) {
+            r = feed_wait_fail(fr, status, &err);
+            break;
+        }
+        /* A quiet long-poll reads the node anyway: node events are the admins' only, and
+         * an owner following its own node's switch sees none. */
+        if (news == FEED_KIN || news == FEED_OTHER)
+            continue;
         if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)
             break;
         r = node_switch(j, &sw, &has_sw);

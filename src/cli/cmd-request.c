@@ -1,5 +1,5 @@
-/* cmd-request.c: `einsora request create|show|cancel|release`. create --wait polls until the
- * request is placed (or refused), showing why it waits meanwhile. */
+/* cmd-request.c: `einsora request create|show|cancel|release`. create --wait follows the
+ * request until it is placed (or refused), woken by the event feed, showing why it waits. */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "feed-wait.h"
 #include "output.h"
 #include "remote.h"
 #include "util/macro.h"
@@ -116,6 +117,9 @@ static int on_extra(int c, const char *arg, void *userdata) {
  * leaving the user to guess whether the interrupt withdrew it. */
 static volatile sig_atomic_t interrupted;
 
+/* The longest one long-poll of a wait lasts off a terminal (the server's limit is 60 s). */
+#define REQUEST_WAIT_POLL_S 30
+
 static void on_interrupt(int sig) {
     interrupted = sig;
 }
@@ -209,13 +213,17 @@ static int create(RemoteOpts *o, CreateArgs *a) {
     char last_reason[512] = "";
     int64_t deadline = a->timeout_ms ? cli_monotonic_ms() + a->timeout_ms : 0;
     if (a->wait) {
-        /* No SA_RESTART: the sleep and the poll return at once. */
+        /* No SA_RESTART; the feed's long-poll is told to give up (client_set_abort). */
         struct sigaction sa = {.sa_handler = on_interrupt};
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
     }
     /* A terminal gets one line redrawn in place; a pipe or file one line per change. */
-    bool redraw = !o->json && isatty(STDOUT_FILENO), drawn = false;
+    bool redraw = !o->json && isatty(STDOUT_FILENO), drawn = false, feeding = false;
+    FeedWait feed;
+    char id[24] = "";
+    if (r == EXIT_OK)
+        json_int_str(q, "id", id, sizeof(id));
     while (r == EXIT_OK && a->wait && STREQ(strempty(json_str(q, "state")), "pending")) {
         bool timed_out = deadline && cli_monotonic_ms() >= deadline;
         if (drawn && (interrupted || timed_out)) {
@@ -223,12 +231,11 @@ static int create(RemoteOpts *o, CreateArgs *a) {
             drawn = false;
         }
         if (interrupted || timed_out) {
-            long long id = (long long)json_integer_value(json_object_get(q, "id"));
             json_decref(q);
             client_free(cl);
             return fail(interrupted ? EXIT_INTERRUPTED : EXIT_TIMEOUT,
-                        "%srequest %lld is still pending%s; it stays queued (cancel it with "
-                        "`einsora request cancel %lld`)",
+                        "%srequest %s is still pending%s; it stays queued (cancel it with "
+                        "`einsora request cancel %s`)",
                         interrupted ? "interrupted: " : "", id,
                         interrupted ? "" : " after --timeout", id);
         }
@@ -245,10 +252,37 @@ static int create(RemoteOpts *o, CreateArgs *a) {
             fflush(stdout);
             snprintf(last_reason, sizeof(last_reason), "%s", now);
         }
-        sleep(1);
+        /* Woken by the feed, not a timed poll: the request is read again only when an event
+         * of it, or of another request (its queue position), came. A terminal still wakes
+         * each second to move the fallback's countdown. */
+        FeedNews news = FEED_MINE;
+        long status = 0;
+        Error err = {0};
+        int fr;
+        if (!feeding) {
+            /* The head before the first read: a change in between wakes the first wait. */
+            fr = feed_wait_start(&feed, cl, "request.", id, &status, &err);
+            feeding = true;
+        } else {
+            client_set_abort(cl, &interrupted); /* Ctrl-C must not sit out a long-poll */
+            fr = feed_wait_next(&feed,
+                                feed_wait_seconds(cli_monotonic_ms(), deadline,
+                                                  redraw ? 1 : REQUEST_WAIT_POLL_S),
+                                &news, &status, &err);
+            client_set_abort(cl, NULL);
+        }
+        if (fr < 0 && interrupted)
+            continue;
+        if (fr < 0) {
+            r = feed_wait_fail(fr, status, &err);
+            break;
+        }
+        /* A quiet long-poll off a terminal (30 s) reads it once anyway: a change that
+         * publishes no event, such as the fallback opening, still shows. */
+        if (news == FEED_OTHER || (news == FEED_QUIET && redraw))
+            continue;
         char path[64];
-        snprintf(path, sizeof(path), "/v1/requests/%lld",
-                 (long long)json_integer_value(json_object_get(q, "id")));
+        snprintf(path, sizeof(path), "/v1/requests/%s", id);
         json_decref(q);
         q = NULL;
         r = remote_call_on(cl, "GET", path, NULL, NULL, &q);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "feed-wait.h"
 #include "output.h"
 #include "verbs.h"
 
@@ -24,25 +25,13 @@ static void on_interrupt(int sig) {
 
 /* The feed's head: the cursor after the last event the caller may see now (every page). */
 static int feed_head(Client *cl, uint64_t *ret) {
-    uint64_t cursor = 0;
-    for (;;) {
-        char path[96];
-        snprintf(path, sizeof(path), "/v1/events?after=%llu&limit=10000",
-                 (unsigned long long)cursor);
-        json_t *j = NULL;
-        int r = remote_call_on(cl, "GET", path, NULL, NULL, &j);
-        if (r != EXIT_OK)
-            return r;
-        json_t *next = json_object_get(j, "next");
-        bool more = json_array_size(json_object_get(j, "events")) > 0 && json_is_integer(next) &&
-                    (uint64_t)json_integer_value(next) > cursor;
-        if (json_is_integer(next) && (uint64_t)json_integer_value(next) > cursor)
-            cursor = (uint64_t)json_integer_value(next);
-        json_decref(j);
-        if (!more)
-            break;
-    }
-    *ret = cursor;
+    FeedWait w;
+    long status = 0;
+    Error err = {0};
+    int r = feed_wait_start(&w, cl, "", "", &status, &err);
+    if (r < 0)
+        return feed_wait_fail(r, status, &err);
+    *ret = w.cursor;
     return EXIT_OK;
 }
 

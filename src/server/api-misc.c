@@ -200,6 +200,10 @@ void api_metrics(HttpCtx *c) {
     gauge(&b, "einsora_parked_long_polls", "Event long-polls waiting without a thread.", "gauge");
     strbuf_printf(&b, "einsora_parked_long_polls %zu\n",
                   s->longpoll ? longpoll_count(s->longpoll) : 0);
+    gauge(&b, "einsora_work_poll_idle_wakeups_total",
+          "Parked work polls woken by an event that left their node's work unchanged.", "counter");
+    strbuf_printf(&b, "einsora_work_poll_idle_wakeups_total %llu\n",
+                  (unsigned long long)atomic_load(&m->work_idle_wakeups));
     gauge(&b, "einsora_queue_wait_seconds", "Time from submission to placement.", "histogram");
     histogram_write(&b, "einsora_queue_wait_seconds", NULL, &m->queue_wait);
     gauge(&b, "einsora_decisions_total",
@@ -221,10 +225,13 @@ void api_metrics(HttpCtx *c) {
                   (unsigned long long)atomic_load(&m->committed_ops));
     gauge(&b, "einsora_commit_seconds", "Latency of one store transaction.", "histogram");
     histogram_write(&b, "einsora_commit_seconds", NULL, &m->commit);
-    gauge(&b, "einsora_http_responses_total", "HTTP responses by status class.", "counter");
-    for (size_t i = 1; i < 6; i++)
-        strbuf_printf(&b, "einsora_http_responses_total{code=\"%zuxx\"} %llu\n", i,
-                      (unsigned long long)atomic_load(&m->responses[i]));
+    gauge(&b, "einsora_http_responses_total", "HTTP responses by exact status code.", "counter");
+    for (size_t i = 0; i < METRICS_CODES; i++) {
+        /* Only the codes answered so far: a code is a number, so its label needs no escaping. */
+        unsigned long long n = atomic_load(&m->responses[i]);
+        if (n)
+            strbuf_printf(&b, "einsora_http_responses_total{code=\"%zu\"} %llu\n", i + 100, n);
+    }
     gauge(&b, "einsora_api_request_seconds", "API latency per route.", "histogram");
     for (size_t i = 0; i < api_n_routes; i++) {
         const Route *rt = &api_routes[i];

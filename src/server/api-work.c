@@ -4,21 +4,23 @@
  * The cursor names the work the agent last saw: a digest of the node's open tasks and of the
  * ids and states of the requests placed or active on it. An answer comes at once when the
  * work differs from what the cursor names; otherwise the connection is parked (longpoll.c, no
- * thread waits) and looked at again whenever an event is published, until the work changes or
- * `wait` seconds pass. As the cursor describes a state rather than a position in a feed, it
- * never goes stale: an agent that reconnects (to a restarted server, a new leader) with its
- * last cursor is answered at once if anything changed while it was away, and nothing is missed
- * in between. */
+ * thread waits) and looked at again whenever an event that may change this node's work is
+ * published, until the work changes or `wait` seconds pass. As the cursor describes a state rather
+ * than a position in a feed, it never goes stale: an agent that reconnects (to a restarted server,
+ * a new leader) with its last cursor is answered at once if anything changed while it was away, and
+ * nothing is missed in between. */
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "api.h"
 #include "fleet.h"
+#include "longpoll.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -109,10 +111,14 @@ void api_node_work(HttpCtx *c) {
         API_FAIL(c, 404, "not_found",
                  "No node %s: the agent registers it first (PUT /v1/nodes/%s).", node, node);
     if (park) {
-        /* Woken by every published event (park_user NULL): each wake looks again, cheaply. */
+        if (c->resumed)
+            atomic_fetch_add(&s->metrics.work_idle_wakeups, 1);
+        /* Woken by the events that may change this node's work (api_work_note_event()): each
+         * wake looks again, cheaply. */
         c->park = true;
         c->park_deadline_ms = deadline;
         c->park_user = NULL;
+        c->park_node = node;
         return;
     }
     if (!body)
@@ -121,4 +127,32 @@ void api_node_work(HttpCtx *c) {
     snprintf(cursor, sizeof(cursor), "%016" PRIx64, digest);
     json_object_set_new(body, "cursor", json_string(cursor));
     c->json = body;
+}
+
+/* Which node's work the event may change: a node event its node, a request event the node
+ * its request is placed on (none while it never was), a task or GPU event the node in its
+ * data; any other event (a tenant's trust, a kind unknown here) every node, as waking too
+ * many polls only costs a look while waking too few would leave an agent waiting. */
+void api_work_note_event(Server *s, const char *type, const char *object, json_t *data) {
+    if (!s->longpoll || !type)
+        return;
+    const char *node = NULL;
+    bool none = false;
+    uint64_t id;
+    if (string_has_prefix(type, "node."))
+        node = object;
+    else if (string_has_prefix(type, "request.") && object &&
+             parse_uint64(object, UINT64_MAX, &id) >= 0) {
+        const Req *r = state_req(s, id);
+        node = r && r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+        none = !node && r && (r->state == REQ_PENDING || r->state == REQ_REFUSED);
+    } else
+        node = json_string_value(json_object_get(data, "node"));
+    if (none)
+        return;
+    /* Under the feed's lock: the listener's long-polls are stopped (and freed) under it. */
+    pthread_mutex_lock(&s->events.lock);
+    if (s->events.on_publish)
+        longpoll_note_node(s->longpoll, node);
+    pthread_mutex_unlock(&s->events.lock);
 }

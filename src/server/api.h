@@ -69,6 +69,7 @@ typedef struct HttpCtx {
     bool can_park, resumed, park;
     int64_t park_deadline_ms;
     const char *park_user;
+    const char *park_node; /* set: a work poll, woken by that node's events only */
     /* api-conventions.c: the request's Content-Type and If-Match (may be NULL);
      * query_unknown returns the first query key not in the NULL-terminated list, or NULL.
      * The answer's Location and ETag headers ("" for none). */

@@ -213,8 +213,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         up->parked = true;
         up->park_deadline_ms = c.park_deadline_ms;
         MHD_suspend_connection(conn);
-        if (longpoll_park(s->longpoll, conn, c.park_user, c.park_deadline_ms) >= 0 &&
-            replay_seen(s) != seen)
+        int parked =
+                c.park_node ? longpoll_park_node(s->longpoll, conn, c.park_node, c.park_deadline_ms)
+                            : longpoll_park(s->longpoll, conn, c.park_user, c.park_deadline_ms);
+        if (parked >= 0 && replay_seen(s) != seen)
             longpoll_wake(s->longpoll, conn); /* published while it was being parked */
         return MHD_YES;
     }
@@ -222,7 +224,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (idx < METRICS_ROUTES)
         histogram_observe(&s->metrics.api[idx], mono_us() - t0);
     if (c.status >= 100 && c.status < 600)
-        atomic_fetch_add(&s->metrics.responses[c.status / 100], 1);
+        atomic_fetch_add(&s->metrics.responses[c.status - 100], 1);
     return send_answer(conn, &c);
 }
 

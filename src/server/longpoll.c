@@ -20,8 +20,9 @@ struct Waiter {
     struct MHD_Connection *conn;
     int fd;
     char *user; /* NULL: an admin */
+    char *node; /* a work poll: woken by its node's events only (user is then NULL) */
     int64_t deadline_ms;
-    Waiter *prev, *next; /* in its list: the admins' or its user's */
+    Waiter *prev, *next; /* in its list: the admins', its user's or its node's */
 };
 
 typedef struct WaiterList {
@@ -32,6 +33,12 @@ struct LongPoll {
     pthread_mutex_t lock;
     WaiterList admins;
     PtrMap by_user; /* user -> WaiterList* */
+    PtrMap by_node; /* node -> WaiterList*: work polls */
+    /* Nodes whose work events appended since the last publish may change (not yet visible:
+     * they are woken when the events are); every node when `all_noted`. */
+    char **noted;
+    size_t n_noted;
+    bool all_noted;
     PtrMap by_conn; /* "%p" of the connection -> Waiter* */
     size_t n;
     int epfd, wakefd;
@@ -49,27 +56,31 @@ static void conn_key(const struct MHD_Connection *conn, char buf[32]) {
     snprintf(buf, 32, "%p", (const void *)conn);
 }
 
-static WaiterList *list_of(LongPoll *lp, const char *user, bool create) {
-    if (!user)
-        return &lp->admins;
-    WaiterList *l = ptrmap_get(&lp->by_user, user);
-    if (!l && create && (l = calloc(1, sizeof(*l))) && ptrmap_put(&lp->by_user, user, l) < 0) {
+static WaiterList *list_in(PtrMap *map, const char *key, bool create) {
+    WaiterList *l = ptrmap_get(map, key);
+    if (!l && create && (l = calloc(1, sizeof(*l))) && ptrmap_put(map, key, l) < 0) {
         free(l);
         l = NULL;
     }
     return l;
 }
 
+static WaiterList *list_of(LongPoll *lp, const char *user, bool create) {
+    return user ? list_in(&lp->by_user, user, create) : &lp->admins;
+}
+
 /* Unlink, stop watching and resume w; called with lock held. */
 static void wake_locked(LongPoll *lp, Waiter *w) {
-    WaiterList *l = list_of(lp, w->user, false);
+    WaiterList *l = w->node ? list_in(&lp->by_node, w->node, false) : list_of(lp, w->user, false);
     if (w->prev)
         w->prev->next = w->next;
     else if (l)
         l->head = w->next;
     if (w->next)
         w->next->prev = w->prev;
-    if (l && !l->head && w->user)
+    if (l && !l->head && w->node)
+        free(ptrmap_remove(&lp->by_node, w->node));
+    else if (l && !l->head && w->user)
         free(ptrmap_remove(&lp->by_user, w->user));
     char key[32];
     conn_key(w->conn, key);
@@ -78,6 +89,7 @@ static void wake_locked(LongPoll *lp, Waiter *w) {
     lp->n--;
     MHD_resume_connection(w->conn);
     free(w->user);
+    free(w->node);
     free(w);
 }
 
@@ -159,6 +171,13 @@ void longpoll_free(LongPoll *lp) {
         if (lp->by_user.keys[i] && lp->by_user.keys[i] != PTRMAP_TOMB)
             free(lp->by_user.values[i]);
     ptrmap_done(&lp->by_user);
+    for (size_t i = 0; i < lp->by_node.cap; i++)
+        if (lp->by_node.keys[i] && lp->by_node.keys[i] != PTRMAP_TOMB)
+            free(lp->by_node.values[i]);
+    ptrmap_done(&lp->by_node);
+    for (size_t i = 0; i < lp->n_noted; i++)
+        free(lp->noted[i]);
+    free(lp->noted);
     ptrmap_done(&lp->by_conn);
     close(lp->epfd);
     close(lp->wakefd);
@@ -166,15 +185,20 @@ void longpoll_free(LongPoll *lp) {
     free(lp);
 }
 
-int longpoll_park(LongPoll *lp, struct MHD_Connection *conn, const char *user,
-                  int64_t deadline_ms) {
+/* Park conn in the list of `node` (a work poll) or else of `user` (an event poll). */
+static int park(LongPoll *lp, struct MHD_Connection *conn, const char *user, const char *node,
+                int64_t deadline_ms) {
     const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     Waiter *w = calloc(1, sizeof(*w));
-    int r = !ci || !w || (user && !(w->user = strdup(user))) ? -ENOMEM : 0;
+    int r = !ci || !w || (user && !(w->user = strdup(user))) || (node && !(w->node = strdup(node)))
+                    ? -ENOMEM
+                    : 0;
     bool resumed = false;
     pthread_mutex_lock(&lp->lock);
-    WaiterList *l = r < 0 || lp->stopping ? NULL : list_of(lp, user, true);
+    WaiterList *l = r < 0 || lp->stopping ? NULL
+                    : node                ? list_in(&lp->by_node, node, true)
+                                          : list_of(lp, user, true);
     char key[32];
     conn_key(conn, key);
     if (r >= 0 && (!l || ptrmap_put(&lp->by_conn, key, w) < 0))
@@ -200,12 +224,24 @@ int longpoll_park(LongPoll *lp, struct MHD_Connection *conn, const char *user,
     }
     pthread_mutex_unlock(&lp->lock);
     if (r < 0 && !resumed) {
-        if (w)
+        if (w) {
             free(w->user);
+            free(w->node);
+        }
         free(w);
         MHD_resume_connection(conn); /* never leave it suspended */
     }
     return r;
+}
+
+int longpoll_park(LongPoll *lp, struct MHD_Connection *conn, const char *user,
+                  int64_t deadline_ms) {
+    return park(lp, conn, user, NULL, deadline_ms);
+}
+
+int longpoll_park_node(LongPoll *lp, struct MHD_Connection *conn, const char *node,
+                       int64_t deadline_ms) {
+    return park(lp, conn, NULL, node, deadline_ms);
 }
 
 void longpoll_wake(LongPoll *lp, struct MHD_Connection *conn) {
@@ -220,11 +256,45 @@ void longpoll_wake(LongPoll *lp, struct MHD_Connection *conn) {
 
 static void wake_list(LongPoll *lp, WaiterList *l) {
     while (l && l->head) {
-        bool last = !l->head->next && l->head->user; /* waking it frees a user's list */
+        /* waking it frees a user's or a node's list */
+        bool last = !l->head->next && (l->head->user || l->head->node);
         wake_locked(lp, l->head);
         if (last)
             break;
     }
+}
+
+void longpoll_note_node(LongPoll *lp, const char *node) {
+    pthread_mutex_lock(&lp->lock);
+    bool known = lp->all_noted || !node;
+    for (size_t i = 0; !known && i < lp->n_noted; i++)
+        known = STREQ(lp->noted[i], node);
+    char **grown = known ? NULL : realloc(lp->noted, (lp->n_noted + 1) * sizeof(*lp->noted));
+    if (grown)
+        lp->noted = grown;
+    if (!known && (!grown || !(lp->noted[lp->n_noted] = strdup(node))))
+        lp->all_noted = true; /* out of memory: waking too many is safe, too few is not */
+    else if (!known)
+        lp->n_noted++;
+    if (!node)
+        lp->all_noted = true;
+    pthread_mutex_unlock(&lp->lock);
+}
+
+/* Wake the work polls of the nodes noted, and forget them; called with lock held. */
+static void wake_noted_locked(LongPoll *lp) {
+    if (lp->all_noted)
+        for (size_t i = 0; i < lp->by_conn.cap; i++)
+            if (lp->by_conn.keys[i] && lp->by_conn.keys[i] != PTRMAP_TOMB &&
+                ((Waiter *)lp->by_conn.values[i])->node)
+                wake_locked(lp, lp->by_conn.values[i]);
+    for (size_t i = 0; i < lp->n_noted; i++) {
+        if (!lp->all_noted)
+            wake_list(lp, list_in(&lp->by_node, lp->noted[i], false));
+        free(lp->noted[i]);
+    }
+    lp->n_noted = 0;
+    lp->all_noted = false;
 }
 
 void longpoll_notify(LongPoll *lp, const char *user) {
@@ -232,6 +302,7 @@ void longpoll_notify(LongPoll *lp, const char *user) {
     wake_list(lp, &lp->admins);
     if (user)
         wake_list(lp, list_of(lp, user, false));
+    wake_noted_locked(lp);
     pthread_mutex_unlock(&lp->lock);
 }
 

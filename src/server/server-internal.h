@@ -209,6 +209,9 @@ json_t *req_to_json(Server *s, const Req *r);
 json_t *node_to_json(Server *s, const Node *n);
 /* Emit an event into the current transaction. */
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
+/* An event is being recorded: note the node whose work it may change, so that its work
+ * polls wake when the event is published (api-work.c). */
+void api_work_note_event(Server *s, const char *type, const char *object, json_t *data);
 /* Rebuild memory and the core from the store (startup). */
 int state_load(Server *s, Error *err);
 void state_free(Server *s);

@@ -215,6 +215,7 @@ int state_flush_dirty(Server *s, Error *err) {
 static int state_event_text(Server *s, const char *type, const char *object, const char *user,
                             json_t *data, char *text) {
     const char *actor = s->actor ? s->actor : "system";
+    api_work_note_event(s, type, object, data); /* before data is handed over */
     uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
     if (!seq || !text) {
         free(text);

@@ -214,3 +214,15 @@ void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsig
     json_decref(ans);
     free(body);
 }
+
+double ts_metric(TestServer *ts, const char *sample) {
+    char *m = ts_metrics(ts);
+    double v = -1;
+    size_t n = strlen(sample);
+    for (const char *line = m; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, sample, n) == 0 && line[n] == ' ')
+            v = strtod(line + n + 1, NULL);
+    free(m);
+    return v;
+}

@@ -55,3 +55,7 @@ json_t *ts_wait_state(TestServer *ts, long id, const char *state, const char *wh
 
 /* Register a datacenter node in container mode with n H100s, owned by `owner`. */
 void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsigned n);
+
+/* The value of one sample of /metrics, named with its labels exactly as written
+ * ("einsora_nodes", "x_count{route=\"GET /v1/...\"}"), in a fresh scrape; -1 when absent. */
+double ts_metric(TestServer *ts, const char *sample);

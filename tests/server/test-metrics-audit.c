@@ -1,9 +1,11 @@
 /* test-metrics-audit.c: /metrics counts nothing twice. For each family, the sum over all its
  * labels is compared with what the test made happen: each request's first decision once,
- * a waiting request's later placement once, every answered call once (and in its route's
- * latency histogram), each GPU once (no "total" state beside its parts), CPU cores apart from
- * GPUs, and a mode switch at exactly one step. Against the real server. */
+ * a waiting request's later placement once, every answered call once under its exact status
+ * code (and in its route's latency histogram), each GPU once (no "total" state beside its
+ * parts), CPU cores apart from GPUs, and a mode switch at exactly one step. Against the real
+ * server. */
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +74,12 @@ Test(metrics_audit, metrics_counters_summed_over_their_labels_count_each_thing_o
     cr_expect_eq(SUM(m, "einsora_decisions_total", "outcome=\"refused\""), 1);
     cr_expect_eq(sum_of(m, "einsora_queue_exits_total", NULL), 1,
                  "the waiting request left the queue once");
-    /* Every call the test made was routed: each answer is counted once by status class and
+    /* Every call the test made was routed: each answer is counted once by status code and
      * once in its route's histogram (the scrape counts itself only after answering). */
     double answers = sum_of(m, "einsora_http_responses_total", NULL);
     cr_expect_gt(answers, 6);
     cr_expect_eq(answers, sum_of(m, "einsora_api_request_seconds_count", NULL),
-                 "responses by class and by route agree");
+                 "responses by code and by route agree");
     cr_expect_eq(sum_of(m, "einsora_capacity_units", NULL), 2, "n1's two GPUs, each once");
     cr_expect_eq(SUM(m, "einsora_capacity_units", "state=\"allocated\""), 2);
     cr_expect_eq(SUM(m, "einsora_capacity_units", "class=\"nvidia-h100-80gb\""), 2,
@@ -104,5 +106,48 @@ Test(metrics_audit, r4_metrics_a_switch_is_at_exactly_one_step) {
             strstr(m,
                    "einsora_switch_step{node=\"n1\",switch=\"vm-passthrough\",step=\"done\"} 0\n"),
             "every step is listed, the others at 0");
+    free(m);
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *ud) {
+    (void)p, (void)ud;
+    return size * n;
+}
+
+/* POST a body with a declared Content-Type (the helpers always send JSON); returns the status. */
+static long post_typed(const char *path, const char *body, const char *content_type) {
+    CURL *h = curl_easy_init();
+    cr_assert(h);
+    char url[256], auth[512], type[128];
+    snprintf(url, sizeof(url), "%s%s", ts.url, path);
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", ts.admin);
+    snprintf(type, sizeof(type), "Content-Type: %s", content_type);
+    struct curl_slist *hdrs = curl_slist_append(curl_slist_append(NULL, auth), type);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    long status = 0;
+    cr_assert_eq(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    return status;
+}
+
+Test(metrics_audit, metrics_http_responses_are_counted_by_exact_status_code) {
+    char *m = ts_metrics(&ts);
+    double created0 = SUM(m, "einsora_http_responses_total", "code=\"201\"");
+    double missing0 = SUM(m, "einsora_http_responses_total", "code=\"404\"");
+    double media0 = SUM(m, "einsora_http_responses_total", "code=\"415\"");
+    free(m);
+    ts_submit(&ts, h100); /* asserts its 201 */
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/999999", NULL, NULL), 404);
+    cr_assert_eq(post_typed("/v1/requests", h100, "text/plain"), 415);
+    m = ts_metrics(&ts);
+    cr_expect_eq(SUM(m, "einsora_http_responses_total", "code=\"201\""), created0 + 1, "%s", m);
+    cr_expect_eq(SUM(m, "einsora_http_responses_total", "code=\"404\""), missing0 + 1, "%s", m);
+    cr_expect_eq(SUM(m, "einsora_http_responses_total", "code=\"415\""), media0 + 1, "%s", m);
+    cr_expect(!strstr(m, "xx\""), "no status class is left beside the codes:\n%s", m);
     free(m);
 }
