@@ -347,7 +347,7 @@ static int load_record(const char *key, const char *text, void *userdata) {
     Server *s = userdata;
     _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
     if (!j)
-        return error_set(&s->fatal_err, -EINVAL, "Stored fleet record %s is not JSON.", key);
+        return error_set(&s->fatal_err, -EINVAL, "stored fleet record %s is not JSON", key);
     int r = 0;
     Node *n = NULL;
     if (string_has_prefix(key, "agent/") && (n = ptrmap_get(&s->nodes, key + 6))) {
@@ -364,8 +364,8 @@ static int load_record(const char *key, const char *text, void *userdata) {
         Error serr = {0};
         if (!sw || wire_switch_from_json(j, sw, &serr) < 0) {
             free(sw);
-            r = error_set(&s->fatal_err, -EINVAL, "Stored mode switch of node %s is malformed: %s",
-                          key + 7, sw ? error_message(&serr) : "out of memory.");
+            r = error_set(&s->fatal_err, -EINVAL, "stored mode switch of node %s is malformed: %s",
+                          key + 7, sw ? error_message(&serr) : "out of memory");
         } else {
             n->sw = sw;
             if (switch_active(sw))
@@ -377,8 +377,8 @@ static int load_record(const char *key, const char *text, void *userdata) {
         Error terr = {0};
         if (!t || wire_task_from_json(j, t, NULL, &terr) < 0) {
             free(t);
-            r = error_set(&s->fatal_err, -EINVAL, "Stored task %s is malformed: %s", key,
-                          t ? error_message(&terr) : "out of memory.");
+            r = error_set(&s->fatal_err, -EINVAL, "stored task %s is malformed: %s", key,
+                          t ? error_message(&terr) : "out of memory");
         } else {
             /* Re-add without events or writes: rebuild memory only. */
             if (s->n_tasks == s->cap_tasks) {
@@ -392,7 +392,7 @@ static int load_record(const char *key, const char *text, void *userdata) {
                 s->tasks[s->n_tasks++] = t;
             else {
                 free(t);
-                r = error_set(&s->fatal_err, -ENOMEM, "Out of memory.");
+                r = error_set(&s->fatal_err, -ENOMEM, "out of memory");
             }
         }
     } else if (STREQ(key, "meta/last-task")) {
