@@ -27,7 +27,7 @@
 #include "engine-local.h"
 #include "output.h"
 #include "remote.h"
-#include "server/server.h"
+#include "wire/api-address.h"
 #include "wire/decode.h"
 #include "store/token-admin.h"
 #include "token-secret.h"
