@@ -360,23 +360,21 @@ static int load_record(const char *key, const char *text, void *userdata) {
             sched_node_set_unreachable(s->sched, n->spec.name, true, core_now(s), NULL) >= 0)
             n->unreachable = true;
     } else if (string_has_prefix(key, "switch/") && (n = ptrmap_get(&s->nodes, key + 7))) {
-        NodeSwitch *sw = calloc(1, sizeof(*sw));
+        _cleanup_free_ NodeSwitch *sw = calloc(1, sizeof(*sw));
         Error serr = {0};
         if (!sw || wire_switch_from_json(j, sw, &serr) < 0) {
-            free(sw);
             r = error_set(&s->fatal_err, -EINVAL, "stored mode switch of node %s is malformed: %s",
                           key + 7, sw ? error_message(&serr) : "out of memory");
         } else {
-            n->sw = sw;
-            if (switch_active(sw))
+            n->sw = TAKE_PTR(sw);
+            if (switch_active(n->sw))
                 s->fleet_pending = true;
             fleet_switch_reapply(s, n);
         }
     } else if (string_has_prefix(key, "task/")) {
-        Task *t = calloc(1, sizeof(*t));
+        _cleanup_free_ Task *t = calloc(1, sizeof(*t));
         Error terr = {0};
         if (!t || wire_task_from_json(j, t, NULL, &terr) < 0) {
-            free(t);
             r = error_set(&s->fatal_err, -EINVAL, "stored task %s is malformed: %s", key,
                           t ? error_message(&terr) : "out of memory");
         } else {
@@ -389,11 +387,9 @@ static int load_record(const char *key, const char *text, void *userdata) {
             }
             s->last_task_id = MAX(s->last_task_id, t->id);
             if (s->n_tasks < s->cap_tasks)
-                s->tasks[s->n_tasks++] = t;
-            else {
-                free(t);
+                s->tasks[s->n_tasks++] = TAKE_PTR(t);
+            else
                 r = error_set(&s->fatal_err, -ENOMEM, "out of memory");
-            }
         }
     } else if (STREQ(key, "meta/last-task")) {
         s->last_task_id =

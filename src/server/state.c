@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/json-cleanup.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -160,13 +161,11 @@ int state_flush_dirty(Server *s, Error *err) {
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data) {
     if (!data)
         data = json_object();
-    char *text = json_dumps(data, JSON_COMPACT);
+    _cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
     const char *actor = s->actor ? s->actor : "system";
     uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
-    if (!seq || !text) {
-        free(text);
+    if (!seq || !text)
         return writer_check(s, -ENOMEM, NULL, "recording an event");
-    }
     StoreEvent e = {.seq = seq,
                     .time_ms = s->now_ms,
                     .actor = actor,
@@ -175,7 +174,6 @@ int state_event(Server *s, const char *type, const char *object, const char *use
                     .json = text};
     Error err = {0};
     int r = store_event_append(s->store, &e, &err);
-    free(text);
     return writer_check(s, r, &err, "recording an event");
 }
 
@@ -405,7 +403,7 @@ static int load_node(const char *name, const char *text, void *userdata) {
 static int load_request(const StoreRequest *row, void *userdata) {
     Server *s = userdata;
     json_error_t je;
-    json_t *j = json_loads(row->json, 0, &je);
+    _cleanup_json_ json_t *j = json_loads(row->json, 0, &je);
     Req *r = calloc(1, sizeof(*r));
     Error err = {0};
     int ret = -EINVAL;
@@ -434,14 +432,12 @@ static int load_request(const StoreRequest *row, void *userdata) {
         goto fail;
     if ((ret = state_req_add(s, r)) < 0)
         goto fail;
-    json_decref(j);
     return 0;
 fail:
-    json_decref(j);
     req_free(r);
     return error_set(&s->fatal_err, ret < 0 ? ret : -EINVAL,
                      "stored request %" PRIu64 " cannot be read back%s%s", row->id,
-                     err.message[0] ? ": " : ".", err.message);
+                     err.message[0] ? ": " : "", err.message);
 }
 
 static int load_event(const StoreEvent *e, void *userdata) {

@@ -188,7 +188,7 @@ static PGresult *run(PgStore *s, int i, int n, const char *const *params, Error 
     snprintf(name, sizeof(name), "s%d", i);
     if (!s->in_tx && PQstatus(s->conn) != CONNECTION_OK)
         (void)reconnect(s, NULL);
-    PGresult *res = PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
+    _cleanup_(PQclearp) PGresult *res = PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
     ExecStatusType st = PQresultStatus(res);
     if (!s->in_tx && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
         PQstatus(s->conn) != CONNECTION_OK) {
@@ -200,9 +200,8 @@ static PGresult *run(PgStore *s, int i, int n, const char *const *params, Error 
         }
     }
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
-        return res;
+        return TAKE_PTR(res);
     pg_fail(s, res, err, what);
-    PQclear(res);
     return NULL;
 }
 
@@ -751,13 +750,11 @@ int store_pg_last_seq(Store *base, uint64_t *ret, Error *err) {
         if (r < 0)
             return r;
     }
-    PGresult *res = PQexec(s->conn, "SELECT coalesce(max(seq), 0) FROM events");
+    _cleanup_(PQclearp) PGresult *res = PQexec(s->conn, "SELECT coalesce(max(seq), 0) FROM events");
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
         int r = pg_fail(s, res, err, "reading the last event's sequence");
-        PQclear(res);
         return r < 0 ? r : -EIO;
     }
     *ret = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
     return 0;
 }

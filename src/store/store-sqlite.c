@@ -87,6 +87,8 @@ static SqliteStore *sqlite_of(Store *base) {
     return (SqliteStore *)base;
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
+
 static int sql_fail(SqliteStore *s, Error *err, const char *what) {
     int rc = sqlite3_extended_errcode(s->db);
     int code = (rc & 0xff) == SQLITE_CONSTRAINT ? -EEXIST
@@ -459,27 +461,26 @@ static int sqlite_token_foreach(Store *base, StoreTokenFn fn, void *userdata, Er
 
 static int sqlite_token_revoke(Store *base, const char *hash_prefix, Error *err) {
     SqliteStore *s = sqlite_of(base); /* store.c checked the prefix's form */
-    sqlite3_stmt *st = NULL;
-    int r = prepare(s, "SELECT count(*) FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st,
+    _cleanup_(sqlite3_finalizep) sqlite3_stmt *find = NULL, *del = NULL;
+    int r = prepare(s, "SELECT count(*) FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &find,
                     err);
     if (r < 0)
         return r;
-    bind_text(st, 1, hash_prefix);
-    int64_t count = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_finalize(st);
+    bind_text(find, 1, hash_prefix);
+    int64_t count = sqlite3_step(find) == SQLITE_ROW ? sqlite3_column_int64(find, 0) : -1;
     if (count < 0)
         return sql_fail(s, err, "finding a token");
+    sqlite3_reset(find); /* done reading: no read left open while the DELETE below writes */
     if (count == 0)
         return error_set(err, -ENOENT, "no token with id %s", hash_prefix);
     if (count > 1)
         return error_set(err, -EEXIST, "%lld tokens have ids starting %s; give more digits",
                          (long long)count, hash_prefix);
-    if ((r = prepare(s, "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st, err)) < 0)
+    if ((r = prepare(s, "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &del, err)) <
+        0)
         return r;
-    bind_text(st, 1, hash_prefix);
-    r = step_done(s, st, err, "revoking a token");
-    sqlite3_finalize(st);
-    return r;
+    bind_text(del, 1, hash_prefix);
+    return step_done(s, del, err, "revoking a token");
 }
 
 /* ---- retention in the store ---- */
