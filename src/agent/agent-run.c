@@ -685,7 +685,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     if ((r = host_paths_init(&a.bind.paths, cfg.discover.sysfs_root, cfg.discover.proc_root,
                              cfg.dev_root)) < 0) {
         catalog_free(a.catalog);
-        return error_set(err, r, "A root folder's path is too long.");
+        return error_set(err, r, "a root folder's path is too long");
     }
     if ((r = client_new(cfg.server, cfg.token, &a.cl, err)) < 0) {
         catalog_free(a.catalog);

@@ -159,6 +159,6 @@ int apple_read_host(AppleHost *ret, Error *err) {
 }
 #else
 int apple_read_host(AppleHost *ret, Error *err) {
-    return error_set(err, -EOPNOTSUPP, "Apple Silicon GPUs are only read on macOS");
+    return error_set(err, -EOPNOTSUPP, "apple Silicon GPUs are only read on macOS");
 }
 #endif

@@ -116,7 +116,7 @@ static int write_attr(const BindOptions *o, const char *bdf, const char *attr, c
     char path[PATH_MAX];
     int r = pci_attr_path(&o->paths, bdf, attr, path, sizeof(path));
     if (r < 0)
-        return error_set(err, r, "The sysfs path of %s is too long.", bdf);
+        return error_set(err, r, "the sysfs path of %s is too long", bdf);
     return kernel_write(path, value, o->timeout_ms, err);
 }
 
@@ -124,7 +124,7 @@ static int write_probe(const BindOptions *o, const char *bdf, Error *err) {
     char path[PATH_MAX];
     if ((size_t)snprintf(path, sizeof(path), "%s/bus/pci/drivers_probe", o->paths.sysfs) >=
         sizeof(path))
-        return error_set(err, -ENAMETOOLONG, "The sysfs path %s is too long.", o->paths.sysfs);
+        return error_set(err, -ENAMETOOLONG, "the sysfs path %s is too long", o->paths.sysfs);
     return kernel_write(path, bdf, o->timeout_ms, err);
 }
 
@@ -148,7 +148,7 @@ static int advance_fn(const BindOptions *o, JournalOp *op, JournalFn *fn, Error 
             return r;
         if (!wait_driver(o, op, fn, true))
             return error_set(err, -EBUSY,
-                             "%s stayed on %s after it was told to let go (waited %d ms).", fn->bdf,
+                             "%s stayed on %s after it was told to let go (waited %d ms)", fn->bdf,
                              driver, o->timeout_ms);
     }
     if ((r = log_step(o, fn, JOURNAL_STEP_UNBOUND, err)) < 0)
@@ -163,7 +163,7 @@ static int advance_fn(const BindOptions *o, JournalOp *op, JournalFn *fn, Error 
         return r;
     if (!wait_driver(o, op, fn, false)) {
         read_state(&o->paths, fn->bdf, driver, override);
-        return error_set(err, -ENODEV, "%s did not come up on %s (the kernel shows %s).", fn->bdf,
+        return error_set(err, -ENODEV, "%s did not come up on %s (the kernel shows %s)", fn->bdf,
                          op->to_vfio ? VFIO
                          : fn->to[0] ? fn->to
                                      : "a host driver",
@@ -193,7 +193,7 @@ static int roll_back(const BindOptions *o, const JournalOp *op, Error *err) {
             if (r >= 0 && fn.from[0]) {
                 r = write_probe(o, fn.bdf, err);
                 if (r >= 0 && !wait_driver(o, &back, &fn, false))
-                    r = error_set(err, -ENODEV, "%s did not go back to %s.", fn.bdf, fn.from);
+                    r = error_set(err, -ENODEV, "%s did not go back to %s", fn.bdf, fn.from);
             }
         }
         if (r < 0)
@@ -226,14 +226,14 @@ static int execute(const BindOptions *o, JournalOp *op, Error *err) {
             int q = journal_end(o->state_dir, op->id, JOURNAL_ROLLED_BACK, err);
             if (q < 0)
                 return q;
-            return error_set(err, r, "%s The GPU was put back where it was.", error_message(&ferr));
+            return error_set(err, r, "%s: the GPU was put back where it was", error_message(&ferr));
         }
         r = berr.code == -ETIMEDOUT ? -ETIMEDOUT : r;
     }
     (void)quarantine(o, op, error_message(&ferr), NULL);
     return error_set(err, r,
-                     "%s GPU %s is quarantined, not half-bound: check it, then run 'einsora agent "
-                     "recover --clear-quarantine %s'.",
+                     "%s: GPU %s is quarantined, not half-bound: check it, then run 'einsora agent "
+                     "recover --clear-quarantine %s'",
                      error_message(&ferr), op->gpu, op->gpu);
 }
 
@@ -300,7 +300,7 @@ static int check_quarantine(const BindOptions *o, const char *bdf, Error *err) {
     if (pci_bdf_is_valid(bdf) && agent_quarantine_get(o->state_dir, bdf, &q) >= 0)
         return error_set(err, -EPERM,
                          "GPU %s is quarantined (%s); check it, then run 'einsora agent recover "
-                         "--clear-quarantine %s'.",
+                         "--clear-quarantine %s'",
                          bdf, q, bdf);
     return 0;
 }
@@ -314,20 +314,20 @@ static int check_movable(const BindOptions *o, const GpuGroup *g, BindTarget to,
             return error_set(
                     err, -EOPNOTSUPP,
                     "GPU %s cannot go to a VM because the IOMMU is off on this machine: turn on "
-                    "VT-d or AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on.",
+                    "VT-d or AMD-Vi in the firmware and boot with intel_iommu=on or amd_iommu=on",
                     g->gpu);
         const GroupMember *f = gpu_group_foreign(g);
         if (f)
             return error_set(err, -EPERM,
                              "GPU %s shares its IOMMU group %d with %s (%s, driver %s), which is "
                              "not part of the GPU, so the group cannot be given to a VM without "
-                             "taking that device from the host; move the GPU to another slot.",
+                             "taking that device from the host; move the GPU to another slot",
                              g->gpu, g->iommu_group, f->bdf, pci_class_describe(f->class_code),
                              f->driver[0] ? f->driver : "none");
         if (g->boot_vga)
             return error_set(err, -EPERM,
                              "GPU %s is the boot display device (it shows this machine's console), "
-                             "so it stays with the host.",
+                             "so it stays with the host",
                              g->gpu);
     }
     const GroupMember *fns[8];
@@ -344,7 +344,7 @@ static int check_movable(const BindOptions *o, const GpuGroup *g, BindTarget to,
                 strbuf_printf(&b, "%s%s", k ? ", " : "", ids[k]);
             r = error_set(err, -EBUSY,
                           "GPU %s is running workload %s (as the agent's records show); stop it "
-                          "before moving the GPU.",
+                          "before moving the GPU",
                           g->gpu, strempty(strbuf_cstr(&b)));
             strbuf_done(&b);
             strv_free(ids, n_ids);
@@ -362,7 +362,7 @@ static int check_movable(const BindOptions *o, const GpuGroup *g, BindTarget to,
         if (!np) {
             strv_free(more, n_more);
             strv_free(paths, n_paths);
-            return error_set(err, -ENOMEM, "Out of memory.");
+            return error_set(err, -ENOMEM, "out of memory");
         }
         paths = np;
         memcpy(paths + n_paths, more, n_more * sizeof(char *));
@@ -382,8 +382,8 @@ static int check_movable(const BindOptions *o, const GpuGroup *g, BindTarget to,
         _cleanup_free_ char *who = holders_describe(h, n_h);
         free(h);
         return error_set(err, -EBUSY,
-                         "GPU %s is in use: %s; stop those processes before moving the GPU.",
-                         g->gpu, strempty(who));
+                         "GPU %s is in use: %s; stop those processes before moving the GPU", g->gpu,
+                         strempty(who));
     }
     free(h);
     return 0;
@@ -393,13 +393,13 @@ static int check_movable(const BindOptions *o, const GpuGroup *g, BindTarget to,
 static int load_vfio(const BindOptions *o, Error *err) {
     _cleanup_free_ char *dir = strprintf("%s/bus/pci/drivers/" VFIO, o->paths.sysfs);
     if (!dir)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     struct stat st;
     if (stat(dir, &st) >= 0)
         return 0;
     pid_t pid = fork();
     if (pid < 0)
-        return error_set(err, -errno, "Could not start %s: %s.", o->modprobe, strerror(errno));
+        return error_set(err, -errno, "could not start %s: %s", o->modprobe, strerror(errno));
     if (pid == 0) {
         execlp(o->modprobe, o->modprobe, VFIO, (char *)NULL);
         _exit(127);
@@ -415,17 +415,17 @@ static int load_vfio(const BindOptions *o, Error *err) {
     if (!exited) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        return error_set(err, -ETIMEDOUT,
-                         "Loading the vfio-pci module did not finish within %d ms.", o->timeout_ms);
+        return error_set(err, -ETIMEDOUT, "loading the vfio-pci module did not finish within %d ms",
+                         o->timeout_ms);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return error_set(err, -ENOENT,
-                         "The vfio-pci module could not be loaded ('%s vfio-pci' failed); is it "
+                         "the vfio-pci module could not be loaded ('%s vfio-pci' failed); is it "
                          "installed for this kernel?",
                          o->modprobe);
     while (stat(dir, &st) < 0) {
         if (now_us() > deadline)
-            return error_set(err, -ENOENT, "vfio-pci was loaded but does not show in %s.", dir);
+            return error_set(err, -ENOENT, "vfio-pci was loaded but does not show in %s", dir);
         usleep(200);
     }
     return 0;
@@ -464,7 +464,7 @@ static int plan_op(const BindOptions *o, const GpuGroup *g, BindTarget to, Journ
             fn->to[0] = '\0';
     }
     if (op->n_fns == 0)
-        return error_set(err, -ENODEV, "GPU %s has no functions in its IOMMU group.", g->gpu);
+        return error_set(err, -ENODEV, "GPU %s has no functions in its IOMMU group", g->gpu);
     return 0;
 }
 
@@ -533,7 +533,7 @@ static int bind_one(const BindOptions *o, const char *bdf, BindTarget to, BindRe
 
 static int prepare(const BindOptions *o, RecoverResult *rec, Error *err) {
     if (o->timeout_ms <= 0 || !o->state_dir || !o->modprobe)
-        return error_set(err, -EINVAL, "The binding options are incomplete.");
+        return error_set(err, -EINVAL, "the binding options are incomplete");
     if (o->dry_run) {
         *rec = (RecoverResult){.action = RECOVER_NOTHING};
         return 0;
@@ -569,7 +569,7 @@ int node_switch(const BindOptions *o, BindTarget to, SwitchResult *ret, Error *e
     size_t n_devs;
     r = pci_list_devices(&o->paths, &devs, &n_devs);
     if (r < 0)
-        return error_set(err, r, "Could not list the PCI devices in %s: %s.", o->paths.sysfs,
+        return error_set(err, r, "could not list the PCI devices in %s: %s", o->paths.sysfs,
                          strerror(-r));
     SwitchResult res = {.to = to};
     const char *gpus[NODE_MAX_GPUS];
@@ -591,7 +591,7 @@ int node_switch(const BindOptions *o, BindTarget to, SwitchResult *ret, Error *e
             continue;
         }
         if (n_gpus == NODE_MAX_GPUS) {
-            r = error_set(&gerr, -E2BIG, "This machine has more than %d GPUs.", NODE_MAX_GPUS);
+            r = error_set(&gerr, -E2BIG, "this machine has more than %d GPUs", NODE_MAX_GPUS);
             break;
         }
         gpus[n_gpus++] = devs[i];
@@ -605,10 +605,10 @@ int node_switch(const BindOptions *o, BindTarget to, SwitchResult *ret, Error *e
     }
     if (r < 0 || refuse < 0) {
         if (r < 0)
-            r = error_set(err, r, "Could not read this machine's GPUs.");
+            r = error_set(err, r, "could not read this machine's GPUs");
         else
             r = error_set(err, refuse,
-                          "Switching this machine to %s is refused, nothing was changed: %s",
+                          "switching this machine to %s is refused, nothing was changed: %s",
                           bind_target_to_string(to), strempty(strbuf_cstr(&why)));
         strbuf_done(&why);
         strv_free(devs, n_devs);
@@ -622,7 +622,7 @@ int node_switch(const BindOptions *o, BindTarget to, SwitchResult *ret, Error *e
             res.n_gpus++;
         else
             r = error_set(err, r,
-                          "The switch to %s stopped at GPU %s after %zu of %zu GPUs had moved: %s",
+                          "the switch to %s stopped at GPU %s after %zu of %zu GPUs had moved: %s",
                           bind_target_to_string(to), gpus[i], res.n_gpus, n_gpus,
                           error_message(&berr));
     }

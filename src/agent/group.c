@@ -78,7 +78,7 @@ static int load_member(const HostPaths *p, const char *gpu, const char *bdf, Gro
     if (pci_read_hex_attr(p, bdf, "vendor", &m->vendor) < 0 ||
         pci_read_hex_attr(p, bdf, "device", &m->device) < 0 ||
         pci_read_hex_attr(p, bdf, "class", &m->class_code) < 0)
-        return error_set(err, -ENODEV, "PCI device %s cannot be read (it may have been removed).",
+        return error_set(err, -ENODEV, "PCI device %s cannot be read (it may have been removed)",
                          bdf);
     read_name(p, bdf, "driver", m->driver, sizeof(m->driver));
     read_name(p, bdf, "driver_override", m->override, sizeof(m->override));
@@ -93,15 +93,15 @@ static int load_member(const HostPaths *p, const char *gpu, const char *bdf, Gro
 
 int gpu_group_load(const HostPaths *p, const char *bdf, GpuGroup *ret, Error *err) {
     if (!pci_bdf_is_valid(bdf))
-        return error_set(err, -EINVAL, "'%s' is not a PCI address like 0000:01:00.0.", bdf);
+        return error_set(err, -EINVAL, "'%s' is not a PCI address like 0000:01:00.0", bdf);
     GpuGroup g = {.iommu_group = -1};
     snprintf(g.gpu, sizeof(g.gpu), "%s", bdf);
     uint32_t vendor, cls;
     if (pci_read_hex_attr(p, bdf, "vendor", &vendor) < 0 ||
         pci_read_hex_attr(p, bdf, "class", &cls) < 0)
-        return error_set(err, -ENODEV, "There is no PCI device %s on this machine.", bdf);
+        return error_set(err, -ENODEV, "there is no PCI device %s on this machine", bdf);
     if (!pci_is_gpu(vendor, cls))
-        return error_set(err, -EINVAL, "%s is a %s, not an NVIDIA or AMD GPU.", bdf,
+        return error_set(err, -EINVAL, "%s is a %s, not an NVIDIA or AMD GPU", bdf,
                          pci_class_describe(cls));
     char *boot = NULL;
     if (pci_read_attr(p, bdf, "boot_vga", &boot) >= 0)
@@ -129,13 +129,13 @@ int gpu_group_load(const HostPaths *p, const char *bdf, GpuGroup *ret, Error *er
         }
     }
     if (r < 0)
-        return error_set(err, r, "Could not read the IOMMU group of %s: %s.", bdf, strerror(-r));
+        return error_set(err, r, "could not read the IOMMU group of %s: %s", bdf, strerror(-r));
     if (n > ARRAY_SIZE(g.members)) {
         strv_free(bdfs, n);
         return error_set(
                 err, -E2BIG,
-                "The IOMMU group of %s has %zu devices; a GPU's group this large is not moved.",
-                bdf, n);
+                "the IOMMU group of %s has %zu devices; a GPU's group this large is not moved", bdf,
+                n);
     }
     for (size_t i = 0; i < n && r >= 0; i++)
         r = load_member(p, bdf, bdfs[i], &g.members[g.n_members++], err);

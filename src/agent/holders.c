@@ -128,8 +128,8 @@ int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Ho
     if (r < 0) {
         free(st.v);
         if (r == -ENOMEM)
-            return error_set(err, r, "Out of memory.");
-        return error_set(err, r, "Could not list processes in %s: %s.", p->proc, strerror(-r));
+            return error_set(err, r, "out of memory");
+        return error_set(err, r, "could not list processes in %s: %s", p->proc, strerror(-r));
     }
     *ret = st.v;
     *ret_n = st.n;

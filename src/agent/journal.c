@@ -70,21 +70,21 @@ static int parse_line(char *line, unsigned lineno, JournalOp *op, bool *have_op,
     size_t n = 0;
     for (char *save = NULL, *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
         if (n == ARRAY_SIZE(f))
-            return error_set(err, -EINVAL, "journal line %u has too many fields.", lineno);
+            return error_set(err, -EINVAL, "journal line %u has too many fields", lineno);
         f[n++] = t;
     }
     uint64_t id;
     if (n == 0)
-        return error_set(err, -EINVAL, "journal line %u is empty.", lineno);
+        return error_set(err, -EINVAL, "journal line %u is empty", lineno);
     if (STREQ(f[0], "begin")) {
         if (n != 4 || parse_uint64(f[1], UINT32_MAX, &id) < 0 || !pci_bdf_is_valid(f[2]) ||
             !(STREQ(f[3], "vfio") || STREQ(f[3], "host")))
             return error_set(err, -EINVAL,
-                             "journal line %u: expected \"begin <id> <pci-address> vfio|host\".",
+                             "journal line %u: expected \"begin <id> <pci-address> vfio|host\"",
                              lineno);
         if (*have_op && op->outcome == JOURNAL_OPEN)
             return error_set(err, -EINVAL,
-                             "journal line %u begins an operation before the previous one ended.",
+                             "journal line %u begins an operation before the previous one ended",
                              lineno);
         *op = (JournalOp){.id = (unsigned long)id, .to_vfio = STREQ(f[3], "vfio")};
         strcpy(op->gpu, f[2]);
@@ -92,23 +92,23 @@ static int parse_line(char *line, unsigned lineno, JournalOp *op, bool *have_op,
         return 0;
     }
     if (!*have_op)
-        return error_set(err, -EINVAL, "journal line %u comes before any \"begin\".", lineno);
+        return error_set(err, -EINVAL, "journal line %u comes before any \"begin\"", lineno);
     if (STREQ(f[0], "fn")) {
         JournalFn fn = {0};
         if (n != 5 || !pci_bdf_is_valid(f[1]) || !parse_name(f[2], fn.from) ||
             !parse_name(f[3], fn.to) || !parse_name(f[4], fn.override))
             return error_set(
                     err, -EINVAL,
-                    "journal line %u: expected \"fn <pci-address> <from> <to> <override>\".",
+                    "journal line %u: expected \"fn <pci-address> <from> <to> <override>\"",
                     lineno);
         if (op->outcome != JOURNAL_OPEN || find_fn(op, f[1]) || op->n_fns == JOURNAL_MAX_FNS)
             return error_set(err, -EINVAL,
-                             "journal line %u: function %s does not fit this operation.", lineno,
+                             "journal line %u: function %s does not fit this operation", lineno,
                              f[1]);
         for (size_t i = 0; i < op->n_fns; i++)
             if (op->fns[i].step != JOURNAL_STEP_INTENT)
                 return error_set(err, -EINVAL,
-                                 "journal line %u: functions are listed after the steps began.",
+                                 "journal line %u: functions are listed after the steps began",
                                  lineno);
         strcpy(fn.bdf, f[1]);
         op->fns[op->n_fns++] = fn;
@@ -122,11 +122,11 @@ static int parse_line(char *line, unsigned lineno, JournalOp *op, bool *have_op,
         JournalFn *fn = n == 3 ? find_fn(op, f[1]) : NULL;
         if (!fn || s == _JOURNAL_STEP_MAX)
             return error_set(err, -EINVAL,
-                             "journal line %u: expected \"step <listed pci-address> <step>\".",
+                             "journal line %u: expected \"step <listed pci-address> <step>\"",
                              lineno);
         if (op->outcome != JOURNAL_OPEN || s < fn->step)
-            return error_set(err, -EINVAL, "journal line %u: step %s of %s is out of order.",
-                             lineno, f[2], f[1]);
+            return error_set(err, -EINVAL, "journal line %u: step %s of %s is out of order", lineno,
+                             f[2], f[1]);
         fn->step = s;
         return 0;
     }
@@ -139,14 +139,14 @@ static int parse_line(char *line, unsigned lineno, JournalOp *op, bool *have_op,
                                              : JOURNAL_OPEN;
         if (o == JOURNAL_OPEN || parse_uint64(f[1], UINT32_MAX, &id) < 0 || id != op->id)
             return error_set(err, -EINVAL,
-                             "journal line %u: expected \"end %lu done|rolled-back|quarantined\".",
+                             "journal line %u: expected \"end %lu done|rolled-back|quarantined\"",
                              lineno, op->id);
         if (op->outcome != JOURNAL_OPEN)
-            return error_set(err, -EINVAL, "journal line %u ends an operation twice.", lineno);
+            return error_set(err, -EINVAL, "journal line %u ends an operation twice", lineno);
         op->outcome = o;
         return 0;
     }
-    return error_set(err, -EINVAL, "journal line %u: unknown record \"%.32s\".", lineno, f[0]);
+    return error_set(err, -EINVAL, "journal line %u: unknown record \"%.32s\"", lineno, f[0]);
 }
 
 int journal_parse(const char *text, size_t len, JournalOp *ret, Error *err) {
@@ -163,13 +163,13 @@ int journal_parse(const char *text, size_t len, JournalOp *ret, Error *err) {
         lineno++;
         char line[256];
         if (l >= sizeof(line) || memchr(start, '\0', l))
-            return error_set(err, -EINVAL, "journal line %u is not a journal record.", lineno);
+            return error_set(err, -EINVAL, "journal line %u is not a journal record", lineno);
         memcpy(line, start, l);
         line[l] = '\0';
         if (lineno == 1) {
             if (STRNEQ(line, "einsora-journal 1"))
                 return error_set(err, -EINVAL,
-                                 "The journal does not start with \"einsora-journal 1\".");
+                                 "the journal does not start with \"einsora-journal 1\"");
             continue;
         }
         int r = parse_line(line, lineno, &op, &have_op, err);
@@ -193,7 +193,7 @@ int journal_load(const char *state_dir, JournalOp *ret, Error *err) {
     Error perr = {0};
     r = journal_parse(text, len, ret, &perr);
     if (r < 0 && r != -ENOENT)
-        return error_set(err, r, "The binding journal %s is damaged: %s", path,
+        return error_set(err, r, "the binding journal %s is damaged: %s", path,
                          error_message(&perr));
     return r;
 }
@@ -206,12 +206,12 @@ static int journal_append(const char *state_dir, const char *line, Error *err) {
         return r;
     int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0)
-        return error_set(err, -errno, "Could not open the binding journal %s: %s.", path,
+        return error_set(err, -errno, "could not open the binding journal %s: %s", path,
                          strerror(errno));
     r = write_string_fd_sync(fd, line);
     close(fd);
     if (r < 0)
-        return error_set(err, r, "Could not write the binding journal %s: %s.", path, strerror(-r));
+        return error_set(err, r, "could not write the binding journal %s: %s", path, strerror(-r));
     return 0;
 }
 
@@ -228,7 +228,7 @@ int journal_begin(const char *state_dir, JournalOp *op, Error *err) {
     if (r >= 0 && prev.outcome == JOURNAL_OPEN)
         return error_set(
                 err, -EBUSY,
-                "An earlier binding of %s was left unfinished; run 'einsora agent recover' first.",
+                "an earlier binding of %s was left unfinished; run 'einsora agent recover' first",
                 prev.gpu);
     op->id = r >= 0 ? prev.id + 1 : 1;
     op->outcome = JOURNAL_OPEN;
@@ -241,7 +241,7 @@ int journal_begin(const char *state_dir, JournalOp *op, Error *err) {
                       name_or_dash(fn->override));
     }
     if (!strbuf_cstr(&b))
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     r = agent_state_write(state_dir, "journal", b.data, err);
     strbuf_done(&b);
     return r;

@@ -69,14 +69,14 @@ static long long now_ms(void) {
 int kernel_write(const char *path, const char *value, int timeout_ms, Error *err) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
-        return error_set(err, -errno, "Could not create a pipe to write %s: %s.", path,
+        return error_set(err, -errno, "could not create a pipe to write %s: %s", path,
                          strerror(errno));
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(p[0]);
         close(p[1]);
-        return error_set(err, -e, "Could not start a process to write %s: %s.", path, strerror(e));
+        return error_set(err, -e, "could not start a process to write %s: %s", path, strerror(e));
     }
     if (pid == 0) {
         close(p[0]);
@@ -117,12 +117,12 @@ int kernel_write(const char *path, const char *value, int timeout_ms, Error *err
             remember_abandoned(pid);
         return error_set(
                 err, -ETIMEDOUT,
-                "Writing to %s did not return within %d ms (the kernel is stuck in that call).",
+                "writing to %s did not return within %d ms (the kernel is stuck in that call)",
                 path, timeout_ms);
     }
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
     if (e != 0)
-        return error_set(err, -e, "The kernel refused the write to %s: %s.", path, strerror(e));
+        return error_set(err, -e, "the kernel refused the write to %s: %s", path, strerror(e));
     return 0;
 }

@@ -18,7 +18,7 @@
 
 static int mkdir_one(const char *path, Error *err) {
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return error_set(err, -errno, "Could not create the agent's state folder %s: %s.", path,
+        return error_set(err, -errno, "could not create the agent's state folder %s: %s", path,
                          strerror(errno));
     return 0;
 }
@@ -43,15 +43,15 @@ int agent_state_dir_ensure(const char *state_dir, Error *err) {
 int write_file_atomic(const char *path, const char *content, Error *err) {
     int r = write_string_file_atomic(path, content);
     if (r == -ENAMETOOLONG)
-        return error_set(err, r, "The path %s is too long.", path);
+        return error_set(err, r, "the path %s is too long", path);
     if (r < 0)
-        return error_set(err, r, "Could not write %s: %s.", path, strerror(-r));
+        return error_set(err, r, "could not write %s: %s", path, strerror(-r));
     return 0;
 }
 
 int agent_state_path(const char *state_dir, const char *name, char *buf, size_t size, Error *err) {
     if ((size_t)snprintf(buf, size, "%s/%s", state_dir, name) >= size)
-        return error_set(err, -ENAMETOOLONG, "The state folder path %s is too long.", state_dir);
+        return error_set(err, -ENAMETOOLONG, "the state folder path %s is too long", state_dir);
     return 0;
 }
 
@@ -62,7 +62,7 @@ int agent_state_read(const char *state_dir, const char *name, const char *what, 
         return r;
     r = read_full_file(path, max, ret, ret_len);
     if (r < 0 && r != -ENOENT)
-        return error_set(err, r, "Could not read %s %s: %s.", what, path, strerror(-r));
+        return error_set(err, r, "could not read %s %s: %s", what, path, strerror(-r));
     return r;
 }
 
@@ -105,7 +105,7 @@ int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, siz
         lineno++;
         char line[256];
         if (len >= sizeof(line)) {
-            r = error_set(err, -EINVAL, "workloads record line %u is too long.", lineno);
+            r = error_set(err, -EINVAL, "workloads record line %u is too long", lineno);
             break;
         }
         memcpy(line, p, len);
@@ -117,7 +117,7 @@ int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, siz
         char *sp = strchr(line, ' ');
         if (!sp) {
             r = error_set(err, -EINVAL,
-                          "workloads record line %u must be \"<pci-address> <workload-id>\".",
+                          "workloads record line %u must be \"<pci-address> <workload-id>\"",
                           lineno);
             break;
         }
@@ -125,12 +125,12 @@ int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, siz
         const char *id = sp + 1;
         if (!pci_bdf_is_valid(line) || !is_record_id(id)) {
             r = error_set(err, -EINVAL,
-                          "workloads record line %u must be \"<pci-address> <workload-id>\".",
+                          "workloads record line %u must be \"<pci-address> <workload-id>\"",
                           lineno);
             break;
         }
         if (strv_push(&bdfs, &nb, line) < 0 || strv_push(&ids, &ni, id) < 0)
-            r = error_set(err, -ENOMEM, "Out of memory.");
+            r = error_set(err, -ENOMEM, "out of memory");
     }
     if (r < 0 || nb != ni) {
         strv_free(bdfs, nb);
@@ -158,7 +158,7 @@ int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids,
     if (r < 0)
         return r;
     if (strlen(text) != len)
-        return error_set(err, -EINVAL, "The agent's workload records %s contain a NUL byte.", path);
+        return error_set(err, -EINVAL, "the agent's workload records %s contain a NUL byte", path);
     return agent_records_parse(text, ret_bdfs, ret_ids, ret_n, err);
 }
 
@@ -178,7 +178,7 @@ int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, s
     strv_free(ids, n);
     if (r < 0) {
         strv_free(out, n_out);
-        return error_set(err, r, "Out of memory.");
+        return error_set(err, r, "out of memory");
     }
     *ret = out;
     *ret_n = n_out;
@@ -194,7 +194,7 @@ static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_
         if (!skip_id || STRNEQ(ids[i], skip_id))
             strbuf_printf(&b, "%s %s\n", bdfs[i], ids[i]);
     if (!strbuf_cstr(&b))
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     int r = agent_state_write(state_dir, "workloads", b.data, err);
     strbuf_done(&b);
     return r;
@@ -210,7 +210,7 @@ int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, s
         if (!pci_bdf_is_valid(new_bdfs[i]) || !is_record_id(workload_id))
             return error_set(
                     err, -EINVAL,
-                    "A workload record needs a PCI address and a workload id without spaces.");
+                    "a workload record needs a PCI address and a workload id without spaces");
     int r = agent_state_dir_ensure(state_dir, err);
     if (r < 0)
         return r;
@@ -222,7 +222,7 @@ int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, s
     size_t nb = n, ni = n;
     for (size_t i = 0; i < n_new && r >= 0; i++)
         if (strv_push(&bdfs, &nb, new_bdfs[i]) < 0 || strv_push(&ids, &ni, workload_id) < 0)
-            r = error_set(err, -ENOMEM, "Out of memory.");
+            r = error_set(err, -ENOMEM, "out of memory");
     if (r >= 0 && n_new) /* one fsync'd rewrite for a whole gang */
         r = records_rewrite(state_dir, bdfs, ids, nb, NULL, err);
     strv_free(bdfs, nb);
@@ -240,7 +240,7 @@ int agent_records_remove(const char *state_dir, const char *workload_id, Error *
     for (size_t i = 0; i < n; i++)
         found = found || STREQ(ids[i], workload_id);
     r = found ? records_rewrite(state_dir, bdfs, ids, n, workload_id, err)
-              : error_set(err, -ENOENT, "No workload %s is recorded.", workload_id);
+              : error_set(err, -ENOENT, "no workload %s is recorded", workload_id);
     strv_free(bdfs, n);
     strv_free(ids, n);
     return r;
@@ -258,13 +258,13 @@ static int per_gpu_set(const char *state_dir, const char *sub, const char *bdf, 
     char path[PATH_MAX];
     int r = per_gpu_path(state_dir, sub, bdf, path, sizeof(path));
     if (r < 0)
-        return error_set(err, r, "'%s' is not a PCI address like 0000:01:00.0.", bdf);
+        return error_set(err, r, "'%s' is not a PCI address like 0000:01:00.0", bdf);
     r = agent_state_dir_ensure(state_dir, err);
     if (r < 0)
         return r;
     _cleanup_free_ char *content = strprintf("%s\n", line);
     if (!content)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     /* One line only: a reason with newlines would read back as something else. */
     for (char *c = content; c[1]; c++)
         if (*c == '\n' || *c == '\r')
@@ -290,11 +290,11 @@ int agent_quarantine_clear(const char *state_dir, const char *bdf, Error *err) {
     char path[PATH_MAX];
     int r = per_gpu_path(state_dir, "quarantine", bdf, path, sizeof(path));
     if (r < 0)
-        return error_set(err, r, "'%s' is not a PCI address like 0000:01:00.0.", bdf);
+        return error_set(err, r, "'%s' is not a PCI address like 0000:01:00.0", bdf);
     if (unlink(path) < 0) {
         if (errno == ENOENT)
-            return error_set(err, -ENOENT, "GPU %s is not quarantined.", bdf);
-        return error_set(err, -errno, "Could not clear the quarantine of %s: %s.", bdf,
+            return error_set(err, -ENOENT, "GPU %s is not quarantined", bdf);
+        return error_set(err, -errno, "could not clear the quarantine of %s: %s", bdf,
                          strerror(errno));
     }
     return 0;

@@ -155,7 +155,7 @@ static int refuse_if_busy(const ResetCheckOptions *o, const GpuGroup *g, Error *
     if (pci_driver_name(&o->bind.paths, g->gpu, &driver) < 0 || STRNEQ(driver, "vfio-pci"))
         return error_set(err, -EPERM,
                          "GPU %s is on %s, not vfio-pci; the reset check runs on a GPU given to "
-                         "VMs (run 'einsora agent bind %s --to vfio' first).",
+                         "VMs (run 'einsora agent bind %s --to vfio' first)",
                          g->gpu, driver ? driver : "no driver", g->gpu);
     char **ids = NULL;
     size_t n_ids = 0;
@@ -165,7 +165,7 @@ static int refuse_if_busy(const ResetCheckOptions *o, const GpuGroup *g, Error *
     if (n_ids) {
         r = error_set(err, -EBUSY,
                       "GPU %s is running workload %s (as the agent's records show); the reset "
-                      "check waits until it stops.",
+                      "check waits until it stops",
                       g->gpu, ids[0]);
         strv_free(ids, n_ids);
         return r;
@@ -173,7 +173,7 @@ static int refuse_if_busy(const ResetCheckOptions *o, const GpuGroup *g, Error *
     char **paths = NULL;
     size_t n_paths = 0;
     if (gpu_device_files(&o->bind.paths, g->gpu, g->iommu_group, &paths, &n_paths) < 0)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     Holder *h = NULL;
     size_t n_h = 0;
     HoldersFn fn = o->bind.holders ? o->bind.holders : holders_scan_proc;
@@ -181,7 +181,7 @@ static int refuse_if_busy(const ResetCheckOptions *o, const GpuGroup *g, Error *
     strv_free(paths, n_paths);
     if (r >= 0 && n_h) {
         _cleanup_free_ char *who = holders_describe(h, n_h);
-        r = error_set(err, -EBUSY, "GPU %s is in use: %s; the reset check waits until it is free.",
+        r = error_set(err, -EBUSY, "GPU %s is in use: %s; the reset check waits until it is free",
                       g->gpu, strempty(who));
     }
     free(h);
@@ -191,7 +191,7 @@ static int refuse_if_busy(const ResetCheckOptions *o, const GpuGroup *g, Error *
 int gpu_reset_check(const ResetCheckOptions *o, const char *bdf, ResetCheckResult *ret,
                     Error *err) {
     if (o->cycles == 0 || o->cycles > 100 || o->settle_ms < 0)
-        return error_set(err, -EINVAL, "The reset check needs between 1 and 100 cycles.");
+        return error_set(err, -EINVAL, "the reset check needs between 1 and 100 cycles");
     GpuGroup g;
     int r = gpu_group_load(&o->bind.paths, bdf, &g, err);
     if (r < 0)
@@ -219,7 +219,7 @@ int gpu_reset_check(const ResetCheckOptions *o, const char *bdf, ResetCheckResul
     snprintf(kmsg, sizeof(kmsg), "%s", o->kmsg_path ? o->kmsg_path : "");
     if (!o->kmsg_path &&
         (size_t)snprintf(kmsg, sizeof(kmsg), "%s/kmsg", o->bind.paths.dev) >= sizeof(kmsg))
-        return error_set(err, -ENAMETOOLONG, "The device root %s is too long.", o->bind.paths.dev);
+        return error_set(err, -ENAMETOOLONG, "the device root %s is too long", o->bind.paths.dev);
     int kfd = open(kmsg, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (kfd >= 0)
         (void)lseek(kfd, 0, SEEK_END); /* only what the resets cause */

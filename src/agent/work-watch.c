@@ -17,7 +17,7 @@ int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s,
                                        MIN(wait_s, (unsigned)WORK_WATCH_WAIT_MAX_S))
                            : strprintf("/v1/nodes/%s/work", name);
     if (!path)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     long status = 0;
     json_t *ans = NULL;
     int r = client_call(cl, "GET", path, NULL, NULL, &status, &ans, err);
@@ -32,7 +32,7 @@ int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s,
         json_decref(ans);
         w->unsupported = true;
         return error_set(err, -EOPNOTSUPP,
-                         "The control plane has no work route: heartbeats carry the work.");
+                         "the control plane has no work route: heartbeats carry the work");
     }
     if (status != 200 || !cursor || strlen(cursor) >= sizeof(w->cursor)) {
         r = status == 404 ? -ENOENT : -EIO;

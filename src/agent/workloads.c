@@ -28,13 +28,12 @@ int agent_map_check(const char *map, const char *what, Error *err) {
         const char *end = strchrnul(p, ',');
         const char *eq = memchr(p, '=', (size_t)(end - p));
         if (!eq || eq == p || eq + 1 == end)
-            return error_set(err, -EINVAL, "%s: '%.*s' is not KEY=VALUE.", what, (int)(end - p), p);
+            return error_set(err, -EINVAL, "%s: '%.*s' is not KEY=VALUE", what, (int)(end - p), p);
         for (const char *q = map; q < p;) {
             const char *qe = strchrnul(q, ',');
             if ((size_t)(strchr(q, '=') - q) == (size_t)(eq - p) &&
                 !strncmp(q, p, (size_t)(eq - p)))
-                return error_set(err, -EINVAL, "%s: '%.*s' is given twice.", what, (int)(eq - p),
-                                 p);
+                return error_set(err, -EINVAL, "%s: '%.*s' is given twice", what, (int)(eq - p), p);
             q = qe + 1;
         }
         p = *end ? end + 1 : end;
@@ -98,13 +97,13 @@ static int strv_field(json_t *req, const char *key, const char **v, size_t max, 
     if (!a)
         return 0;
     if (!json_is_array(a) || json_array_size(a) > max)
-        return error_set(err, -EINVAL, "The request's '%s' is not a list of at most %zu texts.",
-                         key, max);
+        return error_set(err, -EINVAL, "the request's '%s' is not a list of at most %zu texts", key,
+                         max);
     size_t i;
     json_t *s;
     json_array_foreach(a, i, s) {
         if (!json_is_string(s))
-            return error_set(err, -EINVAL, "The request's '%s' item %zu is not a text.", key, i);
+            return error_set(err, -EINVAL, "the request's '%s' item %zu is not a text", key, i);
         v[i] = json_string_value(s);
     }
     v[json_array_size(a)] = NULL;
@@ -120,14 +119,14 @@ static int ports_field(json_t *req, unsigned ports[16], size_t *ret_n, Error *er
     if (!a)
         return 0;
     if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 16)
-        return error_set(err, -EINVAL, "The request's 'ports' is not a list of 1 to 16 ports.");
+        return error_set(err, -EINVAL, "the request's 'ports' is not a list of 1 to 16 ports");
     size_t i;
     json_t *v;
     json_array_foreach(a, i, v) {
         json_int_t n = json_integer_value(v);
         if (!json_is_integer(v) || n < 1 || n > 65535)
             return error_set(err, -EINVAL,
-                             "The request's 'ports' item %zu is not a port from 1 to 65535.", i);
+                             "the request's 'ports' item %zu is not a port from 1 to 65535", i);
         ports[i] = (unsigned)n;
     }
     *ret_n = json_array_size(a);
@@ -140,7 +139,7 @@ static int work_begin(json_t *work, AgentSpecBuf *buf, const char **ret_kind, Er
     json_int_t idn = json_integer_value(json_object_get(work, "id"));
     if (!kind || idn <= 0 || !json_is_object(json_object_get(work, "placement")))
         return error_set(err, -EINVAL,
-                         "The control plane's workload item lacks id, kind or placement.");
+                         "the control plane's workload item lacks id, kind or placement");
     memset(buf, 0, sizeof(*buf));
     snprintf(buf->id, sizeof(buf->id), "%" JSON_INTEGER_FORMAT, idn);
     *ret_kind = kind;
@@ -161,8 +160,8 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
         snprintf(buf->image, sizeof(buf->image), "%s", image);
     else if (!agent_map_get(cfg->images, kind, buf->image, sizeof(buf->image)))
         return error_set(err, -ENOENT,
-                         "Request %s names no image and this site has no default %s image "
-                         "(agent run --images %s=IMAGE).",
+                         "request %s names no image and this site has no default %s image "
+                         "(agent run --images %s=IMAGE)",
                          buf->id, kind, kind);
     s.image = buf->image;
     bool has;
@@ -187,8 +186,8 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
         if (!agent_map_get(cfg->runtimes, rt, buf->runtime, sizeof(buf->runtime))) {
             if (STREQ(rt, "kata"))
                 return error_set(err, -EOPNOTSUPP,
-                                 "The placement asks for Kata and this agent maps no engine "
-                                 "runtime to it (agent run --runtimes kata=NAME).");
+                                 "the placement asks for Kata and this agent maps no engine "
+                                 "runtime to it (agent run --runtimes kata=NAME)");
             /* runc is every engine's default: no name needed */
         } else
             s.oci_runtime = buf->runtime;
@@ -200,10 +199,10 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
         const Accelerator *a = bdf ? find_gpu(inv, bdf) : NULL;
         if (!a)
             return error_set(err, -ENODEV,
-                             "The allocated GPU %s is not in this machine's inventory.",
+                             "the allocated GPU %s is not in this machine's inventory",
                              strempty(bdf));
         if (buf->n_gpus == ARRAY_SIZE(buf->gpus))
-            return error_set(err, -E2BIG, "Too many GPUs for one workload.");
+            return error_set(err, -E2BIG, "too many GPUs for one workload");
         WorkloadGpu *g = &buf->gpus[buf->n_gpus];
         g->pci = a->bdf;
         if (agent_work_is_vm(work)) {
@@ -218,18 +217,18 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
             g->uuid = a->uuid;
             if (!g->uuid)
                 return error_set(err, -ENODEV,
-                                 "The allocated GPU %s has no UUID (NVML did not answer): "
-                                 "the engine cannot be told which GPU it is.",
+                                 "the allocated GPU %s has no UUID (NVML did not answer): "
+                                 "the engine cannot be told which GPU it is",
                                  a->bdf);
         } else if (a->vendor == VENDOR_AMD) {
             g->vendor = "amd";
             g->render_node = render_node(a);
             if (!g->render_node)
-                return error_set(err, -ENODEV, "The allocated AMD GPU %s has no render node.",
+                return error_set(err, -ENODEV, "the allocated AMD GPU %s has no render node",
                                  a->bdf);
         } else
             return error_set(err, -EOPNOTSUPP,
-                             "The allocated device %s is not a GPU a container can take.", a->bdf);
+                             "the allocated device %s is not a GPU a container can take", a->bdf);
         buf->n_gpus++;
     }
     /* A VM's size: the placement's (from the request), else the driver's defaults. */
@@ -277,9 +276,8 @@ int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentS
         return r;
     const char *bin = STREQ(ms.runtime, "mlx") ? cfg->mlx_server : cfg->llama_server;
     if (isempty(bin))
-        return error_set(err, -EOPNOTSUPP,
-                         "This agent has no %s server binary (agent run %s PATH).", ms.runtime,
-                         STREQ(ms.runtime, "mlx") ? "--mlx-server" : "--llama-server");
+        return error_set(err, -EOPNOTSUPP, "this agent has no %s server binary (agent run %s PATH)",
+                         ms.runtime, STREQ(ms.runtime, "mlx") ? "--mlx-server" : "--llama-server");
     buf->argv[0] = bin;
     bool has;
     if ((r = strv_field(req, "env", buf->env, 64, &has, err)) < 0)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "output.h"
-#include "server/server.h"
+#include "server/server.h" /* the one CLI verb that runs the server library itself */
 #include "util/strutil.h"
 #include "suggest.h"
 #include "verbs.h"

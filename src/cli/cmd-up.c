@@ -27,7 +27,7 @@
 #include "engine-local.h"
 #include "output.h"
 #include "remote.h"
-#include "server/server.h"
+#include "wire/api-address.h"
 #include "wire/decode.h"
 #include "store/token-admin.h"
 #include "token-secret.h"
@@ -106,7 +106,7 @@ static int ensure_token(const char *state, const char *file, const char *user, c
         }
     }
     if (token_secret_new(secret, hash) < 0)
-        return error_set(err, -EIO, "Cannot get random bytes for a token.");
+        return error_set(err, -EIO, "cannot get random bytes for a token");
     if ((r = token_admin_create(state, hash, user, role, nodes, 0, err)) < 0)
         return r;
     FILE *f = NULL;
@@ -115,7 +115,7 @@ static int ensure_token(const char *state, const char *file, const char *user, c
         fprintf(f, "%s\n", secret) < 0 || fclose(f) != 0) {
         if (fd >= 0 && !f)
             close(fd);
-        return error_set(err, -EIO, "Cannot write the token file %s.", file);
+        return error_set(err, -EIO, "cannot write the token file %s", file);
     }
     return 0;
 }

@@ -73,13 +73,13 @@ static bool header_value_ok(const char *v) {
 
 int client_new(const char *server, const char *token, Client **ret, Error *err) {
     if (isempty(server))
-        return error_set(err, -EINVAL, "No server given: use --server or EINSORA_SERVER.");
+        return error_set(err, -EINVAL, "no server given: use --server or EINSORA_SERVER");
     if (token && !header_value_ok(token))
-        return error_set(err, -EINVAL, "The token holds a control character (CR, LF, ...).");
+        return error_set(err, -EINVAL, "the token holds a control character (CR, LF, ...)");
     pthread_once(&curl_once, curl_init_once);
     Client *c = calloc(1, sizeof(*c));
     if (!c)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     /* "url1,url2,...": the replicas of one control plane. */
     for (const char *p = server; *p;) {
         size_t n = strcspn(p, ",");
@@ -91,13 +91,12 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
         if (n > 0) {
             if (c->n_servers == CLIENT_MAX_SERVERS) {
                 client_free(c);
-                return error_set(err, -E2BIG, "More than %d server URLs given.",
-                                 CLIENT_MAX_SERVERS);
+                return error_set(err, -E2BIG, "more than %d server URLs given", CLIENT_MAX_SERVERS);
             }
             char *u = memmem(p, n, "://", 3) ? strndup(p, n) : strprintf("http://%.*s", (int)n, p);
             if (!u) {
                 client_free(c);
-                return error_set(err, -ENOMEM, "Out of memory.");
+                return error_set(err, -ENOMEM, "out of memory");
             }
             c->servers[c->n_servers++] = u;
         }
@@ -105,7 +104,7 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
     }
     if (c->n_servers == 0) {
         client_free(c);
-        return error_set(err, -EINVAL, "No server given: use --server or EINSORA_SERVER.");
+        return error_set(err, -EINVAL, "no server given: use --server or EINSORA_SERVER");
     }
     c->base = c->servers[0];
     c->curl = curl_easy_init();
@@ -113,7 +112,7 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
         c->auth_header = strprintf("Authorization: Bearer %s", token);
     if (!c->curl || (token && !c->auth_header)) {
         client_free(c);
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     }
     *ret = c;
     return 0;
@@ -138,7 +137,7 @@ static int call_once(Client *c, const char *url, const char *method, const char 
                      char **ret_location, Error *err) {
     _cleanup_free_ char *idem = idem_key ? strprintf("Idempotency-Key: %s", idem_key) : NULL;
     if (idem_key && !idem)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     struct curl_slist *headers = NULL;
     if (c->auth_header)
         headers = curl_slist_append(headers, c->auth_header);
@@ -183,7 +182,7 @@ static int call_once(Client *c, const char *url, const char *method, const char 
         int code = rc == CURLE_COULDNT_CONNECT      ? -ECONNREFUSED
                    : rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
                                                     : -EIO;
-        return error_set(err, code, "Cannot reach the server at %s: %s.", c->base,
+        return error_set(err, code, "cannot reach the server at %s: %s", c->base,
                          curl_easy_strerror(rc));
     }
     long status = 0;
@@ -193,7 +192,7 @@ static int call_once(Client *c, const char *url, const char *method, const char 
         curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &location);
     if (!strbuf_cstr(&out) || (location && !(*ret_location = strdup(location)))) {
         strbuf_done(&out);
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     }
     *ret_status = status;
     if (ret_text)
@@ -239,9 +238,9 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
                     Error *err) {
     if (idem_key && !header_value_ok(idem_key))
         return error_set(err, -EINVAL,
-                         "The Idempotency-Key holds a control character (CR, LF, ...).");
+                         "the Idempotency-Key holds a control character (CR, LF, ...)");
     if (!header_value_ok(method) || !header_value_ok(path))
-        return error_set(err, -EINVAL, "The method or path holds a control character.");
+        return error_set(err, -EINVAL, "the method or path holds a control character");
     /* A call is repeated at another replica only when that cannot do it twice: reads, and
      * changes carrying an idempotency key; any call when the connection was refused. */
     bool repeatable = STREQ(method, "GET") || idem_key;
@@ -251,7 +250,7 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
     for (;;) {
         _cleanup_free_ char *url = target ? TAKE_PTR(target) : strprintf("%s%s", c->base, path);
         if (!url)
-            return error_set(err, -ENOMEM, "Out of memory.");
+            return error_set(err, -ENOMEM, "out of memory");
         long status = 0;
         char *text = NULL, *location = NULL;
         Error e = {0};
@@ -300,7 +299,7 @@ int client_call(Client *c, const char *method, const char *path, json_t *body, c
                 long *ret_status, json_t **ret_json, Error *err) {
     _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     if (body && !text)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     char *answer = NULL;
     long status;
     int r = client_call_raw(c, method, path, text, text ? strlen(text) : 0, idem_key, &status,
@@ -320,7 +319,7 @@ int client_call(Client *c, const char *method, const char *path, json_t *body, c
 int client_set_ca_file(Client *c, const char *path, Error *err) {
     char *copy = strdup(path);
     if (!copy)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     free(c->ca_file);
     c->ca_file = copy;
     return 0;

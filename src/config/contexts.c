@@ -61,56 +61,56 @@ static bool url_ok(const char *s) {
 static int add_servers_from_list(CliContext *ctx, const char *list, Error *err) {
     _cleanup_free_ char *copy = strdup(list);
     if (!copy)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (!url_ok(tok))
-            return error_set(err, -EINVAL, "'%.100s' is not a server URL.", tok);
+            return error_set(err, -EINVAL, "'%.100s' is not a server URL", tok);
         if (ctx->n_servers >= SERVERS_MAX)
-            return error_set(err, -EINVAL, "A context holds at most %d servers.", SERVERS_MAX);
+            return error_set(err, -EINVAL, "a context holds at most %d servers", SERVERS_MAX);
         char **grown = realloc(ctx->servers, (ctx->n_servers + 1) * sizeof(*grown));
         if (!grown)
-            return error_set(err, -ENOMEM, "Out of memory.");
+            return error_set(err, -ENOMEM, "out of memory");
         ctx->servers = grown;
         if (!(ctx->servers[ctx->n_servers] = strdup(tok)))
-            return error_set(err, -ENOMEM, "Out of memory.");
+            return error_set(err, -ENOMEM, "out of memory");
         ctx->n_servers++;
     }
     if (ctx->n_servers == 0)
-        return error_set(err, -EINVAL, "A context needs at least one server URL.");
+        return error_set(err, -EINVAL, "a context needs at least one server URL");
     return 0;
 }
 
 static int parse_context(json_t *o, size_t index, CliContext *ctx, Error *err) {
     if (!json_is_object(o))
-        return error_set(err, -EINVAL, "contexts[%zu] is not an object.", index);
+        return error_set(err, -EINVAL, "contexts[%zu] is not an object", index);
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
         if (STRNEQ(key, "name") && STRNEQ(key, "servers") && STRNEQ(key, "token-file"))
-            return error_set(err, -EINVAL, "contexts[%zu]: unknown key '%.64s'.", index, key);
+            return error_set(err, -EINVAL, "contexts[%zu]: unknown key '%.64s'", index, key);
     }
     const char *name = json_string_value(json_object_get(o, "name"));
     if (!name || !text_ok(name, 128))
-        return error_set(err, -EINVAL, "contexts[%zu] needs a \"name\" (printable, 1-128 bytes).",
+        return error_set(err, -EINVAL, "contexts[%zu] needs a \"name\" (printable, 1-128 bytes)",
                          index);
     json_t *servers = json_object_get(o, "servers");
     if (!json_is_array(servers) || json_array_size(servers) == 0 ||
         json_array_size(servers) > SERVERS_MAX)
-        return error_set(err, -EINVAL, "Context '%s' needs \"servers\": a list of 1-%d URLs.", name,
+        return error_set(err, -EINVAL, "context '%s' needs \"servers\": a list of 1-%d URLs", name,
                          SERVERS_MAX);
     json_t *tf = json_object_get(o, "token-file");
     if (tf && (!json_is_string(tf) || !text_ok(json_string_value(tf), 4096)))
-        return error_set(err, -EINVAL, "Context '%s': \"token-file\" must be a path.", name);
+        return error_set(err, -EINVAL, "context '%s': \"token-file\" must be a path", name);
     if (!(ctx->name = strdup(name)))
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     if (tf && !(ctx->token_file = strdup(json_string_value(tf))))
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     size_t i;
     json_t *s;
     json_array_foreach(servers, i, s) {
         if (!json_is_string(s) || !url_ok(json_string_value(s)))
-            return error_set(err, -EINVAL, "Context '%s': servers[%zu] is not a URL.", name, i);
+            return error_set(err, -EINVAL, "context '%s': servers[%zu] is not a URL", name, i);
         int r = add_servers_from_list(ctx, json_string_value(s), err);
         if (r < 0)
             return r;
@@ -122,34 +122,34 @@ int cli_config_parse(const char *text, size_t len, CliConfig **ret, Error *err) 
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
-        return error_set(err, -EINVAL, "Not JSON (line %d: %.200s).", jerr.line, jerr.text);
+        return error_set(err, -EINVAL, "not JSON (line %d: %.200s)", jerr.line, jerr.text);
     _cleanup_(cli_config_freep) CliConfig *c = calloc(1, sizeof(*c));
     int r = 0;
     if (!c) {
-        r = error_set(err, -ENOMEM, "Out of memory.");
+        r = error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
     if (!json_is_object(root)) {
-        r = error_set(err, -EINVAL, "The configuration is not a JSON object.");
+        r = error_set(err, -EINVAL, "the configuration is not a JSON object");
         goto out;
     }
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
         if (STRNEQ(key, "current-context") && STRNEQ(key, "contexts")) {
-            r = error_set(err, -EINVAL, "Unknown key '%.64s'.", key);
+            r = error_set(err, -EINVAL, "unknown key '%.64s'", key);
             goto out;
         }
     }
     json_t *list = json_object_get(root, "contexts");
     if (list && (!json_is_array(list) || json_array_size(list) > CONTEXTS_MAX)) {
-        r = error_set(err, -EINVAL, "\"contexts\" must be a list of at most %d contexts.",
+        r = error_set(err, -EINVAL, "\"contexts\" must be a list of at most %d contexts",
                       CONTEXTS_MAX);
         goto out;
     }
     if (json_array_size(list) > 0 &&
         !(c->contexts = calloc(json_array_size(list), sizeof(*c->contexts)))) {
-        r = error_set(err, -ENOMEM, "Out of memory.");
+        r = error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
     size_t i;
@@ -160,18 +160,18 @@ int cli_config_parse(const char *text, size_t len, CliConfig **ret, Error *err) 
         if (r < 0)
             goto out;
         if (cli_config_find(c, c->contexts[i].name) != &c->contexts[i]) {
-            r = error_set(err, -EINVAL, "Two contexts are named '%s'.", c->contexts[i].name);
+            r = error_set(err, -EINVAL, "two contexts are named '%s'", c->contexts[i].name);
             goto out;
         }
     }
     json_t *cur = json_object_get(root, "current-context");
     if (cur) {
         if (!json_is_string(cur) || !cli_config_find(c, json_string_value(cur))) {
-            r = error_set(err, -EINVAL, "\"current-context\" names no context in the file.");
+            r = error_set(err, -EINVAL, "\"current-context\" names no context in the file");
             goto out;
         }
         if (!(c->current = strdup(json_string_value(cur)))) {
-            r = error_set(err, -ENOMEM, "Out of memory.");
+            r = error_set(err, -ENOMEM, "out of memory");
             goto out;
         }
     }
@@ -223,10 +223,10 @@ int cli_config_path(char **ret, Error *err) {
         p = strprintf("%s/.config/einsora/config", home);
     else
         return error_set(err, -ENOENT,
-                         "Neither $XDG_CONFIG_HOME nor $HOME is set: no place for "
-                         "the configuration file.");
+                         "neither $XDG_CONFIG_HOME nor $HOME is set: no place for "
+                         "the configuration file");
     if (!p)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     *ret = p;
     return 0;
 }
@@ -238,12 +238,12 @@ int cli_config_load(const char *path, CliConfig **ret, Error *err) {
     if (r == -ENOENT) {
         CliConfig *c = calloc(1, sizeof(*c));
         if (!c)
-            return error_set(err, -ENOMEM, "Out of memory.");
+            return error_set(err, -ENOMEM, "out of memory");
         *ret = c;
         return 0;
     }
     if (r < 0)
-        return error_set(err, r, "Cannot read %s: %s.", path, strerror(-r));
+        return error_set(err, r, "cannot read %s: %s", path, strerror(-r));
     Error perr = {0};
     r = cli_config_parse(text, len, ret, &perr);
     if (r < 0)
@@ -275,40 +275,40 @@ static int make_parent(const char *path) {
 int cli_config_save(const char *path, const CliConfig *c, Error *err) {
     _cleanup_free_ char *text = cli_config_format(c);
     if (!text)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     int r = make_parent(path);
     if (r < 0)
-        return error_set(err, r, "Cannot make the folder of %s: %s.", path, strerror(-r));
+        return error_set(err, r, "cannot make the folder of %s: %s", path, strerror(-r));
     mode_t old = umask(077);
     r = write_string_file_atomic(path, text);
     umask(old);
     if (r < 0)
-        return error_set(err, r, "Cannot write %s: %s.", path, strerror(-r));
+        return error_set(err, r, "cannot write %s: %s", path, strerror(-r));
     return 0;
 }
 
 int cli_config_set(CliConfig *c, const char *name, const char *servers, const char *token_file,
                    Error *err) {
     if (!name || !text_ok(name, 128))
-        return error_set(err, -EINVAL, "A context name is printable text of 1-128 bytes.");
+        return error_set(err, -EINVAL, "a context name is printable text of 1-128 bytes");
     if (token_file && !text_ok(token_file, 4096))
-        return error_set(err, -EINVAL, "The token file must be a path.");
+        return error_set(err, -EINVAL, "the token file must be a path");
     CliContext fresh = {0};
     int r = add_servers_from_list(&fresh, servers ? servers : "", err);
     if (r >= 0 &&
         (!(fresh.name = strdup(name)) || (token_file && !(fresh.token_file = strdup(token_file)))))
-        r = error_set(err, -ENOMEM, "Out of memory.");
+        r = error_set(err, -ENOMEM, "out of memory");
     char *current = r >= 0 ? strdup(name) : NULL;
     if (r >= 0 && !current)
-        r = error_set(err, -ENOMEM, "Out of memory.");
+        r = error_set(err, -ENOMEM, "out of memory");
     CliContext *slot = (CliContext *)cli_config_find(c, name);
     if (r >= 0 && !slot) {
         if (c->n_contexts >= CONTEXTS_MAX)
-            r = error_set(err, -EINVAL, "At most %d contexts.", CONTEXTS_MAX);
+            r = error_set(err, -EINVAL, "at most %d contexts", CONTEXTS_MAX);
         else {
             CliContext *grown = realloc(c->contexts, (c->n_contexts + 1) * sizeof(*grown));
             if (!grown)
-                r = error_set(err, -ENOMEM, "Out of memory.");
+                r = error_set(err, -ENOMEM, "out of memory");
             else {
                 c->contexts = grown;
                 slot = &c->contexts[c->n_contexts++];

@@ -134,7 +134,7 @@ static int split_qualified(const char *qualified, char *kind, size_t size, const
     const char *eq = strchr(qualified, '=');
     const char *slash = strchr(qualified, '/');
     if (!eq || !slash || slash > eq || eq[1] == 0 || (size_t)(eq - qualified) >= size)
-        return error_set(err, -EINVAL, "'%.64s' is not a CDI device name (vendor.com/class=name).",
+        return error_set(err, -EINVAL, "'%.64s' is not a CDI device name (vendor.com/class=name)",
                          qualified);
     memcpy(kind, qualified, (size_t)(eq - qualified));
     kind[eq - qualified] = 0;
@@ -227,8 +227,8 @@ int cdi_resolve(const char *dirs, const char *qualified, CdiDevice *ret, Error *
     }
     if (!found)
         return error_set(err, -ENOENT,
-                         "The allocated device %s has no CDI entry in %s: generate the spec with "
-                         "`nvidia-ctk cdi generate` (the NVIDIA Container Toolkit's job).",
+                         "the allocated device %s has no CDI entry in %s: generate the spec with "
+                         "`nvidia-ctk cdi generate` (the NVIDIA Container Toolkit's job)",
                          qualified, dirs ? dirs : CDI_DIRS_DEFAULT);
     *ret = best;
     return 0;

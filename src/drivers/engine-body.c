@@ -41,7 +41,7 @@ EngineGpuMode engine_gpu_mode_from_string(const char *s) {
 int engine_dialect_from_version(json_t *version, EngineDialect *ret, char *ret_product, size_t size,
                                 Error *err) {
     if (!json_is_object(version))
-        return error_set(err, -EPROTO, "The engine's /version answer is not a JSON object.");
+        return error_set(err, -EPROTO, "the engine's /version answer is not a JSON object");
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(version, "Components"), i, c) {
@@ -57,7 +57,7 @@ int engine_dialect_from_version(json_t *version, EngineDialect *ret, char *ret_p
     if (!api)
         return error_set(
                 err, -EPROTO,
-                "The engine's /version answer names neither Podman nor a Docker API version.");
+                "the engine's /version answer names neither Podman nor a Docker API version");
     snprintf(ret_product, size, "Docker Engine %.32s (API %.16s)",
              strempty(json_string_value(json_object_get(version, "Version"))), api);
     *ret = ENGINE_DOCKER;
@@ -208,7 +208,7 @@ int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **
     json_t *st = json_object_get(inspect, "State");
     const char *status = json_string_value(json_object_get(st, "Status"));
     if (!status)
-        return error_set(err, -EPROTO, "The engine's inspect answer has no State.Status.");
+        return error_set(err, -EPROTO, "the engine's inspect answer has no State.Status");
     WorkloadState s = {.exit_code = (int)json_integer_value(json_object_get(st, "ExitCode"))};
     const char *msg = json_string_value(json_object_get(st, "Error"));
     if (STREQ(status, "running") || STREQ(status, "paused") || STREQ(status, "restarting"))

@@ -96,7 +96,7 @@ static int http(Engine *e, const char *method, const char *path, json_t *body, u
     if (!url || !h || (body && !text)) {
         if (h)
             curl_easy_cleanup(h);
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     }
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
     Sink sink = {.out = out};
@@ -123,13 +123,13 @@ static int http(Engine *e, const char *method, const char *path, json_t *body, u
         int code = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
                    : rc == CURLE_COULDNT_CONNECT  ? -ECONNREFUSED
                                                   : -EIO;
-        return error_set(err, code, "The container engine at %s does not answer %s %s: %s.",
+        return error_set(err, code, "the container engine at %s does not answer %s %s: %s",
                          e->socket, method, path[0] == '!' ? path + 1 : path,
                          curl_easy_strerror(rc));
     }
     if (sink.overflow) {
         strbuf_done(&sink.buf);
-        return error_set(err, -EFBIG, "The container engine's answer to %s %s is over %u bytes.",
+        return error_set(err, -EFBIG, "the container engine's answer to %s %s is over %u bytes",
                          method, path, ANSWER_MAX);
     }
     if (ret_json)
@@ -157,7 +157,7 @@ static int call_ok(Engine *e, const char *method, const char *path, json_t *body
                          status == 404   ? -ENOENT
                          : status == 409 ? -EEXIST
                                          : -EIO,
-                         "%s: %s.", what, msg);
+                         "%s: %s", what, msg);
     }
     if (ret_json)
         *ret_json = j;
@@ -225,14 +225,14 @@ static int plan_env(Plan *p, const char *kv) {
 
 static int plan_nvidia(Engine *e, Plan *p, const WorkloadGpu *g, Error *err) {
     if (isempty(g->uuid))
-        return error_set(err, -EINVAL, "The NVIDIA GPU %s has no UUID to hand to the engine.",
+        return error_set(err, -EINVAL, "the NVIDIA GPU %s has no UUID to hand to the engine",
                          strempty(g->pci));
     _cleanup_free_ char *name = strprintf("nvidia.com/gpu=%s", g->uuid);
     if (!name)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     if (e->dialect == ENGINE_DOCKER && e->gpu_mode == ENGINE_GPU_DEVICE_REQUESTS)
         return push(&p->ids, &p->n_ids, strdup(g->uuid)) < 0
-                       ? error_set(err, -ENOMEM, "Out of memory.")
+                       ? error_set(err, -ENOMEM, "out of memory")
                        : 0;
     /* CDI names or explicit nodes: the spec must describe the device (we never write it). */
     CdiDevice d = {0};
@@ -248,20 +248,19 @@ static int plan_nvidia(Engine *e, Plan *p, const WorkloadGpu *g, Error *err) {
             r = plan_env(p, d.env[i]);
     }
     cdi_device_done(&d);
-    return r < 0 ? error_set(err, r, "Out of memory.") : 0;
+    return r < 0 ? error_set(err, r, "out of memory") : 0;
 }
 
 static int plan_amd(Engine *e, Plan *p, const WorkloadGpu *g, size_t index, Error *err) {
     const char *node = g->render_node;
     if (isempty(node) || node[0] != '/')
-        return error_set(err, -EINVAL,
-                         "The AMD GPU %s has no render node to hand to the container.",
+        return error_set(err, -EINVAL, "the AMD GPU %s has no render node to hand to the container",
                          strempty(g->pci));
     _cleanup_free_ char *kfd = strprintf("%s/kfd", e->dev_root);
     const char *base = strrchr(node, '/') + 1;
     _cleanup_free_ char *in = strprintf("/dev/dri/%s", base);
     if (!kfd || !in || plan_device(p, kfd, "/dev/kfd") < 0 || plan_device(p, node, in) < 0)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     /* Inside, ROCm enumerates only the nodes it was given: 0..n-1. */
     char *old = NULL;
     for (size_t i = 0; i < p->n_env; i++)
@@ -272,7 +271,7 @@ static int plan_amd(Engine *e, Plan *p, const WorkloadGpu *g, size_t index, Erro
         return 0;
     }
     return push(&p->env, &p->n_env, strprintf("ROCR_VISIBLE_DEVICES=%zu", index)) < 0
-                   ? error_set(err, -ENOMEM, "Out of memory.")
+                   ? error_set(err, -ENOMEM, "out of memory")
                    : 0;
 }
 
@@ -286,7 +285,7 @@ static int plan_build(Engine *e, const WorkloadSpec *spec, Plan *p, Error *err) 
         else if (g->vendor && STREQ(g->vendor, "amd"))
             r = plan_amd(e, p, g, amd++, err);
         else
-            r = error_set(err, -EOPNOTSUPP, "A container cannot be given a %s device.",
+            r = error_set(err, -EOPNOTSUPP, "a container cannot be given a %s device",
                           strempty(g->vendor));
         if (r < 0)
             return r;
@@ -311,12 +310,11 @@ static void remove_container(Engine *e, const char *name) {
 static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     Engine *e = engine_of(d);
     if (!driver_id_is_valid(spec->id))
-        return error_set(err, -EINVAL, "'%.32s' is not a request id.", strempty(spec->id));
+        return error_set(err, -EINVAL, "'%.32s' is not a request id", strempty(spec->id));
     if (isempty(spec->image))
-        return error_set(
-                err, -EINVAL,
-                "Request %s names no image, and the site has no default image for kind %s.",
-                spec->id, strempty(spec->kind));
+        return error_set(err, -EINVAL,
+                         "request %s names no image, and the site has no default image for kind %s",
+                         spec->id, strempty(spec->kind));
     char name[64];
     snprintf(name, sizeof(name), DRIVER_NAME_PREFIX "%s", spec->id);
     Plan plan = {0};
@@ -336,7 +334,7 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     json_t *body = engine_create_body(e->dialect, spec, &g);
     plan_done(&plan);
     if (!body)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     _cleanup_free_ char *create = e->dialect == ENGINE_LIBPOD
                                           ? strdup("/containers/create")
                                           : strprintf("/containers/create?name=%s", name);
@@ -348,15 +346,15 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     json_decref(body);
     if (r == -EEXIST || (r < 0 && strstr(e1.message, "already in use")))
         return error_set(err, -EEXIST,
-                         "The engine already has %s (request %s): it is not started twice.", name,
+                         "the engine already has %s (request %s): it is not started twice", name,
                          spec->id);
     if (r < 0 && status == 404)
         return error_set(err, -ENOENT,
-                         "The image %s is not on the engine (%s): pull or build it there first.",
+                         "the image %s is not on the engine (%s): pull or build it there first",
                          spec->image, e1.message);
     if (r < 0 && status == 500 && strstr(e1.message, "image not known"))
         return error_set(err, -ENOENT,
-                         "The image %s is not on the engine (%s): pull or build it there first.",
+                         "the image %s is not on the engine (%s): pull or build it there first",
                          spec->image, e1.message);
     if (r < 0)
         return error_set(err, r, "%s", e1.message);
@@ -372,9 +370,9 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
             (!rt || STRNEQ(rt, spec->oci_runtime)))
             r = error_set(
                     err, -EOPNOTSUPP,
-                    "The engine does not run OCI runtime %s for this container (it would use %s): "
+                    "the engine does not run OCI runtime %s for this container (it would use %s): "
                     "install and configure %s on the engine, or map the placement's runtime to one "
-                    "it has.",
+                    "it has",
                     spec->oci_runtime, rt ? rt : "its default", spec->oci_runtime);
         json_decref(j);
         if (r < 0) {
@@ -394,7 +392,7 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
 static int engine_status(Driver *d, const char *id, WorkloadState *ret, Error *err) {
     Engine *e = engine_of(d);
     if (!driver_id_is_valid(id))
-        return error_set(err, -EINVAL, "'%.32s' is not a request id.", id);
+        return error_set(err, -EINVAL, "'%.32s' is not a request id", id);
     _cleanup_free_ char *path = strprintf("/containers/" DRIVER_NAME_PREFIX "%s/json", id);
     long status = 0;
     json_t *j = NULL;
@@ -414,7 +412,7 @@ static int engine_status(Driver *d, const char *id, WorkloadState *ret, Error *e
         char msg[300];
         engine_error_sentence(j, status, msg, sizeof(msg));
         json_decref(j);
-        return error_set(err, -EIO, "Cannot inspect the container of request %s: %s.", id, msg);
+        return error_set(err, -EIO, "cannot inspect the container of request %s: %s", id, msg);
     }
     r = engine_state_from_inspect(j, ret, NULL, err);
     json_decref(j);
@@ -424,7 +422,7 @@ static int engine_status(Driver *d, const char *id, WorkloadState *ret, Error *e
 static int engine_stop(Driver *d, const char *id, unsigned grace_s, Error *err) {
     Engine *e = engine_of(d);
     if (!driver_id_is_valid(id))
-        return error_set(err, -EINVAL, "'%.32s' is not a request id.", id);
+        return error_set(err, -EINVAL, "'%.32s' is not a request id", id);
     char name[64];
     snprintf(name, sizeof(name), DRIVER_NAME_PREFIX "%s", id);
     /* The engine sends SIGTERM, then SIGKILL after grace_s; should the engine itself hang,
@@ -444,14 +442,14 @@ static int engine_stop(Driver *d, const char *id, unsigned grace_s, Error *err) 
     if (r < 0)
         return r;
     if (status >= 300 && status != 404)
-        return error_set(err, -EIO, "The engine did not remove %s (HTTP %ld).", name, status);
+        return error_set(err, -EIO, "the engine did not remove %s (HTTP %ld)", name, status);
     return 0;
 }
 
 static int engine_logs(Driver *d, const char *id, bool follow, FILE *out, Error *err) {
     Engine *e = engine_of(d);
     if (!driver_id_is_valid(id))
-        return error_set(err, -EINVAL, "'%.32s' is not a request id.", id);
+        return error_set(err, -EINVAL, "'%.32s' is not a request id", id);
     _cleanup_free_ char *path =
             strprintf("/containers/" DRIVER_NAME_PREFIX "%s/logs?stdout=true&stderr=true%s", id,
                       follow ? "&follow=true" : "");
@@ -461,10 +459,10 @@ static int engine_logs(Driver *d, const char *id, bool follow, FILE *out, Error 
     if (r < 0)
         return r;
     if (status == 404)
-        return error_set(err, -ENOENT, "The engine has no container for request %s.", id);
+        return error_set(err, -ENOENT, "the engine has no container for request %s", id);
     if (status >= 300)
-        return error_set(err, -EIO, "The engine did not give the logs of request %s (HTTP %ld).",
-                         id, status);
+        return error_set(err, -EIO, "the engine did not give the logs of request %s (HTTP %ld)", id,
+                         status);
     return 0;
 }
 
@@ -486,7 +484,7 @@ static int engine_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
         if (id && driver_id_is_valid(id) && push(&ids, &n, strdup(id)) < 0) {
             driver_ids_free(ids, n);
             json_decref(j);
-            return error_set(err, -ENOMEM, "Out of memory.");
+            return error_set(err, -ENOMEM, "out of memory");
         }
     }
     json_decref(j);
@@ -516,11 +514,11 @@ static const DriverOps engine_ops = {
 int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, size_t size,
                       Error *err) {
     if (isempty(cfg->socket))
-        return error_set(err, -EINVAL, "No container engine socket given.");
+        return error_set(err, -EINVAL, "no container engine socket given");
     pthread_once(&curl_once, curl_init_once);
     Engine *e = calloc(1, sizeof(*e));
     if (!e)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     e->base.ops = &engine_ops;
     e->socket = strdup(cfg->socket);
     e->cdi_dirs = cfg->cdi_dirs ? strdup(cfg->cdi_dirs) : NULL;
@@ -528,7 +526,7 @@ int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, 
     e->timeout_s = cfg->api_timeout_s ? cfg->api_timeout_s : 60;
     if (!e->socket || !e->dev_root || (cfg->cdi_dirs && !e->cdi_dirs)) {
         engine_free(&e->base);
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     }
     json_t *v = NULL;
     EngineDialect found;

@@ -225,38 +225,38 @@ static int remove_files(Proc *p, const char *id) {
 static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     Proc *p = proc_of(d);
     if (!driver_id_is_valid(spec->id))
-        return error_set(err, -EINVAL, "'%.40s' is not a request id.", strempty(spec->id));
+        return error_set(err, -EINVAL, "'%.40s' is not a request id", strempty(spec->id));
     if (!spec->command || !spec->command[0] || !spec->command[0][0])
-        return error_set(err, -EINVAL, "A process workload needs its server's command line.");
+        return error_set(err, -EINVAL, "a process workload needs its server's command line");
     _cleanup_free_ char *pid_path = file_of(p, spec->id, "pid"),
                         *exit_path = file_of(p, spec->id, "exit"),
                         *exit_tmp = file_of(p, spec->id, "exit.tmp"),
                         *log_path = file_of(p, spec->id, "log");
     if (!pid_path || !exit_path || !exit_tmp || !log_path)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     if (access(pid_path, F_OK) == 0)
-        return error_set(err, -EEXIST, "Request %s already has its process here (%s).", spec->id,
+        return error_set(err, -EEXIST, "request %s already has its process here (%s)", spec->id,
                          pid_path);
     _cleanup_free_ char *bin = find_binary(spec->command[0]);
     if (!bin)
-        return error_set(err, -ENOENT, "The server binary '%.200s' is not there or not executable.",
+        return error_set(err, -ENOENT, "the server binary '%.200s' is not there or not executable",
                          spec->command[0]);
     _cleanup_free_ char **envp = merge_env(spec->env);
     if (!envp)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     int r = remove_files(p, spec->id); /* a leftover exit or log of an earlier life */
     if (r < 0)
-        return error_set(err, r, "Cannot clear the old files of request %s in %s: %s", spec->id,
+        return error_set(err, r, "cannot clear the old files of request %s in %s: %s", spec->id,
                          p->dir, strerror(-r));
     int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (log_fd < 0)
-        return error_set(err, -errno, "Cannot open the log %s: %s", log_path, strerror(errno));
+        return error_set(err, -errno, "cannot open the log %s: %s", log_path, strerror(errno));
     int pfd[2];
     /* pipe() and FD_CLOEXEC, as macOS has no pipe2(); the agent starts nothing meanwhile. */
     if (pipe(pfd) < 0) {
         r = -errno;
         close(log_fd);
-        return error_set(err, r, "Cannot make a pipe: %s", strerror(-r));
+        return error_set(err, r, "cannot make a pipe: %s", strerror(-r));
     }
     (void)fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
     (void)fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
@@ -297,7 +297,7 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     close(pfd[0]);
     if (r < 0 || wpid <= 1)
         return error_set(err, r < 0 ? r : -ECHILD,
-                         "Cannot start the process of request %s: fork failed.", spec->id);
+                         "cannot start the process of request %s: fork failed", spec->id);
     uint64_t t = 0;
     if (start_ticks(wpid, &t) < 0)
         t = 0; /* already over: its exit file says so */
@@ -307,7 +307,7 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     if ((r = write_string_file_atomic(pid_path, line)) < 0) {
         (void)kill(-wpid, SIGKILL);
         (void)remove_files(p, spec->id);
-        return error_set(err, r, "Cannot write %s: %s (the process was killed).", pid_path,
+        return error_set(err, r, "cannot write %s: %s (the process was killed)", pid_path,
                          strerror(-r));
     }
     return 0;
@@ -334,7 +334,7 @@ static int proc_status(Driver *d, const char *id, WorkloadState *ret, Error *err
         return 0;
     }
     if (r < 0)
-        return error_set(err, r, "The pid file of request %s in %s is unreadable: %s", id, p->dir,
+        return error_set(err, r, "the pid file of request %s in %s is unreadable: %s", id, p->dir,
                          strerror(-r));
     s.host_port = pf.port;
     if (read_exit_code(p, id, &s.exit_code) >= 0) {
@@ -377,12 +377,12 @@ static int proc_stop(Driver *d, const char *id, unsigned grace_s, Error *err) {
             (void)kill(-pf.pid, SIGKILL);
             if (!wait_gone(&pf, 10000))
                 return error_set(err, -ETIMEDOUT,
-                                 "The process group %d of request %s outlived SIGKILL.",
-                                 (int)pf.pid, id);
+                                 "the process group %d of request %s outlived SIGKILL", (int)pf.pid,
+                                 id);
         }
     }
     if ((r = remove_files(p, id)) < 0)
-        return error_set(err, r, "Cannot remove the files of request %s in %s: %s", id, p->dir,
+        return error_set(err, r, "cannot remove the files of request %s in %s: %s", id, p->dir,
                          strerror(-r));
     return 0;
 }
@@ -403,7 +403,7 @@ static int proc_logs(Driver *d, const char *id, bool follow, FILE *out, Error *e
     _cleanup_free_ char *path = driver_id_is_valid(id) ? file_of(p, id, "log") : NULL;
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     if (fd < 0)
-        return error_set(err, -ENOENT, "Request %s has no process here.", strempty(id));
+        return error_set(err, -ENOENT, "request %s has no process here", strempty(id));
     off_t pos = 0;
     copy_new(fd, &pos, out);
     for (WorkloadState st; follow;) {
@@ -421,7 +421,7 @@ static int proc_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
     Proc *p = proc_of(d);
     DIR *dir = opendir(p->dir);
     if (!dir)
-        return error_set(err, -errno, "Cannot read %s: %s", p->dir, strerror(errno));
+        return error_set(err, -errno, "cannot read %s: %s", p->dir, strerror(errno));
     size_t n = 0, cap = 8;
     char **ids = calloc(cap, sizeof(char *));
     for (struct dirent *e; ids && (e = readdir(dir));) {
@@ -452,7 +452,7 @@ static int proc_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
     }
     closedir(dir);
     if (!ids)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     *ret_ids = ids;
     *ret_n = n;
     return 0;
@@ -477,13 +477,13 @@ static const DriverOps process_ops = {
 int process_driver_new(const ProcessConfig *cfg, Driver **ret, Error *err) {
     if (isempty(cfg->dir))
         return error_set(err, -EINVAL,
-                         "The process driver needs a folder for its pid and log files.");
+                         "the process driver needs a folder for its pid and log files");
     if (mkdir(cfg->dir, 0700) < 0 && errno != EEXIST)
-        return error_set(err, -errno, "Cannot create %s: %s", cfg->dir, strerror(errno));
+        return error_set(err, -errno, "cannot create %s: %s", cfg->dir, strerror(errno));
     Proc *p = calloc(1, sizeof(*p));
     if (!p || !(p->dir = strdup(cfg->dir))) {
         free(p);
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     }
     p->base.ops = &process_ops;
     *ret = &p->base;

@@ -45,7 +45,7 @@ static void xml_text(StrBuf *b, const char *s) {
 static int hostdev(StrBuf *b, const char *bdf, Error *err) {
     unsigned d, bus, slot, fn;
     if (vm_pci_address_parse(bdf, &d, &bus, &slot, &fn) < 0)
-        return error_set(err, -EINVAL, "'%.32s' is not a PCI address (dddd:bb:ss.f).", bdf);
+        return error_set(err, -EINVAL, "'%.32s' is not a PCI address (dddd:bb:ss.f)", bdf);
     strbuf_printf(b,
                   "    <hostdev mode='subsystem' type='pci' managed='no'>\n"
                   "      <source>\n"
@@ -58,10 +58,9 @@ static int hostdev(StrBuf *b, const char *bdf, Error *err) {
 
 int vm_domain_xml(const WorkloadSpec *spec, const char *type, char **ret, Error *err) {
     if (!driver_id_is_valid(spec->id))
-        return error_set(err, -EINVAL, "'%.32s' is not a request id.", strempty(spec->id));
+        return error_set(err, -EINVAL, "'%.32s' is not a request id", strempty(spec->id));
     if (isempty(spec->image) || spec->image[0] != '/')
-        return error_set(err, -EINVAL,
-                         "A VM needs its disk image as an absolute path, not '%.64s'.",
+        return error_set(err, -EINVAL, "a VM needs its disk image as an absolute path, not '%.64s'",
                          strempty(spec->image));
     unsigned mem = spec->memory_mb ? spec->memory_mb : VM_MEMORY_DEFAULT_MB;
     unsigned cpus = spec->vcpus ? spec->vcpus : VM_VCPUS_DEFAULT;
@@ -86,7 +85,7 @@ int vm_domain_xml(const WorkloadSpec *spec, const char *type, char **ret, Error 
     strbuf_puts(&b, "  </devices>\n</domain>\n");
     const char *text = strbuf_cstr(&b);
     if (r >= 0 && !text)
-        r = error_set(err, -ENOMEM, "Out of memory.");
+        r = error_set(err, -ENOMEM, "out of memory");
     if (r < 0) {
         strbuf_done(&b);
         return r;
@@ -94,7 +93,7 @@ int vm_domain_xml(const WorkloadSpec *spec, const char *type, char **ret, Error 
     char *copy = strdup(text);
     strbuf_done(&b);
     if (!copy)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     *ret = copy;
     return 0;
 }

@@ -53,7 +53,7 @@ static int vm_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     if (dom) {
         virDomainFree(dom);
         return error_set(err, -EEXIST,
-                         "libvirt already has the domain of request %s: it is not started twice.",
+                         "libvirt already has the domain of request %s: it is not started twice",
                          spec->id);
     }
     if (!(dom = virDomainDefineXML(v->conn, xml)))
@@ -71,7 +71,7 @@ static int vm_start(Driver *d, const WorkloadSpec *spec, Error *err) {
 static int vm_status(Driver *d, const char *id, WorkloadState *ret, Error *err) {
     Vm *v = vm_of(d);
     if (!driver_id_is_valid(id))
-        return error_set(err, -EINVAL, "'%.32s' is not a request id.", id);
+        return error_set(err, -EINVAL, "'%.32s' is not a request id", id);
     virDomainPtr dom = lookup(v, id);
     WorkloadState st = {0};
     if (!dom) {
@@ -119,12 +119,12 @@ static int vm_status(Driver *d, const char *id, WorkloadState *ret, Error *err) 
 static int vm_stop(Driver *d, const char *id, unsigned grace_s, Error *err) {
     Vm *v = vm_of(d);
     if (!driver_id_is_valid(id))
-        return error_set(err, -EINVAL, "'%.32s' is not a request id.", id);
+        return error_set(err, -EINVAL, "'%.32s' is not a request id", id);
     virDomainPtr dom = lookup(v, id);
     if (!dom)
         return virConnectIsAlive(v->conn) == 1
                        ? 0
-                       : error_set(err, -ECONNREFUSED, "libvirt at %s does not answer.", v->uri);
+                       : error_set(err, -ECONNREFUSED, "libvirt at %s does not answer", v->uri);
     int state = 0, reason = 0;
     /* ACPI first: the guest shuts down cleanly; destroyed when the grace period passes. */
     if (virDomainGetState(dom, &state, &reason, 0) >= 0 && state != VIR_DOMAIN_SHUTOFF) {
@@ -152,7 +152,7 @@ static int vm_stop(Driver *d, const char *id, unsigned grace_s, Error *err) {
 
 static int vm_logs(Driver *d, const char *id, bool follow, FILE *out, Error *err) {
     return error_set(err, -EOPNOTSUPP,
-                     "A VM's console is not collected: connect to it with `virsh console %s%s`.",
+                     "a VM's console is not collected: connect to it with `virsh console %s%s`",
                      DRIVER_NAME_PREFIX, id);
 }
 
@@ -174,7 +174,7 @@ static int vm_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
     }
     free(doms);
     if (!ids)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     *ret_ids = ids;
     *ret_n = k;
     return 0;
@@ -203,16 +203,16 @@ int vm_driver_new(const VmConfig *cfg, Driver **ret, Error *err) {
     pthread_once(&quiet_once, quiet_init);
     Vm *v = calloc(1, sizeof(*v));
     if (!v)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     v->base.ops = &vm_ops;
     v->uri = strdup(cfg->uri ? cfg->uri : VM_URI_DEFAULT);
     v->type = strdup(cfg->domain_type ? cfg->domain_type : "kvm");
     if (!v->uri || !v->type) {
         vm_free(&v->base);
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     }
     if (!(v->conn = virConnectOpen(v->uri))) {
-        int r = error_set(err, -ECONNREFUSED, "Cannot connect to libvirt at %s: %s", v->uri,
+        int r = error_set(err, -ECONNREFUSED, "cannot connect to libvirt at %s: %s", v->uri,
                           last_error());
         vm_free(&v->base);
         return r;

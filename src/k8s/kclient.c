@@ -59,14 +59,14 @@ static int blob(const char *pem, size_t len, char **buf, struct curl_blob *b) {
 
 int k8s_client_new(const KubeConfig *cfg, const K8sOptions *opt, K8sClient **ret, Error *err) {
     if (curl_global() < 0)
-        return error_set(err, -EIO, "libcurl failed to start.");
+        return error_set(err, -EIO, "libcurl failed to start");
     if (!cfg->server)
-        return error_set(err, -EINVAL, "The Kubernetes configuration names no server.");
+        return error_set(err, -EINVAL, "the Kubernetes configuration names no server");
     if ((cfg->cert_file && !cfg->cert_pem) || (cfg->key_file && !cfg->key_pem) ||
         (cfg->ca_file && !cfg->ca_pem) || (cfg->token_file && !cfg->token))
         return error_set(
                 err, -EINVAL,
-                "The Kubernetes configuration's files were not read (use kubeconfig_load).");
+                "the Kubernetes configuration's files were not read (use kubeconfig_load)");
     _cleanup_(k8s_client_freep) K8sClient *c = calloc(1, sizeof(*c));
     if (!c || !(c->curl = curl_easy_init()) || !(c->server = strdup(cfg->server)) ||
         (cfg->token && !(c->token = strdup(cfg->token))) ||
@@ -74,7 +74,7 @@ int k8s_client_new(const KubeConfig *cfg, const K8sOptions *opt, K8sClient **ret
         blob(cfg->ca_pem, cfg->ca_pem_len, &c->ca_buf, &c->ca) < 0 ||
         blob(cfg->cert_pem, cfg->cert_pem_len, &c->cert_buf, &c->cert) < 0 ||
         blob(cfg->key_pem, cfg->key_pem_len, &c->key_buf, &c->key) < 0)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     c->insecure = cfg->insecure;
     if (opt)
         c->opt = *opt;
@@ -137,7 +137,7 @@ static int handle_line(Sink *s, const char *line, size_t len) {
         if (e.code == 410)
             s->gone = true;
         else
-            r = error_set(s->err, -EIO, "The watch ended with an error (%ld): %s", e.code,
+            r = error_set(s->err, -EIO, "the watch ended with an error (%ld): %s", e.code,
                           strempty(e.message));
         k8s_event_done(&e);
         return s->gone ? -ESTALE : r;
@@ -188,7 +188,7 @@ static int perform(K8sClient *c, const char *method, const char *path, const cha
     curl_easy_reset(h);
     _cleanup_free_ char *url = NULL, *auth = NULL, *ctype = NULL;
     if (asprintf(&url, "%s%s", c->server, path) < 0)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     struct curl_slist *hdr = curl_slist_append(NULL, "Accept: application/json");
     if (c->token && asprintf(&auth, "Authorization: Bearer %s", c->token) >= 0)
         hdr = curl_slist_append(hdr, auth);
@@ -229,14 +229,14 @@ static int perform(K8sClient *c, const char *method, const char *path, const cha
         return 0;
     case CURLE_OPERATION_TIMEDOUT:
         return error_set(err, -ETIMEDOUT,
-                         "The Kubernetes API at %s did not answer %s %s within %ld ms.", c->server,
+                         "the Kubernetes API at %s did not answer %s %s within %ld ms", c->server,
                          method, path, timeout_ms);
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
-        return error_set(err, -ECONNREFUSED, "Cannot reach the Kubernetes API at %s: %s.",
-                         c->server, curl_easy_strerror(rc));
+        return error_set(err, -ECONNREFUSED, "cannot reach the Kubernetes API at %s: %s", c->server,
+                         curl_easy_strerror(rc));
     default:
-        return error_set(err, -EIO, "%s %s%s failed: %s.", method, c->server, path,
+        return error_set(err, -EIO, "%s %s%s failed: %s", method, c->server, path,
                          curl_easy_strerror(rc));
     }
 }
@@ -245,13 +245,13 @@ int k8s_request(K8sClient *c, const char *method, const char *path, const char *
                 json_t *body, long *ret_status, json_t **ret_json, Error *err) {
     _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     if (body && !text)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     Sink s = {.err = err};
     long status = 0;
     int r = perform(c, method, path, content_type, text, (long)c->opt.timeout_ms, &s, &status, err);
     if (r < 0) {
         free(s.buf);
-        return r == -ENOMEM ? error_set(err, r, "Out of memory.") : r;
+        return r == -ENOMEM ? error_set(err, r, "out of memory") : r;
     }
     json_t *j = s.buf ? json_loadb(s.buf, s.len, 0, NULL) : NULL;
     free(s.buf);
@@ -278,9 +278,9 @@ int k8s_status_error(const K8sClient *c, const char *method, const char *path, l
     switch (status) {
     case 401:
         return error_set(err, -EACCES,
-                         "The Kubernetes API at %s does not accept our credentials (401 "
+                         "the Kubernetes API at %s does not accept our credentials (401 "
                          "Unauthorized) for %s: check "
-                         "the kubeconfig's token or client certificate.",
+                         "the kubeconfig's token or client certificate",
                          c->server, what);
     case 403:
         return error_set(
@@ -290,25 +290,25 @@ int k8s_status_error(const K8sClient *c, const char *method, const char *path, l
                 "\"%s\" in API group \"%s\" (see docs/kubernetes-rbac.yaml). The API said: %s",
                 what, a.verb, a.resource, a.group, msg);
     case 404:
-        return error_set(err, -ENOENT, "Not found (404) on %s: %s", what, msg);
+        return error_set(err, -ENOENT, "not found (404) on %s: %s", what, msg);
     case 409:
         return error_set(err, STREQ(a.verb, "create") ? -EEXIST : -EBUSY,
-                         "Conflict (409) on %s: %s", what, msg);
+                         "conflict (409) on %s: %s", what, msg);
     case 410:
         return error_set(err, -ESTALE,
-                         "Gone (410) on %s: the resourceVersion is too old, list again. %s", what,
+                         "gone (410) on %s: the resourceVersion is too old, list again. %s", what,
                          msg);
     case 400:
     case 415:
     case 422:
-        return error_set(err, -EINVAL, "The Kubernetes API refused %s (%ld): %s", what, status,
+        return error_set(err, -EINVAL, "the Kubernetes API refused %s (%ld): %s", what, status,
                          msg);
     case 429:
         return error_set(err, -EAGAIN,
-                         "The Kubernetes API kept answering 429 Too Many Requests to %s: %s", what,
+                         "the Kubernetes API kept answering 429 Too Many Requests to %s: %s", what,
                          msg);
     default:
-        return error_set(err, -EIO, "The Kubernetes API answered %ld to %s: %s", status, what, msg);
+        return error_set(err, -EIO, "the Kubernetes API answered %ld to %s: %s", status, what, msg);
     }
 }
 
@@ -379,20 +379,20 @@ int k8s_list(K8sClient *c, const char *path, const char *query, json_t **ret_ite
     _cleanup_free_ char *cont = NULL;
     char *rv = NULL;
     if (!items)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     for (;;) {
         _cleanup_free_ char *url = NULL, *esc = cont ? escape(c, cont) : NULL;
         if (asprintf(&url, "%s?limit=%u%s%s%s%s", path, c->opt.page_limit, query ? "&" : "",
                      strempty(query), esc ? "&continue=" : "", strempty(esc)) < 0) {
             json_decref(items);
-            return error_set(err, -ENOMEM, "Out of memory.");
+            return error_set(err, -ENOMEM, "out of memory");
         }
         json_t *page = NULL;
         int r = k8s_call(c, "GET", url, NULL, NULL, &page, err);
         json_t *md = json_object_get(page, "metadata"), *pi = json_object_get(page, "items");
         if (r >= 0 &&
             (!json_is_array(pi) || !json_is_string(json_object_get(md, "resourceVersion"))))
-            r = error_set(err, -EINVAL, "The list %s has no items or no metadata.resourceVersion.",
+            r = error_set(err, -EINVAL, "the list %s has no items or no metadata.resourceVersion",
                           path);
         if (r < 0) {
             json_decref(page);
@@ -409,7 +409,7 @@ int k8s_list(K8sClient *c, const char *path, const char *query, json_t **ret_ite
         json_decref(page);
         if (!rv) {
             json_decref(items);
-            return error_set(err, -ENOMEM, "Out of memory.");
+            return error_set(err, -ENOMEM, "out of memory");
         }
         if (!cont)
             break;
@@ -422,13 +422,13 @@ int k8s_list(K8sClient *c, const char *path, const char *query, json_t **ret_ite
 int k8s_watch(K8sClient *c, const char *path, const char *query, char **rv, unsigned timeout_s,
               k8s_event_fn fn, void *userdata, Error *err) {
     if (!timeout_s || !*rv)
-        return error_set(err, -EINVAL, "A watch needs a resourceVersion and a timeout.");
+        return error_set(err, -EINVAL, "a watch needs a resourceVersion and a timeout");
     _cleanup_free_ char *url = NULL, *esc = escape(c, *rv);
     if (!esc ||
         asprintf(&url,
                  "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%u%s%s",
                  path, esc, timeout_s, query ? "&" : "", strempty(query)) < 0)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     Sink s = {.fn = fn, .userdata = userdata, .rv = rv, .err = err};
     long status = 0;
     /* the server ends the stream after timeout_s; the margin covers a slow last event */
@@ -442,7 +442,7 @@ int k8s_watch(K8sClient *c, const char *path, const char *query, char **rv, unsi
     free(s.buf);
     if (s.gone || r == -ESTALE) {
         error_clear(err);
-        return error_set(err, -ESTALE, "The watch of %s ended with 410 Gone: list again.", path);
+        return error_set(err, -ESTALE, "the watch of %s ended with 410 Gone: list again", path);
     }
     return r;
 }

@@ -139,8 +139,8 @@ static int decode_field(const char *file, const char *field, const char *data, c
         return 0;
     int r = k8s_base64_decode(data, ret, ret_len);
     if (r == -EINVAL)
-        return error_set(err, r, "%s: '%s' is not valid base64.", file, field);
-    return r < 0 ? error_set(err, r, "Out of memory.") : 0;
+        return error_set(err, r, "%s: '%s' is not valid base64", file, field);
+    return r < 0 ? error_set(err, r, "out of memory") : 0;
 }
 
 static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir,
@@ -149,44 +149,41 @@ static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir
     if (!root || root->type != YAML_MAPPING_NODE)
         return error_set(
                 err, -EINVAL,
-                "%s: a kubeconfig must be a mapping (apiVersion, clusters, users, contexts).",
-                file);
+                "%s: a kubeconfig must be a mapping (apiVersion, clusters, users, contexts)", file);
     const char *kind = map_scalar(doc, root, "kind");
     if (kind && STRNEQ(kind, "Config"))
-        return error_set(err, -EINVAL, "%s: kind is '%s', a kubeconfig has kind Config.", file,
+        return error_set(err, -EINVAL, "%s: kind is '%s', a kubeconfig has kind Config", file,
                          kind);
     const char *ctx = context ? context : map_scalar(doc, root, "current-context");
     if (!ctx)
-        return error_set(err, -EINVAL, "%s: no current-context is set and none was asked for.",
+        return error_set(err, -EINVAL, "%s: no current-context is set and none was asked for",
                          file);
     yaml_node_t *c = named(doc, root, "contexts", "context", ctx);
     if (!c)
-        return error_set(err, -ENOENT, "%s: context '%s' is not defined under contexts.", file,
-                         ctx);
+        return error_set(err, -ENOENT, "%s: context '%s' is not defined under contexts", file, ctx);
     const char *cluster = map_scalar(doc, c, "cluster"), *user = map_scalar(doc, c, "user");
     if (!cluster)
-        return error_set(err, -EINVAL, "%s: context '%s' names no cluster.", file, ctx);
+        return error_set(err, -EINVAL, "%s: context '%s' names no cluster", file, ctx);
     yaml_node_t *cl = named(doc, root, "clusters", "cluster", cluster);
     if (!cl)
         return error_set(err, -ENOENT,
-                         "%s: cluster '%s' (of context '%s') is not defined under clusters.", file,
+                         "%s: cluster '%s' (of context '%s') is not defined under clusters", file,
                          cluster, ctx);
     yaml_node_t *u = user ? named(doc, root, "users", "user", user) : NULL;
     if (user && !u)
-        return error_set(err, -ENOENT,
-                         "%s: user '%s' (of context '%s') is not defined under users.", file, user,
-                         ctx);
+        return error_set(err, -ENOENT, "%s: user '%s' (of context '%s') is not defined under users",
+                         file, user, ctx);
     const char *server = map_scalar(doc, cl, "server");
     if (!server || (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0) ||
         strlen(server) > 2048)
         return error_set(err, -EINVAL,
-                         "%s: cluster '%s' needs a server of the form https://HOST:PORT.", file,
+                         "%s: cluster '%s' needs a server of the form https://HOST:PORT", file,
                          cluster);
     if (map_get(doc, u, "exec") || map_get(doc, u, "auth-provider"))
         return error_set(err, -EOPNOTSUPP,
                          "%s: user '%s' authenticates through an exec or auth-provider plugin, "
                          "which Einsora does "
-                         "not run: give it a token, tokenFile or client certificate.",
+                         "not run: give it a token, tokenFile or client certificate",
                          file, user);
     const char *insecure = map_scalar(doc, cl, "insecure-skip-tls-verify");
     k->insecure = insecure && STREQ(insecure, "true");
@@ -198,7 +195,7 @@ static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir
         (r = dup_path(base_dir, map_scalar(doc, u, "tokenFile"), &k->token_file)) < 0 ||
         (r = dup_path(base_dir, map_scalar(doc, u, "client-certificate"), &k->cert_file)) < 0 ||
         (r = dup_path(base_dir, map_scalar(doc, u, "client-key"), &k->key_file)) < 0)
-        return error_set(err, r, "Out of memory.");
+        return error_set(err, r, "out of memory");
     while (strlen(k->server) > 8 && k->server[strlen(k->server) - 1] == '/')
         k->server[strlen(k->server) - 1] = 0;
     if ((r = decode_field(file, "certificate-authority-data",
@@ -213,7 +210,7 @@ static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir
     if (!!(k->cert_pem || k->cert_file) != !!(k->key_pem || k->key_file))
         return error_set(err, -EINVAL,
                          "%s: user '%s' has a client certificate without its key, or a key without "
-                         "its certificate.",
+                         "its certificate",
                          file, user);
     return 0;
 }
@@ -227,7 +224,7 @@ int kubeconfig_parse(const char *text, size_t len, const char *file, const char 
     KubeConfig *k = calloc(1, sizeof(*k));
     if (!k) {
         yaml_document_delete(&doc);
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     }
     r = from_doc(&doc, file, base_dir, context, k, err);
     yaml_document_delete(&doc);
@@ -244,7 +241,7 @@ static int read_into(const char *what, const char *path, char **ret, size_t *ret
     size_t len = 0;
     int r = read_full_file(path, KUBE_FILE_MAX, &text, &len);
     if (r < 0)
-        return error_set(err, r, "Cannot read the %s %s: %s.", what, path, strerror(-r));
+        return error_set(err, r, "cannot read the %s %s: %s", what, path, strerror(-r));
     free(*ret);
     *ret = text;
     if (ret_len)
@@ -285,20 +282,20 @@ int kubeconfig_load(const char *path, const char *context, KubeConfig **ret, Err
         path = getenv("KUBECONFIG");
     if (path && strchr(path, ':'))
         return error_set(err, -EOPNOTSUPP,
-                         "KUBECONFIG lists several files (%s): pass one with --kubeconfig.", path);
+                         "KUBECONFIG lists several files (%s): pass one with --kubeconfig", path);
     if (!path || !*path) {
         const char *home = getenv("HOME");
         if (!home || asprintf(&home_path, "%s/.kube/config", home) < 0)
-            return error_set(err, -ENOENT, "No kubeconfig: set KUBECONFIG or pass --kubeconfig.");
+            return error_set(err, -ENOENT, "no kubeconfig: set KUBECONFIG or pass --kubeconfig");
         path = home_path;
     }
     _cleanup_free_ char *text = NULL, *dir = strdup(path);
     size_t len;
     if (!dir)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     int r = read_full_file(path, KUBE_FILE_MAX, &text, &len);
     if (r < 0)
-        return error_set(err, r, "Cannot read the kubeconfig %s: %s.", path, strerror(-r));
+        return error_set(err, r, "cannot read the kubeconfig %s: %s", path, strerror(-r));
     char *slash = strrchr(dir, '/');
     if (slash)
         *slash = 0;
@@ -316,25 +313,25 @@ int kubeconfig_in_cluster(const char *sa_dir, KubeConfig **ret, Error *err) {
     const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port)
         return error_set(err, -ENOENT,
-                         "Not running in a cluster: KUBERNETES_SERVICE_HOST and "
-                         "KUBERNETES_SERVICE_PORT are not set.");
+                         "not running in a cluster: KUBERNETES_SERVICE_HOST and "
+                         "KUBERNETES_SERVICE_PORT are not set");
     if (!sa_dir)
         sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
     _cleanup_(kubeconfig_freep) KubeConfig *k = calloc(1, sizeof(*k));
     if (!k)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     bool v6 = strchr(host, ':') != NULL;
     if (asprintf(&k->server, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port) < 0 ||
         asprintf(&k->token_file, "%s/token", sa_dir) < 0 ||
         asprintf(&k->ca_file, "%s/ca.crt", sa_dir) < 0 || !(k->context = strdup("in-cluster")))
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     _cleanup_free_ char *ns_path = NULL;
     if (asprintf(&ns_path, "%s/namespace", sa_dir) < 0)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     if (read_full_file(ns_path, 256, &k->namespace_, NULL) >= 0)
         strip(k->namespace_);
     else if (!(k->namespace_ = strdup("default")))
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     int r = read_files(k, err);
     if (r < 0)
         return r;

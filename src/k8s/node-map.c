@@ -116,7 +116,7 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
     K8sNodeView v = {.class_index = -1};
     const char *name = json_string_value(path2(node, "metadata", "name"));
     if (!name || !*name || strlen(name) >= sizeof(v.name))
-        return error_set(err, -EINVAL, "A Kubernetes node without a valid metadata.name.");
+        return error_set(err, -EINVAL, "a Kubernetes node without a valid metadata.name");
     snprintf(v.name, sizeof(v.name), "%s", name);
     json_t *labels = path2(node, "metadata", "labels"),
            *alloc = path2(node, "status", "allocatable");

@@ -516,7 +516,7 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
               .beaten = json_object()};
     int r;
     if (!s.nodes || !s.warned || !s.seen || !s.beaten)
-        r = error_set(err, -ENOMEM, "Out of memory.");
+        r = error_set(err, -ENOMEM, "out of memory");
     else if ((r = k8s_client_new(cfg.kube, NULL, &s.kube, err)) >= 0)
         r = client_new(cfg.server, cfg.token, &s.cp, err);
     if (r >= 0) {

@@ -28,19 +28,19 @@ int k8s_watch_event_parse(const char *text, size_t len, K8sEvent *ret, Error *er
     json_error_t je;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!j)
-        return error_set(err, -EINVAL, "A watch event is not JSON: %s.", je.text);
+        return error_set(err, -EINVAL, "a watch event is not JSON: %s", je.text);
     const char *type = NULL;
     json_t *obj = NULL;
     if (json_unpack(j, "{s:s, s:o}", "type", &type, "object", &obj) < 0 || !json_is_object(obj)) {
         json_decref(j);
-        return error_set(err, -EINVAL, "A watch event must be {\"type\": ..., \"object\": {...}}.");
+        return error_set(err, -EINVAL, "a watch event must be {\"type\": ..., \"object\": {...}}");
     }
     K8sEvent e = {.type = _K8S_EVENT_MAX};
     for (K8sEventType t = 0; t < _K8S_EVENT_MAX; t++)
         if (STREQ(type, types[t]))
             e.type = t;
     if (e.type == _K8S_EVENT_MAX) {
-        int r = error_set(err, -EINVAL, "Unknown watch event type '%.32s'.", type);
+        int r = error_set(err, -EINVAL, "unknown watch event type '%.32s'", type);
         json_decref(j);
         return r;
     }
@@ -48,7 +48,7 @@ int k8s_watch_event_parse(const char *text, size_t len, K8sEvent *ret, Error *er
         json_t *code = json_object_get(obj, "code");
         if (!json_is_integer(code)) {
             json_decref(j);
-            return error_set(err, -EINVAL, "A watch ERROR event must carry a Status with a code.");
+            return error_set(err, -EINVAL, "a watch ERROR event must carry a Status with a code");
         }
         e.code = (long)json_integer_value(code);
         e.message = json_string_value(json_object_get(obj, "message"));
@@ -59,7 +59,7 @@ int k8s_watch_event_parse(const char *text, size_t len, K8sEvent *ret, Error *er
         if (!e.resource_version || !*e.resource_version ||
             (e.type != K8S_BOOKMARK && (!e.name || !*e.name))) {
             /* the sentence first: type points into j */
-            int r = error_set(err, -EINVAL, "A watch %s event's object has no metadata.%s.", type,
+            int r = error_set(err, -EINVAL, "a watch %s event's object has no metadata.%s", type,
                               e.resource_version && *e.resource_version ? "name"
                                                                         : "resourceVersion");
             json_decref(j);

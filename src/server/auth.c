@@ -30,14 +30,14 @@ bool principal_has_node(const Principal *p, const char *node) {
 int auth_principal(Server *s, const char *authorization, Principal *ret, Error *err) {
     if (!authorization)
         return error_set(err, -EACCES,
-                         "This endpoint needs a token: send 'Authorization: Bearer TOKEN'.");
+                         "this endpoint needs a token: send 'Authorization: Bearer TOKEN'");
     if (strncasecmp(authorization, "Bearer ", 7) != 0)
-        return error_set(err, -EACCES, "The Authorization header must be 'Bearer TOKEN'.");
+        return error_set(err, -EACCES, "the Authorization header must be 'Bearer TOKEN'");
     const char *token = authorization + 7;
     while (*token == ' ')
         token++;
     if (!*token || strlen(token) > 256)
-        return error_set(err, -EACCES, "The bearer token is empty or too long.");
+        return error_set(err, -EACCES, "the bearer token is empty or too long");
     char hash[SHA256_DIGEST_SIZE * 2 + 1];
     sha256_hex(token, strlen(token), hash);
 
@@ -62,10 +62,10 @@ int auth_principal(Server *s, const char *authorization, Principal *ret, Error *
         store_token_done(&t);
     }
     if (r == -ETIME)
-        return error_set(err, -EACCES, "The token has expired.");
+        return error_set(err, -EACCES, "the token has expired");
     if (r == -ENOENT || r == -EACCES)
-        return error_set(err, -EACCES, "The token is not valid.");
+        return error_set(err, -EACCES, "the token is not valid");
     if (r < 0)
-        return error_set(err, r, "The token could not be checked; try again.");
+        return error_set(err, r, "the token could not be checked; try again");
     return 0;
 }

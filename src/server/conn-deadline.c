@@ -66,7 +66,7 @@ static void *watch_main(void *userdata) {
 int conn_deadline_new(int64_t deadline_ms, ConnDeadline **ret, Error *err) {
     ConnDeadline *w = calloc(1, sizeof(*w));
     if (!w)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
     w->deadline_ms = deadline_ms > 0 ? deadline_ms : 1;
@@ -75,7 +75,7 @@ int conn_deadline_new(int64_t deadline_ms, ConnDeadline **ret, Error *err) {
         pthread_cond_destroy(&w->cond);
         pthread_mutex_destroy(&w->lock);
         free(w);
-        return error_set(err, -r, "Cannot start the connection deadline watcher.");
+        return error_set(err, -r, "cannot start the connection deadline watcher");
     }
     *ret = w;
     return 0;

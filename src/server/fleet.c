@@ -347,7 +347,7 @@ static int load_record(const char *key, const char *text, void *userdata) {
     Server *s = userdata;
     _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
     if (!j)
-        return error_set(&s->fatal_err, -EINVAL, "Stored fleet record %s is not JSON.", key);
+        return error_set(&s->fatal_err, -EINVAL, "stored fleet record %s is not JSON", key);
     int r = 0;
     Node *n = NULL;
     if (string_has_prefix(key, "agent/") && (n = ptrmap_get(&s->nodes, key + 6))) {
@@ -360,25 +360,23 @@ static int load_record(const char *key, const char *text, void *userdata) {
             sched_node_set_unreachable(s->sched, n->spec.name, true, core_now(s), NULL) >= 0)
             n->unreachable = true;
     } else if (string_has_prefix(key, "switch/") && (n = ptrmap_get(&s->nodes, key + 7))) {
-        NodeSwitch *sw = calloc(1, sizeof(*sw));
+        _cleanup_free_ NodeSwitch *sw = calloc(1, sizeof(*sw));
         Error serr = {0};
         if (!sw || wire_switch_from_json(j, sw, &serr) < 0) {
-            free(sw);
-            r = error_set(&s->fatal_err, -EINVAL, "Stored mode switch of node %s is malformed: %s",
-                          key + 7, sw ? error_message(&serr) : "out of memory.");
+            r = error_set(&s->fatal_err, -EINVAL, "stored mode switch of node %s is malformed: %s",
+                          key + 7, sw ? error_message(&serr) : "out of memory");
         } else {
-            n->sw = sw;
-            if (switch_active(sw))
+            n->sw = TAKE_PTR(sw);
+            if (switch_active(n->sw))
                 s->fleet_pending = true;
             fleet_switch_reapply(s, n);
         }
     } else if (string_has_prefix(key, "task/")) {
-        Task *t = calloc(1, sizeof(*t));
+        _cleanup_free_ Task *t = calloc(1, sizeof(*t));
         Error terr = {0};
         if (!t || wire_task_from_json(j, t, NULL, &terr) < 0) {
-            free(t);
-            r = error_set(&s->fatal_err, -EINVAL, "Stored task %s is malformed: %s", key,
-                          t ? error_message(&terr) : "out of memory.");
+            r = error_set(&s->fatal_err, -EINVAL, "stored task %s is malformed: %s", key,
+                          t ? error_message(&terr) : "out of memory");
         } else {
             /* Re-add without events or writes: rebuild memory only. */
             if (s->n_tasks == s->cap_tasks) {
@@ -389,11 +387,9 @@ static int load_record(const char *key, const char *text, void *userdata) {
             }
             s->last_task_id = MAX(s->last_task_id, t->id);
             if (s->n_tasks < s->cap_tasks)
-                s->tasks[s->n_tasks++] = t;
-            else {
-                free(t);
-                r = error_set(&s->fatal_err, -ENOMEM, "Out of memory.");
-            }
+                s->tasks[s->n_tasks++] = TAKE_PTR(t);
+            else
+                r = error_set(&s->fatal_err, -ENOMEM, "out of memory");
         }
     } else if (STREQ(key, "meta/last-task")) {
         s->last_task_id =

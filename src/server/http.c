@@ -248,19 +248,19 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ret, sockle
     const char *colon = strrchr(listen, ':');
     if (!colon)
         return error_set(err, -EINVAL,
-                         "--listen takes ADDRESS:PORT, e.g. 127.0.0.1:7780 or [::1]:7780.");
+                         "--listen takes ADDRESS:PORT, e.g. 127.0.0.1:7780 or [::1]:7780");
     char host[256];
     size_t n = (size_t)(colon - listen);
     const char *h = listen;
     if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']')
         h++, n -= 2; /* [::1]:7780 */
     if (n == 0 || n >= sizeof(host))
-        return error_set(err, -EINVAL, "--listen: bad address in '%s'.", listen);
+        return error_set(err, -EINVAL, "--listen: bad address in '%s'", listen);
     memcpy(host, h, n);
     host[n] = 0;
     uint64_t port;
     if (parse_uint64(colon + 1, 65535, &port) < 0)
-        return error_set(err, -EINVAL, "--listen: bad port in '%s'.", listen);
+        return error_set(err, -EINVAL, "--listen: bad port in '%s'", listen);
     if (STREQ(host, "localhost"))
         strcpy(host, "127.0.0.1");
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -271,10 +271,10 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ret, sockle
     snprintf(service, sizeof(service), "%u", (unsigned)port);
     int g = getaddrinfo(host, service, &hints, &ai);
     if (g != 0 || !ai)
-        return error_set(err, -EINVAL, "--listen: cannot resolve '%s': %s.", host, gai_strerror(g));
+        return error_set(err, -EINVAL, "--listen: cannot resolve '%s': %s", host, gai_strerror(g));
     if (ai->ai_addrlen > sizeof(*ret)) {
         freeaddrinfo(ai);
-        return error_set(err, -EINVAL, "--listen: '%s' is not an IP address.", host);
+        return error_set(err, -EINVAL, "--listen: '%s' is not an IP address", host);
     }
     memset(ret, 0, sizeof(*ret));
     memcpy(ret, ai->ai_addr, ai->ai_addrlen);
@@ -318,7 +318,7 @@ static void probe_store(Server *s) {
 int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     Server *s = calloc(1, sizeof(*s));
     if (!s)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     s->cfg = *cfg;
     /* The writer must not starve behind a stream of readers (glibc prefers readers). */
     pthread_rwlockattr_t ra;
@@ -344,7 +344,7 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     if (replicas)
         r = leader_init(s, err);
     if (r >= 0 && !(s->sched = sched_new(s->catalog)))
-        r = error_set(err, -ENOMEM, "Out of memory.");
+        r = error_set(err, -ENOMEM, "out of memory");
     if (r >= 0) {
         sched_set_on_placed(s->sched, state_on_placed, s);
         sched_set_time_scale(s->sched, CORE_MS_PER_SECOND);
@@ -355,7 +355,7 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     if (r >= 0 && !replicas)
         probe_store(s);
     if (r >= 0 && !replicas && (r = writer_start(s)) < 0)
-        r = error_set(err, r, "Cannot start the writer thread.");
+        r = error_set(err, r, "cannot start the writer thread");
     if (r < 0) {
         server_free(s);
         return r;
@@ -437,22 +437,22 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         return r;
     bool tls = cfg->tls_cert_path || cfg->tls_key_path;
     if (tls && (!cfg->tls_cert_path || !cfg->tls_key_path))
-        return error_set(err, -EINVAL, "TLS needs both --tls-cert and --tls-key.");
+        return error_set(err, -EINVAL, "TLS needs both --tls-cert and --tls-key");
     if (!tls && !cfg->insecure_plain_http && !is_loopback(&sa))
         return error_set(err, -EPERM,
-                         "Refusing to serve tokens over plain HTTP on %s, which is not loopback: "
+                         "refusing to serve tokens over plain HTTP on %s, which is not loopback: "
                          "give --tls-cert FILE --tls-key FILE, or --insecure-plain-http (behind "
-                         "a TLS proxy).",
+                         "a TLS proxy)",
                          listen);
     _cleanup_free_ char *cert = NULL, *key = NULL;
     if (tls) {
         if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-            return error_set(err, -EOPNOTSUPP, "This libmicrohttpd was built without TLS.");
+            return error_set(err, -EOPNOTSUPP, "this libmicrohttpd was built without TLS");
         if ((r = read_full_file(cfg->tls_cert_path, 1u << 20, &cert, NULL)) < 0)
-            return error_set(err, r, "Cannot read the TLS certificate %s: %s.", cfg->tls_cert_path,
+            return error_set(err, r, "cannot read the TLS certificate %s: %s", cfg->tls_cert_path,
                              strerror(-r));
         if ((r = read_full_file(cfg->tls_key_path, 1u << 20, &key, NULL)) < 0)
-            return error_set(err, r, "Cannot read the TLS key %s: %s.", cfg->tls_key_path,
+            return error_set(err, r, "cannot read the TLS key %s: %s", cfg->tls_key_path,
                              strerror(-r));
     }
     /* Signals are taken synchronously by this thread; block them before any thread starts. */
@@ -504,8 +504,8 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         stop_longpolls(s);
         server_close(s);
         return error_set(err, -EADDRINUSE,
-                         "Cannot listen on %s (in use, or not an address of "
-                         "this host).",
+                         "cannot listen on %s (in use, or not an address of "
+                         "this host)",
                          cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -529,7 +529,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     }
     r = 0;
     if (atomic_load(&s->fatal))
-        r = error_set(err, s->fatal_err.code ? s->fatal_err.code : -EIO, "Stopped: %s",
+        r = error_set(err, s->fatal_err.code ? s->fatal_err.code : -EIO, "stopped: %s",
                       error_message(&s->fatal_err));
     drain(s, d);
     conn_deadline_free(deadline);

@@ -197,14 +197,14 @@ static int take_over(Leader *l, uint64_t epoch) {
         pthread_join(keeper_thread, NULL);
     if (r < 0) {
         if (!atomic_load(&s->fatal)) {
-            error_set(&s->fatal_err, r, "Refusing to lead (epoch %" PRIu64 "): %s", epoch,
+            error_set(&s->fatal_err, r, "refusing to lead (epoch %" PRIu64 "): %s", epoch,
                       error_message(&err));
             atomic_store(&s->fatal, true);
         }
         return r;
     }
     if ((r = writer_start(s)) < 0) {
-        error_set(&s->fatal_err, r, "Cannot start the writer thread.");
+        error_set(&s->fatal_err, r, "cannot start the writer thread");
         atomic_store(&s->fatal, true);
         return r;
     }
@@ -265,7 +265,7 @@ static void *leader_main(void *userdata) {
 int leader_init(Server *s, Error *err) {
     Leader *l = calloc(1, sizeof(*l));
     if (!l)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     l->s = s;
     l->lease_ms = s->cfg.lease_ms ? s->cfg.lease_ms : LEADER_LEASE_MS_DEFAULT;
     pthread_mutex_init(&l->lock, NULL);
@@ -291,7 +291,7 @@ int leader_start(Server *s, uint16_t port, Error *err) {
         return r;
     r = pthread_create(&l->thread, NULL, leader_main, l);
     if (r != 0)
-        return error_set(err, -r, "Cannot start the election thread.");
+        return error_set(err, -r, "cannot start the election thread");
     l->running = true;
     pthread_setname_np(l->thread, "einsora-leader");
     return 0;

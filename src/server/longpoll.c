@@ -133,7 +133,7 @@ static void *watch_main(void *userdata) {
 int longpoll_new(LongPoll **ret, Error *err) {
     LongPoll *lp = calloc(1, sizeof(*lp));
     if (!lp)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     pthread_mutex_init(&lp->lock, NULL);
     lp->epfd = epoll_create1(EPOLL_CLOEXEC);
     lp->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -150,7 +150,7 @@ int longpoll_new(LongPoll **ret, Error *err) {
             close(lp->wakefd);
         pthread_mutex_destroy(&lp->lock);
         free(lp);
-        return error_set(err, r, "Cannot start the long-poll watcher.");
+        return error_set(err, r, "cannot start the long-poll watcher");
     }
     pthread_setname_np(lp->thread, "einsora-longpoll");
     *ret = lp;

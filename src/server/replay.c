@@ -111,7 +111,7 @@ static int view_load(Replay *rp, View **ret, Error *err) {
     Server *s = rp->s;
     View *v = calloc(1, sizeof(*v));
     if (!v)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     atomic_init(&v->refs, 1);
     Server *vs = &v->s;
     vs->cfg = s->cfg;
@@ -124,7 +124,7 @@ static int view_load(Replay *rp, View **ret, Error *err) {
     events_init(&vs->events);
     if (!(vs->sched = sched_new(s->catalog))) {
         view_free(v);
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     }
     sched_set_time_scale(vs->sched, CORE_MS_PER_SECOND);
     int r = store_pg_begin_snapshot(s->store, err);
@@ -283,13 +283,13 @@ int replay_start(Server *s, Error *err) {
         return 0;
     Replay *rp = calloc(1, sizeof(*rp));
     if (!rp)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     rp->s = s;
     rp->poll_ms = MAX((s->cfg.lease_ms ? s->cfg.lease_ms : LEADER_LEASE_MS_DEFAULT) / 2, 20u);
     rp->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (rp->wake_fd < 0) {
         free(rp);
-        return error_set(err, -errno, "Cannot make an eventfd for the replay: %m.");
+        return error_set(err, -errno, "cannot make an eventfd for the replay: %m");
     }
     pthread_mutex_init(&rp->lock, NULL);
     pthread_condattr_t a;
@@ -302,7 +302,7 @@ int replay_start(Server *s, Error *err) {
     if (r != 0) {
         rp->running = false;
         replay_free_now(rp);
-        return error_set(err, -r, "Cannot start the replay thread.");
+        return error_set(err, -r, "cannot start the replay thread");
     }
     s->replay = rp;
     pthread_setname_np(rp->thread, "einsora-replay");

@@ -6,8 +6,8 @@
 #include <stdio.h>
 
 #include "util/error.h"
+#include "wire/api-address.h" /* SERVER_DEFAULT_LISTEN */
 
-#define SERVER_DEFAULT_LISTEN "127.0.0.1:7780"
 #define SERVER_BODY_MAX (64u * 1024) /* larger bodies get 413 */
 #define SERVER_BATCH_MAX 512         /* operations per group commit */
 /* Connections cost a socket, not a thread (http.c). */

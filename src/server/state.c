@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/json-cleanup.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -193,7 +194,7 @@ int state_flush_dirty(Server *s, Error *err) {
             continue;
         const char *text = state_req_text(q);
         if (!text) {
-            r = error_set(err, -ENOMEM, "Out of memory.");
+            r = error_set(err, -ENOMEM, "out of memory");
             continue;
         }
         StoreRequest row = {.id = q->id,
@@ -213,14 +214,13 @@ int state_flush_dirty(Server *s, Error *err) {
 
 /* state_event with the store's text of data given (owned; NULL: out of memory). */
 static int state_event_text(Server *s, const char *type, const char *object, const char *user,
-                            json_t *data, char *text) {
+                            json_t *data, char *owned_text) {
+    _cleanup_free_ char *text = owned_text;
     const char *actor = s->actor ? s->actor : "system";
     api_work_note_event(s, type, object, data); /* before data is handed over */
     uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
-    if (!seq || !text) {
-        free(text);
+    if (!seq || !text)
         return writer_check(s, -ENOMEM, NULL, "recording an event");
-    }
     StoreEvent e = {.seq = seq,
                     .time_ms = s->now_ms,
                     .actor = actor,
@@ -229,7 +229,6 @@ static int state_event_text(Server *s, const char *type, const char *object, con
                     .json = text};
     Error err = {0};
     int r = store_event_append(s->store, &e, &err);
-    free(text);
     return writer_check(s, r, &err, "recording an event");
 }
 
@@ -346,7 +345,7 @@ int state_ensure_site(Server *s, const char *site, const char *kind, Error *err)
     void *have = ptrmap_get(&s->sites, site);
     if (have) {
         if ((intptr_t)have - 1 != k)
-            return error_set(err, -EEXIST, "Site %s is a %s site, not %s.", site,
+            return error_set(err, -EEXIST, "site %s is a %s site, not %s", site,
                              site_kind_to_string((SiteKind)((intptr_t)have - 1)), kind);
         return 0;
     }
@@ -354,7 +353,7 @@ int state_ensure_site(Server *s, const char *site, const char *kind, Error *err)
     if (r < 0)
         return r;
     if (ptrmap_put(&s->sites, site, (void *)(intptr_t)(k + 1)) < 0)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     for (size_t i = 0; i < s->trusted_users.cap; i++)
         if (s->trusted_users.keys[i] && s->trusted_users.keys[i] != PTRMAP_TOMB)
             (void)sched_site_trust(s->sched, site, s->trusted_users.keys[i], true, NULL);
@@ -466,7 +465,7 @@ static int load_node(const char *name, const char *text, void *userdata) {
         r = ptrmap_put(&s->nodes, n->spec.name, n);
     if (r < 0) {
         free(n);
-        return error_set(&s->fatal_err, r, "Stored node %s cannot be restored: %s", name,
+        return error_set(&s->fatal_err, r, "stored node %s cannot be restored: %s", name,
                          error_message(&err));
     }
     return 0;
@@ -475,7 +474,7 @@ static int load_node(const char *name, const char *text, void *userdata) {
 static int load_request(const StoreRequest *row, void *userdata) {
     Server *s = userdata;
     json_error_t je;
-    json_t *j = json_loads(row->json, 0, &je);
+    _cleanup_json_ json_t *j = json_loads(row->json, 0, &je);
     Req *r = calloc(1, sizeof(*r));
     Error err = {0};
     int ret = -EINVAL;
@@ -504,14 +503,12 @@ static int load_request(const StoreRequest *row, void *userdata) {
         goto fail;
     if ((ret = state_req_add(s, r)) < 0)
         goto fail;
-    json_decref(j);
     return 0;
 fail:
-    json_decref(j);
     req_free(r);
     return error_set(&s->fatal_err, ret < 0 ? ret : -EINVAL,
-                     "Stored request %" PRIu64 " cannot be read back%s%s", row->id,
-                     err.message[0] ? ": " : ".", err.message);
+                     "stored request %" PRIu64 " cannot be read back%s%s", row->id,
+                     err.message[0] ? ": " : "", err.message);
 }
 
 static int load_event(const StoreEvent *e, void *userdata) {
@@ -529,7 +526,7 @@ static int load_event(const StoreEvent *e, void *userdata) {
     uint64_t seq = events_append(&s->events, e->time_ms, e->actor, e->type, e->object,
                                  r ? r->user : user, data);
     if (seq != e->seq)
-        return error_set(&s->fatal_err, -EINVAL, "The stored event feed has a gap at %" PRIu64 ".",
+        return error_set(&s->fatal_err, -EINVAL, "the stored event feed has a gap at %" PRIu64 "",
                          e->seq);
     return 0;
 }
@@ -564,7 +561,7 @@ int state_load(Server *s, Error *err) {
         Error e = {0};
         if ((r = wire_placement_from_json(s->catalog, q->placement, &p, node, &e)) < 0 ||
             (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
-            return error_set(err, r, "Request %s cannot be restored: %s", id, error_message(&e));
+            return error_set(err, r, "request %s cannot be restored: %s", id, error_message(&e));
     }
     if (s->replay_view) /* a standby's view writes nothing: replay.c queues the waiting ones */
         return 0;
@@ -599,7 +596,7 @@ int state_load(Server *s, Error *err) {
     /* Refuse to serve a state that breaks the rules (R15, R16). */
     Error e = {0};
     if ((r = sched_check(s->sched, &e)) < 0)
-        return error_set(err, r, "The restored state fails the invariant check: %s",
+        return error_set(err, r, "the restored state fails the invariant check: %s",
                          error_message(&e));
     return 0;
 }

@@ -59,7 +59,7 @@ int writer_check(Server *s, int r, const Error *err, const char *what) {
         if (err && err->code)
             s->batch_err = *err;
         else
-            error_set(&s->batch_err, r, "State store: %s failed.", what);
+            error_set(&s->batch_err, r, "state store: %s failed", what);
     }
     return r;
 }

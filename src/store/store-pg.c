@@ -161,10 +161,10 @@ static int pg_fail(PgStore *s, PGresult *res, Error *err, const char *what) {
                                                               : -EIO;
     if (code == -ENOTCONN)
         return error_set(err, code,
-                         "State store: %s failed: the connection to PostgreSQL (%s) "
+                         "state store: %s failed: the connection to PostgreSQL (%s) "
                          "is lost: %s",
                          what, s->where, trim_msg(msg, buf, sizeof(buf)));
-    return error_set(err, code, "State store: %s failed: %s", what,
+    return error_set(err, code, "state store: %s failed: %s", what,
                      trim_msg(msg, buf, sizeof(buf)));
 }
 
@@ -188,7 +188,7 @@ static PGresult *run(PgStore *s, int i, int n, const char *const *params, Error 
     snprintf(name, sizeof(name), "s%d", i);
     if (!s->in_tx && PQstatus(s->conn) != CONNECTION_OK)
         (void)reconnect(s, NULL);
-    PGresult *res = PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
+    _cleanup_(PQclearp) PGresult *res = PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
     ExecStatusType st = PQresultStatus(res);
     if (!s->in_tx && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
         PQstatus(s->conn) != CONNECTION_OK) {
@@ -200,9 +200,8 @@ static PGresult *run(PgStore *s, int i, int n, const char *const *params, Error 
         }
     }
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
-        return res;
+        return TAKE_PTR(res);
     pg_fail(s, res, err, what);
-    PQclear(res);
     return NULL;
 }
 
@@ -232,7 +231,7 @@ int store_pg_connect(const char *conninfo, PGconn **ret, Error *err) {
     char *perr = NULL, buf[400];
     PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
     if (!opts) {
-        int r = error_set(err, -EINVAL, "Bad PostgreSQL connection string: %s",
+        int r = error_set(err, -EINVAL, "bad PostgreSQL connection string: %s",
                           trim_msg(perr ? perr : "out of memory", buf, sizeof(buf)));
         PQfreemem(perr);
         return r;
@@ -243,9 +242,9 @@ int store_pg_connect(const char *conninfo, PGconn **ret, Error *err) {
     const char *const values[] = {"5", "einsora", conninfo, NULL};
     PGconn *c = PQconnectdbParams(keys, values, 1);
     if (!c)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     if (PQstatus(c) != CONNECTION_OK) {
-        int r = error_set(err, -ECONNREFUSED, "Cannot connect to PostgreSQL: %s",
+        int r = error_set(err, -ECONNREFUSED, "cannot connect to PostgreSQL: %s",
                           trim_msg(PQerrorMessage(c), buf, sizeof(buf)));
         PQfinish(c);
         return r;
@@ -272,7 +271,7 @@ static int read_meta(PgStore *s, const char *key, char **ret, Error *err) {
         return pg_fail(s, res, err, "reading the schema version");
     char *v = PQntuples(res) > 0 ? strdup(PQgetvalue(res, 0, 0)) : NULL;
     if (PQntuples(res) > 0 && !v)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     *ret = v;
     return 0;
 }
@@ -304,7 +303,7 @@ static int migrate(PgStore *s, const char *site, Error *err) {
     if (owner && STRNEQ(owner, site)) {
         r = error_set(err, -EEXIST,
                       "PostgreSQL %s belongs to the Einsora site '%s', not '%s': give each site a "
-                      "database of its own.",
+                      "database of its own",
                       s->where, owner, site);
         goto fail;
     }
@@ -313,7 +312,7 @@ static int migrate(PgStore *s, const char *site, Error *err) {
     long v = version ? strtol(version, NULL, 10) : 0;
     if (v < 0 || v > STORE_SCHEMA_VERSION) {
         r = error_set(err, -EPROTO,
-                      "PostgreSQL %s has schema version %ld, newer than this einsora knows (%d).",
+                      "PostgreSQL %s has schema version %ld, newer than this einsora knows (%d)",
                       s->where, v, STORE_SCHEMA_VERSION);
         goto fail;
     }
@@ -336,15 +335,15 @@ fail:
 int store_pg_open(const char *conninfo, const char *site, Store **ret, Error *err) {
     PgStore *s = calloc(1, sizeof(*s));
     if (!s)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     s->base.ops = &pg_ops;
     _cleanup_(store_closep) Store *owned = &s->base;
     if (!(s->conninfo = strdup(conninfo)))
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     int r = store_pg_connect(conninfo, &s->conn, err);
     if (r >= 0) {
         if (asprintf(&s->where, "database %s on %s", PQdb(s->conn), PQhost(s->conn)) < 0)
-            s->where = NULL, r = error_set(err, -ENOMEM, "Out of memory.");
+            s->where = NULL, r = error_set(err, -ENOMEM, "out of memory");
     }
     if (r >= 0)
         r = migrate(s, site, err);
@@ -363,8 +362,8 @@ static int reconnect(PgStore *s, Error *err) {
     uint64_t now = mono_ms();
     if (now < s->retry_at_ms)
         return error_set(err, -ENOTCONN,
-                         "State store: PostgreSQL (%s) is unreachable; "
-                         "retrying in %u ms.",
+                         "state store: PostgreSQL (%s) is unreachable; "
+                         "retrying in %u ms",
                          s->where, (unsigned)(s->retry_at_ms - now));
     PGconn *c = NULL;
     Error e = {0};
@@ -380,7 +379,7 @@ static int reconnect(PgStore *s, Error *err) {
         s->backoff_ms = s->backoff_ms ? MIN(s->backoff_ms * 2, BACKOFF_MAX_MS) : BACKOFF_MIN_MS;
         s->retry_at_ms = now + s->backoff_ms;
         return error_set(err, -ENOTCONN,
-                         "State store: PostgreSQL (%s) is unreachable; retrying: %s", s->where,
+                         "state store: PostgreSQL (%s) is unreachable; retrying: %s", s->where,
                          error_message(&e));
     }
     s->backoff_ms = 0;
@@ -419,8 +418,8 @@ static int fence_check(PgStore *s, Error *err) {
         return err && err->code ? err->code : -EIO;
     if (PQntuples(res) == 0)
         return error_set(err, -ESTALE,
-                         "This server is no longer the leader: its epoch %s was "
-                         "superseded, and its change was not committed.",
+                         "this server is no longer the leader: its epoch %s was "
+                         "superseded, and its change was not committed",
                          epoch);
     return 0;
 }
@@ -473,7 +472,7 @@ static int pg_commit(Store *base, Error *err) {
             r = pg_fail(s, res, err, "committing");
         else if (!STREQ(PQcmdStatus(res), "COMMIT"))
             r = error_set(err, -EIO,
-                          "State store: committing failed: the transaction was rolled back.");
+                          "state store: committing failed: the transaction was rolled back");
         PQclear(res);
     }
     if (r >= 0)
@@ -518,13 +517,13 @@ static int pg_token_lookup(Store *base, const char *hash_hex, StoreToken *ret, E
         return err && err->code ? err->code : -EIO;
     int r;
     if (PQntuples(res) == 0)
-        r = error_set(err, -ENOENT, "Unknown token.");
+        r = error_set(err, -ENOENT, "unknown token");
     else {
         StoreToken t = {dup_value(res, 0, 0), dup_value(res, 0, 1), dup_value(res, 0, 2),
                         PQgetisnull(res, 0, 3) ? 0 : strtoll(PQgetvalue(res, 0, 3), NULL, 10)};
         if (!t.user || !t.role || (!t.nodes && !PQgetisnull(res, 0, 2))) {
             store_token_done(&t);
-            r = error_set(err, -ENOMEM, "Out of memory.");
+            r = error_set(err, -ENOMEM, "out of memory");
         } else {
             *ret = t;
             r = 0;
@@ -666,9 +665,9 @@ static int pg_token_revoke(Store *base, const char *hash_prefix, Error *err) {
     long long count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
     if (count == 0)
-        return error_set(err, -ENOENT, "No token with id %s.", hash_prefix);
+        return error_set(err, -ENOENT, "no token with id %s", hash_prefix);
     if (count > 1)
-        return error_set(err, -EEXIST, "%lld tokens have ids starting %s; give more digits.", count,
+        return error_set(err, -EEXIST, "%lld tokens have ids starting %s; give more digits", count,
                          hash_prefix);
     return run_cmd(s, STMT_TOKEN_DELETE_PREFIX, 1, p, err, "revoking a token");
 }
@@ -719,7 +718,7 @@ static const StoreOps pg_ops = {
 
 int store_pg_begin_snapshot(Store *base, Error *err) {
     if (base->ops != &pg_ops)
-        return error_set(err, -EOPNOTSUPP, "Snapshots are for PostgreSQL stores.");
+        return error_set(err, -EOPNOTSUPP, "snapshots are for PostgreSQL stores");
     PgStore *s = pg_of(base);
     int r;
     if (PQstatus(s->conn) != CONNECTION_OK && (r = reconnect(s, err)) < 0)
@@ -744,20 +743,18 @@ int store_pg_begin_snapshot(Store *base, Error *err) {
 
 int store_pg_last_seq(Store *base, uint64_t *ret, Error *err) {
     if (base->ops != &pg_ops)
-        return error_set(err, -EOPNOTSUPP, "The last sequence is read from PostgreSQL stores.");
+        return error_set(err, -EOPNOTSUPP, "the last sequence is read from PostgreSQL stores");
     PgStore *s = pg_of(base);
     if (!s->in_tx && PQstatus(s->conn) != CONNECTION_OK) {
         int r = reconnect(s, err);
         if (r < 0)
             return r;
     }
-    PGresult *res = PQexec(s->conn, "SELECT coalesce(max(seq), 0) FROM events");
+    _cleanup_(PQclearp) PGresult *res = PQexec(s->conn, "SELECT coalesce(max(seq), 0) FROM events");
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
         int r = pg_fail(s, res, err, "reading the last event's sequence");
-        PQclear(res);
         return r < 0 ? r : -EIO;
     }
     *ret = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
     return 0;
 }

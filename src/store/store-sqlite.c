@@ -87,13 +87,15 @@ static SqliteStore *sqlite_of(Store *base) {
     return (SqliteStore *)base;
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
+
 static int sql_fail(SqliteStore *s, Error *err, const char *what) {
     int rc = sqlite3_extended_errcode(s->db);
     int code = (rc & 0xff) == SQLITE_CONSTRAINT ? -EEXIST
                : (rc & 0xff) == SQLITE_BUSY     ? -EBUSY
                : (rc & 0xff) == SQLITE_FULL     ? -ENOSPC
                                                 : -EIO;
-    return error_set(err, code, "State store: %s failed: %s", what, sqlite3_errmsg(s->db));
+    return error_set(err, code, "state store: %s failed: %s", what, sqlite3_errmsg(s->db));
 }
 
 static void sqlite_close(Store *base) {
@@ -107,7 +109,7 @@ static void sqlite_close(Store *base) {
 static int exec_sql(SqliteStore *s, const char *sql, Error *err) {
     char *msg = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        int r = error_set(err, -EIO, "State store: %s", msg ? msg : sqlite3_errmsg(s->db));
+        int r = error_set(err, -EIO, "state store: %s", msg ? msg : sqlite3_errmsg(s->db));
         sqlite3_free(msg);
         return r;
     }
@@ -132,10 +134,9 @@ static int migrate(SqliteStore *s, const char *path, Error *err) {
     if (r < 0)
         return r;
     if (v > (int)ARRAY_SIZE(migrations))
-        return error_set(
-                err, -EPROTO,
-                "State file %s has schema version %d, newer than this einsora knows (%zu).", path,
-                v, ARRAY_SIZE(migrations));
+        return error_set(err, -EPROTO,
+                         "state file %s has schema version %d, newer than this einsora knows (%zu)",
+                         path, v, ARRAY_SIZE(migrations));
     for (; v < (int)ARRAY_SIZE(migrations); v++) {
         char bump[64];
         snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", v + 1);
@@ -164,9 +165,9 @@ static int make_private(const char *path, Error *err) {
     if (fd >= 0)
         close(fd);
     else if (errno != EEXIST)
-        return error_set(err, -errno, "Cannot create state file %s: %s", path, strerror(errno));
+        return error_set(err, -errno, "cannot create state file %s: %s", path, strerror(errno));
     else if (chmod(path, 0600) < 0 && errno != EPERM) /* EPERM: not ours to tighten */
-        return error_set(err, -errno, "Cannot make state file %s private: %s", path,
+        return error_set(err, -errno, "cannot make state file %s private: %s", path,
                          strerror(errno));
     static const char *const suffixes[] = {"-wal", "-shm"};
     for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
@@ -183,13 +184,13 @@ int store_sqlite_open(const char *path, Store **ret, Error *err) {
         return pr;
     SqliteStore *s = calloc(1, sizeof(*s));
     if (!s)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     s->base.ops = &sqlite_ops;
     _cleanup_(store_closep) Store *owned = &s->base;
     if (sqlite3_open_v2(path, &s->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK)
-        return error_set(err, -EIO, "Cannot open state file %s: %s", path,
+        return error_set(err, -EIO, "cannot open state file %s: %s", path,
                          s->db ? sqlite3_errmsg(s->db) : "out of memory");
     sqlite3_busy_timeout(s->db, 5000);
     /* WAL + synchronous=FULL: a COMMIT returns only once the WAL is on disk, which is what
@@ -269,13 +270,13 @@ static int sqlite_token_lookup(Store *base, const char *hash_hex, StoreToken *re
         };
         if (!t.user || !t.role) {
             store_token_done(&t);
-            r = error_set(err, -ENOMEM, "Out of memory.");
+            r = error_set(err, -ENOMEM, "out of memory");
         } else {
             *ret = t;
             r = 0;
         }
     } else if (rc == SQLITE_DONE)
-        r = error_set(err, -ENOENT, "Unknown token.");
+        r = error_set(err, -ENOENT, "unknown token");
     else
         r = sql_fail(s, err, "looking up a token");
     sqlite3_reset(st);
@@ -460,27 +461,26 @@ static int sqlite_token_foreach(Store *base, StoreTokenFn fn, void *userdata, Er
 
 static int sqlite_token_revoke(Store *base, const char *hash_prefix, Error *err) {
     SqliteStore *s = sqlite_of(base); /* store.c checked the prefix's form */
-    sqlite3_stmt *st = NULL;
-    int r = prepare(s, "SELECT count(*) FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st,
+    _cleanup_(sqlite3_finalizep) sqlite3_stmt *find = NULL, *del = NULL;
+    int r = prepare(s, "SELECT count(*) FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &find,
                     err);
     if (r < 0)
         return r;
-    bind_text(st, 1, hash_prefix);
-    int64_t count = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_finalize(st);
+    bind_text(find, 1, hash_prefix);
+    int64_t count = sqlite3_step(find) == SQLITE_ROW ? sqlite3_column_int64(find, 0) : -1;
     if (count < 0)
         return sql_fail(s, err, "finding a token");
+    sqlite3_reset(find); /* done reading: no read left open while the DELETE below writes */
     if (count == 0)
-        return error_set(err, -ENOENT, "No token with id %s.", hash_prefix);
+        return error_set(err, -ENOENT, "no token with id %s", hash_prefix);
     if (count > 1)
-        return error_set(err, -EEXIST, "%lld tokens have ids starting %s; give more digits.",
+        return error_set(err, -EEXIST, "%lld tokens have ids starting %s; give more digits",
                          (long long)count, hash_prefix);
-    if ((r = prepare(s, "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &st, err)) < 0)
+    if ((r = prepare(s, "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", &del, err)) <
+        0)
         return r;
-    bind_text(st, 1, hash_prefix);
-    r = step_done(s, st, err, "revoking a token");
-    sqlite3_finalize(st);
-    return r;
+    bind_text(del, 1, hash_prefix);
+    return step_done(s, del, err, "revoking a token");
 }
 
 /* ---- retention in the store ---- */

@@ -122,8 +122,8 @@ int store_token_revoke(Store *s, const char *hash_prefix, Error *err) {
     size_t n = strlen(hash_prefix);
     if (n < 8 || n > 64 || strspn(hash_prefix, "0123456789abcdef") != n)
         return error_set(err, -EINVAL,
-                         "A token id is 8 to 64 lowercase hex digits (see 'einsora "
-                         "token list').");
+                         "a token id is 8 to 64 lowercase hex digits (see 'einsora "
+                         "token list')");
     return s->ops->token_revoke(s, hash_prefix, err);
 }
 

@@ -24,7 +24,7 @@ int wire_parse_text(const char *text, size_t len, json_t **ret, Error *err) {
     json_error_t je;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!j)
-        return error_set(err, -EINVAL, "Malformed JSON at line %d column %d: %s.", je.line,
+        return error_set(err, -EINVAL, "malformed JSON at line %d column %d: %s", je.line,
                          je.column, je.text);
     *ret = j;
     return 0;
@@ -34,10 +34,8 @@ int wire_parse_text(const char *text, size_t len, json_t **ret, Error *err) {
  * is an error rather than ignored. */
 static int check_fields(json_t *obj, const char *what, const WireField *fields, size_t n,
                         Error *err) {
-    if (!json_is_object(obj)) /* what starts the sentence: "a node" -> "A node" */
-        return error_set(err, -EINVAL, "%c%s must be a JSON object.",
-                         what[0] >= 'a' && what[0] <= 'z' ? what[0] - 'a' + 'A' : what[0],
-                         what + 1);
+    if (!json_is_object(obj)) /* "a node must be ...": the outermost layer capitalises it */
+        return error_set(err, -EINVAL, "%s must be a JSON object", what);
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
@@ -47,9 +45,9 @@ static int check_fields(json_t *obj, const char *what, const WireField *fields, 
         if (!ok) {
             if (STREQ(key, "user"))
                 return error_set(err, -EINVAL,
-                                 "Field 'user' is not accepted in %s: the user is the token's.",
+                                 "field 'user' is not accepted in %s: the user is the token's",
                                  what);
-            return error_set(err, -EINVAL, "Unknown field '%.64s' in %s.", key, what);
+            return error_set(err, -EINVAL, "unknown field '%.64s' in %s", key, what);
         }
     }
     return 0;
@@ -57,20 +55,20 @@ static int check_fields(json_t *obj, const char *what, const WireField *fields, 
 
 static int get_string(const WireField *f, json_t *v, char *buf, Error *err) {
     if (!json_is_string(v))
-        return error_set(err, -EINVAL, "Field '%s' must be a string.", f->name);
+        return error_set(err, -EINVAL, "field '%s' must be a string", f->name);
     const char *s = json_string_value(v);
     if (strlen(s) >= f->size || strlen(s) != json_string_length(v))
-        return error_set(err, -EINVAL, "Field '%s' is too long or holds a NUL byte.", f->name);
+        return error_set(err, -EINVAL, "field '%s' is too long or holds a NUL byte", f->name);
     memcpy(buf, s, strlen(s) + 1);
     return 0;
 }
 
 static int get_uint(const WireField *f, json_t *v, unsigned *ret, Error *err) {
     if (!json_is_integer(v))
-        return error_set(err, -EINVAL, "Field '%s' must be an integer.", f->name);
+        return error_set(err, -EINVAL, "field '%s' must be an integer", f->name);
     json_int_t i = json_integer_value(v);
     if (i < (json_int_t)f->min || i > (json_int_t)f->max)
-        return error_set(err, -ERANGE, "Field '%s' must be between %u and %u.", f->name, f->min,
+        return error_set(err, -ERANGE, "field '%s' must be between %u and %u", f->name, f->min,
                          f->max);
     *ret = (unsigned)i;
     return 0;
@@ -78,12 +76,12 @@ static int get_uint(const WireField *f, json_t *v, unsigned *ret, Error *err) {
 
 static int get_enum(const WireField *f, json_t *v, int *ret, Error *err) {
     if (!json_is_string(v))
-        return error_set(err, -EINVAL, "Field '%s' must be a string.", f->name);
+        return error_set(err, -EINVAL, "field '%s' must be a string", f->name);
     if (f->empty_is_absent && json_string_length(v) == 0)
         return 0;
     int e = f->parse(json_string_value(v));
     if (e < 0 || strlen(json_string_value(v)) != json_string_length(v))
-        return error_set(err, -EINVAL, "Field '%s' must be %s, not '%.32s'.", f->name, f->choices,
+        return error_set(err, -EINVAL, "field '%s' must be %s, not '%.32s'", f->name, f->choices,
                          json_string_value(v));
     *ret = e;
     return 0;
@@ -93,20 +91,20 @@ static int get_enum(const WireField *f, json_t *v, int *ret, Error *err) {
 static int get_strv(const WireField *f, json_t *v, char *buf, Error *err) {
     bool kv = f->type == WIRE_ENVV;
     if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 64)
-        return error_set(err, -EINVAL, "Field '%s' must be a list of 1 to 64 texts.", f->name);
+        return error_set(err, -EINVAL, "field '%s' must be a list of 1 to 64 texts", f->name);
     size_t i;
     json_t *a;
     json_array_foreach(v, i, a) {
         const char *s = json_string_value(a);
         if (!s || strlen(s) != json_string_length(a) || (kv && (!strchr(s, '=') || s[0] == '=')))
-            return error_set(err, -EINVAL, "Item %zu of '%s' is not a text%s.", i, f->name,
+            return error_set(err, -EINVAL, "item %zu of '%s' is not a text%s", i, f->name,
                              kv ? " KEY=VALUE" : "");
     }
     char *text = json_dumps(v, JSON_COMPACT);
     if (!text)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     int r = strlen(text) < f->size ? 0
-                                   : error_set(err, -E2BIG, "Field '%s' is longer than %zu bytes.",
+                                   : error_set(err, -E2BIG, "field '%s' is longer than %zu bytes",
                                                f->name, f->size - 1);
     if (r == 0)
         memcpy(buf, text, strlen(text) + 1);
@@ -125,7 +123,7 @@ int wire_decode(json_t *j, const char *what, const WireField *fields, size_t n, 
         char *at = (char *)obj + f->offset;
         if (!v) {
             if (f->required)
-                return error_set(err, -EINVAL, "Field '%s' is required.", f->name);
+                return error_set(err, -EINVAL, "field '%s' is required", f->name);
             continue;
         }
         switch (f->type) {
@@ -137,7 +135,7 @@ int wire_decode(json_t *j, const char *what, const WireField *fields, size_t n, 
             break;
         case WIRE_BOOL:
             if (!json_is_boolean(v))
-                return error_set(err, -EINVAL, "Field '%s' must be true or false.", f->name);
+                return error_set(err, -EINVAL, "field '%s' must be true or false", f->name);
             *(bool *)at = json_is_true(v);
             break;
         case WIRE_ENUM:

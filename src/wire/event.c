@@ -18,21 +18,21 @@ json_t *wire_event_to_json(const WireEvent *e) {
 
 static int decode_seq(json_t *v, void *obj, Error *err) {
     if (!json_is_integer(v) || json_integer_value(v) < 1)
-        return error_set(err, -EINVAL, "Field 'seq' must be a positive integer.");
+        return error_set(err, -EINVAL, "field 'seq' must be a positive integer");
     ((WireEvent *)obj)->seq = (uint64_t)json_integer_value(v);
     return 0;
 }
 
 static int decode_time(json_t *v, void *obj, Error *err) {
     if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return error_set(err, -EINVAL, "Field 'time_ms' must be an integer from 0.");
+        return error_set(err, -EINVAL, "field 'time_ms' must be an integer from 0");
     ((WireEvent *)obj)->time_ms = json_integer_value(v);
     return 0;
 }
 
 static int decode_data(json_t *v, void *obj, Error *err) {
     if (!json_is_object(v))
-        return error_set(err, -EINVAL, "Field 'data' must be a JSON object.");
+        return error_set(err, -EINVAL, "field 'data' must be a JSON object");
     ((WireEvent *)obj)->data = v;
     return 0;
 }
@@ -41,7 +41,7 @@ static int decode_data(json_t *v, void *obj, Error *err) {
 #define BORROWED_TEXT(m)                                                                           \
     static int decode_##m(json_t *v, void *obj, Error *err) {                                      \
         if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))           \
-            return error_set(err, -EINVAL, "Field '" #m "' must be a text without NUL bytes.");    \
+            return error_set(err, -EINVAL, "field '" #m "' must be a text without NUL bytes");     \
         ((WireEvent *)obj)->m = json_string_value(v);                                              \
         return 0;                                                                                  \
     }
@@ -65,7 +65,7 @@ int wire_event_from_json(json_t *j, WireEvent *ret, Error *err) {
     if (r < 0)
         return r;
     if (!e.type[0])
-        return error_set(err, -EINVAL, "Field 'type' must not be empty.");
+        return error_set(err, -EINVAL, "field 'type' must not be empty");
     *ret = e;
     return 0;
 }

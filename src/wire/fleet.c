@@ -37,11 +37,11 @@ bool fleet_heartbeat_runs(const FleetHeartbeat *h, uint64_t id) {
 static int decode_running(json_t *run, void *obj, Error *err) {
     FleetHeartbeat *h = obj;
     if (!json_is_array(run))
-        return error_set(err, -EINVAL, "'running' must be a list of request ids.");
+        return error_set(err, -EINVAL, "'running' must be a list of request ids");
     h->has_running = true;
     h->running = calloc(json_array_size(run) + 1, sizeof(uint64_t));
     if (!h->running)
-        return error_set(err, -ENOMEM, "Out of memory.");
+        return error_set(err, -ENOMEM, "out of memory");
     size_t i;
     json_t *v;
     json_array_foreach(run, i, v) {
@@ -50,7 +50,7 @@ static int decode_running(json_t *run, void *obj, Error *err) {
             id = (uint64_t)json_integer_value(v);
         else if (!json_is_string(v) ||
                  parse_decimal_uint64(json_string_value(v), UINT64_MAX, &id) < 0 || !id)
-            return error_set(err, -EINVAL, "'running' item %zu is not a request id.", i);
+            return error_set(err, -EINVAL, "'running' item %zu is not a request id", i);
         h->running[h->n_running++] = id;
     }
     qsort(h->running, h->n_running, sizeof(uint64_t), cmp_u64);
@@ -96,7 +96,7 @@ int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, 
         return r;
     if (t.verdict[0] && STRNEQ(t.verdict, "pass") && STRNEQ(t.verdict, "degraded") &&
         STRNEQ(t.verdict, "fail"))
-        return error_set(err, -EINVAL, "'verdict' is pass, degraded or fail.");
+        return error_set(err, -EINVAL, "'verdict' is pass, degraded or fail");
     *ret = t;
     return 0;
 }
@@ -119,18 +119,18 @@ int fleet_mode_parse(const char *text, size_t len, FleetModeRequest *ret, Error 
         return r;
     if (!m.mode[0])
         return error_set(err, -EINVAL,
-                         "A mode switch names the 'mode': container or vm-passthrough.");
+                         "a mode switch names the 'mode': container or vm-passthrough");
     if (STREQ(m.mode, "vm-vgpu"))
         return error_set(err, -EOPNOTSUPP,
                          "vGPU is not offered (R2d): use vm-passthrough for VMs, or container "
-                         "for containers and MIG slices.");
+                         "for containers and MIG slices");
     if (STRNEQ(m.mode, "container") && STRNEQ(m.mode, "vm-passthrough"))
-        return error_set(err, -EINVAL, "Unknown mode '%.24s' (container or vm-passthrough).",
+        return error_set(err, -EINVAL, "unknown mode '%.24s' (container or vm-passthrough)",
                          m.mode);
     if (STRNEQ(m.drain, "none") && STRNEQ(m.drain, "wait") && STRNEQ(m.drain, "evict"))
-        return error_set(err, -EINVAL, "Unknown drain '%.8s' (none, wait or evict).", m.drain);
+        return error_set(err, -EINVAL, "unknown drain '%.8s' (none, wait or evict)", m.drain);
     if (has_gpu && !m.gpu[0])
-        return error_set(err, -EINVAL, "'gpu' names a GPU by index or PCI address.");
+        return error_set(err, -EINVAL, "'gpu' names a GPU by index or PCI address");
     *ret = m;
     return 0;
 }

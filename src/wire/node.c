@@ -83,17 +83,17 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
         return k;
     d->quarantined = json_object_get(j, "quarantined") != NULL;
     if (d->cls[0] && !wire_name_is_valid(d->cls))
-        return error_set(err, -EINVAL, "Device %zu: 'class' is not a valid class name.", idx);
+        return error_set(err, -EINVAL, "device %zu: 'class' is not a valid class name", idx);
     if (d->pci_id[0] && !pci_id_is_valid(d->pci_id))
         return error_set(err, -EINVAL,
-                         "Device %zu: 'pci_id' must be the PCI vendor:device ids "
-                         "in lower-case hex, such as 10de:2335.",
+                         "device %zu: 'pci_id' must be the PCI vendor:device ids "
+                         "in lower-case hex, such as 10de:2335",
                          idx);
     json_t *mig = json_object_get(j, "mig");
     if (mig) {
         if (!json_is_array(mig) || json_array_size(mig) > SPEC_MAX_MIG)
             return error_set(err, -EINVAL,
-                             "Device %zu: 'mig' must be a list of at most %d instances.", idx,
+                             "device %zu: 'mig' must be a list of at most %d instances", idx,
                              SPEC_MAX_MIG);
         size_t i;
         json_t *v;
@@ -111,14 +111,14 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
 static int decode_caps(json_t *caps, void *obj, Error *err) {
     ApiNode *n = obj;
     if (!json_is_array(caps) || json_array_size(caps) > SPEC_MAX_CAPS)
-        return error_set(err, -EINVAL, "Field 'capabilities' must be a list of at most %d names.",
+        return error_set(err, -EINVAL, "field 'capabilities' must be a list of at most %d names",
                          SPEC_MAX_CAPS);
     size_t i;
     json_t *v;
     json_array_foreach(caps, i, v) {
         const char *s = json_string_value(v);
         if (!s || strlen(s) >= sizeof(n->caps[0]) || !wire_name_is_valid(s))
-            return error_set(err, -EINVAL, "Entry %zu of 'capabilities' is not a name.", i);
+            return error_set(err, -EINVAL, "entry %zu of 'capabilities' is not a name", i);
         strcpy(n->caps[n->n_caps++], s);
     }
     return 0;
@@ -127,7 +127,7 @@ static int decode_caps(json_t *caps, void *obj, Error *err) {
 static int decode_devices(json_t *devs, void *obj, Error *err) {
     ApiNode *n = obj;
     if (!json_is_array(devs) || json_array_size(devs) > SPEC_MAX_DEVICES)
-        return error_set(err, -EINVAL, "Field 'devices' must be a list of at most %d devices.",
+        return error_set(err, -EINVAL, "field 'devices' must be a list of at most %d devices",
                          SPEC_MAX_DEVICES);
     size_t i;
     json_t *v;
@@ -140,7 +140,7 @@ static int decode_devices(json_t *devs, void *obj, Error *err) {
          * which one a Pod gets), so only addresses that are given count. */
         for (size_t d = 0; d + 1 < n->n_devices && n->devices[i].pci[0]; d++)
             if (STREQ(n->devices[d].pci, n->devices[i].pci))
-                return error_set(err, -EINVAL, "Devices %zu and %zu have the same PCI address %s.",
+                return error_set(err, -EINVAL, "devices %zu and %zu have the same PCI address %s",
                                  d, i, n->devices[i].pci);
     }
     return 0;
@@ -174,27 +174,27 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
     if (n->device_resource[0] && !device_resource_is_valid(n->device_resource))
         return error_set(
                 err, -EINVAL,
-                "Field 'device_resource' must be a resource like nvidia.com/GH100_H100_SXM5_80GB.");
+                "field 'device_resource' must be a resource like nvidia.com/GH100_H100_SXM5_80GB");
     if (!wire_name_is_valid(n->site))
-        return error_set(err, -EINVAL, "Field 'site' must be 1-63 of a-z, 0-9, '.', '_', '-'.");
+        return error_set(err, -EINVAL, "field 'site' must be 1-63 of a-z, 0-9, '.', '_', '-'");
     if (!wire_name_is_valid(n->name))
-        return error_set(err, -EINVAL, "Field 'name' must be 1-63 of a-z, 0-9, '.', '_', '-'.");
+        return error_set(err, -EINVAL, "field 'name' must be 1-63 of a-z, 0-9, '.', '_', '-'");
     if (!wire_name_is_valid(n->owner))
-        return error_set(err, -EINVAL, "Field 'owner' is not a valid user name.");
+        return error_set(err, -EINVAL, "field 'owner' is not a valid user name");
     if (n->mode == NODE_MODE_VM_VGPU)
         return error_set(err, -EINVAL,
-                         "Node mode vm-vgpu is not supported (R2d); use "
-                         "vm-passthrough or container.");
+                         "node mode vm-vgpu is not supported (R2d); use "
+                         "vm-passthrough or container");
     if (n->site_kind == SITE_DATACENTER) {
         /* R3: a datacenter node's mode is never a silent default. */
         if (n->mode == NODE_MODE_NONE)
             return error_set(err, -EINVAL,
-                             "A datacenter node needs 'mode' (container or "
-                             "vm-passthrough, R3).");
+                             "a datacenter node needs 'mode' (container or "
+                             "vm-passthrough, R3)");
     } else if (n->mode != NODE_MODE_NONE)
         return error_set(err, -EINVAL,
-                         "Field 'mode' applies to datacenter nodes only; lab and "
-                         "solo machines switch per GPU (R7).");
+                         "field 'mode' applies to datacenter nodes only; lab and "
+                         "solo machines switch per GPU (R7)");
     return 0;
 }
 
@@ -212,7 +212,7 @@ int api_node_check_addresses(const ApiNode *n, Error *err) {
     for (size_t i = 0; i < n->n_devices; i++)
         if (n->devices[i].pci[0] && !pci_bdf_is_valid(n->devices[i].pci))
             return error_set(err, -EINVAL,
-                             "Device %zu: 'pci' is not a PCI address like 0000:3b:00.0.", i);
+                             "device %zu: 'pci' is not a PCI address like 0000:3b:00.0", i);
     return 0;
 }
 

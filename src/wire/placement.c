@@ -63,14 +63,14 @@ static int decode_devices(json_t *devs, void *obj, Error *err) {
     PlacementIn *in = obj;
     if (!json_is_array(devs) || json_array_size(devs) > SCHED_NODE_MAX_DEVICES)
         return error_set(err, -EINVAL,
-                         "Field 'devices' must be a list of at most %d device indices.",
+                         "field 'devices' must be a list of at most %d device indices",
                          SCHED_NODE_MAX_DEVICES);
     size_t i;
     json_t *v;
     json_array_foreach(devs, i, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) >= SCHED_NODE_MAX_DEVICES)
-            return error_set(err, -EINVAL, "Item %zu of 'devices' is not a device index.", i);
+            return error_set(err, -EINVAL, "item %zu of 'devices' is not a device index", i);
         in->p.devices[in->p.n_devices++] = (unsigned)json_integer_value(v);
     }
     return 0;
@@ -78,7 +78,7 @@ static int decode_devices(json_t *devs, void *obj, Error *err) {
 
 static int decode_addresses(json_t *v, void *obj, Error *err) {
     if (!json_is_array(v))
-        return error_set(err, -EINVAL, "Field 'addresses' must be a list of PCI addresses.");
+        return error_set(err, -EINVAL, "field 'addresses' must be a list of PCI addresses");
     return 0; /* the node's devices say them again: nothing to keep */
 }
 
@@ -86,7 +86,7 @@ static int decode_fallback_index(json_t *v, void *obj, Error *err) {
     PlacementIn *in = obj;
     if (!json_is_integer(v) || json_integer_value(v) < -1 || json_integer_value(v) >= 64)
         return error_set(err, -EINVAL,
-                         "Field 'fallback_index' must be -1 or the index of a fallback.");
+                         "field 'fallback_index' must be -1 or the index of a fallback");
     in->p.fallback_index = (int)json_integer_value(v);
     return 0;
 }
@@ -118,7 +118,7 @@ int wire_placement_from_json(const Catalog *cat, json_t *j, Placement *ret,
     p.class_index = catalog_find_index(cat, in.cls);
     if (p.class_index < 0)
         return error_set(err, -EINVAL,
-                         "A placement names class %.64s, which the catalog does not have.", in.cls);
+                         "a placement names class %.64s, which the catalog does not have", in.cls);
     p.class_name = cat->classes[p.class_index].name;
     p.method = in.method;
     p.container_runtime = in.container_runtime;

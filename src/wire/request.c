@@ -27,7 +27,7 @@ static int runtime_parse(const char *s) {
 static int decode_ports(json_t *v, void *obj, Error *err) {
     ApiRequest *r = obj;
     if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > SPEC_MAX_PORTS)
-        return error_set(err, -EINVAL, "Field 'ports' must be a list of 1 to %d ports.",
+        return error_set(err, -EINVAL, "field 'ports' must be a list of 1 to %d ports",
                          SPEC_MAX_PORTS);
     size_t i;
     json_t *a;
@@ -35,10 +35,10 @@ static int decode_ports(json_t *v, void *obj, Error *err) {
         json_int_t n = json_integer_value(a);
         if (!json_is_integer(a) || n < 1 || n > 65535)
             return error_set(err, -EINVAL,
-                             "Item %zu of 'ports' is not a port number from 1 to 65535.", i);
+                             "item %zu of 'ports' is not a port number from 1 to 65535", i);
         for (size_t k = 0; k < i; k++)
             if (r->ports[k] == (unsigned)n)
-                return error_set(err, -EINVAL, "Port %u is in 'ports' twice.", (unsigned)n);
+                return error_set(err, -EINVAL, "port %u is in 'ports' twice", (unsigned)n);
         r->ports[i] = (unsigned)n;
     }
     r->n_ports = json_array_size(v);
@@ -48,16 +48,16 @@ static int decode_ports(json_t *v, void *obj, Error *err) {
 static int decode_fallback(json_t *fb, void *obj, Error *err) {
     ApiRequest *r = obj;
     if (!json_is_array(fb))
-        return error_set(err, -EINVAL, "Field 'fallback' must be a list of class names.");
+        return error_set(err, -EINVAL, "field 'fallback' must be a list of class names");
     if (json_array_size(fb) > SPEC_MAX_FALLBACK)
-        return error_set(err, -E2BIG, "Field 'fallback' lists at most %d classes.",
+        return error_set(err, -E2BIG, "field 'fallback' lists at most %d classes",
                          SPEC_MAX_FALLBACK);
     size_t i;
     json_t *v;
     json_array_foreach(fb, i, v) {
         const char *s = json_string_value(v);
         if (!s || !wire_name_is_valid(s))
-            return error_set(err, -EINVAL, "Entry %zu of 'fallback' is not a class name.", i);
+            return error_set(err, -EINVAL, "entry %zu of 'fallback' is not a class name", i);
         strcpy(r->fallback[r->n_fallback++], s);
     }
     return 0;
@@ -91,23 +91,23 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         return k;
     /* Checked once the kind is known. */
     if (r.model[0] && r.kind != WORKLOAD_ENDPOINT)
-        return error_set(err, -EINVAL, "Field 'model' applies to kind endpoint only.");
+        return error_set(err, -EINVAL, "field 'model' applies to kind endpoint only");
     if (r.n_ports && r.kind == WORKLOAD_VM)
         return error_set(err, -EINVAL,
-                         "Field 'ports' applies to containers, notebooks and endpoints, not VMs.");
+                         "field 'ports' applies to containers, notebooks and endpoints, not VMs");
     if (!r.cls[0] && !r.memory_gb)
         return error_set(err, -EINVAL,
-                         "A request names a 'class' (or 'cpu') or a 'memory_gb' need.");
+                         "a request names a 'class' (or 'cpu') or a 'memory_gb' need");
     if (r.cls[0] && !wire_name_is_valid(r.cls))
-        return error_set(err, -EINVAL, "Field 'class' is not a valid class name.");
+        return error_set(err, -EINVAL, "field 'class' is not a valid class name");
     if (r.guest_os != (GuestOs)-1 && r.kind != WORKLOAD_VM)
-        return error_set(err, -EINVAL, "Field 'guest_os' applies to kind vm only.");
+        return error_set(err, -EINVAL, "field 'guest_os' applies to kind vm only");
     if (r.guest_os == (GuestOs)-1)
         r.guest_os = GUEST_LINUX;
     if (r.runtime != ENDPOINT_RUNTIME_NONE && r.kind != WORKLOAD_ENDPOINT)
-        return error_set(err, -EINVAL, "Field 'runtime' applies to kind endpoint only.");
+        return error_set(err, -EINVAL, "field 'runtime' applies to kind endpoint only");
     if (r.wait_s && !r.n_fallback)
-        return error_set(err, -EINVAL, "Field 'wait_s' needs a 'fallback' list to fall back to.");
+        return error_set(err, -EINVAL, "field 'wait_s' needs a 'fallback' list to fall back to");
     *ret = r;
     return 0;
 }

@@ -40,7 +40,7 @@ static int drain_parse(const char *s) {
 
 static int get_ms(json_t *v, const char *name, int64_t *ret, Error *err) {
     if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return error_set(err, -EINVAL, "Field '%s' must be an integer from 0.", name);
+        return error_set(err, -EINVAL, "field '%s' must be an integer from 0", name);
     *ret = json_integer_value(v);
     return 0;
 }
@@ -58,7 +58,7 @@ static int decode_gpu(json_t *v, void *obj, Error *err) {
     json_int_t g = json_integer_value(v);
     if (!json_is_integer(v) || g < -1 || g >= SPEC_MAX_DEVICES)
         return error_set(err, -EINVAL,
-                         "Field 'gpu' must be -1 (every GPU) or a device index from 0 to %d.",
+                         "field 'gpu' must be -1 (every GPU) or a device index from 0 to %d",
                          SPEC_MAX_DEVICES - 1);
     ((NodeSwitch *)obj)->gpu = (int)g;
     return 0;
@@ -71,7 +71,7 @@ typedef struct SwitchTaskIn {
 
 static int decode_task_id(json_t *v, void *obj, Error *err) {
     if (!json_is_integer(v) || json_integer_value(v) < 1)
-        return error_set(err, -EINVAL, "Field 'id' of a switch's task must be a positive integer.");
+        return error_set(err, -EINVAL, "field 'id' of a switch's task must be a positive integer");
     ((SwitchTaskIn *)obj)->id = (uint64_t)json_integer_value(v);
     return 0;
 }
@@ -85,7 +85,7 @@ static const WireField task_fields[] = {
 static int decode_tasks(json_t *v, void *obj, Error *err) {
     NodeSwitch *sw = obj;
     if (!json_is_array(v) || json_array_size(v) > SPEC_MAX_DEVICES)
-        return error_set(err, -EINVAL, "Field 'tasks' must be a list of at most %d tasks.",
+        return error_set(err, -EINVAL, "field 'tasks' must be a list of at most %d tasks",
                          SPEC_MAX_DEVICES);
     size_t i;
     json_t *t;
@@ -125,7 +125,7 @@ int wire_switch_from_json(json_t *j, NodeSwitch *ret, Error *err) {
         return r;
     if (!STREQ(sw.mode, "container") && !STREQ(sw.mode, "vm-passthrough"))
         return error_set(err, -EINVAL,
-                         "Field 'mode' must be container or vm-passthrough, not '%.24s'.", sw.mode);
+                         "field 'mode' must be container or vm-passthrough, not '%.24s'", sw.mode);
     *ret = sw;
     return 0;
 }

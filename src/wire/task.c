@@ -22,14 +22,14 @@ static int kind_parse(const char *s) {
 /* The ids and times are 64-bit: wider than WIRE_UINT. */
 static int decode_id(json_t *v, void *obj, Error *err) {
     if (!json_is_integer(v) || json_integer_value(v) < 1)
-        return error_set(err, -EINVAL, "Field 'id' must be a positive integer.");
+        return error_set(err, -EINVAL, "field 'id' must be a positive integer");
     ((Task *)obj)->id = (uint64_t)json_integer_value(v);
     return 0;
 }
 
 static int decode_created(json_t *v, void *obj, Error *err) {
     if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return error_set(err, -EINVAL, "Field 'created_ms' must be an integer from 0.");
+        return error_set(err, -EINVAL, "field 'created_ms' must be an integer from 0");
     ((Task *)obj)->created_ms = json_integer_value(v);
     return 0;
 }
@@ -53,13 +53,13 @@ int wire_task_from_json(json_t *j, Task *ret, uint64_t *ret_id, Error *err) {
                              : 0;
     int r = wire_decode(j, "a task", task_fields, ARRAY_SIZE(task_fields), &t, err);
     if (r >= 0 && !wire_name_is_valid(t.node))
-        r = error_set(err, -EINVAL, "Field 'node' is not a valid node name.");
+        r = error_set(err, -EINVAL, "field 'node' is not a valid node name");
     if (r >= 0 && t.gpu[0] && !pci_bdf_is_valid(t.gpu))
-        r = error_set(err, -EINVAL, "Field 'gpu' is not a PCI address: '%.32s'.", t.gpu);
+        r = error_set(err, -EINVAL, "field 'gpu' is not a PCI address: '%.32s'", t.gpu);
     if (r >= 0 && t.kind == TASK_BIND && !STREQ(t.target, "vfio") && !STREQ(t.target, "host"))
-        r = error_set(err, -EINVAL, "A bind task's 'target' must be vfio or host.");
+        r = error_set(err, -EINVAL, "a bind task's 'target' must be vfio or host");
     if (r >= 0 && t.kind != TASK_BIND && t.target[0])
-        r = error_set(err, -EINVAL, "Field 'target' applies to bind tasks only.");
+        r = error_set(err, -EINVAL, "field 'target' applies to bind tasks only");
     if (ret_id)
         *ret_id = r < 0 ? known : t.id;
     if (r < 0)

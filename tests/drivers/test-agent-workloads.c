@@ -227,7 +227,7 @@ Test(agent_workloads, r17_a_missing_image_fails_the_request_with_the_engines_sen
     long id = submit("{\"kind\":\"endpoint\",\"class\":\"nvidia-h100-80gb\"}");
     json_t *j = wait_state(id, "ended");
     const char *reason = json_string_value(json_object_get(j, "reason"));
-    cr_assert(strstr(reason, "failed: The image localhost/no-such:1 is not on the engine"), "%s",
+    cr_assert(strstr(reason, "failed: the image localhost/no-such:1 is not on the engine"), "%s",
               reason);
     json_decref(j);
 }

@@ -59,7 +59,7 @@ Test(mac_plan, r10_vllm_and_bad_specs_are_refused_clearly) {
              "port is 1 to 65535"},
             {{.runtime = "tgi", .model = "m", .port = 1, .on_gpu = true},
              -EINVAL,
-             "Unknown endpoint runtime"},
+             "unknown endpoint runtime"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         Error err = {0};

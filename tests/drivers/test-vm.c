@@ -126,6 +126,6 @@ Test(vm, r17_vm_unreachable_libvirt_is_said_clearly) {
     Driver *d = NULL;
     Error err = {0};
     cr_assert_eq(vm_driver_new(&c, &d, &err), -ECONNREFUSED);
-    cr_assert(strstr(err.message, "Cannot connect to libvirt at qemu+unix:///system"), "%s",
+    cr_assert(strstr(err.message, "cannot connect to libvirt at qemu+unix:///system"), "%s",
               err.message);
 }

@@ -569,7 +569,7 @@ Test(replicas, r16_failover_loses_nothing_acknowledged_under_kills_pauses_and_a_
     while (waitpid(rep[old].pid, &status, WNOHANG) != rep[old].pid && now_ms() < end)
         usleep(20000);
     cr_assert(now_ms() < end, "the deposed leader did not step down");
-    cr_assert(log_says(old, "einsora: Stopped: "),
+    cr_assert(log_says(old, "einsora: stopped: "),
               "the deposed leader stopped without its sentence");
     spawn(old);
     quiesce();

@@ -320,7 +320,7 @@ Test(api_conventions, api_plain_http_off_loopback_is_refused_unless_told) {
     /* Refused before anything is bound. */
     cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "0.0.0.0:0", "--state", state, NULL),
                  1);
-    cr_expect(strstr(err, "Refusing to serve tokens over plain HTTP") &&
+    cr_expect(strstr(err, "refusing to serve tokens over plain HTTP") &&
                       strstr(err, "--insecure-plain-http"),
               "%s", err);
     free(out), free(err);

@@ -317,7 +317,7 @@ Test(store, r16_store_postgresql_refuses_a_bad_conninfo) {
     Store *s = NULL;
     Error err = {0};
     cr_assert_eq(store_open("postgresql://[::1", &s, &err), -EINVAL);
-    cr_assert(strstr(err.message, "Bad PostgreSQL connection string"), "%s", err.message);
+    cr_assert(strstr(err.message, "bad PostgreSQL connection string"), "%s", err.message);
     cr_assert_null(s);
 }
 
@@ -329,7 +329,7 @@ Test(store, r16_store_postgresql_refuses_an_unreachable_server) {
     Store *s = NULL;
     Error err = {0};
     cr_assert_eq(store_open(loc, &s, &err), -ECONNREFUSED);
-    cr_assert(strstr(err.message, "Cannot connect to PostgreSQL"), "%s", err.message);
+    cr_assert(strstr(err.message, "cannot connect to PostgreSQL"), "%s", err.message);
     /* A database that does not exist on a server that does. */
     pg_test_conninfo(&pg, "no_such_db", loc, sizeof(loc));
     error_clear(&err);
@@ -430,7 +430,7 @@ Test(store, r16_serve_refuses_another_sites_database_and_a_bad_store_with_a_sent
     rc = run_einsora(&out, &errs, "serve", "--listen", "127.0.0.1:0", "--store",
                      "host=/nonexistent-einsora user=einsora dbname=x connect_timeout=2", NULL);
     cr_assert_neq(rc, 0);
-    cr_assert(strstr(errs, "Cannot connect to PostgreSQL"), "%s", errs);
+    cr_assert(strstr(errs, "cannot connect to PostgreSQL"), "%s", errs);
     free(out);
     free(errs);
 }

@@ -141,7 +141,7 @@ Test(wire, bad_input_wire_unknown_fields_and_wrong_types_name_the_field) {
             "'x' in a MIG instance");
     expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"cpus\":-1}", "'cpus' must be between");
     expect_node_refused("[1]", "must be a JSON object");
-    expect_node_refused("{\"name\":", "Malformed JSON");
+    expect_node_refused("{\"name\":", "malformed JSON");
 }
 
 Test(wire, bad_input_wire_server_refuses_a_pci_address_the_agent_would) {
@@ -356,7 +356,7 @@ Test(wire, bad_input_wire_task_refusals_name_the_field_and_keep_the_id) {
             {TASK_HEAD "\"kind\":\"bind\",\"gpu\":7,\"target\":\"vfio\"}", "'gpu' must be a string",
              9},
             {TASK_HEAD "\"kind\":\"bind\",\"gpu\":\"\",\"target\":\"vfio\",\"force\":true}",
-             "Unknown field 'force'", 9},
+             "unknown field 'force'", 9},
             {"{\"id\":9,\"node\":\"n1\",\"device\":64,\"created_ms\":5,\"kind\":\"reset-check\","
              "\"gpu\":\"\"}",
              "'device' must be between 0 and 63", 9},
@@ -371,7 +371,7 @@ Test(wire, bad_input_wire_task_refusals_name_the_field_and_keep_the_id) {
             {"{\"id\":\"9\",\"node\":\"n1\",\"created_ms\":5,\"kind\":\"reset-check\",\"gpu\":"
              "\"\"}",
              "'id' must be a positive", 0},
-            {"[9]", "A task must be a JSON object", 0},
+            {"[9]", "a task must be a JSON object", 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         Task t = {.id = 12345};
@@ -468,7 +468,7 @@ Test(wire, bad_input_wire_switch_refusals_name_the_field) {
              "'started_ms' must be an integer from 0"},
             {"{\"mode\":\"container\",\"drain\":\"none\",\"gpu\":-1,\"step\":\"done\"," SWITCH_TAIL
              ",\"tasks\":[],\"node\":\"n1\"}",
-             "Unknown field 'node' in a mode switch"},
+             "unknown field 'node' in a mode switch"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *j = json_loads(cases[i].text, JSON_REJECT_DUPLICATES, NULL);
@@ -530,7 +530,7 @@ Test(wire, bad_input_wire_event_refusals_name_the_field) {
             {EVENT_HEAD "\"type\":7,\"data\":{}}", "'type' must be a text"},
             {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"user\":null}", "'user' must be a text"},
             {EVENT_HEAD "\"type\":\"a\",\"data\":{},\"extra\":1}",
-             "Unknown field 'extra' in an event"},
+             "unknown field 'extra' in an event"},
             {"{\"seq\":0,\"time_ms\":5,\"actor\":\"bob\",\"object\":\"7\",\"type\":\"a\",\"data\":{"
              "}}",
              "'seq' must be a positive"},
