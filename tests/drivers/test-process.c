@@ -32,7 +32,8 @@ static const char server_sh[] = "#!/bin/sh\n"
                                 "echo \"model: $EINSORA_MODEL\"\n"
                                 "case \"$MODE\" in\n"
                                 "exit3) exit 3 ;;\n"
-                                "stubborn) trap 'echo term >\"$MARK\"' TERM ;;\n"
+                                "stubborn) trap 'echo term >\"$MARK\"' TERM\n"
+                                "          : >\"$MARK.ready\" ;;\n"
                                 "esac\n"
                                 "while :; do sleep 0.05; done\n";
 
@@ -176,8 +177,14 @@ Test(process_driver, r17_exit_code_is_reported) {
 Test(process_driver, r17_stop_sends_sigterm_then_sigkill_after_grace) {
     _cleanup_(driver_freep) Driver *d = new_driver();
     _cleanup_free_ char *mark = strprintf("%s/got-term", tmp);
+    _cleanup_free_ char *ready = strprintf("%s.ready", mark);
     start(d, "43", "stubborn", mark);
     wait_for(d, "43", WORKLOAD_RUNNING);
+    /* Running is not yet trapping: stop only once the script says its trap is set, or a
+     * slow machine delivers SIGTERM before the trap exists. */
+    for (int i = 0; i < 600 && access(ready, F_OK) != 0; i++)
+        usleep(50000);
+    cr_assert_eq(access(ready, F_OK), 0, "the stubborn server never set its trap");
     pid_t pid = pid_of("43");
     Error err = {0};
     cr_assert_eq(d->ops->stop(d, "43", 1, &err), 0, "%s", error_message(&err));
