@@ -179,9 +179,12 @@ Test(fleet_kernel, r4_r7_agent_killed_mid_rebind_recovers_from_its_journal_and_f
     kill(m.agent, SIGKILL);
     waitpid(m.agent, NULL, 0);
     m.agent = 0;
-    cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
-                         "{\"mode\":\"vm-passthrough\",\"gpu\":\"0\"}", NULL),
-                 202);
+    json_t *ans = NULL;
+    long st = ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
+                      "{\"mode\":\"vm-passthrough\",\"gpu\":\"0\"}", &ans);
+    _cleanup_free_ char *ans_text = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
+    json_decref(ans);
+    cr_assert_eq(st, 202, "mode switch answered %ld: %s", st, ans_text ?: "(no body)");
     /* The agent's rebind, killed half-way: journaled, the GPU unbound, nothing on vfio-pci. */
     pid_t pid = fork();
     cr_assert(pid >= 0);
