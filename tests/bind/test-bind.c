@@ -13,6 +13,7 @@
 #include "agent/records.h"
 #include "fixture.h"
 #include "util/macro.h"
+#include "util/strutil.h"
 
 #define GPU "0000:01:00.0"
 #define AUDIO "0000:01:00.1"
@@ -451,5 +452,38 @@ Test(bind, r4_node_switch_that_fails_midway_says_where_it_stopped) {
     cr_expect_str_eq(fixture_driver(&f, "0000:02:00.0"), "nvidia");
     cr_expect_str_eq(fixture_driver(&f, "0000:02:00.1"), "snd_hda_intel");
     free(res);
+    fixture_teardown(&f);
+}
+
+/* The fake kernel's own contract: two stores whose bytes met in its FIFO (a killed agent's
+ * writer child and the recovering agent writing the same file) are still two stores. */
+static void store(const char *path, const char *value) {
+    FILE *fp = fopen(path, "w");
+    cr_assert(fp, "%s: %s", path, strerror(errno));
+    cr_assert_eq(fputs(value, fp) >= 0 && fclose(fp) == 0, true, "%s", path);
+}
+
+Test(bind, r7_fake_kernel_takes_two_joined_probe_writes_as_two_stores) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    for (int i = 0; i < 2; i++) {
+        const char *bdf = i == 0 ? GPU : AUDIO;
+        _cleanup_free_ char *override =
+                strprintf("%s/bus/pci/devices/%s/driver_override", f.k.sysfs, bdf);
+        _cleanup_free_ char *unbind =
+                strprintf("%s/bus/pci/devices/%s/driver/unbind", f.k.sysfs, bdf);
+        store(override, "vfio-pci\n");
+        store(unbind, bdf);
+    }
+    for (int i = 0; i < 600 && (fixture_driver(&f, GPU)[0] || fixture_driver(&f, AUDIO)[0]); i++)
+        usleep(50000);
+    cr_assert_str_eq(fixture_driver(&f, AUDIO), "", "unbound first");
+    _cleanup_free_ char *probe = strprintf("%s/bus/pci/drivers_probe", f.k.sysfs);
+    store(probe, GPU AUDIO); /* one write holding both, as the FIFO would join them */
+    for (int i = 0; i < 600 && strcmp(fixture_driver(&f, AUDIO), "vfio-pci") != 0; i++)
+        usleep(50000);
+    cr_expect_str_eq(fixture_driver(&f, GPU), "vfio-pci");
+    cr_expect_str_eq(fixture_driver(&f, AUDIO), "vfio-pci");
     fixture_teardown(&f);
 }

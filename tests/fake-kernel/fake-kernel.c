@@ -574,6 +574,33 @@ static void drain_overrides(Helper *h) {
         }
 }
 
+/* A PCI address is 12 characters, "0000:01:00.0": is buf a run of several, back to back? */
+static bool is_bdf_run(const char *buf, size_t len) {
+    if (len <= 12 || len % 12 != 0)
+        return false;
+    for (size_t i = 0; i < len; i += 12)
+        if (buf[i + 4] != ':' || buf[i + 7] != ':' || buf[i + 10] != '.')
+            return false;
+    return true;
+}
+
+/* The kernel sees one store per write(); a FIFO may join two writers' bytes when the second
+ * (say, a recovering agent repeating what its killed predecessor's writer child still wrote)
+ * comes before the helper read the first one's end: split them again. */
+static void handle_writes(Helper *h, const char *path, char *msg) {
+    size_t len = strcspn(msg, "\n");
+    if (!is_bdf_run(msg, len)) {
+        handle(h, path, msg);
+        return;
+    }
+    for (size_t i = 0; i < len; i += 12) {
+        char one[13];
+        memcpy(one, msg + i, 12);
+        one[12] = '\0';
+        handle(h, path, one);
+    }
+}
+
 _Noreturn static void helper_main(FakeKernel *k) {
     static Helper h;
     h.k = k;
@@ -613,7 +640,7 @@ _Noreturn static void helper_main(FakeKernel *k) {
             close(f->fd);
             f->buf[f->len] = '\0';
             if (f->len > 0)
-                handle(&h, f->path, f->buf);
+                handle_writes(&h, f->path, f->buf);
             fifo_open(&h, f);
         }
     }
