@@ -65,12 +65,12 @@ static void print_event(const EvArgs *a, bool json_lines, json_t *e) {
 static const char usage[] =
         "usage: einsora events [--after N] [--follow|--watch] [-o FORMAT] [--no-headers]\n"
         "                      [--limit N]\n\n"
-        "Print the change feed (your requests' events; admins see all), every page to the end.\n"
+        "Print the change feed (your requests' events; admins see all), every page to the end;\n"
+        "with --json, one JSON object per event and line (also with --follow).\n"
         "  --after N        start after event N (the cursor `next` of -o json, or a SEQ)\n"
         "  --follow         keep waiting for new events, printing each as it comes (Ctrl-C ends\n"
         "                   it with exit code 0)\n"
-        "  --watch          the same as --follow (the feed only grows)\n" LIST_HELP
-        "  --json           one JSON object per event and line (also with --follow)\n";
+        "  --watch          the same as --follow (the feed only grows)\n" LIST_HELP;
 
 int verb_events(int argc, char **argv) {
     static const struct option extra[] = {
