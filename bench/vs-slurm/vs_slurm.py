@@ -18,6 +18,7 @@ start its work, whatever its heartbeat): `bench/vs-slurm/run --systems einsora -
 1,5,10`.
 """
 import argparse
+import json
 import os
 import random
 import sys
@@ -160,6 +161,9 @@ def run_einsora(stream, args, heartbeat, root):
         follower.start()
         ids, t0, t_acc = submit_all(stream, args.submitters, submit_one)
         follower.join()
+        if args.dump:
+            with open(os.path.join(args.dump, "einsora-hb%d.json" % heartbeat), "w") as fh:
+                json.dump({"t0": t0, "ids": ids, "events": result}, fh)
         recs = {}
         for j, r in result.items():
             if "active" in r:
@@ -191,6 +195,7 @@ def main():
     ap.add_argument("--systems", default="slurm-stock,slurm-tuned,einsora")
     ap.add_argument("--timeout", type=int, default=900, help="seconds a system may take for the stream")
     ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--dump", metavar="DIR", help="write each Einsora run's per-request timeline (JSON) there")
     args = ap.parse_args()
     systems = args.systems.split(",")
     stream = make_stream(args.one_gpu, args.eight_gpu, args.seed)
