@@ -11,7 +11,9 @@ GPU-seconds idle while requests of that type waited, and each figure's ratio to 
 `Started JobId=`) line in slurmctld's log (ms, LogTimeFormat=iso8601_ms; StartTime has only
 1 s); Einsora, the request's `request.active` event (its agent started it; ms). A wait starts
 at the submission as each system logged it; the makespan runs from the first submission call
-to the last job's end. A benchmark, not a test.
+to the last job's end. A job holds its GPUs `--hold` s from its start: Slurm's runs `sleep`;
+Einsora's is released at its `request.active` event's time + hold, by 16 releasers side by
+side (so the bench's own releases do not queue behind one another). A benchmark, not a test.
 
 The agents' latency alone (placed -> active p50/p99, the ms an agent takes to learn of and
 start its work, whatever its heartbeat): `bench/vs-slurm/run --systems einsora --heartbeats
