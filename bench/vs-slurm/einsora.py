@@ -7,6 +7,7 @@ releases it 2 s later (the job's hold). The submitting user owns the nodes (no s
 container, so no Kata needed, R2b), as Slurm's jobs run as the cluster's own user. Times come from the event feed (ms, the server's
 clock); every process is started here and stopped by its PID.
 """
+import heapq
 import http.client
 import json
 import os
@@ -34,6 +35,9 @@ def make_h200_fixture(src, dst):
         text = fh.read()
     with open(nv, "w") as fh:
         fh.write(text.replace("0x233010DE", "0x233510DE").replace("NVIDIA H100 80GB HBM3", "NVIDIA H200"))
+
+
+RELEASERS = 16  # threads releasing held requests, each with its own connection
 
 
 class Api:
@@ -132,35 +136,47 @@ class EinsoraFleet:
         return j["id"]
 
     def run_holds(self, n_jobs, hold_s, stop):
-        """Follow the event feed; release each request hold_s after it became active. Returns
-        {id: {"submitted", "placed", "active", "ended"}} (epoch seconds) once n_jobs ended."""
+        """Follow the event feed; release each request hold_s after it became active (its
+        `request.active` event's time: a job that runs hold_s from its start, as Slurm's
+        `sleep`). Returns {id: {"submitted", "placed", "active", "ended", ...}} (epoch seconds)
+        once n_jobs ended, with "node", "active seen" (when the feed showed it here) and
+        "release sent" (when its release left) for the bench's own latency."""
         feed = Api(self.port, self.admin)
-        rel = Api(self.port, self.admin)
         jobs = {}
-        due = []  # (release time, id)
-        lock = threading.Lock()
+        due = []  # a heap of (release time, id)
+        cond = threading.Condition()
+        errors = []
         ended = 0
         done = threading.Event()
 
         def releaser():
-            while not done.is_set():
-                now = time.time()
-                with lock:
-                    ready = [d for d in due if d[0] <= now]
-                    for d in ready:
-                        due.remove(d)
-                for _, rid in ready:
+            # Several at once: releases that fall due together (a wave of jobs activated in
+            # one batch) leave together rather than queue behind one another's round trip,
+            # which would lengthen their holds and the makespan.
+            rel = Api(self.port, self.admin)
+            while True:
+                with cond:
+                    while not done.is_set() and (not due or due[0][0] > time.time()):
+                        cond.wait(timeout=max(0.0, due[0][0] - time.time()) if due else None)
+                    if done.is_set():
+                        return
+                    _, rid = heapq.heappop(due)
+                    jobs[rid]["release sent"] = time.time()
+                try:
                     st, _ = rel.call("POST", "/v1/requests/%d/release" % rid)
                     if st != 200:
                         raise RuntimeError("release %d: %s" % (rid, st))
-                time.sleep(0.005)
+                except Exception as e:  # reported below, the run fails
+                    errors.append(e)
+                    return
 
-        th = threading.Thread(target=releaser, daemon=True)
-        th.start()
+        threads = [threading.Thread(target=releaser, daemon=True) for _ in range(RELEASERS)]
+        for th in threads:
+            th.start()
         after = 0
         kinds = {"request.submitted": "submitted", "request.placed": "placed", "request.active": "active",
                  "request.released": "ended"}
-        while ended < n_jobs and not stop():
+        while ended < n_jobs and not stop() and not errors:
             st, j = feed.call("GET", "/v1/events?after=%d&wait=10&limit=10000" % after)
             if st != 200:
                 raise RuntimeError("events: %s %s" % (st, j))
@@ -171,16 +187,25 @@ class EinsoraFleet:
                 if not k:
                     continue
                 rid = int(e["object"])
-                rec = jobs.setdefault(rid, {})
-                rec.setdefault(k, e["time_ms"] / 1000.0)
-                if k == "active":
-                    with lock:
-                        due.append((time.time() + hold_s, rid))
-                elif k == "ended":
-                    ended += 1
+                with cond:
+                    rec = jobs.setdefault(rid, {})
+                    rec.setdefault(k, e["time_ms"] / 1000.0)
+                    if k == "placed":
+                        rec["node"] = (e.get("data") or {}).get("placement", {}).get("node")
+                    elif k == "active":
+                        rec["active seen"] = time.time()
+                        heapq.heappush(due, (rec["active"] + hold_s, rid))
+                        cond.notify()
+                    elif k == "ended":
+                        ended += 1
             after = j["next"]
-        done.set()
-        th.join()
+        with cond:
+            done.set()
+            cond.notify_all()
+        for th in threads:
+            th.join()
+        if errors:
+            raise errors[0]
         return jobs
 
     def stop(self):

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "agent/bind.h"
+#include "agent/confirm.h"
 #include "agent/records.h"
 #include "agent/reset-check.h"
 #include "agent/work-watch.h"
@@ -33,9 +34,11 @@ typedef struct Agent {
     bool stopped; /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
     Driver *drivers[3]; /* container engine, libvirt, processes: once they answered (workloads.h) */
-    bool lost_driver[3]; /* a driver did not answer last time: log once */
-    WorkWatch watch;     /* the long-poll of this node's work (work-watch.h) */
-    bool watch_failing;  /* its last poll failed: log once, not every retry */
+    bool lost_driver[3];  /* a driver did not answer last time: log once */
+    WorkWatch watch;      /* the long-poll of this node's work (work-watch.h) */
+    bool watch_failing;   /* its last poll failed: log once, not every retry */
+    ConfirmPool confirms; /* the connections that confirm started workloads side by side */
+    bool confirm_due;     /* a confirmation went unanswered: look at the work again next turn */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -86,18 +89,15 @@ static int state_set_line(const Agent *a, const char *name, const char *key, con
 
 /* ---- the control plane ---- */
 
-static int call(Agent *a, const char *method, const char *path, json_t *body, long *ret_status,
-                json_t **ret_json) {
-    Error err = {0};
-    long status = 0;
-    json_t *j = NULL;
-    int r = client_call(a->cl, method, path, body, NULL, &status, &j, &err);
+/* Log how a call went: the control plane lost or back (once each), an error answer. */
+static void note_call(Agent *a, const char *method, const char *path, int r, long status, json_t *j,
+                      const Error *err) {
     if (r < 0) {
         if (!a->lost)
             logf_(a, "control plane unreachable (retrying every heartbeat): %s",
-                  error_message(&err));
+                  error_message(err));
         a->lost = true;
-        return r;
+        return;
     }
     if (a->lost)
         logf_(a, "control plane answers again");
@@ -105,6 +105,17 @@ static int call(Agent *a, const char *method, const char *path, json_t *body, lo
     if (status >= 300)
         logf_(a, "%s %s: %ld %s", method, path, status,
               j ? strempty(json_string_value(json_object_get(j, "message"))) : "");
+}
+
+static int call(Agent *a, const char *method, const char *path, json_t *body, long *ret_status,
+                json_t **ret_json) {
+    Error err = {0};
+    long status = 0;
+    json_t *j = NULL;
+    int r = client_call(a->cl, method, path, body, NULL, &status, &j, &err);
+    note_call(a, method, path, r, status, j, &err);
+    if (r < 0)
+        return r;
     *ret_status = status;
     if (ret_json)
         *ret_json = j;
@@ -275,22 +286,37 @@ static bool runs(const char *running, const char *id) {
     return false;
 }
 
-/* Add or remove id in a one-id-per-line state file ("running", "containers"). */
-static int set_member(Agent *a, const char *name, const char *id, bool on, Error *err) {
+static bool listed(char *const *ids, size_t n, const char *id, size_t len) {
+    for (size_t i = 0; i < n; i++)
+        if (strlen(ids[i]) == len && !strncmp(ids[i], id, len))
+            return true;
+    return false;
+}
+
+/* Remove the ids in off and add those in on in a one-id-per-line state file ("running",
+ * "containers"), in one rewrite. */
+static int set_members(Agent *a, const char *name, char *const *off, size_t n_off, char *const *on,
+                       size_t n_on, Error *err) {
     _cleanup_free_ char *text = read_state(a, name), *p = state_path(a, name);
     StrBuf b = {0};
-    size_t n = strlen(id);
     for (const char *l = text; l && *l;) {
         const char *e = strchrnul(l, '\n');
-        if (e > l && !((size_t)(e - l) == n && !strncmp(l, id, n)))
+        if (e > l && !listed(off, n_off, l, (size_t)(e - l)) &&
+            !listed(on, n_on, l, (size_t)(e - l)))
             strbuf_printf(&b, "%.*s\n", (int)(e - l), l);
         l = *e ? e + 1 : e;
     }
-    if (on)
-        strbuf_printf(&b, "%s\n", id);
+    for (size_t i = 0; i < n_on; i++)
+        strbuf_printf(&b, "%s\n", on[i]);
     int r = p ? write_file_atomic(p, strbuf_cstr(&b), err) : -ENOMEM;
     strbuf_done(&b);
     return r;
+}
+
+/* Add or remove id in a one-id-per-line state file. */
+static int set_member(Agent *a, const char *name, const char *id, bool on, Error *err) {
+    char *v[] = {(char *)id};
+    return on ? set_members(a, name, NULL, 0, v, 1, err) : set_members(a, name, v, 1, NULL, 0, err);
 }
 
 static int set_running(Agent *a, const char *id, bool on, Error *err) {
@@ -425,20 +451,6 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
     return 0;
 }
 
-static bool driven_adopted(Agent *a, const char *id) {
-    for (int k = 0; k < _SLOT_MAX; k++)
-        if (is_member(a, slot_files[k], id))
-            return true;
-    return false;
-}
-
-static void activate_adopted(Agent *a, const char *id) {
-    _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
-    long status = 0;
-    if (path && call(a, "POST", path, NULL, &status, NULL) >= 0 && status < 300)
-        logf_(a, "confirmed %s: it runs", id);
-}
-
 /* Stop (a hanging stop is killed after the grace period) and remove a driven workload; 0
  * when gone or not driven. */
 static int stop_driven(Agent *a, const char *id) {
@@ -494,83 +506,142 @@ static void check_driven(Agent *a) {
     }
 }
 
-static void start_workload(Agent *a, json_t *w) {
+/* A workload one answer places here that is to be confirmed: started now (through its driver,
+ * or only recorded), or found running already (the control plane missed its confirmation, or
+ * the engine's workload was adopted). */
+typedef struct Started {
+    json_t *w;
     char id[32];
-    snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(w, "id")));
-    json_t *p = json_object_get(w, "placement");
-    Error err = {0};
-    size_t i;
-    json_t *addr;
-    int slot = slot_of(a, w);
-    char url[200] = "";
-    if (slot >= 0 && start_driven(a, slot, w, id, url, sizeof(url)) < 0)
-        return; /* not started: reported as ended, or retried at the next turn */
-    /* Record the GPUs first: from here on the binding code refuses to rebind them (R7). */
-    const char *gpus_of[64]; /* a request asks for at most 64 GPUs (the API's limit) */
-    size_t n_gpus = 0;
-    json_array_foreach(
-            json_object_get(p, "addresses"), i,
-            addr) if (json_is_string(addr) && pci_bdf_is_valid(json_string_value(addr)) &&
-                      n_gpus < ARRAY_SIZE(gpus_of)) gpus_of[n_gpus++] = json_string_value(addr);
-    (void)agent_records_add_many(a->cfg->state_dir, gpus_of, n_gpus, id, &err);
-    if (set_running(a, id, true, &err) < 0) {
-        logf_(a, "cannot record workload %s: %s", id, error_message(&err));
+    int slot;
+    bool again; /* it ran already: confirm only */
+    char url[200];
+} Started;
+
+static void log_started(Agent *a, const Started *st) {
+    if (st->again) {
+        logf_(a, "confirmed %s: it runs", st->id);
         return;
     }
-    _cleanup_free_ char *path = strprintf("/v1/requests/%s/activate", id);
-    long status = 0;
+    json_t *p = json_object_get(st->w, "placement");
     _cleanup_free_ char *gpus = json_dumps(json_object_get(p, "addresses"), JSON_COMPACT);
-    json_t *body = url[0] ? json_pack("{s:s}", "url", url) : NULL;
-    if (path && call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
-        logf_(a, "started %s %s (%s, %s, GPUs %s)%s%s%s",
-              json_string_value(json_object_get(w, "kind")), id,
-              strempty(json_string_value(json_object_get(p, "method"))),
-              strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
-              slot == SLOT_ENGINE    ? " in a container"
-              : slot == SLOT_VM      ? " as a VM"
-              : slot == SLOT_PROCESS ? " as a process"
+    logf_(a, "started %s %s (%s, %s, GPUs %s)%s%s%s",
+          json_string_value(json_object_get(st->w, "kind")), st->id,
+          strempty(json_string_value(json_object_get(p, "method"))),
+          strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
+          st->slot == SLOT_ENGINE    ? " in a container"
+          : st->slot == SLOT_VM      ? " as a VM"
+          : st->slot == SLOT_PROCESS ? " as a process"
                                      : " [recorded; no driver for it]",
-              url[0] ? " at " : "", url);
-    json_decref(body);
+          st->url[0] ? " at " : "", st->url);
 }
 
-static void stop_workload(Agent *a, const char *id) {
-    Error err = {0};
-    if (stop_driven(a, id) < 0)
-        return; /* the engine did not answer: the GPU stays recorded, retried next turn */
-    (void)agent_records_remove(a->cfg->state_dir, id, &err);
-    if (set_running(a, id, false, &err) >= 0)
-        logf_(a, "stopped %s", id);
-    a->stopped = true;
+/* Tell the control plane that these workloads run (placed -> active), side by side; one that
+ * got no answer is looked at again at the next turn (confirm_due). */
+static void confirm_started(Agent *a, Started *st, size_t n) {
+    _cleanup_free_ Confirm *items = n ? calloc(n, sizeof(*items)) : NULL;
+    if (n && !items) {
+        a->confirm_due = true;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(items[i].path, sizeof(items[i].path), "/v1/requests/%s/activate", st[i].id);
+        items[i].body = st[i].url[0] ? json_pack("{s:s}", "url", st[i].url) : NULL;
+    }
+    confirm_send_all(&a->confirms, a->cl, items, n);
+    for (size_t i = 0; i < n; i++) {
+        note_call(a, "POST", items[i].path, items[i].r, items[i].status, items[i].answer,
+                  &items[i].err);
+        if (items[i].r >= 0 && items[i].status < 300)
+            log_started(a, &st[i]);
+        else if (items[i].r < 0 || items[i].status >= 500)
+            a->confirm_due = true;
+        json_decref(items[i].body);
+    }
+    confirm_items_done(items, n);
+}
+
+/* Start (or find running) the placed workload w; false when it is not to be confirmed (its
+ * start failed: reported as ended, or retried at the next turn). */
+static bool start_placed(Agent *a, json_t *w, const char *running, Started *st) {
+    *st = (Started){.w = w, .slot = slot_of(a, w)};
+    snprintf(st->id, sizeof(st->id), "%" JSON_INTEGER_FORMAT,
+             json_integer_value(json_object_get(w, "id")));
+    if (runs(running, st->id))
+        return st->again = true;
+    return st->slot < 0 || start_driven(a, st->slot, w, st->id, st->url, sizeof(st->url)) >= 0;
 }
 
 static void reconcile_workloads(Agent *a, json_t *work) {
     _cleanup_free_ char *running = read_state(a, "running");
-    size_t i;
+    size_t i, n_work = json_array_size(work);
     json_t *w;
+    Error err = {0};
+    char **gone = NULL, **born = NULL;
+    size_t n_gone = 0, n_born = 0, n_st = 0, n_gpus = 0;
     /* Stop what the control plane no longer places here (released, cancelled, evicted) before
      * starting anything: the GPUs are free again before a new workload is confirmed on them. */
     for (const char *l = running; l && *l;) {
         const char *e = strchrnul(l, '\n');
         char id[32];
         snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
+        l = *e ? e + 1 : e;
         bool placed = false;
         json_array_foreach(work, i, w) placed =
                 placed || json_integer_value(json_object_get(w, "id")) == strtoll(id, NULL, 10);
-        if (id[0] && !placed)
-            stop_workload(a, id);
-        l = *e ? e + 1 : e;
+        /* Not stopped (the engine did not answer): the GPU stays recorded, retried next turn. */
+        if (id[0] && !placed && stop_driven(a, id) >= 0 && strv_push(&gone, &n_gone, id) < 0)
+            break; /* out of memory: the rest next time */
     }
+    _cleanup_free_ Started *st = n_work ? calloc(n_work, sizeof(*st)) : NULL;
+    _cleanup_free_ const char **gpus = NULL, **gpu_ids = NULL;
     json_array_foreach(work, i, w) {
-        const char *st = json_string_value(json_object_get(w, "state"));
-        char id[32];
-        snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT,
-                 json_integer_value(json_object_get(w, "id")));
-        if (st && STREQ(st, "placed") && !runs(running, id))
-            start_workload(a, w);
-        else if (st && STREQ(st, "placed") && driven_adopted(a, id))
-            activate_adopted(a, id);
+        const char *state = json_string_value(json_object_get(w, "state"));
+        if (!st || !state || !STREQ(state, "placed") || !start_placed(a, w, running, &st[n_st]))
+            continue;
+        Started *s = &st[n_st++];
+        if (s->again || strv_push(&born, &n_born, s->id) < 0)
+            continue;
+        /* Its GPUs are recorded before it is confirmed: from then on the binding code refuses
+         * to rebind them (R7). */
+        size_t k;
+        json_t *addr;
+        json_array_foreach(json_object_get(json_object_get(w, "placement"), "addresses"), k, addr) {
+            const char *bdf = json_string_value(addr);
+            if (!bdf || !pci_bdf_is_valid(bdf))
+                continue;
+            const char **g = realloc(gpus, (n_gpus + 1) * sizeof(*gpus)),
+                       **gi = g ? realloc(gpu_ids, (n_gpus + 1) * sizeof(*gpu_ids)) : NULL;
+            if (g)
+                gpus = g;
+            if (gi)
+                gpu_ids = gi;
+            if (!g || !gi)
+                break;
+            gpus[n_gpus] = bdf;
+            gpu_ids[n_gpus++] = s->id;
+        }
     }
+    /* What this answer stopped and started, written once (two fsync'd rewrites, not two per
+     * workload), before any of it is confirmed. */
+    (void)agent_records_update(a->cfg->state_dir, (const char *const *)gone, n_gone, gpus, gpu_ids,
+                               n_gpus, &err);
+    bool recorded = true;
+    if ((n_gone || n_born) && set_members(a, "running", gone, n_gone, born, n_born, &err) < 0) {
+        logf_(a, "cannot record workloads: %s", error_message(&err));
+        recorded = false;
+        a->confirm_due = true; /* the work again at the next turn: started (or adopted) then */
+    }
+    for (size_t k = 0; recorded && k < n_gone; k++)
+        logf_(a, "stopped %s", gone[k]);
+    a->stopped = n_gone > 0;
+    /* Unrecorded, only the ones that ran already are confirmed. */
+    size_t n_confirm = 0;
+    for (size_t k = 0; k < n_st; k++)
+        if (recorded || st[k].again)
+            st[n_confirm++] = st[k];
+    confirm_started(a, st, n_confirm);
+    strv_free(gone, n_gone);
+    strv_free(born, n_born);
 }
 
 static json_t *running_json(Agent *a) {
@@ -637,6 +708,12 @@ static void turn(Agent *a) {
     else
         check_driven(a); /* workloads that ended on their own free their GPUs */
     json_decref(ans);
+    if (a->confirm_due && !a->watch.unsupported) {
+        /* A confirmation got no answer: the next poll, without a cursor, brings the work at
+         * once, and what runs here but is still placed there is confirmed again. */
+        a->confirm_due = false;
+        a->watch.cursor[0] = 0;
+    }
 }
 
 /* Until until_ms: long-poll the node's work and do it as soon as it changes. A wait may end
@@ -704,6 +781,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     logf_(&a, "reporting to %s every %us", cfg.server, cfg.heartbeat_s);
     if (cfg.stop)
         client_set_abort(a.cl, cfg.stop); /* a long-poll in flight ends with the agent */
+    confirm_pool_init(&a.confirms, cfg.server, cfg.token, cfg.stop);
     while (!(cfg.stop && *cfg.stop)) {
         int64_t next = mono_ms() + (int64_t)cfg.heartbeat_s * 1000;
         turn(&a);
@@ -713,6 +791,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     for (int k = 0; k < _SLOT_MAX; k++)
         driver_free(a.drivers[k]);
     free(a.pushed);
+    confirm_pool_done(&a.confirms);
     client_free(a.cl);
     catalog_free(a.catalog);
     return 0;

@@ -104,6 +104,17 @@ void strv_free(char **v, size_t n) {
     free(v);
 }
 
+int strv_push(char ***v, size_t *n, const char *s) {
+    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    if (!(nv[*n] = strdup(s)))
+        return -ENOMEM;
+    (*n)++;
+    return 0;
+}
+
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }

@@ -47,3 +47,5 @@ int pci_iommu_group_members(const HostPaths *p, int group, char ***ret, size_t *
 int pci_list_devices(const HostPaths *p, char ***ret, size_t *ret_n);
 
 void strv_free(char **v, size_t n);
+/* Append a copy of s to the n strings of *v; -ENOMEM (nothing added) when out of memory. */
+int strv_push(char ***v, size_t *n, const char *s);

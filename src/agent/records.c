@@ -82,17 +82,6 @@ static bool is_record_id(const char *s) {
     return true;
 }
 
-static int strv_push(char ***v, size_t *n, const char *s) {
-    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
-    if (!nv)
-        return -ENOMEM;
-    *v = nv;
-    if (!(nv[*n] = strdup(s)))
-        return -ENOMEM;
-    (*n)++;
-    return 0;
-}
-
 int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, size_t *ret_n,
                         Error *err) {
     char **bdfs = NULL, **ids = NULL;
@@ -227,6 +216,44 @@ int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, s
         r = records_rewrite(state_dir, bdfs, ids, nb, NULL, err);
     strv_free(bdfs, nb);
     strv_free(ids, ni);
+    return r;
+}
+
+int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
+                         const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
+                         Error *err) {
+    for (size_t i = 0; i < n_add; i++)
+        if (!pci_bdf_is_valid(add_bdfs[i]) || !is_record_id(add_ids[i]))
+            return error_set(
+                    err, -EINVAL,
+                    "a workload record needs a PCI address and a workload id without spaces");
+    int r = agent_state_dir_ensure(state_dir, err);
+    if (r < 0)
+        return r;
+    char **bdfs, **ids;
+    size_t n;
+    if ((r = agent_records_list(state_dir, &bdfs, &ids, &n, err)) < 0)
+        return r;
+    /* Kept lines first (their order), the new ones after: as add_many and remove write them. */
+    char **kb = NULL, **ki = NULL;
+    size_t nb = 0, ni = 0, removed = 0;
+    for (size_t i = 0; i < n && r >= 0; i++) {
+        bool drop = false;
+        for (size_t k = 0; k < n_remove && !drop; k++)
+            drop = STREQ(ids[i], remove_ids[k]);
+        removed += drop;
+        if (!drop && (strv_push(&kb, &nb, bdfs[i]) < 0 || strv_push(&ki, &ni, ids[i]) < 0))
+            r = error_set(err, -ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n_add && r >= 0; i++)
+        if (strv_push(&kb, &nb, add_bdfs[i]) < 0 || strv_push(&ki, &ni, add_ids[i]) < 0)
+            r = error_set(err, -ENOMEM, "out of memory");
+    if (r >= 0 && (removed || n_add))
+        r = records_rewrite(state_dir, kb, ki, nb, NULL, err);
+    strv_free(bdfs, n);
+    strv_free(ids, n);
+    strv_free(kb, nb);
+    strv_free(ki, ni);
     return r;
 }
 

@@ -26,6 +26,12 @@ int agent_records_add(const char *state_dir, const char *bdf, const char *worklo
 /* The same for several GPUs of one workload, in one rewrite. */
 int agent_records_add_many(const char *state_dir, const char *const *bdfs, size_t n,
                            const char *workload_id, Error *err);
+/* Remove every line of the workloads in remove_ids and add a line per (add_bdfs[i],
+ * add_ids[i]), in one rewrite (none when nothing changes): what one answer of the control plane
+ * stops and starts, recorded at once. */
+int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
+                         const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
+                         Error *err);
 /* Remove every line of workload_id; -ENOENT when there was none. */
 int agent_records_remove(const char *state_dir, const char *workload_id, Error *err);
 /* Parse the workloads file's text (exposed for the fuzzer). */

@@ -2,7 +2,10 @@
  * its work (placements, stops, tasks) at once instead of at its next heartbeat.
  *
  * The cursor names the work the agent last saw: a digest of the node's open tasks and of the
- * ids and states of the requests placed or active on it. An answer comes at once when the
+ * requests placed or active on it (each by its id and the time it was placed there, so a
+ * request placed again is new work). A request's own placed -> active step is not in it: the
+ * agent made that step itself, and hearing it back would cost the agent one more round trip
+ * and the server one more answer per placement. An answer comes at once when the
  * work differs from what the cursor names; otherwise the connection is parked (longpoll.c, no
  * thread waits) and looked at again whenever an event that may change this node's work is
  * published, until the work changes or `wait` seconds pass. As the cursor describes a state rather
@@ -44,7 +47,7 @@ static uint64_t work_digest(const Server *s, const Node *n) {
     for (size_t i = 0; i < s->live.n; i++) {
         const Req *r = s->live.v[i];
         if (api_node_work_has(r, n->spec.name))
-            d += mix64(r->id * 8 + (uint64_t)r->state);
+            d += mix64(mix64(r->id) ^ (uint64_t)r->placed_ms);
     }
     return d;
 }
@@ -139,6 +142,8 @@ void api_work_note_event(Server *s, const char *type, const char *object, json_t
     const char *node = NULL;
     bool none = false;
     uint64_t id;
+    if (STREQ(type, "request.active"))
+        return; /* the agent's own report: no node's work changes (work_digest()) */
     if (string_has_prefix(type, "node."))
         node = object;
     else if (string_has_prefix(type, "request.") && object &&

@@ -151,6 +151,46 @@ Test(records, r7_a_gangs_gpus_are_recorded_together_or_not_at_all) {
     free(dir);
 }
 
+/* What one answer of the control plane stops and starts is recorded in one rewrite: the
+ * stopped workloads' GPUs are free, the started ones' recorded, the others untouched. */
+Test(records, r7_an_answers_stops_and_starts_are_recorded_at_once) {
+    char *dir = temp_state();
+    Error err = {0};
+    cr_assert_eq(agent_records_add(dir, "0000:01:00.0", "1", &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_records_add(dir, "0000:02:00.0", "2", &err), 0);
+    cr_assert_eq(agent_records_add(dir, "0000:03:00.0", "3", &err), 0);
+    const char *gone[] = {"1", "3"};
+    const char *bdfs[] = {"0000:01:00.0", "0000:04:00.0", "0000:05:00.0"};
+    const char *ids[] = {"4", "5", "5"};
+    cr_assert_eq(agent_records_update(dir, gone, 2, bdfs, ids, 3, &err), 0, "%s",
+                 error_message(&err));
+    char **b, **i;
+    size_t n;
+    cr_assert_eq(agent_records_list(dir, &b, &i, &n, &err), 0);
+    const char *want[][2] = {{"0000:02:00.0", "2"},
+                             {"0000:01:00.0", "4"},
+                             {"0000:04:00.0", "5"},
+                             {"0000:05:00.0", "5"}};
+    cr_assert_eq(n, 4, "%zu records, not 4", n);
+    for (size_t k = 0; k < n; k++)
+        cr_expect(!strcmp(b[k], want[k][0]) && !strcmp(i[k], want[k][1]), "line %zu: %s %s", k,
+                  b[k], i[k]);
+    strv_free(b, n);
+    strv_free(i, n);
+    /* A bad address refuses the whole update: the stop in it is not recorded either. */
+    const char *bad[] = {"05:00.0"};
+    const char *bad_ids[] = {"6"};
+    const char *stop2[] = {"2"};
+    cr_expect_eq(agent_records_update(dir, stop2, 1, bad, bad_ids, 1, &err), -EINVAL);
+    cr_assert_eq(agent_records_for_gpu(dir, "0000:02:00.0", &b, &n, &err), 0);
+    cr_expect_eq(n, 1, "the refused update removed a record");
+    strv_free(b, n);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    free(dir);
+}
+
 Test(records, r7_bad_workload_records_are_an_error) {
     char **b, **i;
     size_t n;

@@ -169,6 +169,17 @@ Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_recon
     cr_assert(has_work(ans, id, "placed"), "the placement is not in the work");
     json_decref(ans);
 
+    /* The agent's own confirmation (placed -> active) is no news to it: the cursor stays, so a
+     * poll is not answered again for it (one round trip per placement saved). */
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/activate", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    char *confirmed = work(&ts, c2, 0, &ans);
+    cr_expect_str_eq(confirmed, c2, "the agent's confirmation changed the cursor");
+    cr_assert(has_work(ans, id, "active"), "the confirmed request is not active work");
+    json_decref(ans);
+    free(confirmed);
+
     /* A reconnect to a restarted control plane: the cursor still names the same work, and the
      * old one still sees what it missed. */
     ts_kill(&ts, true);
@@ -178,7 +189,7 @@ Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_recon
     free(again);
     char *missed = work(&ts, c1, 30, &ans);
     cr_assert_str_eq(missed, c2);
-    cr_assert(has_work(ans, id, "placed"));
+    cr_assert(has_work(ans, id, "active"));
     json_decref(ans);
     free(missed);
 
@@ -204,7 +215,6 @@ Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_recon
             sleep_ms(50);
     }
     cr_assert(parked, "the poll never parked");
-    char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
     pthread_join(th, NULL);

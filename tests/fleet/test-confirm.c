@@ -1,0 +1,198 @@
+/* test-confirm.c: the agent confirms the workloads of one work answer side by side (R17), and
+ * confirms again, at its next heartbeat, one whose confirmation went unanswered. The real
+ * `einsora agent run` on a fixture machine against a control plane double that speaks the real
+ * routes: its work route places eight workloads at once, and each confirmation waits until all
+ * eight are in flight (so confirmations sent one after another never get there). */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fleet-helpers.h"
+#include "helpers.h"
+#include "util/fileio.h"
+
+#define PLACED 8
+#define REFUSED_ID 3 /* its first confirmation is answered 503: nothing was committed */
+
+typedef struct Double {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int in_flight, most_in_flight;
+    int confirmed[PLACED + 1]; /* confirmations per id, answered or not */
+    bool active[PLACED + 1];
+    int heartbeats, refused_at; /* heartbeats when REFUSED_ID's first confirmation came */
+    int heartbeat_of_retry;     /* and when its second came; -1 none yet */
+} Double;
+
+static void work_json(Double *d, char *buf, size_t size) {
+    size_t len = (size_t)snprintf(buf, size,
+                                  "{\"node\":\"n1\",\"unreachable\":false,\"tasks\":[],"
+                                  "\"cursor\":\"0000000000000001\",\"workloads\":[");
+    for (int id = 1; id <= PLACED && len < size; id++)
+        len += (size_t)snprintf(
+                buf + len, size - len,
+                "%s{\"id\":%d,\"user\":\"u\",\"kind\":\"container\",\"state\":\"%s\","
+                "\"placement\":{\"node\":\"n1\",\"class\":\"nvidia-h100-80gb\",\"method\":"
+                "\"container\",\"devices\":[%d],\"addresses\":[\"0000:1%d:00.0\"]},"
+                "\"request\":{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}}",
+                id > 1 ? "," : "", id, d->active[id] ? "active" : "placed", id - 1, id);
+    if (len < size)
+        snprintf(buf + len, size - len, "]}");
+}
+
+/* A confirmation: wait (a generous deadline) until every placed workload's is in flight. */
+static unsigned confirm(Double *d, int id) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    d->in_flight++;
+    if (d->in_flight > d->most_in_flight)
+        d->most_in_flight = d->in_flight;
+    pthread_cond_broadcast(&d->cond);
+    bool first_round = d->confirmed[id] == 0;
+    d->confirmed[id]++;
+    while (first_round && d->most_in_flight < PLACED &&
+           pthread_cond_timedwait(&d->cond, &d->lock, &until) == 0)
+        ;
+    d->in_flight--;
+    if (id == REFUSED_ID && d->confirmed[id] == 1) {
+        d->refused_at = d->heartbeats;
+        return 503;
+    }
+    if (id == REFUSED_ID && d->heartbeat_of_retry < 0)
+        d->heartbeat_of_retry = d->heartbeats;
+    d->active[id] = true;
+    return 200;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls) {
+    (void)version, (void)upload;
+    Double *d = cls;
+    if (!*con_cls) { /* headers first; the body (ignored) follows */
+        *con_cls = d;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    unsigned status = 200;
+    static __thread char body[8192];
+    snprintf(body, sizeof(body), "{}");
+    int id = 0;
+    pthread_mutex_lock(&d->lock);
+    if (!strcmp(method, "POST") && strstr(url, "/heartbeat")) {
+        d->heartbeats++;
+        snprintf(body, sizeof(body), "{\"node\":\"n1\",\"unreachable\":false,\"tasks\":[]}");
+    } else if (!strcmp(method, "GET") && strstr(url, "/work")) {
+        const char *after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
+        if (after) { /* nothing new: a short wait (this thread is the connection's own) */
+            pthread_mutex_unlock(&d->lock);
+            usleep(100 * 1000);
+            pthread_mutex_lock(&d->lock);
+        }
+        work_json(d, body, sizeof(body));
+    } else if (!strcmp(method, "POST") && sscanf(url, "/v1/requests/%d/activate", &id) == 1 &&
+               id >= 1 && id <= PLACED) {
+        status = confirm(d, id);
+        if (status != 200)
+            snprintf(body, sizeof(body),
+                     "{\"code\":\"not_committed\",\"message\":\"Nothing was committed.\"}");
+    }
+    pthread_mutex_unlock(&d->lock);
+    struct MHD_Response *r =
+            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static bool all_active(Double *d) {
+    pthread_mutex_lock(&d->lock);
+    bool yes = true;
+    for (int id = 1; id <= PLACED; id++)
+        yes = yes && d->active[id];
+    pthread_mutex_unlock(&d->lock);
+    return yes;
+}
+
+/* Lines of a state file but its comments; -1 when it cannot be read. */
+static int lines(const char *path) {
+    char *text = NULL;
+    size_t len;
+    int n = 0;
+    if (read_full_file(path, 1 << 20, &text, &len) < 0)
+        return -1;
+    for (const char *l = text; *l;) { /* lines but '#' comments */
+        const char *e = strchrnul(l, '\n');
+        n += e > l && *l != '#';
+        l = *e ? e + 1 : e;
+    }
+    free(text);
+    return n;
+}
+
+Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_one_again,
+     .timeout = 180) {
+    Double d = {.refused_at = -1, .heartbeat_of_retry = -1};
+    pthread_mutex_init(&d.lock, NULL);
+    pthread_cond_init(&d.cond, NULL);
+    struct MHD_Daemon *daemon = MHD_start_daemon(
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, 0,
+            NULL, NULL, answer, &d, MHD_OPTION_SOCK_ADDR,
+            &(struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
+            MHD_OPTION_END);
+    cr_assert(daemon);
+    char url[64], dir[] = "/tmp/einsora-confirm-XXXXXX", sys[256], proc[256], nvml[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u",
+             MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT)->port);
+    cr_assert(mkdtemp(dir));
+    snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
+    snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
+    snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
+    const char *args[] = {"--site",     "dc1",          "--site-kind", "datacenter",  "--mode",
+                          "container",  "--sysfs-root", sys,           "--proc-root", proc,
+                          "--simulate", "--nvml-lib",   FAKE_NVML_LIB, NULL};
+    pid_t agent = fleet_spawn_agent(url, "n1-token", "n1", dir, args, nvml);
+    bool done = false;
+    for (int i = 0; i < 1200 && !(done = all_active(&d)); i++)
+        usleep(100 * 1000);
+    kill(agent, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(agent, &status, 0), agent);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    MHD_stop_daemon(daemon);
+    cr_assert(done, "the agent never confirmed all %d workloads (see %s/agent.log)", PLACED, dir);
+    cr_expect_eq(d.most_in_flight, PLACED,
+                 "at most %d of one answer's %d confirmations were in flight at once: they went "
+                 "one after another",
+                 d.most_in_flight, PLACED);
+    for (int id = 1; id <= PLACED; id++)
+        cr_expect_eq(d.confirmed[id], id == REFUSED_ID ? 2 : 1, "request %d confirmed %d times", id,
+                     d.confirmed[id]);
+    cr_expect_gt(d.heartbeat_of_retry, d.refused_at,
+                 "the unanswered confirmation was sent again before the next heartbeat");
+    char path[256];
+    snprintf(path, sizeof(path), "%s/running", dir);
+    cr_expect_eq(lines(path), PLACED, "the agent does not record its %d workloads as running",
+                 PLACED);
+    snprintf(path, sizeof(path), "%s/workloads", dir);
+    cr_expect_eq(lines(path), PLACED, "the agent does not record the %d workloads' GPUs", PLACED);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+    pthread_cond_destroy(&d.cond);
+    pthread_mutex_destroy(&d.lock);
+}
