@@ -194,6 +194,11 @@ static int ev_cmp(const void *a, const void *b) {
     return x->slot < y->slot ? -1 : x->slot > y->slot;
 }
 
+/* GPU demand a task holds while it runs, in thousandths of a GPU (a share: its gpu_milli). */
+static unsigned demand_milli(const Task *t) {
+    return t->gpus == 1 && t->milli < 1000 ? t->milli : t->gpus * 1000;
+}
+
 typedef struct Sample {
     uint64_t t;
     unsigned alloc, stranded;
@@ -256,11 +261,45 @@ static void any_model_order(const TNode *nodes, size_t n_nodes, uint8_t order[][
     }
 }
 
+/* Which slots run, and the GPU demand they serve: followed through the submit answers and the
+ * queue's later placements, so that "allocated" can be told apart from "served" (time slices of
+ * one user packed onto fewer GPUs serve the same demand with fewer GPUs allocated). */
+typedef struct Served {
+    const Task *tasks;
+    const uint32_t *slot_task;
+    bool *running;
+    uint64_t milli;
+} Served;
+
+static void served_start(Served *sv, uint32_t slot) {
+    if (!sv->running[slot] && sv->tasks[sv->slot_task[slot]].gpus) {
+        sv->running[slot] = true;
+        sv->milli += demand_milli(&sv->tasks[sv->slot_task[slot]]);
+    }
+}
+
+static void served_stop(Served *sv, uint32_t slot) {
+    if (sv->running[slot]) {
+        sv->running[slot] = false;
+        sv->milli -= demand_milli(&sv->tasks[sv->slot_task[slot]]);
+    }
+}
+
+static void on_placed_ours(void *userdata, const char *request_id, const Decision *d) {
+    (void)d;
+    served_start(userdata, (uint32_t)strtoul(request_id + 1, NULL, 10));
+}
+
 /* Whole GPUs in use are counted once even when time-sliced: capacity counts devices. */
 static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, const Task *tasks,
-                     const Event *ev, size_t n_ev, Sample *out, uint64_t span, double *avg_alloc,
-                     double *avg_stranded) {
+                     size_t n_slots, const Event *ev, size_t n_ev, Sample *out, uint64_t span,
+                     double *avg_alloc, double *avg_stranded, double *avg_served) {
     Sched *s = sched_new(cat);
+    uint32_t *slot_task = calloc(n_slots, sizeof(uint32_t));
+    Served sv = {tasks, slot_task, calloc(n_slots, sizeof(bool)), 0};
+    for (size_t e = 0; e < n_ev; e++)
+        slot_task[ev[e].slot] = ev[e].task;
+    sched_set_on_placed(s, on_placed_ours, &sv);
     sched_add_site(s, "ali", SITE_DATACENTER, NULL);
     char users[64][8];
     for (int u = 0; u < 64; u++) {
@@ -291,15 +330,16 @@ static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, con
     uint8_t any_order[MAX_GPUS_PER_NODE + 1][N_MODELS];
     any_model_order(nodes, n_nodes, any_order);
     size_t si = 0;
-    double sum_a = 0, sum_s = 0;
+    double sum_a = 0, sum_s = 0, sum_v = 0;
     size_t n_meas = 0;
     for (size_t e = 0; e < n_ev; e++) {
         const Task *t = &tasks[ev[e].task];
         char id[16];
         snprintf(id, sizeof(id), "s%u", ev[e].slot);
-        if (ev[e].end)
+        if (ev[e].end) {
             sched_release(s, id, ev[e].t, NULL);
-        else {
+            served_stop(&sv, ev[e].slot);
+        } else {
             /* The models it lists, in its order; any model: the order a client that knows the
              * fleet would give (any_order), since our alternatives are strictly ordered (R13). */
             const uint8_t *ms =
@@ -317,7 +357,10 @@ static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, con
                               .n_fallback = t->gpus ? nm - 1 : 0,
                               .wait_s = 0,
                               .submitted = ev[e].t};
-            sched_submit(s, &rs, ev[e].t, NULL, NULL);
+            Decision d;
+            sched_submit(s, &rs, ev[e].t, &d, NULL);
+            if (d.kind == DECISION_PLACED)
+                served_start(&sv, ev[e].slot);
         }
         if ((e & 63) == 0 || e + 1 == n_ev) {
             unsigned a, f;
@@ -325,6 +368,7 @@ static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, con
             unsigned st = gpu_waiting_ours(s) ? f : 0;
             sum_a += a;
             sum_s += st;
+            sum_v += (double)sv.milli / 1000;
             n_meas++;
             while (si < SAMPLES && ev[e].t >= span * si / SAMPLES)
                 out[si++] = (Sample){ev[e].t, a, st};
@@ -332,7 +376,10 @@ static void run_ours(const Catalog *cat, const TNode *nodes, size_t n_nodes, con
     }
     *avg_alloc = sum_a / n_meas;
     *avg_stranded = sum_s / n_meas;
+    *avg_served = sum_v / n_meas;
     sched_free(s);
+    free(slot_task);
+    free(sv.running);
 }
 
 /* ---- first-fit baseline: same nodes, same rules (whole GPUs; time slices of one user, at
@@ -354,6 +401,7 @@ typedef struct FState {
     uint32_t *slot_task;
     uint32_t *waiting; /* slots */
     size_t n_waiting;
+    uint64_t served_milli; /* GPU demand of the running GPU tasks */
 } FState;
 
 static bool ff_place(FState *f, const Task *t, uint32_t ti) {
@@ -377,6 +425,7 @@ static bool ff_place(FState *f, const Task *t, uint32_t ti) {
                     x->user = (int16_t)t->user;
                     x->users++;
                     f->where[ti] = (int32_t)nd;
+                    f->served_milli += demand_milli(t);
                     return true;
                 }
             }
@@ -392,6 +441,7 @@ static bool ff_place(FState *f, const Task *t, uint32_t ti) {
                     k++;
                 }
             f->where[ti] = (int32_t)nd;
+            f->served_milli += demand_milli(t);
             return true;
         }
     }
@@ -407,6 +457,7 @@ static void ff_release(FState *f, const Task *t, uint32_t ti) {
         f->cpu_free[nd] += t->cpu;
         return;
     }
+    f->served_milli -= demand_milli(t);
     const TNode *n = &f->nodes[nd];
     bool shared = t->gpus == 1 && t->milli < 1000;
     unsigned left = t->gpus;
@@ -433,7 +484,7 @@ static void ff_measure(const FState *f, unsigned *alloc, unsigned *free_gpus) {
 
 static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks, size_t n_slots,
                           const Event *ev, size_t n_ev, Sample *out, uint64_t span,
-                          double *avg_alloc, double *avg_stranded) {
+                          double *avg_alloc, double *avg_stranded, double *avg_served) {
     FState f = {.nodes = nodes, .n_nodes = n_nodes};
     f.gpu = calloc(n_nodes, sizeof(*f.gpu));
     f.cpu_free = calloc(n_nodes, sizeof(unsigned));
@@ -448,7 +499,7 @@ static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks,
             f.gpu[i][g].user = -1;
     }
     size_t si = 0, n_meas = 0;
-    double sum_a = 0, sum_s = 0;
+    double sum_a = 0, sum_s = 0, sum_v = 0;
     for (size_t e = 0; e < n_ev; e++) {
         uint32_t ti = ev[e].slot;
         const Task *task = &tasks[ev[e].task];
@@ -479,6 +530,7 @@ static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks,
                 gw = tasks[f.slot_task[f.waiting[w]]].gpus > 0;
             sum_a += a;
             sum_s += gw ? fr : 0;
+            sum_v += (double)f.served_milli / 1000;
             n_meas++;
             while (si < SAMPLES && ev[e].t >= span * si / SAMPLES)
                 out[si++] = (Sample){ev[e].t, a, gw ? fr : 0};
@@ -486,6 +538,7 @@ static void run_first_fit(const TNode *nodes, size_t n_nodes, const Task *tasks,
     }
     *avg_alloc = sum_a / n_meas;
     *avg_stranded = sum_s / n_meas;
+    *avg_served = sum_v / n_meas;
     free(f.gpu);
     free(f.cpu_free);
     free(f.where);
@@ -529,9 +582,9 @@ static unsigned peak_demand(const Task *tasks, const Event *ev, size_t n_ev) {
 static void report(const Catalog *cat, const TNode *nodes, size_t n_nodes, const Task *tasks,
                    size_t n_slots, const Event *ev, size_t n_ev, uint64_t span, const char *axis) {
     Sample ours[SAMPLES] = {0}, ff[SAMPLES] = {0};
-    double oa, os, fa, fs;
-    run_ours(cat, nodes, n_nodes, tasks, ev, n_ev, ours, span, &oa, &os);
-    run_first_fit(nodes, n_nodes, tasks, n_slots, ev, n_ev, ff, span, &fa, &fs);
+    double oa, os, ov, fa, fs, fv;
+    run_ours(cat, nodes, n_nodes, tasks, n_slots, ev, n_ev, ours, span, &oa, &os, &ov);
+    run_first_fit(nodes, n_nodes, tasks, n_slots, ev, n_ev, ff, span, &fa, &fs, &fv);
     printf("%12s  %14s %14s  %14s %14s\n", axis, "ours alloc", "ours stranded", "ff alloc",
            "ff stranded");
     for (int i = 0; i < SAMPLES; i++)
@@ -541,8 +594,11 @@ static void report(const Catalog *cat, const TNode *nodes, size_t n_nodes, const
     printf("average: ours %.1f GPUs allocated, %.1f stranded; first-fit %.1f allocated, %.1f "
            "stranded\n",
            oa, os, fa, fs);
-    printf("ratio ours/first-fit: allocated %.3fx, stranded %.3fx\n", fa ? oa / fa : 0.0,
-           fs ? os / fs : 0.0);
+    printf("GPU demand served (gpu_milli of the running tasks, in GPUs): ours %.1f, first-fit "
+           "%.1f; GPUs allocated per GPU served: ours %.3f, first-fit %.3f\n",
+           ov, fv, ov ? oa / ov : 0.0, fv ? fa / fv : 0.0);
+    printf("ratio ours/first-fit: allocated %.3fx, stranded %.3fx, served %.3fx\n",
+           fa ? oa / fa : 0.0, fs ? os / fs : 0.0, fv ? ov / fv : 0.0);
 }
 
 int main(int argc, char **argv) {
