@@ -173,6 +173,7 @@ struct Server {
     PtrMap reqs_by_user; /* user -> ReqVec* */
     ReqVec ended;        /* ended requests, oldest end first, from ended_head on: retention */
     size_t ended_head;
+    size_t live_ended; /* requests in `live` seen to end since it was last filtered (about) */
     int64_t last_prune_ms, last_store_prune_ms;
     CapHistory cap_history; /* the dashboard's capacity chart (cap-history.h) */
 };
