@@ -13,6 +13,7 @@
 #include "server/request-names.h"
 #include "server/workload-end.h"
 #include "util/json-cleanup.h"
+#include "wire/json-text.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -43,6 +44,15 @@ typedef struct SubmitArg {
     const char *idem_key;
     uint64_t id; /* out: the new request's id */
 } SubmitArg;
+
+/* The request.submitted event's data, written as text for the store and as the feed's tree
+ * by the one encoder, never encoded from the tree. */
+static void submitted_data_write(const ApiRequest *spec, JsonText *w) {
+    json_text_open(w, '{');
+    json_text_key(w, "request");
+    api_request_write(spec, w);
+    json_text_close(w, '}');
+}
 
 static void op_submit(Server *s, Op *op) {
     SubmitArg *a = op->arg;
@@ -82,8 +92,11 @@ static void op_submit(Server *s, Op *op) {
     Req *r = TAKE_PTR(made); /* the state's indexes own it now */
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
-    state_event(s, "request.submitted", id, r->user,
-                json_pack("{s:o}", "request", api_request_to_json(&r->spec)));
+    JsonText ev_text = {0}, ev_tree = {.to_tree = true};
+    submitted_data_write(&r->spec, &ev_text);
+    submitted_data_write(&r->spec, &ev_tree);
+    state_event_text(s, "request.submitted", id, r->user, json_text_take_tree(&ev_tree),
+                     json_text_take(&ev_text));
 
     const char *fb[SPEC_MAX_FALLBACK];
     RequestSpec spec;

@@ -210,6 +210,10 @@ json_t *req_to_json(Server *s, const Req *r);
 json_t *node_to_json(Server *s, const Node *n);
 /* Emit an event into the current transaction. */
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
+/* The same with data's compact text given (owned; NULL: out of memory), for a caller that
+ * has it already or writes it without the tree (wire/json-text.h). */
+int state_event_text(Server *s, const char *type, const char *object, const char *user,
+                     json_t *data, char *owned_text);
 /* An event is being recorded: note the node whose work it may change, so that its work
  * polls wake when the event is published (api-work.c). */
 void api_work_note_event(Server *s, const char *type, const char *object, json_t *data);
