@@ -45,6 +45,20 @@ typedef struct SubmitArg {
     uint64_t id; /* out: the new request's id */
 } SubmitArg;
 
+/* The answer to a change of r: unless r is pending (whose answer adds its queue position),
+ * the stored form, so the answer is the text the store write will use, encoded once for both
+ * (state_req_text). */
+static void op_answer_request(Server *s, Op *op, Req *r) {
+    const char *text = r->state != REQ_PENDING ? state_req_text(r) : NULL;
+    size_t n = text ? strlen(text) : 0;
+    if (text && (op->text = malloc(n + 2))) {
+        memcpy(op->text, text, n);
+        op->text[n] = '\n', op->text[n + 1] = 0;
+        return;
+    }
+    op->body = req_to_json(s, r);
+}
+
 /* The request.submitted event's data, written as text for the store and as the feed's tree
  * by the one encoder, never encoded from the tree. */
 static void submitted_data_write(const ApiRequest *spec, JsonText *w) {
@@ -110,16 +124,7 @@ static void op_submit(Server *s, Op *op) {
     state_apply_decision(s, r, &d);
     op->status = 201;
     a->id = r->id;
-    /* Decided at once, the answer is the stored form (only a pending one adds its queue
-     * position): the text the store write will use, encoded once for both. */
-    const char *text = r->state != REQ_PENDING ? state_req_text(r) : NULL;
-    size_t n = text ? strlen(text) : 0;
-    if (text && (op->text = malloc(n + 2))) {
-        memcpy(op->text, text, n);
-        op->text[n] = '\n', op->text[n + 1] = 0;
-        return;
-    }
-    op->body = req_to_json(s, r);
+    op_answer_request(s, op, r);
 }
 
 void api_requests_submit(HttpCtx *c) {
@@ -281,13 +286,15 @@ static void op_transition(Server *s, Op *op) {
     ReqState from = r->state;
     r->state = to;
     state_mark_dirty(s, r);
-    if (a->url && r->placement) /* kept with the placement: stored and shown with it */
+    if (a->url && r->placement) { /* kept with the placement: stored and shown with it */
         json_object_set_new(r->placement, "url", json_string(a->url));
+        state_req_placement_changed(r);
+    }
     state_event(s, type, id, r->user, json_pack("{s:s}", "state", req_state_to_string(to)));
     if (to != REQ_ACTIVE && from != REQ_PENDING)
         fleet_on_released(s, r);
     op->status = 200;
-    op->body = req_to_json(s, r);
+    op_answer_request(s, op, r);
 }
 
 static void transition(HttpCtx *c, Transition t) {

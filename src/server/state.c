@@ -130,6 +130,11 @@ static const char *req_placement_text(Req *r) {
     return r->placement_text;
 }
 
+void state_req_placement_changed(Req *r) {
+    free(r->placement_text);
+    r->placement_text = NULL;
+}
+
 /* req_doc's text, written without building the tree (the bytes json_dumps writes for it),
  * the placement spliced in from its shared text; NULL when a string has no JSON text or out
  * of memory, for req_doc_text to take the tree's way. */
@@ -215,10 +220,13 @@ int state_flush_dirty(Server *s, Error *err) {
                             .state = req_state_to_string(q->state),
                             .json = text};
         r = store_request_put(s->store, &row, err);
-        /* Committed rows are not read back as text: keep no second copy of every record. */
+        /* Committed rows are not read back as text: keep no second copy of every record.
+         * A live request's placement text stays for its next change (activate, release),
+         * which would otherwise encode the placement again. */
         free(q->text);
-        free(q->placement_text);
-        q->text = q->placement_text = NULL;
+        q->text = NULL;
+        if (!history_req_is_live(q))
+            state_req_placement_changed(q);
     }
     s->n_dirty = 0;
     return r;
