@@ -15,7 +15,8 @@
  * keep-alive connection with one request in flight; T threads (default 1) drive them all
  * from epoll. --healthz measures GET /healthz instead (the HTTP layer alone, no commit).
  * "srv/cli cpu us" is the CPU time the server process / the clients used per placement while
- * measuring, which on a shared machine says more than the rate. */
+ * measuring, which on a shared machine says more than the rate; "placed" is how many the row
+ * counted (for instructions per placement: callgrind's count of a run minus a short one). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -509,8 +510,8 @@ int main(int argc, char **argv) {
     printf("bench-api: %u nodes x %u GPUs, up to %.1f s per run, %s, loopback HTTP, durable "
            "commits\n",
            nodes, GPUS_PER_NODE, seconds, window ? "submit+release" : "submit only");
-    printf("%-8s %-24s %10s %9s %9s %10s %7s %10s %10s\n", "clients", "mode", "placed/s", "p50 ms",
-           "p99 ms", "ops/commit", "errors", "srv cpu us", "cli cpu us");
+    printf("%-8s %-24s %10s %9s %9s %10s %7s %10s %10s %8s\n", "clients", "mode", "placed/s",
+           "p50 ms", "p99 ms", "ops/commit", "errors", "srv cpu us", "cli cpu us", "placed");
     for (size_t i = 0; i < n_clients; i++) {
         Result g, b = {0};
         if (run_one(clients[i], SERVER_BATCH_MAX, false, nodes, seconds, &g) < 0 ||
@@ -518,26 +519,29 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench-api: run failed\n");
             return 1;
         }
-        printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f\n", clients[i],
+        printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %8llu\n", clients[i],
                healthz ? "GET /healthz: no commit" : "group commit", g.rate, g.p50_ms, g.p99_ms,
-               g.ops_per_commit, (unsigned long long)g.errors, g.server_us, g.client_us);
+               g.ops_per_commit, (unsigned long long)g.errors, g.server_us, g.client_us,
+               (unsigned long long)g.placed);
         if (pg) {
             Result q = {0};
             if (run_one(clients[i], SERVER_BATCH_MAX, true, nodes, seconds, &q) < 0) {
                 fprintf(stderr, "bench-api: PostgreSQL run failed\n");
                 return 1;
             }
-            printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f\n", clients[i],
+            printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %8llu\n", clients[i],
                    "postgresql group commit", q.rate, q.p50_ms, q.p99_ms, q.ops_per_commit,
-                   (unsigned long long)q.errors, q.server_us, q.client_us);
+                   (unsigned long long)q.errors, q.server_us, q.client_us,
+                   (unsigned long long)q.placed);
             printf("%-8u %-24s %9.2fx\n", clients[i], "ratio (postgresql/sqlite)",
                    g.rate > 0 ? q.rate / g.rate : 0);
         }
         if (no_baseline)
             continue;
-        printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f\n", clients[i],
+        printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %8llu\n", clients[i],
                "baseline: 1 txn/request", b.rate, b.p50_ms, b.p99_ms, b.ops_per_commit,
-               (unsigned long long)b.errors, b.server_us, b.client_us);
+               (unsigned long long)b.errors, b.server_us, b.client_us,
+               (unsigned long long)b.placed);
         printf("%-8u %-24s %9.2fx\n", clients[i], "ratio (group/baseline)",
                b.rate > 0 ? g.rate / b.rate : 0);
         fflush(stdout);

@@ -37,6 +37,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (!j || api_request_from_json(j, &again, &e2) < 0 ||
                 memcmp(&r, &again, sizeof(r)) != 0)
                 abort();
+            /* The text the store keeps is the tree's text, byte for byte (json-text.h). */
+            JsonText w = {0};
+            api_request_write(&r, &w);
+            char *written = json_text_take(&w), *dumped = json_dumps(j, JSON_COMPACT);
+            if (!written || !dumped || strcmp(written, dumped) != 0)
+                abort();
+            free(written);
+            free(dumped);
             json_decref(j);
         } else if (!err.message[0])
             abort();

@@ -13,6 +13,7 @@
 #include "server/request-names.h"
 #include "server/workload-end.h"
 #include "util/json-cleanup.h"
+#include "wire/json-text.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -43,6 +44,29 @@ typedef struct SubmitArg {
     const char *idem_key;
     uint64_t id; /* out: the new request's id */
 } SubmitArg;
+
+/* The answer to a change of r: unless r is pending (whose answer adds its queue position),
+ * the stored form, so the answer is the text the store write will use, encoded once for both
+ * (state_req_text). */
+static void op_answer_request(Server *s, Op *op, Req *r) {
+    const char *text = r->state != REQ_PENDING ? state_req_text(r) : NULL;
+    size_t n = text ? strlen(text) : 0;
+    if (text && (op->text = malloc(n + 2))) {
+        memcpy(op->text, text, n);
+        op->text[n] = '\n', op->text[n + 1] = 0;
+        return;
+    }
+    op->body = req_to_json(s, r);
+}
+
+/* The request.submitted event's data, written as text for the store and as the feed's tree
+ * by the one encoder, never encoded from the tree. */
+static void submitted_data_write(const ApiRequest *spec, JsonText *w) {
+    json_text_open(w, '{');
+    json_text_key(w, "request");
+    api_request_write(spec, w);
+    json_text_close(w, '}');
+}
 
 static void op_submit(Server *s, Op *op) {
     SubmitArg *a = op->arg;
@@ -82,8 +106,11 @@ static void op_submit(Server *s, Op *op) {
     Req *r = TAKE_PTR(made); /* the state's indexes own it now */
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
-    state_event(s, "request.submitted", id, r->user,
-                json_pack("{s:o}", "request", api_request_to_json(&r->spec)));
+    JsonText ev_text = {0}, ev_tree = {.to_tree = true};
+    submitted_data_write(&r->spec, &ev_text);
+    submitted_data_write(&r->spec, &ev_tree);
+    state_event_text(s, "request.submitted", id, r->user, json_text_take_tree(&ev_tree),
+                     json_text_take(&ev_text));
 
     const char *fb[SPEC_MAX_FALLBACK];
     RequestSpec spec;
@@ -97,16 +124,7 @@ static void op_submit(Server *s, Op *op) {
     state_apply_decision(s, r, &d);
     op->status = 201;
     a->id = r->id;
-    /* Decided at once, the answer is the stored form (only a pending one adds its queue
-     * position): the text the store write will use, encoded once for both. */
-    const char *text = r->state != REQ_PENDING ? state_req_text(r) : NULL;
-    size_t n = text ? strlen(text) : 0;
-    if (text && (op->text = malloc(n + 2))) {
-        memcpy(op->text, text, n);
-        op->text[n] = '\n', op->text[n + 1] = 0;
-        return;
-    }
-    op->body = req_to_json(s, r);
+    op_answer_request(s, op, r);
 }
 
 void api_requests_submit(HttpCtx *c) {
@@ -268,13 +286,15 @@ static void op_transition(Server *s, Op *op) {
     ReqState from = r->state;
     r->state = to;
     state_mark_dirty(s, r);
-    if (a->url && r->placement) /* kept with the placement: stored and shown with it */
+    if (a->url && r->placement) { /* kept with the placement: stored and shown with it */
         json_object_set_new(r->placement, "url", json_string(a->url));
+        state_req_placement_changed(r);
+    }
     state_event(s, type, id, r->user, json_pack("{s:s}", "state", req_state_to_string(to)));
     if (to != REQ_ACTIVE && from != REQ_PENDING)
         fleet_on_released(s, r);
     op->status = 200;
-    op->body = req_to_json(s, r);
+    op_answer_request(s, op, r);
 }
 
 static void transition(HttpCtx *c, Transition t) {

@@ -59,7 +59,21 @@ ReqVec *history_live(Server *s) {
             s->live.v[w++] = r;
     }
     s->live.n = w;
+    s->live_ended = 0;
     return &s->live;
+}
+
+/* Filtering `live` costs a pass over every live request: at every batch, with tens of
+ * thousands placed, that pass was most of a placement's cost. Requests that end are changed
+ * in a batch, so they are among its dirty ones: counted there, the index is filtered once
+ * they are a good share of it, or before the retention looks (once a second). Until then an
+ * ended one may sit in `live`, which its readers check anyway (history_req_is_live). */
+static void live_filter_if_worth(Server *s, bool retention_due) {
+    for (size_t i = 0; i < s->n_dirty; i++)
+        if (!history_req_is_live(s->dirty[i]))
+            s->live_ended++;
+    if (retention_due || (s->live_ended > 0 && s->live_ended * 8 >= s->live.n))
+        (void)history_live(s);
 }
 
 const ReqVec *history_user(Server *s, const char *user) {
@@ -127,6 +141,8 @@ bool history_prune_due(Server *s, int64_t now) {
     int64_t cutoff = now - retention(s->cfg.retention_ms, SERVER_RETENTION_MS);
     if (s->ended_head < s->ended.n && s->ended.v[s->ended_head]->updated_ms < cutoff)
         return true;
+    if (s->live_ended > 0) /* ended ones not yet queued (live_filter_if_worth) */
+        return true;
     if (events_oldest_ms(&s->events) < cutoff)
         return true;
     int64_t keep = retention(s->cfg.store_retention_ms, SERVER_STORE_RETENTION_MS);
@@ -134,8 +150,9 @@ bool history_prune_due(Server *s, int64_t now) {
 }
 
 void history_prune(Server *s) {
-    (void)history_live(s); /* every batch: moves the requests that ended to the queue */
-    if (s->now_ms - s->last_prune_ms < prune_every(s))
+    bool due = s->now_ms - s->last_prune_ms >= prune_every(s);
+    live_filter_if_worth(s, due); /* moves the requests that ended to the queue */
+    if (!due)
         return; /* once a second is plenty */
     s->last_prune_ms = s->now_ms;
     int64_t cutoff = s->now_ms - retention(s->cfg.retention_ms, SERVER_RETENTION_MS);

@@ -493,6 +493,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
             MHD_OPTION_NOTIFY_CONNECTION, conn_deadline_notify, deadline,
             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SERVER_HTTP_THREADS,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVER_IDLE_TIMEOUT_S,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SERVER_CONNECTION_MEMORY,
             MHD_OPTION_CONNECTION_LIMIT, conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             cfg->per_address_limit ? cfg->per_address_limit : (unsigned)SERVER_PER_ADDRESS_MAX,
             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,

@@ -76,8 +76,9 @@ typedef struct Req {
     /* The stored form as JSON text, encoded once per change: the store write and the HTTP
      * answer share it (state_req_text); any change drops it (state_mark_dirty). */
     char *text;
-    /* placement's JSON text, shared by the record and its request.placed event; dropped with
-     * text at the flush (a placement does not change once set) */
+    /* placement's JSON text, shared by the record and its request.placed event, and kept
+     * while the request is live for its next change; dropped when the request ends, and
+     * whenever the placement tree changes (state_req_placement_changed) */
     char *placement_text;
 } Req;
 
@@ -173,6 +174,7 @@ struct Server {
     PtrMap reqs_by_user; /* user -> ReqVec* */
     ReqVec ended;        /* ended requests, oldest end first, from ended_head on: retention */
     size_t ended_head;
+    size_t live_ended; /* requests in `live` seen to end since it was last filtered (about) */
     int64_t last_prune_ms, last_store_prune_ms;
     CapHistory cap_history; /* the dashboard's capacity chart (cap-history.h) */
 };
@@ -209,6 +211,12 @@ json_t *req_to_json(Server *s, const Req *r);
 json_t *node_to_json(Server *s, const Node *n);
 /* Emit an event into the current transaction. */
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
+/* r->placement (the tree) was changed in place: its cached text is stale. */
+void state_req_placement_changed(Req *r);
+/* The same with data's compact text given (owned; NULL: out of memory), for a caller that
+ * has it already or writes it without the tree (wire/json-text.h). */
+int state_event_text(Server *s, const char *type, const char *object, const char *user,
+                     json_t *data, char *owned_text);
 /* An event is being recorded: note the node whose work it may change, so that its work
  * polls wake when the event is published (api-work.c). */
 void api_work_note_event(Server *s, const char *type, const char *object, json_t *data);

@@ -11,7 +11,12 @@
 #define SERVER_BODY_MAX (64u * 1024) /* larger bodies get 413 */
 #define SERVER_BATCH_MAX 512         /* operations per group commit */
 /* Connections cost a socket, not a thread (http.c). */
-#define SERVER_HTTP_THREADS 16      /* the pool that runs handlers */
+#define SERVER_HTTP_THREADS 16 /* the pool that runs handlers */
+/* Each connection's memory for a request's headers and its answer's (libmicrohttpd zeroes
+ * all of it after every request: its default of 32 KiB was a fifth of a placement's
+ * instructions). Headers up to 8 KiB, the common limit, fit with room to spare; bodies
+ * stream through it in pieces, so they are bounded by SERVER_BODY_MAX alone. */
+#define SERVER_CONNECTION_MEMORY (16u * 1024)
 #define SERVER_PER_ADDRESS_MAX 256  /* open connections from one client address (default) */
 #define SERVER_IDLE_TIMEOUT_S 30    /* a connection silent this long is closed */
 #define SERVER_BODY_DEADLINE_S 30   /* a request's whole body, however it trickles */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/json-cleanup.h"
+#include "wire/json-text.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -129,34 +130,50 @@ static const char *req_placement_text(Req *r) {
     return r->placement_text;
 }
 
-/* A JSON object's compact text with `,"key":value` added before its closing brace (key needs
- * no escaping, value is JSON text): the bytes json_dumps writes for the object with that
- * member last. Frees obj; NULL when out of memory or obj is not an object's text. */
-static char *json_text_append(char *obj, const char *key, const char *value) {
-    size_t n = obj ? strlen(obj) : 0;
-    if (!value || n < 2 || obj[n - 1] != '}') {
-        free(obj);
-        return NULL;
-    }
-    obj[n - 1] = 0;
-    char *t = strprintf("%s%s\"%s\":%s}", obj, n == 2 ? "" : ",", key, value);
-    free(obj);
-    return t;
+void state_req_placement_changed(Req *r) {
+    free(r->placement_text);
+    r->placement_text = NULL;
 }
 
-/* req_doc's text, with the placement spliced in from its shared text rather than encoded
- * again (it sits last but for placed_ms in req_doc's order). */
+/* req_doc's text, written without building the tree (the bytes json_dumps writes for it),
+ * the placement spliced in from its shared text; NULL when a string has no JSON text or out
+ * of memory, for req_doc_text to take the tree's way. */
+static char *req_doc_text_direct(Req *r) {
+    const char *placement = r->placement ? req_placement_text(r) : NULL;
+    if (r->placement && !placement)
+        return NULL;
+    JsonText w = {0};
+    json_text_open(&w, '{');
+    json_text_member_int(&w, "id", (int64_t)r->id);
+    json_text_member_string(&w, "user", r->user);
+    json_text_member_string(&w, "state", req_state_to_string(r->state));
+    json_text_key(&w, "request");
+    api_request_write(&r->spec, &w);
+    json_text_member_bool(&w, "trusted", r->trusted);
+    json_text_member_int(&w, "created_ms", r->created_ms);
+    json_text_member_int(&w, "updated_ms", r->updated_ms);
+    if (r->idem_key)
+        json_text_member_string(&w, "idempotency_key", r->idem_key);
+    if (r->reason_code[0])
+        json_text_member_string(&w, "reason_code", r->reason_code);
+    if (r->reason[0])
+        json_text_member_string(&w, "reason", r->reason);
+    if (placement)
+        json_text_member_raw(&w, "placement", placement);
+    if (r->placed_ms)
+        json_text_member_int(&w, "placed_ms", r->placed_ms);
+    json_text_close(&w, '}');
+    return json_text_take(&w);
+}
+
 static char *req_doc_text(Req *r) {
-    json_t *doc = req_doc_head(r);
-    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *text = req_doc_text_direct(r);
+    if (text)
+        return text;
+    /* What the tree's encoder makes of a string jansson would not hold: as it always did. */
+    json_t *doc = req_doc(r);
+    text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
-    if (text && r->placement)
-        text = json_text_append(text, "placement", req_placement_text(r));
-    if (text && r->placed_ms) {
-        char ms[24];
-        snprintf(ms, sizeof(ms), "%" PRId64, r->placed_ms);
-        text = json_text_append(text, "placed_ms", ms);
-    }
     return text;
 }
 
@@ -203,18 +220,20 @@ int state_flush_dirty(Server *s, Error *err) {
                             .state = req_state_to_string(q->state),
                             .json = text};
         r = store_request_put(s->store, &row, err);
-        /* Committed rows are not read back as text: keep no second copy of every record. */
+        /* Committed rows are not read back as text: keep no second copy of every record.
+         * A live request's placement text stays for its next change (activate, release),
+         * which would otherwise encode the placement again. */
         free(q->text);
-        free(q->placement_text);
-        q->text = q->placement_text = NULL;
+        q->text = NULL;
+        if (!history_req_is_live(q))
+            state_req_placement_changed(q);
     }
     s->n_dirty = 0;
     return r;
 }
 
-/* state_event with the store's text of data given (owned; NULL: out of memory). */
-static int state_event_text(Server *s, const char *type, const char *object, const char *user,
-                            json_t *data, char *owned_text) {
+int state_event_text(Server *s, const char *type, const char *object, const char *user,
+                     json_t *data, char *owned_text) {
     _cleanup_free_ char *text = owned_text;
     const char *actor = s->actor ? s->actor : "system";
     api_work_note_event(s, type, object, data); /* before data is handed over */
@@ -240,14 +259,31 @@ int state_event(Server *s, const char *type, const char *object, const char *use
 
 /* ---- placements as JSON ---- */
 
-json_t *placement_to_json(const Sched *sched, const Placement *p) {
-    const char *addrs[SCHED_NODE_MAX_DEVICES] = {0};
+static void placement_addresses(const Sched *sched, const Placement *p,
+                                const char *ret[SCHED_NODE_MAX_DEVICES]) {
     for (unsigned i = 0; i < p->n_devices; i++) {
         DeviceInfo di;
-        if (sched && sched_device_info(sched, p->node, p->devices[i], &di) >= 0)
-            addrs[i] = di.address;
+        ret[i] = sched && sched_device_info(sched, p->node, p->devices[i], &di) >= 0 ? di.address
+                                                                                     : NULL;
     }
+}
+
+json_t *placement_to_json(const Sched *sched, const Placement *p) {
+    const char *addrs[SCHED_NODE_MAX_DEVICES] = {0};
+    placement_addresses(sched, p, addrs);
     return wire_placement_to_json(p, addrs);
+}
+
+/* A new placement's tree and text, from the one encoder (neither is made from the other). */
+static void req_set_placement(Server *s, Req *r, const Placement *p) {
+    const char *addrs[SCHED_NODE_MAX_DEVICES] = {0};
+    JsonText w = {0};
+    placement_addresses(s->sched, p, addrs);
+    wire_placement_write(p, addrs, &w);
+    json_decref(r->placement);
+    free(r->placement_text);
+    r->placement_text = json_text_take(&w); /* NULL: req_placement_text encodes the tree */
+    r->placement = wire_placement_to_json(p, addrs);
 }
 
 /* ---- requests and the core ---- */
@@ -288,10 +324,7 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     switch (d->kind) {
     case DECISION_PLACED:
         r->state = REQ_PLACED;
-        json_decref(r->placement);
-        free(r->placement_text);
-        r->placement_text = NULL;
-        r->placement = placement_to_json(s->sched, &d->placement);
+        req_set_placement(s, r, &d->placement);
         r->placed_ms = s->now_ms;
         if (r->reason_code[0] && STREQ(r->reason_code, "none"))
             r->reason_code[0] = 0;
@@ -321,10 +354,22 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
         return;
     }
     /* The event's placement is the record's: its text is spliced in, not encoded again. */
-    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
-    text = json_text_append(text, "placement", req_placement_text(r));
+    JsonText w = {0};
+    const char *placement = req_placement_text(r);
+    json_text_open(&w, '{');
+    /* data's, as they were before a placement's "none" was cleared from the record */
+    json_text_member_string(&w, "reason_code",
+                            json_string_value(json_object_get(data, "reason_code")));
+    json_text_member_string(&w, "reason", json_string_value(json_object_get(data, "reason")));
+    if (placement)
+        json_text_member_raw(&w, "placement", placement);
+    json_text_close(&w, '}');
     if (data && r->placement)
         json_object_set(data, "placement", r->placement);
+    char *text = placement ? json_text_take(&w) : NULL;
+    json_text_done(&w);
+    if (!text && data) /* a string json-text has no text for: the tree's way */
+        text = json_dumps(data, JSON_COMPACT);
     (void)state_event_text(s, type, id, r->user, data, text);
 }
 

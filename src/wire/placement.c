@@ -5,32 +5,45 @@
 #include <errno.h>
 #include <string.h>
 
+#include "wire/json-text.h"
 #include "util/macro.h"
 #include "wire/decode.h"
 
-json_t *wire_placement_to_json(const Placement *p, const char *const *addresses) {
-    json_t *devs = json_array(), *addrs = json_array();
-    for (unsigned i = 0; i < p->n_devices; i++) {
-        json_array_append_new(devs, json_integer(p->devices[i]));
-        if (addresses && addresses[i])
-            json_array_append_new(addrs, json_string(addresses[i]));
-    }
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:i}", "node", p->node, "class",
-                          p->class_name, "method", method_to_string(p->method), "container_runtime",
-                          container_runtime_to_string(p->container_runtime), "endpoint_runtime",
-                          endpoint_runtime_to_string(p->endpoint_runtime), "devices", devs,
-                          "addresses", addrs, "fallback_index", p->fallback_index);
-    if (!j)
-        return NULL;
+void wire_placement_write(const Placement *p, const char *const *addresses, JsonText *b) {
+    json_text_open(b, '{');
+    json_text_member_string(b, "node", p->node);
+    json_text_member_string(b, "class", p->class_name);
+    json_text_member_string(b, "method", method_to_string(p->method));
+    json_text_member_string(b, "container_runtime",
+                            container_runtime_to_string(p->container_runtime));
+    json_text_member_string(b, "endpoint_runtime", endpoint_runtime_to_string(p->endpoint_runtime));
+    json_text_key(b, "devices");
+    json_text_open(b, '[');
+    for (unsigned i = 0; i < p->n_devices; i++)
+        json_text_int(b, p->devices[i]);
+    json_text_close(b, ']');
+    json_text_key(b, "addresses");
+    json_text_open(b, '[');
+    for (unsigned i = 0; addresses && i < p->n_devices; i++)
+        if (addresses[i])
+            json_text_string(b, addresses[i]);
+    json_text_close(b, ']');
+    json_text_member_int(b, "fallback_index", p->fallback_index);
     if (p->method == METHOD_MIG) {
-        json_object_set_new(j, "mig_start", json_integer(p->mig_start));
-        json_object_set_new(j, "mig_slots", json_integer(p->mig_slots));
+        json_text_member_int(b, "mig_start", p->mig_start);
+        json_text_member_int(b, "mig_slots", p->mig_slots);
     }
     if (p->cpu_cores)
-        json_object_set_new(j, "cpu_cores", json_integer(p->cpu_cores));
+        json_text_member_int(b, "cpu_cores", p->cpu_cores);
     if (p->memory_gb)
-        json_object_set_new(j, "memory_gb", json_integer(p->memory_gb));
-    return j;
+        json_text_member_int(b, "memory_gb", p->memory_gb);
+    json_text_close(b, '}');
+}
+
+json_t *wire_placement_to_json(const Placement *p, const char *const *addresses) {
+    JsonText w = {.to_tree = true};
+    wire_placement_write(p, addresses, &w);
+    return json_text_take_tree(&w);
 }
 
 /* What the table decodes into; wire_placement_from_json resolves the names. */

@@ -8,10 +8,13 @@
 #include "core/catalog.h"
 #include "core/sched.h"
 #include "util/error.h"
+#include "wire/json-text.h"
 
 /* addresses[i]: the PCI address of device i, or NULL (the plan knows no addresses; a CPU or
  * Mac placement has none); addresses itself may be NULL. */
 json_t *wire_placement_to_json(const Placement *p, const char *const *addresses);
+/* The placement's one encoder (wire/json-text.h: its text or the tree above). */
+void wire_placement_write(const Placement *p, const char *const *addresses, JsonText *w);
 
 /* Strict: the fields wire_placement_to_json writes, the class known to cat. p->node points
  * into node_buf, p->class_name into cat. */

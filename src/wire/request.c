@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "wire/json-text.h"
+
 static_assert(sizeof(WorkloadKind) == sizeof(int) && sizeof(GuestOs) == sizeof(int) &&
                       sizeof(EndpointRuntime) == sizeof(int),
               "WIRE_ENUM stores an int");
@@ -122,44 +124,51 @@ int api_request_parse(const char *text, size_t len, ApiRequest *ret, Error *err)
     return r;
 }
 
-json_t *api_request_to_json(const ApiRequest *r) {
-    json_t *j = json_object();
-    if (!j)
-        return NULL;
-    json_object_set_new(j, "kind", json_string(workload_kind_to_string(r->kind)));
+void api_request_write(const ApiRequest *r, JsonText *b) {
+    json_text_open(b, '{');
+    json_text_member_string(b, "kind", workload_kind_to_string(r->kind));
     if (r->cls[0])
-        json_object_set_new(j, "class", json_string(r->cls));
-    json_object_set_new(j, "count", json_integer(r->count));
+        json_text_member_string(b, "class", r->cls);
+    json_text_member_int(b, "count", r->count);
     if (r->memory_gb)
-        json_object_set_new(j, "memory_gb", json_integer(r->memory_gb));
+        json_text_member_int(b, "memory_gb", r->memory_gb);
     if (r->kind == WORKLOAD_VM)
-        json_object_set_new(j, "guest_os", json_string(guest_os_to_string(r->guest_os)));
+        json_text_member_string(b, "guest_os", guest_os_to_string(r->guest_os));
     if (r->share)
-        json_object_set_new(j, "share", json_true());
+        json_text_member_bool(b, "share", true);
     if (r->n_fallback) {
-        json_t *fb = json_array();
+        json_text_key(b, "fallback");
+        json_text_open(b, '[');
         for (size_t i = 0; i < r->n_fallback; i++)
-            json_array_append_new(fb, json_string(r->fallback[i]));
-        json_object_set_new(j, "fallback", fb);
-        json_object_set_new(j, "wait_s", json_integer(r->wait_s));
+            json_text_string(b, r->fallback[i]);
+        json_text_close(b, ']');
+        json_text_member_int(b, "wait_s", r->wait_s);
     }
     if (r->runtime != ENDPOINT_RUNTIME_NONE)
-        json_object_set_new(j, "runtime", json_string(endpoint_runtime_to_string(r->runtime)));
+        json_text_member_string(b, "runtime", endpoint_runtime_to_string(r->runtime));
     if (r->wait_for_nodes)
-        json_object_set_new(j, "wait_for_nodes", json_true());
+        json_text_member_bool(b, "wait_for_nodes", true);
     if (r->image[0])
-        json_object_set_new(j, "image", json_string(r->image));
+        json_text_member_string(b, "image", r->image);
+    /* command and env are held as the compact text of their arrays (the decoder wrote it) */
     if (r->command[0])
-        json_object_set_new(j, "command", json_loads(r->command, 0, NULL));
+        json_text_member_raw(b, "command", r->command);
     if (r->env[0])
-        json_object_set_new(j, "env", json_loads(r->env, 0, NULL));
+        json_text_member_raw(b, "env", r->env);
     if (r->model[0])
-        json_object_set_new(j, "model", json_string(r->model));
+        json_text_member_string(b, "model", r->model);
     if (r->n_ports) {
-        json_t *ports = json_array();
+        json_text_key(b, "ports");
+        json_text_open(b, '[');
         for (size_t i = 0; i < r->n_ports; i++)
-            json_array_append_new(ports, json_integer(r->ports[i]));
-        json_object_set_new(j, "ports", ports);
+            json_text_int(b, r->ports[i]);
+        json_text_close(b, ']');
     }
-    return j;
+    json_text_close(b, '}');
+}
+
+json_t *api_request_to_json(const ApiRequest *r) {
+    JsonText w = {.to_tree = true};
+    api_request_write(r, &w);
+    return json_text_take_tree(&w);
 }

@@ -10,6 +10,7 @@
 #include "core/sched.h"
 #include "util/error.h"
 #include "wire/decode.h"
+#include "wire/json-text.h"
 
 #define SPEC_MAX_FALLBACK 8
 #define SPEC_MAX_PORTS 16
@@ -42,4 +43,7 @@ typedef struct ApiRequest {
 
 int api_request_parse(const char *text, size_t len, ApiRequest *ret, Error *err);
 int api_request_from_json(json_t *j, ApiRequest *ret, Error *err);
+/* The request's one encoder (wire/json-text.h: its text or its tree), members in the order a
+ * client reads them. */
+void api_request_write(const ApiRequest *r, JsonText *w);
 json_t *api_request_to_json(const ApiRequest *r);

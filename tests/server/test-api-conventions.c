@@ -423,3 +423,41 @@ Test(api_conventions, api_submit_answer_is_the_committed_record) {
     json_decref(feed);
     free(alice);
 }
+
+/* An activation and a release are answered with the text their store write used, like a
+ * submission: the answer is what a read gives and what a hard restart rebuilds. The
+ * placement's text is kept while the request is live; the activation's url changes the
+ * placement, so the stored record and the answer must show it, not the text from before. */
+Test(api_conventions, r16_transition_answers_are_the_committed_record) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    json_t *placed = NULL, *active = NULL, *released = NULL, *read = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests", SUBMIT, &placed), 201);
+    cr_assert_str_eq(json_string_value(json_object_get(placed, "state")), "placed");
+    cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/requests/1/activate",
+                         "{\"url\":\"http://n1:8888/\"}", &active),
+                 200);
+    cr_assert_str_eq(json_string_value(json_object_get(active, "state")), "active");
+    cr_expect_str_eq(
+            json_string_value(json_object_get(json_object_get(active, "placement"), "url")),
+            "http://n1:8888/", "the answer shows the activation's url");
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &read), 200);
+    cr_expect(json_equal(active, read), "the activation's answer is the stored record");
+    json_decref(read);
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests/1/release", NULL, &released), 200);
+    cr_assert_str_eq(json_string_value(json_object_get(released, "state")), "released");
+    cr_expect(json_equal(json_object_get(released, "placement"),
+                         json_object_get(active, "placement")),
+              "the released record keeps the placement as it was");
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests/1", NULL, &read), 200);
+    cr_expect(json_equal(released, read), "the committed row holds what was answered");
+    json_decref(read);
+    json_decref(placed);
+    json_decref(active);
+    json_decref(released);
+    free(alice);
+    free(agent);
+}

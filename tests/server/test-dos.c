@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "server/server.h"
 #include "srv-helpers.h"
 
 static TestServer ts;
@@ -262,4 +263,49 @@ Test(dos, dos_headers_trickled_byte_by_byte_are_cut_at_their_deadline) {
     cr_assert(closed, "a connection trickling its headers was never cut");
     /* Whoever sends a request at a normal pace is served as before. */
     cr_assert_eq(ts_call(&ts, NULL, "GET", "/healthz", NULL, NULL), 200);
+}
+
+/* Each connection's memory is smaller than libmicrohttpd's default (SERVER_CONNECTION_MEMORY,
+ * which it zeroes after every request): what clients send still fits. Headers of 8 KiB (the
+ * common limit) with a few dozen more, and a body of nearly SERVER_BODY_MAX, are served;
+ * only more headers than that get 431, never a request that used to fit it. */
+Test(dos, dos_connection_memory_takes_8k_of_headers_and_the_largest_body) {
+    int fd = raw_connect("127.0.0.1");
+    cr_assert(fd >= 0);
+    size_t cap = 16 * 1024;
+    char *req = malloc(cap);
+    int n = snprintf(req, cap, "GET /v1/whoami HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n",
+                     ts.admin);
+    for (int i = 0; i < 40; i++)
+        n += snprintf(req + n, cap - (size_t)n, "X-Header-%d: value-%d\r\n", i, i);
+    n += snprintf(req + n, cap - (size_t)n, "X-Pad: ");
+    memset(req + n, 'p', 8192);
+    n += 8192;
+    n += snprintf(req + n, cap - (size_t)n, "\r\n\r\n");
+    cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char answer[4096] = {0};
+    size_t got = 0;
+    for (int i = 0; i < 100 && !strstr(answer, "\r\n\r\n") && got + 1 < sizeof(answer); i++) {
+        ssize_t k = recv(fd, answer + got, sizeof(answer) - 1 - got, 0);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd);
+    free(req);
+    cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "8 KiB of headers: %.40s", answer);
+
+    /* The largest body the API takes, nearly all of it white space around a request. */
+    size_t len = SERVER_BODY_MAX - 16;
+    char *body = malloc(len + 1);
+    static const char head[] = "{\"kind\":\"container\",\"class\":\"cpu\"";
+    memcpy(body, head, sizeof(head) - 1);
+    memset(body + sizeof(head) - 1, ' ', len - sizeof(head));
+    body[len - 1] = '}';
+    body[len] = 0;
+    json_t *j = NULL;
+    long st = ts_call(&ts, ts.admin, "POST", "/v1/requests", body, &j);
+    free(body);
+    cr_expect_eq(st, 201, "a %zu-byte request: %ld %s", len, st, str(j, "message"));
+    json_decref(j);
 }
