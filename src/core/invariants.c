@@ -112,6 +112,12 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         const PoolLink *pl = &n->pools[k];
         if (pl->free != node_pool_free(s, n, pl->pool / 2, (Binding)(pl->pool % 2)))
             return error_set(err, -EUCLEAN, "node '%s': free-GPU index is stale", n->name);
+        unsigned total = 0;
+        for (unsigned i = 0; i < n->n_devices; i++)
+            total += n->devices[i].cls >= 0 && !n->devices[i].mig_enabled &&
+                     n->devices[i].cls * 2 + (int)n->devices[i].binding == pl->pool;
+        if (pl->total != total)
+            return error_set(err, -EUCLEAN, "node '%s': a pool's GPU total is stale", n->name);
         /* The idle GPUs of the pool that take no work, and those held only by a reset check. */
         unsigned blocked = 0, reset = 0;
         for (unsigned i = 0; i < n->n_devices; i++) {
@@ -138,8 +144,10 @@ static int check_lists(const Sched *s, Error *err) {
     for (size_t st = 0; st < s->n_sites; st++) {
         for (size_t p = 0; p < s->cat->n_classes * 2; p++)
             /* A class no node has is never listed (counted below), so skip its empty heads. */
-            for (unsigned f = 1; s->class_nodes[p / 2] && f <= SCHED_NODE_MAX_DEVICES; f++)
-                for (uint32_t id = s->sites[st].pool_heads[p][f]; id != NIL;) {
+            for (unsigned f = 0; f <= SCHED_NODE_MAX_DEVICES; f++) {
+                uint32_t unreserved = 0;
+                for (uint32_t id = f && s->class_nodes[p / 2] ? s->sites[st].pool_heads[p][f] : NIL;
+                     id != NIL;) {
                     const Node *n = &s->nodes[id >> POOL_SHIFT];
                     const PoolLink *pl = &n->pools[id & ((1u << POOL_SHIFT) - 1)];
                     if (!n->alive || pl->pool != (int)p || pl->free != f || n->site != st)
@@ -147,8 +155,13 @@ static int check_lists(const Sched *s, Error *err) {
                                          "whole-GPU pool lists a node in the wrong bucket");
                     if (++listed_pools > s->n_nodes * 2 * SCHED_NODE_MAX_DEVICES)
                         return error_set(err, -EUCLEAN, "whole-GPU pool list has a cycle");
+                    unreserved += n->reserved_by == NIL;
                     id = pl->link.next;
                 }
+                if (unreserved != s->sites[st].pool_unreserved[p][f])
+                    return error_set(err, -EUCLEAN,
+                                     "whole-GPU pool's count of unreserved nodes is stale");
+            }
     }
     size_t listed_cpu = 0, want_cpu = 0;
     for (int b = 0; b < CPU_BUCKETS; b++)

@@ -104,6 +104,7 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
         strmap_put(&s->site_map, st->name, (uint32_t)s->n_sites) < 0) {
         free(st->name);
         free(st->pool_heads);
+        free(st->pool_unreserved);
         return error_set(err, -ENOMEM, "out of memory");
     }
     s->n_sites++;
@@ -113,7 +114,8 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
 int site_alloc_pools(Sched *s, Site *st) {
     size_t n = MAX(s->cat->n_classes, 1) * 2;
     st->pool_heads = malloc(n * sizeof(*st->pool_heads));
-    if (!st->pool_heads)
+    st->pool_unreserved = calloc(n, sizeof(*st->pool_unreserved));
+    if (!st->pool_heads || !st->pool_unreserved)
         return -ENOMEM;
     memset(st->pool_heads, 0xff, n * sizeof(*st->pool_heads));
     return 0;
@@ -212,7 +214,30 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
 }
 
 void node_refresh(Sched *s, uint32_t ni) {
+    /* Only a full refresh can follow a change of a device's class, binding or MIG mode. */
+    Node *n = &s->nodes[ni];
+    for (unsigned k = 0; k < n->n_pools; k++)
+        n->pools[k].total = 0;
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        const Device *d = &n->devices[i];
+        for (unsigned k = 0; k < n->n_pools && d->cls >= 0 && !d->mig_enabled; k++)
+            if (n->pools[k].pool == d->cls * 2 + (int)d->binding) {
+                n->pools[k].total++;
+                break;
+            }
+    }
     node_refresh_devices(s, ni, UINT32_MAX);
+}
+
+void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
+    Node *n = &s->nodes[ni];
+    if ((n->reserved_by == NIL) != (by == NIL)) {
+        uint32_t(*unres)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_unreserved;
+        for (unsigned k = 0; k < n->n_pools; k++)
+            if (n->pools[k].free)
+                unres[n->pools[k].pool][n->pools[k].free] += by == NIL ? 1u : UINT32_MAX;
+    }
+    n->reserved_by = by;
 }
 
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
@@ -250,11 +275,17 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             continue;
         uint32_t id = ni << POOL_SHIFT | k;
         uint32_t(*heads)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_heads;
-        if (pl->free)
+        uint32_t(*unres)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_unreserved;
+        bool free_to_reserve = n->reserved_by == NIL;
+        if (pl->free) {
             list_del(s, pool_link_of, &heads[pl->pool][pl->free], id);
+            unres[pl->pool][pl->free] -= free_to_reserve;
+        }
         pl->free = (uint8_t)f;
-        if (f)
+        if (f) {
             list_push(s, pool_link_of, &heads[pl->pool][f], id);
+            unres[pl->pool][f] += free_to_reserve;
+        }
     }
     for (unsigned i = 0; i < n->n_devices; i++)
         if (changed & (1u << i))
@@ -612,8 +643,10 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
             s->n_order--;
             break;
         }
-    if (n->reserved_by != NIL) /* the gang reserves another node at its next walk */
+    if (n->reserved_by != NIL) { /* the gang reserves another node at its next walk */
         s->reqs[n->reserved_by].reserved_node = NIL;
+        node_set_reserved(s, ni, NIL);
+    }
     node_done(n);
     *n = (Node){
             .alive = false, .cpu_bucket = -1, .cpu_link = {NIL, s->free_node}, .reserved_by = NIL};

@@ -768,10 +768,8 @@ static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
         Binding b = r->kind == WORKLOAD_VM || relation_of(s, n, r->user) == RELATION_STRANGER
                             ? BINDING_VFIO
                             : BINDING_HOST;
-        unsigned have = 0;
-        for (unsigned d = 0; d < n->n_devices; d++)
-            have += n->devices[d].cls == c && n->devices[d].binding == b &&
-                    !n->devices[d].mig_enabled;
+        const PoolLink *pl = pool_of(n, c * 2 + (int)b);
+        unsigned have = pl ? pl->total : 0;
         if (have >= MAX(r->count, 1u) && whole_node_ok(s, &w, c, ni, b, &m))
             return ni;
     }
@@ -791,7 +789,9 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         Binding b = (r->kind == WORKLOAD_VM || !trusted) ? BINDING_VFIO : BINDING_HOST;
         for (int k = SCHED_NODE_MAX_DEVICES; k > best_k; k--)
-            for (uint32_t id = site->pool_heads[c * 2 + b][k]; id != NIL;) {
+            for (uint32_t id = site->pool_unreserved[c * 2 + b][k] ? site->pool_heads[c * 2 + b][k]
+                                                                   : NIL;
+                 id != NIL;) {
                 uint32_t ni = id >> POOL_SHIFT;
                 id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
                 if (s->nodes[ni].reserved_by == NIL && whole_node_ok(s, &w, c, ni, b, &m)) {

@@ -590,7 +590,7 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
     uint32_t held = r->reserved_node;
     r->reserved_node = NIL;
     if (held != NIL) {
-        s->nodes[held].reserved_by = NIL;
+        node_set_reserved(s, held, NIL);
         reserve_next_gang(s, r->choice);
     }
     return held;
@@ -602,7 +602,7 @@ static void maybe_reserve(Sched *s, uint32_t ri) {
         return;
     uint32_t ni = place_reserve_node(s, r, r->choice);
     if (ni != NIL) {
-        s->nodes[ni].reserved_by = ri;
+        node_set_reserved(s, ni, ri);
         r->reserved_node = ni;
     }
 }

@@ -29,6 +29,9 @@ typedef struct Site {
      * because trust is per site: a stranger's search skips the host pools of sites that do
      * not trust them instead of walking past every node there. */
     uint32_t (*pool_heads)[SCHED_NODE_MAX_DEVICES + 1];
+    /* Per pool and bucket: the listed nodes no gang has reserved, so that a gang looking for
+     * a node to reserve skips the buckets where every node is taken instead of walking them. */
+    uint32_t (*pool_unreserved)[SCHED_NODE_MAX_DEVICES + 1];
 } Site;
 
 typedef struct User {
@@ -72,6 +75,8 @@ typedef struct PoolLink {
     uint8_t blocked; /* idle GPUs that take no work (cordoned, quarantined, reset pending) */
     uint8_t reset;   /* of those, the ones only waiting for their reset check (R9); lets a
                       * diagnosis read a node's counts here instead of walking its devices */
+    uint8_t total;   /* GPUs of the pool's class and binding outside MIG mode, busy or not: the
+                      * most it could ever hold (node_refresh() sets it; a reservation reads it) */
     Link link;
 } PoolLink;
 
@@ -239,6 +244,8 @@ void node_refresh(Sched *s, uint32_t ni);
 /* The same when only the devices in the bit mask `changed` (bit i: device i) changed their
  * own state: a device left alone would be re-filed where it already is, so it is skipped. */
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed);
+/* Set or clear (NIL) the gang that reserved node ni, keeping the pools' unreserved counts. */
+void node_set_reserved(Sched *s, uint32_t ni, uint32_t by);
 /* Inline: both sit in the innermost loops of every search and refresh. */
 static inline bool node_schedulable(const Node *n) {
     return n->alive && !n->cordoned && !n->unreachable;
