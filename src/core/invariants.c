@@ -138,6 +138,39 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     return 0;
 }
 
+/* The reservation window's counts: recounted from the first RESERVE_FULL_SCAN nodes of each
+ * class's list. */
+static int check_window(const Sched *s, Error *err) {
+    size_t n_pools = MAX(s->cat->n_classes, 1) * 2;
+    uint32_t(*want)[SCHED_NODE_MAX_DEVICES + 1] =
+            calloc(n_pools * MAX(s->n_sites, 1), sizeof(*want));
+    if (!want)
+        return error_set(err, -ENOMEM, "out of memory");
+    const char *stale = NULL;
+    for (size_t c = 0; c < s->cat->n_classes && !stale; c++)
+        for (uint32_t i = 0; i < s->class_nodes[c] && !stale; i++) {
+            const Node *n = &s->nodes[s->class_list[c][i]];
+            bool counted = n->alive && node_schedulable(n) && n->reserved_by == NIL;
+            if (counted != n->window_counted)
+                stale = "a node's window flag";
+            for (unsigned k = 0; k < n->n_pools; k++) {
+                if (n->pools[k].pool / 2 != (int)c)
+                    continue;
+                if (n->pools[k].in_window != (i < RESERVE_FULL_SCAN))
+                    stale = "a node's window position";
+                if (i < RESERVE_FULL_SCAN && counted)
+                    want[n->site * n_pools + (size_t)n->pools[k].pool][n->pools[k].total]++;
+            }
+        }
+    for (size_t st = 0; st < s->n_sites && !stale; st++)
+        if (memcmp(want + st * n_pools, s->sites[st].window_free, n_pools * sizeof(*want)) != 0)
+            stale = "the reservation window's counts";
+    free(want);
+    if (stale)
+        return error_set(err, -EUCLEAN, "%s is stale", stale);
+    return 0;
+}
+
 static int check_lists(const Sched *s, Error *err) {
     /* Every listed element is where its own record says, and the counts match. */
     size_t listed_pools = 0, want_pools = 0;
@@ -192,6 +225,9 @@ static int check_lists(const Sched *s, Error *err) {
                              s->cat->classes[c].name);
         }
     free(blocked);
+    int r = check_window(s, err);
+    if (r < 0)
+        return r;
     if (listed_pools != want_pools || listed_cpu != want_cpu)
         return error_set(err, -EUCLEAN, "free indexes and node records disagree");
     return 0;

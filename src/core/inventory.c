@@ -105,6 +105,7 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
         free(st->name);
         free(st->pool_heads);
         free(st->pool_unreserved);
+        free(st->window_free);
         return error_set(err, -ENOMEM, "out of memory");
     }
     s->n_sites++;
@@ -115,7 +116,8 @@ int site_alloc_pools(Sched *s, Site *st) {
     size_t n = MAX(s->cat->n_classes, 1) * 2;
     st->pool_heads = malloc(n * sizeof(*st->pool_heads));
     st->pool_unreserved = calloc(n, sizeof(*st->pool_unreserved));
-    if (!st->pool_heads || !st->pool_unreserved)
+    st->window_free = calloc(n, sizeof(*st->window_free));
+    if (!st->pool_heads || !st->pool_unreserved || !st->window_free)
         return -ENOMEM;
     memset(st->pool_heads, 0xff, n * sizeof(*st->pool_heads));
     return 0;
@@ -213,9 +215,41 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
     }
 }
 
+/* Add (sign 1) or take away (UINT32_MAX) node n's pools of class c (every class: c < 0) in
+ * the window counts, where the node is in its class's window. */
+static void window_count(Sched *s, const Node *n, int c, uint32_t sign) {
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].in_window && (c < 0 || n->pools[k].pool / 2 == c))
+            s->sites[n->site].window_free[n->pools[k].pool][n->pools[k].total] += sign;
+}
+
+/* Count node ni in the window counts exactly while it is schedulable and unreserved. */
+static void window_sync(Sched *s, uint32_t ni) {
+    Node *n = &s->nodes[ni];
+    bool want = n->alive && node_schedulable(n) && n->reserved_by == NIL;
+    if (want != n->window_counted)
+        window_count(s, n, -1, want ? 1u : UINT32_MAX);
+    n->window_counted = want;
+}
+
+/* Node ni entered (or left) the window of class c: the first RESERVE_FULL_SCAN of its list. */
+static void window_set(Sched *s, uint32_t ni, int c, bool in) {
+    Node *n = &s->nodes[ni];
+    if (n->window_counted)
+        window_count(s, n, c, UINT32_MAX);
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool / 2 == c)
+            n->pools[k].in_window = in;
+    if (n->window_counted)
+        window_count(s, n, c, 1u);
+}
+
 void node_refresh(Sched *s, uint32_t ni) {
     /* Only a full refresh can follow a change of a device's class, binding or MIG mode. */
     Node *n = &s->nodes[ni];
+    if (n->window_counted) /* its totals may change below */
+        window_count(s, n, -1, UINT32_MAX);
+    n->window_counted = false;
     for (unsigned k = 0; k < n->n_pools; k++)
         n->pools[k].total = 0;
     for (unsigned i = 0; i < n->n_devices; i++) {
@@ -227,6 +261,7 @@ void node_refresh(Sched *s, uint32_t ni) {
             }
     }
     node_refresh_devices(s, ni, UINT32_MAX);
+    window_sync(s, ni);
 }
 
 void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
@@ -238,6 +273,7 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
                 unres[n->pools[k].pool][n->pools[k].free] += by == NIL ? 1u : UINT32_MAX;
     }
     n->reserved_by = by;
+    window_sync(s, ni);
 }
 
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
@@ -431,13 +467,17 @@ static int class_list_add(Sched *s, int c, uint32_t ni) {
         s->class_list_cap[c] = nc;
     }
     s->class_list[c][s->class_nodes[c]++] = ni;
+    window_set(s, ni, c, k < RESERVE_FULL_SCAN);
     return 0;
 }
 
 static void class_list_del(Sched *s, int c, uint32_t ni) {
     for (uint32_t i = 0; i < s->class_nodes[c]; i++)
         if (s->class_list[c][i] == ni) {
+            window_set(s, ni, c, false);
             s->class_list[c][i] = s->class_list[c][--s->class_nodes[c]];
+            if (i < s->class_nodes[c]) /* the last node moved into the hole */
+                window_set(s, s->class_list[c][i], c, i < RESERVE_FULL_SCAN);
             return;
         }
 }

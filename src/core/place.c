@@ -752,14 +752,34 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
 
 /* ---- gang reservations and restore ---- */
 
-/* How many nodes of a class a reservation looks at when every one is full: a bound, so a
- * gang's reservation on a busy fleet costs O(1) too. */
-#define RESERVE_FULL_SCAN 128
+/* Whether some schedulable, unreserved node among the first RESERVE_FULL_SCAN of class c
+ * has enough GPUs of c in the binding r would use there: per site the one its trust gives,
+ * and the host binding too where r's user owns nodes (an owner's containers run under runc). */
+static bool window_may_hold(const Sched *s, const Req *r, int c) {
+    bool vm = r->kind == WORKLOAD_VM;
+    const User *u = &s->users[r->user];
+    for (size_t st = 0; st < s->n_sites; st++) {
+        const Site *site = &s->sites[st];
+        bool host = !vm && site_trusts(site, r->user), owns = false;
+        for (size_t i = 0; i < u->n_owned && !vm && !host && !owns; i++)
+            owns = s->nodes[u->owned[i]].site == st;
+        for (int b = BINDING_HOST; b < _BINDING_MAX; b++) {
+            if (b == BINDING_HOST ? !(host || owns) : host)
+                continue;
+            for (unsigned t = MAX(r->count, 1u); t <= SCHED_NODE_MAX_DEVICES; t++)
+                if (site->window_free[c * 2 + b][t])
+                    return true;
+        }
+    }
+    return false;
+}
 
 /* A node whose GPUs of class c are all busy but that could hold r once they end. */
 static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
     Want w = {.r = r, .cls = c, .only = NIL};
     Method m;
+    if (!window_may_hold(s, r, c))
+        return NIL; /* the look below would pass every node */
     for (uint32_t i = 0; i < s->class_nodes[c] && i < RESERVE_FULL_SCAN; i++) {
         uint32_t ni = s->class_list[c][i];
         const Node *n = &s->nodes[ni];

@@ -15,6 +15,9 @@
 #define CPU_BUCKETS 65
 #define CHOICE_CPU (-2)    /* a request for cpu */
 #define CHOICE_MEMORY (-3) /* a request by memory need: smallest class that fits */
+/* How many nodes of a class a reservation looks at when every one is full: a bound, so a
+ * gang's reservation on a busy fleet costs O(1) too. */
+#define RESERVE_FULL_SCAN 128
 
 typedef struct Link {
     uint32_t prev, next;
@@ -32,6 +35,10 @@ typedef struct Site {
     /* Per pool and bucket: the listed nodes no gang has reserved, so that a gang looking for
      * a node to reserve skips the buckets where every node is taken instead of walking them. */
     uint32_t (*pool_unreserved)[SCHED_NODE_MAX_DEVICES + 1];
+    /* Per pool and GPU total: this site's schedulable, unreserved nodes among the first
+     * RESERVE_FULL_SCAN of the class's list, where a gang on a full fleet looks for a node to
+     * reserve; when none could hold it, the look is skipped. */
+    uint32_t (*window_free)[SCHED_NODE_MAX_DEVICES + 1];
 } Site;
 
 typedef struct User {
@@ -77,6 +84,7 @@ typedef struct PoolLink {
                       * diagnosis read a node's counts here instead of walking its devices */
     uint8_t total;   /* GPUs of the pool's class and binding outside MIG mode, busy or not: the
                       * most it could ever hold (node_refresh() sets it; a reservation reads it) */
+    bool in_window;  /* the node is among the first RESERVE_FULL_SCAN of its class's list */
     Link link;
 } PoolLink;
 
@@ -101,6 +109,7 @@ typedef struct Node {
     int cpu_bucket;       /* -1: not listed */
     unsigned n_allocs;    /* requests placed on this node */
     uint32_t reserved_by; /* the waiting gang that reserved this node (queue.c), or NIL */
+    bool window_counted;  /* counted in its site's window_free (schedulable, unreserved) */
 } Node;
 
 typedef struct Req {
