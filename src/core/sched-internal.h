@@ -114,6 +114,7 @@ typedef struct Node {
 
 typedef struct Req {
     char *id;
+    uint32_t id_hash; /* strmap_hash(id): hashed once, when submitted */
     bool used;
     bool placed;
     bool expired;        /* the first choice's wait ran out: alternatives count (R13) */
