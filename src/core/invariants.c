@@ -138,6 +138,27 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     return 0;
 }
 
+/* Each node's diagnosis cells: at its position in each class's list, equal to its pools. */
+static int check_cells(const Sched *s, Error *err) {
+    for (size_t c = 0; c < s->cat->n_classes; c++)
+        for (uint32_t i = 0; i < s->class_nodes[c]; i++) {
+            const Node *n = &s->nodes[s->class_list[c][i]];
+            const DiagCell *cell = &s->class_cells[c][i];
+            for (unsigned k = 0; k < n->n_pools; k++) {
+                const PoolLink *pl = &n->pools[k];
+                int b = pl->pool % 2;
+                if (pl->pool / 2 == (int)c &&
+                    (pl->class_pos != i || cell->free[b] != pl->free ||
+                     cell->reset[b] != pl->reset || cell->blocked[b] != pl->blocked ||
+                     cell->kata != n->kata || cell->owner != n->owner || cell->site != n->site))
+                    return error_set(err, -EUCLEAN,
+                                     "node '%s': its diagnosis cell of class %s is stale", n->name,
+                                     s->cat->classes[c].name);
+            }
+        }
+    return 0;
+}
+
 /* The reservation window's counts: recounted from the first RESERVE_FULL_SCAN nodes of each
  * class's list. */
 static int check_window(const Sched *s, Error *err) {
@@ -226,6 +247,9 @@ static int check_lists(const Sched *s, Error *err) {
         }
     free(blocked);
     int r = check_window(s, err);
+    if (r < 0)
+        return r;
+    r = check_cells(s, err);
     if (r < 0)
         return r;
     if (listed_pools != want_pools || listed_cpu != want_cpu)

@@ -244,9 +244,33 @@ static void window_set(Sched *s, uint32_t ni, int c, bool in) {
         window_count(s, n, c, 1u);
 }
 
+/* The diagnosis cell of node n's pool k (see DiagCell). */
+static DiagCell *cell_of(Sched *s, const Node *n, unsigned k) {
+    return &s->class_cells[n->pools[k].pool / 2][n->pools[k].class_pos];
+}
+
+/* Write node n's cell for class c from its pools (after it moved, or joined the list). */
+static void cell_fill(Sched *s, const Node *n, int c) {
+    for (unsigned k = 0; k < n->n_pools; k++) {
+        const PoolLink *pl = &n->pools[k];
+        if (pl->pool / 2 != c)
+            continue;
+        DiagCell *cell = cell_of(s, n, k);
+        int b = pl->pool % 2;
+        cell->free[b] = pl->free;
+        cell->reset[b] = pl->reset;
+        cell->blocked[b] = pl->blocked;
+        cell->kata = n->kata;
+        cell->owner = n->owner;
+        cell->site = n->site;
+    }
+}
+
 void node_refresh(Sched *s, uint32_t ni) {
     /* Only a full refresh can follow a change of a device's class, binding or MIG mode. */
     Node *n = &s->nodes[ni];
+    for (unsigned k = 0; k < n->n_pools; k++) /* Kata may have changed */
+        cell_of(s, n, k)->kata = n->kata;
     if (n->window_counted) /* its totals may change below */
         window_count(s, n, -1, UINT32_MAX);
     n->window_counted = false;
@@ -307,6 +331,10 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
         pl->blocked = (uint8_t)bl;
         pl->reset = n_reset[k];
         unsigned f = n_free[k];
+        DiagCell *cell = cell_of(s, n, k);
+        cell->free[pl->pool % 2] = (uint8_t)f;
+        cell->reset[pl->pool % 2] = pl->reset;
+        cell->blocked[pl->pool % 2] = pl->blocked;
         if (f == pl->free)
             continue;
         uint32_t id = ni << POOL_SHIFT | k;
@@ -456,6 +484,15 @@ static void node_add_pool(Node *n, int pool) {
     n->pools[n->n_pools++] = (PoolLink){.pool = pool, .link = {NIL, NIL}};
 }
 
+/* Node ni is at position pos of class c's list: its pools of c and its cell say so. */
+static void node_set_class_pos(Sched *s, uint32_t ni, int c, uint32_t pos) {
+    Node *n = &s->nodes[ni];
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool / 2 == c)
+            n->pools[k].class_pos = pos;
+    cell_fill(s, n, c);
+}
+
 static int class_list_add(Sched *s, int c, uint32_t ni) {
     uint32_t k = s->class_nodes[c];
     if (k == s->class_list_cap[c]) {
@@ -464,9 +501,14 @@ static int class_list_add(Sched *s, int c, uint32_t ni) {
         if (!nl)
             return -ENOMEM;
         s->class_list[c] = nl;
+        DiagCell *cells = realloc(s->class_cells[c], nc * sizeof(DiagCell));
+        if (!cells)
+            return -ENOMEM;
+        s->class_cells[c] = cells;
         s->class_list_cap[c] = nc;
     }
     s->class_list[c][s->class_nodes[c]++] = ni;
+    node_set_class_pos(s, ni, c, k);
     window_set(s, ni, c, k < RESERVE_FULL_SCAN);
     return 0;
 }
@@ -476,8 +518,10 @@ static void class_list_del(Sched *s, int c, uint32_t ni) {
         if (s->class_list[c][i] == ni) {
             window_set(s, ni, c, false);
             s->class_list[c][i] = s->class_list[c][--s->class_nodes[c]];
-            if (i < s->class_nodes[c]) /* the last node moved into the hole */
+            if (i < s->class_nodes[c]) { /* the last node moved into the hole */
                 window_set(s, s->class_list[c][i], c, i < RESERVE_FULL_SCAN);
+                node_set_class_pos(s, s->class_list[c][i], c, i);
+            }
             return;
         }
 }

@@ -70,12 +70,17 @@ void mig_prefs_build(Sched *s) {
 
 /* ---- eligibility ---- */
 
-static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g,
-                         Relation rel) {
+static bool class_access_at(const Sched *s, uint32_t site, const GpuClass *g, Relation rel) {
     if (g->owner_only && rel != RELATION_OWNER)
         return false;
     return !(g->internal_only && rel == RELATION_STRANGER &&
-             s->sites[n->site].kind == SITE_DATACENTER);
+             s->sites[site].kind == SITE_DATACENTER);
+}
+
+static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g,
+                         Relation rel) {
+    (void)r;
+    return class_access_at(s, n->site, g, rel);
 }
 
 /* The users of a device's allocations: true when all are `user` (or there are none). */
@@ -495,23 +500,19 @@ static const PoolLink *pool_of(const Node *n, int pool) {
     return NULL;
 }
 
-static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
+/* A MIG slice of class c on node n. */
+static void diag_slice(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
     const GpuClass *g = &s->cat->classes[c];
-    bool slice = g->mig_parent_index >= 0;
-    int card = slice ? g->mig_parent_index : c;
+    int card = g->mig_parent_index;
     bool vm = r->kind == WORKLOAD_VM;
     Relation rel = relation_of(s, n, r->user);
     bool kata = !vm && rel == RELATION_STRANGER;
     Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
-    /* Every GPU of a class puts the node in both pools of the class, and node_refresh() keeps
-     * each pool's free / blocked / reset-pending counts of its idle GPUs (sched_check verifies
-     * them), so a whole-GPU diagnosis reads them instead of walking the devices: this runs
-     * for up to DIAG_MAX_NODES nodes per waiting decision. */
     const PoolLink *pw = pool_of(n, card * 2 + (int)want), *po = pool_of(n, card * 2 + !want);
     if (!pw || !po)
         return; /* no GPU of the class here */
     unsigned fits = 0, whole_free = 0, blocked = 0;
-    if (slice) {
+    {
         bool node_ok = node_schedulable(n);
         for (unsigned i = 0; i < n->n_devices; i++) {
             const Device *d = &n->devices[i];
@@ -536,28 +537,46 @@ static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag 
     }
     dg->allowed = true;
     uint32_t b = 0;
-    if (slice) {
-        /* What the node is comes first: without mig_in_kata no slice here is ever a
-         * stranger's, so turning MIG on would not help (R2c). */
-        if (kata && !(n->kata && n->mig_in_kata))
-            b |= BLOCK(SCHED_REASON_NO_MIG_IN_KATA);
-        if (fits)
-            ;
-        else if (whole_free)
-            b |= BLOCK(SCHED_REASON_MODE_MISMATCH); /* GPUs of the card exist but are not in MIG
-                                                       mode */
-        else if (blocked)
-            b |= BLOCK(SCHED_REASON_CORDONED);
-        else
-            b |= BLOCK(SCHED_REASON_NO_CAPACITY);
-        diag_note(dg, b);
+    /* What the node is comes first: without mig_in_kata no slice here is ever a stranger's,
+     * so turning MIG on would not help (R2c). */
+    if (kata && !(n->kata && n->mig_in_kata))
+        b |= BLOCK(SCHED_REASON_NO_MIG_IN_KATA);
+    if (fits)
+        ;
+    else if (whole_free)
+        b |= BLOCK(SCHED_REASON_MODE_MISMATCH); /* GPUs of the card exist but are not in MIG
+                                                   mode */
+    else if (blocked)
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    else
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    diag_note(dg, b);
+}
+
+/* Whole GPUs of class c on the node of `cell`. Every GPU of a class puts the node in both
+ * pools of the class, and node_refresh() keeps each pool's free / blocked / reset-pending
+ * counts of its idle GPUs in the node's cell (sched_check verifies them), so a whole-GPU
+ * diagnosis reads them instead of walking the devices: this runs for up to DIAG_MAX_NODES
+ * nodes per waiting decision. */
+static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c, Diag *dg) {
+    const GpuClass *g = &s->cat->classes[c];
+    bool vm = r->kind == WORKLOAD_VM;
+    Relation rel = relation_at(s, cell->owner, cell->site, r->user);
+    bool kata = !vm && rel == RELATION_STRANGER;
+    Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
+    dg->any = true;
+    if (!class_access_at(s, cell->site, g, rel)) {
+        dg->internal |= g->internal_only && !g->owner_only;
         return;
     }
+    dg->allowed = true;
+    uint32_t b = 0;
     /* Idle GPUs of the class: in the wanted binding free, waiting for a reset check (R9) or
      * taking no work; in the other binding, those that take work (free or reset pending). */
-    unsigned free_want = pw->free, reset = pw->reset, free_other = po->free + po->reset;
-    blocked = pw->blocked - pw->reset;
-    if (kata && !n->kata) /* a mode switch would not help a node without Kata (R2b) */
+    unsigned free_want = cell->free[want], reset = cell->reset[want],
+             free_other = cell->free[!want] + cell->reset[!want];
+    unsigned blocked = cell->blocked[want] - cell->reset[want];
+    if (kata && !cell->kata) /* a mode switch would not help a node without Kata (R2b) */
         b |= BLOCK(SCHED_REASON_NO_KATA);
     if (free_want >= r->count)
         ;
@@ -725,11 +744,12 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
         for (size_t i = 0; i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED)));
              i++) {
             size_t k = (start + i) % n;
-            const Node *nd = &s->nodes[card >= 0 ? s->class_list[card][k] : s->order[k]];
             if (card < 0)
-                diag_cpu(s, r, nd, &dg);
+                diag_cpu(s, r, &s->nodes[s->order[k]], &dg);
+            else if (card != c)
+                diag_slice(s, r, &s->nodes[s->class_list[card][k]], c, &dg);
             else
-                diag_whole(s, r, nd, c, &dg);
+                diag_whole(s, r, &s->class_cells[card][k], c, &dg);
         }
     }
     if (!dg.any)

@@ -78,15 +78,26 @@ typedef struct Device {
 /* A node's place in one whole-GPU pool (class x binding), bucketed by free devices. */
 typedef struct PoolLink {
     int pool;
-    uint8_t free;    /* 0: not listed */
-    uint8_t blocked; /* idle GPUs that take no work (cordoned, quarantined, reset pending) */
-    uint8_t reset;   /* of those, the ones only waiting for their reset check (R9); lets a
-                      * diagnosis read a node's counts here instead of walking its devices */
-    uint8_t total;   /* GPUs of the pool's class and binding outside MIG mode, busy or not: the
-                      * most it could ever hold (node_refresh() sets it; a reservation reads it) */
-    bool in_window;  /* the node is among the first RESERVE_FULL_SCAN of its class's list */
+    uint8_t free;       /* 0: not listed */
+    uint8_t blocked;    /* idle GPUs that take no work (cordoned, quarantined, reset pending) */
+    uint8_t reset;      /* of those, the ones only waiting for their reset check (R9); lets a
+                         * diagnosis read a node's counts here instead of walking its devices */
+    uint8_t total;      /* GPUs of the pool's class and binding outside MIG mode, busy or not: the
+                         * most it could ever hold (node_refresh() sets it; a reservation reads it) */
+    bool in_window;     /* the node is among the first RESERVE_FULL_SCAN of its class's list */
+    uint32_t class_pos; /* the node's position in its class's list (and cells) */
     Link link;
 } PoolLink;
+
+/* What a waiting request's diagnosis reads of one node for one whole-GPU class: the idle
+ * GPUs per binding as the node's pools count them, and who the node is. Kept beside the
+ * class's node list (Sched.class_cells, same positions) by node_refresh(), so that the scan
+ * of up to 128 nodes per waiting decision reads small adjacent records, not the nodes. */
+typedef struct DiagCell {
+    uint8_t free[_BINDING_MAX], reset[_BINDING_MAX], blocked[_BINDING_MAX];
+    bool kata;
+    uint32_t owner, site;
+} DiagCell;
 
 typedef struct Node {
     char *name;
@@ -221,7 +232,8 @@ struct Sched {
     StrMap class_map; /* class name -> index (the catalog's own lookup is a linear scan) */
     uint32_t *class_nodes;
     uint32_t *class_blocked;
-    uint32_t **class_list; /* per card class: the nodes that have it */
+    uint32_t **class_list;  /* per card class: the nodes that have it */
+    DiagCell **class_cells; /* per card class: one cell per node of class_list, same order */
     uint32_t *class_list_cap;
     /* Queue positions: a Fenwick tree over arrival seq of the waiting requests. */
     uint32_t *fen;
@@ -243,10 +255,13 @@ static inline bool site_trusts(const Site *st, uint32_t ui) {
     return ui < st->n_trusted_cap && st->trusted[ui];
 }
 /* Inline: asked for every node a search or a diagnosis looks at. */
-static inline Relation relation_of(const Sched *s, const Node *n, uint32_t user) {
-    if (n->owner == user)
+static inline Relation relation_at(const Sched *s, uint32_t owner, uint32_t site, uint32_t user) {
+    if (owner == user)
         return RELATION_OWNER;
-    return site_trusts(&s->sites[n->site], user) ? RELATION_TRUSTED : RELATION_STRANGER;
+    return site_trusts(&s->sites[site], user) ? RELATION_TRUSTED : RELATION_STRANGER;
+}
+static inline Relation relation_of(const Sched *s, const Node *n, uint32_t user) {
+    return relation_at(s, n->owner, n->site, user);
 }
 int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err);
 /* Re-file a node and its devices in every free index after any change of its state. */
