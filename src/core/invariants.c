@@ -215,6 +215,9 @@ static int check_lists(const Sched *s, Error *err) {
                 if (unreserved != s->sites[st].pool_unreserved[p][f])
                     return error_set(err, -EUCLEAN,
                                      "whole-GPU pool's count of unreserved nodes is stale");
+                bool listed = f && s->sites[st].pool_heads[p][f] != NIL;
+                if (listed != !!(s->sites[st].pool_buckets[p] & (1u << f)))
+                    return error_set(err, -EUCLEAN, "whole-GPU pool's bucket bits are stale");
             }
     }
     size_t listed_cpu = 0, want_cpu = 0;

@@ -106,6 +106,7 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
         free(st->pool_heads);
         free(st->pool_unreserved);
         free(st->window_free);
+        free(st->pool_buckets);
         return error_set(err, -ENOMEM, "out of memory");
     }
     s->n_sites++;
@@ -117,7 +118,8 @@ int site_alloc_pools(Sched *s, Site *st) {
     st->pool_heads = malloc(n * sizeof(*st->pool_heads));
     st->pool_unreserved = calloc(n, sizeof(*st->pool_unreserved));
     st->window_free = calloc(n, sizeof(*st->window_free));
-    if (!st->pool_heads || !st->pool_unreserved || !st->window_free)
+    st->pool_buckets = calloc(n, sizeof(*st->pool_buckets));
+    if (!st->pool_heads || !st->pool_unreserved || !st->window_free || !st->pool_buckets)
         return -ENOMEM;
     memset(st->pool_heads, 0xff, n * sizeof(*st->pool_heads));
     return 0;
@@ -341,19 +343,23 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
         uint32_t(*heads)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_heads;
         uint32_t(*unres)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_unreserved;
         bool free_to_reserve = n->reserved_by == NIL;
+        uint32_t *buckets = &s->sites[n->site].pool_buckets[pl->pool];
         if (pl->free) {
             list_del(s, pool_link_of, &heads[pl->pool][pl->free], id);
             unres[pl->pool][pl->free] -= free_to_reserve;
+            if (heads[pl->pool][pl->free] == NIL)
+                *buckets &= ~(1u << pl->free);
         }
         pl->free = (uint8_t)f;
         if (f) {
             list_push(s, pool_link_of, &heads[pl->pool][f], id);
             unres[pl->pool][f] += free_to_reserve;
+            *buckets |= 1u << f;
         }
     }
-    for (unsigned i = 0; i < n->n_devices; i++)
-        if (changed & (1u << i))
-            device_refile(s, ni, i);
+    /* The changed devices, in index order (a placement changes one to a few of a node's). */
+    for (uint32_t bits = changed & ((1u << n->n_devices) - 1); bits; bits &= bits - 1)
+        device_refile(s, ni, (unsigned)__builtin_ctz(bits));
     int b = -1;
     if (n->alive && node_schedulable(n) && n->cpu_cores > n->cpu_used)
         b = (int)MIN(n->cpu_cores - n->cpu_used, (unsigned)CPU_BUCKETS - 1);

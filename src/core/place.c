@@ -217,7 +217,10 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
         if (g->internal_only && !trusted && site->kind == SITE_DATACENTER)
             continue;
         Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
-        for (unsigned k = count; k < best_k; k++)
+        for (uint32_t bk = pool_buckets_from(site, c * 2 + b, count); bk; bk &= bk - 1) {
+            unsigned k = (unsigned)__builtin_ctz(bk);
+            if (k >= best_k)
+                break;
             for (uint32_t id = site->pool_heads[c * 2 + b][k]; id != NIL;) {
                 uint32_t ni = id >> POOL_SHIFT;
                 id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
@@ -226,6 +229,7 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
                     goto next_site;
                 }
             }
+        }
     next_site:
         if (best_k == count)
             break;
@@ -635,9 +639,8 @@ static void diag_cpu(const Sched *s, const Req *r, const Node *n, Diag *dg) {
 static bool any_pool_room(const Sched *s, int c, unsigned count) {
     for (size_t st = 0; st < s->n_sites; st++)
         for (int b = 0; b < _BINDING_MAX; b++)
-            for (unsigned k = count; k <= SCHED_NODE_MAX_DEVICES; k++)
-                if (s->sites[st].pool_heads[c * 2 + b][k] != NIL)
-                    return true;
+            if (pool_buckets_from(&s->sites[st], c * 2 + b, count))
+                return true;
     return false;
 }
 
@@ -690,10 +693,12 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
-        for (unsigned k = r->count; k <= SCHED_NODE_MAX_DEVICES; k++) {
-            cand = cand || site->pool_heads[c * 2 + b][k] != NIL;
-            uint32_t id = site->pool_heads[c * 2 + !b][k];
-            if (id == NIL || other)
+        cand = pool_buckets_from(site, c * 2 + b, r->count) != 0;
+        if (cand)
+            break; /* room where this user would run: the scan decides, not the other mode */
+        for (uint32_t bk = pool_buckets_from(site, c * 2 + !b, r->count); bk; bk &= bk - 1) {
+            uint32_t id = site->pool_heads[c * 2 + !b][__builtin_ctz(bk)];
+            if (other)
                 continue;
             if (vm || trusted) {
                 other = true;
@@ -828,7 +833,12 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         Binding b = (r->kind == WORKLOAD_VM || !trusted) ? BINDING_VFIO : BINDING_HOST;
-        for (int k = SCHED_NODE_MAX_DEVICES; k > best_k; k--)
+        /* Fullest-free bucket first: the buckets that list a node, from the top. */
+        for (uint32_t bk = site->pool_buckets[c * 2 + b]; bk;) {
+            int k = 31 - __builtin_clz(bk);
+            bk &= ~(1u << k);
+            if (k <= best_k)
+                break;
             for (uint32_t id = site->pool_unreserved[c * 2 + b][k] ? site->pool_heads[c * 2 + b][k]
                                                                    : NIL;
                  id != NIL;) {
@@ -839,6 +849,7 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
                     goto next_site;
                 }
             }
+        }
     next_site:;
     }
     const User *u = &s->users[r->user];

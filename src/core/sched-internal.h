@@ -35,6 +35,9 @@ typedef struct Site {
     /* Per pool and bucket: the listed nodes no gang has reserved, so that a gang looking for
      * a node to reserve skips the buckets where every node is taken instead of walking them. */
     uint32_t (*pool_unreserved)[SCHED_NODE_MAX_DEVICES + 1];
+    /* Per pool: bit k set while bucket k lists a node, so that a search finds the next
+     * non-empty bucket with one bit scan instead of reading every head. */
+    uint32_t *pool_buckets;
     /* Per pool and GPU total: this site's schedulable, unreserved nodes among the first
      * RESERVE_FULL_SCAN of the class's list, where a gang on a full fleet looks for a node to
      * reserve; when none could hold it, the look is skipped. */
@@ -253,6 +256,10 @@ int sched_user_intern(Sched *s, const char *name, uint32_t *ret);
 int sched_user_lookup(const Sched *s, const char *name); /* -1 when unknown */
 static inline bool site_trusts(const Site *st, uint32_t ui) {
     return ui < st->n_trusted_cap && st->trusted[ui];
+}
+/* The non-empty buckets of a site's pool from bucket `from` up (bit k: bucket k). */
+static inline uint32_t pool_buckets_from(const Site *st, int pool, unsigned from) {
+    return from <= SCHED_NODE_MAX_DEVICES ? st->pool_buckets[pool] >> from << from : 0;
 }
 /* Inline: asked for every node a search or a diagnosis looks at. */
 static inline Relation relation_at(const Sched *s, uint32_t owner, uint32_t site, uint32_t user) {

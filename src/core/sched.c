@@ -89,6 +89,7 @@ void sched_free(Sched *s) {
         free(s->sites[i].pool_heads);
         free(s->sites[i].pool_unreserved);
         free(s->sites[i].window_free);
+        free(s->sites[i].pool_buckets);
     }
     free(s->feas);
     for (size_t c = 0; s->slices_of && c < s->cat->n_classes; c++)
