@@ -746,9 +746,10 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
         size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? (size_t)(r->seq % n) : 0;
         /* QUEUED as some node's only blocker outranks everything, and later nodes only add
          * blockers: once it is noted, the answer is settled and the rest need no look. */
-        for (size_t i = 0; i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED)));
-             i++) {
-            size_t k = (start + i) % n;
+        /* k walks the list from start, wrapping to 0 (without a division per node). */
+        for (size_t i = 0, k = start;
+             i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED)));
+             i++, k = k + 1 == n ? 0 : k + 1) {
             if (card < 0)
                 diag_cpu(s, r, &s->nodes[s->order[k]], &dg);
             else if (card != c)
