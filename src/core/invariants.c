@@ -112,6 +112,12 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         const PoolLink *pl = &n->pools[k];
         if (pl->free != node_pool_free(s, n, pl->pool / 2, (Binding)(pl->pool % 2)))
             return error_set(err, -EUCLEAN, "node '%s': free-GPU index is stale", n->name);
+        unsigned total = 0;
+        for (unsigned i = 0; i < n->n_devices; i++)
+            total += n->devices[i].cls >= 0 && !n->devices[i].mig_enabled &&
+                     n->devices[i].cls * 2 + (int)n->devices[i].binding == pl->pool;
+        if (pl->total != total)
+            return error_set(err, -EUCLEAN, "node '%s': a pool's GPU total is stale", n->name);
         /* The idle GPUs of the pool that take no work, and those held only by a reset check. */
         unsigned blocked = 0, reset = 0;
         for (unsigned i = 0; i < n->n_devices; i++) {
@@ -132,14 +138,70 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     return 0;
 }
 
+/* Each node's diagnosis cells: at its position in each class's list, equal to its pools. */
+static int check_cells(const Sched *s, Error *err) {
+    for (size_t c = 0; c < s->cat->n_classes; c++)
+        for (uint32_t i = 0; i < s->class_nodes[c]; i++) {
+            const Node *n = &s->nodes[s->class_list[c][i]];
+            const DiagCell *cell = &s->class_cells[c][i];
+            for (unsigned k = 0; k < n->n_pools; k++) {
+                const PoolLink *pl = &n->pools[k];
+                int b = pl->pool % 2;
+                if (pl->pool / 2 == (int)c &&
+                    (pl->class_pos != i || cell->free[b] != pl->free ||
+                     cell->reset[b] != pl->reset || cell->blocked[b] != pl->blocked ||
+                     cell->kata != n->kata || cell->owner != n->owner || cell->site != n->site))
+                    return error_set(err, -EUCLEAN,
+                                     "node '%s': its diagnosis cell of class %s is stale", n->name,
+                                     s->cat->classes[c].name);
+            }
+        }
+    return 0;
+}
+
+/* The reservation window's counts: recounted from the first RESERVE_FULL_SCAN nodes of each
+ * class's list. */
+static int check_window(const Sched *s, Error *err) {
+    size_t n_pools = MAX(s->cat->n_classes, 1) * 2;
+    uint32_t(*want)[SCHED_NODE_MAX_DEVICES + 1] =
+            calloc(n_pools * MAX(s->n_sites, 1), sizeof(*want));
+    if (!want)
+        return error_set(err, -ENOMEM, "out of memory");
+    const char *stale = NULL;
+    for (size_t c = 0; c < s->cat->n_classes && !stale; c++)
+        for (uint32_t i = 0; i < s->class_nodes[c] && !stale; i++) {
+            const Node *n = &s->nodes[s->class_list[c][i]];
+            bool counted = n->alive && node_schedulable(n) && n->reserved_by == NIL;
+            if (counted != n->window_counted)
+                stale = "a node's window flag";
+            for (unsigned k = 0; k < n->n_pools; k++) {
+                if (n->pools[k].pool / 2 != (int)c)
+                    continue;
+                if (n->pools[k].in_window != (i < RESERVE_FULL_SCAN))
+                    stale = "a node's window position";
+                if (i < RESERVE_FULL_SCAN && counted)
+                    want[n->site * n_pools + (size_t)n->pools[k].pool][n->pools[k].total]++;
+            }
+        }
+    for (size_t st = 0; st < s->n_sites && !stale; st++)
+        if (memcmp(want + st * n_pools, s->sites[st].window_free, n_pools * sizeof(*want)) != 0)
+            stale = "the reservation window's counts";
+    free(want);
+    if (stale)
+        return error_set(err, -EUCLEAN, "%s is stale", stale);
+    return 0;
+}
+
 static int check_lists(const Sched *s, Error *err) {
     /* Every listed element is where its own record says, and the counts match. */
     size_t listed_pools = 0, want_pools = 0;
     for (size_t st = 0; st < s->n_sites; st++) {
         for (size_t p = 0; p < s->cat->n_classes * 2; p++)
             /* A class no node has is never listed (counted below), so skip its empty heads. */
-            for (unsigned f = 1; s->class_nodes[p / 2] && f <= SCHED_NODE_MAX_DEVICES; f++)
-                for (uint32_t id = s->sites[st].pool_heads[p][f]; id != NIL;) {
+            for (unsigned f = 0; f <= SCHED_NODE_MAX_DEVICES; f++) {
+                uint32_t unreserved = 0;
+                for (uint32_t id = f && s->class_nodes[p / 2] ? s->sites[st].pool_heads[p][f] : NIL;
+                     id != NIL;) {
                     const Node *n = &s->nodes[id >> POOL_SHIFT];
                     const PoolLink *pl = &n->pools[id & ((1u << POOL_SHIFT) - 1)];
                     if (!n->alive || pl->pool != (int)p || pl->free != f || n->site != st)
@@ -147,8 +209,16 @@ static int check_lists(const Sched *s, Error *err) {
                                          "whole-GPU pool lists a node in the wrong bucket");
                     if (++listed_pools > s->n_nodes * 2 * SCHED_NODE_MAX_DEVICES)
                         return error_set(err, -EUCLEAN, "whole-GPU pool list has a cycle");
+                    unreserved += n->reserved_by == NIL;
                     id = pl->link.next;
                 }
+                if (unreserved != s->sites[st].pool_unreserved[p][f])
+                    return error_set(err, -EUCLEAN,
+                                     "whole-GPU pool's count of unreserved nodes is stale");
+                bool listed = f && s->sites[st].pool_heads[p][f] != NIL;
+                if (listed != !!(s->sites[st].pool_buckets[p] & (1u << f)))
+                    return error_set(err, -EUCLEAN, "whole-GPU pool's bucket bits are stale");
+            }
     }
     size_t listed_cpu = 0, want_cpu = 0;
     for (int b = 0; b < CPU_BUCKETS; b++)
@@ -179,6 +249,12 @@ static int check_lists(const Sched *s, Error *err) {
                              s->cat->classes[c].name);
         }
     free(blocked);
+    int r = check_window(s, err);
+    if (r < 0)
+        return r;
+    r = check_cells(s, err);
+    if (r < 0)
+        return r;
     if (listed_pools != want_pools || listed_cpu != want_cpu)
         return error_set(err, -EUCLEAN, "free indexes and node records disagree");
     return 0;

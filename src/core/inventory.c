@@ -104,6 +104,9 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
         strmap_put(&s->site_map, st->name, (uint32_t)s->n_sites) < 0) {
         free(st->name);
         free(st->pool_heads);
+        free(st->pool_unreserved);
+        free(st->window_free);
+        free(st->pool_buckets);
         return error_set(err, -ENOMEM, "out of memory");
     }
     s->n_sites++;
@@ -113,7 +116,10 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
 int site_alloc_pools(Sched *s, Site *st) {
     size_t n = MAX(s->cat->n_classes, 1) * 2;
     st->pool_heads = malloc(n * sizeof(*st->pool_heads));
-    if (!st->pool_heads)
+    st->pool_unreserved = calloc(n, sizeof(*st->pool_unreserved));
+    st->window_free = calloc(n, sizeof(*st->window_free));
+    st->pool_buckets = calloc(n, sizeof(*st->pool_buckets));
+    if (!st->pool_heads || !st->pool_unreserved || !st->window_free || !st->pool_buckets)
         return -ENOMEM;
     memset(st->pool_heads, 0xff, n * sizeof(*st->pool_heads));
     return 0;
@@ -211,8 +217,89 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
     }
 }
 
+/* Add (sign 1) or take away (UINT32_MAX) node n's pools of class c (every class: c < 0) in
+ * the window counts, where the node is in its class's window. */
+static void window_count(Sched *s, const Node *n, int c, uint32_t sign) {
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].in_window && (c < 0 || n->pools[k].pool / 2 == c))
+            s->sites[n->site].window_free[n->pools[k].pool][n->pools[k].total] += sign;
+}
+
+/* Count node ni in the window counts exactly while it is schedulable and unreserved. */
+static void window_sync(Sched *s, uint32_t ni) {
+    Node *n = &s->nodes[ni];
+    bool want = n->alive && node_schedulable(n) && n->reserved_by == NIL;
+    if (want != n->window_counted)
+        window_count(s, n, -1, want ? 1u : UINT32_MAX);
+    n->window_counted = want;
+}
+
+/* Node ni entered (or left) the window of class c: the first RESERVE_FULL_SCAN of its list. */
+static void window_set(Sched *s, uint32_t ni, int c, bool in) {
+    Node *n = &s->nodes[ni];
+    if (n->window_counted)
+        window_count(s, n, c, UINT32_MAX);
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool / 2 == c)
+            n->pools[k].in_window = in;
+    if (n->window_counted)
+        window_count(s, n, c, 1u);
+}
+
+/* The diagnosis cell of node n's pool k (see DiagCell). */
+static DiagCell *cell_of(Sched *s, const Node *n, unsigned k) {
+    return &s->class_cells[n->pools[k].pool / 2][n->pools[k].class_pos];
+}
+
+/* Write node n's cell for class c from its pools (after it moved, or joined the list). */
+static void cell_fill(Sched *s, const Node *n, int c) {
+    for (unsigned k = 0; k < n->n_pools; k++) {
+        const PoolLink *pl = &n->pools[k];
+        if (pl->pool / 2 != c)
+            continue;
+        DiagCell *cell = cell_of(s, n, k);
+        int b = pl->pool % 2;
+        cell->free[b] = pl->free;
+        cell->reset[b] = pl->reset;
+        cell->blocked[b] = pl->blocked;
+        cell->kata = n->kata;
+        cell->owner = n->owner;
+        cell->site = n->site;
+    }
+}
+
 void node_refresh(Sched *s, uint32_t ni) {
+    /* Only a full refresh can follow a change of a device's class, binding or MIG mode. */
+    Node *n = &s->nodes[ni];
+    for (unsigned k = 0; k < n->n_pools; k++) /* Kata may have changed */
+        cell_of(s, n, k)->kata = n->kata;
+    if (n->window_counted) /* its totals may change below */
+        window_count(s, n, -1, UINT32_MAX);
+    n->window_counted = false;
+    for (unsigned k = 0; k < n->n_pools; k++)
+        n->pools[k].total = 0;
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        const Device *d = &n->devices[i];
+        for (unsigned k = 0; k < n->n_pools && d->cls >= 0 && !d->mig_enabled; k++)
+            if (n->pools[k].pool == d->cls * 2 + (int)d->binding) {
+                n->pools[k].total++;
+                break;
+            }
+    }
     node_refresh_devices(s, ni, UINT32_MAX);
+    window_sync(s, ni);
+}
+
+void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
+    Node *n = &s->nodes[ni];
+    if ((n->reserved_by == NIL) != (by == NIL)) {
+        uint32_t(*unres)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_unreserved;
+        for (unsigned k = 0; k < n->n_pools; k++)
+            if (n->pools[k].free)
+                unres[n->pools[k].pool][n->pools[k].free] += by == NIL ? 1u : UINT32_MAX;
+    }
+    n->reserved_by = by;
+    window_sync(s, ni);
 }
 
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
@@ -246,19 +333,33 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
         pl->blocked = (uint8_t)bl;
         pl->reset = n_reset[k];
         unsigned f = n_free[k];
+        DiagCell *cell = cell_of(s, n, k);
+        cell->free[pl->pool % 2] = (uint8_t)f;
+        cell->reset[pl->pool % 2] = pl->reset;
+        cell->blocked[pl->pool % 2] = pl->blocked;
         if (f == pl->free)
             continue;
         uint32_t id = ni << POOL_SHIFT | k;
         uint32_t(*heads)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_heads;
-        if (pl->free)
+        uint32_t(*unres)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_unreserved;
+        bool free_to_reserve = n->reserved_by == NIL;
+        uint32_t *buckets = &s->sites[n->site].pool_buckets[pl->pool];
+        if (pl->free) {
             list_del(s, pool_link_of, &heads[pl->pool][pl->free], id);
+            unres[pl->pool][pl->free] -= free_to_reserve;
+            if (heads[pl->pool][pl->free] == NIL)
+                *buckets &= ~(1u << pl->free);
+        }
         pl->free = (uint8_t)f;
-        if (f)
+        if (f) {
             list_push(s, pool_link_of, &heads[pl->pool][f], id);
+            unres[pl->pool][f] += free_to_reserve;
+            *buckets |= 1u << f;
+        }
     }
-    for (unsigned i = 0; i < n->n_devices; i++)
-        if (changed & (1u << i))
-            device_refile(s, ni, i);
+    /* The changed devices, in index order (a placement changes one to a few of a node's). */
+    for (uint32_t bits = changed & ((1u << n->n_devices) - 1); bits; bits &= bits - 1)
+        device_refile(s, ni, (unsigned)__builtin_ctz(bits));
     int b = -1;
     if (n->alive && node_schedulable(n) && n->cpu_cores > n->cpu_used)
         b = (int)MIN(n->cpu_cores - n->cpu_used, (unsigned)CPU_BUCKETS - 1);
@@ -389,6 +490,15 @@ static void node_add_pool(Node *n, int pool) {
     n->pools[n->n_pools++] = (PoolLink){.pool = pool, .link = {NIL, NIL}};
 }
 
+/* Node ni is at position pos of class c's list: its pools of c and its cell say so. */
+static void node_set_class_pos(Sched *s, uint32_t ni, int c, uint32_t pos) {
+    Node *n = &s->nodes[ni];
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool / 2 == c)
+            n->pools[k].class_pos = pos;
+    cell_fill(s, n, c);
+}
+
 static int class_list_add(Sched *s, int c, uint32_t ni) {
     uint32_t k = s->class_nodes[c];
     if (k == s->class_list_cap[c]) {
@@ -397,16 +507,27 @@ static int class_list_add(Sched *s, int c, uint32_t ni) {
         if (!nl)
             return -ENOMEM;
         s->class_list[c] = nl;
+        DiagCell *cells = realloc(s->class_cells[c], nc * sizeof(DiagCell));
+        if (!cells)
+            return -ENOMEM;
+        s->class_cells[c] = cells;
         s->class_list_cap[c] = nc;
     }
     s->class_list[c][s->class_nodes[c]++] = ni;
+    node_set_class_pos(s, ni, c, k);
+    window_set(s, ni, c, k < RESERVE_FULL_SCAN);
     return 0;
 }
 
 static void class_list_del(Sched *s, int c, uint32_t ni) {
     for (uint32_t i = 0; i < s->class_nodes[c]; i++)
         if (s->class_list[c][i] == ni) {
+            window_set(s, ni, c, false);
             s->class_list[c][i] = s->class_list[c][--s->class_nodes[c]];
+            if (i < s->class_nodes[c]) { /* the last node moved into the hole */
+                window_set(s, s->class_list[c][i], c, i < RESERVE_FULL_SCAN);
+                node_set_class_pos(s, s->class_list[c][i], c, i);
+            }
             return;
         }
 }
@@ -612,8 +733,10 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
             s->n_order--;
             break;
         }
-    if (n->reserved_by != NIL) /* the gang reserves another node at its next walk */
+    if (n->reserved_by != NIL) { /* the gang reserves another node at its next walk */
         s->reqs[n->reserved_by].reserved_node = NIL;
+        node_set_reserved(s, ni, NIL);
+    }
     node_done(n);
     *n = (Node){
             .alive = false, .cpu_bucket = -1, .cpu_link = {NIL, s->free_node}, .reserved_by = NIL};

@@ -70,12 +70,17 @@ void mig_prefs_build(Sched *s) {
 
 /* ---- eligibility ---- */
 
-static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g,
-                         Relation rel) {
+static bool class_access_at(const Sched *s, uint32_t site, const GpuClass *g, Relation rel) {
     if (g->owner_only && rel != RELATION_OWNER)
         return false;
     return !(g->internal_only && rel == RELATION_STRANGER &&
-             s->sites[n->site].kind == SITE_DATACENTER);
+             s->sites[site].kind == SITE_DATACENTER);
+}
+
+static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuClass *g,
+                         Relation rel) {
+    (void)r;
+    return class_access_at(s, n->site, g, rel);
 }
 
 /* The users of a device's allocations: true when all are `user` (or there are none). */
@@ -212,7 +217,10 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
         if (g->internal_only && !trusted && site->kind == SITE_DATACENTER)
             continue;
         Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
-        for (unsigned k = count; k < best_k; k++)
+        for (uint32_t bk = pool_buckets_from(site, c * 2 + b, count); bk; bk &= bk - 1) {
+            unsigned k = (unsigned)__builtin_ctz(bk);
+            if (k >= best_k)
+                break;
             for (uint32_t id = site->pool_heads[c * 2 + b][k]; id != NIL;) {
                 uint32_t ni = id >> POOL_SHIFT;
                 id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
@@ -221,6 +229,7 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
                     goto next_site;
                 }
             }
+        }
     next_site:
         if (best_k == count)
             break;
@@ -495,23 +504,19 @@ static const PoolLink *pool_of(const Node *n, int pool) {
     return NULL;
 }
 
-static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
+/* A MIG slice of class c on node n. */
+static void diag_slice(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
     const GpuClass *g = &s->cat->classes[c];
-    bool slice = g->mig_parent_index >= 0;
-    int card = slice ? g->mig_parent_index : c;
+    int card = g->mig_parent_index;
     bool vm = r->kind == WORKLOAD_VM;
     Relation rel = relation_of(s, n, r->user);
     bool kata = !vm && rel == RELATION_STRANGER;
     Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
-    /* Every GPU of a class puts the node in both pools of the class, and node_refresh() keeps
-     * each pool's free / blocked / reset-pending counts of its idle GPUs (sched_check verifies
-     * them), so a whole-GPU diagnosis reads them instead of walking the devices: this runs
-     * for up to DIAG_MAX_NODES nodes per waiting decision. */
     const PoolLink *pw = pool_of(n, card * 2 + (int)want), *po = pool_of(n, card * 2 + !want);
     if (!pw || !po)
         return; /* no GPU of the class here */
     unsigned fits = 0, whole_free = 0, blocked = 0;
-    if (slice) {
+    {
         bool node_ok = node_schedulable(n);
         for (unsigned i = 0; i < n->n_devices; i++) {
             const Device *d = &n->devices[i];
@@ -536,28 +541,46 @@ static void diag_whole(const Sched *s, const Req *r, const Node *n, int c, Diag 
     }
     dg->allowed = true;
     uint32_t b = 0;
-    if (slice) {
-        /* What the node is comes first: without mig_in_kata no slice here is ever a
-         * stranger's, so turning MIG on would not help (R2c). */
-        if (kata && !(n->kata && n->mig_in_kata))
-            b |= BLOCK(SCHED_REASON_NO_MIG_IN_KATA);
-        if (fits)
-            ;
-        else if (whole_free)
-            b |= BLOCK(SCHED_REASON_MODE_MISMATCH); /* GPUs of the card exist but are not in MIG
-                                                       mode */
-        else if (blocked)
-            b |= BLOCK(SCHED_REASON_CORDONED);
-        else
-            b |= BLOCK(SCHED_REASON_NO_CAPACITY);
-        diag_note(dg, b);
+    /* What the node is comes first: without mig_in_kata no slice here is ever a stranger's,
+     * so turning MIG on would not help (R2c). */
+    if (kata && !(n->kata && n->mig_in_kata))
+        b |= BLOCK(SCHED_REASON_NO_MIG_IN_KATA);
+    if (fits)
+        ;
+    else if (whole_free)
+        b |= BLOCK(SCHED_REASON_MODE_MISMATCH); /* GPUs of the card exist but are not in MIG
+                                                   mode */
+    else if (blocked)
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    else
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    diag_note(dg, b);
+}
+
+/* Whole GPUs of class c on the node of `cell`. Every GPU of a class puts the node in both
+ * pools of the class, and node_refresh() keeps each pool's free / blocked / reset-pending
+ * counts of its idle GPUs in the node's cell (sched_check verifies them), so a whole-GPU
+ * diagnosis reads them instead of walking the devices: this runs for up to DIAG_MAX_NODES
+ * nodes per waiting decision. */
+static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c, Diag *dg) {
+    const GpuClass *g = &s->cat->classes[c];
+    bool vm = r->kind == WORKLOAD_VM;
+    Relation rel = relation_at(s, cell->owner, cell->site, r->user);
+    bool kata = !vm && rel == RELATION_STRANGER;
+    Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
+    dg->any = true;
+    if (!class_access_at(s, cell->site, g, rel)) {
+        dg->internal |= g->internal_only && !g->owner_only;
         return;
     }
+    dg->allowed = true;
+    uint32_t b = 0;
     /* Idle GPUs of the class: in the wanted binding free, waiting for a reset check (R9) or
      * taking no work; in the other binding, those that take work (free or reset pending). */
-    unsigned free_want = pw->free, reset = pw->reset, free_other = po->free + po->reset;
-    blocked = pw->blocked - pw->reset;
-    if (kata && !n->kata) /* a mode switch would not help a node without Kata (R2b) */
+    unsigned free_want = cell->free[want], reset = cell->reset[want],
+             free_other = cell->free[!want] + cell->reset[!want];
+    unsigned blocked = cell->blocked[want] - cell->reset[want];
+    if (kata && !cell->kata) /* a mode switch would not help a node without Kata (R2b) */
         b |= BLOCK(SCHED_REASON_NO_KATA);
     if (free_want >= r->count)
         ;
@@ -616,9 +639,8 @@ static void diag_cpu(const Sched *s, const Req *r, const Node *n, Diag *dg) {
 static bool any_pool_room(const Sched *s, int c, unsigned count) {
     for (size_t st = 0; st < s->n_sites; st++)
         for (int b = 0; b < _BINDING_MAX; b++)
-            for (unsigned k = count; k <= SCHED_NODE_MAX_DEVICES; k++)
-                if (s->sites[st].pool_heads[c * 2 + b][k] != NIL)
-                    return true;
+            if (pool_buckets_from(&s->sites[st], c * 2 + b, count))
+                return true;
     return false;
 }
 
@@ -671,10 +693,12 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
-        for (unsigned k = r->count; k <= SCHED_NODE_MAX_DEVICES; k++) {
-            cand = cand || site->pool_heads[c * 2 + b][k] != NIL;
-            uint32_t id = site->pool_heads[c * 2 + !b][k];
-            if (id == NIL || other)
+        cand = pool_buckets_from(site, c * 2 + b, r->count) != 0;
+        if (cand)
+            break; /* room where this user would run: the scan decides, not the other mode */
+        for (uint32_t bk = pool_buckets_from(site, c * 2 + !b, r->count); bk; bk &= bk - 1) {
+            uint32_t id = site->pool_heads[c * 2 + !b][__builtin_ctz(bk)];
+            if (other)
                 continue;
             if (vm || trusted) {
                 other = true;
@@ -722,14 +746,16 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
         size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? (size_t)(r->seq % n) : 0;
         /* QUEUED as some node's only blocker outranks everything, and later nodes only add
          * blockers: once it is noted, the answer is settled and the rest need no look. */
-        for (size_t i = 0; i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED)));
-             i++) {
-            size_t k = (start + i) % n;
-            const Node *nd = &s->nodes[card >= 0 ? s->class_list[card][k] : s->order[k]];
+        /* k walks the list from start, wrapping to 0 (without a division per node). */
+        for (size_t i = 0, k = start;
+             i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED)));
+             i++, k = k + 1 == n ? 0 : k + 1) {
             if (card < 0)
-                diag_cpu(s, r, nd, &dg);
+                diag_cpu(s, r, &s->nodes[s->order[k]], &dg);
+            else if (card != c)
+                diag_slice(s, r, &s->nodes[s->class_list[card][k]], c, &dg);
             else
-                diag_whole(s, r, nd, c, &dg);
+                diag_whole(s, r, &s->class_cells[card][k], c, &dg);
         }
     }
     if (!dg.any)
@@ -752,14 +778,34 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
 
 /* ---- gang reservations and restore ---- */
 
-/* How many nodes of a class a reservation looks at when every one is full: a bound, so a
- * gang's reservation on a busy fleet costs O(1) too. */
-#define RESERVE_FULL_SCAN 128
+/* Whether some schedulable, unreserved node among the first RESERVE_FULL_SCAN of class c
+ * has enough GPUs of c in the binding r would use there: per site the one its trust gives,
+ * and the host binding too where r's user owns nodes (an owner's containers run under runc). */
+static bool window_may_hold(const Sched *s, const Req *r, int c) {
+    bool vm = r->kind == WORKLOAD_VM;
+    const User *u = &s->users[r->user];
+    for (size_t st = 0; st < s->n_sites; st++) {
+        const Site *site = &s->sites[st];
+        bool host = !vm && site_trusts(site, r->user), owns = false;
+        for (size_t i = 0; i < u->n_owned && !vm && !host && !owns; i++)
+            owns = s->nodes[u->owned[i]].site == st;
+        for (int b = BINDING_HOST; b < _BINDING_MAX; b++) {
+            if (b == BINDING_HOST ? !(host || owns) : host)
+                continue;
+            for (unsigned t = MAX(r->count, 1u); t <= SCHED_NODE_MAX_DEVICES; t++)
+                if (site->window_free[c * 2 + b][t])
+                    return true;
+        }
+    }
+    return false;
+}
 
 /* A node whose GPUs of class c are all busy but that could hold r once they end. */
 static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
     Want w = {.r = r, .cls = c, .only = NIL};
     Method m;
+    if (!window_may_hold(s, r, c))
+        return NIL; /* the look below would pass every node */
     for (uint32_t i = 0; i < s->class_nodes[c] && i < RESERVE_FULL_SCAN; i++) {
         uint32_t ni = s->class_list[c][i];
         const Node *n = &s->nodes[ni];
@@ -768,10 +814,8 @@ static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
         Binding b = r->kind == WORKLOAD_VM || relation_of(s, n, r->user) == RELATION_STRANGER
                             ? BINDING_VFIO
                             : BINDING_HOST;
-        unsigned have = 0;
-        for (unsigned d = 0; d < n->n_devices; d++)
-            have += n->devices[d].cls == c && n->devices[d].binding == b &&
-                    !n->devices[d].mig_enabled;
+        const PoolLink *pl = pool_of(n, c * 2 + (int)b);
+        unsigned have = pl ? pl->total : 0;
         if (have >= MAX(r->count, 1u) && whole_node_ok(s, &w, c, ni, b, &m))
             return ni;
     }
@@ -790,8 +834,15 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         Binding b = (r->kind == WORKLOAD_VM || !trusted) ? BINDING_VFIO : BINDING_HOST;
-        for (int k = SCHED_NODE_MAX_DEVICES; k > best_k; k--)
-            for (uint32_t id = site->pool_heads[c * 2 + b][k]; id != NIL;) {
+        /* Fullest-free bucket first: the buckets that list a node, from the top. */
+        for (uint32_t bk = site->pool_buckets[c * 2 + b]; bk;) {
+            int k = 31 - __builtin_clz(bk);
+            bk &= ~(1u << k);
+            if (k <= best_k)
+                break;
+            for (uint32_t id = site->pool_unreserved[c * 2 + b][k] ? site->pool_heads[c * 2 + b][k]
+                                                                   : NIL;
+                 id != NIL;) {
                 uint32_t ni = id >> POOL_SHIFT;
                 id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
                 if (s->nodes[ni].reserved_by == NIL && whole_node_ok(s, &w, c, ni, b, &m)) {
@@ -799,6 +850,7 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
                     goto next_site;
                 }
             }
+        }
     next_site:;
     }
     const User *u = &s->users[r->user];

@@ -94,14 +94,20 @@ typedef struct Msg {
     size_t len, size;
 } Msg;
 
-static void msg_put(Msg *m, const char *str) {
-    if (!str)
-        str = "(null)"; /* what glibc's %s prints; no caller passes NULL */
-    size_t room = m->size - 1 - m->len, n = strlen(str);
+static inline __attribute__((always_inline)) void msg_putn(Msg *m, const char *str, size_t n) {
+    size_t room = m->size - 1 - m->len;
     n = MIN(n, room);
     memcpy(m->buf + m->len, str, n);
     m->len += n;
     m->buf[m->len] = '\0';
+}
+
+/* Inlined so that the length of every literal piece is known when compiling: a placed
+ * decision's sentence has up to a dozen pieces. */
+static inline __attribute__((always_inline)) void msg_put(Msg *m, const char *str) {
+    if (!str)
+        str = "(null)"; /* what glibc's %s prints; no caller passes NULL */
+    msg_putn(m, str, strlen(str));
 }
 
 static void msg_uint(Msg *m, unsigned v) {
@@ -375,7 +381,7 @@ static int req_slot(Sched *s, uint32_t *ret) {
 
 static void req_drop(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
-    strmap_remove(&s->req_map, r->id);
+    strmap_remove_hashed(&s->req_map, r->id, r->id_hash);
     free(r->id);
     *r = (Req){.q = {NIL, s->free_req}};
     s->free_req = ri;
@@ -391,7 +397,8 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
         (int)spec->runtime < 0 || spec->runtime >= _ENDPOINT_RUNTIME_MAX ||
         spec->n_fallback > SCHED_MAX_FALLBACKS || (spec->n_fallback && !spec->fallback))
         return SCHED_REASON_BAD_REQUEST;
-    if (strmap_get(&s->req_map, spec->id, NULL))
+    uint32_t id_hash = strmap_hash(spec->id);
+    if (strmap_get_hashed(&s->req_map, spec->id, id_hash, NULL))
         return SCHED_REASON_DUPLICATE;
     *r = (Req){.kind = spec->kind,
                .guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX,
@@ -404,7 +411,8 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
                .fb_index = -1,
                .wait_for_nodes = spec->wait_for_nodes,
                .q = {NIL, NIL},
-               .pcls = -1};
+               .pcls = -1,
+               .id_hash = id_hash};
     /* R13: the fallback opens at submitted + wait exactly, in the caller's own units. */
     uint64_t wait;
     if (!spec->n_fallback || __builtin_mul_overflow(spec->wait_s, s->units_per_second, &wait) ||
@@ -590,7 +598,7 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
     uint32_t held = r->reserved_node;
     r->reserved_node = NIL;
     if (held != NIL) {
-        s->nodes[held].reserved_by = NIL;
+        node_set_reserved(s, held, NIL);
         reserve_next_gang(s, r->choice);
     }
     return held;
@@ -602,7 +610,7 @@ static void maybe_reserve(Sched *s, uint32_t ri) {
         return;
     uint32_t ni = place_reserve_node(s, r, r->choice);
     if (ni != NIL) {
-        s->nodes[ni].reserved_by = ri;
+        node_set_reserved(s, ni, ri);
         r->reserved_node = ni;
     }
 }
@@ -729,7 +737,7 @@ static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t 
     built->seq = s->next_seq++;
     built->reserved_node = NIL;
     s->reqs[ri] = *built;
-    if (strmap_put(&s->req_map, id, ri) < 0) {
+    if (strmap_put_hashed(&s->req_map, id, built->id_hash, ri) < 0) {
         s->reqs[ri] = (Req){.q = {NIL, s->free_req}};
         s->free_req = ri;
         free(id);

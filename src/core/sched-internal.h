@@ -15,6 +15,9 @@
 #define CPU_BUCKETS 65
 #define CHOICE_CPU (-2)    /* a request for cpu */
 #define CHOICE_MEMORY (-3) /* a request by memory need: smallest class that fits */
+/* How many nodes of a class a reservation looks at when every one is full: a bound, so a
+ * gang's reservation on a busy fleet costs O(1) too. */
+#define RESERVE_FULL_SCAN 128
 
 typedef struct Link {
     uint32_t prev, next;
@@ -29,6 +32,16 @@ typedef struct Site {
      * because trust is per site: a stranger's search skips the host pools of sites that do
      * not trust them instead of walking past every node there. */
     uint32_t (*pool_heads)[SCHED_NODE_MAX_DEVICES + 1];
+    /* Per pool and bucket: the listed nodes no gang has reserved, so that a gang looking for
+     * a node to reserve skips the buckets where every node is taken instead of walking them. */
+    uint32_t (*pool_unreserved)[SCHED_NODE_MAX_DEVICES + 1];
+    /* Per pool: bit k set while bucket k lists a node, so that a search finds the next
+     * non-empty bucket with one bit scan instead of reading every head. */
+    uint32_t *pool_buckets;
+    /* Per pool and GPU total: this site's schedulable, unreserved nodes among the first
+     * RESERVE_FULL_SCAN of the class's list, where a gang on a full fleet looks for a node to
+     * reserve; when none could hold it, the look is skipped. */
+    uint32_t (*window_free)[SCHED_NODE_MAX_DEVICES + 1];
 } Site;
 
 typedef struct User {
@@ -68,12 +81,26 @@ typedef struct Device {
 /* A node's place in one whole-GPU pool (class x binding), bucketed by free devices. */
 typedef struct PoolLink {
     int pool;
-    uint8_t free;    /* 0: not listed */
-    uint8_t blocked; /* idle GPUs that take no work (cordoned, quarantined, reset pending) */
-    uint8_t reset;   /* of those, the ones only waiting for their reset check (R9); lets a
-                      * diagnosis read a node's counts here instead of walking its devices */
+    uint8_t free;       /* 0: not listed */
+    uint8_t blocked;    /* idle GPUs that take no work (cordoned, quarantined, reset pending) */
+    uint8_t reset;      /* of those, the ones only waiting for their reset check (R9); lets a
+                         * diagnosis read a node's counts here instead of walking its devices */
+    uint8_t total;      /* GPUs of the pool's class and binding outside MIG mode, busy or not: the
+                         * most it could ever hold (node_refresh() sets it; a reservation reads it) */
+    bool in_window;     /* the node is among the first RESERVE_FULL_SCAN of its class's list */
+    uint32_t class_pos; /* the node's position in its class's list (and cells) */
     Link link;
 } PoolLink;
+
+/* What a waiting request's diagnosis reads of one node for one whole-GPU class: the idle
+ * GPUs per binding as the node's pools count them, and who the node is. Kept beside the
+ * class's node list (Sched.class_cells, same positions) by node_refresh(), so that the scan
+ * of up to 128 nodes per waiting decision reads small adjacent records, not the nodes. */
+typedef struct DiagCell {
+    uint8_t free[_BINDING_MAX], reset[_BINDING_MAX], blocked[_BINDING_MAX];
+    bool kata;
+    uint32_t owner, site;
+} DiagCell;
 
 typedef struct Node {
     char *name;
@@ -96,10 +123,12 @@ typedef struct Node {
     int cpu_bucket;       /* -1: not listed */
     unsigned n_allocs;    /* requests placed on this node */
     uint32_t reserved_by; /* the waiting gang that reserved this node (queue.c), or NIL */
+    bool window_counted;  /* counted in its site's window_free (schedulable, unreserved) */
 } Node;
 
 typedef struct Req {
     char *id;
+    uint32_t id_hash; /* strmap_hash(id): hashed once, when submitted */
     bool used;
     bool placed;
     bool expired;        /* the first choice's wait ran out: alternatives count (R13) */
@@ -206,7 +235,8 @@ struct Sched {
     StrMap class_map; /* class name -> index (the catalog's own lookup is a linear scan) */
     uint32_t *class_nodes;
     uint32_t *class_blocked;
-    uint32_t **class_list; /* per card class: the nodes that have it */
+    uint32_t **class_list;  /* per card class: the nodes that have it */
+    DiagCell **class_cells; /* per card class: one cell per node of class_list, same order */
     uint32_t *class_list_cap;
     /* Queue positions: a Fenwick tree over arrival seq of the waiting requests. */
     uint32_t *fen;
@@ -227,11 +257,18 @@ int sched_user_lookup(const Sched *s, const char *name); /* -1 when unknown */
 static inline bool site_trusts(const Site *st, uint32_t ui) {
     return ui < st->n_trusted_cap && st->trusted[ui];
 }
+/* The non-empty buckets of a site's pool from bucket `from` up (bit k: bucket k). */
+static inline uint32_t pool_buckets_from(const Site *st, int pool, unsigned from) {
+    return from <= SCHED_NODE_MAX_DEVICES ? st->pool_buckets[pool] >> from << from : 0;
+}
 /* Inline: asked for every node a search or a diagnosis looks at. */
-static inline Relation relation_of(const Sched *s, const Node *n, uint32_t user) {
-    if (n->owner == user)
+static inline Relation relation_at(const Sched *s, uint32_t owner, uint32_t site, uint32_t user) {
+    if (owner == user)
         return RELATION_OWNER;
-    return site_trusts(&s->sites[n->site], user) ? RELATION_TRUSTED : RELATION_STRANGER;
+    return site_trusts(&s->sites[site], user) ? RELATION_TRUSTED : RELATION_STRANGER;
+}
+static inline Relation relation_of(const Sched *s, const Node *n, uint32_t user) {
+    return relation_at(s, n->owner, n->site, user);
 }
 int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err);
 /* Re-file a node and its devices in every free index after any change of its state. */
@@ -239,6 +276,8 @@ void node_refresh(Sched *s, uint32_t ni);
 /* The same when only the devices in the bit mask `changed` (bit i: device i) changed their
  * own state: a device left alone would be re-filed where it already is, so it is skipped. */
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed);
+/* Set or clear (NIL) the gang that reserved node ni, keeping the pools' unreserved counts. */
+void node_set_reserved(Sched *s, uint32_t ni, uint32_t by);
 /* Inline: both sit in the innermost loops of every search and refresh. */
 static inline bool node_schedulable(const Node *n) {
     return n->alive && !n->cordoned && !n->unreachable;

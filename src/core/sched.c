@@ -34,9 +34,11 @@ Sched *sched_new(const Catalog *catalog) {
     s->class_nodes = calloc(MAX(nc, 1), sizeof(uint32_t));
     s->class_blocked = calloc(MAX(nc, 1), sizeof(uint32_t));
     s->class_list = calloc(MAX(nc, 1), sizeof(uint32_t *));
+    s->class_cells = calloc(MAX(nc, 1), sizeof(DiagCell *));
     s->class_list_cap = calloc(MAX(nc, 1), sizeof(uint32_t));
-    if (!s->class_list || !s->class_list_cap || !s->class_nodes || !s->class_blocked || !s->mig ||
-        !s->cq_head || !s->cq_tail || !s->by_memory || !s->mig_rank || !s->slices_of) {
+    if (!s->class_list || !s->class_cells || !s->class_list_cap || !s->class_nodes ||
+        !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail || !s->by_memory ||
+        !s->mig_rank || !s->slices_of) {
         sched_free(s);
         return NULL;
     }
@@ -85,6 +87,9 @@ void sched_free(Sched *s) {
         free(s->sites[i].name);
         free(s->sites[i].trusted);
         free(s->sites[i].pool_heads);
+        free(s->sites[i].pool_unreserved);
+        free(s->sites[i].window_free);
+        free(s->sites[i].pool_buckets);
     }
     free(s->feas);
     for (size_t c = 0; s->slices_of && c < s->cat->n_classes; c++)
@@ -93,7 +98,10 @@ void sched_free(Sched *s) {
     free(s->mig_rank);
     for (size_t c = 0; s->class_list && c < s->cat->n_classes; c++)
         free(s->class_list[c]);
+    for (size_t c = 0; s->class_cells && c < s->cat->n_classes; c++)
+        free(s->class_cells[c]);
     free(s->class_list);
+    free(s->class_cells);
     free(s->class_list_cap);
     free(s->fen);
     free(s->class_nodes);

@@ -26,4 +26,9 @@ bool strmap_get(const StrMap *m, const char *key, uint32_t *ret);
  * allocates nothing and cannot fail. */
 int strmap_put(StrMap *m, const char *key, uint32_t value);
 bool strmap_remove(StrMap *m, const char *key);
+/* The same with the key's strmap_hash() already known (a caller that looks a key up, then
+ * inserts or later removes it, hashes it once). */
+bool strmap_get_hashed(const StrMap *m, const char *key, uint32_t hash, uint32_t *ret);
+int strmap_put_hashed(StrMap *m, const char *key, uint32_t hash, uint32_t value);
+bool strmap_remove_hashed(StrMap *m, const char *key, uint32_t hash);
 void strmap_done(StrMap *m);

@@ -1,0 +1,150 @@
+/* test-indexes.c: the engine's speed indexes (issue 18) follow every change they summarise:
+ * the reservation window's counts (cordon, uncordon, reservations let go), each pool's GPU
+ * total (a mode switch), the diagnosis cells (capacity, cordon, Kata). Each test would give
+ * another decision if the index went stale; the fixture also runs sched_check, which
+ * recounts every index, after each mutation. */
+#include "core-fixture.h"
+
+#define H100 "nvidia-h100-80gb"
+
+TestSuite(indexes, .init = fx_setup, .fini = fx_teardown);
+
+static Decision decision_of(const char *id) {
+    Decision d;
+    cr_assert_eq(sched_request_decision(fx, id, &d), 0);
+    return d;
+}
+
+static Decision container(const char *id, const char *user, unsigned count) {
+    return fx_req(.id = id, .user = user, .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                  .count = count);
+}
+
+static void trusted_dc(const char *user) {
+    Error err = {0};
+    fx_site("dc", SITE_DATACENTER);
+    cr_assert_eq(sched_site_trust(fx, "dc", user, true, &err), 0, "%s", err.message);
+}
+
+static void cordon(const char *node, bool on) {
+    Error err = {0};
+    cr_assert_eq(sched_node_set_cordoned(fx, node, on, 0, &err), 0, "%s", err.message);
+}
+
+/* A gang on a full fleet reserves a full node from the reservation window: a node that left
+ * the window's counts while cordoned must be counted again once uncordoned, or the gang
+ * reserves nothing and a younger request takes the GPUs it waits for. */
+Test(indexes, r12_a_gang_reserves_a_full_node_again_after_it_was_cordoned_and_uncordoned) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    cr_assert_eq(container("a", "alice", 4).kind, DECISION_PLACED);
+    cr_assert_eq(container("b", "alice", 4).kind, DECISION_PLACED);
+    cordon("n1", true);
+    cordon("n1", false);
+    cr_assert_eq(container("gang", "alice", 8).kind, DECISION_WAITING);
+    fx_release("a"); /* four GPUs free on the gang's node: not enough for it */
+    Decision young = container("young", "alice", 1);
+    cr_assert_eq(young.kind, DECISION_WAITING,
+                 "a younger request took a GPU of the node the gang reserved: %s", young.message);
+    cr_assert_eq(young.reason, SCHED_REASON_QUEUED, "%s", young.message);
+    fx_release("b");
+    Decision g = decision_of("gang");
+    cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
+    cr_assert_eq(g.placement.n_devices, 8);
+}
+
+/* A cordoned full node is out of the reservation window's counts: the gang reserves the other
+ * full node and runs there, not on the cordoned one when it frees. */
+Test(indexes, r12_a_cordoned_full_node_is_not_reserved_by_a_gang) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "n2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    cr_assert_eq(container("a", "alice", 8).kind, DECISION_PLACED);
+    cr_assert_eq(container("b", "alice", 8).kind, DECISION_PLACED);
+    const char *first = decision_of("a").placement.node;
+    cordon(first, true);
+    cr_assert_eq(container("gang", "alice", 8).kind, DECISION_WAITING);
+    fx_release("a"); /* the cordoned node frees: no placement there */
+    cr_assert_eq(decision_of("gang").kind, DECISION_WAITING);
+    fx_release("b"); /* the other node, which the gang reserved, frees: it runs there */
+    Decision g = decision_of("gang");
+    cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
+    cr_assert_str_neq(g.placement.node, first);
+}
+
+/* When a gang's reservation is let go (it is cancelled), the next gang takes the node from
+ * the window; the window's counts must see the node free of reservations again. */
+Test(indexes, r12_a_node_let_go_by_a_cancelled_gang_is_reserved_by_the_next_one) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    cr_assert_eq(container("a", "alice", 4).kind, DECISION_PLACED);
+    cr_assert_eq(container("b", "alice", 4).kind, DECISION_PLACED);
+    cr_assert_eq(container("g1", "alice", 8).kind, DECISION_WAITING); /* reserves n1 */
+    cr_assert_eq(container("g2", "alice", 8).kind, DECISION_WAITING); /* nothing left */
+    fx_release("g1");                                                 /* n1 goes to g2 */
+    fx_release("a");
+    Decision young = container("young", "alice", 1);
+    cr_assert_eq(young.kind, DECISION_WAITING, "g2 holds no reservation: %s", young.message);
+    fx_release("b");
+    cr_assert_eq(decision_of("g2").kind, DECISION_PLACED);
+}
+
+/* Each pool's GPU total follows a mode switch: a node switched from container to
+ * vm-passthrough holds a stranger's Kata gang (VFIO) and no runc gang any more. */
+Test(indexes, r3_a_mode_switch_moves_the_gpu_total_a_reservation_reads) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8, .kata = true);
+    Error err = {0};
+    cr_assert_eq(sched_node_set_mode(fx, "n1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s",
+                 err.message);
+    cr_assert_eq(fx_req(.id = "a", .user = "alice", .kind = WORKLOAD_VM, .class_name = H100).kind,
+                 DECISION_PLACED);
+    /* bob is a stranger: his container runs under Kata on VFIO GPUs, 8 of which n1 now has. */
+    cr_assert_eq(container("gang", "bob", 8).kind, DECISION_WAITING);
+    cr_assert_eq(fx_req(.id = "v", .user = "alice", .kind = WORKLOAD_VM, .class_name = H100).kind,
+                 DECISION_WAITING, "a younger VM took a GPU of the gang's reserved node");
+    fx_release("a");
+    Decision g = decision_of("gang");
+    cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
+    cr_assert_eq(g.placement.container_runtime, CONTAINER_RUNTIME_KATA);
+}
+
+/* R18: a waiting request's reason, found afresh when asked, follows the class's capacity
+ * through the diagnosis cells: free GPUs only in the other mode, then none, then again. A
+ * cordoned idle GPU makes the diagnosis look at the nodes instead of the index summary. */
+Test(indexes, r18_a_waiting_reason_follows_capacity_and_cordons_through_the_cells) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 4, .kata = true);
+    /* c2's idle GPU stays cordoned: with an idle GPU that takes no work in the class, every
+     * diagnosis looks at the nodes' cells instead of answering from the index summary. */
+    fx_gpu_node(.name = "c2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true);
+    Error err = {0};
+    cr_assert_eq(sched_device_set_cordoned(fx, "c2", 0, true, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_device_set_cordoned(fx, "c1", 3, true, 0, &err), 0, "%s", err.message);
+    Decision vm = fx_req(.id = "vm", .user = "alice", .kind = WORKLOAD_VM, .class_name = H100,
+                         .wait_for_nodes = true);
+    cr_assert_eq(vm.kind, DECISION_WAITING, "%s", vm.message);
+    cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "%s", vm.message);
+    const char *jobs[] = {"j0", "j1", "j2"}; /* the three GPUs that take work */
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(container(jobs[i], "alice", 1).kind, DECISION_PLACED);
+    /* The idle cordoned GPU is a host one: no use to a VM, which needs VFIO. */
+    vm = decision_of("vm");
+    cr_assert_eq(vm.reason, SCHED_REASON_NO_CAPACITY, "%s", vm.message);
+    cr_assert_eq(sched_device_set_cordoned(fx, "c1", 3, false, 0, &err), 0, "%s", err.message);
+    vm = decision_of("vm");
+    cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "the uncordoned GPU: %s", vm.message);
+    cr_assert_eq(container("j3", "alice", 1).kind, DECISION_PLACED);
+    vm = decision_of("vm");
+    cr_assert_eq(vm.reason, SCHED_REASON_NO_CAPACITY, "%s", vm.message);
+    fx_release("j1");
+    vm = decision_of("vm");
+    cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "a GPU freed: %s", vm.message);
+}
