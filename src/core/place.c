@@ -822,6 +822,13 @@ static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
     return NIL;
 }
 
+/* Could node n hold r's gang through binding b once its running work ends? A reservation on
+ * a node without GPUs of the class (or too few of them) would hold others back for nothing. */
+static bool could_hold_gang(const Node *n, const Req *r, int c, Binding b) {
+    const PoolLink *pl = pool_of(n, c * 2 + (int)b);
+    return pl && pl->total >= MAX(r->count, 1u);
+}
+
 uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
     if (c < 0 || s->cat->classes[c].mig_parent_index >= 0 ||
         s->cat->classes[c].vendor == VENDOR_APPLE)
@@ -845,7 +852,8 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
                  id != NIL;) {
                 uint32_t ni = id >> POOL_SHIFT;
                 id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
-                if (s->nodes[ni].reserved_by == NIL && whole_node_ok(s, &w, c, ni, b, &m)) {
+                if (s->nodes[ni].reserved_by == NIL && could_hold_gang(&s->nodes[ni], r, c, b) &&
+                    whole_node_ok(s, &w, c, ni, b, &m)) {
                     best = ni, best_k = k;
                     goto next_site;
                 }
@@ -858,7 +866,8 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
         uint32_t ni = u->owned[i];
         Binding b = r->kind == WORKLOAD_VM ? BINDING_VFIO : BINDING_HOST;
         int k = (int)pool_free_of(&s->nodes[ni], c * 2 + b);
-        if (k > best_k && s->nodes[ni].reserved_by == NIL && whole_node_ok(s, &w, c, ni, b, &m))
+        if (k > best_k && s->nodes[ni].reserved_by == NIL &&
+            could_hold_gang(&s->nodes[ni], r, c, b) && whole_node_ok(s, &w, c, ni, b, &m))
             best = ni, best_k = k;
     }
     return best != NIL ? best : reserve_full_node(s, r, c);

@@ -20,6 +20,13 @@ static Decision container(const char *id, const char *user, unsigned count) {
                   .count = count);
 }
 
+#define RTX "nvidia-rtx-4090"
+
+static Decision rtx_container(const char *id, unsigned count) {
+    return fx_req(.id = id, .user = "alice", .kind = WORKLOAD_CONTAINER, .class_name = RTX,
+                  .count = count);
+}
+
 static void trusted_dc(const char *user) {
     Error err = {0};
     fx_site("dc", SITE_DATACENTER);
@@ -91,6 +98,38 @@ Test(indexes, r12_a_node_let_go_by_a_cancelled_gang_is_reserved_by_the_next_one)
     cr_assert_eq(young.kind, DECISION_WAITING, "g2 holds no reservation: %s", young.message);
     fx_release("b");
     cr_assert_eq(decision_of("g2").kind, DECISION_PLACED);
+}
+
+/* A gang reserves only a node that could hold it: its owner's lab node without a GPU of the
+ * gang's class (free count 0 of that class) is no reservation. The H100 gang reserves the
+ * full H100 node instead, and the lab node stays open to the owner's RTX gang. */
+Test(indexes, r12_a_gang_never_reserves_a_node_without_gpus_of_its_class) {
+    trusted_dc("alice");
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "rtx", .site = "lab", .owner = "alice", .cls = RTX, .gpus = 8);
+    cr_assert_eq(container("a", "alice", 4).kind, DECISION_PLACED);
+    cr_assert_eq(container("b", "alice", 4).kind, DECISION_PLACED);
+    cr_assert_eq(rtx_container("r1", 4).kind, DECISION_PLACED);
+    cr_assert_eq(rtx_container("r2", 4).kind, DECISION_PLACED);
+    cr_assert_eq(container("gang", "alice", 8).kind, DECISION_WAITING);
+    cr_assert_eq(rtx_container("rgang", 8).kind, DECISION_WAITING);
+    fx_release("a"); /* four H100 free on n1, which the H100 gang reserved */
+    Decision young = container("young", "alice", 1);
+    cr_assert_eq(young.kind, DECISION_WAITING,
+                 "the H100 gang reserved no H100 node, a younger request passed it: %s",
+                 young.message);
+    fx_release("r1"); /* four RTX free on the lab node, which the RTX gang reserved */
+    Decision ryoung = rtx_container("ryoung", 1);
+    cr_assert_eq(ryoung.kind, DECISION_WAITING,
+                 "the RTX gang found its node reserved by the H100 gang: %s", ryoung.message);
+    fx_release("b");
+    cr_assert_eq(decision_of("gang").kind, DECISION_PLACED);
+    fx_release("r2");
+    Decision rg = decision_of("rgang");
+    cr_assert_eq(rg.kind, DECISION_PLACED, "%s", rg.message);
+    cr_assert_str_eq(rg.placement.node, "rtx");
 }
 
 /* Each pool's GPU total follows a mode switch: a node switched from container to
