@@ -187,3 +187,34 @@ Test(indexes, r18_a_waiting_reason_follows_capacity_and_cordons_through_the_cell
     vm = decision_of("vm");
     cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "a GPU freed: %s", vm.message);
 }
+
+/* R18 and R7: a lab node whose GPUs are split 4 host / 4 passthrough cannot hold an 8-GPU
+ * gang today, but its owner may switch the bindings (an ordinary action, so "could ever"), so
+ * the gang waits with the reason naming the other binding rather than being refused; once the
+ * four passthrough GPUs are switched to the host it runs there. */
+Test(indexes, r18_a_gang_larger_than_one_binding_of_a_lab_node_waits_for_a_binding_switch) {
+    fx_site("lab", SITE_LAB);
+    DeviceSpec devs[8];
+    for (unsigned i = 0; i < 8; i++)
+        devs[i] = (DeviceSpec){.class_name = RTX,
+                               .binding = i < 4 ? BINDING_HOST : BINDING_VFIO,
+                               .reset_verified = true};
+    NodeSpec spec = {.name = "rtx",
+                     .site = "lab",
+                     .platform = PLATFORM_LINUX,
+                     .owner = "alice",
+                     .cpu_cores = 32,
+                     .devices = devs,
+                     .n_devices = 8};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+    Decision g = rtx_container("gang", 8);
+    cr_assert_eq(g.kind, DECISION_WAITING, "%s", g.message);
+    cr_assert_neq(g.reason, SCHED_REASON_TOO_LARGE, "%s", g.message);
+    for (unsigned i = 4; i < 8; i++)
+        cr_assert_eq(sched_device_set_binding(fx, "rtx", i, BINDING_HOST, 0, &err), 0, "%s",
+                     err.message);
+    g = decision_of("gang");
+    cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
+    cr_assert_eq(g.placement.n_devices, 8);
+}
