@@ -582,9 +582,11 @@ static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c
     unsigned blocked = cell->blocked[want] - cell->reset[want];
     if (kata && !cell->kata) /* a mode switch would not help a node without Kata (R2b) */
         b |= BLOCK(SCHED_REASON_NO_KATA);
+    /* On a lab or solo node one class's GPUs may be split between the bindings (R7): a gang
+     * larger than either part runs once some are switched, which is a binding matter. */
     if (free_want >= r->count)
         ;
-    else if (free_other >= r->count)
+    else if (free_want + free_other >= r->count)
         b |= BLOCK(SCHED_REASON_MODE_MISMATCH);
     else if (free_want + reset >= r->count)
         b |= BLOCK(SCHED_REASON_RESET_CHECK);
@@ -713,6 +715,11 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
             }
             unsure = unsure || !other;
         }
+        /* A site with per-GPU bindings (R7) may split a node's GPUs of the class between
+         * them: a gang might fit both parts together, which only a look at the nodes sees. */
+        unsure = unsure || (r->count > 1 && site->kind != SITE_DATACENTER &&
+                            pool_buckets_from(site, c * 2 + BINDING_HOST, 1) &&
+                            pool_buckets_from(site, c * 2 + BINDING_VFIO, 1));
     }
     const User *u = &s->users[r->user];
     for (size_t i = 0; i < u->n_owned && !cand; i++)

@@ -210,7 +210,7 @@ Test(indexes, r18_a_gang_larger_than_one_binding_of_a_lab_node_waits_for_a_bindi
     cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
     Decision g = rtx_container("gang", 8);
     cr_assert_eq(g.kind, DECISION_WAITING, "%s", g.message);
-    cr_assert_neq(g.reason, SCHED_REASON_TOO_LARGE, "%s", g.message);
+    cr_assert_eq(g.reason, SCHED_REASON_MODE_MISMATCH, "%s", g.message);
     for (unsigned i = 4; i < 8; i++)
         cr_assert_eq(sched_device_set_binding(fx, "rtx", i, BINDING_HOST, 0, &err), 0, "%s",
                      err.message);
