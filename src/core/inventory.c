@@ -302,28 +302,55 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
     window_sync(s, ni);
 }
 
+/* Sets how device d counts in its node's pools (Device.tally) and adds it to the counts. */
+static void device_tally(const Sched *s, const Node *n, Device *d, uint8_t n_free[],
+                         uint8_t n_blocked[], uint8_t n_reset[]) {
+    d->tally = 0;
+    if (!n->alive || d->cls < 0 || d->mig_enabled || d->n_allocs)
+        return;
+    int pool = d->cls * 2 + (int)d->binding;
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool == pool) {
+            d->tally_pool = (uint8_t)k;
+            if (device_free_in_pool(s, n, d, d->cls, d->binding)) {
+                d->tally = 1;
+                n_free[k]++;
+            } else {
+                bool reset = device_takes_new_work(n, d); /* so only its reset check holds it */
+                d->tally = reset ? 3 : 2;
+                n_blocked[k]++;
+                n_reset[k] += reset;
+            }
+            return;
+        }
+}
+
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
     Node *n = &s->nodes[ni];
-    /* One pass over the devices counts every pool's free and blocked GPUs (the same counts
-     * as node_pool_free and the blocked count would take a pass per pool and count). */
     uint8_t n_free[SCHED_NODE_MAX_DEVICES] = {0}, n_blocked[SCHED_NODE_MAX_DEVICES] = {0},
             n_reset[SCHED_NODE_MAX_DEVICES] = {0};
-    for (unsigned i = 0; i < n->n_devices && n->alive; i++) {
-        const Device *d = &n->devices[i];
-        if (d->cls < 0 || d->mig_enabled || d->n_allocs)
-            continue;
-        int pool = d->cls * 2 + (int)d->binding;
-        for (unsigned k = 0; k < n->n_pools; k++)
-            if (n->pools[k].pool == pool) {
-                if (device_free_in_pool(s, n, d, d->cls, d->binding))
-                    n_free[k]++;
-                else {
-                    n_blocked[k]++;
-                    n_reset[k] +=
-                            device_takes_new_work(n, d); /* so only its reset check holds it */
-                }
-                break;
-            }
+    uint32_t all = n->n_devices >= 32 ? UINT32_MAX : (1u << n->n_devices) - 1;
+    if ((changed & all) == all || !n->alive) {
+        /* One pass over the devices counts every pool's free and blocked GPUs (the same
+         * counts as node_pool_free and the blocked count would take a pass per pool). */
+        for (unsigned i = 0; i < n->n_devices; i++)
+            device_tally(s, n, &n->devices[i], n_free, n_blocked, n_reset);
+    } else {
+        /* Only the changed devices moved (a placement or its end): take each one's old
+         * tally out of the node's counts and its new one in. */
+        for (unsigned k = 0; k < n->n_pools; k++) {
+            n_free[k] = n->pools[k].free;
+            n_blocked[k] = n->pools[k].blocked;
+            n_reset[k] = n->pools[k].reset;
+        }
+        for (uint32_t bits = changed & all; bits; bits &= bits - 1) {
+            Device *d = &n->devices[__builtin_ctz(bits)];
+            unsigned k = d->tally_pool;
+            n_free[k] -= d->tally == 1;
+            n_blocked[k] -= d->tally >= 2;
+            n_reset[k] -= d->tally == 3;
+            device_tally(s, n, d, n_free, n_blocked, n_reset);
+        }
     }
     for (unsigned k = 0; k < n->n_pools; k++) {
         PoolLink *pl = &n->pools[k];

@@ -582,9 +582,11 @@ static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c
     unsigned blocked = cell->blocked[want] - cell->reset[want];
     if (kata && !cell->kata) /* a mode switch would not help a node without Kata (R2b) */
         b |= BLOCK(SCHED_REASON_NO_KATA);
+    /* On a lab or solo node one class's GPUs may be split between the bindings (R7): a gang
+     * larger than either part runs once some are switched, which is a binding matter. */
     if (free_want >= r->count)
         ;
-    else if (free_other >= r->count)
+    else if (free_want + free_other >= r->count)
         b |= BLOCK(SCHED_REASON_MODE_MISMATCH);
     else if (free_want + reset >= r->count)
         b |= BLOCK(SCHED_REASON_RESET_CHECK);
@@ -713,6 +715,11 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
             }
             unsure = unsure || !other;
         }
+        /* A site with per-GPU bindings (R7) may split a node's GPUs of the class between
+         * them: a gang might fit both parts together, which only a look at the nodes sees. */
+        unsure = unsure || (r->count > 1 && site->kind != SITE_DATACENTER &&
+                            pool_buckets_from(site, c * 2 + BINDING_HOST, 1) &&
+                            pool_buckets_from(site, c * 2 + BINDING_VFIO, 1));
     }
     const User *u = &s->users[r->user];
     for (size_t i = 0; i < u->n_owned && !cand; i++)
@@ -822,6 +829,13 @@ static uint32_t reserve_full_node(const Sched *s, const Req *r, int c) {
     return NIL;
 }
 
+/* Could node n hold r's gang through binding b once its running work ends? A reservation on
+ * a node without GPUs of the class (or too few of them) would hold others back for nothing. */
+static bool could_hold_gang(const Node *n, const Req *r, int c, Binding b) {
+    const PoolLink *pl = pool_of(n, c * 2 + (int)b);
+    return pl && pl->total >= MAX(r->count, 1u);
+}
+
 uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
     if (c < 0 || s->cat->classes[c].mig_parent_index >= 0 ||
         s->cat->classes[c].vendor == VENDOR_APPLE)
@@ -845,7 +859,8 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
                  id != NIL;) {
                 uint32_t ni = id >> POOL_SHIFT;
                 id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
-                if (s->nodes[ni].reserved_by == NIL && whole_node_ok(s, &w, c, ni, b, &m)) {
+                if (s->nodes[ni].reserved_by == NIL && could_hold_gang(&s->nodes[ni], r, c, b) &&
+                    whole_node_ok(s, &w, c, ni, b, &m)) {
                     best = ni, best_k = k;
                     goto next_site;
                 }
@@ -858,7 +873,8 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
         uint32_t ni = u->owned[i];
         Binding b = r->kind == WORKLOAD_VM ? BINDING_VFIO : BINDING_HOST;
         int k = (int)pool_free_of(&s->nodes[ni], c * 2 + b);
-        if (k > best_k && s->nodes[ni].reserved_by == NIL && whole_node_ok(s, &w, c, ni, b, &m))
+        if (k > best_k && s->nodes[ni].reserved_by == NIL &&
+            could_hold_gang(&s->nodes[ni], r, c, b) && whole_node_ok(s, &w, c, ni, b, &m))
             best = ni, best_k = k;
     }
     return best != NIL ? best : reserve_full_node(s, r, c);

@@ -76,6 +76,9 @@ typedef struct Device {
     int8_t listed; /* 0 none, 1 MIG list, 2 time-slice list */
     uint8_t listed_layout;
     uint32_t listed_user; /* the time-slice list's user */
+    /* How the device counts in its node's pool tallies (node_refresh_devices): its pool's
+     * slot and 0 not counted, 1 free, 2 blocked, 3 blocked only by its reset check. */
+    uint8_t tally_pool, tally;
 } Device;
 
 /* A node's place in one whole-GPU pool (class x binding), bucketed by free devices. */

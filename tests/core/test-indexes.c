@@ -20,6 +20,13 @@ static Decision container(const char *id, const char *user, unsigned count) {
                   .count = count);
 }
 
+#define RTX "nvidia-rtx-4090"
+
+static Decision rtx_container(const char *id, unsigned count) {
+    return fx_req(.id = id, .user = "alice", .kind = WORKLOAD_CONTAINER, .class_name = RTX,
+                  .count = count);
+}
+
 static void trusted_dc(const char *user) {
     Error err = {0};
     fx_site("dc", SITE_DATACENTER);
@@ -93,6 +100,38 @@ Test(indexes, r12_a_node_let_go_by_a_cancelled_gang_is_reserved_by_the_next_one)
     cr_assert_eq(decision_of("g2").kind, DECISION_PLACED);
 }
 
+/* A gang reserves only a node that could hold it: its owner's lab node without a GPU of the
+ * gang's class (free count 0 of that class) is no reservation. The H100 gang reserves the
+ * full H100 node instead, and the lab node stays open to the owner's RTX gang. */
+Test(indexes, r12_a_gang_never_reserves_a_node_without_gpus_of_its_class) {
+    trusted_dc("alice");
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "rtx", .site = "lab", .owner = "alice", .cls = RTX, .gpus = 8);
+    cr_assert_eq(container("a", "alice", 4).kind, DECISION_PLACED);
+    cr_assert_eq(container("b", "alice", 4).kind, DECISION_PLACED);
+    cr_assert_eq(rtx_container("r1", 4).kind, DECISION_PLACED);
+    cr_assert_eq(rtx_container("r2", 4).kind, DECISION_PLACED);
+    cr_assert_eq(container("gang", "alice", 8).kind, DECISION_WAITING);
+    cr_assert_eq(rtx_container("rgang", 8).kind, DECISION_WAITING);
+    fx_release("a"); /* four H100 free on n1, which the H100 gang reserved */
+    Decision young = container("young", "alice", 1);
+    cr_assert_eq(young.kind, DECISION_WAITING,
+                 "the H100 gang reserved no H100 node, a younger request passed it: %s",
+                 young.message);
+    fx_release("r1"); /* four RTX free on the lab node, which the RTX gang reserved */
+    Decision ryoung = rtx_container("ryoung", 1);
+    cr_assert_eq(ryoung.kind, DECISION_WAITING,
+                 "the RTX gang found its node reserved by the H100 gang: %s", ryoung.message);
+    fx_release("b");
+    cr_assert_eq(decision_of("gang").kind, DECISION_PLACED);
+    fx_release("r2");
+    Decision rg = decision_of("rgang");
+    cr_assert_eq(rg.kind, DECISION_PLACED, "%s", rg.message);
+    cr_assert_str_eq(rg.placement.node, "rtx");
+}
+
 /* Each pool's GPU total follows a mode switch: a node switched from container to
  * vm-passthrough holds a stranger's Kata gang (VFIO) and no runc gang any more. */
 Test(indexes, r3_a_mode_switch_moves_the_gpu_total_a_reservation_reads) {
@@ -147,4 +186,35 @@ Test(indexes, r18_a_waiting_reason_follows_capacity_and_cordons_through_the_cell
     fx_release("j1");
     vm = decision_of("vm");
     cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "a GPU freed: %s", vm.message);
+}
+
+/* R18 and R7: a lab node whose GPUs are split 4 host / 4 passthrough cannot hold an 8-GPU
+ * gang today, but its owner may switch the bindings (an ordinary action, so "could ever"), so
+ * the gang waits with the reason naming the other binding rather than being refused; once the
+ * four passthrough GPUs are switched to the host it runs there. */
+Test(indexes, r18_a_gang_larger_than_one_binding_of_a_lab_node_waits_for_a_binding_switch) {
+    fx_site("lab", SITE_LAB);
+    DeviceSpec devs[8];
+    for (unsigned i = 0; i < 8; i++)
+        devs[i] = (DeviceSpec){.class_name = RTX,
+                               .binding = i < 4 ? BINDING_HOST : BINDING_VFIO,
+                               .reset_verified = true};
+    NodeSpec spec = {.name = "rtx",
+                     .site = "lab",
+                     .platform = PLATFORM_LINUX,
+                     .owner = "alice",
+                     .cpu_cores = 32,
+                     .devices = devs,
+                     .n_devices = 8};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+    Decision g = rtx_container("gang", 8);
+    cr_assert_eq(g.kind, DECISION_WAITING, "%s", g.message);
+    cr_assert_eq(g.reason, SCHED_REASON_MODE_MISMATCH, "%s", g.message);
+    for (unsigned i = 4; i < 8; i++)
+        cr_assert_eq(sched_device_set_binding(fx, "rtx", i, BINDING_HOST, 0, &err), 0, "%s",
+                     err.message);
+    g = decision_of("gang");
+    cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
+    cr_assert_eq(g.placement.n_devices, 8);
 }
