@@ -445,6 +445,7 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
     }
     if (set_member(a, slot_files[k], id, true, &err) < 0)
         logf_(a, "cannot record workload %s: %s", id, error_message(&err));
+    a->watch.workloads_run = true; /* watched for its exit from now on (check_driven) */
     WorkloadState st = {0};
     if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) >= 0)
         agent_work_url(cfg->workloads, w, st.host_port, url, url_size);
@@ -474,6 +475,7 @@ static int stop_driven(Agent *a, const char *id) {
 
 /* Ask each driver about every workload of ours; one that ended frees its allocation. */
 static void check_driven(Agent *a) {
+    bool runs = false; /* a driver runs (or may run: did not answer) one of ours */
     for (int k = 0; k < _SLOT_MAX; k++) {
         if (!ensure_slot(a, k))
             continue;
@@ -489,10 +491,13 @@ static void check_driven(Agent *a) {
                 continue;
             if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) < 0) {
                 slot_failed(a, k, &err);
+                runs = true;
                 break;
             }
-            if (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING)
+            if (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING) {
+                runs = true;
                 continue;
+            }
             if (st.status == WORKLOAD_ABSENT)
                 report_end(a, id, true, 0, "it is gone from the engine (removed from outside)");
             else /* the exit code is reported on its own; any more the engine says goes with it */
@@ -504,6 +509,7 @@ static void check_driven(Agent *a) {
             }
         }
     }
+    a->watch.workloads_run = runs;
 }
 
 /* A workload one answer places here that is to be confirmed: started now (through its driver,
@@ -732,6 +738,8 @@ static void watch_work(Agent *a, int64_t until_ms) {
         if (r > 0) {
             do_work(a, work);
             json_decref(work);
+        } else if (r == 0 && a->watch.workloads_run) {
+            check_driven(a); /* the short wait ended: a workload that exited frees its GPUs */
         } else if (r < 0 && !(cfg->stop && *cfg->stop)) {
             if (!a->watch_failing || r == -EOPNOTSUPP)
                 logf_(a, "%s", error_message(&err));
