@@ -22,17 +22,6 @@
  * work long-poll, whatever the machine's speed. */
 #define LONG_HEARTBEAT "600"
 
-static json_int_t last_seen_ms(TestServer *ts, const char *node) {
-    char path[96];
-    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
-    json_t *j = NULL;
-    long st = ts_call(ts, ts->admin, "GET", path, NULL, &j);
-    cr_assert(st == 200 || st == 404, "GET %s: %ld", path, st); /* 404: not registered yet */
-    json_int_t v = json_integer_value(json_object_get(json_object_get(j, "agent"), "last_seen_ms"));
-    json_decref(j);
-    return v;
-}
-
 /* Whether the agent's state folder records request id as running ("<id>" lines). */
 static bool runs_here(const char *state_dir, long id) {
     char path[256], line[32];
@@ -73,14 +62,14 @@ Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180
 
     /* Registered and one heartbeat in: from here on, the heartbeat count stays put. */
     json_int_t seen = 0;
-    for (int i = 0; i < 600 && !(seen = last_seen_ms(&ts, "dc1-h100")); i++)
+    for (int i = 0; i < 600 && !(seen = fleet_last_seen_ms(&ts, "dc1-h100")); i++)
         sleep_ms(100);
     cr_assert(seen > 0, "the agent never sent its first heartbeat (see %s/agent.log)", state_dir);
 
     long id = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
     json_decref(ts_wait_state(&ts, id, "active", "the agent's log"));
     cr_assert(runs_here(state_dir, id), "the agent does not record request %ld as running", id);
-    cr_assert_eq(last_seen_ms(&ts, "dc1-h100"), seen,
+    cr_assert_eq(fleet_last_seen_ms(&ts, "dc1-h100"), seen,
                  "the placement became active only with a later heartbeat, not through the work "
                  "long-poll");
 
@@ -92,7 +81,7 @@ Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180
     for (int i = 0; i < 600 && !(stopped = !runs_here(state_dir, id)); i++)
         sleep_ms(100);
     cr_assert(stopped, "the agent never stopped request %ld", id);
-    cr_assert_eq(last_seen_ms(&ts, "dc1-h100"), seen,
+    cr_assert_eq(fleet_last_seen_ms(&ts, "dc1-h100"), seen,
                  "the stop came with a heartbeat, not through the long-poll");
 
     /* The long-poll in flight ends with the agent: a clean stop, without waiting out the poll. */
