@@ -14,12 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "server/api.h"
-#include "store/store.h"
-#include "util/sha256.h"
-#include "util/strutil.h"
+#include "bench-inproc.h"
+#include "util/macro.h"
 
 #define NODE_CPUS 64
 #define TARGET_WORK 8
@@ -34,26 +31,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static const char *no_query(void *conn, const char *key) {
-    (void)conn, (void)key;
-    return NULL;
-}
-
 static int call(const char *method, const char *path, const char *body, json_t **ret) {
-    HttpCtx c = {.s = srv,
-                 .method = method,
-                 .path = path,
-                 .body = body ? body : "",
-                 .body_len = body ? strlen(body) : 0,
-                 .authorization = "Bearer ens_bench-node-work-admin",
-                 .query = no_query};
-    api_dispatch(&c);
-    if (ret) /* an answer may come as text encoded once (the record's) instead of a tree */
-        *ret = c.json ? c.json : c.text ? json_loads(c.text, 0, NULL) : NULL;
-    else
-        json_decref(c.json);
-    free(c.text);
-    return c.status;
+    return bench_call(srv, "Bearer ens_bench-node-work-admin", method, path, body, ret);
 }
 
 static void die(const char *what) {
@@ -128,19 +107,8 @@ int main(int argc, char **argv) {
     if (!polls || small > large)
         die("--polls must be positive and --small at most --large");
     char dir[64], path[128];
-    snprintf(dir, sizeof(dir), "%s/einsora-bench-XXXXXX",
-             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    if (!mkdtemp(dir))
-        return 1;
-    snprintf(path, sizeof(path), "%s/state.db", dir);
-    Store *st = NULL;
+    bench_store_with_admin(admin_token, dir, path);
     Error err = {0};
-    char hash[SHA256_DIGEST_SIZE * 2 + 1];
-    sha256_hex(admin_token, strlen(admin_token), hash);
-    if (store_open(path, &st, &err) < 0 ||
-        store_token_add(st, hash, "root", "admin", NULL, &err) < 0)
-        die(error_message(&err));
-    store_close(st);
     ServerConfig cfg = {.state_path = path};
     if (server_open(&cfg, &srv, &err) < 0)
         die(error_message(&err));
@@ -170,7 +138,5 @@ int main(int argc, char **argv) {
                large, nodes_made, b, b / (a > 0 ? a : 1));
     }
     server_close(srv);
-    char cmd[160];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : 1;
+    return bench_store_remove(dir) == 0 ? 0 : 1;
 }
