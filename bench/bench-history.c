@@ -18,15 +18,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "server/api.h"
-#include "store/store.h"
-#include "util/sha256.h"
+#include "bench-inproc.h"
 
 static const char admin_token[] = "ens_bench-history-admin";
 static char state_dir[64], state_path[128];
@@ -56,27 +55,9 @@ static long rss_kib(void) {
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-static const char *no_query(void *conn, const char *key) {
-    (void)conn, (void)key;
-    return NULL;
-}
-
 /* One call on the in-process server; returns the status, *ret the answer (may be NULL). */
 static int call(const char *method, const char *path, const char *body, json_t **ret) {
-    HttpCtx c = {.s = srv,
-                 .method = method,
-                 .path = path,
-                 .body = body ? body : "",
-                 .body_len = body ? strlen(body) : 0,
-                 .authorization = "Bearer ens_bench-history-admin",
-                 .query = no_query};
-    api_dispatch(&c);
-    free(c.text);
-    if (ret)
-        *ret = c.json;
-    else
-        json_decref(c.json);
-    return c.status;
+    return bench_call(srv, "Bearer ens_bench-history-admin", method, path, body, ret);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -143,8 +124,9 @@ static double cycle(void) {
     snprintf(path, sizeof(path), "/v1/requests/%lld/%s",
              (long long)json_integer_value(json_object_get(q, "id")),
              state && strcmp(state, "pending") == 0 ? "cancel" : "release");
+    bool ends = state && strcmp(state, "refused") != 0; /* read before q (and state) goes */
     json_decref(q);
-    if (state && strcmp(state, "refused") != 0 && call("POST", path, NULL, NULL) != 200) {
+    if (ends && call("POST", path, NULL, NULL) != 200) {
         fprintf(stderr, "bench-history: %s failed\n", path);
         exit(1);
     }
@@ -184,19 +166,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-history: --cycles too small for --warmup and two windows\n");
         return 2;
     }
-    snprintf(state_dir, sizeof(state_dir), "%s/einsora-bench-XXXXXX",
-             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    if (!mkdtemp(state_dir))
-        return 1;
-    snprintf(state_path, sizeof(state_path), "%s/state.db", state_dir);
-    Store *st = NULL;
-    Error err = {0};
-    char hash[SHA256_DIGEST_SIZE * 2 + 1];
-    sha256_hex(admin_token, strlen(admin_token), hash);
-    if (store_open(state_path, &st, &err) < 0 ||
-        store_token_add(st, hash, "root", "admin", NULL, &err) < 0)
-        return fprintf(stderr, "bench-history: %s\n", error_message(&err)), 1;
-    store_close(st);
+    bench_store_with_admin(admin_token, state_dir, state_path);
     open_server();
 
     for (unsigned i = 0; i < nodes; i++) {
@@ -263,7 +233,5 @@ int main(int argc, char **argv) {
            restart_start, restart_end, restart_end / (restart_start > 0 ? restart_start : 1));
     free(lat);
     server_close(srv);
-    char cmd[160];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
-    return system(cmd) == 0 ? 0 : 1;
+    return bench_store_remove(state_dir) == 0 ? 0 : 1;
 }

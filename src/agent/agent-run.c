@@ -12,6 +12,7 @@
 
 #include "agent/bind.h"
 #include "agent/confirm.h"
+#include "agent/inventory-cache.h"
 #include "agent/records.h"
 #include "agent/reset-check.h"
 #include "agent/work-watch.h"
@@ -34,11 +35,12 @@ typedef struct Agent {
     bool stopped; /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
     Driver *drivers[3]; /* container engine, libvirt, processes: once they answered (workloads.h) */
-    bool lost_driver[3];  /* a driver did not answer last time: log once */
-    WorkWatch watch;      /* the long-poll of this node's work (work-watch.h) */
-    bool watch_failing;   /* its last poll failed: log once, not every retry */
-    ConfirmPool confirms; /* the connections that confirm started workloads side by side */
-    bool confirm_due;     /* a confirmation went unanswered: look at the work again next turn */
+    bool lost_driver[3];      /* a driver did not answer last time: log once */
+    WorkWatch watch;          /* the long-poll of this node's work (work-watch.h) */
+    bool watch_failing;       /* its last poll failed: log once, not every retry */
+    ConfirmPool confirms;     /* the connections that confirm started workloads side by side */
+    InventoryCache inventory; /* the last discovery, for workload starts */
+    bool confirm_due;         /* a confirmation went unanswered: look at the work again next turn */
 } Agent;
 
 static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -129,12 +131,13 @@ static void push_inventory(Agent *a) {
     const AgentConfig *cfg = a->cfg;
     DiscoverOptions o = cfg->discover;
     o.catalog = a->catalog;
-    _cleanup_(machine_inventory_freep) MachineInventory *inv = NULL;
+    MachineInventory *inv = NULL;
     Error err = {0};
     if (machine_discover(&o, &inv, &err) < 0) {
         logf_(a, "discovery failed: %s", error_message(&err));
         return;
     }
+    inventory_cache_set(&a->inventory, inv); /* workload starts use it from now on */
     _cleanup_free_ char *sim = cfg->simulate ? read_state(a, "sim-binding") : NULL;
     json_t *node = agent_node_json(&cfg->id, inv, sim);
     char *text = node ? json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -270,6 +273,7 @@ static void do_task(Agent *a, json_t *j) {
         (void)call(a, "POST", path, body, &status, NULL);
     json_decref(body);
     a->push_due = true; /* a rebind changes what the kernel shows */
+    inventory_cache_drop(&a->inventory);
 }
 
 /* ---- workloads: the records of what runs here (every method), and the drivers below ---- */
@@ -422,11 +426,11 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
     const AgentConfig *cfg = a->cfg;
     DiscoverOptions o = cfg->discover;
     o.catalog = a->catalog;
-    _cleanup_(machine_inventory_freep) MachineInventory *inv = NULL;
+    const MachineInventory *inv = NULL;
     Error err = {0};
     AgentSpecBuf buf;
     WorkloadSpec spec;
-    int r = machine_discover(&o, &inv, &err);
+    int r = inventory_cache_get(&a->inventory, &o, &inv, &err); /* not NVML and sysfs again */
     if (r >= 0)
         r = k == SLOT_PROCESS ? agent_work_process_spec(cfg->workloads, w, &buf, &spec, &err)
                               : agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
@@ -445,6 +449,7 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
     }
     if (set_member(a, slot_files[k], id, true, &err) < 0)
         logf_(a, "cannot record workload %s: %s", id, error_message(&err));
+    a->watch.workloads_run = true; /* watched for its exit from now on (check_driven) */
     WorkloadState st = {0};
     if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) >= 0)
         agent_work_url(cfg->workloads, w, st.host_port, url, url_size);
@@ -474,6 +479,7 @@ static int stop_driven(Agent *a, const char *id) {
 
 /* Ask each driver about every workload of ours; one that ended frees its allocation. */
 static void check_driven(Agent *a) {
+    bool runs = false; /* a driver runs (or may run: did not answer) one of ours */
     for (int k = 0; k < _SLOT_MAX; k++) {
         if (!ensure_slot(a, k))
             continue;
@@ -489,10 +495,13 @@ static void check_driven(Agent *a) {
                 continue;
             if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) < 0) {
                 slot_failed(a, k, &err);
+                runs = true;
                 break;
             }
-            if (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING)
+            if (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING) {
+                runs = true;
                 continue;
+            }
             if (st.status == WORKLOAD_ABSENT)
                 report_end(a, id, true, 0, "it is gone from the engine (removed from outside)");
             else /* the exit code is reported on its own; any more the engine says goes with it */
@@ -504,6 +513,7 @@ static void check_driven(Agent *a) {
             }
         }
     }
+    a->watch.workloads_run = runs;
 }
 
 /* A workload one answer places here that is to be confirmed: started now (through its driver,
@@ -732,6 +742,8 @@ static void watch_work(Agent *a, int64_t until_ms) {
         if (r > 0) {
             do_work(a, work);
             json_decref(work);
+        } else if (r == 0 && a->watch.workloads_run) {
+            check_driven(a); /* the short wait ended: a workload that exited frees its GPUs */
         } else if (r < 0 && !(cfg->stop && *cfg->stop)) {
             if (!a->watch_failing || r == -EOPNOTSUPP)
                 logf_(a, "%s", error_message(&err));
@@ -791,6 +803,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     for (int k = 0; k < _SLOT_MAX; k++)
         driver_free(a.drivers[k]);
     free(a.pushed);
+    inventory_cache_drop(&a.inventory);
     confirm_pool_done(&a.confirms);
     client_free(a.cl);
     catalog_free(a.catalog);

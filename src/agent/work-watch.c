@@ -11,11 +11,11 @@
 int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s, json_t **ret_work,
                     Error *err) {
     _cleanup_free_ char *name = client_escape(node);
-    _cleanup_free_ char *path =
-            !name          ? NULL
-            : w->cursor[0] ? strprintf("/v1/nodes/%s/work?after=%s&wait=%u", name, w->cursor,
-                                       MIN(wait_s, (unsigned)WORK_WATCH_WAIT_MAX_S))
-                           : strprintf("/v1/nodes/%s/work", name);
+    unsigned cap = w->workloads_run ? WORK_WATCH_EXIT_CHECK_S : WORK_WATCH_WAIT_MAX_S;
+    _cleanup_free_ char *path = !name          ? NULL
+                                : w->cursor[0] ? strprintf("/v1/nodes/%s/work?after=%s&wait=%u",
+                                                           name, w->cursor, MIN(wait_s, cap))
+                                               : strprintf("/v1/nodes/%s/work", name);
     if (!path)
         return error_set(err, -ENOMEM, "out of memory");
     long status = 0;

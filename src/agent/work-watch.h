@@ -15,13 +15,18 @@
 #include "util/error.h"
 
 #define WORK_WATCH_WAIT_MAX_S 30
+/* While workloads run, a wait ends after this long so the agent looks at them again: one that
+ * exited on its own frees its GPUs within about this, not at the next heartbeat. */
+#define WORK_WATCH_EXIT_CHECK_S 1
 
 typedef struct WorkWatch {
-    char cursor[24];  /* "" until the first answer */
-    bool unsupported; /* the control plane has no work route */
+    char cursor[24];    /* "" until the first answer */
+    bool unsupported;   /* the control plane has no work route */
+    bool workloads_run; /* the agent's drivers run workloads: waits are WORK_WATCH_EXIT_CHECK_S */
 } WorkWatch;
 
-/* Wait up to wait_s (capped at WORK_WATCH_WAIT_MAX_S) for node's work to differ from the
+/* Wait up to wait_s (capped at WORK_WATCH_WAIT_MAX_S, or WORK_WATCH_EXIT_CHECK_S while
+ * workloads_run) for node's work to differ from the
  * cursor. Returns 1 with the work ({tasks, workloads, ...} as a heartbeat answers it) in
  * *ret_work when it changed (or on the first call), 0 when the wait ended with nothing new,
  * -EOPNOTSUPP (and sets unsupported) when the control plane has no such route, -ENOENT when it

@@ -7,6 +7,7 @@
 
 #include "api.h"
 #include "fleet.h"
+#include "node-work.h"
 #include "wire/fleet.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -58,9 +59,10 @@ json_t *api_node_work_json(Server *s, const Node *n) {
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
             json_array_append_new(tasks, wire_task_to_json(s->tasks[i]));
-    /* The live index unfiltered (readers must not compact it): ended ones are skipped. */
-    for (size_t i = 0; i < s->live.n; i++) {
-        const Req *r = s->live.v[i];
+    /* The node's index (readers must not compact it): ended or moved ones are skipped. */
+    const ReqVec *v = node_work_of(n);
+    for (size_t i = 0; i < v->n; i++) {
+        const Req *r = v->v[i];
         if (api_node_work_has(r, n->spec.name))
             json_array_append_new(
                     work, json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "id", (json_int_t)r->id,

@@ -24,6 +24,7 @@
 #include "api.h"
 #include "fleet.h"
 #include "longpoll.h"
+#include "node-work.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -44,8 +45,9 @@ static uint64_t work_digest(const Server *s, const Node *n) {
     for (size_t i = 0; i < s->n_tasks; i++)
         if (STREQ(s->tasks[i]->node, n->spec.name))
             d += mix64(mix64(s->tasks[i]->id) ^ 0x7461736bu);
-    for (size_t i = 0; i < s->live.n; i++) {
-        const Req *r = s->live.v[i];
+    const ReqVec *v = node_work_of(n); /* the node's own index: a poll costs its work only */
+    for (size_t i = 0; i < v->n; i++) {
+        const Req *r = v->v[i];
         if (api_node_work_has(r, n->spec.name))
             d += mix64(mix64(r->id) ^ (uint64_t)r->placed_ms);
     }

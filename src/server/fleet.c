@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node-work.h"
 #include "util/macro.h"
 #include "util/json-cleanup.h"
 #include "util/strutil.h"
@@ -138,9 +139,12 @@ static bool placement_uses(json_t *p, const char *node, int dev) {
 
 size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, size_t max) {
     size_t n = 0;
-    const ReqVec *live = history_live(s); /* not every request ever made */
-    for (size_t i = 0; i < live->n; i++) {
-        Req *r = live->v[i];
+    const Node *nd = ptrmap_get(&s->nodes, node);
+    if (!nd)
+        return 0;
+    const ReqVec *work = node_work_of(nd); /* the node's own requests, not every live one */
+    for (size_t i = 0; i < work->n; i++) {
+        Req *r = work->v[i];
         if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) ||
             !placement_uses(r->placement, node, dev))
             continue;

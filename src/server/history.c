@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node-work.h"
 #include "server-internal.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -96,6 +97,7 @@ size_t history_first_after(const ReqVec *v, uint64_t after) {
  * be used again. */
 static void drop(Server *s, Req *r) {
     s->reqs[r->id - 1] = NULL;
+    node_work_forget(s, r);
     ReqVec *u = ptrmap_get(&s->reqs_by_user, r->user);
     if (u) {
         size_t i = history_first_after(u, r->id - 1);

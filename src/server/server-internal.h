@@ -94,6 +94,7 @@ typedef struct Node {
     bool unreachable;             /* missed heartbeats: nothing new is placed there */
     bool reset_scan;              /* look for consumer GPUs that need a reset check (R9) */
     NodeSwitch *sw;               /* the current or last mode switch, NULL when none */
+    ReqVec work;                  /* the requests placed here (node-work.h) */
 } Node;
 
 typedef struct Server Server;

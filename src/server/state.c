@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node-work.h"
 #include "util/json-cleanup.h"
 #include "wire/json-text.h"
 #include "util/macro.h"
@@ -280,10 +281,12 @@ static void req_set_placement(Server *s, Req *r, const Placement *p) {
     JsonText w = {0};
     placement_addresses(s->sched, p, addrs);
     wire_placement_write(p, addrs, &w);
+    node_work_forget(s, r); /* from the node it was placed on before, if any */
     json_decref(r->placement);
     free(r->placement_text);
     r->placement_text = json_text_take(&w); /* NULL: req_placement_text encodes the tree */
     r->placement = wire_placement_to_json(p, addrs);
+    node_work_placed(s, r);
 }
 
 /* ---- requests and the core ---- */
@@ -607,6 +610,7 @@ int state_load(Server *s, Error *err) {
         if ((r = wire_placement_from_json(s->catalog, q->placement, &p, node, &e)) < 0 ||
             (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
             return error_set(err, r, "request %s cannot be restored: %s", id, error_message(&e));
+        node_work_placed(s, q);
     }
     if (s->replay_view) /* a standby's view writes nothing: replay.c queues the waiting ones */
         return 0;
@@ -654,8 +658,10 @@ void state_free(Server *s) {
     free(s->reqs);
     free(s->dirty);
     for (size_t i = 0; i < s->nodes.cap; i++)
-        if (s->nodes.keys[i] && s->nodes.keys[i] != PTRMAP_TOMB)
+        if (s->nodes.keys[i] && s->nodes.keys[i] != PTRMAP_TOMB) {
+            node_work_free(s->nodes.values[i]);
             free(s->nodes.values[i]);
+        }
     ptrmap_done(&s->nodes);
     ptrmap_done(&s->idem);
     ptrmap_done(&s->sites);

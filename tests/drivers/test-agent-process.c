@@ -35,7 +35,8 @@ static void sleep_ms(int ms) {
     nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
 }
 
-static void spawn_agent(void) {
+/* heartbeat: the agent's interval in seconds, as its flag takes it */
+static void spawn_agent_beating(const char *heartbeat) {
     static char apple[256];
     snprintf(apple, sizeof(apple), "%s/machines/mac-m2-max-64gb.txt", TEST_FIXTURES);
     const char *args[] = {"--site",
@@ -56,8 +57,14 @@ static void spawn_agent(void) {
                           "1",
                           "--address",
                           "127.0.0.1",
+                          "--heartbeat",
+                          heartbeat,
                           NULL};
     agent = fleet_spawn_agent(ts.url, token, NODE, state_dir, args, NULL);
+}
+
+static void spawn_agent(void) {
+    spawn_agent_beating("1");
 }
 
 static void stop_agent(bool hard) {
@@ -176,6 +183,38 @@ Test(agent_process, r17_a_process_that_exits_ends_its_request_with_its_code) {
     json_t *j = wait_state(id, "ended");
     cr_assert_str_eq(json_string_value(json_object_get(j, "reason")), "exited with code 3");
     json_decref(j);
+    wait_gone(id);
+}
+
+/* The allocations on the node's GPUs, as the control plane counts them. */
+static json_int_t allocations(void) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/" NODE, NULL, &j), 200);
+    json_int_t n = 0;
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(j, "devices"), i, d) n +=
+            json_integer_value(json_object_get(d, "allocations"));
+    json_decref(j);
+    return n;
+}
+
+Test(agent_process, r17_a_process_that_exits_frees_its_gpu_at_once_not_at_the_next_heartbeat) {
+    /* A heartbeat far longer than the test: whatever the agent reports after its first one
+     * came without a heartbeat, whatever the machine's speed. */
+    stop_agent(false);
+    json_int_t before = fleet_last_seen_ms(&ts, NODE);
+    spawn_agent_beating("600");
+    json_int_t seen = fleet_await_heartbeat(&ts, NODE, before);
+    cr_assert_eq(allocations(), 0, "nothing holds the node's GPU yet");
+    long id = submit("{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"model\":\"m\","
+                     "\"env\":[\"MODE=exit3\"]}");
+    json_t *j = wait_state(id, "ended");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "reason")), "exited with code 3");
+    json_decref(j);
+    cr_assert_eq(allocations(), 0, "its GPU is free again");
+    cr_assert_eq(fleet_last_seen_ms(&ts, NODE), seen,
+                 "the exit was reported with a heartbeat, not at once");
     wait_gone(id);
 }
 

@@ -32,7 +32,8 @@ static pid_t agent;
 
 #define NODE "lab-h100"
 
-static void spawn_agent(void) {
+/* heartbeat: the agent's interval in seconds, as its flag takes it */
+static void spawn_agent_beating(const char *heartbeat) {
     static char sys[256], proc[256], sock_arg[160];
     snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
     snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
@@ -63,8 +64,14 @@ static void spawn_agent(void) {
                           "1",
                           "--address",
                           "127.0.0.1",
+                          "--heartbeat",
+                          heartbeat,
                           NULL};
     agent = fleet_spawn_agent(ts.url, agent_token, NODE, state_dir, args, nvml);
+}
+
+static void spawn_agent(void) {
+    spawn_agent_beating("1");
 }
 
 /* The fixture machine's NVML answers with the UUIDs of the Podman fixture's fake GPUs. */
@@ -178,13 +185,13 @@ static size_t our_containers(Driver *d) {
     return n;
 }
 
-Test(agent_workloads, r17_a_notebook_that_exits_ends_its_request_and_frees_its_gpu) {
-    NEED_PODMAN();
+/* A notebook (the probe image exits at once) ends its request with code 0, its GPU is offered
+ * again (all 8 free) and its container is removed. */
+static void notebook_exits_and_frees_its_gpu(void) {
     long id = submit("{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
     json_t *j = wait_state(id, "ended");
     cr_assert_str_eq(json_string_value(json_object_get(j, "reason")), "exited with code 0");
     json_decref(j);
-    /* Its GPU is offered again: all 8 are free. */
     json_t *cap = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests?state=active", NULL, &cap), 200);
     cr_assert_eq(json_array_size(json_object_get(cap, "requests")), 0);
@@ -192,6 +199,24 @@ Test(agent_workloads, r17_a_notebook_that_exits_ends_its_request_and_frees_its_g
     Driver *d = engine();
     wait_absent(d, id);
     driver_free(d);
+}
+
+Test(agent_workloads, r17_a_notebook_that_exits_ends_its_request_and_frees_its_gpu) {
+    NEED_PODMAN();
+    notebook_exits_and_frees_its_gpu();
+}
+
+Test(agent_workloads, r17_a_container_that_exits_frees_its_gpu_at_once_not_at_the_next_heartbeat) {
+    NEED_PODMAN();
+    /* A heartbeat far longer than the test: the exit is reported without one. */
+    kill(agent, SIGTERM);
+    waitpid(agent, NULL, 0);
+    json_int_t before = fleet_last_seen_ms(&ts, NODE);
+    spawn_agent_beating("600");
+    json_int_t seen = fleet_await_heartbeat(&ts, NODE, before);
+    notebook_exits_and_frees_its_gpu();
+    cr_assert_eq(fleet_last_seen_ms(&ts, NODE), seen,
+                 "the exit was reported with a heartbeat, not at once");
 }
 
 Test(agent_workloads, r17_release_stops_the_running_container) {

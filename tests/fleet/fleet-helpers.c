@@ -64,6 +64,25 @@ pid_t fleet_spawn_agent(const char *url, const char *token, const char *name, co
     return pid;
 }
 
+json_int_t fleet_last_seen_ms(TestServer *ts, const char *node) {
+    char path[96];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
+    json_t *j = NULL;
+    long st = ts_call(ts, ts->admin, "GET", path, NULL, &j);
+    cr_assert(st == 200 || st == 404, "GET %s: %ld", path, st); /* 404: not registered yet */
+    json_int_t v = json_integer_value(json_object_get(json_object_get(j, "agent"), "last_seen_ms"));
+    json_decref(j);
+    return v;
+}
+
+json_int_t fleet_await_heartbeat(TestServer *ts, const char *node, json_int_t before) {
+    json_int_t seen = before;
+    for (int i = 0; i < 1200 && (seen = fleet_last_seen_ms(ts, node)) == before; i++)
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    cr_assert_neq(seen, before, "no heartbeat of %s came in", node);
+    return seen;
+}
+
 void fleet_agent_start(Fleet *f, int i) {
     const Machine *m = &machines[i];
     FleetAgent *a = &f->agents[i];

@@ -32,6 +32,11 @@ void fleet_stop(Fleet *f);
  * options (NULL-terminated; may be NULL); nvml_fixture sets $EINSORA_FAKE_NVML. */
 pid_t fleet_spawn_agent(const char *url, const char *token, const char *name, const char *state_dir,
                         const char *const *extra, const char *nvml_fixture);
+/* The node's last heartbeat (agent.last_seen_ms, server clock), 0 while none or unregistered. */
+json_int_t fleet_last_seen_ms(TestServer *ts, const char *node);
+/* Wait (generous deadline) until the node's last_seen_ms moves from `before`: an agent's
+ * heartbeat is in. Returns the new last_seen_ms. */
+json_int_t fleet_await_heartbeat(TestServer *ts, const char *node, json_int_t before);
 /* (Re)start one agent process on its existing state folder. */
 void fleet_agent_start(Fleet *f, int i);
 /* SIGKILL (hard) or SIGTERM one agent and wait for it. */

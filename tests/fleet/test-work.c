@@ -22,17 +22,6 @@
  * work long-poll, whatever the machine's speed. */
 #define LONG_HEARTBEAT "600"
 
-static json_int_t last_seen_ms(TestServer *ts, const char *node) {
-    char path[96];
-    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
-    json_t *j = NULL;
-    long st = ts_call(ts, ts->admin, "GET", path, NULL, &j);
-    cr_assert(st == 200 || st == 404, "GET %s: %ld", path, st); /* 404: not registered yet */
-    json_int_t v = json_integer_value(json_object_get(json_object_get(j, "agent"), "last_seen_ms"));
-    json_decref(j);
-    return v;
-}
-
 /* Whether the agent's state folder records request id as running ("<id>" lines). */
 static bool runs_here(const char *state_dir, long id) {
     char path[256], line[32];
@@ -73,14 +62,14 @@ Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180
 
     /* Registered and one heartbeat in: from here on, the heartbeat count stays put. */
     json_int_t seen = 0;
-    for (int i = 0; i < 600 && !(seen = last_seen_ms(&ts, "dc1-h100")); i++)
+    for (int i = 0; i < 600 && !(seen = fleet_last_seen_ms(&ts, "dc1-h100")); i++)
         sleep_ms(100);
     cr_assert(seen > 0, "the agent never sent its first heartbeat (see %s/agent.log)", state_dir);
 
     long id = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
     json_decref(ts_wait_state(&ts, id, "active", "the agent's log"));
     cr_assert(runs_here(state_dir, id), "the agent does not record request %ld as running", id);
-    cr_assert_eq(last_seen_ms(&ts, "dc1-h100"), seen,
+    cr_assert_eq(fleet_last_seen_ms(&ts, "dc1-h100"), seen,
                  "the placement became active only with a later heartbeat, not through the work "
                  "long-poll");
 
@@ -92,7 +81,7 @@ Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180
     for (int i = 0; i < 600 && !(stopped = !runs_here(state_dir, id)); i++)
         sleep_ms(100);
     cr_assert(stopped, "the agent never stopped request %ld", id);
-    cr_assert_eq(last_seen_ms(&ts, "dc1-h100"), seen,
+    cr_assert_eq(fleet_last_seen_ms(&ts, "dc1-h100"), seen,
                  "the stop came with a heartbeat, not through the long-poll");
 
     /* The long-poll in flight ends with the agent: a clean stop, without waiting out the poll. */
@@ -238,6 +227,80 @@ Test(work, r17_agent_learns_of_work_at_once_through_a_cursor_that_survives_recon
     free(other);
     free(c1);
     free(c2);
+    ts_stop(&ts);
+}
+
+static json_t *work_of(TestServer *ts, const char *node) {
+    char path[96];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/work", node);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(ts, ts->admin, "GET", path, NULL, &j), 200, "GET %s", path);
+    return j;
+}
+
+static void post(TestServer *ts, long id, const char *verb) {
+    char path[96];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/%s", id, verb);
+    cr_assert_eq(ts_call(ts, ts->admin, "POST", path, NULL, NULL), 200, "POST %s", path);
+}
+
+/* Each node's work is kept by node: requests placed, moved on, ended and forgotten on another
+ * node leave a node's answer and cursor as they were, and the node's own changes show. */
+Test(work, r17_a_nodes_work_is_unchanged_while_other_nodes_work_churns, .timeout = 180) {
+    TestServer ts;
+    ts_start(&ts);
+    ts_add_h100_node(&ts, "n1", "root", 8);
+    long mine[2];
+    for (int i = 0; i < 2; i++) {
+        mine[i] = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+        json_decref(ts_wait_state(&ts, mine[i], "placed", NULL));
+    }
+    post(&ts, mine[0], "activate");
+    json_t *before = work_of(&ts, "n1");
+    cr_assert_eq(json_array_size(json_object_get(before, "workloads")), 2);
+
+    /* Everything new goes to n2 from here on. */
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/n1/cordon", NULL, NULL), 200);
+    ts_add_h100_node(&ts, "n2", "root", 8);
+    for (int round = 0; round < 3; round++) {
+        long other[8];
+        for (int i = 0; i < 8; i++) {
+            other[i] = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+            json_decref(ts_wait_state(&ts, other[i], "placed", NULL));
+            if (i % 2)
+                post(&ts, other[i], "activate");
+        }
+        json_t *theirs = work_of(&ts, "n2");
+        cr_assert_eq(json_array_size(json_object_get(theirs, "workloads")), 8,
+                     "n2's work misses its placements");
+        json_decref(theirs);
+        for (int i = 0; i < 8; i++)
+            post(&ts, other[i], "release");
+        json_t *now = work_of(&ts, "n1");
+        cr_assert(json_equal(now, before), "n1's work changed with n2's churn (round %d)", round);
+        json_decref(now);
+    }
+    json_t *theirs = work_of(&ts, "n2");
+    cr_assert_eq(json_array_size(json_object_get(theirs, "workloads")), 0);
+    json_decref(theirs);
+
+    /* Restarted, the server rebuilds each node's work from the store: the same answer. */
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    json_t *now = work_of(&ts, "n1");
+    cr_assert(json_equal(now, before), "n1's work changed with a restart");
+    json_decref(now);
+
+    /* Its own change shows: one released, the other is its only work. */
+    post(&ts, mine[0], "release");
+    now = work_of(&ts, "n1");
+    json_t *w = json_object_get(now, "workloads");
+    cr_assert_eq(json_array_size(w), 1);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(w, 0), "id")), mine[1]);
+    cr_assert_str_neq(json_string_value(json_object_get(now, "cursor")),
+                      json_string_value(json_object_get(before, "cursor")));
+    json_decref(now);
+    json_decref(before);
     ts_stop(&ts);
 }
 

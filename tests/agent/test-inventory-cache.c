@@ -1,0 +1,79 @@
+/* test-inventory-cache.c: a workload start reuses the last discovery (no NVML load, no sysfs
+ * walk per start) until the agent drops it, and a push's fresh discovery replaces it (R17).
+ * The machine is a copy of a fixture's sysfs that the test takes away: a second discovery
+ * would see it gone. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/inventory-cache.h"
+#include "config/catalog-yaml.h"
+
+static Catalog *cat;
+static PciIds *ids;
+static char tmp[64], sys[128], gone[128];
+
+static void setup(void) {
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", NULL, &cat, NULL), 0);
+    cr_assert_eq(pci_ids_load(MACHINES "/pci.ids", &ids, NULL), 0);
+    snprintf(tmp, sizeof(tmp), "/tmp/einsora-invcache-XXXXXX");
+    cr_assert(mkdtemp(tmp));
+    snprintf(sys, sizeof(sys), "%s/sys", tmp);
+    snprintf(gone, sizeof(gone), "%s/gone", tmp);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "cp -a '%s/hgx-h100-8gpu/sys' '%s'", MACHINES, sys);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void teardown(void) {
+    catalog_free(cat);
+    pci_ids_free(ids);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+    (void)!system(cmd);
+}
+
+TestSuite(inventory_cache, .init = setup, .fini = teardown);
+
+static size_t gpus(const MachineInventory *inv) {
+    size_t n = 0;
+    for (size_t i = 0; i < inv->n_accelerators; i++)
+        n += inv->accelerators[i].vendor == VENDOR_NVIDIA;
+    return n;
+}
+
+Test(inventory_cache, r17_a_start_reuses_the_last_discovery_until_it_is_dropped) {
+    DiscoverOptions o = {.sysfs_root = sys,
+                         .proc_root = MACHINES "/hgx-h100-8gpu/proc",
+                         .no_nvml = true,
+                         .catalog = cat,
+                         .pci_ids = ids};
+    InventoryCache c = {0};
+    const MachineInventory *first = NULL, *again = NULL;
+    Error err = {0};
+    cr_assert_eq(inventory_cache_get(&c, &o, &first, &err), 0, "%s", err.message);
+    cr_assert_eq(gpus(first), 8);
+
+    /* The machine's sysfs is taken away: only a fresh discovery would notice. */
+    cr_assert_eq(rename(sys, gone), 0);
+    cr_assert_eq(inventory_cache_get(&c, &o, &again, &err), 0, "%s", err.message);
+    cr_assert_eq(again, first, "the second start discovered the machine again");
+    cr_assert_eq(gpus(again), 8);
+
+    /* Dropped (a rebind changed the machine): the next start discovers what is there now. */
+    inventory_cache_drop(&c);
+    cr_assert_eq(inventory_cache_get(&c, &o, &again, &err), 0, "%s", err.message);
+    cr_assert_eq(gpus(again), 0, "a dropped inventory was used again");
+
+    /* A push's discovery replaces it. */
+    cr_assert_eq(rename(gone, sys), 0);
+    MachineInventory *fresh = NULL;
+    cr_assert_eq(machine_discover(&o, &fresh, &err), 0, "%s", err.message);
+    inventory_cache_set(&c, fresh);
+    cr_assert_eq(inventory_cache_get(&c, &o, &again, &err), 0, "%s", err.message);
+    cr_assert_eq(again, fresh);
+    cr_assert_eq(gpus(again), 8);
+    inventory_cache_drop(&c);
+    inventory_cache_drop(&c); /* an empty cache too */
+}
