@@ -28,6 +28,20 @@ char *slurp(const char *path) {
     return buf;
 }
 
+int remove_temp_tree(const char *dir) {
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", "--", dir, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
 int run_einsora(char **ret_out, char **ret_err, const char *arg0, ...) {
     const char *argv[64] = {EINSORA_BIN};
     size_t n = 1;

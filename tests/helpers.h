@@ -13,3 +13,7 @@ int run_einsora(char **ret_out, char **ret_err, const char *arg0, ...) __attribu
 
 /* Read a whole file into a new string; aborts the test on failure. */
 char *slurp(const char *path);
+
+/* Remove a test's temporary tree (rm -rf, without a shell: any path is safe). Returns 0 when
+ * it was removed, else rm's exit status (-1 when rm could not run). */
+int remove_temp_tree(const char *dir);

@@ -9,6 +9,7 @@
 
 #include "agent/inventory-cache.h"
 #include "config/catalog-yaml.h"
+#include "helpers.h"
 
 static Catalog *cat;
 static PciIds *ids;
@@ -29,9 +30,7 @@ static void setup(void) {
 static void teardown(void) {
     catalog_free(cat);
     pci_ids_free(ids);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-    (void)!system(cmd);
+    (void)remove_temp_tree(tmp);
 }
 
 TestSuite(inventory_cache, .init = setup, .fini = teardown);

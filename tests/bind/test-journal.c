@@ -9,6 +9,7 @@
 #include "agent/journal.h"
 #include "agent/pci-sysfs.h"
 #include "agent/records.h"
+#include "helpers.h"
 #include "util/fileio.h"
 
 static const char good[] = "einsora-journal 1\n"
@@ -91,9 +92,7 @@ Test(journal, r7_journal_round_trip_on_disk_and_one_operation_at_a_time) {
     cr_assert_eq(journal_end(dir, op.id, JOURNAL_DONE, &err), 0);
     cr_assert_eq(journal_begin(dir, &again, &err), 0, "%s", error_message(&err));
     cr_expect_eq(again.id, op.id + 1);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
+    cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }
 
@@ -116,9 +115,7 @@ Test(records, r7_workload_records_add_list_remove) {
     cr_expect_eq(agent_records_remove(dir, "vm-bob-3", &err), -ENOENT);
     cr_expect_eq(agent_records_add(dir, "01:00.0", "x", &err), -EINVAL);
     cr_expect_eq(agent_records_add(dir, "0000:01:00.0", "has space", &err), -EINVAL);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
+    cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }
 
@@ -145,9 +142,7 @@ Test(records, r7_a_gangs_gpus_are_recorded_together_or_not_at_all) {
     cr_assert_eq(agent_records_for_gpu(dir, gang[2], &ids, &n, &err), 0);
     cr_expect_eq(n, 0);
     strv_free(ids, n);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
+    cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }
 
@@ -185,9 +180,7 @@ Test(records, r7_an_answers_stops_and_starts_are_recorded_at_once) {
     cr_assert_eq(agent_records_for_gpu(dir, "0000:02:00.0", &b, &n, &err), 0);
     cr_expect_eq(n, 1, "the refused update removed a record");
     strv_free(b, n);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
+    cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }
 
@@ -217,8 +210,6 @@ Test(records, r9_quarantine_set_get_clear) {
     cr_expect_eq(agent_quarantine_clear(dir, "0000:01:00.0", &err), 0);
     cr_expect_eq(agent_quarantine_clear(dir, "0000:01:00.0", &err), -ENOENT);
     cr_expect_eq(agent_quarantine_set(dir, "../etc", "x", &err), -EINVAL);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
+    cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }

@@ -117,8 +117,7 @@ static void teardown(void) {
         closedir(d);
     ts_stop(&ts);
     free(token);
-    _cleanup_free_ char *cmd = strprintf("rm -rf '%s'", tmp);
-    (void)!system(cmd);
+    (void)remove_temp_tree(tmp);
 }
 
 TestSuite(agent_process, .init = setup, .fini = teardown, .timeout = 300);

@@ -283,3 +283,15 @@ void fleet_assert_invariants(Fleet *f) {
               json_string_value(json_object_get(j, "violation")));
     json_decref(j);
 }
+
+bool fleet_double_request_pending(void **con_cls, void *cls, size_t *upload_size) {
+    if (!*con_cls) { /* headers first; the body (ignored) follows */
+        *con_cls = cls;
+        return true;
+    }
+    if (*upload_size) {
+        *upload_size = 0;
+        return true;
+    }
+    return false;
+}

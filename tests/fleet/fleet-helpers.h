@@ -66,3 +66,8 @@ bool fleet_node_field_is(Fleet *f, const char *node, bool in_switch, const char 
 bool fleet_has_event(Fleet *f, const char *type, const char *object);
 /* GET /v1/debug/invariants is ok (R15, R16). */
 void fleet_assert_invariants(Fleet *f);
+
+/* For a libmicrohttpd answer callback of a stand-in control plane that ignores bodies: true
+ * while the request's headers or body are still arriving (the callback answers MHD_YES then),
+ * false once it is complete and should be answered. */
+bool fleet_double_request_pending(void **con_cls, void *cls, size_t *upload_size);

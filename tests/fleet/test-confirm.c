@@ -79,14 +79,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
                               size_t *upload_size, void **con_cls) {
     (void)version, (void)upload;
     Double *d = cls;
-    if (!*con_cls) { /* headers first; the body (ignored) follows */
-        *con_cls = d;
+    if (fleet_double_request_pending(con_cls, cls, upload_size))
         return MHD_YES;
-    }
-    if (*upload_size) {
-        *upload_size = 0;
-        return MHD_YES;
-    }
     unsigned status = 200;
     static __thread char body[8192];
     snprintf(body, sizeof(body), "{}");
@@ -190,9 +184,7 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
                  PLACED);
     snprintf(path, sizeof(path), "%s/workloads", dir);
     cr_expect_eq(lines(path), PLACED, "the agent does not record the %d workloads' GPUs", PLACED);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(remove_temp_tree(dir), 0);
     pthread_cond_destroy(&d.cond);
     pthread_mutex_destroy(&d.lock);
 }

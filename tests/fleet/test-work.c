@@ -318,14 +318,8 @@ static enum MHD_Result old_answer(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_size, void **con_cls) {
     (void)version, (void)upload;
     OldServer *o = cls;
-    if (!*con_cls) { /* headers first; the body (ignored) follows */
-        *con_cls = o;
+    if (fleet_double_request_pending(con_cls, cls, upload_size))
         return MHD_YES;
-    }
-    if (*upload_size) {
-        *upload_size = 0;
-        return MHD_YES;
-    }
     unsigned status = 200;
     char body[1024] = "{}";
     pthread_mutex_lock(&o->lock);
@@ -402,8 +396,6 @@ Test(work, r17_agent_falls_back_to_heartbeat_work_against_an_older_control_plane
     cr_assert_geq(after, 1, "activated before any heartbeat said it was placed");
     cr_assert_eq(asks, 1, "the agent asked the missing work route %d times: it should remember",
                  asks);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(remove_temp_tree(dir), 0);
     pthread_mutex_destroy(&o.lock);
 }
