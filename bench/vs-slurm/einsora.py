@@ -17,6 +17,8 @@ import threading
 import time
 import urllib.parse
 
+import procs
+
 
 def make_h200_fixture(src, dst):
     """The HGX H100 fixture with its GPUs turned into H200s (PCI 10de:2335, NVML name)."""
@@ -209,13 +211,4 @@ class EinsoraFleet:
         return jobs
 
     def stop(self):
-        for name, p in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
-        for name, p in reversed(self.procs):
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.procs = []
+        procs.stop_all(self.procs, timeout=30)

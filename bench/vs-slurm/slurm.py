@@ -13,6 +13,8 @@ import subprocess
 import time
 from datetime import datetime
 
+import procs
+
 # Tuned: the scheduler looks at the queue sooner and more often, and backfill goes on past
 # its lock releases (bf_continue) instead of starting over.
 TUNED = ("SchedulerParameters=bf_interval=1,sched_interval=1,bf_continue,bf_resolution=1,"
@@ -198,16 +200,7 @@ class SlurmCluster:
 
     def stop(self):
         # By PID, the nodes first, then the controller, then munge.
-        for name, p in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
-        for name, p in reversed(self.procs):
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.procs = []
+        procs.stop_all(self.procs, timeout=15)
 
     def timeline(self):
         """{job id: {"submitted", "placed", "ended"}} in epoch seconds, from slurmctld's log."""
