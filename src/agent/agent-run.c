@@ -1,5 +1,5 @@
-/* agent-run.c: the node agent's loop (agent-run.h): push the inventory, heartbeat, do the
- * queued work, start and stop the workloads placed here, report. */
+/* agent-run.c: the node agent's loop (agent-run.h): push the inventory, heartbeat, hand the
+ * queued tasks to agent-tasks.c, start and stop the workloads placed here, report. */
 #include "agent/agent-run.h"
 
 #include <errno.h>
@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "agent/agent-internal.h"
 #include "agent/bind.h"
 #include "agent/confirm.h"
 #include "agent/inventory-cache.h"
 #include "agent/records.h"
-#include "agent/reset-check.h"
 #include "agent/work-watch.h"
 #include "agent/workloads.h"
 #include "client/client.h"
@@ -22,29 +22,8 @@
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
-#include "wire/task.h"
 
-typedef struct Agent {
-    const AgentConfig *cfg;
-    Client *cl;
-    Catalog *catalog;
-    char *pushed;  /* the node description last accepted by the control plane */
-    bool push_due; /* discover and push again at the next turn */
-    unsigned turns;
-    bool lost;    /* the control plane did not answer last time: log once, not every turn */
-    bool stopped; /* this turn stopped a workload: its GPU may still be let go of */
-    BindOptions bind;
-    Driver *drivers[3]; /* container engine, libvirt, processes: once they answered (workloads.h) */
-    bool lost_driver[3];      /* a driver did not answer last time: log once */
-    WorkWatch watch;          /* the long-poll of this node's work (work-watch.h) */
-    bool watch_failing;       /* its last poll failed: log once, not every retry */
-    ConfirmPool confirms;     /* the connections that confirm started workloads side by side */
-    InventoryCache inventory; /* the last discovery, for workload starts */
-    bool confirm_due;         /* a confirmation went unanswered: look at the work again next turn */
-} Agent;
-
-static void logf_(const Agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(const Agent *a, const char *fmt, ...) {
+void agent_logf(const Agent *a, const char *fmt, ...) {
     FILE *f = a->cfg->log;
     if (!f)
         return;
@@ -57,12 +36,12 @@ static void logf_(const Agent *a, const char *fmt, ...) {
     va_end(ap);
 }
 
-static char *state_path(const Agent *a, const char *name) {
+char *agent_state_file(const Agent *a, const char *name) {
     return strprintf("%s/%s", a->cfg->state_dir, name);
 }
 
-static char *read_state(const Agent *a, const char *name) {
-    _cleanup_free_ char *p = state_path(a, name);
+char *agent_read_state(const Agent *a, const char *name) {
+    _cleanup_free_ char *p = agent_state_file(a, name);
     char *text = NULL;
     size_t len;
     if (!p || read_full_file(p, 1 << 20, &text, &len) < 0)
@@ -71,9 +50,9 @@ static char *read_state(const Agent *a, const char *name) {
 }
 
 /* Replace (or add) the "<key> <value>" line of key in a state file. */
-static int state_set_line(const Agent *a, const char *name, const char *key, const char *value,
-                          Error *err) {
-    _cleanup_free_ char *text = read_state(a, name), *p = state_path(a, name);
+int agent_state_set_line(const Agent *a, const char *name, const char *key, const char *value,
+                         Error *err) {
+    _cleanup_free_ char *text = agent_read_state(a, name), *p = agent_state_file(a, name);
     StrBuf b = {0};
     size_t n = strlen(key);
     for (const char *l = text; l && *l;) {
@@ -96,21 +75,21 @@ static void note_call(Agent *a, const char *method, const char *path, int r, lon
                       const Error *err) {
     if (r < 0) {
         if (!a->lost)
-            logf_(a, "control plane unreachable (retrying every heartbeat): %s",
-                  error_message(err));
+            agent_logf(a, "control plane unreachable (retrying every heartbeat): %s",
+                       error_message(err));
         a->lost = true;
         return;
     }
     if (a->lost)
-        logf_(a, "control plane answers again");
+        agent_logf(a, "control plane answers again");
     a->lost = false;
     if (status >= 300)
-        logf_(a, "%s %s: %ld %s", method, path, status,
-              j ? strempty(json_string_value(json_object_get(j, "message"))) : "");
+        agent_logf(a, "%s %s: %ld %s", method, path, status,
+                   j ? strempty(json_string_value(json_object_get(j, "message"))) : "");
 }
 
-static int call(Agent *a, const char *method, const char *path, json_t *body, long *ret_status,
-                json_t **ret_json) {
+int agent_call(Agent *a, const char *method, const char *path, json_t *body, long *ret_status,
+               json_t **ret_json) {
     Error err = {0};
     long status = 0;
     json_t *j = NULL;
@@ -134,11 +113,11 @@ static void push_inventory(Agent *a) {
     MachineInventory *inv = NULL;
     Error err = {0};
     if (machine_discover(&o, &inv, &err) < 0) {
-        logf_(a, "discovery failed: %s", error_message(&err));
+        agent_logf(a, "discovery failed: %s", error_message(&err));
         return;
     }
     inventory_cache_set(&a->inventory, inv); /* workload starts use it from now on */
-    _cleanup_free_ char *sim = cfg->simulate ? read_state(a, "sim-binding") : NULL;
+    _cleanup_free_ char *sim = cfg->simulate ? agent_read_state(a, "sim-binding") : NULL;
     json_t *node = agent_node_json(&cfg->id, inv, sim);
     char *text = node ? json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!text || (a->pushed && STREQ(a->pushed, text))) {
@@ -149,9 +128,9 @@ static void push_inventory(Agent *a) {
     }
     _cleanup_free_ char *path = strprintf("/v1/nodes/%s", cfg->id.name);
     long status = 0;
-    if (path && call(a, "PUT", path, node, &status, NULL) >= 0 && status < 300) {
-        logf_(a, "inventory pushed (%zu devices)",
-              json_array_size(json_object_get(node, "devices")));
+    if (path && agent_call(a, "PUT", path, node, &status, NULL) >= 0 && status < 300) {
+        agent_logf(a, "inventory pushed (%zu devices)",
+                   json_array_size(json_object_get(node, "devices")));
         free(a->pushed);
         a->pushed = TAKE_PTR(text);
         a->push_due = false;
@@ -161,119 +140,10 @@ static void push_inventory(Agent *a) {
     free(text);
 }
 
-/* ---- work: rebinds and reset checks ---- */
-
-/* How long a rebind waits for the holders of a GPU whose workload was just stopped. */
-#define BIND_HOLDERS_WAIT_MS 10000
-
-static int64_t mono_ms(void) {
+int64_t agent_mono_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, size_t size) {
-    if (a->cfg->simulate) {
-        Error err = {0};
-        int r = state_set_line(a, "sim-binding", gpu, target, &err);
-        if (r < 0)
-            snprintf(msg, size, "%s", error_message(&err));
-        else
-            snprintf(msg, size, "simulated: %s now on %s", gpu,
-                     STREQ(target, "vfio") ? "vfio-pci" : "the host driver");
-        return r;
-    }
-    BindTarget to;
-    BindResult res;
-    Error err = {0};
-    if (bind_target_from_string(target, &to) < 0)
-        return snprintf(msg, size, "unknown target %s", target), -EINVAL;
-    int r = gpu_bind(&a->bind, gpu, to, &res, &err);
-    /* A workload stopped this turn may hold the GPU a little longer (a VM's vfio fd, a
-     * container's device files): confirm its holders are gone before giving up (R4, R7). */
-    for (int64_t deadline = mono_ms() + BIND_HOLDERS_WAIT_MS;
-         r == -EBUSY && a->stopped && mono_ms() < deadline;) {
-        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
-        err = (Error){0};
-        r = gpu_bind(&a->bind, gpu, to, &res, &err);
-    }
-    if (r < 0)
-        snprintf(msg, size, "%s", error_message(&err));
-    else
-        snprintf(msg, size, "%s and %zu function(s) of its IOMMU group on %s%s", gpu,
-                 res.n_fns ? res.n_fns - 1 : 0,
-                 STREQ(target, "vfio") ? "vfio-pci" : "the host driver",
-                 res.changed ? "" : " (already)");
-    return r;
-}
-
-static int do_reset_check(Agent *a, const char *gpu, const char **ret_verdict, char *msg,
-                          size_t size) {
-    if (a->cfg->simulate) {
-        /* A scripted verdict (state/sim-reset "<bdf> pass|fail REASON"), else a pass. */
-        _cleanup_free_ char *text = read_state(a, "sim-reset");
-        *ret_verdict = "pass";
-        snprintf(msg, size, "simulated: 3 reset cycles passed");
-        size_t n = strlen(gpu);
-        for (const char *l = text; l && *l;) {
-            const char *e = strchrnul(l, '\n');
-            if ((size_t)(e - l) > n + 4 && !strncmp(l, gpu, n) && !strncmp(l + n, " fail", 5)) {
-                *ret_verdict = "fail";
-                snprintf(msg, size, "%.*s", (int)(e - (l + n + 5)),
-                         *(l + n + 5) == ' ' ? l + n + 6 : l + n + 5);
-            }
-            l = *e ? e + 1 : e;
-        }
-        return 0;
-    }
-    ResetCheckOptions o;
-    reset_check_options_init(&o);
-    o.bind = a->bind;
-    ResetCheckResult res;
-    Error err = {0};
-    int r = gpu_reset_check(&o, gpu, &res, &err);
-    if (r < 0) {
-        snprintf(msg, size, "%s", error_message(&err));
-        return r;
-    }
-    *ret_verdict = reset_verdict_to_string(res.verdict);
-    snprintf(msg, size, "%u reset cycle(s) via %s%s%s", res.cycles_run, res.reset_method,
-             res.n_reasons ? ": " : "", res.n_reasons ? res.reasons[0] : "");
-    return 0;
-}
-
-static void do_task(Agent *a, json_t *j) {
-    Task t;
-    uint64_t id = 0;
-    Error derr = {0};
-    char msg[512] = "";
-    const char *verdict = NULL;
-    int r = wire_task_from_json(j, &t, &id, &derr);
-    if (r < 0 && !id) {
-        logf_(a, "task without an id refused: %s", error_message(&derr));
-        return; /* nothing to answer to */
-    }
-    const char *kind = r < 0 ? "?" : task_kind_to_string(t.kind), *gpu = r < 0 ? "?" : t.gpu;
-    if (r < 0) /* the server sent what this agent cannot read: the task failed, saying why */
-        snprintf(msg, sizeof(msg), "%s", error_message(&derr));
-    else if (t.kind == TASK_BIND)
-        r = do_bind(a, gpu, t.target, msg, sizeof(msg));
-    else
-        r = do_reset_check(a, gpu, &verdict, msg, sizeof(msg));
-    logf_(a, "task %" PRIu64 " %s %s: %s%s%s", id, kind, gpu, r < 0 ? "failed: " : "",
-          verdict ? verdict : "", msg[0] ? (verdict ? " - " : "") : "");
-    if (msg[0] && (r >= 0 || verdict))
-        logf_(a, "  %s", msg);
-    json_t *body = json_pack("{s:b, s:s}", "ok", r >= 0, "message", msg);
-    if (verdict)
-        json_object_set_new(body, "verdict", json_string(verdict));
-    _cleanup_free_ char *path = strprintf("/v1/nodes/%s/tasks/%" PRIu64, a->cfg->id.name, id);
-    long status = 0;
-    if (path)
-        (void)call(a, "POST", path, body, &status, NULL);
-    json_decref(body);
-    a->push_due = true; /* a rebind changes what the kernel shows */
-    inventory_cache_drop(&a->inventory);
 }
 
 /* ---- workloads: the records of what runs here (every method), and the drivers below ---- */
@@ -301,7 +171,7 @@ static bool listed(char *const *ids, size_t n, const char *id, size_t len) {
  * "containers"), in one rewrite. */
 static int set_members(Agent *a, const char *name, char *const *off, size_t n_off, char *const *on,
                        size_t n_on, Error *err) {
-    _cleanup_free_ char *text = read_state(a, name), *p = state_path(a, name);
+    _cleanup_free_ char *text = agent_read_state(a, name), *p = agent_state_file(a, name);
     StrBuf b = {0};
     for (const char *l = text; l && *l;) {
         const char *e = strchrnul(l, '\n');
@@ -340,7 +210,7 @@ static const char *const slot_files[_SLOT_MAX] = {
         [SLOT_ENGINE] = "containers", [SLOT_VM] = "vms", [SLOT_PROCESS] = "processes"};
 
 static bool is_member(Agent *a, const char *name, const char *id) {
-    _cleanup_free_ char *text = read_state(a, name);
+    _cleanup_free_ char *text = agent_read_state(a, name);
     return runs(text, id);
 }
 
@@ -353,7 +223,7 @@ static bool slot_configured(const Agent *a, int k) {
 
 static void slot_failed(Agent *a, int k, const Error *err) {
     if (!a->lost_driver[k])
-        logf_(a, "%s: %s (retrying every heartbeat)", slot_names[k], error_message(err));
+        agent_logf(a, "%s: %s (retrying every heartbeat)", slot_names[k], error_message(err));
     a->lost_driver[k] = true;
 }
 
@@ -368,7 +238,7 @@ static bool ensure_slot(Agent *a, int k) {
     char product[160] = "";
     Error err = {0};
     /* The process driver keeps its pid and log files in the state folder (drivers/process.h). */
-    _cleanup_free_ char *proc_dir = k == SLOT_PROCESS ? state_path(a, "processes.d") : NULL;
+    _cleanup_free_ char *proc_dir = k == SLOT_PROCESS ? agent_state_file(a, "processes.d") : NULL;
     int r = k == SLOT_ENGINE
                     ? engine_driver_new(&wc->engine, &a->drivers[k], product, sizeof(product), &err)
             : k == SLOT_VM
@@ -379,17 +249,18 @@ static bool ensure_slot(Agent *a, int k) {
         return false;
     }
     a->lost_driver[k] = false;
-    logf_(a, "%s: %s%s%s", slot_names[k], product, product[0] ? " at " : "",
-          k == SLOT_ENGINE ? wc->engine.socket
-          : k == SLOT_VM   ? wc->vm.uri
-                           : strempty(proc_dir));
+    agent_logf(a, "%s: %s%s%s", slot_names[k], product, product[0] ? " at " : "",
+               k == SLOT_ENGINE ? wc->engine.socket
+               : k == SLOT_VM   ? wc->vm.uri
+                                : strempty(proc_dir));
     char **ids = NULL;
     size_t n = 0;
     if (a->drivers[k]->ops->list(a->drivers[k], &ids, &n, &err) < 0)
-        logf_(a, "%s: %s", slot_names[k], error_message(&err));
+        agent_logf(a, "%s: %s", slot_names[k], error_message(&err));
     for (size_t i = 0; i < n; i++)
         if (!is_member(a, slot_files[k], ids[i])) {
-            logf_(a, "adopted the workload of request %s (the %s runs it)", ids[i], slot_names[k]);
+            agent_logf(a, "adopted the workload of request %s (the %s runs it)", ids[i],
+                       slot_names[k]);
             (void)set_member(a, slot_files[k], ids[i], true, &err);
             (void)set_running(a, ids[i], true, &err);
         }
@@ -413,8 +284,11 @@ static void report_end(Agent *a, const char *id, bool failed, int exit_code, con
         json_object_set_new(body, "exit_code", json_integer(exit_code & 0xff));
     _cleanup_free_ char *path = strprintf("/v1/requests/%s/end", id);
     long status = 0;
-    if (path && body && call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
-        logf_(a, "workload %s ended: %s", id, message[0] ? message : failed ? "failed" : "exited");
+    if (path && body && agent_call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)
+        agent_logf(a, "workload %s ended: %s", id,
+                   message[0] ? message
+                   : failed   ? "failed"
+                              : "exited");
     json_decref(body);
 }
 
@@ -443,12 +317,12 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
         return r;
     }
     if (r < 0) {
-        logf_(a, "cannot start %s: %s", id, error_message(&err));
+        agent_logf(a, "cannot start %s: %s", id, error_message(&err));
         report_end(a, id, true, 0, error_message(&err));
         return r;
     }
     if (set_member(a, slot_files[k], id, true, &err) < 0)
-        logf_(a, "cannot record workload %s: %s", id, error_message(&err));
+        agent_logf(a, "cannot record workload %s: %s", id, error_message(&err));
     a->watch.workloads_run = true; /* watched for its exit from now on (check_driven) */
     WorkloadState st = {0};
     if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &err) >= 0)
@@ -483,7 +357,7 @@ static void check_driven(Agent *a) {
     for (int k = 0; k < _SLOT_MAX; k++) {
         if (!ensure_slot(a, k))
             continue;
-        _cleanup_free_ char *list = read_state(a, slot_files[k]);
+        _cleanup_free_ char *list = agent_read_state(a, slot_files[k]);
         for (const char *l = list; l && *l;) {
             const char *e = strchrnul(l, '\n');
             char id[DRIVER_ID_MAX];
@@ -529,20 +403,20 @@ typedef struct Started {
 
 static void log_started(Agent *a, const Started *st) {
     if (st->again) {
-        logf_(a, "confirmed %s: it runs", st->id);
+        agent_logf(a, "confirmed %s: it runs", st->id);
         return;
     }
     json_t *p = json_object_get(st->w, "placement");
     _cleanup_free_ char *gpus = json_dumps(json_object_get(p, "addresses"), JSON_COMPACT);
-    logf_(a, "started %s %s (%s, %s, GPUs %s)%s%s%s",
-          json_string_value(json_object_get(st->w, "kind")), st->id,
-          strempty(json_string_value(json_object_get(p, "method"))),
-          strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
-          st->slot == SLOT_ENGINE    ? " in a container"
-          : st->slot == SLOT_VM      ? " as a VM"
-          : st->slot == SLOT_PROCESS ? " as a process"
-                                     : " [recorded; no driver for it]",
-          st->url[0] ? " at " : "", st->url);
+    agent_logf(a, "started %s %s (%s, %s, GPUs %s)%s%s%s",
+               json_string_value(json_object_get(st->w, "kind")), st->id,
+               strempty(json_string_value(json_object_get(p, "method"))),
+               strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
+               st->slot == SLOT_ENGINE    ? " in a container"
+               : st->slot == SLOT_VM      ? " as a VM"
+               : st->slot == SLOT_PROCESS ? " as a process"
+                                          : " [recorded; no driver for it]",
+               st->url[0] ? " at " : "", st->url);
 }
 
 /* Tell the control plane that these workloads run (placed -> active), side by side; one that
@@ -582,7 +456,7 @@ static bool start_placed(Agent *a, json_t *w, const char *running, Started *st) 
 }
 
 static void reconcile_workloads(Agent *a, json_t *work) {
-    _cleanup_free_ char *running = read_state(a, "running");
+    _cleanup_free_ char *running = agent_read_state(a, "running");
     size_t i, n_work = json_array_size(work);
     json_t *w;
     Error err = {0};
@@ -637,12 +511,12 @@ static void reconcile_workloads(Agent *a, json_t *work) {
                                n_gpus, &err);
     bool recorded = true;
     if ((n_gone || n_born) && set_members(a, "running", gone, n_gone, born, n_born, &err) < 0) {
-        logf_(a, "cannot record workloads: %s", error_message(&err));
+        agent_logf(a, "cannot record workloads: %s", error_message(&err));
         recorded = false;
         a->confirm_due = true; /* the work again at the next turn: started (or adopted) then */
     }
     for (size_t k = 0; recorded && k < n_gone; k++)
-        logf_(a, "stopped %s", gone[k]);
+        agent_logf(a, "stopped %s", gone[k]);
     a->stopped = n_gone > 0;
     /* Unrecorded, only the ones that ran already are confirmed. */
     size_t n_confirm = 0;
@@ -655,7 +529,7 @@ static void reconcile_workloads(Agent *a, json_t *work) {
 }
 
 static json_t *running_json(Agent *a) {
-    _cleanup_free_ char *running = read_state(a, "running");
+    _cleanup_free_ char *running = agent_read_state(a, "running");
     json_t *list = json_array();
     for (const char *l = running; l && *l;) {
         const char *e = strchrnul(l, '\n');
@@ -678,13 +552,13 @@ static void do_work(Agent *a, json_t *ans) {
     reconcile_workloads(a, json_object_get(ans, "workloads"));
     size_t i;
     json_t *t;
-    json_array_foreach(json_object_get(ans, "tasks"), i, t) do_task(a, t);
+    json_array_foreach(json_object_get(ans, "tasks"), i, t) agent_do_task(a, t);
     if (a->push_due)
         push_inventory(a);
 }
 
 static void sleep_until(const AgentConfig *cfg, int64_t until_ms) {
-    for (int64_t left; !(cfg->stop && *cfg->stop) && (left = until_ms - mono_ms()) > 0;)
+    for (int64_t left; !(cfg->stop && *cfg->stop) && (left = until_ms - agent_mono_ms()) > 0;)
         nanosleep(&(struct timespec){0, (long)MIN(100, left) * 1000 * 1000}, NULL);
 }
 
@@ -701,7 +575,7 @@ static void turn(Agent *a) {
     _cleanup_free_ char *path = strprintf("/v1/nodes/%s/heartbeat", a->cfg->id.name);
     long status = 0;
     json_t *ans = NULL;
-    int r = path ? call(a, "POST", path, body, &status, &ans) : -ENOMEM;
+    int r = path ? agent_call(a, "POST", path, body, &status, &ans) : -ENOMEM;
     json_decref(body);
     if (r < 0 || status >= 300) {
         if (status == 404) { /* the control plane lost the node (new state file): register again */
@@ -730,7 +604,7 @@ static void turn(Agent *a) {
  * up to a second after until_ms (the route counts whole seconds). */
 static void watch_work(Agent *a, int64_t until_ms) {
     const AgentConfig *cfg = a->cfg;
-    for (int64_t now; !(cfg->stop && *cfg->stop) && (now = mono_ms()) < until_ms;) {
+    for (int64_t now; !(cfg->stop && *cfg->stop) && (now = agent_mono_ms()) < until_ms;) {
         if (a->watch.unsupported || !a->pushed || a->lost) {
             sleep_until(cfg, until_ms);
             return;
@@ -746,10 +620,10 @@ static void watch_work(Agent *a, int64_t until_ms) {
             check_driven(a); /* the short wait ended: a workload that exited frees its GPUs */
         } else if (r < 0 && !(cfg->stop && *cfg->stop)) {
             if (!a->watch_failing || r == -EOPNOTSUPP)
-                logf_(a, "%s", error_message(&err));
+                agent_logf(a, "%s", error_message(&err));
             a->watch_failing = r != -EOPNOTSUPP;
             if (r != -EOPNOTSUPP) /* not a busy loop while the control plane is away */
-                sleep_until(cfg, MIN(until_ms, mono_ms() + 1000));
+                sleep_until(cfg, MIN(until_ms, agent_mono_ms() + 1000));
             continue;
         }
         a->watch_failing = false;
@@ -786,20 +660,20 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         RecoverResult rec;
         Error e = {0};
         if (gpu_recover(&a.bind, &rec, &e) >= 0 && rec.action != RECOVER_NOTHING)
-            logf_(&a, "recovered %s: %s", rec.gpu, recover_action_to_string(rec.action));
+            agent_logf(&a, "recovered %s: %s", rec.gpu, recover_action_to_string(rec.action));
         else if (e.message[0])
-            logf_(&a, "journal: %s", error_message(&e));
+            agent_logf(&a, "journal: %s", error_message(&e));
     }
-    logf_(&a, "reporting to %s every %us", cfg.server, cfg.heartbeat_s);
+    agent_logf(&a, "reporting to %s every %us", cfg.server, cfg.heartbeat_s);
     if (cfg.stop)
         client_set_abort(a.cl, cfg.stop); /* a long-poll in flight ends with the agent */
     confirm_pool_init(&a.confirms, cfg.server, cfg.token, cfg.stop);
     while (!(cfg.stop && *cfg.stop)) {
-        int64_t next = mono_ms() + (int64_t)cfg.heartbeat_s * 1000;
+        int64_t next = agent_mono_ms() + (int64_t)cfg.heartbeat_s * 1000;
         turn(&a);
         watch_work(&a, next);
     }
-    logf_(&a, "stopped");
+    agent_logf(&a, "stopped");
     for (int k = 0; k < _SLOT_MAX; k++)
         driver_free(a.drivers[k]);
     free(a.pushed);

@@ -260,6 +260,29 @@ static int check_lists(const Sched *s, Error *err) {
     return 0;
 }
 
+/* The gang shares (queue.c): recounted from the waiting requests and the reserved nodes. */
+static int check_gang_share(const Sched *s, Error *err) {
+    size_t n_keys = s->cat->n_classes + 2;
+    GangShare *want = calloc(n_keys, sizeof(GangShare));
+    if (!want)
+        return error_set(err, -ENOMEM, "out of memory");
+    for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next) {
+        const Req *r = &s->reqs[ri];
+        want[r->qkey].wait_gpus += MAX(r->count, 1u);
+        want[r->qkey].gang_gpus += r->count >= 2 ? r->count : 0;
+    }
+    for (size_t k = 0; k < s->n_order; k++) {
+        const Node *n = &s->nodes[s->order[k]];
+        if (n->reserved_by != NIL)
+            want[s->reqs[n->reserved_by].choice].reserved++;
+    }
+    bool same = memcmp(want, s->gang_share, n_keys * sizeof(GangShare)) == 0;
+    free(want);
+    return same ? 0
+                : error_set(err, -EUCLEAN,
+                            "a class's waiting GPUs or gang reservations are miscounted");
+}
+
 static int check_requests(const Sched *s, Error *err) {
     size_t live = 0, waiting = 0;
     for (size_t i = 0; i < s->n_reqs; i++) {
@@ -303,6 +326,9 @@ static int check_requests(const Sched *s, Error *err) {
     size_t placed = 0;
     for (size_t i = 0; i < s->n_reqs; i++)
         placed += s->reqs[i].used && s->reqs[i].placed;
+    int ret = check_gang_share(s, err);
+    if (ret < 0)
+        return ret;
     if (prev != s->q_tail || waiting != s->n_waiting || placed + waiting != live ||
         live != s->n_live_reqs || live != s->req_map.n)
         return error_set(err, -EUCLEAN,

@@ -298,6 +298,11 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
             if (n->pools[k].free)
                 unres[n->pools[k].pool][n->pools[k].free] += by == NIL ? 1u : UINT32_MAX;
     }
+    /* Count the reservation under its gang's class (maybe_reserve caps that count). */
+    if (n->reserved_by != NIL)
+        s->gang_share[s->reqs[n->reserved_by].choice].reserved--;
+    if (by != NIL)
+        s->gang_share[s->reqs[by].choice].reserved++;
     n->reserved_by = by;
     window_sync(s, ni);
 }

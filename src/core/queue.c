@@ -546,12 +546,33 @@ static int qkey_of(const Sched *s, const Req *r) {
     return r->choice == CHOICE_CPU ? n : r->choice == CHOICE_MEMORY ? n + 1 : r->choice;
 }
 
+/* Adds (sign 1) or takes away (-1) a waiting request's GPUs in its class's gang share. */
+static void gang_share_count(Sched *s, const Req *r, int sign) {
+    GangShare *g = &s->gang_share[r->qkey];
+    uint32_t n = MAX(r->count, 1u) * (uint32_t)sign; /* wraps to subtract */
+    g->wait_gpus += n;
+    if (r->count >= 2)
+        g->gang_gpus += n;
+}
+
+/* Whether one more gang of class c may reserve a node: the class's gangs reserve at most
+ * their share of its waiting GPUs, of its nodes (rounded up, at least one). More would close
+ * nodes that the one-GPU requests ahead of the younger gangs could keep busy. */
+static bool gang_may_reserve(const Sched *s, int c) {
+    const GangShare *g = &s->gang_share[c];
+    uint64_t cap = g->wait_gpus ? ((uint64_t)s->class_nodes[c] * g->gang_gpus + g->wait_gpus - 1) /
+                                          g->wait_gpus
+                                : 0;
+    return g->reserved < MAX(cap, 1u);
+}
+
 static void queue_insert(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
     fifo_insert(s, q_of, &s->q_head, &s->q_tail, ri);
     fen_add(s, r->seq, 1);
     r->qkey = qkey_of(s, r);
     fifo_insert(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
+    gang_share_count(s, r, 1);
     if (r->n_fb && r->deadline < s->min_deadline)
         s->min_deadline = r->deadline;
     if (r->expired && r->n_fb) {
@@ -574,6 +595,8 @@ static void maybe_reserve(Sched *s, uint32_t ri);
  * that holds none takes one now, not only when a walk happens to reach it (a walk ends as
  * soon as the freed GPUs are taken, usually well before the gangs deeper in the queue). */
 static void reserve_next_gang(Sched *s, int c) {
+    if (!gang_may_reserve(s, c))
+        return;
     unsigned seen = 0;
     for (uint32_t ri = s->cq_head[c]; ri != NIL && seen < RESERVE_SCAN_LIMIT;
          ri = s->reqs[ri].cq.next, seen++)
@@ -589,6 +612,7 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
     fifo_remove(s, q_of, &s->q_head, &s->q_tail, ri);
     fen_add(s, r->seq, -1);
     fifo_remove(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
+    gang_share_count(s, r, -1);
     if (r->in_xq)
         fifo_remove(s, xq_of, &s->xq_head, &s->xq_tail, ri);
     if (r->in_dq)
@@ -606,7 +630,7 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
 
 static void maybe_reserve(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
-    if (r->count < 2 || r->choice < 0 || r->reserved_node != NIL)
+    if (r->count < 2 || r->choice < 0 || r->reserved_node != NIL || !gang_may_reserve(s, r->choice))
         return;
     uint32_t ni = place_reserve_node(s, r, r->choice);
     if (ni != NIL) {

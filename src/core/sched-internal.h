@@ -23,6 +23,12 @@ typedef struct Link {
     uint32_t prev, next;
 } Link;
 
+/* Per first-choice FIFO key: its waiting GPUs, those of its waiting gangs, and the nodes its
+ * gangs reserve; they cap a class's gang reservations at the gangs' share (queue.c). */
+typedef struct GangShare {
+    uint32_t wait_gpus, gang_gpus, reserved;
+} GangShare;
+
 typedef struct Site {
     char *name;
     SiteKind kind;
@@ -245,6 +251,7 @@ struct Sched {
     uint32_t *fen;
     size_t fen_size; /* a power of two; seqs are in [seq_base, seq_base + fen_size) */
     uint64_t seq_base;
+    GangShare *gang_share; /* per FIFO key, like cq_head */
 };
 
 static inline Device *dev_of(Sched *s, uint32_t gid) {

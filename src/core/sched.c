@@ -28,6 +28,7 @@ Sched *sched_new(const Catalog *catalog) {
     s->mig = malloc(MAX(nc, 1) * sizeof(*s->mig));
     s->cq_head = malloc((nc + 2) * sizeof(uint32_t));
     s->cq_tail = malloc((nc + 2) * sizeof(uint32_t));
+    s->gang_share = calloc(nc + 2, sizeof(GangShare));
     s->by_memory = malloc(MAX(nc, 1) * sizeof(int));
     s->mig_rank = calloc(_MIG_SHAPE_MAX, sizeof(*s->mig_rank));
     s->slices_of = calloc(MAX(nc, 1), sizeof(int *));
@@ -37,8 +38,8 @@ Sched *sched_new(const Catalog *catalog) {
     s->class_cells = calloc(MAX(nc, 1), sizeof(DiagCell *));
     s->class_list_cap = calloc(MAX(nc, 1), sizeof(uint32_t));
     if (!s->class_list || !s->class_cells || !s->class_list_cap || !s->class_nodes ||
-        !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail || !s->by_memory ||
-        !s->mig_rank || !s->slices_of) {
+        !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail || !s->gang_share ||
+        !s->by_memory || !s->mig_rank || !s->slices_of) {
         sched_free(s);
         return NULL;
     }
@@ -108,6 +109,7 @@ void sched_free(Sched *s) {
     free(s->class_blocked);
     free(s->cq_head);
     free(s->cq_tail);
+    free(s->gang_share);
     free(s->sites);
     for (size_t i = 0; i < s->n_users; i++) {
         free(s->users[i].name);

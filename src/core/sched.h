@@ -63,10 +63,15 @@
  * waiters in a row that do not fit (they are looked at again at the node's next change):
  * that bound keeps a release O(1) in a long queue.
  *
- * Gang reservations: every waiting gang (2 GPUs or more) reserves one node of its class, the
+ * Gang reservations: a waiting gang (2 GPUs or more) reserves one node of its class, the
  * one nearest to fitting it (most free GPUs; on a full fleet, any node that could hold it)
  * that no other gang has reserved, when it starts to wait, when a walk passes it, or when a
- * reservation is let go and it is the oldest gang without one. It keeps that node until it
+ * reservation is let go and it is the oldest gang without one. A class's gangs reserve at
+ * most their share of its waiting GPUs, of its nodes (ceil(nodes x gang GPUs waiting / all
+ * GPUs waiting), at least one): a reservation drains its node of shorter work, and a node
+ * per gang when gangs outnumber the nodes would drain them all while the one-GPU requests
+ * could keep them busy (idle GPUs, a longer makespan). A gang beyond the share waits for a
+ * reservation to be let go; the oldest ones hold them. It keeps that node until it
  * is placed (there or on any node that fits first) or leaves the queue; an older gang may
  * take it meanwhile, and the node then stays with the gangs: the younger one runs there when
  * the older one ends, so gangs follow each other on it without draining a node for each

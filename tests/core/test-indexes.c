@@ -3,6 +3,9 @@
  * total (a mode switch), the diagnosis cells (capacity, cordon, Kata). Each test would give
  * another decision if the index went stale; the fixture also runs sched_check, which
  * recounts every index, after each mutation. */
+#include <stdio.h>
+#include <string.h>
+
 #include "core-fixture.h"
 
 #define H100 "nvidia-h100-80gb"
@@ -217,4 +220,55 @@ Test(indexes, r18_a_gang_larger_than_one_binding_of_a_lab_node_waits_for_a_bindi
     g = decision_of("gang");
     cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
     cr_assert_eq(g.placement.n_devices, 8);
+}
+
+/* Gangs reserve at most their share of the class's waiting GPUs, of its nodes: with 16
+ * one-GPU requests waiting ahead of three 4-GPU gangs on four full 4-GPU nodes, the third
+ * gang finds two reservations against a cap of ceil(4 x 12 / 28) = 2 and takes none. Two
+ * nodes then stay open to younger requests; a reservation per gang would have closed three. */
+Test(indexes, r12_gangs_reserve_no_more_nodes_than_their_share_of_the_waiting_gpus) {
+    trusted_dc("alice");
+    const char *nodes[] = {"n1", "n2", "n3", "n4"};
+    for (int i = 0; i < 4; i++)
+        fx_gpu_node(.name = nodes[i], .site = "dc", .owner = "ops", .mode = "container",
+                    .cls = H100, .gpus = 4);
+    char id[8];
+    for (int i = 0; i < 16; i++) { /* every GPU busy with one-GPU work, four per node */
+        snprintf(id, sizeof(id), "f%d", i);
+        cr_assert_eq(container(id, "alice", 1).kind, DECISION_PLACED);
+    }
+    for (int i = 0; i < 16; i++) {
+        snprintf(id, sizeof(id), "o%d", i);
+        cr_assert_eq(container(id, "alice", 1).kind, DECISION_WAITING);
+    }
+    cr_assert_eq(container("g1", "alice", 4).kind, DECISION_WAITING);
+    cr_assert_eq(container("g2", "alice", 4).kind, DECISION_WAITING);
+    cr_assert_eq(container("g3", "alice", 4).kind, DECISION_WAITING);
+    for (int i = 0; i < 16; i++) { /* the older one-GPU requests are cancelled */
+        snprintf(id, sizeof(id), "o%d", i);
+        fx_release(id);
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(id, sizeof(id), "y%d", i);
+        cr_assert_eq(container(id, "alice", 1).kind, DECISION_WAITING);
+    }
+    /* One GPU frees on every node: the younger requests take those of the unreserved ones. */
+    for (int i = 0; i < 4; i++) {
+        char busy[8] = "";
+        for (int f = 0; f < 16 && !*busy; f++) {
+            snprintf(id, sizeof(id), "f%d", f);
+            Decision d = decision_of(id);
+            if (d.kind == DECISION_PLACED && strcmp(d.placement.node, nodes[i]) == 0)
+                snprintf(busy, sizeof(busy), "%s", id);
+        }
+        cr_assert(*busy, "no one-GPU request runs on %s", nodes[i]);
+        fx_release(busy);
+    }
+    int placed = 0;
+    for (int i = 0; i < 4; i++) {
+        snprintf(id, sizeof(id), "y%d", i);
+        placed += decision_of(id).kind == DECISION_PLACED;
+    }
+    cr_assert_eq(placed, 2, "%d nodes were open to younger requests, not 2", placed);
+    cr_assert_eq(decision_of("g3").kind, DECISION_WAITING);
 }
