@@ -65,7 +65,7 @@ int sched_device_set_binding(Sched *s, const char *node, unsigned dev, Binding b
         return error_set(err, -EBUSY,
                          "node '%s' device %u is in use by %s; it is never rebound under a "
                          "running workload (R7)",
-                         n->name, dev, s->reqs[d->allocs[0]].id);
+                         n->name, dev, req_id(&s->reqs[d->allocs[0]]));
     d->binding = binding;
     node_changed(s, ni, now, true);
     return 0;
@@ -86,7 +86,7 @@ int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled,
         return 0;
     if (d->n_allocs)
         return error_set(err, -EBUSY, "node '%s' device %u is in use by %s", n->name, dev,
-                         s->reqs[d->allocs[0]].id);
+                         req_id(&s->reqs[d->allocs[0]]));
     d->mig_enabled = enabled;
     node_changed(s, ni, now, true);
     return 0;

@@ -30,8 +30,8 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
             seen -= (j != i && d->allocs[j] == ri);
         if (seen != 1)
             return error_set(err, -EUCLEAN,
-                             "request '%s' is counted %u times on device %u of '%s' (R16)", r->id,
-                             seen, di, n->name);
+                             "request '%s' is counted %u times on device %u of '%s' (R16)",
+                             req_id(r), seen, di, n->name);
         if (first_user == NIL)
             first_user = r->user;
         else if (r->user != first_user)
@@ -52,7 +52,7 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
         if (d->use != want)
             return error_set(err, -EUCLEAN,
                              "device %u of '%s' is used as %d but '%s' holds it by %s", di, n->name,
-                             (int)d->use, r->id, method_to_string(r->method));
+                             (int)d->use, req_id(r), method_to_string(r->method));
     }
     if (!d->n_allocs && d->use != USE_NONE)
         return error_set(err, -EUCLEAN, "device %u of '%s' is marked in use without allocations",
@@ -260,17 +260,37 @@ static int check_lists(const Sched *s, Error *err) {
     return 0;
 }
 
+/* Every slot of the id index names a live request under that request's own hash, and the
+ * index counts its slots right (check_requests() finds every live request in it). */
+static int check_req_map(const Sched *s, Error *err) {
+    size_t used = 0;
+    for (size_t i = 0; i < s->req_map.cap; i++) {
+        const ReqMapSlot *sl = &s->req_map.slots[i];
+        if (sl->ri == NIL)
+            continue;
+        used++;
+        if (sl->ri >= s->n_reqs || !s->reqs[sl->ri].used || s->reqs[sl->ri].id_hash != sl->hash)
+            return error_set(err, -EUCLEAN, "the id index names a request that is gone (R16)");
+    }
+    if (used != s->req_map.n)
+        return error_set(err, -EUCLEAN, "the id index counts %zu entries but holds %zu",
+                         s->req_map.n, used);
+    return 0;
+}
+
 static int check_requests(const Sched *s, Error *err) {
+    if (check_req_map(s, err) < 0)
+        return -EUCLEAN;
     size_t live = 0, waiting = 0;
     for (size_t i = 0; i < s->n_reqs; i++) {
         const Req *r = &s->reqs[i];
         if (!r->used)
             continue;
         live++;
-        uint32_t v;
-        if (!strmap_get(&s->req_map, r->id, &v) || v != i)
+        if (r->id_len != strlen(req_id(r)) || r->id_hash != strmap_hash_len(req_id(r), r->id_len) ||
+            reqmap_find(&s->req_map, s->reqs, req_id(r), r->id_len, r->id_hash) != i)
             return error_set(err, -EUCLEAN, "request '%s' is missing from the id index (R16)",
-                             r->id);
+                             req_id(r));
         if (!r->placed)
             continue;
         int ret = policy_check_placement(s, r, false, err);
@@ -284,7 +304,8 @@ static int check_requests(const Sched *s, Error *err) {
                 found |= d->allocs[k] == i;
             if (!found)
                 return error_set(err, -EUCLEAN,
-                                 "request '%s' is placed on a device that does not list it", r->id);
+                                 "request '%s' is placed on a device that does not list it",
+                                 req_id(r));
         }
     }
     uint64_t last = 0;
@@ -294,7 +315,7 @@ static int check_requests(const Sched *s, Error *err) {
         if (!r->used || r->placed)
             return error_set(err, -EUCLEAN, "the queue holds a request that is not waiting (R16)");
         if (r->q.prev != prev || (waiting && r->submitted < last))
-            return error_set(err, -EUCLEAN, "the queue is out of order at '%s'", r->id);
+            return error_set(err, -EUCLEAN, "the queue is out of order at '%s'", req_id(r));
         last = r->submitted;
         prev = ri;
         if (++waiting > live)

@@ -729,7 +729,7 @@ static int busy_error(Sched *s, uint32_t ni, bool gpus_only, const char *what, E
         if (!r->used || !r->placed || r->node != ni || (gpus_only && r->n_dev == 0))
             continue;
         if (k++ < 8)
-            strbuf_printf(&b, "%s%s", k > 1 ? ", " : "", r->id);
+            strbuf_printf(&b, "%s%s", k > 1 ? ", " : "", req_id(r));
     }
     if (k > 8)
         strbuf_printf(&b, " and %zu more", k - 8);
@@ -915,7 +915,7 @@ int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_
             if (q->used && q->placed && q->node == ni && q->crt == CONTAINER_RUNTIME_KATA)
                 return error_set(err, -EBUSY,
                                  "node '%s': Kata workloads still run there (%s); drain them first",
-                                 n->name, q->id);
+                                 n->name, req_id(q));
         }
     n->kata = kata || mig_in_kata;
     n->mig_in_kata = mig_in_kata;

@@ -884,13 +884,13 @@ int place_check_conflicts(const Sched *s, const Req *r, Error *err) {
     const Node *n = &s->nodes[r->node];
     if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && n->macos_vms >= SCHED_MAX_MACOS_VMS)
         return error_set(err, -EBUSY, "request '%s': Mac '%s' already runs %d macOS VMs (R10)",
-                         r->id, n->name, SCHED_MAX_MACOS_VMS);
+                         req_id(r), n->name, SCHED_MAX_MACOS_VMS);
     if (r->cores > n->cpu_cores - n->cpu_used)
-        return error_set(err, -EBUSY, "request '%s': node '%s' has not %u free cores", r->id,
+        return error_set(err, -EBUSY, "request '%s': node '%s' has not %u free cores", req_id(r),
                          n->name, r->cores);
     if (r->mem > n->apple_usable_gb - n->apple_used_gb)
         return error_set(err, -EBUSY, "request '%s': Mac '%s' has not %u GB of GPU memory free",
-                         r->id, n->name, r->mem);
+                         req_id(r), n->name, r->mem);
     for (unsigned i = 0; i < r->n_dev; i++) {
         const Device *d = &n->devices[r->devs[i]];
         bool ok;
@@ -915,7 +915,8 @@ int place_check_conflicts(const Sched *s, const Req *r, Error *err) {
                     err, -EBUSY,
                     "request '%s': device %u of '%s' is already held by '%s' in a way the rules "
                     "do not let it share (R15, R16)",
-                    r->id, r->devs[i], n->name, d->n_allocs ? s->reqs[d->allocs[0]].id : "?");
+                    req_id(r), r->devs[i], n->name,
+                    d->n_allocs ? req_id(&s->reqs[d->allocs[0]]) : "?");
     }
     return 0;
 }

@@ -287,9 +287,21 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
     msg_put(&m, reason_sentence(why));
 }
 
+/* The index of the live request with this id: true and *ret, or false. */
+static bool req_lookup(const Sched *s, const char *id, uint32_t *ret) {
+    size_t len = id ? strnlen(id, SCHED_ID_MAX) : SCHED_ID_MAX;
+    if (len >= SCHED_ID_MAX)
+        return false; /* no request has such an id */
+    uint32_t ri = reqmap_find(&s->req_map, s->reqs, id, len, strmap_hash_len(id, len));
+    if (ri == NIL)
+        return false;
+    *ret = ri;
+    return true;
+}
+
 int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
     uint32_t ri;
-    if (!id || !strmap_get(&s->req_map, id, &ri))
+    if (!req_lookup(s, id, &ri))
         return -ENOENT;
     decide(s, ri, true, true, ret);
     return 0;
@@ -297,11 +309,11 @@ int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
 
 int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
     uint32_t ri;
-    if (!id || !strmap_get(&s->req_map, id, &ri))
+    if (!req_lookup(s, id, &ri))
         return -ENOENT;
     const Req *r = &s->reqs[ri];
     *ret = (RequestSpec){
-            .id = r->id,
+            .id = req_id(r),
             .user = s->users[r->user].name,
             .kind = r->kind,
             .guest = r->guest,
@@ -332,7 +344,7 @@ size_t sched_waiting_count(const Sched *s) {
 const char *sched_waiting_at(const Sched *s, size_t i) {
     for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next)
         if (i-- == 0)
-            return s->reqs[ri].id;
+            return req_id(&s->reqs[ri]);
     return NULL;
 }
 
@@ -381,8 +393,9 @@ static int req_slot(Sched *s, uint32_t *ret) {
 
 static void req_drop(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
-    strmap_remove_hashed(&s->req_map, r->id, r->id_hash);
-    free(r->id);
+    reqmap_remove(&s->req_map, r->id_hash, ri);
+    if (r->id_len >= REQ_ID_INLINE)
+        free(r->idb.heap_id);
     *r = (Req){.q = {NIL, s->free_req}};
     s->free_req = ri;
     s->n_live_reqs--;
@@ -391,14 +404,15 @@ static void req_drop(Sched *s, uint32_t ri) {
 /* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject. */
 static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject) {
     *subject = spec->id;
-    if (isempty(spec->id) || strlen(spec->id) >= SCHED_ID_MAX || isempty(spec->user) ||
+    size_t id_len = spec->id ? strnlen(spec->id, SCHED_ID_MAX) : 0;
+    if (!id_len || id_len >= SCHED_ID_MAX || isempty(spec->user) ||
         strlen(spec->user) >= SCHED_ID_MAX || (int)spec->kind < 0 ||
         spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 || spec->guest >= _GUEST_OS_MAX ||
         (int)spec->runtime < 0 || spec->runtime >= _ENDPOINT_RUNTIME_MAX ||
         spec->n_fallback > SCHED_MAX_FALLBACKS || (spec->n_fallback && !spec->fallback))
         return SCHED_REASON_BAD_REQUEST;
-    uint32_t id_hash = strmap_hash(spec->id);
-    if (strmap_get_hashed(&s->req_map, spec->id, id_hash, NULL))
+    uint32_t id_hash = strmap_hash_len(spec->id, id_len);
+    if (reqmap_find(&s->req_map, s->reqs, spec->id, id_len, id_hash) != NIL)
         return SCHED_REASON_DUPLICATE;
     *r = (Req){.kind = spec->kind,
                .guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX,
@@ -412,7 +426,12 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
                .wait_for_nodes = spec->wait_for_nodes,
                .q = {NIL, NIL},
                .pcls = -1,
+               .id_len = (uint8_t)id_len,
                .id_hash = id_hash};
+    if (id_len < REQ_ID_INLINE)
+        memcpy(r->idb.inline_id, spec->id, id_len); /* the rest is zero: terminated */
+    else
+        r->idb.heap_id = (char *)spec->id; /* borrowed until register_req() copies it */
     /* R13: the fallback opens at submitted + wait exactly, in the caller's own units. */
     uint64_t wait;
     if (!spec->n_fallback || __builtin_mul_overflow(spec->wait_s, s->units_per_second, &wait) ||
@@ -620,7 +639,7 @@ static void placed_from_queue(Sched *s, uint32_t ri) {
     if (s->on_placed) {
         Decision d;
         decide(s, ri, false, false, &d);
-        s->on_placed(s->on_placed_data, s->reqs[ri].id, &d);
+        s->on_placed(s->on_placed_data, req_id(&s->reqs[ri]), &d);
     }
 }
 
@@ -726,21 +745,23 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
 
 static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t *ret, Error *err) {
     uint32_t ri, user;
-    char *id = strdup(spec->id);
-    if (!id || sched_user_intern(s, spec->user, &user) < 0 || req_slot(s, &ri) < 0) {
-        free(id);
+    char *heap_id = NULL; /* a long id's own copy */
+    if ((built->id_len >= REQ_ID_INLINE && !(heap_id = strdup(built->idb.heap_id))) ||
+        sched_user_intern(s, spec->user, &user) < 0 || req_slot(s, &ri) < 0) {
+        free(heap_id);
         return error_set(err, -ENOMEM, "out of memory");
     }
-    built->id = id;
+    if (heap_id)
+        built->idb.heap_id = heap_id;
     built->user = user;
     built->used = true;
     built->seq = s->next_seq++;
     built->reserved_node = NIL;
     s->reqs[ri] = *built;
-    if (strmap_put_hashed(&s->req_map, id, built->id_hash, ri) < 0) {
+    if (reqmap_insert(&s->req_map, built->id_hash, ri) < 0) {
         s->reqs[ri] = (Req){.q = {NIL, s->free_req}};
         s->free_req = ri;
-        free(id);
+        free(heap_id);
         return error_set(err, -ENOMEM, "out of memory");
     }
     s->n_live_reqs++;
@@ -821,7 +842,6 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     built.cores = p->method == METHOD_CPU ? p->cpu_cores : 0;
     built.mem = p->method == METHOD_APPLE_WHOLE ? p->memory_gb : 0;
     built.fb_index = p->fallback_index;
-    built.id = (char *)spec->id;
     /* The user may not be interned yet; the relation needs the id. */
     uint32_t user;
     if (sched_user_intern(s, spec->user, &user) < 0)
@@ -854,7 +874,7 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
 
 int sched_release(Sched *s, const char *id, uint64_t now, Error *err) {
     uint32_t ri;
-    if (!id || !strmap_get(&s->req_map, id, &ri))
+    if (!req_lookup(s, id, &ri))
         return error_set(err, -ENOENT, "no request '%s'", strempty(id));
     bool placed = s->reqs[ri].placed;
     uint32_t freed = NIL;

@@ -129,8 +129,17 @@ typedef struct Node {
     bool window_counted;  /* counted in its site's window_free (schedulable, unreserved) */
 } Node;
 
+/* Ids shorter than this live in the Req itself, which a lookup reads anyway, so that a
+ * lookup touches no other memory and a request costs no allocation for its id (the server's
+ * ids are decimal numbers of at most 20 digits). */
+#define REQ_ID_INLINE 24
+
 typedef struct Req {
-    char *id;
+    union {
+        char inline_id[REQ_ID_INLINE]; /* id_len < REQ_ID_INLINE */
+        char *heap_id; /* else: owned once registered, borrowed from the spec before */
+    } idb;
+    uint8_t id_len;   /* strlen of the id (< SCHED_ID_MAX) */
     uint32_t id_hash; /* strmap_hash(id): hashed once, when submitted */
     bool used;
     bool placed;
@@ -169,6 +178,22 @@ typedef struct Req {
     const char *fb_names[SCHED_MAX_FALLBACKS];
 } Req;
 
+static inline const char *req_id(const Req *r) {
+    return r->id_len < REQ_ID_INLINE ? r->idb.inline_id : r->idb.heap_id;
+}
+
+/* The request-id index (reqmap.c): open addressing over {hash, request index} slots, compared
+ * against the id kept in the Req. Eight bytes a slot, and no pointer to chase to a separately
+ * allocated key. */
+typedef struct ReqMapSlot {
+    uint32_t hash, ri; /* ri NIL: empty */
+} ReqMapSlot;
+
+typedef struct ReqMap {
+    ReqMapSlot *slots;
+    size_t n, cap; /* cap is 0 or a power of two */
+} ReqMap;
+
 typedef struct MigPool {
     uint32_t heads[256]; /* devices (global id) by layout */
 } MigPool;
@@ -203,7 +228,7 @@ struct Sched {
     size_t n_reqs, cap_reqs;
     uint32_t free_req;
     size_t n_live_reqs;
-    StrMap req_map;
+    ReqMap req_map;
     uint64_t next_seq;
 
     /* Waiting queue: FIFO by (submitted, seq). */
@@ -337,6 +362,15 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
 int site_alloc_pools(Sched *s, Site *st);
 /* After a change on node ni: re-file it, offer grown capacity to the queue, check. */
 void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed);
+
+/* reqmap.c */
+/* The request whose id is the len bytes at id (hash: strmap_hash_len(id, len)), or NIL. */
+uint32_t reqmap_find(const ReqMap *m, const Req *reqs, const char *id, size_t len, uint32_t hash);
+/* Add request ri with the given id hash; the caller knows its id is not in the map yet. */
+int reqmap_insert(ReqMap *m, uint32_t hash, uint32_t ri);
+/* Remove request ri (its id hash given): by index, without comparing ids. */
+void reqmap_remove(ReqMap *m, uint32_t hash, uint32_t ri);
+void reqmap_done(ReqMap *m);
 
 /* feasible.c */
 /* R18: SCHED_REASON_NONE when some node of the fleet could ever run r (its first choice or an

@@ -134,13 +134,13 @@ void sched_free(Sched *s) {
     free(s->nodes);
     free(s->order);
     for (size_t i = 0; i < s->n_reqs; i++)
-        if (s->reqs[i].used)
-            free(s->reqs[i].id);
+        if (s->reqs[i].used && s->reqs[i].id_len >= REQ_ID_INLINE)
+            free(s->reqs[i].idb.heap_id);
     free(s->reqs);
     strmap_done(&s->site_map);
     strmap_done(&s->user_map);
     strmap_done(&s->node_map);
-    strmap_done(&s->req_map);
+    reqmap_done(&s->req_map);
     strmap_done(&s->class_map);
     free(s->mig);
     free(s->by_memory);

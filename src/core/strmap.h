@@ -20,6 +20,8 @@ typedef struct StrMap {
 } StrMap;
 
 uint32_t strmap_hash(const char *s);
+/* The same for the first n bytes of s, when the caller knows the length already. */
+uint32_t strmap_hash_len(const char *s, size_t n);
 /* Returns true and sets *ret when the key is present. */
 bool strmap_get(const StrMap *m, const char *key, uint32_t *ret);
 /* Insert or replace. -ENOMEM on allocation failure; replacing the value of a present key
