@@ -86,6 +86,8 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     uint32_t v;
     if (!strmap_get(&s->node_map, n->name, &v) || v != ni)
         return error_set(err, -EUCLEAN, "node '%s' is missing from the name index", n->name);
+    if (n->name_len != strlen(n->name))
+        return error_set(err, -EUCLEAN, "node '%s': its name's recorded length is wrong", n->name);
     if (u->cores != n->cpu_used || u->mem != n->apple_used_gb || u->vms != n->macos_vms ||
         u->allocs != n->n_allocs)
         return error_set(err, -EUCLEAN, "node '%s': usage counters disagree with its allocations",

@@ -647,6 +647,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
     Node *n = &s->nodes[ni];
     *n = (Node){
             .name = strdup(spec->name),
+            .name_len = (uint8_t)strlen(spec->name), /* name_ok() above bounds it */
             .alive = true,
             .site = si,
             .platform = spec->platform,

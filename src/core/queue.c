@@ -232,16 +232,19 @@ static SchedReason waiting_reason(const Sched *s, const Req *r) {
 /* fresh: find the waiting reason again (a later look); else the one found at submission. */
 static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d) {
     const Req *r = &s->reqs[ri];
+    /* Field by field, not `*d = (Decision){...}`: that would also clear the message buffer,
+     * which the sentence below overwrites (and terminates) anyway. */
     if (r->placed) {
-        *d = (Decision){.kind = DECISION_PLACED,
-                        .reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE};
+        d->kind = DECISION_PLACED;
+        d->reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE;
+        d->queue_position = 0;
         fill_placement(s, r, &d->placement);
         const Placement *p = &d->placement;
         /* "placed on NODE: WHERE, CLASS by METHOD[ under CRT][, endpoint runs ERT][ (fallback...)]"
          */
         Msg m = msg_start(d->message, sizeof(d->message));
         msg_put(&m, "placed on ");
-        msg_put(&m, p->node);
+        msg_putn(&m, p->node, s->nodes[r->node].name_len);
         msg_put(&m, ":");
         if (p->method == METHOD_MIG) {
             msg_put(&m, " device ");
@@ -260,7 +263,10 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
             msg_put(&m, p->n_devices > 1 ? " GPUs" : " GPU");
         }
         msg_put(&m, ", ");
-        msg_put(&m, p->class_name);
+        if (r->pcls >= 0)
+            msg_putn(&m, p->class_name, s->class_name_len[r->pcls]);
+        else
+            msg_put(&m, p->class_name);
         msg_put(&m, " by ");
         msg_put(&m, method_to_string(p->method));
         if (p->container_runtime) {
@@ -277,9 +283,10 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
     }
     /* The reason as of now, not as of submission: nodes, capacity and modes have moved. */
     SchedReason why = fresh ? waiting_reason(s, r) : r->reason;
-    *d = (Decision){.kind = DECISION_WAITING,
-                    .reason = why,
-                    .queue_position = with_position ? queue_position(s, ri) : 0};
+    d->kind = DECISION_WAITING;
+    d->reason = why;
+    d->queue_position = with_position ? queue_position(s, ri) : 0;
+    d->placement = (Placement){0};
     Msg m = msg_start(d->message, sizeof(d->message));
     msg_put(&m, "waiting for ");
     msg_put(&m, choice_name(s, r->choice));

@@ -107,6 +107,7 @@ typedef struct DiagCell {
 
 typedef struct Node {
     char *name;
+    uint8_t name_len; /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
     bool alive;
     uint32_t site;
     Platform platform;
@@ -260,7 +261,8 @@ struct Sched {
     uint8_t mig_starts[_MIG_SHAPE_MAX][256];
     /* Per class: nodes that have it, and idle GPUs that take no work; they let a waiting
      * request's reason be found without a scan in the common case. */
-    StrMap class_map; /* class name -> index (the catalog's own lookup is a linear scan) */
+    StrMap class_map;       /* class name -> index (the catalog's own lookup is a linear scan) */
+    size_t *class_name_len; /* per class: strlen of its name, for decisions' sentences */
     uint32_t *class_nodes;
     uint32_t *class_blocked;
     uint32_t **class_list;  /* per card class: the nodes that have it */

@@ -36,9 +36,10 @@ Sched *sched_new(const Catalog *catalog) {
     s->class_list = calloc(MAX(nc, 1), sizeof(uint32_t *));
     s->class_cells = calloc(MAX(nc, 1), sizeof(DiagCell *));
     s->class_list_cap = calloc(MAX(nc, 1), sizeof(uint32_t));
-    if (!s->class_list || !s->class_cells || !s->class_list_cap || !s->class_nodes ||
-        !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail || !s->by_memory ||
-        !s->mig_rank || !s->slices_of) {
+    s->class_name_len = calloc(MAX(nc, 1), sizeof(size_t));
+    if (!s->class_name_len || !s->class_list || !s->class_cells || !s->class_list_cap ||
+        !s->class_nodes || !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail ||
+        !s->by_memory || !s->mig_rank || !s->slices_of) {
         sched_free(s);
         return NULL;
     }
@@ -65,6 +66,8 @@ Sched *sched_new(const Catalog *catalog) {
         } else
             s->by_memory[s->n_by_memory++] = (int)i;
     }
+    for (size_t i = 0; i < nc; i++)
+        s->class_name_len[i] = strlen(catalog->classes[i].name);
     for (size_t i = 0; i < nc; i++)
         if (strmap_put(&s->class_map, catalog->classes[i].name, (uint32_t)i) < 0) {
             sched_free(s);
@@ -103,6 +106,7 @@ void sched_free(Sched *s) {
     free(s->class_list);
     free(s->class_cells);
     free(s->class_list_cap);
+    free(s->class_name_len);
     free(s->fen);
     free(s->class_nodes);
     free(s->class_blocked);
