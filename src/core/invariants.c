@@ -16,7 +16,7 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
     uint32_t first_user = NIL;
     bool multi = false, all_mig_kata = true;
     for (unsigned i = 0; i < d->n_allocs; i++) {
-        uint32_t ri = d->allocs[i];
+        uint32_t ri = dev_allocs_const(d)[i];
         if (ri >= s->n_reqs || !s->reqs[ri].used || !s->reqs[ri].placed ||
             &s->nodes[s->reqs[ri].node] != n)
             return error_set(err, -EUCLEAN,
@@ -27,7 +27,7 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
         for (unsigned j = 0; j < r->n_dev; j++)
             seen += r->devs[j] == di;
         for (unsigned j = 0; j < d->n_allocs; j++)
-            seen -= (j != i && d->allocs[j] == ri);
+            seen -= (j != i && dev_allocs_const(d)[j] == ri);
         if (seen != 1)
             return error_set(err, -EUCLEAN,
                              "request '%s' is counted %u times on device %u of '%s' (R16)",
@@ -303,7 +303,7 @@ static int check_requests(const Sched *s, Error *err) {
             const Device *d = &n->devices[r->devs[j]];
             bool found = false;
             for (unsigned k = 0; k < d->n_allocs; k++)
-                found |= d->allocs[k] == i;
+                found |= dev_allocs_const(d)[k] == i;
             if (!found)
                 return error_set(err, -EUCLEAN,
                                  "request '%s' is placed on a device that does not list it",

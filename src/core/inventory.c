@@ -199,7 +199,7 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
         else if (!d->mig_enabled && d->use == USE_TIME_SLICE && d->n_allocs < n->ts_replicas)
             want = 2;
     }
-    uint32_t user = want == 2 ? s->reqs[d->allocs[0]].user : NIL;
+    uint32_t user = want == 2 ? s->reqs[dev_allocs_const(d)[0]].user : NIL;
     if (d->listed == want && (want != 1 || d->listed_layout == d->mig_layout) &&
         (want != 2 || d->listed_user == user))
         return;
@@ -506,7 +506,8 @@ static void node_done(Node *n) {
     for (unsigned i = 0; i < n->n_devices; i++) {
         free(n->devices[i].address);
         free(n->devices[i].quarantine_reason);
-        free(n->devices[i].allocs);
+        if (n->devices[i].cap_allocs)
+            free(n->devices[i].al.heap);
     }
 }
 

@@ -86,7 +86,7 @@ static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuC
 /* The users of a device's allocations: true when all are `user` (or there are none). */
 bool device_only_user(const Sched *s, const Device *d, uint32_t user) {
     for (unsigned i = 0; i < d->n_allocs; i++)
-        if (s->reqs[d->allocs[i]].user != user)
+        if (s->reqs[dev_allocs_const(d)[i]].user != user)
             return false;
     return true;
 }
@@ -99,7 +99,7 @@ bool mig_joinable(const Sched *s, const Node *n, const Device *d, uint32_t user,
     if (!kata || !n->kata || !n->mig_in_kata)
         return false;
     for (unsigned i = 0; i < d->n_allocs; i++)
-        if (s->reqs[d->allocs[i]].crt != CONTAINER_RUNTIME_KATA)
+        if (s->reqs[dev_allocs_const(d)[i]].crt != CONTAINER_RUNTIME_KATA)
             return false;
     return true;
 }
@@ -391,15 +391,18 @@ bool place_find(Sched *s, const Want *w, Req *out) {
 /* ---- apply / undo ---- */
 
 static int dev_add_alloc(Device *d, uint32_t ri) {
-    if (d->n_allocs == d->cap_allocs) {
-        uint16_t nc = d->cap_allocs ? (uint16_t)(d->cap_allocs * 2) : 2;
-        uint32_t *na = realloc(d->allocs, nc * sizeof(*na));
+    if (d->n_allocs == (d->cap_allocs ? d->cap_allocs : DEV_INLINE_ALLOCS)) {
+        uint16_t nc = (uint16_t)(d->n_allocs * 2);
+        uint32_t *na =
+                d->cap_allocs ? realloc(d->al.heap, nc * sizeof(*na)) : malloc(nc * sizeof(*na));
         if (!na)
             return -ENOMEM;
-        d->allocs = na;
+        if (!d->cap_allocs)
+            memcpy(na, d->al.inl, sizeof(d->al.inl));
+        d->al.heap = na;
         d->cap_allocs = nc;
     }
-    d->allocs[d->n_allocs++] = ri;
+    dev_allocs(d)[d->n_allocs++] = ri;
     return 0;
 }
 
@@ -454,9 +457,10 @@ void place_undo(Sched *s, uint32_t ri) {
     Node *n = &s->nodes[r->node];
     for (unsigned i = 0; i < r->n_dev; i++) {
         Device *d = &n->devices[r->devs[i]];
+        uint32_t *allocs = dev_allocs(d);
         for (unsigned j = 0; j < d->n_allocs; j++)
-            if (d->allocs[j] == ri) {
-                d->allocs[j] = d->allocs[--d->n_allocs];
+            if (allocs[j] == ri) {
+                allocs[j] = allocs[--d->n_allocs];
                 break;
             }
         if (r->method == METHOD_MIG)
@@ -916,7 +920,7 @@ int place_check_conflicts(const Sched *s, const Req *r, Error *err) {
                     "request '%s': device %u of '%s' is already held by '%s' in a way the rules "
                     "do not let it share (R15, R16)",
                     req_id(r), r->devs[i], n->name,
-                    d->n_allocs ? req_id(&s->reqs[d->allocs[0]]) : "?");
+                    d->n_allocs ? req_id(&s->reqs[dev_allocs_const(d)[0]]) : "?");
     }
     return 0;
 }

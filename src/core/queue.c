@@ -388,9 +388,13 @@ static int req_slot(Sched *s, uint32_t *ret) {
     }
     if (s->n_reqs == s->cap_reqs) {
         size_t nc = s->cap_reqs ? s->cap_reqs * 2 : 64;
-        Req *nr = realloc(s->reqs, nc * sizeof(*nr));
+        /* Not realloc(): requests are aligned to cache lines (see Req). */
+        Req *nr = aligned_alloc(_Alignof(Req), nc * sizeof(*nr));
         if (!nr)
             return -ENOMEM;
+        if (s->n_reqs)
+            memcpy(nr, s->reqs, s->n_reqs * sizeof(*nr));
+        free(s->reqs);
         s->reqs = nr;
         s->cap_reqs = nc;
     }

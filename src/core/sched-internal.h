@@ -7,6 +7,8 @@
  * change by node_refresh(); sched_check() recomputes them from scratch and compares. */
 #pragma once
 
+#include <stddef.h>
+
 #include "core/sched.h"
 #include "core/strmap.h"
 
@@ -60,6 +62,8 @@ typedef enum DevUse {
     USE_APPLE,
 } DevUse;
 
+#define DEV_INLINE_ALLOCS 2
+
 typedef struct Device {
     int cls; /* whole-card class, -1 unclassified */
     char *address;
@@ -69,8 +73,14 @@ typedef struct Device {
     char *quarantine_reason;
     uint8_t mig_layout;
     DevUse use;
-    uint32_t *allocs; /* request indices */
-    uint16_t n_allocs, cap_allocs;
+    /* The requests placed on it (dev_allocs()): inline up to DEV_INLINE_ALLOCS, since a whole
+     * GPU holds one, so that a placement and its end touch no separate allocation; beyond that
+     * on the heap (cap_allocs > 0), kept once grown. */
+    union {
+        uint32_t inl[DEV_INLINE_ALLOCS];
+        uint32_t *heap;
+    } al;
+    uint16_t n_allocs, cap_allocs; /* cap_allocs 0: inline */
     /* Membership of a MIG layout list or the open time-slice list of its class. */
     Link link;
     int8_t listed; /* 0 none, 1 MIG list, 2 time-slice list */
@@ -135,34 +145,41 @@ typedef struct Node {
  * ids are decimal numbers of at most 20 digits). */
 #define REQ_ID_INLINE 24
 
+/* Field order matters: the first 64 bytes hold what an id lookup and a queue walk's skip test
+ * read (a walk passes up to 64 waiters of a FIFO per release, and a release finds its request
+ * by id), so that each of those touches one cache line of the request, not two or three.
+ * Aligned to a cache line (Sched.reqs is allocated so), or every other request's first 64
+ * bytes would straddle two lines. */
 typedef struct Req {
     union {
         char inline_id[REQ_ID_INLINE]; /* id_len < REQ_ID_INLINE */
         char *heap_id; /* else: owned once registered, borrowed from the spec before */
     } idb;
-    uint8_t id_len;   /* strlen of the id (< SCHED_ID_MAX) */
-    uint32_t id_hash; /* strmap_hash(id): hashed once, when submitted */
+    uint8_t id_len; /* strlen of the id (< SCHED_ID_MAX) */
     bool used;
     bool placed;
-    bool expired;        /* the first choice's wait ran out: alternatives count (R13) */
+    bool expired; /* the first choice's wait ran out: alternatives count (R13) */
+    bool share;
     bool wait_for_nodes; /* R18: keep waiting even when no node could ever run it */
+    uint32_t id_hash;    /* strmap_hash(id): hashed once, when submitted */
     uint32_t user;
     WorkloadKind kind;
+    unsigned count;
+    Link cq;                /* the FIFO of its first choice (class, cpu or memory need) */
+    int choice;             /* class index, CHOICE_CPU or CHOICE_MEMORY */
+    uint32_t reserved_node; /* a waiting gang's reserved node, or NIL */
+    /* End of the first cache line. */
     GuestOs guest;
-    int choice; /* class index, CHOICE_CPU or CHOICE_MEMORY */
-    unsigned memory_gb, count;
-    bool share;
+    unsigned memory_gb;
     EndpointRuntime runtime;
     int fb[SCHED_MAX_FALLBACKS];
     unsigned n_fb;
     uint64_t submitted, deadline, seq;
     Link q;  /* the global FIFO */
-    Link cq; /* the FIFO of its first choice (class, cpu or memory need) */
     Link xq; /* the FIFO of requests whose fallbacks are open (R13) */
     Link dq; /* waiting requests whose fallback deadline is still ahead */
     int qkey;
     bool in_xq, in_dq;
-    uint32_t reserved_node; /* a waiting gang's reserved node, or NIL */
     SchedReason reason;
     /* Placement: place_find() writes node .. mem, and attempt() copies exactly the range
      * [node, fb_index) between a Req and its scratch, so keep these fields together. */
@@ -177,7 +194,11 @@ typedef struct Req {
     unsigned cores, mem;
     int fb_index;
     const char *fb_names[SCHED_MAX_FALLBACKS];
-} Req;
+} __attribute__((aligned(64))) Req;
+
+/* The queue walks' skip test and the id lookup read only the first line (see above). */
+_Static_assert(offsetof(Req, reserved_node) + sizeof(uint32_t) <= 64,
+               "the hot fields of a Req fit one cache line");
 
 static inline const char *req_id(const Req *r) {
     return r->id_len < REQ_ID_INLINE ? r->idb.inline_id : r->idb.heap_id;
@@ -274,6 +295,12 @@ struct Sched {
     uint64_t seq_base;
 };
 
+static inline uint32_t *dev_allocs(Device *d) {
+    return d->cap_allocs ? d->al.heap : d->al.inl;
+}
+static inline const uint32_t *dev_allocs_const(const Device *d) {
+    return d->cap_allocs ? d->al.heap : d->al.inl;
+}
 static inline Device *dev_of(Sched *s, uint32_t gid) {
     return &s->nodes[gid >> DEV_SHIFT].devices[gid & ((1u << DEV_SHIFT) - 1)];
 }

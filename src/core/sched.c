@@ -132,7 +132,8 @@ void sched_free(Sched *s) {
         for (unsigned j = 0; j < n->n_devices; j++) {
             free(n->devices[j].address);
             free(n->devices[j].quarantine_reason);
-            free(n->devices[j].allocs);
+            if (n->devices[j].cap_allocs)
+                free(n->devices[j].al.heap);
         }
     }
     free(s->nodes);

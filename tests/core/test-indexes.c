@@ -295,3 +295,48 @@ Test(indexes, r16_the_id_index_finds_every_live_request_after_thousands_of_relea
     }
     cr_assert_eq(sched_request_count(fx), N / 3);
 }
+
+#define H100_1G "nvidia-h100-80gb-mig-1g.10gb"
+
+static unsigned allocs_on(const char *node, unsigned dev) {
+    DeviceInfo di;
+    cr_assert_eq(sched_device_info(fx, node, dev, &di), 0);
+    return di.n_allocations;
+}
+
+/* A device keeps its first two requests inline and moves to a heap list past them (MIG
+ * slices, time slices): seven slices on one GPU, most of them ended, then new ones again,
+ * are each listed once (the fixture's sched_check matches every list against the requests
+ * after each change), and a request that ends leaves no trace in its device's list. */
+Test(indexes, r2c_a_device_lists_every_slice_it_holds_as_its_list_grows_and_shrinks) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .mig_enabled = true);
+    char id[16];
+    for (int i = 0; i < 7; i++) {
+        snprintf(id, sizeof(id), "s%d", i);
+        Decision d =
+                fx_req(.id = id, .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+        cr_assert_eq(d.kind, DECISION_PLACED, "slice %d: %s", i, d.message);
+    }
+    cr_assert_eq(allocs_on("m1", 0), 7);
+    for (int i = 0; i < 6; i++) {
+        snprintf(id, sizeof(id), "s%d", i);
+        fx_release(id);
+    }
+    cr_assert_eq(allocs_on("m1", 0), 1);
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof(id), "t%d", i);
+        cr_assert_eq(
+                fx_req(.id = id, .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G)
+                        .kind,
+                DECISION_PLACED);
+    }
+    cr_assert_eq(allocs_on("m1", 0), 4);
+    fx_release("s6");
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof(id), "t%d", i);
+        fx_release(id);
+    }
+    cr_assert_eq(allocs_on("m1", 0), 0);
+}
