@@ -481,9 +481,13 @@ static int node_slot(Sched *s, uint32_t *ret) {
         size_t nc = s->cap_nodes ? s->cap_nodes * 2 : 16;
         if (nc > (NIL >> POOL_SHIFT))
             return -E2BIG;
-        Node *nn = realloc(s->nodes, nc * sizeof(*nn));
+        /* Not realloc(): nodes are aligned to cache lines (see Node). */
+        Node *nn = aligned_alloc(_Alignof(Node), nc * sizeof(*nn));
         if (!nn)
             return -ENOMEM;
+        if (s->n_nodes)
+            memcpy(nn, s->nodes, s->n_nodes * sizeof(*nn));
+        free(s->nodes);
         s->nodes = nn;
         uint32_t *no = realloc(s->order, nc * sizeof(*no));
         if (!no)

@@ -115,30 +115,38 @@ typedef struct DiagCell {
     uint32_t owner, site;
 } DiagCell;
 
+/* Field order matters: a search reads the first 64 bytes of every node it looks at and the
+ * pool links right after them, a placement and its end those and the devices they change;
+ * the rest (labels, Mac and time-slice settings) is read rarely. Aligned to a cache line
+ * (Sched.nodes is allocated so) to keep each group on as few lines as possible. */
 typedef struct Node {
     char *name;
     uint8_t name_len; /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
     bool alive;
+    bool kata, mig_in_kata, cordoned, unreachable;
+    bool window_counted; /* counted in its site's window_free (schedulable, unreserved) */
     uint32_t site;
     Platform platform;
     uint32_t owner;
-    char **label_keys, **label_values;
-    size_t n_labels;
-    NodeMode mode;
-    bool kata, mig_in_kata, cordoned, unreachable;
-    unsigned cpu_cores, cpu_used;
-    unsigned ts_replicas;
-    unsigned apple_unified_gb, apple_usable_gb, apple_used_gb, macos_vms;
-    Device devices[SCHED_NODE_MAX_DEVICES];
     unsigned n_devices;
-    PoolLink pools[SCHED_NODE_MAX_DEVICES];
     unsigned n_pools;
+    unsigned cpu_cores, cpu_used;
     Link cpu_link;
     int cpu_bucket;       /* -1: not listed */
     unsigned n_allocs;    /* requests placed on this node */
     uint32_t reserved_by; /* the waiting gang that reserved this node (queue.c), or NIL */
-    bool window_counted;  /* counted in its site's window_free (schedulable, unreserved) */
-} Node;
+    /* End of the first cache line. */
+    PoolLink pools[SCHED_NODE_MAX_DEVICES];
+    NodeMode mode;
+    unsigned ts_replicas;
+    unsigned apple_unified_gb, apple_usable_gb, apple_used_gb, macos_vms;
+    char **label_keys, **label_values;
+    size_t n_labels;
+    Device devices[SCHED_NODE_MAX_DEVICES];
+} __attribute__((aligned(64))) Node;
+
+_Static_assert(offsetof(Node, reserved_by) + sizeof(uint32_t) <= 64,
+               "the fields every search reads of a node fit one cache line");
 
 /* Ids shorter than this live in the Req itself, which a lookup reads anyway, so that a
  * lookup touches no other memory and a request costs no allocation for its id (the server's
