@@ -176,6 +176,9 @@ static int check_window(const Sched *s, Error *err) {
             bool counted = n->alive && node_schedulable(n) && n->reserved_by == NIL;
             if (counted != n->window_counted)
                 stale = "a node's window flag";
+            if (n->reserved_by != NIL && (n->reserved_choice != s->reqs[n->reserved_by].choice ||
+                                          n->reserved_seq != s->reqs[n->reserved_by].seq))
+                stale = "a node's copy of its reserving gang's class and arrival";
             for (unsigned k = 0; k < n->n_pools; k++) {
                 if (n->pools[k].pool / 2 != (int)c)
                     continue;

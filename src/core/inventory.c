@@ -299,6 +299,10 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
                 unres[n->pools[k].pool][n->pools[k].free] += by == NIL ? 1u : UINT32_MAX;
     }
     n->reserved_by = by;
+    if (by != NIL) {
+        n->reserved_choice = s->reqs[by].choice;
+        n->reserved_seq = s->reqs[by].seq;
+    }
     window_sync(s, ni);
 }
 

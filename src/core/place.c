@@ -106,8 +106,9 @@ bool mig_joinable(const Sched *s, const Node *n, const Device *d, uint32_t user,
 
 /* A backfill never takes a GPU of class c on a node an older waiting gang of c reserved. */
 static bool reserved_against(const Sched *s, const Want *w, int c, uint32_t ni) {
-    uint32_t by = s->nodes[ni].reserved_by;
-    return w->backfill && by != NIL && s->reqs[by].choice == c && s->reqs[by].seq < w->r->seq;
+    const Node *n = &s->nodes[ni];
+    return w->backfill && n->reserved_by != NIL && n->reserved_choice == c &&
+           n->reserved_seq < w->r->seq;
 }
 
 /* Writes the placement fields of out only; the request itself is read from r. */

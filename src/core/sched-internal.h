@@ -120,11 +120,9 @@ typedef struct DiagCell {
  * the rest (labels, Mac and time-slice settings) is read rarely. Aligned to a cache line
  * (Sched.nodes is allocated so) to keep each group on as few lines as possible. */
 typedef struct Node {
-    char *name;
-    uint8_t name_len; /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
-    bool alive;
-    bool kata, mig_in_kata, cordoned, unreachable;
-    bool window_counted; /* counted in its site's window_free (schedulable, unreserved) */
+    /* The reserving gang's arrival seq and class (while reserved_by is set), copied here so
+     * that a search passing a reserved node need not read the gang's request. */
+    uint64_t reserved_seq;
     uint32_t site;
     Platform platform;
     uint32_t owner;
@@ -133,10 +131,16 @@ typedef struct Node {
     unsigned cpu_cores, cpu_used;
     Link cpu_link;
     int cpu_bucket;       /* -1: not listed */
-    unsigned n_allocs;    /* requests placed on this node */
     uint32_t reserved_by; /* the waiting gang that reserved this node (queue.c), or NIL */
+    int reserved_choice;
+    bool alive;
+    bool kata, mig_in_kata, cordoned, unreachable;
+    bool window_counted; /* counted in its site's window_free (schedulable, unreserved) */
     /* End of the first cache line. */
     PoolLink pools[SCHED_NODE_MAX_DEVICES];
+    char *name;
+    uint8_t name_len;  /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
+    unsigned n_allocs; /* requests placed on this node */
     NodeMode mode;
     unsigned ts_replicas;
     unsigned apple_unified_gb, apple_usable_gb, apple_used_gb, macos_vms;
@@ -145,7 +149,7 @@ typedef struct Node {
     Device devices[SCHED_NODE_MAX_DEVICES];
 } __attribute__((aligned(64))) Node;
 
-_Static_assert(offsetof(Node, reserved_by) + sizeof(uint32_t) <= 64,
+_Static_assert(offsetof(Node, window_counted) < 64,
                "the fields every search reads of a node fit one cache line");
 
 /* Ids shorter than this live in the Req itself, which a lookup reads anyway, so that a
