@@ -88,6 +88,11 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         return error_set(err, -EUCLEAN, "node '%s' is missing from the name index", n->name);
     if (n->name_len != strlen(n->name))
         return error_set(err, -EUCLEAN, "node '%s': its name's recorded length is wrong", n->name);
+    int classes[SCHED_NODE_MAX_DEVICES];
+    unsigned n_classes = node_device_classes(n, classes);
+    if (n_classes != n->n_dev_classes ||
+        memcmp(classes, n->dev_classes, n_classes * sizeof(int)) != 0)
+        return error_set(err, -EUCLEAN, "node '%s': its list of device classes is stale", n->name);
     if (u->cores != n->cpu_used || u->mem != n->apple_used_gb || u->vms != n->macos_vms ||
         u->allocs != n->n_allocs)
         return error_set(err, -EUCLEAN, "node '%s': usage counters disagree with its allocations",

@@ -519,6 +519,19 @@ static void node_done(Node *n) {
     }
 }
 
+unsigned node_device_classes(const Node *n, int out[SCHED_NODE_MAX_DEVICES]) {
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        int c = n->devices[i].cls;
+        bool dup = c < 0;
+        for (unsigned j = 0; j < k && !dup; j++)
+            dup = out[j] == c;
+        if (!dup)
+            out[k++] = c;
+    }
+    return k;
+}
+
 static void node_add_pool(Node *n, int pool) {
     for (unsigned k = 0; k < n->n_pools; k++)
         if (n->pools[k].pool == pool)
@@ -715,6 +728,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
             node_add_pool(n, d->cls * 2 + BINDING_VFIO);
         }
     }
+    n->n_dev_classes = node_device_classes(n, n->dev_classes);
     if (oom || strmap_put(&s->node_map, n->name, ni) < 0 || user_own(s, owner, ni) < 0 ||
         node_index_classes(s, ni) < 0) {
         strmap_remove(&s->node_map, spec->name);

@@ -138,6 +138,10 @@ typedef struct Node {
     bool window_counted; /* counted in its site's window_free (schedulable, unreserved) */
     /* End of the first cache line. */
     PoolLink pools[SCHED_NODE_MAX_DEVICES];
+    /* The distinct classes of its devices in device order (node_device_classes()), for the
+     * queue walk after every release, which would otherwise read every device's line. */
+    unsigned n_dev_classes;
+    int dev_classes[SCHED_NODE_MAX_DEVICES];
     char *name;
     uint8_t name_len;  /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
     unsigned n_allocs; /* requests placed on this node */
@@ -258,7 +262,8 @@ struct Sched {
     uint32_t free_node; /* head of dead slots (reuse), chained through cpu_link.next */
     StrMap node_map;
 
-    Req *reqs;
+    Req *reqs;      /* aligned to a cache line inside reqs_raw (reqs_grow()) */
+    void *reqs_raw; /* the allocation */
     size_t n_reqs, cap_reqs;
     uint32_t free_req;
     size_t n_live_reqs;
@@ -345,6 +350,8 @@ void node_refresh(Sched *s, uint32_t ni);
 /* The same when only the devices in the bit mask `changed` (bit i: device i) changed their
  * own state: a device left alone would be re-filed where it already is, so it is skipped. */
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed);
+/* The distinct classes of n's devices in device order into out; returns how many. */
+unsigned node_device_classes(const Node *n, int out[SCHED_NODE_MAX_DEVICES]);
 /* Set or clear (NIL) the gang that reserved node ni, keeping the pools' unreserved counts. */
 void node_set_reserved(Sched *s, uint32_t ni, uint32_t by);
 /* Inline: both sit in the innermost loops of every search and refresh. */

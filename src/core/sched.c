@@ -141,7 +141,7 @@ void sched_free(Sched *s) {
     for (size_t i = 0; i < s->n_reqs; i++)
         if (s->reqs[i].used && s->reqs[i].id_len >= REQ_ID_INLINE)
             free(s->reqs[i].idb.heap_id);
-    free(s->reqs);
+    free(s->reqs_raw);
     strmap_done(&s->site_map);
     strmap_done(&s->user_map);
     strmap_done(&s->node_map);
