@@ -119,6 +119,12 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         const PoolLink *pl = &n->pools[k];
         if (pl->free != node_pool_free(s, n, pl->pool / 2, (Binding)(pl->pool % 2)))
             return error_set(err, -EUCLEAN, "node '%s': free-GPU index is stale", n->name);
+        uint16_t mask = 0;
+        for (unsigned i = 0; i < n->n_devices; i++)
+            if (node_device_free(s, n, i, pl->pool / 2, (Binding)(pl->pool % 2)))
+                mask |= (uint16_t)(1u << i);
+        if (pl->free_mask != mask)
+            return error_set(err, -EUCLEAN, "node '%s': a pool's free-GPU mask is stale", n->name);
         unsigned total = 0;
         for (unsigned i = 0; i < n->n_devices; i++)
             total += n->devices[i].cls >= 0 && !n->devices[i].mig_enabled &&

@@ -181,6 +181,10 @@ static bool device_free_in_pool(const Sched *s, const Node *n, const Device *d, 
     return !(b == BINDING_VFIO && s->cat->classes[cls].consumer && !d->reset_verified);
 }
 
+bool node_device_free(const Sched *s, const Node *n, unsigned di, int cls, Binding b) {
+    return device_free_in_pool(s, n, &n->devices[di], cls, b);
+}
+
 unsigned node_pool_free(const Sched *s, const Node *n, int cls, Binding b) {
     unsigned k = 0;
     for (unsigned i = 0; i < n->n_devices; i++)
@@ -307,8 +311,8 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
 }
 
 /* Sets how device d counts in its node's pools (Device.tally) and adds it to the counts. */
-static void device_tally(const Sched *s, const Node *n, Device *d, uint8_t n_free[],
-                         uint8_t n_blocked[], uint8_t n_reset[]) {
+static void device_tally(const Sched *s, const Node *n, Device *d, unsigned di, uint8_t n_free[],
+                         uint16_t n_mask[], uint8_t n_blocked[], uint8_t n_reset[]) {
     d->tally = 0;
     if (!n->alive || d->cls < 0 || d->mig_enabled || d->n_allocs)
         return;
@@ -319,6 +323,7 @@ static void device_tally(const Sched *s, const Node *n, Device *d, uint8_t n_fre
             if (device_free_in_pool(s, n, d, d->cls, d->binding)) {
                 d->tally = 1;
                 n_free[k]++;
+                n_mask[k] |= (uint16_t)(1u << di);
             } else {
                 bool reset = device_takes_new_work(n, d); /* so only its reset check holds it */
                 d->tally = reset ? 3 : 2;
@@ -333,27 +338,32 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
     Node *n = &s->nodes[ni];
     uint8_t n_free[SCHED_NODE_MAX_DEVICES] = {0}, n_blocked[SCHED_NODE_MAX_DEVICES] = {0},
             n_reset[SCHED_NODE_MAX_DEVICES] = {0};
+    uint16_t n_mask[SCHED_NODE_MAX_DEVICES] = {0};
     uint32_t all = n->n_devices >= 32 ? UINT32_MAX : (1u << n->n_devices) - 1;
     if ((changed & all) == all || !n->alive) {
         /* One pass over the devices counts every pool's free and blocked GPUs (the same
          * counts as node_pool_free and the blocked count would take a pass per pool). */
         for (unsigned i = 0; i < n->n_devices; i++)
-            device_tally(s, n, &n->devices[i], n_free, n_blocked, n_reset);
+            device_tally(s, n, &n->devices[i], i, n_free, n_mask, n_blocked, n_reset);
     } else {
         /* Only the changed devices moved (a placement or its end): take each one's old
          * tally out of the node's counts and its new one in. */
         for (unsigned k = 0; k < n->n_pools; k++) {
             n_free[k] = n->pools[k].free;
+            n_mask[k] = n->pools[k].free_mask;
             n_blocked[k] = n->pools[k].blocked;
             n_reset[k] = n->pools[k].reset;
         }
         for (uint32_t bits = changed & all; bits; bits &= bits - 1) {
-            Device *d = &n->devices[__builtin_ctz(bits)];
+            unsigned di = (unsigned)__builtin_ctz(bits);
+            Device *d = &n->devices[di];
             unsigned k = d->tally_pool;
             n_free[k] -= d->tally == 1;
+            if (d->tally == 1)
+                n_mask[k] &= (uint16_t) ~(1u << di);
             n_blocked[k] -= d->tally >= 2;
             n_reset[k] -= d->tally == 3;
-            device_tally(s, n, d, n_free, n_blocked, n_reset);
+            device_tally(s, n, d, di, n_free, n_mask, n_blocked, n_reset);
         }
     }
     for (unsigned k = 0; k < n->n_pools; k++) {
@@ -363,6 +373,7 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
         s->class_blocked[cls] += bl - pl->blocked;
         pl->blocked = (uint8_t)bl;
         pl->reset = n_reset[k];
+        pl->free_mask = n_mask[k];
         unsigned f = n_free[k];
         DiagCell *cell = cell_of(s, n, k);
         cell->free[pl->pool % 2] = (uint8_t)f;

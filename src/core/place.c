@@ -126,14 +126,14 @@ static void fill(const Sched *s, const Req *r, Req *out, uint32_t ni, int c, Met
 
 static unsigned take_free_devices(const Sched *s, const Node *n, int c, Binding b, unsigned count,
                                   Req *out) {
+    /* The pool's free mask lists exactly the devices that are free in it, in index order. */
     unsigned k = 0;
-    for (unsigned i = 0; i < n->n_devices && k < count; i++) {
-        const Device *d = &n->devices[i];
-        if (d->cls == c && d->binding == b && !d->mig_enabled && !d->n_allocs &&
-            device_takes_new_work(n, d) &&
-            !(b == BINDING_VFIO && s->cat->classes[c].consumer && !d->reset_verified))
-            out->devs[k++] = (uint8_t)i;
-    }
+    for (unsigned p = 0; p < n->n_pools; p++)
+        if (n->pools[p].pool == c * 2 + (int)b) {
+            for (uint32_t m = n->pools[p].free_mask; m && k < count; m &= m - 1)
+                out->devs[k++] = (uint8_t)__builtin_ctz(m);
+            break;
+        }
     return k;
 }
 

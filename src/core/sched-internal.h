@@ -101,6 +101,8 @@ typedef struct PoolLink {
     uint8_t total;      /* GPUs of the pool's class and binding outside MIG mode, busy or not: the
                          * most it could ever hold (node_refresh() sets it; a reservation reads it) */
     bool in_window;     /* the node is among the first RESERVE_FULL_SCAN of its class's list */
+    uint16_t free_mask; /* the free GPUs counted in `free` (bit i: device i), so that a
+                         * placement picks them without reading every device's line */
     uint32_t class_pos; /* the node's position in its class's list (and cells) */
     Link link;
 } PoolLink;
@@ -363,6 +365,8 @@ static inline bool device_takes_new_work(const Node *n, const Device *d) {
 }
 /* Free whole GPUs of a class and binding on a node, as the pools count them. */
 unsigned node_pool_free(const Sched *s, const Node *n, int cls, Binding b);
+/* Whether device di of n is one of them (a free GPU of class cls through binding b). */
+bool node_device_free(const Sched *s, const Node *n, unsigned di, int cls, Binding b);
 
 /* place.c */
 typedef struct Want {
