@@ -68,19 +68,12 @@ void reqmap_remove(ReqMap *m, uint32_t hash, uint32_t ri) {
             return; /* not in the map */
         i = (i + 1) & mask;
     }
-    /* Backward shift: move later entries of the probe run into the hole when their home slot
-     * does not lie cyclically in (hole, their slot]. */
-    for (size_t j = i;;) {
-        j = (j + 1) & mask;
-        if (m->slots[j].ri == NIL)
-            break;
-        size_t home = m->slots[j].hash & mask;
-        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (between)
-            continue;
-        m->slots[i] = m->slots[j];
-        i = j;
-    }
+    /* Backward shift (see probe_entry_stays()): i is the hole. */
+    for (size_t j = (i + 1) & mask; m->slots[j].ri != NIL; j = (j + 1) & mask)
+        if (!probe_entry_stays(i, j, m->slots[j].hash & mask)) {
+            m->slots[i] = m->slots[j];
+            i = j;
+        }
     m->slots[i] = (ReqMapSlot){0, NIL};
     m->n--;
 }

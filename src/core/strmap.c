@@ -120,9 +120,7 @@ bool strmap_remove_hashed(StrMap *m, const char *key, uint32_t h) {
         j = (j + 1) & mask;
         if (!m->slots[j].key)
             break;
-        size_t home = m->slots[j].hash & mask;
-        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (between)
+        if (probe_entry_stays(i, j, m->slots[j].hash & mask))
             continue;
         m->slots[i] = m->slots[j];
         i = j;
