@@ -33,10 +33,14 @@ static unsigned pick(unsigned n) {
     return (unsigned)(next() % n);
 }
 
-static uint64_t now_ns(void) {
+static uint64_t clock_ns(clockid_t clock) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ns(void) {
+    return clock_ns(CLOCK_MONOTONIC);
 }
 
 /* ---- the fleet ---- */
@@ -193,8 +197,24 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Rate per window of WINDOW requests (the submits and the releases between them), so that a
+ * rate falling with history shows apart from one falling while the fleet fills up. */
+#define WINDOW 100000
+#define MAX_WINDOWS 64
+
+typedef struct Window {
+    double per_sec;
+    size_t releases, waiting; /* waiting: queue length at the window's end */
+} Window;
+
 typedef struct Result {
     double secs, per_sec, submit_per_sec, p50_us, p99_us, max_us;
+    /* The same rate over the CPU time the run got: on a machine shared with other work the
+     * wall-clock rate counts the time others held the CPU; this one does not (cache sharing
+     * still counts). */
+    double per_cpu_sec;
+    Window windows[MAX_WINDOWS];
+    size_t n_windows;
     size_t placed, waiting, refused, whole_free_nodes;
     size_t reset_pending; /* idle passthrough GPUs that no reset check gave back (R9) */
 } Result;
@@ -292,13 +312,21 @@ static void release_as_agent(Sched *s, const Op *op, uint64_t now) {
 
 static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
     Result res = {0};
-    size_t k = 0;
-    uint64_t t0 = now_ns();
+    size_t k = 0, releases = 0;
+    uint64_t t0 = now_ns(), window_start = t0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (size_t i = 0; i < n_ops; i++) {
         Op *op = &ops[i];
         if (op->release) {
             release_as_agent(s, &ops[op->target], ops[op->target].spec.submitted + 1);
+            releases++;
             continue;
+        }
+        if (k && k % WINDOW == 0 && res.n_windows < MAX_WINDOWS) {
+            uint64_t t = now_ns();
+            res.windows[res.n_windows++] =
+                    (Window){WINDOW / ((t - window_start) / 1e9), releases, sched_waiting_count(s)};
+            window_start = t;
+            releases = 0;
         }
         Decision d;
         uint64_t a = now_ns();
@@ -313,8 +341,14 @@ static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
         if ((i & 1023) == 0)
             sched_tick(s, op->spec.submitted);
     }
-    res.secs = (now_ns() - t0) / 1e9;
+    uint64_t t1 = now_ns();
+    size_t last = k - res.n_windows * WINDOW; /* the requests of the last, maybe partial, window */
+    if (last && res.n_windows < MAX_WINDOWS)
+        res.windows[res.n_windows++] =
+                (Window){last / ((t1 - window_start) / 1e9), releases, sched_waiting_count(s)};
+    res.secs = (t1 - t0) / 1e9;
     res.per_sec = k / res.secs;
+    res.per_cpu_sec = k / ((clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0) / 1e9);
     percentiles(lat, k, &res);
     for (size_t i = 0; i < sched_node_count(s); i++) {
         NodeInfo ni;
@@ -474,10 +508,17 @@ int main(int argc, char **argv) {
     Result ff = run_first_fit(cat, ops, n_ops, lat);
     print_result("einsora", &ours);
     print_result("first-fit", &ff);
+    printf("einsora: %.0f decisions per CPU second (the run's CPU time, not wall clock)\n",
+           ours.per_cpu_sec);
     printf("einsora: idle passthrough GPUs still waiting for a reset check at end: %zu\n",
            ours.reset_pending);
     printf("peak RSS: %ld MiB (stream and latency buffers %ld MiB before the run)\n",
            rss_ours / 1024, rss_before / 1024);
+    for (size_t w = 0; w < ours.n_windows; w++)
+        printf("einsora requests %7zu-%7zu: %8.0f decisions/s incl. %zu releases; %zu waiting "
+               "at the end\n",
+               w * WINDOW, MIN((w + 1) * WINDOW, (size_t)n_requests), ours.windows[w].per_sec,
+               ours.windows[w].releases, ours.windows[w].waiting);
     printf("ratio einsora/first-fit: throughput %.2fx, p99 %.2fx, whole-free GPU nodes %.2fx\n",
            ours.per_sec / ff.per_sec, ours.p99_us / ff.p99_us,
            ff.whole_free_nodes ? (double)ours.whole_free_nodes / ff.whole_free_nodes : 0.0);

@@ -36,7 +36,7 @@ static void count_mig(const Sched *s, const Node *n, const Device *d, Acc *acc, 
         const MigShapeInfo *si = mig_shape_info(g->mig_shape);
         uint64_t alloc = 0;
         for (unsigned i = 0; i < d->n_allocs; i++)
-            alloc += s->reqs[d->allocs[i]].pcls == (int)c;
+            alloc += s->reqs[dev_allocs_const(d)[i]].pcls == (int)c;
         Acc *a = &acc[slot(s, (int)c, site, CAPACITY_CONTAINER)];
         uint64_t fits = mig_count_placeable(d->mig_layout, g->mig_shape);
         a->total += si->max_instances;
@@ -232,7 +232,7 @@ int sched_node_resources(const Sched *s, const char *node, ResourceCount **ret, 
                 continue;
             uint64_t cnt = mig_count_placeable(d->mig_layout, sl->mig_shape);
             for (unsigned j = 0; j < d->n_allocs; j++)
-                cnt += s->reqs[d->allocs[j]].pcls == (int)c;
+                cnt += s->reqs[dev_allocs_const(d)[j]].pcls == (int)c;
             if (cnt)
                 add_resource(rc, &k, sl->container_resource, cnt);
         }

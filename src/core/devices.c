@@ -65,7 +65,7 @@ int sched_device_set_binding(Sched *s, const char *node, unsigned dev, Binding b
         return error_set(err, -EBUSY,
                          "node '%s' device %u is in use by %s; it is never rebound under a "
                          "running workload (R7)",
-                         n->name, dev, s->reqs[d->allocs[0]].id);
+                         n->name, dev, req_id(&s->reqs[dev_allocs_const(d)[0]]));
     d->binding = binding;
     node_changed(s, ni, now, true);
     return 0;
@@ -86,7 +86,7 @@ int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled,
         return 0;
     if (d->n_allocs)
         return error_set(err, -EBUSY, "node '%s' device %u is in use by %s", n->name, dev,
-                         s->reqs[d->allocs[0]].id);
+                         req_id(&s->reqs[dev_allocs_const(d)[0]]));
     d->mig_enabled = enabled;
     node_changed(s, ni, now, true);
     return 0;
@@ -169,7 +169,7 @@ int sched_device_info(const Sched *s, const char *node, unsigned dev, DeviceInfo
     const Device *d = &s->nodes[ni].devices[dev];
     const char *user = NULL;
     for (unsigned i = 0; i < d->n_allocs; i++) {
-        const char *u = s->users[s->reqs[d->allocs[i]].user].name;
+        const char *u = s->users[s->reqs[dev_allocs_const(d)[i]].user].name;
         if (i == 0)
             user = u;
         else if (user && !STREQ(user, u))

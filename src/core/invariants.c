@@ -16,7 +16,7 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
     uint32_t first_user = NIL;
     bool multi = false, all_mig_kata = true;
     for (unsigned i = 0; i < d->n_allocs; i++) {
-        uint32_t ri = d->allocs[i];
+        uint32_t ri = dev_allocs_const(d)[i];
         if (ri >= s->n_reqs || !s->reqs[ri].used || !s->reqs[ri].placed ||
             &s->nodes[s->reqs[ri].node] != n)
             return error_set(err, -EUCLEAN,
@@ -27,11 +27,11 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
         for (unsigned j = 0; j < r->n_dev; j++)
             seen += r->devs[j] == di;
         for (unsigned j = 0; j < d->n_allocs; j++)
-            seen -= (j != i && d->allocs[j] == ri);
+            seen -= (j != i && dev_allocs_const(d)[j] == ri);
         if (seen != 1)
             return error_set(err, -EUCLEAN,
-                             "request '%s' is counted %u times on device %u of '%s' (R16)", r->id,
-                             seen, di, n->name);
+                             "request '%s' is counted %u times on device %u of '%s' (R16)",
+                             req_id(r), seen, di, n->name);
         if (first_user == NIL)
             first_user = r->user;
         else if (r->user != first_user)
@@ -52,7 +52,7 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
         if (d->use != want)
             return error_set(err, -EUCLEAN,
                              "device %u of '%s' is used as %d but '%s' holds it by %s", di, n->name,
-                             (int)d->use, r->id, method_to_string(r->method));
+                             (int)d->use, req_id(r), method_to_string(r->method));
     }
     if (!d->n_allocs && d->use != USE_NONE)
         return error_set(err, -EUCLEAN, "device %u of '%s' is marked in use without allocations",
@@ -86,6 +86,13 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     uint32_t v;
     if (!strmap_get(&s->node_map, n->name, &v) || v != ni)
         return error_set(err, -EUCLEAN, "node '%s' is missing from the name index", n->name);
+    if (n->name_len != strlen(n->name))
+        return error_set(err, -EUCLEAN, "node '%s': its name's recorded length is wrong", n->name);
+    int classes[SCHED_NODE_MAX_DEVICES];
+    unsigned n_classes = node_device_classes(n, classes);
+    if (n_classes != n->n_dev_classes ||
+        memcmp(classes, n->dev_classes, n_classes * sizeof(int)) != 0)
+        return error_set(err, -EUCLEAN, "node '%s': its list of device classes is stale", n->name);
     if (u->cores != n->cpu_used || u->mem != n->apple_used_gb || u->vms != n->macos_vms ||
         u->allocs != n->n_allocs)
         return error_set(err, -EUCLEAN, "node '%s': usage counters disagree with its allocations",
@@ -112,6 +119,12 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         const PoolLink *pl = &n->pools[k];
         if (pl->free != node_pool_free(s, n, pl->pool / 2, (Binding)(pl->pool % 2)))
             return error_set(err, -EUCLEAN, "node '%s': free-GPU index is stale", n->name);
+        uint16_t mask = 0;
+        for (unsigned i = 0; i < n->n_devices; i++)
+            if (node_device_free(s, n, i, pl->pool / 2, (Binding)(pl->pool % 2)))
+                mask |= (uint16_t)(1u << i);
+        if (pl->free_mask != mask)
+            return error_set(err, -EUCLEAN, "node '%s': a pool's free-GPU mask is stale", n->name);
         unsigned total = 0;
         for (unsigned i = 0; i < n->n_devices; i++)
             total += n->devices[i].cls >= 0 && !n->devices[i].mig_enabled &&
@@ -174,6 +187,9 @@ static int check_window(const Sched *s, Error *err) {
             bool counted = n->alive && node_schedulable(n) && n->reserved_by == NIL;
             if (counted != n->window_counted)
                 stale = "a node's window flag";
+            if (n->reserved_by != NIL && (n->reserved_choice != s->reqs[n->reserved_by].choice ||
+                                          n->reserved_seq != s->reqs[n->reserved_by].seq))
+                stale = "a node's copy of its reserving gang's class and arrival";
             for (unsigned k = 0; k < n->n_pools; k++) {
                 if (n->pools[k].pool / 2 != (int)c)
                     continue;
@@ -260,6 +276,24 @@ static int check_lists(const Sched *s, Error *err) {
     return 0;
 }
 
+/* Every slot of the id index names a live request under that request's own hash, and the
+ * index counts its slots right (check_requests() finds every live request in it). */
+static int check_req_map(const Sched *s, Error *err) {
+    size_t used = 0;
+    for (size_t i = 0; i < s->req_map.cap; i++) {
+        const ReqMapSlot *sl = &s->req_map.slots[i];
+        if (sl->ri == NIL)
+            continue;
+        used++;
+        if (sl->ri >= s->n_reqs || !s->reqs[sl->ri].used || s->reqs[sl->ri].id_hash != sl->hash)
+            return error_set(err, -EUCLEAN, "the id index names a request that is gone (R16)");
+    }
+    if (used != s->req_map.n)
+        return error_set(err, -EUCLEAN, "the id index counts %zu entries but holds %zu",
+                         s->req_map.n, used);
+    return 0;
+}
+
 /* The gang shares (queue.c): recounted from the waiting requests and the reserved nodes. */
 static int check_gang_share(const Sched *s, Error *err) {
     size_t n_keys = s->cat->n_classes + 2;
@@ -284,16 +318,18 @@ static int check_gang_share(const Sched *s, Error *err) {
 }
 
 static int check_requests(const Sched *s, Error *err) {
+    if (check_req_map(s, err) < 0)
+        return -EUCLEAN;
     size_t live = 0, waiting = 0;
     for (size_t i = 0; i < s->n_reqs; i++) {
         const Req *r = &s->reqs[i];
         if (!r->used)
             continue;
         live++;
-        uint32_t v;
-        if (!strmap_get(&s->req_map, r->id, &v) || v != i)
+        if (r->id_len != strlen(req_id(r)) || r->id_hash != strmap_hash_len(req_id(r), r->id_len) ||
+            reqmap_find(&s->req_map, s->reqs, req_id(r), r->id_len, r->id_hash) != i)
             return error_set(err, -EUCLEAN, "request '%s' is missing from the id index (R16)",
-                             r->id);
+                             req_id(r));
         if (!r->placed)
             continue;
         int ret = policy_check_placement(s, r, false, err);
@@ -304,10 +340,11 @@ static int check_requests(const Sched *s, Error *err) {
             const Device *d = &n->devices[r->devs[j]];
             bool found = false;
             for (unsigned k = 0; k < d->n_allocs; k++)
-                found |= d->allocs[k] == i;
+                found |= dev_allocs_const(d)[k] == i;
             if (!found)
                 return error_set(err, -EUCLEAN,
-                                 "request '%s' is placed on a device that does not list it", r->id);
+                                 "request '%s' is placed on a device that does not list it",
+                                 req_id(r));
         }
     }
     uint64_t last = 0;
@@ -317,7 +354,7 @@ static int check_requests(const Sched *s, Error *err) {
         if (!r->used || r->placed)
             return error_set(err, -EUCLEAN, "the queue holds a request that is not waiting (R16)");
         if (r->q.prev != prev || (waiting && r->submitted < last))
-            return error_set(err, -EUCLEAN, "the queue is out of order at '%s'", r->id);
+            return error_set(err, -EUCLEAN, "the queue is out of order at '%s'", req_id(r));
         last = r->submitted;
         prev = ri;
         if (++waiting > live)

@@ -181,6 +181,10 @@ static bool device_free_in_pool(const Sched *s, const Node *n, const Device *d, 
     return !(b == BINDING_VFIO && s->cat->classes[cls].consumer && !d->reset_verified);
 }
 
+bool node_device_free(const Sched *s, const Node *n, unsigned di, int cls, Binding b) {
+    return device_free_in_pool(s, n, &n->devices[di], cls, b);
+}
+
 unsigned node_pool_free(const Sched *s, const Node *n, int cls, Binding b) {
     unsigned k = 0;
     for (unsigned i = 0; i < n->n_devices; i++)
@@ -199,7 +203,7 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
         else if (!d->mig_enabled && d->use == USE_TIME_SLICE && d->n_allocs < n->ts_replicas)
             want = 2;
     }
-    uint32_t user = want == 2 ? s->reqs[d->allocs[0]].user : NIL;
+    uint32_t user = want == 2 ? s->reqs[dev_allocs_const(d)[0]].user : NIL;
     if (d->listed == want && (want != 1 || d->listed_layout == d->mig_layout) &&
         (want != 2 || d->listed_user == user))
         return;
@@ -304,12 +308,16 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
     if (by != NIL)
         s->gang_share[s->reqs[by].choice].reserved++;
     n->reserved_by = by;
+    if (by != NIL) {
+        n->reserved_choice = s->reqs[by].choice;
+        n->reserved_seq = s->reqs[by].seq;
+    }
     window_sync(s, ni);
 }
 
 /* Sets how device d counts in its node's pools (Device.tally) and adds it to the counts. */
-static void device_tally(const Sched *s, const Node *n, Device *d, uint8_t n_free[],
-                         uint8_t n_blocked[], uint8_t n_reset[]) {
+static void device_tally(const Sched *s, const Node *n, Device *d, unsigned di, uint8_t n_free[],
+                         uint16_t n_mask[], uint8_t n_blocked[], uint8_t n_reset[]) {
     d->tally = 0;
     if (!n->alive || d->cls < 0 || d->mig_enabled || d->n_allocs)
         return;
@@ -320,6 +328,7 @@ static void device_tally(const Sched *s, const Node *n, Device *d, uint8_t n_fre
             if (device_free_in_pool(s, n, d, d->cls, d->binding)) {
                 d->tally = 1;
                 n_free[k]++;
+                n_mask[k] |= (uint16_t)(1u << di);
             } else {
                 bool reset = device_takes_new_work(n, d); /* so only its reset check holds it */
                 d->tally = reset ? 3 : 2;
@@ -334,27 +343,32 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
     Node *n = &s->nodes[ni];
     uint8_t n_free[SCHED_NODE_MAX_DEVICES] = {0}, n_blocked[SCHED_NODE_MAX_DEVICES] = {0},
             n_reset[SCHED_NODE_MAX_DEVICES] = {0};
+    uint16_t n_mask[SCHED_NODE_MAX_DEVICES] = {0};
     uint32_t all = n->n_devices >= 32 ? UINT32_MAX : (1u << n->n_devices) - 1;
     if ((changed & all) == all || !n->alive) {
         /* One pass over the devices counts every pool's free and blocked GPUs (the same
          * counts as node_pool_free and the blocked count would take a pass per pool). */
         for (unsigned i = 0; i < n->n_devices; i++)
-            device_tally(s, n, &n->devices[i], n_free, n_blocked, n_reset);
+            device_tally(s, n, &n->devices[i], i, n_free, n_mask, n_blocked, n_reset);
     } else {
         /* Only the changed devices moved (a placement or its end): take each one's old
          * tally out of the node's counts and its new one in. */
         for (unsigned k = 0; k < n->n_pools; k++) {
             n_free[k] = n->pools[k].free;
+            n_mask[k] = n->pools[k].free_mask;
             n_blocked[k] = n->pools[k].blocked;
             n_reset[k] = n->pools[k].reset;
         }
         for (uint32_t bits = changed & all; bits; bits &= bits - 1) {
-            Device *d = &n->devices[__builtin_ctz(bits)];
+            unsigned di = (unsigned)__builtin_ctz(bits);
+            Device *d = &n->devices[di];
             unsigned k = d->tally_pool;
             n_free[k] -= d->tally == 1;
+            if (d->tally == 1)
+                n_mask[k] &= (uint16_t) ~(1u << di);
             n_blocked[k] -= d->tally >= 2;
             n_reset[k] -= d->tally == 3;
-            device_tally(s, n, d, n_free, n_blocked, n_reset);
+            device_tally(s, n, d, di, n_free, n_mask, n_blocked, n_reset);
         }
     }
     for (unsigned k = 0; k < n->n_pools; k++) {
@@ -364,6 +378,7 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
         s->class_blocked[cls] += bl - pl->blocked;
         pl->blocked = (uint8_t)bl;
         pl->reset = n_reset[k];
+        pl->free_mask = n_mask[k];
         unsigned f = n_free[k];
         DiagCell *cell = cell_of(s, n, k);
         cell->free[pl->pool % 2] = (uint8_t)f;
@@ -486,9 +501,13 @@ static int node_slot(Sched *s, uint32_t *ret) {
         size_t nc = s->cap_nodes ? s->cap_nodes * 2 : 16;
         if (nc > (NIL >> POOL_SHIFT))
             return -E2BIG;
-        Node *nn = realloc(s->nodes, nc * sizeof(*nn));
+        /* Not realloc(): nodes are aligned to cache lines (see Node). */
+        Node *nn = aligned_alloc(_Alignof(Node), nc * sizeof(*nn));
         if (!nn)
             return -ENOMEM;
+        if (s->n_nodes)
+            memcpy(nn, s->nodes, s->n_nodes * sizeof(*nn));
+        free(s->nodes);
         s->nodes = nn;
         uint32_t *no = realloc(s->order, nc * sizeof(*no));
         if (!no)
@@ -511,8 +530,22 @@ static void node_done(Node *n) {
     for (unsigned i = 0; i < n->n_devices; i++) {
         free(n->devices[i].address);
         free(n->devices[i].quarantine_reason);
-        free(n->devices[i].allocs);
+        if (n->devices[i].cap_allocs)
+            free(n->devices[i].al.heap);
     }
+}
+
+unsigned node_device_classes(const Node *n, int out[SCHED_NODE_MAX_DEVICES]) {
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_devices; i++) {
+        int c = n->devices[i].cls;
+        bool dup = c < 0;
+        for (unsigned j = 0; j < k && !dup; j++)
+            dup = out[j] == c;
+        if (!dup)
+            out[k++] = c;
+    }
+    return k;
 }
 
 static void node_add_pool(Node *n, int pool) {
@@ -652,6 +685,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
     Node *n = &s->nodes[ni];
     *n = (Node){
             .name = strdup(spec->name),
+            .name_len = (uint8_t)strlen(spec->name), /* name_ok() above bounds it */
             .alive = true,
             .site = si,
             .platform = spec->platform,
@@ -710,6 +744,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
             node_add_pool(n, d->cls * 2 + BINDING_VFIO);
         }
     }
+    n->n_dev_classes = node_device_classes(n, n->dev_classes);
     if (oom || strmap_put(&s->node_map, n->name, ni) < 0 || user_own(s, owner, ni) < 0 ||
         node_index_classes(s, ni) < 0) {
         strmap_remove(&s->node_map, spec->name);
@@ -734,7 +769,7 @@ static int busy_error(Sched *s, uint32_t ni, bool gpus_only, const char *what, E
         if (!r->used || !r->placed || r->node != ni || (gpus_only && r->n_dev == 0))
             continue;
         if (k++ < 8)
-            strbuf_printf(&b, "%s%s", k > 1 ? ", " : "", r->id);
+            strbuf_printf(&b, "%s%s", k > 1 ? ", " : "", req_id(r));
     }
     if (k > 8)
         strbuf_printf(&b, " and %zu more", k - 8);
@@ -920,7 +955,7 @@ int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_
             if (q->used && q->placed && q->node == ni && q->crt == CONTAINER_RUNTIME_KATA)
                 return error_set(err, -EBUSY,
                                  "node '%s': Kata workloads still run there (%s); drain them first",
-                                 n->name, q->id);
+                                 n->name, req_id(q));
         }
     n->kata = kata || mig_in_kata;
     n->mig_in_kata = mig_in_kata;

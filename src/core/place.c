@@ -86,7 +86,7 @@ static bool class_access(const Sched *s, const Req *r, const Node *n, const GpuC
 /* The users of a device's allocations: true when all are `user` (or there are none). */
 bool device_only_user(const Sched *s, const Device *d, uint32_t user) {
     for (unsigned i = 0; i < d->n_allocs; i++)
-        if (s->reqs[d->allocs[i]].user != user)
+        if (s->reqs[dev_allocs_const(d)[i]].user != user)
             return false;
     return true;
 }
@@ -99,15 +99,16 @@ bool mig_joinable(const Sched *s, const Node *n, const Device *d, uint32_t user,
     if (!kata || !n->kata || !n->mig_in_kata)
         return false;
     for (unsigned i = 0; i < d->n_allocs; i++)
-        if (s->reqs[d->allocs[i]].crt != CONTAINER_RUNTIME_KATA)
+        if (s->reqs[dev_allocs_const(d)[i]].crt != CONTAINER_RUNTIME_KATA)
             return false;
     return true;
 }
 
 /* A backfill never takes a GPU of class c on a node an older waiting gang of c reserved. */
 static bool reserved_against(const Sched *s, const Want *w, int c, uint32_t ni) {
-    uint32_t by = s->nodes[ni].reserved_by;
-    return w->backfill && by != NIL && s->reqs[by].choice == c && s->reqs[by].seq < w->r->seq;
+    const Node *n = &s->nodes[ni];
+    return w->backfill && n->reserved_by != NIL && n->reserved_choice == c &&
+           n->reserved_seq < w->r->seq;
 }
 
 /* Writes the placement fields of out only; the request itself is read from r. */
@@ -125,14 +126,14 @@ static void fill(const Sched *s, const Req *r, Req *out, uint32_t ni, int c, Met
 
 static unsigned take_free_devices(const Sched *s, const Node *n, int c, Binding b, unsigned count,
                                   Req *out) {
+    /* The pool's free mask lists exactly the devices that are free in it, in index order. */
     unsigned k = 0;
-    for (unsigned i = 0; i < n->n_devices && k < count; i++) {
-        const Device *d = &n->devices[i];
-        if (d->cls == c && d->binding == b && !d->mig_enabled && !d->n_allocs &&
-            device_takes_new_work(n, d) &&
-            !(b == BINDING_VFIO && s->cat->classes[c].consumer && !d->reset_verified))
-            out->devs[k++] = (uint8_t)i;
-    }
+    for (unsigned p = 0; p < n->n_pools; p++)
+        if (n->pools[p].pool == c * 2 + (int)b) {
+            for (uint32_t m = n->pools[p].free_mask; m && k < count; m &= m - 1)
+                out->devs[k++] = (uint8_t)__builtin_ctz(m);
+            break;
+        }
     return k;
 }
 
@@ -391,15 +392,18 @@ bool place_find(Sched *s, const Want *w, Req *out) {
 /* ---- apply / undo ---- */
 
 static int dev_add_alloc(Device *d, uint32_t ri) {
-    if (d->n_allocs == d->cap_allocs) {
-        uint16_t nc = d->cap_allocs ? (uint16_t)(d->cap_allocs * 2) : 2;
-        uint32_t *na = realloc(d->allocs, nc * sizeof(*na));
+    if (d->n_allocs == (d->cap_allocs ? d->cap_allocs : DEV_INLINE_ALLOCS)) {
+        uint16_t nc = (uint16_t)(d->n_allocs * 2);
+        uint32_t *na =
+                d->cap_allocs ? realloc(d->al.heap, nc * sizeof(*na)) : malloc(nc * sizeof(*na));
         if (!na)
             return -ENOMEM;
-        d->allocs = na;
+        if (!d->cap_allocs)
+            memcpy(na, d->al.inl, sizeof(d->al.inl));
+        d->al.heap = na;
         d->cap_allocs = nc;
     }
-    d->allocs[d->n_allocs++] = ri;
+    dev_allocs(d)[d->n_allocs++] = ri;
     return 0;
 }
 
@@ -454,9 +458,10 @@ void place_undo(Sched *s, uint32_t ri) {
     Node *n = &s->nodes[r->node];
     for (unsigned i = 0; i < r->n_dev; i++) {
         Device *d = &n->devices[r->devs[i]];
+        uint32_t *allocs = dev_allocs(d);
         for (unsigned j = 0; j < d->n_allocs; j++)
-            if (d->allocs[j] == ri) {
-                d->allocs[j] = d->allocs[--d->n_allocs];
+            if (allocs[j] == ri) {
+                allocs[j] = allocs[--d->n_allocs];
                 break;
             }
         if (r->method == METHOD_MIG)
@@ -884,13 +889,13 @@ int place_check_conflicts(const Sched *s, const Req *r, Error *err) {
     const Node *n = &s->nodes[r->node];
     if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && n->macos_vms >= SCHED_MAX_MACOS_VMS)
         return error_set(err, -EBUSY, "request '%s': Mac '%s' already runs %d macOS VMs (R10)",
-                         r->id, n->name, SCHED_MAX_MACOS_VMS);
+                         req_id(r), n->name, SCHED_MAX_MACOS_VMS);
     if (r->cores > n->cpu_cores - n->cpu_used)
-        return error_set(err, -EBUSY, "request '%s': node '%s' has not %u free cores", r->id,
+        return error_set(err, -EBUSY, "request '%s': node '%s' has not %u free cores", req_id(r),
                          n->name, r->cores);
     if (r->mem > n->apple_usable_gb - n->apple_used_gb)
         return error_set(err, -EBUSY, "request '%s': Mac '%s' has not %u GB of GPU memory free",
-                         r->id, n->name, r->mem);
+                         req_id(r), n->name, r->mem);
     for (unsigned i = 0; i < r->n_dev; i++) {
         const Device *d = &n->devices[r->devs[i]];
         bool ok;
@@ -915,7 +920,8 @@ int place_check_conflicts(const Sched *s, const Req *r, Error *err) {
                     err, -EBUSY,
                     "request '%s': device %u of '%s' is already held by '%s' in a way the rules "
                     "do not let it share (R15, R16)",
-                    r->id, r->devs[i], n->name, d->n_allocs ? s->reqs[d->allocs[0]].id : "?");
+                    req_id(r), r->devs[i], n->name,
+                    d->n_allocs ? req_id(&s->reqs[dev_allocs_const(d)[0]]) : "?");
     }
     return 0;
 }

@@ -83,55 +83,55 @@ static int check_class_access(const Sched *s, const Req *r, const Node *n, const
  * relation and runtimes. Conflicts with other allocations are checked by the caller. */
 int policy_check_placement(const Sched *s, const Req *r, bool now_rules, Error *err) {
     if (r->node >= s->n_nodes || !s->nodes[r->node].alive)
-        return error_set(err, -EINVAL, "request '%s': its node does not exist", r->id);
+        return error_set(err, -EINVAL, "request '%s': its node does not exist", req_id(r));
     const Node *n = &s->nodes[r->node];
     /* Trust and capabilities may change under running work; the relation-dependent rules
      * are judged as of the placement (now_rules: restore), the rest always. */
     ContainerRuntime crt = now_rules ? policy_container_runtime(s, r, n, r->method) : r->crt;
     if (r->crt != crt)
         return error_set(err, -EINVAL,
-                         "request '%s' on '%s': runtime %s where the rules ask %s (R2b)", r->id,
+                         "request '%s' on '%s': runtime %s where the rules ask %s (R2b)", req_id(r),
                          n->name, container_runtime_to_string(r->crt),
                          container_runtime_to_string(crt));
     if (crt == CONTAINER_RUNTIME_KATA && !n->kata)
-        return error_set(err, -EINVAL, "request '%s': node '%s' cannot run Kata (R2b)", r->id,
+        return error_set(err, -EINVAL, "request '%s': node '%s' cannot run Kata (R2b)", req_id(r),
                          n->name);
     if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && n->platform != PLATFORM_MACOS)
-        return error_set(err, -EINVAL, "request '%s': a macOS guest on a non-Mac node", r->id);
+        return error_set(err, -EINVAL, "request '%s': a macOS guest on a non-Mac node", req_id(r));
     if (r->method == METHOD_CPU) {
         if (r->n_dev || r->cores == 0)
             return error_set(err, -EINVAL, "request '%s': a cpu placement takes cores and no GPU",
-                             r->id);
+                             req_id(r));
         if (r->ert != policy_endpoint_runtime(r, VENDOR_CPU))
             return error_set(err, -EINVAL, "request '%s': an endpoint on CPU runs llama.cpp (R14)",
-                             r->id);
+                             req_id(r));
         if (now_rules && n->platform == PLATFORM_MACOS && r->kind != WORKLOAD_VM &&
             relation_of(s, n, r->user) == RELATION_STRANGER)
             return error_set(err, -EINVAL, "request '%s': a stranger's native work on Mac '%s'",
-                             r->id, n->name);
+                             req_id(r), n->name);
         return 0;
     }
     if (r->pcls < 0 || (size_t)r->pcls >= s->cat->n_classes)
-        return error_set(err, -EINVAL, "request '%s': unknown class", r->id);
+        return error_set(err, -EINVAL, "request '%s': unknown class", req_id(r));
     const GpuClass *g = &s->cat->classes[r->pcls];
     int ret = now_rules ? check_class_access(s, r, n, g, err) : 0;
     if (ret < 0)
         return ret;
     if (policy_refusal(s, r, r->pcls) != SCHED_REASON_NONE)
-        return error_set(err, -EINVAL, "request '%s': class '%s' cannot serve a %s", r->id, g->name,
-                         workload_kind_to_string(r->kind));
+        return error_set(err, -EINVAL, "request '%s': class '%s' cannot serve a %s", req_id(r),
+                         g->name, workload_kind_to_string(r->kind));
     if (r->ert != policy_endpoint_runtime(r, g->vendor))
-        return error_set(err, -EINVAL, "request '%s': endpoint runtime %s on %s breaks R14", r->id,
-                         endpoint_runtime_to_string(r->ert), g->name);
+        return error_set(err, -EINVAL, "request '%s': endpoint runtime %s on %s breaks R14",
+                         req_id(r), endpoint_runtime_to_string(r->ert), g->name);
     if (r->n_dev == 0)
-        return error_set(err, -EINVAL, "request '%s': a GPU placement without a device", r->id);
+        return error_set(err, -EINVAL, "request '%s': a GPU placement without a device", req_id(r));
     for (unsigned i = 0; i < r->n_dev; i++) {
         if (r->devs[i] >= n->n_devices)
-            return error_set(err, -EINVAL, "request '%s': node '%s' has no device %u", r->id,
+            return error_set(err, -EINVAL, "request '%s': node '%s' has no device %u", req_id(r),
                              n->name, r->devs[i]);
         for (unsigned j = 0; j < i; j++)
             if (r->devs[i] == r->devs[j])
-                return error_set(err, -EINVAL, "request '%s': device %u listed twice", r->id,
+                return error_set(err, -EINVAL, "request '%s': device %u listed twice", req_id(r),
                                  r->devs[i]);
     }
     const Device *d0 = &n->devices[r->devs[0]];
@@ -140,32 +140,32 @@ int policy_check_placement(const Sched *s, const Req *r, bool now_rules, Error *
         if (g->vendor != VENDOR_APPLE || n->platform != PLATFORM_MACOS || r->n_dev != 1 ||
             d0->cls != r->pcls)
             return error_set(err, -EINVAL,
-                             "request '%s': apple-whole needs the Mac's GPU of class %s", r->id,
+                             "request '%s': apple-whole needs the Mac's GPU of class %s", req_id(r),
                              g->name);
         return 0;
     case METHOD_MIG: {
         if (g->mig_parent_index < 0 || r->n_dev != 1 || d0->cls != g->mig_parent_index ||
             !d0->mig_enabled || d0->binding != BINDING_HOST)
             return error_set(err, -EINVAL, "request '%s': a MIG slice of %s needs a MIG-enabled %s",
-                             r->id, g->name, strempty(g->mig_parent));
+                             req_id(r), g->name, strempty(g->mig_parent));
         const MigShapeInfo *si = mig_shape_info(g->mig_shape);
         if (!si || r->mig_slots != si->mem_slots || !(si->start_mask & (1u << r->mig_start)))
             return error_set(err, -EINVAL,
-                             "request '%s': MIG slots %u+%u are not a valid %s placement", r->id,
-                             r->mig_start, r->mig_slots, g->mig_profile);
+                             "request '%s': MIG slots %u+%u are not a valid %s placement",
+                             req_id(r), r->mig_start, r->mig_slots, g->mig_profile);
         if (now_rules && crt != CONTAINER_RUNTIME_KATA &&
             relation_of(s, n, r->user) == RELATION_STRANGER)
             return error_set(
                     err, -EINVAL,
                     "request '%s': a stranger's MIG slice needs Kata with mig_in_kata (R2c)",
-                    r->id);
+                    req_id(r));
         return 0;
     }
     case METHOD_PASSTHROUGH:
     case METHOD_CONTAINER:
     case METHOD_TIME_SLICE: {
         if (g->mig_parent_index >= 0 || g->vendor == VENDOR_APPLE || n->platform != PLATFORM_LINUX)
-            return error_set(err, -EINVAL, "request '%s': %s cannot be given whole", r->id,
+            return error_set(err, -EINVAL, "request '%s': %s cannot be given whole", req_id(r),
                              g->name);
         Binding want = (r->method == METHOD_PASSTHROUGH || crt == CONTAINER_RUNTIME_KATA)
                                ? BINDING_VFIO
@@ -173,27 +173,27 @@ int policy_check_placement(const Sched *s, const Req *r, bool now_rules, Error *
         if ((r->method == METHOD_PASSTHROUGH) != (r->kind == WORKLOAD_VM))
             return error_set(err, -EINVAL,
                              "request '%s': passthrough is for VMs, containers take the GPU",
-                             r->id);
+                             req_id(r));
         if (r->method == METHOD_TIME_SLICE && (crt != CONTAINER_RUNTIME_RUNC || r->n_dev != 1))
             return error_set(err, -EINVAL,
                              "request '%s': time slices are for one runc workload per GPU (R2e)",
-                             r->id);
+                             req_id(r));
         for (unsigned i = 0; i < r->n_dev; i++) {
             const Device *d = &n->devices[r->devs[i]];
             if (d->cls != r->pcls || d->mig_enabled)
                 return error_set(err, -EINVAL, "request '%s': device %u of '%s' is not a whole %s",
-                                 r->id, r->devs[i], n->name, g->name);
+                                 req_id(r), r->devs[i], n->name, g->name);
             if (d->binding != want)
                 return error_set(
                         err, -EINVAL,
                         "request '%s': device %u of '%s' is bound to %s, the placement needs %s "
                         "(R2, R3, R7)",
-                        r->id, r->devs[i], n->name, binding_to_string(d->binding),
+                        req_id(r), r->devs[i], n->name, binding_to_string(d->binding),
                         binding_to_string(want));
         }
         return 0;
     }
     default:
-        return error_set(err, -EINVAL, "request '%s': unknown method", r->id);
+        return error_set(err, -EINVAL, "request '%s': unknown method", req_id(r));
     }
 }

@@ -232,16 +232,19 @@ static SchedReason waiting_reason(const Sched *s, const Req *r) {
 /* fresh: find the waiting reason again (a later look); else the one found at submission. */
 static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d) {
     const Req *r = &s->reqs[ri];
+    /* Field by field, not `*d = (Decision){...}`: that would also clear the message buffer,
+     * which the sentence below overwrites (and terminates) anyway. */
     if (r->placed) {
-        *d = (Decision){.kind = DECISION_PLACED,
-                        .reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE};
+        d->kind = DECISION_PLACED;
+        d->reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE;
+        d->queue_position = 0;
         fill_placement(s, r, &d->placement);
         const Placement *p = &d->placement;
         /* "placed on NODE: WHERE, CLASS by METHOD[ under CRT][, endpoint runs ERT][ (fallback...)]"
          */
         Msg m = msg_start(d->message, sizeof(d->message));
         msg_put(&m, "placed on ");
-        msg_put(&m, p->node);
+        msg_putn(&m, p->node, s->nodes[r->node].name_len);
         msg_put(&m, ":");
         if (p->method == METHOD_MIG) {
             msg_put(&m, " device ");
@@ -260,7 +263,10 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
             msg_put(&m, p->n_devices > 1 ? " GPUs" : " GPU");
         }
         msg_put(&m, ", ");
-        msg_put(&m, p->class_name);
+        if (r->pcls >= 0)
+            msg_putn(&m, p->class_name, s->class_name_len[r->pcls]);
+        else
+            msg_put(&m, p->class_name);
         msg_put(&m, " by ");
         msg_put(&m, method_to_string(p->method));
         if (p->container_runtime) {
@@ -277,9 +283,10 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
     }
     /* The reason as of now, not as of submission: nodes, capacity and modes have moved. */
     SchedReason why = fresh ? waiting_reason(s, r) : r->reason;
-    *d = (Decision){.kind = DECISION_WAITING,
-                    .reason = why,
-                    .queue_position = with_position ? queue_position(s, ri) : 0};
+    d->kind = DECISION_WAITING;
+    d->reason = why;
+    d->queue_position = with_position ? queue_position(s, ri) : 0;
+    d->placement = (Placement){0};
     Msg m = msg_start(d->message, sizeof(d->message));
     msg_put(&m, "waiting for ");
     msg_put(&m, choice_name(s, r->choice));
@@ -287,9 +294,21 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
     msg_put(&m, reason_sentence(why));
 }
 
+/* The index of the live request with this id: true and *ret, or false. */
+static bool req_lookup(const Sched *s, const char *id, uint32_t *ret) {
+    size_t len = id ? strnlen(id, SCHED_ID_MAX) : SCHED_ID_MAX;
+    if (len >= SCHED_ID_MAX)
+        return false; /* no request has such an id */
+    uint32_t ri = reqmap_find(&s->req_map, s->reqs, id, len, strmap_hash_len(id, len));
+    if (ri == NIL)
+        return false;
+    *ret = ri;
+    return true;
+}
+
 int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
     uint32_t ri;
-    if (!id || !strmap_get(&s->req_map, id, &ri))
+    if (!req_lookup(s, id, &ri))
         return -ENOENT;
     decide(s, ri, true, true, ret);
     return 0;
@@ -297,11 +316,11 @@ int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
 
 int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
     uint32_t ri;
-    if (!id || !strmap_get(&s->req_map, id, &ri))
+    if (!req_lookup(s, id, &ri))
         return -ENOENT;
     const Req *r = &s->reqs[ri];
     *ret = (RequestSpec){
-            .id = r->id,
+            .id = req_id(r),
             .user = s->users[r->user].name,
             .kind = r->kind,
             .guest = r->guest,
@@ -332,7 +351,7 @@ size_t sched_waiting_count(const Sched *s) {
 const char *sched_waiting_at(const Sched *s, size_t i) {
     for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next)
         if (i-- == 0)
-            return s->reqs[ri].id;
+            return req_id(&s->reqs[ri]);
     return NULL;
 }
 
@@ -361,6 +380,22 @@ static SchedReason resolve_class(const Sched *s, const char *name, int *ret) {
     return SCHED_REASON_NONE;
 }
 
+/* Grow s->reqs to nc requests, aligned to cache lines (see Req): realloc() the raw block with
+ * room to align inside it, since large blocks then move by remapping pages instead of being
+ * copied (aligned_alloc() and a copy cost 50 MB of copying while a 10,000-node fleet fills). */
+static int reqs_grow(Sched *s, size_t nc) {
+    size_t old_off = s->reqs ? (size_t)((char *)s->reqs - (char *)s->reqs_raw) : 0;
+    char *raw = realloc(s->reqs_raw, nc * sizeof(Req) + _Alignof(Req));
+    if (!raw)
+        return -ENOMEM;
+    size_t off = (size_t)(-(uintptr_t)raw & (_Alignof(Req) - 1));
+    if (s->n_reqs && off != old_off)
+        memmove(raw + off, raw + old_off, s->n_reqs * sizeof(Req));
+    s->reqs_raw = raw;
+    s->reqs = (Req *)(void *)(raw + off);
+    return 0;
+}
+
 static int req_slot(Sched *s, uint32_t *ret) {
     if (s->free_req != NIL) {
         *ret = s->free_req;
@@ -369,10 +404,8 @@ static int req_slot(Sched *s, uint32_t *ret) {
     }
     if (s->n_reqs == s->cap_reqs) {
         size_t nc = s->cap_reqs ? s->cap_reqs * 2 : 64;
-        Req *nr = realloc(s->reqs, nc * sizeof(*nr));
-        if (!nr)
+        if (reqs_grow(s, nc) < 0)
             return -ENOMEM;
-        s->reqs = nr;
         s->cap_reqs = nc;
     }
     *ret = (uint32_t)s->n_reqs++;
@@ -381,8 +414,9 @@ static int req_slot(Sched *s, uint32_t *ret) {
 
 static void req_drop(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
-    strmap_remove_hashed(&s->req_map, r->id, r->id_hash);
-    free(r->id);
+    reqmap_remove(&s->req_map, r->id_hash, ri);
+    if (r->id_len >= REQ_ID_INLINE)
+        free(r->idb.heap_id);
     *r = (Req){.q = {NIL, s->free_req}};
     s->free_req = ri;
     s->n_live_reqs--;
@@ -391,14 +425,15 @@ static void req_drop(Sched *s, uint32_t ri) {
 /* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject. */
 static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject) {
     *subject = spec->id;
-    if (isempty(spec->id) || strlen(spec->id) >= SCHED_ID_MAX || isempty(spec->user) ||
+    size_t id_len = spec->id ? strnlen(spec->id, SCHED_ID_MAX) : 0;
+    if (!id_len || id_len >= SCHED_ID_MAX || isempty(spec->user) ||
         strlen(spec->user) >= SCHED_ID_MAX || (int)spec->kind < 0 ||
         spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 || spec->guest >= _GUEST_OS_MAX ||
         (int)spec->runtime < 0 || spec->runtime >= _ENDPOINT_RUNTIME_MAX ||
         spec->n_fallback > SCHED_MAX_FALLBACKS || (spec->n_fallback && !spec->fallback))
         return SCHED_REASON_BAD_REQUEST;
-    uint32_t id_hash = strmap_hash(spec->id);
-    if (strmap_get_hashed(&s->req_map, spec->id, id_hash, NULL))
+    uint32_t id_hash = strmap_hash_len(spec->id, id_len);
+    if (reqmap_find(&s->req_map, s->reqs, spec->id, id_len, id_hash) != NIL)
         return SCHED_REASON_DUPLICATE;
     *r = (Req){.kind = spec->kind,
                .guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX,
@@ -412,7 +447,12 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
                .wait_for_nodes = spec->wait_for_nodes,
                .q = {NIL, NIL},
                .pcls = -1,
+               .id_len = (uint8_t)id_len,
                .id_hash = id_hash};
+    if (id_len < REQ_ID_INLINE)
+        memcpy(r->idb.inline_id, spec->id, id_len); /* the rest is zero: terminated */
+    else
+        r->idb.heap_id = (char *)spec->id; /* borrowed until register_req() copies it */
     /* R13: the fallback opens at submitted + wait exactly, in the caller's own units. */
     uint64_t wait;
     if (!spec->n_fallback || __builtin_mul_overflow(spec->wait_s, s->units_per_second, &wait) ||
@@ -644,7 +684,7 @@ static void placed_from_queue(Sched *s, uint32_t ri) {
     if (s->on_placed) {
         Decision d;
         decide(s, ri, false, false, &d);
-        s->on_placed(s->on_placed_data, s->reqs[ri].id, &d);
+        s->on_placed(s->on_placed_data, req_id(&s->reqs[ri]), &d);
     }
 }
 
@@ -728,16 +768,8 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
     if (!s->n_waiting || !n->alive || !node_schedulable(n))
         return;
     /* The FIFOs of every class this node can serve, then cpu, memory needs and fallbacks. */
-    int seen[SCHED_NODE_MAX_DEVICES];
-    unsigned n_seen = 0;
-    for (unsigned i = 0; i < n->n_devices; i++) {
-        int c = n->devices[i].cls;
-        bool dup = c < 0;
-        for (unsigned j = 0; j < n_seen && !dup; j++)
-            dup = seen[j] == c;
-        if (dup)
-            continue;
-        seen[n_seen++] = c;
+    for (unsigned i = 0; i < n->n_dev_classes; i++) {
+        int c = n->dev_classes[i];
         walk_fifo(s, now, ni, false, c, s->cq_head[c]);
         for (const int *sl = s->slices_of[c]; *sl >= 0; sl++)
             walk_fifo(s, now, ni, false, *sl, s->cq_head[*sl]);
@@ -750,21 +782,23 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
 
 static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t *ret, Error *err) {
     uint32_t ri, user;
-    char *id = strdup(spec->id);
-    if (!id || sched_user_intern(s, spec->user, &user) < 0 || req_slot(s, &ri) < 0) {
-        free(id);
+    char *heap_id = NULL; /* a long id's own copy */
+    if ((built->id_len >= REQ_ID_INLINE && !(heap_id = strdup(built->idb.heap_id))) ||
+        sched_user_intern(s, spec->user, &user) < 0 || req_slot(s, &ri) < 0) {
+        free(heap_id);
         return error_set(err, -ENOMEM, "out of memory");
     }
-    built->id = id;
+    if (heap_id)
+        built->idb.heap_id = heap_id;
     built->user = user;
     built->used = true;
     built->seq = s->next_seq++;
     built->reserved_node = NIL;
     s->reqs[ri] = *built;
-    if (strmap_put_hashed(&s->req_map, id, built->id_hash, ri) < 0) {
+    if (reqmap_insert(&s->req_map, built->id_hash, ri) < 0) {
         s->reqs[ri] = (Req){.q = {NIL, s->free_req}};
         s->free_req = ri;
-        free(id);
+        free(heap_id);
         return error_set(err, -ENOMEM, "out of memory");
     }
     s->n_live_reqs++;
@@ -845,7 +879,6 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     built.cores = p->method == METHOD_CPU ? p->cpu_cores : 0;
     built.mem = p->method == METHOD_APPLE_WHOLE ? p->memory_gb : 0;
     built.fb_index = p->fallback_index;
-    built.id = (char *)spec->id;
     /* The user may not be interned yet; the relation needs the id. */
     uint32_t user;
     if (sched_user_intern(s, spec->user, &user) < 0)
@@ -878,7 +911,7 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
 
 int sched_release(Sched *s, const char *id, uint64_t now, Error *err) {
     uint32_t ri;
-    if (!id || !strmap_get(&s->req_map, id, &ri))
+    if (!req_lookup(s, id, &ri))
         return error_set(err, -ENOENT, "no request '%s'", strempty(id));
     bool placed = s->reqs[ri].placed;
     uint32_t freed = NIL;

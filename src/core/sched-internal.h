@@ -7,6 +7,8 @@
  * change by node_refresh(); sched_check() recomputes them from scratch and compares. */
 #pragma once
 
+#include <stddef.h>
+
 #include "core/sched.h"
 #include "core/strmap.h"
 
@@ -66,6 +68,8 @@ typedef enum DevUse {
     USE_APPLE,
 } DevUse;
 
+#define DEV_INLINE_ALLOCS 2
+
 typedef struct Device {
     int cls; /* whole-card class, -1 unclassified */
     char *address;
@@ -75,8 +79,14 @@ typedef struct Device {
     char *quarantine_reason;
     uint8_t mig_layout;
     DevUse use;
-    uint32_t *allocs; /* request indices */
-    uint16_t n_allocs, cap_allocs;
+    /* The requests placed on it (dev_allocs()): inline up to DEV_INLINE_ALLOCS, since a whole
+     * GPU holds one, so that a placement and its end touch no separate allocation; beyond that
+     * on the heap (cap_allocs > 0), kept once grown. */
+    union {
+        uint32_t inl[DEV_INLINE_ALLOCS];
+        uint32_t *heap;
+    } al;
+    uint16_t n_allocs, cap_allocs; /* cap_allocs 0: inline */
     /* Membership of a MIG layout list or the open time-slice list of its class. */
     Link link;
     int8_t listed; /* 0 none, 1 MIG list, 2 time-slice list */
@@ -97,6 +107,8 @@ typedef struct PoolLink {
     uint8_t total;      /* GPUs of the pool's class and binding outside MIG mode, busy or not: the
                          * most it could ever hold (node_refresh() sets it; a reservation reads it) */
     bool in_window;     /* the node is among the first RESERVE_FULL_SCAN of its class's list */
+    uint16_t free_mask; /* the free GPUs counted in `free` (bit i: device i), so that a
+                         * placement picks them without reading every device's line */
     uint32_t class_pos; /* the node's position in its class's list (and cells) */
     Link link;
 } PoolLink;
@@ -111,54 +123,87 @@ typedef struct DiagCell {
     uint32_t owner, site;
 } DiagCell;
 
+/* Field order matters: a search reads the first 64 bytes of every node it looks at and the
+ * pool links right after them, a placement and its end those and the devices they change;
+ * the rest (labels, Mac and time-slice settings) is read rarely. Aligned to a cache line
+ * (Sched.nodes is allocated so) to keep each group on as few lines as possible. */
 typedef struct Node {
-    char *name;
-    bool alive;
+    /* The reserving gang's arrival seq and class (while reserved_by is set), copied here so
+     * that a search passing a reserved node need not read the gang's request. */
+    uint64_t reserved_seq;
     uint32_t site;
     Platform platform;
     uint32_t owner;
-    char **label_keys, **label_values;
-    size_t n_labels;
-    NodeMode mode;
-    bool kata, mig_in_kata, cordoned, unreachable;
-    unsigned cpu_cores, cpu_used;
-    unsigned ts_replicas;
-    unsigned apple_unified_gb, apple_usable_gb, apple_used_gb, macos_vms;
-    Device devices[SCHED_NODE_MAX_DEVICES];
     unsigned n_devices;
-    PoolLink pools[SCHED_NODE_MAX_DEVICES];
     unsigned n_pools;
+    unsigned cpu_cores, cpu_used;
     Link cpu_link;
     int cpu_bucket;       /* -1: not listed */
-    unsigned n_allocs;    /* requests placed on this node */
     uint32_t reserved_by; /* the waiting gang that reserved this node (queue.c), or NIL */
-    bool window_counted;  /* counted in its site's window_free (schedulable, unreserved) */
-} Node;
+    int reserved_choice;
+    bool alive;
+    bool kata, mig_in_kata, cordoned, unreachable;
+    bool window_counted; /* counted in its site's window_free (schedulable, unreserved) */
+    /* End of the first cache line. */
+    PoolLink pools[SCHED_NODE_MAX_DEVICES];
+    /* The distinct classes of its devices in device order (node_device_classes()), for the
+     * queue walk after every release, which would otherwise read every device's line. */
+    unsigned n_dev_classes;
+    int dev_classes[SCHED_NODE_MAX_DEVICES];
+    char *name;
+    uint8_t name_len;  /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
+    unsigned n_allocs; /* requests placed on this node */
+    NodeMode mode;
+    unsigned ts_replicas;
+    unsigned apple_unified_gb, apple_usable_gb, apple_used_gb, macos_vms;
+    char **label_keys, **label_values;
+    size_t n_labels;
+    Device devices[SCHED_NODE_MAX_DEVICES];
+} __attribute__((aligned(64))) Node;
 
+_Static_assert(offsetof(Node, window_counted) < 64,
+               "the fields every search reads of a node fit one cache line");
+
+/* Ids shorter than this live in the Req itself, which a lookup reads anyway, so that a
+ * lookup touches no other memory and a request costs no allocation for its id (the server's
+ * ids are decimal numbers of at most 20 digits). */
+#define REQ_ID_INLINE 24
+
+/* Field order matters: the first 64 bytes hold what an id lookup and a queue walk's skip test
+ * read (a walk passes up to 64 waiters of a FIFO per release, and a release finds its request
+ * by id), so that each of those touches one cache line of the request, not two or three.
+ * Aligned to a cache line (Sched.reqs is allocated so), or every other request's first 64
+ * bytes would straddle two lines. */
 typedef struct Req {
-    char *id;
-    uint32_t id_hash; /* strmap_hash(id): hashed once, when submitted */
+    union {
+        char inline_id[REQ_ID_INLINE]; /* id_len < REQ_ID_INLINE */
+        char *heap_id; /* else: owned once registered, borrowed from the spec before */
+    } idb;
+    uint8_t id_len; /* strlen of the id (< SCHED_ID_MAX) */
     bool used;
     bool placed;
-    bool expired;        /* the first choice's wait ran out: alternatives count (R13) */
+    bool expired; /* the first choice's wait ran out: alternatives count (R13) */
+    bool share;
     bool wait_for_nodes; /* R18: keep waiting even when no node could ever run it */
+    uint32_t id_hash;    /* strmap_hash(id): hashed once, when submitted */
     uint32_t user;
     WorkloadKind kind;
+    unsigned count;
+    Link cq;                /* the FIFO of its first choice (class, cpu or memory need) */
+    int choice;             /* class index, CHOICE_CPU or CHOICE_MEMORY */
+    uint32_t reserved_node; /* a waiting gang's reserved node, or NIL */
+    /* End of the first cache line. */
     GuestOs guest;
-    int choice; /* class index, CHOICE_CPU or CHOICE_MEMORY */
-    unsigned memory_gb, count;
-    bool share;
+    unsigned memory_gb;
     EndpointRuntime runtime;
     int fb[SCHED_MAX_FALLBACKS];
     unsigned n_fb;
     uint64_t submitted, deadline, seq;
     Link q;  /* the global FIFO */
-    Link cq; /* the FIFO of its first choice (class, cpu or memory need) */
     Link xq; /* the FIFO of requests whose fallbacks are open (R13) */
     Link dq; /* waiting requests whose fallback deadline is still ahead */
     int qkey;
     bool in_xq, in_dq;
-    uint32_t reserved_node; /* a waiting gang's reserved node, or NIL */
     SchedReason reason;
     /* Placement: place_find() writes node .. mem, and attempt() copies exactly the range
      * [node, fb_index) between a Req and its scratch, so keep these fields together. */
@@ -173,7 +218,27 @@ typedef struct Req {
     unsigned cores, mem;
     int fb_index;
     const char *fb_names[SCHED_MAX_FALLBACKS];
-} Req;
+} __attribute__((aligned(64))) Req;
+
+/* The queue walks' skip test and the id lookup read only the first line (see above). */
+_Static_assert(offsetof(Req, reserved_node) + sizeof(uint32_t) <= 64,
+               "the hot fields of a Req fit one cache line");
+
+static inline const char *req_id(const Req *r) {
+    return r->id_len < REQ_ID_INLINE ? r->idb.inline_id : r->idb.heap_id;
+}
+
+/* The request-id index (reqmap.c): open addressing over {hash, request index} slots, compared
+ * against the id kept in the Req. Eight bytes a slot, and no pointer to chase to a separately
+ * allocated key. */
+typedef struct ReqMapSlot {
+    uint32_t hash, ri; /* ri NIL: empty */
+} ReqMapSlot;
+
+typedef struct ReqMap {
+    ReqMapSlot *slots;
+    size_t n, cap; /* cap is 0 or a power of two */
+} ReqMap;
 
 typedef struct MigPool {
     uint32_t heads[256]; /* devices (global id) by layout */
@@ -205,11 +270,12 @@ struct Sched {
     uint32_t free_node; /* head of dead slots (reuse), chained through cpu_link.next */
     StrMap node_map;
 
-    Req *reqs;
+    Req *reqs;      /* aligned to a cache line inside reqs_raw (reqs_grow()) */
+    void *reqs_raw; /* the allocation */
     size_t n_reqs, cap_reqs;
     uint32_t free_req;
     size_t n_live_reqs;
-    StrMap req_map;
+    ReqMap req_map;
     uint64_t next_seq;
 
     /* Waiting queue: FIFO by (submitted, seq). */
@@ -241,7 +307,8 @@ struct Sched {
     uint8_t mig_starts[_MIG_SHAPE_MAX][256];
     /* Per class: nodes that have it, and idle GPUs that take no work; they let a waiting
      * request's reason be found without a scan in the common case. */
-    StrMap class_map; /* class name -> index (the catalog's own lookup is a linear scan) */
+    StrMap class_map;       /* class name -> index (the catalog's own lookup is a linear scan) */
+    size_t *class_name_len; /* per class: strlen of its name, for decisions' sentences */
     uint32_t *class_nodes;
     uint32_t *class_blocked;
     uint32_t **class_list;  /* per card class: the nodes that have it */
@@ -254,6 +321,12 @@ struct Sched {
     GangShare *gang_share; /* per FIFO key, like cq_head */
 };
 
+static inline uint32_t *dev_allocs(Device *d) {
+    return d->cap_allocs ? d->al.heap : d->al.inl;
+}
+static inline const uint32_t *dev_allocs_const(const Device *d) {
+    return d->cap_allocs ? d->al.heap : d->al.inl;
+}
 static inline Device *dev_of(Sched *s, uint32_t gid) {
     return &s->nodes[gid >> DEV_SHIFT].devices[gid & ((1u << DEV_SHIFT) - 1)];
 }
@@ -286,6 +359,8 @@ void node_refresh(Sched *s, uint32_t ni);
 /* The same when only the devices in the bit mask `changed` (bit i: device i) changed their
  * own state: a device left alone would be re-filed where it already is, so it is skipped. */
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed);
+/* The distinct classes of n's devices in device order into out; returns how many. */
+unsigned node_device_classes(const Node *n, int out[SCHED_NODE_MAX_DEVICES]);
 /* Set or clear (NIL) the gang that reserved node ni, keeping the pools' unreserved counts. */
 void node_set_reserved(Sched *s, uint32_t ni, uint32_t by);
 /* Inline: both sit in the innermost loops of every search and refresh. */
@@ -297,6 +372,8 @@ static inline bool device_takes_new_work(const Node *n, const Device *d) {
 }
 /* Free whole GPUs of a class and binding on a node, as the pools count them. */
 unsigned node_pool_free(const Sched *s, const Node *n, int cls, Binding b);
+/* Whether device di of n is one of them (a free GPU of class cls through binding b). */
+bool node_device_free(const Sched *s, const Node *n, unsigned di, int cls, Binding b);
 
 /* place.c */
 typedef struct Want {
@@ -344,6 +421,15 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
 int site_alloc_pools(Sched *s, Site *st);
 /* After a change on node ni: re-file it, offer grown capacity to the queue, check. */
 void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed);
+
+/* reqmap.c */
+/* The request whose id is the len bytes at id (hash: strmap_hash_len(id, len)), or NIL. */
+uint32_t reqmap_find(const ReqMap *m, const Req *reqs, const char *id, size_t len, uint32_t hash);
+/* Add request ri with the given id hash; the caller knows its id is not in the map yet. */
+int reqmap_insert(ReqMap *m, uint32_t hash, uint32_t ri);
+/* Remove request ri (its id hash given): by index, without comparing ids. */
+void reqmap_remove(ReqMap *m, uint32_t hash, uint32_t ri);
+void reqmap_done(ReqMap *m);
 
 /* feasible.c */
 /* R18: SCHED_REASON_NONE when some node of the fleet could ever run r (its first choice or an

@@ -37,9 +37,10 @@ Sched *sched_new(const Catalog *catalog) {
     s->class_list = calloc(MAX(nc, 1), sizeof(uint32_t *));
     s->class_cells = calloc(MAX(nc, 1), sizeof(DiagCell *));
     s->class_list_cap = calloc(MAX(nc, 1), sizeof(uint32_t));
-    if (!s->class_list || !s->class_cells || !s->class_list_cap || !s->class_nodes ||
-        !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail || !s->gang_share ||
-        !s->by_memory || !s->mig_rank || !s->slices_of) {
+    s->class_name_len = calloc(MAX(nc, 1), sizeof(size_t));
+    if (!s->class_name_len || !s->class_list || !s->class_cells || !s->class_list_cap ||
+        !s->class_nodes || !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail ||
+        !s->gang_share || !s->by_memory || !s->mig_rank || !s->slices_of) {
         sched_free(s);
         return NULL;
     }
@@ -66,6 +67,8 @@ Sched *sched_new(const Catalog *catalog) {
         } else
             s->by_memory[s->n_by_memory++] = (int)i;
     }
+    for (size_t i = 0; i < nc; i++)
+        s->class_name_len[i] = strlen(catalog->classes[i].name);
     for (size_t i = 0; i < nc; i++)
         if (strmap_put(&s->class_map, catalog->classes[i].name, (uint32_t)i) < 0) {
             sched_free(s);
@@ -104,6 +107,7 @@ void sched_free(Sched *s) {
     free(s->class_list);
     free(s->class_cells);
     free(s->class_list_cap);
+    free(s->class_name_len);
     free(s->fen);
     free(s->class_nodes);
     free(s->class_blocked);
@@ -130,19 +134,20 @@ void sched_free(Sched *s) {
         for (unsigned j = 0; j < n->n_devices; j++) {
             free(n->devices[j].address);
             free(n->devices[j].quarantine_reason);
-            free(n->devices[j].allocs);
+            if (n->devices[j].cap_allocs)
+                free(n->devices[j].al.heap);
         }
     }
     free(s->nodes);
     free(s->order);
     for (size_t i = 0; i < s->n_reqs; i++)
-        if (s->reqs[i].used)
-            free(s->reqs[i].id);
-    free(s->reqs);
+        if (s->reqs[i].used && s->reqs[i].id_len >= REQ_ID_INLINE)
+            free(s->reqs[i].idb.heap_id);
+    free(s->reqs_raw);
     strmap_done(&s->site_map);
     strmap_done(&s->user_map);
     strmap_done(&s->node_map);
-    strmap_done(&s->req_map);
+    reqmap_done(&s->req_map);
     strmap_done(&s->class_map);
     free(s->mig);
     free(s->by_memory);

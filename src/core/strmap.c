@@ -6,11 +6,15 @@
 #include <string.h>
 
 uint32_t strmap_hash(const char *s) {
+    /* strlen() first: reading a word past the terminator could leave the string's
+     * allocation. */
+    return strmap_hash_len(s, strlen(s));
+}
+
+uint32_t strmap_hash_len(const char *s, size_t n) {
     /* Eight bytes a step (ids and names are short, and this runs for every request twice or
      * more), then murmur3's final mix so that ids differing in one digit spread over the
-     * table. strlen() first: reading a word past the terminator could leave the string's
-     * allocation. */
-    size_t n = strlen(s);
+     * table. */
     uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
     const unsigned char *p = (const unsigned char *)s;
     for (; n >= 8; p += 8, n -= 8) {
@@ -116,9 +120,7 @@ bool strmap_remove_hashed(StrMap *m, const char *key, uint32_t h) {
         j = (j + 1) & mask;
         if (!m->slots[j].key)
             break;
-        size_t home = m->slots[j].hash & mask;
-        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (between)
+        if (probe_entry_stays(i, j, m->slots[j].hash & mask))
             continue;
         m->slots[i] = m->slots[j];
         i = j;

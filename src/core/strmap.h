@@ -19,7 +19,16 @@ typedef struct StrMap {
     size_t n, cap; /* cap is 0 or a power of two */
 } StrMap;
 
+/* Backward-shift deletion (here and in the request-id index): when slot `hole` of a probe run
+ * empties, the entry at slot j (home slot `home`) stays where it is if its home lies
+ * cyclically in (hole, j]; otherwise it moves into the hole. */
+static inline bool probe_entry_stays(size_t hole, size_t j, size_t home) {
+    return hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+}
+
 uint32_t strmap_hash(const char *s);
+/* The same for the first n bytes of s, when the caller knows the length already. */
+uint32_t strmap_hash_len(const char *s, size_t n);
 /* Returns true and sets *ret when the key is present. */
 bool strmap_get(const StrMap *m, const char *key, uint32_t *ret);
 /* Insert or replace. -ENOMEM on allocation failure; replacing the value of a present key

@@ -3,6 +3,7 @@
  * total (a mode switch), the diagnosis cells (capacity, cordon, Kata). Each test would give
  * another decision if the index went stale; the fixture also runs sched_check, which
  * recounts every index, after each mutation. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -220,6 +221,125 @@ Test(indexes, r18_a_gang_larger_than_one_binding_of_a_lab_node_waits_for_a_bindi
     g = decision_of("gang");
     cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
     cr_assert_eq(g.placement.n_devices, 8);
+}
+
+/* The request-id index compares against ids kept in the request itself, inline when shorter
+ * than 24 bytes and allocated when longer: ids on both sides of that edge and at the longest
+ * allowed are found, refused again while alive, and free for reuse once released. */
+Test(indexes, r16_ids_of_every_length_are_found_refused_twice_and_reusable_after_release) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    const size_t lengths[] = {1, 22, 23, 24, 25, SCHED_ID_MAX - 1};
+    char ids[6][SCHED_ID_MAX + 1];
+    for (size_t i = 0; i < 6; i++) {
+        memset(ids[i], 'a' + (int)i, lengths[i]);
+        ids[i][lengths[i]] = '\0';
+        cr_assert_eq(container(ids[i], "alice", 1).kind, DECISION_PLACED, "id of %zu bytes",
+                     lengths[i]);
+    }
+    for (size_t i = 0; i < 6; i++) {
+        Decision again = container(ids[i], "alice", 1);
+        cr_assert_eq(again.reason, SCHED_REASON_DUPLICATE, "id of %zu bytes: %s", lengths[i],
+                     again.message);
+        cr_assert_eq(decision_of(ids[i]).kind, DECISION_PLACED);
+        RequestSpec spec;
+        cr_assert_eq(sched_request_spec(fx, ids[i], &spec), 0);
+        cr_assert_str_eq(spec.id, ids[i]);
+    }
+    char too_long[SCHED_ID_MAX + 1];
+    memset(too_long, 'z', SCHED_ID_MAX);
+    too_long[SCHED_ID_MAX] = '\0';
+    cr_assert_eq(container(too_long, "alice", 1).reason, SCHED_REASON_BAD_REQUEST);
+    Decision d;
+    cr_assert_eq(sched_request_decision(fx, too_long, &d), -ENOENT);
+    cr_assert_eq(sched_release(fx, too_long, 0, NULL), -ENOENT);
+    /* A prefix of a live id is another id. */
+    cr_assert_eq(sched_request_decision(fx, "aa", &d), -ENOENT);
+    for (size_t i = 0; i < 6; i++) {
+        fx_release(ids[i]);
+        cr_assert_eq(sched_request_decision(fx, ids[i], &d), -ENOENT);
+    }
+    cr_assert_eq(sched_request_count(fx), 0);
+    cr_assert_eq(container(ids[5], "alice", 1).kind, DECISION_PLACED);
+}
+
+/* Releases in an order unrelated to the ids' hashes shift later entries of a probe run back
+ * into the hole (the index never leaves tombstones): after thousands of them every live id
+ * is still found and every released one is gone. The fixture's sched_check after each change
+ * also walks every slot of the index. */
+Test(indexes, r16_the_id_index_finds_every_live_request_after_thousands_of_releases) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
+    sched_set_check_invariants(fx, false); /* a full check per change would make this O(n^2) */
+    enum { N = 3000 };
+    char id[32];
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(id, sizeof(id), "req-%u", i);
+        Decision d = container(id, "alice", 1);
+        cr_assert(d.kind == DECISION_PLACED || d.kind == DECISION_WAITING, "%s", d.message);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        unsigned k = (i * 7919u) % N; /* a permutation of 0..N-1 (7919 is prime to 3000) */
+        if (k % 3 == 0)
+            continue;
+        snprintf(id, sizeof(id), "req-%u", k);
+        fx_release(id);
+    }
+    Error err = {0};
+    cr_assert_eq(sched_check(fx, &err), 0, "%s", err.message);
+    for (unsigned i = 0; i < N; i++) {
+        Decision d;
+        snprintf(id, sizeof(id), "req-%u", i);
+        cr_assert_eq(sched_request_decision(fx, id, &d) == 0, i % 3 == 0, "%s", id);
+    }
+    cr_assert_eq(sched_request_count(fx), N / 3);
+}
+
+#define H100_1G "nvidia-h100-80gb-mig-1g.10gb"
+
+static unsigned allocs_on(const char *node, unsigned dev) {
+    DeviceInfo di;
+    cr_assert_eq(sched_device_info(fx, node, dev, &di), 0);
+    return di.n_allocations;
+}
+
+/* A device keeps its first two requests inline and moves to a heap list past them (MIG
+ * slices, time slices): seven slices on one GPU, most of them ended, then new ones again,
+ * are each listed once (the fixture's sched_check matches every list against the requests
+ * after each change), and a request that ends leaves no trace in its device's list. */
+Test(indexes, r2c_a_device_lists_every_slice_it_holds_as_its_list_grows_and_shrinks) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .mig_enabled = true);
+    char id[16];
+    for (int i = 0; i < 7; i++) {
+        snprintf(id, sizeof(id), "s%d", i);
+        Decision d =
+                fx_req(.id = id, .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+        cr_assert_eq(d.kind, DECISION_PLACED, "slice %d: %s", i, d.message);
+    }
+    cr_assert_eq(allocs_on("m1", 0), 7);
+    for (int i = 0; i < 6; i++) {
+        snprintf(id, sizeof(id), "s%d", i);
+        fx_release(id);
+    }
+    cr_assert_eq(allocs_on("m1", 0), 1);
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof(id), "t%d", i);
+        cr_assert_eq(
+                fx_req(.id = id, .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G)
+                        .kind,
+                DECISION_PLACED);
+    }
+    cr_assert_eq(allocs_on("m1", 0), 4);
+    fx_release("s6");
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof(id), "t%d", i);
+        fx_release(id);
+    }
+    cr_assert_eq(allocs_on("m1", 0), 0);
 }
 
 /* Gangs reserve at most their share of the class's waiting GPUs, of its nodes: with 16
