@@ -304,13 +304,12 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
     }
     /* Count the reservation under its gang's class (maybe_reserve caps that count). */
     if (n->reserved_by != NIL)
-        s->gang_share[s->reqs[n->reserved_by].choice].reserved--;
-    if (by != NIL)
-        s->gang_share[s->reqs[by].choice].reserved++;
+        s->gang_share[n->reserved_choice].reserved--;
     n->reserved_by = by;
     if (by != NIL) {
         n->reserved_choice = s->reqs[by].choice;
         n->reserved_seq = s->reqs[by].seq;
+        s->gang_share[n->reserved_choice].reserved++;
     }
     window_sync(s, ni);
 }
