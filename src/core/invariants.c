@@ -203,9 +203,17 @@ static int check_window(const Sched *s, Error *err) {
                     want[n->site * n_pools + (size_t)n->pools[k].pool][n->pools[k].total]++;
             }
         }
-    for (size_t st = 0; st < s->n_sites && !stale; st++)
+    for (size_t st = 0; st < s->n_sites && !stale; st++) {
         if (memcmp(want + st * n_pools, s->sites[st].window_free, n_pools * sizeof(*want)) != 0)
             stale = "the reservation window's counts";
+        for (size_t p = 0; p < n_pools && !stale; p++) {
+            uint32_t bits = 0;
+            for (unsigned t = 0; t <= SCHED_NODE_MAX_DEVICES; t++)
+                bits |= (uint32_t)(want[st * n_pools + p][t] != 0) << t;
+            if (bits != s->sites[st].window_bits[p])
+                stale = "the reservation window's size bits";
+        }
+    }
     free(want);
     if (stale)
         return error_set(err, -EUCLEAN, "%s is stale", stale);

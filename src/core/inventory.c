@@ -107,6 +107,7 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
         free(st->pool_unreserved);
         free(st->pool_open);
         free(st->window_free);
+        free(st->window_bits);
         free(st->pool_buckets);
         return error_set(err, -ENOMEM, "out of memory");
     }
@@ -120,9 +121,10 @@ int site_alloc_pools(Sched *s, Site *st) {
     st->pool_unreserved = calloc(n, sizeof(*st->pool_unreserved));
     st->pool_open = calloc(n, sizeof(*st->pool_open));
     st->window_free = calloc(n, sizeof(*st->window_free));
+    st->window_bits = calloc(n, sizeof(*st->window_bits));
     st->pool_buckets = calloc(n, sizeof(*st->pool_buckets));
     if (!st->pool_heads || !st->pool_unreserved || !st->pool_open || !st->window_free ||
-        !st->pool_buckets)
+        !st->window_bits || !st->pool_buckets)
         return -ENOMEM;
     memset(st->pool_heads, 0xff, n * sizeof(*st->pool_heads));
     return 0;
@@ -227,9 +229,17 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
 /* Add (sign 1) or take away (UINT32_MAX) node n's pools of class c (every class: c < 0) in
  * the window counts, where the node is in its class's window. */
 static void window_count(Sched *s, const Node *n, int c, uint32_t sign) {
+    Site *st = &s->sites[n->site];
     for (unsigned k = 0; k < n->n_pools; k++)
-        if (n->pools[k].in_window && (c < 0 || n->pools[k].pool / 2 == c))
-            s->sites[n->site].window_free[n->pools[k].pool][n->pools[k].total] += sign;
+        if (n->pools[k].in_window && (c < 0 || n->pools[k].pool / 2 == c)) {
+            int pool = n->pools[k].pool;
+            unsigned t = n->pools[k].total;
+            st->window_free[pool][t] += sign;
+            if (st->window_free[pool][t])
+                st->window_bits[pool] |= 1u << t;
+            else
+                st->window_bits[pool] &= ~(1u << t);
+        }
 }
 
 /* Count node ni in the window counts exactly while it is schedulable and unreserved. */

@@ -812,9 +812,9 @@ static bool window_may_hold(const Sched *s, const Req *r, int c) {
         for (int b = BINDING_HOST; b < _BINDING_MAX; b++) {
             if (b == BINDING_HOST ? !(host || owns) : host)
                 continue;
-            for (unsigned t = MAX(r->count, 1u); t <= SCHED_NODE_MAX_DEVICES; t++)
-                if (site->window_free[c * 2 + b][t])
-                    return true;
+            unsigned t = MAX(r->count, 1u);
+            if (t <= SCHED_NODE_MAX_DEVICES && site->window_bits[c * 2 + b] >> t)
+                return true;
         }
     }
     return false;

@@ -54,6 +54,9 @@ typedef struct Site {
      * RESERVE_FULL_SCAN of the class's list, where a gang on a full fleet looks for a node to
      * reserve; when none could hold it, the look is skipped. */
     uint32_t (*window_free)[SCHED_NODE_MAX_DEVICES + 1];
+    /* Per pool: bit t set while window_free[pool][t] is not zero, so that a gang asks "is
+     * there a node of at least its size" with one shift instead of reading every count. */
+    uint32_t *window_bits;
 } Site;
 
 typedef struct User {

@@ -94,6 +94,7 @@ void sched_free(Sched *s) {
         free(s->sites[i].pool_unreserved);
         free(s->sites[i].pool_open);
         free(s->sites[i].window_free);
+        free(s->sites[i].window_bits);
         free(s->sites[i].pool_buckets);
     }
     free(s->feas);
