@@ -195,13 +195,25 @@ static int check_window(const Sched *s, Error *err) {
                     continue;
                 if (n->pools[k].in_window != (i < RESERVE_FULL_SCAN))
                     stale = "a node's window position";
+                if (n->pools[k].held != (n->reserved_by != NIL && n->reserved_choice == (int)c))
+                    stale = "a pool's copy of its node's reservation";
+                if (n->reserved_by != NIL && n->reserved_seq > s->held_seq_max)
+                    stale = "the bound on reserving gangs' arrival";
                 if (i < RESERVE_FULL_SCAN && counted)
                     want[n->site * n_pools + (size_t)n->pools[k].pool][n->pools[k].total]++;
             }
         }
-    for (size_t st = 0; st < s->n_sites && !stale; st++)
+    for (size_t st = 0; st < s->n_sites && !stale; st++) {
         if (memcmp(want + st * n_pools, s->sites[st].window_free, n_pools * sizeof(*want)) != 0)
             stale = "the reservation window's counts";
+        for (size_t p = 0; p < n_pools && !stale; p++) {
+            uint32_t bits = 0;
+            for (unsigned t = 0; t <= SCHED_NODE_MAX_DEVICES; t++)
+                bits |= (uint32_t)(want[st * n_pools + p][t] != 0) << t;
+            if (bits != s->sites[st].window_bits[p])
+                stale = "the reservation window's size bits";
+        }
+    }
     free(want);
     if (stale)
         return error_set(err, -EUCLEAN, "%s is stale", stale);
@@ -215,7 +227,7 @@ static int check_lists(const Sched *s, Error *err) {
         for (size_t p = 0; p < s->cat->n_classes * 2; p++)
             /* A class no node has is never listed (counted below), so skip its empty heads. */
             for (unsigned f = 0; f <= SCHED_NODE_MAX_DEVICES; f++) {
-                uint32_t unreserved = 0;
+                uint32_t unreserved = 0, n_open = 0;
                 for (uint32_t id = f && s->class_nodes[p / 2] ? s->sites[st].pool_heads[p][f] : NIL;
                      id != NIL;) {
                     const Node *n = &s->nodes[id >> POOL_SHIFT];
@@ -226,11 +238,16 @@ static int check_lists(const Sched *s, Error *err) {
                     if (++listed_pools > s->n_nodes * 2 * SCHED_NODE_MAX_DEVICES)
                         return error_set(err, -EUCLEAN, "whole-GPU pool list has a cycle");
                     unreserved += n->reserved_by == NIL;
+                    n_open += !pl->held;
                     id = pl->link.next;
                 }
                 if (unreserved != s->sites[st].pool_unreserved[p][f])
                     return error_set(err, -EUCLEAN,
                                      "whole-GPU pool's count of unreserved nodes is stale");
+                if (n_open != s->sites[st].pool_open[p][f])
+                    return error_set(err, -EUCLEAN,
+                                     "whole-GPU pool's count of nodes open to new requests is "
+                                     "stale");
                 bool listed = f && s->sites[st].pool_heads[p][f] != NIL;
                 if (listed != !!(s->sites[st].pool_buckets[p] & (1u << f)))
                     return error_set(err, -EUCLEAN, "whole-GPU pool's bucket bits are stale");

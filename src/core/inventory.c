@@ -105,7 +105,9 @@ int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
         free(st->name);
         free(st->pool_heads);
         free(st->pool_unreserved);
+        free(st->pool_open);
         free(st->window_free);
+        free(st->window_bits);
         free(st->pool_buckets);
         return error_set(err, -ENOMEM, "out of memory");
     }
@@ -117,9 +119,12 @@ int site_alloc_pools(Sched *s, Site *st) {
     size_t n = MAX(s->cat->n_classes, 1) * 2;
     st->pool_heads = malloc(n * sizeof(*st->pool_heads));
     st->pool_unreserved = calloc(n, sizeof(*st->pool_unreserved));
+    st->pool_open = calloc(n, sizeof(*st->pool_open));
     st->window_free = calloc(n, sizeof(*st->window_free));
+    st->window_bits = calloc(n, sizeof(*st->window_bits));
     st->pool_buckets = calloc(n, sizeof(*st->pool_buckets));
-    if (!st->pool_heads || !st->pool_unreserved || !st->window_free || !st->pool_buckets)
+    if (!st->pool_heads || !st->pool_unreserved || !st->pool_open || !st->window_free ||
+        !st->window_bits || !st->pool_buckets)
         return -ENOMEM;
     memset(st->pool_heads, 0xff, n * sizeof(*st->pool_heads));
     return 0;
@@ -224,9 +229,17 @@ static void device_refile(Sched *s, uint32_t ni, unsigned di) {
 /* Add (sign 1) or take away (UINT32_MAX) node n's pools of class c (every class: c < 0) in
  * the window counts, where the node is in its class's window. */
 static void window_count(Sched *s, const Node *n, int c, uint32_t sign) {
+    Site *st = &s->sites[n->site];
     for (unsigned k = 0; k < n->n_pools; k++)
-        if (n->pools[k].in_window && (c < 0 || n->pools[k].pool / 2 == c))
-            s->sites[n->site].window_free[n->pools[k].pool][n->pools[k].total] += sign;
+        if (n->pools[k].in_window && (c < 0 || n->pools[k].pool / 2 == c)) {
+            int pool = n->pools[k].pool;
+            unsigned t = n->pools[k].total;
+            st->window_free[pool][t] += sign;
+            if (st->window_free[pool][t])
+                st->window_bits[pool] |= 1u << t;
+            else
+                st->window_bits[pool] &= ~(1u << t);
+        }
 }
 
 /* Count node ni in the window counts exactly while it is schedulable and unreserved. */
@@ -310,6 +323,15 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
         n->reserved_choice = s->reqs[by].choice;
         n->reserved_seq = s->reqs[by].seq;
         s->gang_share[n->reserved_choice].reserved++;
+        s->held_seq_max = MAX(s->held_seq_max, n->reserved_seq);
+    }
+    uint32_t(*open_ct)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_open;
+    for (unsigned k = 0; k < n->n_pools; k++) {
+        PoolLink *pl = &n->pools[k];
+        bool held = by != NIL && n->reserved_choice == pl->pool / 2;
+        if (pl->free && held != pl->held)
+            open_ct[pl->pool][pl->free] += held ? UINT32_MAX : 1u;
+        pl->held = held;
     }
     window_sync(s, ni);
 }
@@ -388,11 +410,13 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
         uint32_t id = ni << POOL_SHIFT | k;
         uint32_t(*heads)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_heads;
         uint32_t(*unres)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_unreserved;
+        uint32_t(*open_ct)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_open;
         bool free_to_reserve = n->reserved_by == NIL;
         uint32_t *buckets = &s->sites[n->site].pool_buckets[pl->pool];
         if (pl->free) {
             list_del(s, pool_link_of, &heads[pl->pool][pl->free], id);
             unres[pl->pool][pl->free] -= free_to_reserve;
+            open_ct[pl->pool][pl->free] -= !pl->held;
             if (heads[pl->pool][pl->free] == NIL)
                 *buckets &= ~(1u << pl->free);
         }
@@ -400,6 +424,7 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
         if (f) {
             list_push(s, pool_link_of, &heads[pl->pool][f], id);
             unres[pl->pool][f] += free_to_reserve;
+            open_ct[pl->pool][f] += !pl->held;
             *buckets |= 1u << f;
         }
     }
@@ -551,7 +576,10 @@ static void node_add_pool(Node *n, int pool) {
     for (unsigned k = 0; k < n->n_pools; k++)
         if (n->pools[k].pool == pool)
             return;
-    n->pools[n->n_pools++] = (PoolLink){.pool = pool, .link = {NIL, NIL}};
+    n->pools[n->n_pools++] =
+            (PoolLink){.pool = pool,
+                       .held = n->reserved_by != NIL && n->reserved_choice == pool / 2,
+                       .link = {NIL, NIL}};
 }
 
 /* Node ni is at position pos of class c's list: its pools of c and its cell say so. */

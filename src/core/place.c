@@ -212,6 +212,9 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
     unsigned best_k = SCHED_NODE_MAX_DEVICES + 1;
     Binding best_b = BINDING_HOST;
     Method best_m = METHOD_CONTAINER;
+    /* Newer than every reserving gang (a fresh submission always is): a node a gang of c
+     * holds is closed to it (reserved_against()), which the pool record already says. */
+    bool newest = w->backfill && r->seq > s->held_seq_max;
     for (size_t st = 0; st < s->n_sites && !g->owner_only; st++) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
@@ -222,9 +225,14 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
             unsigned k = (unsigned)__builtin_ctz(bk);
             if (k >= best_k)
                 break;
+            if (newest && !site->pool_open[c * 2 + b][k])
+                continue; /* every node listed there is held by an older gang of c */
             for (uint32_t id = site->pool_heads[c * 2 + b][k]; id != NIL;) {
                 uint32_t ni = id >> POOL_SHIFT;
-                id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
+                const PoolLink *pl = &s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)];
+                id = pl->link.next;
+                if (newest && pl->held)
+                    continue;
                 if (whole_node_ok(s, w, c, ni, b, &m)) {
                     best = ni, best_k = k, best_b = b, best_m = m;
                     goto next_site;
@@ -804,9 +812,9 @@ static bool window_may_hold(const Sched *s, const Req *r, int c) {
         for (int b = BINDING_HOST; b < _BINDING_MAX; b++) {
             if (b == BINDING_HOST ? !(host || owns) : host)
                 continue;
-            for (unsigned t = MAX(r->count, 1u); t <= SCHED_NODE_MAX_DEVICES; t++)
-                if (site->window_free[c * 2 + b][t])
-                    return true;
+            unsigned t = MAX(r->count, 1u);
+            if (t <= SCHED_NODE_MAX_DEVICES && site->window_bits[c * 2 + b] >> t)
+                return true;
         }
     }
     return false;

@@ -735,9 +735,7 @@ static bool surely_misses(const Sched *s, const Req *r, uint32_t ni, const unsig
     return pool_free[vfio ? BINDING_VFIO : BINDING_HOST] < r->count;
 }
 
-static void walk_fifo(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uint32_t head) {
-    if (head == NIL)
-        return; /* most FIFOs of a node's classes (MIG slices, ...) are empty: skip node_room() */
+static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uint32_t head) {
     unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key), pool_free[2];
     bool whole = !xq && place_whole_free(s, ni, key, pool_free);
     for (uint32_t ri = head, next; ri != NIL && room && misses < WALK_MISS_LIMIT; ri = next) {
@@ -761,6 +759,14 @@ static void walk_fifo(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uin
             misses++;
         }
     }
+}
+
+/* Most FIFOs of a node's classes (MIG slices, ...) are empty: the test is inlined in the
+ * caller, since entering the walk (saving its registers) cost more than the test itself. */
+static inline __attribute__((always_inline)) void walk_fifo(Sched *s, uint64_t now, uint32_t ni,
+                                                            bool xq, int key, uint32_t head) {
+    if (head != NIL)
+        walk_fifo_list(s, now, ni, xq, key, head);
 }
 
 void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {

@@ -43,6 +43,10 @@ typedef struct Site {
     /* Per pool and bucket: the listed nodes no gang has reserved, so that a gang looking for
      * a node to reserve skips the buckets where every node is taken instead of walking them. */
     uint32_t (*pool_unreserved)[SCHED_NODE_MAX_DEVICES + 1];
+    /* Per pool and bucket: the listed nodes no gang of the pool's class holds (PoolLink.held
+     * clear), so that a search for a request newer than every reserving gang skips a bucket
+     * where every node is closed to it instead of walking past each one. */
+    uint32_t (*pool_open)[SCHED_NODE_MAX_DEVICES + 1];
     /* Per pool: bit k set while bucket k lists a node, so that a search finds the next
      * non-empty bucket with one bit scan instead of reading every head. */
     uint32_t *pool_buckets;
@@ -50,6 +54,9 @@ typedef struct Site {
      * RESERVE_FULL_SCAN of the class's list, where a gang on a full fleet looks for a node to
      * reserve; when none could hold it, the look is skipped. */
     uint32_t (*window_free)[SCHED_NODE_MAX_DEVICES + 1];
+    /* Per pool: bit t set while window_free[pool][t] is not zero, so that a gang asks "is
+     * there a node of at least its size" with one shift instead of reading every count. */
+    uint32_t *window_bits;
 } Site;
 
 typedef struct User {
@@ -107,6 +114,9 @@ typedef struct PoolLink {
     uint8_t total;      /* GPUs of the pool's class and binding outside MIG mode, busy or not: the
                          * most it could ever hold (node_refresh() sets it; a reservation reads it) */
     bool in_window;     /* the node is among the first RESERVE_FULL_SCAN of its class's list */
+    bool held;          /* a waiting gang of this pool's class reserved the node (a copy of
+                         * Node.reserved_*, in the record a pool walk reads anyway, so that a
+                         * search passing the node need not read the node's own line) */
     uint16_t free_mask; /* the free GPUs counted in `free` (bit i: device i), so that a
                          * placement picks them without reading every device's line */
     uint32_t class_pos; /* the node's position in its class's list (and cells) */
@@ -319,6 +329,10 @@ struct Sched {
     size_t fen_size; /* a power of two; seqs are in [seq_base, seq_base + fen_size) */
     uint64_t seq_base;
     GangShare *gang_share; /* per FIFO key, like cq_head */
+    /* No reservation was ever made by a request of a later arrival seq than this, so that a
+     * search for a newer request knows every held node is closed to it (reserved_against())
+     * from PoolLink.held alone. Only grows: a bound, not the exact maximum. */
+    uint64_t held_seq_max;
 };
 
 static inline uint32_t *dev_allocs(Device *d) {

@@ -92,7 +92,9 @@ void sched_free(Sched *s) {
         free(s->sites[i].trusted);
         free(s->sites[i].pool_heads);
         free(s->sites[i].pool_unreserved);
+        free(s->sites[i].pool_open);
         free(s->sites[i].window_free);
+        free(s->sites[i].window_bits);
         free(s->sites[i].pool_buckets);
     }
     free(s->feas);

@@ -1,6 +1,7 @@
 /* strmap.c: string -> uint32 open-addressing map (linear probing, backward-shift delete). */
 #include "strmap.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,24 @@ uint32_t strmap_hash_len(const char *s, size_t n) {
         h = (h ^ v) * 0xff51afd7ed558ccdull;
         h ^= h >> 29;
     }
+    /* The last n < 8 bytes as one little-endian word (byte i at bit 8i), read four, two and
+     * one at a time rather than byte by byte: ids and names end in such a tail. */
     uint64_t tail = 0;
-    for (size_t i = 0; i < n; i++)
-        tail |= (uint64_t)p[i] << (8 * i);
+    unsigned shift = 0;
+    if (n & 4) {
+        uint32_t v;
+        memcpy(&v, p, sizeof(v));
+        tail = le32toh(v);
+        p += 4, shift = 32;
+    }
+    if (n & 2) {
+        uint16_t v;
+        memcpy(&v, p, sizeof(v));
+        tail |= (uint64_t)le16toh(v) << shift;
+        p += 2, shift += 16;
+    }
+    if (n & 1)
+        tail |= (uint64_t)*p << shift;
     h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;

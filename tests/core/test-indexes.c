@@ -392,3 +392,40 @@ Test(indexes, r12_gangs_reserve_no_more_nodes_than_their_share_of_the_waiting_gp
     cr_assert_eq(placed, 2, "%d nodes were open to younger requests, not 2", placed);
     cr_assert_eq(decision_of("g3").kind, DECISION_WAITING);
 }
+
+/* A search for a request newer than every reserving gang skips the nodes (and whole pool
+ * buckets) a gang of the class holds without reading them; one for an older request must
+ * still see them, since a reservation only holds back younger requests. Here n1's four free
+ * GPUs are held by the gang: the younger one-GPU request waits, while the older request whose
+ * fallback opens at the tick takes one of them. */
+Test(indexes, r13_an_older_fallback_uses_a_node_held_for_a_younger_gang) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "r1", .site = "dc", .owner = "ops", .mode = "container", .cls = RTX,
+                .gpus = 1);
+    static const char *const to_h100[] = {H100};
+    cr_assert_eq(rtx_container("x", 1).kind, DECISION_PLACED);
+    cr_assert_eq(container("a", "alice", 4).kind, DECISION_PLACED);
+    cr_assert_eq(container("b", "alice", 4).kind, DECISION_PLACED);
+    Decision old = fx_submit((RequestSpec){.id = "old",
+                                           .user = "alice",
+                                           .kind = WORKLOAD_CONTAINER,
+                                           .class_name = RTX,
+                                           .fallback = to_h100,
+                                           .n_fallback = 1,
+                                           .wait_s = 60},
+                             0);
+    cr_assert_eq(old.kind, DECISION_WAITING, "%s", old.message);
+    cr_assert_eq(container("gang", "alice", 8).kind, DECISION_WAITING); /* reserves n1 */
+    fx_release("a");
+    Decision young = container("young", "alice", 1);
+    cr_assert_eq(young.kind, DECISION_WAITING,
+                 "a younger request took a GPU of the node the gang holds: %s", young.message);
+    cr_assert_eq(sched_tick(fx, 60), 1);
+    old = decision_of("old");
+    cr_assert_eq(old.kind, DECISION_PLACED, "%s", old.message);
+    cr_assert_str_eq(old.placement.node, "n1");
+    cr_assert_eq(old.placement.fallback_index, 0);
+    cr_assert_eq(decision_of("young").kind, DECISION_WAITING);
+}
