@@ -195,28 +195,13 @@ int agent_records_add(const char *state_dir, const char *bdf, const char *worklo
 
 int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, size_t n_new,
                            const char *workload_id, Error *err) {
+    /* One workload's GPUs: an update that removes nothing and adds them under its id. */
+    _cleanup_free_ const char **ids = calloc(MAX(n_new, 1), sizeof(*ids));
+    if (!ids)
+        return error_set(err, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n_new; i++)
-        if (!pci_bdf_is_valid(new_bdfs[i]) || !is_record_id(workload_id))
-            return error_set(
-                    err, -EINVAL,
-                    "a workload record needs a PCI address and a workload id without spaces");
-    int r = agent_state_dir_ensure(state_dir, err);
-    if (r < 0)
-        return r;
-    char **bdfs, **ids;
-    size_t n;
-    r = agent_records_list(state_dir, &bdfs, &ids, &n, err);
-    if (r < 0)
-        return r;
-    size_t nb = n, ni = n;
-    for (size_t i = 0; i < n_new && r >= 0; i++)
-        if (strv_push(&bdfs, &nb, new_bdfs[i]) < 0 || strv_push(&ids, &ni, workload_id) < 0)
-            r = error_set(err, -ENOMEM, "out of memory");
-    if (r >= 0 && n_new) /* one fsync'd rewrite for a whole gang */
-        r = records_rewrite(state_dir, bdfs, ids, nb, NULL, err);
-    strv_free(bdfs, nb);
-    strv_free(ids, ni);
-    return r;
+        ids[i] = workload_id;
+    return agent_records_update(state_dir, NULL, 0, new_bdfs, ids, n_new, err);
 }
 
 int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
