@@ -64,6 +64,20 @@ pid_t fleet_spawn_agent(const char *url, const char *token, const char *name, co
     return pid;
 }
 
+pid_t fleet_spawn_h100_agent(const char *url, const char *token, const char *name,
+                             const char *state_dir, const char *heartbeat) {
+    char sys[256], proc[256], nvml[256];
+    snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
+    snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
+    snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
+    const char *args[] = {
+            "--site",     "dc1",          "--site-kind", "datacenter",  "--mode",
+            "container",  "--sysfs-root", sys,           "--proc-root", proc,
+            "--simulate", "--nvml-lib",   FAKE_NVML_LIB, "--heartbeat", heartbeat ? heartbeat : "1",
+            NULL};
+    return fleet_spawn_agent(url, token, name, state_dir, args, nvml);
+}
+
 json_int_t fleet_last_seen_ms(TestServer *ts, const char *node) {
     char path[96];
     snprintf(path, sizeof(path), "/v1/nodes/%s", node);

@@ -32,6 +32,10 @@ void fleet_stop(Fleet *f);
  * options (NULL-terminated; may be NULL); nvml_fixture sets $EINSORA_FAKE_NVML. */
 pid_t fleet_spawn_agent(const char *url, const char *token, const char *name, const char *state_dir,
                         const char *const *extra, const char *nvml_fixture);
+/* The same for the 8-GPU H100 fixture machine (simulated binding, the fake NVML) as a
+ * container-mode node of datacenter site dc1; heartbeat NULL keeps 1 s. */
+pid_t fleet_spawn_h100_agent(const char *url, const char *token, const char *name,
+                             const char *state_dir, const char *heartbeat);
 /* The node's last heartbeat (agent.last_seen_ms, server clock), 0 while none or unregistered. */
 json_int_t fleet_last_seen_ms(TestServer *ts, const char *node);
 /* Wait (generous deadline) until the node's last_seen_ms moves from `before`: an agent's

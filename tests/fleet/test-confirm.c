@@ -149,17 +149,11 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
             &(struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
             MHD_OPTION_END);
     cr_assert(daemon);
-    char url[64], dir[] = "/tmp/einsora-confirm-XXXXXX", sys[256], proc[256], nvml[256];
+    char url[64], dir[] = "/tmp/einsora-confirm-XXXXXX";
     snprintf(url, sizeof(url), "http://127.0.0.1:%u",
              MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT)->port);
     cr_assert(mkdtemp(dir));
-    snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
-    snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
-    snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
-    const char *args[] = {"--site",     "dc1",          "--site-kind", "datacenter",  "--mode",
-                          "container",  "--sysfs-root", sys,           "--proc-root", proc,
-                          "--simulate", "--nvml-lib",   FAKE_NVML_LIB, NULL};
-    pid_t agent = fleet_spawn_agent(url, "n1-token", "n1", dir, args, nvml);
+    pid_t agent = fleet_spawn_h100_agent(url, "n1-token", "n1", dir, NULL);
     bool done = false;
     for (int i = 0; i < 1200 && !(done = all_active(&d)); i++)
         usleep(100 * 1000);

@@ -47,18 +47,11 @@ static void sleep_ms(int ms) {
 Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180) {
     TestServer ts;
     ts_start(&ts);
-    char state_dir[160], sys[256], proc[256], nvml[256];
+    char state_dir[160];
     snprintf(state_dir, sizeof(state_dir), "%s/agent", ts.dir);
     cr_assert_eq(mkdir(state_dir, 0700), 0);
-    snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
-    snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
-    snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
     char *token = ts_token(&ts, "dc1-h100", "node", "dc1-h100");
-    const char *args[] = {"--site",      "dc1",         "--site-kind",  "datacenter",
-                          "--mode",      "container",   "--sysfs-root", sys,
-                          "--proc-root", proc,          "--simulate",   "--nvml-lib",
-                          FAKE_NVML_LIB, "--heartbeat", LONG_HEARTBEAT, NULL};
-    pid_t agent = fleet_spawn_agent(ts.url, token, "dc1-h100", state_dir, args, nvml);
+    pid_t agent = fleet_spawn_h100_agent(ts.url, token, "dc1-h100", state_dir, LONG_HEARTBEAT);
 
     /* Registered and one heartbeat in: from here on, the heartbeat count stays put. */
     json_int_t seen = 0;
@@ -371,17 +364,11 @@ Test(work, r17_agent_falls_back_to_heartbeat_work_against_an_older_control_plane
             &(struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
             MHD_OPTION_END);
     cr_assert(d);
-    char url[64], dir[] = "/tmp/einsora-old-XXXXXX", sys[256], proc[256], nvml[256];
+    char url[64], dir[] = "/tmp/einsora-old-XXXXXX";
     snprintf(url, sizeof(url), "http://127.0.0.1:%u",
              MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port);
     cr_assert(mkdtemp(dir));
-    snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
-    snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
-    snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
-    const char *args[] = {"--site",     "dc1",          "--site-kind", "datacenter",  "--mode",
-                          "container",  "--sysfs-root", sys,           "--proc-root", proc,
-                          "--simulate", "--nvml-lib",   FAKE_NVML_LIB, NULL};
-    pid_t agent = fleet_spawn_agent(url, "old-token", "old-1", dir, args, nvml);
+    pid_t agent = fleet_spawn_h100_agent(url, "old-token", "old-1", dir, NULL);
     int after = -1, asks = 0;
     bool done = false;
     for (int i = 0; i < 600 && !(done = old_activated(&o, &after, &asks)); i++)
