@@ -417,7 +417,12 @@ static void req_drop(Sched *s, uint32_t ri) {
     reqmap_remove(&s->req_map, r->id_hash, ri);
     if (r->id_len >= REQ_ID_INLINE)
         free(r->idb.heap_id);
-    *r = (Req){.q = {NIL, s->free_req}};
+    /* Only what marks the slot free and chains it: every reader of s->reqs tests `used`
+     * first, and a reuse overwrites the whole Req. Zeroing all of it wrote two more cache
+     * lines (the second and the last) that a release does not otherwise touch. */
+    r->used = false;
+    r->placed = false;
+    r->q = (Link){NIL, s->free_req};
     s->free_req = ri;
     s->n_live_reqs--;
 }
