@@ -435,6 +435,10 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
 int site_alloc_pools(Sched *s, Site *st);
 /* After a change on node ni: re-file it, offer grown capacity to the queue, check. */
 void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed);
+/* The same after a change of only the devices in the mask `changed` (their cordon,
+ * quarantine or reset check: nothing a full refresh alone recomputes, like a class, binding
+ * or MIG mode), so that only their pools and indexes are re-filed; UINT32_MAX: any change. */
+void node_changed_devices(Sched *s, uint32_t ni, uint32_t changed, uint64_t now, bool freed);
 
 /* reqmap.c */
 /* The request whose id is the len bytes at id (hash: strmap_hash_len(id, len)), or NIL. */
