@@ -314,6 +314,16 @@ int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
     return 0;
 }
 
+int sched_request_placement(const Sched *s, const char *id, Placement *ret) {
+    uint32_t ri;
+    if (!req_lookup(s, id, &ri))
+        return -ENOENT;
+    if (!s->reqs[ri].placed)
+        return -EAGAIN;
+    fill_placement(s, &s->reqs[ri], ret);
+    return 0;
+}
+
 int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
     uint32_t ri;
     if (!req_lookup(s, id, &ri))
