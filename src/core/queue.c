@@ -428,8 +428,8 @@ static void req_drop(Sched *s, uint32_t ri) {
     if (r->id_len >= REQ_ID_INLINE)
         free(r->idb.heap_id);
     /* Only what marks the slot free and chains it: every reader of s->reqs tests `used`
-     * first, and a reuse overwrites the whole Req. Zeroing all of it wrote two more cache
-     * lines (the second and the last) that a release does not otherwise touch. */
+     * first, and a reuse overwrites the whole Req. Zeroing all of it wrote every cache line
+     * of the Req, most of which a release does not otherwise touch. */
     r->used = false;
     r->placed = false;
     r->q = (Link){NIL, s->free_req};

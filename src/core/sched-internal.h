@@ -203,20 +203,10 @@ typedef struct Req {
     int choice;             /* class index, CHOICE_CPU or CHOICE_MEMORY */
     uint32_t reserved_node; /* a waiting gang's reserved node, or NIL */
     /* End of the first cache line. */
-    GuestOs guest;
-    unsigned memory_gb;
-    EndpointRuntime runtime;
-    int fb[SCHED_MAX_FALLBACKS];
-    unsigned n_fb;
-    uint64_t submitted, deadline, seq;
-    Link q;  /* the global FIFO */
-    Link xq; /* the FIFO of requests whose fallbacks are open (R13) */
-    Link dq; /* waiting requests whose fallback deadline is still ahead */
-    int qkey;
-    bool in_xq, in_dq;
-    SchedReason reason;
     /* Placement: place_find() writes node .. mem, and attempt() copies exactly the range
-     * [node, fb_index) between a Req and its scratch, so keep these fields together. */
+     * [node, fb_index) between a Req and its scratch, so keep these fields together. They
+     * and `q` (a dropped request's free-list link) share the second line, so that a release
+     * (lookup, undo, drop) touches two lines of the request, not four. */
     uint32_t node;
     int pcls;
     Method method;
@@ -227,12 +217,28 @@ typedef struct Req {
     uint8_t mig_start, mig_slots;
     unsigned cores, mem;
     int fb_index;
+    Link q; /* the global FIFO */
+    /* End of the second cache line. */
+    GuestOs guest;
+    unsigned memory_gb;
+    EndpointRuntime runtime;
+    int fb[SCHED_MAX_FALLBACKS];
+    unsigned n_fb;
+    uint64_t submitted, deadline, seq;
+    Link xq; /* the FIFO of requests whose fallbacks are open (R13) */
+    Link dq; /* waiting requests whose fallback deadline is still ahead */
+    int qkey;
+    bool in_xq, in_dq;
+    SchedReason reason;
     const char *fb_names[SCHED_MAX_FALLBACKS];
 } __attribute__((aligned(64))) Req;
 
 /* The queue walks' skip test and the id lookup read only the first line (see above). */
 _Static_assert(offsetof(Req, reserved_node) + sizeof(uint32_t) <= 64,
                "the hot fields of a Req fit one cache line");
+/* A release reads and writes only the first two (see above). */
+_Static_assert(offsetof(Req, node) == 64 && offsetof(Req, q) + sizeof(Link) <= 128,
+               "a placement and the free-list link fit the second cache line of a Req");
 
 static inline const char *req_id(const Req *r) {
     return r->id_len < REQ_ID_INLINE ? r->idb.inline_id : r->idb.heap_id;
