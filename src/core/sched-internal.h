@@ -77,15 +77,12 @@ typedef enum DevUse {
 
 #define DEV_INLINE_ALLOCS 2
 
+/* 64 bytes, and the devices of a Node start on a cache line (asserted below), so that every
+ * device read by a placement, its end or a refresh is one line, not one or two. Hence the
+ * one-byte binding and use. */
 typedef struct Device {
-    int cls; /* whole-card class, -1 unclassified */
     char *address;
-    unsigned memory_gb;
-    Binding binding;
-    bool mig_enabled, reset_verified, cordoned, quarantined;
     char *quarantine_reason;
-    uint8_t mig_layout;
-    DevUse use;
     /* The requests placed on it (dev_allocs()): inline up to DEV_INLINE_ALLOCS, since a whole
      * GPU holds one, so that a placement and its end touch no separate allocation; beyond that
      * on the heap (cap_allocs > 0), kept once grown. */
@@ -93,16 +90,24 @@ typedef struct Device {
         uint32_t inl[DEV_INLINE_ALLOCS];
         uint32_t *heap;
     } al;
-    uint16_t n_allocs, cap_allocs; /* cap_allocs 0: inline */
+    int cls; /* whole-card class, -1 unclassified */
+    unsigned memory_gb;
     /* Membership of a MIG layout list or the open time-slice list of its class. */
     Link link;
+    uint32_t listed_user;          /* the time-slice list's user */
+    uint16_t n_allocs, cap_allocs; /* cap_allocs 0: inline */
+    uint8_t binding;               /* Binding */
+    bool mig_enabled, reset_verified, cordoned, quarantined;
+    uint8_t mig_layout;
+    uint8_t use;   /* DevUse */
     int8_t listed; /* 0 none, 1 MIG list, 2 time-slice list */
     uint8_t listed_layout;
-    uint32_t listed_user; /* the time-slice list's user */
     /* How the device counts in its node's pool tallies (node_refresh_devices): its pool's
      * slot and 0 not counted, 1 free, 2 blocked, 3 blocked only by its reset check. */
     uint8_t tally_pool, tally;
-} Device;
+} __attribute__((aligned(64))) Device;
+
+_Static_assert(sizeof(Device) == 64, "a device is one cache line");
 
 /* A node's place in one whole-GPU pool (class x binding), bucketed by free devices. */
 typedef struct PoolLink {
@@ -171,6 +176,7 @@ typedef struct Node {
     Device devices[SCHED_NODE_MAX_DEVICES];
 } __attribute__((aligned(64))) Node;
 
+_Static_assert(offsetof(Node, devices) % 64 == 0, "each device of a node is one cache line");
 _Static_assert(offsetof(Node, window_counted) < 64,
                "the fields every search reads of a node fit one cache line");
 
