@@ -293,16 +293,16 @@ static void on_placed(void *userdata, const char *request_id, const Decision *d)
  * reports it passed, which gives the GPU back to the fleet. Without it the fleet would lose
  * that capacity release after release. Only consumer-card requests need the look. */
 static void release_as_agent(Sched *s, const Op *op, uint64_t now) {
-    Decision d;
+    /* The placement alone (no sentence): an agent needs only the node and devices. */
+    Placement p;
     bool consumer = op->spec.class_name == whole[3] &&
-                    sched_request_decision(s, op->spec.id, &d) == 0 && d.kind == DECISION_PLACED &&
-                    d.placement.n_devices > 0;
+                    sched_request_placement(s, op->spec.id, &p) == 0 && p.n_devices > 0;
     char node[32];
     unsigned devs[SCHED_NODE_MAX_DEVICES], n_devs = 0;
-    if (consumer) { /* the decision's strings live until the next mutation: copy them first */
-        snprintf(node, sizeof(node), "%s", d.placement.node);
-        for (unsigned i = 0; i < d.placement.n_devices && i < SCHED_NODE_MAX_DEVICES; i++)
-            devs[n_devs++] = d.placement.devices[i];
+    if (consumer) { /* the placement's strings live until the next mutation: copy them first */
+        snprintf(node, sizeof(node), "%s", p.node);
+        for (unsigned i = 0; i < p.n_devices && i < SCHED_NODE_MAX_DEVICES; i++)
+            devs[n_devs++] = p.devices[i];
     }
     sched_release(s, op->spec.id, now, NULL);
     for (unsigned i = 0; i < n_devs; i++) {

@@ -22,7 +22,7 @@ int sched_device_set_cordoned(Sched *s, const char *node, unsigned dev, bool cor
     if (r < 0)
         return r;
     s->nodes[ni].devices[dev].cordoned = cordoned;
-    node_changed(s, ni, now, !cordoned);
+    node_changed_devices(s, ni, 1u << dev, now, !cordoned);
     return 0;
 }
 
@@ -39,7 +39,7 @@ int sched_device_set_quarantine(Sched *s, const char *node, unsigned dev, const 
     free(d->quarantine_reason);
     d->quarantine_reason = copy;
     d->quarantined = reason != NULL;
-    node_changed(s, ni, now, !reason);
+    node_changed_devices(s, ni, 1u << dev, now, !reason);
     return 0;
 }
 
@@ -106,7 +106,7 @@ int sched_device_reset_result(Sched *s, const char *node, unsigned dev, bool pas
                 err);
     }
     d->reset_verified = true;
-    node_changed(s, ni, now, true);
+    node_changed_devices(s, ni, 1u << dev, now, true);
     return 0;
 }
 

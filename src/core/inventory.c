@@ -366,6 +366,10 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             n_reset[SCHED_NODE_MAX_DEVICES] = {0};
     uint16_t n_mask[SCHED_NODE_MAX_DEVICES] = {0};
     uint32_t all = n->n_devices >= 32 ? UINT32_MAX : (1u << n->n_devices) - 1;
+    /* The pools whose counts may move (bit k: pool k): a pool no changed device counts in,
+     * before or after, keeps its counts, cell and bucket, so the loop below skips it rather
+     * than rewrite each one (a placement changes one pool of a node's, a refresh all). */
+    uint32_t pools = (1u << n->n_pools) - 1;
     if ((changed & all) == all || !n->alive) {
         /* One pass over the devices counts every pool's free and blocked GPUs (the same
          * counts as node_pool_free and the blocked count would take a pass per pool). */
@@ -374,6 +378,7 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
     } else {
         /* Only the changed devices moved (a placement or its end): take each one's old
          * tally out of the node's counts and its new one in. */
+        pools = 0;
         for (unsigned k = 0; k < n->n_pools; k++) {
             n_free[k] = n->pools[k].free;
             n_mask[k] = n->pools[k].free_mask;
@@ -384,15 +389,20 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             unsigned di = (unsigned)__builtin_ctz(bits);
             Device *d = &n->devices[di];
             unsigned k = d->tally_pool;
+            if (d->tally)
+                pools |= 1u << k;
             n_free[k] -= d->tally == 1;
             if (d->tally == 1)
                 n_mask[k] &= (uint16_t) ~(1u << di);
             n_blocked[k] -= d->tally >= 2;
             n_reset[k] -= d->tally == 3;
             device_tally(s, n, d, di, n_free, n_mask, n_blocked, n_reset);
+            if (d->tally)
+                pools |= 1u << d->tally_pool;
         }
     }
-    for (unsigned k = 0; k < n->n_pools; k++) {
+    for (uint32_t bits = pools; bits; bits &= bits - 1) {
+        unsigned k = (unsigned)__builtin_ctz(bits);
         PoolLink *pl = &n->pools[k];
         int cls = pl->pool / 2;
         unsigned bl = n_blocked[k];
@@ -845,7 +855,14 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
 
 /* After a change on node ni: re-file it, offer freed capacity to the queue, check. */
 void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed) {
-    node_refresh(s, ni);
+    node_changed_devices(s, ni, UINT32_MAX, now, freed);
+}
+
+void node_changed_devices(Sched *s, uint32_t ni, uint32_t changed, uint64_t now, bool freed) {
+    if (changed == UINT32_MAX)
+        node_refresh(s, ni);
+    else
+        node_refresh_devices(s, ni, changed);
     if (freed && s->n_waiting)
         queue_walk_node(s, now, ni);
     if (s->check) {

@@ -314,6 +314,16 @@ int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
     return 0;
 }
 
+int sched_request_placement(const Sched *s, const char *id, Placement *ret) {
+    uint32_t ri;
+    if (!req_lookup(s, id, &ri))
+        return -ENOENT;
+    if (!s->reqs[ri].placed)
+        return -EAGAIN;
+    fill_placement(s, &s->reqs[ri], ret);
+    return 0;
+}
+
 int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
     uint32_t ri;
     if (!req_lookup(s, id, &ri))
@@ -417,7 +427,12 @@ static void req_drop(Sched *s, uint32_t ri) {
     reqmap_remove(&s->req_map, r->id_hash, ri);
     if (r->id_len >= REQ_ID_INLINE)
         free(r->idb.heap_id);
-    *r = (Req){.q = {NIL, s->free_req}};
+    /* Only what marks the slot free and chains it: every reader of s->reqs tests `used`
+     * first, and a reuse overwrites the whole Req. Zeroing all of it wrote every cache line
+     * of the Req, most of which a release does not otherwise touch. */
+    r->used = false;
+    r->placed = false;
+    r->q = (Link){NIL, s->free_req};
     s->free_req = ri;
     s->n_live_reqs--;
 }

@@ -77,15 +77,12 @@ typedef enum DevUse {
 
 #define DEV_INLINE_ALLOCS 2
 
+/* 64 bytes, and the devices of a Node start on a cache line (asserted below), so that every
+ * device read by a placement, its end or a refresh is one line, not one or two. Hence the
+ * one-byte binding and use. */
 typedef struct Device {
-    int cls; /* whole-card class, -1 unclassified */
     char *address;
-    unsigned memory_gb;
-    Binding binding;
-    bool mig_enabled, reset_verified, cordoned, quarantined;
     char *quarantine_reason;
-    uint8_t mig_layout;
-    DevUse use;
     /* The requests placed on it (dev_allocs()): inline up to DEV_INLINE_ALLOCS, since a whole
      * GPU holds one, so that a placement and its end touch no separate allocation; beyond that
      * on the heap (cap_allocs > 0), kept once grown. */
@@ -93,16 +90,24 @@ typedef struct Device {
         uint32_t inl[DEV_INLINE_ALLOCS];
         uint32_t *heap;
     } al;
-    uint16_t n_allocs, cap_allocs; /* cap_allocs 0: inline */
+    int cls; /* whole-card class, -1 unclassified */
+    unsigned memory_gb;
     /* Membership of a MIG layout list or the open time-slice list of its class. */
     Link link;
+    uint32_t listed_user;          /* the time-slice list's user */
+    uint16_t n_allocs, cap_allocs; /* cap_allocs 0: inline */
+    uint8_t binding;               /* Binding */
+    bool mig_enabled, reset_verified, cordoned, quarantined;
+    uint8_t mig_layout;
+    uint8_t use;   /* DevUse */
     int8_t listed; /* 0 none, 1 MIG list, 2 time-slice list */
     uint8_t listed_layout;
-    uint32_t listed_user; /* the time-slice list's user */
     /* How the device counts in its node's pool tallies (node_refresh_devices): its pool's
      * slot and 0 not counted, 1 free, 2 blocked, 3 blocked only by its reset check. */
     uint8_t tally_pool, tally;
-} Device;
+} __attribute__((aligned(64))) Device;
+
+_Static_assert(sizeof(Device) == 64, "a device is one cache line");
 
 /* A node's place in one whole-GPU pool (class x binding), bucketed by free devices. */
 typedef struct PoolLink {
@@ -171,6 +176,7 @@ typedef struct Node {
     Device devices[SCHED_NODE_MAX_DEVICES];
 } __attribute__((aligned(64))) Node;
 
+_Static_assert(offsetof(Node, devices) % 64 == 0, "each device of a node is one cache line");
 _Static_assert(offsetof(Node, window_counted) < 64,
                "the fields every search reads of a node fit one cache line");
 
@@ -203,20 +209,10 @@ typedef struct Req {
     int choice;             /* class index, CHOICE_CPU or CHOICE_MEMORY */
     uint32_t reserved_node; /* a waiting gang's reserved node, or NIL */
     /* End of the first cache line. */
-    GuestOs guest;
-    unsigned memory_gb;
-    EndpointRuntime runtime;
-    int fb[SCHED_MAX_FALLBACKS];
-    unsigned n_fb;
-    uint64_t submitted, deadline, seq;
-    Link q;  /* the global FIFO */
-    Link xq; /* the FIFO of requests whose fallbacks are open (R13) */
-    Link dq; /* waiting requests whose fallback deadline is still ahead */
-    int qkey;
-    bool in_xq, in_dq;
-    SchedReason reason;
     /* Placement: place_find() writes node .. mem, and attempt() copies exactly the range
-     * [node, fb_index) between a Req and its scratch, so keep these fields together. */
+     * [node, fb_index) between a Req and its scratch, so keep these fields together. They
+     * and `q` (a dropped request's free-list link) share the second line, so that a release
+     * (lookup, undo, drop) touches two lines of the request, not four. */
     uint32_t node;
     int pcls;
     Method method;
@@ -227,12 +223,28 @@ typedef struct Req {
     uint8_t mig_start, mig_slots;
     unsigned cores, mem;
     int fb_index;
+    Link q; /* the global FIFO */
+    /* End of the second cache line. */
+    GuestOs guest;
+    unsigned memory_gb;
+    EndpointRuntime runtime;
+    int fb[SCHED_MAX_FALLBACKS];
+    unsigned n_fb;
+    uint64_t submitted, deadline, seq;
+    Link xq; /* the FIFO of requests whose fallbacks are open (R13) */
+    Link dq; /* waiting requests whose fallback deadline is still ahead */
+    int qkey;
+    bool in_xq, in_dq;
+    SchedReason reason;
     const char *fb_names[SCHED_MAX_FALLBACKS];
 } __attribute__((aligned(64))) Req;
 
 /* The queue walks' skip test and the id lookup read only the first line (see above). */
 _Static_assert(offsetof(Req, reserved_node) + sizeof(uint32_t) <= 64,
                "the hot fields of a Req fit one cache line");
+/* A release reads and writes only the first two (see above). */
+_Static_assert(offsetof(Req, node) == 64 && offsetof(Req, q) + sizeof(Link) <= 128,
+               "a placement and the free-list link fit the second cache line of a Req");
 
 static inline const char *req_id(const Req *r) {
     return r->id_len < REQ_ID_INLINE ? r->idb.inline_id : r->idb.heap_id;
@@ -435,6 +447,10 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
 int site_alloc_pools(Sched *s, Site *st);
 /* After a change on node ni: re-file it, offer grown capacity to the queue, check. */
 void node_changed(Sched *s, uint32_t ni, uint64_t now, bool freed);
+/* The same after a change of only the devices in the mask `changed` (their cordon,
+ * quarantine or reset check: nothing a full refresh alone recomputes, like a class, binding
+ * or MIG mode), so that only their pools and indexes are re-filed; UINT32_MAX: any change. */
+void node_changed_devices(Sched *s, uint32_t ni, uint32_t changed, uint64_t now, bool freed);
 
 /* reqmap.c */
 /* The request whose id is the len bytes at id (hash: strmap_hash_len(id, len)), or NIL. */

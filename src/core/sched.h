@@ -516,6 +516,10 @@ int sched_tick(Sched *s, uint64_t now);
  * The position is the arrival rank among waiting requests, which is the FIFO position except
  * for requests re-submitted by a restore with older submission times. */
 int sched_request_decision(const Sched *s, const char *id, Decision *ret);
+/* Where a placed request runs: the decision's placement without its sentence or queue
+ * position, for a caller (an agent) that needs only the node and devices. -ENOENT for an
+ * unknown id, -EAGAIN while the request waits. */
+int sched_request_placement(const Sched *s, const char *id, Placement *ret);
 /* The request as submitted (strings owned by the Sched; fallback included). */
 int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret);
 size_t sched_request_count(const Sched *s);

@@ -29,6 +29,26 @@ Test(place, r2a_vm_gets_whole_gpu_by_passthrough) {
     cr_assert_str_eq(d.placement.node, "vm1");
 }
 
+Test(place, request_placement_matches_the_decision_without_a_sentence) {
+    dc();
+    fx_gpu_node(.name = "vm1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 2, .kata = true);
+    Decision d =
+            fx_req(.id = "v", .user = "alice", .kind = WORKLOAD_VM, .class_name = H100, .count = 2);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    Placement p;
+    cr_assert_eq(sched_request_placement(fx, "v", &p), 0);
+    cr_assert_str_eq(p.node, "vm1");
+    cr_assert_eq(p.method, d.placement.method);
+    cr_assert_eq(p.n_devices, 2);
+    cr_assert_eq(p.devices[0], d.placement.devices[0]);
+    cr_assert_eq(p.devices[1], d.placement.devices[1]);
+    Decision w = fx_req(.id = "w", .user = "alice", .kind = WORKLOAD_VM, .class_name = H100);
+    cr_assert_eq(w.kind, DECISION_WAITING, "%s", w.message);
+    cr_assert_eq(sched_request_placement(fx, "w", &p), -EAGAIN);
+    cr_assert_eq(sched_request_placement(fx, "nope", &p), -ENOENT);
+}
+
 Test(place, r2a_vm_on_container_node_waits_for_mode) {
     dc();
     fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
