@@ -867,13 +867,16 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
             bk &= ~(1u << k);
             if (k <= best_k)
                 break;
-            for (uint32_t id = site->pool_unreserved[c * 2 + b][k] ? site->pool_heads[c * 2 + b][k]
-                                                                   : NIL;
-                 id != NIL;) {
+            /* The bucket's unreserved nodes are counted: once the last of them is passed, the
+             * rest of the list is reserved nodes, which a walk to its end would only read. */
+            uint32_t left = site->pool_unreserved[c * 2 + b][k];
+            for (uint32_t id = left ? site->pool_heads[c * 2 + b][k] : NIL; id != NIL && left;) {
                 uint32_t ni = id >> POOL_SHIFT;
                 id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
-                if (s->nodes[ni].reserved_by == NIL && could_hold_gang(&s->nodes[ni], r, c, b) &&
-                    whole_node_ok(s, &w, c, ni, b, &m)) {
+                if (s->nodes[ni].reserved_by != NIL)
+                    continue;
+                left--;
+                if (could_hold_gang(&s->nodes[ni], r, c, b) && whole_node_ok(s, &w, c, ni, b, &m)) {
                     best = ni, best_k = k;
                     goto next_site;
                 }

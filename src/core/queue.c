@@ -640,7 +640,16 @@ static void queue_insert(Sched *s, uint32_t ri) {
     s->n_waiting++;
 }
 
-static void maybe_reserve(Sched *s, uint32_t ri);
+static void reserve_gang(Sched *s, uint32_t ri);
+
+/* A waiting gang that holds no node reserves one (reserve_gang()). Inline, because the queue
+ * walks call it for every waiter they pass and most are no gang or hold one already: the test
+ * reads the Req line the walk just read, where a call would cost more than the test. */
+static inline __attribute__((always_inline)) void maybe_reserve(Sched *s, uint32_t ri) {
+    const Req *r = &s->reqs[ri];
+    if (r->count >= 2 && r->choice >= 0 && r->reserved_node == NIL)
+        reserve_gang(s, ri);
+}
 
 /* How far down its class FIFO a released reservation looks for the next gang to hold one:
  * gangs are rarely far apart, and a bound keeps a release O(1). */
@@ -683,9 +692,9 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
     return held;
 }
 
-static void maybe_reserve(Sched *s, uint32_t ri) {
+static __attribute__((noinline)) void reserve_gang(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
-    if (r->count < 2 || r->choice < 0 || r->reserved_node != NIL || !gang_may_reserve(s, r->choice))
+    if (!gang_may_reserve(s, r->choice))
         return;
     uint32_t ni = place_reserve_node(s, r, r->choice);
     if (ni != NIL) {
