@@ -29,100 +29,135 @@ static const char *choice_name(const Sched *s, int c) {
     return s->cat->classes[c].name;
 }
 
-static const char *reason_sentence(SchedReason r) {
+/* A piece of a sentence with its length, so that appending it needs no strlen(). */
+typedef struct Text {
+    const char *s;
+    size_t n;
+} Text;
+#define TEXT(lit) ((Text){lit, sizeof(lit) - 1})
+
+static Text reason_text(SchedReason r) {
     switch (r) {
     case SCHED_REASON_NO_CAPACITY:
-        return "every unit that this user may use is taken; it waits for one to free";
+        return TEXT("every unit that this user may use is taken; it waits for one to free");
     case SCHED_REASON_MODE_MISMATCH:
-        return "free GPUs exist only in the other mode (container vs VM, or MIG off); nodes are "
-               "never "
-               "switched to fit one request (R3, R5, R7)";
+        return TEXT(
+                "free GPUs exist only in the other mode (container vs VM, or MIG off); nodes are "
+                "never "
+                "switched to fit one request (R3, R5, R7)");
     case SCHED_REASON_OWNER_ONLY:
-        return "the class is offered to the machine's owner only (R10)";
+        return TEXT("the class is offered to the machine's owner only (R10)");
     case SCHED_REASON_INTERNAL_ONLY:
-        return "the class is for trusted tenants only in a datacenter (R9)";
+        return TEXT("the class is for trusted tenants only in a datacenter (R9)");
     case SCHED_REASON_NO_KATA:
-        return "a stranger's container runs under Kata, and no node with room offers Kata (R2b)";
+        return TEXT(
+                "a stranger's container runs under Kata, and no node with room offers Kata (R2b)");
     case SCHED_REASON_NO_MIG_IN_KATA:
-        return "a stranger's MIG slice needs Kata with MIG-backed vGPU (mig_in_kata), which no "
-               "node with room "
-               "has (R2c)";
+        return TEXT(
+                "a stranger's MIG slice needs Kata with MIG-backed vGPU (mig_in_kata), which no "
+                "node with room "
+                "has (R2c)");
     case SCHED_REASON_MACOS_VM_LIMIT:
-        return "every Mac already runs 2 macOS VMs, the licence's limit (R10)";
+        return TEXT("every Mac already runs 2 macOS VMs, the licence's limit (R10)");
     case SCHED_REASON_RESET_CHECK:
-        return "the free consumer GPUs wait for their reset cycle check before passthrough (R9)";
+        return TEXT(
+                "the free consumer GPUs wait for their reset cycle check before passthrough (R9)");
     case SCHED_REASON_CORDONED:
-        return "the GPUs with room are cordoned, quarantined or unreachable";
+        return TEXT("the GPUs with room are cordoned, quarantined or unreachable");
     case SCHED_REASON_QUEUED:
-        return "room exists, but older requests come first (FIFO with backfill)";
+        return TEXT("room exists, but older requests come first (FIFO with backfill)");
     case SCHED_REASON_NO_NODE:
-        return "no node has this class yet";
+        return TEXT("no node has this class yet");
     case SCHED_REASON_TOO_LARGE:
-        return "no node of the fleet has that many GPUs of the class (or cores, or Mac GPU memory)";
+        return TEXT("no node of the fleet has that many GPUs of the class (or cores, or Mac GPU "
+                    "memory)");
     case SCHED_REASON_VGPU:
-        return CATALOG_VGPU_REFUSAL;
+        return TEXT(CATALOG_VGPU_REFUSAL);
     case SCHED_REASON_UNKNOWN_CLASS:
-        return "the catalog has no such class";
+        return TEXT("the catalog has no such class");
     case SCHED_REASON_LINUX_GUEST_GPU:
-        return "Linux guests on a Mac get no GPU compute; ask for cpu (R10)";
+        return TEXT("Linux guests on a Mac get no GPU compute; ask for cpu (R10)");
     case SCHED_REASON_MACOS_GUEST_NOT_MAC:
-        return "macOS guests run on Macs only, with paravirtualized Metal (R10)";
+        return TEXT("macOS guests run on Macs only, with paravirtualized Metal (R10)");
     case SCHED_REASON_VM_MIG:
-        return "a MIG slice in a VM would need MIG-backed vGPU, which is not supported (R2c, R2d); "
-               "ask for "
-               "a whole GPU";
+        return TEXT("a MIG slice in a VM would need MIG-backed vGPU, which is not supported (R2c, "
+                    "R2d); "
+                    "ask for "
+                    "a whole GPU");
     case SCHED_REASON_VM_AMD:
-        return "AMD and Intel GPUs go to containers only (R12)";
+        return TEXT("AMD and Intel GPUs go to containers only (R12)");
     case SCHED_REASON_BAD_COUNT:
-        return "the count does not fit: a gang is at most 16 GPUs of one node, and a MIG slice or "
-               "a Mac's "
-               "GPU is one unit";
+        return TEXT(
+                "the count does not fit: a gang is at most 16 GPUs of one node, and a MIG slice or "
+                "a Mac's "
+                "GPU is one unit");
     case SCHED_REASON_BAD_RUNTIME:
-        return "that endpoint runtime cannot run there: vLLM on NVIDIA, MLX or llama.cpp on a Mac, "
-               "llama.cpp on CPU (R14)";
+        return TEXT("that endpoint runtime cannot run there: vLLM on NVIDIA, MLX or llama.cpp on a "
+                    "Mac, "
+                    "llama.cpp on CPU (R14)");
     case SCHED_REASON_DUPLICATE:
-        return "a request with this id already exists (R16)";
+        return TEXT("a request with this id already exists (R16)");
     default:
-        return "the request is not valid";
+        return TEXT("the request is not valid");
     }
 }
 
+static const char *reason_sentence(SchedReason r) {
+    return reason_text(r).s;
+}
+
 /* A decision's sentence, built by appending (snprintf's format parsing cost a third of a
- * decision). Truncates exactly as snprintf into the same buffer would. */
+ * decision). Truncates exactly as snprintf into the same buffer would. The terminator is
+ * written once, by msg_end(), not after every piece. */
 typedef struct Msg {
     char *buf;
     size_t len, size;
 } Msg;
 
-static inline __attribute__((always_inline)) void msg_putn(Msg *m, const char *str, size_t n) {
+/* Out of line: only a sentence longer than the buffer gets here. */
+static void msg_put_cut(Msg *m, const char *str, size_t n) {
     size_t room = m->size - 1 - m->len;
     n = MIN(n, room);
     memcpy(m->buf + m->len, str, n);
     m->len += n;
-    m->buf[m->len] = '\0';
 }
 
-/* Inlined so that the length of every literal piece is known when compiling: a placed
- * decision's sentence has up to a dozen pieces. */
+/* Inlined, and the common case (the piece fits) copies exactly n bytes, so that a literal's
+ * copy has a length known when compiling: a few moves instead of a copy of any length. */
+static inline __attribute__((always_inline)) void msg_putn(Msg *m, const char *str, size_t n) {
+    if (__builtin_expect(n < m->size - m->len, 1)) {
+        memcpy(m->buf + m->len, str, n);
+        m->len += n;
+    } else {
+        msg_put_cut(m, str, n);
+    }
+}
+
 static inline __attribute__((always_inline)) void msg_put(Msg *m, const char *str) {
     if (!str)
         str = "(null)"; /* what glibc's %s prints; no caller passes NULL */
     msg_putn(m, str, strlen(str));
 }
 
+static inline __attribute__((always_inline)) void msg_text(Msg *m, Text t) {
+    msg_putn(m, t.s, t.n);
+}
+
 static void msg_uint(Msg *m, unsigned v) {
     char tmp[16];
     size_t i = sizeof(tmp);
-    tmp[--i] = '\0';
     do
         tmp[--i] = (char)('0' + v % 10);
     while ((v /= 10) && i > 0);
-    msg_put(m, &tmp[i]);
+    msg_putn(m, &tmp[i], sizeof(tmp) - i);
 }
 
 static Msg msg_start(char *buf, size_t size) {
-    buf[0] = '\0';
     return (Msg){buf, 0, size};
+}
+
+static void msg_end(Msg *m) {
+    m->buf[m->len] = '\0';
 }
 
 static void refuse(Decision *d, SchedReason why, const char *subject) {
@@ -133,7 +168,8 @@ static void refuse(Decision *d, SchedReason why, const char *subject) {
     msg_put(&m, "refused (");
     msg_put(&m, strempty(subject));
     msg_put(&m, "): ");
-    msg_put(&m, reason_sentence(why));
+    msg_text(&m, reason_text(why));
+    msg_end(&m);
 }
 
 /* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
@@ -145,8 +181,9 @@ static void refuse_never(Decision *d, SchedReason why, const char *subject) {
     msg_put(&m, "refused (");
     msg_put(&m, strempty(subject));
     msg_put(&m, "), no node could ever run it: ");
-    msg_put(&m, reason_sentence(why));
+    msg_text(&m, reason_text(why));
     msg_put(&m, "; ask with wait_for_nodes to wait for nodes that may join (R18)");
+    msg_end(&m);
 }
 
 static void fill_placement(const Sched *s, const Req *r, Placement *p) {
@@ -279,6 +316,7 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
         }
         if (r->fb_index >= 0)
             msg_put(&m, " (fallback after the wait, R13)");
+        msg_end(&m);
         return;
     }
     /* The reason as of now, not as of submission: nodes, capacity and modes have moved. */
@@ -289,9 +327,13 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
     d->placement = (Placement){0};
     Msg m = msg_start(d->message, sizeof(d->message));
     msg_put(&m, "waiting for ");
-    msg_put(&m, choice_name(s, r->choice));
+    if (r->choice >= 0)
+        msg_putn(&m, s->cat->classes[r->choice].name, s->class_name_len[r->choice]);
+    else
+        msg_put(&m, choice_name(s, r->choice));
     msg_put(&m, ": ");
-    msg_put(&m, reason_sentence(why));
+    msg_text(&m, reason_text(why));
+    msg_end(&m);
 }
 
 /* The index of the live request with this id: true and *ret, or false. */
