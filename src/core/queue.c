@@ -828,44 +828,72 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
     walk_fifo(s, now, ni, true, -1, s->xq_head);
 }
 
-static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t *ret, Error *err) {
-    uint32_t ri, user;
+/* Register the request req_build() wrote into slot ri: its own copy of a long id, its user,
+ * its id in the index. On failure the caller gives the slot back (req_unslot()). */
+static int register_in_place(Sched *s, const RequestSpec *spec, uint32_t ri, Error *err) {
+    Req *r = &s->reqs[ri];
+    uint32_t user;
     char *heap_id = NULL; /* a long id's own copy */
-    if ((built->id_len >= REQ_ID_INLINE && !(heap_id = strdup(built->idb.heap_id))) ||
-        sched_user_intern(s, spec->user, &user) < 0 || req_slot(s, &ri) < 0) {
+    if ((r->id_len >= REQ_ID_INLINE && !(heap_id = strdup(r->idb.heap_id))) ||
+        sched_user_intern(s, spec->user, &user) < 0 ||
+        reqmap_insert(&s->req_map, r->id_hash, ri) < 0) {
         free(heap_id);
         return error_set(err, -ENOMEM, "out of memory");
     }
     if (heap_id)
-        built->idb.heap_id = heap_id;
-    built->user = user;
-    built->used = true;
-    built->seq = s->next_seq++;
-    built->reserved_node = NIL;
-    s->reqs[ri] = *built;
-    if (reqmap_insert(&s->req_map, built->id_hash, ri) < 0) {
+        r->idb.heap_id = heap_id;
+    r->user = user;
+    r->used = true;
+    r->seq = s->next_seq++;
+    r->reserved_node = NIL;
+    s->n_live_reqs++;
+    return 0;
+}
+
+/* Give back slot ri, taken by req_slot() while free_before was the free list's head and not
+ * registered: the free list and the array end are left as they were, so that the next request
+ * gets the index it would have got had the slot never been taken. */
+static void req_unslot(Sched *s, uint32_t ri, uint32_t free_before) {
+    if (free_before == ri) {
         s->reqs[ri] = (Req){.q = {NIL, s->free_req}};
         s->free_req = ri;
-        free(heap_id);
-        return error_set(err, -ENOMEM, "out of memory");
+    } else {
+        s->n_reqs--; /* it was the array's new last slot */
     }
-    s->n_live_reqs++;
+}
+
+static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t *ret, Error *err) {
+    uint32_t ri, free_before = s->free_req;
+    if (req_slot(s, &ri) < 0)
+        return error_set(err, -ENOMEM, "out of memory");
+    s->reqs[ri] = *built;
+    int r = register_in_place(s, spec, ri, err);
+    if (r < 0) {
+        req_unslot(s, ri, free_before);
+        return r;
+    }
     *ret = ri;
     return 0;
 }
 
 int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret, Error *err) {
-    Req built;
+    /* Built in its slot, not on the stack and copied there: a Req is five cache lines, and a
+     * copy wrote each of them twice. A refused request gives its slot back. */
+    uint32_t ri, free_before = s->free_req;
+    if (req_slot(s, &ri) < 0)
+        return error_set(err, -ENOMEM, "out of memory");
     const char *subject;
-    SchedReason why = req_build(s, spec, &built, &subject);
+    SchedReason why = req_build(s, spec, &s->reqs[ri], &subject);
     if (why) {
+        req_unslot(s, ri, free_before);
         refuse(ret, why, why == SCHED_REASON_DUPLICATE ? spec->id : subject);
         return 0;
     }
-    uint32_t ri;
-    int r = register_req(s, spec, &built, &ri, err);
-    if (r < 0)
+    int r = register_in_place(s, spec, ri, err);
+    if (r < 0) {
+        req_unslot(s, ri, free_before);
         return r;
+    }
     Req *nr = &s->reqs[ri];
     nr->expired = nr->n_fb && now >= nr->deadline;
     if (!attempt(s, ri, now, true, NIL)) {
