@@ -409,7 +409,8 @@ uint64_t sched_next_deadline(const Sched *s) {
 
 /* Resolve a class name of a request: a class index, CHOICE_CPU, or a refusal reason. */
 static SchedReason resolve_class(const Sched *s, const char *name, int *ret) {
-    if (STREQ(name, "cpu")) {
+    /* "cpu" by its bytes, not by strcmp(): every request's class is tested. */
+    if (name[0] == 'c' && name[1] == 'p' && name[2] == 'u' && name[3] == '\0') {
         *ret = CHOICE_CPU;
         return SCHED_REASON_NONE;
     }
@@ -464,17 +465,22 @@ static void req_drop(Sched *s, uint32_t ri) {
     s->n_live_reqs--;
 }
 
-/* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject. */
-static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject) {
+/* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject, and
+ * the user name's strmap_hash() in *user_hash, for registration (the name is measured here
+ * anyway). */
+static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject,
+                             uint32_t *user_hash) {
     *subject = spec->id;
     size_t id_len = spec->id ? strnlen(spec->id, SCHED_ID_MAX) : 0;
-    if (!id_len || id_len >= SCHED_ID_MAX || isempty(spec->user) ||
-        strlen(spec->user) >= SCHED_ID_MAX || (int)spec->kind < 0 ||
-        spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 || spec->guest >= _GUEST_OS_MAX ||
-        (int)spec->runtime < 0 || spec->runtime >= _ENDPOINT_RUNTIME_MAX ||
-        spec->n_fallback > SCHED_MAX_FALLBACKS || (spec->n_fallback && !spec->fallback))
+    size_t user_len = spec->user ? strnlen(spec->user, SCHED_ID_MAX) : 0;
+    if (!id_len || id_len >= SCHED_ID_MAX || !user_len || user_len >= SCHED_ID_MAX ||
+        (int)spec->kind < 0 || spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 ||
+        spec->guest >= _GUEST_OS_MAX || (int)spec->runtime < 0 ||
+        spec->runtime >= _ENDPOINT_RUNTIME_MAX || spec->n_fallback > SCHED_MAX_FALLBACKS ||
+        (spec->n_fallback && !spec->fallback))
         return SCHED_REASON_BAD_REQUEST;
     uint32_t id_hash = strmap_hash_len(spec->id, id_len);
+    *user_hash = strmap_hash_len(spec->user, user_len);
     if (reqmap_find(&s->req_map, s->reqs, spec->id, id_len, id_hash) != NIL)
         return SCHED_REASON_DUPLICATE;
     *r = (Req){.kind = spec->kind,
@@ -830,12 +836,13 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
 
 /* Register the request req_build() wrote into slot ri: its own copy of a long id, its user,
  * its id in the index. On failure the caller gives the slot back (req_unslot()). */
-static int register_in_place(Sched *s, const RequestSpec *spec, uint32_t ri, Error *err) {
+static int register_in_place(Sched *s, const RequestSpec *spec, uint32_t user_hash, uint32_t ri,
+                             Error *err) {
     Req *r = &s->reqs[ri];
     uint32_t user;
     char *heap_id = NULL; /* a long id's own copy */
     if ((r->id_len >= REQ_ID_INLINE && !(heap_id = strdup(r->idb.heap_id))) ||
-        sched_user_intern(s, spec->user, &user) < 0 ||
+        sched_user_intern_hashed(s, spec->user, user_hash, &user) < 0 ||
         reqmap_insert(&s->req_map, r->id_hash, ri) < 0) {
         free(heap_id);
         return error_set(err, -ENOMEM, "out of memory");
@@ -862,12 +869,13 @@ static void req_unslot(Sched *s, uint32_t ri, uint32_t free_before) {
     }
 }
 
-static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t *ret, Error *err) {
+static int register_req(Sched *s, const RequestSpec *spec, uint32_t user_hash, Req *built,
+                        uint32_t *ret, Error *err) {
     uint32_t ri, free_before = s->free_req;
     if (req_slot(s, &ri) < 0)
         return error_set(err, -ENOMEM, "out of memory");
     s->reqs[ri] = *built;
-    int r = register_in_place(s, spec, ri, err);
+    int r = register_in_place(s, spec, user_hash, ri, err);
     if (r < 0) {
         req_unslot(s, ri, free_before);
         return r;
@@ -883,13 +891,14 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
     if (req_slot(s, &ri) < 0)
         return error_set(err, -ENOMEM, "out of memory");
     const char *subject;
-    SchedReason why = req_build(s, spec, &s->reqs[ri], &subject);
+    uint32_t user_hash;
+    SchedReason why = req_build(s, spec, &s->reqs[ri], &subject, &user_hash);
     if (why) {
         req_unslot(s, ri, free_before);
         refuse(ret, why, why == SCHED_REASON_DUPLICATE ? spec->id : subject);
         return 0;
     }
-    int r = register_in_place(s, spec, ri, err);
+    int r = register_in_place(s, spec, user_hash, ri, err);
     if (r < 0) {
         req_unslot(s, ri, free_before);
         return r;
@@ -920,7 +929,8 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
 int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, Error *err) {
     Req built;
     const char *subject;
-    SchedReason why = req_build(s, spec, &built, &subject);
+    uint32_t user_hash;
+    SchedReason why = req_build(s, spec, &built, &subject, &user_hash);
     if (why)
         return error_set(err, -EINVAL, "request '%s' cannot be restored: %s",
                          strempty(spec ? spec->id : NULL), reason_sentence(why));
@@ -957,7 +967,7 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     built.fb_index = p->fallback_index;
     /* The user may not be interned yet; the relation needs the id. */
     uint32_t user;
-    if (sched_user_intern(s, spec->user, &user) < 0)
+    if (sched_user_intern_hashed(s, spec->user, user_hash, &user) < 0)
         return error_set(err, -ENOMEM, "out of memory");
     built.user = user;
     int want = p->fallback_index >= 0 ? built.fb[p->fallback_index] : built.choice;
@@ -972,7 +982,7 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     if (r < 0)
         return r;
     uint32_t ri;
-    r = register_req(s, spec, &built, &ri, err);
+    r = register_req(s, spec, user_hash, &built, &ri, err);
     if (r < 0)
         return r;
     if (p->fallback_index >= 0)
