@@ -143,13 +143,24 @@ static inline __attribute__((always_inline)) void msg_text(Msg *m, Text t) {
     msg_putn(m, t.s, t.n);
 }
 
-static void msg_uint(Msg *m, unsigned v) {
+static void msg_uint_digits(Msg *m, unsigned v) {
     char tmp[16];
     size_t i = sizeof(tmp);
     do
         tmp[--i] = (char)('0' + v % 10);
     while ((v /= 10) && i > 0);
     msg_putn(m, &tmp[i], sizeof(tmp) - i);
+}
+
+/* Inlined with a one-digit case: a decision's GPU count, device and slots almost always are
+ * one digit, and a copy of one byte is a single store. */
+static inline __attribute__((always_inline)) void msg_uint(Msg *m, unsigned v) {
+    if (v < 10) {
+        char c = (char)('0' + v);
+        msg_putn(m, &c, 1);
+    } else {
+        msg_uint_digits(m, v);
+    }
 }
 
 static Msg msg_start(char *buf, size_t size) {
