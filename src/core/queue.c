@@ -542,20 +542,24 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
     *user_hash = strmap_hash_len(spec->user, user_len);
     if (reqmap_find(&s->req_map, s->reqs, spec->id, id_len, id_hash) != NIL)
         return SCHED_REASON_DUPLICATE;
-    *r = (Req){.kind = spec->kind,
-               .guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX,
-               .memory_gb = spec->memory_gb,
-               .count = spec->count ? spec->count : 1,
-               .share = spec->share,
-               .runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE,
-               .submitted = spec->submitted,
-               .n_fb = (unsigned)spec->n_fallback,
-               .fb_index = -1,
-               .wait_for_nodes = spec->wait_for_nodes,
-               .q = {NIL, NIL},
-               .pcls = -1,
-               .id_len = (uint8_t)id_len,
-               .id_hash = id_hash};
+    /* Every field before fb_names, whose first n_fb entries the loop below sets and nothing
+     * reads past: the array's tail is the Req's fifth cache line, which a request with at most
+     * four alternatives then never writes (in a grown array, a line never touched before). */
+    memset(r, 0, offsetof(Req, fb_names));
+    r->kind = spec->kind;
+    r->guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX;
+    r->memory_gb = spec->memory_gb;
+    r->count = spec->count ? spec->count : 1;
+    r->share = spec->share;
+    r->runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE;
+    r->submitted = spec->submitted;
+    r->n_fb = (unsigned)spec->n_fallback;
+    r->fb_index = -1;
+    r->wait_for_nodes = spec->wait_for_nodes;
+    r->q = (Link){NIL, NIL};
+    r->pcls = -1;
+    r->id_len = (uint8_t)id_len;
+    r->id_hash = id_hash;
     if (id_len < REQ_ID_INLINE)
         memcpy(r->idb.inline_id, spec->id, id_len); /* the rest is zero: terminated */
     else
