@@ -58,8 +58,12 @@ int sched_user_lookup(const Sched *s, const char *name) {
 }
 
 int sched_user_intern(Sched *s, const char *name, uint32_t *ret) {
+    return sched_user_intern_hashed(s, name, strmap_hash(name), ret);
+}
+
+int sched_user_intern_hashed(Sched *s, const char *name, uint32_t hash, uint32_t *ret) {
     uint32_t v;
-    if (strmap_get(&s->user_map, name, &v)) {
+    if (strmap_get_hashed(&s->user_map, name, hash, &v)) {
         *ret = v;
         return 0;
     }
@@ -75,7 +79,7 @@ int sched_user_intern(Sched *s, const char *name, uint32_t *ret) {
     *u = (User){.name = strdup(name), .ts_head = NIL};
     if (!u->name)
         return -ENOMEM;
-    if (strmap_put(&s->user_map, u->name, (uint32_t)s->n_users) < 0) {
+    if (strmap_put_hashed(&s->user_map, u->name, hash, (uint32_t)s->n_users) < 0) {
         free(u->name);
         return -ENOMEM;
     }

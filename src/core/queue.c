@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sched-internal.h"
+#include "sentence.h"
 #include "util/strutil.h"
 
 static void check_now(const Sched *s) {
@@ -30,99 +31,7 @@ static const char *choice_name(const Sched *s, int c) {
 }
 
 static const char *reason_sentence(SchedReason r) {
-    switch (r) {
-    case SCHED_REASON_NO_CAPACITY:
-        return "every unit that this user may use is taken; it waits for one to free";
-    case SCHED_REASON_MODE_MISMATCH:
-        return "free GPUs exist only in the other mode (container vs VM, or MIG off); nodes are "
-               "never "
-               "switched to fit one request (R3, R5, R7)";
-    case SCHED_REASON_OWNER_ONLY:
-        return "the class is offered to the machine's owner only (R10)";
-    case SCHED_REASON_INTERNAL_ONLY:
-        return "the class is for trusted tenants only in a datacenter (R9)";
-    case SCHED_REASON_NO_KATA:
-        return "a stranger's container runs under Kata, and no node with room offers Kata (R2b)";
-    case SCHED_REASON_NO_MIG_IN_KATA:
-        return "a stranger's MIG slice needs Kata with MIG-backed vGPU (mig_in_kata), which no "
-               "node with room "
-               "has (R2c)";
-    case SCHED_REASON_MACOS_VM_LIMIT:
-        return "every Mac already runs 2 macOS VMs, the licence's limit (R10)";
-    case SCHED_REASON_RESET_CHECK:
-        return "the free consumer GPUs wait for their reset cycle check before passthrough (R9)";
-    case SCHED_REASON_CORDONED:
-        return "the GPUs with room are cordoned, quarantined or unreachable";
-    case SCHED_REASON_QUEUED:
-        return "room exists, but older requests come first (FIFO with backfill)";
-    case SCHED_REASON_NO_NODE:
-        return "no node has this class yet";
-    case SCHED_REASON_TOO_LARGE:
-        return "no node of the fleet has that many GPUs of the class (or cores, or Mac GPU memory)";
-    case SCHED_REASON_VGPU:
-        return CATALOG_VGPU_REFUSAL;
-    case SCHED_REASON_UNKNOWN_CLASS:
-        return "the catalog has no such class";
-    case SCHED_REASON_LINUX_GUEST_GPU:
-        return "Linux guests on a Mac get no GPU compute; ask for cpu (R10)";
-    case SCHED_REASON_MACOS_GUEST_NOT_MAC:
-        return "macOS guests run on Macs only, with paravirtualized Metal (R10)";
-    case SCHED_REASON_VM_MIG:
-        return "a MIG slice in a VM would need MIG-backed vGPU, which is not supported (R2c, R2d); "
-               "ask for "
-               "a whole GPU";
-    case SCHED_REASON_VM_AMD:
-        return "AMD and Intel GPUs go to containers only (R12)";
-    case SCHED_REASON_BAD_COUNT:
-        return "the count does not fit: a gang is at most 16 GPUs of one node, and a MIG slice or "
-               "a Mac's "
-               "GPU is one unit";
-    case SCHED_REASON_BAD_RUNTIME:
-        return "that endpoint runtime cannot run there: vLLM on NVIDIA, MLX or llama.cpp on a Mac, "
-               "llama.cpp on CPU (R14)";
-    case SCHED_REASON_DUPLICATE:
-        return "a request with this id already exists (R16)";
-    default:
-        return "the request is not valid";
-    }
-}
-
-/* A decision's sentence, built by appending (snprintf's format parsing cost a third of a
- * decision). Truncates exactly as snprintf into the same buffer would. */
-typedef struct Msg {
-    char *buf;
-    size_t len, size;
-} Msg;
-
-static inline __attribute__((always_inline)) void msg_putn(Msg *m, const char *str, size_t n) {
-    size_t room = m->size - 1 - m->len;
-    n = MIN(n, room);
-    memcpy(m->buf + m->len, str, n);
-    m->len += n;
-    m->buf[m->len] = '\0';
-}
-
-/* Inlined so that the length of every literal piece is known when compiling: a placed
- * decision's sentence has up to a dozen pieces. */
-static inline __attribute__((always_inline)) void msg_put(Msg *m, const char *str) {
-    if (!str)
-        str = "(null)"; /* what glibc's %s prints; no caller passes NULL */
-    msg_putn(m, str, strlen(str));
-}
-
-static void msg_uint(Msg *m, unsigned v) {
-    char tmp[16];
-    size_t i = sizeof(tmp);
-    tmp[--i] = '\0';
-    do
-        tmp[--i] = (char)('0' + v % 10);
-    while ((v /= 10) && i > 0);
-    msg_put(m, &tmp[i]);
-}
-
-static Msg msg_start(char *buf, size_t size) {
-    buf[0] = '\0';
-    return (Msg){buf, 0, size};
+    return reason_text(r).s;
 }
 
 static void refuse(Decision *d, SchedReason why, const char *subject) {
@@ -133,7 +42,8 @@ static void refuse(Decision *d, SchedReason why, const char *subject) {
     msg_put(&m, "refused (");
     msg_put(&m, strempty(subject));
     msg_put(&m, "): ");
-    msg_put(&m, reason_sentence(why));
+    msg_text(&m, reason_text(why));
+    msg_end(&m);
 }
 
 /* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
@@ -145,8 +55,9 @@ static void refuse_never(Decision *d, SchedReason why, const char *subject) {
     msg_put(&m, "refused (");
     msg_put(&m, strempty(subject));
     msg_put(&m, "), no node could ever run it: ");
-    msg_put(&m, reason_sentence(why));
+    msg_text(&m, reason_text(why));
     msg_put(&m, "; ask with wait_for_nodes to wait for nodes that may join (R18)");
+    msg_end(&m);
 }
 
 static void fill_placement(const Sched *s, const Req *r, Placement *p) {
@@ -268,17 +179,18 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
         else
             msg_put(&m, p->class_name);
         msg_put(&m, " by ");
-        msg_put(&m, method_to_string(p->method));
+        msg_method(&m, p->method);
         if (p->container_runtime) {
             msg_put(&m, " under ");
-            msg_put(&m, container_runtime_to_string(p->container_runtime));
+            msg_container_runtime(&m, p->container_runtime);
         }
         if (p->endpoint_runtime) {
             msg_put(&m, ", endpoint runs ");
-            msg_put(&m, endpoint_runtime_to_string(p->endpoint_runtime));
+            msg_endpoint_runtime(&m, p->endpoint_runtime);
         }
         if (r->fb_index >= 0)
             msg_put(&m, " (fallback after the wait, R13)");
+        msg_end(&m);
         return;
     }
     /* The reason as of now, not as of submission: nodes, capacity and modes have moved. */
@@ -289,9 +201,13 @@ static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, 
     d->placement = (Placement){0};
     Msg m = msg_start(d->message, sizeof(d->message));
     msg_put(&m, "waiting for ");
-    msg_put(&m, choice_name(s, r->choice));
+    if (r->choice >= 0)
+        msg_putn(&m, s->cat->classes[r->choice].name, s->class_name_len[r->choice]);
+    else
+        msg_put(&m, choice_name(s, r->choice));
     msg_put(&m, ": ");
-    msg_put(&m, reason_sentence(why));
+    msg_text(&m, reason_text(why));
+    msg_end(&m);
 }
 
 /* The index of the live request with this id: true and *ret, or false. */
@@ -377,7 +293,8 @@ uint64_t sched_next_deadline(const Sched *s) {
 
 /* Resolve a class name of a request: a class index, CHOICE_CPU, or a refusal reason. */
 static SchedReason resolve_class(const Sched *s, const char *name, int *ret) {
-    if (STREQ(name, "cpu")) {
+    /* "cpu" by its bytes, not by strcmp(): every request's class is tested. */
+    if (name[0] == 'c' && name[1] == 'p' && name[2] == 'u' && name[3] == '\0') {
         *ret = CHOICE_CPU;
         return SCHED_REASON_NONE;
     }
@@ -437,33 +354,42 @@ static void req_drop(Sched *s, uint32_t ri) {
     s->n_live_reqs--;
 }
 
-/* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject. */
-static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject) {
+/* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject, and
+ * the user name's strmap_hash() in *user_hash, for registration (the name is measured here
+ * anyway). */
+static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject,
+                             uint32_t *user_hash) {
     *subject = spec->id;
     size_t id_len = spec->id ? strnlen(spec->id, SCHED_ID_MAX) : 0;
-    if (!id_len || id_len >= SCHED_ID_MAX || isempty(spec->user) ||
-        strlen(spec->user) >= SCHED_ID_MAX || (int)spec->kind < 0 ||
-        spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 || spec->guest >= _GUEST_OS_MAX ||
-        (int)spec->runtime < 0 || spec->runtime >= _ENDPOINT_RUNTIME_MAX ||
-        spec->n_fallback > SCHED_MAX_FALLBACKS || (spec->n_fallback && !spec->fallback))
+    size_t user_len = spec->user ? strnlen(spec->user, SCHED_ID_MAX) : 0;
+    if (!id_len || id_len >= SCHED_ID_MAX || !user_len || user_len >= SCHED_ID_MAX ||
+        (int)spec->kind < 0 || spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 ||
+        spec->guest >= _GUEST_OS_MAX || (int)spec->runtime < 0 ||
+        spec->runtime >= _ENDPOINT_RUNTIME_MAX || spec->n_fallback > SCHED_MAX_FALLBACKS ||
+        (spec->n_fallback && !spec->fallback))
         return SCHED_REASON_BAD_REQUEST;
     uint32_t id_hash = strmap_hash_len(spec->id, id_len);
+    *user_hash = strmap_hash_len(spec->user, user_len);
     if (reqmap_find(&s->req_map, s->reqs, spec->id, id_len, id_hash) != NIL)
         return SCHED_REASON_DUPLICATE;
-    *r = (Req){.kind = spec->kind,
-               .guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX,
-               .memory_gb = spec->memory_gb,
-               .count = spec->count ? spec->count : 1,
-               .share = spec->share,
-               .runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE,
-               .submitted = spec->submitted,
-               .n_fb = (unsigned)spec->n_fallback,
-               .fb_index = -1,
-               .wait_for_nodes = spec->wait_for_nodes,
-               .q = {NIL, NIL},
-               .pcls = -1,
-               .id_len = (uint8_t)id_len,
-               .id_hash = id_hash};
+    /* Every field before fb_names, whose first n_fb entries the loop below sets and nothing
+     * reads past: the array's tail is the Req's fifth cache line, which a request with at most
+     * four alternatives then never writes (in a grown array, a line never touched before). */
+    memset(r, 0, offsetof(Req, fb_names));
+    r->kind = spec->kind;
+    r->guest = spec->kind == WORKLOAD_VM ? spec->guest : GUEST_LINUX;
+    r->memory_gb = spec->memory_gb;
+    r->count = spec->count ? spec->count : 1;
+    r->share = spec->share;
+    r->runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE;
+    r->submitted = spec->submitted;
+    r->n_fb = (unsigned)spec->n_fallback;
+    r->fb_index = -1;
+    r->wait_for_nodes = spec->wait_for_nodes;
+    r->q = (Link){NIL, NIL};
+    r->pcls = -1;
+    r->id_len = (uint8_t)id_len;
+    r->id_hash = id_hash;
     if (id_len < REQ_ID_INLINE)
         memcpy(r->idb.inline_id, spec->id, id_len); /* the rest is zero: terminated */
     else
@@ -810,44 +736,75 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
     walk_fifo(s, now, ni, true, -1, s->xq_head);
 }
 
-static int register_req(Sched *s, const RequestSpec *spec, Req *built, uint32_t *ret, Error *err) {
-    uint32_t ri, user;
+/* Register the request req_build() wrote into slot ri: its own copy of a long id, its user,
+ * its id in the index. On failure the caller gives the slot back (req_unslot()). */
+static int register_in_place(Sched *s, const RequestSpec *spec, uint32_t user_hash, uint32_t ri,
+                             Error *err) {
+    Req *r = &s->reqs[ri];
+    uint32_t user;
     char *heap_id = NULL; /* a long id's own copy */
-    if ((built->id_len >= REQ_ID_INLINE && !(heap_id = strdup(built->idb.heap_id))) ||
-        sched_user_intern(s, spec->user, &user) < 0 || req_slot(s, &ri) < 0) {
+    if ((r->id_len >= REQ_ID_INLINE && !(heap_id = strdup(r->idb.heap_id))) ||
+        sched_user_intern_hashed(s, spec->user, user_hash, &user) < 0 ||
+        reqmap_insert(&s->req_map, r->id_hash, ri) < 0) {
         free(heap_id);
         return error_set(err, -ENOMEM, "out of memory");
     }
     if (heap_id)
-        built->idb.heap_id = heap_id;
-    built->user = user;
-    built->used = true;
-    built->seq = s->next_seq++;
-    built->reserved_node = NIL;
-    s->reqs[ri] = *built;
-    if (reqmap_insert(&s->req_map, built->id_hash, ri) < 0) {
+        r->idb.heap_id = heap_id;
+    r->user = user;
+    r->used = true;
+    r->seq = s->next_seq++;
+    r->reserved_node = NIL;
+    s->n_live_reqs++;
+    return 0;
+}
+
+/* Give back slot ri, taken by req_slot() while free_before was the free list's head and not
+ * registered: the free list and the array end are left as they were, so that the next request
+ * gets the index it would have got had the slot never been taken. */
+static void req_unslot(Sched *s, uint32_t ri, uint32_t free_before) {
+    if (free_before == ri) {
         s->reqs[ri] = (Req){.q = {NIL, s->free_req}};
         s->free_req = ri;
-        free(heap_id);
-        return error_set(err, -ENOMEM, "out of memory");
+    } else {
+        s->n_reqs--; /* it was the array's new last slot */
     }
-    s->n_live_reqs++;
+}
+
+static int register_req(Sched *s, const RequestSpec *spec, uint32_t user_hash, Req *built,
+                        uint32_t *ret, Error *err) {
+    uint32_t ri, free_before = s->free_req;
+    if (req_slot(s, &ri) < 0)
+        return error_set(err, -ENOMEM, "out of memory");
+    s->reqs[ri] = *built;
+    int r = register_in_place(s, spec, user_hash, ri, err);
+    if (r < 0) {
+        req_unslot(s, ri, free_before);
+        return r;
+    }
     *ret = ri;
     return 0;
 }
 
 int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret, Error *err) {
-    Req built;
+    /* Built in its slot, not on the stack and copied there: a Req is five cache lines, and a
+     * copy wrote each of them twice. A refused request gives its slot back. */
+    uint32_t ri, free_before = s->free_req;
+    if (req_slot(s, &ri) < 0)
+        return error_set(err, -ENOMEM, "out of memory");
     const char *subject;
-    SchedReason why = req_build(s, spec, &built, &subject);
+    uint32_t user_hash;
+    SchedReason why = req_build(s, spec, &s->reqs[ri], &subject, &user_hash);
     if (why) {
+        req_unslot(s, ri, free_before);
         refuse(ret, why, why == SCHED_REASON_DUPLICATE ? spec->id : subject);
         return 0;
     }
-    uint32_t ri;
-    int r = register_req(s, spec, &built, &ri, err);
-    if (r < 0)
+    int r = register_in_place(s, spec, user_hash, ri, err);
+    if (r < 0) {
+        req_unslot(s, ri, free_before);
         return r;
+    }
     Req *nr = &s->reqs[ri];
     nr->expired = nr->n_fb && now >= nr->deadline;
     if (!attempt(s, ri, now, true, NIL)) {
@@ -874,7 +831,8 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
 int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, Error *err) {
     Req built;
     const char *subject;
-    SchedReason why = req_build(s, spec, &built, &subject);
+    uint32_t user_hash;
+    SchedReason why = req_build(s, spec, &built, &subject, &user_hash);
     if (why)
         return error_set(err, -EINVAL, "request '%s' cannot be restored: %s",
                          strempty(spec ? spec->id : NULL), reason_sentence(why));
@@ -911,7 +869,7 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     built.fb_index = p->fallback_index;
     /* The user may not be interned yet; the relation needs the id. */
     uint32_t user;
-    if (sched_user_intern(s, spec->user, &user) < 0)
+    if (sched_user_intern_hashed(s, spec->user, user_hash, &user) < 0)
         return error_set(err, -ENOMEM, "out of memory");
     built.user = user;
     int want = p->fallback_index >= 0 ? built.fb[p->fallback_index] : built.choice;
@@ -926,7 +884,7 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     if (r < 0)
         return r;
     uint32_t ri;
-    r = register_req(s, spec, &built, &ri, err);
+    r = register_req(s, spec, user_hash, &built, &ri, err);
     if (r < 0)
         return r;
     if (p->fallback_index >= 0)

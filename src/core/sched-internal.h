@@ -362,6 +362,8 @@ static inline const GpuClass *cls_of(const Sched *s, int c) {
 
 /* inventory.c */
 int sched_user_intern(Sched *s, const char *name, uint32_t *ret);
+/* The same with the name's strmap_hash() known (a submission measures the name anyway). */
+int sched_user_intern_hashed(Sched *s, const char *name, uint32_t hash, uint32_t *ret);
 int sched_user_lookup(const Sched *s, const char *name); /* -1 when unknown */
 static inline bool site_trusts(const Site *st, uint32_t ui) {
     return ui < st->n_trusted_cap && st->trusted[ui];

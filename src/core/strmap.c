@@ -6,13 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint32_t strmap_hash(const char *s) {
-    /* strlen() first: reading a word past the terminator could leave the string's
-     * allocation. */
-    return strmap_hash_len(s, strlen(s));
-}
-
-uint32_t strmap_hash_len(const char *s, size_t n) {
+/* Inlined into every entry point: a lookup by name runs for every request (its user, its
+ * class), and the calls from strmap_get() to strmap_hash() to strmap_hash_len() cost as much
+ * as hashing a short name. */
+static inline __attribute__((always_inline)) uint32_t hash_bytes(const char *s, size_t n) {
     /* Eight bytes a step (ids and names are short, and this runs for every request twice or
      * more), then murmur3's final mix so that ids differing in one digit spread over the
      * table. */
@@ -49,6 +46,16 @@ uint32_t strmap_hash_len(const char *s, size_t n) {
     return (uint32_t)h;
 }
 
+uint32_t strmap_hash(const char *s) {
+    /* strlen() first: reading a word past the terminator could leave the string's
+     * allocation. */
+    return hash_bytes(s, strlen(s));
+}
+
+uint32_t strmap_hash_len(const char *s, size_t n) {
+    return hash_bytes(s, n);
+}
+
 static size_t find_slot(const StrMap *m, const char *key, uint32_t h, bool *found) {
     size_t mask = m->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
@@ -64,11 +71,7 @@ static size_t find_slot(const StrMap *m, const char *key, uint32_t h, bool *foun
     }
 }
 
-bool strmap_get(const StrMap *m, const char *key, uint32_t *ret) {
-    return key && strmap_get_hashed(m, key, strmap_hash(key), ret);
-}
-
-bool strmap_get_hashed(const StrMap *m, const char *key, uint32_t h, uint32_t *ret) {
+static inline bool get_hashed(const StrMap *m, const char *key, uint32_t h, uint32_t *ret) {
     if (!m->cap || !key)
         return false;
     bool found;
@@ -76,6 +79,14 @@ bool strmap_get_hashed(const StrMap *m, const char *key, uint32_t h, uint32_t *r
     if (found && ret)
         *ret = m->slots[i].value;
     return found;
+}
+
+bool strmap_get(const StrMap *m, const char *key, uint32_t *ret) {
+    return key && get_hashed(m, key, hash_bytes(key, strlen(key)), ret);
+}
+
+bool strmap_get_hashed(const StrMap *m, const char *key, uint32_t h, uint32_t *ret) {
+    return get_hashed(m, key, h, ret);
 }
 
 static int grow(StrMap *m) {
