@@ -3,6 +3,7 @@
  * request run (R18); requests no node could ever run are refused at submit unless the user
  * asks to wait for nodes (R18). */
 #include "core-fixture.h"
+#include "core/sentence.h"
 
 #define H100 "nvidia-h100-80gb"
 #define H200 "nvidia-h200-141gb"
@@ -371,4 +372,32 @@ Test(reasons, r18_the_fleet_summary_follows_nodes_that_join_and_leave) {
     fx_release("own"); /* then only the mode is in the way */
     cr_assert_eq(sched_request_decision(fx, "b", &d), 0);
     expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+}
+
+/* A placed decision's sentence spells methods and runtimes as literals (sentence.h, for
+ * speed): they must stay the names the API and the CLI use (sched-names.c), value by value. */
+static void expect_piece(void (*put)(Msg *, int), int v, const char *want) {
+    char buf[64];
+    Msg m = msg_start(buf, sizeof(buf));
+    put(&m, v);
+    msg_end(&m);
+    cr_expect_str_eq(buf, want, "value %d", v);
+}
+static void put_method(Msg *m, int v) {
+    msg_method(m, (Method)v);
+}
+static void put_container_runtime(Msg *m, int v) {
+    msg_container_runtime(m, (ContainerRuntime)v);
+}
+static void put_endpoint_runtime(Msg *m, int v) {
+    msg_endpoint_runtime(m, (EndpointRuntime)v);
+}
+
+Test(reasons, r14_sentences_name_every_method_and_runtime_as_the_name_tables_do) {
+    for (int v = 0; v < _METHOD_MAX; v++)
+        expect_piece(put_method, v, method_to_string((Method)v));
+    for (int v = 1; v < _CONTAINER_RUNTIME_MAX; v++)
+        expect_piece(put_container_runtime, v, container_runtime_to_string((ContainerRuntime)v));
+    for (int v = 1; v < _ENDPOINT_RUNTIME_MAX; v++)
+        expect_piece(put_endpoint_runtime, v, endpoint_runtime_to_string((EndpointRuntime)v));
 }

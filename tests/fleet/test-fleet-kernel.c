@@ -98,6 +98,20 @@ static bool wait_for(Machine *m, const char *obj, const char *key, const char *v
     return false;
 }
 
+/* Poll the node until its agent's first heartbeat arrived (the node shows "agent"): a lab
+ * switch needs an agent that has reported, and registering the GPUs comes before that. */
+static bool agent_reported(Machine *m) {
+    for (int i = 0; i < 200; i++) {
+        json_t *n = node(m);
+        bool ok = json_is_object(json_object_get(n, "agent"));
+        json_decref(n);
+        if (ok)
+            return true;
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
 /* Poll a request until the agent confirmed it runs (state active). */
 static bool request_active(Machine *m, int id) {
     char path[64];
@@ -127,6 +141,7 @@ static void teardown(void) {
 Test(fleet_kernel, r4_r7_r9_switch_rebinds_the_group_checks_reset_and_evicts_before_rebinding,
      .init = setup, .fini = teardown, .timeout = 90) {
     cr_assert(wait_for(&m, "device", "binding", "host"), "the agent did not register its GPU");
+    cr_assert(agent_reported(&m), "the agent sent no heartbeat");
     cr_assert_eq(fake_kernel_control(&m.k, "reset " GPU " ok"), 0);
     long st = ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
                       "{\"mode\":\"vm-passthrough\",\"gpu\":\"" GPU "\"}", NULL);
@@ -176,6 +191,7 @@ static void die_after_unbind(const char *bdf, JournalStep step, void *userdata) 
 Test(fleet_kernel, r4_r7_agent_killed_mid_rebind_recovers_from_its_journal_and_finishes_the_switch,
      .init = setup, .fini = teardown, .timeout = 90) {
     cr_assert(wait_for(&m, "device", "binding", "host"), "the agent did not register its GPU");
+    cr_assert(agent_reported(&m), "the agent sent no heartbeat");
     kill(m.agent, SIGKILL);
     waitpid(m.agent, NULL, 0);
     m.agent = 0;
