@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "drivers/cdi.h"
 #include "util/macro.h"
@@ -396,11 +397,22 @@ static int engine_status(Driver *d, const char *id, WorkloadState *ret, Error *e
     _cleanup_free_ char *path = strprintf("/containers/" DRIVER_NAME_PREFIX "%s/json", id);
     long status = 0;
     json_t *j = NULL;
-    int r = path ? http(e, "GET", path, NULL, e->timeout_s, NULL, &status, &j, err) : -ENOMEM;
-    if (r < 0)
-        return r;
+    const char *m = NULL;
+    /* Podman answers 500 when the container's process exits while it inspects it ("read
+     * /proc/PID/cgroup: no such process"): a look a moment later sees the exited state, so
+     * an engine error is retried twice before it is the caller's. */
+    for (int attempt = 0;; attempt++) {
+        int r = path ? http(e, "GET", path, NULL, e->timeout_s, NULL, &status, &j, err) : -ENOMEM;
+        if (r < 0)
+            return r;
+        m = json_string_value(json_object_get(j, "message"));
+        if (status < 500 || (m && strstr(m, "no such container")) || attempt == 2)
+            break;
+        json_decref(j);
+        j = NULL;
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
     /* Podman answers 500 "no such container" for one removed while it looks it up. */
-    const char *m = json_string_value(json_object_get(j, "message"));
     if (status == 404 || (status >= 500 && m && strstr(m, "no such container"))) {
         json_decref(j);
         *ret = (WorkloadState){.status = WORKLOAD_ABSENT};
@@ -414,7 +426,7 @@ static int engine_status(Driver *d, const char *id, WorkloadState *ret, Error *e
         json_decref(j);
         return error_set(err, -EIO, "cannot inspect the container of request %s: %s", id, msg);
     }
-    r = engine_state_from_inspect(j, ret, NULL, err);
+    int r = engine_state_from_inspect(j, ret, NULL, err);
     json_decref(j);
     return r;
 }
