@@ -89,11 +89,22 @@ json_int_t fleet_last_seen_ms(TestServer *ts, const char *node) {
     return v;
 }
 
-json_int_t fleet_await_heartbeat(TestServer *ts, const char *node, json_int_t before) {
-    json_int_t seen = before;
-    for (int i = 0; i < 1200 && (seen = fleet_last_seen_ms(ts, node)) == before; i++)
-        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-    cr_assert_neq(seen, before, "no heartbeat of %s came in", node);
+json_int_t fleet_await_heartbeat(TestServer *ts, const char *node, int interval_s) {
+    char path[96];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
+    json_int_t seen = 0;
+    for (int i = 0; i < 1200 && !seen; i++) {
+        json_t *j = NULL;
+        long st = ts_call(ts, ts->admin, "GET", path, NULL, &j);
+        cr_assert(st == 200 || st == 404, "GET %s: %ld", path, st); /* 404: not registered yet */
+        json_t *rec = json_object_get(j, "agent");
+        if (json_integer_value(json_object_get(rec, "heartbeat_s")) == interval_s)
+            seen = json_integer_value(json_object_get(rec, "last_seen_ms"));
+        json_decref(j);
+        if (!seen)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    cr_assert_neq(seen, 0, "no heartbeat every %d s of %s came in", interval_s, node);
     return seen;
 }
 

@@ -38,9 +38,11 @@ pid_t fleet_spawn_h100_agent(const char *url, const char *token, const char *nam
                              const char *state_dir, const char *heartbeat);
 /* The node's last heartbeat (agent.last_seen_ms, server clock), 0 while none or unregistered. */
 json_int_t fleet_last_seen_ms(TestServer *ts, const char *node);
-/* Wait (generous deadline) until the node's last_seen_ms moves from `before`: an agent's
- * heartbeat is in. Returns the new last_seen_ms. */
-json_int_t fleet_await_heartbeat(TestServer *ts, const char *node, json_int_t before);
+/* Wait (generous deadline) until the node's agent record shows heartbeat interval
+ * `interval_s`, which only a heartbeat sets (an agent's start pushes its node first, which
+ * also marks it seen): an agent started with a new interval has beaten once. Returns the
+ * node's last_seen_ms then. */
+json_int_t fleet_await_heartbeat(TestServer *ts, const char *node, int interval_s);
 /* (Re)start one agent process on its existing state folder. */
 void fleet_agent_start(Fleet *f, int i);
 /* SIGKILL (hard) or SIGTERM one agent and wait for it. */
