@@ -334,6 +334,29 @@ static int check_gang_share(const Sched *s, Error *err) {
                             "a class's waiting GPUs or gang reservations are miscounted");
 }
 
+/* A walk memo still in force (queue.c) must be right: a walk with its room would pass every
+ * waiter it meets over for its count, the FIFO's first WALK_MISS_LIMIT or, where the memo's
+ * walk reached the end, all of them. */
+static int check_walk_memos(const Sched *s, Error *err) {
+    for (size_t key = 0; key < s->cat->n_classes + 2; key++) {
+        const WalkMemo *m = &s->walk_memo[key];
+        if (!m->room || m->seen_front != m->front_gen || (!m->full && m->seen_tail != m->tail_gen))
+            continue;
+        unsigned met = 0;
+        for (uint32_t ri = s->cq_head[key]; ri != NIL && met < WALK_MISS_LIMIT; met++) {
+            const Req *r = &s->reqs[ri];
+            if (r->count <= m->room || r->expired)
+                return error_set(err, -EUCLEAN,
+                                 "a queue walk memo would skip request '%s', which fits it",
+                                 req_id(r));
+            ri = r->cq.next;
+        }
+        if (m->full && met < WALK_MISS_LIMIT)
+            return error_set(err, -EUCLEAN, "a queue walk memo counts waiters that are gone");
+    }
+    return 0;
+}
+
 static int check_requests(const Sched *s, Error *err) {
     if (check_req_map(s, err) < 0)
         return -EUCLEAN;
@@ -381,7 +404,7 @@ static int check_requests(const Sched *s, Error *err) {
     for (size_t i = 0; i < s->n_reqs; i++)
         placed += s->reqs[i].used && s->reqs[i].placed;
     int ret = check_gang_share(s, err);
-    if (ret < 0)
+    if (ret < 0 || (ret = check_walk_memos(s, err)) < 0)
         return ret;
     if (prev != s->q_tail || waiting != s->n_waiting || placed + waiting != live ||
         live != s->n_live_reqs || live != s->req_map.n)

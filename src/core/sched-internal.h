@@ -31,6 +31,28 @@ typedef struct GangShare {
     uint32_t wait_gpus, gang_gpus, reserved;
 } GangShare;
 
+/* How many waiters in a row that do not fit a walk looks at in one FIFO before it stops:
+ * attempts there are O(1), but a long queue of gangs must not make a release O(queue). The
+ * rest are reconsidered at the next change of that node. */
+#define WALK_MISS_LIMIT 64
+
+/* Per first-choice FIFO key: what the last queue walk of it that tried nobody learnt, so that
+ * the next walks on nodes with no more room skip it (queue.c: walk_fifo_list()). After a
+ * one-GPU release most walks meet only gangs in a FIFO's first WALK_MISS_LIMIT waiters, pass
+ * them all and stop; a walk with no more room would pass the same waiters while they stay. */
+typedef struct WalkMemo {
+    /* Changes of the FIFO: front_gen counts those that may touch its first waiters (a
+     * removal, an insertion before its tail, a waiter's fallbacks opening), tail_gen the
+     * insertions at its tail. */
+    uint64_t front_gen, tail_gen;
+    /* The walk that passed everyone it met: the generations it saw, its room (0: no memo),
+     * and whether it stopped at its miss limit, not at the FIFO's end (then an insertion at
+     * the tail is beyond what it met). */
+    uint64_t seen_front, seen_tail;
+    uint32_t room;
+    bool full;
+} WalkMemo;
+
 typedef struct Site {
     char *name;
     SiteKind kind;
@@ -341,6 +363,7 @@ struct Sched {
     size_t fen_size; /* a power of two; seqs are in [seq_base, seq_base + fen_size) */
     uint64_t seq_base;
     GangShare *gang_share; /* per FIFO key, like cq_head */
+    WalkMemo *walk_memo;   /* per FIFO key, like cq_head */
     /* No reservation was ever made by a request of a later arrival seq than this, so that a
      * search for a newer request knows every held node is closed to it (reserved_against())
      * from PoolLink.held alone. Only grows: a bound, not the exact maximum. */

@@ -29,6 +29,7 @@ Sched *sched_new(const Catalog *catalog) {
     s->cq_head = malloc((nc + 2) * sizeof(uint32_t));
     s->cq_tail = malloc((nc + 2) * sizeof(uint32_t));
     s->gang_share = calloc(nc + 2, sizeof(GangShare));
+    s->walk_memo = calloc(nc + 2, sizeof(WalkMemo));
     s->by_memory = malloc(MAX(nc, 1) * sizeof(int));
     s->mig_rank = calloc(_MIG_SHAPE_MAX, sizeof(*s->mig_rank));
     s->slices_of = calloc(MAX(nc, 1), sizeof(int *));
@@ -40,7 +41,7 @@ Sched *sched_new(const Catalog *catalog) {
     s->class_name_len = calloc(MAX(nc, 1), sizeof(size_t));
     if (!s->class_name_len || !s->class_list || !s->class_cells || !s->class_list_cap ||
         !s->class_nodes || !s->class_blocked || !s->mig || !s->cq_head || !s->cq_tail ||
-        !s->gang_share || !s->by_memory || !s->mig_rank || !s->slices_of) {
+        !s->gang_share || !s->walk_memo || !s->by_memory || !s->mig_rank || !s->slices_of) {
         sched_free(s);
         return NULL;
     }
@@ -116,6 +117,7 @@ void sched_free(Sched *s) {
     free(s->cq_head);
     free(s->cq_tail);
     free(s->gang_share);
+    free(s->walk_memo);
     free(s->sites);
     for (size_t i = 0; i < s->n_users; i++) {
         free(s->users[i].name);

@@ -429,3 +429,58 @@ Test(indexes, r13_an_older_fallback_uses_a_node_held_for_a_younger_gang) {
     cr_assert_eq(old.placement.fallback_index, 0);
     cr_assert_eq(decision_of("young").kind, DECISION_WAITING);
 }
+
+/* A gang of nine H100s that waits for a node that may join (R18): no node of the fleet holds
+ * it, so it reserves none and every walk passes it over. */
+static void waiting_big_gang(const char *id) {
+    Decision d = fx_req(.id = id, .user = "alice", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 9, .wait_for_nodes = true);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+}
+
+/* n1 (8 H100s) full of one-GPU requests p1..p8. */
+static void full_h100_node(void) {
+    trusted_dc("alice");
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    char id[8];
+    for (int i = 1; i <= 8; i++) {
+        snprintf(id, sizeof(id), "p%d", i);
+        cr_assert_eq(container(id, "alice", 1).kind, DECISION_PLACED);
+    }
+}
+
+/* A walk that passed every waiter of a FIFO over is remembered (WalkMemo), so that the next
+ * release with no more room skips the FIFO: a waiter that joined the FIFO's tail since must
+ * still be tried, since that walk reached the FIFO's end. */
+Test(indexes, r13_a_walk_that_tried_nobody_still_tries_a_waiter_that_joined_since) {
+    full_h100_node();
+    waiting_big_gang("big");
+    fx_release("p1"); /* a walk with one free GPU passes "big" over */
+    cr_assert_eq(container("y", "alice", 1).kind, DECISION_PLACED);
+    cr_assert_eq(container("z", "alice", 1).kind, DECISION_WAITING);
+    fx_release("p2");
+    cr_assert_eq(decision_of("z").kind, DECISION_PLACED);
+}
+
+/* The same after the walk stopped at its miss limit: 64 gangs ahead of "z" were passed over
+ * and "z" not met. Once one of them is cancelled, "z" is within the limit and the next
+ * release must try it, not skip the FIFO as remembered. */
+Test(indexes, r13_a_walk_that_stopped_at_its_miss_limit_reaches_further_once_a_waiter_left) {
+    full_h100_node();
+    char id[8];
+    for (int i = 0; i < 64; i++) {
+        snprintf(id, sizeof(id), "big%d", i);
+        waiting_big_gang(id);
+    }
+    fx_release("p1"); /* one free GPU: room for "z", which is not waiting yet */
+    cr_assert_eq(container("y", "alice", 1).kind, DECISION_PLACED);
+    cr_assert_eq(container("z", "alice", 1).kind, DECISION_WAITING);
+    fx_release("p2"); /* the walk passes 64 gangs over and stops before "z" */
+    cr_assert_eq(decision_of("z").kind, DECISION_WAITING);
+    cr_assert_eq(container("w", "alice", 1).kind, DECISION_PLACED); /* p2's GPU, "z" missed */
+    fx_release("big0");
+    fx_release("p3");
+    cr_assert_eq(decision_of("z").kind, DECISION_PLACED,
+                 "a walk skipped the FIFO as remembered after a waiter left its front");
+}
