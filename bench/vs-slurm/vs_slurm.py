@@ -194,19 +194,25 @@ def run_einsora(stream, args, heartbeat, root):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.abspath(os.path.join(here, "..", ".."))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--einsora", default=os.path.join(repo, "build/release/src/cli/einsora"))
-    ap.add_argument("--fake-nvml", default=os.path.join(repo, "build/release/tests/agent/libnvidia-ml.so.1"))
-    ap.add_argument("--catalog", default=os.path.join(repo, "data/catalog.yaml"))
-    ap.add_argument("--fixtures", default=os.path.join(repo, "tests/fixtures/machines"))
-    ap.add_argument("--one-gpu", type=int, default=2000)
-    ap.add_argument("--eight-gpu", type=int, default=200)
-    ap.add_argument("--hold", type=float, default=2.0)
-    ap.add_argument("--submitters", type=int, default=4)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--einsora", default=os.path.join(repo, "build/release/src/cli/einsora"),
+                    help="the einsora binary (control plane and agents)")
+    ap.add_argument("--fake-nvml", default=os.path.join(repo, "build/release/tests/agent/libnvidia-ml.so.1"),
+                    help="the fake NVML library the agents load for their fixture GPUs")
+    ap.add_argument("--catalog", default=os.path.join(repo, "data/catalog.yaml"),
+                    help="the GPU class catalog the control plane loads")
+    ap.add_argument("--fixtures", default=os.path.join(repo, "tests/fixtures/machines"),
+                    help="the fixture machines (sysfs trees) the agents discover")
+    ap.add_argument("--one-gpu", type=int, default=2000, help="one-GPU jobs in the stream")
+    ap.add_argument("--eight-gpu", type=int, default=200, help="eight-GPU jobs in the stream")
+    ap.add_argument("--hold", type=float, default=2.0, help="seconds each job holds its GPUs")
+    ap.add_argument("--submitters", type=int, default=4, help="concurrent submitting clients per system")
     ap.add_argument("--heartbeats", default="1,10", help="Einsora agent heartbeats to run, comma-separated")
-    ap.add_argument("--systems", default="slurm-stock,slurm-tuned,einsora")
+    ap.add_argument("--systems", default="slurm-stock,slurm-tuned,einsora",
+                    help="systems to run, comma-separated (einsora alone needs no Slurm)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds a system may take for the stream")
-    ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--seed", type=int, default=18, help="seed of the stream's order of jobs")
     ap.add_argument("--dump", metavar="DIR", help="write each Einsora run's per-request timeline (JSON) there")
     args = ap.parse_args()
     systems = args.systems.split(",")
