@@ -1,5 +1,5 @@
-/* queue.c: the Sched's lifecycle, requests (submit, restore, release), the FIFO queue with
- * backfill and fallback deadlines (R13), and the decisions shown to users. */
+/* queue.c: requests (submit, restore, release), the FIFO queue with backfill and fallback
+ * deadlines (R13), and the walks that place waiters when a node frees room. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,275 +18,6 @@ static void check_now(const Sched *s) {
         fprintf(stderr, "sched invariant violated: %s\n", e.message);
         abort();
     }
-}
-
-/* ---- decisions ---- */
-
-static const char *choice_name(const Sched *s, int c) {
-    if (c == CHOICE_CPU)
-        return "cpu";
-    if (c == CHOICE_MEMORY)
-        return "a class with enough memory";
-    return s->cat->classes[c].name;
-}
-
-static const char *reason_sentence(SchedReason r) {
-    return reason_text(r).s;
-}
-
-static void refuse(Decision *d, SchedReason why, const char *subject) {
-    if (!d)
-        return;
-    *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
-    Msg m = msg_start(d->message, sizeof(d->message));
-    msg_put(&m, "refused (");
-    msg_put(&m, strempty(subject));
-    msg_put(&m, "): ");
-    msg_text(&m, reason_text(why));
-    msg_end(&m);
-}
-
-/* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
-static void refuse_never(Decision *d, SchedReason why, const char *subject) {
-    if (!d)
-        return;
-    *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
-    Msg m = msg_start(d->message, sizeof(d->message));
-    msg_put(&m, "refused (");
-    msg_put(&m, strempty(subject));
-    msg_put(&m, "), no node could ever run it: ");
-    msg_text(&m, reason_text(why));
-    msg_put(&m, "; ask with wait_for_nodes to wait for nodes that may join (R18)");
-    msg_end(&m);
-}
-
-static void fill_placement(const Sched *s, const Req *r, Placement *p) {
-    *p = (Placement){
-            .node = s->nodes[r->node].name,
-            .class_name = r->pcls >= 0 ? s->cat->classes[r->pcls].name : "cpu",
-            .class_index = r->pcls,
-            .method = r->method,
-            .container_runtime = r->crt,
-            .endpoint_runtime = r->ert,
-            .n_devices = r->n_dev,
-            .mig_start = r->mig_start,
-            .mig_slots = r->mig_slots,
-            .cpu_cores = r->cores,
-            .memory_gb = r->mem,
-            .fallback_index = r->fb_index,
-    };
-    for (unsigned i = 0; i < r->n_dev; i++)
-        p->devices[i] = r->devs[i];
-}
-
-/* Queue positions in O(log n): a Fenwick tree counts the waiting requests by arrival seq.
- * The position is exact while the FIFO follows arrival order, which it does except for
- * requests restored with older submission times (then it is the arrival rank). */
-static void fen_add_raw(Sched *s, size_t i, int32_t delta) {
-    for (i++; i <= s->fen_size; i += i & (~i + 1))
-        s->fen[i - 1] += (uint32_t)delta;
-}
-
-static int fen_rebuild(Sched *s) {
-    uint64_t base = s->next_seq, top = s->next_seq;
-    for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next)
-        base = MIN(base, s->reqs[ri].seq);
-    size_t size = 64;
-    while (size < 2 * (top - base + 1))
-        size *= 2;
-    uint32_t *nf = calloc(size, sizeof(uint32_t));
-    if (!nf)
-        return -ENOMEM;
-    free(s->fen);
-    s->fen = nf;
-    s->fen_size = size;
-    s->seq_base = base;
-    for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next)
-        fen_add_raw(s, s->reqs[ri].seq - base, 1);
-    return 0;
-}
-
-/* Called after the FIFO changed: a rebuild already counts the change. */
-static void fen_add(Sched *s, uint64_t seq, int32_t delta) {
-    if (!s->fen || seq < s->seq_base || seq - s->seq_base >= s->fen_size) {
-        (void)fen_rebuild(
-                s); /* on failure positions degrade to estimates; placement is unaffected */
-        return;
-    }
-    fen_add_raw(s, seq - s->seq_base, delta);
-}
-
-static size_t queue_position(const Sched *s, uint32_t ri) {
-    uint64_t seq = s->reqs[ri].seq;
-    if (!s->fen || seq < s->seq_base || seq - s->seq_base >= s->fen_size)
-        return s->n_waiting;
-    size_t k = 0;
-    for (size_t i = seq - s->seq_base + 1; i > 0; i -= i & (~i + 1))
-        k += s->fen[i - 1];
-    return k;
-}
-
-/* Why a waiting request waits now (R18: what, removed, would let it run), given what
- * feasible_reason() says of it. */
-static SchedReason diagnose_waiting(const Sched *s, const Req *r, SchedReason never) {
-    if (never)
-        return never; /* only a request that asked to wait for nodes gets here */
-    if (r->choice == CHOICE_MEMORY)
-        return SCHED_REASON_NO_CAPACITY;
-    return place_diagnose(s, r, r->choice);
-}
-
-static SchedReason waiting_reason(const Sched *s, const Req *r) {
-    return diagnose_waiting(s, r, feasible_reason(s, r, r->user));
-}
-
-/* fresh: find the waiting reason again (a later look); else the one found at submission. */
-static void decide(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d) {
-    const Req *r = &s->reqs[ri];
-    /* Field by field, not `*d = (Decision){...}`: that would also clear the message buffer,
-     * which the sentence below overwrites (and terminates) anyway. */
-    if (r->placed) {
-        d->kind = DECISION_PLACED;
-        d->reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE;
-        d->queue_position = 0;
-        fill_placement(s, r, &d->placement);
-        const Placement *p = &d->placement;
-        /* "placed on NODE: WHERE, CLASS by METHOD[ under CRT][, endpoint runs ERT][ (fallback...)]"
-         */
-        Msg m = msg_start(d->message, sizeof(d->message));
-        msg_put(&m, "placed on ");
-        msg_putn(&m, p->node, s->nodes[r->node].name_len);
-        msg_put(&m, ":");
-        if (p->method == METHOD_MIG) {
-            msg_put(&m, " device ");
-            msg_uint(&m, p->devices[0]);
-            msg_put(&m, " slots ");
-            msg_uint(&m, p->mig_start);
-            msg_put(&m, "-");
-            msg_uint(&m, p->mig_start + p->mig_slots - 1);
-        } else if (p->method == METHOD_CPU) {
-            msg_put(&m, " ");
-            msg_uint(&m, p->cpu_cores);
-            msg_put(&m, " cores");
-        } else if (p->n_devices) {
-            msg_put(&m, " ");
-            msg_uint(&m, p->n_devices);
-            msg_put(&m, p->n_devices > 1 ? " GPUs" : " GPU");
-        }
-        msg_put(&m, ", ");
-        if (r->pcls >= 0)
-            msg_putn(&m, p->class_name, s->class_name_len[r->pcls]);
-        else
-            msg_put(&m, p->class_name);
-        msg_put(&m, " by ");
-        msg_method(&m, p->method);
-        if (p->container_runtime) {
-            msg_put(&m, " under ");
-            msg_container_runtime(&m, p->container_runtime);
-        }
-        if (p->endpoint_runtime) {
-            msg_put(&m, ", endpoint runs ");
-            msg_endpoint_runtime(&m, p->endpoint_runtime);
-        }
-        if (r->fb_index >= 0)
-            msg_put(&m, " (fallback after the wait, R13)");
-        msg_end(&m);
-        return;
-    }
-    /* The reason as of now, not as of submission: nodes, capacity and modes have moved. */
-    SchedReason why = fresh ? waiting_reason(s, r) : r->reason;
-    d->kind = DECISION_WAITING;
-    d->reason = why;
-    d->queue_position = with_position ? queue_position(s, ri) : 0;
-    d->placement = (Placement){0};
-    Msg m = msg_start(d->message, sizeof(d->message));
-    msg_put(&m, "waiting for ");
-    if (r->choice >= 0)
-        msg_putn(&m, s->cat->classes[r->choice].name, s->class_name_len[r->choice]);
-    else
-        msg_put(&m, choice_name(s, r->choice));
-    msg_put(&m, ": ");
-    msg_text(&m, reason_text(why));
-    msg_end(&m);
-}
-
-/* The index of the live request with this id: true and *ret, or false. */
-static bool req_lookup(const Sched *s, const char *id, uint32_t *ret) {
-    size_t len = id ? strnlen(id, SCHED_ID_MAX) : SCHED_ID_MAX;
-    if (len >= SCHED_ID_MAX)
-        return false; /* no request has such an id */
-    uint32_t ri = reqmap_find(&s->req_map, s->reqs, id, len, strmap_hash_len(id, len));
-    if (ri == NIL)
-        return false;
-    *ret = ri;
-    return true;
-}
-
-int sched_request_decision(const Sched *s, const char *id, Decision *ret) {
-    uint32_t ri;
-    if (!req_lookup(s, id, &ri))
-        return -ENOENT;
-    decide(s, ri, true, true, ret);
-    return 0;
-}
-
-int sched_request_placement(const Sched *s, const char *id, Placement *ret) {
-    uint32_t ri;
-    if (!req_lookup(s, id, &ri))
-        return -ENOENT;
-    if (!s->reqs[ri].placed)
-        return -EAGAIN;
-    fill_placement(s, &s->reqs[ri], ret);
-    return 0;
-}
-
-int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
-    uint32_t ri;
-    if (!req_lookup(s, id, &ri))
-        return -ENOENT;
-    const Req *r = &s->reqs[ri];
-    *ret = (RequestSpec){
-            .id = req_id(r),
-            .user = s->users[r->user].name,
-            .kind = r->kind,
-            .guest = r->guest,
-            .class_name = r->choice == CHOICE_MEMORY ? NULL : choice_name(s, r->choice),
-            .memory_gb = r->memory_gb,
-            .count = r->count,
-            .share = r->share,
-            .fallback = r->n_fb ? r->fb_names : NULL,
-            .n_fallback = r->n_fb,
-            .wait_s = (r->deadline - r->submitted) / s->units_per_second,
-            .submitted = r->submitted,
-            .runtime = r->runtime,
-            .wait_for_nodes = r->wait_for_nodes,
-    };
-    if (!r->n_fb)
-        ret->wait_s = 0;
-    return 0;
-}
-
-size_t sched_request_count(const Sched *s) {
-    return s->n_live_reqs;
-}
-
-size_t sched_waiting_count(const Sched *s) {
-    return s->n_waiting;
-}
-
-const char *sched_waiting_at(const Sched *s, size_t i) {
-    for (uint32_t ri = s->q_head; ri != NIL; ri = s->reqs[ri].q.next)
-        if (i-- == 0)
-            return req_id(&s->reqs[ri]);
-    return NULL;
-}
-
-uint64_t sched_next_deadline(const Sched *s) {
-    /* Exact (not the cached lower bound), for callers that sleep until it. */
-    uint64_t best = UINT64_MAX;
-    for (uint32_t ri = s->dq_head; ri != NIL; ri = s->reqs[ri].dq.next)
-        best = MIN(best, s->reqs[ri].deadline);
-    return best;
 }
 
 /* ---- requests ---- */
@@ -430,7 +161,7 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
             why = policy_refusal(s, r, r->fb[i]);
         if (why)
             return why;
-        r->fb_names[i] = choice_name(s, r->fb[i]);
+        r->fb_names[i] = decision_choice_name(s, r->fb[i]);
     }
     return SCHED_REASON_NONE;
 }
@@ -550,7 +281,7 @@ static bool gang_may_reserve(const Sched *s, int c) {
 static void queue_insert(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
     fifo_insert(s, q_of, &s->q_head, &s->q_tail, ri);
-    fen_add(s, r->seq, 1);
+    queue_positions_add(s, r->seq, 1);
     r->qkey = qkey_of(s, r);
     fifo_insert(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
     if (s->cq_tail[r->qkey] == ri)
@@ -604,7 +335,7 @@ static void reserve_next_gang(Sched *s, int c) {
 static uint32_t queue_remove(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
     fifo_remove(s, q_of, &s->q_head, &s->q_tail, ri);
-    fen_add(s, r->seq, -1);
+    queue_positions_add(s, r->seq, -1);
     fifo_remove(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
     s->walk_memo[r->qkey].front_gen++;
     gang_share_count(s, r, -1);
@@ -638,7 +369,7 @@ static void placed_from_queue(Sched *s, uint32_t ri) {
     queue_remove(s, ri);
     if (s->on_placed) {
         Decision d;
-        decide(s, ri, false, false, &d);
+        decision_of(s, ri, false, false, &d);
         s->on_placed(s->on_placed_data, req_id(&s->reqs[ri]), &d);
     }
 }
@@ -816,7 +547,7 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
     SchedReason why = req_build(s, spec, &s->reqs[ri], &subject, &user_hash);
     if (why) {
         req_unslot(s, ri, free_before);
-        refuse(ret, why, why == SCHED_REASON_DUPLICATE ? spec->id : subject);
+        decision_refuse(ret, why, why == SCHED_REASON_DUPLICATE ? spec->id : subject);
         return 0;
     }
     int r = register_in_place(s, spec, user_hash, ri, err);
@@ -832,17 +563,17 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
         feasible_prepare(s);
         SchedReason never = feasible_reason(s, q, q->user);
         if (never && !q->wait_for_nodes) {
-            refuse_never(ret, never, spec->class_name ? spec->class_name : spec->id);
+            decision_refuse_never(ret, never, spec->class_name ? spec->class_name : spec->id);
             req_drop(s, ri);
             check_now(s);
             return 0;
         }
-        q->reason = diagnose_waiting(s, q, never);
+        q->reason = decision_waiting_reason(s, q, never);
         queue_insert(s, ri);
         maybe_reserve(s, ri);
     }
     if (ret)
-        decide(s, ri, true, false, ret);
+        decision_of(s, ri, true, false, ret);
     check_now(s);
     return 0;
 }
@@ -854,7 +585,7 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
     SchedReason why = req_build(s, spec, &built, &subject, &user_hash);
     if (why)
         return error_set(err, -EINVAL, "request '%s' cannot be restored: %s",
-                         strempty(spec ? spec->id : NULL), reason_sentence(why));
+                         strempty(spec ? spec->id : NULL), reason_text(why).s);
     if (!p || !p->node || !p->class_name)
         return error_set(err, -EINVAL, "request '%s': the placement names no node or class",
                          spec->id);

@@ -468,6 +468,23 @@ void mig_prefs_build(Sched *s);
 /* queue.c */
 /* Offer capacity that grew on node ni to the waiting requests that could use it. */
 void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
+/* decision.c */
+/* The name a request's choice c goes by: its class, "cpu" or the memory need's. */
+const char *decision_choice_name(const Sched *s, int c);
+/* A refusal (why, of `subject`: the request, or the part of it refused) into d, if any. */
+void decision_refuse(Decision *d, SchedReason why, const char *subject);
+/* The same for what no node of the fleet could ever run (R18), saying how to wait anyway. */
+void decision_refuse_never(Decision *d, SchedReason why, const char *subject);
+/* What request ri is told now: placed where, or waiting why (fresh: found again, else the
+ * reason found at submission) and, with_position, where in the queue. */
+void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d);
+/* Why r waits, given what feasible_reason() said of it (R18). */
+SchedReason decision_waiting_reason(const Sched *s, const Req *r, SchedReason never);
+/* Counts a waiting request of arrival seq in (delta 1) or out (-1) of the queue positions,
+ * after the FIFO changed. */
+void queue_positions_add(Sched *s, uint64_t seq, int32_t delta);
+/* The index of the live request with this id: true and *ret, or false. */
+bool req_lookup(const Sched *s, const char *id, uint32_t *ret);
 /* inventory.c */
 int site_alloc_pools(Sched *s, Site *st);
 /* After a change on node ni: re-file it, offer grown capacity to the queue, check. */
