@@ -284,10 +284,9 @@ static void queue_insert(Sched *s, uint32_t ri) {
     queue_positions_add(s, r->seq, 1);
     r->qkey = qkey_of(s, r);
     fifo_insert(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
-    if (s->cq_tail[r->qkey] == ri)
-        s->walk_memo[r->qkey].tail_gen++;
-    else
-        s->walk_memo[r->qkey].front_gen++;
+    WalkMemo *memo = &s->walk_memo[r->qkey];
+    if (s->cq_tail[r->qkey] != ri || !memo->full) /* within what the memo's walk met */
+        memo->room = 0;
     gang_share_count(s, r, 1);
     if (r->n_fb && r->deadline < s->min_deadline)
         s->min_deadline = r->deadline;
@@ -337,7 +336,7 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
     fifo_remove(s, q_of, &s->q_head, &s->q_tail, ri);
     queue_positions_add(s, r->seq, -1);
     fifo_remove(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
-    s->walk_memo[r->qkey].front_gen++;
+    s->walk_memo[r->qkey].room = 0;
     gang_share_count(s, r, -1);
     if (r->in_xq)
         fifo_remove(s, xq_of, &s->xq_head, &s->xq_tail, ri);
@@ -416,18 +415,10 @@ static bool surely_misses(const Sched *s, const Req *r, uint32_t ni, const unsig
     return pool_free[vfio ? BINDING_VFIO : BINDING_HOST] < r->count;
 }
 
-/* Whether a walk of FIFO key on a node with `room` would pass every waiter it meets over for
- * its count, as an earlier walk with at least that room did (WalkMemo). */
-static bool walk_memo_passes_all(const Sched *s, int key, unsigned room) {
-    const WalkMemo *m = &s->walk_memo[key];
-    return room <= m->room && m->seen_front == m->front_gen &&
-           (m->full || m->seen_tail == m->tail_gen);
-}
-
 static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uint32_t head) {
     unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key), pool_free[2];
-    if (!xq && walk_memo_passes_all(s, key, room))
-        return;
+    if (!xq && room <= s->walk_memo[key].room)
+        return; /* it would pass every waiter it meets over, as a walk with that room did */
     bool whole = !xq && place_whole_free(s, ni, key, pool_free), tried = false;
     uint32_t ri = head;
     for (uint32_t next; ri != NIL && room && misses < WALK_MISS_LIMIT; ri = next) {
@@ -453,12 +444,7 @@ static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key
         }
     }
     if (!xq && !tried && room) /* it passed everyone it met over for its count: remember */
-        s->walk_memo[key] = (WalkMemo){.front_gen = s->walk_memo[key].front_gen,
-                                       .tail_gen = s->walk_memo[key].tail_gen,
-                                       .seen_front = s->walk_memo[key].front_gen,
-                                       .seen_tail = s->walk_memo[key].tail_gen,
-                                       .room = room,
-                                       .full = ri != NIL};
+        s->walk_memo[key] = (WalkMemo){.room = room, .full = ri != NIL};
 }
 
 /* Most FIFOs of a node's classes (MIG slices, ...) are empty: the test is inlined in the
@@ -680,7 +666,7 @@ int sched_tick(Sched *s, uint64_t now) {
         fifo_remove(s, dq_of, &s->dq_head, &s->dq_tail, ri);
         r->in_dq = false;
         r->expired = true; /* a walk no longer passes it over for its count */
-        s->walk_memo[r->qkey].front_gen++;
+        s->walk_memo[r->qkey].room = 0;
         r->in_xq = true;
         fifo_insert(s, xq_of, &s->xq_head, &s->xq_tail, ri);
     }

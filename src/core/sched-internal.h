@@ -41,15 +41,12 @@ typedef struct GangShare {
  * one-GPU release most walks meet only gangs in a FIFO's first WALK_MISS_LIMIT waiters, pass
  * them all and stop; a walk with no more room would pass the same waiters while they stay. */
 typedef struct WalkMemo {
-    /* Changes of the FIFO: front_gen counts those that may touch its first waiters (a
-     * removal, an insertion before its tail, a waiter's fallbacks opening), tail_gen the
-     * insertions at its tail. */
-    uint64_t front_gen, tail_gen;
-    /* The walk that passed everyone it met: the generations it saw, its room (0: no memo),
-     * and whether it stopped at its miss limit, not at the FIFO's end (then an insertion at
-     * the tail is beyond what it met). */
-    uint64_t seen_front, seen_tail;
+    /* The room of the walk that passed everyone it met (0: no memo). A change that may touch
+     * the FIFO's first waiters (a removal, an insertion before its tail, a waiter's fallbacks
+     * opening) clears it, and so does an insertion at the tail unless `full`. */
     uint32_t room;
+    /* That walk stopped at its miss limit, not at the FIFO's end: the tail is beyond what it
+     * met. */
     bool full;
 } WalkMemo;
 
