@@ -54,6 +54,8 @@ static bool event_is(Fleet *f, const void *arg) {
     return fleet_has_event(f, e->type, e->object);
 }
 
+/* An event becomes visible once its transaction committed, which may be after a GET already
+ * shows the change it records (the server's state is read before the commit): wait for it. */
 static void wait_event(Fleet *f, const char *type, const char *object, int ms) {
     EventIs e = {type, object};
     cr_assert(fleet_wait(f, event_is, &e, ms), "no event %s %s", type, object ? object : "");
@@ -124,7 +126,7 @@ Test(fleet, r1_r6_r8_six_agents_register_every_kind_of_machine) {
     cr_expect_eq(capacity(f, "nvidia-rtx-4090", "vm", "total"), 1);
     CapIs c = {"nvidia-rtx-4090", "vm", "free", 1};
     cr_assert(fleet_wait(f, cap_is, &c, 10000), "the RTX 4090 never passed its reset check (R9)");
-    cr_expect(fleet_has_event(f, "gpu.reset-checked", NULL));
+    wait_event(f, "gpu.reset-checked", NULL, 10000);
     /* R8: the 4090 machine's APU matches no class and is shown, not dropped. */
     json_t *caps = get(f, "/v1/capacity");
     cr_expect_geq(json_integer_value(json_object_get(caps, "unclassified")), 1);
@@ -260,7 +262,7 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
     wait_node(f, "dc1-h100", true, "step", "done", 5000);
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "mode", "vm-passthrough"));
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "cordoned", "false"));
-    cr_expect(fleet_has_event(f, "node.relabeled", "dc1-h100"));
+    wait_event(f, "node.relabeled", "dc1-h100", 10000);
     cr_expect_eq(capacity(f, "nvidia-h100-80gb", "vm", "total"), 8);
 
     /* R7: the lab 4090 runs a VM; switching it to containers with --drain evict stops the VM,
@@ -339,7 +341,7 @@ Test(fleet, agent_loss_makes_node_unreachable_and_keeps_its_allocations) {
     wait_request(f, ep, "active", 10000);
     fleet_agent_kill(f, A_MAC, true);
     wait_node(f, "mac-m2", false, "unreachable", "true", 10000);
-    cr_expect(fleet_has_event(f, "node.unreachable", "mac-m2"));
+    wait_event(f, "node.unreachable", "mac-m2", 10000);
     /* The allocation is kept (the workload may still run); nothing new goes there. */
     cr_expect(fleet_request_is(f, ep, "active"));
     char path[64];
@@ -372,7 +374,7 @@ Test(fleet, agent_restart_reconciles_lost_workloads) {
     free(path);
     fleet_agent_start(f, A_MI300X);
     wait_request(f, c, "released", 10000);
-    cr_expect(fleet_has_event(f, "request.lost", NULL));
+    wait_event(f, "request.lost", NULL, 10000);
 }
 
 Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
