@@ -44,7 +44,7 @@ void decision_refuse_never(Decision *d, SchedReason why, const char *subject) {
 
 static void fill_placement(const Sched *s, const Req *r, Placement *p) {
     *p = (Placement){
-            .node = s->nodes[r->node].name,
+            .node = node_name(&s->nodes[r->node]),
             .class_name = r->pcls >= 0 ? s->cat->classes[r->pcls].name : "cpu",
             .class_index = r->pcls,
             .method = r->method,

@@ -86,8 +86,9 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     uint32_t v;
     if (!strmap_get(&s->node_map, n->name, &v) || v != ni)
         return error_set(err, -EUCLEAN, "node '%s' is missing from the name index", n->name);
-    if (n->name_len != strlen(n->name))
-        return error_set(err, -EUCLEAN, "node '%s': its name's recorded length is wrong", n->name);
+    if (n->name_len != strlen(n->name) || strcmp(node_name(n), n->name) != 0)
+        return error_set(err, -EUCLEAN, "node '%s': its name's recorded length or copy is wrong",
+                         n->name);
     int classes[SCHED_NODE_MAX_DEVICES];
     unsigned n_classes = node_device_classes(n, classes);
     if (n_classes != n->n_dev_classes ||

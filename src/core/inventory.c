@@ -746,6 +746,8 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
             .reserved_by = NIL,
     };
     bool oom = !n->name;
+    if (n->name_len < NODE_NAME_INLINE)
+        memcpy(n->name_inline, spec->name, n->name_len + 1u);
     if (spec->n_labels) {
         n->label_keys = calloc(SCHED_MAX_LABELS, sizeof(char *));
         n->label_values = calloc(SCHED_MAX_LABELS, sizeof(char *));

@@ -157,6 +157,9 @@ typedef struct DiagCell {
     uint32_t owner, site;
 } DiagCell;
 
+/* Node names shorter than this are also kept inside the Node (Node.name_inline). */
+#define NODE_NAME_INLINE 32
+
 /* Field order matters: a search reads the first 64 bytes of every node it looks at and the
  * pool links right after them, a placement and its end those and the devices they change;
  * the rest (labels, Mac and time-slice settings) is read rarely. Aligned to a cache line
@@ -184,18 +187,35 @@ typedef struct Node {
      * queue walk after every release, which would otherwise read every device's line. */
     unsigned n_dev_classes;
     int dev_classes[SCHED_NODE_MAX_DEVICES];
-    char *name;
-    uint8_t name_len;  /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
     unsigned n_allocs; /* requests placed on this node */
+    uint8_t name_len;  /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
+    /* A copy of `name` when it is shorter than NODE_NAME_INLINE (node_name()), on the line
+     * of n_allocs, which every placement and its end write: a placed decision names its node,
+     * and reading the separate allocation of `name` there was a cache miss of its own. */
+    char name_inline[NODE_NAME_INLINE];
     NodeMode mode;
     unsigned ts_replicas;
-    unsigned apple_unified_gb, apple_usable_gb, apple_used_gb, macos_vms;
+    /* Written by every placement and its end, so on the line of n_allocs too. */
+    unsigned apple_used_gb, macos_vms;
+    unsigned apple_usable_gb, apple_unified_gb;
+    char *name; /* owned; the key of Sched.node_map */
     char **label_keys, **label_values;
     size_t n_labels;
     Device devices[SCHED_NODE_MAX_DEVICES];
 } __attribute__((aligned(64))) Node;
 
 _Static_assert(offsetof(Node, devices) % 64 == 0, "each device of a node is one cache line");
+_Static_assert(offsetof(Node, n_allocs) / 64 ==
+                               (offsetof(Node, name_inline) + NODE_NAME_INLINE - 1) / 64 &&
+                       offsetof(Node, n_allocs) / 64 == offsetof(Node, macos_vms) / 64,
+               "what a placement writes of a node past its pools, and the inline name a placed "
+               "decision reads, share one line");
+
+/* The node's name, from the line a placement has just written when it is short. Valid until
+ * the next mutation of the Sched (the nodes array may move). */
+static inline const char *node_name(const Node *n) {
+    return n->name_len < NODE_NAME_INLINE ? n->name_inline : n->name;
+}
 _Static_assert(offsetof(Node, window_counted) < 64,
                "the fields every search reads of a node fit one cache line");
 

@@ -49,6 +49,30 @@ Test(place, request_placement_matches_the_decision_without_a_sentence) {
     cr_assert_eq(sched_request_placement(fx, "nope", &p), -ENOENT);
 }
 
+/* The core keeps short node names inside the node as well as on the heap: a placement and
+ * its sentence name the node whole on either side of that bound. */
+Test(place, r2a_placement_names_its_node_whole_at_any_name_length) {
+    dc();
+    static const char *const names[] = {
+            "n", "node-31-chars-xxxxxxxxxxxxxxxxx", "node-32-chars-xxxxxxxxxxxxxxxxxx",
+            "node-a-long-host-name-of-the-datacenter-rack-17.gpu.example.internal"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        fx_gpu_node(.name = names[i], .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                    .cls = H100, .gpus = 1, .kata = true);
+        char id[16];
+        snprintf(id, sizeof(id), "v%zu", i);
+        Decision d = fx_req(.id = id, .user = "alice", .kind = WORKLOAD_VM, .class_name = H100);
+        cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+        cr_assert_str_eq(d.placement.node, names[i]);
+        char want[256];
+        snprintf(want, sizeof(want), "placed on %s: 1 GPU, " H100 " by passthrough", names[i]);
+        cr_assert_str_eq(d.message, want);
+        Placement p;
+        cr_assert_eq(sched_request_placement(fx, id, &p), 0);
+        cr_assert_str_eq(p.node, names[i]);
+    }
+}
+
 Test(place, r2a_vm_on_container_node_waits_for_mode) {
     dc();
     fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
