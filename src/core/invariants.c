@@ -94,6 +94,12 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     if (n_classes != n->n_dev_classes ||
         memcmp(classes, n->dev_classes, n_classes * sizeof(int)) != 0)
         return error_set(err, -EUCLEAN, "node '%s': its list of device classes is stale", n->name);
+    uint32_t ts = 0;
+    for (unsigned i = 0; i < n->n_devices; i++)
+        ts |= (uint32_t)(n->devices[i].use == USE_TIME_SLICE) << i;
+    if (ts != n->ts_devices)
+        return error_set(err, -EUCLEAN, "node '%s': its mask of time-sliced GPUs is stale",
+                         n->name);
     if (u->cores != n->cpu_used || u->mem != n->apple_used_gb || u->vms != n->macos_vms ||
         u->allocs != n->n_allocs)
         return error_set(err, -EUCLEAN, "node '%s': usage counters disagree with its allocations",

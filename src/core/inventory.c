@@ -787,7 +787,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
             node_add_pool(n, d->cls * 2 + BINDING_VFIO);
         }
     }
-    n->n_dev_classes = node_device_classes(n, n->dev_classes);
+    n->n_dev_classes = (uint8_t)node_device_classes(n, n->dev_classes);
     if (oom || strmap_put(&s->node_map, n->name, ni) < 0 || user_own(s, owner, ni) < 0 ||
         node_index_classes(s, ni) < 0) {
         strmap_remove(&s->node_map, spec->name);

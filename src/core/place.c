@@ -449,6 +449,8 @@ int place_apply(Sched *s, uint32_t ri) {
     for (unsigned i = 0; i < r->n_dev; i++) {
         Device *d = &n->devices[r->devs[i]];
         d->use = use_of(r->method);
+        if (d->use == USE_TIME_SLICE)
+            n->ts_devices |= (uint16_t)(1u << r->devs[i]);
         if (r->method == METHOD_MIG)
             d->mig_layout |= (uint8_t)(((1u << r->mig_slots) - 1u) << r->mig_start);
     }
@@ -474,8 +476,11 @@ void place_undo(Sched *s, uint32_t ri) {
             }
         if (r->method == METHOD_MIG)
             d->mig_layout &= (uint8_t) ~(((1u << r->mig_slots) - 1u) << r->mig_start);
-        if (!d->n_allocs)
+        if (!d->n_allocs) {
+            if (d->use == USE_TIME_SLICE)
+                n->ts_devices &= (uint16_t) ~(1u << r->devs[i]);
             d->use = USE_NONE;
+        }
         /* A VM (passthrough or Kata) stopped on a consumer card: check its reset again (R9). */
         if (d->binding == BINDING_VFIO && d->cls >= 0 && s->cat->classes[d->cls].consumer)
             d->reset_verified = false;

@@ -396,8 +396,8 @@ static unsigned node_room(const Sched *s, uint32_t ni, int key) {
     for (unsigned k = 0; k < n->n_pools; k++)
         if (n->pools[k].pool / 2 == key)
             best = MAX(best, (unsigned)n->pools[k].free);
-    for (unsigned i = 0; i < n->n_devices && !best; i++)
-        if (n->devices[i].cls == key && n->devices[i].use == USE_TIME_SLICE)
+    for (uint32_t ts = n->ts_devices; ts && !best; ts &= ts - 1)
+        if (n->devices[__builtin_ctz(ts)].cls == key)
             best = 1; /* a time slice may have room */
     return best;
 }

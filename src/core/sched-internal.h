@@ -185,7 +185,11 @@ typedef struct Node {
     PoolLink pools[SCHED_NODE_MAX_DEVICES];
     /* The distinct classes of its devices in device order (node_device_classes()), for the
      * queue walk after every release, which would otherwise read every device's line. */
-    unsigned n_dev_classes;
+    uint8_t n_dev_classes;
+    /* Bit i: device i is time-sliced (use USE_TIME_SLICE), so that a queue walk asking whether
+     * a node with no free GPU of a class may still take a time slice (queue.c: node_room())
+     * reads this line, which it reads for dev_classes anyway, instead of every device's. */
+    uint16_t ts_devices;
     int dev_classes[SCHED_NODE_MAX_DEVICES];
     unsigned n_allocs; /* requests placed on this node */
     uint8_t name_len;  /* strlen(name) (< SCHED_ID_MAX): a decision's sentence copies the name */
@@ -205,6 +209,7 @@ typedef struct Node {
 } __attribute__((aligned(64))) Node;
 
 _Static_assert(offsetof(Node, devices) % 64 == 0, "each device of a node is one cache line");
+_Static_assert(SCHED_NODE_MAX_DEVICES <= 16, "a node's device masks are 16 bits");
 _Static_assert(offsetof(Node, n_allocs) / 64 ==
                                (offsetof(Node, name_inline) + NODE_NAME_INLINE - 1) / 64 &&
                        offsetof(Node, n_allocs) / 64 == offsetof(Node, macos_vms) / 64,
