@@ -172,7 +172,7 @@ static Verdict class_verdict(const Sched *s, const Req *r, uint32_t user, int c)
             v = (Verdict){STAGE_ACCESS, SCHED_REASON_OWNER_ONLY};
         const User *u = user != NIL ? &s->users[user] : NULL;
         for (size_t i = 0; u && i < u->n_owned && v.stage < STAGE_OK; i++) {
-            const Node *n = &s->nodes[u->owned[i]];
+            const Node *n = &s->nodes[u->owned[i].node];
             if (n->alive) {
                 Verdict w = node_gpu(s, r, user, n, c);
                 note(&v, w.stage, w.reason);

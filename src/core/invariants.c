@@ -94,6 +94,18 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     if (n_classes != n->n_dev_classes ||
         memcmp(classes, n->dev_classes, n_classes * sizeof(int)) != 0)
         return error_set(err, -EUCLEAN, "node '%s': its list of device classes is stale", n->name);
+    const User *owner = &s->users[n->owner];
+    const OwnedNode *own = NULL;
+    for (size_t i = 0; i < owner->n_owned && !own; i++)
+        if (owner->owned[i].node == ni)
+            own = &owner->owned[i];
+    uint64_t class_bits = 0;
+    for (unsigned i = 0; i < n_classes; i++)
+        if (classes[i] < 64)
+            class_bits |= 1ull << classes[i];
+    if (!own || own->site != n->site || own->classes != class_bits)
+        return error_set(err, -EUCLEAN, "node '%s': its owner's record of it is missing or stale",
+                         n->name);
     uint32_t ts = 0;
     for (unsigned i = 0; i < n->n_devices; i++)
         ts |= (uint32_t)(n->devices[i].use == USE_TIME_SLICE) << i;

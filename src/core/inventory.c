@@ -672,20 +672,25 @@ static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
     User *u = &s->users[ui];
     if (u->n_owned == u->cap_owned) {
         size_t nc = u->cap_owned ? u->cap_owned * 2 : 4;
-        uint32_t *no = realloc(u->owned, nc * sizeof(*no));
+        OwnedNode *no = realloc(u->owned, nc * sizeof(*no));
         if (!no)
             return -ENOMEM;
         u->owned = no;
         u->cap_owned = nc;
     }
-    u->owned[u->n_owned++] = ni;
+    const Node *n = &s->nodes[ni];
+    OwnedNode o = {.node = ni, .site = n->site};
+    for (unsigned i = 0; i < n->n_dev_classes; i++)
+        if (n->dev_classes[i] < 64)
+            o.classes |= 1ull << n->dev_classes[i];
+    u->owned[u->n_owned++] = o;
     return 0;
 }
 
 static void user_disown(Sched *s, uint32_t ui, uint32_t ni) {
     User *u = &s->users[ui];
     for (size_t i = 0; i < u->n_owned; i++)
-        if (u->owned[i] == ni) {
+        if (u->owned[i].node == ni) {
             u->owned[i] = u->owned[--u->n_owned];
             return;
         }

@@ -246,8 +246,10 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
     /* The user's own machines, in sites that do not trust them: runc on the host pool. */
     const User *u = &s->users[r->user];
     for (size_t i = 0; i < u->n_owned && best_k > count; i++) {
-        uint32_t ni = u->owned[i];
-        const Site *site = &s->sites[s->nodes[ni].site];
+        if (!owned_may_have(&u->owned[i], c))
+            continue; /* no pool of c there */
+        uint32_t ni = u->owned[i].node;
+        const Site *site = &s->sites[u->owned[i].site];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
         if (trusted && !g->owner_only && !vm)
             continue;
@@ -329,9 +331,9 @@ static bool find_apple(Sched *s, const Want *w, int c, Req *out) {
     uint32_t best = NIL;
     unsigned best_left = 0;
     for (size_t i = 0; i < u->n_owned; i++) {
-        const Node *n = &s->nodes[u->owned[i]];
-        if (w->only != NIL && u->owned[i] != w->only)
+        if ((w->only != NIL && u->owned[i].node != w->only) || !owned_may_have(&u->owned[i], c))
             continue;
+        const Node *n = &s->nodes[u->owned[i].node];
         if (n->platform != PLATFORM_MACOS || !n->n_devices || n->devices[0].cls != c ||
             !device_takes_new_work(n, &n->devices[0]))
             continue;
@@ -343,7 +345,7 @@ static bool find_apple(Sched *s, const Want *w, int c, Req *out) {
             continue;
         unsigned left = n->apple_usable_gb - n->apple_used_gb - r->memory_gb;
         if (best == NIL || left < best_left) {
-            best = u->owned[i];
+            best = u->owned[i].node;
             best_left = left;
         }
     }
@@ -671,7 +673,9 @@ static bool allowed_somewhere(const Sched *s, const Req *r, const GpuClass *g) {
     const User *u = &s->users[r->user];
     int card = g->mig_parent_index >= 0 ? g->mig_parent_index : (int)(g - s->cat->classes);
     for (size_t i = 0; i < u->n_owned; i++) {
-        const Node *n = &s->nodes[u->owned[i]];
+        if (!owned_may_have(&u->owned[i], card))
+            continue;
+        const Node *n = &s->nodes[u->owned[i].node];
         for (unsigned d = 0; d < n->n_devices; d++)
             if (n->devices[d].cls == card)
                 return true;
@@ -741,8 +745,9 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
     }
     const User *u = &s->users[r->user];
     for (size_t i = 0; i < u->n_owned && !cand; i++)
-        cand = pool_free_of(&s->nodes[u->owned[i]], c * 2 + (vm ? BINDING_VFIO : BINDING_HOST)) >=
-               r->count;
+        cand = owned_may_have(&u->owned[i], c) &&
+               pool_free_of(&s->nodes[u->owned[i].node],
+                            c * 2 + (vm ? BINDING_VFIO : BINDING_HOST)) >= r->count;
     if (cand)
         return -1;
     if (other)
@@ -760,7 +765,7 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
         dg.any = s->class_nodes[c] > 0;
         const User *u = &s->users[r->user];
         for (size_t i = 0; i < u->n_owned; i++)
-            diag_apple(s, r, &s->nodes[u->owned[i]], c, &dg);
+            diag_apple(s, r, &s->nodes[u->owned[i].node], c, &dg);
         dg.any = dg.any || dg.allowed;
     } else {
         /* A bounded look at the nodes that have the class (all nodes for cpu), from a start
@@ -813,7 +818,7 @@ static bool window_may_hold(const Sched *s, const Req *r, int c) {
         const Site *site = &s->sites[st];
         bool host = !vm && site_trusts(site, r->user), owns = false;
         for (size_t i = 0; i < u->n_owned && !vm && !host && !owns; i++)
-            owns = s->nodes[u->owned[i]].site == st;
+            owns = u->owned[i].site == st;
         for (int b = BINDING_HOST; b < _BINDING_MAX; b++) {
             if (b == BINDING_HOST ? !(host || owns) : host)
                 continue;
@@ -877,8 +882,11 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
             uint32_t left = site->pool_unreserved[c * 2 + b][k];
             for (uint32_t id = left ? site->pool_heads[c * 2 + b][k] : NIL; id != NIL && left;) {
                 uint32_t ni = id >> POOL_SHIFT;
-                id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
-                if (s->nodes[ni].reserved_by != NIL)
+                const PoolLink *pl = &s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)];
+                id = pl->link.next;
+                /* `held` (a gang of c reserved it) is in the pool record just read: most
+                 * reserved nodes are passed without reading their own first line too. */
+                if (pl->held || s->nodes[ni].reserved_by != NIL)
                     continue;
                 left--;
                 if (could_hold_gang(&s->nodes[ni], r, c, b) && whole_node_ok(s, &w, c, ni, b, &m)) {
@@ -891,7 +899,9 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c) {
     }
     const User *u = &s->users[r->user];
     for (size_t i = 0; i < u->n_owned; i++) {
-        uint32_t ni = u->owned[i];
+        if (!owned_may_have(&u->owned[i], c))
+            continue; /* it could not hold the gang */
+        uint32_t ni = u->owned[i].node;
         Binding b = r->kind == WORKLOAD_VM ? BINDING_VFIO : BINDING_HOST;
         int k = (int)pool_free_of(&s->nodes[ni], c * 2 + b);
         if (k > best_k && s->nodes[ni].reserved_by == NIL &&

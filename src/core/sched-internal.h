@@ -78,9 +78,22 @@ typedef struct Site {
     uint32_t *window_bits;
 } Site;
 
+/* A node a user owns, with what the loops over a user's machines test first: a lab user's
+ * own machine is looked at by every search, reservation and diagnosis of theirs, mostly for a
+ * class it does not have, and its own lines are cache misses that then find nothing. */
+typedef struct OwnedNode {
+    uint32_t node, site;
+    uint64_t classes; /* bit c: a device of the node is of class c (c < 64; fixed at its add) */
+} OwnedNode;
+
+/* Whether an owned node may have a device of class c (always true for c past the mask). */
+static inline bool owned_may_have(const OwnedNode *o, int c) {
+    return c < 0 || c >= 64 || (o->classes >> c & 1);
+}
+
 typedef struct User {
     char *name;
-    uint32_t *owned; /* nodes this user owns (for Apple and owner-only classes) */
+    OwnedNode *owned; /* nodes this user owns (for Apple and owner-only classes) */
     size_t n_owned, cap_owned;
     uint32_t ts_head; /* this user's time-sliced GPUs with room (R2e: only they may join) */
 } User;
