@@ -484,3 +484,53 @@ Test(indexes, r13_a_walk_that_stopped_at_its_miss_limit_reaches_further_once_a_w
     cr_assert_eq(decision_of("z").kind, DECISION_PLACED,
                  "a walk skipped the FIFO as remembered after a waiter left its front");
 }
+
+/* A class's FIFO of waiters, through many cancellations among them and older submissions
+ * that go ahead of newer ones (a restart restoring its queue), still places its waiters
+ * oldest submission first (R13); the fixture's sched_check recounts every index after each
+ * step. */
+Test(indexes, r13_waiters_are_placed_oldest_first_through_cancellations_and_older_submissions) {
+    full_h100_node();
+    char id[16];
+    /* 300 waiters submitted at 1000.., each but every seventh cancelled as later ones join. */
+    for (int i = 0; i < 300; i++) {
+        snprintf(id, sizeof(id), "w%d", i);
+        Decision d = fx_req(.id = id, .user = "alice", .kind = WORKLOAD_CONTAINER,
+                            .class_name = H100, .count = 1, .submitted = 1000u + (unsigned)i);
+        cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+        if (i % 7 != 1) /* i - 1 is not a multiple of seven */
+            continue;
+        for (int j = i - 7; j < i - 1; j++)
+            if (j > 0 && j % 7) {
+                snprintf(id, sizeof(id), "w%d", j);
+                fx_release(id);
+            }
+    }
+    for (int i = 294; i < 300; i++)
+        if (i % 7) {
+            snprintf(id, sizeof(id), "w%d", i);
+            fx_release(id);
+        }
+    cr_assert_eq(sched_waiting_count(fx), 43);
+    /* Older submissions (a restart restoring its queue) go ahead of every waiter left, in
+     * their own order. */
+    for (int i = 0; i < 5; i++) {
+        snprintf(id, sizeof(id), "old%d", i);
+        cr_assert_eq(fx_req(.id = id, .user = "alice", .kind = WORKLOAD_CONTAINER,
+                            .class_name = H100, .count = 1, .submitted = 500u + (unsigned)(4 - i))
+                             .kind,
+                     DECISION_WAITING);
+    }
+    /* Each release of a busy GPU places the oldest waiter. */
+    const char *busy[] = {"p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"};
+    const char *want[] = {"old4", "old3", "old2", "old1", "old0", "w0", "w7", "w14"};
+    for (int k = 0; k < 8; k++) {
+        fx_release(busy[k]);
+        cr_assert_eq(decision_of(want[k]).kind, DECISION_PLACED, "%s is not placed after %s left",
+                     want[k], busy[k]);
+        if (k + 1 < 8) {
+            Decision next = decision_of(want[k + 1]);
+            cr_assert_eq(next.kind, DECISION_WAITING, "%s jumped the queue", want[k + 1]);
+        }
+    }
+}
