@@ -174,6 +174,7 @@ def run_einsora(stream, args, heartbeat, root):
         ids, t0, t_acc = submit_all(stream, args.submitters, submit_one)
         follower.join()
         if args.dump:
+            os.makedirs(args.dump, exist_ok=True)  # like any output path a user names
             with open(os.path.join(args.dump, "einsora-hb%d.json" % heartbeat), "w") as fh:
                 json.dump({"t0": t0, "ids": ids, "events": result}, fh)
         recs = {}
