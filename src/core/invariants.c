@@ -99,11 +99,8 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     for (size_t i = 0; i < owner->n_owned && !own; i++)
         if (owner->owned[i].node == ni)
             own = &owner->owned[i];
-    uint64_t class_bits = 0;
-    for (unsigned i = 0; i < n_classes; i++)
-        if (classes[i] < 64)
-            class_bits |= 1ull << classes[i];
-    if (!own || own->site != n->site || own->classes != class_bits)
+    /* dev_classes was found right just above, so the mask may be taken from it. */
+    if (!own || own->site != n->site || own->classes != node_class_bits(n))
         return error_set(err, -EUCLEAN, "node '%s': its owner's record of it is missing or stale",
                          n->name);
     uint32_t ts = 0;

@@ -668,6 +668,14 @@ static void node_unindex_classes(Sched *s, uint32_t ni) {
     }
 }
 
+uint64_t node_class_bits(const Node *n) {
+    uint64_t bits = 0;
+    for (unsigned i = 0; i < n->n_dev_classes; i++)
+        if (n->dev_classes[i] < 64)
+            bits |= 1ull << n->dev_classes[i];
+    return bits;
+}
+
 static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
     User *u = &s->users[ui];
     if (u->n_owned == u->cap_owned) {
@@ -678,12 +686,8 @@ static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
         u->owned = no;
         u->cap_owned = nc;
     }
-    const Node *n = &s->nodes[ni];
-    OwnedNode o = {.node = ni, .site = n->site};
-    for (unsigned i = 0; i < n->n_dev_classes; i++)
-        if (n->dev_classes[i] < 64)
-            o.classes |= 1ull << n->dev_classes[i];
-    u->owned[u->n_owned++] = o;
+    u->owned[u->n_owned++] = (OwnedNode){
+            .node = ni, .site = s->nodes[ni].site, .classes = node_class_bits(&s->nodes[ni])};
     return 0;
 }
 

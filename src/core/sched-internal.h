@@ -447,6 +447,8 @@ void node_refresh(Sched *s, uint32_t ni);
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed);
 /* The distinct classes of n's devices in device order into out; returns how many. */
 unsigned node_device_classes(const Node *n, int out[SCHED_NODE_MAX_DEVICES]);
+/* Its dev_classes as the mask OwnedNode.classes keeps (bit c for c < 64). */
+uint64_t node_class_bits(const Node *n);
 /* Set or clear (NIL) the gang that reserved node ni, keeping the pools' unreserved counts. */
 void node_set_reserved(Sched *s, uint32_t ni, uint32_t by);
 /* Inline: both sit in the innermost loops of every search and refresh. */
