@@ -170,7 +170,7 @@ static bool listed(char *const *ids, size_t n, const char *id, size_t len) {
 /* Remove the ids in off and add those in on in a one-id-per-line state file ("running",
  * "containers"), in one rewrite. */
 static int set_members(Agent *a, const char *name, char *const *off, size_t n_off, char *const *on,
-                       size_t n_on, Error *err) {
+                       size_t n_on, bool sync_name, Error *err) {
     _cleanup_free_ char *text = agent_read_state(a, name), *p = agent_state_file(a, name);
     StrBuf b = {0};
     for (const char *l = text; l && *l;) {
@@ -182,7 +182,7 @@ static int set_members(Agent *a, const char *name, char *const *off, size_t n_of
     }
     for (size_t i = 0; i < n_on; i++)
         strbuf_printf(&b, "%s\n", on[i]);
-    int r = p ? write_file_atomic(p, strbuf_cstr(&b), err) : -ENOMEM;
+    int r = p ? write_file_atomic_as(p, strbuf_cstr(&b), sync_name, err) : -ENOMEM;
     strbuf_done(&b);
     return r;
 }
@@ -190,7 +190,8 @@ static int set_members(Agent *a, const char *name, char *const *off, size_t n_of
 /* Add or remove id in a one-id-per-line state file. */
 static int set_member(Agent *a, const char *name, const char *id, bool on, Error *err) {
     char *v[] = {(char *)id};
-    return on ? set_members(a, name, NULL, 0, v, 1, err) : set_members(a, name, v, 1, NULL, 0, err);
+    return on ? set_members(a, name, NULL, 0, v, 1, true, err)
+              : set_members(a, name, v, 1, NULL, 0, true, err);
 }
 
 static int set_running(Agent *a, const char *id, bool on, Error *err) {
@@ -483,10 +484,11 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         if (!st || !state || !STREQ(state, "placed") || !start_placed(a, w, running, &st[n_st]))
             continue;
         Started *s = &st[n_st++];
-        if (s->again || strv_push(&born, &n_born, s->id) < 0)
+        if (!s->again && strv_push(&born, &n_born, s->id) < 0)
             continue;
         /* Its GPUs are recorded before it is confirmed: from then on the binding code refuses
-         * to rebind them (R7). */
+         * to rebind them (R7). One that ran already is recorded too when its lines are missing
+         * (a power loss kept the new "running" but not the new records). */
         size_t k;
         json_t *addr;
         json_array_foreach(json_object_get(json_object_get(w, "placement"), "addresses"), k, addr) {
@@ -505,23 +507,34 @@ static void reconcile_workloads(Agent *a, json_t *work) {
             gpu_ids[n_gpus++] = s->id;
         }
     }
-    /* What this answer stopped and started, written once (two fsync'd rewrites, not two per
-     * workload), before any of it is confirmed. */
-    (void)agent_records_update(a->cfg->state_dir, (const char *const *)gone, n_gone, gpus, gpu_ids,
-                               n_gpus, &err);
-    bool recorded = true;
-    if ((n_gone || n_born) && set_members(a, "running", gone, n_gone, born, n_born, &err) < 0) {
-        agent_logf(a, "cannot record workloads: %s", error_message(&err));
+    /* What this answer stopped and started, written once (a rewrite of each file, not one per
+     * workload), before any of it is confirmed. Each file's new content is fsync'd before its
+     * rename, so it is whole; the folder is synced once after both renames, and only when
+     * something was added: an addition must survive a power loss before its confirmation (R7),
+     * a removal need not (lost, the records still say the GPU is in use, the safe side, and
+     * "running" still lists the workload, so it is stopped and removed again at the next turn).
+     * A stop costs two fsyncs then, a start three, rather than four each. */
+    int added = agent_records_update(a->cfg->state_dir, (const char *const *)gone, n_gone, gpus,
+                                     gpu_ids, n_gpus, false, &err);
+    bool gpus_recorded = added >= 0, recorded = gpus_recorded;
+    if (recorded && (n_gone || n_born) &&
+        set_members(a, "running", gone, n_gone, born, n_born, false, &err) < 0)
         recorded = false;
+    if (gpus_recorded && (added > 0 || (recorded && n_born)) &&
+        agent_state_sync(a->cfg->state_dir, &err) < 0)
+        recorded = gpus_recorded = false;
+    if (!recorded) {
+        agent_logf(a, "cannot record workloads: %s", error_message(&err));
         a->confirm_due = true; /* the work again at the next turn: started (or adopted) then */
     }
     for (size_t k = 0; recorded && k < n_gone; k++)
         agent_logf(a, "stopped %s", gone[k]);
     a->stopped = n_gone > 0;
-    /* Unrecorded, only the ones that ran already are confirmed. */
+    /* Unrecorded, only the ones that ran already are confirmed, and only with their GPUs on
+     * record. */
     size_t n_confirm = 0;
     for (size_t k = 0; k < n_st; k++)
-        if (recorded || st[k].again)
+        if (recorded || (gpus_recorded && st[k].again))
             st[n_confirm++] = st[k];
     confirm_started(a, st, n_confirm);
     strv_free(gone, n_gone);

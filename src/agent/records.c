@@ -40,12 +40,29 @@ int agent_state_dir_ensure(const char *state_dir, Error *err) {
     return 0;
 }
 
-int write_file_atomic(const char *path, const char *content, Error *err) {
-    int r = write_string_file_atomic(path, content);
+int write_file_atomic_as(const char *path, const char *content, bool sync_name, Error *err) {
+    int r = sync_name ? write_string_file_atomic(path, content)
+                      : write_string_file_atomic_unsynced_name(path, content);
     if (r == -ENAMETOOLONG)
         return error_set(err, r, "the path %s is too long", path);
     if (r < 0)
         return error_set(err, r, "could not write %s: %s", path, strerror(-r));
+    return 0;
+}
+
+int write_file_atomic(const char *path, const char *content, Error *err) {
+    return write_file_atomic_as(path, content, true, err);
+}
+
+int agent_state_sync(const char *state_dir, Error *err) {
+    char path[PATH_MAX];
+    /* fsync_parent_dir() of a name inside it syncs the folder itself. */
+    int r = agent_state_path(state_dir, "workloads", path, sizeof(path), err);
+    if (r < 0)
+        return r;
+    if ((r = fsync_parent_dir(path)) < 0)
+        return error_set(err, r, "could not sync the agent's state folder %s: %s", state_dir,
+                         strerror(-r));
     return 0;
 }
 
@@ -175,7 +192,7 @@ int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, s
 }
 
 static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_t n,
-                           const char *skip_id, Error *err) {
+                           const char *skip_id, bool sync_name, Error *err) {
     StrBuf b = {0};
     strbuf_puts(&b,
                 "# einsora agent: workloads running on GPUs (\"<pci-address> <workload-id>\")\n");
@@ -184,7 +201,10 @@ static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_
             strbuf_printf(&b, "%s %s\n", bdfs[i], ids[i]);
     if (!strbuf_cstr(&b))
         return error_set(err, -ENOMEM, "out of memory");
-    int r = agent_state_write(state_dir, "workloads", b.data, err);
+    char path[PATH_MAX];
+    int r = agent_state_path(state_dir, "workloads", path, sizeof(path), err);
+    if (r >= 0)
+        r = write_file_atomic_as(path, b.data, sync_name, err);
     strbuf_done(&b);
     return r;
 }
@@ -201,12 +221,20 @@ int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, s
         return error_set(err, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n_new; i++)
         ids[i] = workload_id;
-    return agent_records_update(state_dir, NULL, 0, new_bdfs, ids, n_new, err);
+    int r = agent_records_update(state_dir, NULL, 0, new_bdfs, ids, n_new, true, err);
+    return MIN(r, 0);
+}
+
+static bool has_record(char **bdfs, char **ids, size_t n, const char *bdf, const char *id) {
+    for (size_t i = 0; i < n; i++)
+        if (STREQ(bdfs[i], bdf) && STREQ(ids[i], id))
+            return true;
+    return false;
 }
 
 int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
                          const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
-                         Error *err) {
+                         bool sync_name, Error *err) {
     for (size_t i = 0; i < n_add; i++)
         if (!pci_bdf_is_valid(add_bdfs[i]) || !is_record_id(add_ids[i]))
             return error_set(
@@ -230,16 +258,21 @@ int agent_records_update(const char *state_dir, const char *const *remove_ids, s
         if (!drop && (strv_push(&kb, &nb, bdfs[i]) < 0 || strv_push(&ki, &ni, ids[i]) < 0))
             r = error_set(err, -ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < n_add && r >= 0; i++)
+    size_t added = 0;
+    for (size_t i = 0; i < n_add && r >= 0; i++) {
+        if (has_record(kb, ki, nb, add_bdfs[i], add_ids[i]))
+            continue; /* recorded already (a workload confirmed again): one line is enough */
         if (strv_push(&kb, &nb, add_bdfs[i]) < 0 || strv_push(&ki, &ni, add_ids[i]) < 0)
             r = error_set(err, -ENOMEM, "out of memory");
-    if (r >= 0 && (removed || n_add))
-        r = records_rewrite(state_dir, kb, ki, nb, NULL, err);
+        added++;
+    }
+    if (r >= 0 && (removed || added))
+        r = records_rewrite(state_dir, kb, ki, nb, NULL, sync_name, err);
     strv_free(bdfs, n);
     strv_free(ids, n);
     strv_free(kb, nb);
     strv_free(ki, ni);
-    return r;
+    return r < 0 ? r : (int)MIN(added, (size_t)INT_MAX);
 }
 
 int agent_records_remove(const char *state_dir, const char *workload_id, Error *err) {
@@ -251,7 +284,7 @@ int agent_records_remove(const char *state_dir, const char *workload_id, Error *
     bool found = false;
     for (size_t i = 0; i < n; i++)
         found = found || STREQ(ids[i], workload_id);
-    r = found ? records_rewrite(state_dir, bdfs, ids, n, workload_id, err)
+    r = found ? records_rewrite(state_dir, bdfs, ids, n, workload_id, true, err)
               : error_set(err, -ENOENT, "no workload %s is recorded", workload_id);
     strv_free(bdfs, n);
     strv_free(ids, n);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "util/error.h"
@@ -27,11 +28,14 @@ int agent_records_add(const char *state_dir, const char *bdf, const char *worklo
 int agent_records_add_many(const char *state_dir, const char *const *bdfs, size_t n,
                            const char *workload_id, Error *err);
 /* Remove every line of the workloads in remove_ids and add a line per (add_bdfs[i],
- * add_ids[i]), in one rewrite (none when nothing changes): what one answer of the control plane
- * stops and starts, recorded at once. */
+ * add_ids[i]) not there yet, in one rewrite (none when nothing changes): what one answer of the
+ * control plane stops and starts, recorded at once. Returns the number of lines added. Without
+ * sync_name the new content is whole on disk but may read as the old one after a power loss
+ * until agent_state_sync(): for a caller that syncs the folder once for several files, or
+ * whose change may be lost (a removal lost errs on the safe side: the GPU looks in use). */
 int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
                          const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
-                         Error *err);
+                         bool sync_name, Error *err);
 /* Remove every line of workload_id; -ENOENT when there was none. */
 int agent_records_remove(const char *state_dir, const char *workload_id, Error *err);
 /* Parse the workloads file's text (exposed for the fuzzer). */
@@ -50,6 +54,10 @@ int agent_host_driver_get(const char *state_dir, const char *bdf, char **ret);
 
 /* Write content to path atomically (temporary file, fsync, rename, fsync of the folder). */
 int write_file_atomic(const char *path, const char *content, Error *err);
+/* The same, the folder's fsync left to the caller unless sync_name (see agent_records_update). */
+int write_file_atomic_as(const char *path, const char *content, bool sync_name, Error *err);
+/* fsync the state folder: every rename into it so far is durable. */
+int agent_state_sync(const char *state_dir, Error *err);
 
 /* "<state_dir>/<name>" into buf; -ENAMETOOLONG (with a message) when it does not fit. */
 int agent_state_path(const char *state_dir, const char *name, char *buf, size_t size, Error *err);

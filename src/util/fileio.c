@@ -88,7 +88,7 @@ int write_string_fd_sync(int fd, const char *s) {
     return fsync(fd) < 0 ? -errno : 0;
 }
 
-int write_string_file_atomic(const char *path, const char *s) {
+int write_string_file_atomic_unsynced_name(const char *path, const char *s) {
     char tmp[PATH_MAX];
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
         return -ENAMETOOLONG;
@@ -99,16 +99,26 @@ int write_string_file_atomic(const char *path, const char *s) {
     (void)close(TAKE_FD(fd)); /* synced already; closed before the rename */
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
-    if (r < 0) {
+    if (r < 0)
         unlink(tmp);
-        return r;
-    }
-    /* The rename itself is durable only once the folder is synced; best effort. */
+    return r;
+}
+
+int fsync_parent_dir(const char *path) {
     _cleanup_free_ char *dir = strdup(path);
-    if (dir) {
-        _cleanup_close_ int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0)
-            (void)fsync(dfd);
-    }
+    if (!dir)
+        return -ENOMEM;
+    _cleanup_close_ int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -errno;
+    return fsync(dfd) < 0 ? -errno : 0;
+}
+
+int write_string_file_atomic(const char *path, const char *s) {
+    int r = write_string_file_atomic_unsynced_name(path, s);
+    if (r < 0)
+        return r;
+    /* The rename itself is durable only once the folder is synced; best effort. */
+    (void)fsync_parent_dir(path);
     return 0;
 }

@@ -22,3 +22,11 @@ int write_string_fd_sync(int fd, const char *s);
  * mix: write "<path>.tmp", fsync it, rename it over path, fsync the folder. -ENAMETOOLONG when
  * "<path>.tmp" does not fit PATH_MAX; other failures -errno, with the temporary file removed. */
 int write_string_file_atomic(const char *path, const char *s);
+
+/* The same without the folder's fsync: the new content is whole on disk, but after a power
+ * loss the name may still give the old content until the folder is synced (fsync_parent_dir).
+ * For several files of one folder made durable by one sync, or a change that may be lost. */
+int write_string_file_atomic_unsynced_name(const char *path, const char *s);
+
+/* fsync the folder that holds path: the renames into it done so far are durable. -errno. */
+int fsync_parent_dir(const char *path);

@@ -157,7 +157,7 @@ Test(records, r7_an_answers_stops_and_starts_are_recorded_at_once) {
     const char *gone[] = {"1", "3"};
     const char *bdfs[] = {"0000:01:00.0", "0000:04:00.0", "0000:05:00.0"};
     const char *ids[] = {"4", "5", "5"};
-    cr_assert_eq(agent_records_update(dir, gone, 2, bdfs, ids, 3, &err), 0, "%s",
+    cr_assert_eq(agent_records_update(dir, gone, 2, bdfs, ids, 3, true, &err), 3, "%s",
                  error_message(&err));
     char **b, **i;
     size_t n;
@@ -176,10 +176,50 @@ Test(records, r7_an_answers_stops_and_starts_are_recorded_at_once) {
     const char *bad[] = {"05:00.0"};
     const char *bad_ids[] = {"6"};
     const char *stop2[] = {"2"};
-    cr_expect_eq(agent_records_update(dir, stop2, 1, bad, bad_ids, 1, &err), -EINVAL);
+    cr_expect_eq(agent_records_update(dir, stop2, 1, bad, bad_ids, 1, true, &err), -EINVAL);
     cr_assert_eq(agent_records_for_gpu(dir, "0000:02:00.0", &b, &n, &err), 0);
     cr_expect_eq(n, 1, "the refused update removed a record");
     strv_free(b, n);
+    cr_expect_eq(remove_temp_tree(dir), 0);
+    free(dir);
+}
+
+/* A workload confirmed again (it ran already) has its GPUs recorded once: lines already there
+ * are not added twice, nothing is rewritten when nothing changes, and the count of lines added
+ * tells the caller whether a folder sync is owed. A rewrite without the folder's sync still
+ * leaves the whole new content under the name. */
+Test(records, r7_recording_a_workloads_gpus_again_adds_only_what_is_missing) {
+    char *dir = temp_state();
+    Error err = {0};
+    const char *bdfs[] = {"0000:01:00.0", "0000:02:00.0"};
+    const char *ids[] = {"7", "7"};
+    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 1, false, &err), 1, "%s",
+                 error_message(&err));
+    cr_assert_eq(agent_state_sync(dir, &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 2, false, &err), 1, "%s",
+                 error_message(&err));
+    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 2, true, &err), 0, "%s",
+                 error_message(&err));
+    char **b, **i;
+    size_t n;
+    cr_assert_eq(agent_records_list(dir, &b, &i, &n, &err), 0);
+    cr_expect_eq(n, 2, "%zu records, not 2", n);
+    for (size_t k = 0; k < MIN(n, (size_t)2); k++)
+        cr_expect(!strcmp(b[k], bdfs[k]) && !strcmp(i[k], "7"), "line %zu: %s %s", k, b[k], i[k]);
+    strv_free(b, n);
+    strv_free(i, n);
+    const char *gone[] = {"7"};
+    cr_assert_eq(agent_records_update(dir, gone, 1, NULL, NULL, 0, false, &err), 0);
+    cr_assert_eq(agent_records_list(dir, &b, &i, &n, &err), 0);
+    cr_expect_eq(n, 0);
+    strv_free(b, n);
+    strv_free(i, n);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/workloads.tmp", dir);
+    cr_expect_eq(access(path, F_OK), -1, "a temporary file was left behind");
+    cr_expect_eq(agent_state_sync("/nonexistent-einsora-state", &err), -ENOENT);
+    cr_expect(strstr(error_message(&err), "/nonexistent-einsora-state") != NULL, "%s",
+              error_message(&err));
     cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }

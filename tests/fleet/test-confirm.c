@@ -138,24 +138,26 @@ static int lines(const char *path) {
     return n;
 }
 
-Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_one_again,
-     .timeout = 180) {
-    Double d = {.refused_at = -1, .heartbeat_of_retry = -1};
-    pthread_mutex_init(&d.lock, NULL);
-    pthread_cond_init(&d.cond, NULL);
+/* Run the agent (state in dir) against the double until it confirmed every workload; running,
+ * when not NULL, is the content of its "running" file before it starts. */
+static void run_agent(Double *d, char *dir, const char *running) {
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->cond, NULL);
     struct MHD_Daemon *daemon = MHD_start_daemon(
             MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, 0,
-            NULL, NULL, answer, &d, MHD_OPTION_SOCK_ADDR,
+            NULL, NULL, answer, d, MHD_OPTION_SOCK_ADDR,
             &(struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
             MHD_OPTION_END);
     cr_assert(daemon);
-    char url[64], dir[] = "/tmp/einsora-confirm-XXXXXX";
+    char url[64], path[256];
     snprintf(url, sizeof(url), "http://127.0.0.1:%u",
              MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT)->port);
     cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/running", dir);
+    cr_assert(!running || write_string_file_atomic(path, running) == 0);
     pid_t agent = fleet_spawn_h100_agent(url, "n1-token", "n1", dir, NULL);
     bool done = false;
-    for (int i = 0; i < 1200 && !(done = all_active(&d)); i++)
+    for (int i = 0; i < 1200 && !(done = all_active(d)); i++)
         usleep(100 * 1000);
     kill(agent, SIGTERM);
     int status;
@@ -163,6 +165,15 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     MHD_stop_daemon(daemon);
     cr_assert(done, "the agent never confirmed all %d workloads (see %s/agent.log)", PLACED, dir);
+    pthread_cond_destroy(&d->cond);
+    pthread_mutex_destroy(&d->lock);
+}
+
+Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_one_again,
+     .timeout = 180) {
+    Double d = {.refused_at = -1, .heartbeat_of_retry = -1};
+    char dir[] = "/tmp/einsora-confirm-XXXXXX";
+    run_agent(&d, dir, NULL);
     cr_expect_eq(d.most_in_flight, PLACED,
                  "at most %d of one answer's %d confirmations were in flight at once: they went "
                  "one after another",
@@ -179,6 +190,28 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
     snprintf(path, sizeof(path), "%s/workloads", dir);
     cr_expect_eq(lines(path), PLACED, "the agent does not record the %d workloads' GPUs", PLACED);
     cr_assert_eq(remove_temp_tree(dir), 0);
-    pthread_cond_destroy(&d.cond);
-    pthread_mutex_destroy(&d.lock);
+}
+
+/* A power loss may keep the agent's new list of what runs but not the new records of their
+ * GPUs (the two files' renames are made durable by one sync of the folder). Workloads the agent
+ * finds in its list are confirmed again, and their GPUs are recorded first (R7: the binding
+ * code refuses to rebind a recorded GPU), each once. */
+Test(confirm, r7_workloads_confirmed_again_have_their_gpus_recorded_first, .timeout = 180) {
+    Double d = {.refused_at = -1, .heartbeat_of_retry = -1};
+    char dir[] = "/tmp/einsora-confirm-XXXXXX";
+    run_agent(&d, dir, "1\n2\n3\n4\n5\n6\n7\n8\n");
+    char path[256];
+    snprintf(path, sizeof(path), "%s/workloads", dir);
+    cr_expect_eq(lines(path), PLACED, "%d GPU records, not one for each of the %d workloads",
+                 lines(path), PLACED);
+    for (int id = 1; id <= PLACED; id++)
+        cr_expect_eq(d.confirmed[id], id == REFUSED_ID ? 2 : 1, "request %d confirmed %d times", id,
+                     d.confirmed[id]);
+    snprintf(path, sizeof(path), "%s/agent.log", dir);
+    char *log = NULL;
+    cr_assert_eq(read_full_file(path, 1 << 20, &log, NULL), 0);
+    cr_expect(strstr(log, "confirmed 1: it runs") != NULL, "not confirmed as running: %s", log);
+    cr_expect(strstr(log, "started container") == NULL, "a workload was started again: %s", log);
+    free(log);
+    cr_assert_eq(remove_temp_tree(dir), 0);
 }
