@@ -11,6 +11,7 @@ import heapq
 import http.client
 import json
 import os
+import queue
 import shutil
 import subprocess
 import threading
@@ -151,19 +152,33 @@ class EinsoraFleet:
         ended = 0
         done = threading.Event()
 
+        ready = queue.SimpleQueue()  # ids whose hold ended, for the releasers
+
+        def timer():
+            # One thread watches the clock and hands each id over when its hold ends, so the
+            # releasers block on the queue: no herd of them waking at every deadline to find
+            # that one of them got the id (that herd took the CPU the fleet needed).
+            while True:
+                with cond:
+                    while not done.is_set() and (not due or due[0][0] > time.time()):
+                        cond.wait(timeout=max(0.0, due[0][0] - time.time()) if due else None)
+                    if done.is_set():
+                        break
+                    _, rid = heapq.heappop(due)
+                    jobs[rid]["release sent"] = time.time()
+                ready.put(rid)
+            for _ in range(RELEASERS):
+                ready.put(None)
+
         def releaser():
             # Several at once: releases that fall due together (a wave of jobs activated in
             # one batch) leave together rather than queue behind one another's round trip,
             # which would lengthen their holds and the makespan.
             rel = Api(self.port, self.admin)
             while True:
-                with cond:
-                    while not done.is_set() and (not due or due[0][0] > time.time()):
-                        cond.wait(timeout=max(0.0, due[0][0] - time.time()) if due else None)
-                    if done.is_set():
-                        return
-                    _, rid = heapq.heappop(due)
-                    jobs[rid]["release sent"] = time.time()
+                rid = ready.get()
+                if rid is None:
+                    return
                 try:
                     st, _ = rel.call("POST", "/v1/requests/%d/release" % rid)
                     if st != 200:
@@ -173,6 +188,7 @@ class EinsoraFleet:
                     return
 
         threads = [threading.Thread(target=releaser, daemon=True) for _ in range(RELEASERS)]
+        threads.append(threading.Thread(target=timer, daemon=True))
         for th in threads:
             th.start()
         after = 0

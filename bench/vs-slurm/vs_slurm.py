@@ -24,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import random
 import sys
 import tempfile
@@ -185,6 +186,9 @@ def run_einsora(stream, args, heartbeat, root):
                     extra.setdefault("lat", []).append(r["active"] - r["placed"])
     finally:
         fl.stop()
+        if args.dump:
+            shutil.copytree(os.path.join(fl.root, "log"), os.path.join(args.dump, "einsora-hb%d-log" % heartbeat),
+                            dirs_exist_ok=True)
     f = figures(recs, ids, t0, t_acc, args.hold)
     lat = extra.get("lat", [])
     f["placed->active p50 ms"] = pct(lat, 50) * 1000
