@@ -168,9 +168,21 @@ static bool listed(char *const *ids, size_t n, const char *id, size_t len) {
 }
 
 /* Remove the ids in off and add those in on in a one-id-per-line state file ("running",
- * "containers"), in one rewrite. */
+ * "containers"), in one rewrite.
+ *
+ * "running" (what this agent started or adopted and has not stopped) is never fsync'd: it only
+ * means something while the machine stays up, and a crashed agent finds the rewrite in the page
+ * cache. After a power loss, which ends every workload of the machine with it, an old or empty
+ * list costs nothing: a workload it still names is looked for and found gone, one it lost is
+ * started again if still placed here, and whether a GPU is in use is what the fsync'd records
+ * say (R7), written before any confirmation. The driver files ("containers", ...), from which a
+ * restarted agent adopts what its engines still run, stay durable. */
+static WriteSync sync_of(const char *name) {
+    return STREQ(name, "running") ? WRITE_SYNC_NONE : WRITE_SYNC_ALL;
+}
+
 static int set_members(Agent *a, const char *name, char *const *off, size_t n_off, char *const *on,
-                       size_t n_on, bool sync_name, Error *err) {
+                       size_t n_on, Error *err) {
     _cleanup_free_ char *text = agent_read_state(a, name), *p = agent_state_file(a, name);
     StrBuf b = {0};
     for (const char *l = text; l && *l;) {
@@ -182,7 +194,7 @@ static int set_members(Agent *a, const char *name, char *const *off, size_t n_of
     }
     for (size_t i = 0; i < n_on; i++)
         strbuf_printf(&b, "%s\n", on[i]);
-    int r = p ? write_file_atomic_as(p, strbuf_cstr(&b), sync_name, err) : -ENOMEM;
+    int r = p ? write_file_atomic_as(p, strbuf_cstr(&b), sync_of(name), err) : -ENOMEM;
     strbuf_done(&b);
     return r;
 }
@@ -190,8 +202,7 @@ static int set_members(Agent *a, const char *name, char *const *off, size_t n_of
 /* Add or remove id in a one-id-per-line state file. */
 static int set_member(Agent *a, const char *name, const char *id, bool on, Error *err) {
     char *v[] = {(char *)id};
-    return on ? set_members(a, name, NULL, 0, v, 1, true, err)
-              : set_members(a, name, v, 1, NULL, 0, true, err);
+    return on ? set_members(a, name, NULL, 0, v, 1, err) : set_members(a, name, v, 1, NULL, 0, err);
 }
 
 static int set_running(Agent *a, const char *id, bool on, Error *err) {
@@ -456,6 +467,37 @@ static bool start_placed(Agent *a, json_t *w, const char *running, Started *st) 
     return st->slot < 0 || start_driven(a, st->slot, w, st->id, st->url, sizeof(st->url)) >= 0;
 }
 
+/* The ids whose GPU records go in this turn: the stopped ones (gone), and those of records that
+ * name a workload "running" does not and that is not being started. "running" is not synced
+ * (set_members), so after a power loss it may have forgotten a workload whose records were: the
+ * power loss ended it, and its GPUs would otherwise stay marked in use for good. While the
+ * machine stays up, "running" names every workload with records (the two are written
+ * together, the records first). -ENOMEM when out of memory (then gone's alone go). */
+static int stale_records(Agent *a, const char *running, char *const *born, size_t n_born,
+                         char *const *gone, size_t n_gone, char ***ret, size_t *ret_n) {
+    char **bdfs = NULL, **ids = NULL, **drop = NULL;
+    size_t n = 0, n_drop = 0;
+    Error err = {0};
+    int r = 0;
+    for (size_t k = 0; r >= 0 && k < n_gone; k++)
+        r = strv_push(&drop, &n_drop, gone[k]);
+    /* Unreadable records: the update that follows says why. */
+    if (r >= 0 && agent_records_list(a->cfg->state_dir, &bdfs, &ids, &n, &err) >= 0)
+        for (size_t k = 0; r >= 0 && k < n; k++)
+            if (!runs(running, ids[k]) && !listed(born, n_born, ids[k], strlen(ids[k])) &&
+                !listed(drop, n_drop, ids[k], strlen(ids[k])))
+                r = strv_push(&drop, &n_drop, ids[k]);
+    strv_free(bdfs, n);
+    strv_free(ids, n);
+    if (r < 0) {
+        strv_free(drop, n_drop);
+        return r;
+    }
+    *ret = drop;
+    *ret_n = n_drop;
+    return 0;
+}
+
 static void reconcile_workloads(Agent *a, json_t *work) {
     _cleanup_free_ char *running = agent_read_state(a, "running");
     size_t i, n_work = json_array_size(work);
@@ -508,21 +550,23 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         }
     }
     /* What this answer stopped and started, written once (a rewrite of each file, not one per
-     * workload), before any of it is confirmed. Each file's new content is fsync'd before its
-     * rename, so it is whole; the folder is synced once after both renames, and only when
-     * something was added: an addition must survive a power loss before its confirmation (R7),
-     * a removal need not (lost, the records still say the GPU is in use, the safe side, and
-     * "running" still lists the workload, so it is stopped and removed again at the next turn).
-     * A stop costs two fsyncs then, a start three, rather than four each. */
-    int added = agent_records_update(a->cfg->state_dir, (const char *const *)gone, n_gone, gpus,
-                                     gpu_ids, n_gpus, false, &err);
-    bool gpus_recorded = added >= 0, recorded = gpus_recorded;
-    if (recorded && (n_gone || n_born) &&
-        set_members(a, "running", gone, n_gone, born, n_born, false, &err) < 0)
-        recorded = false;
-    if (gpus_recorded && (added > 0 || (recorded && n_born)) &&
-        agent_state_sync(a->cfg->state_dir, &err) < 0)
-        recorded = gpus_recorded = false;
+     * workload), before any of it is confirmed. The records' new content is fsync'd before its
+     * rename, so it is whole; the folder is synced too only when a GPU was added: an addition
+     * must survive a power loss before its confirmation (R7), a removal need not (lost, the
+     * records still say the GPU is in use, the safe side, and the workload is looked for, found
+     * gone and removed again). "running" is not synced (set_members). A stop costs one fsync
+     * then, a start two, rather than four each. */
+    char **drop = NULL;
+    size_t n_drop = 0;
+    bool stale = stale_records(a, running, born, n_born, gone, n_gone, &drop, &n_drop) >= 0;
+    int added = agent_records_update(a->cfg->state_dir, (const char *const *)(stale ? drop : gone),
+                                     stale ? n_drop : n_gone, gpus, gpu_ids, n_gpus, false, &err);
+    strv_free(drop, n_drop);
+    bool gpus_recorded =
+            added == 0 || (added > 0 && agent_state_sync(a->cfg->state_dir, &err) >= 0);
+    bool recorded = gpus_recorded;
+    if (recorded && (n_gone || n_born))
+        recorded = set_members(a, "running", gone, n_gone, born, n_born, &err) >= 0;
     if (!recorded) {
         agent_logf(a, "cannot record workloads: %s", error_message(&err));
         a->confirm_due = true; /* the work again at the next turn: started (or adopted) then */

@@ -40,9 +40,8 @@ int agent_state_dir_ensure(const char *state_dir, Error *err) {
     return 0;
 }
 
-int write_file_atomic_as(const char *path, const char *content, bool sync_name, Error *err) {
-    int r = sync_name ? write_string_file_atomic(path, content)
-                      : write_string_file_atomic_unsynced_name(path, content);
+int write_file_atomic_as(const char *path, const char *content, WriteSync sync, Error *err) {
+    int r = write_string_file_atomic_as(path, content, sync);
     if (r == -ENAMETOOLONG)
         return error_set(err, r, "the path %s is too long", path);
     if (r < 0)
@@ -51,7 +50,7 @@ int write_file_atomic_as(const char *path, const char *content, bool sync_name, 
 }
 
 int write_file_atomic(const char *path, const char *content, Error *err) {
-    return write_file_atomic_as(path, content, true, err);
+    return write_file_atomic_as(path, content, WRITE_SYNC_ALL, err);
 }
 
 int agent_state_sync(const char *state_dir, Error *err) {
@@ -204,7 +203,8 @@ static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_
     char path[PATH_MAX];
     int r = agent_state_path(state_dir, "workloads", path, sizeof(path), err);
     if (r >= 0)
-        r = write_file_atomic_as(path, b.data, sync_name, err);
+        r = write_file_atomic_as(path, b.data, sync_name ? WRITE_SYNC_ALL : WRITE_SYNC_CONTENT,
+                                 err);
     strbuf_done(&b);
     return r;
 }

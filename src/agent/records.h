@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "util/error.h"
+#include "util/fileio.h"
 
 /* Create state_dir (and its sub-folders) when missing. */
 int agent_state_dir_ensure(const char *state_dir, Error *err);
@@ -54,8 +55,8 @@ int agent_host_driver_get(const char *state_dir, const char *bdf, char **ret);
 
 /* Write content to path atomically (temporary file, fsync, rename, fsync of the folder). */
 int write_file_atomic(const char *path, const char *content, Error *err);
-/* The same, the folder's fsync left to the caller unless sync_name (see agent_records_update). */
-int write_file_atomic_as(const char *path, const char *content, bool sync_name, Error *err);
+/* The same, made as durable as sync says (fileio.h). */
+int write_file_atomic_as(const char *path, const char *content, WriteSync sync, Error *err);
 /* fsync the state folder: every rename into it so far is durable. */
 int agent_state_sync(const char *state_dir, Error *err);
 

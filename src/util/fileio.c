@@ -88,20 +88,32 @@ int write_string_fd_sync(int fd, const char *s) {
     return fsync(fd) < 0 ? -errno : 0;
 }
 
-int write_string_file_atomic_unsynced_name(const char *path, const char *s) {
+int write_string_file_atomic_as(const char *path, const char *s, WriteSync sync) {
     char tmp[PATH_MAX];
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
         return -ENAMETOOLONG;
     _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    int r = write_string_fd_sync(fd, s);
-    (void)close(TAKE_FD(fd)); /* synced already; closed before the rename */
+    int r;
+    if (sync & WRITE_SYNC_CONTENT)
+        r = write_string_fd_sync(fd, s);
+    else {
+        size_t len = strlen(s);
+        ssize_t n = write(fd, s, len);
+        r = n < 0 ? -errno : (size_t)n == len ? 0 : -EIO;
+    }
+    (void)close(TAKE_FD(fd)); /* closed before the rename */
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
-    if (r < 0)
+    if (r < 0) {
         unlink(tmp);
-    return r;
+        return r;
+    }
+    /* The rename itself is durable only once the folder is synced; best effort. */
+    if (sync == WRITE_SYNC_ALL)
+        (void)fsync_parent_dir(path);
+    return 0;
 }
 
 int fsync_parent_dir(const char *path) {
@@ -115,10 +127,5 @@ int fsync_parent_dir(const char *path) {
 }
 
 int write_string_file_atomic(const char *path, const char *s) {
-    int r = write_string_file_atomic_unsynced_name(path, s);
-    if (r < 0)
-        return r;
-    /* The rename itself is durable only once the folder is synced; best effort. */
-    (void)fsync_parent_dir(path);
-    return 0;
+    return write_string_file_atomic_as(path, s, WRITE_SYNC_ALL);
 }

@@ -23,10 +23,18 @@ int write_string_fd_sync(int fd, const char *s);
  * "<path>.tmp" does not fit PATH_MAX; other failures -errno, with the temporary file removed. */
 int write_string_file_atomic(const char *path, const char *s);
 
-/* The same without the folder's fsync: the new content is whole on disk, but after a power
- * loss the name may still give the old content until the folder is synced (fsync_parent_dir).
- * For several files of one folder made durable by one sync, or a change that may be lost. */
-int write_string_file_atomic_unsynced_name(const char *path, const char *s);
+/* What write_string_file_atomic_as() makes durable before it returns. Either way the file
+ * never holds a mix of the old and the new content while the machine stays up. */
+typedef enum WriteSync {
+    /* Nothing: a crashed process leaves the new content, a power loss may leave either (or,
+     * on a filesystem without a journal, an empty or torn file). */
+    WRITE_SYNC_NONE = 0,
+    /* The new content is whole on disk, but after a power loss the name may still give the
+     * old one until the folder is synced (fsync_parent_dir). */
+    WRITE_SYNC_CONTENT = 1,
+    WRITE_SYNC_ALL = 3, /* content and name: write_string_file_atomic() */
+} WriteSync;
+int write_string_file_atomic_as(const char *path, const char *s, WriteSync sync);
 
 /* fsync the folder that holds path: the renames into it done so far are durable. -errno. */
 int fsync_parent_dir(const char *path);

@@ -11,6 +11,7 @@
 #include "agent/records.h"
 #include "helpers.h"
 #include "util/fileio.h"
+#include "util/macro.h"
 
 static const char good[] = "einsora-journal 1\n"
                            "begin 7 0000:01:00.0 vfio\n"
@@ -220,6 +221,32 @@ Test(records, r7_recording_a_workloads_gpus_again_adds_only_what_is_missing) {
     cr_expect_eq(agent_state_sync("/nonexistent-einsora-state", &err), -ENOENT);
     cr_expect(strstr(error_message(&err), "/nonexistent-einsora-state") != NULL, "%s",
               error_message(&err));
+    cr_expect_eq(remove_temp_tree(dir), 0);
+    free(dir);
+}
+
+/* Each way of replacing a state file leaves the whole new content under its name and no
+ * temporary file; a folder that is not there is an error that writes nothing. */
+Test(records, r16_a_replaced_state_file_holds_the_whole_new_content_at_every_sync_level) {
+    char *dir = temp_state();
+    const WriteSync levels[] = {WRITE_SYNC_NONE, WRITE_SYNC_CONTENT, WRITE_SYNC_ALL};
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    snprintf(path, sizeof(path), "%s/running", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    for (size_t k = 0; k < ARRAY_SIZE(levels); k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "%zu\n%zu\n", k, k + 100);
+        cr_assert_eq(write_string_file_atomic_as(path, want, levels[k]), 0);
+        char *got = NULL;
+        cr_assert_eq(read_full_file(path, 1024, &got, NULL), 0);
+        cr_expect_str_eq(got, want);
+        free(got);
+        cr_expect_eq(access(tmp, F_OK), -1, "level %d left %s", (int)levels[k], tmp);
+    }
+    cr_expect_eq(fsync_parent_dir(path), 0);
+    snprintf(path, sizeof(path), "%s/missing/running", dir);
+    cr_expect_eq(write_string_file_atomic_as(path, "1\n", WRITE_SYNC_NONE), -ENOENT);
+    cr_expect_eq(fsync_parent_dir(path), -ENOENT);
     cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }

@@ -138,9 +138,10 @@ static int lines(const char *path) {
     return n;
 }
 
-/* Run the agent (state in dir) against the double until it confirmed every workload; running,
- * when not NULL, is the content of its "running" file before it starts. */
-static void run_agent(Double *d, char *dir, const char *running) {
+/* Run the agent (state in dir) against the double until it confirmed every workload; running
+ * and records, when not NULL, are the contents of its "running" and "workloads" files before it
+ * starts. */
+static void run_agent(Double *d, char *dir, const char *running, const char *records) {
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->cond, NULL);
     struct MHD_Daemon *daemon = MHD_start_daemon(
@@ -155,6 +156,8 @@ static void run_agent(Double *d, char *dir, const char *running) {
     cr_assert(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/running", dir);
     cr_assert(!running || write_string_file_atomic(path, running) == 0);
+    snprintf(path, sizeof(path), "%s/workloads", dir);
+    cr_assert(!records || write_string_file_atomic(path, records) == 0);
     pid_t agent = fleet_spawn_h100_agent(url, "n1-token", "n1", dir, NULL);
     bool done = false;
     for (int i = 0; i < 1200 && !(done = all_active(d)); i++)
@@ -173,7 +176,7 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
      .timeout = 180) {
     Double d = {.refused_at = -1, .heartbeat_of_retry = -1};
     char dir[] = "/tmp/einsora-confirm-XXXXXX";
-    run_agent(&d, dir, NULL);
+    run_agent(&d, dir, NULL, NULL);
     cr_expect_eq(d.most_in_flight, PLACED,
                  "at most %d of one answer's %d confirmations were in flight at once: they went "
                  "one after another",
@@ -192,18 +195,26 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
     cr_assert_eq(remove_temp_tree(dir), 0);
 }
 
-/* A power loss may keep the agent's new list of what runs but not the new records of their
- * GPUs (the two files' renames are made durable by one sync of the folder). Workloads the agent
- * finds in its list are confirmed again, and their GPUs are recorded first (R7: the binding
- * code refuses to rebind a recorded GPU), each once. */
+/* The agent's list of what runs is not fsync'd, its GPU records are; after a power loss the
+ * two may disagree. Workloads the agent finds in its list are confirmed again, not started
+ * again, and their GPUs are recorded first (R7: the binding code refuses to rebind a recorded
+ * GPU), each once; a record of a workload the list no longer names (the power loss ended it)
+ * is dropped, so that its GPU is not marked in use for good. */
 Test(confirm, r7_workloads_confirmed_again_have_their_gpus_recorded_first, .timeout = 180) {
     Double d = {.refused_at = -1, .heartbeat_of_retry = -1};
     char dir[] = "/tmp/einsora-confirm-XXXXXX";
-    run_agent(&d, dir, "1\n2\n3\n4\n5\n6\n7\n8\n");
+    run_agent(&d, dir, "1\n2\n3\n4\n5\n6\n7\n8\n", "0000:19:00.0 42\n0000:11:00.0 1\n");
     char path[256];
     snprintf(path, sizeof(path), "%s/workloads", dir);
     cr_expect_eq(lines(path), PLACED, "%d GPU records, not one for each of the %d workloads",
                  lines(path), PLACED);
+    char *records = NULL;
+    cr_assert_eq(read_full_file(path, 1 << 20, &records, NULL), 0);
+    cr_expect(strstr(records, " 42\n") == NULL, "the forgotten workload's record stayed: %s",
+              records);
+    cr_expect(strstr(records, "0000:18:00.0 8\n") != NULL, "workload 8's GPU is not recorded: %s",
+              records);
+    free(records);
     for (int id = 1; id <= PLACED; id++)
         cr_expect_eq(d.confirmed[id], id == REFUSED_ID ? 2 : 1, "request %d confirmed %d times", id,
                      d.confirmed[id]);
