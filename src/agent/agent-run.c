@@ -413,47 +413,55 @@ typedef struct Started {
     char url[200];
 } Started;
 
-static void log_started(Agent *a, const Started *st) {
-    if (st->again) {
-        agent_logf(a, "confirmed %s: it runs", st->id);
-        return;
-    }
+/* What the log says once st's confirmation is answered (NULL when out of memory). */
+static char *started_note(const Started *st) {
+    if (st->again)
+        return strprintf("confirmed %s: it runs", st->id);
     json_t *p = json_object_get(st->w, "placement");
     _cleanup_free_ char *gpus = json_dumps(json_object_get(p, "addresses"), JSON_COMPACT);
-    agent_logf(a, "started %s %s (%s, %s, GPUs %s)%s%s%s",
-               json_string_value(json_object_get(st->w, "kind")), st->id,
-               strempty(json_string_value(json_object_get(p, "method"))),
-               strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
-               st->slot == SLOT_ENGINE    ? " in a container"
-               : st->slot == SLOT_VM      ? " as a VM"
-               : st->slot == SLOT_PROCESS ? " as a process"
-                                          : " [recorded; no driver for it]",
-               st->url[0] ? " at " : "", st->url);
+    return strprintf("started %s %s (%s, %s, GPUs %s)%s%s%s",
+                     json_string_value(json_object_get(st->w, "kind")), st->id,
+                     strempty(json_string_value(json_object_get(p, "method"))),
+                     strempty(json_string_value(json_object_get(p, "class"))), strempty(gpus),
+                     st->slot == SLOT_ENGINE    ? " in a container"
+                     : st->slot == SLOT_VM      ? " as a VM"
+                     : st->slot == SLOT_PROCESS ? " as a process"
+                                                : " [recorded; no driver for it]",
+                     st->url[0] ? " at " : "", st->url);
 }
 
-/* Tell the control plane that these workloads run (placed -> active), side by side; one that
- * got no answer is looked at again at the next turn (confirm_due). */
+/* Tell the control plane that these workloads run (placed -> active): queued for the pool,
+ * which sends them side by side while the agent goes back to its work (confirm.h). */
 static void confirm_started(Agent *a, Started *st, size_t n) {
-    _cleanup_free_ Confirm *items = n ? calloc(n, sizeof(*items)) : NULL;
-    if (n && !items) {
-        a->confirm_due = true;
-        return;
-    }
     for (size_t i = 0; i < n; i++) {
-        snprintf(items[i].path, sizeof(items[i].path), "/v1/requests/%s/activate", st[i].id);
-        items[i].body = st[i].url[0] ? json_pack("{s:s}", "url", st[i].url) : NULL;
+        json_t *body = st[i].url[0] ? json_pack("{s:s}", "url", st[i].url) : NULL;
+        Confirm *c = confirm_new(st[i].id, body, started_note(&st[i]));
+        if (!c || confirm_submit(&a->confirms, c) < 0)
+            a->confirm_due = true; /* looked at again at the next turn */
     }
-    confirm_send_all(&a->confirms, a->cl, items, n);
-    for (size_t i = 0; i < n; i++) {
-        note_call(a, "POST", items[i].path, items[i].r, items[i].status, items[i].answer,
-                  &items[i].err);
-        if (items[i].r >= 0 && items[i].status < 300)
-            log_started(a, &st[i]);
-        else if (items[i].r < 0 || items[i].status >= 500)
+}
+
+/* Log the answered confirmations; one that got no answer (or a 5xx) is looked at again at the
+ * next turn (confirm_due): the work then shows it still placed, and it is confirmed again. */
+static void confirms_answered(Agent *a, Confirm *done) {
+    for (Confirm *c = done, *next; c; c = next) {
+        next = c->next;
+        if (c->r < 0 && a->cfg->stop && *a->cfg->stop) { /* cut short: the agent stops */
+            confirm_free(c);
+            continue;
+        }
+        note_call(a, "POST", c->path, c->r, c->status, c->answer, &c->err);
+        if (c->r >= 0 && c->status < 300) {
+            if (c->note)
+                agent_logf(a, "%s", c->note);
+        } else if (c->r < 0 || c->status >= 500)
             a->confirm_due = true;
-        json_decref(items[i].body);
+        confirm_free(c);
     }
-    confirm_items_done(items, n);
+}
+
+static void take_confirms(Agent *a) {
+    confirms_answered(a, confirm_take_done(&a->confirms));
 }
 
 /* Start (or find running) the placed workload w; false when it is not to be confirmed (its
@@ -575,10 +583,11 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         agent_logf(a, "stopped %s", gone[k]);
     a->stopped = n_gone > 0;
     /* Unrecorded, only the ones that ran already are confirmed, and only with their GPUs on
-     * record. */
+     * record; not one whose confirmation is still on its way. */
     size_t n_confirm = 0;
     for (size_t k = 0; k < n_st; k++)
-        if (recorded || (gpus_recorded && st[k].again))
+        if ((recorded || (gpus_recorded && st[k].again)) &&
+            !(st[k].again && confirm_pending(&a->confirms, st[k].id)))
             st[n_confirm++] = st[k];
     confirm_started(a, st, n_confirm);
     strv_free(gone, n_gone);
@@ -605,6 +614,7 @@ static void do_work(Agent *a, json_t *ans) {
      * answer, and a GPU is never rebound from under a workload that still runs (R4, R7):
      * stop what no longer runs here, then rebind (do_bind confirms the holders are gone). */
     a->stopped = false;
+    take_confirms(a);
     check_driven(a); /* workloads that ended on their own free their GPUs first */
     reconcile_workloads(a, json_object_get(ans, "workloads"));
     size_t i;
@@ -620,6 +630,7 @@ static void sleep_until(const AgentConfig *cfg, int64_t until_ms) {
 }
 
 static void turn(Agent *a) {
+    take_confirms(a); /* one that got no answer sets confirm_due, used below */
     if (a->push_due || !a->pushed || a->turns % 10 == 0)
         push_inventory(a);
     a->turns++;
@@ -670,6 +681,7 @@ static void watch_work(Agent *a, int64_t until_ms) {
         Error err = {0};
         int r = work_watch_poll(&a->watch, a->cl, cfg->id.name,
                                 (unsigned)((until_ms - now + 999) / 1000), &work, &err);
+        take_confirms(a);
         if (r > 0) {
             do_work(a, work);
             json_decref(work);
@@ -730,12 +742,12 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         turn(&a);
         watch_work(&a, next);
     }
-    agent_logf(&a, "stopped");
     for (int k = 0; k < _SLOT_MAX; k++)
         driver_free(a.drivers[k]);
     free(a.pushed);
     inventory_cache_drop(&a.inventory);
-    confirm_pool_done(&a.confirms);
+    confirms_answered(&a, confirm_pool_done(&a.confirms));
+    agent_logf(&a, "stopped");
     client_free(a.cl);
     catalog_free(a.catalog);
     return 0;

@@ -1,9 +1,10 @@
-/* confirm.c: the agent's confirmations of started workloads, sent side by side (confirm.h). */
+/* confirm.c: the agent's confirmations of started workloads, sent side by side in the
+ * background by a few worker threads, each with its own connection (confirm.h). */
 #include "agent/confirm.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/macro.h"
@@ -11,71 +12,149 @@
 void confirm_pool_init(ConfirmPool *p, const char *server, const char *token,
                        volatile sig_atomic_t *stop) {
     *p = (ConfirmPool){.server = server, .token = token, .stop = stop};
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
 }
 
-void confirm_pool_done(ConfirmPool *p) {
-    for (size_t i = 0; i < ARRAY_SIZE(p->cl); i++) {
-        client_free(p->cl[i]);
-        p->cl[i] = NULL;
+Confirm *confirm_new(const char *id, json_t *body, char *note) {
+    Confirm *c = calloc(1, sizeof(*c));
+    if (!c) {
+        json_decref(body);
+        free(note);
+        return NULL;
     }
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    snprintf(c->path, sizeof(c->path), "/v1/requests/%s/activate", id);
+    c->body = body;
+    c->note = note;
+    return c;
 }
 
-typedef struct Job {
-    Client *cl;
-    Confirm *item;
-} Job;
+void confirm_free(Confirm *c) {
+    if (!c)
+        return;
+    json_decref(c->body);
+    json_decref(c->answer);
+    free(c->note);
+    free(c);
+}
 
-static void *send_one(void *arg) {
-    Job *j = arg;
-    Confirm *c = j->item;
-    c->r = client_call(j->cl, "POST", c->path, c->body, NULL, &c->status, &c->answer, &c->err);
+static void append(Confirm **head, Confirm **tail, Confirm *c) {
+    c->next = NULL;
+    if (*tail)
+        (*tail)->next = c;
+    else
+        *head = c;
+    *tail = c;
+}
+
+typedef struct Worker {
+    ConfirmPool *p;
+    unsigned slot;
+} Worker;
+
+static void *worker_main(void *arg) {
+    Worker w = *(Worker *)arg;
+    free(arg);
+    ConfirmPool *p = w.p;
+    Client *cl = NULL;
+    Error open_err = {0};
+    int opened = client_new(p->server, p->token, &cl, &open_err);
+    if (opened >= 0 && p->stop)
+        client_set_abort(cl, p->stop);
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        p->n_idle++;
+        while (!p->queued && !p->quitting)
+            pthread_cond_wait(&p->cond, &p->lock);
+        p->n_idle--;
+        if (!p->queued) /* quitting, nothing left to send */
+            break;
+        Confirm *c = p->queued;
+        p->queued = c->next;
+        if (!p->queued)
+            p->queued_tail = NULL;
+        p->sending[w.slot] = c;
+        pthread_mutex_unlock(&p->lock);
+        if (opened < 0) {
+            c->r = opened;
+            c->err = open_err;
+        } else
+            c->r = client_call(cl, "POST", c->path, c->body, NULL, &c->status, &c->answer, &c->err);
+        pthread_mutex_lock(&p->lock);
+        p->sending[w.slot] = NULL;
+        append(&p->done, &p->done_tail, c);
+    }
+    pthread_mutex_unlock(&p->lock);
+    client_free(cl);
     return NULL;
 }
 
-/* The pool's k-th connection, opened when first needed; NULL (with the item's error set) when
- * it cannot be. */
-static Client *pool_client(ConfirmPool *p, size_t k, Confirm *item) {
-    if (!p->cl[k]) {
-        if ((item->r = client_new(p->server, p->token, &p->cl[k], &item->err)) < 0)
-            return NULL;
-        if (p->stop)
-            client_set_abort(p->cl[k], p->stop);
-    }
-    return p->cl[k];
-}
-
-void confirm_send_all(ConfirmPool *p, Client *cl, Confirm *items, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        items[i].r = 0;
-        items[i].status = 0;
-        items[i].answer = NULL;
-        items[i].err = (Error){0};
-    }
-    for (size_t base = 0; base < n; base += CONFIRM_PARALLEL_MAX) {
-        size_t k = MIN(n - base, (size_t)CONFIRM_PARALLEL_MAX);
-        Job jobs[CONFIRM_PARALLEL_MAX];
-        pthread_t th[CONFIRM_PARALLEL_MAX];
-        bool started[CONFIRM_PARALLEL_MAX] = {false};
-        for (size_t i = 1; i < k; i++) {
-            Confirm *item = &items[base + i];
-            jobs[i] = (Job){.cl = pool_client(p, i - 1, item), .item = item};
-            if (jobs[i].cl)
-                started[i] = pthread_create(&th[i], NULL, send_one, &jobs[i]) == 0;
-        }
-        jobs[0] = (Job){.cl = cl, .item = &items[base]};
-        send_one(&jobs[0]);
-        for (size_t i = 1; i < k; i++) {
-            if (started[i])
-                pthread_join(th[i], NULL);
-            else if (jobs[i].cl) /* no thread to spare: this one goes after the others */
-                send_one(&jobs[i]);
+int confirm_submit(ConfirmPool *p, Confirm *c) {
+    pthread_mutex_lock(&p->lock);
+    unsigned queued = 0;
+    for (Confirm *q = p->queued; q; q = q->next)
+        queued++;
+    /* A worker more while every one is busy or already has a confirmation waiting for it. */
+    if (p->n_workers < CONFIRM_PARALLEL_MAX && queued >= p->n_idle && !p->quitting) {
+        Worker *w = malloc(sizeof(*w));
+        if (w) {
+            *w = (Worker){.p = p, .slot = p->n_workers};
+            if (pthread_create(&p->workers[p->n_workers], NULL, worker_main, w) == 0)
+                p->n_workers++;
+            else
+                free(w);
         }
     }
+    if (!p->n_workers || p->quitting) {
+        pthread_mutex_unlock(&p->lock);
+        confirm_free(c);
+        return -EAGAIN;
+    }
+    append(&p->queued, &p->queued_tail, c);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
 }
 
-void confirm_items_done(Confirm *items, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        json_decref(items[i].answer);
-        items[i].answer = NULL;
+bool confirm_pending(ConfirmPool *p, const char *id) {
+    bool found = false;
+    pthread_mutex_lock(&p->lock);
+    for (Confirm *q = p->queued; q && !found; q = q->next)
+        found = STREQ(q->id, id);
+    for (unsigned i = 0; i < p->n_workers && !found; i++)
+        found = p->sending[i] && STREQ(p->sending[i]->id, id);
+    pthread_mutex_unlock(&p->lock);
+    return found;
+}
+
+Confirm *confirm_take_done(ConfirmPool *p) {
+    pthread_mutex_lock(&p->lock);
+    Confirm *done = p->done;
+    p->done = p->done_tail = NULL;
+    pthread_mutex_unlock(&p->lock);
+    return done;
+}
+
+Confirm *confirm_pool_done(ConfirmPool *p) {
+    pthread_mutex_lock(&p->lock);
+    p->quitting = true;
+    Confirm *unsent = p->queued;
+    p->queued = p->queued_tail = NULL;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->n_workers; i++)
+        pthread_join(p->workers[i], NULL);
+    p->n_workers = 0;
+    /* Not sent: left for the caller as not done, so that nothing waits on a call at exit. */
+    for (Confirm *c = unsent, *next; c; c = next) {
+        next = c->next;
+        c->r = error_set(&c->err, -ECANCELED, "the agent stopped before it was sent");
+        append(&p->done, &p->done_tail, c);
     }
+    Confirm *done = p->done;
+    p->done = p->done_tail = NULL;
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    return done;
 }

@@ -1,25 +1,36 @@
 /* confirm.h: the agent's confirmations that placed workloads now run (POST
- * /v1/requests/{id}/activate), sent side by side.
+ * /v1/requests/{id}/activate), sent side by side and in the background.
  *
  * One answer of the work route may place several workloads on a node at once (the eight
  * one-GPU jobs that follow a gang). Sent one after another, the eighth would be confirmed
  * seven round trips (each a durable commit on the control plane) after the first; sent side
  * by side on connections of their own they land in the control plane's same group commit, and
- * every one of them is confirmed about one round trip after its start. */
+ * every one of them is confirmed about one round trip after its start.
+ *
+ * Nor does the agent wait for the answers: while a confirmation waits for its commit, the
+ * agent is back on its long-poll, so a placement that comes meanwhile is started at once
+ * rather than after that round trip. The answers are taken (confirm_take_done) where the agent
+ * looks at its work again. */
 #pragma once
 
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 
 #include "client/client.h"
 #include "util/error.h"
 
-/* Confirmations in flight at once, at most; more wait for a free connection. */
+/* Confirmations in flight at once, at most (a worker thread and a connection each); more wait
+ * for a free one. */
 #define CONFIRM_PARALLEL_MAX 8
 
 typedef struct Confirm {
+    struct Confirm *next;
+    char id[32];   /* the request's id */
     char path[64]; /* "/v1/requests/<id>/activate" */
-    json_t *body;  /* {"url": ...} or NULL; owned by the caller */
+    json_t *body;  /* {"url": ...} or NULL; owned */
+    char *note;    /* what to log once confirmed (owned; may be NULL) */
     /* how it went: client_call()'s result, and on 0 the status and the answer (owned) */
     int r;
     long status;
@@ -30,19 +41,33 @@ typedef struct Confirm {
 typedef struct ConfirmPool {
     const char *server, *token;
     volatile sig_atomic_t *stop;
-    Client *cl[CONFIRM_PARALLEL_MAX - 1]; /* opened when first needed, then kept alive */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool quitting;
+    unsigned n_workers, n_idle;
+    pthread_t workers[CONFIRM_PARALLEL_MAX];
+    Confirm *queued, *queued_tail;          /* to send, oldest first */
+    Confirm *sending[CONFIRM_PARALLEL_MAX]; /* in flight, per worker */
+    Confirm *done, *done_tail;              /* answered (or not sent: r < 0), oldest first */
 } ConfirmPool;
 
 /* The pool of a daemon that talks to server with token; stop (may be NULL) ends calls in
- * flight (client_set_abort()). The strings must outlive the pool. Opens nothing yet. */
+ * flight (client_set_abort()). The strings must outlive the pool. Starts nothing yet. */
 void confirm_pool_init(ConfirmPool *p, const char *server, const char *token,
                        volatile sig_atomic_t *stop);
-void confirm_pool_done(ConfirmPool *p);
+/* Stop the workers (a call in flight ends when stop is set, else with its answer) and return
+ * what confirm_take_done() would, followed by what was never sent (r = -ECANCELED). */
+Confirm *confirm_pool_done(ConfirmPool *p);
 
-/* Send every item, the first on cl (the caller's own connection) and up to
- * CONFIRM_PARALLEL_MAX - 1 others at the same time on the pool's, and return once all are
- * answered: each item's r, status, answer and err say how it went. */
-void confirm_send_all(ConfirmPool *p, Client *cl, Confirm *items, size_t n);
+/* A new confirmation of request id ("path", body and note filled in by the caller), or NULL
+ * when out of memory. Body and note become the item's. */
+Confirm *confirm_new(const char *id, json_t *body, char *note);
+void confirm_free(Confirm *c);
 
-/* Free the answers confirm_send_all() left in the items. */
-void confirm_items_done(Confirm *items, size_t n);
+/* Queue c (the pool's from now on) and return at once; a worker sends it. -errno (c freed)
+ * when no worker can be started at all. */
+int confirm_submit(ConfirmPool *p, Confirm *c);
+/* Whether a confirmation of id is queued or in flight. */
+bool confirm_pending(ConfirmPool *p, const char *id);
+/* The answered confirmations, oldest first, linked by next (the caller's: confirm_free each). */
+Confirm *confirm_take_done(ConfirmPool *p);

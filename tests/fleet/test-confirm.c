@@ -31,6 +31,12 @@ typedef struct Double {
     bool active[PLACED + 1];
     int heartbeats, refused_at; /* heartbeats when REFUSED_ID's first confirmation came */
     int heartbeat_of_retry;     /* and when its second came; -1 none yet */
+    /* Each first confirmation is answered only once the agent polled its work after it came:
+     * an agent that waits for its confirmations' answers before it polls again gets them only
+     * at the deadline. */
+    bool hold_until_polled;
+    int polls;              /* GET .../work with a cursor */
+    int answered_by_a_poll; /* first confirmations that a poll let through */
 } Double;
 
 static void work_json(Double *d, char *buf, size_t size) {
@@ -60,9 +66,14 @@ static unsigned confirm(Double *d, int id) {
     pthread_cond_broadcast(&d->cond);
     bool first_round = d->confirmed[id] == 0;
     d->confirmed[id]++;
-    while (first_round && d->most_in_flight < PLACED &&
+    int polls_before = d->polls;
+    while (first_round && !d->hold_until_polled && d->most_in_flight < PLACED &&
            pthread_cond_timedwait(&d->cond, &d->lock, &until) == 0)
         ;
+    while (first_round && d->hold_until_polled && d->polls == polls_before &&
+           pthread_cond_timedwait(&d->cond, &d->lock, &until) == 0)
+        ;
+    d->answered_by_a_poll += first_round && d->hold_until_polled && d->polls > polls_before;
     d->in_flight--;
     if (id == REFUSED_ID && d->confirmed[id] == 1) {
         d->refused_at = d->heartbeats;
@@ -92,6 +103,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     } else if (!strcmp(method, "GET") && strstr(url, "/work")) {
         const char *after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
         if (after) { /* nothing new: a short wait (this thread is the connection's own) */
+            d->polls++;
+            pthread_cond_broadcast(&d->cond);
             pthread_mutex_unlock(&d->lock);
             usleep(100 * 1000);
             pthread_mutex_lock(&d->lock);
@@ -223,6 +236,29 @@ Test(confirm, r7_workloads_confirmed_again_have_their_gpus_recorded_first, .time
     cr_assert_eq(read_full_file(path, 1 << 20, &log, NULL), 0);
     cr_expect(strstr(log, "confirmed 1: it runs") != NULL, "not confirmed as running: %s", log);
     cr_expect(strstr(log, "started container") == NULL, "a workload was started again: %s", log);
+    free(log);
+    cr_assert_eq(remove_temp_tree(dir), 0);
+}
+
+/* The agent does not wait for its confirmations' answers: while they wait for the control
+ * plane's commit it is back on its long-poll, so a placement that comes meanwhile is started
+ * at once. Here each confirmation is answered only after the agent polled its work again. */
+Test(confirm, r17_agent_polls_its_work_while_its_confirmations_wait_for_their_answers,
+     .timeout = 180) {
+    Double d = {.refused_at = -1, .heartbeat_of_retry = -1, .hold_until_polled = true};
+    char dir[] = "/tmp/einsora-confirm-XXXXXX";
+    run_agent(&d, dir, NULL, NULL);
+    cr_expect_eq(d.answered_by_a_poll, PLACED,
+                 "%d of %d confirmations were let through by a poll of the work: the agent waited "
+                 "for their answers before polling",
+                 d.answered_by_a_poll, PLACED);
+    cr_expect_eq(d.confirmed[REFUSED_ID], 2, "the unanswered confirmation was sent %d times",
+                 d.confirmed[REFUSED_ID]);
+    char path[256];
+    snprintf(path, sizeof(path), "%s/agent.log", dir);
+    char *log = NULL;
+    cr_assert_eq(read_full_file(path, 1 << 20, &log, NULL), 0);
+    cr_expect(strstr(log, "started container 8 ") != NULL, "not logged once confirmed: %s", log);
     free(log);
     cr_assert_eq(remove_temp_tree(dir), 0);
 }
