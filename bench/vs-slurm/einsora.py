@@ -41,11 +41,6 @@ def make_h200_fixture(src, dst):
 
 
 RELEASERS = 16  # threads releasing held requests, each with its own connection
-# The feed is read at most this often. Every time in it is the server's, and a hold is timed
-# from its `request.active` event's time, so reading it later changes no figure (as long as
-# this is well under a hold); reading it at every event, as a long poll returns, cost this
-# process as much CPU as the agents, on the two cores the fleet being measured shares.
-FEED_INTERVAL_S = 0.1
 
 
 class Api:
@@ -199,10 +194,7 @@ class EinsoraFleet:
         after = 0
         kinds = {"request.submitted": "submitted", "request.placed": "placed", "request.active": "active",
                  "request.released": "ended"}
-        polled = 0.0
         while ended < n_jobs and not stop() and not errors:
-            time.sleep(max(0.0, polled + FEED_INTERVAL_S - time.time()))
-            polled = time.time()
             st, j = feed.call("GET", "/v1/events?after=%d&wait=10&limit=10000" % after)
             if st != 200:
                 raise RuntimeError("events: %s %s" % (st, j))
