@@ -24,8 +24,9 @@ import argparse
 import json
 import math
 import os
-import shutil
 import random
+import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -152,8 +153,9 @@ def run_slurm(stream, args, tuned, root):
     return figures(c.timeline(), ids, t0, t_acc, args.hold), conf
 
 
-def run_einsora(stream, args, heartbeat, root):
-    fl = einsora.EinsoraFleet(os.path.join(root, "einsora-hb%d" % heartbeat), args.einsora, args.catalog,
+def run_einsora(stream, args, heartbeat, root, rep=0):
+    tag = "einsora-hb%d" % heartbeat + ("-run%d" % (rep + 1) if args.repeat > 1 else "")
+    fl = einsora.EinsoraFleet(os.path.join(root, tag), args.einsora, args.catalog,
                               args.fixtures, args.fake_nvml, TYPES, NODES_PER_TYPE, heartbeat)
     extra = {}
     try:
@@ -176,7 +178,7 @@ def run_einsora(stream, args, heartbeat, root):
         follower.join()
         if args.dump:
             os.makedirs(args.dump, exist_ok=True)  # like any output path a user names
-            with open(os.path.join(args.dump, "einsora-hb%d.json" % heartbeat), "w") as fh:
+            with open(os.path.join(args.dump, tag + ".json"), "w") as fh:
                 json.dump({"t0": t0, "ids": ids, "events": result}, fh)
         recs = {}
         for j, r in result.items():
@@ -187,13 +189,28 @@ def run_einsora(stream, args, heartbeat, root):
     finally:
         fl.stop()
         if args.dump:
-            shutil.copytree(os.path.join(fl.root, "log"), os.path.join(args.dump, "einsora-hb%d-log" % heartbeat),
+            shutil.copytree(os.path.join(fl.root, "log"), os.path.join(args.dump, tag + "-log"),
                             dirs_exist_ok=True)
     f = figures(recs, ids, t0, t_acc, args.hold)
     lat = extra.get("lat", [])
     f["placed->active p50 ms"] = pct(lat, 50) * 1000
     f["placed->active p99 ms"] = pct(lat, 99) * 1000
-    return f
+    return f, lat
+
+
+def run_einsora_repeated(stream, args, heartbeat, root):
+    """--repeat N runs of one heartbeat: each figure is the median of the runs', but the
+    placed -> active percentiles are those of all the runs' placements together (a single
+    run's p99 rests on its 22 slowest placements, a few bursts of this machine)."""
+    runs, lat = [], []
+    for rep in range(args.repeat):
+        f, l = run_einsora(stream, args, heartbeat, root, rep)
+        runs.append(f)
+        lat += l
+    f = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    f["placed->active p50 ms"] = pct(lat, 50) * 1000
+    f["placed->active p99 ms"] = pct(lat, 99) * 1000
+    return f, [r["placed->active p99 ms"] for r in runs]
 
 
 def main():
@@ -218,8 +235,14 @@ def main():
                     help="systems to run, comma-separated (einsora alone needs no Slurm)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds a system may take for the stream")
     ap.add_argument("--seed", type=int, default=18, help="seed of the stream's order of jobs")
-    ap.add_argument("--dump", metavar="DIR", help="write each Einsora run's per-request timeline (JSON) there")
+    ap.add_argument("--dump", metavar="DIR",
+                    help="write each Einsora run's per-request timeline (JSON) and its logs there")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run Einsora N times per heartbeat: median figures, placed->active "
+                         "percentiles over all N runs' placements")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be 1 or more")
     systems = args.systems.split(",")
     stream = make_stream(args.one_gpu, args.eight_gpu, args.seed)
     print("bench vs-slurm: %d nodes x %d GPUs (%s), %d one-GPU + %d eight-GPU jobs holding %.0f s, %d submitters"
@@ -229,6 +252,7 @@ def main():
     print("placed: Slurm = slurmctld log 'sched: Allocate JobId=' / backfill 'Started JobId=' (ms); "
           "Einsora = request.active (its agent started it; event feed, ms)")
     results = {}
+    per_run_p99 = {}
     conf = None
     with tempfile.TemporaryDirectory(prefix="vs-slurm-") as root:
         for s in systems:
@@ -242,8 +266,10 @@ def main():
                     conf = c
             elif s == "einsora":
                 for hb in [int(x) for x in args.heartbeats.split(",")]:
-                    print("running einsora at heartbeat %d s ..." % hb, flush=True)
-                    results["einsora-hb%d" % hb] = run_einsora(stream, args, hb, root)
+                    print("running einsora at heartbeat %d s%s ..."
+                          % (hb, " (%d runs)" % args.repeat if args.repeat > 1 else ""), flush=True)
+                    results["einsora-hb%d" % hb], per_run_p99["einsora-hb%d" % hb] = \
+                        run_einsora_repeated(stream, args, hb, root)
             else:
                 sys.exit("vs-slurm: unknown system %s" % s)
     if conf:
@@ -276,6 +302,11 @@ def main():
                 v = results[c].get(k)
                 line += "%14s" % ("-" if v is None or not b else "%.2fx" % (v / b))
         print(line)
+    if args.repeat > 1:
+        print("\nEinsora: the median of %d runs per heartbeat; placed->active p50/p99 over all their "
+              "placements. Each run's own p99 (ms):" % args.repeat)
+        for c, v in per_run_p99.items():
+            print("  %-14s %s" % (c, " ".join("%.0f" % x for x in v)))
     print("\nratio: the system's figure / tuned Slurm's (accepted/s and placements/s: higher is better; "
           "makespan, waits, idle GPU-s: lower is better)")
 
