@@ -599,8 +599,14 @@ static json_t *running_json(Agent *a) {
     json_t *list = json_array();
     for (const char *l = running; l && *l;) {
         const char *e = strchrnul(l, '\n');
-        if (e > l)
-            json_array_append_new(list, json_stringn(l, (size_t)(e - l)));
+        char id[32];
+        uint64_t v;
+        snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
+        /* Request ids only: after a power loss the unsynced list may hold a torn line, for
+         * which the control plane would refuse the whole heartbeat (the agent's next turn with
+         * work drops the line). */
+        if ((size_t)(e - l) < sizeof(id) && parse_decimal_uint64(id, UINT64_MAX, &v) >= 0 && v)
+            json_array_append_new(list, json_string(id));
         l = *e ? e + 1 : e;
     }
     return list;

@@ -37,6 +37,7 @@ typedef struct Double {
     bool hold_until_polled;
     int polls;              /* GET .../work with a cursor */
     int answered_by_a_poll; /* first confirmations that a poll let through */
+    bool torn_in_heartbeat; /* a heartbeat said "torn-42" runs */
 } Double;
 
 static void work_json(Double *d, char *buf, size_t size) {
@@ -90,6 +91,11 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
                               size_t *upload_size, void **con_cls) {
     (void)version, (void)upload;
     Double *d = cls;
+    if (*con_cls && *upload_size && strstr(url, "/heartbeat")) {
+        pthread_mutex_lock(&d->lock);
+        d->torn_in_heartbeat = d->torn_in_heartbeat || memmem(upload, *upload_size, "torn", 4);
+        pthread_mutex_unlock(&d->lock);
+    }
     if (fleet_double_request_pending(con_cls, cls, upload_size))
         return MHD_YES;
     unsigned status = 200;
@@ -209,14 +215,16 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
 }
 
 /* The agent's list of what runs is not fsync'd, its GPU records are; after a power loss the
- * two may disagree. Workloads the agent finds in its list are confirmed again, not started
- * again, and their GPUs are recorded first (R7: the binding code refuses to rebind a recorded
- * GPU), each once; a record of a workload the list no longer names (the power loss ended it)
- * is dropped, so that its GPU is not marked in use for good. */
+ * two may disagree, and the list may hold a torn line (never sent as running). Workloads the agent
+ * finds in its list are confirmed again, not started again, and their GPUs are recorded first (R7:
+ * the binding code refuses to rebind a recorded GPU), each once; a record of a workload the list no
+ * longer names (the power loss ended it) is dropped, so that its GPU is not marked in use for good.
+ */
 Test(confirm, r7_workloads_confirmed_again_have_their_gpus_recorded_first, .timeout = 180) {
     Double d = {.refused_at = -1, .heartbeat_of_retry = -1};
     char dir[] = "/tmp/einsora-confirm-XXXXXX";
-    run_agent(&d, dir, "1\n2\n3\n4\n5\n6\n7\n8\n", "0000:19:00.0 42\n0000:11:00.0 1\n");
+    run_agent(&d, dir, "1\n2\n3\n4\n5\n6\n7\n8\ntorn-42\n", "0000:19:00.0 42\n0000:11:00.0 1\n");
+    cr_expect(!d.torn_in_heartbeat, "a heartbeat said that a torn line of the list runs");
     char path[256];
     snprintf(path, sizeof(path), "%s/workloads", dir);
     cr_expect_eq(lines(path), PLACED, "%d GPU records, not one for each of the %d workloads",
