@@ -409,7 +409,8 @@ typedef struct Started {
     json_t *w;
     char id[32];
     int slot;
-    bool again; /* it ran already: confirm only */
+    bool again;       /* it ran already: confirm only */
+    bool record_only; /* active already: its GPUs on record, nothing to confirm */
     char url[200];
 } Started;
 
@@ -531,10 +532,21 @@ static void reconcile_workloads(Agent *a, json_t *work) {
     _cleanup_free_ const char **gpus = NULL, **gpu_ids = NULL;
     json_array_foreach(work, i, w) {
         const char *state = json_string_value(json_object_get(w, "state"));
-        if (!st || !state || !STREQ(state, "placed") || !start_placed(a, w, running, &st[n_st]))
+        if (!st || !state)
+            continue;
+        if (STREQ(state, "active")) {
+            /* Confirmed already: nothing to start or confirm, but one that runs here has its
+             * GPUs on record too when its lines are missing (adopted from an engine, or kept
+             * in "running" across a power loss that lost its records). */
+            st[n_st] = (Started){.w = w, .record_only = true};
+            snprintf(st[n_st].id, sizeof(st[n_st].id), "%" JSON_INTEGER_FORMAT,
+                     json_integer_value(json_object_get(w, "id")));
+            if (!runs(running, st[n_st].id))
+                continue;
+        } else if (!STREQ(state, "placed") || !start_placed(a, w, running, &st[n_st]))
             continue;
         Started *s = &st[n_st++];
-        if (!s->again && strv_push(&born, &n_born, s->id) < 0)
+        if (!s->again && !s->record_only && strv_push(&born, &n_born, s->id) < 0)
             continue;
         /* Its GPUs are recorded before it is confirmed: from then on the binding code refuses
          * to rebind them (R7). One that ran already is recorded too when its lines are missing
@@ -586,7 +598,7 @@ static void reconcile_workloads(Agent *a, json_t *work) {
      * record; not one whose confirmation is still on its way. */
     size_t n_confirm = 0;
     for (size_t k = 0; k < n_st; k++)
-        if ((recorded || (gpus_recorded && st[k].again)) &&
+        if (!st[k].record_only && (recorded || (gpus_recorded && st[k].again)) &&
             !(st[k].again && confirm_pending(&a->confirms, st[k].id)))
             st[n_confirm++] = st[k];
     confirm_started(a, st, n_confirm);

@@ -157,6 +157,13 @@ static int lines(const char *path) {
     return n;
 }
 
+/* Whether the GPU of every placed workload is on record (one line each). */
+static bool all_recorded(const char *dir) {
+    char path[256];
+    snprintf(path, sizeof(path), "%s/workloads", dir);
+    return lines(path) == PLACED;
+}
+
 /* Run the agent (state in dir) against the double until it confirmed every workload; running
  * and records, when not NULL, are the contents of its "running" and "workloads" files before it
  * starts. */
@@ -179,14 +186,15 @@ static void run_agent(Double *d, char *dir, const char *running, const char *rec
     cr_assert(!records || write_string_file_atomic(path, records) == 0);
     pid_t agent = fleet_spawn_h100_agent(url, "n1-token", "n1", dir, NULL);
     bool done = false;
-    for (int i = 0; i < 1200 && !(done = all_active(d)); i++)
+    for (int i = 0; i < 1200 && !(done = all_active(d) && all_recorded(dir)); i++)
         usleep(100 * 1000);
     kill(agent, SIGTERM);
     int status;
     cr_assert_eq(waitpid(agent, &status, 0), agent);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     MHD_stop_daemon(daemon);
-    cr_assert(done, "the agent never confirmed all %d workloads (see %s/agent.log)", PLACED, dir);
+    cr_assert(done, "the agent never confirmed and recorded all %d workloads (see %s/agent.log)",
+              PLACED, dir);
     pthread_cond_destroy(&d->cond);
     pthread_mutex_destroy(&d->lock);
 }
@@ -268,5 +276,21 @@ Test(confirm, r17_agent_polls_its_work_while_its_confirmations_wait_for_their_an
     cr_assert_eq(read_full_file(path, 1 << 20, &log, NULL), 0);
     cr_expect(strstr(log, "started container 8 ") != NULL, "not logged once confirmed: %s", log);
     free(log);
+    cr_assert_eq(remove_temp_tree(dir), 0);
+}
+
+/* A workload the control plane has active and the agent's list names, but whose GPU is not on
+ * record (adopted from an engine, or its record lost in a power loss), gets its record back at
+ * the agent's first turn, and is not confirmed again (R7: a GPU in use is never unrecorded). */
+Test(confirm, r7_an_active_workload_that_runs_here_gets_its_missing_gpu_records_back,
+     .timeout = 180) {
+    Double d = {.refused_at = -1, .heartbeat_of_retry = -1};
+    for (int id = 1; id <= PLACED; id++)
+        d.active[id] = true;
+    char dir[] = "/tmp/einsora-confirm-XXXXXX";
+    run_agent(&d, dir, "1\n2\n3\n4\n5\n6\n7\n8\n", "0000:13:00.0 3\n");
+    for (int id = 1; id <= PLACED; id++)
+        cr_expect_eq(d.confirmed[id], 0, "active request %d confirmed %d times", id,
+                     d.confirmed[id]);
     cr_assert_eq(remove_temp_tree(dir), 0);
 }
