@@ -157,6 +157,21 @@ static int lines(const char *path) {
     return n;
 }
 
+/* Each workload confirmed once, but REFUSED_ID twice (its first answer was a 503). */
+static void expect_each_confirmed_once(const Double *d) {
+    for (int id = 1; id <= PLACED; id++)
+        cr_expect_eq(d->confirmed[id], id == REFUSED_ID ? 2 : 1, "request %d confirmed %d times",
+                     id, d->confirmed[id]);
+}
+
+/* The agent's log (the caller frees it). */
+static char *agent_log(const char *dir) {
+    char path[256], *log = NULL;
+    snprintf(path, sizeof(path), "%s/agent.log", dir);
+    cr_assert_eq(read_full_file(path, 1 << 20, &log, NULL), 0);
+    return log;
+}
+
 /* Whether the GPU of every placed workload is on record (one line each). */
 static bool all_recorded(const char *dir) {
     char path[256];
@@ -208,9 +223,7 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
                  "at most %d of one answer's %d confirmations were in flight at once: they went "
                  "one after another",
                  d.most_in_flight, PLACED);
-    for (int id = 1; id <= PLACED; id++)
-        cr_expect_eq(d.confirmed[id], id == REFUSED_ID ? 2 : 1, "request %d confirmed %d times", id,
-                     d.confirmed[id]);
+    expect_each_confirmed_once(&d);
     cr_expect_gt(d.heartbeat_of_retry, d.refused_at,
                  "the unanswered confirmation was sent again before the next heartbeat");
     char path[256];
@@ -244,12 +257,8 @@ Test(confirm, r7_workloads_confirmed_again_have_their_gpus_recorded_first, .time
     cr_expect(strstr(records, "0000:18:00.0 8\n") != NULL, "workload 8's GPU is not recorded: %s",
               records);
     free(records);
-    for (int id = 1; id <= PLACED; id++)
-        cr_expect_eq(d.confirmed[id], id == REFUSED_ID ? 2 : 1, "request %d confirmed %d times", id,
-                     d.confirmed[id]);
-    snprintf(path, sizeof(path), "%s/agent.log", dir);
-    char *log = NULL;
-    cr_assert_eq(read_full_file(path, 1 << 20, &log, NULL), 0);
+    expect_each_confirmed_once(&d);
+    char *log = agent_log(dir);
     cr_expect(strstr(log, "confirmed 1: it runs") != NULL, "not confirmed as running: %s", log);
     cr_expect(strstr(log, "started container") == NULL, "a workload was started again: %s", log);
     free(log);
@@ -270,10 +279,7 @@ Test(confirm, r17_agent_polls_its_work_while_its_confirmations_wait_for_their_an
                  d.answered_by_a_poll, PLACED);
     cr_expect_eq(d.confirmed[REFUSED_ID], 2, "the unanswered confirmation was sent %d times",
                  d.confirmed[REFUSED_ID]);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/agent.log", dir);
-    char *log = NULL;
-    cr_assert_eq(read_full_file(path, 1 << 20, &log, NULL), 0);
+    char *log = agent_log(dir);
     cr_expect(strstr(log, "started container 8 ") != NULL, "not logged once confirmed: %s", log);
     free(log);
     cr_assert_eq(remove_temp_tree(dir), 0);
