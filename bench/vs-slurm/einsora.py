@@ -226,5 +226,28 @@ class EinsoraFleet:
             raise errors[0]
         return jobs
 
+    def metrics_text(self):
+        """The control plane's /metrics (text), for --dump."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("GET", "/metrics", headers={"Authorization": "Bearer " + self.admin})
+            return conn.getresponse().read().decode()
+        finally:
+            conn.close()
+
+    def cpu_s(self):
+        """CPU seconds (user + system) the control plane and the agents have used so far."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out = {"server": 0.0, "agents": 0.0}
+        for name, p in self.procs:
+            try:
+                with open("/proc/%d/stat" % p.pid) as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # after the name: state is field 3, utime 14, stime 15 (proc(5))
+            out["server" if name == "server" else "agents"] += (int(fields[11]) + int(fields[12])) / tick
+        return out
+
     def stop(self):
         procs.stop_all(self.procs, timeout=30)

@@ -16,6 +16,11 @@ to the last job's end. A job holds its GPUs `--hold` s from its start: Slurm's r
 Einsora's is released at its `request.active` event's time + hold, by 16 releasers side by
 side (so the bench's own releases do not queue behind one another). A benchmark, not a test.
 
+For Einsora it also prints the CPU time per job (user + system, from the submissions to the
+last job's end) of its agents together, its control plane, and the bench's own process (the
+submitters, the event follower and the releasers), which share the machine's cores with them:
+on a shared machine a cost per job says more than a latency.
+
 The agents' latency alone (placed -> active p50/p99, the ms an agent takes to learn of and
 start its work, whatever its heartbeat): `bench/vs-slurm/run --systems einsora --heartbeats
 1,5,10`.
@@ -170,16 +175,23 @@ def run_einsora(stream, args, heartbeat, root, rep=0):
             return fl.submit(api, g, TYPES[t][1])
 
         result = {}
+        cpu0, own0 = fl.cpu_s(), os.times()
         deadline = time.time() + args.timeout
         follower = threading.Thread(target=lambda: result.update(
             fl.run_holds(len(stream), args.hold, lambda: time.time() > deadline)))
         follower.start()
         ids, t0, t_acc = submit_all(stream, args.submitters, submit_one)
         follower.join()
+        cpu1, own1 = fl.cpu_s(), os.times()
+        for who in ("agents", "server"):
+            extra["%s CPU ms/job" % who] = (cpu1[who] - cpu0[who]) * 1000 / len(stream)
+        extra["bench CPU ms/job"] = ((own1.user + own1.system) - (own0.user + own0.system)) * 1000 / len(stream)
         if args.dump:
             os.makedirs(args.dump, exist_ok=True)  # like any output path a user names
             with open(os.path.join(args.dump, tag + ".json"), "w") as fh:
                 json.dump({"t0": t0, "ids": ids, "events": result}, fh)
+            with open(os.path.join(args.dump, tag + "-metrics.txt"), "w") as fh:
+                fh.write(fl.metrics_text())
         recs = {}
         for j, r in result.items():
             if "active" in r:
@@ -195,6 +207,8 @@ def run_einsora(stream, args, heartbeat, root, rep=0):
     lat = extra.get("lat", [])
     f["placed->active p50 ms"] = pct(lat, 50) * 1000
     f["placed->active p99 ms"] = pct(lat, 99) * 1000
+    for k in ("agents CPU ms/job", "server CPU ms/job", "bench CPU ms/job"):
+        f[k] = extra[k]
     return f, lat
 
 
@@ -236,7 +250,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds a system may take for the stream")
     ap.add_argument("--seed", type=int, default=18, help="seed of the stream's order of jobs")
     ap.add_argument("--dump", metavar="DIR",
-                    help="write each Einsora run's per-request timeline (JSON) and its logs there")
+                    help="write each Einsora run's per-request timeline (JSON), its control plane's "
+                         "/metrics at the end and its logs there")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run Einsora N times per heartbeat: median figures, placed->active "
                          "percentiles over all N runs' placements")
