@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/macro.h"
 
@@ -16,7 +17,13 @@ void confirm_pool_init(ConfirmPool *p, const char *server, const char *token,
     pthread_cond_init(&p->cond, NULL);
 }
 
-Confirm *confirm_new(const char *id, json_t *body, char *note) {
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+Confirm *confirm_new(const char *id, int64_t placed_ms, json_t *body, char *note) {
     Confirm *c = calloc(1, sizeof(*c));
     if (!c) {
         json_decref(body);
@@ -24,6 +31,7 @@ Confirm *confirm_new(const char *id, json_t *body, char *note) {
         return NULL;
     }
     snprintf(c->id, sizeof(c->id), "%s", id);
+    c->placed_ms = placed_ms;
     snprintf(c->path, sizeof(c->path), "/v1/requests/%s/activate", id);
     c->body = body;
     c->note = note;
@@ -81,8 +89,15 @@ static void *worker_main(void *arg) {
             c->err = open_err;
         } else
             c->r = client_call(cl, "POST", c->path, c->body, NULL, &c->status, &c->answer, &c->err);
+        int64_t now = mono_ms();
         pthread_mutex_lock(&p->lock);
         p->sending[w.slot] = NULL;
+        if (c->r >= 0 && c->status >= 200 && c->status < 300) {
+            unsigned k = p->answered_next++ % CONFIRM_REMEMBERED;
+            snprintf(p->answered[k].id, sizeof(p->answered[k].id), "%s", c->id);
+            p->answered[k].placed_ms = c->placed_ms;
+            p->answered[k].at_ms = now;
+        }
         append(&p->done, &p->done_tail, c);
     }
     pthread_mutex_unlock(&p->lock);
@@ -112,8 +127,11 @@ int confirm_submit(ConfirmPool *p, Confirm *c) {
         return -EAGAIN;
     }
     append(&p->queued, &p->queued_tail, c);
-    pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
+    /* One worker per confirmation, woken after the unlock: a broadcast woke every idle worker
+     * for each one (all but one to find the queue empty again), and a worker woken under the
+     * lock only blocked on it; in a burst each such wakeup is a cross-CPU interrupt. */
+    pthread_cond_signal(&p->cond);
     return 0;
 }
 
@@ -124,6 +142,17 @@ bool confirm_pending(ConfirmPool *p, const char *id) {
         found = STREQ(q->id, id);
     for (unsigned i = 0; i < p->n_workers && !found; i++)
         found = p->sending[i] && STREQ(p->sending[i]->id, id);
+    pthread_mutex_unlock(&p->lock);
+    return found;
+}
+
+bool confirm_answered(ConfirmPool *p, const char *id, int64_t placed_ms) {
+    int64_t now = mono_ms();
+    bool found = false;
+    pthread_mutex_lock(&p->lock);
+    for (unsigned k = 0; k < CONFIRM_REMEMBERED && !found; k++)
+        found = p->answered[k].at_ms && now - p->answered[k].at_ms < CONFIRM_ANSWER_TRUST_MS &&
+                p->answered[k].placed_ms == placed_ms && STREQ(p->answered[k].id, id);
     pthread_mutex_unlock(&p->lock);
     return found;
 }
