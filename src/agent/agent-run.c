@@ -431,12 +431,17 @@ static char *started_note(const Started *st) {
                      st->url[0] ? " at " : "", st->url);
 }
 
+/* When the control plane placed work item w here (0 when it does not say). */
+static int64_t placed_ms_of(json_t *w) {
+    return json_integer_value(json_object_get(w, "placed_ms"));
+}
+
 /* Tell the control plane that these workloads run (placed -> active): queued for the pool,
  * which sends them side by side while the agent goes back to its work (confirm.h). */
 static void confirm_started(Agent *a, Started *st, size_t n) {
     for (size_t i = 0; i < n; i++) {
         json_t *body = st[i].url[0] ? json_pack("{s:s}", "url", st[i].url) : NULL;
-        Confirm *c = confirm_new(st[i].id, body, started_note(&st[i]));
+        Confirm *c = confirm_new(st[i].id, placed_ms_of(st[i].w), body, started_note(&st[i]));
         if (!c || confirm_submit(&a->confirms, c) < 0)
             a->confirm_due = true; /* looked at again at the next turn */
     }
@@ -595,11 +600,13 @@ static void reconcile_workloads(Agent *a, json_t *work) {
         agent_logf(a, "stopped %s", gone[k]);
     a->stopped = n_gone > 0;
     /* Unrecorded, only the ones that ran already are confirmed, and only with their GPUs on
-     * record; not one whose confirmation is still on its way. */
+     * record; not one whose confirmation is still on its way, nor one just answered (this
+     * answer was made before its commit: confirm.h). */
     size_t n_confirm = 0;
     for (size_t k = 0; k < n_st; k++)
         if (!st[k].record_only && (recorded || (gpus_recorded && st[k].again)) &&
-            !(st[k].again && confirm_pending(&a->confirms, st[k].id)))
+            !(st[k].again && (confirm_pending(&a->confirms, st[k].id) ||
+                              confirm_answered(&a->confirms, st[k].id, placed_ms_of(st[k].w)))))
             st[n_confirm++] = st[k];
     confirm_started(a, st, n_confirm);
     strv_free(gone, n_gone);

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "client/client.h"
 #include "util/error.h"
@@ -25,12 +26,24 @@
  * for a free one. */
 #define CONFIRM_PARALLEL_MAX 8
 
+/* A work answer the control plane made before it committed a confirmation still shows that
+ * workload placed, and may reach the agent after the confirmation's answer (the commit of one
+ * placement wakes the agent's poll while the confirmation of the one before is on its way).
+ * The last CONFIRM_REMEMBERED confirmations answered 2xx are remembered for
+ * CONFIRM_ANSWER_TRUST_MS, so that such an answer does not send them again: in a burst of
+ * placements about one confirmation in five went out twice, each a round trip and a 409. Past
+ * that time a work answer that shows the workload placed is believed (the answer was lost,
+ * say, to a restore of the control plane's state), and it is confirmed again. */
+#define CONFIRM_REMEMBERED 64
+#define CONFIRM_ANSWER_TRUST_MS 2000
+
 typedef struct Confirm {
     struct Confirm *next;
-    char id[32];   /* the request's id */
-    char path[64]; /* "/v1/requests/<id>/activate" */
-    json_t *body;  /* {"url": ...} or NULL; owned */
-    char *note;    /* what to log once confirmed (owned; may be NULL) */
+    char id[32];       /* the request's id */
+    int64_t placed_ms; /* when the control plane placed it here (its work item's placed_ms) */
+    char path[64];     /* "/v1/requests/<id>/activate" */
+    json_t *body;      /* {"url": ...} or NULL; owned */
+    char *note;        /* what to log once confirmed (owned; may be NULL) */
     /* how it went: client_call()'s result, and on 0 the status and the answer (owned) */
     int r;
     long status;
@@ -49,6 +62,11 @@ typedef struct ConfirmPool {
     Confirm *queued, *queued_tail;          /* to send, oldest first */
     Confirm *sending[CONFIRM_PARALLEL_MAX]; /* in flight, per worker */
     Confirm *done, *done_tail;              /* answered (or not sent: r < 0), oldest first */
+    struct {
+        char id[32];
+        int64_t placed_ms, at_ms;   /* at_ms: when answered (CLOCK_MONOTONIC) */
+    } answered[CONFIRM_REMEMBERED]; /* the latest answered 2xx, a ring; at_ms 0: empty */
+    unsigned answered_next;
 } ConfirmPool;
 
 /* The pool of a daemon that talks to server with token; stop (may be NULL) ends calls in
@@ -59,9 +77,9 @@ void confirm_pool_init(ConfirmPool *p, const char *server, const char *token,
  * what confirm_take_done() would, followed by what was never sent (r = -ECANCELED). */
 Confirm *confirm_pool_done(ConfirmPool *p);
 
-/* A new confirmation of request id ("path", body and note filled in by the caller), or NULL
- * when out of memory. Body and note become the item's. */
-Confirm *confirm_new(const char *id, json_t *body, char *note);
+/* A new confirmation of request id, placed at placed_ms ("path" filled in; body and note the
+ * caller's, which become the item's), or NULL when out of memory. */
+Confirm *confirm_new(const char *id, int64_t placed_ms, json_t *body, char *note);
 void confirm_free(Confirm *c);
 
 /* Queue c (the pool's from now on) and return at once; a worker sends it. -errno (c freed)
@@ -69,5 +87,8 @@ void confirm_free(Confirm *c);
 int confirm_submit(ConfirmPool *p, Confirm *c);
 /* Whether a confirmation of id is queued or in flight. */
 bool confirm_pending(ConfirmPool *p, const char *id);
+/* Whether a confirmation of id placed at placed_ms was answered 2xx less than
+ * CONFIRM_ANSWER_TRUST_MS ago: a work answer that shows it placed was made before the commit. */
+bool confirm_answered(ConfirmPool *p, const char *id, int64_t placed_ms);
 /* The answered confirmations, oldest first, linked by next (the caller's: confirm_free each). */
 Confirm *confirm_take_done(ConfirmPool *p);

@@ -38,12 +38,17 @@ typedef struct Double {
     int polls;              /* GET .../work with a cursor */
     int answered_by_a_poll; /* first confirmations that a poll let through */
     bool torn_in_heartbeat; /* a heartbeat said "torn-42" runs */
+    /* A poll is answered with the work as it was when the poll came, under a new cursor: made
+     * before the confirmations it let through were committed, it still shows them placed. */
+    bool stale_answers;
 } Double;
 
-static void work_json(Double *d, char *buf, size_t size) {
+/* The work with the workloads' states in active (d->active unless a snapshot), under cursor. */
+static void work_json(const bool *active, unsigned cursor, char *buf, size_t size) {
     size_t len = (size_t)snprintf(buf, size,
                                   "{\"node\":\"n1\",\"unreachable\":false,\"tasks\":[],"
-                                  "\"cursor\":\"0000000000000001\",\"workloads\":[");
+                                  "\"cursor\":\"%016x\",\"workloads\":[",
+                                  cursor);
     for (int id = 1; id <= PLACED && len < size; id++)
         len += (size_t)snprintf(
                 buf + len, size - len,
@@ -51,7 +56,7 @@ static void work_json(Double *d, char *buf, size_t size) {
                 "\"placement\":{\"node\":\"n1\",\"class\":\"nvidia-h100-80gb\",\"method\":"
                 "\"container\",\"devices\":[%d],\"addresses\":[\"0000:1%d:00.0\"]},"
                 "\"request\":{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}}",
-                id > 1 ? "," : "", id, d->active[id] ? "active" : "placed", id - 1, id);
+                id > 1 ? "," : "", id, active[id] ? "active" : "placed", id - 1, id);
     if (len < size)
         snprintf(buf + len, size - len, "]}");
 }
@@ -108,6 +113,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         snprintf(body, sizeof(body), "{\"node\":\"n1\",\"unreachable\":false,\"tasks\":[]}");
     } else if (!strcmp(method, "GET") && strstr(url, "/work")) {
         const char *after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
+        bool then[PLACED + 1];
+        memcpy(then, d->active, sizeof(then));
         if (after) { /* nothing new: a short wait (this thread is the connection's own) */
             d->polls++;
             pthread_cond_broadcast(&d->cond);
@@ -115,7 +122,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
             usleep(100 * 1000);
             pthread_mutex_lock(&d->lock);
         }
-        work_json(d, body, sizeof(body));
+        work_json(d->stale_answers ? then : d->active,
+                  d->stale_answers ? (unsigned)d->polls + 1 : 1, body, sizeof(body));
     } else if (!strcmp(method, "POST") && sscanf(url, "/v1/requests/%d/activate", &id) == 1 &&
                id >= 1 && id <= PLACED) {
         status = confirm(d, id);
@@ -298,5 +306,25 @@ Test(confirm, r7_an_active_workload_that_runs_here_gets_its_missing_gpu_records_
     for (int id = 1; id <= PLACED; id++)
         cr_expect_eq(d.confirmed[id], 0, "active request %d confirmed %d times", id,
                      d.confirmed[id]);
+    cr_assert_eq(remove_temp_tree(dir), 0);
+}
+
+/* A work answer the control plane made before it committed some confirmations, which reaches
+ * the agent after their answers, still shows those workloads placed: they are not confirmed
+ * again (each would be a round trip for a 409), but one whose confirmation got no answer is. */
+Test(confirm, r17_a_work_answer_older_than_a_confirmations_commit_does_not_send_it_again,
+     .timeout = 180) {
+    Double d = {.refused_at = -1,
+                .heartbeat_of_retry = -1,
+                .hold_until_polled = true,
+                .stale_answers = true};
+    char dir[] = "/tmp/einsora-confirm-XXXXXX";
+    run_agent(&d, dir, NULL, NULL);
+    cr_expect_eq(d.answered_by_a_poll, PLACED, "%d of %d confirmations let through by a poll",
+                 d.answered_by_a_poll, PLACED);
+    expect_each_confirmed_once(&d);
+    char *log = agent_log(dir);
+    cr_expect(strstr(log, "confirmed 1: it runs") == NULL, "confirmed again: %s", log);
+    free(log);
     cr_assert_eq(remove_temp_tree(dir), 0);
 }
