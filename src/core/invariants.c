@@ -8,8 +8,6 @@
 
 #include "sched-internal.h"
 
-#define POOL_SHIFT 5
-
 static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) {
     const Device *d = &n->devices[di];
     uint8_t layout = 0;
@@ -95,10 +93,9 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
         memcmp(classes, n->dev_classes, n_classes * sizeof(int)) != 0)
         return error_set(err, -EUCLEAN, "node '%s': its list of device classes is stale", n->name);
     const User *owner = &s->users[n->owner];
-    const OwnedNode *own = NULL;
-    for (size_t i = 0; i < owner->n_owned && !own; i++)
-        if (owner->owned[i].node == ni)
-            own = &owner->owned[i];
+    uint32_t pos = s->owned_pos[ni];
+    const OwnedNode *own =
+            pos < owner->n_owned && owner->owned[pos].node == ni ? &owner->owned[pos] : NULL;
     /* dev_classes was found right just above, so the mask may be taken from it. */
     if (!own || own->site != n->site || own->classes != node_class_bits(n))
         return error_set(err, -EUCLEAN, "node '%s': its owner's record of it is missing or stale",
@@ -236,6 +233,41 @@ static int check_window(const Sched *s, Error *err) {
     return 0;
 }
 
+/* The pool lists of the nodes each user owns (User.own_heads) hold every listed pool of every
+ * node under its owner, in the bucket of its free count; returns how many they list. */
+static int check_own_lists(const Sched *s, size_t *ret_listed, Error *err) {
+    size_t listed = 0;
+    for (size_t ui = 0; ui < s->n_users; ui++) {
+        const User *u = &s->users[ui];
+        if (!u->own_heads) {
+            if (u->n_owned)
+                return error_set(err, -EUCLEAN, "user %s owns nodes but has no pool lists",
+                                 u->name);
+            continue;
+        }
+        for (size_t p = 0; p < s->cat->n_classes * 2; p++)
+            for (unsigned f = 0; f <= SCHED_NODE_MAX_DEVICES; f++) {
+                for (uint32_t id = u->own_heads[p][f]; id != NIL; id = own_link_of(s, id)->next) {
+                    const Node *n = &s->nodes[id >> POOL_SHIFT];
+                    const PoolLink *pl = &n->pools[id & ((1u << POOL_SHIFT) - 1)];
+                    if (!n->alive || n->owner != ui || pl->pool != (int)p || pl->free != f || !f)
+                        return error_set(err, -EUCLEAN,
+                                         "user %s's own pool list has a node in the wrong "
+                                         "bucket",
+                                         u->name);
+                    if (++listed > s->n_nodes * SCHED_NODE_MAX_DEVICES)
+                        return error_set(err, -EUCLEAN, "user %s's own pool list has a cycle",
+                                         u->name);
+                }
+                if ((u->own_heads[p][f] != NIL) != !!(u->own_buckets[p] & (1u << f)))
+                    return error_set(err, -EUCLEAN, "user %s's own pool bucket bits are stale",
+                                     u->name);
+            }
+    }
+    *ret_listed = listed;
+    return 0;
+}
+
 static int check_lists(const Sched *s, Error *err) {
     /* Every listed element is where its own record says, and the counts match. */
     size_t listed_pools = 0, want_pools = 0;
@@ -304,7 +336,10 @@ static int check_lists(const Sched *s, Error *err) {
     r = check_cells(s, err);
     if (r < 0)
         return r;
-    if (listed_pools != want_pools || listed_cpu != want_cpu)
+    size_t listed_own = 0;
+    if ((r = check_own_lists(s, &listed_own, err)) < 0)
+        return r;
+    if (listed_pools != want_pools || listed_own != want_pools || listed_cpu != want_cpu)
         return error_set(err, -EUCLEAN, "free indexes and node records disagree");
     return 0;
 }

@@ -10,14 +10,15 @@
 #include "sched-internal.h"
 #include "util/strutil.h"
 
-#define POOL_SHIFT 5 /* a node's pool link id: node << POOL_SHIFT | k */
-
 /* ---- intrusive lists (three kinds of element share the helpers through an accessor) ---- */
 
 typedef Link *(*LinkOf)(Sched *s, uint32_t id);
 
 static Link *pool_link_of(Sched *s, uint32_t id) {
     return &s->nodes[id >> POOL_SHIFT].pools[id & ((1u << POOL_SHIFT) - 1)].link;
+}
+static Link *owner_link_of(Sched *s, uint32_t id) {
+    return own_link_of(s, id);
 }
 static Link *dev_link_of(Sched *s, uint32_t id) {
     return &dev_of(s, id)->link;
@@ -427,12 +428,16 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
         uint32_t(*open_ct)[SCHED_NODE_MAX_DEVICES + 1] = s->sites[n->site].pool_open;
         bool free_to_reserve = n->reserved_by == NIL;
         uint32_t *buckets = &s->sites[n->site].pool_buckets[pl->pool];
+        User *u = &s->users[n->owner];
         if (pl->free) {
             list_del(s, pool_link_of, &heads[pl->pool][pl->free], id);
             unres[pl->pool][pl->free] -= free_to_reserve;
             open_ct[pl->pool][pl->free] -= !pl->held;
             if (heads[pl->pool][pl->free] == NIL)
                 *buckets &= ~(1u << pl->free);
+            list_del(s, owner_link_of, &u->own_heads[pl->pool][pl->free], id);
+            if (u->own_heads[pl->pool][pl->free] == NIL)
+                u->own_buckets[pl->pool] &= ~(1u << pl->free);
         }
         pl->free = (uint8_t)f;
         if (f) {
@@ -440,6 +445,8 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             unres[pl->pool][f] += free_to_reserve;
             open_ct[pl->pool][f] += !pl->held;
             *buckets |= 1u << f;
+            list_push(s, owner_link_of, &u->own_heads[pl->pool][f], id);
+            u->own_buckets[pl->pool] |= 1u << f;
         }
     }
     /* The changed devices, in index order (a placement changes one to a few of a node's). */
@@ -533,6 +540,7 @@ static int node_slot(Sched *s, uint32_t *ret) {
     if (s->free_node != NIL) {
         *ret = s->free_node;
         s->free_node = s->nodes[*ret].cpu_link.next;
+        s->owned_pos[*ret] = UINT32_MAX; /* not owned yet (user_disown() after a failed add) */
         return 0;
     }
     if (s->n_nodes == s->cap_nodes) {
@@ -551,8 +559,17 @@ static int node_slot(Sched *s, uint32_t *ret) {
         if (!no)
             return -ENOMEM;
         s->order = no;
+        Link *ol = realloc(s->own_links, nc * SCHED_NODE_MAX_DEVICES * sizeof(*ol));
+        if (!ol)
+            return -ENOMEM;
+        s->own_links = ol;
+        uint32_t *op = realloc(s->owned_pos, nc * sizeof(*op));
+        if (!op)
+            return -ENOMEM;
+        s->owned_pos = op;
         s->cap_nodes = nc;
     }
+    s->owned_pos[s->n_nodes] = UINT32_MAX;
     *ret = (uint32_t)s->n_nodes++;
     return 0;
 }
@@ -678,6 +695,19 @@ uint64_t node_class_bits(const Node *n) {
 
 static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
     User *u = &s->users[ui];
+    if (!u->own_heads) {
+        size_t n = MAX(s->cat->n_classes, 1) * 2;
+        u->own_heads = malloc(n * sizeof(*u->own_heads));
+        u->own_buckets = calloc(n, sizeof(*u->own_buckets));
+        if (!u->own_heads || !u->own_buckets) {
+            free(u->own_heads);
+            free(u->own_buckets);
+            u->own_heads = NULL;
+            u->own_buckets = NULL;
+            return -ENOMEM;
+        }
+        memset(u->own_heads, 0xff, n * sizeof(*u->own_heads));
+    }
     if (u->n_owned == u->cap_owned) {
         size_t nc = u->cap_owned ? u->cap_owned * 2 : 4;
         OwnedNode *no = realloc(u->owned, nc * sizeof(*no));
@@ -686,6 +716,7 @@ static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
         u->owned = no;
         u->cap_owned = nc;
     }
+    s->owned_pos[ni] = (uint32_t)u->n_owned;
     u->owned[u->n_owned++] = (OwnedNode){
             .node = ni, .site = s->nodes[ni].site, .classes = node_class_bits(&s->nodes[ni])};
     return 0;
@@ -693,11 +724,12 @@ static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
 
 static void user_disown(Sched *s, uint32_t ui, uint32_t ni) {
     User *u = &s->users[ui];
-    for (size_t i = 0; i < u->n_owned; i++)
-        if (u->owned[i].node == ni) {
-            u->owned[i] = u->owned[--u->n_owned];
-            return;
-        }
+    uint32_t i = s->owned_pos[ni];
+    if (i >= u->n_owned || u->owned[i].node != ni)
+        return; /* user_own() failed for it */
+    u->owned[i] = u->owned[--u->n_owned];
+    if (i < u->n_owned) /* the last one moved into the hole */
+        s->owned_pos[u->owned[i].node] = i;
 }
 
 int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {

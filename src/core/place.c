@@ -7,8 +7,6 @@
 
 #include "sched-internal.h"
 
-#define POOL_SHIFT 5
-
 /* ---- MIG slot preferences ---- */
 
 /* Placeability value of a layout: how much of each profile still fits, weighted by size, so
@@ -191,6 +189,38 @@ static bool take_whole(Sched *s, const Want *w, int c, uint32_t ni, Binding b, M
     return out->n_dev == w->r->count;
 }
 
+/* Best fit among the nodes r's user owns where a site's pools do not offer them (a site that
+ * does not trust the user, an owner-only class, a VM): the fewest free GPUs of class c that
+ * hold the request, below *best_k, and among nodes with as many the first in the user's
+ * `owned` list. Walks the user's own pool lists by free GPUs (User.own_heads) rather than
+ * every node the user owns; it decides as a scan of `owned` in order would. */
+static void find_owned(const Sched *s, const Want *w, int c, uint32_t *best, unsigned *best_k,
+                       Binding *best_b, Method *best_m) {
+    const Req *r = w->r;
+    const User *u = &s->users[r->user];
+    bool vm = r->kind == WORKLOAD_VM, owner_only = s->cat->classes[c].owner_only;
+    Binding b = vm ? BINDING_VFIO : BINDING_HOST;
+    for (uint32_t bk = own_buckets_from(u, c * 2 + b, r->count); bk; bk &= bk - 1) {
+        unsigned k = (unsigned)__builtin_ctz(bk);
+        if (k >= *best_k)
+            return;
+        uint32_t found = NIL, found_pos = UINT32_MAX;
+        Method m, found_m = METHOD_CONTAINER;
+        for (uint32_t id = u->own_heads[c * 2 + b][k]; id != NIL; id = own_link_of(s, id)->next) {
+            uint32_t ni = id >> POOL_SHIFT, pos = s->owned_pos[ni];
+            if (pos >= found_pos ||
+                (site_trusts(&s->sites[u->owned[pos].site], r->user) && !owner_only && !vm))
+                continue; /* a later one of the list, or the site's pools offered it */
+            if (whole_node_ok(s, w, c, ni, b, &m))
+                found = ni, found_pos = pos, found_m = m;
+        }
+        if (found != NIL) {
+            *best = found, *best_k = k, *best_b = b, *best_m = found_m;
+            return;
+        }
+    }
+}
+
 static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
     const Req *r = w->r;
     const GpuClass *g = &s->cat->classes[c];
@@ -244,20 +274,8 @@ static bool find_whole(Sched *s, const Want *w, int c, Req *out) {
             break;
     }
     /* The user's own machines, in sites that do not trust them: runc on the host pool. */
-    const User *u = &s->users[r->user];
-    for (size_t i = 0; i < u->n_owned && best_k > count; i++) {
-        if (!owned_may_have(&u->owned[i], c))
-            continue; /* no pool of c there */
-        uint32_t ni = u->owned[i].node;
-        const Site *site = &s->sites[u->owned[i].site];
-        bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
-        if (trusted && !g->owner_only && !vm)
-            continue;
-        Binding b = vm ? BINDING_VFIO : BINDING_HOST;
-        unsigned k = pool_free_of(&s->nodes[ni], c * 2 + b);
-        if (k >= count && k < best_k && whole_node_ok(s, w, c, ni, b, &m))
-            best = ni, best_k = k, best_b = b, best_m = m;
-    }
+    if (best_k > count)
+        find_owned(s, w, c, &best, &best_k, &best_b, &best_m);
     return best != NIL && take_whole(s, w, c, best, best_b, best_m, out);
 }
 
@@ -743,11 +761,9 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
                             pool_buckets_from(site, c * 2 + BINDING_HOST, 1) &&
                             pool_buckets_from(site, c * 2 + BINDING_VFIO, 1));
     }
-    const User *u = &s->users[r->user];
-    for (size_t i = 0; i < u->n_owned && !cand; i++)
-        cand = owned_may_have(&u->owned[i], c) &&
-               pool_free_of(&s->nodes[u->owned[i].node],
-                            c * 2 + (vm ? BINDING_VFIO : BINDING_HOST)) >= r->count;
+    /* A node of the user's own with room (its pool lists say so without a look at the node). */
+    cand = cand || own_buckets_from(&s->users[r->user], c * 2 + (vm ? BINDING_VFIO : BINDING_HOST),
+                                    r->count) != 0;
     if (cand)
         return -1;
     if (other)

@@ -96,6 +96,12 @@ typedef struct User {
     OwnedNode *owned; /* nodes this user owns (for Apple and owner-only classes) */
     size_t n_owned, cap_owned;
     uint32_t ts_head; /* this user's time-sliced GPUs with room (R2e: only they may join) */
+    /* The whole-GPU pools of the nodes this user owns, as a site's (Site.pool_heads and
+     * pool_buckets), linked through Sched.own_links; NULL until the user owns a node. A search
+     * for an owner's request in a site that does not trust them reads every node the owner has
+     * otherwise: a cache miss per node and per decision, for the owner of a whole fleet. */
+    uint32_t (*own_heads)[SCHED_NODE_MAX_DEVICES + 1];
+    uint32_t *own_buckets;
 } User;
 
 /* How a device is used now; decides who may join it. */
@@ -344,7 +350,13 @@ struct Sched {
 
     Node *nodes;
     size_t n_nodes, cap_nodes; /* slots, including dead ones */
-    uint32_t *order;           /* live nodes in insertion order */
+    /* Per node slot and pool (own_link_of()): the pool's link in its owner's User.own_heads.
+     * Beside the nodes, not in their PoolLinks: only the searches over a user's own machines
+     * read them. */
+    Link *own_links;
+    /* Per node slot: its index in its owner's `owned` (the order those searches break ties in). */
+    uint32_t *owned_pos;
+    uint32_t *order; /* live nodes in insertion order */
     size_t n_order;
     uint32_t free_node; /* head of dead slots (reuse), chained through cpu_link.next */
     StrMap node_map;
@@ -426,9 +438,23 @@ int sched_user_lookup(const Sched *s, const char *name); /* -1 when unknown */
 static inline bool site_trusts(const Site *st, uint32_t ui) {
     return ui < st->n_trusted_cap && st->trusted[ui];
 }
-/* The non-empty buckets of a site's pool from bucket `from` up (bit k: bucket k). */
+/* The non-empty buckets of a pool's bit mask from bucket `from` up (bit k: bucket k). */
+static inline uint32_t buckets_from(uint32_t buckets, unsigned from) {
+    return from <= SCHED_NODE_MAX_DEVICES ? buckets >> from << from : 0;
+}
 static inline uint32_t pool_buckets_from(const Site *st, int pool, unsigned from) {
-    return from <= SCHED_NODE_MAX_DEVICES ? st->pool_buckets[pool] >> from << from : 0;
+    return buckets_from(st->pool_buckets[pool], from);
+}
+/* The same for the nodes user u owns. */
+static inline uint32_t own_buckets_from(const User *u, int pool, unsigned from) {
+    return u->own_buckets ? buckets_from(u->own_buckets[pool], from) : 0;
+}
+/* A node's pool link id (the lists of Site.pool_heads and User.own_heads): node << POOL_SHIFT
+ * | the pool's slot in Node.pools. */
+#define POOL_SHIFT 5
+static inline Link *own_link_of(const Sched *s, uint32_t id) {
+    return &s->own_links[(id >> POOL_SHIFT) * SCHED_NODE_MAX_DEVICES +
+                         (id & ((1u << POOL_SHIFT) - 1))];
 }
 /* Inline: asked for every node a search or a diagnosis looks at. */
 static inline Relation relation_at(const Sched *s, uint32_t owner, uint32_t site, uint32_t user) {

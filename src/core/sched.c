@@ -122,6 +122,8 @@ void sched_free(Sched *s) {
     for (size_t i = 0; i < s->n_users; i++) {
         free(s->users[i].name);
         free(s->users[i].owned);
+        free(s->users[i].own_heads);
+        free(s->users[i].own_buckets);
     }
     free(s->users);
     for (size_t i = 0; i < s->n_nodes; i++) {
@@ -144,6 +146,8 @@ void sched_free(Sched *s) {
     }
     free(s->nodes);
     free(s->order);
+    free(s->own_links);
+    free(s->owned_pos);
     for (size_t i = 0; i < s->n_reqs; i++)
         if (s->reqs[i].used && s->reqs[i].id_len >= REQ_ID_INLINE)
             free(s->reqs[i].idb.heap_id);

@@ -534,3 +534,52 @@ Test(indexes, r13_waiters_are_placed_oldest_first_through_cancellations_and_olde
         }
     }
 }
+
+static void own_h100_node(const char *name) {
+    fx_gpu_node(.name = name, .site = "lab", .owner = "bob", .cls = H100, .gpus = 4);
+}
+
+/* Where request id runs (copied: the decision's name lives until the next change). */
+static const char *node_of(const char *id) {
+    static char name[64];
+    Decision d = decision_of(id);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s: %s", id, d.message);
+    snprintf(name, sizeof(name), "%s", d.placement.node);
+    return name;
+}
+
+/* An owner's requests in a site that does not trust them run on the owner's own machines,
+ * found through the owner's pool lists by free GPUs: the best fit (the fewest free GPUs that
+ * hold the request), and among machines with as many the first of the owner's list, which a
+ * removal reorders (the last machine takes the removed one's place), as a scan of the list
+ * decided. */
+Test(indexes, r2b_an_owners_request_takes_its_best_fit_machine_and_the_first_listed_of_equals) {
+    fx_site("lab", SITE_LAB);
+    const char *names[] = {"o1", "o2", "o3", "o4", "o5", "o6"};
+    for (size_t i = 0; i < 6; i++)
+        own_h100_node(names[i]);
+    cr_assert_eq(container("a1", "bob", 3).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a1"), "o1", "all have 4 free: the first listed");
+    cr_assert_eq(container("a2", "bob", 2).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a2"), "o2", "o1 has 1 free: the next with 2 or more");
+    cr_assert_eq(container("a3", "bob", 1).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a3"), "o1", "o1's one free GPU fits best");
+    cr_assert_eq(container("a4", "bob", 1).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a4"), "o2", "o2's two free GPUs fit best");
+    fx_release("a1"); /* o1: 3 free, o2: 1, o3-o6: 4 */
+    cr_assert_eq(container("a5", "bob", 3).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a5"), "o1", "o1's 3 free fit a 3 better than a node with 4");
+    Error err = {0};
+    cr_assert_eq(sched_remove_node(fx, "o4", &err), 0, "%s", err.message);
+    /* The owner's list is o1 o2 o3 o6 o5 now: o6 took o4's place. */
+    cr_assert_eq(container("a6", "bob", 4).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a6"), "o3");
+    cr_assert_eq(container("a7", "bob", 4).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a7"), "o6", "o6 is listed before o5 since o4 went");
+    cr_assert_eq(container("a8", "bob", 4).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a8"), "o5");
+    cr_assert_eq(container("a9", "bob", 1).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("a9"), "o2", "o2 has the one free GPU left");
+    Decision wait = container("a10", "bob", 1);
+    cr_expect_eq(wait.kind, DECISION_WAITING, "bob's machines are full: %s", wait.message);
+}
