@@ -239,12 +239,8 @@ static int check_own_lists(const Sched *s, size_t *ret_listed, Error *err) {
     size_t listed = 0;
     for (size_t ui = 0; ui < s->n_users; ui++) {
         const User *u = &s->users[ui];
-        if (!u->own_heads) {
-            if (u->n_owned)
-                return error_set(err, -EUCLEAN, "user %s owns nodes but has no pool lists",
-                                 u->name);
-            continue;
-        }
+        if (!u->own_heads)
+            continue; /* never searched, or few nodes: scanned */
         for (size_t p = 0; p < s->cat->n_classes * 2; p++)
             for (unsigned f = 0; f <= SCHED_NODE_MAX_DEVICES; f++) {
                 for (uint32_t id = u->own_heads[p][f]; id != NIL; id = own_link_of(s, id)->next) {
@@ -336,10 +332,15 @@ static int check_lists(const Sched *s, Error *err) {
     r = check_cells(s, err);
     if (r < 0)
         return r;
-    size_t listed_own = 0;
+    size_t listed_own = 0, want_own = 0;
     if ((r = check_own_lists(s, &listed_own, err)) < 0)
         return r;
-    if (listed_pools != want_pools || listed_own != want_pools || listed_cpu != want_cpu)
+    for (size_t k = 0; k < s->n_order; k++) {
+        const Node *n = &s->nodes[s->order[k]];
+        for (unsigned j = 0; j < n->n_pools && s->users[n->owner].own_heads; j++)
+            want_own += n->pools[j].free > 0;
+    }
+    if (listed_pools != want_pools || listed_own != want_own || listed_cpu != want_cpu)
         return error_set(err, -EUCLEAN, "free indexes and node records disagree");
     return 0;
 }

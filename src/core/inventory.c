@@ -47,6 +47,17 @@ static void list_del(Sched *s, LinkOf of, uint32_t *head, uint32_t id) {
     l->prev = l->next = NIL;
 }
 
+/* File (or take out) pool link id, whose record is pl, in its owner u's lists by free count. */
+static void own_list(Sched *s, User *u, const PoolLink *pl, uint32_t id) {
+    list_push(s, owner_link_of, &u->own_heads[pl->pool][pl->free], id);
+    u->own_buckets[pl->pool] |= 1u << pl->free;
+}
+static void own_unlist(Sched *s, User *u, const PoolLink *pl, uint32_t id) {
+    list_del(s, owner_link_of, &u->own_heads[pl->pool][pl->free], id);
+    if (u->own_heads[pl->pool][pl->free] == NIL)
+        u->own_buckets[pl->pool] &= ~(1u << pl->free);
+}
+
 /* ---- users and sites ---- */
 
 static bool name_ok(const char *s) {
@@ -435,9 +446,8 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             open_ct[pl->pool][pl->free] -= !pl->held;
             if (heads[pl->pool][pl->free] == NIL)
                 *buckets &= ~(1u << pl->free);
-            list_del(s, owner_link_of, &u->own_heads[pl->pool][pl->free], id);
-            if (u->own_heads[pl->pool][pl->free] == NIL)
-                u->own_buckets[pl->pool] &= ~(1u << pl->free);
+            if (u->own_heads)
+                own_unlist(s, u, pl, id);
         }
         pl->free = (uint8_t)f;
         if (f) {
@@ -445,8 +455,8 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             unres[pl->pool][f] += free_to_reserve;
             open_ct[pl->pool][f] += !pl->held;
             *buckets |= 1u << f;
-            list_push(s, owner_link_of, &u->own_heads[pl->pool][f], id);
-            u->own_buckets[pl->pool] |= 1u << f;
+            if (u->own_heads)
+                own_list(s, u, pl, id);
         }
     }
     /* The changed devices, in index order (a placement changes one to a few of a node's). */
@@ -693,21 +703,33 @@ uint64_t node_class_bits(const Node *n) {
     return bits;
 }
 
+int user_own_lists(Sched *s, uint32_t ui) {
+    User *u = &s->users[ui];
+    if (u->own_heads)
+        return 0;
+    size_t n = MAX(s->cat->n_classes, 1) * 2;
+    uint32_t(*heads)[SCHED_NODE_MAX_DEVICES + 1] = malloc(n * sizeof(*heads));
+    uint32_t *buckets = calloc(n, sizeof(*buckets));
+    if (!heads || !buckets) {
+        free(heads);
+        free(buckets);
+        return -ENOMEM;
+    }
+    memset(heads, 0xff, n * sizeof(*heads));
+    u->own_heads = heads;
+    u->own_buckets = buckets;
+    for (size_t i = 0; i < u->n_owned; i++) {
+        uint32_t ni = u->owned[i].node;
+        Node *nd = &s->nodes[ni];
+        for (unsigned k = 0; k < nd->n_pools; k++)
+            if (nd->pools[k].free)
+                own_list(s, u, &nd->pools[k], ni << POOL_SHIFT | k);
+    }
+    return 0;
+}
+
 static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
     User *u = &s->users[ui];
-    if (!u->own_heads) {
-        size_t n = MAX(s->cat->n_classes, 1) * 2;
-        u->own_heads = malloc(n * sizeof(*u->own_heads));
-        u->own_buckets = calloc(n, sizeof(*u->own_buckets));
-        if (!u->own_heads || !u->own_buckets) {
-            free(u->own_heads);
-            free(u->own_buckets);
-            u->own_heads = NULL;
-            u->own_buckets = NULL;
-            return -ENOMEM;
-        }
-        memset(u->own_heads, 0xff, n * sizeof(*u->own_heads));
-    }
     if (u->n_owned == u->cap_owned) {
         size_t nc = u->cap_owned ? u->cap_owned * 2 : 4;
         OwnedNode *no = realloc(u->owned, nc * sizeof(*no));

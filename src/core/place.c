@@ -189,27 +189,45 @@ static bool take_whole(Sched *s, const Want *w, int c, uint32_t ni, Binding b, M
     return out->n_dev == w->r->count;
 }
 
+/* Whether the request's own machine in site `site` is for the owner's search, not the sites':
+ * a site that trusts the user offers its host pools to their containers itself. */
+static bool owner_searches(const Sched *s, const Req *r, uint32_t site, bool owner_only) {
+    return r->kind == WORKLOAD_VM || owner_only || !site_trusts(&s->sites[site], r->user);
+}
+
 /* Best fit among the nodes r's user owns where a site's pools do not offer them (a site that
  * does not trust the user, an owner-only class, a VM): the fewest free GPUs of class c that
  * hold the request, below *best_k, and among nodes with as many the first in the user's
- * `owned` list. Walks the user's own pool lists by free GPUs (User.own_heads) rather than
- * every node the user owns; it decides as a scan of `owned` in order would. */
-static void find_owned(const Sched *s, const Want *w, int c, uint32_t *best, unsigned *best_k,
+ * `owned` list. A user with more than OWN_LISTS_MIN nodes has them walked through their pool
+ * lists by free GPUs (User.own_heads), which decides as the scan of `owned` in order does. */
+static void find_owned(Sched *s, const Want *w, int c, uint32_t *best, unsigned *best_k,
                        Binding *best_b, Method *best_m) {
     const Req *r = w->r;
     const User *u = &s->users[r->user];
-    bool vm = r->kind == WORKLOAD_VM, owner_only = s->cat->classes[c].owner_only;
-    Binding b = vm ? BINDING_VFIO : BINDING_HOST;
+    bool owner_only = s->cat->classes[c].owner_only;
+    Binding b = r->kind == WORKLOAD_VM ? BINDING_VFIO : BINDING_HOST;
+    Method m;
+    if (u->n_owned <= OWN_LISTS_MIN || user_own_lists(s, r->user) < 0) {
+        for (size_t i = 0; i<u->n_owned && * best_k> r->count; i++) {
+            if (!owned_may_have(&u->owned[i], c) ||
+                !owner_searches(s, r, u->owned[i].site, owner_only))
+                continue;
+            uint32_t ni = u->owned[i].node;
+            unsigned k = pool_free_of(&s->nodes[ni], c * 2 + b);
+            if (k >= r->count && k < *best_k && whole_node_ok(s, w, c, ni, b, &m))
+                *best = ni, *best_k = k, *best_b = b, *best_m = m;
+        }
+        return;
+    }
     for (uint32_t bk = own_buckets_from(u, c * 2 + b, r->count); bk; bk &= bk - 1) {
         unsigned k = (unsigned)__builtin_ctz(bk);
         if (k >= *best_k)
             return;
         uint32_t found = NIL, found_pos = UINT32_MAX;
-        Method m, found_m = METHOD_CONTAINER;
+        Method found_m = METHOD_CONTAINER;
         for (uint32_t id = u->own_heads[c * 2 + b][k]; id != NIL; id = own_link_of(s, id)->next) {
             uint32_t ni = id >> POOL_SHIFT, pos = s->owned_pos[ni];
-            if (pos >= found_pos ||
-                (site_trusts(&s->sites[u->owned[pos].site], r->user) && !owner_only && !vm))
+            if (pos >= found_pos || !owner_searches(s, r, u->owned[pos].site, owner_only))
                 continue; /* a later one of the list, or the site's pools offered it */
             if (whole_node_ok(s, w, c, ni, b, &m))
                 found = ni, found_pos = pos, found_m = m;
@@ -761,9 +779,15 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
                             pool_buckets_from(site, c * 2 + BINDING_HOST, 1) &&
                             pool_buckets_from(site, c * 2 + BINDING_VFIO, 1));
     }
-    /* A node of the user's own with room (its pool lists say so without a look at the node). */
-    cand = cand || own_buckets_from(&s->users[r->user], c * 2 + (vm ? BINDING_VFIO : BINDING_HOST),
-                                    r->count) != 0;
+    /* A node of the user's own with room (its pool lists, when built, say so without a look
+     * at the nodes). */
+    const User *u = &s->users[r->user];
+    int pool = c * 2 + (vm ? BINDING_VFIO : BINDING_HOST);
+    if (u->own_heads)
+        cand = cand || own_buckets_from(u, pool, r->count) != 0;
+    for (size_t i = 0; i < u->n_owned && !cand && !u->own_heads; i++)
+        cand = owned_may_have(&u->owned[i], c) &&
+               pool_free_of(&s->nodes[u->owned[i].node], pool) >= r->count;
     if (cand)
         return -1;
     if (other)

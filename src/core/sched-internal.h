@@ -97,12 +97,18 @@ typedef struct User {
     size_t n_owned, cap_owned;
     uint32_t ts_head; /* this user's time-sliced GPUs with room (R2e: only they may join) */
     /* The whole-GPU pools of the nodes this user owns, as a site's (Site.pool_heads and
-     * pool_buckets), linked through Sched.own_links; NULL until the user owns a node. A search
-     * for an owner's request in a site that does not trust them reads every node the owner has
-     * otherwise: a cache miss per node and per decision, for the owner of a whole fleet. */
+     * pool_buckets), linked through Sched.own_links. A search for an owner's request in a site
+     * that does not trust them reads every node the owner has otherwise: a cache miss per node
+     * and per decision, for the owner of a whole fleet. Built by the first such search of a
+     * user who owns more than OWN_LISTS_MIN nodes (user_own_lists()), NULL before: most owners
+     * never ask (an operator's account that owns a datacenter), or own a machine or two, and
+     * keeping lists for them would cost every placement and release on their nodes. */
     uint32_t (*own_heads)[SCHED_NODE_MAX_DEVICES + 1];
     uint32_t *own_buckets;
 } User;
+
+/* Owners of more nodes than this get pool lists (User.own_heads) once they search them. */
+#define OWN_LISTS_MIN 16
 
 /* How a device is used now; decides who may join it. */
 typedef enum DevUse {
@@ -445,10 +451,12 @@ static inline uint32_t buckets_from(uint32_t buckets, unsigned from) {
 static inline uint32_t pool_buckets_from(const Site *st, int pool, unsigned from) {
     return buckets_from(st->pool_buckets[pool], from);
 }
-/* The same for the nodes user u owns. */
+/* The same for the nodes user u owns, when u has its lists (User.own_heads). */
 static inline uint32_t own_buckets_from(const User *u, int pool, unsigned from) {
-    return u->own_buckets ? buckets_from(u->own_buckets[pool], from) : 0;
+    return buckets_from(u->own_buckets[pool], from);
 }
+/* Build user ui's pool lists (User.own_heads) if it has none yet; -ENOMEM. */
+int user_own_lists(Sched *s, uint32_t ui);
 /* A node's pool link id (the lists of Site.pool_heads and User.own_heads): node << POOL_SHIFT
  * | the pool's slot in Node.pools. */
 #define POOL_SHIFT 5

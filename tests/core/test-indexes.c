@@ -548,38 +548,51 @@ static const char *node_of(const char *id) {
     return name;
 }
 
-/* An owner's requests in a site that does not trust them run on the owner's own machines,
- * found through the owner's pool lists by free GPUs: the best fit (the fewest free GPUs that
- * hold the request), and among machines with as many the first of the owner's list, which a
- * removal reorders (the last machine takes the removed one's place), as a scan of the list
- * decided. */
+/* An owner's requests in a site that does not trust them run on the owner's own machines: the
+ * best fit (the fewest free GPUs that hold the request), and among machines with as many the
+ * first of the owner's list, which a removal reorders (the last machine takes the removed one's
+ * place), as a scan of the list decided. An owner of more than OWN_LISTS_MIN machines has them
+ * searched through pool lists by free GPUs, built at the first search and kept through
+ * placements, releases, a removal and an addition (the fixture checks them after each). */
 Test(indexes, r2b_an_owners_request_takes_its_best_fit_machine_and_the_first_listed_of_equals) {
     fx_site("lab", SITE_LAB);
-    const char *names[] = {"o1", "o2", "o3", "o4", "o5", "o6"};
-    for (size_t i = 0; i < 6; i++)
-        own_h100_node(names[i]);
+    char name[16];
+    for (int i = 1; i <= 20; i++) {
+        snprintf(name, sizeof(name), "o%02d", i);
+        own_h100_node(name);
+    }
     cr_assert_eq(container("a1", "bob", 3).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a1"), "o1", "all have 4 free: the first listed");
+    cr_expect_str_eq(node_of("a1"), "o01", "all have 4 free: the first listed");
     cr_assert_eq(container("a2", "bob", 2).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a2"), "o2", "o1 has 1 free: the next with 2 or more");
+    cr_expect_str_eq(node_of("a2"), "o02", "o01 has 1 free: the next with 2 or more");
     cr_assert_eq(container("a3", "bob", 1).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a3"), "o1", "o1's one free GPU fits best");
+    cr_expect_str_eq(node_of("a3"), "o01", "o01's one free GPU fits best");
     cr_assert_eq(container("a4", "bob", 1).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a4"), "o2", "o2's two free GPUs fit best");
-    fx_release("a1"); /* o1: 3 free, o2: 1, o3-o6: 4 */
+    cr_expect_str_eq(node_of("a4"), "o02", "o02's two free GPUs fit best");
+    fx_release("a1"); /* o01: 3 free, o02: 1, the others: 4 */
     cr_assert_eq(container("a5", "bob", 3).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a5"), "o1", "o1's 3 free fit a 3 better than a node with 4");
+    cr_expect_str_eq(node_of("a5"), "o01", "o01's 3 free fit a 3 better than a node with 4");
     Error err = {0};
-    cr_assert_eq(sched_remove_node(fx, "o4", &err), 0, "%s", err.message);
-    /* The owner's list is o1 o2 o3 o6 o5 now: o6 took o4's place. */
+    cr_assert_eq(sched_remove_node(fx, "o04", &err), 0, "%s", err.message);
+    /* The owner's list is o01 o02 o03 o20 o05 ... o19 now: o20 took o04's place. */
     cr_assert_eq(container("a6", "bob", 4).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a6"), "o3");
+    cr_expect_str_eq(node_of("a6"), "o03");
     cr_assert_eq(container("a7", "bob", 4).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a7"), "o6", "o6 is listed before o5 since o4 went");
+    cr_expect_str_eq(node_of("a7"), "o20", "o20 is listed before o05 since o04 went");
+    own_h100_node("o21"); /* listed after o19 */
     cr_assert_eq(container("a8", "bob", 4).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a8"), "o5");
+    cr_expect_str_eq(node_of("a8"), "o05");
     cr_assert_eq(container("a9", "bob", 1).kind, DECISION_PLACED);
-    cr_expect_str_eq(node_of("a9"), "o2", "o2 has the one free GPU left");
-    Decision wait = container("a10", "bob", 1);
-    cr_expect_eq(wait.kind, DECISION_WAITING, "bob's machines are full: %s", wait.message);
+    cr_expect_str_eq(node_of("a9"), "o02", "o02 has the one free GPU left");
+    for (int i = 6; i <= 19; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "b%02d", i);
+        cr_assert_eq(container(id, "bob", 4).kind, DECISION_PLACED);
+        snprintf(name, sizeof(name), "o%02d", i);
+        cr_expect_str_eq(node_of(id), name);
+    }
+    cr_assert_eq(container("c1", "bob", 2).kind, DECISION_PLACED);
+    cr_expect_str_eq(node_of("c1"), "o21", "the machine added last is the one left");
+    Decision wait = container("c2", "bob", 3);
+    cr_expect_eq(wait.kind, DECISION_WAITING, "no machine of bob's has 3 free: %s", wait.message);
 }
