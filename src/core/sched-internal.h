@@ -100,14 +100,15 @@ typedef struct User {
      * pool_buckets), linked through Sched.own_links. A search for an owner's request in a site
      * that does not trust them reads every node the owner has otherwise: a cache miss per node
      * and per decision, for the owner of a whole fleet. Built by the first such search of a
-     * user who owns more than OWN_LISTS_MIN nodes (user_own_lists()), NULL before: most owners
-     * never ask (an operator's account that owns a datacenter), or own a machine or two, and
+     * user who owns more than Sched.own_lists_min nodes (user_own_lists()), NULL before: most
+     * owners never ask (an operator's account that owns a datacenter), or own a machine or two, and
      * keeping lists for them would cost every placement and release on their nodes. */
     uint32_t (*own_heads)[SCHED_NODE_MAX_DEVICES + 1];
     uint32_t *own_buckets;
 } User;
 
-/* Owners of more nodes than this get pool lists (User.own_heads) once they search them. */
+/* Owners of more nodes than this get pool lists (User.own_heads) once they search them
+ * (Sched.own_lists_min, sched_set_own_lists_min()). */
 #define OWN_LISTS_MIN 16
 
 /* How a device is used now; decides who may join it. */
@@ -343,6 +344,7 @@ typedef struct MigChoice {
 struct Sched {
     const Catalog *cat;
     bool check;
+    unsigned own_lists_min; /* owners of more nodes get pool lists (User.own_heads) */
     SchedPlacedFn on_placed;
     void *on_placed_data;
 

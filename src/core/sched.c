@@ -22,6 +22,7 @@ Sched *sched_new(const Catalog *catalog) {
     s->cat = catalog;
     s->free_node = s->free_req = s->q_head = s->q_tail = NIL;
     s->cpu_class = -1;
+    s->own_lists_min = OWN_LISTS_MIN;
     s->xq_head = s->xq_tail = s->dq_head = s->dq_tail = NIL;
     s->min_deadline = UINT64_MAX;
     s->units_per_second = 1;
@@ -174,6 +175,10 @@ void sched_set_time_scale(Sched *s, uint64_t units_per_second) {
 
 void sched_set_check_invariants(Sched *s, bool on) {
     s->check = on;
+}
+
+void sched_set_own_lists_min(Sched *s, unsigned n) {
+    s->own_lists_min = n;
 }
 
 void sched_set_on_placed(Sched *s, SchedPlacedFn fn, void *userdata) {

@@ -310,6 +310,12 @@ const Catalog *sched_catalog(const Sched *s);
  * stderr first: the one place the core writes, since it is about to crash). */
 void sched_set_check_invariants(Sched *s, bool on);
 
+/* A user who owns more than n nodes (default 16) has them searched, once they ask, through
+ * pool lists kept by free GPUs rather than one by one; decisions are the same either way. The
+ * unit tests set 0, so that every owner's lists are built and checked (the lists' upkeep costs
+ * each placement and release on those nodes a little, hence not for a machine or two). */
+void sched_set_own_lists_min(Sched *s, unsigned n);
+
 /* The unit of every `now` and `submitted`: 1 (seconds, the default) or e.g. 1000 (ms). Set
  * it before the first request. */
 void sched_set_time_scale(Sched *s, uint64_t units_per_second);

@@ -11,6 +11,7 @@ void fx_setup(void) {
     fx = sched_new(fx_cat);
     cr_assert_not_null(fx);
     sched_set_check_invariants(fx, true);
+    sched_set_own_lists_min(fx, 0); /* every owner's pool lists built and checked */
 }
 
 void fx_teardown(void) {
