@@ -198,8 +198,9 @@ static bool owner_searches(const Sched *s, const Req *r, uint32_t site, bool own
 /* Best fit among the nodes r's user owns where a site's pools do not offer them (a site that
  * does not trust the user, an owner-only class, a VM): the fewest free GPUs of class c that
  * hold the request, below *best_k, and among nodes with as many the first in the user's
- * `owned` list. A user with more than Sched.own_lists_min nodes has them walked through their pool
- * lists by free GPUs (User.own_heads), which decides as the scan of `owned` in order does. */
+ * `owned` list. A user with more than Sched.own_lists_min nodes has them walked through
+ * their pool lists by free GPUs (User.own_heads), which decides as the scan of `owned` in
+ * order does. */
 static void find_owned(Sched *s, const Want *w, int c, uint32_t *best, unsigned *best_k,
                        Binding *best_b, Method *best_m) {
     const Req *r = w->r;
@@ -208,7 +209,7 @@ static void find_owned(Sched *s, const Want *w, int c, uint32_t *best, unsigned 
     Binding b = r->kind == WORKLOAD_VM ? BINDING_VFIO : BINDING_HOST;
     Method m;
     if (u->n_owned <= s->own_lists_min || user_own_lists(s, r->user) < 0) {
-        for (size_t i = 0; i<u->n_owned && * best_k> r->count; i++) {
+        for (size_t i = 0; i < u->n_owned && r->count < *best_k; i++) {
             if (!owned_may_have(&u->owned[i], c) ||
                 !owner_searches(s, r, u->owned[i].site, owner_only))
                 continue;

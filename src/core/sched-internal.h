@@ -100,9 +100,10 @@ typedef struct User {
      * pool_buckets), linked through Sched.own_links. A search for an owner's request in a site
      * that does not trust them reads every node the owner has otherwise: a cache miss per node
      * and per decision, for the owner of a whole fleet. Built by the first such search of a
-     * user who owns more than Sched.own_lists_min nodes (user_own_lists()), NULL before: most
-     * owners never ask (an operator's account that owns a datacenter), or own a machine or two, and
-     * keeping lists for them would cost every placement and release on their nodes. */
+     * user who owns more than Sched.own_lists_min nodes (user_own_lists()), NULL before:
+     * most owners never ask (an operator's account that owns a datacenter), or own a machine
+     * or two, and keeping lists for them would cost every placement and release on their
+     * nodes. */
     uint32_t (*own_heads)[SCHED_NODE_MAX_DEVICES + 1];
     uint32_t *own_buckets;
 } User;
