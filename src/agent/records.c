@@ -201,10 +201,18 @@ static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_
     if (!strbuf_cstr(&b))
         return error_set(err, -ENOMEM, "out of memory");
     char path[PATH_MAX];
+    WriteSync sync = sync_name ? WRITE_SYNC_ALL : WRITE_SYNC_CONTENT;
+    Error first = {0};
     int r = agent_state_path(state_dir, "workloads", path, sizeof(path), err);
     if (r >= 0)
-        r = write_file_atomic_as(path, b.data, sync_name ? WRITE_SYNC_ALL : WRITE_SYNC_CONTENT,
-                                 err);
+        r = write_file_atomic_as(path, b.data, sync, &first);
+    /* The folder is made when missing (the agent makes it at its start; someone removed it, or
+     * a tool writes a fresh one) rather than asked for at every rewrite: three mkdir calls that
+     * fail with EEXIST, at every turn of the agent. */
+    if (r == -ENOENT && (r = agent_state_dir_ensure(state_dir, err)) >= 0)
+        r = write_file_atomic_as(path, b.data, sync, err);
+    else if (r < 0 && first.code)
+        error_set(err, first.code, "%s", first.message);
     strbuf_done(&b);
     return r;
 }
@@ -240,12 +248,10 @@ int agent_records_update(const char *state_dir, const char *const *remove_ids, s
             return error_set(
                     err, -EINVAL,
                     "a workload record needs a PCI address and a workload id without spaces");
-    int r = agent_state_dir_ensure(state_dir, err);
-    if (r < 0)
-        return r;
     char **bdfs, **ids;
     size_t n;
-    if ((r = agent_records_list(state_dir, &bdfs, &ids, &n, err)) < 0)
+    int r = agent_records_list(state_dir, &bdfs, &ids, &n, err);
+    if (r < 0)
         return r;
     /* Kept lines first (their order), the new ones after: as add_many and remove write them. */
     char **kb = NULL, **ki = NULL;

@@ -225,6 +225,35 @@ Test(records, r7_recording_a_workloads_gpus_again_adds_only_what_is_missing) {
     free(dir);
 }
 
+/* The records' folder is not asked for at every rewrite (three mkdir calls at each of the
+ * agent's turns) but made again when a rewrite finds it gone, with its sub-folders; a folder
+ * that cannot be made is an error that names it. */
+Test(records, r7_a_record_written_after_its_folder_went_makes_the_folder_again) {
+    char *dir = temp_state();
+    Error err = {0};
+    cr_assert_eq(remove_temp_tree(dir), 0);
+    const char *bdfs[] = {"0000:01:00.0"}, *ids[] = {"7"};
+    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 1, true, &err), 1, "%s",
+                 error_message(&err));
+    char **b, **i;
+    size_t n;
+    cr_assert_eq(agent_records_list(dir, &b, &i, &n, &err), 0, "%s", error_message(&err));
+    cr_expect(n == 1 && !strcmp(b[0], bdfs[0]) && !strcmp(i[0], "7"), "%zu records", n);
+    strv_free(b, n);
+    strv_free(i, n);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/quarantine", dir);
+    cr_expect_eq(access(path, F_OK), 0, "the sub-folders were not made with it");
+    snprintf(path, sizeof(path), "%s/file", dir);
+    cr_assert_eq(write_string_file_atomic(path, "x\n"), 0);
+    snprintf(path, sizeof(path), "%s/file/state", dir);
+    err = (Error){0};
+    cr_expect_lt(agent_records_update(path, NULL, 0, bdfs, ids, 1, true, &err), 0);
+    cr_expect(strstr(error_message(&err), "/file/state") != NULL, "%s", error_message(&err));
+    cr_expect_eq(remove_temp_tree(dir), 0);
+    free(dir);
+}
+
 /* Each way of replacing a state file leaves the whole new content under its name and no
  * temporary file; a folder that is not there is an error that writes nothing. */
 Test(records, r16_a_replaced_state_file_holds_the_whole_new_content_at_every_sync_level) {
