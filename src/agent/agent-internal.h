@@ -27,7 +27,11 @@ typedef struct Agent {
     bool stopped; /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
     Driver *drivers[3]; /* container engine, libvirt, processes: once they answered (workloads.h) */
-    bool lost_driver[3];      /* a driver did not answer last time: log once */
+    bool lost_driver[3]; /* a driver did not answer last time: log once */
+    /* The driver's state file may name workloads of ours: its driver is configured, or the
+     * file was there at the start (a driver configured before). Otherwise a stop need not
+     * read it to learn that the driver does not run the workload. */
+    bool slot_may_list[3];
     WorkWatch watch;          /* the long-poll of this node's work (work-watch.h) */
     bool watch_failing;       /* its last poll failed: log once, not every retry */
     ConfirmPool confirms;     /* the connections that confirm started workloads side by side */

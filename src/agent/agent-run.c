@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/agent-internal.h"
 #include "agent/bind.h"
@@ -346,7 +347,7 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
  * when gone or not driven. */
 static int stop_driven(Agent *a, const char *id) {
     for (int k = 0; k < _SLOT_MAX; k++) {
-        if (!is_member(a, slot_files[k], id))
+        if (!a->slot_may_list[k] || !is_member(a, slot_files[k], id))
             continue;
         if (!ensure_slot(a, k))
             return -EAGAIN;
@@ -762,6 +763,11 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     if (cfg.stop)
         client_set_abort(a.cl, cfg.stop); /* a long-poll in flight ends with the agent */
     confirm_pool_init(&a.confirms, cfg.server, cfg.token, cfg.stop);
+    for (int k = 0; k < _SLOT_MAX; k++) {
+        _cleanup_free_ char *p = agent_state_file(&a, slot_files[k]);
+        /* Only a configured driver's starts add to its file (start_driven, ensure_slot). */
+        a.slot_may_list[k] = slot_configured(&a, k) || !p || access(p, F_OK) == 0;
+    }
     while (!(cfg.stop && *cfg.stop)) {
         int64_t next = agent_mono_ms() + (int64_t)cfg.heartbeat_s * 1000;
         turn(&a);
