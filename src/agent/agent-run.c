@@ -406,9 +406,11 @@ static void check_driven(Agent *a) {
 /* A workload one answer places here that is to be confirmed: started now (through its driver,
  * or only recorded), or found running already (the control plane missed its confirmation, or
  * the engine's workload was adopted). */
+#define STARTED_ID_MAX 32
+
 typedef struct Started {
     json_t *w;
-    char id[32];
+    char id[STARTED_ID_MAX];
     int slot;
     bool again;       /* it ran already: confirm only */
     bool record_only; /* active already: its GPUs on record, nothing to confirm */
@@ -430,6 +432,12 @@ static char *started_note(const Started *st) {
                      : st->slot == SLOT_PROCESS ? " as a process"
                                                 : " [recorded; no driver for it]",
                      st->url[0] ? " at " : "", st->url);
+}
+
+/* Work item w's request id, in decimal. */
+static void work_item_id(json_t *w, char id[STARTED_ID_MAX]) {
+    snprintf(id, STARTED_ID_MAX, "%" JSON_INTEGER_FORMAT,
+             json_integer_value(json_object_get(w, "id")));
 }
 
 /* When the control plane placed work item w here (0 when it does not say). */
@@ -475,8 +483,7 @@ static void take_confirms(Agent *a) {
  * start failed: reported as ended, or retried at the next turn). */
 static bool start_placed(Agent *a, json_t *w, const char *running, Started *st) {
     *st = (Started){.w = w, .slot = slot_of(a, w)};
-    snprintf(st->id, sizeof(st->id), "%" JSON_INTEGER_FORMAT,
-             json_integer_value(json_object_get(w, "id")));
+    work_item_id(w, st->id);
     if (runs(running, st->id))
         return st->again = true;
     return st->slot < 0 || start_driven(a, st->slot, w, st->id, st->url, sizeof(st->url)) >= 0;
@@ -545,8 +552,7 @@ static void reconcile_workloads(Agent *a, json_t *work) {
              * GPUs on record too when its lines are missing (adopted from an engine, or kept
              * in "running" across a power loss that lost its records). */
             st[n_st] = (Started){.w = w, .record_only = true};
-            snprintf(st[n_st].id, sizeof(st[n_st].id), "%" JSON_INTEGER_FORMAT,
-                     json_integer_value(json_object_get(w, "id")));
+            work_item_id(w, st[n_st].id);
             if (!runs(running, st[n_st].id))
                 continue;
         } else if (!STREQ(state, "placed") || !start_placed(a, w, running, &st[n_st]))

@@ -66,25 +66,27 @@ int read_one_line(const char *path, char **ret) {
     return 0;
 }
 
+/* s in one write (a sysfs attribute takes its value in one); a short write is -EIO. */
+static int write_string_fd(int fd, const char *s) {
+    size_t n = strlen(s);
+    ssize_t w = write(fd, s, n);
+    return w < 0 ? -errno : ((size_t)w == n ? 0 : -EIO);
+}
+
 int write_string_file(const char *path, const char *s) {
     int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -errno;
-    size_t n = strlen(s);
-    ssize_t w = write(fd, s, n);
-    int r = w < 0 ? -errno : ((size_t)w == n ? 0 : -EIO);
+    int r = write_string_fd(fd, s);
     if (close(fd) < 0 && r == 0)
         r = -errno;
     return r;
 }
 
 int write_string_fd_sync(int fd, const char *s) {
-    size_t len = strlen(s);
-    ssize_t n = write(fd, s, len);
-    if (n < 0)
-        return -errno;
-    if ((size_t)n != len)
-        return -EIO;
+    int r = write_string_fd(fd, s);
+    if (r < 0)
+        return r;
     return fsync(fd) < 0 ? -errno : 0;
 }
 
@@ -95,14 +97,7 @@ int write_string_file_atomic_as(const char *path, const char *s, WriteSync sync)
     _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    int r;
-    if (sync & WRITE_SYNC_CONTENT)
-        r = write_string_fd_sync(fd, s);
-    else {
-        size_t len = strlen(s);
-        ssize_t n = write(fd, s, len);
-        r = n < 0 ? -errno : (size_t)n == len ? 0 : -EIO;
-    }
+    int r = sync & WRITE_SYNC_CONTENT ? write_string_fd_sync(fd, s) : write_string_fd(fd, s);
     (void)close(TAKE_FD(fd)); /* closed before the rename */
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
