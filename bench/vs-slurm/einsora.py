@@ -17,7 +17,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.parse
 
 import procs
 
