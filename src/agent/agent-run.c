@@ -176,8 +176,10 @@ static bool listed(char *const *ids, size_t n, const char *id, size_t len) {
  * cache. After a power loss, which ends every workload of the machine with it, an old or empty
  * list costs nothing: a workload it still names is looked for and found gone, one it lost is
  * started again if still placed here, and whether a GPU is in use is what the fsync'd records
- * say (R7), written before any confirmation. The driver files ("containers", ...), from which a
- * restarted agent adopts what its engines still run, stay durable. */
+ * say (R7), written before any confirmation. So it is rewritten in place, not renamed over
+ * (write_lines_file_in_place()): a rename made ext4 write it out at once, a disk write at every
+ * start and stop. The driver files ("containers", ...), from which a restarted agent adopts
+ * what its engines still run, stay durable. */
 static WriteSync sync_of(const char *name) {
     return STREQ(name, "running") ? WRITE_SYNC_NONE : WRITE_SYNC_ALL;
 }
@@ -195,7 +197,13 @@ static int set_members(Agent *a, const char *name, char *const *off, size_t n_of
     }
     for (size_t i = 0; i < n_on; i++)
         strbuf_printf(&b, "%s\n", on[i]);
-    int r = p ? write_file_atomic_as(p, strbuf_cstr(&b), sync_of(name), err) : -ENOMEM;
+    int r;
+    if (!p || !strbuf_cstr(&b))
+        r = error_set(err, -ENOMEM, "out of memory");
+    else if (sync_of(name) == WRITE_SYNC_NONE)
+        r = write_lines_in_place(p, b.data, err);
+    else
+        r = write_file_atomic_as(p, b.data, sync_of(name), err);
     strbuf_done(&b);
     return r;
 }

@@ -40,13 +40,21 @@ int agent_state_dir_ensure(const char *state_dir, Error *err) {
     return 0;
 }
 
-int write_file_atomic_as(const char *path, const char *content, WriteSync sync, Error *err) {
-    int r = write_string_file_atomic_as(path, content, sync);
+/* A state file write's result r, with an error that names the file. */
+static int write_result(const char *path, int r, Error *err) {
     if (r == -ENAMETOOLONG)
         return error_set(err, r, "the path %s is too long", path);
     if (r < 0)
         return error_set(err, r, "could not write %s: %s", path, strerror(-r));
     return 0;
+}
+
+int write_file_atomic_as(const char *path, const char *content, WriteSync sync, Error *err) {
+    return write_result(path, write_string_file_atomic_as(path, content, sync), err);
+}
+
+int write_lines_in_place(const char *path, const char *content, Error *err) {
+    return write_result(path, write_lines_file_in_place(path, content), err);
 }
 
 int write_file_atomic(const char *path, const char *content, Error *err) {

@@ -57,6 +57,8 @@ int agent_host_driver_get(const char *state_dir, const char *bdf, char **ret);
 int write_file_atomic(const char *path, const char *content, Error *err);
 /* The same, made as durable as sync says (fileio.h). */
 int write_file_atomic_as(const char *path, const char *content, WriteSync sync, Error *err);
+/* Replace a file of lines in place, unsynced (write_lines_file_in_place()). */
+int write_lines_in_place(const char *path, const char *content, Error *err);
 /* fsync the state folder: every rename into it so far is durable. */
 int agent_state_sync(const char *state_dir, Error *err);
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -109,6 +110,30 @@ int write_string_file_atomic_as(const char *path, const char *s, WriteSync sync)
     if (sync == WRITE_SYNC_ALL)
         (void)fsync_parent_dir(path);
     return 0;
+}
+
+int write_lines_file_in_place(const char *path, const char *s) {
+    size_t n = strlen(s);
+    if (n > WRITE_IN_PLACE_MAX)
+        return write_string_file_atomic_as(path, s, WRITE_SYNC_NONE);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    if (st.st_size > WRITE_IN_PLACE_MAX) {
+        (void)close(TAKE_FD(fd));
+        return write_string_file_atomic_as(path, s, WRITE_SYNC_NONE);
+    }
+    char buf[WRITE_IN_PLACE_MAX];
+    size_t len = MAX(n, (size_t)st.st_size);
+    memcpy(buf, s, n);
+    memset(buf + n, '\n', len - n);
+    ssize_t w = len ? pwrite(fd, buf, len, 0) : 0;
+    return w < 0 ? -errno : ((size_t)w == len ? 0 : -EIO);
 }
 
 int fsync_parent_dir(const char *path) {

@@ -36,5 +36,16 @@ typedef enum WriteSync {
 } WriteSync;
 int write_string_file_atomic_as(const char *path, const char *s, WriteSync sync);
 
+/* Replace the content of a file of newline-ended lines that need not survive a power loss,
+ * in place: one pwrite() at offset 0 of s followed by newlines up to the file's old size (a
+ * blank line means nothing to a reader of lines), so a crashed process leaves the old or the
+ * new lines, never a mix, and the file keeps its inode. A rename over the file would do the
+ * same, but ext4 then writes the new content out at once (auto_da_alloc): a disk write, and on
+ * a virtual machine an exit to the hypervisor, for every change of a file nobody syncs. Past
+ * WRITE_IN_PLACE_MAX bytes (old or new; a write that large may be cut between pages) it is
+ * write_string_file_atomic_as(path, s, WRITE_SYNC_NONE), which also trims the file. -errno. */
+#define WRITE_IN_PLACE_MAX 4096
+int write_lines_file_in_place(const char *path, const char *s);
+
 /* fsync the folder that holds path: the renames into it done so far are durable. -errno. */
 int fsync_parent_dir(const char *path);

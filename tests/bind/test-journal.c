@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/journal.h"
@@ -276,6 +277,64 @@ Test(records, r16_a_replaced_state_file_holds_the_whole_new_content_at_every_syn
     snprintf(path, sizeof(path), "%s/missing/running", dir);
     cr_expect_eq(write_string_file_atomic_as(path, "1\n", WRITE_SYNC_NONE), -ENOENT);
     cr_expect_eq(fsync_parent_dir(path), -ENOENT);
+    cr_expect_eq(remove_temp_tree(dir), 0);
+    free(dir);
+}
+
+/* The non-empty lines of path, each followed by '\n' (blank lines dropped), in *ret. */
+static void nonblank_lines(const char *path, char *ret, size_t size) {
+    char *text = NULL;
+    cr_assert_eq(read_full_file(path, 1 << 20, &text, NULL), 0);
+    size_t k = 0;
+    for (const char *l = text; *l;) {
+        const char *e = strchrnul(l, '\n');
+        if (e > l)
+            k += (size_t)snprintf(ret + k, size - k, "%.*s\n", (int)(e - l), l);
+        l = *e ? e + 1 : e;
+    }
+    ret[k] = '\0';
+    free(text);
+}
+
+/* "running" is rewritten in place: the same file, the new lines, what is left of the old
+ * content only newlines; past a page it is replaced whole (and trimmed) instead. */
+Test(records, r7_a_list_rewritten_in_place_keeps_its_file_and_no_old_line) {
+    char *dir = temp_state();
+    char path[PATH_MAX], got[8192];
+    snprintf(path, sizeof(path), "%s/running", dir);
+    cr_assert_eq(write_lines_file_in_place(path, "101\n102\n103\n"), 0);
+    struct stat first, st;
+    cr_assert_eq(stat(path, &first), 0);
+    nonblank_lines(path, got, sizeof(got));
+    cr_expect_str_eq(got, "101\n102\n103\n");
+    cr_assert_eq(write_lines_file_in_place(path, "7\n"), 0);
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_ino, first.st_ino, "not the same file: renamed over");
+    cr_expect_eq(st.st_size, first.st_size, "the old size, padded with newlines");
+    nonblank_lines(path, got, sizeof(got));
+    cr_expect_str_eq(got, "7\n", "an old line (or part of one) is left");
+    cr_assert_eq(write_lines_file_in_place(path, ""), 0);
+    nonblank_lines(path, got, sizeof(got));
+    cr_expect_str_eq(got, "");
+    /* Past a page: replaced whole, and a short list after it trims the file again. */
+    char big[WRITE_IN_PLACE_MAX + 64];
+    size_t k = 0;
+    for (unsigned i = 0; k + 8 < WRITE_IN_PLACE_MAX + 8; i++)
+        k += (size_t)snprintf(big + k, sizeof(big) - k, "%06u\n", i);
+    cr_assert_gt(strlen(big), WRITE_IN_PLACE_MAX);
+    cr_assert_eq(write_lines_file_in_place(path, big), 0);
+    nonblank_lines(path, got, sizeof(got));
+    cr_expect_str_eq(got, big);
+    cr_assert_eq(write_lines_file_in_place(path, "8\n"), 0);
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_size, 2, "a short list after one past a page did not trim the file");
+    nonblank_lines(path, got, sizeof(got));
+    cr_expect_str_eq(got, "8\n");
+    /* Errors change nothing: a missing folder, a folder in the file's place. */
+    snprintf(path, sizeof(path), "%s/missing/running", dir);
+    cr_expect_eq(write_lines_file_in_place(path, "1\n"), -ENOENT);
+    cr_expect_eq(access(path, F_OK), -1);
+    cr_expect_lt(write_lines_file_in_place(dir, "1\n"), 0);
     cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }
