@@ -497,28 +497,24 @@ static bool start_placed(Agent *a, json_t *w, const char *running, Started *st) 
     return st->slot < 0 || start_driven(a, st->slot, w, st->id, st->url, sizeof(st->url)) >= 0;
 }
 
-/* The ids whose GPU records go in this turn: the stopped ones (gone), and those of records that
- * name a workload "running" does not and that is not being started. "running" is not synced
- * (set_members), so after a power loss it may have forgotten a workload whose records were: the
- * power loss ended it, and its GPUs would otherwise stay marked in use for good. While the
- * machine stays up, "running" names every workload with records (the two are written
- * together, the records first). -ENOMEM when out of memory (then gone's alone go). */
-static int stale_records(Agent *a, const char *running, char *const *born, size_t n_born,
-                         char *const *gone, size_t n_gone, char ***ret, size_t *ret_n) {
-    char **bdfs = NULL, **ids = NULL, **drop = NULL;
-    size_t n = 0, n_drop = 0;
-    Error err = {0};
+/* The ids whose GPU records go in this turn: the stopped ones (gone), and those of the records
+ * (ids, n) that name a workload "running" does not and that is not being started. "running" is
+ * not synced (set_members), so after a power loss it may have forgotten a workload whose
+ * records were: the power loss ended it, and its GPUs would otherwise stay marked in use for
+ * good. While the machine stays up, "running" names every workload with records (the two are
+ * written together, the records first). -ENOMEM when out of memory (then gone's alone go). */
+static int stale_records(const char *running, char *const *ids, size_t n, char *const *born,
+                         size_t n_born, char *const *gone, size_t n_gone, char ***ret,
+                         size_t *ret_n) {
+    char **drop = NULL;
+    size_t n_drop = 0;
     int r = 0;
     for (size_t k = 0; r >= 0 && k < n_gone; k++)
         r = strv_push(&drop, &n_drop, gone[k]);
-    /* Unreadable records: the update that follows says why. */
-    if (r >= 0 && agent_records_list(a->cfg->state_dir, &bdfs, &ids, &n, &err) >= 0)
-        for (size_t k = 0; r >= 0 && k < n; k++)
-            if (!runs(running, ids[k]) && !listed(born, n_born, ids[k], strlen(ids[k])) &&
-                !listed(drop, n_drop, ids[k], strlen(ids[k])))
-                r = strv_push(&drop, &n_drop, ids[k]);
-    strv_free(bdfs, n);
-    strv_free(ids, n);
+    for (size_t k = 0; r >= 0 && k < n; k++)
+        if (!runs(running, ids[k]) && !listed(born, n_born, ids[k], strlen(ids[k])) &&
+            !listed(drop, n_drop, ids[k], strlen(ids[k])))
+            r = strv_push(&drop, &n_drop, ids[k]);
     if (r < 0) {
         strv_free(drop, n_drop);
         return r;
@@ -596,12 +592,19 @@ static void reconcile_workloads(Agent *a, json_t *work) {
      * records still say the GPU is in use, the safe side, and the workload is looked for, found
      * gone and removed again). "running" is not synced (set_members). A stop costs one fsync
      * then, a start two, rather than four each. */
-    char **drop = NULL;
-    size_t n_drop = 0;
-    bool stale = stale_records(a, running, born, n_born, gone, n_gone, &drop, &n_drop) >= 0;
-    int added = agent_records_update(a->cfg->state_dir, (const char *const *)(stale ? drop : gone),
-                                     stale ? n_drop : n_gone, gpus, gpu_ids, n_gpus, false, &err);
+    char **drop = NULL, **bdfs = NULL, **ids = NULL;
+    size_t n_drop = 0, n = 0;
+    int added = agent_records_list(a->cfg->state_dir, &bdfs, &ids, &n, &err);
+    if (added >= 0) { /* read once, for both */
+        bool stale =
+                stale_records(running, ids, n, born, n_born, gone, n_gone, &drop, &n_drop) >= 0;
+        added = agent_records_update_from(
+                a->cfg->state_dir, bdfs, ids, n, (const char *const *)(stale ? drop : gone),
+                stale ? n_drop : n_gone, gpus, gpu_ids, n_gpus, false, &err);
+    }
     strv_free(drop, n_drop);
+    strv_free(bdfs, n);
+    strv_free(ids, n);
     bool gpus_recorded =
             added == 0 || (added > 0 && agent_state_sync(a->cfg->state_dir, &err) >= 0);
     bool recorded = gpus_recorded;

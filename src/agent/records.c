@@ -248,17 +248,21 @@ static bool has_record(char **bdfs, char **ids, size_t n, const char *bdf, const
     return false;
 }
 
-int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
-                         const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
-                         bool sync_name, Error *err) {
+static int check_adds(const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
+                      Error *err) {
     for (size_t i = 0; i < n_add; i++)
         if (!pci_bdf_is_valid(add_bdfs[i]) || !is_record_id(add_ids[i]))
             return error_set(
                     err, -EINVAL,
                     "a workload record needs a PCI address and a workload id without spaces");
-    char **bdfs, **ids;
-    size_t n;
-    int r = agent_records_list(state_dir, &bdfs, &ids, &n, err);
+    return 0;
+}
+
+int agent_records_update_from(const char *state_dir, char *const *bdfs, char *const *ids, size_t n,
+                              const char *const *remove_ids, size_t n_remove,
+                              const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
+                              bool sync_name, Error *err) {
+    int r = check_adds(add_bdfs, add_ids, n_add, err);
     if (r < 0)
         return r;
     /* Kept lines first (their order), the new ones after: as add_many and remove write them. */
@@ -282,11 +286,24 @@ int agent_records_update(const char *state_dir, const char *const *remove_ids, s
     }
     if (r >= 0 && (removed || added))
         r = records_rewrite(state_dir, kb, ki, nb, NULL, sync_name, err);
-    strv_free(bdfs, n);
-    strv_free(ids, n);
     strv_free(kb, nb);
     strv_free(ki, ni);
     return r < 0 ? r : (int)MIN(added, (size_t)INT_MAX);
+}
+
+int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
+                         const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
+                         bool sync_name, Error *err) {
+    char **bdfs, **ids;
+    size_t n;
+    int r = check_adds(add_bdfs, add_ids, n_add, err);
+    if (r < 0 || (r = agent_records_list(state_dir, &bdfs, &ids, &n, err)) < 0)
+        return r;
+    r = agent_records_update_from(state_dir, bdfs, ids, n, remove_ids, n_remove, add_bdfs, add_ids,
+                                  n_add, sync_name, err);
+    strv_free(bdfs, n);
+    strv_free(ids, n);
+    return r;
 }
 
 int agent_records_remove(const char *state_dir, const char *workload_id, Error *err) {

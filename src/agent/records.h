@@ -37,6 +37,12 @@ int agent_records_add_many(const char *state_dir, const char *const *bdfs, size_
 int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
                          const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
                          bool sync_name, Error *err);
+/* The same, on the records the caller read with agent_records_list() (bdfs, ids, n; not
+ * changed): an agent that looks at them first does not read them twice. */
+int agent_records_update_from(const char *state_dir, char *const *bdfs, char *const *ids, size_t n,
+                              const char *const *remove_ids, size_t n_remove,
+                              const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
+                              bool sync_name, Error *err);
 /* Remove every line of workload_id; -ENOENT when there was none. */
 int agent_records_remove(const char *state_dir, const char *workload_id, Error *err);
 /* Parse the workloads file's text (exposed for the fuzzer). */
