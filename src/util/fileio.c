@@ -116,7 +116,9 @@ int write_lines_file_in_place(const char *path, const char *s) {
     size_t n = strlen(s);
     if (n > WRITE_IN_PLACE_MAX)
         return write_string_file_atomic_as(path, s, WRITE_SYNC_NONE);
-    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+    /* O_NONBLOCK: a FIFO put in the file's place is refused (ENXIO) rather than waited on. */
+    _cleanup_close_ int fd =
+            open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0644);
     if (fd < 0)
         return -errno;
     struct stat st;

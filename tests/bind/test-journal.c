@@ -298,7 +298,7 @@ static void nonblank_lines(const char *path, char *ret, size_t size) {
 
 /* "running" is rewritten in place: the same file, the new lines, what is left of the old
  * content only newlines; past a page it is replaced whole (and trimmed) instead. */
-Test(records, r7_a_list_rewritten_in_place_keeps_its_file_and_no_old_line) {
+Test(records, r7_a_list_rewritten_in_place_keeps_its_file_and_no_old_line, .timeout = 30) {
     char *dir = temp_state();
     char path[PATH_MAX], got[8192];
     snprintf(path, sizeof(path), "%s/running", dir);
@@ -335,6 +335,10 @@ Test(records, r7_a_list_rewritten_in_place_keeps_its_file_and_no_old_line) {
     cr_expect_eq(write_lines_file_in_place(path, "1\n"), -ENOENT);
     cr_expect_eq(access(path, F_OK), -1);
     cr_expect_lt(write_lines_file_in_place(dir, "1\n"), 0);
+    /* A FIFO in the file's place, with no reader: an error, not a wait for one. */
+    snprintf(path, sizeof(path), "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_expect_lt(write_lines_file_in_place(path, "1\n"), 0);
     cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }
