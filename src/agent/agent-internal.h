@@ -37,6 +37,7 @@ typedef struct Agent {
     ConfirmPool confirms;     /* the connections that confirm started workloads side by side */
     InventoryCache inventory; /* the last discovery, for workload starts */
     bool confirm_due;         /* a confirmation went unanswered: look at the work again next turn */
+    unsigned running_writes;  /* rewrites of "running": a text read before is current while equal */
 } Agent;
 
 /* One line on the agent's log ("agent NAME: ..."), if it has one. */

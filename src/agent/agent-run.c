@@ -184,9 +184,10 @@ static WriteSync sync_of(const char *name) {
     return STREQ(name, "running") ? WRITE_SYNC_NONE : WRITE_SYNC_ALL;
 }
 
-static int set_members(Agent *a, const char *name, char *const *off, size_t n_off, char *const *on,
-                       size_t n_on, Error *err) {
-    _cleanup_free_ char *text = agent_read_state(a, name), *p = agent_state_file(a, name);
+/* set_members() on the file's text as the caller read it (NULL: no file). */
+static int set_members_of(Agent *a, const char *name, const char *text, char *const *off,
+                          size_t n_off, char *const *on, size_t n_on, Error *err) {
+    _cleanup_free_ char *p = agent_state_file(a, name);
     StrBuf b = {0};
     for (const char *l = text; l && *l;) {
         const char *e = strchrnul(l, '\n');
@@ -204,8 +205,16 @@ static int set_members(Agent *a, const char *name, char *const *off, size_t n_of
         r = write_lines_in_place(p, b.data, err);
     else
         r = write_file_atomic_as(p, b.data, sync_of(name), err);
+    if (STREQ(name, "running"))
+        a->running_writes++; /* even a failed write may have changed it */
     strbuf_done(&b);
     return r;
+}
+
+static int set_members(Agent *a, const char *name, char *const *off, size_t n_off, char *const *on,
+                       size_t n_on, Error *err) {
+    _cleanup_free_ char *text = agent_read_state(a, name);
+    return set_members_of(a, name, text, off, n_off, on, n_on, err);
 }
 
 /* Add or remove id in a one-id-per-line state file. */
@@ -526,6 +535,7 @@ static int stale_records(const char *running, char *const *ids, size_t n, char *
 
 static void reconcile_workloads(Agent *a, json_t *work) {
     _cleanup_free_ char *running = agent_read_state(a, "running");
+    unsigned running_writes = a->running_writes;
     size_t i, n_work = json_array_size(work);
     json_t *w;
     Error err = {0};
@@ -608,7 +618,10 @@ static void reconcile_workloads(Agent *a, json_t *work) {
     bool gpus_recorded =
             added == 0 || (added > 0 && agent_state_sync(a->cfg->state_dir, &err) >= 0);
     bool recorded = gpus_recorded;
-    if (recorded && (n_gone || n_born))
+    /* "running" as read above, unless a start or stop rewrote it since (an adoption). */
+    if (recorded && (n_gone || n_born) && running_writes == a->running_writes)
+        recorded = set_members_of(a, "running", running, gone, n_gone, born, n_born, &err) >= 0;
+    else if (recorded && (n_gone || n_born))
         recorded = set_members(a, "running", gone, n_gone, born, n_born, &err) >= 0;
     if (!recorded) {
         agent_logf(a, "cannot record workloads: %s", error_message(&err));
