@@ -618,11 +618,13 @@ static void reconcile_workloads(Agent *a, json_t *work) {
     bool gpus_recorded =
             added == 0 || (added > 0 && agent_state_sync(a->cfg->state_dir, &err) >= 0);
     bool recorded = gpus_recorded;
-    /* "running" as read above, unless a start or stop rewrote it since (an adoption). */
-    if (recorded && (n_gone || n_born) && running_writes == a->running_writes)
-        recorded = set_members_of(a, "running", running, gone, n_gone, born, n_born, &err) >= 0;
-    else if (recorded && (n_gone || n_born))
-        recorded = set_members(a, "running", gone, n_gone, born, n_born, &err) >= 0;
+    if (recorded && (n_gone || n_born)) {
+        /* "running" as read above, unless a start or stop rewrote it since (an adoption). */
+        bool current = running_writes == a->running_writes;
+        _cleanup_free_ char *reread = current ? NULL : agent_read_state(a, "running");
+        recorded = set_members_of(a, "running", current ? running : reread, gone, n_gone, born,
+                                  n_born, &err) >= 0;
+    }
     if (!recorded) {
         agent_logf(a, "cannot record workloads: %s", error_message(&err));
         a->confirm_due = true; /* the work again at the next turn: started (or adopted) then */
