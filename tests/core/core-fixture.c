@@ -74,3 +74,16 @@ void fx_release(const char *id) {
     Error err = {0};
     cr_assert_eq(sched_release(fx, id, 0, &err), 0, "%s", err.message);
 }
+
+static uint64_t fx_rng = 1;
+
+void fx_seed(uint64_t seed) {
+    fx_rng = seed ? seed : 1; /* xorshift never leaves 0 */
+}
+
+unsigned fx_pick(unsigned n) {
+    fx_rng ^= fx_rng >> 12;
+    fx_rng ^= fx_rng << 25;
+    fx_rng ^= fx_rng >> 27;
+    return (unsigned)(fx_rng * 2685821657736338717ull % n);
+}

@@ -34,3 +34,8 @@ void fx_mac(const char *name, const char *site, const char *owner, unsigned unif
 #define fx_req(...) fx_submit((RequestSpec){__VA_ARGS__}, 0)
 Decision fx_submit(RequestSpec spec, uint64_t now);
 void fx_release(const char *id);
+
+/* A seeded xorshift64* stream, the same on every machine, for the randomized tests: a failure
+ * names its op, and the seed replays it. fx_pick(n) is uniform enough over [0, n). */
+void fx_seed(uint64_t seed);
+unsigned fx_pick(unsigned n);

@@ -12,20 +12,7 @@
 
 TestSuite(random, .init = fx_setup, .fini = fx_teardown);
 
-static uint64_t rng;
 static size_t by_method[_METHOD_MAX];
-
-static uint64_t next(void) {
-    /* xorshift64*: small, fast and the same everywhere. */
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return rng * 2685821657736338717ull;
-}
-
-static unsigned pick(unsigned n) {
-    return (unsigned)(next() % n);
-}
 
 static const char *const classes[] = {
         "nvidia-h100-80gb",
@@ -49,11 +36,11 @@ static void add_node(unsigned k) {
     NodeSpec spec = {.name = node_names[k],
                      .site = sites[k],
                      .owner = users[k % 3],
-                     .cpu_cores = 8 + pick(24),
-                     .kata = pick(2),
-                     .mig_in_kata = pick(3) == 0,
+                     .cpu_cores = 8 + fx_pick(24),
+                     .kata = fx_pick(2),
+                     .mig_in_kata = fx_pick(3) == 0,
                      .devices = devs};
-    SchedLabel label = {SCHED_MODE_LABEL, pick(2) ? "container" : "vm-passthrough"};
+    SchedLabel label = {SCHED_MODE_LABEL, fx_pick(2) ? "container" : "vm-passthrough"};
     if (k < 3) {
         spec.owner = "ops";
         spec.labels = &label;
@@ -64,13 +51,13 @@ static void add_node(unsigned k) {
         spec.apple_unified_memory_gb = k == 5 ? 64 : 16;
         spec.apple_usable_memory_gb = k == 5 ? 48 : 12;
     } else {
-        spec.n_devices = 1 + pick(4);
+        spec.n_devices = 1 + fx_pick(4);
         const char *cls = k == 3 ? "nvidia-rtx-4090" : k == 4 ? "amd-mi300x" : "nvidia-h100-80gb";
         for (size_t i = 0; i < spec.n_devices; i++)
             devs[i] = (DeviceSpec){.class_name = cls,
-                                   .binding = (Binding)pick(2),
-                                   .mig_enabled = cls[7] == 'h' && pick(2),
-                                   .reset_verified = pick(2)};
+                                   .binding = (Binding)fx_pick(2),
+                                   .mig_enabled = cls[7] == 'h' && fx_pick(2),
+                                   .reset_verified = fx_pick(2)};
     }
     Error err = {0};
     int r = sched_add_node(fx, &spec, 0, &err);
@@ -79,26 +66,27 @@ static void add_node(unsigned k) {
 
 static void submit(unsigned op, uint64_t now) {
     char id[32];
-    snprintf(id, sizeof(id), "r%u", pick(64));
+    snprintf(id, sizeof(id), "r%u", fx_pick(64));
     static const char *fb[3];
     RequestSpec spec = {.id = id,
-                        .user = users[pick(ARRAY_SIZE(users))],
-                        .kind = (WorkloadKind)pick(4),
-                        .guest = (GuestOs)pick(2),
-                        .class_name = classes[pick(ARRAY_SIZE(classes))],
-                        .count = pick(4) == 0 ? 2 + pick(3) : 1,
-                        .share = pick(3) == 0,
+                        .user = users[fx_pick(ARRAY_SIZE(users))],
+                        .kind = (WorkloadKind)fx_pick(4),
+                        .guest = (GuestOs)fx_pick(2),
+                        .class_name = classes[fx_pick(ARRAY_SIZE(classes))],
+                        .count = fx_pick(4) == 0 ? 2 + fx_pick(3) : 1,
+                        .share = fx_pick(3) == 0,
                         .submitted = now,
-                        .runtime = pick(4) == 0 ? (EndpointRuntime)pick(4) : ENDPOINT_RUNTIME_NONE,
-                        .memory_gb = pick(3) == 0 ? pick(40) : 0};
-    if (pick(8) == 0)
+                        .runtime = fx_pick(4) == 0 ? (EndpointRuntime)fx_pick(4)
+                                                   : ENDPOINT_RUNTIME_NONE,
+                        .memory_gb = fx_pick(3) == 0 ? fx_pick(40) : 0};
+    if (fx_pick(8) == 0)
         spec.class_name = NULL;
-    if (pick(3) == 0) {
-        spec.n_fallback = 1 + pick(2);
+    if (fx_pick(3) == 0) {
+        spec.n_fallback = 1 + fx_pick(2);
         for (size_t i = 0; i < spec.n_fallback; i++)
-            fb[i] = classes[pick(ARRAY_SIZE(classes) - 1)];
+            fb[i] = classes[fx_pick(ARRAY_SIZE(classes) - 1)];
         spec.fallback = fb;
-        spec.wait_s = pick(20);
+        spec.wait_s = fx_pick(20);
     }
     Decision d;
     Error err = {0};
@@ -114,49 +102,49 @@ static void submit(unsigned op, uint64_t now) {
 
 static void release_one(uint64_t now) {
     char id[32];
-    snprintf(id, sizeof(id), "r%u", pick(64));
+    snprintf(id, sizeof(id), "r%u", fx_pick(64));
     Error err = {0};
     int r = sched_release(fx, id, now, &err);
     cr_assert(r == 0 || r == -ENOENT, "%s", err.message);
 }
 
 static void node_op(uint64_t now) {
-    const char *n = node_names[pick(ARRAY_SIZE(node_names))];
-    unsigned dev = pick(4);
+    const char *n = node_names[fx_pick(ARRAY_SIZE(node_names))];
+    unsigned dev = fx_pick(4);
     Error err = {0};
     int r;
-    switch (pick(10)) {
+    switch (fx_pick(10)) {
     case 0:
         r = sched_remove_node(fx, n, &err);
         cr_assert(r == 0 || r == -EBUSY || r == -ENOENT, "%s", err.message);
         break;
     case 1:
-        r = sched_node_set_cordoned(fx, n, pick(2), now, &err);
+        r = sched_node_set_cordoned(fx, n, fx_pick(2), now, &err);
         break;
     case 2:
-        r = sched_node_set_mode(fx, n, pick(2) ? NODE_MODE_CONTAINER : NODE_MODE_VM_PASSTHROUGH,
+        r = sched_node_set_mode(fx, n, fx_pick(2) ? NODE_MODE_CONTAINER : NODE_MODE_VM_PASSTHROUGH,
                                 now, &err);
         break;
     case 3:
-        r = sched_device_set_cordoned(fx, n, dev, pick(3) == 0, now, &err);
+        r = sched_device_set_cordoned(fx, n, dev, fx_pick(3) == 0, now, &err);
         break;
     case 4:
-        r = sched_device_set_quarantine(fx, n, dev, pick(3) == 0 ? "bad" : NULL, now, &err);
+        r = sched_device_set_quarantine(fx, n, dev, fx_pick(3) == 0 ? "bad" : NULL, now, &err);
         break;
     case 5:
-        r = sched_device_set_binding(fx, n, dev, (Binding)pick(2), now, &err);
+        r = sched_device_set_binding(fx, n, dev, (Binding)fx_pick(2), now, &err);
         break;
     case 6:
-        r = sched_device_set_mig(fx, n, dev, pick(2), now, &err);
+        r = sched_device_set_mig(fx, n, dev, fx_pick(2), now, &err);
         break;
     case 7:
-        r = sched_device_reset_result(fx, n, dev, pick(4) != 0, NULL, now, &err);
+        r = sched_device_reset_result(fx, n, dev, fx_pick(4) != 0, NULL, now, &err);
         break;
     case 8:
-        r = sched_node_set_capabilities(fx, n, pick(2), pick(2), now, &err);
+        r = sched_node_set_capabilities(fx, n, fx_pick(2), fx_pick(2), now, &err);
         break;
     default:
-        r = sched_node_set_unreachable(fx, n, pick(4) == 0, now, &err);
+        r = sched_node_set_unreachable(fx, n, fx_pick(4) == 0, now, &err);
     }
     cr_assert(r <= 0);
 }
@@ -165,9 +153,7 @@ Test(random, r15_r16_invariants_hold_after_every_random_operation, .timeout = 60
     const char *e = getenv("EINSORA_RANDOM_OPS");
     unsigned ops = e ? (unsigned)strtoul(e, NULL, 10) : 200000;
     e = getenv("EINSORA_RANDOM_SEED");
-    rng = e ? strtoull(e, NULL, 10) : 0x5eed1234abcdull;
-    if (!rng)
-        rng = 1;
+    fx_seed(e ? strtoull(e, NULL, 10) : 0x5eed1234abcdull);
     fx_site("dc", SITE_DATACENTER);
     fx_site("lab", SITE_LAB);
     fx_site("home", SITE_SOLO);
@@ -177,7 +163,7 @@ Test(random, r15_r16_invariants_hold_after_every_random_operation, .timeout = 60
     uint64_t now = 0;
     size_t placed_seen = 0;
     for (unsigned op = 0; op < ops; op++) {
-        unsigned what = pick(100);
+        unsigned what = fx_pick(100);
         if (what < 40)
             submit(op, now);
         else if (what < 70)
@@ -185,12 +171,12 @@ Test(random, r15_r16_invariants_hold_after_every_random_operation, .timeout = 60
         else if (what < 80)
             node_op(now);
         else if (what < 85)
-            add_node(pick(ARRAY_SIZE(node_names)));
+            add_node(fx_pick(ARRAY_SIZE(node_names)));
         else if (what < 88)
-            sched_site_trust(fx, pick(2) ? "dc" : "lab", users[pick(ARRAY_SIZE(users))], pick(2),
-                             &err);
+            sched_site_trust(fx, fx_pick(2) ? "dc" : "lab", users[fx_pick(ARRAY_SIZE(users))],
+                             fx_pick(2), &err);
         else {
-            now += pick(5);
+            now += fx_pick(5);
             sched_tick(fx, now);
         }
         placed_seen += sched_request_count(fx) - sched_waiting_count(fx);
