@@ -4,10 +4,13 @@
  * the same fleet and request stream in the same process, and a memory floor (the same stream
  * with only an id index and the records any engine must touch). Not a test: it prints figures.
  *
- *   bench-place [--digest] [REQUESTS]   (default 1000000; EINSORA_BENCH_SEED picks the stream)
+ *   bench-place [--digest] [--no-walk-memos] [REQUESTS]
+ *       (default 1000000 requests; EINSORA_BENCH_SEED picks the stream)
  *
  * --digest also prints a hash of every decision (submit answers and later placements by the
- * queue), so that a change meant only to make the engine faster can show it decides the same. */
+ * queue), so that a change meant only to make the engine faster can show it decides the same.
+ * --no-walk-memos runs every queue walk in full (sched_set_walk_memos()): what the memos save,
+ * and the same digest. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -234,7 +237,7 @@ static void percentiles(uint32_t *lat, size_t n, Result *res) {
 
 /* ---- decision digest (FNV-1a 64) ---- */
 
-static bool want_digest;
+static bool want_digest, no_walk_memos;
 static uint64_t digest = 0xcbf29ce484222325ull;
 
 static void digest_bytes(const void *p, size_t n) {
@@ -605,10 +608,12 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (STREQ(argv[i], "--digest"))
             want_digest = true;
+        else if (STREQ(argv[i], "--no-walk-memos"))
+            no_walk_memos = true;
         else if (argv[i][0] >= '1' && argv[i][0] <= '9')
             n_requests = (unsigned)strtoul(argv[i], NULL, 10);
         else {
-            fprintf(stderr, "usage: bench-place [--digest] [REQUESTS]\n");
+            fprintf(stderr, "usage: bench-place [--digest] [--no-walk-memos] [REQUESTS]\n");
             return 2;
         }
     }
@@ -622,6 +627,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     Sched *s = sched_new(cat);
+    sched_set_walk_memos(s, !no_walk_memos);
     if (want_digest)
         sched_set_on_placed(s, on_placed, NULL);
     unsigned gpus = 0;

@@ -387,23 +387,27 @@ static int check_gang_share(const Sched *s, Error *err) {
 }
 
 /* A walk memo still in force (queue.c) must be right: a walk with its room would pass every
- * waiter it meets over for its count, the FIFO's first WALK_MISS_LIMIT or, where the memo's
- * walk reached the end, all of them. */
+ * waiter it meets over for its count, all of them where the memo's walk reached the FIFO's
+ * end, else the first WALK_MISS_LIMIT, still the ones it met (the last of them submitted no
+ * later than the last it met). */
 static int check_walk_memos(const Sched *s, Error *err) {
     for (size_t key = 0; key < s->cat->n_classes + 2; key++) {
         const WalkMemo *m = &s->walk_memo[key];
         if (!m->room)
             continue;
         unsigned met = 0;
-        for (uint32_t ri = s->cq_head[key]; ri != NIL && met < WALK_MISS_LIMIT; met++) {
+        uint32_t last = NIL;
+        for (uint32_t ri = s->cq_head[key]; ri != NIL && (!m->reach.full || met < WALK_MISS_LIMIT);
+             met++) {
             const Req *r = &s->reqs[ri];
             if (r->count <= m->room || r->expired)
                 return error_set(err, -EUCLEAN,
                                  "a queue walk memo would skip request '%s', which fits it",
                                  req_id(r));
+            last = ri;
             ri = r->cq.next;
         }
-        if (m->full && met < WALK_MISS_LIMIT)
+        if (m->reach.full && (met < WALK_MISS_LIMIT || s->reqs[last].submitted > m->reach.last))
             return error_set(err, -EUCLEAN, "a queue walk memo counts waiters that are gone");
     }
     return 0;

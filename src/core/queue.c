@@ -278,15 +278,33 @@ static bool gang_may_reserve(const Sched *s, int c) {
     return g->reserved < MAX(cap, 1u);
 }
 
+/* Whether waiter r, joining or leaving its FIFO, is among the waiters a walk of that reach
+ * meets. One that joins with the submit time of the last met goes behind it; one that leaves
+ * with it may be the last met or one before. */
+static bool reach_meets(const WalkReach *reach, const Req *r, bool joins) {
+    return !reach->full || r->submitted < reach->last || (!joins && r->submitted == reach->last);
+}
+
+/* Waiter r joined its class FIFO (WalkMemo: what keeps the memo). */
+static void walk_memo_joined(WalkMemo *m, const Req *r) {
+    if (m->room && reach_meets(&m->reach, r, true) &&
+        (m->reach.full || r->count <= m->room || r->expired))
+        m->room = 0;
+}
+
+/* Waiter r left its class FIFO (WalkMemo: what keeps the memo). */
+static void walk_memo_left(WalkMemo *m, const Req *r) {
+    if (m->reach.full && reach_meets(&m->reach, r, false))
+        m->room = 0;
+}
+
 static void queue_insert(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
     fifo_insert(s, q_of, &s->q_head, &s->q_tail, ri);
     queue_positions_add(s, r->seq, 1);
     r->qkey = qkey_of(s, r);
     fifo_insert(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
-    WalkMemo *memo = &s->walk_memo[r->qkey];
-    if (s->cq_tail[r->qkey] != ri || !memo->full) /* within what the memo's walk met */
-        memo->room = 0;
+    walk_memo_joined(&s->walk_memo[r->qkey], r);
     gang_share_count(s, r, 1);
     if (r->n_fb && r->deadline < s->min_deadline)
         s->min_deadline = r->deadline;
@@ -336,7 +354,7 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
     fifo_remove(s, q_of, &s->q_head, &s->q_tail, ri);
     queue_positions_add(s, r->seq, -1);
     fifo_remove(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
-    s->walk_memo[r->qkey].room = 0;
+    walk_memo_left(&s->walk_memo[r->qkey], r);
     gang_share_count(s, r, -1);
     if (r->in_xq)
         fifo_remove(s, xq_of, &s->xq_head, &s->xq_tail, ri);
@@ -417,11 +435,13 @@ static bool surely_misses(const Sched *s, const Req *r, uint32_t ni, const unsig
 
 static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uint32_t head) {
     unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key), pool_free[2];
-    if (!xq && room <= s->walk_memo[key].room)
+    WalkMemo *memo = xq || s->no_walk_memos ? NULL : &s->walk_memo[key];
+    if (memo && room <= memo->room)
         return; /* it would pass every waiter it meets over, as a walk with that room did */
     bool whole = !xq && place_whole_free(s, ni, key, pool_free), tried = false;
-    uint32_t ri = head;
+    uint32_t ri = head, met = NIL; /* met: the last waiter it met */
     for (uint32_t next; ri != NIL && room && misses < WALK_MISS_LIMIT; ri = next) {
+        met = ri;
         next = xq ? s->reqs[ri].xq.next : s->reqs[ri].cq.next;
         if (s->reqs[ri].count > room && !s->reqs[ri].expired) {
             misses++; /* cannot fit here: no need to try */
@@ -443,8 +463,10 @@ static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key
             misses++;
         }
     }
-    if (!xq && !tried && room) /* it passed everyone it met over for its count: remember */
-        s->walk_memo[key] = (WalkMemo){.room = room, .full = ri != NIL};
+    if (memo && !tried && room && met != NIL) { /* it passed everyone it met for their count */
+        memo->room = room;
+        memo->reach = (WalkReach){.full = ri != NIL, .last = s->reqs[met].submitted};
+    }
 }
 
 /* Most FIFOs of a node's classes (MIG slices, ...) are empty: the test is inlined in the

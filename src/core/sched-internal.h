@@ -36,18 +36,28 @@ typedef struct GangShare {
  * rest are reconsidered at the next change of that node. */
 #define WALK_MISS_LIMIT 64
 
+/* Which waiters of a FIFO a memo's walk met: every one (`full` false: it reached the FIFO's
+ * end), or the first WALK_MISS_LIMIT, the last of them submitted at `last` (the FIFO is in
+ * submit order). */
+typedef struct WalkReach {
+    bool full;
+    uint64_t last;
+} WalkReach;
+
 /* Per first-choice FIFO key: what the last queue walk of it that tried nobody learnt, so that
  * the next walks on nodes with no more room skip it (queue.c: walk_fifo_list()). After a
  * one-GPU release most walks meet only gangs in a FIFO's first WALK_MISS_LIMIT waiters, pass
  * them all and stop; a walk with no more room would pass the same waiters while they stay. */
 typedef struct WalkMemo {
-    /* The room of the walk that passed everyone it met (0: no memo). A change that may touch
-     * the FIFO's first waiters (a removal, an insertion before its tail, a waiter's fallbacks
-     * opening) clears it, and so does an insertion at the tail unless `full`. */
+    /* The room of the walk that passed everyone it met over for their count (0: no memo). */
     uint32_t room;
-    /* That walk stopped at its miss limit, not at the FIFO's end: the tail is beyond what it
-     * met. */
-    bool full;
+    /* The waiters it met. A waiter that joins among them (before the tail of a walk that
+     * reached the FIFO's end, or ahead of the last one met of a full walk) clears the memo
+     * unless, with a walk that met every waiter, it is one that walk would have passed too;
+     * one that leaves from among them clears a full walk's memo (the walk would now meet
+     * one more), and so does a waiter's fallbacks opening. Waiters joining or leaving behind
+     * a full walk's reach leave it in force: most of a long FIFO's traffic is there. */
+    WalkReach reach;
 } WalkMemo;
 
 typedef struct Site {
@@ -346,6 +356,7 @@ struct Sched {
     const Catalog *cat;
     bool check;
     unsigned own_lists_min; /* owners of more nodes get pool lists (User.own_heads) */
+    bool no_walk_memos;     /* sched_set_walk_memos(false): every walk in full */
     SchedPlacedFn on_placed;
     void *on_placed_data;
 

@@ -181,6 +181,10 @@ void sched_set_own_lists_min(Sched *s, unsigned n) {
     s->own_lists_min = n;
 }
 
+void sched_set_walk_memos(Sched *s, bool on) {
+    s->no_walk_memos = !on;
+}
+
 void sched_set_on_placed(Sched *s, SchedPlacedFn fn, void *userdata) {
     s->on_placed = fn;
     s->on_placed_data = userdata;

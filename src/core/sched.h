@@ -316,6 +316,11 @@ void sched_set_check_invariants(Sched *s, bool on);
  * each placement and release on those nodes a little, hence not for a machine or two). */
 void sched_set_own_lists_min(Sched *s, unsigned n);
 
+/* Queue walks remember what they passed over (WalkMemo) and skip a walk that would pass the
+ * same waiters again; off, every walk runs in full. Decisions are the same either way: the
+ * tests compare the two, and a benchmark may measure what the memos save. On by default. */
+void sched_set_walk_memos(Sched *s, bool on);
+
 /* The unit of every `now` and `submitted`: 1 (seconds, the default) or e.g. 1000 (ms). Set
  * it before the first request. */
 void sched_set_time_scale(Sched *s, uint64_t units_per_second);

@@ -485,6 +485,43 @@ Test(indexes, r13_a_walk_that_stopped_at_its_miss_limit_reaches_further_once_a_w
                  "a walk skipped the FIFO as remembered after a waiter left its front");
 }
 
+/* A container of alice for `count` H100s submitted at `submitted`, decided at 10; one of
+ * more than a node has waits for a node that may join (R18). */
+static Decision h100_submitted_at(const char *id, unsigned count, uint64_t submitted) {
+    return fx_submit((RequestSpec){.id = id,
+                                   .user = "alice",
+                                   .kind = WORKLOAD_CONTAINER,
+                                   .class_name = H100,
+                                   .count = count,
+                                   .wait_for_nodes = count > 8,
+                                   .submitted = submitted},
+                     10);
+}
+
+/* A memo whose walk stopped at its miss limit stays while waiters join behind the last one it
+ * met, but not when one joins ahead: an older submission (a restart restoring its queue)
+ * goes before the gangs the walk passed over and must be tried at the next release. */
+Test(indexes, r13_a_walk_memo_at_its_miss_limit_yields_to_an_older_waiter_that_joined_ahead) {
+    full_h100_node();
+    char id[8];
+    for (int i = 0; i < 65; i++) { /* one past the miss limit: the walk stops before the end */
+        snprintf(id, sizeof(id), "big%d", i);
+        Decision d = h100_submitted_at(id, 9, 10);
+        cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    }
+    fx_release("p1"); /* the walk passes 64 gangs over and stops: a full memo */
+    cr_assert_eq(container("y", "alice", 1).kind, DECISION_PLACED); /* p1's GPU */
+    /* One behind the gangs leaves the memo in force, one ahead of them clears it. */
+    cr_assert_eq(h100_submitted_at("late", 1, 10).kind, DECISION_WAITING);
+    cr_assert_eq(h100_submitted_at("old", 1, 5).kind, DECISION_WAITING);
+    fx_release("p2");
+    Decision old = decision_of("old");
+    cr_assert_eq(old.kind, DECISION_PLACED,
+                 "a walk skipped the FIFO as remembered after an older waiter joined ahead: %s",
+                 old.message);
+    cr_assert_eq(decision_of("late").kind, DECISION_WAITING);
+}
+
 /* A class's FIFO of waiters, through many cancellations among them and older submissions
  * that go ahead of newer ones (a restart restoring its queue), still places its waiters
  * oldest submission first (R13); the fixture's sched_check recounts every index after each
