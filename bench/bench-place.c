@@ -209,6 +209,7 @@ static int cmp_u32(const void *a, const void *b) {
 
 typedef struct Window {
     double per_sec;
+    double ops_per_sec;       /* submits and releases: the same work per op in every window */
     size_t releases, waiting; /* waiting: queue length at the window's end */
 } Window;
 
@@ -328,8 +329,9 @@ static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
         }
         if (k && k % WINDOW == 0 && res.n_windows < MAX_WINDOWS) {
             uint64_t t = now_ns();
-            res.windows[res.n_windows++] =
-                    (Window){WINDOW / ((t - window_start) / 1e9), releases, sched_waiting_count(s)};
+            double secs = (t - window_start) / 1e9;
+            res.windows[res.n_windows++] = (Window){WINDOW / secs, (WINDOW + releases) / secs,
+                                                    releases, sched_waiting_count(s)};
             window_start = t;
             releases = 0;
         }
@@ -348,9 +350,11 @@ static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
     }
     uint64_t t1 = now_ns();
     size_t last = k - res.n_windows * WINDOW; /* the requests of the last, maybe partial, window */
-    if (last && res.n_windows < MAX_WINDOWS)
+    if (last && res.n_windows < MAX_WINDOWS) {
+        double secs = (t1 - window_start) / 1e9;
         res.windows[res.n_windows++] =
-                (Window){last / ((t1 - window_start) / 1e9), releases, sched_waiting_count(s)};
+                (Window){last / secs, (last + releases) / secs, releases, sched_waiting_count(s)};
+    }
     res.secs = (t1 - t0) / 1e9;
     res.per_sec = k / res.secs;
     res.per_cpu_sec = k / ((clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0) / 1e9);
@@ -653,10 +657,10 @@ int main(int argc, char **argv) {
     printf("peak RSS: %ld MiB (stream and latency buffers %ld MiB before the run)\n",
            rss_ours / 1024, rss_before / 1024);
     for (size_t w = 0; w < ours.n_windows; w++)
-        printf("einsora requests %7zu-%7zu: %8.0f decisions/s incl. %zu releases; %zu waiting "
-               "at the end\n",
+        printf("einsora requests %7zu-%7zu: %8.0f decisions/s incl. %6zu releases (%8.0f "
+               "submits+releases/s); %zu waiting at the end\n",
                w * WINDOW, MIN((w + 1) * WINDOW, (size_t)n_requests), ours.windows[w].per_sec,
-               ours.windows[w].releases, ours.windows[w].waiting);
+               ours.windows[w].releases, ours.windows[w].ops_per_sec, ours.windows[w].waiting);
     printf("ratio einsora/first-fit: throughput %.2fx, p99 %.2fx, whole-free GPU nodes %.2fx\n",
            ours.per_sec / ff.per_sec, ours.p99_us / ff.p99_us,
            ff.whole_free_nodes ? (double)ours.whole_free_nodes / ff.whole_free_nodes : 0.0);
