@@ -51,12 +51,13 @@ typedef struct WalkReach {
 typedef struct WalkMemo {
     /* The room of the walk that passed everyone it met over for their count (0: no memo). */
     uint32_t room;
-    /* The waiters it met. A waiter that joins among them (before the tail of a walk that
-     * reached the FIFO's end, or ahead of the last one met of a full walk) clears the memo
-     * unless, with a walk that met every waiter, it is one that walk would have passed too;
-     * one that leaves from among them clears a full walk's memo (the walk would now meet
-     * one more), and so does a waiter's fallbacks opening. Waiters joining or leaving behind
-     * a full walk's reach leave it in force: most of a long FIFO's traffic is there. */
+    /* The waiters it met. A waiter that joins where a walk meets it (anywhere, when the
+     * memo's walk reached the FIFO's end; ahead of the last one met, when it stopped at its
+     * miss limit) clears the memo, unless the walk met every waiter and would have passed
+     * this one too. One that leaves from among the waiters of a walk that stopped at its
+     * miss limit clears it (the walk would now meet one more), and so does a waiter's
+     * fallbacks opening. Waiters joining or leaving behind that limit leave the memo in
+     * force: most of a long FIFO's traffic is there. */
     WalkReach reach;
 } WalkMemo;
 
