@@ -316,6 +316,13 @@ static void release_as_agent(Sched *s, const Op *op, uint64_t now) {
     }
 }
 
+/* The figures of a window of `requests` submits and `releases` releases that took ns. */
+static Window window_of(const Sched *s, size_t requests, size_t releases, uint64_t ns) {
+    double secs = ns / 1e9;
+    return (Window){requests / secs, (requests + releases) / secs, releases,
+                    sched_waiting_count(s)};
+}
+
 static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
     Result res = {0};
     size_t k = 0, releases = 0;
@@ -329,9 +336,7 @@ static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
         }
         if (k && k % WINDOW == 0 && res.n_windows < MAX_WINDOWS) {
             uint64_t t = now_ns();
-            double secs = (t - window_start) / 1e9;
-            res.windows[res.n_windows++] = (Window){WINDOW / secs, (WINDOW + releases) / secs,
-                                                    releases, sched_waiting_count(s)};
+            res.windows[res.n_windows++] = window_of(s, WINDOW, releases, t - window_start);
             window_start = t;
             releases = 0;
         }
@@ -350,11 +355,8 @@ static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
     }
     uint64_t t1 = now_ns();
     size_t last = k - res.n_windows * WINDOW; /* the requests of the last, maybe partial, window */
-    if (last && res.n_windows < MAX_WINDOWS) {
-        double secs = (t1 - window_start) / 1e9;
-        res.windows[res.n_windows++] =
-                (Window){last / secs, (last + releases) / secs, releases, sched_waiting_count(s)};
-    }
+    if (last && res.n_windows < MAX_WINDOWS)
+        res.windows[res.n_windows++] = window_of(s, last, releases, t1 - window_start);
     res.secs = (t1 - t0) / 1e9;
     res.per_sec = k / res.secs;
     res.per_cpu_sec = k / ((clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0) / 1e9);
