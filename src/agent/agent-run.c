@@ -595,28 +595,25 @@ static void reconcile_workloads(Agent *a, json_t *work) {
             gpu_ids[n_gpus++] = s->id;
         }
     }
-    /* What this answer stopped and started, written once (a rewrite of each file, not one per
-     * workload), before any of it is confirmed. The records' new content is fsync'd before its
-     * rename, so it is whole; the folder is synced too only when a GPU was added: an addition
-     * must survive a power loss before its confirmation (R7), a removal need not (lost, the
-     * records still say the GPU is in use, the safe side, and the workload is looked for, found
-     * gone and removed again). "running" is not synced (set_members). A stop costs one fsync
-     * then, a start two, rather than four each. */
+    /* What this answer stopped and started, written once (one write of the records, not one
+     * per workload), before any of it is confirmed: an addition must survive a power loss
+     * before its confirmation (R7). The records are written over their older copy in place
+     * and fdatasync'd (records.h): a start or a stop costs one synchronous write. "running" is
+     * not synced (set_members). */
     char **drop = NULL, **bdfs = NULL, **ids = NULL;
     size_t n_drop = 0, n = 0;
     int added = agent_records_list(a->cfg->state_dir, &bdfs, &ids, &n, &err);
     if (added >= 0) { /* read once, for both */
         bool stale =
                 stale_records(running, ids, n, born, n_born, gone, n_gone, &drop, &n_drop) >= 0;
-        added = agent_records_update_from(
-                a->cfg->state_dir, bdfs, ids, n, (const char *const *)(stale ? drop : gone),
-                stale ? n_drop : n_gone, gpus, gpu_ids, n_gpus, false, &err);
+        added = agent_records_update_from(a->cfg->state_dir, bdfs, ids, n,
+                                          (const char *const *)(stale ? drop : gone),
+                                          stale ? n_drop : n_gone, gpus, gpu_ids, n_gpus, &err);
     }
     strv_free(drop, n_drop);
     strv_free(bdfs, n);
     strv_free(ids, n);
-    bool gpus_recorded =
-            added == 0 || (added > 0 && agent_state_sync(a->cfg->state_dir, &err) >= 0);
+    bool gpus_recorded = added >= 0;
     bool recorded = gpus_recorded;
     if (recorded && (n_gone || n_born)) {
         /* "running" as read above, unless a start or stop rewrote it since (an adoption). */

@@ -2,19 +2,32 @@
 #include "records.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "agent/pci-sysfs.h"
+#include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
 #define RECORDS_MAX (1024 * 1024)
+
+/* The workloads file holds two copies of the records, each in a slot of half the file, each
+ * opening with this header; a write goes over the older copy, and a reader takes the newest
+ * whole one (the header's sum matches). A file without the header is the first format (the
+ * records' lines alone), read as such and replaced by the two-copy file at the next write. */
+#define RECORDS_MAGIC "# einsora agent records v2: "
+#define RECORDS_HEADER_MAX 128
+#define RECORDS_SLOT_MIN 4096
+#define ROUND_UP(x, to) (((x) + (to)-1) / (to) * (to))
 
 static int mkdir_one(const char *path, Error *err) {
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
@@ -156,6 +169,107 @@ int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, siz
     return 0;
 }
 
+/* FNV-1a, 64 bits: enough to tell a torn copy from a whole one (not an adversary's forgery:
+ * whoever can write the state folder can write any records). */
+static uint64_t records_sum(const char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 0x100000001b3u;
+    return h;
+}
+
+static int records_header(char buf[RECORDS_HEADER_MAX], uint64_t seq, const char *body,
+                          size_t len) {
+    return snprintf(buf, RECORDS_HEADER_MAX,
+                    RECORDS_MAGIC "seq %" PRIu64 " len %zu sum %016" PRIx64 "\n", seq, len,
+                    records_sum(body, len));
+}
+
+/* "<name> <number>" at *p, the number in base 10 (or 16 with exactly 16 digits); moves *p past
+ * it and one following character, which must be end. */
+static bool take_field(const char **p, const char *name, bool hex, char end, uint64_t *ret) {
+    size_t nl = strlen(name);
+    if (strncmp(*p, name, nl) || (*p)[nl] != ' ')
+        return false;
+    const char *d = *p + nl + 1;
+    uint64_t v = 0;
+    size_t k = 0;
+    for (;; k++) {
+        char c = d[k];
+        int x = c >= '0' && c <= '9' ? c - '0' : hex && c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (x < 0)
+            break;
+        if (k >= (hex ? 16 : 19)) /* no overflow: 19 decimal digits fit in 64 bits */
+            return false;
+        v = v * (hex ? 16 : 10) + (uint64_t)x;
+    }
+    if (!k || (hex && k != 16) || (!hex && k > 1 && d[0] == '0') || d[k] != end)
+        return false;
+    *p = d + k + 1;
+    *ret = v;
+    return true;
+}
+
+typedef struct RecordsCopy {
+    bool whole;
+    uint64_t seq;
+    const char *body;
+    size_t len;
+} RecordsCopy;
+
+/* The copy in the slot at p (size bytes): whole when its header parses and its body fits and
+ * matches the header's sum. */
+static RecordsCopy records_copy(const char *p, size_t size) {
+    RecordsCopy c = {0};
+    size_t ml = strlen(RECORDS_MAGIC);
+    const char *nl = memchr(p, '\n', MIN(size, (size_t)RECORDS_HEADER_MAX));
+    if (!nl || (size_t)(nl - p) < ml || memcmp(p, RECORDS_MAGIC, ml))
+        return c;
+    const char *q = p + ml;
+    uint64_t seq, len, sum;
+    if (!take_field(&q, "seq", false, ' ', &seq) || !take_field(&q, "len", false, ' ', &len) ||
+        !take_field(&q, "sum", true, '\n', &sum) || q != nl + 1 || len > size - (size_t)(q - p) ||
+        records_sum(q, len) != sum)
+        return c;
+    return (RecordsCopy){.whole = true, .seq = seq, .body = q, .len = len};
+}
+
+/* The two copies of a file in the two-copy format (data, len) and its slot size; returns the
+ * index of the newest whole copy, -ENOMSG when the file is in the first format, -EBADMSG when
+ * neither copy is whole. A file is in the two-copy format when either slot opens with the
+ * header's start: a write torn in the middle leaves the other slot as it was. */
+static int records_copies(const char *data, size_t len, RecordsCopy copies[2], size_t *ret_slot) {
+    size_t ml = strlen(RECORDS_MAGIC), slot = len / 2;
+    if ((len < ml || memcmp(data, RECORDS_MAGIC, ml)) &&
+        (len % 2 || slot < ml || memcmp(data + slot, RECORDS_MAGIC, ml)))
+        return -ENOMSG;
+    copies[0] = records_copy(data, slot);
+    copies[1] = len % 2 ? (RecordsCopy){0} : records_copy(data + slot, slot);
+    *ret_slot = slot;
+    if (!copies[0].whole && !copies[1].whole)
+        return -EBADMSG;
+    return !copies[0].whole || (copies[1].whole && copies[1].seq > copies[0].seq);
+}
+
+int agent_records_decode(const char *data, size_t len, char ***ret_bdfs, char ***ret_ids,
+                         size_t *ret_n, Error *err) {
+    RecordsCopy copies[2];
+    size_t slot;
+    int k = records_copies(data, len, copies, &slot);
+    if (k == -EBADMSG)
+        return error_set(err, -EBADMSG,
+                         "neither copy of the records is whole (a damaged file: the GPUs it "
+                         "named may be in use)");
+    const char *text = k >= 0 ? copies[k].body : data;
+    size_t n = k >= 0 ? copies[k].len : len;
+    if (memchr(text, '\0', n))
+        return error_set(err, -EINVAL, "the records contain a NUL byte");
+    _cleanup_free_ char *copy = strndup(text, n);
+    if (!copy)
+        return error_set(err, -ENOMEM, "out of memory");
+    return agent_records_parse(copy, ret_bdfs, ret_ids, ret_n, err);
+}
+
 int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids, size_t *ret_n,
                        Error *err) {
     char path[PATH_MAX];
@@ -170,9 +284,9 @@ int agent_records_list(const char *state_dir, char ***ret_bdfs, char ***ret_ids,
     }
     if (r < 0)
         return r;
-    if (strlen(text) != len)
-        return error_set(err, -EINVAL, "the agent's workload records %s contain a NUL byte", path);
-    return agent_records_parse(text, ret_bdfs, ret_ids, ret_n, err);
+    Error why = {0};
+    r = agent_records_decode(text, len, ret_bdfs, ret_ids, ret_n, &why);
+    return r < 0 ? error_set(err, r, "the agent's workload records %s: %s", path, why.message) : r;
 }
 
 int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, size_t *ret_n,
@@ -198,8 +312,69 @@ int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, s
     return 0;
 }
 
+/* The whole file for body: its first copy holds it (seq), the second is blank until the next
+ * write; each copy has room for twice body (RECORDS_SLOT_MIN at least), so that the next writes
+ * fit in place. NULL when out of memory. */
+static char *records_file_new(const char *body, size_t len, uint64_t seq) {
+    char header[RECORDS_HEADER_MAX];
+    int h = records_header(header, seq, body, len);
+    size_t slot = ROUND_UP(MAX(2 * ((size_t)h + len), (size_t)RECORDS_SLOT_MIN), RECORDS_SLOT_MIN);
+    char *f = malloc(2 * slot + 1);
+    if (!f)
+        return NULL;
+    memset(f, '\n', 2 * slot); /* blank lines: the file stays text, the padding parses as nothing */
+    memcpy(f, header, (size_t)h);
+    memcpy(f + h, body, len);
+    f[2 * slot] = '\0';
+    return f;
+}
+
+/* Write body over the older copy of the records file at path and fdatasync it: the name, the
+ * size and the blocks stay as they are, so nothing but the copy goes to the disk (a new file
+ * and its rename cost the inode, the allocation and the folder, each synced, at every start).
+ * Returns 1 when written, 0 when the file cannot take it in place (missing, in the first
+ * format, too small, both copies damaged: the caller writes a new file), -errno on failure;
+ * *ret_seq is the newest seq found (0 when none). */
+static int records_write_in_place(const char *path, const char *body, size_t len,
+                                  uint64_t *ret_seq) {
+    *ret_seq = 0;
+    _cleanup_free_ char *old = NULL;
+    size_t old_len;
+    int r = read_full_file(path, RECORDS_MAX, &old, &old_len);
+    if (r < 0)
+        return r == -ENOENT || r == -EFBIG ? 0 : r;
+    RecordsCopy copies[2];
+    size_t slot;
+    int newest = records_copies(old, old_len, copies, &slot);
+    if (newest < 0)
+        return 0;
+    *ret_seq = copies[newest].seq;
+    char header[RECORDS_HEADER_MAX];
+    int h = records_header(header, copies[newest].seq + 1, body, len);
+    if ((size_t)h + len > slot)
+        return 0;
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    /* The rest of the slot blank, so that the file read by a person (or parsed as lines by an
+     * older agent: the union of both copies, the safe side) shows no line of an older copy. */
+    size_t pad = slot - (size_t)h - len;
+    _cleanup_free_ char *blank = malloc(MAX(pad, (size_t)1));
+    if (!blank)
+        return -ENOMEM;
+    memset(blank, '\n', pad);
+    off_t at = (off_t)(newest == 0 ? slot : 0);
+    struct iovec iov[3] = {{header, (size_t)h}, {(void *)body, len}, {blank, pad}};
+    ssize_t n = pwritev(fd, iov, 3, at);
+    if (n < 0)
+        return -errno;
+    if ((size_t)n != slot)
+        return -EIO;
+    return fdatasync(fd) < 0 ? -errno : 1;
+}
+
 static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_t n,
-                           const char *skip_id, bool sync_name, Error *err) {
+                           const char *skip_id, Error *err) {
     StrBuf b = {0};
     strbuf_puts(&b,
                 "# einsora agent: workloads running on GPUs (\"<pci-address> <workload-id>\")\n");
@@ -209,19 +384,28 @@ static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_
     if (!strbuf_cstr(&b))
         return error_set(err, -ENOMEM, "out of memory");
     char path[PATH_MAX];
-    WriteSync sync = sync_name ? WRITE_SYNC_ALL : WRITE_SYNC_CONTENT;
-    Error first = {0};
+    uint64_t seq = 0;
     int r = agent_state_path(state_dir, "workloads", path, sizeof(path), err);
     if (r >= 0)
-        r = write_file_atomic_as(path, b.data, sync, &first);
+        r = records_write_in_place(path, b.data, b.len, &seq);
+    if (r != 0) {
+        strbuf_done(&b);
+        return r > 0 ? 0 : r == -ENAMETOOLONG ? r : write_result(path, r, err);
+    }
+    _cleanup_free_ char *file = records_file_new(b.data, b.len, seq + 1);
+    strbuf_done(&b);
+    if (!file)
+        return error_set(err, -ENOMEM, "out of memory");
+    /* Synced with its name: the copies written in place later are only as durable as it. */
+    Error first = {0};
+    r = write_file_atomic_as(path, file, WRITE_SYNC_ALL, &first);
     /* The folder is made when missing (the agent makes it at its start; someone removed it, or
      * a tool writes a fresh one) rather than asked for at every rewrite: three mkdir calls that
      * fail with EEXIST, at every turn of the agent. */
     if (r == -ENOENT && (r = agent_state_dir_ensure(state_dir, err)) >= 0)
-        r = write_file_atomic_as(path, b.data, sync, err);
+        r = write_file_atomic_as(path, file, WRITE_SYNC_ALL, err);
     else if (r < 0 && first.code)
         error_set(err, first.code, "%s", first.message);
-    strbuf_done(&b);
     return r;
 }
 
@@ -237,7 +421,7 @@ int agent_records_add_many(const char *state_dir, const char *const *new_bdfs, s
         return error_set(err, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n_new; i++)
         ids[i] = workload_id;
-    int r = agent_records_update(state_dir, NULL, 0, new_bdfs, ids, n_new, true, err);
+    int r = agent_records_update(state_dir, NULL, 0, new_bdfs, ids, n_new, err);
     return MIN(r, 0);
 }
 
@@ -261,7 +445,7 @@ static int check_adds(const char *const *add_bdfs, const char *const *add_ids, s
 int agent_records_update_from(const char *state_dir, char *const *bdfs, char *const *ids, size_t n,
                               const char *const *remove_ids, size_t n_remove,
                               const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
-                              bool sync_name, Error *err) {
+                              Error *err) {
     int r = check_adds(add_bdfs, add_ids, n_add, err);
     if (r < 0)
         return r;
@@ -285,7 +469,7 @@ int agent_records_update_from(const char *state_dir, char *const *bdfs, char *co
         added++;
     }
     if (r >= 0 && (removed || added))
-        r = records_rewrite(state_dir, kb, ki, nb, NULL, sync_name, err);
+        r = records_rewrite(state_dir, kb, ki, nb, NULL, err);
     strv_free(kb, nb);
     strv_free(ki, ni);
     return r < 0 ? r : (int)MIN(added, (size_t)INT_MAX);
@@ -293,14 +477,14 @@ int agent_records_update_from(const char *state_dir, char *const *bdfs, char *co
 
 int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
                          const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
-                         bool sync_name, Error *err) {
+                         Error *err) {
     char **bdfs, **ids;
     size_t n;
     int r = check_adds(add_bdfs, add_ids, n_add, err);
     if (r < 0 || (r = agent_records_list(state_dir, &bdfs, &ids, &n, err)) < 0)
         return r;
     r = agent_records_update_from(state_dir, bdfs, ids, n, remove_ids, n_remove, add_bdfs, add_ids,
-                                  n_add, sync_name, err);
+                                  n_add, err);
     strv_free(bdfs, n);
     strv_free(ids, n);
     return r;
@@ -315,7 +499,7 @@ int agent_records_remove(const char *state_dir, const char *workload_id, Error *
     bool found = false;
     for (size_t i = 0; i < n; i++)
         found = found || STREQ(ids[i], workload_id);
-    r = found ? records_rewrite(state_dir, bdfs, ids, n, workload_id, true, err)
+    r = found ? records_rewrite(state_dir, bdfs, ids, n, workload_id, err)
               : error_set(err, -ENOENT, "no workload %s is recorded", workload_id);
     strv_free(bdfs, n);
     strv_free(ids, n);

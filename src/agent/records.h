@@ -1,11 +1,18 @@
 /* records.h: the agent's small on-disk records in its state directory: running workloads
  * (written by the fleet code), quarantined GPUs, and each function's host driver.
  *
- * Layout under state_dir:
- *   workloads           lines "<bdf> <workload-id>" ('#' comments); a GPU with a line runs
- * something quarantine/<bdf>    one line: why the GPU is quarantined host-driver/<bdf>   one line:
- * the driver the function was on before it went to vfio-pci Every write goes to a temporary file
- * that is fsync'd and renamed, so a crash leaves the old or the new content, never a mix. */
+ * "workloads" holds a line "<bdf> <workload-id>" per GPU in use ('#' comments), twice: the file
+ * is two slots of equal size, each a copy that opens with a header line giving its sequence
+ * number, length and checksum. A write goes over the older copy and is fdatasync'd; a reader
+ * takes the newest whole copy, so a crash in the middle of a write leaves the copy before it.
+ * Its name, size and blocks stay, so a workload's start or stop costs one synchronous data
+ * write rather than a new file, its rename and the folder's sync. The rest of a slot is blank
+ * lines: read by a person the file shows both copies (the higher seq is the current one), and
+ * an older agent that reads it as lines takes both (GPUs in use in either: the safe side). A
+ * file of lines alone (the first format) is read as it is and replaced at the next write.
+ * "quarantine/<bdf>" holds one line (why the GPU is quarantined), "host-driver/<bdf>" one line (the
+ * driver the function was on before it went to vfio-pci); each is replaced by a temporary file that
+ * is fsync'd and renamed, so a crash leaves the old or the new content, never a mix. */
 #pragma once
 
 #include <limits.h>
@@ -29,23 +36,25 @@ int agent_records_add(const char *state_dir, const char *bdf, const char *worklo
 int agent_records_add_many(const char *state_dir, const char *const *bdfs, size_t n,
                            const char *workload_id, Error *err);
 /* Remove every line of the workloads in remove_ids and add a line per (add_bdfs[i],
- * add_ids[i]) not there yet, in one rewrite (none when nothing changes): what one answer of the
- * control plane stops and starts, recorded at once. Returns the number of lines added. Without
- * sync_name the new content is whole on disk but may read as the old one after a power loss
- * until agent_state_sync(): for a caller that syncs the folder once for several files, or
- * whose change may be lost (a removal lost errs on the safe side: the GPU looks in use). */
+ * add_ids[i]) not there yet, in one write (none when nothing changes): what one answer of the
+ * control plane stops and starts, recorded at once. The change is durable on return (its copy
+ * fdatasync'd, or a new file synced with its name). Returns the number of lines added. */
 int agent_records_update(const char *state_dir, const char *const *remove_ids, size_t n_remove,
                          const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
-                         bool sync_name, Error *err);
+                         Error *err);
 /* The same, on the records the caller read with agent_records_list() (bdfs, ids, n; not
  * changed): an agent that looks at them first does not read them twice. */
 int agent_records_update_from(const char *state_dir, char *const *bdfs, char *const *ids, size_t n,
                               const char *const *remove_ids, size_t n_remove,
                               const char *const *add_bdfs, const char *const *add_ids, size_t n_add,
-                              bool sync_name, Error *err);
+                              Error *err);
 /* Remove every line of workload_id; -ENOENT when there was none. */
 int agent_records_remove(const char *state_dir, const char *workload_id, Error *err);
-/* Parse the workloads file's text (exposed for the fuzzer). */
+/* The records in the workloads file's bytes (data, len), in either format: the two-copy file
+ * (records.c) or the lines alone. */
+int agent_records_decode(const char *data, size_t len, char ***ret_bdfs, char ***ret_ids,
+                         size_t *ret_n, Error *err);
+/* Parse the records' lines (exposed for the fuzzer). */
 int agent_records_parse(const char *text, char ***ret_bdfs, char ***ret_ids, size_t *ret_n,
                         Error *err);
 

@@ -159,7 +159,7 @@ Test(records, r7_an_answers_stops_and_starts_are_recorded_at_once) {
     const char *gone[] = {"1", "3"};
     const char *bdfs[] = {"0000:01:00.0", "0000:04:00.0", "0000:05:00.0"};
     const char *ids[] = {"4", "5", "5"};
-    cr_assert_eq(agent_records_update(dir, gone, 2, bdfs, ids, 3, true, &err), 3, "%s",
+    cr_assert_eq(agent_records_update(dir, gone, 2, bdfs, ids, 3, &err), 3, "%s",
                  error_message(&err));
     char **b, **i;
     size_t n;
@@ -178,7 +178,7 @@ Test(records, r7_an_answers_stops_and_starts_are_recorded_at_once) {
     const char *bad[] = {"05:00.0"};
     const char *bad_ids[] = {"6"};
     const char *stop2[] = {"2"};
-    cr_expect_eq(agent_records_update(dir, stop2, 1, bad, bad_ids, 1, true, &err), -EINVAL);
+    cr_expect_eq(agent_records_update(dir, stop2, 1, bad, bad_ids, 1, &err), -EINVAL);
     cr_assert_eq(agent_records_for_gpu(dir, "0000:02:00.0", &b, &n, &err), 0);
     cr_expect_eq(n, 1, "the refused update removed a record");
     strv_free(b, n);
@@ -195,12 +195,12 @@ Test(records, r7_recording_a_workloads_gpus_again_adds_only_what_is_missing) {
     Error err = {0};
     const char *bdfs[] = {"0000:01:00.0", "0000:02:00.0"};
     const char *ids[] = {"7", "7"};
-    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 1, false, &err), 1, "%s",
+    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 1, &err), 1, "%s",
                  error_message(&err));
     cr_assert_eq(agent_state_sync(dir, &err), 0, "%s", error_message(&err));
-    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 2, false, &err), 1, "%s",
+    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 2, &err), 1, "%s",
                  error_message(&err));
-    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 2, true, &err), 0, "%s",
+    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 2, &err), 0, "%s",
                  error_message(&err));
     char **b, **i;
     size_t n;
@@ -211,7 +211,7 @@ Test(records, r7_recording_a_workloads_gpus_again_adds_only_what_is_missing) {
     strv_free(b, n);
     strv_free(i, n);
     const char *gone[] = {"7"};
-    cr_assert_eq(agent_records_update(dir, gone, 1, NULL, NULL, 0, false, &err), 0);
+    cr_assert_eq(agent_records_update(dir, gone, 1, NULL, NULL, 0, &err), 0);
     cr_assert_eq(agent_records_list(dir, &b, &i, &n, &err), 0);
     cr_expect_eq(n, 0);
     strv_free(b, n);
@@ -234,7 +234,7 @@ Test(records, r7_a_record_written_after_its_folder_went_makes_the_folder_again) 
     Error err = {0};
     cr_assert_eq(remove_temp_tree(dir), 0);
     const char *bdfs[] = {"0000:01:00.0"}, *ids[] = {"7"};
-    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 1, true, &err), 1, "%s",
+    cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 1, &err), 1, "%s",
                  error_message(&err));
     char **b, **i;
     size_t n;
@@ -249,7 +249,7 @@ Test(records, r7_a_record_written_after_its_folder_went_makes_the_folder_again) 
     cr_assert_eq(write_string_file_atomic(path, "x\n"), 0);
     snprintf(path, sizeof(path), "%s/file/state", dir);
     err = (Error){0};
-    cr_expect_lt(agent_records_update(path, NULL, 0, bdfs, ids, 1, true, &err), 0);
+    cr_expect_lt(agent_records_update(path, NULL, 0, bdfs, ids, 1, &err), 0);
     cr_expect(strstr(error_message(&err), "/file/state") != NULL, "%s", error_message(&err));
     cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/pci-sysfs.h"
+#include "agent/records.h"
 #include "fleet-helpers.h"
 #include "helpers.h"
 #include "util/fileio.h"
@@ -180,11 +182,32 @@ static char *agent_log(const char *dir) {
     return log;
 }
 
+/* The agent's GPU records as "<bdf> <id>\n" lines in *ret when not NULL (the caller frees
+ * it); their count, -1 when they cannot be read. */
+static int records_of(const char *dir, char **ret) {
+    char **b, **ids;
+    size_t n;
+    if (agent_records_list(dir, &b, &ids, &n, NULL) < 0)
+        return -1;
+    size_t size = 1;
+    for (size_t i = 0; i < n; i++)
+        size += strlen(b[i]) + strlen(ids[i]) + 2;
+    char *text = calloc(1, size);
+    for (size_t i = 0, k = 0; text && i < n; i++)
+        k += (size_t)snprintf(text + k, size - k, "%s %s\n", b[i], ids[i]);
+    strv_free(b, n);
+    strv_free(ids, n);
+    cr_assert(text);
+    if (ret)
+        *ret = text;
+    else
+        free(text);
+    return (int)n;
+}
+
 /* Whether the GPU of every placed workload is on record (one line each). */
 static bool all_recorded(const char *dir) {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/workloads", dir);
-    return lines(path) == PLACED;
+    return records_of(dir, NULL) == PLACED;
 }
 
 /* Run the agent (state in dir) against the double until it confirmed every workload; running
@@ -238,8 +261,8 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
     snprintf(path, sizeof(path), "%s/running", dir);
     cr_expect_eq(lines(path), PLACED, "the agent does not record its %d workloads as running",
                  PLACED);
-    snprintf(path, sizeof(path), "%s/workloads", dir);
-    cr_expect_eq(lines(path), PLACED, "the agent does not record the %d workloads' GPUs", PLACED);
+    cr_expect_eq(records_of(dir, NULL), PLACED, "the agent does not record the %d workloads' GPUs",
+                 PLACED);
     cr_assert_eq(remove_temp_tree(dir), 0);
 }
 
@@ -254,12 +277,9 @@ Test(confirm, r7_workloads_confirmed_again_have_their_gpus_recorded_first, .time
     char dir[] = "/tmp/einsora-confirm-XXXXXX";
     run_agent(&d, dir, "1\n2\n3\n4\n5\n6\n7\n8\ntorn-42\n", "0000:19:00.0 42\n0000:11:00.0 1\n");
     cr_expect(!d.torn_in_heartbeat, "a heartbeat said that a torn line of the list runs");
-    char path[256];
-    snprintf(path, sizeof(path), "%s/workloads", dir);
-    cr_expect_eq(lines(path), PLACED, "%d GPU records, not one for each of the %d workloads",
-                 lines(path), PLACED);
     char *records = NULL;
-    cr_assert_eq(read_full_file(path, 1 << 20, &records, NULL), 0);
+    int n = records_of(dir, &records);
+    cr_expect_eq(n, PLACED, "%d GPU records, not one for each of the %d workloads", n, PLACED);
     cr_expect(strstr(records, " 42\n") == NULL, "the forgotten workload's record stayed: %s",
               records);
     cr_expect(strstr(records, "0000:18:00.0 8\n") != NULL, "workload 8's GPU is not recorded: %s",
