@@ -139,23 +139,45 @@ def figures(recs, ids, t0, t_accepted, hold_s):
     return f
 
 
+def cpu_ticks():
+    """(stolen, total) CPU ticks of the machine so far (/proc/stat's first line)."""
+    with open("/proc/stat") as fh:
+        v = [int(x) for x in fh.readline().split()[1:]]
+    return (v[7] if len(v) > 7 else 0), sum(v[:8])
+
+
+def stolen_pct(t0, t1):
+    """The share of the machine's CPU time the hypervisor gave to others between two cpu_ticks():
+    on a shared VM the figures of a run with much stolen time say more about the host than
+    about the system under test."""
+    return 100.0 * (t1[0] - t0[0]) / max(1, t1[1] - t0[1])
+
+
+STOLEN = "CPU stolen %"
+NO_RATIO = {STOLEN}
+
+
 def run_slurm(stream, args, tuned, root):
     c = slurm.SlurmCluster(os.path.join(root, "slurm-" + ("tuned" if tuned else "stock")), TYPES,
                            NODES_PER_TYPE, GPUS_PER_NODE, tuned)
     os.makedirs(c.root)
     try:
         c.start()
+        ticks0 = cpu_ticks()
         ids, t0, t_acc = submit_all(stream, args.submitters, lambda g, t: c.submit(g, TYPES[t][0]))
         deadline = time.time() + args.timeout
         while not c.queue_empty():
             if time.time() > deadline:
                 raise RuntimeError("Slurm did not finish within %d s" % args.timeout)
             time.sleep(0.5)
+        stolen = stolen_pct(ticks0, cpu_ticks())
         time.sleep(1)  # the last completions reach the log
         conf = c.config_text()
     finally:
         c.stop()
-    return figures(c.timeline(), ids, t0, t_acc, args.hold), conf
+    f = figures(c.timeline(), ids, t0, t_acc, args.hold)
+    f[STOLEN] = stolen
+    return f, conf
 
 
 def run_einsora(stream, args, heartbeat, root, rep=0):
@@ -175,7 +197,7 @@ def run_einsora(stream, args, heartbeat, root, rep=0):
             return fl.submit(api, g, TYPES[t][1])
 
         result = {}
-        cpu0, own0 = fl.cpu_s(), os.times()
+        cpu0, own0, ticks0 = fl.cpu_s(), os.times(), cpu_ticks()
         deadline = time.time() + args.timeout
         follower = threading.Thread(target=lambda: result.update(
             fl.run_holds(len(stream), args.hold, lambda: time.time() > deadline)))
@@ -183,6 +205,7 @@ def run_einsora(stream, args, heartbeat, root, rep=0):
         ids, t0, t_acc = submit_all(stream, args.submitters, submit_one)
         follower.join()
         cpu1, own1 = fl.cpu_s(), os.times()
+        extra[STOLEN] = stolen_pct(ticks0, cpu_ticks())
         for who in ("agents", "server"):
             extra["%s CPU ms/job" % who] = (cpu1[who] - cpu0[who]) * 1000 / len(stream)
         extra["bench CPU ms/job"] = ((own1.user + own1.system) - (own0.user + own0.system)) * 1000 / len(stream)
@@ -207,7 +230,7 @@ def run_einsora(stream, args, heartbeat, root, rep=0):
     lat = extra.get("lat", [])
     f["placed->active p50 ms"] = pct(lat, 50) * 1000
     f["placed->active p99 ms"] = pct(lat, 99) * 1000
-    for k in ("agents CPU ms/job", "server CPU ms/job", "bench CPU ms/job"):
+    for k in ("agents CPU ms/job", "server CPU ms/job", "bench CPU ms/job", STOLEN):
         f[k] = extra[k]
     return f, lat
 
@@ -315,14 +338,16 @@ def main():
                 if c == base:
                     continue
                 v = results[c].get(k)
-                line += "%14s" % ("-" if v is None or not b else "%.2fx" % (v / b))
+                line += "%14s" % ("-" if v is None or not b or k in NO_RATIO else "%.2fx" % (v / b))
         print(line)
     if args.repeat > 1:
         print("\nEinsora: the median of %d runs per heartbeat; placed->active p50/p99 over all their "
               "placements. Each run's own p99 (ms):" % args.repeat)
         for c, v in per_run_p99.items():
             print("  %-14s %s" % (c, " ".join("%.0f" % x for x in v)))
-    print("\nratio: the system's figure / tuned Slurm's (accepted/s and placements/s: higher is better; "
+    print("\n%s: the share of the machine's CPU time its hypervisor gave to other guests while the "
+          "system ran the stream (a run with much of it measured the host more than the system)" % STOLEN)
+    print("ratio: the system's figure / tuned Slurm's (accepted/s and placements/s: higher is better; "
           "makespan, waits, idle GPU-s: lower is better)")
 
 
