@@ -74,18 +74,6 @@ int write_file_atomic(const char *path, const char *content, Error *err) {
     return write_file_atomic_as(path, content, WRITE_SYNC_ALL, err);
 }
 
-int agent_state_sync(const char *state_dir, Error *err) {
-    char path[PATH_MAX];
-    /* fsync_parent_dir() of a name inside it syncs the folder itself. */
-    int r = agent_state_path(state_dir, "workloads", path, sizeof(path), err);
-    if (r < 0)
-        return r;
-    if ((r = fsync_parent_dir(path)) < 0)
-        return error_set(err, r, "could not sync the agent's state folder %s: %s", state_dir,
-                         strerror(-r));
-    return 0;
-}
-
 int agent_state_path(const char *state_dir, const char *name, char *buf, size_t size, Error *err) {
     if ((size_t)snprintf(buf, size, "%s/%s", state_dir, name) >= size)
         return error_set(err, -ENAMETOOLONG, "the state folder path %s is too long", state_dir);

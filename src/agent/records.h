@@ -74,8 +74,6 @@ int write_file_atomic(const char *path, const char *content, Error *err);
 int write_file_atomic_as(const char *path, const char *content, WriteSync sync, Error *err);
 /* Replace a file of lines in place, unsynced (write_lines_file_in_place()). */
 int write_lines_in_place(const char *path, const char *content, Error *err);
-/* fsync the state folder: every rename into it so far is durable. */
-int agent_state_sync(const char *state_dir, Error *err);
 
 /* "<state_dir>/<name>" into buf; -ENAMETOOLONG (with a message) when it does not fit. */
 int agent_state_path(const char *state_dir, const char *name, char *buf, size_t size, Error *err);

@@ -188,8 +188,7 @@ Test(records, r7_an_answers_stops_and_starts_are_recorded_at_once) {
 
 /* A workload confirmed again (it ran already) has its GPUs recorded once: lines already there
  * are not added twice, nothing is rewritten when nothing changes, and the count of lines added
- * tells the caller whether a folder sync is owed. A rewrite without the folder's sync still
- * leaves the whole new content under the name. */
+ * is returned. */
 Test(records, r7_recording_a_workloads_gpus_again_adds_only_what_is_missing) {
     char *dir = temp_state();
     Error err = {0};
@@ -197,7 +196,6 @@ Test(records, r7_recording_a_workloads_gpus_again_adds_only_what_is_missing) {
     const char *ids[] = {"7", "7"};
     cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 1, &err), 1, "%s",
                  error_message(&err));
-    cr_assert_eq(agent_state_sync(dir, &err), 0, "%s", error_message(&err));
     cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 2, &err), 1, "%s",
                  error_message(&err));
     cr_assert_eq(agent_records_update(dir, NULL, 0, bdfs, ids, 2, &err), 0, "%s",
@@ -219,9 +217,6 @@ Test(records, r7_recording_a_workloads_gpus_again_adds_only_what_is_missing) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/workloads.tmp", dir);
     cr_expect_eq(access(path, F_OK), -1, "a temporary file was left behind");
-    cr_expect_eq(agent_state_sync("/nonexistent-einsora-state", &err), -ENOENT);
-    cr_expect(strstr(error_message(&err), "/nonexistent-einsora-state") != NULL, "%s",
-              error_message(&err));
     cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }
