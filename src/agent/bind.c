@@ -188,8 +188,11 @@ static int roll_back(const BindOptions *o, const JournalOp *op, Error *err) {
             r = write_attr(o, fn.bdf, "driver_override", value, err);
         }
         if (r >= 0 && STRNEQ(driver, fn.from)) {
-            if (driver[0])
-                r = write_attr(o, fn.bdf, "driver/unbind", fn.bdf, err);
+            /* Off the driver before the probe, as advance_fn() waits: a probe of a function
+             * still bound does nothing, and it would be left on no driver at all. */
+            if (driver[0] && (r = write_attr(o, fn.bdf, "driver/unbind", fn.bdf, err)) >= 0 &&
+                !wait_driver(o, &back, &fn, true))
+                r = error_set(err, -EBUSY, "%s stayed on %s when it was put back", fn.bdf, driver);
             if (r >= 0 && fn.from[0]) {
                 r = write_probe(o, fn.bdf, err);
                 if (r >= 0 && !wait_driver(o, &back, &fn, false))

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FK_MAX_FIFOS 256
@@ -226,7 +227,20 @@ typedef struct Helper {
         char bdf[16];
     } watches[FK_MAX_FIFOS];
     size_t n_watches;
+    struct { /* a "late unbind" not applied yet (bdf "" when none) */
+        char bdf[16];
+        char drv[64];
+        long long due_ms; /* applied then, or after the next write taken */
+    } late;
 } Helper;
+
+#define LATE_UNBIND_MS 100
+
+static long long mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void drain_overrides(Helper *h);
 
@@ -526,6 +540,13 @@ static void handle(Helper *h, const char *path, char *msg) {
         current_driver(k, bdf, drv, sizeof(drv));
         if (control_has(k, key, NULL, 0) || strcmp(drv, parent) != 0)
             return;
+        snprintf(key, sizeof(key), "late unbind %s", bdf);
+        if (control_has(k, key, NULL, 0) && !h->late.bdf[0]) {
+            snprintf(h->late.bdf, sizeof(h->late.bdf), "%s", bdf);
+            snprintf(h->late.drv, sizeof(h->late.drv), "%s", parent);
+            h->late.due_ms = mono_ms() + LATE_UNBIND_MS;
+            return;
+        }
         unbind_link(k, bdf);
         hlog(k, "%s unbound from %s", bdf, parent);
     } else if (strcmp(base, "drivers_probe") == 0) {
@@ -601,6 +622,19 @@ static void handle_writes(Helper *h, const char *path, char *msg) {
     }
 }
 
+/* Apply the late unbind, if any: only if the device is still on the driver it was told to leave. */
+static void apply_late_unbind(Helper *h) {
+    if (!h->late.bdf[0])
+        return;
+    char drv[64];
+    current_driver(h->k, h->late.bdf, drv, sizeof(drv));
+    if (strcmp(drv, h->late.drv) == 0) {
+        unbind_link(h->k, h->late.bdf);
+        hlog(h->k, "%s unbound from %s (late)", h->late.bdf, h->late.drv);
+    }
+    h->late.bdf[0] = '\0';
+}
+
 _Noreturn static void helper_main(FakeKernel *k) {
     static Helper h;
     h.k = k;
@@ -619,7 +653,11 @@ _Noreturn static void helper_main(FakeKernel *k) {
                 map[n++] = i;
             }
         }
-        if (poll(pfd, n, 50) <= 0)
+        if (h.late.bdf[0] && mono_ms() >= h.late.due_ms)
+            apply_late_unbind(&h);
+        long long left = h.late.bdf[0] ? h.late.due_ms - mono_ms() : 50;
+        int wait_ms = left < 0 ? 0 : left > 50 ? 50 : (int)left;
+        if (poll(pfd, n, wait_ms) <= 0)
             continue;
         for (size_t j = 0; j < n; j++) {
             if (!pfd[j].revents)
@@ -639,8 +677,12 @@ _Noreturn static void helper_main(FakeKernel *k) {
             /* EOF: the writer closed; one write is one message, as with a sysfs store. */
             close(f->fd);
             f->buf[f->len] = '\0';
-            if (f->len > 0)
+            if (f->len > 0) {
+                bool late_before = h.late.bdf[0] != '\0';
                 handle_writes(&h, f->path, f->buf);
+                if (late_before) /* the write after the unbind was taken first */
+                    apply_late_unbind(&h);
+            }
             fifo_open(&h, f);
         }
     }

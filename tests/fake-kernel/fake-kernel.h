@@ -23,6 +23,9 @@
  * kernel answer by its effect, which production code must check anyway (real unbind returns
  * success even when it achieved nothing, drivers_probe succeeds when no driver binds):
  *   "ebusy unbind|probe <bdf>"  the write is taken and nothing moves (the kernel said no)
+ *   "late unbind <bdf>"         the unbind takes effect after the next write the helper takes,
+ *                               or LATE_UNBIND_MS later if none comes: a driver whose remove
+ *                               finishes after the write returned (what a caller must wait for)
  *   "enodev <bdf>"              at the next write about bdf the device disappears (fell off
  *                               the bus): later opens of its files fail with ENOENT
  *   "hang <path under sys>"     the helper never opens that FIFO, so the writer blocks in
