@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "agent/pci-sysfs.h"
@@ -300,19 +299,32 @@ int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, s
     return 0;
 }
 
-/* The whole file for body: its first copy holds it (seq), the second is blank until the next
- * write; each copy has room for twice body (RECORDS_SLOT_MIN at least), so that the next writes
- * fit in place. NULL when out of memory. */
-static char *records_file_new(const char *body, size_t len, uint64_t seq) {
+/* Fill the slot at dst (size bytes) with body's copy: its header, body, then blank lines to the
+ * slot's end, so that the file read by a person (or parsed as lines by an older agent: the
+ * union of both copies, the safe side) shows no line of the copy it replaced. False when the
+ * copy does not fit. */
+static bool records_slot_fill(char *dst, size_t size, uint64_t seq, const char *body, size_t len) {
     char header[RECORDS_HEADER_MAX];
-    int h = records_header(header, seq, body, len);
-    size_t slot = ROUND_UP(MAX(2 * ((size_t)h + len), (size_t)RECORDS_SLOT_MIN), RECORDS_SLOT_MIN);
+    size_t h = (size_t)records_header(header, seq, body, len);
+    if (h + len > size)
+        return false;
+    memcpy(dst, header, h);
+    memcpy(dst + h, body, len);
+    memset(dst + h + len, '\n', size - h - len);
+    return true;
+}
+
+/* The whole file for body: its first copy holds it (seq), the second is blank until the next
+ * write; each copy has room for twice body and its header (RECORDS_SLOT_MIN at least), so that
+ * the next writes fit in place. NULL when out of memory. */
+static char *records_file_new(const char *body, size_t len, uint64_t seq) {
+    size_t slot = ROUND_UP(MAX(2 * (RECORDS_HEADER_MAX + len), (size_t)RECORDS_SLOT_MIN),
+                           RECORDS_SLOT_MIN);
     char *f = malloc(2 * slot + 1);
     if (!f)
         return NULL;
-    memset(f, '\n', 2 * slot); /* blank lines: the file stays text, the padding parses as nothing */
-    memcpy(f, header, (size_t)h);
-    memcpy(f + h, body, len);
+    (void)records_slot_fill(f, slot, seq, body, len); /* fits: the slot is twice the copy */
+    memset(f + slot, '\n', slot);
     f[2 * slot] = '\0';
     return f;
 }
@@ -322,7 +334,8 @@ static char *records_file_new(const char *body, size_t len, uint64_t seq) {
  * and its rename cost the inode, the allocation and the folder, each synced, at every start).
  * Returns 1 when written, 0 when the file cannot take it in place (missing, in the first
  * format, too small, both copies damaged: the caller writes a new file), -errno on failure;
- * *ret_seq is the newest seq found (0 when none). */
+ * *ret_seq is the newest seq found (0 when none). The file is read whole again, after the
+ * caller's read: which copy is whole takes both bodies' sums, and it is a few KiB. */
 static int records_write_in_place(const char *path, const char *body, size_t len,
                                   uint64_t *ret_seq) {
     *ret_seq = 0;
@@ -337,23 +350,14 @@ static int records_write_in_place(const char *path, const char *body, size_t len
     if (newest < 0)
         return 0;
     *ret_seq = copies[newest].seq;
-    char header[RECORDS_HEADER_MAX];
-    int h = records_header(header, copies[newest].seq + 1, body, len);
-    if ((size_t)h + len > slot)
+    /* The slot of the copy that is not the newest, built in the buffer just read. */
+    char *dst = old + (newest == 0 ? slot : 0);
+    if (!records_slot_fill(dst, slot, copies[newest].seq + 1, body, len))
         return 0;
     _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    /* The rest of the slot blank, so that the file read by a person (or parsed as lines by an
-     * older agent: the union of both copies, the safe side) shows no line of an older copy. */
-    size_t pad = slot - (size_t)h - len;
-    _cleanup_free_ char *blank = malloc(MAX(pad, (size_t)1));
-    if (!blank)
-        return -ENOMEM;
-    memset(blank, '\n', pad);
-    off_t at = (off_t)(newest == 0 ? slot : 0);
-    struct iovec iov[3] = {{header, (size_t)h}, {(void *)body, len}, {blank, pad}};
-    ssize_t n = pwritev(fd, iov, 3, at);
+    ssize_t n = pwrite(fd, dst, slot, (off_t)(dst - old));
     if (n < 0)
         return -errno;
     if ((size_t)n != slot)
@@ -374,11 +378,14 @@ static int records_rewrite(const char *state_dir, char **bdfs, char **ids, size_
     char path[PATH_MAX];
     uint64_t seq = 0;
     int r = agent_state_path(state_dir, "workloads", path, sizeof(path), err);
-    if (r >= 0)
-        r = records_write_in_place(path, b.data, b.len, &seq);
+    if (r < 0) {
+        strbuf_done(&b);
+        return r;
+    }
+    r = records_write_in_place(path, b.data, b.len, &seq);
     if (r != 0) {
         strbuf_done(&b);
-        return r > 0 ? 0 : r == -ENAMETOOLONG ? r : write_result(path, r, err);
+        return r > 0 ? 0 : write_result(path, r, err);
     }
     _cleanup_free_ char *file = records_file_new(b.data, b.len, seq + 1);
     strbuf_done(&b);
