@@ -37,6 +37,9 @@ static void serve_usage(FILE *f) {
           "                      memory D after they ended (default 1d; s, m, h or d)\n"
           "  --store-retention D ... and the state file after D (default 30d; 'never')\n"
           "  --per-address N     open connections from one client address (default 256)\n"
+          "  --http-threads N    threads that run the API's handlers (default 64); a change\n"
+          "                      holds one until its commit, so N bounds how many changes\n"
+          "                      one commit gathers; idle connections hold none\n"
           "  --header-deadline D a request's headers must arrive within D of its connection\n"
           "                      opening, however they trickle (default 30s)\n"
           "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain)...\n"
@@ -87,6 +90,7 @@ int verb_serve(int argc, char **argv) {
             {"retention", required_argument, NULL, 'r'},
             {"store-retention", required_argument, NULL, 'R'},
             {"per-address", required_argument, NULL, 'P'},
+            {"http-threads", required_argument, NULL, 'T'},
             {"header-deadline", required_argument, NULL, 'H'},
             {"tls-cert", required_argument, NULL, 'C'},
             {"tls-key", required_argument, NULL, 'K'},
@@ -152,6 +156,12 @@ int verb_serve(int argc, char **argv) {
             if (parse_uint64(optarg, 1000000, &batch) < 0 || batch == 0)
                 return fail(EXIT_USAGE, "serve: --per-address takes a number from 1 to 1000000");
             cfg.per_address_limit = (unsigned)batch;
+            break;
+        case 'T':
+            if (parse_uint64(optarg, SERVER_HTTP_THREADS_MAX, &batch) < 0 || batch == 0)
+                return fail(EXIT_USAGE, "serve: --http-threads takes a number from 1 to %u",
+                            SERVER_HTTP_THREADS_MAX);
+            cfg.http_threads = (unsigned)batch;
             break;
         case 'H':
             if (parse_duration_ms(optarg, 3600ll * 1000, &cfg.header_deadline_ms) < 0 ||

@@ -389,7 +389,7 @@ static void stop_longpolls(Server *s) {
 
 /* Sockets are what connections cost now: take the hard limit, and leave some for the
  * state file, the listener and the pool's epoll and wake-up descriptors. */
-static unsigned raise_fd_limit(void) {
+static unsigned raise_fd_limit(unsigned threads) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
         return 1000;
@@ -398,7 +398,8 @@ static unsigned raise_fd_limit(void) {
         (void)setrlimit(RLIMIT_NOFILE, &rl);
         (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
-    rlim_t n = rl.rlim_cur > 256 + 64 ? rl.rlim_cur - 64 - 4 * SERVER_HTTP_THREADS : 256;
+    rlim_t reserve = 64 + 4 * (rlim_t)threads;
+    rlim_t n = rl.rlim_cur > 256 + reserve ? rl.rlim_cur - reserve : 256;
     return (unsigned)MIN(n, (rlim_t)1000000);
 }
 
@@ -482,7 +483,9 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         server_close(s);
         return r;
     }
-    unsigned conn_limit = raise_fd_limit();
+    unsigned threads = cfg->http_threads ? MIN(cfg->http_threads, SERVER_HTTP_THREADS_MAX)
+                                         : SERVER_HTTP_THREADS;
+    unsigned conn_limit = raise_fd_limit(threads);
     /* epoll with a fixed pool of threads: an idle or trickling connection, or a parked
      * long-poll, costs a socket, never a thread; one address holds at most per_address. */
     struct MHD_Daemon *d = MHD_start_daemon(
@@ -491,10 +494,10 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
             0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
             MHD_OPTION_NOTIFY_CONNECTION, conn_deadline_notify, deadline,
-            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SERVER_HTTP_THREADS,
-            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVER_IDLE_TIMEOUT_S,
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SERVER_CONNECTION_MEMORY,
-            MHD_OPTION_CONNECTION_LIMIT, conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)SERVER_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            (size_t)SERVER_CONNECTION_MEMORY, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             cfg->per_address_limit ? cfg->per_address_limit : (unsigned)SERVER_PER_ADDRESS_MAX,
             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
             /* Without TLS these two end the list (MHD_OPTION_END is 0). */

@@ -309,3 +309,39 @@ Test(dos, dos_connection_memory_takes_8k_of_headers_and_the_largest_body) {
     cr_expect_eq(st, 201, "a %zu-byte request: %ld %s", len, st, str(j, "message"));
     json_decref(j);
 }
+
+/* The threads libmicrohttpd runs handlers on: its pool's workers, or its one thread. */
+static unsigned count_http_workers(pid_t pid) {
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd),
+             "grep -lxE 'MHD-worker|MHD-single' /proc/%d/task/*/comm 2>/dev/null | wc -l",
+             (int)pid);
+    FILE *p = popen(cmd, "r");
+    unsigned n = 0;
+    cr_assert(p && fscanf(p, "%u", &n) == 1);
+    pclose(p);
+    return n;
+}
+
+/* A change holds its handler's thread until its commit, so the pool bounds how many changes
+ * one commit gathers: its size is the operator's (--http-threads, default 64), and a pool of
+ * one still serves reads and changes. Out of range is a usage error before anything starts. */
+Test(dos, dos_http_threads_sets_the_handler_pool) {
+    cr_expect_eq(count_http_workers(ts.pid), SERVER_HTTP_THREADS);
+    ts_kill(&ts, false);
+    ts.extra[0] = "--http-threads", ts.extra[1] = "1";
+    ts_spawn(&ts);
+    cr_expect_eq(count_http_workers(ts.pid), 1);
+    cr_expect_eq(ts_call(&ts, NULL, "GET", "/healthz", NULL, NULL), 200);
+    ts_add_h100_node(&ts, "one-thread", "ops", 2);
+    ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":1}");
+    static const char *const bad[] = {"0", "1025", "x", "-1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *out = NULL, *err = NULL;
+        cr_expect_eq(run_einsora(&out, &err, "serve", "--http-threads", bad[i], "--state",
+                                 "/nonexistent/never-opened.db", NULL),
+                     2, "--http-threads %s", bad[i]);
+        cr_expect(strstr(err, "--http-threads takes a number from 1 to 1024"), "%s", err);
+        free(out), free(err);
+    }
+}
