@@ -16,7 +16,9 @@
  * from epoll. --healthz measures GET /healthz instead (the HTTP layer alone, no commit).
  * "srv/cli cpu us" is the CPU time the server process / the clients used per placement while
  * measuring, which on a shared machine says more than the rate; "placed" is how many the row
- * counted (for instructions per placement: callgrind's count of a run minus a short one). */
+ * counted (for instructions per placement: callgrind's count of a run minus a short one);
+ * "steal %" the share of the machine's CPU time its hypervisor gave to other guests meanwhile
+ * (a row with much of it measured the host more than the server). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -339,9 +341,28 @@ static double cpu_seconds(pid_t pid) {
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* The machine's CPU time so far (/proc/stat's first line, in ticks): all of it, and the part
+ * its hypervisor gave to other guests ("steal"). */
+static void machine_cpu(unsigned long long *ret_total, unsigned long long *ret_steal) {
+    unsigned long long v[8] = {0}, total = 0;
+    FILE *f = fopen("/proc/stat", "re");
+    if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                     &v[4], &v[5], &v[6], &v[7]) != 8)
+        memset(v, 0, sizeof(v));
+    if (f)
+        fclose(f);
+    for (size_t i = 0; i < 8; i++)
+        total += v[i];
+    *ret_total = total;
+    *ret_steal = v[7];
+}
+
 typedef struct Result {
     double rate, p50_ms, p99_ms, ops_per_commit;
     double server_us, client_us; /* CPU per placement, while measuring */
+    /* The share of the machine's CPU its hypervisor gave to other guests while measuring: a
+     * row with much of it measured the host more than the server. */
+    double steal_pct;
     uint64_t placed, errors;
 } Result;
 
@@ -366,6 +387,12 @@ static double ops_per_commit(void) {
     free(text);
     client_free(c);
     return ratio;
+}
+
+static void print_row(unsigned clients, const char *mode, const Result *r) {
+    printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %8llu %7.1f\n", clients, mode,
+           r->rate, r->p50_ms, r->p99_ms, r->ops_per_commit, (unsigned long long)r->errors,
+           r->server_us, r->client_us, (unsigned long long)r->placed, r->steal_pct);
 }
 
 static int run_one(unsigned clients, unsigned batch, bool postgres, unsigned nodes, double seconds,
@@ -404,6 +431,8 @@ static int run_one(unsigned clients, unsigned batch, bool postgres, unsigned nod
     atomic_store(&placed_total, 0);
     const unsigned long long limit = (unsigned long long)nodes * GPUS_PER_NODE * 9 / 10;
     double t0 = now_s(), srv0 = cpu_seconds(pid), cli0 = cpu_seconds(0);
+    unsigned long long machine0, steal0, machine1, steal1;
+    machine_cpu(&machine0, &steal0);
     for (unsigned i = 0, first = 0; r == 0 && i < n_loaders; i++) {
         ld[i] = (Loader){.w = w + first, .count = clients / n_loaders + (i < clients % n_loaders)};
         first += ld[i].count;
@@ -427,6 +456,9 @@ static int run_one(unsigned clients, unsigned batch, bool postgres, unsigned nod
     }
     double elapsed = now_s() - t0;
     double srv = cpu_seconds(pid) - srv0, cli = cpu_seconds(0) - cli0;
+    machine_cpu(&machine1, &steal1);
+    if (machine1 > machine0)
+        res->steal_pct = 100.0 * (double)(steal1 - steal0) / (double)(machine1 - machine0);
     if (res->placed) {
         res->server_us = srv * 1e6 / (double)res->placed;
         res->client_us = cli * 1e6 / (double)res->placed;
@@ -510,8 +542,9 @@ int main(int argc, char **argv) {
     printf("bench-api: %u nodes x %u GPUs, up to %.1f s per run, %s, loopback HTTP, durable "
            "commits\n",
            nodes, GPUS_PER_NODE, seconds, window ? "submit+release" : "submit only");
-    printf("%-8s %-24s %10s %9s %9s %10s %7s %10s %10s %8s\n", "clients", "mode", "placed/s",
-           "p50 ms", "p99 ms", "ops/commit", "errors", "srv cpu us", "cli cpu us", "placed");
+    printf("%-8s %-24s %10s %9s %9s %10s %7s %10s %10s %8s %7s\n", "clients", "mode", "placed/s",
+           "p50 ms", "p99 ms", "ops/commit", "errors", "srv cpu us", "cli cpu us", "placed",
+           "steal %");
     for (size_t i = 0; i < n_clients; i++) {
         Result g, b = {0};
         if (run_one(clients[i], SERVER_BATCH_MAX, false, nodes, seconds, &g) < 0 ||
@@ -519,29 +552,20 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench-api: run failed\n");
             return 1;
         }
-        printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %8llu\n", clients[i],
-               healthz ? "GET /healthz: no commit" : "group commit", g.rate, g.p50_ms, g.p99_ms,
-               g.ops_per_commit, (unsigned long long)g.errors, g.server_us, g.client_us,
-               (unsigned long long)g.placed);
+        print_row(clients[i], healthz ? "GET /healthz: no commit" : "group commit", &g);
         if (pg) {
             Result q = {0};
             if (run_one(clients[i], SERVER_BATCH_MAX, true, nodes, seconds, &q) < 0) {
                 fprintf(stderr, "bench-api: PostgreSQL run failed\n");
                 return 1;
             }
-            printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %8llu\n", clients[i],
-                   "postgresql group commit", q.rate, q.p50_ms, q.p99_ms, q.ops_per_commit,
-                   (unsigned long long)q.errors, q.server_us, q.client_us,
-                   (unsigned long long)q.placed);
+            print_row(clients[i], "postgresql group commit", &q);
             printf("%-8u %-24s %9.2fx\n", clients[i], "ratio (postgresql/sqlite)",
                    g.rate > 0 ? q.rate / g.rate : 0);
         }
         if (no_baseline)
             continue;
-        printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %8llu\n", clients[i],
-               "baseline: 1 txn/request", b.rate, b.p50_ms, b.p99_ms, b.ops_per_commit,
-               (unsigned long long)b.errors, b.server_us, b.client_us,
-               (unsigned long long)b.placed);
+        print_row(clients[i], "baseline: 1 txn/request", &b);
         printf("%-8u %-24s %9.2fx\n", clients[i], "ratio (group/baseline)",
                b.rate > 0 ? g.rate / b.rate : 0);
         fflush(stdout);
