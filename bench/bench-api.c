@@ -498,9 +498,11 @@ int main(int argc, char **argv) {
             nodes = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--no-baseline"))
             no_baseline = true;
-        else if (!strcmp(argv[i], "--load-threads") && i + 1 < argc)
-            load_threads = MAX(1u, (unsigned)strtoul(argv[++i], NULL, 10));
-        else if (!strcmp(argv[i], "--postgresql")) {
+        else if (!strcmp(argv[i], "--load-threads") && i + 1 < argc) {
+            /* not inside MAX(), which evaluates its arguments twice */
+            unsigned n = (unsigned)strtoul(argv[++i], NULL, 10);
+            load_threads = MAX(1u, n);
+        } else if (!strcmp(argv[i], "--postgresql")) {
             static PgTest server = {.durable = 1};
             pg = &server;
         } else if (!strcmp(argv[i], "--healthz"))
