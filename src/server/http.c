@@ -488,6 +488,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     unsigned conn_limit = raise_fd_limit(threads);
     /* epoll with a fixed pool of threads: an idle or trickling connection, or a parked
      * long-poll, costs a socket, never a thread; one address holds at most per_address. */
+    errno = 0;
     struct MHD_Daemon *d = MHD_start_daemon(
             MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_SUSPEND_RESUME | MHD_USE_ITC |
                     (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0),
@@ -504,9 +505,17 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
             tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
             MHD_OPTION_END);
     if (!d) {
+        /* libmicrohttpd says only that it failed; errno tells a thread it could not start
+         * (EAGAIN: thread or memory limits) from an address it could not bind. */
+        int e = errno;
         conn_deadline_free(deadline);
         stop_longpolls(s);
         server_close(s);
+        if (e == EAGAIN || e == ENOMEM)
+            return error_set(err, -e,
+                             "cannot start %u handler threads (%s): give a smaller "
+                             "--http-threads, or raise the process's limits",
+                             threads, strerror(e));
         return error_set(err, -EADDRINUSE,
                          "cannot listen on %s (in use, or not an address of "
                          "this host)",
