@@ -439,6 +439,9 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     bool tls = cfg->tls_cert_path || cfg->tls_key_path;
     if (tls && (!cfg->tls_cert_path || !cfg->tls_key_path))
         return error_set(err, -EINVAL, "TLS needs both --tls-cert and --tls-key");
+    if (cfg->http_threads > SERVER_HTTP_THREADS_MAX)
+        return error_set(err, -EINVAL, "--http-threads takes a number from 1 to %u",
+                         SERVER_HTTP_THREADS_MAX);
     if (!tls && !cfg->insecure_plain_http && !is_loopback(&sa))
         return error_set(err, -EPERM,
                          "refusing to serve tokens over plain HTTP on %s, which is not loopback: "
@@ -483,8 +486,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         server_close(s);
         return r;
     }
-    unsigned threads = cfg->http_threads ? MIN(cfg->http_threads, SERVER_HTTP_THREADS_MAX)
-                                         : SERVER_HTTP_THREADS;
+    unsigned threads = cfg->http_threads ? cfg->http_threads : SERVER_HTTP_THREADS;
     unsigned conn_limit = raise_fd_limit(threads);
     /* epoll with a fixed pool of threads: an idle or trickling connection, or a parked
      * long-poll, costs a socket, never a thread; one address holds at most per_address. */

@@ -3,6 +3,7 @@
  * freed at once, and an event wakes only the long-polls that may see it; SIGTERM answers
  * every committed operation before the server exits. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include "helpers.h"
 #include "server/server.h"
 #include "srv-helpers.h"
+#include "util/macro.h"
 
 static TestServer ts;
 
@@ -312,14 +314,21 @@ Test(dos, dos_connection_memory_takes_8k_of_headers_and_the_largest_body) {
 
 /* The threads libmicrohttpd runs handlers on: its pool's workers, or its one thread. */
 static unsigned count_http_workers(pid_t pid) {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd),
-             "grep -lxE 'MHD-worker|MHD-single' /proc/%d/task/*/comm 2>/dev/null | wc -l",
-             (int)pid);
-    FILE *p = popen(cmd, "r");
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    cr_assert(d, "%s: %s", path, strerror(errno));
     unsigned n = 0;
-    cr_assert(p && fscanf(p, "%u", &n) == 1);
-    pclose(p);
+    for (struct dirent *e; (e = readdir(d));) {
+        char comm_path[sizeof(path) + sizeof(e->d_name) + 8], comm[32] = "";
+        snprintf(comm_path, sizeof(comm_path), "%s/%s/comm", path, e->d_name);
+        FILE *f = e->d_name[0] != '.' ? fopen(comm_path, "re") : NULL;
+        if (f && fgets(comm, sizeof(comm), f))
+            n += STREQ(comm, "MHD-worker\n") || STREQ(comm, "MHD-single\n");
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
     return n;
 }
 
