@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench-inproc.h"
@@ -31,12 +30,6 @@ static const char admin_token[] = "ens_bench-history-admin";
 static char state_dir[64], state_path[128];
 static Server *srv;
 static int64_t retention_ms = 200, store_retention_ms = 400;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Heap bytes in use (not RSS: freed memory glibc keeps counts in RSS, not here). */
 static long heap_kib(void) {
@@ -85,9 +78,9 @@ static void open_server(void) {
 
 static double restart_s(void) {
     server_close(srv);
-    double t0 = now_s();
+    double t0 = bench_seconds();
     open_server();
-    return now_s() - t0;
+    return bench_seconds() - t0;
 }
 
 static double heartbeat_p99_us(unsigned nodes, unsigned n) {
@@ -96,9 +89,9 @@ static double heartbeat_p99_us(unsigned nodes, unsigned n) {
     for (unsigned i = 0; i < n; i++) {
         char path[64];
         snprintf(path, sizeof(path), "/v1/nodes/n%u/heartbeat", rand_r(&seed) % nodes);
-        double t0 = now_s();
+        double t0 = bench_seconds();
         int st = call("POST", path, "{\"interval_s\":3600,\"running\":[]}", NULL);
-        lat[i] = (now_s() - t0) * 1e6;
+        lat[i] = (bench_seconds() - t0) * 1e6;
         if (st != 200) {
             fprintf(stderr, "bench-history: heartbeat answered %d\n", st);
             exit(1);
@@ -115,9 +108,9 @@ static unsigned long n_placed, n_pending, n_refused;
 /* One submit + end cycle; returns the submit's latency in microseconds. */
 static double cycle(void) {
     json_t *q = NULL;
-    double t0 = now_s();
+    double t0 = bench_seconds();
     int st = call("POST", "/v1/requests", "{\"kind\":\"container\",\"class\":\"cpu\"}", &q);
-    double us = (now_s() - t0) * 1e6;
+    double us = (bench_seconds() - t0) * 1e6;
     if (st != 201) {
         fprintf(stderr, "bench-history: submit answered %d\n", st);
         exit(1);
@@ -176,13 +169,9 @@ int main(int argc, char **argv) {
     open_server();
 
     for (unsigned i = 0; i < nodes; i++) {
-        char body[256];
-        snprintf(body, sizeof(body),
-                 "{\"name\":\"n%u\",\"site\":\"dc1\",\"site_kind\":\"datacenter\","
-                 "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":64}",
-                 i);
-        if (call("POST", "/v1/nodes", body, NULL) != 201)
-            return fprintf(stderr, "bench-history: registering n%u failed\n", i), 1;
+        char name[32];
+        snprintf(name, sizeof(name), "n%u", i);
+        bench_add_cpu_node(srv, "Bearer ens_bench-history-admin", name, "ops", 64);
     }
     /* The submitter is a trusted tenant of the datacenter: its containers run under runc on
      * these nodes, which declare no Kata (a stranger's would be refused, R2b). */
@@ -193,7 +182,7 @@ int main(int argc, char **argv) {
     double *lat = calloc(window, sizeof(double));
     double submit_start = 0, submit_end = 0, restart_start = 0;
     long rss_start = 0, heap_start = 0;
-    double t_run = now_s();
+    double t_run = bench_seconds();
     for (unsigned long i = 0; i < cycles; i++) {
         if (i == warmup) {
             rss_start = rss_kib();
@@ -209,7 +198,7 @@ int main(int argc, char **argv) {
             lat[i - (cycles - window)] = us;
     }
     submit_end = p99(lat, window);
-    double run_s = now_s() - t_run;
+    double run_s = bench_seconds() - t_run;
     long rss_end = rss_kib(), heap_end = heap_kib();
     size_t held = 0;
     pthread_rwlock_rdlock(&srv->lock);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/store.h"
@@ -50,6 +51,25 @@ int bench_call(Server *s, const char *authorization, const char *method, const c
         json_decref(c.json);
     free(c.text);
     return c.status;
+}
+
+void bench_add_cpu_node(Server *s, const char *authorization, const char *name, const char *owner,
+                        unsigned cpus) {
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"name\":\"%s\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+             "\"linux\",\"owner\":\"%s\",\"mode\":\"container\",\"cpus\":%u}",
+             name, owner, cpus);
+    if (bench_call(s, authorization, "POST", "/v1/nodes", body, NULL) != 201) {
+        fprintf(stderr, "bench: registering node %s failed\n", name);
+        exit(1);
+    }
+}
+
+double bench_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int bench_store_remove(const char *dir) {

@@ -14,5 +14,11 @@ void bench_store_with_admin(const char *token, char dir[64], char path[128]);
  * also where the server answered with its JSON text; may be NULL). */
 int bench_call(Server *s, const char *authorization, const char *method, const char *path,
                const char *body, json_t **ret);
+/* Register a CPU-only container node of datacenter site dc1 (cpus cores, owned by owner);
+ * exits on failure. */
+void bench_add_cpu_node(Server *s, const char *authorization, const char *name, const char *owner,
+                        unsigned cpus);
+/* CLOCK_MONOTONIC in seconds. */
+double bench_seconds(void);
 /* Remove the folder of bench_store_with_admin(); 0 when gone. */
 int bench_store_remove(const char *dir);

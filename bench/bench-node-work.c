@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench-inproc.h"
 #include "util/macro.h"
@@ -25,12 +24,6 @@ static const char admin_token[] = "ens_bench-node-work-admin";
 static Server *srv;
 static unsigned nodes_made;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int call(const char *method, const char *path, const char *body, json_t **ret) {
     return bench_call(srv, "Bearer ens_bench-node-work-admin", method, path, body, ret);
 }
@@ -41,13 +34,7 @@ static void die(const char *what) {
 }
 
 static void add_node(const char *name) {
-    char body[256];
-    snprintf(body, sizeof(body),
-             "{\"name\":\"%s\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
-             "\"linux\",\"owner\":\"root\",\"mode\":\"container\",\"cpus\":%d}",
-             name, NODE_CPUS);
-    if (call("POST", "/v1/nodes", body, NULL) != 201)
-        die("registering a node failed");
+    bench_add_cpu_node(srv, "Bearer ens_bench-node-work-admin", name, "root", NODE_CPUS);
 }
 
 static void place_one(void) {
@@ -72,7 +59,7 @@ static void fill_to(unsigned long live, unsigned long *have) {
 
 /* Microseconds per work answer of the target node, over `polls` answers. */
 static double poll_us(unsigned polls) {
-    double t0 = now_s();
+    double t0 = bench_seconds();
     for (unsigned i = 0; i < polls; i++) {
         json_t *w = NULL;
         if (call("GET", "/v1/nodes/target/work", NULL, &w) != 200 ||
@@ -80,7 +67,7 @@ static double poll_us(unsigned polls) {
             die("the target's work answer is wrong");
         json_decref(w);
     }
-    return (now_s() - t0) * 1e6 / polls;
+    return (bench_seconds() - t0) * 1e6 / polls;
 }
 
 int main(int argc, char **argv) {
