@@ -74,8 +74,7 @@ static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...) 
     sw->updated_ms = s->now_ms;
     (void)fleet_save_switch(s, n);
     if (step >= SW_DONE) { /* consumer GPUs now on vfio-pci need their reset check (R9) */
-        n->reset_scan = true;
-        s->fleet_pending = true;
+        fleet_mark(s, n);
     }
     state_event(s,
                 step == SW_DONE     ? "node.switched"

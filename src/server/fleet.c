@@ -193,8 +193,25 @@ void fleet_on_released(Server *s, const Req *r) {
     Node *n = node ? ptrmap_get(&s->nodes, node) : NULL;
     if (!n)
         return;
+    fleet_mark(s, n);
+}
+
+void fleet_mark(Server *s, Node *n) {
     n->reset_scan = true;
-    s->fleet_pending = true;
+    if (n->fleet_queued || s->fleet_scan_all)
+        return;
+    if (s->n_fleet_queue == s->cap_fleet_queue) {
+        size_t cap = s->cap_fleet_queue ? s->cap_fleet_queue * 2 : 64;
+        Node **q = reallocarray(s->fleet_queue, cap, sizeof(*q));
+        if (!q) { /* nothing is lost: the next tick looks at every node, as it did once */
+            s->fleet_scan_all = true;
+            return;
+        }
+        s->fleet_queue = q;
+        s->cap_fleet_queue = cap;
+    }
+    s->fleet_queue[s->n_fleet_queue++] = n;
+    n->fleet_queued = true;
 }
 
 void fleet_merge_agent_push(const Node *old, ApiNode *push) {
@@ -248,8 +265,7 @@ void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s) {
     if (heartbeat_s && n->heartbeat_s != heartbeat_s) {
         if (!n->heartbeat_s) {
             s->n_agents++;
-            n->reset_scan = true; /* now there is an agent to ask for reset checks (R9) */
-            s->fleet_pending = true;
+            fleet_mark(s, n); /* now there is an agent to ask for reset checks (R9) */
         }
         n->heartbeat_s = heartbeat_s;
         (void)fleet_save_agent(s, n);
@@ -259,8 +275,7 @@ void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s) {
 }
 
 void fleet_on_node_put(Server *s, Node *n, bool by_agent) {
-    n->reset_scan = true;
-    s->fleet_pending = true;
+    fleet_mark(s, n);
     if (by_agent)
         fleet_agent_seen(s, n, 0); /* the agent speaks: the node is reachable again */
     else if (n->unreachable)
@@ -300,6 +315,13 @@ static void reset_scan(Server *s, Node *n) {
     }
 }
 
+static void tick_node(Server *s, Node *n) {
+    if (switch_active(n->sw))
+        (void)fleet_switch_advance(s, n);
+    if (n->reset_scan)
+        reset_scan(s, n);
+}
+
 void fleet_tick(Server *s) {
     int64_t now = s->now_ms;
     /* Missed heartbeats are looked for once a second (not at every batch: ops are frequent). */
@@ -315,15 +337,28 @@ void fleet_tick(Server *s) {
         atomic_store(&s->fleet_due_ms, INT64_MAX);
     else if (due <= now || due == INT64_MAX)
         atomic_store(&s->fleet_due_ms, now + 1000);
-    if (!s->fleet_pending)
+    if (s->fleet_scan_all) { /* the queue could not grow: every node, as once */
+        s->fleet_scan_all = false;
+        for (size_t i = 0; i < s->n_fleet_queue; i++)
+            s->fleet_queue[i]->fleet_queued = false;
+        s->n_fleet_queue = 0;
+        FOREACH_NODE(s, n)
+        tick_node(s, n);
         return;
-    s->fleet_pending = false;
-    FOREACH_NODE(s, n) {
-        if (switch_active(n->sw))
-            (void)fleet_switch_advance(s, n);
-        if (n->reset_scan)
-            reset_scan(s, n);
     }
+    /* A node marked again meanwhile (a switch's last step asks for reset checks) is appended
+     * and waits for the next tick, as it did when every tick walked the whole fleet. */
+    size_t n_queued = s->n_fleet_queue;
+    if (!n_queued)
+        return;
+    for (size_t i = 0; i < n_queued; i++) {
+        Node *n = s->fleet_queue[i];
+        n->fleet_queued = false;
+        tick_node(s, n);
+    }
+    memmove(s->fleet_queue, s->fleet_queue + n_queued,
+            (s->n_fleet_queue - n_queued) * sizeof(*s->fleet_queue));
+    s->n_fleet_queue -= n_queued;
 }
 
 /* ---- node JSON ---- */
@@ -372,7 +407,7 @@ static int load_record(const char *key, const char *text, void *userdata) {
         } else {
             n->sw = TAKE_PTR(sw);
             if (switch_active(n->sw))
-                s->fleet_pending = true;
+                fleet_mark(s, n);
             fleet_switch_reapply(s, n);
         }
     } else if (string_has_prefix(key, "task/")) {
@@ -408,7 +443,7 @@ int fleet_load(Server *s, Error *err) {
         return s->fatal_err.code ? error_set(err, r, "%s", s->fatal_err.message) : r;
     FOREACH_NODE(s, n)
     if (n->heartbeat_s || switch_active(n->sw))
-        n->reset_scan = true, s->fleet_pending = true;
+        fleet_mark(s, n);
     atomic_store(&s->fleet_due_ms, s->n_agents ? s->now_ms + 1000 : INT64_MAX);
     return 0;
 }
@@ -417,6 +452,9 @@ void fleet_free(Server *s) {
     for (size_t i = 0; i < s->n_tasks; i++)
         free(s->tasks[i]);
     free(s->tasks);
+    free(s->fleet_queue);
+    s->fleet_queue = NULL;
+    s->n_fleet_queue = s->cap_fleet_queue = 0;
     FOREACH_NODE(s, n) {
         free(n->sw);
         n->sw = NULL;

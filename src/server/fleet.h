@@ -11,6 +11,9 @@
 #include "wire/task.h"   /* Task: work for one node's agent */
 
 /* fleet.c */
+/* Something changed on node n (a release, an agent's report, a switch's step): the next
+ * fleet_tick() advances its switch and asks for the reset checks it needs (R9). */
+void fleet_mark(Server *s, Node *n);
 Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, const char *gpu,
                      const char *target);
 Task *fleet_task_find(Server *s, uint64_t id);

@@ -93,6 +93,7 @@ typedef struct Node {
     _Atomic int64_t last_seen_ms; /* the agent's last heartbeat (server clock) */
     bool unreachable;             /* missed heartbeats: nothing new is placed there */
     bool reset_scan;              /* look for consumer GPUs that need a reset check (R9) */
+    bool fleet_queued;            /* in Server.fleet_queue */
     NodeSwitch *sw;               /* the current or last mode switch, NULL when none */
     ReqVec work;                  /* the requests placed here (node-work.h) */
 } Node;
@@ -142,8 +143,13 @@ struct Server {
     Task **tasks; /* work for agents not finished yet, in id order */
     size_t n_tasks, cap_tasks;
     uint64_t last_task_id;
-    size_t n_agents;              /* nodes with heartbeat_s > 0 */
-    bool fleet_pending;           /* some node has reset_scan set or a switch to advance */
+    size_t n_agents; /* nodes with heartbeat_s > 0 */
+    /* The nodes fleet_tick() looks at next (fleet_mark()): a reset check to ask for, a switch
+     * to advance. Only those, so that a batch after a release costs what changed, not a walk
+     * of the whole fleet (10,000 nodes at every commit of a busy datacenter). */
+    Node **fleet_queue;
+    size_t n_fleet_queue, cap_fleet_queue;
+    bool fleet_scan_all;          /* the queue could not grow: the next tick looks at every node */
     _Atomic int64_t fleet_due_ms; /* when the writer must run fleet_tick() even without ops */
 
     pthread_mutex_t q_lock;
