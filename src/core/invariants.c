@@ -233,31 +233,43 @@ static int check_window(const Sched *s, Error *err) {
     return 0;
 }
 
-/* The pool lists of the nodes each user owns (User.own_heads) hold every listed pool of every
- * node under its owner, in the bucket of its free count; returns how many they list. */
+/* The pool rows of the nodes each user owns (User.own_bits) hold every listed pool of every
+ * node under its owner, at its position in `owned`, in the row of its free count; returns
+ * how many they list. */
 static int check_own_lists(const Sched *s, size_t *ret_listed, Error *err) {
     size_t listed = 0;
     for (size_t ui = 0; ui < s->n_users; ui++) {
         const User *u = &s->users[ui];
-        if (!u->own_heads)
+        if (!u->own_buckets)
             continue; /* never searched, or few nodes: scanned */
+        if (u->n_owned > u->own_words * 64)
+            return error_set(err, -EUCLEAN, "user %s owns nodes its pool rows have no bit for",
+                             u->name);
         for (size_t p = 0; p < s->cat->n_classes * 2; p++)
             for (unsigned f = 0; f <= SCHED_NODE_MAX_DEVICES; f++) {
-                for (uint32_t id = u->own_heads[p][f]; id != NIL; id = own_link_of(s, id)->next) {
-                    const Node *n = &s->nodes[id >> POOL_SHIFT];
-                    const PoolLink *pl = &n->pools[id & ((1u << POOL_SHIFT) - 1)];
-                    if (!n->alive || n->owner != ui || pl->pool != (int)p || pl->free != f || !f)
-                        return error_set(err, -EUCLEAN,
-                                         "user %s's own pool list has a node in the wrong "
-                                         "bucket",
-                                         u->name);
-                    if (++listed > s->n_nodes * SCHED_NODE_MAX_DEVICES)
-                        return error_set(err, -EUCLEAN, "user %s's own pool list has a cycle",
-                                         u->name);
-                }
-                if ((u->own_heads[p][f] != NIL) != !!(u->own_buckets[p] & (1u << f)))
-                    return error_set(err, -EUCLEAN, "user %s's own pool bucket bits are stale",
+                size_t in_row = 0;
+                for (size_t wd = 0; u->own_bits[p] && wd < u->own_words; wd++)
+                    for (uint64_t bits = u->own_bits[p][f * u->own_words + wd]; bits;
+                         bits &= bits - 1) {
+                        size_t pos = wd * 64 + (size_t)__builtin_ctzll(bits);
+                        const Node *n = pos < u->n_owned ? &s->nodes[u->owned[pos].node] : NULL;
+                        const PoolLink *pl = NULL;
+                        for (unsigned j = 0; n && j < n->n_pools && !pl; j++)
+                            if (n->pools[j].pool == (int)p)
+                                pl = &n->pools[j];
+                        if (!n || !n->alive || n->owner != ui || !pl || pl->free != f || !f)
+                            return error_set(err, -EUCLEAN,
+                                             "user %s's own pool rows have a node in the wrong "
+                                             "row",
+                                             u->name);
+                        in_row++;
+                    }
+                if (in_row != u->own_count[p][f] ||
+                    (in_row != 0) != !!(u->own_buckets[p] & (1u << f)))
+                    return error_set(err, -EUCLEAN,
+                                     "user %s's own pool row counts or bucket bits are stale",
                                      u->name);
+                listed += in_row;
             }
     }
     *ret_listed = listed;
@@ -337,7 +349,7 @@ static int check_lists(const Sched *s, Error *err) {
         return r;
     for (size_t k = 0; k < s->n_order; k++) {
         const Node *n = &s->nodes[s->order[k]];
-        for (unsigned j = 0; j < n->n_pools && s->users[n->owner].own_heads; j++)
+        for (unsigned j = 0; j < n->n_pools && s->users[n->owner].own_buckets; j++)
             want_own += n->pools[j].free > 0;
     }
     if (listed_pools != want_pools || listed_own != want_own || listed_cpu != want_cpu)

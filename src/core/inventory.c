@@ -17,9 +17,6 @@ typedef Link *(*LinkOf)(Sched *s, uint32_t id);
 static Link *pool_link_of(Sched *s, uint32_t id) {
     return &s->nodes[id >> POOL_SHIFT].pools[id & ((1u << POOL_SHIFT) - 1)].link;
 }
-static Link *owner_link_of(Sched *s, uint32_t id) {
-    return own_link_of(s, id);
-}
 static Link *dev_link_of(Sched *s, uint32_t id) {
     return &dev_of(s, id)->link;
 }
@@ -47,14 +44,38 @@ static void list_del(Sched *s, LinkOf of, uint32_t *head, uint32_t id) {
     l->prev = l->next = NIL;
 }
 
-/* File (or take out) pool link id, whose record is pl, in its owner u's lists by free count. */
-static void own_list(Sched *s, User *u, const PoolLink *pl, uint32_t id) {
-    list_push(s, owner_link_of, &u->own_heads[pl->pool][pl->free], id);
+void own_lists_drop(Sched *s, User *u) {
+    if (!u->own_buckets)
+        return;
+    for (size_t p = 0; p < MAX(s->cat->n_classes, 1) * 2; p++)
+        free(u->own_bits[p]);
+    free(u->own_bits);
+    free(u->own_count);
+    free(u->own_buckets);
+    u->own_bits = NULL;
+    u->own_count = NULL;
+    u->own_buckets = NULL;
+    u->own_words = 0;
+}
+
+/* File (or take out) node ni's pool pl in its owner u's rows by free count. A pool's rows are
+ * made when its first node is filed; when they cannot be, u's rows are dropped: a search then
+ * scans `owned`, which decides the same. */
+static void own_list(Sched *s, User *u, const PoolLink *pl, uint32_t ni) {
+    uint64_t **rows = &u->own_bits[pl->pool];
+    if (!*rows && !(*rows = calloc((SCHED_NODE_MAX_DEVICES + 1) * u->own_words, sizeof(**rows)))) {
+        own_lists_drop(s, u);
+        return;
+    }
+    uint32_t pos = s->owned_pos[ni];
+    (*rows)[pl->free * u->own_words + pos / 64] |= 1ull << (pos % 64);
+    u->own_count[pl->pool][pl->free]++;
     u->own_buckets[pl->pool] |= 1u << pl->free;
 }
-static void own_unlist(Sched *s, User *u, const PoolLink *pl, uint32_t id) {
-    list_del(s, owner_link_of, &u->own_heads[pl->pool][pl->free], id);
-    if (u->own_heads[pl->pool][pl->free] == NIL)
+static void own_unlist(Sched *s, User *u, const PoolLink *pl, uint32_t ni) {
+    uint32_t pos = s->owned_pos[ni];
+    u->own_bits[pl->pool][pl->free * u->own_words + pos / 64] &= ~(1ull << (pos % 64));
+    if (--u->own_count[pl->pool][pl->free] == 0)
         u->own_buckets[pl->pool] &= ~(1u << pl->free);
 }
 
@@ -446,8 +467,8 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             open_ct[pl->pool][pl->free] -= !pl->held;
             if (heads[pl->pool][pl->free] == NIL)
                 *buckets &= ~(1u << pl->free);
-            if (u->own_heads)
-                own_unlist(s, u, pl, id);
+            if (u->own_buckets)
+                own_unlist(s, u, pl, ni);
         }
         pl->free = (uint8_t)f;
         if (f) {
@@ -455,8 +476,8 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             unres[pl->pool][f] += free_to_reserve;
             open_ct[pl->pool][f] += !pl->held;
             *buckets |= 1u << f;
-            if (u->own_heads)
-                own_list(s, u, pl, id);
+            if (u->own_buckets)
+                own_list(s, u, pl, ni);
         }
     }
     /* The changed devices, in index order (a placement changes one to a few of a node's). */
@@ -569,10 +590,6 @@ static int node_slot(Sched *s, uint32_t *ret) {
         if (!no)
             return -ENOMEM;
         s->order = no;
-        Link *ol = realloc(s->own_links, nc * SCHED_NODE_MAX_DEVICES * sizeof(*ol));
-        if (!ol)
-            return -ENOMEM;
-        s->own_links = ol;
         uint32_t *op = realloc(s->owned_pos, nc * sizeof(*op));
         if (!op)
             return -ENOMEM;
@@ -705,27 +722,32 @@ uint64_t node_class_bits(const Node *n) {
 
 int user_own_lists(Sched *s, uint32_t ui) {
     User *u = &s->users[ui];
-    if (u->own_heads)
+    if (u->own_buckets)
         return 0;
     size_t n = MAX(s->cat->n_classes, 1) * 2;
-    uint32_t(*heads)[SCHED_NODE_MAX_DEVICES + 1] = malloc(n * sizeof(*heads));
-    uint32_t *buckets = calloc(n, sizeof(*buckets));
-    if (!heads || !buckets) {
-        free(heads);
-        free(buckets);
+    u->own_bits = calloc(n, sizeof(*u->own_bits));
+    u->own_count = calloc(n, sizeof(*u->own_count));
+    u->own_buckets = calloc(n, sizeof(*u->own_buckets));
+    /* Room for twice the nodes owned now: user_own() drops the rows when `owned` outgrows
+     * them, and the next search builds them again, so a growing fleet rebuilds them
+     * log(nodes) times. */
+    u->own_words = MAX((u->n_owned * 2 + 63) / 64, 1);
+    if (!u->own_bits || !u->own_count || !u->own_buckets) {
+        free(u->own_bits);
+        free(u->own_count);
+        u->own_bits = NULL;
+        u->own_count = NULL;
+        own_lists_drop(s, u);
         return -ENOMEM;
     }
-    memset(heads, 0xff, n * sizeof(*heads));
-    u->own_heads = heads;
-    u->own_buckets = buckets;
-    for (size_t i = 0; i < u->n_owned; i++) {
+    for (size_t i = 0; i < u->n_owned && u->own_buckets; i++) {
         uint32_t ni = u->owned[i].node;
         Node *nd = &s->nodes[ni];
-        for (unsigned k = 0; k < nd->n_pools; k++)
+        for (unsigned k = 0; k < nd->n_pools && u->own_buckets; k++)
             if (nd->pools[k].free)
-                own_list(s, u, &nd->pools[k], ni << POOL_SHIFT | k);
+                own_list(s, u, &nd->pools[k], ni);
     }
-    return 0;
+    return u->own_buckets ? 0 : -ENOMEM;
 }
 
 static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
@@ -741,6 +763,8 @@ static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
     s->owned_pos[ni] = (uint32_t)u->n_owned;
     u->owned[u->n_owned++] = (OwnedNode){
             .node = ni, .site = s->nodes[ni].site, .classes = node_class_bits(&s->nodes[ni])};
+    if (u->own_buckets && u->n_owned > u->own_words * 64)
+        own_lists_drop(s, u); /* its position has no bit in the rows */
     return 0;
 }
 
@@ -749,6 +773,8 @@ static void user_disown(Sched *s, uint32_t ui, uint32_t ni) {
     uint32_t i = s->owned_pos[ni];
     if (i >= u->n_owned || u->owned[i].node != ni)
         return; /* user_own() failed for it */
+    if (i + 1 < u->n_owned)
+        own_lists_drop(s, u); /* the last node moves into the hole: rows by position go stale */
     u->owned[i] = u->owned[--u->n_owned];
     if (i < u->n_owned) /* the last one moved into the hole */
         s->owned_pos[u->owned[i].node] = i;

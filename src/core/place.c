@@ -198,9 +198,9 @@ static bool owner_searches(const Sched *s, const Req *r, uint32_t site, bool own
 /* Best fit among the nodes r's user owns where a site's pools do not offer them (a site that
  * does not trust the user, an owner-only class, a VM): the fewest free GPUs of class c that
  * hold the request, below *best_k, and among nodes with as many the first in the user's
- * `owned` list. A user with more than Sched.own_lists_min nodes has them walked through
- * their pool lists by free GPUs (User.own_heads), which decides as the scan of `owned` in
- * order does. */
+ * `owned` list. A user with more than Sched.own_lists_min nodes has them found through
+ * their pool rows by free GPUs and position in `owned` (User.own_bits), which decides as the
+ * scan of `owned` in order does. */
 static void find_owned(Sched *s, const Want *w, int c, uint32_t *best, unsigned *best_k,
                        Binding *best_b, Method *best_m) {
     const Req *r = w->r;
@@ -220,23 +220,23 @@ static void find_owned(Sched *s, const Want *w, int c, uint32_t *best, unsigned 
         }
         return;
     }
-    for (uint32_t bk = own_buckets_from(u, c * 2 + b, r->count); bk; bk &= bk - 1) {
+    int pool = c * 2 + b;
+    for (uint32_t bk = own_buckets_from(u, pool, r->count); bk; bk &= bk - 1) {
         unsigned k = (unsigned)__builtin_ctz(bk);
         if (k >= *best_k)
             return;
-        uint32_t found = NIL, found_pos = UINT32_MAX;
-        Method found_m = METHOD_CONTAINER;
-        for (uint32_t id = u->own_heads[c * 2 + b][k]; id != NIL; id = own_link_of(s, id)->next) {
-            uint32_t ni = id >> POOL_SHIFT, pos = s->owned_pos[ni];
-            if (pos >= found_pos || !owner_searches(s, r, u->owned[pos].site, owner_only))
-                continue; /* a later one of the list, or the site's pools offered it */
-            if (whole_node_ok(s, w, c, ni, b, &m))
-                found = ni, found_pos = pos, found_m = m;
-        }
-        if (found != NIL) {
-            *best = found, *best_k = k, *best_b = b, *best_m = found_m;
-            return;
-        }
+        /* The row's nodes in `owned` order: the first that takes the request is the one. */
+        const uint64_t *row = u->own_bits[pool] + k * u->own_words;
+        for (size_t wd = 0; wd < u->own_words; wd++)
+            for (uint64_t bits = row[wd]; bits; bits &= bits - 1) {
+                size_t pos = wd * 64 + (size_t)__builtin_ctzll(bits);
+                uint32_t ni = u->owned[pos].node;
+                if (owner_searches(s, r, u->owned[pos].site, owner_only) &&
+                    whole_node_ok(s, w, c, ni, b, &m)) {
+                    *best = ni, *best_k = k, *best_b = b, *best_m = m;
+                    return;
+                }
+            }
     }
 }
 
@@ -780,13 +780,13 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
                             pool_buckets_from(site, c * 2 + BINDING_HOST, 1) &&
                             pool_buckets_from(site, c * 2 + BINDING_VFIO, 1));
     }
-    /* A node of the user's own with room (its pool lists, when built, say so without a look
+    /* A node of the user's own with room (its pool rows, when built, say so without a look
      * at the nodes). */
     const User *u = &s->users[r->user];
     int pool = c * 2 + (vm ? BINDING_VFIO : BINDING_HOST);
-    if (u->own_heads)
+    if (u->own_buckets)
         cand = cand || own_buckets_from(u, pool, r->count) != 0;
-    for (size_t i = 0; i < u->n_owned && !cand && !u->own_heads; i++)
+    for (size_t i = 0; i < u->n_owned && !cand && !u->own_buckets; i++)
         cand = owned_may_have(&u->owned[i], c) &&
                pool_free_of(&s->nodes[u->owned[i].node], pool) >= r->count;
     if (cand)

@@ -107,19 +107,24 @@ typedef struct User {
     OwnedNode *owned; /* nodes this user owns (for Apple and owner-only classes) */
     size_t n_owned, cap_owned;
     uint32_t ts_head; /* this user's time-sliced GPUs with room (R2e: only they may join) */
-    /* The whole-GPU pools of the nodes this user owns, as a site's (Site.pool_heads and
-     * pool_buckets), linked through Sched.own_links. A search for an owner's request in a site
-     * that does not trust them reads every node the owner has otherwise: a cache miss per node
-     * and per decision, for the owner of a whole fleet. Built by the first such search of a
-     * user who owns more than Sched.own_lists_min nodes (user_own_lists()), NULL before:
-     * most owners never ask (an operator's account that owns a datacenter), or own a machine
-     * or two, and keeping lists for them would cost every placement and release on their
-     * nodes. */
-    uint32_t (*own_heads)[SCHED_NODE_MAX_DEVICES + 1];
-    uint32_t *own_buckets;
+    /* The whole-GPU pools of the nodes this user owns, by free GPUs as a site's pools
+     * (Site.pool_buckets): per pool, SCHED_NODE_MAX_DEVICES + 1 rows of own_words words, a bit
+     * per position in `owned` set in the row of that node's free count. A search for an
+     * owner's request in a site that does not trust them reads every node the owner has
+     * otherwise: a cache miss per node and per decision, for the owner of a whole fleet. By
+     * position, so that the first node of a row that fits is the one the scan of `owned` in
+     * order picks, without a look at the rest of the row. Built by the first such search of a
+     * user who owns more than Sched.own_lists_min nodes (user_own_lists()), NULL before and
+     * after own_lists_drop() (`owned` outgrew the rows or was reordered): most owners never
+     * ask (an operator's account that owns a datacenter), or own a machine or two, and keeping
+     * rows for them would cost every placement and release on their nodes. */
+    uint64_t **own_bits;                               /* per pool; NULL: none listed yet */
+    uint32_t (*own_count)[SCHED_NODE_MAX_DEVICES + 1]; /* per pool and row: bits set */
+    uint32_t *own_buckets; /* per pool: bit f when row f has a node; NULL: no rows built */
+    size_t own_words;
 } User;
 
-/* Owners of more nodes than this get pool lists (User.own_heads) once they search them
+/* Owners of more nodes than this get pool rows (User.own_bits) once they search them
  * (Sched.own_lists_min, sched_set_own_lists_min()). */
 #define OWN_LISTS_MIN 16
 
@@ -356,7 +361,7 @@ typedef struct MigChoice {
 struct Sched {
     const Catalog *cat;
     bool check;
-    unsigned own_lists_min; /* owners of more nodes get pool lists (User.own_heads) */
+    unsigned own_lists_min; /* owners of more nodes get pool rows (User.own_bits) */
     bool no_walk_memos;     /* sched_set_walk_memos(false): every walk in full */
     SchedPlacedFn on_placed;
     void *on_placed_data;
@@ -371,10 +376,6 @@ struct Sched {
 
     Node *nodes;
     size_t n_nodes, cap_nodes; /* slots, including dead ones */
-    /* Per node slot and pool (own_link_of()): the pool's link in its owner's User.own_heads.
-     * Beside the nodes, not in their PoolLinks: only the searches over a user's own machines
-     * read them. */
-    Link *own_links;
     /* Per node slot: its index in its owner's `owned` (the order those searches break ties in). */
     uint32_t *owned_pos;
     uint32_t *order; /* live nodes in insertion order */
@@ -466,19 +467,17 @@ static inline uint32_t buckets_from(uint32_t buckets, unsigned from) {
 static inline uint32_t pool_buckets_from(const Site *st, int pool, unsigned from) {
     return buckets_from(st->pool_buckets[pool], from);
 }
-/* The same for the nodes user u owns, when u has its lists (User.own_heads). */
+/* The same for the nodes user u owns, when u has its rows (User.own_bits). */
 static inline uint32_t own_buckets_from(const User *u, int pool, unsigned from) {
     return buckets_from(u->own_buckets[pool], from);
 }
-/* Build user ui's pool lists (User.own_heads) if it has none yet; -ENOMEM. */
+/* Build user ui's pool rows (User.own_bits) if it has none yet; -ENOMEM. */
 int user_own_lists(Sched *s, uint32_t ui);
-/* A node's pool link id (the lists of Site.pool_heads and User.own_heads): node << POOL_SHIFT
- * | the pool's slot in Node.pools. */
+/* Free them (a search scans `owned` until they are built again). */
+void own_lists_drop(Sched *s, User *u);
+/* A node's pool link id (the lists of Site.pool_heads): node << POOL_SHIFT | the pool's slot
+ * in Node.pools. */
 #define POOL_SHIFT 5
-static inline Link *own_link_of(const Sched *s, uint32_t id) {
-    return &s->own_links[(id >> POOL_SHIFT) * SCHED_NODE_MAX_DEVICES +
-                         (id & ((1u << POOL_SHIFT) - 1))];
-}
 /* Inline: asked for every node a search or a diagnosis looks at. */
 static inline Relation relation_at(const Sched *s, uint32_t owner, uint32_t site, uint32_t user) {
     if (owner == user)

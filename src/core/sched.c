@@ -123,8 +123,7 @@ void sched_free(Sched *s) {
     for (size_t i = 0; i < s->n_users; i++) {
         free(s->users[i].name);
         free(s->users[i].owned);
-        free(s->users[i].own_heads);
-        free(s->users[i].own_buckets);
+        own_lists_drop(s, &s->users[i]);
     }
     free(s->users);
     for (size_t i = 0; i < s->n_nodes; i++) {
@@ -147,7 +146,6 @@ void sched_free(Sched *s) {
     }
     free(s->nodes);
     free(s->order);
-    free(s->own_links);
     free(s->owned_pos);
     for (size_t i = 0; i < s->n_reqs; i++)
         if (s->reqs[i].used && s->reqs[i].id_len >= REQ_ID_INLINE)

@@ -4,6 +4,7 @@
  * another decision if the index went stale; the fixture also runs sched_check, which
  * recounts every index, after each mutation. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -589,7 +590,7 @@ static const char *node_of(const char *id) {
  * best fit (the fewest free GPUs that hold the request), and among machines with as many the
  * first of the owner's list, which a removal reorders (the last machine takes the removed one's
  * place), as a scan of the list decided. An owner of more than OWN_LISTS_MIN machines has them
- * searched through pool lists by free GPUs, built at the first search and kept through
+ * searched through pool rows by free GPUs, built at the first search and kept through
  * placements, releases, a removal and an addition (the fixture checks them after each). */
 Test(indexes, r2b_an_owners_request_takes_its_best_fit_machine_and_the_first_listed_of_equals) {
     fx_site("lab", SITE_LAB);
@@ -632,4 +633,88 @@ Test(indexes, r2b_an_owners_request_takes_its_best_fit_machine_and_the_first_lis
     cr_expect_str_eq(node_of("c1"), "o21", "the machine added last is the one left");
     Decision wait = container("c2", "bob", 3);
     cr_expect_eq(wait.kind, DECISION_WAITING, "no machine of bob's has 3 free: %s", wait.message);
+}
+
+/* A machine of bob's with 4 H100s, in sched s (host-bound or on vfio-pci for VMs). */
+static void own_machine_in(Sched *s, unsigned k) {
+    char name[16];
+    snprintf(name, sizeof(name), "m%03u", k);
+    DeviceSpec devs[4];
+    for (unsigned i = 0; i < 4; i++)
+        devs[i] = (DeviceSpec){.class_name = H100,
+                               .binding = k % 3 == 0 ? BINDING_VFIO : BINDING_HOST,
+                               .reset_verified = true};
+    NodeSpec spec = {.name = name,
+                     .site = "lab",
+                     .owner = "bob",
+                     .platform = PLATFORM_LINUX,
+                     .cpu_cores = 64,
+                     .devices = devs,
+                     .n_devices = 4};
+    Error err = {0};
+    int r = sched_add_node(s, &spec, 0, &err);
+    cr_assert(r == 0 || r == -EEXIST, "%s", err.message);
+}
+
+/* The same decisions through an owner's pool rows (the fixture's Sched, rows built at the
+ * first search and checked after every change) and through the scan of `owned` in order (a
+ * Sched whose own_lists_min is past the fleet), over up to 200 machines of one owner: rows of
+ * several words, dropped when `owned` outgrows them or a removal reorders it, and built again
+ * at the next search. Seeded; a failure names its op. */
+Test(indexes, r2b_an_owners_pool_rows_decide_as_the_scan_of_their_machines) {
+    Sched *scan = sched_new(fx_cat), *both[2] = {fx, scan};
+    cr_assert_not_null(scan);
+    sched_set_own_lists_min(scan, UINT_MAX);
+    fx_seed(0x51c0ffee2b2d4e17ull);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(sched_add_site(both[i], "lab", SITE_LAB, NULL), 0);
+        for (unsigned k = 0; k < 70; k++)
+            own_machine_in(both[i], k);
+    }
+    static const unsigned counts[] = {1, 1, 2, 3, 4};
+    char live[512][16];
+    size_t n_live = 0;
+    unsigned machines = 70, next_id = 0;
+    for (unsigned op = 0; op < 6000; op++) {
+        unsigned what = fx_pick(20);
+        if (what < 11) {
+            char id[16];
+            snprintf(id, sizeof(id), "r%u", next_id++);
+            RequestSpec spec = {.id = id,
+                                .user = "bob",
+                                .kind = fx_pick(4) ? WORKLOAD_CONTAINER : WORKLOAD_VM,
+                                .class_name = H100,
+                                .count = counts[fx_pick(ARRAY_SIZE(counts))]};
+            char where[2][64] = {"", ""};
+            Decision d[2];
+            for (int i = 0; i < 2; i++) {
+                cr_assert_eq(sched_submit(both[i], &spec, op, &d[i], NULL), 0, "op %u", op);
+                if (d[i].kind == DECISION_PLACED)
+                    snprintf(where[i], sizeof(where[i]), "%s", d[i].placement.node);
+            }
+            cr_assert_eq(d[0].kind, d[1].kind, "op %u: %s: '%s' vs '%s'", op, id, d[0].message,
+                         d[1].message);
+            cr_assert_str_eq(where[0], where[1], "op %u: %s placed on different machines", op, id);
+            if (n_live < ARRAY_SIZE(live))
+                snprintf(live[n_live++], sizeof(live[0]), "%s", id);
+        } else if (what < 18 && n_live) {
+            size_t k = fx_pick((unsigned)n_live);
+            for (int i = 0; i < 2; i++)
+                cr_assert_eq(sched_release(both[i], live[k], op, NULL), 0, "op %u", op);
+            memcpy(live[k], live[--n_live], sizeof(live[0]));
+        } else if (what == 18) { /* an idle machine goes; the last of `owned` takes its place */
+            char name[16];
+            snprintf(name, sizeof(name), "m%03u", fx_pick(machines));
+            int r[2];
+            for (int i = 0; i < 2; i++)
+                r[i] = sched_remove_node(both[i], name, NULL);
+            cr_assert_eq(r[0], r[1], "op %u: removing %s", op, name);
+        } else if (machines < 200) {
+            for (int i = 0; i < 2; i++)
+                own_machine_in(both[i], machines);
+            machines++;
+        }
+    }
+    cr_expect_geq(machines, 130, "the owner's machines outgrew the first rows");
+    sched_free(scan);
 }
