@@ -1,5 +1,6 @@
 /* devices.c: per-GPU state changes (cordon, quarantine, binding R7, MIG mode, reset checks
- * R9) and the read-only views of nodes and devices. */
+ * R9), a registered node's own (cordon, mode label R3, labels, capabilities, Apple memory),
+ * and the read-only views of nodes and devices. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,5 +194,160 @@ int sched_device_info(const Sched *s, const char *node, unsigned dev, DeviceInfo
             .n_allocations = d->n_allocs,
             .user = user,
     };
+    return 0;
+}
+
+/* ---- a registered node's state ---- */
+
+int sched_node_set_cordoned(Sched *s, const char *node, bool cordoned, uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    s->nodes[ni].cordoned = cordoned;
+    node_changed(s, ni, now, !cordoned);
+    return 0;
+}
+
+int sched_node_set_unreachable(Sched *s, const char *node, bool unreachable, uint64_t now,
+                               Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    s->nodes[ni].unreachable = unreachable;
+    node_changed(s, ni, now, !unreachable);
+    return 0;
+}
+
+static bool node_gpus_busy(const Node *n) {
+    for (unsigned i = 0; i < n->n_devices; i++)
+        if (n->devices[i].n_allocs)
+            return true;
+    return false;
+}
+
+static int set_label_raw(Node *n, const char *key, const char *value) {
+    for (size_t i = 0; i < n->n_labels; i++)
+        if (STREQ(n->label_keys[i], key)) {
+            char *v = strdup(value);
+            if (!v)
+                return -ENOMEM;
+            free(n->label_values[i]);
+            n->label_values[i] = v;
+            return 0;
+        }
+    if (n->n_labels >= SCHED_MAX_LABELS)
+        return -E2BIG;
+    if (!n->label_keys) {
+        n->label_keys = calloc(SCHED_MAX_LABELS, sizeof(char *));
+        n->label_values = calloc(SCHED_MAX_LABELS, sizeof(char *));
+        if (!n->label_keys || !n->label_values)
+            return -ENOMEM;
+    }
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return -ENOMEM;
+    }
+    n->label_keys[n->n_labels] = k;
+    n->label_values[n->n_labels++] = v;
+    return 0;
+}
+
+int sched_node_set_mode(Sched *s, const char *node, NodeMode mode, uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    Node *n = &s->nodes[ni];
+    if (mode == NODE_MODE_VM_VGPU)
+        return error_set(err, -EOPNOTSUPP, "node '%s': mode vm-vgpu: %s", n->name,
+                         CATALOG_VGPU_REFUSAL);
+    if (mode != NODE_MODE_CONTAINER && mode != NODE_MODE_VM_PASSTHROUGH)
+        return error_set(err, -EINVAL,
+                         "node '%s': the mode must be container or vm-passthrough (R3)", n->name);
+    if (s->sites[n->site].kind != SITE_DATACENTER)
+        return error_set(err, -EINVAL,
+                         "node '%s' is not in a datacenter: its GPUs switch one by one (R7)",
+                         n->name);
+    if (mode == n->mode)
+        return 0;
+    if (node_gpus_busy(n))
+        return node_busy_error(s, ni, true, "cannot switch mode", err);
+    r = set_label_raw(n, SCHED_MODE_LABEL, node_mode_to_string(mode));
+    if (r < 0)
+        return error_set(err, r, "node '%s': cannot store the mode label", n->name);
+    n->mode = mode;
+    for (unsigned i = 0; i < n->n_devices; i++)
+        n->devices[i].binding = mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST;
+    node_changed(s, ni, now, true);
+    return 0;
+}
+
+int sched_node_set_label(Sched *s, const char *node, const char *key, const char *value,
+                         uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    if (isempty(key) || !value)
+        return error_set(err, -EINVAL, "a label needs a key and a value");
+    if (STREQ(key, SCHED_MODE_LABEL) && s->sites[s->nodes[ni].site].kind == SITE_DATACENTER) {
+        NodeMode m = node_mode_from_string(value);
+        if (m == _NODE_MODE_INVALID || m == NODE_MODE_NONE)
+            return error_set(err, -EINVAL,
+                             "node '%s': label %s has unknown value '%s'; use container or "
+                             "vm-passthrough (R3)",
+                             node, key, value);
+        return sched_node_set_mode(s, node, m, now, err);
+    }
+    r = set_label_raw(&s->nodes[ni], key, value);
+    if (r < 0)
+        return error_set(err, r, "node '%s': cannot store label '%s'", node, key);
+    return 0;
+}
+
+int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_in_kata,
+                                uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    Node *n = &s->nodes[ni];
+    /* Taking a capability away under running work would leave placements the rules no longer
+     * allow (R2b, R2c, R15). */
+    if ((!kata && n->kata) || (!mig_in_kata && n->mig_in_kata))
+        for (size_t i = 0; i < s->n_reqs; i++) {
+            const Req *q = &s->reqs[i];
+            if (q->used && q->placed && q->node == ni && q->crt == CONTAINER_RUNTIME_KATA)
+                return error_set(err, -EBUSY,
+                                 "node '%s': Kata workloads still run there (%s); drain them first",
+                                 n->name, req_id(q));
+        }
+    n->kata = kata || mig_in_kata;
+    n->mig_in_kata = mig_in_kata;
+    s->fleet_gen++;
+    node_changed(s, ni, now, true);
+    return 0;
+}
+
+int sched_node_set_apple_memory(Sched *s, const char *node, unsigned usable_gb, uint64_t now,
+                                Error *err) {
+    uint32_t ni;
+    int r = node_lookup(s, node, &ni, err);
+    if (r < 0)
+        return r;
+    Node *n = &s->nodes[ni];
+    if (n->platform != PLATFORM_MACOS)
+        return error_set(err, -EINVAL, "node '%s' is not a Mac", n->name);
+    if (usable_gb < n->apple_used_gb)
+        return error_set(err, -EBUSY, "node '%s': running work already uses %u GB of GPU memory",
+                         n->name, n->apple_used_gb);
+    n->apple_usable_gb = usable_gb;
+    if (n->n_devices)
+        n->devices[0].memory_gb = usable_gb;
+    node_changed(s, ni, now, true);
     return 0;
 }

@@ -1,4 +1,4 @@
-/* inventory.c: sites, users and trust, nodes and devices, and the free-device indexes.
+/* inventory.c: nodes and devices, and the free-device indexes (users and sites: users.c).
  *
  * Every mutation validates first and changes nothing on error; after a change it re-files
  * the node in the free indexes (node_refresh) and offers freed capacity to the queue. */
@@ -42,168 +42,6 @@ static void list_del(Sched *s, LinkOf of, uint32_t *head, uint32_t id) {
     if (l->next != NIL)
         of(s, l->next)->prev = l->prev;
     l->prev = l->next = NIL;
-}
-
-void own_lists_drop(Sched *s, User *u) {
-    if (!u->own_buckets)
-        return;
-    for (size_t p = 0; p < MAX(s->cat->n_classes, 1) * 2; p++)
-        free(u->own_bits[p]);
-    free(u->own_bits);
-    free(u->own_count);
-    free(u->own_buckets);
-    u->own_bits = NULL;
-    u->own_count = NULL;
-    u->own_buckets = NULL;
-    u->own_words = 0;
-}
-
-/* File (or take out) node ni's pool pl in its owner u's rows by free count. A pool's rows are
- * made when its first node is filed; when they cannot be, u's rows are dropped: a search then
- * scans `owned`, which decides the same. */
-static void own_list(Sched *s, User *u, const PoolLink *pl, uint32_t ni) {
-    uint64_t **rows = &u->own_bits[pl->pool];
-    if (!*rows && !(*rows = calloc((SCHED_NODE_MAX_DEVICES + 1) * u->own_words, sizeof(**rows)))) {
-        own_lists_drop(s, u);
-        return;
-    }
-    uint32_t pos = s->owned_pos[ni];
-    (*rows)[pl->free * u->own_words + pos / 64] |= 1ull << (pos % 64);
-    u->own_count[pl->pool][pl->free]++;
-    u->own_buckets[pl->pool] |= 1u << pl->free;
-}
-static void own_unlist(Sched *s, User *u, const PoolLink *pl, uint32_t ni) {
-    uint32_t pos = s->owned_pos[ni];
-    u->own_bits[pl->pool][pl->free * u->own_words + pos / 64] &= ~(1ull << (pos % 64));
-    if (--u->own_count[pl->pool][pl->free] == 0)
-        u->own_buckets[pl->pool] &= ~(1u << pl->free);
-}
-
-/* ---- users and sites ---- */
-
-static bool name_ok(const char *s) {
-    return !isempty(s) && strlen(s) < SCHED_ID_MAX;
-}
-
-int sched_user_lookup(const Sched *s, const char *name) {
-    uint32_t v;
-    return strmap_get(&s->user_map, name, &v) ? (int)v : -1;
-}
-
-int sched_user_intern(Sched *s, const char *name, uint32_t *ret) {
-    return sched_user_intern_hashed(s, name, strmap_hash(name), ret);
-}
-
-int sched_user_intern_hashed(Sched *s, const char *name, uint32_t hash, uint32_t *ret) {
-    uint32_t v;
-    if (strmap_get_hashed(&s->user_map, name, hash, &v)) {
-        *ret = v;
-        return 0;
-    }
-    if (s->n_users == s->cap_users) {
-        size_t nc = s->cap_users ? s->cap_users * 2 : 64;
-        User *nu = realloc(s->users, nc * sizeof(*nu));
-        if (!nu)
-            return -ENOMEM;
-        s->users = nu;
-        s->cap_users = nc;
-    }
-    User *u = &s->users[s->n_users];
-    *u = (User){.name = strdup(name), .ts_head = NIL};
-    if (!u->name)
-        return -ENOMEM;
-    if (strmap_put_hashed(&s->user_map, u->name, hash, (uint32_t)s->n_users) < 0) {
-        free(u->name);
-        return -ENOMEM;
-    }
-    *ret = (uint32_t)s->n_users++;
-    return 0;
-}
-
-int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err) {
-    if (!name_ok(name))
-        return error_set(err, -EINVAL, "a site needs a name of 1-%d characters", SCHED_ID_MAX - 1);
-    if ((int)kind < 0 || kind >= _SITE_KIND_MAX)
-        return error_set(err, -EINVAL, "site '%s': kind must be solo, lab or datacenter", name);
-    if (strmap_get(&s->site_map, name, NULL))
-        return error_set(err, -EEXIST, "site '%s' already exists", name);
-    if (s->n_sites == s->cap_sites) {
-        size_t nc = s->cap_sites ? s->cap_sites * 2 : 8;
-        Site *ns = realloc(s->sites, nc * sizeof(*ns));
-        if (!ns)
-            return error_set(err, -ENOMEM, "out of memory");
-        s->sites = ns;
-        s->cap_sites = nc;
-    }
-    Site *st = &s->sites[s->n_sites];
-    *st = (Site){.name = strdup(name), .kind = kind};
-    if (!st->name || site_alloc_pools(s, st) < 0 ||
-        strmap_put(&s->site_map, st->name, (uint32_t)s->n_sites) < 0) {
-        free(st->name);
-        free(st->pool_heads);
-        free(st->pool_unreserved);
-        free(st->pool_open);
-        free(st->window_free);
-        free(st->window_bits);
-        free(st->pool_buckets);
-        return error_set(err, -ENOMEM, "out of memory");
-    }
-    s->n_sites++;
-    return 0;
-}
-
-int site_alloc_pools(Sched *s, Site *st) {
-    size_t n = MAX(s->cat->n_classes, 1) * 2;
-    st->pool_heads = malloc(n * sizeof(*st->pool_heads));
-    st->pool_unreserved = calloc(n, sizeof(*st->pool_unreserved));
-    st->pool_open = calloc(n, sizeof(*st->pool_open));
-    st->window_free = calloc(n, sizeof(*st->window_free));
-    st->window_bits = calloc(n, sizeof(*st->window_bits));
-    st->pool_buckets = calloc(n, sizeof(*st->pool_buckets));
-    if (!st->pool_heads || !st->pool_unreserved || !st->pool_open || !st->window_free ||
-        !st->window_bits || !st->pool_buckets)
-        return -ENOMEM;
-    memset(st->pool_heads, 0xff, n * sizeof(*st->pool_heads));
-    return 0;
-}
-
-int sched_site_trust(Sched *s, const char *site, const char *user, bool trusted, Error *err) {
-    uint32_t si, ui;
-    if (!site || !strmap_get(&s->site_map, site, &si))
-        return error_set(err, -ENOENT, "no site named '%s'", strempty(site));
-    if (!name_ok(user))
-        return error_set(err, -EINVAL, "a trusted tenant needs a user name");
-    if (sched_user_intern(s, user, &ui) < 0)
-        return error_set(err, -ENOMEM, "out of memory");
-    Site *st = &s->sites[si];
-    if (ui >= st->n_trusted_cap) {
-        size_t nc = MAX((size_t)ui + 1, st->n_trusted_cap * 2);
-        uint8_t *nt = realloc(st->trusted, nc);
-        if (!nt)
-            return error_set(err, -ENOMEM, "out of memory");
-        memset(nt + st->n_trusted_cap, 0, nc - st->n_trusted_cap);
-        st->trusted = nt;
-        st->n_trusted_cap = nc;
-    }
-    st->trusted[ui] = trusted;
-    return 0;
-}
-
-bool sched_site_is_trusted(const Sched *s, const char *site, const char *user) {
-    uint32_t si;
-    int ui = sched_user_lookup(s, user);
-    return site && strmap_get(&s->site_map, site, &si) && ui >= 0 &&
-           site_trusts(&s->sites[si], (uint32_t)ui);
-}
-
-Relation sched_relation(const Sched *s, const char *node, const char *user) {
-    uint32_t ni;
-    if (!node || !strmap_get(&s->node_map, node, &ni))
-        return _RELATION_INVALID;
-    int ui = sched_user_lookup(s, user);
-    if (ui < 0)
-        return RELATION_STRANGER;
-    return relation_of(s, &s->nodes[ni], (uint32_t)ui);
 }
 
 int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err) {
@@ -468,7 +306,7 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             if (heads[pl->pool][pl->free] == NIL)
                 *buckets &= ~(1u << pl->free);
             if (u->own_buckets)
-                own_unlist(s, u, pl, ni);
+                own_rows_del(s, u, pl, ni);
         }
         pl->free = (uint8_t)f;
         if (f) {
@@ -477,7 +315,7 @@ void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed) {
             open_ct[pl->pool][f] += !pl->held;
             *buckets |= 1u << f;
             if (u->own_buckets)
-                own_list(s, u, pl, ni);
+                own_rows_add(s, u, pl, ni);
         }
     }
     /* The changed devices, in index order (a placement changes one to a few of a node's). */
@@ -720,68 +558,8 @@ uint64_t node_class_bits(const Node *n) {
     return bits;
 }
 
-int user_own_lists(Sched *s, uint32_t ui) {
-    User *u = &s->users[ui];
-    if (u->own_buckets)
-        return 0;
-    size_t n = MAX(s->cat->n_classes, 1) * 2;
-    u->own_bits = calloc(n, sizeof(*u->own_bits));
-    u->own_count = calloc(n, sizeof(*u->own_count));
-    u->own_buckets = calloc(n, sizeof(*u->own_buckets));
-    /* Room for twice the nodes owned now: user_own() drops the rows when `owned` outgrows
-     * them, and the next search builds them again, so a growing fleet rebuilds them
-     * log(nodes) times. */
-    u->own_words = MAX((u->n_owned * 2 + 63) / 64, 1);
-    if (!u->own_bits || !u->own_count || !u->own_buckets) {
-        free(u->own_bits);
-        free(u->own_count);
-        u->own_bits = NULL;
-        u->own_count = NULL;
-        own_lists_drop(s, u);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < u->n_owned && u->own_buckets; i++) {
-        uint32_t ni = u->owned[i].node;
-        Node *nd = &s->nodes[ni];
-        for (unsigned k = 0; k < nd->n_pools && u->own_buckets; k++)
-            if (nd->pools[k].free)
-                own_list(s, u, &nd->pools[k], ni);
-    }
-    return u->own_buckets ? 0 : -ENOMEM;
-}
-
-static int user_own(Sched *s, uint32_t ui, uint32_t ni) {
-    User *u = &s->users[ui];
-    if (u->n_owned == u->cap_owned) {
-        size_t nc = u->cap_owned ? u->cap_owned * 2 : 4;
-        OwnedNode *no = realloc(u->owned, nc * sizeof(*no));
-        if (!no)
-            return -ENOMEM;
-        u->owned = no;
-        u->cap_owned = nc;
-    }
-    s->owned_pos[ni] = (uint32_t)u->n_owned;
-    u->owned[u->n_owned++] = (OwnedNode){
-            .node = ni, .site = s->nodes[ni].site, .classes = node_class_bits(&s->nodes[ni])};
-    if (u->own_buckets && u->n_owned > u->own_words * 64)
-        own_lists_drop(s, u); /* its position has no bit in the rows */
-    return 0;
-}
-
-static void user_disown(Sched *s, uint32_t ui, uint32_t ni) {
-    User *u = &s->users[ui];
-    uint32_t i = s->owned_pos[ni];
-    if (i >= u->n_owned || u->owned[i].node != ni)
-        return; /* user_own() failed for it */
-    if (i + 1 < u->n_owned)
-        own_lists_drop(s, u); /* the last node moves into the hole: rows by position go stale */
-    u->owned[i] = u->owned[--u->n_owned];
-    if (i < u->n_owned) /* the last one moved into the hole */
-        s->owned_pos[u->owned[i].node] = i;
-}
-
 int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
-    if (!spec || !name_ok(spec->name))
+    if (!spec || !sched_name_ok(spec->name))
         return error_set(err, -EINVAL, "a node needs a name of 1-%d characters", SCHED_ID_MAX - 1);
     if (strmap_get(&s->node_map, spec->name, NULL))
         return error_set(err, -EEXIST, "node '%s' already exists", spec->name);
@@ -789,7 +567,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
     if (!spec->site || !strmap_get(&s->site_map, spec->site, &si))
         return error_set(err, -ENOENT, "node '%s': no site named '%s'", spec->name,
                          strempty(spec->site));
-    if (!name_ok(spec->owner))
+    if (!sched_name_ok(spec->owner))
         return error_set(err, -EINVAL, "node '%s': the owner's user name is missing", spec->name);
     if ((int)spec->platform < 0 || spec->platform >= _PLATFORM_MAX)
         return error_set(err, -EINVAL, "node '%s': platform must be linux or macos", spec->name);
@@ -815,7 +593,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
     Node *n = &s->nodes[ni];
     *n = (Node){
             .name = strdup(spec->name),
-            .name_len = (uint8_t)strlen(spec->name), /* name_ok() above bounds it */
+            .name_len = (uint8_t)strlen(spec->name), /* sched_name_ok() above bounds it */
             .alive = true,
             .site = si,
             .platform = spec->platform,
@@ -893,7 +671,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
     return 0;
 }
 
-static int busy_error(Sched *s, uint32_t ni, bool gpus_only, const char *what, Error *err) {
+int node_busy_error(Sched *s, uint32_t ni, bool gpus_only, const char *what, Error *err) {
     StrBuf b = {0};
     size_t k = 0;
     for (size_t i = 0; i < s->n_reqs; i++) {
@@ -919,7 +697,7 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
         return r;
     Node *n = &s->nodes[ni];
     if (n->n_allocs)
-        return busy_error(s, ni, false, "cannot be removed", err);
+        return node_busy_error(s, ni, false, "cannot be removed", err);
     n->alive = false;
     s->fleet_gen++;
     node_refresh(s, ni); /* unlists everything */
@@ -967,157 +745,4 @@ void node_changed_devices(Sched *s, uint32_t ni, uint32_t changed, uint64_t now,
             abort();
         }
     }
-}
-
-int sched_node_set_cordoned(Sched *s, const char *node, bool cordoned, uint64_t now, Error *err) {
-    uint32_t ni;
-    int r = node_lookup(s, node, &ni, err);
-    if (r < 0)
-        return r;
-    s->nodes[ni].cordoned = cordoned;
-    node_changed(s, ni, now, !cordoned);
-    return 0;
-}
-
-int sched_node_set_unreachable(Sched *s, const char *node, bool unreachable, uint64_t now,
-                               Error *err) {
-    uint32_t ni;
-    int r = node_lookup(s, node, &ni, err);
-    if (r < 0)
-        return r;
-    s->nodes[ni].unreachable = unreachable;
-    node_changed(s, ni, now, !unreachable);
-    return 0;
-}
-
-static bool node_gpus_busy(const Node *n) {
-    for (unsigned i = 0; i < n->n_devices; i++)
-        if (n->devices[i].n_allocs)
-            return true;
-    return false;
-}
-
-static int set_label_raw(Node *n, const char *key, const char *value) {
-    for (size_t i = 0; i < n->n_labels; i++)
-        if (STREQ(n->label_keys[i], key)) {
-            char *v = strdup(value);
-            if (!v)
-                return -ENOMEM;
-            free(n->label_values[i]);
-            n->label_values[i] = v;
-            return 0;
-        }
-    if (n->n_labels >= SCHED_MAX_LABELS)
-        return -E2BIG;
-    if (!n->label_keys) {
-        n->label_keys = calloc(SCHED_MAX_LABELS, sizeof(char *));
-        n->label_values = calloc(SCHED_MAX_LABELS, sizeof(char *));
-        if (!n->label_keys || !n->label_values)
-            return -ENOMEM;
-    }
-    char *k = strdup(key), *v = strdup(value);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return -ENOMEM;
-    }
-    n->label_keys[n->n_labels] = k;
-    n->label_values[n->n_labels++] = v;
-    return 0;
-}
-
-int sched_node_set_mode(Sched *s, const char *node, NodeMode mode, uint64_t now, Error *err) {
-    uint32_t ni;
-    int r = node_lookup(s, node, &ni, err);
-    if (r < 0)
-        return r;
-    Node *n = &s->nodes[ni];
-    if (mode == NODE_MODE_VM_VGPU)
-        return error_set(err, -EOPNOTSUPP, "node '%s': mode vm-vgpu: %s", n->name,
-                         CATALOG_VGPU_REFUSAL);
-    if (mode != NODE_MODE_CONTAINER && mode != NODE_MODE_VM_PASSTHROUGH)
-        return error_set(err, -EINVAL,
-                         "node '%s': the mode must be container or vm-passthrough (R3)", n->name);
-    if (s->sites[n->site].kind != SITE_DATACENTER)
-        return error_set(err, -EINVAL,
-                         "node '%s' is not in a datacenter: its GPUs switch one by one (R7)",
-                         n->name);
-    if (mode == n->mode)
-        return 0;
-    if (node_gpus_busy(n))
-        return busy_error(s, ni, true, "cannot switch mode", err);
-    r = set_label_raw(n, SCHED_MODE_LABEL, node_mode_to_string(mode));
-    if (r < 0)
-        return error_set(err, r, "node '%s': cannot store the mode label", n->name);
-    n->mode = mode;
-    for (unsigned i = 0; i < n->n_devices; i++)
-        n->devices[i].binding = mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST;
-    node_changed(s, ni, now, true);
-    return 0;
-}
-
-int sched_node_set_label(Sched *s, const char *node, const char *key, const char *value,
-                         uint64_t now, Error *err) {
-    uint32_t ni;
-    int r = node_lookup(s, node, &ni, err);
-    if (r < 0)
-        return r;
-    if (isempty(key) || !value)
-        return error_set(err, -EINVAL, "a label needs a key and a value");
-    if (STREQ(key, SCHED_MODE_LABEL) && s->sites[s->nodes[ni].site].kind == SITE_DATACENTER) {
-        NodeMode m = node_mode_from_string(value);
-        if (m == _NODE_MODE_INVALID || m == NODE_MODE_NONE)
-            return error_set(err, -EINVAL,
-                             "node '%s': label %s has unknown value '%s'; use container or "
-                             "vm-passthrough (R3)",
-                             node, key, value);
-        return sched_node_set_mode(s, node, m, now, err);
-    }
-    r = set_label_raw(&s->nodes[ni], key, value);
-    if (r < 0)
-        return error_set(err, r, "node '%s': cannot store label '%s'", node, key);
-    return 0;
-}
-
-int sched_node_set_capabilities(Sched *s, const char *node, bool kata, bool mig_in_kata,
-                                uint64_t now, Error *err) {
-    uint32_t ni;
-    int r = node_lookup(s, node, &ni, err);
-    if (r < 0)
-        return r;
-    Node *n = &s->nodes[ni];
-    /* Taking a capability away under running work would leave placements the rules no longer
-     * allow (R2b, R2c, R15). */
-    if ((!kata && n->kata) || (!mig_in_kata && n->mig_in_kata))
-        for (size_t i = 0; i < s->n_reqs; i++) {
-            const Req *q = &s->reqs[i];
-            if (q->used && q->placed && q->node == ni && q->crt == CONTAINER_RUNTIME_KATA)
-                return error_set(err, -EBUSY,
-                                 "node '%s': Kata workloads still run there (%s); drain them first",
-                                 n->name, req_id(q));
-        }
-    n->kata = kata || mig_in_kata;
-    n->mig_in_kata = mig_in_kata;
-    s->fleet_gen++;
-    node_changed(s, ni, now, true);
-    return 0;
-}
-
-int sched_node_set_apple_memory(Sched *s, const char *node, unsigned usable_gb, uint64_t now,
-                                Error *err) {
-    uint32_t ni;
-    int r = node_lookup(s, node, &ni, err);
-    if (r < 0)
-        return r;
-    Node *n = &s->nodes[ni];
-    if (n->platform != PLATFORM_MACOS)
-        return error_set(err, -EINVAL, "node '%s' is not a Mac", n->name);
-    if (usable_gb < n->apple_used_gb)
-        return error_set(err, -EBUSY, "node '%s': running work already uses %u GB of GPU memory",
-                         n->name, n->apple_used_gb);
-    n->apple_usable_gb = usable_gb;
-    if (n->n_devices)
-        n->devices[0].memory_gb = usable_gb;
-    node_changed(s, ni, now, true);
-    return 0;
 }

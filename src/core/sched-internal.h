@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <string.h>
 
 #include "core/sched.h"
 #include "core/strmap.h"
@@ -475,6 +476,17 @@ static inline uint32_t own_buckets_from(const User *u, int pool, unsigned from) 
 int user_own_lists(Sched *s, uint32_t ui);
 /* Free them (a search scans `owned` until they are built again). */
 void own_lists_drop(Sched *s, User *u);
+/* File (or take out) node ni's pool pl in its owner u's rows by free count (u has rows). */
+void own_rows_add(Sched *s, User *u, const PoolLink *pl, uint32_t ni);
+void own_rows_del(Sched *s, User *u, const PoolLink *pl, uint32_t ni);
+/* Add node ni to the end of user ui's `owned` (-ENOMEM), or take it out (the last one takes
+ * its place). */
+int user_own(Sched *s, uint32_t ui, uint32_t ni);
+void user_disown(Sched *s, uint32_t ui, uint32_t ni);
+/* A user, site or node name: 1 to SCHED_ID_MAX - 1 characters. */
+static inline bool sched_name_ok(const char *name) {
+    return name && *name && strlen(name) < SCHED_ID_MAX;
+}
 /* A node's pool link id (the lists of Site.pool_heads): node << POOL_SHIFT | the pool's slot
  * in Node.pools. */
 #define POOL_SHIFT 5
@@ -488,6 +500,9 @@ static inline Relation relation_of(const Sched *s, const Node *n, uint32_t user)
     return relation_at(s, n->owner, n->site, user);
 }
 int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err);
+/* -EBUSY naming up to 8 requests placed on node ni (gpus_only: those holding its GPUs): it
+ * `what` (e.g. "cannot be removed") while workloads run there (R4). */
+int node_busy_error(Sched *s, uint32_t ni, bool gpus_only, const char *what, Error *err);
 /* Re-file a node and its devices in every free index after any change of its state. */
 void node_refresh(Sched *s, uint32_t ni);
 /* The same when only the devices in the bit mask `changed` (bit i: device i) changed their
