@@ -490,6 +490,26 @@ static inline bool sched_name_ok(const char *name) {
 /* A node's pool link id (the lists of Site.pool_heads): node << POOL_SHIFT | the pool's slot
  * in Node.pools. */
 #define POOL_SHIFT 5
+/* Whether a class may be used at a site by a user of this relation (R10 owner-only, R2
+ * internal-only classes of a datacenter). */
+static inline bool class_access_at(const Sched *s, uint32_t site, const GpuClass *g, Relation rel) {
+    if (g->owner_only && rel != RELATION_OWNER)
+        return false;
+    return !(g->internal_only && rel == RELATION_STRANGER &&
+             s->sites[site].kind == SITE_DATACENTER);
+}
+/* A node's record of a pool (class * 2 + binding), or NULL when it has none. */
+static inline const PoolLink *pool_of(const Node *n, int pool) {
+    for (unsigned k = 0; k < n->n_pools; k++)
+        if (n->pools[k].pool == pool)
+            return &n->pools[k];
+    return NULL;
+}
+/* Free whole GPUs of a node's pool; 0 when it has none. */
+static inline unsigned pool_free_of(const Node *n, int pool) {
+    const PoolLink *pl = pool_of(n, pool);
+    return pl ? pl->free : 0;
+}
 /* Inline: asked for every node a search or a diagnosis looks at. */
 static inline Relation relation_at(const Sched *s, uint32_t owner, uint32_t site, uint32_t user) {
     if (owner == user)

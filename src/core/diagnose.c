@@ -1,0 +1,312 @@
+/* diagnose.c: why a request waits (R18): the one thing that, removed, would let it run, from
+ * the per-class cells when they can tell and from a look at the nodes when not. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched-internal.h"
+
+/* What keeps a request off one node, as a set of reasons (bit 1 << SchedReason). A node with
+ * exactly one blocker is one where removing that blocker would let the request run there, so
+ * the reason shown comes from such a node when there is one (R18: the reason names what,
+ * removed, would let it run); an empty set is room the queue's order keeps (QUEUED). */
+typedef struct Diag {
+    bool any, allowed, internal;
+    uint32_t all, single;
+} Diag;
+
+#define BLOCK(reason) (1u << (reason))
+
+static void diag_note(Diag *dg, uint32_t blockers) {
+    if (!blockers)
+        blockers = BLOCK(SCHED_REASON_QUEUED);
+    dg->all |= blockers;
+    if (__builtin_popcount(blockers) == 1)
+        dg->single |= blockers;
+}
+
+/* A MIG slice of class c on node n. */
+static void diag_slice(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
+    const GpuClass *g = &s->cat->classes[c];
+    int card = g->mig_parent_index;
+    bool vm = r->kind == WORKLOAD_VM;
+    Relation rel = relation_of(s, n, r->user);
+    bool kata = !vm && rel == RELATION_STRANGER;
+    Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
+    const PoolLink *pw = pool_of(n, card * 2 + (int)want), *po = pool_of(n, card * 2 + !want);
+    if (!pw || !po)
+        return; /* no GPU of the class here */
+    unsigned fits = 0, whole_free = 0, blocked = 0;
+    {
+        bool node_ok = node_schedulable(n);
+        for (unsigned i = 0; i < n->n_devices; i++) {
+            const Device *d = &n->devices[i];
+            if (d->cls != card)
+                continue;
+            if (!d->mig_enabled) {
+                whole_free += !d->n_allocs;
+                continue;
+            }
+            if (s->mig_fits[g->mig_shape][d->mig_layout] == 0)
+                continue;
+            if (!(node_ok && !d->cordoned && !d->quarantined)) /* device_takes_new_work, cls >= 0 */
+                blocked++;
+            else if (mig_joinable(s, n, d, r->user, n->kata && n->mig_in_kata))
+                fits++;
+        }
+    }
+    dg->any = true;
+    if (!class_access_at(s, n->site, g, rel)) {
+        dg->internal |= g->internal_only && !g->owner_only;
+        return;
+    }
+    dg->allowed = true;
+    uint32_t b = 0;
+    /* What the node is comes first: without mig_in_kata no slice here is ever a stranger's,
+     * so turning MIG on would not help (R2c). */
+    if (kata && !(n->kata && n->mig_in_kata))
+        b |= BLOCK(SCHED_REASON_NO_MIG_IN_KATA);
+    if (fits)
+        ;
+    else if (whole_free)
+        b |= BLOCK(SCHED_REASON_MODE_MISMATCH); /* GPUs of the card exist but are not in MIG
+                                                   mode */
+    else if (blocked)
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    else
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    diag_note(dg, b);
+}
+
+/* Whole GPUs of class c on the node of `cell`. Every GPU of a class puts the node in both
+ * pools of the class, and node_refresh() keeps each pool's free / blocked / reset-pending
+ * counts of its idle GPUs in the node's cell (sched_check verifies them), so a whole-GPU
+ * diagnosis reads them instead of walking the devices: this runs for up to DIAG_MAX_NODES
+ * nodes per waiting decision. */
+static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c, Diag *dg) {
+    const GpuClass *g = &s->cat->classes[c];
+    bool vm = r->kind == WORKLOAD_VM;
+    Relation rel = relation_at(s, cell->owner, cell->site, r->user);
+    bool kata = !vm && rel == RELATION_STRANGER;
+    Binding want = (vm || kata) ? BINDING_VFIO : BINDING_HOST;
+    dg->any = true;
+    if (!class_access_at(s, cell->site, g, rel)) {
+        dg->internal |= g->internal_only && !g->owner_only;
+        return;
+    }
+    dg->allowed = true;
+    uint32_t b = 0;
+    /* Idle GPUs of the class: in the wanted binding free, waiting for a reset check (R9) or
+     * taking no work; in the other binding, those that take work (free or reset pending). */
+    unsigned free_want = cell->free[want], reset = cell->reset[want],
+             free_other = cell->free[!want] + cell->reset[!want];
+    unsigned blocked = cell->blocked[want] - cell->reset[want];
+    if (kata && !cell->kata) /* a mode switch would not help a node without Kata (R2b) */
+        b |= BLOCK(SCHED_REASON_NO_KATA);
+    /* On a lab or solo node one class's GPUs may be split between the bindings (R7): a gang
+     * larger than either part runs once some are switched, which is a binding matter. */
+    if (free_want >= r->count)
+        ;
+    else if (free_want + free_other >= r->count)
+        b |= BLOCK(SCHED_REASON_MODE_MISMATCH);
+    else if (free_want + reset >= r->count)
+        b |= BLOCK(SCHED_REASON_RESET_CHECK);
+    else if (free_want + reset + blocked >= r->count)
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    else
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    diag_note(dg, b);
+}
+
+static void diag_apple(const Sched *s, const Req *r, const Node *n, int c, Diag *dg) {
+    if (n->platform != PLATFORM_MACOS || !n->n_devices || n->devices[0].cls != c)
+        return;
+    dg->any = true;
+    if (n->owner != r->user)
+        return;
+    dg->allowed = true;
+    uint32_t b = 0;
+    if (!device_takes_new_work(n, &n->devices[0]))
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    if (r->kind == WORKLOAD_VM && n->macos_vms >= SCHED_MAX_MACOS_VMS)
+        b |= BLOCK(SCHED_REASON_MACOS_VM_LIMIT);
+    if (n->apple_used_gb + r->memory_gb > n->apple_usable_gb)
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    diag_note(dg, b);
+}
+
+static void diag_cpu(const Sched *s, const Req *r, const Node *n, Diag *dg) {
+    dg->any = dg->allowed = true;
+    uint32_t b = 0;
+    if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS) {
+        if (n->platform != PLATFORM_MACOS)
+            return;
+        if (n->macos_vms >= SCHED_MAX_MACOS_VMS)
+            b |= BLOCK(SCHED_REASON_MACOS_VM_LIMIT);
+    } else if (r->kind != WORKLOAD_VM && relation_of(s, n, r->user) == RELATION_STRANGER) {
+        if (n->platform == PLATFORM_MACOS)
+            return; /* native processes: never a stranger's */
+        if (!n->kata)
+            b |= BLOCK(SCHED_REASON_NO_KATA);
+    }
+    if (n->cpu_cores - n->cpu_used < r->count)
+        b |= BLOCK(SCHED_REASON_NO_CAPACITY);
+    else if (!node_schedulable(n))
+        b |= BLOCK(SCHED_REASON_CORDONED);
+    diag_note(dg, b);
+}
+
+#define DIAG_MAX_NODES 128
+
+/* Whether any site's pool of class c (either binding) has a node with `count` free GPUs. */
+static bool any_pool_room(const Sched *s, int c, unsigned count) {
+    for (size_t st = 0; st < s->n_sites; st++)
+        for (int b = 0; b < _BINDING_MAX; b++)
+            if (pool_buckets_from(&s->sites[st], c * 2 + b, count))
+                return true;
+    return false;
+}
+
+/* May this user use class c anywhere at all (R9 internal_only, R10 owner_only)? */
+static bool allowed_somewhere(const Sched *s, const Req *r, const GpuClass *g) {
+    if (!g->owner_only && !g->internal_only)
+        return true;
+    const User *u = &s->users[r->user];
+    int card = g->mig_parent_index >= 0 ? g->mig_parent_index : (int)(g - s->cat->classes);
+    for (size_t i = 0; i < u->n_owned; i++) {
+        if (!owned_may_have(&u->owned[i], card))
+            continue;
+        const Node *n = &s->nodes[u->owned[i].node];
+        for (unsigned d = 0; d < n->n_devices; d++)
+            if (n->devices[d].cls == card)
+                return true;
+    }
+    if (g->owner_only)
+        return false;
+    for (size_t st = 0; st < s->n_sites; st++)
+        if (s->sites[st].kind != SITE_DATACENTER ||
+            (r->user < s->sites[st].n_trusted_cap && s->sites[st].trusted[r->user]))
+            return true;
+    return false;
+}
+
+/* The common case, a full class, answered from the indexes; -1 when a scan must decide. */
+static int diagnose_fast(const Sched *s, const Req *r, int c) {
+    if (c == CHOICE_CPU) {
+        for (unsigned b = MIN(r->count, (unsigned)CPU_BUCKETS - 1); b < CPU_BUCKETS; b++)
+            if (s->cpu_heads[b] != NIL)
+                return -1;
+        return SCHED_REASON_NO_CAPACITY;
+    }
+    const GpuClass *g = &s->cat->classes[c];
+    int card = g->mig_parent_index >= 0 ? g->mig_parent_index : c;
+    if (!s->class_nodes[card])
+        return SCHED_REASON_NO_NODE;
+    if (!allowed_somewhere(s, r, g))
+        return g->owner_only ? SCHED_REASON_OWNER_ONLY : SCHED_REASON_INTERNAL_ONLY;
+    if (g->vendor == VENDOR_APPLE || s->class_blocked[card])
+        return -1;
+    if (g->mig_parent_index >= 0) {
+        for (size_t i = 0; i < s->n_mig_pref[g->mig_shape]; i++)
+            if (s->mig[card].heads[s->mig_pref[g->mig_shape][i].layout] != NIL)
+                return -1;
+        return any_pool_room(s, card, 1) ? -1 : SCHED_REASON_NO_CAPACITY;
+    }
+    /* Room in the pools this user would use, or only in the other binding (R3, R5, R7)? */
+    bool vm = r->kind == WORKLOAD_VM, cand = false, other = false, unsure = false;
+    for (size_t st = 0; st < s->n_sites && !cand; st++) {
+        const Site *site = &s->sites[st];
+        bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
+        Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
+        cand = pool_buckets_from(site, c * 2 + b, r->count) != 0;
+        if (cand)
+            break; /* room where this user would run: the scan decides, not the other mode */
+        for (uint32_t bk = pool_buckets_from(site, c * 2 + !b, r->count); bk; bk &= bk - 1) {
+            uint32_t id = site->pool_heads[c * 2 + !b][__builtin_ctz(bk)];
+            if (other)
+                continue;
+            if (vm || trusted) {
+                other = true;
+                continue;
+            }
+            /* A stranger's container needs Kata too: a mode switch helps only on a node
+             * that has it (R2b). A short look; past it, the full diagnosis decides. */
+            for (unsigned look = 0; id != NIL && look < 8 && !other; look++) {
+                const Node *n = &s->nodes[id >> POOL_SHIFT];
+                other = n->kata;
+                id = n->pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
+            }
+            unsure = unsure || !other;
+        }
+        /* A site with per-GPU bindings (R7) may split a node's GPUs of the class between
+         * them: a gang might fit both parts together, which only a look at the nodes sees. */
+        unsure = unsure || (r->count > 1 && site->kind != SITE_DATACENTER &&
+                            pool_buckets_from(site, c * 2 + BINDING_HOST, 1) &&
+                            pool_buckets_from(site, c * 2 + BINDING_VFIO, 1));
+    }
+    /* A node of the user's own with room (its pool rows, when built, say so without a look
+     * at the nodes). */
+    const User *u = &s->users[r->user];
+    int pool = c * 2 + (vm ? BINDING_VFIO : BINDING_HOST);
+    if (u->own_buckets)
+        cand = cand || own_buckets_from(u, pool, r->count) != 0;
+    for (size_t i = 0; i < u->n_owned && !cand && !u->own_buckets; i++)
+        cand = owned_may_have(&u->owned[i], c) &&
+               pool_free_of(&s->nodes[u->owned[i].node], pool) >= r->count;
+    if (cand)
+        return -1;
+    if (other)
+        return SCHED_REASON_MODE_MISMATCH;
+    return unsure ? -1 : SCHED_REASON_NO_CAPACITY;
+}
+
+SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
+    int fast = diagnose_fast(s, r, c);
+    if (fast >= 0)
+        return (SchedReason)fast;
+    Diag dg = {0};
+    const GpuClass *g = c >= 0 ? &s->cat->classes[c] : NULL;
+    if (g && g->vendor == VENDOR_APPLE) {
+        dg.any = s->class_nodes[c] > 0;
+        const User *u = &s->users[r->user];
+        for (size_t i = 0; i < u->n_owned; i++)
+            diag_apple(s, r, &s->nodes[u->owned[i].node], c, &dg);
+        dg.any = dg.any || dg.allowed;
+    } else {
+        /* A bounded look at the nodes that have the class (all nodes for cpu), from a start
+         * that differs per request: the reason is a sentence for people, and must not make a
+         * decision O(fleet). Read-only, so a request's reason is found afresh when asked. */
+        int card = g ? (g->mig_parent_index >= 0 ? g->mig_parent_index : c) : -1;
+        size_t n = card >= 0 ? s->class_nodes[card] : s->n_order;
+        size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? (size_t)(r->seq % n) : 0;
+        /* QUEUED as some node's only blocker outranks everything, and later nodes only add
+         * blockers: once it is noted, the answer is settled and the rest need no look. */
+        /* k walks the list from start, wrapping to 0 (without a division per node). */
+        for (size_t i = 0, k = start;
+             i < look && !(dg.allowed && (dg.single & BLOCK(SCHED_REASON_QUEUED)));
+             i++, k = k + 1 == n ? 0 : k + 1) {
+            if (card < 0)
+                diag_cpu(s, r, &s->nodes[s->order[k]], &dg);
+            else if (card != c)
+                diag_slice(s, r, &s->nodes[s->class_list[card][k]], c, &dg);
+            else
+                diag_whole(s, r, &s->class_cells[card][k], c, &dg);
+        }
+    }
+    if (!dg.any)
+        return SCHED_REASON_NO_NODE;
+    if (!dg.allowed)
+        return dg.internal ? SCHED_REASON_INTERNAL_ONLY : SCHED_REASON_OWNER_ONLY;
+    /* A node's only blocker first (removed, the request runs there); among them, and among
+     * all when every node has several, in this order. */
+    static const SchedReason order[] = {
+            SCHED_REASON_QUEUED,         SCHED_REASON_MODE_MISMATCH, SCHED_REASON_NO_KATA,
+            SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_RESET_CHECK,   SCHED_REASON_MACOS_VM_LIMIT,
+            SCHED_REASON_CORDONED,       SCHED_REASON_NO_CAPACITY,
+    };
+    uint32_t set = dg.single ? dg.single : dg.all;
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+        if (set & BLOCK(order[i]))
+            return order[i];
+    return SCHED_REASON_NO_CAPACITY;
+}
