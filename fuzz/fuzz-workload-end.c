@@ -1,5 +1,5 @@
-/* fuzz-workload-end.c: libFuzzer target for the bodies an agent sends about a workload: its end and
- * its activation (server/workload-end.h). */
+/* fuzz-workload-end.c: libFuzzer target for the bodies an agent sends about a workload: its end,
+ * its activation, and several activations at once (server/workload-end.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +25,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (url[0] && strncmp(url, "http", 4))
             abort();
     } else if (e2.message[0] == '\0') {
+        abort();
+    }
+    static WorkloadActivations acts; /* 13 KB: not on the fuzzer's stack */
+    Error e3 = {0};
+    if (workload_activate_batch_parse((const char *)data, size, &acts, &e3) == 0) {
+        if (acts.n == 0 || acts.n > WORKLOAD_ACTIVATE_BATCH_MAX)
+            abort();
+        for (size_t i = 0; i < acts.n; i++)
+            if (acts.items[i].id == 0 ||
+                (acts.items[i].url[0] && strncmp(acts.items[i].url, "http", 4)))
+                abort();
+    } else if (e3.message[0] == '\0') {
         abort();
     }
     return 0;

@@ -322,3 +322,75 @@ void api_request_activate(HttpCtx *c) {
         return;
     api_apply(c, op_transition, &a);
 }
+
+/* ---- a node's workloads confirmed at once ---- */
+
+typedef struct BatchArg {
+    const char *node;
+    const WorkloadActivations *acts;
+} BatchArg;
+
+/* Item i's answer: {"id": "12", "status": 200, "request": {...}}, or with "error" {code,
+ * message} in place of "request". */
+static void batch_item_write(StrBuf *b, uint64_t id, const Op *item) {
+    strbuf_printf(b, "{\"id\":\"%" PRIu64 "\",\"status\":%d,\"%s\":", id, item->status,
+                  item->status < 300 ? "request" : "error");
+    if (item->text) /* the record's text, with the newline an answer ends in */
+        strbuf_append(b, item->text, strcspn(item->text, "\n"));
+    else {
+        _cleanup_free_ char *j = item->body ? json_dumps(item->body, JSON_COMPACT) : NULL;
+        strbuf_puts(b, j ? j : "null");
+    }
+    strbuf_puts(b, "}");
+}
+
+/* Each activation as POST /v1/requests/{id}/activate would do it, and only for a request
+ * placed on this node; one commit for all, one answer per item (in order). */
+static void op_activate_batch(Server *s, Op *op) {
+    BatchArg *a = op->arg;
+    if (!ptrmap_get(&s->nodes, a->node))
+        OP_FAIL(op, 404, "not_found", "No node %s.", a->node);
+    StrBuf b = {0};
+    strbuf_puts(&b, "{\"results\":[");
+    for (size_t i = 0; i < a->acts->n; i++) {
+        const WorkloadActivation *w = &a->acts->items[i];
+        TransArg ta = {.id = w->id, .t = T_ACTIVATE, .url = w->url[0] ? w->url : NULL};
+        Op item = {.who = op->who, .arg = &ta};
+        Req *r = state_req(s, w->id);
+        const char *on =
+                r && r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+        if (r && req_visible(op->who, r) && on && STRNEQ(on, a->node))
+            op_error(&item, 409, "conflict", "Request %" PRIu64 " is placed on node %s, not %s.",
+                     w->id, on, a->node);
+        else
+            op_transition(s, &item);
+        if (i)
+            strbuf_puts(&b, ",");
+        batch_item_write(&b, w->id, &item);
+        free(item.text);
+        json_decref(item.body);
+    }
+    strbuf_puts(&b, "]}\n");
+    if (!strbuf_cstr(&b)) { /* what was activated stays so: the agent's next look sees it */
+        strbuf_done(&b);
+        OP_FAIL(op, 500, "internal", "Out of memory while answering; the activations were made.");
+    }
+    op->status = 200;
+    op->text = b.data;
+}
+
+void api_node_activate(HttpCtx *c) {
+    const char *node = c->match.params[0];
+    if (!api_is_agent_of(&c->who, node))
+        API_FAIL(c, 403, "forbidden",
+                 "Only the agent of node %.64s (or an admin) confirms that its workloads run.",
+                 node);
+    _cleanup_free_ WorkloadActivations *acts = malloc(sizeof(*acts));
+    if (!acts)
+        API_FAIL(c, 500, "internal", "Out of memory.");
+    Error err = {0};
+    if (workload_activate_batch_parse(c->body, c->body_len, acts, &err) < 0)
+        API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    BatchArg a = {.node = node, .acts = acts};
+    api_apply(c, op_activate_batch, &a);
+}

@@ -39,6 +39,7 @@ typedef enum RouteId {
     R_WHOAMI,
     R_CAPACITY_HISTORY,
     R_NODE_WORK,
+    R_NODE_ACTIVATE,
     _R_MAX,
 } RouteId;
 
@@ -133,6 +134,8 @@ void api_request_show(HttpCtx *c);
 void api_request_cancel(HttpCtx *c);
 void api_request_release(HttpCtx *c);
 void api_request_activate(HttpCtx *c);
+/* POST /v1/nodes/{name}/activate: several of the node's workloads confirmed at once. */
+void api_node_activate(HttpCtx *c);
 void api_request_end(HttpCtx *c);
 void api_node_heartbeat(HttpCtx *c);
 void api_node_task_result(HttpCtx *c);

@@ -31,5 +31,6 @@ const Route api_routes[] = {
         {"GET", "/v1/whoami", R_WHOAMI},
         {"GET", "/v1/capacity/history", R_CAPACITY_HISTORY},
         {"GET", "/v1/nodes/{name}/work", R_NODE_WORK},
+        {"POST", "/v1/nodes/{name}/activate", R_NODE_ACTIVATE},
 };
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

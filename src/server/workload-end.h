@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/error.h"
 
@@ -26,3 +27,18 @@ void workload_end_reason(const WorkloadEnd *e, char *buf, size_t size);
  * notebook or the endpoint's OpenAI-compatible API answers. url: "" when none. */
 #define WORKLOAD_URL_MAX 200
 int workload_activate_parse(const char *text, size_t len, char url[WORKLOAD_URL_MAX], Error *err);
+
+/* The body of POST /v1/nodes/{name}/activate, several of those at once:
+ * {"requests": [{"id": "12", "url": "http(s)://…"}, ...]}, 1 to WORKLOAD_ACTIVATE_BATCH_MAX
+ * items, each id (a positive decimal string) once. */
+#define WORKLOAD_ACTIVATE_BATCH_MAX 64
+typedef struct WorkloadActivation {
+    uint64_t id;
+    char url[WORKLOAD_URL_MAX]; /* "" when none */
+} WorkloadActivation;
+typedef struct WorkloadActivations {
+    size_t n;
+    WorkloadActivation items[WORKLOAD_ACTIVATE_BATCH_MAX];
+} WorkloadActivations;
+int workload_activate_batch_parse(const char *text, size_t len, WorkloadActivations *ret,
+                                  Error *err);

@@ -9,6 +9,8 @@
 
 #include "helpers.h"
 #include "srv-helpers.h"
+#include "util/macro.h"
+#include "util/strutil.h"
 
 static TestServer ts;
 
@@ -193,6 +195,108 @@ Test(api, bad_input_oversized_body_is_413) {
 
 Test(api, bad_input_unknown_route_is_404) {
     expect_refused(ts.admin, "GET", "/v1/nope", NULL, 404, "not_found");
+}
+
+/* Item k of a batch activation's answer: its status, and its request's state or error code. */
+static void expect_item(json_t *ans, size_t k, const char *id, long status, const char *what) {
+    json_t *it = json_array_get(json_object_get(ans, "results"), k);
+    cr_assert_not_null(it, "item %zu missing", k);
+    cr_expect_str_eq(str(it, "id"), id, "item %zu", k);
+    cr_expect_eq(num(it, "status"), status, "item %zu (%s)", k, id);
+    json_t *sub = json_object_get(it, status < 300 ? "request" : "error");
+    cr_expect_str_eq(str(sub, status < 300 ? "state" : "code"), what, "item %zu (%s)", k, id);
+}
+
+/* An agent that started several workloads confirms them in one call, each as its own
+ * activation would (R16: each becomes active and durable; one not on this node, not placed,
+ * or unknown is refused alone), and bad bodies and other nodes' agents change nothing. */
+Test(api, r16_an_agent_confirms_several_workloads_in_one_call) {
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    ts_add_h100_node(&ts, "n2", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1,n2");
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    char ids[4][24], *on[4];
+    for (int i = 0; i < 4; i++) {
+        json_t *q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+        snprintf(ids[i], sizeof(ids[i]), "%lld", (long long)num(q, "id"));
+        const char *node = str(json_object_get(q, "placement"), "node");
+        on[i] = *node ? strdup(node) : NULL;
+        json_decref(q);
+    }
+    /* Best fit: n2's one free GPU first, then n1's two; the fourth waits. */
+    cr_assert(on[0] && on[1] && on[2] && !on[3]);
+    cr_assert_str_eq(on[0], "n2");
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"requests\":[{\"id\":\"%s\"},{\"id\":\"%s\",\"url\":\"http://n1:8888/\"},"
+             "{\"id\":\"%s\"},{\"id\":\"%s\"},{\"id\":\"999999\"}]}",
+             ids[1], ids[2], ids[0], ids[3]);
+    json_t *ans = NULL;
+    cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/n1/activate", body, &ans), 200);
+    expect_item(ans, 0, ids[1], 200, "active");
+    expect_item(ans, 1, ids[2], 200, "active");
+    expect_item(ans, 2, ids[0], 404, "not_found"); /* n2's: not this agent's to see */
+    expect_item(ans, 3, ids[3], 404, "not_found"); /* pending: on no node */
+    expect_item(ans, 4, "999999", 404, "not_found");
+    cr_expect_eq(json_array_size(json_object_get(ans, "results")), 5);
+    json_decref(ans);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%s", ids[2]);
+    cr_assert_eq(ts_call(&ts, alice, "GET", path, NULL, &ans), 200);
+    cr_expect_str_eq(str(json_object_get(ans, "placement"), "url"), "http://n1:8888/");
+    json_decref(ans);
+    /* An admin may confirm for the node, but only what runs there. */
+    snprintf(body, sizeof(body), "{\"requests\":[{\"id\":\"%s\"},{\"id\":\"%s\"}]}", ids[0],
+             ids[1]);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/n1/activate", body, &ans), 200);
+    expect_item(ans, 0, ids[0], 409, "conflict");
+    expect_item(ans, 1, ids[1], 409, "conflict"); /* active already */
+    json_decref(ans);
+    snprintf(path, sizeof(path), "/v1/requests/%s", ids[0]);
+    cr_assert_eq(ts_call(&ts, alice, "GET", path, NULL, &ans), 200);
+    cr_expect_str_eq(str(ans, "state"), "placed", "the refused item changed nothing");
+    json_decref(ans);
+
+    /* Whole calls refused: nothing changes. */
+    snprintf(body, sizeof(body), "{\"requests\":[{\"id\":\"%s\"}]}", ids[0]);
+    cr_expect_eq(ts_call(&ts, agent, "POST", "/v1/nodes/n2/activate", body, NULL), 403);
+    cr_expect_eq(ts_call(&ts, alice, "POST", "/v1/nodes/n2/activate", body, NULL), 403);
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/nope/activate", body, NULL), 404);
+    static const char *const bad[] = {"{}",
+                                      "[]",
+                                      "{\"requests\":[]}",
+                                      "{\"requests\":{}}",
+                                      "{\"requests\":[1]}",
+                                      "{\"requests\":[{}]}",
+                                      "{\"requests\":[{\"id\":12}]}",
+                                      "{\"requests\":[{\"id\":\"0\"}]}",
+                                      "{\"requests\":[{\"id\":\"1x\"}]}",
+                                      "{\"requests\":[{\"id\":\"1\",\"x\":1}]}",
+                                      "{\"requests\":[{\"id\":\"1\",\"url\":\"ftp://a\"}]}",
+                                      "{\"requests\":[{\"id\":\"1\"},{\"id\":\"1\"}]}",
+                                      "{\"requests\":[],\"more\":1}"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/n2/activate", bad[i], &ans), 400,
+                     "%s", bad[i]);
+        cr_expect(str(ans, "message") && *str(ans, "message"), "%s: says why", bad[i]);
+        json_decref(ans);
+    }
+    StrBuf many = {0};
+    strbuf_puts(&many, "{\"requests\":[");
+    for (int i = 1; i <= 65; i++)
+        strbuf_printf(&many, "%s{\"id\":\"%d\"}", i > 1 ? "," : "", i);
+    strbuf_puts(&many, "]}");
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/n2/activate", strbuf_cstr(&many), NULL),
+                 400, "65 items");
+    strbuf_done(&many);
+    snprintf(path, sizeof(path), "/v1/requests/%s", ids[0]);
+    cr_assert_eq(ts_call(&ts, alice, "GET", path, NULL, &ans), 200);
+    cr_expect_str_eq(str(ans, "state"), "placed");
+    json_decref(ans);
+    for (int i = 0; i < 4; i++)
+        free(on[i]);
+    free(alice);
+    free(agent);
 }
 
 Test(api, bad_input_wrong_method_is_405) {
