@@ -465,12 +465,19 @@ static int64_t placed_ms_of(json_t *w) {
 /* Tell the control plane that these workloads run (placed -> active): queued for the pool,
  * which sends them side by side while the agent goes back to its work (confirm.h). */
 static void confirm_started(Agent *a, Started *st, size_t n) {
+    Confirm *list = NULL, **tail = &list; /* queued together: sent in one call */
     for (size_t i = 0; i < n; i++) {
         json_t *body = st[i].url[0] ? json_pack("{s:s}", "url", st[i].url) : NULL;
         Confirm *c = confirm_new(st[i].id, placed_ms_of(st[i].w), body, started_note(&st[i]));
-        if (!c || confirm_submit(&a->confirms, c) < 0)
+        if (!c) {
             a->confirm_due = true; /* looked at again at the next turn */
+            continue;
+        }
+        *tail = c;
+        tail = &c->next;
     }
+    if (list && confirm_submit(&a->confirms, list) < 0)
+        a->confirm_due = true;
 }
 
 /* Log the answered confirmations; one that got no answer (or a 5xx) is looked at again at the
@@ -791,7 +798,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     agent_logf(&a, "reporting to %s every %us", cfg.server, cfg.heartbeat_s);
     if (cfg.stop)
         client_set_abort(a.cl, cfg.stop); /* a long-poll in flight ends with the agent */
-    confirm_pool_init(&a.confirms, cfg.server, cfg.token, cfg.stop);
+    confirm_pool_init(&a.confirms, cfg.server, cfg.token, cfg.id.name, cfg.stop);
     for (int k = 0; k < _SLOT_MAX; k++) {
         _cleanup_free_ char *p = agent_state_file(&a, slot_files[k]);
         /* Only a configured driver's starts add to its file (start_driven, ensure_slot). */

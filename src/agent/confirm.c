@@ -9,10 +9,11 @@
 #include <time.h>
 
 #include "util/macro.h"
+#include "util/strutil.h"
 
-void confirm_pool_init(ConfirmPool *p, const char *server, const char *token,
+void confirm_pool_init(ConfirmPool *p, const char *server, const char *token, const char *node,
                        volatile sig_atomic_t *stop) {
-    *p = (ConfirmPool){.server = server, .token = token, .stop = stop};
+    *p = (ConfirmPool){.server = server, .token = token, .node = node, .stop = stop};
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
 }
@@ -56,10 +57,91 @@ static void append(Confirm **head, Confirm **tail, Confirm *c) {
     *tail = c;
 }
 
+static void send_one(Client *cl, Confirm *c) {
+    c->r = client_call(cl, "POST", c->path, c->body, NULL, &c->status, &c->answer, &c->err);
+}
+
+/* Whether an answer says the route does not exist (a control plane older than it). */
+static bool no_such_route(long status, json_t *answer) {
+    const char *m = json_string_value(json_object_get(answer, "message"));
+    return status == 405 || (status == 404 && m && string_has_prefix(m, "No such endpoint"));
+}
+
+/* The confirmations of list (two or more) in one call; each gets its item's answer. False
+ * when the control plane has no such route: the list is to be sent one call each. */
+static bool send_batch(ConfirmPool *p, Client *cl, Confirm *list) {
+    json_t *items = json_array();
+    for (Confirm *c = list; c; c = c->next) {
+        json_t *it = json_pack("{s:s}", "id", c->id);
+        json_t *url = json_object_get(c->body, "url");
+        if (it && url)
+            json_object_set(it, "url", url);
+        json_array_append_new(items, it);
+    }
+    char path[160];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/activate", p->node);
+    json_t *answer = NULL;
+    long status = 0;
+    Error err = {0};
+    json_t *body = json_pack("{s:o}", "requests", items);
+    int r = body ? client_call(cl, "POST", path, body, NULL, &status, &answer, &err)
+                 : error_set(&err, -ENOMEM, "out of memory");
+    json_decref(body);
+    if (r >= 0 && no_such_route(status, answer)) {
+        pthread_mutex_lock(&p->lock);
+        p->single_only = true;
+        pthread_mutex_unlock(&p->lock);
+        json_decref(answer);
+        return false;
+    }
+    json_t *results = r >= 0 && status == 200 ? json_object_get(answer, "results") : NULL;
+    size_t k = 0;
+    for (Confirm *c = list; c; c = c->next, k++) {
+        json_t *it = json_array_get(results, k);
+        const char *id = json_string_value(json_object_get(it, "id"));
+        if (id && STREQ(id, c->id)) {
+            c->r = 0;
+            c->status = (long)json_integer_value(json_object_get(it, "status"));
+            c->answer = json_incref(json_object_get(it, c->status < 300 ? "request" : "error"));
+        } else if (r < 0) {
+            c->r = r;
+            c->err = err;
+        } else { /* no answer for this one: looked at again at the next turn, as a 5xx */
+            c->r = 0;
+            c->status = status == 200 ? 502 : status;
+            c->answer = json_incref(answer);
+        }
+    }
+    json_decref(answer);
+    return true;
+}
+
 typedef struct Worker {
     ConfirmPool *p;
     unsigned slot;
 } Worker;
+
+static void *worker_main(void *arg);
+
+/* Under the lock: up to `want` workers more, while the calls to make (those queued and
+ * `incoming` more) outnumber the idle workers. */
+static void add_workers(ConfirmPool *p, size_t want, size_t incoming) {
+    size_t calls = incoming, idle = p->n_idle;
+    for (Confirm *q = p->queued; q; q = q->next)
+        calls++;
+    for (; want && p->n_workers < CONFIRM_PARALLEL_MAX && calls > idle && !p->quitting;
+         want--, idle++) {
+        Worker *w = malloc(sizeof(*w));
+        if (!w)
+            return;
+        *w = (Worker){.p = p, .slot = p->n_workers};
+        if (pthread_create(&p->workers[p->n_workers], NULL, worker_main, w) != 0) {
+            free(w);
+            return;
+        }
+        p->n_workers++;
+    }
+}
 
 static void *worker_main(void *arg) {
     Worker w = *(Worker *)arg;
@@ -78,60 +160,84 @@ static void *worker_main(void *arg) {
         p->n_idle--;
         if (!p->queued) /* quitting, nothing left to send */
             break;
-        Confirm *c = p->queued;
-        p->queued = c->next;
+        /* Everything queued, in one call when the control plane takes batches. */
+        Confirm *list = p->queued, *last = list;
+        for (size_t n = 1; last->next && n < CONFIRM_BATCH_MAX && p->node && !p->single_only; n++)
+            last = last->next;
+        p->queued = last->next;
         if (!p->queued)
             p->queued_tail = NULL;
-        p->sending[w.slot] = c;
+        last->next = NULL;
+        p->sending[w.slot] = list;
         pthread_mutex_unlock(&p->lock);
-        if (opened < 0) {
+        for (Confirm *c = list; c && opened < 0; c = c->next) {
             c->r = opened;
             c->err = open_err;
-        } else
-            c->r = client_call(cl, "POST", c->path, c->body, NULL, &c->status, &c->answer, &c->err);
+        }
+        if (opened >= 0 && list->next && !send_batch(p, cl, list)) {
+            /* An older control plane: back to the queue's head, side by side on workers. */
+            size_t n = 0;
+            for (last = list; last->next; last = last->next)
+                n++;
+            pthread_mutex_lock(&p->lock);
+            p->sending[w.slot] = NULL;
+            last->next = p->queued;
+            p->queued = list;
+            if (!p->queued_tail)
+                p->queued_tail = last;
+            add_workers(p, n + 1, 0);
+            pthread_cond_broadcast(&p->cond);
+            continue;
+        }
+        if (opened >= 0 && !list->next)
+            send_one(cl, list);
         int64_t now = mono_ms();
         pthread_mutex_lock(&p->lock);
         p->sending[w.slot] = NULL;
-        if (c->r >= 0 && c->status >= 200 && c->status < 300) {
-            unsigned k = p->answered_next++ % CONFIRM_REMEMBERED;
-            snprintf(p->answered[k].id, sizeof(p->answered[k].id), "%s", c->id);
-            p->answered[k].placed_ms = c->placed_ms;
-            p->answered[k].at_ms = now;
+        for (Confirm *c = list, *next; c; c = next) {
+            next = c->next;
+            if (c->r >= 0 && c->status >= 200 && c->status < 300) {
+                unsigned k = p->answered_next++ % CONFIRM_REMEMBERED;
+                snprintf(p->answered[k].id, sizeof(p->answered[k].id), "%s", c->id);
+                p->answered[k].placed_ms = c->placed_ms;
+                p->answered[k].at_ms = now;
+            }
+            append(&p->done, &p->done_tail, c);
         }
-        append(&p->done, &p->done_tail, c);
     }
     pthread_mutex_unlock(&p->lock);
     client_free(cl);
     return NULL;
 }
 
-int confirm_submit(ConfirmPool *p, Confirm *c) {
+int confirm_submit(ConfirmPool *p, Confirm *list) {
     pthread_mutex_lock(&p->lock);
-    unsigned queued = 0;
-    for (Confirm *q = p->queued; q; q = q->next)
-        queued++;
-    /* A worker more while every one is busy or already has a confirmation waiting for it. */
-    if (p->n_workers < CONFIRM_PARALLEL_MAX && queued >= p->n_idle && !p->quitting) {
-        Worker *w = malloc(sizeof(*w));
-        if (w) {
-            *w = (Worker){.p = p, .slot = p->n_workers};
-            if (pthread_create(&p->workers[p->n_workers], NULL, worker_main, w) == 0)
-                p->n_workers++;
-            else
-                free(w);
-        }
-    }
+    size_t n = 0;
+    for (Confirm *c = list; c; c = c->next)
+        n++;
+    /* One call for the list when the control plane takes batches, else one each. */
+    size_t calls = p->node && !p->single_only ? 1 : n;
+    add_workers(p, calls, calls);
     if (!p->n_workers || p->quitting) {
         pthread_mutex_unlock(&p->lock);
-        confirm_free(c);
+        for (Confirm *c = list, *next; c; c = next) {
+            next = c->next;
+            confirm_free(c);
+        }
         return -EAGAIN;
     }
-    append(&p->queued, &p->queued_tail, c);
+    for (Confirm *c = list, *next; c; c = next) {
+        next = c->next;
+        append(&p->queued, &p->queued_tail, c);
+    }
     pthread_mutex_unlock(&p->lock);
-    /* One worker per confirmation, woken after the unlock: a broadcast woke every idle worker
-     * for each one (all but one to find the queue empty again), and a worker woken under the
-     * lock only blocked on it; in a burst each such wakeup is a cross-CPU interrupt. */
-    pthread_cond_signal(&p->cond);
+    /* One worker per call, woken after the unlock: a broadcast for each confirmation woke
+     * every idle worker (all but one to find the queue empty again), and a worker woken under
+     * the lock only blocked on it; in a burst each such wakeup is a cross-CPU interrupt. */
+    if (calls == 1)
+        pthread_cond_signal(&p->cond);
+    else
+        pthread_cond_broadcast(&p->cond);
     return 0;
 }
 
@@ -141,7 +247,8 @@ bool confirm_pending(ConfirmPool *p, const char *id) {
     for (Confirm *q = p->queued; q && !found; q = q->next)
         found = STREQ(q->id, id);
     for (unsigned i = 0; i < p->n_workers && !found; i++)
-        found = p->sending[i] && STREQ(p->sending[i]->id, id);
+        for (Confirm *q = p->sending[i]; q && !found; q = q->next)
+            found = STREQ(q->id, id);
     pthread_mutex_unlock(&p->lock);
     return found;
 }

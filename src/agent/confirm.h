@@ -10,7 +10,13 @@
  * Nor does the agent wait for the answers: while a confirmation waits for its commit, the
  * agent is back on its long-poll, so a placement that comes meanwhile is started at once
  * rather than after that round trip. The answers are taken (confirm_take_done) where the agent
- * looks at its work again. */
+ * looks at its work again.
+ *
+ * Confirmations queued together go in one call (POST /v1/nodes/{name}/activate, up to
+ * CONFIRM_BATCH_MAX): when a wave of placements lands on every node at once, each agent's
+ * eight confirmations are one request and one commit, not eight requests contending for the
+ * control plane's CPUs. Each item is answered as its single call would be. A control plane
+ * that does not know the route (older) gets one call each from then on. */
 #pragma once
 
 #include <jansson.h>
@@ -25,6 +31,8 @@
 /* Confirmations in flight at once, at most (a worker thread and a connection each); more wait
  * for a free one. */
 #define CONFIRM_PARALLEL_MAX 8
+/* Confirmations sent in one call, at most (the route's own limit). */
+#define CONFIRM_BATCH_MAX 64
 
 /* A work answer the control plane made before it committed a confirmation still shows that
  * workload placed, and may reach the agent after the confirmation's answer (the commit of one
@@ -53,6 +61,8 @@ typedef struct Confirm {
 
 typedef struct ConfirmPool {
     const char *server, *token;
+    const char *node; /* the batch route's node; NULL: one call each */
+    bool single_only; /* the control plane answered that it has no batch route */
     volatile sig_atomic_t *stop;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -60,7 +70,7 @@ typedef struct ConfirmPool {
     unsigned n_workers, n_idle;
     pthread_t workers[CONFIRM_PARALLEL_MAX];
     Confirm *queued, *queued_tail;          /* to send, oldest first */
-    Confirm *sending[CONFIRM_PARALLEL_MAX]; /* in flight, per worker */
+    Confirm *sending[CONFIRM_PARALLEL_MAX]; /* in flight, per worker (a list: one call) */
     Confirm *done, *done_tail;              /* answered (or not sent: r < 0), oldest first */
     struct {
         char id[32];
@@ -69,9 +79,10 @@ typedef struct ConfirmPool {
     unsigned answered_next;
 } ConfirmPool;
 
-/* The pool of a daemon that talks to server with token; stop (may be NULL) ends calls in
- * flight (client_set_abort()). The strings must outlive the pool. Starts nothing yet. */
-void confirm_pool_init(ConfirmPool *p, const char *server, const char *token,
+/* The pool of node's agent that talks to server with token (node NULL: one call per
+ * confirmation); stop (may be NULL) ends calls in flight (client_set_abort()). The strings
+ * must outlive the pool. Starts nothing yet. */
+void confirm_pool_init(ConfirmPool *p, const char *server, const char *token, const char *node,
                        volatile sig_atomic_t *stop);
 /* Stop the workers (a call in flight ends when stop is set, else with its answer) and return
  * what confirm_take_done() would, followed by what was never sent (r = -ECANCELED). */
@@ -82,9 +93,10 @@ Confirm *confirm_pool_done(ConfirmPool *p);
 Confirm *confirm_new(const char *id, int64_t placed_ms, json_t *body, char *note);
 void confirm_free(Confirm *c);
 
-/* Queue c (the pool's from now on) and return at once; a worker sends it. -errno (c freed)
- * when no worker can be started at all. */
-int confirm_submit(ConfirmPool *p, Confirm *c);
+/* Queue the confirmations of list (linked by next; the pool's from now on) and return at
+ * once; a worker sends them, in one call when it can. -errno (all freed) when no worker can
+ * be started at all. */
+int confirm_submit(ConfirmPool *p, Confirm *list);
 /* Whether a confirmation of id is queued or in flight. */
 bool confirm_pending(ConfirmPool *p, const char *id);
 /* Whether a confirmation of id placed at placed_ms was answered 2xx less than

@@ -1,8 +1,10 @@
-/* test-confirm.c: the agent confirms the workloads of one work answer side by side (R17), and
- * confirms again, at its next heartbeat, one whose confirmation went unanswered. The real
- * `einsora agent run` on a fixture machine against a control plane double that speaks the real
- * routes: its work route places eight workloads at once, and each confirmation waits until all
- * eight are in flight (so confirmations sent one after another never get there). */
+/* test-confirm.c: the agent confirms the workloads of one work answer together (R17): in one
+ * call (POST /v1/nodes/{name}/activate), or side by side one call each against a control plane
+ * without that route, and confirms again, at its next heartbeat, one whose confirmation went
+ * unanswered. The real `einsora agent run` on a fixture machine against a control plane double
+ * that speaks the real routes: its work route places eight workloads at once, and each
+ * confirmation waits until all eight are in flight (so confirmations sent one after another
+ * never get there). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <microhttpd.h>
@@ -43,6 +45,8 @@ typedef struct Double {
     /* A poll is answered with the work as it was when the poll came, under a new cursor: made
      * before the confirmations it let through were committed, it still shows them placed. */
     bool stale_answers;
+    bool no_batch_route; /* an older control plane: POST /v1/nodes/n1/activate is a 404 */
+    int batch_calls, most_in_batch;
 } Double;
 
 /* The work with the workloads' states in active (d->active unless a snapshot), under cursor. */
@@ -63,33 +67,78 @@ static void work_json(const bool *active, unsigned cursor, char *buf, size_t siz
         snprintf(buf + len, size - len, "]}");
 }
 
-/* A confirmation: wait (a generous deadline) until every placed workload's is in flight. */
-static unsigned confirm(Double *d, int id) {
+/* Confirmations of n ids in one call: wait (a generous deadline) until every placed
+ * workload's is in flight; each one's status into status[]. */
+static void confirm(Double *d, const int *ids, int n, unsigned *status) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 10;
-    d->in_flight++;
+    int first = 0; /* first confirmations among them */
+    for (int i = 0; i < n; i++) {
+        d->in_flight++;
+        first += d->confirmed[ids[i]]++ == 0;
+    }
     if (d->in_flight > d->most_in_flight)
         d->most_in_flight = d->in_flight;
     pthread_cond_broadcast(&d->cond);
-    bool first_round = d->confirmed[id] == 0;
-    d->confirmed[id]++;
     int polls_before = d->polls;
-    while (first_round && !d->hold_until_polled && d->most_in_flight < PLACED &&
+    while (first && !d->hold_until_polled && d->most_in_flight < PLACED &&
            pthread_cond_timedwait(&d->cond, &d->lock, &until) == 0)
         ;
-    while (first_round && d->hold_until_polled && d->polls == polls_before &&
+    while (first && d->hold_until_polled && d->polls == polls_before &&
            pthread_cond_timedwait(&d->cond, &d->lock, &until) == 0)
         ;
-    d->answered_by_a_poll += first_round && d->hold_until_polled && d->polls > polls_before;
-    d->in_flight--;
-    if (id == REFUSED_ID && d->confirmed[id] == 1) {
-        d->refused_at = d->heartbeats;
-        return 503;
+    if (d->hold_until_polled && d->polls > polls_before)
+        d->answered_by_a_poll += first;
+    for (int i = 0; i < n; i++) {
+        int id = ids[i];
+        d->in_flight--;
+        if (id == REFUSED_ID && d->confirmed[id] == 1) {
+            d->refused_at = d->heartbeats;
+            status[i] = 503;
+            continue;
+        }
+        if (id == REFUSED_ID && d->heartbeat_of_retry < 0)
+            d->heartbeat_of_retry = d->heartbeats;
+        d->active[id] = true;
+        status[i] = 200;
     }
-    if (id == REFUSED_ID && d->heartbeat_of_retry < 0)
-        d->heartbeat_of_retry = d->heartbeats;
-    d->active[id] = true;
+}
+
+/* POST /v1/nodes/n1/activate: {"requests":[{"id":"N"},...]} answered item by item, as the
+ * control plane does. */
+static unsigned confirm_batch(Double *d, const char *upload, char *body, size_t size) {
+    d->batch_calls++;
+    if (d->no_batch_route) {
+        snprintf(body, size,
+                 "{\"code\":\"not_found\",\"message\":\"No such endpoint: "
+                 "/v1/nodes/n1/activate.\"}");
+        return 404;
+    }
+    json_t *j = json_loads(upload, 0, NULL), *it;
+    int ids[PLACED], n = 0;
+    size_t i;
+    json_array_foreach(json_object_get(j, "requests"), i, it) {
+        int id = atoi(json_string_value(json_object_get(it, "id")) ?: "0");
+        if (id >= 1 && id <= PLACED && n < PLACED)
+            ids[n++] = id;
+    }
+    json_decref(j);
+    if (n > d->most_in_batch)
+        d->most_in_batch = n;
+    unsigned status[PLACED];
+    confirm(d, ids, n, status);
+    size_t len = (size_t)snprintf(body, size, "{\"results\":[");
+    for (int k = 0; k < n && len < size; k++)
+        len += (size_t)snprintf(
+                body + len, size - len, "%s{\"id\":\"%d\",\"status\":%u,%s}", k ? "," : "", ids[k],
+                status[k],
+                status[k] == 200
+                        ? "\"request\":{\"state\":\"active\"}"
+                        : "\"error\":{\"code\":\"not_committed\",\"message\":\"Nothing was "
+                          "committed.\"}");
+    if (len < size)
+        snprintf(body + len, size - len, "]}");
     return 200;
 }
 
@@ -98,6 +147,16 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
                               size_t *upload_size, void **con_cls) {
     (void)version, (void)upload;
     Double *d = cls;
+    /* The batch's body, gathered on the connection's own thread (one request at a time). */
+    static __thread char upload_buf[4096];
+    static __thread size_t upload_len;
+    if (!*con_cls)
+        upload_len = 0;
+    if (*con_cls && *upload_size && upload_len + *upload_size < sizeof(upload_buf)) {
+        memcpy(upload_buf + upload_len, upload, *upload_size);
+        upload_len += *upload_size;
+        upload_buf[upload_len] = 0;
+    }
     if (*con_cls && *upload_size && strstr(url, "/heartbeat")) {
         pthread_mutex_lock(&d->lock);
         d->torn_in_heartbeat = d->torn_in_heartbeat || memmem(upload, *upload_size, "torn", 4);
@@ -126,9 +185,11 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         }
         work_json(d->stale_answers ? then : d->active,
                   d->stale_answers ? (unsigned)d->polls + 1 : 1, body, sizeof(body));
+    } else if (!strcmp(method, "POST") && !strcmp(url, "/v1/nodes/n1/activate")) {
+        status = confirm_batch(d, upload_len ? upload_buf : "{}", body, sizeof(body));
     } else if (!strcmp(method, "POST") && sscanf(url, "/v1/requests/%d/activate", &id) == 1 &&
                id >= 1 && id <= PLACED) {
-        status = confirm(d, id);
+        confirm(d, &id, 1, &status);
         if (status != 200)
             snprintf(body, sizeof(body),
                      "{\"code\":\"not_committed\",\"message\":\"Nothing was committed.\"}");
@@ -254,6 +315,8 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
                  "at most %d of one answer's %d confirmations were in flight at once: they went "
                  "one after another",
                  d.most_in_flight, PLACED);
+    cr_expect_eq(d.most_in_batch, PLACED, "one answer's confirmations went in %d calls or more",
+                 PLACED / (d.most_in_batch ? d.most_in_batch : 1));
     expect_each_confirmed_once(&d);
     cr_expect_gt(d.heartbeat_of_retry, d.refused_at,
                  "the unanswered confirmation was sent again before the next heartbeat");
@@ -263,6 +326,22 @@ Test(confirm, r17_agent_confirms_an_answers_workloads_side_by_side_and_a_lost_on
                  PLACED);
     cr_expect_eq(records_of(dir, NULL), PLACED, "the agent does not record the %d workloads' GPUs",
                  PLACED);
+    cr_assert_eq(remove_temp_tree(dir), 0);
+}
+
+/* A control plane without the batch route (older than the agent) answers its first batch 404:
+ * the agent sends those confirmations again one call each, side by side, and no more batches. */
+Test(confirm, r17_against_an_older_control_plane_the_agent_confirms_one_call_each_side_by_side,
+     .timeout = 180) {
+    Double d = {.refused_at = -1, .heartbeat_of_retry = -1, .no_batch_route = true};
+    char dir[] = "/tmp/einsora-confirm-XXXXXX";
+    run_agent(&d, dir, NULL, NULL);
+    cr_expect_eq(d.batch_calls, 1, "%d batches sent to a control plane that has no such route",
+                 d.batch_calls);
+    cr_expect_eq(d.most_in_flight, PLACED, "at most %d of %d single confirmations at once",
+                 d.most_in_flight, PLACED);
+    expect_each_confirmed_once(&d);
+    cr_expect_gt(d.heartbeat_of_retry, d.refused_at);
     cr_assert_eq(remove_temp_tree(dir), 0);
 }
 
