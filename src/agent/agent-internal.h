@@ -16,6 +16,9 @@
 #include "core/catalog.h"
 #include "util/error.h"
 
+/* The workload drivers an agent may run: container engine, libvirt, processes. */
+#define AGENT_SLOTS 3
+
 typedef struct Agent {
     const AgentConfig *cfg;
     Client *cl;
@@ -26,12 +29,12 @@ typedef struct Agent {
     bool lost;    /* the control plane did not answer last time: log once, not every turn */
     bool stopped; /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
-    Driver *drivers[3]; /* container engine, libvirt, processes: once they answered (workloads.h) */
-    bool lost_driver[3]; /* a driver did not answer last time: log once */
+    Driver *drivers[AGENT_SLOTS];  /* container engine, libvirt, processes: once they answered */
+    bool lost_driver[AGENT_SLOTS]; /* a driver did not answer last time: log once */
     /* The driver's state file may name workloads of ours: its driver is configured, or the
      * file was there at the start (a driver configured before). Otherwise a stop need not
      * read it to learn that the driver does not run the workload. */
-    bool slot_may_list[3];
+    bool slot_may_list[AGENT_SLOTS];
     WorkWatch watch;          /* the long-poll of this node's work (work-watch.h) */
     bool watch_failing;       /* its last poll failed: log once, not every retry */
     ConfirmPool confirms;     /* the connections that confirm started workloads side by side */
@@ -52,6 +55,24 @@ int agent_state_set_line(const Agent *a, const char *name, const char *key, cons
 int agent_call(Agent *a, const char *method, const char *path, json_t *body, long *ret_status,
                json_t **ret_json);
 int64_t agent_mono_ms(void);
+/* Log how a call went: the control plane lost or back (once each), an error answer. */
+void agent_note_call(Agent *a, const char *method, const char *path, int r, long status, json_t *j,
+                     const Error *err);
+
+/* agent-workloads.c: the workloads placed here (R17). */
+/* Which drivers' state files may list workloads of ours (at the start). */
+void agent_slots_init(Agent *a);
+/* Driver k ready (started, or adopted what it runs); false when it does not answer. */
+bool agent_ensure_slot(Agent *a, int k);
+/* Workloads that ended on their own: reported, their GPUs let go of. */
+void agent_check_driven(Agent *a);
+/* Stop what the work no longer places here, start what it newly places, confirm them. */
+void agent_reconcile_workloads(Agent *a, json_t *work);
+/* The answered confirmations (done: a list), logged; an unanswered one is due again. */
+void agent_confirms_answered(Agent *a, Confirm *done);
+void agent_take_confirms(Agent *a);
+/* The ids of what runs here, for a heartbeat. */
+json_t *agent_running_json(Agent *a);
 
 /* agent-tasks.c: do one queued task (bind, reset check) and report its result. */
 void agent_do_task(Agent *a, json_t *j);
