@@ -13,6 +13,7 @@
 #include "k8s/kclient.h"
 #include "k8s/switch.h"
 #include "util/macro.h"
+#include "util/strutil.h"
 #include "wire/switch.h"
 #include "wire/task.h"
 
@@ -34,7 +35,9 @@ typedef struct Sync {
     json_t *live; /* request id -> {node, phase, path} of our Pods and VMIs; NULL: unknown this turn
                    */
     json_t *seen; /* request ids the control plane placed on a node heartbeated this turn */
-    json_t *beaten; /* nodes heartbeated this turn */
+    json_t *beaten;          /* nodes heartbeated this turn */
+    json_t *running;         /* ids of the node being looked at whose object runs: to activate */
+    bool single_activations; /* the control plane has no POST /v1/nodes/{name}/activate */
     Job *jobs[MAX_JOBS];
     size_t n_jobs;
 } Sync;
@@ -313,9 +316,7 @@ static void workload(Sync *s, json_t *w, const char *node_resource) {
     }
     const char *phase = json_string_value(json_object_get(o, "phase"));
     if (STREQ(state, "placed") && STREQ(phase, "Running")) {
-        snprintf(path, sizeof(path), "/v1/requests/%s/activate", id);
-        if (cp_call(s, "POST", path, NULL, NULL) == 200)
-            logf_(s, "request %s: running", id);
+        json_array_append_new(s->running, json_string(id)); /* activate_running() */
     } else if (STREQ(phase, "Succeeded") || STREQ(phase, "Failed")) {
         /* It ended on its own: the request becomes `ended` with how (R17), never a silent
          * release; its GPUs are free again. */
@@ -329,6 +330,51 @@ static void workload(Sync *s, json_t *w, const char *node_resource) {
             logf_(s, "request %s: %s, ended", id, failed ? "failed" : "finished");
         json_decref(body);
     }
+}
+
+/* Activate one request, one call (a control plane without the batch route). */
+static void activate_one(Sync *s, const char *id) {
+    char path[96];
+    snprintf(path, sizeof(path), "/v1/requests/%s/activate", id);
+    if (cp_call(s, "POST", path, NULL, NULL) == 200)
+        logf_(s, "request %s: running", id);
+}
+
+/* The node's requests whose Pod or VMI now runs (s->running), activated in one call per 64
+ * (POST /v1/nodes/{name}/activate: one commit; each item answered as its own call would be).
+ * A control plane that does not know the route gets one call each from then on. */
+static void activate_running(Sync *s, const char *node) {
+    size_t n = json_array_size(s->running);
+    for (size_t from = 0; from < n && !s->single_activations && n > 1; from += 64) {
+        json_t *items = json_array();
+        for (size_t i = from; i < n && i < from + 64; i++)
+            json_array_append_new(items, json_pack("{s:O}", "id", json_array_get(s->running, i)));
+        char path[200];
+        snprintf(path, sizeof(path), "/v1/nodes/%s/activate", node);
+        json_t *body = json_pack("{s:o}", "requests", items), *ans = NULL;
+        long st = body ? cp_call(s, "POST", path, body, &ans) : -1;
+        json_decref(body);
+        const char *m = json_string_value(json_object_get(ans, "message"));
+        if (st == 405 || (st == 404 && m && string_has_prefix(m, "No such endpoint")))
+            s->single_activations = true; /* then one call each, below */
+        size_t k;
+        json_t *it;
+        json_array_foreach(json_object_get(ans, "results"), k, it) {
+            const char *id = strempty(json_string_value(json_object_get(it, "id")));
+            json_int_t status = json_integer_value(json_object_get(it, "status"));
+            if (status == 200)
+                logf_(s, "request %s: running", id);
+            else if (status != 404) /* gone meanwhile: as a single call, not logged */
+                logf_(s, "POST /v1/requests/%s/activate: %" JSON_INTEGER_FORMAT " %s", id, status,
+                      strempty(json_string_value(
+                              json_object_get(json_object_get(it, "error"), "message"))));
+        }
+        json_decref(ans);
+    }
+    if (n == 1 || s->single_activations)
+        for (size_t i = 0; i < n; i++)
+            activate_one(s, json_string_value(json_array_get(s->running, i)));
+    json_array_clear(s->running);
 }
 
 /* Delete our objects whose request is no longer placed on a node heartbeated this turn. */
@@ -473,6 +519,7 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
                 json_object_set_new(s->beaten, name, json_true());
                 json_array_foreach(json_object_get(ans, "workloads"), i, t)
                         workload(s, t, v.resource);
+                activate_running(s, name);
             }
         }
         json_decref(beat);
@@ -513,9 +560,10 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
               .nodes = json_object(),
               .warned = json_object(),
               .seen = json_object(),
-              .beaten = json_object()};
+              .beaten = json_object(),
+              .running = json_array()};
     int r;
-    if (!s.nodes || !s.warned || !s.seen || !s.beaten)
+    if (!s.nodes || !s.warned || !s.seen || !s.beaten || !s.running)
         r = error_set(err, -ENOMEM, "out of memory");
     else if ((r = k8s_client_new(cfg.kube, NULL, &s.kube, err)) >= 0)
         r = client_new(cfg.server, cfg.token, &s.cp, err);
@@ -538,6 +586,7 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
     json_decref(s.live);
     json_decref(s.seen);
     json_decref(s.beaten);
+    json_decref(s.running);
     free(s.rv);
     k8s_client_free(s.kube);
     client_free(s.cp);

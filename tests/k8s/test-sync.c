@@ -607,6 +607,22 @@ Test(k8s_sync, r17_a_notebook_pod_and_a_vmi_follow_their_placements) {
     cr_expect(ended, "the VM's request did not end when its VMI went away");
 }
 
+/* Pods that start running on a node in the same turn are activated in one call
+ * (POST /v1/nodes/{name}/activate, one commit), each request as its own activation would. */
+Test(k8s_sync, r17_pods_running_on_one_node_are_activated_in_one_call) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    cr_assert(wait_for(registered, "gpu-b"));
+    long ids[4];
+    for (int i = 0; i < 4; i++)
+        ids[i] = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\"}");
+    for (int i = 0; i < 4; i++)
+        cr_assert(wait_for(request_active, &ids[i]), "request %ld never became active", ids[i]);
+    double batches = ts_metric(
+            &ts, "einsora_api_request_seconds_count{route=\"POST /v1/nodes/{name}/activate\"}");
+    cr_expect_geq(batches, 1, "four containers on two nodes, and no activation of several at once");
+    cr_expect_leq(batches, 3);
+}
+
 Test(k8s_sync, r2c_mig_slices_of_a_mixed_strategy_node_are_offered_and_run) {
     cr_assert(wait_for(registered, "gpu-e"));
     json_t *e = cp_node("gpu-e");
