@@ -28,6 +28,9 @@ bool history_req_is_live(const Req *r);
  * events older than the configured retention from memory, and (once a minute) drop what is
  * older than the store's retention from the store in the current transaction. */
 void history_prune(Server *s);
+/* Give the memory of dropped requests back to the system when enough went (writer thread,
+ * outside the state lock). */
+void history_trim(Server *s, int64_t now_ms);
 /* Whether the writer should run a batch for the retention although no op waits (writer). */
 bool history_prune_due(Server *s, int64_t now_ms);
 void history_free(Server *s);

@@ -183,6 +183,10 @@ struct Server {
     size_t ended_head;
     size_t live_ended; /* requests in `live` seen to end since it was last filtered (about) */
     int64_t last_prune_ms, last_store_prune_ms;
+    /* Requests dropped since the writer last gave freed memory back to the system
+     * (history_trim()), and when it did. */
+    size_t dropped_since_trim;
+    int64_t last_trim_ms;
     CapHistory cap_history; /* the dashboard's capacity chart (cap-history.h) */
 };
 

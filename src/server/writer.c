@@ -178,6 +178,7 @@ static void *writer_main(void *userdata) {
             next = op->next; /* op lives on its caller's stack: read before waking it */
             sem_post(&op->done);
         }
+        history_trim(s, server_now_ms()); /* the batch is answered: nobody waits on this */
         pthread_mutex_lock(&s->q_lock);
     }
     pthread_mutex_unlock(&s->q_lock);
