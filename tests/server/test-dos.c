@@ -332,15 +332,26 @@ static unsigned count_http_workers(pid_t pid) {
     return n;
 }
 
+/* The same once it reaches want, or after a generous deadline: libmicrohttpd names each of its
+ * threads from inside it once it runs, which may come after the server answers its port. */
+static unsigned wait_http_workers(pid_t pid, unsigned want) {
+    unsigned n = count_http_workers(pid);
+    for (int i = 0; i < 1000 && n != want; i++) {
+        usleep(10 * 1000);
+        n = count_http_workers(pid);
+    }
+    return n;
+}
+
 /* A change holds its handler's thread until its commit, so the pool bounds how many changes
  * one commit gathers: its size is the operator's (--http-threads, default 64), and a pool of
  * one still serves reads and changes. Out of range is a usage error before anything starts. */
 Test(dos, dos_http_threads_sets_the_handler_pool) {
-    cr_expect_eq(count_http_workers(ts.pid), SERVER_HTTP_THREADS);
+    cr_expect_eq(wait_http_workers(ts.pid, SERVER_HTTP_THREADS), SERVER_HTTP_THREADS);
     ts_kill(&ts, false);
     ts.extra[0] = "--http-threads", ts.extra[1] = "1";
     ts_spawn(&ts);
-    cr_expect_eq(count_http_workers(ts.pid), 1);
+    cr_expect_eq(wait_http_workers(ts.pid, 1), 1);
     cr_expect_eq(ts_call(&ts, NULL, "GET", "/healthz", NULL, NULL), 200);
     ts_add_h100_node(&ts, "one-thread", "ops", 2);
     ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":1}");
