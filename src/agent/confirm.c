@@ -61,12 +61,6 @@ static void send_one(Client *cl, Confirm *c) {
     c->r = client_call(cl, "POST", c->path, c->body, NULL, &c->status, &c->answer, &c->err);
 }
 
-/* Whether an answer says the route does not exist (a control plane older than it). */
-static bool no_such_route(long status, json_t *answer) {
-    const char *m = json_string_value(json_object_get(answer, "message"));
-    return status == 405 || (status == 404 && m && string_has_prefix(m, "No such endpoint"));
-}
-
 /* The confirmations of list (two or more) in one call; each gets its item's answer. False
  * when the control plane has no such route: the list is to be sent one call each. */
 static bool send_batch(ConfirmPool *p, Client *cl, Confirm *list) {
@@ -87,7 +81,7 @@ static bool send_batch(ConfirmPool *p, Client *cl, Confirm *list) {
     int r = body ? client_call(cl, "POST", path, body, NULL, &status, &answer, &err)
                  : error_set(&err, -ENOMEM, "out of memory");
     json_decref(body);
-    if (r >= 0 && no_such_route(status, answer)) {
+    if (r >= 0 && client_route_unknown(status, answer)) {
         pthread_mutex_lock(&p->lock);
         p->single_only = true;
         pthread_mutex_unlock(&p->lock);

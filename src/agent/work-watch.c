@@ -23,12 +23,8 @@ int work_watch_poll(WorkWatch *w, Client *cl, const char *node, unsigned wait_s,
     int r = client_call(cl, "GET", path, NULL, NULL, &status, &ans, err);
     if (r < 0)
         return r;
-    const char *code = json_string_value(json_object_get(ans, "code"));
     const char *cursor = json_string_value(json_object_get(ans, "cursor"));
-    if (status == 405 ||
-        (status == 404 && code && STREQ(code, "not_found") && !cursor &&
-         string_has_prefix(strempty(json_string_value(json_object_get(ans, "message"))),
-                           "No such endpoint"))) {
+    if (client_route_unknown(status, ans) && !cursor) {
         json_decref(ans);
         w->unsupported = true;
         return error_set(err, -EOPNOTSUPP,

@@ -328,3 +328,10 @@ int client_set_ca_file(Client *c, const char *path, Error *err) {
 void client_set_abort(Client *c, volatile sig_atomic_t *flag) {
     c->abort_flag = flag;
 }
+
+bool client_route_unknown(long status, json_t *answer) {
+    const char *code = json_string_value(json_object_get(answer, "code"));
+    const char *msg = json_string_value(json_object_get(answer, "message"));
+    return status == 405 || (status == 404 && code && strcmp(code, "not_found") == 0 && msg &&
+                             strncmp(msg, "No such endpoint", 16) == 0);
+}

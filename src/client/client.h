@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include <signal.h>
+#include <stdbool.h>
 
 #include "util/error.h"
 
@@ -43,3 +44,6 @@ int client_set_ca_file(Client *c, const char *path, Error *err);
 /* A call in flight (a long poll) gives up within about a second once *flag is set, with
  * -EIO (a daemon's stop signal); NULL: never. */
 void client_set_abort(Client *c, volatile sig_atomic_t *flag);
+/* Whether an answer says the control plane has no such route (one older than the caller):
+ * 405, or 404 not_found "No such endpoint: ...", not a 404 about a missing object. */
+bool client_route_unknown(long status, json_t *answer);

@@ -354,8 +354,7 @@ static void activate_running(Sync *s, const char *node) {
         json_t *body = json_pack("{s:o}", "requests", items), *ans = NULL;
         long st = body ? cp_call(s, "POST", path, body, &ans) : -1;
         json_decref(body);
-        const char *m = json_string_value(json_object_get(ans, "message"));
-        if (st == 405 || (st == 404 && m && string_has_prefix(m, "No such endpoint")))
+        if (client_route_unknown(st, ans))
             s->single_activations = true; /* then one call each, below */
         size_t k;
         json_t *it;
