@@ -181,7 +181,15 @@ static Op *make_stream(unsigned n_requests, unsigned gpus, size_t *ret_n) {
     for (uint32_t i = 0; i < n_requests; i++) {
         while (n_live > target || (n_live && pick(3) == 0)) {
             size_t j = pick((unsigned)n_live);
-            ops[n++] = (Op){.release = true, .target = live[j]};
+            /* What a release names comes with it, as the id in a server's URL does: reading
+             * it from the random earlier submit would time the stream's own cache miss. */
+            const Op *t = &ops[live[j]];
+            ops[n] = (Op){.release = true, .target = live[j]};
+            memcpy(ops[n].id, t->id, sizeof(ops[n].id));
+            ops[n].spec = (RequestSpec){.id = ops[n].id,
+                                        .class_name = t->spec.class_name,
+                                        .submitted = t->spec.submitted};
+            n++;
             live[j] = live[--n_live];
             if (n_live < target / 2)
                 break;
@@ -238,7 +246,7 @@ static void percentiles(uint32_t *lat, size_t n, Result *res) {
 
 /* ---- decision digest (FNV-1a 64) ---- */
 
-static bool want_digest, no_walk_memos;
+static bool want_digest, no_walk_memos, ours_only;
 static uint64_t digest = 0xcbf29ce484222325ull;
 
 static void digest_bytes(const void *p, size_t n) {
@@ -330,7 +338,7 @@ static Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
     for (size_t i = 0; i < n_ops; i++) {
         Op *op = &ops[i];
         if (op->release) {
-            release_as_agent(s, &ops[op->target], ops[op->target].spec.submitted + 1);
+            release_as_agent(s, op, op->spec.submitted + 1);
             releases++;
             continue;
         }
@@ -582,7 +590,7 @@ static double run_floor(const Op *ops, size_t n_ops, size_t n_requests) {
     uint64_t t0 = now_ns();
     for (size_t i = 0; i < n_ops; i++) {
         if (ops[i].release)
-            floor_release(&f, &ops[ops[i].target]);
+            floor_release(&f, &ops[i]);
         else
             floor_submit(&f, &ops[i], (uint32_t)i);
     }
@@ -609,6 +617,33 @@ static void print_result(const char *name, const Result *r) {
            r->waiting, r->refused, r->whole_free_nodes);
 }
 
+/* The baselines on the same stream, and every figure of ours beside theirs. */
+static void compare(const Catalog *cat, Op *ops, size_t n_ops, unsigned n_requests, uint32_t *lat,
+                    const Result *ours_p, long rss_before, long rss_ours) {
+    const Result ours = *ours_p;
+    Result ff = run_first_fit(cat, ops, n_ops, lat);
+    double floor_per_sec = run_floor(ops, n_ops, n_requests);
+    print_result("einsora", &ours);
+    print_result("first-fit", &ff);
+    printf("einsora: %.0f decisions per CPU second (the run's CPU time, not wall clock)\n",
+           ours.per_cpu_sec);
+    printf("einsora: idle passthrough GPUs still waiting for a reset check at end: %zu\n",
+           ours.reset_pending);
+    printf("peak RSS: %ld MiB (stream and latency buffers %ld MiB before the run)\n",
+           rss_ours / 1024, rss_before / 1024);
+    for (size_t w = 0; w < ours.n_windows; w++)
+        printf("einsora requests %7zu-%7zu: %8.0f decisions/s incl. %6zu releases (%8.0f "
+               "submits+releases/s); %zu waiting at the end\n",
+               w * WINDOW, MIN((w + 1) * WINDOW, (size_t)n_requests), ours.windows[w].per_sec,
+               ours.windows[w].releases, ours.windows[w].ops_per_sec, ours.windows[w].waiting);
+    printf("ratio einsora/first-fit: throughput %.2fx, p99 %.2fx, whole-free GPU nodes %.2fx\n",
+           ours.per_sec / ff.per_sec, ours.p99_us / ff.p99_us,
+           ff.whole_free_nodes ? (double)ours.whole_free_nodes / ff.whole_free_nodes : 0.0);
+    printf("memory floor (id index, request and node records only, same stream) %.0f/s; "
+           "ratio einsora/floor %.2fx\n",
+           floor_per_sec, ours.per_sec / floor_per_sec);
+}
+
 int main(int argc, char **argv) {
     unsigned n_requests = 1000000;
     for (int i = 1; i < argc; i++) {
@@ -616,10 +651,13 @@ int main(int argc, char **argv) {
             want_digest = true;
         else if (STREQ(argv[i], "--no-walk-memos"))
             no_walk_memos = true;
+        else if (STREQ(argv[i], "--ours-only"))
+            ours_only = true;
         else if (argv[i][0] >= '1' && argv[i][0] <= '9')
             n_requests = (unsigned)strtoul(argv[i], NULL, 10);
         else {
-            fprintf(stderr, "usage: bench-place [--digest] [--no-walk-memos] [REQUESTS]\n");
+            fprintf(stderr,
+                    "usage: bench-place [--digest] [--no-walk-memos] [--ours-only] [REQUESTS]\n");
             return 2;
         }
     }
@@ -648,27 +686,10 @@ int main(int argc, char **argv) {
     long rss_before = peak_rss_kb();
     Result ours = run_ours(s, ops, n_ops, lat);
     long rss_ours = peak_rss_kb();
-    Result ff = run_first_fit(cat, ops, n_ops, lat);
-    double floor_per_sec = run_floor(ops, n_ops, n_requests);
-    print_result("einsora", &ours);
-    print_result("first-fit", &ff);
-    printf("einsora: %.0f decisions per CPU second (the run's CPU time, not wall clock)\n",
-           ours.per_cpu_sec);
-    printf("einsora: idle passthrough GPUs still waiting for a reset check at end: %zu\n",
-           ours.reset_pending);
-    printf("peak RSS: %ld MiB (stream and latency buffers %ld MiB before the run)\n",
-           rss_ours / 1024, rss_before / 1024);
-    for (size_t w = 0; w < ours.n_windows; w++)
-        printf("einsora requests %7zu-%7zu: %8.0f decisions/s incl. %6zu releases (%8.0f "
-               "submits+releases/s); %zu waiting at the end\n",
-               w * WINDOW, MIN((w + 1) * WINDOW, (size_t)n_requests), ours.windows[w].per_sec,
-               ours.windows[w].releases, ours.windows[w].ops_per_sec, ours.windows[w].waiting);
-    printf("ratio einsora/first-fit: throughput %.2fx, p99 %.2fx, whole-free GPU nodes %.2fx\n",
-           ours.per_sec / ff.per_sec, ours.p99_us / ff.p99_us,
-           ff.whole_free_nodes ? (double)ours.whole_free_nodes / ff.whole_free_nodes : 0.0);
-    printf("memory floor (id index, request and node records only, same stream) %.0f/s; "
-           "ratio einsora/floor %.2fx\n",
-           floor_per_sec, ours.per_sec / floor_per_sec);
+    if (ours_only) /* for profiling: the run above and nothing else */
+        print_result("einsora", &ours);
+    else
+        compare(cat, ops, n_ops, n_requests, lat, &ours, rss_before, rss_ours);
     if (want_digest)
         printf("decision digest: %016llx\n", (unsigned long long)digest);
     Error cerr = {0};
