@@ -83,8 +83,9 @@ void api_after_handler(HttpCtx *c, RouteId id) {
 }
 
 void api_node_etag(const ApiNode *spec, char out[API_ETAG_SIZE]) {
-    _cleanup_json_ json_t *j = api_node_to_json(spec);
-    _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    /* The node's compact text: one encoder with a fixed member order, so the same node
+     * always hashes the same, without building and sorting a tree first. */
+    _cleanup_free_ char *text = api_node_text(spec);
     char hex[SHA256_DIGEST_SIZE * 2 + 1];
     sha256_hex(text ? text : "", text ? strlen(text) : 0, hex);
     /* A strong validator: quoted, 32 hex digits are plenty to tell versions apart. */

@@ -223,50 +223,72 @@ bool api_node_has_cap(const ApiNode *n, const char *cap) {
     return false;
 }
 
-json_t *api_node_to_json(const ApiNode *n) {
-    json_t *j =
-            json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "name", n->name, "site", n->site,
-                      "site_kind", site_kind_to_string(n->site_kind), "platform",
-                      platform_to_string(n->platform), "owner", n->owner, "cordoned", n->cordoned);
-    if (!j)
-        return NULL;
+void api_node_write(const ApiNode *n, JsonText *w) {
+    json_text_open(w, '{');
+    json_text_member_string(w, "name", n->name);
+    json_text_member_string(w, "site", n->site);
+    json_text_member_string(w, "site_kind", site_kind_to_string(n->site_kind));
+    json_text_member_string(w, "platform", platform_to_string(n->platform));
+    json_text_member_string(w, "owner", n->owner);
+    json_text_member_bool(w, "cordoned", n->cordoned);
     if (n->mode != NODE_MODE_NONE)
-        json_object_set_new(j, "mode", json_string(node_mode_to_string(n->mode)));
+        json_text_member_string(w, "mode", node_mode_to_string(n->mode));
     if (n->device_resource[0])
-        json_object_set_new(j, "device_resource", json_string(n->device_resource));
+        json_text_member_string(w, "device_resource", n->device_resource);
     if (n->cpus)
-        json_object_set_new(j, "cpus", json_integer(n->cpus));
+        json_text_member_int(w, "cpus", n->cpus);
     if (n->time_slice_replicas)
-        json_object_set_new(j, "time_slice_replicas", json_integer(n->time_slice_replicas));
+        json_text_member_int(w, "time_slice_replicas", n->time_slice_replicas);
     if (n->apple_unified_memory_gb)
-        json_object_set_new(j, "apple_unified_memory_gb", json_integer(n->apple_unified_memory_gb));
+        json_text_member_int(w, "apple_unified_memory_gb", n->apple_unified_memory_gb);
     if (n->apple_usable_memory_gb)
-        json_object_set_new(j, "apple_usable_memory_gb", json_integer(n->apple_usable_memory_gb));
-    json_t *caps = json_array();
+        json_text_member_int(w, "apple_usable_memory_gb", n->apple_usable_memory_gb);
+    json_text_key(w, "capabilities");
+    json_text_open(w, '[');
     for (size_t i = 0; i < n->n_caps; i++)
-        json_array_append_new(caps, json_string(n->caps[i]));
-    json_object_set_new(j, "capabilities", caps);
-    json_t *devs = json_array();
+        json_text_string(w, n->caps[i]);
+    json_text_close(w, ']');
+    json_text_key(w, "devices");
+    json_text_open(w, '[');
     for (size_t i = 0; i < n->n_devices; i++) {
         const ApiDevice *d = &n->devices[i];
-        json_t *dj = json_pack("{s:s, s:s, s:i, s:s}", "pci", d->pci, "class", d->cls, "memory_gb",
-                               (int)d->memory_gb, "binding", binding_to_string(d->binding));
+        json_text_open(w, '{');
+        json_text_member_string(w, "pci", d->pci);
+        json_text_member_string(w, "class", d->cls);
+        json_text_member_int(w, "memory_gb", (int)d->memory_gb);
+        json_text_member_string(w, "binding", binding_to_string(d->binding));
         if (d->pci_id[0])
-            json_object_set_new(dj, "pci_id", json_string(d->pci_id));
+            json_text_member_string(w, "pci_id", d->pci_id);
         if (d->mig_enabled) {
-            json_object_set_new(dj, "mig_enabled", json_true());
-            json_t *mig = json_array();
-            for (size_t m = 0; m < d->n_mig; m++)
-                json_array_append_new(mig, json_pack("{s:s, s:i}", "profile", d->mig[m].profile,
-                                                     "start", (int)d->mig[m].start));
-            json_object_set_new(dj, "mig", mig);
+            json_text_member_bool(w, "mig_enabled", true);
+            json_text_key(w, "mig");
+            json_text_open(w, '[');
+            for (size_t m = 0; m < d->n_mig; m++) {
+                json_text_open(w, '{');
+                json_text_member_string(w, "profile", d->mig[m].profile);
+                json_text_member_int(w, "start", (int)d->mig[m].start);
+                json_text_close(w, '}');
+            }
+            json_text_close(w, ']');
         }
         if (d->reset_verified)
-            json_object_set_new(dj, "reset_verified", json_true());
+            json_text_member_bool(w, "reset_verified", true);
         if (d->quarantined)
-            json_object_set_new(dj, "quarantined", json_string(d->quarantine_reason));
-        json_array_append_new(devs, dj);
+            json_text_member_string(w, "quarantined", d->quarantine_reason);
+        json_text_close(w, '}');
     }
-    json_object_set_new(j, "devices", devs);
-    return j;
+    json_text_close(w, ']');
+    json_text_close(w, '}');
+}
+
+json_t *api_node_to_json(const ApiNode *n) {
+    JsonText w = {.to_tree = true};
+    api_node_write(n, &w);
+    return json_text_take_tree(&w);
+}
+
+char *api_node_text(const ApiNode *n) {
+    JsonText w = {0};
+    api_node_write(n, &w);
+    return json_text_take(&w);
 }

@@ -11,6 +11,7 @@
 #include "core/sched.h"
 #include "util/error.h"
 #include "wire/decode.h"
+#include "wire/json-text.h"
 #include "wire/request.h"
 
 #define SPEC_MAX_DEVICES 64
@@ -59,7 +60,11 @@ typedef struct ApiNode {
 
 int api_node_from_json(json_t *j, ApiNode *ret, Error *err);
 int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err);
+/* The node's one encoder (wire/json-text.h): its tree, or its compact text without building
+ * the tree, member for member the same. NULL when a string is not UTF-8 or memory ran out. */
+void api_node_write(const ApiNode *n, JsonText *w);
 json_t *api_node_to_json(const ApiNode *n);
+char *api_node_text(const ApiNode *n);
 bool api_node_has_cap(const ApiNode *n, const char *cap);
 
 /* Every device's 'pci', when given, is an address the agent would take (pci_bdf_is_valid).

@@ -8,6 +8,7 @@
 
 #include "util/macro.h"
 #include "wire/json-text.h"
+#include "wire/node.h"
 #include "wire/placement.h"
 #include "wire/request.h"
 
@@ -244,5 +245,39 @@ Test(json_text, r16_a_placement_is_written_as_it_was_stored_before) {
         free(text);
         free(dumped);
         json_decref(tree);
+    }
+}
+
+/* A node's stored row and ETag come from its text: the bytes the tree encoder wrote before. */
+Test(json_text, r16_a_node_is_written_as_it_was_stored_before) {
+    const char *stored[] = {
+            "{\"name\":\"n1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+            "\"linux\",\"owner\":\"ops\",\"cordoned\":true,\"mode\":\"vm-passthrough\","
+            "\"device_resource\":\"nvidia.com/GH100\",\"cpus\":64,\"capabilities\":[\"kata\","
+            "\"rdma\"],\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\","
+            "\"memory_gb\":80,\"binding\":\"vfio\",\"pci_id\":\"10de:2330\",\"reset_verified\":"
+            "true,\"quarantined\":\"fell off the bus\"},{\"pci\":\"0000:18:00.0\",\"class\":"
+            "\"nvidia-a100-80gb\",\"memory_gb\":80,\"binding\":\"host\",\"mig_enabled\":true,"
+            "\"mig\":[{\"profile\":\"1g.10gb\",\"start\":0},{\"profile\":\"3g.40gb\","
+            "\"start\":4}]}]}",
+            "{\"name\":\"m1\",\"site\":\"home\",\"site_kind\":\"solo\",\"platform\":"
+            "\"macos\",\"owner\":\"ana\",\"cordoned\":false,\"time_slice_replicas\":4,"
+            "\"apple_unified_memory_gb\":64,\"apple_usable_memory_gb\":48,\"capabilities\":[],"
+            "\"devices\":[]}",
+    };
+    for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++) {
+        ApiNode *n = calloc(1, sizeof(*n));
+        Error err = {0};
+        cr_assert_eq(api_node_parse(stored[i], strlen(stored[i]), n, &err), 0, "%s", err.message);
+        char *text = api_node_text(n);
+        json_t *tree = api_node_to_json(n);
+        char *dumped = json_dumps(tree, JSON_COMPACT);
+        cr_assert_not_null(text);
+        cr_expect_str_eq(text, stored[i]);
+        cr_expect_str_eq(text, dumped, "node %zu: text and tree differ", i);
+        free(text);
+        free(dumped);
+        json_decref(tree);
+        free(n);
     }
 }
