@@ -5,10 +5,12 @@
  * filled up to --large live requests and it is timed again. Prints both and their ratio (the
  * baseline is the small figure of the same run); 1.0 when a poll costs its node's work only.
  *
- *   bench-node-work [--small N] [--large N] [--polls N] [--only N]
+ *   bench-node-work [--small N] [--large N] [--polls N] [--only N] [--tasks]
  *
  * --only N fills to N live requests and polls only then (for callgrind's instruction counts:
- * valgrind --tool=callgrind --toggle-collect=api_node_work bench-node-work --only N). */
+ * valgrind --tool=callgrind --toggle-collect=api_node_work bench-node-work --only N).
+ * --tasks: the other nodes hold open tasks instead (a consumer GPU each whose reset check
+ * (R9) their agent has not run yet), --small and --large of them. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,32 @@ static void fill_to(unsigned long live, unsigned long *have) {
     }
 }
 
+/* Open tasks on the other nodes, `open` in all: a node each, with one consumer GPU on vfio
+ * that no check has passed and an agent that beats, so the fleet asks it for the check. */
+static void fill_tasks_to(unsigned long open, unsigned long *have) {
+    for (; *have < open; (*have)++) {
+        char name[32], path[64], body[512];
+        snprintf(name, sizeof(name), "t%u", nodes_made++);
+        snprintf(body, sizeof(body),
+                 "{\"name\":\"%s\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":"
+                 "\"linux\",\"owner\":\"root\",\"cpus\":8,\"devices\":[{\"pci\":"
+                 "\"0000:01:00.0\",\"class\":\"nvidia-rtx-4090\",\"memory_gb\":24,\"binding\":"
+                 "\"vfio\"}]}",
+                 name);
+        snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+        if (call("PUT", path, body, NULL) != 201)
+            die("registering a node with a consumer GPU failed");
+        snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", name);
+        if (call("POST", path, "{\"interval_s\":3600}", NULL) != 200)
+            die("a heartbeat failed");
+        json_t *w = NULL;
+        snprintf(path, sizeof(path), "/v1/nodes/%s/work", name);
+        if (call("GET", path, NULL, &w) != 200 || json_array_size(json_object_get(w, "tasks")) != 1)
+            die("no reset check was asked of a new node's agent");
+        json_decref(w);
+    }
+}
+
 /* Microseconds per work answer of the target node, over `polls` answers. */
 static double poll_us(unsigned polls) {
     double t0 = bench_seconds();
@@ -73,11 +101,11 @@ static double poll_us(unsigned polls) {
 int main(int argc, char **argv) {
     unsigned long small = 100, large = 5000, only = 0;
     unsigned polls = 2000;
-    static const struct option opts[] = {{"small", required_argument, NULL, 's'},
-                                         {"large", required_argument, NULL, 'l'},
-                                         {"polls", required_argument, NULL, 'p'},
-                                         {"only", required_argument, NULL, 'o'},
-                                         {}};
+    bool tasks = false;
+    static const struct option opts[] = {
+            {"small", required_argument, NULL, 's'}, {"tasks", no_argument, NULL, 't'},
+            {"large", required_argument, NULL, 'l'}, {"polls", required_argument, NULL, 'p'},
+            {"only", required_argument, NULL, 'o'},  {}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) >= 0) {
         if (o == 's')
@@ -88,6 +116,8 @@ int main(int argc, char **argv) {
             polls = (unsigned)strtoul(optarg, NULL, 10);
         else if (o == 'o')
             only = strtoul(optarg, NULL, 10);
+        else if (o == 't')
+            tasks = true;
         else
             return 2;
     }
@@ -106,23 +136,25 @@ int main(int argc, char **argv) {
     if (call("POST", "/v1/nodes/target/cordon", NULL, NULL) != 200)
         die("cordoning the target failed");
     unsigned long have = 0;
+    void (*fill)(unsigned long, unsigned long *) = tasks ? fill_tasks_to : fill_to;
+    const char *what = tasks ? "open tasks" : "live requests";
     if (only) {
-        fill_to(only, &have);
-        printf("bench-node-work: %lu live requests on %u other nodes: %.2f us per work answer "
+        fill(only, &have);
+        printf("bench-node-work: %lu %s on %u other nodes: %.2f us per work answer "
                "(%u answers)\n",
-               only, nodes_made, poll_us(polls), polls);
+               only, what, nodes_made, poll_us(polls), polls);
     } else {
-        fill_to(small, &have);
+        fill(small, &have);
         double a = poll_us(polls);
         unsigned na = nodes_made;
-        fill_to(large, &have);
+        fill(large, &have);
         double b = poll_us(polls);
         printf("bench-node-work: the work answer of a node with %d placements, %u answers each\n",
                TARGET_WORK, polls);
-        printf("  %6lu live requests elsewhere (%5u nodes): %8.2f us per answer (baseline)\n",
-               small, na, a);
-        printf("  %6lu live requests elsewhere (%5u nodes): %8.2f us per answer   ratio %.2f\n",
-               large, nodes_made, b, b / (a > 0 ? a : 1));
+        printf("  %6lu %s elsewhere (%5u nodes): %8.2f us per answer (baseline)\n", small, what, na,
+               a);
+        printf("  %6lu %s elsewhere (%5u nodes): %8.2f us per answer   ratio %.2f\n", large, what,
+               nodes_made, b, b / (a > 0 ? a : 1));
     }
     server_close(srv);
     return bench_store_remove(dir) == 0 ? 0 : 1;

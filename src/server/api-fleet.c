@@ -56,9 +56,9 @@ bool api_node_work_has(const Req *r, const char *node) {
 
 json_t *api_node_work_json(Server *s, const Node *n) {
     json_t *tasks = json_array(), *work = json_array();
-    for (size_t i = 0; i < s->n_tasks; i++)
-        if (STREQ(s->tasks[i]->node, n->spec.name))
-            json_array_append_new(tasks, wire_task_to_json(s->tasks[i]));
+    TaskVec open_tasks = fleet_tasks_of(s, n->spec.name);
+    for (size_t i = 0; i < open_tasks.n; i++)
+        json_array_append_new(tasks, wire_task_to_json(open_tasks.v[i]));
     /* The node's index (readers must not compact it): ended or moved ones are skipped. */
     const ReqVec *v = node_work_of(n);
     for (size_t i = 0; i < v->n; i++) {
@@ -99,8 +99,8 @@ typedef struct ResultArg {
 static void op_task_result(Server *s, Op *op) {
     ResultArg *a = op->arg;
     Node *n = ptrmap_get(&s->nodes, a->node);
-    Task *t = fleet_task_find(s, a->id);
-    if (!n || !t || STRNEQ(t->node, a->node))
+    Task *t = fleet_task_find(s, a->node, a->id);
+    if (!n || !t)
         OP_FAIL(op, 404, "not_found", "No open task %" PRIu64 " for node %s.", a->id, a->node);
     const FleetTaskResult *res = a->res;
     if (res->progress) { /* the task goes on: only its switch's message changes */

@@ -42,9 +42,9 @@ mix64(uint64_t x) { /* splitmix64's finaliser: every input bit moves every outpu
 /* Order-free (a sum), so it does not depend on the order of the indexes it walks. */
 static uint64_t work_digest(const Server *s, const Node *n) {
     uint64_t d = mix64(1);
-    for (size_t i = 0; i < s->n_tasks; i++)
-        if (STREQ(s->tasks[i]->node, n->spec.name))
-            d += mix64(mix64(s->tasks[i]->id) ^ 0x7461736bu);
+    TaskVec t = fleet_tasks_of(s, n->spec.name);
+    for (size_t i = 0; i < t.n; i++)
+        d += mix64(mix64(t.v[i]->id) ^ 0x7461736bu);
     const ReqVec *v = node_work_of(n); /* the node's own index: a poll costs its work only */
     for (size_t i = 0; i < v->n; i++) {
         const Req *r = v->v[i];

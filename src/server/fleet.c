@@ -60,6 +60,53 @@ static void task_key(uint64_t id, char buf[40]) {
 
 /* ---- tasks ---- */
 
+TaskVec fleet_tasks_of(const Server *s, const char *node) {
+    const TaskVec *v = ptrmap_get(&s->tasks_by_node, node);
+    return v ? *v : (TaskVec){0};
+}
+
+/* Task t joins its node's index (ids only grow, so appending keeps the order). */
+static int index_task(Server *s, Task *t) {
+    TaskVec *v = ptrmap_get(&s->tasks_by_node, t->node);
+    if (!v) {
+        if (!(v = calloc(1, sizeof(*v))))
+            return -ENOMEM;
+        int r = ptrmap_put(&s->tasks_by_node, t->node, v);
+        if (r < 0) {
+            free(v);
+            return r;
+        }
+    }
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 4;
+        Task **x = realloc(v->v, cap * sizeof(*x));
+        if (!x) {
+            if (!v->n)
+                free(ptrmap_remove(&s->tasks_by_node, t->node));
+            return -ENOMEM;
+        }
+        v->v = x;
+        v->cap = cap;
+    }
+    v->v[v->n++] = t;
+    return 0;
+}
+
+static void unindex_task(Server *s, const Task *t) {
+    TaskVec *v = ptrmap_get(&s->tasks_by_node, t->node);
+    for (size_t i = 0; v && i < v->n; i++)
+        if (v->v[i] == t) {
+            memmove(v->v + i, v->v + i + 1, (v->n - i - 1) * sizeof(*v->v));
+            v->n--;
+            break;
+        }
+    if (v && !v->n) {
+        ptrmap_remove(&s->tasks_by_node, t->node);
+        free(v->v);
+        free(v);
+    }
+}
+
 Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, const char *gpu,
                      const char *target) {
     if (s->n_tasks == s->cap_tasks) {
@@ -80,6 +127,11 @@ Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, c
     snprintf(t->node, sizeof(t->node), "%s", node);
     snprintf(t->gpu, sizeof(t->gpu), "%s", strempty(gpu));
     snprintf(t->target, sizeof(t->target), "%s", strempty(target));
+    if (index_task(s, t) < 0) {
+        s->last_task_id--;
+        free(t);
+        return NULL;
+    }
     s->tasks[s->n_tasks++] = t;
     char key[40];
     task_key(t->id, key);
@@ -95,10 +147,11 @@ Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, c
     return t;
 }
 
-Task *fleet_task_find(Server *s, uint64_t id) {
-    for (size_t i = 0; i < s->n_tasks; i++)
-        if (s->tasks[i]->id == id)
-            return s->tasks[i];
+Task *fleet_task_find(Server *s, const char *node, uint64_t id) {
+    TaskVec v = fleet_tasks_of(s, node);
+    for (size_t i = 0; i < v.n; i++)
+        if (v.v[i]->id == id)
+            return v.v[i];
     return NULL;
 }
 
@@ -106,6 +159,7 @@ void fleet_task_finish(Server *s, Task *t) {
     char key[40];
     task_key(t->id, key);
     (void)writer_check(s, store_fleet_delete(s->store, key, NULL), NULL, "deleting a fleet record");
+    unindex_task(s, t);
     for (size_t i = 0; i < s->n_tasks; i++)
         if (s->tasks[i] == t) {
             memmove(s->tasks + i, s->tasks + i + 1, (s->n_tasks - i - 1) * sizeof(Task *));
@@ -116,8 +170,9 @@ void fleet_task_finish(Server *s, Task *t) {
 }
 
 bool fleet_task_open_for(Server *s, const char *node, TaskKind kind, unsigned dev) {
-    for (size_t i = 0; i < s->n_tasks; i++)
-        if (s->tasks[i]->kind == kind && s->tasks[i]->dev == dev && STREQ(s->tasks[i]->node, node))
+    TaskVec v = fleet_tasks_of(s, node);
+    for (size_t i = 0; i < v.n; i++)
+        if (v.v[i]->kind == kind && v.v[i]->dev == dev)
             return true;
     return false;
 }
@@ -373,9 +428,9 @@ json_t *fleet_node_json(Server *s, const Node *n) {
     if (n->sw)
         json_object_set_new(j, "switch", wire_switch_to_json(n->sw));
     json_t *tasks = json_array();
-    for (size_t i = 0; i < s->n_tasks; i++)
-        if (STREQ(s->tasks[i]->node, n->spec.name))
-            json_array_append_new(tasks, wire_task_to_json(s->tasks[i]));
+    TaskVec v = fleet_tasks_of(s, n->spec.name);
+    for (size_t i = 0; i < v.n; i++)
+        json_array_append_new(tasks, wire_task_to_json(v.v[i]));
     json_object_set_new(j, "tasks", tasks);
     return j;
 }
@@ -425,7 +480,7 @@ static int load_record(const char *key, const char *text, void *userdata) {
                     s->tasks = v, s->cap_tasks = cap;
             }
             s->last_task_id = MAX(s->last_task_id, t->id);
-            if (s->n_tasks < s->cap_tasks)
+            if (s->n_tasks < s->cap_tasks && index_task(s, t) >= 0)
                 s->tasks[s->n_tasks++] = TAKE_PTR(t);
             else
                 r = error_set(&s->fatal_err, -ENOMEM, "out of memory");
@@ -452,6 +507,13 @@ void fleet_free(Server *s) {
     for (size_t i = 0; i < s->n_tasks; i++)
         free(s->tasks[i]);
     free(s->tasks);
+    for (size_t i = 0; i < s->tasks_by_node.cap; i++)
+        if (s->tasks_by_node.keys[i] && s->tasks_by_node.keys[i] != PTRMAP_TOMB) {
+            TaskVec *v = s->tasks_by_node.values[i];
+            free(v->v);
+            free(v);
+        }
+    ptrmap_done(&s->tasks_by_node);
     free(s->fleet_queue);
     s->fleet_queue = NULL;
     s->n_fleet_queue = s->cap_fleet_queue = 0;

@@ -16,9 +16,16 @@
 void fleet_mark(Server *s, Node *n);
 Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, const char *gpu,
                      const char *target);
-Task *fleet_task_find(Server *s, uint64_t id);
+/* The open task id of node, or NULL. */
+Task *fleet_task_find(Server *s, const char *node, uint64_t id);
 void fleet_task_finish(Server *s, Task *t);
 bool fleet_task_open_for(Server *s, const char *node, TaskKind kind, unsigned dev);
+/* Node's open tasks (a name with none: n 0), in id order. */
+typedef struct TaskVec {
+    Task **v;
+    size_t n, cap;
+} TaskVec;
+TaskVec fleet_tasks_of(const Server *s, const char *node);
 int fleet_save_agent(Server *s, const Node *n);
 /* The node's agent reported (heartbeat_s 0: keep the interval): reachable again. */
 void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s);

@@ -142,6 +142,9 @@ struct Server {
     /* The fleet (fleet.c), under `lock` like the records above. */
     Task **tasks; /* work for agents not finished yet, in id order */
     size_t n_tasks, cap_tasks;
+    /* node name -> TaskVec* of its open tasks, in id order: an agent's poll, a node's JSON
+     * and the test for an open reset check cost that node's tasks, not every node's. */
+    PtrMap tasks_by_node;
     uint64_t last_task_id;
     size_t n_agents; /* nodes with heartbeat_s > 0 */
     /* The nodes fleet_tick() looks at next (fleet_mark()): a reset check to ask for, a switch

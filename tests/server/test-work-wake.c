@@ -3,6 +3,7 @@
  * leave it parked, one about its own node wakes it (to look, find its work unchanged, and park
  * again). The server counts such idle wake-ups in /metrics. Against the real server. */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,4 +95,77 @@ Test(work_wake, r17_a_work_poll_is_woken_only_by_events_of_its_node) {
     cr_expect_eq(p.status, 200);
     cr_expect_eq(json_array_size(json_object_get(p.answer, "workloads")), 1, "the placement");
     json_decref(p.answer);
+}
+
+/* Register a lab node with one consumer GPU on vfio that no reset check has passed yet, and
+ * say its agent beats: the fleet asks that agent for the check (R9). */
+static void add_unchecked_node(const char *name) {
+    char body[512], path[64];
+    snprintf(body, sizeof(body),
+             "{\"name\":\"%s\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+             "\"owner\":\"ops\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
+             "\"nvidia-rtx-4090\",\"memory_gb\":24,\"binding\":\"vfio\"}]}",
+             name);
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", path, body, NULL), 201, "registering %s", name);
+    snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", name);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, "{\"interval_s\":30}", NULL), 200);
+}
+
+/* The ids of the open tasks node's work answer lists, after waiting (60 s at most, never a
+ * measure) for it to list `want` of them; each must name the node. */
+static size_t open_tasks(const char *node, size_t want, uint64_t ids[4]) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/work", node);
+    size_t n = 0;
+    for (int i = 0; i < 1200; i++) {
+        json_t *w = NULL;
+        cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &w), 200);
+        json_t *tasks = json_object_get(w, "tasks"), *t;
+        size_t k;
+        n = json_array_size(tasks);
+        json_array_foreach(tasks, k, t) {
+            cr_expect_str_eq(json_string_value(json_object_get(t, "node")), node);
+            if (k < 4)
+                ids[k] = (uint64_t)json_integer_value(json_object_get(t, "id"));
+        }
+        json_decref(w);
+        if (n == want)
+            break;
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    return n;
+}
+
+/* Open tasks are found through their node: a node's work and record list its own, a result
+ * is taken only at its own node's address, and a restart finds each where it was. */
+Test(work_wake, r9_a_nodes_open_tasks_are_its_own_through_results_and_a_restart) {
+    add_unchecked_node("ga");
+    add_unchecked_node("gb");
+    uint64_t a[4] = {0}, b[4] = {0};
+    cr_assert_eq(open_tasks("ga", 1, a), 1, "ga's reset check was not asked for");
+    cr_assert_eq(open_tasks("gb", 1, b), 1, "gb's reset check was not asked for");
+    cr_assert_neq(a[0], b[0]);
+    char path[96];
+    const char *pass = "{\"ok\":true,\"verdict\":\"pass\",\"message\":\"reset cycle ok\"}";
+    snprintf(path, sizeof(path), "/v1/nodes/ga/tasks/%" PRIu64, b[0]);
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", path, pass, NULL), 404,
+                 "gb's task was taken at ga's address");
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    uint64_t a2[4] = {0}, b2[4] = {0};
+    cr_assert_eq(open_tasks("ga", 1, a2), 1);
+    cr_assert_eq(open_tasks("gb", 1, b2), 1);
+    cr_expect_eq(a2[0], a[0], "a restart lost or moved ga's task");
+    cr_expect_eq(b2[0], b[0], "a restart lost or moved gb's task");
+    snprintf(path, sizeof(path), "/v1/nodes/gb/tasks/%" PRIu64, b[0]);
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", path, pass, NULL), 200);
+    cr_expect_eq(open_tasks("gb", 0, b2), 0, "a finished task stayed in gb's work");
+    json_t *ga = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/ga", NULL, &ga), 200);
+    json_t *tasks = json_object_get(ga, "tasks");
+    cr_expect_eq(json_array_size(tasks), 1, "ga's record lists its open task");
+    cr_expect_eq((uint64_t)json_integer_value(json_object_get(json_array_get(tasks, 0), "id")),
+                 a[0]);
+    json_decref(ga);
 }
