@@ -164,6 +164,19 @@ static char *request_text(const ApiRequest *r) {
     return json_text_take(&w);
 }
 
+/* One encoder's two outputs for case i of `what`: the text is the stored bytes and the bytes
+ * jansson writes for the tree. Takes text and tree. */
+static void expect_stored_bytes(char *text, json_t *tree, const char *stored, const char *what,
+                                size_t i) {
+    char *dumped = json_dumps(tree, JSON_COMPACT);
+    cr_assert_not_null(text, "%s %zu has no text", what, i);
+    cr_expect_str_eq(text, stored);
+    cr_expect_str_eq(text, dumped, "%s %zu: text and tree differ", what, i);
+    free(text);
+    free(dumped);
+    json_decref(tree);
+}
+
 /* Stored records of earlier versions hold these bytes: the text form must not drift. */
 Test(json_text, r16_a_request_is_written_as_it_was_stored_before) {
     const char *texts[] = {
@@ -188,15 +201,7 @@ Test(json_text, r16_a_request_is_written_as_it_was_stored_before) {
         ApiRequest r;
         Error err = {0};
         cr_assert_eq(api_request_parse(texts[i], strlen(texts[i]), &r, &err), 0, "%s", err.message);
-        char *text = request_text(&r);
-        json_t *tree = api_request_to_json(&r);
-        char *dumped = json_dumps(tree, JSON_COMPACT);
-        cr_assert_not_null(text);
-        cr_expect_str_eq(text, stored[i]);
-        cr_expect_str_eq(text, dumped, "request %zu: text and tree differ", i);
-        free(text);
-        free(dumped);
-        json_decref(tree);
+        expect_stored_bytes(request_text(&r), api_request_to_json(&r), stored[i], "request", i);
     }
 }
 
@@ -236,15 +241,8 @@ Test(json_text, r16_a_placement_is_written_as_it_was_stored_before) {
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         JsonText w = {0};
         wire_placement_write(cases[i].p, cases[i].addrs, &w);
-        char *text = json_text_take(&w);
-        json_t *tree = wire_placement_to_json(cases[i].p, cases[i].addrs);
-        char *dumped = json_dumps(tree, JSON_COMPACT);
-        cr_assert_not_null(text);
-        cr_expect_str_eq(text, cases[i].stored);
-        cr_expect_str_eq(text, dumped, "placement %zu: text and tree differ", i);
-        free(text);
-        free(dumped);
-        json_decref(tree);
+        expect_stored_bytes(json_text_take(&w), wire_placement_to_json(cases[i].p, cases[i].addrs),
+                            cases[i].stored, "placement", i);
     }
 }
 
@@ -269,15 +267,7 @@ Test(json_text, r16_a_node_is_written_as_it_was_stored_before) {
         ApiNode *n = calloc(1, sizeof(*n));
         Error err = {0};
         cr_assert_eq(api_node_parse(stored[i], strlen(stored[i]), n, &err), 0, "%s", err.message);
-        char *text = api_node_text(n);
-        json_t *tree = api_node_to_json(n);
-        char *dumped = json_dumps(tree, JSON_COMPACT);
-        cr_assert_not_null(text);
-        cr_expect_str_eq(text, stored[i]);
-        cr_expect_str_eq(text, dumped, "node %zu: text and tree differ", i);
-        free(text);
-        free(dumped);
-        json_decref(tree);
+        expect_stored_bytes(api_node_text(n), api_node_to_json(n), stored[i], "node", i);
         free(n);
     }
 }
