@@ -85,6 +85,29 @@ static void fill_tasks_to(unsigned long open, unsigned long *have) {
     }
 }
 
+/* Microseconds per task result (an agent's "the reset check passed"), over the checks of
+ * the next `count` nodes fill_tasks_to() made, starting at node *next. */
+static double result_us(unsigned count, unsigned *next) {
+    double spent = 0;
+    for (unsigned i = 0; i < count; i++, (*next)++) {
+        char path[64];
+        json_t *w = NULL;
+        snprintf(path, sizeof(path), "/v1/nodes/t%u/work", *next);
+        if (call("GET", path, NULL, &w) != 200)
+            die("a node's work answer failed");
+        json_int_t id = json_integer_value(
+                json_object_get(json_array_get(json_object_get(w, "tasks"), 0), "id"));
+        json_decref(w);
+        snprintf(path, sizeof(path), "/v1/nodes/t%u/tasks/%lld", *next, (long long)id);
+        double t0 = bench_seconds();
+        if (call("POST", path, "{\"ok\":true,\"verdict\":\"pass\",\"message\":\"ok\"}", NULL) !=
+            200)
+            die("a task result was refused");
+        spent += bench_seconds() - t0;
+    }
+    return spent * 1e6 / count;
+}
+
 /* Microseconds per work answer of the target node, over `polls` answers. */
 static double poll_us(unsigned polls) {
     double t0 = bench_seconds();
@@ -144,17 +167,24 @@ int main(int argc, char **argv) {
                "(%u answers)\n",
                only, what, nodes_made, poll_us(polls), polls);
     } else {
+        unsigned next_result = 0, results = (unsigned)MIN(small, 500ul);
         fill(small, &have);
         double a = poll_us(polls);
+        double ra = tasks ? result_us(results, &next_result) : 0;
         unsigned na = nodes_made;
         fill(large, &have);
         double b = poll_us(polls);
+        double rb = tasks ? result_us(results, &next_result) : 0;
         printf("bench-node-work: the work answer of a node with %d placements, %u answers each\n",
                TARGET_WORK, polls);
         printf("  %6lu %s elsewhere (%5u nodes): %8.2f us per answer (baseline)\n", small, what, na,
                a);
         printf("  %6lu %s elsewhere (%5u nodes): %8.2f us per answer   ratio %.2f\n", large, what,
                nodes_made, b, b / (a > 0 ? a : 1));
+        if (tasks)
+            printf("  a task result (%u each, the last of them at ~%lu and ~%lu open): %.1f / %.1f "
+                   "us   ratio %.2f\n",
+                   results, small, large, ra, rb, rb / (ra > 0 ? ra : 1));
     }
     server_close(srv);
     return bench_store_remove(dir) == 0 ? 0 : 1;

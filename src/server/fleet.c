@@ -160,8 +160,18 @@ void fleet_task_finish(Server *s, Task *t) {
     task_key(t->id, key);
     (void)writer_check(s, store_fleet_delete(s->store, key, NULL), NULL, "deleting a fleet record");
     unindex_task(s, t);
-    for (size_t i = 0; i < s->n_tasks; i++)
-        if (s->tasks[i] == t) {
+    /* The array is in id order (ids only grow; the store loads them by key, which pads the
+     * id): find t by halving rather than by a walk of every open task. */
+    size_t lo = 0, hi = s->n_tasks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->tasks[mid]->id < t->id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo < s->n_tasks && s->tasks[lo] == t ? lo : 0; i < s->n_tasks; i++)
+        if (s->tasks[i] == t) { /* (the walk only if the order ever broke) */
             memmove(s->tasks + i, s->tasks + i + 1, (s->n_tasks - i - 1) * sizeof(Task *));
             s->n_tasks--;
             break;
