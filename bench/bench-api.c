@@ -147,6 +147,39 @@ static int seed_fleet(unsigned nodes) {
     return 0;
 }
 
+#define LIST_ROUNDS 5
+
+static double cpu_seconds(pid_t pid);
+
+/* What a dashboard's or a script's view of the whole fleet costs the server. */
+static int list_fleet(pid_t server_pid) {
+    Client *c = NULL;
+    Error err = {0};
+    if (client_new(url, token, &c, &err) < 0)
+        return -1;
+    double t0 = now_s(), cpu0 = cpu_seconds(server_pid);
+    size_t bytes = 0;
+    for (int i = 0; i < LIST_ROUNDS; i++) {
+        long st = 0;
+        char *text = NULL;
+        if (client_call_raw(c, "GET", "/v1/nodes", NULL, 0, NULL, &st, &text, &err) < 0 ||
+            st != 200) {
+            fprintf(stderr, "bench-api: listing the nodes: %ld %s\n", st, err.message);
+            free(text);
+            client_free(c);
+            return -1;
+        }
+        bytes = text ? strlen(text) : 0;
+        free(text);
+    }
+    fprintf(stderr,
+            "bench-api: GET /v1/nodes (%zu bytes): %.1f ms per answer, server CPU %.1f ms\n", bytes,
+            (now_s() - t0) / LIST_ROUNDS * 1e3,
+            (cpu_seconds(server_pid) - cpu0) / LIST_ROUNDS * 1e3);
+    client_free(c);
+    return 0;
+}
+
 /* The load generator speaks HTTP/1.1 over a plain keep-alive socket with pre-built requests,
  * so that on a small machine the clients' own cost (libcurl, JSON) does not crowd out the
  * server being measured. Answers are read by Content-Length. */
@@ -427,6 +460,8 @@ static int run_one(unsigned clients, unsigned batch, bool postgres, unsigned nod
     else /* what an agent's first inventory push costs the server, one after another */
         fprintf(stderr, "bench-api: registered %u nodes in %.2f s, server CPU %.0f us per node\n",
                 nodes, now_s() - seed_t0, (cpu_seconds(pid) - seed_cpu0) / nodes * 1e6);
+    if (r == 0 && list_fleet(pid) < 0)
+        r = -EIO;
     Worker *w = calloc(clients, sizeof(Worker));
     unsigned n_loaders = MIN(load_threads, clients);
     pthread_t *t = calloc(n_loaders, sizeof(pthread_t));

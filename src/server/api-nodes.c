@@ -163,7 +163,10 @@ void api_node_push(HttpCtx *c) {
 void api_nodes_list(HttpCtx *c) {
     Server *s = c->s;
     const char *site = api_query(c, "site");
-    json_t *list = json_array();
+    JsonText w = {0};
+    json_text_open(&w, '{');
+    json_text_key(&w, "nodes");
+    json_text_open(&w, '[');
     pthread_rwlock_rdlock(&s->lock);
     size_t n = sched_node_count(s->sched);
     for (size_t i = 0; i < n; i++) {
@@ -175,10 +178,14 @@ void api_nodes_list(HttpCtx *c) {
             continue;
         const Node *node = ptrmap_get(&s->nodes, ni.name);
         if (node)
-            json_array_append_new(list, node_to_json(s, node));
+            node_write(s, node, &w);
     }
     pthread_rwlock_unlock(&s->lock);
-    c->json = json_pack("{s:o}", "nodes", list);
+    json_text_close(&w, ']');
+    json_text_close(&w, '}');
+    strbuf_append(&w.text, "\n", 1);
+    if (!(c->text = json_text_take(&w)))
+        api_error(c, 500, "internal", "Out of memory (or a node's text is not UTF-8).");
 }
 
 void api_node_show(HttpCtx *c) {
@@ -186,13 +193,19 @@ void api_node_show(HttpCtx *c) {
     const char *name = c->match.params[0];
     pthread_rwlock_rdlock(&s->lock);
     const Node *n = ptrmap_get(&s->nodes, name);
-    if (n && (c->who.role != ROLE_NODE || principal_has_node(&c->who, name))) {
-        c->json = node_to_json(s, n);
+    bool found = n && (c->who.role != ROLE_NODE || principal_has_node(&c->who, name));
+    if (found) {
+        JsonText w = {0};
+        node_write(s, n, &w);
+        strbuf_append(&w.text, "\n", 1);
+        c->text = json_text_take(&w);
         api_node_etag(&n->spec, c->etag);
     }
     pthread_rwlock_unlock(&s->lock);
-    if (!c->json)
+    if (!found)
         api_error(c, 404, "not_found", "No node %s.", name);
+    else if (!c->text)
+        api_error(c, 500, "internal", "Out of memory (or the node's text is not UTF-8).");
 }
 
 typedef struct CordonArg {

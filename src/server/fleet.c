@@ -428,21 +428,24 @@ void fleet_tick(Server *s) {
 
 /* ---- node JSON ---- */
 
-json_t *fleet_node_json(Server *s, const Node *n) {
-    json_t *j = json_object();
+void fleet_node_write(Server *s, const Node *n, JsonText *w) {
     if (n->heartbeat_s) {
-        json_object_set_new(j, "agent",
-                            json_pack("{s:i, s:I}", "heartbeat_s", (int)n->heartbeat_s,
-                                      "last_seen_ms", (json_int_t)atomic_load(&n->last_seen_ms)));
+        json_text_key(w, "agent");
+        json_text_open(w, '{');
+        json_text_member_int(w, "heartbeat_s", (int)n->heartbeat_s);
+        json_text_member_int(w, "last_seen_ms", atomic_load(&n->last_seen_ms));
+        json_text_close(w, '}');
     }
-    if (n->sw)
-        json_object_set_new(j, "switch", wire_switch_to_json(n->sw));
-    json_t *tasks = json_array();
+    if (n->sw) {
+        json_text_key(w, "switch");
+        json_text_value(w, wire_switch_to_json(n->sw));
+    }
+    json_text_key(w, "tasks");
+    json_text_open(w, '[');
     TaskVec v = fleet_tasks_of(s, n->spec.name);
     for (size_t i = 0; i < v.n; i++)
-        json_array_append_new(tasks, wire_task_to_json(v.v[i]));
-    json_object_set_new(j, "tasks", tasks);
-    return j;
+        json_text_value(w, wire_task_to_json(v.v[i]));
+    json_text_close(w, ']');
 }
 
 /* ---- startup ---- */

@@ -223,6 +223,9 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err);
 void state_on_placed(void *userdata, const char *request_id, const Decision *d);
 json_t *req_to_json(Server *s, const Req *r);
 json_t *node_to_json(Server *s, const Node *n);
+/* The same member for member, written by one encoder (wire/json-text.h): a list of nodes is
+ * answered as text without a tree per node. */
+void node_write(Server *s, const Node *n, JsonText *w);
 /* Emit an event into the current transaction. */
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
 /* r->placement (the tree) was changed in place: its cached text is stale. */
@@ -258,7 +261,8 @@ void fleet_on_released(Server *s, const Req *r);
 void fleet_on_node_put(Server *s, Node *n, bool by_agent);
 /* Keep the control plane's own fields when the agent pushes its inventory again. */
 void fleet_merge_agent_push(const Node *old, ApiNode *push);
-json_t *fleet_node_json(Server *s, const Node *n);
+/* The fleet's members of a node's JSON (agent, switch, tasks), into its open object. */
+void fleet_node_write(Server *s, const Node *n, JsonText *w);
 int save_node(Server *s, const Node *n);
 /* End a placed/active request on behalf of the system (eviction, a lost workload). */
 void state_end_request(Server *s, Req *r, const char *event_type, const char *why);

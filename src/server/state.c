@@ -470,32 +470,51 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
     return 0;
 }
 
-json_t *node_to_json(Server *s, const Node *n) {
-    json_t *j = api_node_to_json(&n->spec);
+typedef struct NodeView {
+    Server *s;
+    const Node *n;
     NodeInfo ni;
-    if (!j || sched_node_info(s->sched, n->spec.name, &ni) < 0)
-        return j;
-    json_object_set_new(j, "unreachable", json_boolean(ni.unreachable));
-    json_t *fj = fleet_node_json(s, n);
-    json_object_update(j, fj);
-    json_decref(fj);
-    json_object_set_new(j, "cpu_used", json_integer(ni.cpu_used));
-    if (ni.platform == PLATFORM_MACOS)
-        json_object_set_new(j, "macos_vms", json_integer(ni.macos_vms));
-    json_t *devs = json_object_get(j, "devices");
-    for (unsigned i = 0; i < ni.n_devices && i < json_array_size(devs); i++) {
-        DeviceInfo di;
-        if (sched_device_info(s->sched, n->spec.name, i, &di) < 0)
-            continue;
-        json_t *dj = json_array_get(devs, i);
-        json_object_set_new(dj, "state", json_string(device_state_to_string(di.state)));
-        json_object_set_new(dj, "allocations", json_integer(di.n_allocations));
-        if (di.mig_enabled)
-            json_object_set_new(dj, "mig_layout", json_integer(di.mig_layout));
-        if (!di.class_name)
-            json_object_set_new(dj, "unclassified", json_true());
+} NodeView;
+
+/* The core's view of device i, after what was registered. */
+static void node_device_extras(JsonText *w, size_t i, void *userdata) {
+    NodeView *v = userdata;
+    DeviceInfo di;
+    if (i >= v->ni.n_devices ||
+        sched_device_info(v->s->sched, v->n->spec.name, (unsigned)i, &di) < 0)
+        return;
+    json_text_member_string(w, "state", device_state_to_string(di.state));
+    json_text_member_int(w, "allocations", di.n_allocations);
+    if (di.mig_enabled)
+        json_text_member_int(w, "mig_layout", di.mig_layout);
+    if (!di.class_name)
+        json_text_member_bool(w, "unclassified", true);
+}
+
+static void node_extras(JsonText *w, void *userdata) {
+    NodeView *v = userdata;
+    json_text_member_bool(w, "unreachable", v->ni.unreachable);
+    fleet_node_write(v->s, v->n, w);
+    json_text_member_int(w, "cpu_used", v->ni.cpu_used);
+    if (v->ni.platform == PLATFORM_MACOS)
+        json_text_member_int(w, "macos_vms", v->ni.macos_vms);
+}
+
+void node_write(Server *s, const Node *n, JsonText *w) {
+    NodeView v = {.s = s, .n = n};
+    if (sched_node_info(s->sched, n->spec.name, &v.ni) < 0) {
+        api_node_write(&n->spec, w);
+        return;
     }
-    return j;
+    api_node_write_ext(
+            &n->spec, w,
+            &(ApiNodeExtras){.device = node_device_extras, .node = node_extras, .userdata = &v});
+}
+
+json_t *node_to_json(Server *s, const Node *n) {
+    JsonText w = {.to_tree = true};
+    node_write(s, n, &w);
+    return json_text_take_tree(&w);
 }
 
 /* ---- startup: rebuild memory and the core from the store ---- */

@@ -1,6 +1,7 @@
 /* json-text.c: compact JSON text, or its tree, from one encoder (json-text.h). */
 #include "wire/json-text.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Text: a comma before anything that follows a value; none after an opening bracket or a
@@ -196,6 +197,22 @@ void json_text_raw(JsonText *w, const char *json) {
     }
     separate(w);
     strbuf_puts(&w->text, json);
+}
+
+void json_text_value(JsonText *w, json_t *v) {
+    if (w->to_tree) {
+        add(w, v);
+        return;
+    }
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(v);
+    if (!text) {
+        w->failed = true;
+        return;
+    }
+    separate(w);
+    strbuf_puts(&w->text, text);
+    free(text);
 }
 
 void json_text_member_string(JsonText *w, const char *key, const char *s) {

@@ -37,6 +37,9 @@ void json_text_int(JsonText *w, int64_t v);
 void json_text_bool(JsonText *w, bool v);
 /* A value that is JSON text already (compact, as json_dumps wrote it). */
 void json_text_raw(JsonText *w, const char *json);
+/* A value that is a tree already (a shape without an encoder of its own): the tree itself, or
+ * its compact text. Takes v; NULL fails the output. */
+void json_text_value(JsonText *w, json_t *v);
 
 /* key and value in one call */
 void json_text_member_string(JsonText *w, const char *key, const char *s);

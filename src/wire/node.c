@@ -223,7 +223,7 @@ bool api_node_has_cap(const ApiNode *n, const char *cap) {
     return false;
 }
 
-void api_node_write(const ApiNode *n, JsonText *w) {
+void api_node_write_ext(const ApiNode *n, JsonText *w, const ApiNodeExtras *x) {
     json_text_open(w, '{');
     json_text_member_string(w, "name", n->name);
     json_text_member_string(w, "site", n->site);
@@ -275,10 +275,18 @@ void api_node_write(const ApiNode *n, JsonText *w) {
             json_text_member_bool(w, "reset_verified", true);
         if (d->quarantined)
             json_text_member_string(w, "quarantined", d->quarantine_reason);
+        if (x && x->device)
+            x->device(w, i, x->userdata);
         json_text_close(w, '}');
     }
     json_text_close(w, ']');
+    if (x && x->node)
+        x->node(w, x->userdata);
     json_text_close(w, '}');
+}
+
+void api_node_write(const ApiNode *n, JsonText *w) {
+    api_node_write_ext(n, w, NULL);
 }
 
 json_t *api_node_to_json(const ApiNode *n) {

@@ -63,6 +63,14 @@ int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err);
 /* The node's one encoder (wire/json-text.h): its tree, or its compact text without building
  * the tree, member for member the same. NULL when a string is not UTF-8 or memory ran out. */
 void api_node_write(const ApiNode *n, JsonText *w);
+/* The same with members a holder of the node adds (the server's view of it): device(w, i)
+ * writes more members at the end of device i, node(w) at the end of the node. */
+typedef struct ApiNodeExtras {
+    void (*device)(JsonText *w, size_t i, void *userdata);
+    void (*node)(JsonText *w, void *userdata);
+    void *userdata;
+} ApiNodeExtras;
+void api_node_write_ext(const ApiNode *n, JsonText *w, const ApiNodeExtras *x);
 json_t *api_node_to_json(const ApiNode *n);
 char *api_node_text(const ApiNode *n);
 bool api_node_has_cap(const ApiNode *n, const char *cap);

@@ -215,6 +215,19 @@ void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsig
     free(body);
 }
 
+void ts_add_unchecked_gpu_node(TestServer *ts, const char *name) {
+    char body[512], path[64];
+    snprintf(body, sizeof(body),
+             "{\"name\":\"%s\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+             "\"owner\":\"ops\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
+             "\"nvidia-rtx-4090\",\"memory_gb\":24,\"binding\":\"vfio\"}]}",
+             name);
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    cr_assert_eq(ts_call(ts, ts->admin, "PUT", path, body, NULL), 201, "registering %s", name);
+    snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", name);
+    cr_assert_eq(ts_call(ts, ts->admin, "POST", path, "{\"interval_s\":30}", NULL), 200);
+}
+
 double ts_metric(TestServer *ts, const char *sample) {
     char *m = ts_metrics(ts);
     double v = -1;

@@ -55,6 +55,9 @@ json_t *ts_wait_state(TestServer *ts, long id, const char *state, const char *wh
 
 /* Register a datacenter node in container mode with n H100s, owned by `owner`. */
 void ts_add_h100_node(TestServer *ts, const char *name, const char *owner, unsigned n);
+/* Register a lab node with one consumer GPU on vfio that no reset check has passed yet, and
+ * beat for its agent (admin): the fleet asks that agent for the check (R9). */
+void ts_add_unchecked_gpu_node(TestServer *ts, const char *name);
 
 /* The value of one sample of /metrics, named with its labels exactly as written
  * ("einsora_nodes", "x_count{route=\"GET /v1/...\"}"), in a fresh scrape; -1 when absent. */

@@ -461,3 +461,50 @@ Test(api_conventions, r16_transition_answers_are_the_committed_record) {
     free(alice);
     free(agent);
 }
+
+/* GET answers a node as text written by the node's encoder, the list too; a change's answer
+ * still dumps the tree the same encoder builds. Member for member the same, for a node with
+ * an agent and an open task, one with a mode switch under way, and a plain one. */
+Test(api_conventions, r16_a_node_reads_the_same_alone_in_the_list_and_in_a_changes_answer) {
+    ts_add_h100_node(&ts, "plain", "ops", 2);
+    ts_add_h100_node(&ts, "switching", "ops", 2);
+    ts_add_unchecked_gpu_node(&ts, "checked");
+    long st = ts_call(&ts, ts.admin, "POST", "/v1/nodes/switching/mode",
+                      "{\"mode\":\"vm-passthrough\"}", NULL);
+    cr_assert(st == 200 || st == 202, "the mode switch was refused: %ld", st);
+    const char *names[] = {"plain", "switching", "checked"};
+    for (size_t i = 0; i < 3; i++) {
+        char path[64];
+        json_t *changed = NULL, *alone = NULL, *list = NULL;
+        snprintf(path, sizeof(path), "/v1/nodes/%s/cordon", names[i]);
+        cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, &changed), 200);
+        snprintf(path, sizeof(path), "/v1/nodes/%s", names[i]);
+        cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &alone), 200);
+        cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes", NULL, &list), 200);
+        json_t *listed = NULL, *x;
+        size_t k;
+        json_array_foreach(json_object_get(list, "nodes"), k, x) {
+            if (STREQ(json_string_value(json_object_get(x, "name")), names[i]))
+                listed = x;
+        }
+        cr_assert_not_null(listed, "%s is not listed", names[i]);
+        char *a = json_dumps(changed, JSON_COMPACT), *b = json_dumps(alone, JSON_COMPACT),
+             *c = json_dumps(listed, JSON_COMPACT);
+        cr_expect_str_eq(b, a, "%s: GET and the cordon's answer differ", names[i]);
+        cr_expect_str_eq(c, a, "%s: the list and the cordon's answer differ", names[i]);
+        cr_expect(json_object_get(alone, "cpu_used") && json_object_get(alone, "tasks"),
+                  "%s: the server's members are missing: %s", names[i], b);
+        if (i == 1)
+            cr_expect(json_object_get(alone, "switch"), "no switch under way: %s", b);
+        if (i == 2)
+            cr_expect(json_object_get(alone, "agent") &&
+                              json_array_size(json_object_get(alone, "tasks")) == 1,
+                      "no agent or no open check: %s", b);
+        free(a);
+        free(b);
+        free(c);
+        json_decref(changed);
+        json_decref(alone);
+        json_decref(list);
+    }
+}

@@ -97,21 +97,6 @@ Test(work_wake, r17_a_work_poll_is_woken_only_by_events_of_its_node) {
     json_decref(p.answer);
 }
 
-/* Register a lab node with one consumer GPU on vfio that no reset check has passed yet, and
- * say its agent beats: the fleet asks that agent for the check (R9). */
-static void add_unchecked_node(const char *name) {
-    char body[512], path[64];
-    snprintf(body, sizeof(body),
-             "{\"name\":\"%s\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
-             "\"owner\":\"ops\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
-             "\"nvidia-rtx-4090\",\"memory_gb\":24,\"binding\":\"vfio\"}]}",
-             name);
-    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
-    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", path, body, NULL), 201, "registering %s", name);
-    snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", name);
-    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, "{\"interval_s\":30}", NULL), 200);
-}
-
 /* The ids of the open tasks node's work answer lists, after waiting (60 s at most, never a
  * measure) for it to list `want` of them; each must name the node. */
 static size_t open_tasks(const char *node, size_t want, uint64_t ids[4]) {
@@ -140,8 +125,8 @@ static size_t open_tasks(const char *node, size_t want, uint64_t ids[4]) {
 /* Open tasks are found through their node: a node's work and record list its own, a result
  * is taken only at its own node's address, and a restart finds each where it was. */
 Test(work_wake, r9_a_nodes_open_tasks_are_its_own_through_results_and_a_restart) {
-    add_unchecked_node("ga");
-    add_unchecked_node("gb");
+    ts_add_unchecked_gpu_node(&ts, "ga");
+    ts_add_unchecked_gpu_node(&ts, "gb");
     uint64_t a[4] = {0}, b[4] = {0};
     cr_assert_eq(open_tasks("ga", 1, a), 1, "ga's reset check was not asked for");
     cr_assert_eq(open_tasks("gb", 1, b), 1, "gb's reset check was not asked for");

@@ -271,3 +271,28 @@ Test(json_text, r16_a_node_is_written_as_it_was_stored_before) {
         free(n);
     }
 }
+
+/* A shape without an encoder of its own goes in as its tree: the text is jansson's dump of it,
+ * the tree is that tree, and no value fails the whole output. */
+Test(json_text, r16_a_tree_value_is_written_as_jansson_dumps_it) {
+    JsonText w = {0}, t = {.to_tree = true};
+    for (JsonText *x = &w; x; x = x == &w ? &t : NULL) {
+        json_text_open(x, '{');
+        json_text_key(x, "switch");
+        json_text_value(x, json_pack("{s:s, s:[i,i], s:{}}", "step", "drain \"now\"", "gpus", 1, 2,
+                                     "empty"));
+        json_text_member_int(x, "after", 7);
+        json_text_close(x, '}');
+    }
+    char *text = json_text_take(&w);
+    json_t *tree = json_text_take_tree(&t);
+    expect_stored_bytes(text, tree,
+                        "{\"switch\":{\"step\":\"drain \\\"now\\\"\",\"gpus\":[1,2],"
+                        "\"empty\":{}},\"after\":7}",
+                        "tree value", 0);
+    JsonText bad = {0};
+    json_text_open(&bad, '[');
+    json_text_value(&bad, NULL);
+    json_text_close(&bad, ']');
+    cr_expect_null(json_text_take(&bad), "a missing tree was written");
+}
