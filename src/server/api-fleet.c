@@ -286,8 +286,7 @@ static void op_mode(Server *s, Op *op) {
     *sw = probe;
     sw->drain = a->drain;
     fleet_switch_start(s, n, sw);
-    op->status = switch_active(n->sw) ? 202 : 200;
-    op->body = node_to_json(s, n);
+    op_answer_node(s, op, switch_active(n->sw) ? 202 : 200, n);
 }
 
 void api_node_mode(HttpCtx *c) {

@@ -71,8 +71,7 @@ static void op_node_put(Server *s, Op *op) {
         _cleanup_free_ char *x = api_node_text(&old->spec), *y = api_node_text(&a->spec);
         if (x && y && STREQ(x, y)) {
             fleet_on_node_put(s, old, op->who->role == ROLE_NODE);
-            op->status = 200;
-            op->body = node_to_json(s, old);
+            op_answer_node(s, op, 200, old);
             api_node_etag(&old->spec, a->etag);
             return;
         }
@@ -97,8 +96,7 @@ static void op_node_put(Server *s, Op *op) {
         fleet_on_node_put(s, old, op->who->role == ROLE_NODE);
         state_event(s, "node.updated", old->spec.name, NULL,
                     json_pack("{s:s}", "by", op->who->role == ROLE_NODE ? "agent" : "api"));
-        op->status = 200;
-        op->body = node_to_json(s, old);
+        op_answer_node(s, op, 200, old);
         api_node_etag(&old->spec, a->etag);
         return;
     }
@@ -121,8 +119,7 @@ static void op_node_put(Server *s, Op *op) {
     fleet_on_node_put(s, n, op->who->role == ROLE_NODE);
     state_event(s, "node.registered", n->spec.name, NULL,
                 json_pack("{s:s, s:s}", "site", n->spec.site, "owner", n->spec.owner));
-    op->status = 201;
-    op->body = node_to_json(s, n);
+    op_answer_node(s, op, 201, n);
     api_node_etag(&n->spec, a->etag);
 }
 
@@ -148,6 +145,8 @@ static void node_put(HttpCtx *c, bool upsert) {
         api_apply(c, op_node_put, a);
         if (a->etag[0] && c->status < 300)
             snprintf(c->etag, sizeof(c->etag), "%s", a->etag);
+        if (c->status == 201) /* answered as text: api_after_handler sees no body */
+            snprintf(c->location, sizeof(c->location), "/v1/nodes/%.100s", a->spec.name);
     }
     free(a);
 }
@@ -195,10 +194,7 @@ void api_node_show(HttpCtx *c) {
     const Node *n = ptrmap_get(&s->nodes, name);
     bool found = n && (c->who.role != ROLE_NODE || principal_has_node(&c->who, name));
     if (found) {
-        JsonText w = {0};
-        node_write(s, n, &w);
-        strbuf_append(&w.text, "\n", 1);
-        c->text = json_text_take(&w);
+        c->text = node_answer_text(s, n);
         api_node_etag(&n->spec, c->etag);
     }
     pthread_rwlock_unlock(&s->lock);
@@ -236,8 +232,7 @@ static void op_cordon(Server *s, Op *op) {
         (void)save_node(s, n);
         state_event(s, a->cordon ? "node.cordoned" : "node.uncordoned", n->spec.name, NULL, NULL);
     }
-    op->status = 200;
-    op->body = node_to_json(s, n);
+    op_answer_node(s, op, 200, n);
 }
 
 static void cordon(HttpCtx *c, bool on) {

@@ -226,6 +226,10 @@ json_t *node_to_json(Server *s, const Node *n);
 /* The same member for member, written by one encoder (wire/json-text.h): a list of nodes is
  * answered as text without a tree per node. */
 void node_write(Server *s, const Node *n, JsonText *w);
+/* That text with its newline, as an answer's body (NULL: out of memory, or a string that is
+ * not UTF-8); a change's answer of it (op->text, or the tree when the text failed). */
+char *node_answer_text(Server *s, const Node *n);
+void op_answer_node(Server *s, Op *op, int status, const Node *n);
 /* Emit an event into the current transaction. */
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
 /* r->placement (the tree) was changed in place: its cached text is stale. */

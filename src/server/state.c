@@ -517,6 +517,19 @@ json_t *node_to_json(Server *s, const Node *n) {
     return json_text_take_tree(&w);
 }
 
+char *node_answer_text(Server *s, const Node *n) {
+    JsonText w = {0};
+    node_write(s, n, &w);
+    strbuf_append(&w.text, "\n", 1);
+    return json_text_take(&w);
+}
+
+void op_answer_node(Server *s, Op *op, int status, const Node *n) {
+    op->status = status;
+    if (!(op->text = node_answer_text(s, n)))
+        op->body = node_to_json(s, n);
+}
+
 /* ---- startup: rebuild memory and the core from the store ---- */
 
 static int load_node(const char *name, const char *text, void *userdata) {

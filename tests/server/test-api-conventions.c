@@ -462,9 +462,10 @@ Test(api_conventions, r16_transition_answers_are_the_committed_record) {
     free(agent);
 }
 
-/* GET answers a node as text written by the node's encoder, the list too; a change's answer
- * still dumps the tree the same encoder builds. Member for member the same, for a node with
- * an agent and an open task, one with a mode switch under way, and a plain one. */
+/* A node's answers are text written by the node's encoder (GET, the list, a change), and one
+ * change's answer ("already in that mode", which adds a message) still dumps the tree the
+ * same encoder builds. Member for member the same, for a node with an agent and an open task,
+ * one with a mode switch under way, and a plain one. */
 Test(api_conventions, r16_a_node_reads_the_same_alone_in_the_list_and_in_a_changes_answer) {
     ts_add_h100_node(&ts, "plain", "ops", 2);
     ts_add_h100_node(&ts, "switching", "ops", 2);
@@ -473,9 +474,11 @@ Test(api_conventions, r16_a_node_reads_the_same_alone_in_the_list_and_in_a_chang
                       "{\"mode\":\"vm-passthrough\"}", NULL);
     cr_assert(st == 200 || st == 202, "the mode switch was refused: %ld", st);
     const char *names[] = {"plain", "switching", "checked"};
+    /* the mode each is in already: a switch to it changes nothing (the switching one has none) */
+    const char *same_mode[] = {"container", NULL, "vm-passthrough"};
     for (size_t i = 0; i < 3; i++) {
         char path[64];
-        json_t *changed = NULL, *alone = NULL, *list = NULL;
+        json_t *changed = NULL, *alone = NULL, *list = NULL, *tree = NULL;
         snprintf(path, sizeof(path), "/v1/nodes/%s/cordon", names[i]);
         cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, &changed), 200);
         snprintf(path, sizeof(path), "/v1/nodes/%s", names[i]);
@@ -500,6 +503,18 @@ Test(api_conventions, r16_a_node_reads_the_same_alone_in_the_list_and_in_a_chang
             cr_expect(json_object_get(alone, "agent") &&
                               json_array_size(json_object_get(alone, "tasks")) == 1,
                       "no agent or no open check: %s", b);
+        if (same_mode[i]) {
+            char body[64];
+            snprintf(path, sizeof(path), "/v1/nodes/%s/mode", names[i]);
+            snprintf(body, sizeof(body), "{\"mode\":\"%s\"}", same_mode[i]);
+            cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, body, &tree), 200);
+            cr_expect_not_null(json_object_get(tree, "message"), "not the 'already' answer");
+            json_object_del(tree, "message");
+            char *t = json_dumps(tree, JSON_COMPACT);
+            cr_expect_str_eq(t, b, "%s: the tree's answer and GET differ", names[i]);
+            free(t);
+            json_decref(tree);
+        }
         free(a);
         free(b);
         free(c);
