@@ -35,8 +35,8 @@ static const char *no_query(void *conn, const char *key) {
     return NULL;
 }
 
-int bench_call(Server *s, const char *authorization, const char *method, const char *path,
-               const char *body, json_t **ret) {
+int bench_call_text(Server *s, const char *authorization, const char *method, const char *path,
+                    const char *body, char **ret_text) {
     HttpCtx c = {.s = s,
                  .method = method,
                  .path = path,
@@ -45,12 +45,24 @@ int bench_call(Server *s, const char *authorization, const char *method, const c
                  .authorization = authorization,
                  .query = no_query};
     api_dispatch(&c);
-    if (ret) /* a record's answer may come as its JSON text, encoded once, instead of a tree */
-        *ret = c.json ? c.json : c.text ? json_loads(c.text, 0, NULL) : NULL;
+    /* What the server sends: its text, or the tree dumped as send_answer() dumps it. */
+    char *text = c.text ? c.text : c.json ? json_dumps(c.json, JSON_COMPACT) : NULL;
+    json_decref(c.json);
+    if (ret_text)
+        *ret_text = text;
     else
-        json_decref(c.json);
-    free(c.text);
+        free(text);
     return c.status;
+}
+
+int bench_call(Server *s, const char *authorization, const char *method, const char *path,
+               const char *body, json_t **ret) {
+    char *text = NULL;
+    int status = bench_call_text(s, authorization, method, path, body, ret ? &text : NULL);
+    if (ret)
+        *ret = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return status;
 }
 
 void bench_add_cpu_node(Server *s, const char *authorization, const char *name, const char *owner,

@@ -10,8 +10,12 @@
 /* Make a temporary folder (on tmpfs where there is one) with a store at dir/state.db that
  * knows `token` as root's admin token; its paths in dir and path. */
 void bench_store_with_admin(const char *token, char dir[64], char path[128]);
-/* One call with `authorization` ("Bearer ..."); returns the status, *ret the answer (a tree
- * also where the server answered with its JSON text; may be NULL). */
+/* One call with `authorization` ("Bearer ..."); returns the status, *ret the answer as the
+ * text the server sends (a tree answer dumped as send_answer() dumps it; may be NULL): what a
+ * call costs the server, without parsing its answer. */
+int bench_call_text(Server *s, const char *authorization, const char *method, const char *path,
+                    const char *body, char **ret_text);
+/* The same with the answer parsed (may be NULL). */
 int bench_call(Server *s, const char *authorization, const char *method, const char *path,
                const char *body, json_t **ret);
 /* Register a CPU-only container node of datacenter site dc1 (cpus cores, owned by owner);

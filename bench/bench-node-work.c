@@ -112,11 +112,18 @@ static double result_us(unsigned count, unsigned *next) {
 static double poll_us(unsigned polls) {
     double t0 = bench_seconds();
     for (unsigned i = 0; i < polls; i++) {
-        json_t *w = NULL;
-        if (call("GET", "/v1/nodes/target/work", NULL, &w) != 200 ||
-            json_array_size(json_object_get(w, "workloads")) != TARGET_WORK)
+        /* The answer as sent, checked by counting its workloads' "request" members: parsing it
+         * would time the bench more than the server. */
+        char *text = NULL;
+        if (bench_call_text(srv, "Bearer ens_bench-node-work-admin", "GET", "/v1/nodes/target/work",
+                            NULL, &text) != 200)
+            die("the target's work answer failed");
+        unsigned n = 0;
+        for (const char *p = text; (p = strstr(p, "\"request\":{")); p++)
+            n++;
+        free(text);
+        if (n != TARGET_WORK)
             die("the target's work answer is wrong");
-        json_decref(w);
     }
     return (bench_seconds() - t0) * 1e6 / polls;
 }

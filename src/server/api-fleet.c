@@ -46,7 +46,10 @@ static void op_heartbeat(Server *s, Op *op) {
                                   "the node's agent reports it no longer runs");
     }
     op->status = 200;
-    op->body = api_node_work_json(s, n);
+    JsonText w = {0};
+    api_node_work_write(s, n, &w, NULL);
+    if (!(op->text = json_text_take_line(&w)))
+        op_error(op, 500, "internal", "Out of memory.");
 }
 
 bool api_node_work_has(const Req *r, const char *node) {
@@ -54,24 +57,43 @@ bool api_node_work_has(const Req *r, const char *node) {
     return (r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, node);
 }
 
-json_t *api_node_work_json(Server *s, const Node *n) {
-    json_t *tasks = json_array(), *work = json_array();
+void api_node_work_write(Server *s, const Node *n, JsonText *w, const char *cursor) {
+    json_text_open(w, '{');
+    json_text_member_string(w, "node", n->spec.name);
+    json_text_member_bool(w, "unreachable", n->unreachable);
+    json_text_key(w, "tasks");
+    json_text_open(w, '[');
     TaskVec open_tasks = fleet_tasks_of(s, n->spec.name);
     for (size_t i = 0; i < open_tasks.n; i++)
-        json_array_append_new(tasks, wire_task_to_json(open_tasks.v[i]));
+        json_text_value(w, wire_task_to_json(open_tasks.v[i]));
+    json_text_close(w, ']');
+    json_text_key(w, "workloads");
+    json_text_open(w, '[');
     /* The node's index (readers must not compact it): ended or moved ones are skipped. */
     const ReqVec *v = node_work_of(n);
     for (size_t i = 0; i < v->n; i++) {
         const Req *r = v->v[i];
-        if (api_node_work_has(r, n->spec.name))
-            json_array_append_new(
-                    work, json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "id", (json_int_t)r->id,
-                                    "user", r->user, "kind", workload_kind_to_string(r->spec.kind),
-                                    "state", req_state_to_string(r->state), "placement",
-                                    r->placement, "request", api_request_to_json(&r->spec)));
+        if (!api_node_work_has(r, n->spec.name))
+            continue;
+        json_text_open(w, '{');
+        json_text_member_int(w, "id", (int64_t)r->id);
+        json_text_member_string(w, "user", r->user);
+        json_text_member_string(w, "kind", workload_kind_to_string(r->spec.kind));
+        json_text_member_string(w, "state", req_state_to_string(r->state));
+        json_text_key(w, "placement");
+        /* Its text when the writer kept one (readers may not make it), else its tree. */
+        if (r->placement_text && !w->to_tree)
+            json_text_raw(w, r->placement_text);
+        else
+            json_text_value(w, json_incref(r->placement));
+        json_text_key(w, "request");
+        api_request_write(&r->spec, w);
+        json_text_close(w, '}');
     }
-    return json_pack("{s:s, s:b, s:o, s:o}", "node", n->spec.name, "unreachable", n->unreachable,
-                     "tasks", tasks, "workloads", work);
+    json_text_close(w, ']');
+    if (cursor)
+        json_text_member_string(w, "cursor", cursor);
+    json_text_close(w, '}');
 }
 
 void api_node_heartbeat(HttpCtx *c) {

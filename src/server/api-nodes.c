@@ -182,8 +182,7 @@ void api_nodes_list(HttpCtx *c) {
     pthread_rwlock_unlock(&s->lock);
     json_text_close(&w, ']');
     json_text_close(&w, '}');
-    strbuf_append(&w.text, "\n", 1);
-    if (!(c->text = json_text_take(&w)))
+    if (!(c->text = json_text_take_line(&w)))
         api_error(c, 500, "internal", "Out of memory (or a node's text is not UTF-8).");
 }
 

@@ -109,7 +109,14 @@ void api_node_work(HttpCtx *c) {
     const Node *n = ptrmap_get(&s->nodes, node);
     uint64_t digest = n ? work_digest(s, n) : 0;
     bool park = n && after && digest == seen && may_park;
-    json_t *body = n && !park ? api_node_work_json(s, n) : NULL;
+    char cursor[WORK_CURSOR_LEN + 1];
+    snprintf(cursor, sizeof(cursor), "%016" PRIx64, digest);
+    char *body = NULL;
+    if (n && !park) {
+        JsonText w = {0};
+        api_node_work_write(s, n, &w, cursor);
+        body = json_text_take_line(&w);
+    }
     pthread_rwlock_unlock(&s->lock);
 
     if (!n)
@@ -128,10 +135,7 @@ void api_node_work(HttpCtx *c) {
     }
     if (!body)
         API_FAIL(c, 500, "internal", "Out of memory.");
-    char cursor[WORK_CURSOR_LEN + 1];
-    snprintf(cursor, sizeof(cursor), "%016" PRIx64, digest);
-    json_object_set_new(body, "cursor", json_string(cursor));
-    c->json = body;
+    c->text = body;
 }
 
 /* Which node's work the event may change: a node event its node, a request event the node

@@ -145,7 +145,9 @@ void api_node_work(HttpCtx *c); /* api-work.c */
  * work long-poll answer it (under the state lock). */
 bool api_is_agent_of(const Principal *who, const char *node);
 bool api_node_work_has(const Req *r, const char *node);
-json_t *api_node_work_json(Server *s, const Node *n);
+/* A node's work answer (its open tasks and live workloads, and cursor unless NULL), one
+ * encoder: text for the work poll and the heartbeat. */
+void api_node_work_write(Server *s, const Node *n, JsonText *w, const char *cursor);
 void api_node_mode(HttpCtx *c);
 void api_tenant_trust_grant(HttpCtx *c);
 void api_tenant_trust_withdraw(HttpCtx *c);

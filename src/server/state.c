@@ -520,8 +520,7 @@ json_t *node_to_json(Server *s, const Node *n) {
 char *node_answer_text(Server *s, const Node *n) {
     JsonText w = {0};
     node_write(s, n, &w);
-    strbuf_append(&w.text, "\n", 1);
-    return json_text_take(&w);
+    return json_text_take_line(&w);
 }
 
 void op_answer_node(Server *s, Op *op, int status, const Node *n) {

@@ -243,6 +243,11 @@ char *json_text_take(JsonText *w) {
     return t;
 }
 
+char *json_text_take_line(JsonText *w) {
+    strbuf_append(&w->text, "\n", 1);
+    return json_text_take(w);
+}
+
 json_t *json_text_take_tree(JsonText *w) {
     json_t *t = !w->failed && w->depth == 0 ? w->root : NULL;
     if (t)

@@ -50,6 +50,8 @@ void json_text_member_raw(JsonText *w, const char *key, const char *json);
 /* The result, handed to the caller (free() / json_decref()); NULL when anything failed. Both
  * leave w empty. */
 char *json_text_take(JsonText *w);
+/* The text with a newline after it: an HTTP answer's body. */
+char *json_text_take_line(JsonText *w);
 json_t *json_text_take_tree(JsonText *w);
 /* Drop whatever w holds (after an early return). */
 void json_text_done(JsonText *w);
