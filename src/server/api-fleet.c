@@ -61,12 +61,7 @@ void api_node_work_write(Server *s, const Node *n, JsonText *w, const char *curs
     json_text_open(w, '{');
     json_text_member_string(w, "node", n->spec.name);
     json_text_member_bool(w, "unreachable", n->unreachable);
-    json_text_key(w, "tasks");
-    json_text_open(w, '[');
-    TaskVec open_tasks = fleet_tasks_of(s, n->spec.name);
-    for (size_t i = 0; i < open_tasks.n; i++)
-        json_text_value(w, wire_task_to_json(open_tasks.v[i]));
-    json_text_close(w, ']');
+    fleet_tasks_write(s, n, w);
     json_text_key(w, "workloads");
     json_text_open(w, '[');
     /* The node's index (readers must not compact it): ended or moved ones are skipped. */

@@ -440,6 +440,10 @@ void fleet_node_write(Server *s, const Node *n, JsonText *w) {
         json_text_key(w, "switch");
         json_text_value(w, wire_switch_to_json(n->sw));
     }
+    fleet_tasks_write(s, n, w);
+}
+
+void fleet_tasks_write(Server *s, const Node *n, JsonText *w) {
     json_text_key(w, "tasks");
     json_text_open(w, '[');
     TaskVec v = fleet_tasks_of(s, n->spec.name);

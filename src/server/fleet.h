@@ -26,6 +26,8 @@ typedef struct TaskVec {
     size_t n, cap;
 } TaskVec;
 TaskVec fleet_tasks_of(const Server *s, const char *node);
+/* The member "tasks": node's open tasks, into an open object (its record, its work). */
+void fleet_tasks_write(Server *s, const Node *n, JsonText *w);
 int fleet_save_agent(Server *s, const Node *n);
 /* The node's agent reported (heartbeat_s 0: keep the interval): reachable again. */
 void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s);
