@@ -255,8 +255,11 @@ static json_t *list_requests(Client *c) {
          * has learnt of the new leader or caught up. */
         long st = 0;
         for (uint64_t end = now_ms() + 60000;
-             (st = call(c, "GET", path, NULL, NULL, &page)) != 200 && now_ms() < end;)
+             (st = call(c, "GET", path, NULL, NULL, &page)) != 200 && now_ms() < end;) {
+            json_decref(page); /* the refusal's answer: the next try brings its own */
+            page = NULL;
             usleep(100 * 1000);
+        }
         cr_assert_eq(st, 200, "GET %s: %s", path, error_message(&last_err));
         json_t *items = json_object_get(page, "requests");
         json_array_extend(all, items);
