@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "macro.h"
+
 static const uint32_t K[64] = {
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
         0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
@@ -69,33 +71,38 @@ void sha256_init(Sha256 *s) {
 void sha256_update(Sha256 *s, const void *data, size_t len) {
     const uint8_t *p = data;
     s->total += len;
-    while (len > 0) {
-        size_t n = 64 - s->used;
-        if (n > len)
-            n = len;
+    if (s->used) { /* complete the block a previous call left open */
+        size_t n = MIN(64 - s->used, len);
         memcpy(s->block + s->used, p, n);
         s->used += n;
         p += n;
         len -= n;
-        if (s->used == 64) {
-            compress(s->h, s->block);
-            s->used = 0;
-        }
+        if (s->used < 64)
+            return;
+        compress(s->h, s->block);
+        s->used = 0;
     }
+    for (; len >= 64; p += 64, len -= 64) /* whole blocks straight from the input */
+        compress(s->h, p);
+    memcpy(s->block, p, len);
+    s->used = len;
 }
 
 void sha256_final(Sha256 *s, uint8_t out[SHA256_DIGEST_SIZE]) {
     uint64_t bits = s->total * 8;
-    /* Padding: a 1 bit, zeros up to 56 mod 64, then the 64-bit big-endian bit length. */
-    uint8_t pad = 0x80;
-    sha256_update(s, &pad, 1);
-    pad = 0;
-    while (s->used != 56)
-        sha256_update(s, &pad, 1);
-    uint8_t len[8];
+    /* Padding: a 1 bit, zeros up to 56 mod 64, then the 64-bit big-endian bit length, written
+     * into the block at once (fed a byte at a time, it cost more than hashing a token). */
+    s->block[s->used++] = 0x80;
+    if (s->used > 56) { /* no room left for the length: it goes in a block of its own */
+        memset(s->block + s->used, 0, 64 - s->used);
+        compress(s->h, s->block);
+        s->used = 0;
+    }
+    memset(s->block + s->used, 0, 56 - s->used);
     for (unsigned i = 0; i < 8; i++)
-        len[i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha256_update(s, len, 8);
+        s->block[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
+    compress(s->h, s->block);
+    s->used = 0;
     for (unsigned i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(s->h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);

@@ -41,6 +41,44 @@ Test(sha256, tokens_are_hashed_with_standard_sha256_vectors) {
     cr_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+/* Lengths on either side of the padding's edges (55: the length fits the last block; 56..63:
+ * it needs a block of its own; 64: none left open), each hashed at once and fed in two pieces
+ * split at every point: the same digest. Expected values from another SHA-256 implementation. */
+Test(sha256, padding_edges_give_standard_digests_however_the_data_is_fed) {
+    static const struct {
+        size_t n;
+        const char *hex;
+    } cases[] = {
+            {55, "1deace58c745f3ecadde68a5923f494c3703fa73f0306483ccb898a5826e8d70"},
+            {56, "06dbe23685750e4d3881ded95047abaf93fa8f9c5d3501dc57c717a72ff1398e"},
+            {63, "47fb38b12335c9298d09280515c0666489a189d1554bb0ac1a0740806ce9d8b6"},
+            {64, "dfa798724b1a8014994f363e5da7474ed26ce3757fb29e07aa47ad5a9352d37b"},
+            {65, "dd2eab5a5507d7717c63ce953d9ac61752c21e664425ad1227054722a0d97f69"},
+            {119, "c6e0f435df5d7d265baacca31e0602c00aa22fa6d3819aed664649294c743756"},
+            {120, "17eb8960823a644bde3065620bb9d45931fe8993fd8eb692a17aff0fd725db6a"},
+            {128, "3a9c1e22e20578eebe442238f431befd688bd56698eb7c77d95d3f97d8f58207"},
+    };
+    uint8_t data[128];
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (uint8_t)((i * 7 + 3) % 251);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        char hex[65];
+        sha256_hex(data, cases[c].n, hex);
+        cr_assert_str_eq(hex, cases[c].hex, "length %zu", cases[c].n);
+        for (size_t split = 0; split <= cases[c].n; split++) {
+            Sha256 s;
+            uint8_t d[32];
+            sha256_init(&s);
+            sha256_update(&s, data, split);
+            sha256_update(&s, data + split, cases[c].n - split);
+            sha256_final(&s, d);
+            for (int i = 0; i < 32; i++)
+                sprintf(hex + 2 * i, "%02x", d[i]);
+            cr_assert_str_eq(hex, cases[c].hex, "length %zu split at %zu", cases[c].n, split);
+        }
+    }
+}
+
 Test(router, matches_params_and_tells_404_from_405) {
     RouteMatch m;
     cr_assert_eq(router_match(api_routes, api_n_routes, "POST", "/v1/requests/42/cancel", &m), 0);
