@@ -1,7 +1,6 @@
 /* sha256.c: SHA-256 written from FIPS 180-4 section 6.2 (no third-party code). */
 #include "sha256.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "macro.h"

@@ -12,6 +12,12 @@
 #include "store/store.h"
 #include "util/sha256.h"
 
+/* A digest from sha256_final() as sha256_hex() writes it. */
+static void digest_hex(const uint8_t d[SHA256_DIGEST_SIZE], char hex[SHA256_DIGEST_SIZE * 2 + 1]) {
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        sprintf(hex + 2 * i, "%02x", d[i]);
+}
+
 /* FIPS 180-2 appendix B vectors and the empty string. */
 Test(sha256, tokens_are_hashed_with_standard_sha256_vectors) {
     char hex[65];
@@ -36,8 +42,7 @@ Test(sha256, tokens_are_hashed_with_standard_sha256_vectors) {
     }
     uint8_t d[32];
     sha256_final(&s, d);
-    for (int i = 0; i < 32; i++)
-        sprintf(hex + 2 * i, "%02x", d[i]);
+    digest_hex(d, hex);
     cr_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
@@ -72,8 +77,7 @@ Test(sha256, padding_edges_give_standard_digests_however_the_data_is_fed) {
             sha256_update(&s, data, split);
             sha256_update(&s, data + split, cases[c].n - split);
             sha256_final(&s, d);
-            for (int i = 0; i < 32; i++)
-                sprintf(hex + 2 * i, "%02x", d[i]);
+            digest_hex(d, hex);
             cr_assert_str_eq(hex, cases[c].hex, "length %zu split at %zu", cases[c].n, split);
         }
     }
