@@ -15,11 +15,14 @@
  * keep-alive connection with one request in flight; T threads (default 1) drive them all
  * from epoll. --healthz measures GET /healthz instead (the HTTP layer alone, no commit).
  * "srv/cli cpu us" is the CPU time the server process / the clients used per placement while
- * measuring, which on a shared machine says more than the rate; "placed" is how many the row
+ * measuring, which on a shared machine says more than the rate; "wrt cpu us" the part of the
+ * server's that its writer thread used (every change passes through that one thread, so
+ * 1e6 / wrt bounds the rate however many cores serve the rest); "placed" is how many the row
  * counted (for instructions per placement: callgrind's count of a run minus a short one);
  * "steal %" the share of the machine's CPU time its hypervisor gave to other guests meanwhile
  * (a row with much of it measured the host more than the server). */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -357,10 +360,9 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* CPU seconds (user + system) used so far by process pid (0: this one), from /proc. */
-static double cpu_seconds(pid_t pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), pid ? "/proc/%d/stat" : "/proc/self/stat", (int)pid);
+/* CPU seconds (user + system) used so far by the process or thread whose stat file is path. */
+static double stat_cpu_seconds(const char *path) {
+    char buf[1024];
     FILE *f = fopen(path, "re");
     if (!f)
         return 0;
@@ -372,6 +374,38 @@ static double cpu_seconds(pid_t pid) {
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return 0;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU seconds used so far by process pid (0: this one). */
+static double cpu_seconds(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof(path), pid ? "/proc/%d/stat" : "/proc/self/stat", (int)pid);
+    return stat_cpu_seconds(path);
+}
+
+/* CPU seconds used so far by the server's writer thread: every change passes through it one
+ * at a time, so its share of a placement bounds the rate however many cores serve the rest. */
+static double writer_cpu_seconds(pid_t pid) {
+    char path[320], comm[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    double secs = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+        FILE *f = fopen(path, "re");
+        bool writer = f && fgets(comm, sizeof(comm), f) && strncmp(comm, "einsora-writer", 14) == 0;
+        if (f)
+            fclose(f);
+        if (writer) {
+            snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+            secs = stat_cpu_seconds(path);
+        }
+    }
+    if (d)
+        closedir(d);
+    return secs;
 }
 
 /* The machine's CPU time so far (/proc/stat's first line, in ticks): all of it, and the part
@@ -393,6 +427,7 @@ static void machine_cpu(unsigned long long *ret_total, unsigned long long *ret_s
 typedef struct Result {
     double rate, p50_ms, p99_ms, ops_per_commit;
     double server_us, client_us; /* CPU per placement, while measuring */
+    double writer_us;            /* of server_us, the writer thread's */
     /* The share of the machine's CPU its hypervisor gave to other guests while measuring: a
      * row with much of it measured the host more than the server. */
     double steal_pct;
@@ -423,9 +458,9 @@ static double ops_per_commit(void) {
 }
 
 static void print_row(unsigned clients, const char *mode, const Result *r) {
-    printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %8llu %7.1f\n", clients, mode,
-           r->rate, r->p50_ms, r->p99_ms, r->ops_per_commit, (unsigned long long)r->errors,
-           r->server_us, r->client_us, (unsigned long long)r->placed, r->steal_pct);
+    printf("%-8u %-24s %10.0f %9.2f %9.2f %10.1f %7llu %10.1f %10.1f %10.1f %8llu %7.1f\n", clients,
+           mode, r->rate, r->p50_ms, r->p99_ms, r->ops_per_commit, (unsigned long long)r->errors,
+           r->server_us, r->writer_us, r->client_us, (unsigned long long)r->placed, r->steal_pct);
 }
 
 static int run_one(unsigned clients, unsigned batch, bool postgres, unsigned nodes, double seconds,
@@ -469,7 +504,8 @@ static int run_one(unsigned clients, unsigned batch, bool postgres, unsigned nod
     atomic_store(&stop, false);
     atomic_store(&placed_total, 0);
     const unsigned long long limit = (unsigned long long)nodes * GPUS_PER_NODE * 9 / 10;
-    double t0 = now_s(), srv0 = cpu_seconds(pid), cli0 = cpu_seconds(0);
+    double t0 = now_s(), srv0 = cpu_seconds(pid), wrt0 = writer_cpu_seconds(pid),
+           cli0 = cpu_seconds(0);
     unsigned long long machine0, steal0, machine1, steal1;
     machine_cpu(&machine0, &steal0);
     for (unsigned i = 0, first = 0; r == 0 && i < n_loaders; i++) {
@@ -494,12 +530,14 @@ static int run_one(unsigned clients, unsigned batch, bool postgres, unsigned nod
         free(w[i].lat);
     }
     double elapsed = now_s() - t0;
-    double srv = cpu_seconds(pid) - srv0, cli = cpu_seconds(0) - cli0;
+    double srv = cpu_seconds(pid) - srv0, wrt = writer_cpu_seconds(pid) - wrt0,
+           cli = cpu_seconds(0) - cli0;
     machine_cpu(&machine1, &steal1);
     if (machine1 > machine0)
         res->steal_pct = 100.0 * (double)(steal1 - steal0) / (double)(machine1 - machine0);
     if (res->placed) {
         res->server_us = srv * 1e6 / (double)res->placed;
+        res->writer_us = wrt * 1e6 / (double)res->placed;
         res->client_us = cli * 1e6 / (double)res->placed;
     }
     res->ops_per_commit = ops_per_commit();
@@ -583,9 +621,9 @@ int main(int argc, char **argv) {
     printf("bench-api: %u nodes x %u GPUs, up to %.1f s per run, %s, loopback HTTP, durable "
            "commits\n",
            nodes, GPUS_PER_NODE, seconds, window ? "submit+release" : "submit only");
-    printf("%-8s %-24s %10s %9s %9s %10s %7s %10s %10s %8s %7s\n", "clients", "mode", "placed/s",
-           "p50 ms", "p99 ms", "ops/commit", "errors", "srv cpu us", "cli cpu us", "placed",
-           "steal %");
+    printf("%-8s %-24s %10s %9s %9s %10s %7s %10s %10s %10s %8s %7s\n", "clients", "mode",
+           "placed/s", "p50 ms", "p99 ms", "ops/commit", "errors", "srv cpu us", "wrt cpu us",
+           "cli cpu us", "placed", "steal %");
     for (size_t i = 0; i < n_clients; i++) {
         Result g, b = {0};
         if (run_one(clients[i], SERVER_BATCH_MAX, false, nodes, seconds, &g) < 0 ||
