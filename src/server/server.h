@@ -21,6 +21,9 @@
  * instructions). Headers up to 8 KiB, the common limit, fit with room to spare; bodies
  * stream through it in pieces, so they are bounded by SERVER_BODY_MAX alone. */
 #define SERVER_CONNECTION_MEMORY (16u * 1024)
+/* Address space each thread's heap is made read-write in at once (http.c: glibc's largest
+ * thread heap, 64 MiB; pages cost memory only once touched). */
+#define SERVER_HEAP_PAD (64u * 1024 * 1024)
 #define SERVER_PER_ADDRESS_MAX 256  /* open connections from one client address (default) */
 #define SERVER_IDLE_TIMEOUT_S 30    /* a connection silent this long is closed */
 #define SERVER_BODY_DEADLINE_S 30   /* a request's whole body, however it trickles */
