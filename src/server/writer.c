@@ -174,10 +174,11 @@ static void *writer_main(void *userdata) {
         else
             run_batch(s, batch, n);
 
-        for (Op *op = batch, *next; op; op = next) {
-            next = op->next; /* op lives on its caller's stack: read before waking it */
-            sem_post(&op->done);
-        }
+        /* Only the first caller is woken here; each caller wakes the next (writer_submit()),
+         * so that the batch's wake-ups run on the callers' threads while this one commits the
+         * next batch. */
+        if (batch)
+            sem_post(&batch->done);
         history_trim(s, server_now_ms()); /* the batch is answered: nobody waits on this */
         pthread_mutex_lock(&s->q_lock);
     }
@@ -229,5 +230,8 @@ void writer_submit(Server *s, Op *op) {
     pthread_mutex_unlock(&s->q_lock);
     while (sem_wait(&op->done) < 0 && errno == EINTR)
         ;
+    /* The next op of the batch waits on its caller's stack until this post (writer_main()). */
+    if (op->next)
+        sem_post(&op->next->done);
     sem_destroy(&op->done);
 }
