@@ -155,10 +155,14 @@ struct Server {
     bool fleet_scan_all;          /* the queue could not grow: the next tick looks at every node */
     _Atomic int64_t fleet_due_ms; /* when the writer must run fleet_tick() even without ops */
 
+    /* Changes reach the writer through a lock-free stack (writer.c): a caller pushes, the
+     * writer takes them all at once. q_lock and q_cond only put an idle writer to sleep. */
+    _Atomic(Op *) q_stack;     /* newest first; WRITER_CLOSED once the writer stopped */
+    atomic_bool writer_asleep; /* callers must wake it (under q_lock) */
+    Op *q_head, *q_tail;       /* the writer's own: taken from q_stack, oldest first */
     pthread_mutex_t q_lock;
     pthread_cond_t q_cond;
-    Op *q_head, *q_tail;
-    bool stopping;
+    atomic_bool stopping;
     atomic_bool fatal;
     Error fatal_err;
     pthread_t writer;

@@ -121,41 +121,86 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
     }
 }
 
+/* The stack's value once the writer stopped: a push finds it and refuses its op. */
+static Op writer_closed_mark;
+#define WRITER_CLOSED (&writer_closed_mark)
+
+/* Append every op pushed since the last look to the writer's queue, oldest first. */
+static void take_pushed(Server *s) {
+    Op *stack = atomic_exchange(&s->q_stack, NULL), *fifo = NULL, *tail = stack;
+    while (stack) {
+        Op *next = stack->next;
+        stack->next = fifo;
+        fifo = stack;
+        stack = next;
+    }
+    if (!fifo)
+        return;
+    if (s->q_tail)
+        s->q_tail->next = fifo;
+    else
+        s->q_head = fifo;
+    s->q_tail = tail;
+}
+
+/* Whether the writer has work without ops (a fallback deadline, agents' heartbeats, the
+ * retention); if not, how long it may sleep. */
+static bool timers_due(Server *s, int64_t *ret_wait_ms) {
+    /* Sleep until the next fallback deadline (at most a second, so that a deadline computed
+     * from a request submitted meanwhile is never missed by long). */
+    pthread_rwlock_rdlock(&s->lock);
+    uint64_t next = sched_next_deadline(s->sched);
+    pthread_rwlock_unlock(&s->lock);
+    int64_t now = server_now_ms();
+    int64_t fleet_due = atomic_load(&s->fleet_due_ms);
+    bool fatal = atomic_load(&s->fatal);
+    if (fleet_due <= now && !fatal)
+        return true;
+    /* Retention runs even when no op comes (only this thread changes what it reads). */
+    if (history_prune_due(s, now) && !fatal)
+        return true;
+    /* Deadlines are in ms (core_now): the batch's tick opens the fallback and drops the
+     * deadline, so a passed one wakes the writer exactly once. */
+    if (next != UINT64_MAX && (int64_t)next <= now)
+        return true;
+    int64_t wait_ms = 1000;
+    if (next != UINT64_MAX)
+        wait_ms = MIN(wait_ms, (int64_t)next - now);
+    *ret_wait_ms = MIN(wait_ms, fleet_due - now);
+    return false;
+}
+
+/* Sleep up to wait_ms unless an op was pushed or the server is stopping. A caller pushes
+ * before it reads writer_asleep, and this thread sets it before it looks at the stack, so
+ * one of the two sees the other (no lost wake-up); q_lock covers the gap between this
+ * thread's look and its wait. */
+static void sleep_until_pushed(Server *s, int64_t wait_ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += wait_ms / 1000;
+    ts.tv_nsec += (wait_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L)
+        ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&s->q_lock);
+    atomic_store(&s->writer_asleep, true);
+    if (!atomic_load(&s->q_stack) && !atomic_load(&s->stopping))
+        (void)pthread_cond_timedwait(&s->q_cond, &s->q_lock, &ts);
+    atomic_store(&s->writer_asleep, false);
+    pthread_mutex_unlock(&s->q_lock);
+}
+
 static void *writer_main(void *userdata) {
     Server *s = userdata;
-    pthread_mutex_lock(&s->q_lock);
     for (;;) {
-        while (!s->q_head && !s->stopping) {
-            /* Sleep until the next fallback deadline (at most a second, so that a deadline
-             * computed from a request submitted meanwhile is never missed by long). */
-            pthread_rwlock_rdlock(&s->lock);
-            uint64_t next = sched_next_deadline(s->sched);
-            pthread_rwlock_unlock(&s->lock);
-            int64_t now = server_now_ms();
-            int64_t fleet_due = atomic_load(&s->fleet_due_ms);
-            if (fleet_due <= now && !atomic_load(&s->fatal))
-                break;
-            /* Retention runs even when no op comes (only this thread changes what it reads). */
-            if (history_prune_due(s, now) && !atomic_load(&s->fatal))
-                break;
-            /* Deadlines are in ms (core_now): the batch's tick opens the fallback and drops
-             * the deadline, so a passed one wakes the writer exactly once. */
-            if (next != UINT64_MAX && (int64_t)next <= now)
-                break;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            int64_t wait_ms = 1000;
-            if (next != UINT64_MAX)
-                wait_ms = MIN(wait_ms, (int64_t)next - now);
-            wait_ms = MIN(wait_ms, fleet_due - now);
-            ts.tv_sec += wait_ms / 1000;
-            ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L)
-                ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-            (void)pthread_cond_timedwait(&s->q_cond, &s->q_lock, &ts);
-        }
-        if (s->stopping && !s->q_head)
+        take_pushed(s);
+        bool stopping = atomic_load(&s->stopping);
+        int64_t wait_ms = 0;
+        if (!s->q_head && stopping)
             break;
+        if (!s->q_head && !timers_due(s, &wait_ms)) {
+            sleep_until_pushed(s, wait_ms);
+            continue;
+        }
         Op *batch = s->q_head, *last = NULL;
         size_t n = 0;
         for (Op *op = batch; op && n < s->cfg.batch_max; op = op->next)
@@ -167,7 +212,6 @@ static void *writer_main(void *userdata) {
             last->next = NULL;
         } else
             batch = NULL;
-        pthread_mutex_unlock(&s->q_lock);
 
         if (atomic_load(&s->fatal))
             refuse_ops(batch);
@@ -180,9 +224,12 @@ static void *writer_main(void *userdata) {
         if (batch)
             sem_post(&batch->done);
         history_trim(s, server_now_ms()); /* the batch is answered: nobody waits on this */
-        pthread_mutex_lock(&s->q_lock);
     }
-    pthread_mutex_unlock(&s->q_lock);
+    /* Ops pushed after the last look: refused, and no later push gets in. */
+    Op *left = atomic_exchange(&s->q_stack, WRITER_CLOSED);
+    refuse_ops(left);
+    if (left)
+        sem_post(&left->done);
     return NULL;
 }
 
@@ -203,7 +250,7 @@ int writer_start(Server *s) {
 
 void writer_stop(Server *s) {
     pthread_mutex_lock(&s->q_lock);
-    s->stopping = true;
+    atomic_store(&s->stopping, true);
     pthread_cond_signal(&s->q_cond);
     pthread_mutex_unlock(&s->q_lock);
     pthread_join(s->writer, NULL);
@@ -212,22 +259,22 @@ void writer_stop(Server *s) {
 }
 
 void writer_submit(Server *s, Op *op) {
-    op->next = NULL;
     sem_init(&op->done, 0, 0);
-    pthread_mutex_lock(&s->q_lock);
-    if (s->stopping) {
+    Op *head = atomic_load(&s->q_stack);
+    do {
+        if (head == WRITER_CLOSED || atomic_load(&s->stopping)) {
+            op->next = NULL;
+            refuse_ops(op);
+            sem_destroy(&op->done);
+            return;
+        }
+        op->next = head;
+    } while (!atomic_compare_exchange_weak(&s->q_stack, &head, op));
+    if (atomic_load(&s->writer_asleep)) {
+        pthread_mutex_lock(&s->q_lock);
+        pthread_cond_signal(&s->q_cond);
         pthread_mutex_unlock(&s->q_lock);
-        refuse_ops(op);
-        sem_destroy(&op->done);
-        return;
     }
-    if (s->q_tail)
-        s->q_tail->next = op;
-    else
-        s->q_head = op;
-    s->q_tail = op;
-    pthread_cond_signal(&s->q_cond);
-    pthread_mutex_unlock(&s->q_lock);
     while (sem_wait(&op->done) < 0 && errno == EINTR)
         ;
     /* The next op of the batch waits on its caller's stack until this post (writer_main()). */

@@ -589,3 +589,84 @@ Test(api, r4_inventory_push_never_replaces_a_node_with_running_work) {
     free(alice);
     free(agent);
 }
+
+/* ---- many callers at once: each gets its own change's answer, and every change is kept ---- */
+
+#define CONCURRENT_CALLERS 8
+#define CONCURRENT_EACH 20
+
+typedef struct Caller {
+    const char *token;
+    unsigned index;
+    json_int_t ids[CONCURRENT_EACH];
+    unsigned n_ok;
+    char failure[256]; /* the first wrong answer (asserted on the test's own thread) */
+} Caller;
+
+static void *caller_main(void *p) {
+    Caller *k = p;
+    Client *c = NULL;
+    if (client_new(ts.url, k->token, &c, NULL) < 0) {
+        snprintf(k->failure, sizeof(k->failure), "caller %u: no client", k->index);
+        return NULL;
+    }
+    for (unsigned i = 0; i < CONCURRENT_EACH && !k->failure[0]; i++) {
+        char image[64], body[160];
+        snprintf(image, sizeof(image), "registry.example/caller-%u:%u", k->index, i);
+        snprintf(body, sizeof(body), "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"%s\"}",
+                 image);
+        long st = 0;
+        char *text = NULL;
+        Error err = {0};
+        int r = client_call_raw(c, "POST", "/v1/requests", body, strlen(body), NULL, &st, &text,
+                                &err);
+        json_t *j = r == 0 ? json_loads(text, 0, NULL) : NULL;
+        const char *got = str(json_object_get(j, "request"), "image");
+        if (r < 0 || st != 201 || !STREQ(got, image))
+            snprintf(k->failure, sizeof(k->failure), "caller %u, submit %u: %d %ld, image '%s'",
+                     k->index, i, r, st, got);
+        else
+            k->ids[k->n_ok++] = num(j, "id");
+        json_decref(j);
+        free(text);
+    }
+    client_free(c);
+    return NULL;
+}
+
+Test(api, r16_concurrent_changes_each_get_their_own_committed_answer) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *bob = ts_token(&ts, "bob", "user", NULL);
+    Caller callers[CONCURRENT_CALLERS];
+    pthread_t t[CONCURRENT_CALLERS];
+    for (unsigned i = 0; i < CONCURRENT_CALLERS; i++) {
+        callers[i] = (Caller){.token = bob, .index = i};
+        pthread_create(&t[i], NULL, caller_main, &callers[i]);
+    }
+    for (unsigned i = 0; i < CONCURRENT_CALLERS; i++)
+        pthread_join(t[i], NULL);
+    json_int_t all[CONCURRENT_CALLERS * CONCURRENT_EACH];
+    size_t n = 0;
+    for (unsigned i = 0; i < CONCURRENT_CALLERS; i++) {
+        cr_assert_eq(callers[i].failure[0], 0, "%s", callers[i].failure);
+        for (unsigned k = 0; k < callers[i].n_ok; k++)
+            all[n++] = callers[i].ids[k];
+    }
+    cr_assert_eq(n, CONCURRENT_CALLERS * CONCURRENT_EACH);
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++)
+            cr_assert_neq(all[a], all[b], "two callers were answered with request %lld",
+                          (long long)all[a]);
+    cr_assert_eq(request_count(), n, "every answered change is kept");
+    /* What is stored is what each caller was answered with. */
+    for (unsigned i = 0; i < CONCURRENT_CALLERS; i++) {
+        char path[64], image[64];
+        json_t *j = NULL;
+        snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)callers[i].ids[7]);
+        snprintf(image, sizeof(image), "registry.example/caller-%u:7", i);
+        cr_assert_eq(ts_call(&ts, bob, "GET", path, NULL, &j), 200);
+        cr_assert_str_eq(str(json_object_get(j, "request"), "image"), image);
+        json_decref(j);
+    }
+    free(bob);
+}
