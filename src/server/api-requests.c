@@ -50,12 +50,8 @@ typedef struct SubmitArg {
  * (state_req_text). */
 static void op_answer_request(Server *s, Op *op, Req *r) {
     const char *text = r->state != REQ_PENDING ? state_req_text(r) : NULL;
-    size_t n = text ? strlen(text) : 0;
-    if (text && (op->text = malloc(n + 2))) {
-        memcpy(op->text, text, n);
-        op->text[n] = '\n', op->text[n + 1] = 0;
+    if (text && op_answer_text(op, text, strlen(text)) == 0)
         return;
-    }
     op->body = req_to_json(s, r);
 }
 

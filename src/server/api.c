@@ -77,16 +77,41 @@ void op_error(Op *op, int status, const char *code, const char *fmt, ...) {
     va_start(ap, fmt);
     free(op->text); /* the error is the answer */
     op->text = NULL;
+    op->reply_len = 0;
     set_error(&op->status, &op->body, status, code, fmt, ap);
     va_end(ap);
 }
 
+int op_answer_text(Op *op, const char *text, size_t n) {
+    char *to = n + 2 <= op->reply_size ? op->reply : malloc(n + 2);
+    if (!to)
+        return -ENOMEM;
+    memcpy(to, text, n);
+    to[n] = '\n', to[n + 1] = 0;
+    if (to == op->reply)
+        op->reply_len = n + 1;
+    else
+        op->text = to;
+    return 0;
+}
+
+/* An answer of a few KiB (a request's record) fits; a longer one comes as op.text. */
+#define OP_REPLY_SIZE 4096
+
 void api_apply(HttpCtx *c, OpFn fn, void *arg) {
-    Op op = {.fn = fn, .who = &c->who, .arg = arg};
+    char reply[OP_REPLY_SIZE];
+    Op op = {.fn = fn, .who = &c->who, .arg = arg, .reply = reply, .reply_size = sizeof(reply)};
     writer_submit(c->s, &op);
     c->status = op.status;
     c->json = op.body;
     c->text = op.text; /* when set, sent instead of json */
+    if (!c->text && op.reply_len && !(c->text = strndup(reply, op.reply_len))) {
+        json_decref(c->json);
+        c->json = NULL;
+        api_error(c, 500, "internal",
+                  "Out of memory answering a change that was committed; "
+                  "read it back with GET.");
+    }
 }
 
 void api_error_from(HttpCtx *c, int r, const Error *err) {

@@ -105,6 +105,9 @@ void api_error_from(HttpCtx *c, int r, const Error *err);
 json_t *api_error_json(const char *code, const char *message);
 void op_error(Op *op, int status, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+/* Answer op with the JSON text text[0..n) and a newline: in the caller's reply buffer when it
+ * fits, else in op->text. Returns -ENOMEM when neither holds it (nothing is set). */
+int op_answer_text(Op *op, const char *text, size_t n);
 /* Hand fn(arg) to the writer thread as the caller, wait until it is applied and committed,
  * and answer with the op's status and body. */
 void api_apply(HttpCtx *c, OpFn fn, void *arg);

@@ -112,6 +112,11 @@ struct Op {
     int status;
     json_t *body;
     char *text; /* the answer as JSON text with its newline, instead of body; owned */
+    /* The caller's buffer for an answer's text (op_answer_text()): the writer copies into it
+     * rather than hand over memory it allocated, since each free of that on the caller's
+     * thread locks the writer's heap while the writer allocates from it. */
+    char *reply;
+    size_t reply_size, reply_len; /* reply_len 0: no text there */
     sem_t done; /* posted by the writer once committed: one wake-up per op, no herd */
     Op *next;
 };

@@ -35,6 +35,7 @@ static void answer_unavailable(Op *ops, const char *code, const char *message) {
         json_decref(op->body);
         free(op->text);
         op->text = NULL;
+        op->reply_len = 0;
         op->status = 503;
         op->body = json_pack("{s:s, s:s}", "code", code, "message", message);
     }
