@@ -182,6 +182,11 @@ int store_sqlite_open(const char *path, Store **ret, Error *err) {
     int pr = make_private(path, err);
     if (pr < 0)
         return pr;
+    /* SQLite counts its allocations under one process-wide mutex, which the server's writer
+     * and its token-lookup reader then contend for at every allocation; nothing here reads
+     * the counts. Only a call before SQLite's first use takes effect (later ones fail,
+     * harmlessly). */
+    (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     SqliteStore *s = calloc(1, sizeof(*s));
     if (!s)
         return error_set(err, -ENOMEM, "out of memory");
