@@ -73,7 +73,7 @@ void api_node_work_write(Server *s, const Node *n, JsonText *w, const char *curs
         json_text_open(w, '{');
         json_text_member_int(w, "id", (int64_t)r->id);
         json_text_member_string(w, "user", r->user);
-        json_text_member_string(w, "kind", workload_kind_to_string(r->spec.kind));
+        json_text_member_string(w, "kind", workload_kind_to_string(r->kind));
         json_text_member_string(w, "state", req_state_to_string(r->state));
         json_text_key(w, "placement");
         /* Its text when the writer kept one (readers may not make it), else its tree. */
@@ -81,8 +81,7 @@ void api_node_work_write(Server *s, const Node *n, JsonText *w, const char *curs
             json_text_raw(w, r->placement_text);
         else
             json_text_value(w, json_incref(r->placement));
-        json_text_key(w, "request");
-        api_request_write(&r->spec, w);
+        json_text_member_raw(w, "request", r->spec_text);
         json_text_close(w, '}');
     }
     json_text_close(w, ']');

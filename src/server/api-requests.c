@@ -71,7 +71,7 @@ static void op_submit(Server *s, Op *op) {
         _cleanup_free_ char *k = strprintf("%s\n%s", who->user, a->idem_key);
         Req *old = k ? ptrmap_get(&s->idem, k) : NULL;
         if (old) {
-            _cleanup_json_ json_t *x = api_request_to_json(&old->spec),
+            _cleanup_json_ json_t *x = json_loads(old->spec_text, 0, NULL),
                                   *y = api_request_to_json(&a->spec);
             bool same = json_equal(x, y);
             if (!same) {
@@ -93,7 +93,8 @@ static void op_submit(Server *s, Op *op) {
         (a->idem_key && !(made->idem_key = strdup(a->idem_key))))
         OP_FAIL(op, 500, "internal", "Out of memory.");
     made->id = s->n_reqs + 1;
-    made->spec = a->spec;
+    if (req_set_spec(made, &a->spec) < 0)
+        OP_FAIL(op, 500, "internal", "Out of memory.");
     made->trusted = ptrmap_get(&s->trusted_users, who->user) != NULL; /* granted now (tenants.c) */
     made->created_ms = s->now_ms;
     made->state = REQ_PENDING;
@@ -103,8 +104,8 @@ static void op_submit(Server *s, Op *op) {
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     JsonText ev_text = {0}, ev_tree = {.to_tree = true};
-    submitted_data_write(&r->spec, &ev_text);
-    submitted_data_write(&r->spec, &ev_tree);
+    submitted_data_write(&a->spec, &ev_text);
+    submitted_data_write(&a->spec, &ev_tree);
     state_event_text(s, "request.submitted", id, r->user, json_text_take_tree(&ev_tree),
                      json_text_take(&ev_text));
 
@@ -112,7 +113,7 @@ static void op_submit(Server *s, Op *op) {
     RequestSpec spec;
     Decision d = {0};
     Error err = {0};
-    req_core_spec(r, id, fb, &spec);
+    req_core_spec(r, &a->spec, id, fb, &spec);
     if (sched_submit(s->sched, &spec, core_now(s), &d, &err) < 0) {
         d = (Decision){.kind = DECISION_REFUSED, .reason = SCHED_REASON_BAD_REQUEST};
         snprintf(d.message, sizeof(d.message), "%.200s", error_message(&err));

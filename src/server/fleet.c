@@ -229,7 +229,7 @@ void fleet_describe_workloads(Req **reqs, size_t n, char *buf, size_t size) {
     buf[0] = 0;
     for (size_t i = 0; i < n && len + 1 < size; i++) {
         int k = snprintf(buf + len, size - len, "%s%" PRIu64 " (%s, %s)", i ? ", " : "",
-                         reqs[i]->id, reqs[i]->user, workload_kind_to_string(reqs[i]->spec.kind));
+                         reqs[i]->id, reqs[i]->user, workload_kind_to_string(reqs[i]->kind));
         if (k < 0)
             break;
         len += (size_t)k;

@@ -97,8 +97,12 @@ static int queue_waiting(Server *v, Error *err) {
         char id[32];
         const char *fb[SPEC_MAX_FALLBACK];
         RequestSpec spec;
-        req_core_spec(q, id, fb, &spec);
-        int r = sched_submit(v->sched, &spec, core_now(v), NULL, err);
+        ApiRequest a;
+        int r = req_spec(q, &a, err);
+        if (r < 0)
+            return r;
+        req_core_spec(q, &a, id, fb, &spec);
+        r = sched_submit(v->sched, &spec, core_now(v), NULL, err);
         if (r < 0)
             return r;
     }

@@ -65,7 +65,14 @@ typedef struct Req {
     uint64_t id;
     char *user;
     char *idem_key;
-    ApiRequest spec;
+    /* The request as submitted, as its compact JSON text (api_request_write()'s), which every
+     * record and work list splices in; and the fields read without decoding it (req_spec()
+     * decodes the whole for the core). An ApiRequest is 3.2 KiB, almost all of it room for
+     * text that is usually empty, and the server keeps every request for a day. */
+    char *spec_text;
+    WorkloadKind kind;
+    unsigned wait_s;
+    size_t n_fallback;
     bool trusted; /* submitted by a trusted tenant */
     ReqState state;
     char reason_code[32];
@@ -259,8 +266,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Req *, state_req_free);
 /* A placement as JSON with its devices' PCI addresses (wire_placement_to_json; restore reads
  * it back with wire_placement_from_json). */
 json_t *placement_to_json(const Sched *sched, const Placement *p);
-void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC_MAX_FALLBACK],
-                   RequestSpec *ret);
+/* Hold spec in r (its text and the fields read without it); -ENOMEM changes nothing. */
+int req_set_spec(Req *r, const ApiRequest *spec);
+/* Decode r's request (held as text) into *ret. */
+int req_spec(const Req *r, ApiRequest *ret, Error *err);
+/* The core's spec of r, whose request is spec (req_spec()'s, or the submitted one); it points
+ * into spec, id_buf and fallback_ptrs. */
+void req_core_spec(const Req *r, const ApiRequest *spec, char id_buf[32],
+                   const char *fallback_ptrs[SPEC_MAX_FALLBACK], RequestSpec *ret);
 
 /* fleet.c: agents, heartbeats, work for agents, mode switches (called by the writer with
  * `lock` held for writing, except fleet_due_ms). */

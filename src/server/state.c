@@ -40,6 +40,7 @@ static void req_free(Req *r) {
         return;
     free(r->user);
     free(r->idem_key);
+    free(r->spec_text);
     json_decref(r->placement);
     free(r->text);
     free(r->placement_text);
@@ -102,7 +103,7 @@ void state_mark_dirty(Server *s, Req *r) {
 static json_t *req_doc_head(const Req *r) {
     json_t *j = json_pack("{s:I, s:s, s:s, s:o, s:b, s:I, s:I}", "id", (json_int_t)r->id, "user",
                           r->user, "state", req_state_to_string(r->state), "request",
-                          api_request_to_json(&r->spec), "trusted", r->trusted, "created_ms",
+                          json_loads(r->spec_text, 0, NULL), "trusted", r->trusted, "created_ms",
                           (json_int_t)r->created_ms, "updated_ms", (json_int_t)r->updated_ms);
     if (!j)
         return NULL;
@@ -148,8 +149,7 @@ static char *req_doc_text_direct(Req *r) {
     json_text_member_int(&w, "id", (int64_t)r->id);
     json_text_member_string(&w, "user", r->user);
     json_text_member_string(&w, "state", req_state_to_string(r->state));
-    json_text_key(&w, "request");
-    api_request_write(&r->spec, &w);
+    json_text_member_raw(&w, "request", r->spec_text);
     json_text_member_bool(&w, "trusted", r->trusted);
     json_text_member_int(&w, "created_ms", r->created_ms);
     json_text_member_int(&w, "updated_ms", r->updated_ms);
@@ -190,9 +190,9 @@ json_t *req_to_json(Server *s, const Req *r) {
             json_object_set_new(j, "reason_code", json_string(sched_reason_to_string(d.reason)));
             json_object_set_new(j, "reason", json_string(d.message));
         }
-        if (r->spec.n_fallback)
+        if (r->n_fallback)
             json_object_set_new(j, "fallback_at_ms",
-                                json_integer(r->created_ms + (json_int_t)r->spec.wait_s * 1000));
+                                json_integer(r->created_ms + (json_int_t)r->wait_s * 1000));
     }
     return j;
 }
@@ -291,26 +291,46 @@ static void req_set_placement(Server *s, Req *r, const Placement *p) {
 
 /* ---- requests and the core ---- */
 
-void req_core_spec(const Req *r, char id_buf[32], const char *fallback_ptrs[SPEC_MAX_FALLBACK],
-                   RequestSpec *ret) {
+int req_set_spec(Req *r, const ApiRequest *spec) {
+    JsonText w = {0};
+    api_request_write(spec, &w);
+    char *text = json_text_take(&w);
+    if (!text)
+        return -ENOMEM;
+    free(r->spec_text);
+    r->spec_text = text;
+    r->kind = spec->kind;
+    r->wait_s = spec->wait_s;
+    r->n_fallback = spec->n_fallback;
+    return 0;
+}
+
+int req_spec(const Req *r, ApiRequest *ret, Error *err) {
+    if (!r->spec_text)
+        return error_set(err, -EINVAL, "request %" PRIu64 " holds no request", r->id);
+    return api_request_parse(r->spec_text, strlen(r->spec_text), ret, err);
+}
+
+void req_core_spec(const Req *r, const ApiRequest *spec, char id_buf[32],
+                   const char *fallback_ptrs[SPEC_MAX_FALLBACK], RequestSpec *ret) {
     snprintf(id_buf, 32, "%" PRIu64, r->id);
-    for (size_t i = 0; i < r->spec.n_fallback; i++)
-        fallback_ptrs[i] = r->spec.fallback[i];
+    for (size_t i = 0; i < spec->n_fallback; i++)
+        fallback_ptrs[i] = spec->fallback[i];
     *ret = (RequestSpec){
             .id = id_buf,
             .user = r->user,
-            .kind = r->spec.kind,
-            .guest = r->spec.guest_os,
-            .class_name = r->spec.cls[0] ? r->spec.cls : NULL,
-            .memory_gb = r->spec.memory_gb,
-            .count = r->spec.count,
-            .share = r->spec.share,
+            .kind = spec->kind,
+            .guest = spec->guest_os,
+            .class_name = spec->cls[0] ? spec->cls : NULL,
+            .memory_gb = spec->memory_gb,
+            .count = spec->count,
+            .share = spec->share,
             .fallback = fallback_ptrs,
-            .n_fallback = r->spec.n_fallback,
-            .wait_s = r->spec.wait_s,
+            .n_fallback = spec->n_fallback,
+            .wait_s = spec->wait_s,
             .submitted = (uint64_t)r->created_ms, /* the core counts ms (R13) */
-            .runtime = r->spec.runtime,
-            .wait_for_nodes = r->spec.wait_for_nodes,
+            .runtime = spec->runtime,
+            .wait_for_nodes = spec->wait_for_nodes,
     };
 }
 
@@ -559,6 +579,7 @@ static int load_request(const StoreRequest *row, void *userdata) {
     int ret = -EINVAL;
     const char *state = NULL, *code = NULL, *reason = NULL;
     json_t *spec = NULL;
+    ApiRequest a;
     json_int_t created = 0, updated = 0, placed = 0;
     int trusted = 0;
     if (!j || !r)
@@ -578,8 +599,12 @@ static int load_request(const StoreRequest *row, void *userdata) {
     snprintf(r->reason_code, sizeof(r->reason_code), "%s", strempty(code));
     snprintf(r->reason, sizeof(r->reason), "%s", strempty(reason));
     r->placement = json_incref(json_object_get(j, "placement"));
-    if (!r->user || r->state < 0 || api_request_from_json(spec, &r->spec, &err) < 0)
+    if (!r->user || r->state < 0 || api_request_from_json(spec, &a, &err) < 0)
         goto fail;
+    if (req_set_spec(r, &a) < 0) {
+        ret = -ENOMEM;
+        goto fail;
+    }
     if ((ret = state_req_add(s, r)) < 0)
         goto fail;
     return 0;
@@ -636,8 +661,12 @@ int state_load(Server *s, Error *err) {
         const char *fb[SPEC_MAX_FALLBACK];
         RequestSpec spec;
         Placement p;
-        req_core_spec(q, id, fb, &spec);
+        ApiRequest a;
         Error e = {0};
+        if ((r = req_spec(q, &a, &e)) < 0)
+            return error_set(err, r, "request %" PRIu64 " cannot be restored: %s", q->id,
+                             error_message(&e));
+        req_core_spec(q, &a, id, fb, &spec);
         if ((r = wire_placement_from_json(s->catalog, q->placement, &p, node, &e)) < 0 ||
             (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
             return error_set(err, r, "request %s cannot be restored: %s", id, error_message(&e));
@@ -655,7 +684,10 @@ int state_load(Server *s, Error *err) {
         const char *fb[SPEC_MAX_FALLBACK];
         RequestSpec spec;
         Decision d;
-        req_core_spec(q, id, fb, &spec);
+        ApiRequest a;
+        if ((r = req_spec(q, &a, err)) < 0)
+            break;
+        req_core_spec(q, &a, id, fb, &spec);
         if ((r = sched_submit(s->sched, &spec, core_now(s), &d, err)) < 0)
             break;
         /* Only a change of state is news; the waiting reason may be re-worded silently. */
