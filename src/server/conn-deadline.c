@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/macro.h"
 
 typedef struct Watched {
@@ -51,12 +52,7 @@ static void *watch_main(void *userdata) {
                 c->since_ms = 0;
                 atomic_fetch_add(&w->expired, 1);
             }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += period / 1000;
-        ts.tv_nsec += (period % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = timespec_after_ms(CLOCK_REALTIME, (uint64_t)period);
         (void)pthread_cond_timedwait(&w->cond, &w->lock, &ts);
     }
     pthread_mutex_unlock(&w->lock);

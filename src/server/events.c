@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/macro.h"
 #include "wire/event.h"
 
@@ -150,12 +151,7 @@ static bool visible(const Event *e, const char *user) {
 }
 
 json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user) {
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += wait_ms / 1000;
-    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L)
-        deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
+    struct timespec deadline = timespec_after_ms(CLOCK_MONOTONIC, (uint64_t)MAX(wait_ms, 0));
 
     json_t *list = json_array();
     uint64_t cursor = after;

@@ -17,6 +17,7 @@
 #include "leader.h"
 #include "longpoll.h"
 #include "store/store-pg.h"
+#include "util/clock.h"
 #include "util/macro.h"
 
 #define REPLAY_CHANNEL "einsora_events"
@@ -392,13 +393,7 @@ bool replay_enter(HttpCtx *c) {
         note_known(rp, need);
     if (atomic_load(&rp->applied) < need)
         wake(rp); /* a NOTIFY may still be on its way: the replay need not wait for it */
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    uint64_t wait_ms = rp->poll_ms;
-    deadline.tv_sec += (time_t)(wait_ms / 1000);
-    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L)
-        deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
+    struct timespec deadline = timespec_after_ms(CLOCK_MONOTONIC, rp->poll_ms);
     View *v = NULL;
     pthread_mutex_lock(&rp->lock);
     while ((!rp->current || atomic_load(&rp->applied) < need) && rp->running &&

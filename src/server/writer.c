@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/macro.h"
 
 int64_t server_now_ms(void) {
@@ -176,12 +177,7 @@ static bool timers_due(Server *s, int64_t *ret_wait_ms) {
  * one of the two sees the other (no lost wake-up); q_lock covers the gap between this
  * thread's look and its wait. */
 static void sleep_until_pushed(Server *s, int64_t wait_ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += wait_ms / 1000;
-    ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L)
-        ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    struct timespec ts = timespec_after_ms(CLOCK_MONOTONIC, (uint64_t)MAX(wait_ms, 0));
     pthread_mutex_lock(&s->q_lock);
     atomic_store(&s->writer_asleep, true);
     if (!atomic_load(&s->q_stack) && !atomic_load(&s->stopping))
