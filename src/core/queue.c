@@ -85,24 +85,10 @@ static void req_drop(Sched *s, uint32_t ri) {
     s->n_live_reqs--;
 }
 
-/* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject, and
- * the user name's strmap_hash() in *user_hash, for registration (the name is measured here
- * anyway). */
-static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject,
-                             uint32_t *user_hash) {
-    *subject = spec->id;
-    size_t id_len = spec->id ? strnlen(spec->id, SCHED_ID_MAX) : 0;
-    size_t user_len = spec->user ? strnlen(spec->user, SCHED_ID_MAX) : 0;
-    if (!id_len || id_len >= SCHED_ID_MAX || !user_len || user_len >= SCHED_ID_MAX ||
-        (int)spec->kind < 0 || spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 ||
-        spec->guest >= _GUEST_OS_MAX || (int)spec->runtime < 0 ||
-        spec->runtime >= _ENDPOINT_RUNTIME_MAX || spec->n_fallback > SCHED_MAX_FALLBACKS ||
-        (spec->n_fallback && !spec->fallback))
-        return SCHED_REASON_BAD_REQUEST;
-    uint32_t id_hash = strmap_hash_len(spec->id, id_len);
-    *user_hash = strmap_hash_len(spec->user, user_len);
-    if (reqmap_find(&s->req_map, s->reqs, spec->id, id_len, id_hash) != NIL)
-        return SCHED_REASON_DUPLICATE;
+/* req_build()'s checks of the classes and fields of a spec whose id and user were checked,
+ * filling *r as it goes. */
+static SchedReason req_fill(Sched *s, const RequestSpec *spec, size_t id_len, uint32_t id_hash,
+                            Req *r, const char **subject) {
     /* Every field before fb_names, whose first n_fb entries the loop below sets and nothing
      * reads past: the array's tail is the Req's fifth cache line, which a request with at most
      * four alternatives then never writes (in a grown array, a line never touched before). */
@@ -164,6 +150,34 @@ static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const ch
         r->fb_names[i] = decision_choice_name(s, r->fb[i]);
     }
     return SCHED_REASON_NONE;
+}
+
+/* Validate a spec into *r (not yet registered). Returns a refusal reason and its subject, and
+ * the user name's strmap_hash() in *user_hash, for registration (the name is measured here
+ * anyway). */
+static SchedReason req_build(Sched *s, const RequestSpec *spec, Req *r, const char **subject,
+                             uint32_t *user_hash) {
+    *subject = spec->id;
+    size_t id_len = spec->id ? strnlen(spec->id, SCHED_ID_MAX) : 0;
+    size_t user_len = spec->user ? strnlen(spec->user, SCHED_ID_MAX) : 0;
+    if (!id_len || id_len >= SCHED_ID_MAX || !user_len || user_len >= SCHED_ID_MAX ||
+        (int)spec->kind < 0 || spec->kind >= _WORKLOAD_KIND_MAX || (int)spec->guest < 0 ||
+        spec->guest >= _GUEST_OS_MAX || (int)spec->runtime < 0 ||
+        spec->runtime >= _ENDPOINT_RUNTIME_MAX || spec->n_fallback > SCHED_MAX_FALLBACKS ||
+        (spec->n_fallback && !spec->fallback))
+        return SCHED_REASON_BAD_REQUEST;
+    uint32_t id_hash = strmap_hash_len(spec->id, id_len);
+    *user_hash = strmap_hash_len(spec->user, user_len);
+    /* The duplicate check reads a slot of an index of every live request, in a random place:
+     * mostly a miss of every cache. It is started here and looked at after the class checks,
+     * which need nothing from it, so that the two overlap; a duplicate still says so first. */
+    reqmap_prefetch(&s->req_map, id_hash);
+    SchedReason why = req_fill(s, spec, id_len, id_hash, r, subject);
+    if (reqmap_find(&s->req_map, s->reqs, spec->id, id_len, id_hash) != NIL) {
+        *subject = spec->id;
+        return SCHED_REASON_DUPLICATE;
+    }
+    return why;
 }
 
 /* Try every class the request may take now, in order; on success apply it. */

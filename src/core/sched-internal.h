@@ -617,6 +617,11 @@ void node_changed_devices(Sched *s, uint32_t ni, uint32_t changed, uint64_t now,
 /* reqmap.c */
 /* The request whose id is the len bytes at id (hash: strmap_hash_len(id, len)), or NIL. */
 uint32_t reqmap_find(const ReqMap *m, const Req *reqs, const char *id, size_t len, uint32_t hash);
+/* Start loading the slot reqmap_find() for hash reads first. */
+static inline void reqmap_prefetch(const ReqMap *m, uint32_t hash) {
+    if (m->cap)
+        __builtin_prefetch(&m->slots[hash & (m->cap - 1)]);
+}
 /* Add request ri with the given id hash; the caller knows its id is not in the map yet. */
 int reqmap_insert(ReqMap *m, uint32_t hash, uint32_t ri);
 /* Remove request ri (its id hash given): by index, without comparing ids. */

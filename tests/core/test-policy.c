@@ -471,6 +471,10 @@ Test(policy, r16_a_request_is_never_placed_twice) {
     cr_assert_eq(d.kind, DECISION_REFUSED);
     cr_assert_eq(d.reason, SCHED_REASON_DUPLICATE);
     cr_assert_eq(cap(H100, NULL, CAPACITY_CONTAINER).allocated, 1);
+    /* A duplicate says so before anything else wrong with it (its class looked up first). */
+    d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = "no-such-class");
+    cr_assert_eq(d.reason, SCHED_REASON_DUPLICATE);
+    cr_assert_str_eq(d.message, "refused (a): a request with this id already exists (R16)");
 }
 
 /* ---- queue fairness ---- */
