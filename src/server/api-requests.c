@@ -56,11 +56,15 @@ static void op_answer_request(Server *s, Op *op, Req *r) {
 }
 
 /* The request.submitted event's data, written as text for the store and as the feed's tree
- * by the one encoder, never encoded from the tree. */
-static void submitted_data_write(const ApiRequest *spec, JsonText *w) {
+ * by the one encoder, never encoded from the tree: the text splices the spec text r holds
+ * (req_set_spec() encoded it already), the tree is built from spec. */
+static void submitted_data_write(const Req *r, const ApiRequest *spec, JsonText *w) {
     json_text_open(w, '{');
-    json_text_key(w, "request");
-    api_request_write(spec, w);
+    if (w->to_tree) {
+        json_text_key(w, "request");
+        api_request_write(spec, w);
+    } else
+        json_text_member_raw(w, "request", r->spec_text);
     json_text_close(w, '}');
 }
 
@@ -71,9 +75,9 @@ static void op_submit(Server *s, Op *op) {
         _cleanup_free_ char *k = strprintf("%s\n%s", who->user, a->idem_key);
         Req *old = k ? ptrmap_get(&s->idem, k) : NULL;
         if (old) {
-            _cleanup_json_ json_t *x = json_loads(old->spec_text, 0, NULL),
-                                  *y = api_request_to_json(&a->spec);
-            bool same = json_equal(x, y);
+            /* Both texts come from the one encoder: equal texts, equal requests. */
+            _cleanup_free_ char *again = api_request_text(&a->spec);
+            bool same = again && STREQ(again, old->spec_text);
             if (!same) {
                 /* 422, as the IETF Idempotency-Key draft and Stripe answer: the request
                  * is well formed but cannot be honoured with this key. */
@@ -104,8 +108,8 @@ static void op_submit(Server *s, Op *op) {
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     JsonText ev_text = {0}, ev_tree = {.to_tree = true};
-    submitted_data_write(&a->spec, &ev_text);
-    submitted_data_write(&a->spec, &ev_tree);
+    submitted_data_write(r, &a->spec, &ev_text);
+    submitted_data_write(r, &a->spec, &ev_tree);
     state_event_text(s, "request.submitted", id, r->user, json_text_take_tree(&ev_tree),
                      json_text_take(&ev_text));
 

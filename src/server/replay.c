@@ -99,10 +99,9 @@ static int queue_waiting(Server *v, Error *err) {
         const char *fb[SPEC_MAX_FALLBACK];
         RequestSpec spec;
         ApiRequest a;
-        int r = req_spec(q, &a, err);
+        int r = req_held_core_spec(q, &a, id, fb, &spec, err);
         if (r < 0)
             return r;
-        req_core_spec(q, &a, id, fb, &spec);
         r = sched_submit(v->sched, &spec, core_now(v), NULL, err);
         if (r < 0)
             return r;

@@ -66,9 +66,9 @@ typedef struct Req {
     char *user;
     char *idem_key;
     /* The request as submitted, as its compact JSON text (api_request_write()'s), which every
-     * record and work list splices in; and the fields read without decoding it (req_spec()
-     * decodes the whole for the core). An ApiRequest is 3.2 KiB, almost all of it room for
-     * text that is usually empty, and the server keeps every request for a day. */
+     * record and work list splices in; and the fields read without decoding it
+     * (req_held_core_spec() decodes the whole for the core). An ApiRequest is 3.2 KiB, almost all
+     * of it room for text that is usually empty, and the server keeps every request for a day. */
     char *spec_text;
     WorkloadKind kind;
     unsigned wait_s;
@@ -268,12 +268,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Req *, state_req_free);
 json_t *placement_to_json(const Sched *sched, const Placement *p);
 /* Hold spec in r (its text and the fields read without it); -ENOMEM changes nothing. */
 int req_set_spec(Req *r, const ApiRequest *spec);
-/* Decode r's request (held as text) into *ret. */
-int req_spec(const Req *r, ApiRequest *ret, Error *err);
-/* The core's spec of r, whose request is spec (req_spec()'s, or the submitted one); it points
- * into spec, id_buf and fallback_ptrs. */
+/* The core's spec of r, whose request is spec (the one just submitted); it points into spec,
+ * id_buf and fallback_ptrs. */
 void req_core_spec(const Req *r, const ApiRequest *spec, char id_buf[32],
                    const char *fallback_ptrs[SPEC_MAX_FALLBACK], RequestSpec *ret);
+/* The same for a request known only by what r holds (restart, a standby's queue): its spec
+ * text is decoded into *spec_buf first. */
+int req_held_core_spec(const Req *r, ApiRequest *spec_buf, char id_buf[32],
+                       const char *fallback_ptrs[SPEC_MAX_FALLBACK], RequestSpec *ret, Error *err);
 
 /* fleet.c: agents, heartbeats, work for agents, mode switches (called by the writer with
  * `lock` held for writing, except fleet_due_ms). */

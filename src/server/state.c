@@ -292,9 +292,7 @@ static void req_set_placement(Server *s, Req *r, const Placement *p) {
 /* ---- requests and the core ---- */
 
 int req_set_spec(Req *r, const ApiRequest *spec) {
-    JsonText w = {0};
-    api_request_write(spec, &w);
-    char *text = json_text_take(&w);
+    char *text = api_request_text(spec);
     if (!text)
         return -ENOMEM;
     free(r->spec_text);
@@ -303,12 +301,6 @@ int req_set_spec(Req *r, const ApiRequest *spec) {
     r->wait_s = spec->wait_s;
     r->n_fallback = spec->n_fallback;
     return 0;
-}
-
-int req_spec(const Req *r, ApiRequest *ret, Error *err) {
-    if (!r->spec_text)
-        return error_set(err, -EINVAL, "request %" PRIu64 " holds no request", r->id);
-    return api_request_parse(r->spec_text, strlen(r->spec_text), ret, err);
 }
 
 void req_core_spec(const Req *r, const ApiRequest *spec, char id_buf[32],
@@ -332,6 +324,16 @@ void req_core_spec(const Req *r, const ApiRequest *spec, char id_buf[32],
             .runtime = spec->runtime,
             .wait_for_nodes = spec->wait_for_nodes,
     };
+}
+
+int req_held_core_spec(const Req *r, ApiRequest *spec_buf, char id_buf[32],
+                       const char *fallback_ptrs[SPEC_MAX_FALLBACK], RequestSpec *ret, Error *err) {
+    int k = r->spec_text ? api_request_parse(r->spec_text, strlen(r->spec_text), spec_buf, err)
+                         : error_set(err, -EINVAL, "request %" PRIu64 " holds no request", r->id);
+    if (k < 0)
+        return k;
+    req_core_spec(r, spec_buf, id_buf, fallback_ptrs, ret);
+    return 0;
 }
 
 void state_apply_decision(Server *s, Req *r, const Decision *d) {
@@ -663,10 +665,9 @@ int state_load(Server *s, Error *err) {
         Placement p;
         ApiRequest a;
         Error e = {0};
-        if ((r = req_spec(q, &a, &e)) < 0)
+        if ((r = req_held_core_spec(q, &a, id, fb, &spec, &e)) < 0)
             return error_set(err, r, "request %" PRIu64 " cannot be restored: %s", q->id,
                              error_message(&e));
-        req_core_spec(q, &a, id, fb, &spec);
         if ((r = wire_placement_from_json(s->catalog, q->placement, &p, node, &e)) < 0 ||
             (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
             return error_set(err, r, "request %s cannot be restored: %s", id, error_message(&e));
@@ -685,9 +686,8 @@ int state_load(Server *s, Error *err) {
         RequestSpec spec;
         Decision d;
         ApiRequest a;
-        if ((r = req_spec(q, &a, err)) < 0)
+        if ((r = req_held_core_spec(q, &a, id, fb, &spec, err)) < 0)
             break;
-        req_core_spec(q, &a, id, fb, &spec);
         if ((r = sched_submit(s->sched, &spec, core_now(s), &d, err)) < 0)
             break;
         /* Only a change of state is news; the waiting reason may be re-worded silently. */

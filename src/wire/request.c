@@ -172,3 +172,9 @@ json_t *api_request_to_json(const ApiRequest *r) {
     api_request_write(r, &w);
     return json_text_take_tree(&w);
 }
+
+char *api_request_text(const ApiRequest *r) {
+    JsonText w = {0};
+    api_request_write(r, &w);
+    return json_text_take(&w);
+}

@@ -46,4 +46,6 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err);
 /* The request's one encoder (wire/json-text.h: its text or its tree), members in the order a
  * client reads them. */
 void api_request_write(const ApiRequest *r, JsonText *w);
+/* api_request_write()'s compact text, or NULL when out of memory. */
+char *api_request_text(const ApiRequest *r);
 json_t *api_request_to_json(const ApiRequest *r);
