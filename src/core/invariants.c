@@ -399,9 +399,10 @@ static int check_gang_share(const Sched *s, Error *err) {
 }
 
 /* A walk memo still in force (queue.c) must be right: a walk with its room would pass every
- * waiter it meets over for its count, all of them where the memo's walk reached the FIFO's
- * end, else the first WALK_MISS_LIMIT, still the ones it met (the last of them submitted no
- * later than the last it met). */
+ * waiter it meets over for its count (or, for a memo by binding, for the binding it would use
+ * on the memo's node, a gang only once it holds a node), all of them where the memo's walk
+ * reached the FIFO's end, else the first WALK_MISS_LIMIT, still the ones it met (the last of
+ * them submitted no later than the last it met). */
 static int check_walk_memos(const Sched *s, Error *err) {
     for (size_t key = 0; key < s->cat->n_classes + 2; key++) {
         const WalkMemo *m = &s->walk_memo[key];
@@ -412,7 +413,10 @@ static int check_walk_memos(const Sched *s, Error *err) {
         for (uint32_t ri = s->cq_head[key]; ri != NIL && (!m->reach.full || met < WALK_MISS_LIMIT);
              met++) {
             const Req *r = &s->reqs[ri];
-            if (r->count <= m->room || r->expired)
+            bool count_passes = r->count > m->room && !r->expired;
+            bool binding_passes = m->by_binding && !gang_to_reserve(r) &&
+                                  binding_misses(s, r, m->owner, m->site, m->free[0], m->free[1]);
+            if (!count_passes && !binding_passes)
                 return error_set(err, -EUCLEAN,
                                  "a queue walk memo would skip request '%s', which fits it",
                                  req_id(r));

@@ -713,6 +713,7 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
     if (n->reserved_by != NIL) { /* the gang reserves another node at its next walk */
         s->reqs[n->reserved_by].reserved_node = NIL;
         node_set_reserved(s, ni, NIL);
+        walk_memos_drop(s); /* a walk that passed it over must try again */
     }
     node_done(n);
     *n = (Node){

@@ -299,7 +299,8 @@ static bool reach_meets(const WalkReach *reach, const Req *r, bool joins) {
     return !reach->full || r->submitted < reach->last || (!joins && r->submitted == reach->last);
 }
 
-/* Waiter r joined its class FIFO (WalkMemo: what keeps the memo). */
+/* Waiter r joined its class FIFO (WalkMemo: what keeps the memo). A memo by binding is
+ * dropped for any joiner the walk would meet and not pass over for its count. */
 static void walk_memo_joined(WalkMemo *m, const Req *r) {
     if (m->room && reach_meets(&m->reach, r, true) &&
         (m->reach.full || r->count <= m->room || r->expired))
@@ -338,8 +339,7 @@ static void reserve_gang(Sched *s, uint32_t ri);
  * walks call it for every waiter they pass and most are no gang or hold one already: the test
  * reads the Req line the walk just read, where a call would cost more than the test. */
 static inline __attribute__((always_inline)) void maybe_reserve(Sched *s, uint32_t ri) {
-    const Req *r = &s->reqs[ri];
-    if (r->count >= 2 && r->choice >= 0 && r->reserved_node == NIL)
+    if (gang_to_reserve(&s->reqs[ri]))
         reserve_gang(s, ri);
 }
 
@@ -440,19 +440,30 @@ static unsigned node_room(const Sched *s, uint32_t ni, int key) {
  * slice (it may join a shared GPU), and the pool of the binding it would use there has fewer
  * free GPUs than its gang. */
 static bool surely_misses(const Sched *s, const Req *r, uint32_t ni, const unsigned pool_free[2]) {
-    bool vm = r->kind == WORKLOAD_VM;
-    if (r->expired || (r->share && !vm && r->count == 1))
-        return false;
-    bool vfio = vm || relation_of(s, &s->nodes[ni], r->user) == RELATION_STRANGER;
-    return pool_free[vfio ? BINDING_VFIO : BINDING_HOST] < r->count;
+    const Node *n = &s->nodes[ni];
+    return binding_misses(s, r, n->owner, n->site, pool_free[BINDING_HOST],
+                          pool_free[BINDING_VFIO]);
+}
+
+/* Whether memo m, by binding, holds for node ni with these free GPUs per binding: every
+ * verdict of its walk stands there (see WalkMemo). */
+static bool memo_binding_holds(const Sched *s, const WalkMemo *m, uint32_t ni,
+                               const unsigned pool_free[2]) {
+    const Node *n = &s->nodes[ni];
+    return n->site == m->site && n->owner == m->owner && pool_free[BINDING_HOST] <= m->free[0] &&
+           pool_free[BINDING_VFIO] <= m->free[1];
 }
 
 static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key, uint32_t head) {
-    unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key), pool_free[2];
+    unsigned misses = 0, room = xq ? UINT32_MAX : node_room(s, ni, key), pool_free[2] = {0};
     WalkMemo *memo = xq || s->no_walk_memos ? NULL : &s->walk_memo[key];
-    if (memo && room <= memo->room)
+    if (memo && room <= memo->room && !memo->by_binding)
         return; /* it would pass every waiter it meets over, as a walk with that room did */
     bool whole = !xq && place_whole_free(s, ni, key, pool_free), tried = false;
+    if (memo && room <= memo->room && whole && memo_binding_holds(s, memo, ni, pool_free))
+        return; /* the same, some of them for the binding they would use here */
+    /* by_binding: passed some over by binding alone, none a gang still to reserve a node */
+    bool by_binding = false;
     uint32_t ri = head, met = NIL; /* met: the last waiter it met */
     for (uint32_t next; ri != NIL && room && misses < WALK_MISS_LIMIT; ri = next) {
         met = ri;
@@ -461,12 +472,16 @@ static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key
             misses++; /* cannot fit here: no need to try */
             continue;
         }
-        tried = true;
         if (whole && surely_misses(s, &s->reqs[ri], ni, pool_free)) {
-            maybe_reserve(s, ri); /* what a failed attempt below leads to, without its cost */
+            if (gang_to_reserve(&s->reqs[ri])) {
+                tried = true;
+                reserve_gang(s, ri); /* what a failed attempt below leads to, without its cost */
+            } else
+                by_binding = true;
             misses++;
             continue;
         }
+        tried = true;
         if (attempt(s, ri, now, true, ni)) {
             room = xq ? UINT32_MAX : node_room(s, ni, key);
             whole = !xq && place_whole_free(s, ni, key, pool_free);
@@ -477,9 +492,18 @@ static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key
             misses++;
         }
     }
-    if (memo && !tried && room && met != NIL) { /* it passed everyone it met for their count */
-        memo->room = room;
-        memo->reach = (WalkReach){.full = ri != NIL, .last = s->reqs[met].submitted};
+    /* It passed everyone it met over. A memo by binding does not replace one for count alone,
+     * which holds on any node. */
+    if (memo && !tried && room && met != NIL && !(by_binding && memo->room && !memo->by_binding)) {
+        const Node *n = &s->nodes[ni];
+        *memo = (WalkMemo){
+                .room = room,
+                .reach = {.full = ri != NIL, .last = s->reqs[met].submitted},
+                .by_binding = by_binding,
+                .free = {(uint8_t)pool_free[BINDING_HOST], (uint8_t)pool_free[BINDING_VFIO]},
+                .site = n->site,
+                .owner = n->owner,
+        };
     }
 }
 

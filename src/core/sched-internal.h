@@ -52,6 +52,16 @@ typedef struct WalkReach {
 typedef struct WalkMemo {
     /* The room of the walk that passed everyone it met over for their count (0: no memo). */
     uint32_t room;
+    /* Set when that walk also passed some over because the binding they would use on its node
+     * had too few free GPUs (queue.c: surely_misses()), none of them a gang still to reserve
+     * a node: the memo then holds only for a node where each of those verdicts stands, one of
+     * the same site and owner (a waiter's binding follows its relation to the node) with no
+     * more free GPUs per binding than `free`. After a one-GPU release most walks pass a
+     * stranger's containers (they need a vfio-bound GPU) and VMs that way, and without it
+     * would pass the same waiters again at every release on such a node. */
+    bool by_binding;
+    uint8_t free[2]; /* free GPUs of the class per binding on the memo's node (by_binding) */
+    uint32_t site, owner;
     /* The waiters it met. A waiter that joins where a walk meets it (anywhere, when the
      * memo's walk reached the FIFO's end; ahead of the last one met, when it stopped at its
      * miss limit) clears the memo, unless the walk met every waiter and would have passed
@@ -518,6 +528,27 @@ static inline Relation relation_at(const Sched *s, uint32_t owner, uint32_t site
 }
 static inline Relation relation_of(const Sched *s, const Node *n, uint32_t user) {
     return relation_at(s, n->owner, n->site, user);
+}
+/* Whether waiting request r surely misses a node of this owner and site with these free
+ * GPUs of its class per binding: it would not take a time slice there, and the binding it
+ * would use (vfio for a VM or a stranger's work, R2) has fewer free GPUs than it needs. */
+static inline bool binding_misses(const Sched *s, const Req *r, uint32_t owner, uint32_t site,
+                                  unsigned host_free, unsigned vfio_free) {
+    bool vm = r->kind == WORKLOAD_VM;
+    if (r->expired || (r->share && !vm && r->count == 1))
+        return false;
+    bool vfio = vm || relation_at(s, owner, site, r->user) == RELATION_STRANGER;
+    return (vfio ? vfio_free : host_free) < r->count;
+}
+/* A waiting gang that holds no node yet: a walk that passes it over tries to reserve one. */
+static inline bool gang_to_reserve(const Req *r) {
+    return r->count >= 2 && r->choice >= 0 && r->reserved_node == NIL;
+}
+/* Forget every queue walk memo (WalkMemo): what their verdicts rest on changed (a site's
+ * trust, a gang's reservation gone with its node). */
+static inline void walk_memos_drop(Sched *s) {
+    for (size_t key = 0; key < s->cat->n_classes + 2; key++)
+        s->walk_memo[key].room = 0;
 }
 int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err);
 /* -EBUSY naming up to 8 requests placed on node ni (gpus_only: those holding its GPUs): it

@@ -115,6 +115,8 @@ int sched_site_trust(Sched *s, const char *site, const char *user, bool trusted,
         st->trusted = nt;
         st->n_trusted_cap = nc;
     }
+    if (st->trusted[ui] != trusted)
+        walk_memos_drop(s); /* the binding ui's work takes at this site changed */
     st->trusted[ui] = trusted;
     return 0;
 }

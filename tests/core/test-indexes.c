@@ -718,3 +718,60 @@ Test(indexes, r2b_an_owners_pool_rows_decide_as_the_scan_of_their_machines) {
     cr_expect_geq(machines, 130, "the owner's machines outgrew the first rows");
     sched_free(scan);
 }
+
+/* A walk that passes a stranger's container over because the GPU freed is bound to the host
+ * driver (a stranger's work takes a vfio-bound GPU, R2) remembers it by binding: a release of
+ * the same kind of GPU on a node of the same site and owner skips the FIFO. Once the site
+ * trusts that user the verdict no longer stands, and the next such release must place them. */
+Test(indexes, r2_a_walk_memo_by_binding_is_forgotten_once_the_site_trusts_the_waiter) {
+    fx_site("lab", SITE_LAB);
+    /* Kata on each: a stranger's container runs under it, on a vfio-bound GPU (R2b). */
+    fx_gpu_node(.name = "h1", .site = "lab", .owner = "ops", .cls = H100, .gpus = 1, .kata = true);
+    fx_gpu_node(.name = "h2", .site = "lab", .owner = "ops", .cls = H100, .gpus = 1, .kata = true);
+    fx_gpu_node(.name = "v1", .site = "lab", .owner = "ops", .cls = H100, .gpus = 1,
+                .binding = BINDING_VFIO, .kata = true);
+    cr_assert_eq(container("a1", "ops", 1).kind, DECISION_PLACED);
+    cr_assert_eq(container("a2", "ops", 1).kind, DECISION_PLACED);
+    cr_assert_eq(
+            fx_req(.id = "a3", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100, .count = 1)
+                    .kind,
+            DECISION_PLACED); /* a VM: the vfio-bound GPU */
+    Decision e0 = container("eve1", "eve", 1);
+    cr_assert_eq(e0.kind, DECISION_WAITING, "%s", e0.message);
+    fx_release("a1"); /* a host GPU: eve's container passed over for its binding */
+    cr_assert_eq(decision_of("eve1").kind, DECISION_WAITING);
+    Error err = {0};
+    cr_assert_eq(sched_site_trust(fx, "lab", "eve", true, &err), 0, "%s", err.message);
+    fx_release("a2"); /* the other host GPU, on a node of the same site and owner */
+    Decision eve1 = decision_of("eve1");
+    cr_assert_eq(eve1.kind, DECISION_PLACED,
+                 "a walk skipped the FIFO as remembered after the site came to trust the "
+                 "waiter: %s",
+                 eve1.message);
+}
+
+/* A walk memo by binding passes a waiting gang over only while the gang holds a node (a walk
+ * that meets a gang with none tries to reserve one for it). When its node leaves the fleet
+ * the gang holds none, and the memo must go: the fixture's invariant check after every
+ * mutation finds a memo that would skip a gang with a reservation to make. */
+Test(indexes, r12_a_walk_memo_by_binding_is_forgotten_when_a_passed_gang_loses_its_node) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node(.name = "h1", .site = "lab", .owner = "ops", .cls = H100, .gpus = 2, .kata = true);
+    fx_gpu_node(.name = "v1", .site = "lab", .owner = "ops", .cls = H100, .gpus = 2,
+                .binding = BINDING_VFIO, .kata = true);
+    cr_assert_eq(container("a1", "ops", 2).kind, DECISION_PLACED); /* both host GPUs */
+    cr_assert_eq(
+            fx_req(.id = "vm", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100, .count = 1)
+                    .kind,
+            DECISION_PLACED);                /* one of the vfio-bound GPUs */
+    Decision eg = container("eg", "eve", 2); /* a stranger's gang: it reserves v1 */
+    cr_assert_eq(eg.kind, DECISION_WAITING, "%s", eg.message);
+    fx_release("a1"); /* two host GPUs: the gang passed over for its binding */
+    cr_assert_eq(decision_of("eg").kind, DECISION_WAITING);
+    Error err = {0};
+    cr_assert_eq(sched_node_set_cordoned(fx, "v1", true, 0, &err), 0, "%s", err.message);
+    fx_release("vm");
+    cr_assert_eq(sched_remove_node(fx, "v1", &err), 0, "%s", err.message);
+    cr_assert_eq(sched_check(fx, &err), 0, "%s", err.message);
+    cr_assert_eq(decision_of("eg").kind, DECISION_WAITING);
+}
