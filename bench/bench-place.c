@@ -8,7 +8,9 @@
  *       (default 1000000 requests; EINSORA_BENCH_SEED picks the stream)
  *
  * --digest also prints a hash of every decision (submit answers and later placements by the
- * queue), so that a change meant only to make the engine faster can show it decides the same.
+ * queue), so that a change meant only to make the engine faster can show it decides the same,
+ * and one of the placements alone (without what a waiting request is told of its wait), so
+ * that a change to how waits are explained can show it places the same.
  * --no-walk-memos runs every queue walk in full (sched_set_walk_memos()): what the memos save,
  * and the same digest. */
 #include <errno.h>
@@ -244,15 +246,23 @@ static void percentiles(uint32_t *lat, size_t n, Result *res) {
     res->max_us = lat[n - 1] / 1000.0;
 }
 
-/* ---- decision digest (FNV-1a 64) ---- */
+/* ---- decision digests (FNV-1a 64) ---- */
 
 static bool want_digest, no_walk_memos, ours_only;
-static uint64_t digest = 0xcbf29ce484222325ull;
+/* digest: every answer in full. placement_digest: the same without what a waiting request is
+ * told of its wait (reason, sentence, queue position), so that a change to how a wait is
+ * explained can show that it placed every request the same. */
+static uint64_t digest = 0xcbf29ce484222325ull, placement_digest = 0xcbf29ce484222325ull;
 
-static void digest_bytes(const void *p, size_t n) {
+static void fnv(uint64_t *h, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++)
-        digest = (digest ^ b[i]) * 0x100000001b3ull;
+        *h = (*h ^ b[i]) * 0x100000001b3ull;
+}
+
+static void digest_bytes(const void *p, size_t n) {
+    fnv(&digest, p, n);
+    fnv(&placement_digest, p, n);
 }
 
 static void digest_u64(uint64_t v) {
@@ -266,12 +276,18 @@ static void digest_str(const char *str) {
         digest_u64(UINT64_MAX);
 }
 
+/* What a request is told of its wait (or of its placement's reason): the full digest only. */
+static void digest_told(const Decision *d) {
+    uint64_t reason = d->reason, position = d->queue_position;
+    fnv(&digest, &reason, sizeof(reason));
+    fnv(&digest, d->message, strlen(d->message) + 1);
+    fnv(&digest, &position, sizeof(position));
+}
+
 static void digest_decision(const char *id, const Decision *d) {
     digest_str(id);
     digest_u64(d->kind);
-    digest_u64(d->reason);
-    digest_str(d->message);
-    digest_u64(d->queue_position);
+    digest_told(d);
     if (d->kind != DECISION_PLACED)
         return;
     const Placement *p = &d->placement;
@@ -693,7 +709,8 @@ int main(int argc, char **argv) {
     else
         compare(cat, ops, n_ops, n_requests, lat, &ours, rss_before, rss_ours);
     if (want_digest)
-        printf("decision digest: %016llx\n", (unsigned long long)digest);
+        printf("decision digest: %016llx (placements alone: %016llx)\n", (unsigned long long)digest,
+               (unsigned long long)placement_digest);
     Error cerr = {0};
     if (sched_check(s, &cerr) < 0)
         printf("INVARIANT VIOLATED after the run: %s\n", cerr.message);

@@ -157,6 +157,60 @@ static void diag_cpu(const Sched *s, const Req *r, const Node *n, Diag *dg) {
 }
 
 #define DIAG_MAX_NODES 128
+/* How many of the nodes the pools list with room a diagnosis looks at first. */
+#define DIAG_ROOM_NODES 8
+
+/* Adds node ni's blockers for r (its cell of whole-GPU class c) to dg; true once they settle
+ * the answer: a node where only the queue's order keeps r off (QUEUED). */
+static bool diag_room_node(const Sched *s, const Req *r, int c, uint32_t ni, int pool, Diag *dg) {
+    const PoolLink *pl = pool_of(&s->nodes[ni], pool);
+    if (pl)
+        diag_whole(s, r, &s->class_cells[c][pl->class_pos], c, dg);
+    return dg->allowed && (dg->single & BLOCK(SCHED_REASON_QUEUED));
+}
+
+/* The nodes with room where r would run, as the pools of whole-GPU class c list them (its own
+ * nodes' rows first, then the sites' pools by trust, as diagnose_fast() looked): it sends a
+ * request here when there are such nodes and the request waits all the same. One with no
+ * blocker of its own settles the answer (QUEUED: the queue's order keeps that room, a gang's
+ * reservation mostly), where the bounded scan of the class's nodes might not meet it and name
+ * what blocks the nodes it did meet instead. Up to DIAG_ROOM_NODES of them. */
+static void diag_room_nodes(const Sched *s, const Req *r, int c, Diag *dg) {
+    bool vm = r->kind == WORKLOAD_VM;
+    unsigned looked = 0;
+    const User *u = &s->users[r->user];
+    int own_pool = c * 2 + (vm ? BINDING_VFIO : BINDING_HOST);
+    if (u->own_buckets) {
+        for (uint32_t bk = own_buckets_from(u, own_pool, r->count); bk; bk &= bk - 1) {
+            const uint64_t *row = u->own_bits[own_pool] + (size_t)__builtin_ctz(bk) * u->own_words;
+            for (size_t wd = 0; wd < u->own_words; wd++)
+                for (uint64_t bits = row[wd]; bits; bits &= bits - 1) {
+                    uint32_t ni = u->owned[wd * 64 + (size_t)__builtin_ctzll(bits)].node;
+                    if (looked++ == DIAG_ROOM_NODES || diag_room_node(s, r, c, ni, own_pool, dg))
+                        return;
+                }
+        }
+    } else
+        for (size_t i = 0; i < u->n_owned && i < DIAG_MAX_NODES; i++) {
+            uint32_t ni = u->owned[i].node;
+            if (!owned_may_have(&u->owned[i], c) ||
+                pool_free_of(&s->nodes[ni], own_pool) < r->count)
+                continue;
+            if (looked++ == DIAG_ROOM_NODES || diag_room_node(s, r, c, ni, own_pool, dg))
+                return;
+        }
+    for (size_t st = 0; st < s->n_sites; st++) {
+        const Site *site = &s->sites[st];
+        int pool = c * 2 + ((vm || !site_trusts(site, r->user)) ? BINDING_VFIO : BINDING_HOST);
+        for (uint32_t bk = pool_buckets_from(site, pool, r->count); bk; bk &= bk - 1)
+            for (uint32_t id = site->pool_heads[pool][__builtin_ctz(bk)]; id != NIL;) {
+                uint32_t ni = id >> POOL_SHIFT;
+                if (looked++ == DIAG_ROOM_NODES || diag_room_node(s, r, c, ni, pool, dg))
+                    return;
+                id = s->nodes[ni].pools[id & ((1u << POOL_SHIFT) - 1)].link.next;
+            }
+    }
+}
 
 /* Whether any site's pool of class c (either binding) has a node with `count` free GPUs. */
 static bool any_pool_room(const Sched *s, int c, unsigned count) {
@@ -279,6 +333,8 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
         int card = g ? (g->mig_parent_index >= 0 ? g->mig_parent_index : c) : -1;
         size_t n = card >= 0 ? s->class_nodes[card] : s->n_order;
         size_t look = MIN(n, (size_t)DIAG_MAX_NODES), start = n ? (size_t)(r->seq % n) : 0;
+        if (card == c)
+            diag_room_nodes(s, r, c, &dg);
         /* QUEUED as some node's only blocker outranks everything, and later nodes only add
          * blockers: once it is noted, the answer is settled and the rest need no look. */
         /* k walks the list from start, wrapping to 0 (without a division per node). */

@@ -2,6 +2,8 @@
  * reason the event that clears it: the reason shown names what, removed, would let the
  * request run (R18); requests no node could ever run are refused at submit unless the user
  * asks to wait for nodes (R18). */
+#include <stdio.h>
+
 #include "core-fixture.h"
 #include "core/sentence.h"
 
@@ -324,6 +326,42 @@ Test(reasons, r18_stranger_time_slice_request_is_not_told_other_mode) {
     cr_assert_neq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
     fx_release("a");
     expect_placed("b");
+}
+
+/* The one node with room in ops' mode is kept by an older gang's reservation; 300 others
+ * have a GPU free only in the other mode. A diagnosis looks at a bounded window of a class's
+ * nodes, and that window alone would say a mode switch helps: the node the pools list with
+ * room is looked at first, and its room is what the wait is for (QUEUED), not a switch. */
+Test(reasons, r18_a_wait_for_room_a_gang_keeps_is_queued_not_a_mode_switch_on_a_large_fleet) {
+    dc();
+    char name[16];
+    for (int i = 0; i < 300; i++) {
+        snprintf(name, sizeof(name), "v%03d", i);
+        fx_gpu_node(.name = name, .site = "dc", .owner = "ops", .mode = "vm-passthrough",
+                    .cls = H100, .gpus = 1);
+    }
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    for (int i = 0; i < 7; i++) {
+        snprintf(name, sizeof(name), "busy%d", i);
+        Decision d =
+                fx_req(.id = name, .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+        cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    }
+    Decision gang = fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER,
+                           .class_name = H100, .count = 8);
+    cr_assert_eq(gang.kind, DECISION_WAITING, "%s", gang.message); /* it reserves c1 */
+    for (int i = 0; i < 40; i++) { /* diagnoses from 40 different windows */
+        snprintf(name, sizeof(name), "one%d", i);
+        Decision d =
+                fx_req(.id = name, .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+        expect(&d, DECISION_WAITING, SCHED_REASON_QUEUED);
+    }
+    for (int i = 0; i < 7; i++) { /* the room was the gang's: it runs first */
+        snprintf(name, sizeof(name), "busy%d", i);
+        fx_release(name);
+    }
+    expect_placed("gang");
 }
 
 Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
