@@ -112,8 +112,8 @@ static bool events_gone(HttpCtx *c, uint64_t after) {
     uint64_t base = events_base(&c->s->events);
     if (after == 0 || base <= after)
         return false;
-    json_decref(c->json);
-    c->json = NULL;
+    free(c->text);
+    c->text = NULL;
     c->park = false;
     api_error(c, 410, "gone",
               "Events after %llu are no longer kept (retention); the oldest cursor is %llu: "
@@ -134,10 +134,13 @@ void api_events(HttpCtx *c) {
     const char *user = c->who.role == ROLE_ADMIN ? NULL : c->who.user;
     if (c->can_park || c->resumed) {
         /* Never block a thread: look now, and park the connection when there is nothing. */
-        c->json = events_read(&c->s->events, after, limit, 0, user);
-        if (wait > 0 && !c->resumed && json_array_size(json_object_get(c->json, "events")) == 0) {
-            json_decref(c->json);
-            c->json = NULL;
+        size_t n = 0;
+        c->text = events_read(&c->s->events, after, limit, 0, user, &n);
+        if (!c->text)
+            API_FAIL(c, 500, "internal", "Out of memory.");
+        if (wait > 0 && !c->resumed && n == 0) {
+            free(c->text);
+            c->text = NULL;
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             c->park = true;
@@ -148,7 +151,10 @@ void api_events(HttpCtx *c) {
         events_gone(c, after);
         return;
     }
-    c->json = events_read(&c->s->events, after, limit, (int)wait * 1000, user);
+    size_t n = 0;
+    c->text = events_read(&c->s->events, after, limit, (int)wait * 1000, user, &n);
+    if (!c->text)
+        API_FAIL(c, 500, "internal", "Out of memory.");
     events_gone(c, after);
 }
 

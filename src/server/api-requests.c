@@ -55,17 +55,14 @@ static void op_answer_request(Server *s, Op *op, Req *r) {
     op->body = req_to_json(s, r);
 }
 
-/* The request.submitted event's data, written as text for the store and as the feed's tree
- * by the one encoder, never encoded from the tree: the text splices the spec text r holds
- * (req_set_spec() encoded it already), the tree is built from spec. */
-static void submitted_data_write(const Req *r, const ApiRequest *spec, JsonText *w) {
-    json_text_open(w, '{');
-    if (w->to_tree) {
-        json_text_key(w, "request");
-        api_request_write(spec, w);
-    } else
-        json_text_member_raw(w, "request", r->spec_text);
-    json_text_close(w, '}');
+/* The request.submitted event's data, for the store and the feed: the spec text r holds
+ * (req_set_spec() encoded it already), spliced in. */
+static char *submitted_data_text(const Req *r) {
+    JsonText w = {0};
+    json_text_open(&w, '{');
+    json_text_member_raw(&w, "request", r->spec_text);
+    json_text_close(&w, '}');
+    return json_text_take(&w);
 }
 
 static void op_submit(Server *s, Op *op) {
@@ -107,11 +104,7 @@ static void op_submit(Server *s, Op *op) {
     Req *r = TAKE_PTR(made); /* the state's indexes own it now */
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
-    JsonText ev_text = {0}, ev_tree = {.to_tree = true};
-    submitted_data_write(r, &a->spec, &ev_text);
-    submitted_data_write(r, &a->spec, &ev_tree);
-    state_event_text(s, "request.submitted", id, r->user, json_text_take_tree(&ev_tree),
-                     json_text_take(&ev_text));
+    state_event_text(s, "request.submitted", id, r->user, NULL, submitted_data_text(r));
 
     const char *fb[SPEC_MAX_FALLBACK];
     RequestSpec spec;

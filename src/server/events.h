@@ -19,7 +19,7 @@ typedef struct Event {
     char *type;
     char *object;
     char *user; /* whose object it is: non-admins see only their own */
-    json_t *data;
+    char *data; /* its data, a JSON object, as compact text: what a read answers with */
 } Event;
 
 typedef struct SeqVec {
@@ -45,9 +45,10 @@ typedef struct EventLog {
 
 int events_init(EventLog *l);
 void events_done(EventLog *l);
-/* Append (invisible until published); takes ownership of data. Returns the seq or 0. */
+/* Append (invisible until published); takes ownership of data, the compact text of a JSON
+ * object (NULL: {}). Returns the seq or 0. */
 uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const char *type,
-                       const char *object, const char *user, json_t *data);
+                       const char *object, const char *user, char *data);
 /* Drop unpublished events (a failed transaction). */
 void events_rollback(EventLog *l);
 void events_publish(EventLog *l);
@@ -55,9 +56,10 @@ void events_publish(EventLog *l);
 void events_close(EventLog *l);
 uint64_t events_last(EventLog *l);
 /* Events after `after` visible to `user` (NULL: all), at most limit; waits up to wait_ms
- * for the first one. Returns {"events": [...], "next": cursor}. */
-json_t *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user);
-json_t *event_to_json(const Event *e);
+ * for the first one. Returns {"events": [...], "next": cursor} as text with a newline (an
+ * answer's body; NULL when out of memory), and how many events it holds in *ret_n. */
+char *events_read(EventLog *l, uint64_t after, size_t limit, int wait_ms, const char *user,
+                  size_t *ret_n);
 /* The newest seq dropped by retention (0: none); a cursor before it missed events. */
 uint64_t events_base(EventLog *l);
 /* Retention. The feed starts after seq `base` (startup, when the store kept only

@@ -246,12 +246,14 @@ void node_write(Server *s, const Node *n, JsonText *w);
  * not UTF-8); a change's answer of it (op->text, or the tree when the text failed). */
 char *node_answer_text(Server *s, const Node *n);
 void op_answer_node(Server *s, Op *op, int status, const Node *n);
-/* Emit an event into the current transaction. */
+/* Emit an event into the current transaction (takes data; NULL: {}). */
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
 /* r->placement (the tree) was changed in place: its cached text is stale. */
 void state_req_placement_changed(Req *r);
 /* The same with data's compact text given (owned; NULL: out of memory), for a caller that
- * has it already or writes it without the tree (wire/json-text.h). */
+ * has it already or writes it without the tree (wire/json-text.h). The feed and the store
+ * keep the text; data, when not NULL, is taken and read only for the node whose work the
+ * event may change (api_work_note_event(): a request event needs none). */
 int state_event_text(Server *s, const char *type, const char *object, const char *user,
                      json_t *data, char *owned_text);
 /* An event is being recorded: note the node whose work it may change, so that its work

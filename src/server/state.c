@@ -235,11 +235,16 @@ int state_flush_dirty(Server *s, Error *err) {
 
 int state_event_text(Server *s, const char *type, const char *object, const char *user,
                      json_t *data, char *owned_text) {
-    _cleanup_free_ char *text = owned_text;
     const char *actor = s->actor ? s->actor : "system";
-    api_work_note_event(s, type, object, data); /* before data is handed over */
-    uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, data);
-    if (!seq || !text)
+    api_work_note_event(s, type, object, data);
+    json_decref(data);
+    if (!owned_text)
+        return writer_check(s, -ENOMEM, NULL, "recording an event");
+    /* The feed keeps the text; the store writes it before anything could drop it (a failed
+     * transaction rolls the feed back after this returns). */
+    const char *text = owned_text;
+    uint64_t seq = events_append(&s->events, s->now_ms, actor, type, object, user, owned_text);
+    if (!seq)
         return writer_check(s, -ENOMEM, NULL, "recording an event");
     StoreEvent e = {.seq = seq,
                     .time_ms = s->now_ms,
@@ -342,10 +347,11 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     bool first = !r->reason_code[0], was_pending = r->state == REQ_PENDING;
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
-    snprintf(r->reason_code, sizeof(r->reason_code), "%s", sched_reason_to_string(d->reason));
+    /* The event's, also where a placement's "none" is cleared from the record below. */
+    const char *reason_code = sched_reason_to_string(d->reason);
+    snprintf(r->reason_code, sizeof(r->reason_code), "%s", reason_code);
     snprintf(r->reason, sizeof(r->reason), "%s", d->message);
     const char *type;
-    json_t *data = json_pack("{s:s, s:s}", "reason_code", r->reason_code, "reason", r->reason);
     switch (d->kind) {
     case DECISION_PLACED:
         r->state = REQ_PLACED;
@@ -359,7 +365,6 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
         break;
     case DECISION_WAITING:
         r->state = REQ_PENDING;
-        json_object_set_new(data, "queue_position", json_integer((json_int_t)d->queue_position));
         type = "request.waiting";
         break;
     default:
@@ -374,28 +379,27 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     else if (d->kind >= 0 && d->kind < 3 && d->kind != DECISION_WAITING && was_pending)
         atomic_fetch_add(&s->metrics.queue_exits[d->kind], 1);
     state_mark_dirty(s, r);
-    if (d->kind != DECISION_PLACED) {
-        (void)state_event(s, type, id, r->user, data);
-        return;
-    }
-    /* The event's placement is the record's: its text is spliced in, not encoded again. */
+    /* The event's data as text only (the feed keeps text); a placement's is the record's,
+     * spliced in, not encoded again. */
     JsonText w = {0};
-    const char *placement = req_placement_text(r);
     json_text_open(&w, '{');
-    /* data's, as they were before a placement's "none" was cleared from the record */
-    json_text_member_string(&w, "reason_code",
-                            json_string_value(json_object_get(data, "reason_code")));
-    json_text_member_string(&w, "reason", json_string_value(json_object_get(data, "reason")));
-    if (placement)
-        json_text_member_raw(&w, "placement", placement);
+    json_text_member_string(&w, "reason_code", reason_code);
+    json_text_member_string(&w, "reason", r->reason);
+    if (d->kind == DECISION_WAITING)
+        json_text_member_int(&w, "queue_position", (int64_t)d->queue_position);
+    if (d->kind == DECISION_PLACED) {
+        const char *placement = req_placement_text(r);
+        json_text_key(&w, "placement");
+        if (placement)
+            json_text_raw(&w, placement);
+        else
+            json_text_value(&w, r->placement ? json_incref(r->placement) : json_object());
+    }
     json_text_close(&w, '}');
-    if (data && r->placement)
-        json_object_set(data, "placement", r->placement);
-    char *text = placement ? json_text_take(&w) : NULL;
-    json_text_done(&w);
-    if (!text && data) /* a string json-text has no text for: the tree's way */
-        text = json_dumps(data, JSON_COMPACT);
-    (void)state_event_text(s, type, id, r->user, data, text);
+    char *text = json_text_take(&w);
+    if (!text) /* a reason that is not UTF-8, which JSON cannot carry: the event without it */
+        text = strdup("{}");
+    (void)state_event_text(s, type, id, r->user, NULL, text);
 }
 
 void state_on_placed(void *userdata, const char *request_id, const Decision *d) {
@@ -619,7 +623,9 @@ fail:
 
 static int load_event(const StoreEvent *e, void *userdata) {
     Server *s = userdata;
-    json_t *data = json_loads(e->json, 0, NULL);
+    /* Parsed once here, to check it and find its user; the feed keeps the stored text (a
+     * store's text that is not a JSON object is kept as {}). */
+    _cleanup_json_ json_t *data = json_loads(e->json, 0, NULL);
     const char *user = data ? json_string_value(json_object_get(data, "user")) : NULL;
     /* Request events carry the owner in the object's record; look it up. */
     const Req *r = NULL;
@@ -630,7 +636,7 @@ static int load_event(const StoreEvent *e, void *userdata) {
     if (s->events.n == 0 && e->seq > 1)
         events_set_base(&s->events, e->seq - 1); /* the store's retention dropped older ones */
     uint64_t seq = events_append(&s->events, e->time_ms, e->actor, e->type, e->object,
-                                 r ? r->user : user, data);
+                                 r ? r->user : user, strdup(json_is_object(data) ? e->json : "{}"));
     if (seq != e->seq)
         return error_set(&s->fatal_err, -EINVAL, "the stored event feed has a gap at %" PRIu64 "",
                          e->seq);

@@ -7,13 +7,27 @@
 #include "util/macro.h"
 #include "wire/decode.h"
 
+void wire_event_write(const WireEvent *e, JsonText *w) {
+    json_text_open(w, '{');
+    json_text_member_int(w, "seq", (int64_t)e->seq);
+    json_text_member_int(w, "time_ms", e->time_ms);
+    json_text_member_string(w, "actor", e->actor);
+    json_text_member_string(w, "type", e->type);
+    json_text_member_string(w, "object", e->object);
+    json_text_key(w, "data");
+    if (e->data_text)
+        json_text_raw(w, e->data_text);
+    else
+        json_text_value(w, e->data ? json_incref(e->data) : json_object());
+    if (e->user)
+        json_text_member_string(w, "user", e->user);
+    json_text_close(w, '}');
+}
+
 json_t *wire_event_to_json(const WireEvent *e) {
-    json_t *j = json_pack("{s:I, s:I, s:s, s:s, s:s, s:O}", "seq", (json_int_t)e->seq, "time_ms",
-                          (json_int_t)e->time_ms, "actor", e->actor, "type", e->type, "object",
-                          e->object, "data", e->data);
-    if (j && e->user)
-        json_object_set_new(j, "user", json_string(e->user));
-    return j;
+    JsonText w = {.to_tree = true};
+    wire_event_write(e, &w);
+    return json_text_take_tree(&w);
 }
 
 static int decode_seq(json_t *v, void *obj, Error *err) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "server/api.h"
+#include "server/events.h"
 #include "server/router.h"
 #include "wire/node.h"
 #include "store/store.h"
@@ -212,4 +213,46 @@ Test(store, migrations_are_numbered_and_state_survives_reopen) {
     unlink(wal);
     snprintf(wal, sizeof(wal), "%s-shm", path);
     unlink(wal);
+}
+
+/* The feed keeps each event's data as text and answers a read with it spliced in: the answer
+ * is JSON whose events carry the data as appended, a user sees only their own, and an event
+ * whose texts JSON cannot carry (a store edited by hand) is left out of a read, not the read. */
+Test(events, a_read_answers_the_kept_texts_and_leaves_out_an_event_json_cannot_carry) {
+    EventLog l;
+    cr_assert_eq(events_init(&l), 0);
+    cr_assert(events_append(&l, 1000, "alice", "request.waiting", "1", "alice",
+                            strdup("{\"reason_code\":\"queued\",\"queue_position\":2}")));
+    cr_assert(events_append(&l, 1001, "system", "node.joined", "n\xff1", NULL, NULL));
+    cr_assert(events_append(&l, 1002, "bob", "request.placed", "2", "bob",
+                            strdup("{\"placement\":{\"node\":\"n1\"}}")));
+    events_publish(&l);
+    size_t n = 0;
+    char *text = events_read(&l, 0, 100, 0, NULL, &n);
+    cr_assert(text);
+    cr_expect_eq(n, 2, "the event whose object is not UTF-8 is left out");
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    cr_assert(j, "not JSON (%s): %s", je.text, text);
+    json_t *evs = json_object_get(j, "events");
+    cr_assert_eq(json_array_size(evs), 2);
+    cr_expect_eq(json_integer_value(json_object_get(j, "next")), 3);
+    json_t *first = json_array_get(evs, 0);
+    cr_expect_eq(
+            json_integer_value(json_object_get(json_object_get(first, "data"), "queue_position")),
+            2);
+    cr_expect_str_eq(json_string_value(json_object_get(first, "user")), "alice");
+    json_t *second = json_array_get(evs, 1);
+    cr_expect_str_eq(
+            json_string_value(json_object_get(
+                    json_object_get(json_object_get(second, "data"), "placement"), "node")),
+            "n1");
+    json_decref(j);
+    free(text);
+    text = events_read(&l, 0, 100, 0, "bob", &n);
+    cr_assert(text);
+    cr_expect_eq(n, 1);
+    cr_expect(strstr(text, "\"request.placed\"") && !strstr(text, "alice"), "%s", text);
+    free(text);
+    events_done(&l);
 }

@@ -518,6 +518,43 @@ Test(wire, event_feed_envelope_round_trips_as_the_cli_reads_it) {
     json_decref(data);
 }
 
+/* The server keeps an event's data as text and splices it into a read's answer: that text is,
+ * byte for byte, the tree's own encoding, and the CLI decodes it to the same data. */
+Test(wire, event_with_kept_data_text_writes_what_the_tree_would) {
+    json_t *data = json_pack("{s:s, s:s, s:i}", "reason_code", "queued", "reason",
+                             "waiting: older requests \"first\" \u00e9", "queue_position", 3);
+    char *data_text = json_dumps(data, JSON_COMPACT);
+    WireEvent from_tree = {.seq = 9,
+                           .time_ms = 1700000000456,
+                           .actor = "system",
+                           .type = "request.waiting",
+                           .object = "7",
+                           .user = "bob",
+                           .data = data};
+    WireEvent from_text = from_tree;
+    from_text.data = NULL;
+    from_text.data_text = data_text;
+    json_t *tree = wire_event_to_json(&from_tree);
+    char *want = json_dumps(tree, JSON_COMPACT);
+    JsonText w = {0};
+    wire_event_write(&from_text, &w);
+    char *got = json_text_take(&w);
+    cr_assert(want && got);
+    cr_expect_str_eq(got, want);
+    json_t *back_json = json_loads(got, 0, NULL);
+    WireEvent back;
+    Error err = {0};
+    cr_assert_eq(wire_event_from_json(back_json, &back, &err), 0, "%s", err.message);
+    cr_expect(json_equal(back.data, data));
+    cr_expect_str_eq(back.user, "bob");
+    json_decref(back_json);
+    free(got);
+    free(want);
+    json_decref(tree);
+    free(data_text);
+    json_decref(data);
+}
+
 #define EVENT_HEAD "{\"seq\":3,\"time_ms\":5,\"actor\":\"bob\",\"object\":\"7\","
 
 Test(wire, bad_input_wire_event_refusals_name_the_field) {
