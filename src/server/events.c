@@ -77,8 +77,6 @@ uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const ch
         l->ev = ev;
         l->cap = cap;
     }
-    if (user && !index_user(l, user, l->base + l->n + 1))
-        goto out;
     Event *e = &l->ev[l->n];
     *e = (Event){
             .seq = l->base + l->n + 1,
@@ -90,7 +88,9 @@ uint64_t events_append(EventLog *l, int64_t time_ms, const char *actor, const ch
             .data = data ? data : strdup("{}"),
     };
     data = NULL;
-    if (!e->actor || !e->type || !e->object || (user && !e->user) || !e->data) {
+    /* Indexed under its user last: nothing can fail after that. */
+    if (!e->actor || !e->type || !e->object || (user && !e->user) || !e->data ||
+        (user && !index_user(l, user, e->seq))) {
         event_done(e);
         goto out;
     }
