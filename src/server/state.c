@@ -387,14 +387,10 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     json_text_member_string(&w, "reason", r->reason);
     if (d->kind == DECISION_WAITING)
         json_text_member_int(&w, "queue_position", (int64_t)d->queue_position);
-    if (d->kind == DECISION_PLACED) {
-        const char *placement = req_placement_text(r);
-        json_text_key(&w, "placement");
-        if (placement)
-            json_text_raw(&w, placement);
-        else
-            json_text_value(&w, r->placement ? json_incref(r->placement) : json_object());
-    }
+    /* req_placement_text() encodes the tree when the text is missing: NULL only without memory */
+    const char *placement = d->kind == DECISION_PLACED ? req_placement_text(r) : NULL;
+    if (placement)
+        json_text_member_raw(&w, "placement", placement);
     json_text_close(&w, '}');
     char *text = json_text_take(&w);
     if (!text) /* a reason that is not UTF-8, which JSON cannot carry: the event without it */
