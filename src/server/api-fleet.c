@@ -53,8 +53,7 @@ static void op_heartbeat(Server *s, Op *op) {
 }
 
 bool api_node_work_has(const Req *r, const char *node) {
-    const char *pn = r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
-    return (r->state == REQ_PLACED || r->state == REQ_ACTIVE) && pn && STREQ(pn, node);
+    return (r->state == REQ_PLACED || r->state == REQ_ACTIVE) && req_placed_on(r, node, -1);
 }
 
 void api_node_work_write(Server *s, const Node *n, JsonText *w, const char *cursor) {
@@ -76,11 +75,7 @@ void api_node_work_write(Server *s, const Node *n, JsonText *w, const char *curs
         json_text_member_string(w, "kind", workload_kind_to_string(r->kind));
         json_text_member_string(w, "state", req_state_to_string(r->state));
         json_text_key(w, "placement");
-        /* Its text when the writer kept one (readers may not make it), else its tree. */
-        if (r->placement_text && !w->to_tree)
-            json_text_raw(w, r->placement_text);
-        else
-            json_text_value(w, json_incref(r->placement));
+        json_text_raw(w, r->placement_text);
         json_text_member_raw(w, "request", r->spec_text);
         json_text_close(w, '}');
     }

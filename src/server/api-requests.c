@@ -17,15 +17,10 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-static const char *placed_node(const Req *r) {
-    return r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
-}
-
 static bool req_visible(const Principal *who, const Req *r) {
     if (who->role == ROLE_ADMIN || STREQ(who->user, r->user))
         return true;
-    const char *node = placed_node(r);
-    return who->role == ROLE_NODE && node && principal_has_node(who, node);
+    return who->role == ROLE_NODE && r->placed_node && principal_has_node(who, r->placed_node);
 }
 
 static bool parse_id(HttpCtx *c, uint64_t *ret) {
@@ -198,7 +193,7 @@ void api_requests_list(HttpCtx *c) {
         if (!req_visible(&c->who, r) || (state && r->state != st) ||
             (live_only && !history_req_is_live(r)))
             continue;
-        if (node && !(placed_node(r) && STREQ(placed_node(r), node)))
+        if (node && !req_placed_on(r, node, -1))
             continue;
         json_array_append_new(list, req_to_json(s, r));
     }
@@ -268,6 +263,9 @@ static void op_transition(Server *s, Op *op) {
         to = REQ_ACTIVE, type = "request.active";
         break;
     }
+    /* Kept with the placement (stored and shown with it); first, as it may fail. */
+    if (a->url && r->placement_text && state_req_placement_set_url(r, a->url) < 0)
+        OP_FAIL(op, 500, "internal", "Out of memory.");
     if (to != REQ_ACTIVE) {
         Error err = {0};
         int k = sched_release(s->sched, id, core_now(s), &err);
@@ -280,10 +278,6 @@ static void op_transition(Server *s, Op *op) {
     ReqState from = r->state;
     r->state = to;
     state_mark_dirty(s, r);
-    if (a->url && r->placement) { /* kept with the placement: stored and shown with it */
-        json_object_set_new(r->placement, "url", json_string(a->url));
-        state_req_placement_changed(r);
-    }
     state_event(s, type, id, r->user, json_pack("{s:s}", "state", req_state_to_string(to)));
     if (to != REQ_ACTIVE && from != REQ_PENDING)
         fleet_on_released(s, r);
@@ -351,8 +345,7 @@ static void op_activate_batch(Server *s, Op *op) {
         TransArg ta = {.id = w->id, .t = T_ACTIVATE, .url = w->url[0] ? w->url : NULL};
         Op item = {.who = op->who, .arg = &ta};
         Req *r = state_req(s, w->id);
-        const char *on =
-                r && r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+        const char *on = r ? r->placed_node : NULL;
         if (r && req_visible(op->who, r) && on && STRNEQ(on, a->node))
             op_error(&item, 409, "conflict", "Request %" PRIu64 " is placed on node %s, not %s.",
                      w->id, on, a->node);

@@ -155,7 +155,7 @@ void api_work_note_event(Server *s, const char *type, const char *object, json_t
     else if (string_has_prefix(type, "request.") && object &&
              parse_uint64(object, UINT64_MAX, &id) >= 0) {
         const Req *r = state_req(s, id);
-        node = r && r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+        node = r ? r->placed_node : NULL;
         none = !node && r && (r->state == REQ_PENDING || r->state == REQ_REFUSED);
     } else
         node = json_string_value(json_object_get(data, "node"));

@@ -20,8 +20,7 @@ typedef struct EndArg {
 static void op_end(Server *s, Op *op) {
     EndArg *a = op->arg;
     Req *r = state_req(s, a->id);
-    const char *node =
-            r && r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+    const char *node = r ? r->placed_node : NULL;
     bool agent = op->who->role == ROLE_ADMIN ||
                  (op->who->role == ROLE_NODE && node && principal_has_node(op->who, node));
     if (!r || !agent)

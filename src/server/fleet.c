@@ -189,19 +189,6 @@ bool fleet_task_open_for(Server *s, const char *node, TaskKind kind, unsigned de
 
 /* ---- workloads on a node ---- */
 
-static bool placement_uses(json_t *p, const char *node, int dev) {
-    const char *pn = json_string_value(json_object_get(p, "node"));
-    if (!pn || STRNEQ(pn, node))
-        return false;
-    if (dev < 0)
-        return true;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(p, "devices"), i,
-                       v) if (json_integer_value(v) == dev) return true;
-    return false;
-}
-
 size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, size_t max) {
     size_t n = 0;
     const Node *nd = ptrmap_get(&s->nodes, node);
@@ -210,12 +197,10 @@ size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, siz
     const ReqVec *work = node_work_of(nd); /* the node's own requests, not every live one */
     for (size_t i = 0; i < work->n; i++) {
         Req *r = work->v[i];
-        if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) ||
-            !placement_uses(r->placement, node, dev))
+        if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) || !req_placed_on(r, node, dev))
             continue;
         /* CPU work does not hold a GPU: a mode switch does not need to drain it. */
-        const char *method = json_string_value(json_object_get(r->placement, "method"));
-        if (method && STREQ(method, "cpu"))
+        if (r->placed_method == METHOD_CPU)
             continue;
         if (n < max)
             ret[n] = r;
@@ -253,9 +238,7 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
 /* ---- hooks ---- */
 
 void fleet_on_released(Server *s, const Req *r) {
-    const char *node =
-            r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
-    Node *n = node ? ptrmap_get(&s->nodes, node) : NULL;
+    Node *n = r->placed_node ? ptrmap_get(&s->nodes, r->placed_node) : NULL;
     if (!n)
         return;
     fleet_mark(s, n);

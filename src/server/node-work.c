@@ -8,8 +8,7 @@
 #include "server-internal.h"
 
 static Node *node_of(Server *s, const Req *r) {
-    const char *name =
-            r->placement ? json_string_value(json_object_get(r->placement, "node")) : NULL;
+    const char *name = r->placed_node;
     return name ? ptrmap_get(&s->nodes, name) : NULL;
 }
 

@@ -77,16 +77,19 @@ typedef struct Req {
     ReqState state;
     char reason_code[32];
     char reason[256];
-    json_t *placement; /* while placed/active, and kept afterwards for history */
+    /* Where it runs, while placed/active and kept afterwards for history: the placement's
+     * compact JSON (wire_placement_write()'s), which its record, its request.placed event and
+     * its node's work list splice in; and what readers look up in it, kept beside it, so that
+     * nothing decodes the text or builds a tree of it on the writer's path. NULL: never placed. */
+    char *placement_text;
+    char *placed_node;       /* NULL in a stored placement that names none */
+    Method placed_method;    /* _METHOD_INVALID in one whose method is unknown */
+    uint32_t placed_devices; /* bit i: the node's device i */
     int64_t created_ms, updated_ms, placed_ms;
     bool dirty; /* changed in the current batch: written at its commit */
     /* The stored form as JSON text, encoded once per change: the store write and the HTTP
      * answer share it (state_req_text); any change drops it (state_mark_dirty). */
     char *text;
-    /* placement's JSON text, shared by the record and its request.placed event, and kept
-     * while the request is live for its next change; dropped when the request ends, and
-     * whenever the placement tree changes (state_req_placement_changed) */
-    char *placement_text;
 } Req;
 
 /* fleet.h: a mode switch in progress (or the last one) and the work queued for agents. */
@@ -248,8 +251,12 @@ char *node_answer_text(Server *s, const Node *n);
 void op_answer_node(Server *s, Op *op, int status, const Node *n);
 /* Emit an event into the current transaction (takes data; NULL: {}). */
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
-/* r->placement (the tree) was changed in place: its cached text is stale. */
-void state_req_placement_changed(Req *r);
+/* Whether r is placed (or was, for an ended one) on node, and there on device dev (dev < 0:
+ * any of its devices). */
+bool req_placed_on(const Req *r, const char *node, int dev);
+/* An endpoint's URL, kept with its placement: stored and shown with it. -ENOMEM changes
+ * nothing. */
+int state_req_placement_set_url(Req *r, const char *url);
 /* The same with data's compact text given (owned; NULL: out of memory), for a caller that
  * has it already or writes it without the tree (wire/json-text.h). The feed and the store
  * keep the text; data, when not NULL, is taken and read only for the node whose work the
@@ -265,9 +272,6 @@ void state_free(Server *s);
 /* Free a request record no index holds any more (history.c's retention). */
 void state_req_free(Req *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Req *, state_req_free);
-/* A placement as JSON with its devices' PCI addresses (wire_placement_to_json; restore reads
- * it back with wire_placement_from_json). */
-json_t *placement_to_json(const Sched *sched, const Placement *p);
 /* Hold spec in r (its text and the fields read without it); -ENOMEM changes nothing. */
 int req_set_spec(Req *r, const ApiRequest *spec);
 /* The core's spec of r, whose request is spec (the one just submitted); it points into spec,

@@ -3,6 +3,7 @@
  * becomes an event. Called by the writer thread (and startup) with the state lock held. */
 #include "server-internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -41,9 +42,9 @@ static void req_free(Req *r) {
     free(r->user);
     free(r->idem_key);
     free(r->spec_text);
-    json_decref(r->placement);
     free(r->text);
     free(r->placement_text);
+    free(r->placed_node);
     free(r);
 }
 
@@ -118,32 +119,72 @@ static json_t *req_doc_head(const Req *r) {
 
 static json_t *req_doc(const Req *r) {
     json_t *j = req_doc_head(r);
-    if (j && r->placement)
-        json_object_set(j, "placement", r->placement);
+    if (j && r->placement_text)
+        json_object_set_new(j, "placement", json_loads(r->placement_text, 0, NULL));
     if (j && r->placed_ms)
         json_object_set_new(j, "placed_ms", json_integer(r->placed_ms));
     return j;
 }
 
-/* The placement's compact JSON, encoded once per placement (see Req.placement_text). */
-static const char *req_placement_text(Req *r) {
-    if (!r->placement_text && r->placement)
-        r->placement_text = json_dumps(r->placement, JSON_COMPACT);
-    return r->placement_text;
+bool req_placed_on(const Req *r, const char *node, int dev) {
+    if (!r->placed_node || STRNEQ(r->placed_node, node))
+        return false;
+    return dev < 0 || (dev < 32 && (r->placed_devices >> dev & 1));
 }
 
-void state_req_placement_changed(Req *r) {
+/* Hold a placement: its text (taken) and the fields read without it. A stored one is read
+ * loosely (restore checks a live one strictly, wire_placement_from_json()); a field it lacks
+ * is left unknown. */
+static int req_hold_placement(Req *r, char *text, const char *node, Method method,
+                              uint32_t devices) {
+    char *n = NULL;
+    if (!text || (node && !(n = strdup(node)))) {
+        free(text);
+        return -ENOMEM;
+    }
     free(r->placement_text);
-    r->placement_text = NULL;
+    free(r->placed_node);
+    r->placement_text = text;
+    r->placed_node = n;
+    r->placed_method = method;
+    r->placed_devices = devices;
+    return 0;
+}
+
+static int req_hold_stored_placement(Req *r, json_t *p) {
+    if (!p)
+        return 0;
+    uint32_t devices = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(p, "devices"), i, v) {
+        json_int_t dev = json_integer_value(v);
+        if (dev >= 0 && dev < 32)
+            devices |= 1u << dev;
+    }
+    const char *method = json_string_value(json_object_get(p, "method"));
+    return req_hold_placement(r, json_dumps(p, JSON_COMPACT),
+                              json_string_value(json_object_get(p, "node")),
+                              method ? method_from_string(method) : _METHOD_INVALID, devices);
+}
+
+int state_req_placement_set_url(Req *r, const char *url) {
+    _cleanup_json_ json_t *p = r->placement_text ? json_loads(r->placement_text, 0, NULL) : NULL;
+    if (!p || json_object_set_new(p, "url", json_string(url)) < 0)
+        return -ENOMEM;
+    char *text = json_dumps(p, JSON_COMPACT);
+    if (!text)
+        return -ENOMEM;
+    free(r->placement_text);
+    r->placement_text = text;
+    return 0;
 }
 
 /* req_doc's text, written without building the tree (the bytes json_dumps writes for it),
  * the placement spliced in from its shared text; NULL when a string has no JSON text or out
  * of memory, for req_doc_text to take the tree's way. */
 static char *req_doc_text_direct(Req *r) {
-    const char *placement = r->placement ? req_placement_text(r) : NULL;
-    if (r->placement && !placement)
-        return NULL;
+    const char *placement = r->placement_text;
     JsonText w = {0};
     json_text_open(&w, '{');
     json_text_member_int(&w, "id", (int64_t)r->id);
@@ -221,13 +262,9 @@ int state_flush_dirty(Server *s, Error *err) {
                             .state = req_state_to_string(q->state),
                             .json = text};
         r = store_request_put(s->store, &row, err);
-        /* Committed rows are not read back as text: keep no second copy of every record.
-         * A live request's placement text stays for its next change (activate, release),
-         * which would otherwise encode the placement again. */
+        /* Committed rows are not read back as text: keep no second copy of every record. */
         free(q->text);
         q->text = NULL;
-        if (!history_req_is_live(q))
-            state_req_placement_changed(q);
     }
     s->n_dirty = 0;
     return r;
@@ -274,23 +311,22 @@ static void placement_addresses(const Sched *sched, const Placement *p,
     }
 }
 
-json_t *placement_to_json(const Sched *sched, const Placement *p) {
-    const char *addrs[SCHED_NODE_MAX_DEVICES] = {0};
-    placement_addresses(sched, p, addrs);
-    return wire_placement_to_json(p, addrs);
-}
+static_assert(SCHED_NODE_MAX_DEVICES <= 32, "Req.placed_devices holds a bit per device");
 
-/* A new placement's tree and text, from the one encoder (neither is made from the other). */
+/* A new placement's text, from its one encoder, and the fields read without it. */
 static void req_set_placement(Server *s, Req *r, const Placement *p) {
     const char *addrs[SCHED_NODE_MAX_DEVICES] = {0};
     JsonText w = {0};
     placement_addresses(s->sched, p, addrs);
     wire_placement_write(p, addrs, &w);
+    uint32_t devices = 0;
+    for (unsigned i = 0; i < p->n_devices; i++)
+        devices |= 1u << p->devices[i];
     node_work_forget(s, r); /* from the node it was placed on before, if any */
-    json_decref(r->placement);
-    free(r->placement_text);
-    r->placement_text = json_text_take(&w); /* NULL: req_placement_text encodes the tree */
-    r->placement = wire_placement_to_json(p, addrs);
+    /* A node's agent must not miss its work, nor a record its placement, for want of memory
+     * (node-work.c does the same). */
+    if (req_hold_placement(r, json_text_take(&w), p->node, p->method, devices) < 0)
+        abort();
     node_work_placed(s, r);
 }
 
@@ -387,8 +423,7 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     json_text_member_string(&w, "reason", r->reason);
     if (d->kind == DECISION_WAITING)
         json_text_member_int(&w, "queue_position", (int64_t)d->queue_position);
-    /* req_placement_text() encodes the tree when the text is missing: NULL only without memory */
-    const char *placement = d->kind == DECISION_PLACED ? req_placement_text(r) : NULL;
+    const char *placement = d->kind == DECISION_PLACED ? r->placement_text : NULL;
     if (placement)
         json_text_member_raw(&w, "placement", placement);
     json_text_close(&w, '}');
@@ -600,10 +635,10 @@ static int load_request(const StoreRequest *row, void *userdata) {
     r->placed_ms = placed;
     snprintf(r->reason_code, sizeof(r->reason_code), "%s", strempty(code));
     snprintf(r->reason, sizeof(r->reason), "%s", strempty(reason));
-    r->placement = json_incref(json_object_get(j, "placement"));
     if (!r->user || r->state < 0 || api_request_from_json(spec, &a, &err) < 0)
         goto fail;
-    if (req_set_spec(r, &a) < 0) {
+    if (req_set_spec(r, &a) < 0 ||
+        req_hold_stored_placement(r, json_object_get(j, "placement")) < 0) {
         ret = -ENOMEM;
         goto fail;
     }
@@ -670,7 +705,9 @@ int state_load(Server *s, Error *err) {
         if ((r = req_held_core_spec(q, &a, id, fb, &spec, &e)) < 0)
             return error_set(err, r, "request %" PRIu64 " cannot be restored: %s", q->id,
                              error_message(&e));
-        if ((r = wire_placement_from_json(s->catalog, q->placement, &p, node, &e)) < 0 ||
+        _cleanup_json_ json_t *stored =
+                q->placement_text ? json_loads(q->placement_text, 0, NULL) : NULL;
+        if ((r = wire_placement_from_json(s->catalog, stored, &p, node, &e)) < 0 ||
             (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
             return error_set(err, r, "request %s cannot be restored: %s", id, error_message(&e));
         node_work_placed(s, q);

@@ -517,6 +517,74 @@ Test(api, r16_restart_restores_acknowledged_state_and_invariants_hold) {
     free(alice);
 }
 
+/* Where a request runs is kept beside its placement's text and rebuilt from the stored record
+ * on a restart: every reader that asks "on which node, which devices" must answer the same
+ * after a hard restart as before it. The list's node filter, the node agent's view of the
+ * request, the node's work list, and a mode switch, which must drain the GPU work placed there
+ * and nothing on another node. */
+static void check_where_it_runs(const char *on, const char *other, json_t *placement) {
+    char path[96];
+    json_t *j = NULL;
+    snprintf(path, sizeof(path), "/v1/requests?node=%s", on);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
+    cr_expect_eq(json_array_size(json_object_get(j, "requests")), 1, "listed on its node");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/requests?node=%s", other);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
+    cr_expect_eq(json_array_size(json_object_get(j, "requests")), 0, "not on the other node");
+    json_decref(j);
+    char *agent = ts_token(&ts, "agent", "node", on), *stranger = ts_token(&ts, "x", "node", other);
+    cr_expect_eq(ts_call(&ts, agent, "GET", "/v1/requests/1", NULL, NULL), 200);
+    cr_expect_eq(ts_call(&ts, stranger, "GET", "/v1/requests/1", NULL, NULL), 404);
+    snprintf(path, sizeof(path), "/v1/nodes/%s/work", on);
+    cr_assert_eq(ts_call(&ts, agent, "GET", path, NULL, &j), 200);
+    json_t *work = json_object_get(j, "workloads");
+    cr_assert_eq(json_array_size(work), 1, "the node's work lists it");
+    cr_expect(json_equal(json_object_get(json_array_get(work, 0), "placement"), placement),
+              "with its placement as answered");
+    json_decref(j);
+    free(agent);
+    free(stranger);
+}
+
+Test(api, r16_r4_where_a_request_runs_reads_the_same_after_a_restart) {
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    ts_add_h100_node(&ts, "n2", "alice", 2);
+    char *alice = ts_token(&ts, "alice", "owner", "n1,n2");
+    json_t *a = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    json_t *placement = json_object_get(a, "placement");
+    const char *on = str(placement, "node");
+    cr_assert(STREQ(on, "n1") || STREQ(on, "n2"), "placed on %s", on);
+    const char *other = STREQ(on, "n1") ? "n2" : "n1";
+    check_where_it_runs(on, other, placement);
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    check_where_it_runs(on, other, placement);
+    /* A switch of the other node has nothing to drain; one of its node waits for it. */
+    char path[64];
+    json_t *node = NULL;
+    const char *wait = "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}";
+    snprintf(path, sizeof(path), "/v1/nodes/%s/mode", other);
+    long st = ts_call(&ts, ts.admin, "POST", path, wait, NULL);
+    cr_assert(st == 200 || st == 202, "%ld", st);
+    snprintf(path, sizeof(path), "/v1/nodes/%s/mode", on);
+    st = ts_call(&ts, ts.admin, "POST", path, wait, NULL);
+    cr_assert(st == 200 || st == 202, "%ld", st);
+    snprintf(path, sizeof(path), "/v1/nodes/%s", on);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &node), 200);
+    json_t *sw = json_object_get(node, "switch");
+    cr_expect_str_eq(str(sw, "step"), "drain");
+    cr_expect(strstr(str(sw, "message"), "1 (alice, container)"), "%s", str(sw, "message"));
+    json_decref(node);
+    snprintf(path, sizeof(path), "/v1/nodes/%s", other);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &node), 200);
+    cr_expect_str_neq(str(json_object_get(node, "switch"), "step"), "drain", "nothing to drain");
+    cr_expect_str_neq(str(json_object_get(node, "switch"), "step"), "", "a switch under way");
+    json_decref(node);
+    json_decref(a);
+    free(alice);
+}
+
 /* ---- the CLI over the API ---- */
 
 Test(api, cli_request_create_wait_and_exit_codes) {
