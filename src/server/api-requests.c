@@ -54,6 +54,7 @@ static void op_answer_request(Server *s, Op *op, Req *r) {
  * (req_set_spec() encoded it already), spliced in. */
 static char *submitted_data_text(const Req *r) {
     JsonText w = {0};
+    json_text_reserve(&w, 16 + strlen(r->spec_text));
     json_text_open(&w, '{');
     json_text_member_raw(&w, "request", r->spec_text);
     json_text_close(&w, '}');

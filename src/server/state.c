@@ -186,6 +186,10 @@ int state_req_placement_set_url(Req *r, const char *url) {
 static char *req_doc_text_direct(Req *r) {
     const char *placement = r->placement_text;
     JsonText w = {0};
+    /* The members' names and numbers fit in 256 bytes; the strings are what varies. */
+    json_text_reserve(&w, 256 + strlen(strempty(r->spec_text)) + strlen(strempty(placement)) +
+                                  strlen(r->user) + strlen(r->reason) +
+                                  strlen(strempty(r->idem_key)));
     json_text_open(&w, '{');
     json_text_member_int(&w, "id", (int64_t)r->id);
     json_text_member_string(&w, "user", r->user);
@@ -318,6 +322,8 @@ static void req_set_placement(Server *s, Req *r, const Placement *p) {
     const char *addrs[SCHED_NODE_MAX_DEVICES] = {0};
     JsonText w = {0};
     placement_addresses(s->sched, p, addrs);
+    /* Its members' names and enums fit in 192 bytes; an address and its index in 20 each. */
+    json_text_reserve(&w, 192 + strlen(p->node) + strlen(p->class_name) + 20 * p->n_devices);
     wire_placement_write(p, addrs, &w);
     uint32_t devices = 0;
     for (unsigned i = 0; i < p->n_devices; i++)
@@ -417,13 +423,14 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     state_mark_dirty(s, r);
     /* The event's data as text only (the feed keeps text); a placement's is the record's,
      * spliced in, not encoded again. */
+    const char *placement = d->kind == DECISION_PLACED ? r->placement_text : NULL;
     JsonText w = {0};
+    json_text_reserve(&w, 96 + strlen(r->reason) + strlen(strempty(placement)));
     json_text_open(&w, '{');
     json_text_member_string(&w, "reason_code", reason_code);
     json_text_member_string(&w, "reason", r->reason);
     if (d->kind == DECISION_WAITING)
         json_text_member_int(&w, "queue_position", (int64_t)d->queue_position);
-    const char *placement = d->kind == DECISION_PLACED ? r->placement_text : NULL;
     if (placement)
         json_text_member_raw(&w, "placement", placement);
     json_text_close(&w, '}');

@@ -163,14 +163,7 @@ bool string_contains_nocase(const char *haystack, const char *needle) {
     return strcasestr(haystack, needle) != NULL;
 }
 
-static bool strbuf_reserve(StrBuf *b, size_t extra) {
-    if (b->oom)
-        return false;
-    if (b->len + extra + 1 <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
+static bool strbuf_resize(StrBuf *b, size_t cap) {
     char *d = realloc(b->data, cap);
     if (!d) {
         b->oom = true;
@@ -181,8 +174,27 @@ static bool strbuf_reserve(StrBuf *b, size_t extra) {
     return true;
 }
 
+/* Room for extra more bytes and the NUL, doubling (an append). */
+static bool strbuf_room(StrBuf *b, size_t extra) {
+    if (b->oom)
+        return false;
+    if (b->len + extra + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    return strbuf_resize(b, cap);
+}
+
+bool strbuf_reserve(StrBuf *b, size_t extra) {
+    if (b->oom)
+        return false;
+    size_t need = b->len + extra + 1;
+    return need <= b->cap || strbuf_resize(b, need);
+}
+
 void strbuf_append(StrBuf *b, const char *s, size_t n) {
-    if (!strbuf_reserve(b, n))
+    if (!strbuf_room(b, n))
         return;
     memcpy(b->data + b->len, s, n);
     b->len += n;
@@ -198,7 +210,7 @@ void strbuf_printf(StrBuf *b, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || !strbuf_reserve(b, (size_t)n))
+    if (n < 0 || !strbuf_room(b, (size_t)n))
         return;
     va_start(ap, fmt);
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);

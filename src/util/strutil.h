@@ -58,6 +58,10 @@ typedef struct StrBuf {
 } StrBuf;
 
 void strbuf_append(StrBuf *b, const char *s, size_t n);
+/* Room for extra more bytes at once, exactly (appends grow by doubling): a caller that knows
+ * about how long its text will be allocates once, and a text kept for long keeps no slack.
+ * False when the allocation failed (the buffer is then failed, as by an append). */
+bool strbuf_reserve(StrBuf *b, size_t extra);
 void strbuf_puts(StrBuf *b, const char *s);
 void strbuf_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* NUL-terminated view; NULL when an allocation failed. */

@@ -36,6 +36,11 @@ static void add(JsonText *w, json_t *v) {
         w->failed = true;
 }
 
+void json_text_reserve(JsonText *w, size_t n) {
+    if (!w->to_tree)
+        (void)strbuf_reserve(&w->text, n);
+}
+
 void json_text_open(JsonText *w, char bracket) {
     if (!w->to_tree) {
         separate(w);

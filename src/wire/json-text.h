@@ -27,6 +27,9 @@ typedef struct JsonText {
     const char *key; /* the tree's pending key (a literal of the caller's) */
 } JsonText;
 
+/* Room for about n bytes of text at once (strbuf_reserve(); nothing for a tree): the writer's
+ * texts are built once per change, and growing one from nothing copies it several times. */
+void json_text_reserve(JsonText *w, size_t n);
 void json_text_open(JsonText *w, char bracket); /* '{' or '[' */
 void json_text_close(JsonText *w, char bracket);
 /* An object's key (not escaped: keys are ASCII identifiers, and stay the caller's). */

@@ -296,3 +296,38 @@ Test(json_text, r16_a_tree_value_is_written_as_jansson_dumps_it) {
     json_text_close(&bad, ']');
     cr_expect_null(json_text_take(&bad), "a missing tree was written");
 }
+
+/* A reserve is a size hint only: a text shorter than it, one longer (which grows past it) and
+ * one reserved after it began all write what no reserve writes, and a tree ignores it. */
+Test(json_text, r16_a_reserved_text_writes_the_same_bytes_whatever_its_hint) {
+    const size_t hints[] = {0, 1, 8, 40, 4096};
+    char *plain = NULL;
+    for (size_t h = 0; h <= ARRAY_SIZE(hints); h++) {
+        JsonText w = {0};
+        if (h < ARRAY_SIZE(hints))
+            json_text_reserve(&w, hints[h]);
+        json_text_open(&w, '{');
+        json_text_member_string(&w, "a", "0123456789012345678901234567890123456789");
+        json_text_reserve(&w, 3); /* after it began: room for what comes, not a reset */
+        json_text_member_int(&w, "b", -7);
+        json_text_close(&w, '}');
+        char *text = json_text_take(&w);
+        cr_assert(text);
+        if (!plain)
+            plain = text;
+        else {
+            cr_expect_str_eq(text, plain, "hint %zu", hints[h]);
+            free(text);
+        }
+    }
+    cr_expect_str_eq(plain, "{\"a\":\"0123456789012345678901234567890123456789\",\"b\":-7}");
+    free(plain);
+    JsonText t = {.to_tree = true};
+    json_text_reserve(&t, 100);
+    json_text_open(&t, '[');
+    json_text_int(&t, 1);
+    json_text_close(&t, ']');
+    json_t *tree = json_text_take_tree(&t);
+    cr_assert(json_is_array(tree) && json_array_size(tree) == 1);
+    json_decref(tree);
+}
