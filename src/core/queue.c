@@ -468,6 +468,10 @@ static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key
     for (uint32_t next; ri != NIL && room && misses < WALK_MISS_LIMIT; ri = next) {
         met = ri;
         next = xq ? s->reqs[ri].xq.next : s->reqs[ri].cq.next;
+        /* The next waiter's line is most often a miss: started now, it overlaps this one's
+         * checks and attempt instead of following them. */
+        if (next != NIL)
+            __builtin_prefetch(&s->reqs[next]);
         if (s->reqs[ri].count > room && !s->reqs[ri].expired) {
             misses++; /* cannot fit here: no need to try */
             continue;
@@ -701,6 +705,11 @@ int sched_release(Sched *s, const char *id, uint64_t now, Error *err) {
     uint32_t freed = NIL;
     if (placed) {
         freed = s->reqs[ri].node;
+        /* The walk after the undo reads the node's device classes, on a line the undo does
+         * not touch, and the undo's refresh its pools: fetched now, their misses overlap the
+         * undo's own (the devices' lines, place_prefetch()). */
+        __builtin_prefetch(&s->nodes[freed].n_dev_classes);
+        __builtin_prefetch(&s->nodes[freed].pools[0]);
         place_undo(s, ri);
     } else
         freed = queue_remove(s, ri); /* a cancelled gang frees the node it held */
