@@ -102,6 +102,21 @@ static char *next_line(char **cur) {
     return l;
 }
 
+/* The columns each file's rows are read by (the trace's README): a file whose header does
+ * not begin with them is another file (the node list given as a pod list, say), whose rows
+ * would be read as nonsense, so it is refused. */
+#define NODE_HEADER "sn,cpu_milli,memory_mib,gpu,model"
+#define POD_HEADER "name,cpu_milli,memory_mib,num_gpu,gpu_milli"
+
+static void expect_header(const char *line, const char *want, const char *path, const char *what) {
+    if (!line || strncmp(line, want, strlen(want)) != 0) {
+        fprintf(stderr,
+                "bench-trace: %s is not %s: its first line must begin with '%s' (it is '%.80s')\n",
+                path, what, want, line ? line : "");
+        exit(1);
+    }
+}
+
 static TNode *load_nodes(size_t *ret_n) {
     char *text = NULL, *cur, *l, *f[8];
     size_t len;
@@ -112,7 +127,7 @@ static TNode *load_nodes(size_t *ret_n) {
     TNode *nodes = calloc(4096, sizeof(TNode));
     size_t n = 0;
     cur = text;
-    next_line(&cur); /* header */
+    expect_header(next_line(&cur), NODE_HEADER, DIR "/openb_node_list_all_node.csv", "a node list");
     while ((l = next_line(&cur)) && n < 4096) {
         if (split(l, f, 8) < 5)
             continue;
@@ -139,7 +154,7 @@ static Task *load_tasks(const char *path, size_t *ret_n) {
     size_t cap = 16384, n = 0;
     Task *tasks = calloc(cap, sizeof(Task));
     cur = text;
-    next_line(&cur);
+    expect_header(next_line(&cur), POD_HEADER, path, "a pod list");
     while ((l = next_line(&cur))) {
         size_t nf = split(l, f, 16);
         if (nf < 5 || n == cap)
