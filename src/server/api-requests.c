@@ -4,6 +4,7 @@
  * to the agent of the node it is placed on (its list: the live ones only). Anyone else gets 404 "no
  * request N that you can see", exactly as for an id that does not exist, so ids of other users'
  * requests reveal nothing. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -98,8 +99,8 @@ static void op_submit(Server *s, Op *op) {
     if (state_req_add(s, made) < 0)
         OP_FAIL(op, 500, "internal", "Out of memory.");
     Req *r = TAKE_PTR(made); /* the state's indexes own it now */
-    char id[32];
-    snprintf(id, sizeof(id), "%" PRIu64, r->id);
+    char id[32];             /* req_core_spec()'s id_buf below */
+    format_u64(id, r->id);
     state_event_text(s, "request.submitted", id, r->user, NULL, submitted_data_text(r));
 
     const char *fb[SPEC_MAX_FALLBACK];
@@ -135,8 +136,13 @@ void api_requests_submit(HttpCtx *c) {
     if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
         API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
     api_apply(c, op_submit, &a);
-    if (c->text && c->status == 201) /* answered as text: api_after_handler sees no body */
-        snprintf(c->location, sizeof(c->location), "/v1/requests/%" PRIu64, a.id);
+    if (c->text && c->status == 201) { /* answered as text: api_after_handler sees no body */
+        static const char prefix[] = "/v1/requests/";
+        static_assert(sizeof(prefix) - 1 + DECIMAL_U64_SIZE <= sizeof(c->location),
+                      "a request's location fits");
+        memcpy(c->location, prefix, sizeof(prefix) - 1);
+        format_u64(c->location + sizeof(prefix) - 1, a.id);
+    }
 }
 
 /* ---- read ---- */
@@ -220,8 +226,8 @@ static void op_transition(Server *s, Op *op) {
         op_error(op, 404, "not_found", "No request %" PRIu64 " that you can see.", a->id);
         return;
     }
-    char id[32];
-    snprintf(id, sizeof(id), "%" PRIu64, r->id);
+    char id[DECIMAL_U64_SIZE];
+    format_u64(id, r->id);
     ReqState to;
     const char *type;
     switch (a->t) {

@@ -51,8 +51,8 @@ int auth_principal(Server *s, const char *authorization, Principal *ret, Error *
     pthread_mutex_unlock(&s->reader_lock);
     if (r >= 0) {
         Principal np = {.role = role_from_string(t.role)};
-        snprintf(np.user, sizeof(np.user), "%s", t.user);
-        snprintf(np.nodes, sizeof(np.nodes), "%s", strempty(t.nodes));
+        str_copy_cut(np.user, sizeof(np.user), strempty(t.user));
+        str_copy_cut(np.nodes, sizeof(np.nodes), strempty(t.nodes));
         if (np.role < 0)
             r = -EACCES;
         else if (t.expires_ms > 0 && server_now_ms() >= t.expires_ms)

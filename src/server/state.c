@@ -352,7 +352,8 @@ int req_set_spec(Req *r, const ApiRequest *spec) {
 
 void req_core_spec(const Req *r, const ApiRequest *spec, char id_buf[32],
                    const char *fallback_ptrs[SPEC_MAX_FALLBACK], RequestSpec *ret) {
-    snprintf(id_buf, 32, "%" PRIu64, r->id);
+    static_assert(32 >= DECIMAL_U64_SIZE, "an id's digits fit id_buf");
+    format_u64(id_buf, r->id);
     for (size_t i = 0; i < spec->n_fallback; i++)
         fallback_ptrs[i] = spec->fallback[i];
     *ret = (RequestSpec){
@@ -387,12 +388,12 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     /* No reason yet: this is the request's first decision (a later one re-decides a waiting
      * request, whose reason is stored with it, also across a restart). */
     bool first = !r->reason_code[0], was_pending = r->state == REQ_PENDING;
-    char id[32];
-    snprintf(id, sizeof(id), "%" PRIu64, r->id);
+    char id[DECIMAL_U64_SIZE];
+    format_u64(id, r->id);
     /* The event's, also where a placement's "none" is cleared from the record below. */
     const char *reason_code = sched_reason_to_string(d->reason);
-    snprintf(r->reason_code, sizeof(r->reason_code), "%s", reason_code);
-    snprintf(r->reason, sizeof(r->reason), "%s", d->message);
+    str_copy_cut(r->reason_code, sizeof(r->reason_code), reason_code);
+    str_copy_cut(r->reason, sizeof(r->reason), d->message);
     const char *type;
     switch (d->kind) {
     case DECISION_PLACED:

@@ -163,6 +163,27 @@ bool string_contains_nocase(const char *haystack, const char *needle) {
     return strcasestr(haystack, needle) != NULL;
 }
 
+void str_copy_cut(char *buf, size_t size, const char *s) {
+    if (!size)
+        return;
+    size_t n = strnlen(s, size - 1);
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+}
+
+size_t format_u64(char buf[DECIMAL_U64_SIZE], uint64_t v) {
+    char tmp[DECIMAL_U64_SIZE];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    buf[n] = '\0';
+    return n;
+}
+
 static bool strbuf_resize(StrBuf *b, size_t cap) {
     char *d = realloc(b->data, cap);
     if (!d) {

@@ -8,6 +8,15 @@
 /* strdup that returns NULL for NULL. */
 char *strdup_or_null(const char *s);
 
+/* snprintf(buf, size, "%s", s) without parsing a format, which costs a few hundred
+ * instructions a call (several a request on the server's writer): s cut to size - 1 bytes,
+ * always terminated; size 0 writes nothing. */
+void str_copy_cut(char *buf, size_t size, const char *s);
+
+/* snprintf(buf, DECIMAL_U64_SIZE, "%" PRIu64, v) the same way; returns the digits' count. */
+#define DECIMAL_U64_SIZE 21 /* UINT64_MAX's 20 digits and the NUL */
+size_t format_u64(char buf[DECIMAL_U64_SIZE], uint64_t v);
+
 /* Allocating printf; NULL on allocation failure. */
 char *strprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

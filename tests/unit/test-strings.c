@@ -2,6 +2,7 @@
  * and a message made valid UTF-8 never carries half a sequence. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,4 +57,30 @@ Test(strings, error_style_fragments_become_one_sentence_at_the_outermost_layer) 
     cr_expect_str_eq(sentence_case(f, sizeof(f)), "Abc");
     char g[8] = "";
     cr_expect_str_eq(sentence_case(g, sizeof(g)), "");
+}
+
+/* The writer formats ids and copies reasons without printf: each must write the bytes
+ * snprintf writes, including where the buffer cuts the text. */
+Test(strings, r16_ids_and_copies_write_what_snprintf_writes) {
+    const uint64_t ids[] = {0, 1, 9, 10, 99, 100, 12345, 4294967295u, 4294967296u, UINT64_MAX};
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        char got[DECIMAL_U64_SIZE], want[DECIMAL_U64_SIZE];
+        size_t n = format_u64(got, ids[i]);
+        snprintf(want, sizeof(want), "%" PRIu64, ids[i]);
+        cr_expect_str_eq(got, want);
+        cr_expect_eq(n, strlen(want));
+    }
+    const char *texts[] = {"", "a", "placed on n1: 1 GPU", "0123456789abcdef"};
+    for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++)
+        for (size_t size = 1; size <= 20; size++) {
+            char got[24], want[24];
+            memset(got, 'x', sizeof(got));
+            memset(want, 'x', sizeof(want));
+            str_copy_cut(got, size, texts[t]);
+            snprintf(want, size, "%s", texts[t]);
+            cr_expect(memcmp(got, want, sizeof(got)) == 0, "'%s' into %zu bytes", texts[t], size);
+        }
+    char untouched = 'x';
+    str_copy_cut(&untouched, 0, "abc");
+    cr_expect_eq(untouched, 'x', "a size of 0 writes nothing");
 }
