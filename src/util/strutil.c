@@ -214,16 +214,12 @@ bool strbuf_reserve(StrBuf *b, size_t extra) {
     return need <= b->cap || strbuf_resize(b, need);
 }
 
-void strbuf_append(StrBuf *b, const char *s, size_t n) {
+void strbuf_append_grow(StrBuf *b, const char *s, size_t n) {
     if (!strbuf_room(b, n))
         return;
     memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = '\0';
-}
-
-void strbuf_puts(StrBuf *b, const char *s) {
-    strbuf_append(b, s, strlen(s));
 }
 
 void strbuf_printf(StrBuf *b, const char *fmt, ...) {

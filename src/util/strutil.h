@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* strdup that returns NULL for NULL. */
 char *strdup_or_null(const char *s);
@@ -66,12 +67,28 @@ typedef struct StrBuf {
     bool oom;
 } StrBuf;
 
-void strbuf_append(StrBuf *b, const char *s, size_t n);
+/* The append's way when the buffer must grow (or failed before), out of line. */
+void strbuf_append_grow(StrBuf *b, const char *s, size_t n);
+
+/* Inline: the JSON writer (wire/json-text.h) appends a few bytes at a time, a dozen pieces per
+ * member, and a call per piece cost more than its copy. */
+static inline void strbuf_append(StrBuf *b, const char *s, size_t n) {
+    if (__builtin_expect(b->len + n < b->cap && !b->oom, 1)) {
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+    } else {
+        strbuf_append_grow(b, s, n);
+    }
+}
+
+static inline void strbuf_puts(StrBuf *b, const char *s) {
+    strbuf_append(b, s, strlen(s));
+}
 /* Room for extra more bytes at once, exactly (appends grow by doubling): a caller that knows
  * about how long its text will be allocates once, and a text kept for long keeps no slack.
  * False when the allocation failed (the buffer is then failed, as by an append). */
 bool strbuf_reserve(StrBuf *b, size_t extra);
-void strbuf_puts(StrBuf *b, const char *s);
 void strbuf_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* NUL-terminated view; NULL when an allocation failed. */
 const char *strbuf_cstr(StrBuf *b);

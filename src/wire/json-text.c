@@ -72,8 +72,18 @@ void json_text_key(JsonText *w, const char *key) {
         return;
     }
     separate(w);
+    /* One piece, `"key":`, assembled where it fits (keys are short identifiers). */
+    size_t n = strlen(key);
+    char piece[64];
+    if (n + 3 <= sizeof(piece)) {
+        piece[0] = '"';
+        memcpy(piece + 1, key, n);
+        memcpy(piece + 1 + n, "\":", 2);
+        strbuf_append(&w->text, piece, n + 3);
+        return;
+    }
     strbuf_append(&w->text, "\"", 1);
-    strbuf_puts(&w->text, key);
+    strbuf_append(&w->text, key, n);
     strbuf_append(&w->text, "\":", 2);
 }
 

@@ -331,3 +331,26 @@ Test(json_text, r16_a_reserved_text_writes_the_same_bytes_whatever_its_hint) {
     cr_assert(json_is_array(tree) && json_array_size(tree) == 1);
     json_decref(tree);
 }
+
+/* A key is written as one piece where it fits a small buffer, in three past it: both the
+ * bytes json_dumps writes for the same object. */
+Test(json_text, r16_a_key_of_any_length_is_written_as_jansson_writes_it) {
+    char long_key[100];
+    memset(long_key, 'k', sizeof(long_key) - 1);
+    long_key[sizeof(long_key) - 1] = '\0';
+    const char *keys[] = {"a", "reason_code", long_key};
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        JsonText w = {0};
+        json_text_open(&w, '{');
+        json_text_member_int(&w, keys[i], 1);
+        json_text_member_string(&w, "z", "v");
+        json_text_close(&w, '}');
+        char *text = json_text_take(&w);
+        json_t *j = json_pack("{s:i, s:s}", keys[i], 1, "z", "v");
+        char *want = json_dumps(j, JSON_COMPACT);
+        cr_expect_str_eq(text, want);
+        free(text);
+        free(want);
+        json_decref(j);
+    }
+}
