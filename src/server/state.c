@@ -152,8 +152,10 @@ static int req_hold_placement(Req *r, char *text, const char *node, Method metho
 }
 
 static int req_hold_stored_placement(Req *r, json_t *p) {
-    if (!p)
+    if (!p || json_is_null(p))
         return 0;
+    if (!json_is_object(p))
+        return -EINVAL; /* only a store edited by hand has such */
     uint32_t devices = 0;
     size_t i;
     json_t *v;
@@ -645,11 +647,12 @@ static int load_request(const StoreRequest *row, void *userdata) {
     snprintf(r->reason, sizeof(r->reason), "%s", strempty(reason));
     if (!r->user || r->state < 0 || api_request_from_json(spec, &a, &err) < 0)
         goto fail;
-    if (req_set_spec(r, &a) < 0 ||
-        req_hold_stored_placement(r, json_object_get(j, "placement")) < 0) {
+    if (req_set_spec(r, &a) < 0) {
         ret = -ENOMEM;
         goto fail;
     }
+    if ((ret = req_hold_stored_placement(r, json_object_get(j, "placement"))) < 0)
+        goto fail;
     if ((ret = state_req_add(s, r)) < 0)
         goto fail;
     return 0;

@@ -621,3 +621,51 @@ Test(hardening,
     }
     expect_status(ts.admin, "GET", "/v1/nodes/badpci", 404, "not_found");
 }
+
+/* Set the stored record of request `id` to have this placement (JSON text), by hand. */
+static void edit_stored_placement(long id, const char *placement_json) {
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(ts.state, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "UPDATE requests SET doc = json_set(doc, '$.placement', json('%s')) WHERE id = %ld;",
+             placement_json, id);
+    char *msg = NULL;
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK, "%s", msg);
+    cr_assert_eq(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+}
+
+/* A request keeps where it ran beside its placement's text, read back from the stored record
+ * at each start (R16). A record edited by hand: a placement of null reads as none; one that
+ * is not an object stops the start with the request named, rather than serve a record whose
+ * placement no reader could use. */
+Test(hardening, bad_input_a_stored_placement_that_is_not_an_object_stops_the_start) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "user", NULL); /* the owner: runc, no Kata needed */
+    json_int_t a = submit(alice, h100), b = submit(alice, h100);
+    free(alice);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)a);
+    expect_status(ts.admin, "POST", path, 200, NULL);
+    ts_kill(&ts, false);
+    edit_stored_placement((long)a, "null");
+    ts_spawn(&ts);
+    json_t *j = NULL;
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)a);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
+    cr_expect_null(json_object_get(j, "placement"), "a null placement reads as none");
+    json_decref(j);
+    ts_kill(&ts, false);
+    edit_stored_placement((long)b, "\"n1\"");
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", ts.state,
+                         "--catalog", TEST_DATA "/catalog.yaml", NULL);
+    cr_expect_neq(rc, 0);
+    char want[64];
+    snprintf(want, sizeof(want), "stored request %lld cannot be read back", (long long)b);
+    cr_expect(strstr(err, want), "%s", err);
+    free(out);
+    free(err);
+}
