@@ -8,8 +8,7 @@
 #include "server-internal.h"
 
 static Node *node_of(Server *s, const Req *r) {
-    const char *name = r->placed_node;
-    return name ? ptrmap_get(&s->nodes, name) : NULL;
+    return r->placed_node ? ptrmap_get(&s->nodes, r->placed_node) : NULL;
 }
 
 void node_work_placed(Server *s, Req *r) {

@@ -643,8 +643,8 @@ static int load_request(const StoreRequest *row, void *userdata) {
     r->created_ms = created;
     r->updated_ms = updated;
     r->placed_ms = placed;
-    snprintf(r->reason_code, sizeof(r->reason_code), "%s", strempty(code));
-    snprintf(r->reason, sizeof(r->reason), "%s", strempty(reason));
+    str_copy_cut(r->reason_code, sizeof(r->reason_code), strempty(code));
+    str_copy_cut(r->reason, sizeof(r->reason), strempty(reason));
     if (!r->user || r->state < 0 || api_request_from_json(spec, &a, &err) < 0)
         goto fail;
     if (req_set_spec(r, &a) < 0) {

@@ -184,16 +184,15 @@ void json_text_int(JsonText *w, int64_t v) {
         add(w, json_integer(v));
         return;
     }
-    char digits[24], *end = digits + sizeof(digits), *p = end;
-    /* In unsigned arithmetic, so that INT64_MIN has a magnitude too. */
-    uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do
-        *--p = (char)('0' + m % 10);
-    while ((m /= 10) > 0);
-    if (v < 0)
-        *--p = '-';
+    /* The magnitude in unsigned arithmetic, so that INT64_MIN has one too. */
+    char digits[1 + DECIMAL_U64_SIZE];
+    digits[0] = '-';
+    size_t n = format_u64(digits + 1, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
     separate(w);
-    strbuf_append(&w->text, p, (size_t)(end - p));
+    if (v < 0)
+        strbuf_append(&w->text, digits, n + 1);
+    else
+        strbuf_append(&w->text, digits + 1, n);
 }
 
 void json_text_bool(JsonText *w, bool v) {
