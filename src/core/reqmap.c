@@ -20,6 +20,10 @@ uint32_t reqmap_find(const ReqMap *m, const Req *reqs, const char *id, size_t le
         if (sl->hash != hash)
             continue;
         const Req *r = &reqs[sl->ri];
+        /* A match is nearly always the request itself, found to be released or changed:
+         * what that reads next, its placement (the Req's second line), is a miss that then
+         * overlaps this one (the id's line) instead of following it. */
+        __builtin_prefetch((const char *)r + 64);
         if (r->id_len == len && memcmp(req_id(r), id, len) == 0)
             return sl->ri;
     }
