@@ -398,6 +398,31 @@ static int check_gang_share(const Sched *s, Error *err) {
                             "a class's waiting GPUs or gang reservations are miscounted");
 }
 
+/* Every waiting request is in the FIFO of its first choice (the one the queue walks follow),
+ * once, in arrival order, with links that agree both ways. */
+static int check_class_fifos(const Sched *s, Error *err) {
+    size_t listed = 0;
+    for (size_t key = 0; key < s->cat->n_classes + 2; key++) {
+        uint32_t prev = NIL;
+        for (uint32_t ri = s->cq_head[key]; ri != NIL; ri = s->reqs[ri].cq.next) {
+            const Req *r = &s->reqs[ri];
+            if (!r->used || r->placed || r->qkey != (int)key || r->cq.prev != prev ||
+                (prev != NIL && s->reqs[prev].submitted > r->submitted))
+                return error_set(err, -EUCLEAN, "the FIFO of a first choice is broken at '%s'",
+                                 req_id(r));
+            prev = ri;
+            if (++listed > s->n_waiting)
+                return error_set(err, -EUCLEAN, "the FIFOs of first choices hold a cycle");
+        }
+        if (prev != s->cq_tail[key])
+            return error_set(err, -EUCLEAN, "the FIFO of a first choice ends before its tail");
+    }
+    return listed == s->n_waiting
+                   ? 0
+                   : error_set(err, -EUCLEAN, "%zu waiting requests, %zu in first-choice FIFOs",
+                               s->n_waiting, listed);
+}
+
 /* A walk memo still in force (queue.c) must be right: a walk with its room would pass every
  * waiter it meets over for its count (or, for a memo by binding, for the binding it would use
  * on the memo's node, a gang only once it holds a node), all of them where the memo's walk
@@ -476,7 +501,7 @@ static int check_requests(const Sched *s, Error *err) {
     for (size_t i = 0; i < s->n_reqs; i++)
         placed += s->reqs[i].used && s->reqs[i].placed;
     int ret = check_gang_share(s, err);
-    if (ret < 0 || (ret = check_walk_memos(s, err)) < 0)
+    if (ret < 0 || (ret = check_walk_memos(s, err)) < 0 || (ret = check_class_fifos(s, err)) < 0)
         return ret;
     if (prev != s->q_tail || waiting != s->n_waiting || placed + waiting != live ||
         live != s->n_live_reqs || live != s->req_map.n)
