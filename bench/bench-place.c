@@ -50,6 +50,17 @@ static uint64_t now_ns(void) {
     return clock_ns(CLOCK_MONOTONIC);
 }
 
+/* The stream ahead of op i, fetched as non-temporal data. The stream is 200 MB read once:
+ * loaded as ordinary data it would pass through the last-level cache the engine's records
+ * live in and push them out, a cost of this program's input that a server, reading requests
+ * into buffers it reuses, does not have. Every run below reads its stream through this. */
+#define STREAM_AHEAD 16
+static inline void stream_prefetch(const void *ops, size_t op_size, size_t i, size_t n_ops) {
+    if (i + STREAM_AHEAD < n_ops)
+        for (size_t b = 0; b < op_size; b += 64)
+            __builtin_prefetch((const char *)ops + (i + STREAM_AHEAD) * op_size + b, 0, 0);
+}
+
 /* ---- the fleet ---- */
 
 typedef struct NodeKind {
@@ -355,6 +366,7 @@ static __attribute__((noinline)) Result run_ours(Sched *s, Op *ops, size_t n_ops
     uint64_t t0 = now_ns(), window_start = t0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (size_t i = 0; i < n_ops; i++) {
         Op *op = &ops[i];
+        stream_prefetch(ops, sizeof(Op), i, n_ops);
         if (op->release) {
             release_as_agent(s, op, op->spec.submitted + 1);
             releases++;
@@ -442,6 +454,7 @@ static Result run_first_fit(const Catalog *cat, Op *ops, size_t n_ops, uint32_t 
     uint64_t t0 = now_ns();
     for (size_t i = 0; i < n_ops; i++) {
         Op *op = &ops[i];
+        stream_prefetch(ops, sizeof(Op), i, n_ops);
         if (op->release) {
             FfAlloc *a = &allocs[op->target];
             if (a->node >= 0 && a->units) {
@@ -607,6 +620,7 @@ static double run_floor(const Op *ops, size_t n_ops, size_t n_requests) {
     floor_grow(&f);
     uint64_t t0 = now_ns();
     for (size_t i = 0; i < n_ops; i++) {
+        stream_prefetch(ops, sizeof(Op), i, n_ops);
         if (ops[i].release)
             floor_release(&f, &ops[i]);
         else
