@@ -438,10 +438,7 @@ static int check_walk_memos(const Sched *s, Error *err) {
         for (uint32_t ri = s->cq_head[key]; ri != NIL && (!m->reach.full || met < WALK_MISS_LIMIT);
              met++) {
             const Req *r = &s->reqs[ri];
-            bool count_passes = r->count > m->room && !r->expired;
-            bool binding_passes = m->by_binding && !gang_to_reserve(r) &&
-                                  binding_misses(s, r, m->owner, m->site, m->free[0], m->free[1]);
-            if (!count_passes && !binding_passes)
+            if (!walk_memo_passes(s, m, r))
                 return error_set(err, -EUCLEAN,
                                  "a queue walk memo would skip request '%s', which fits it",
                                  req_id(r));

@@ -307,10 +307,29 @@ static void walk_memo_joined(WalkMemo *m, const Req *r) {
         m->room = 0;
 }
 
-/* Waiter r left its class FIFO (WalkMemo: what keeps the memo). */
-static void walk_memo_left(WalkMemo *m, const Req *r) {
-    if (m->reach.full && reach_meets(&m->reach, r, false))
+/* Waiter ri leaves its class FIFO, still linked in it (WalkMemo: what keeps the memo). If
+ * the memo's walk stopped at its miss limit and ri was among the waiters it met (or may have
+ * been: one submitted at the same time as the last met may stand behind it), a walk now
+ * meets one more, the one after the last it met. Where that one is passed over too, the memo
+ * reaches it and stays: after a release most leavers are among the first waiters of a FIFO,
+ * and clearing the memo for each sent the next walks through the same waiters again. */
+static void walk_memo_left(Sched *s, WalkMemo *m, uint32_t ri) {
+    const Req *r = &s->reqs[ri];
+    if (!m->room || !m->reach.full || !reach_meets(&m->reach, r, false))
+        return;
+    uint32_t after = m->last_met == ri ? r->cq.next : s->reqs[m->last_met].cq.next;
+    if (after == ri) /* ri stood just behind the last met: the one after it comes in */
+        after = r->cq.next;
+    if (after == NIL) {
+        m->reach.full = false; /* a walk now reaches the FIFO's end, passing everyone */
+        return;
+    }
+    if (!walk_memo_passes(s, m, &s->reqs[after])) {
         m->room = 0;
+        return;
+    }
+    m->last_met = after;
+    m->reach.last = s->reqs[after].submitted;
 }
 
 static void queue_insert(Sched *s, uint32_t ri) {
@@ -367,8 +386,8 @@ static uint32_t queue_remove(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
     fifo_remove(s, q_of, &s->q_head, &s->q_tail, ri);
     queue_positions_add(s, r->seq, -1);
+    walk_memo_left(s, &s->walk_memo[r->qkey], ri); /* before it is unlinked: it reads after it */
     fifo_remove(s, cq_of, &s->cq_head[r->qkey], &s->cq_tail[r->qkey], ri);
-    walk_memo_left(&s->walk_memo[r->qkey], r);
     gang_share_count(s, r, -1);
     if (r->in_xq)
         fifo_remove(s, xq_of, &s->xq_head, &s->xq_tail, ri);
@@ -503,6 +522,7 @@ static void walk_fifo_list(Sched *s, uint64_t now, uint32_t ni, bool xq, int key
         *memo = (WalkMemo){
                 .room = room,
                 .reach = {.full = ri != NIL, .last = s->reqs[met].submitted},
+                .last_met = met,
                 .by_binding = by_binding,
                 .free = {(uint8_t)pool_free[BINDING_HOST], (uint8_t)pool_free[BINDING_VFIO]},
                 .site = n->site,

@@ -66,10 +66,12 @@ typedef struct WalkMemo {
      * memo's walk reached the FIFO's end; ahead of the last one met, when it stopped at its
      * miss limit) clears the memo, unless the walk met every waiter and would have passed
      * this one too. One that leaves from among the waiters of a walk that stopped at its
-     * miss limit clears it (the walk would now meet one more), and so does a waiter's
-     * fallbacks opening. Waiters joining or leaving behind that limit leave the memo in
-     * force: most of a long FIFO's traffic is there. */
+     * miss limit brings one more waiter within a walk's reach, the one after the last met:
+     * the memo stands, reaching it, if a walk would pass it over too, and is cleared
+     * otherwise; a waiter's fallbacks opening clears it. Waiters joining or leaving behind
+     * that limit leave the memo in force: most of a long FIFO's traffic is there. */
     WalkReach reach;
+    uint32_t last_met; /* the last waiter the walk met (reach.full: it is submitted at last) */
 } WalkMemo;
 
 typedef struct Site {
@@ -543,6 +545,14 @@ static inline bool binding_misses(const Sched *s, const Req *r, uint32_t owner, 
 /* A waiting gang that holds no node yet: a walk that passes it over tries to reserve one. */
 static inline bool gang_to_reserve(const Req *r) {
     return r->count >= 2 && r->choice >= 0 && r->reserved_node == NIL;
+}
+/* Whether a walk with memo m's room (on m's node, for a memo by binding) passes waiter r
+ * over: for its count, or for the binding it would use there (a gang only once it holds a
+ * node). Every waiter a memo's walk met passed so; its memo holds while that stays true. */
+static inline bool walk_memo_passes(const Sched *s, const WalkMemo *m, const Req *r) {
+    return (r->count > m->room && !r->expired) ||
+           (m->by_binding && !gang_to_reserve(r) &&
+            binding_misses(s, r, m->owner, m->site, m->free[0], m->free[1]));
 }
 /* Forget every queue walk memo (WalkMemo): what their verdicts rest on changed (a site's
  * trust, a gang's reservation gone with its node). */

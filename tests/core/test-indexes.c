@@ -486,6 +486,59 @@ Test(indexes, r13_a_walk_that_stopped_at_its_miss_limit_reaches_further_once_a_w
                  "a walk skipped the FIFO as remembered after a waiter left its front");
 }
 
+/* A memo whose walk stopped at its miss limit reaches past a waiter that leaves from among
+ * those it met, to the next one, while a walk would pass that one over too: "z", one GPU,
+ * waits behind 65 gangs; the walk on p1's GPU passes big0..big63 over and stops. The last it
+ * met (big63) leaves: the memo now reaches big64, a gang, and the release of p2 may skip the
+ * FIFO (a walk would stop before "z" again). Then big0 leaves: the next one is "z", which
+ * fits, so the memo goes and the release of p3 places "z". */
+Test(indexes,
+     r13_a_walk_memo_at_its_miss_limit_reaches_past_a_leaver_only_over_a_waiter_it_passes) {
+    full_h100_node();
+    char id[8];
+    for (int i = 0; i < 65; i++) {
+        snprintf(id, sizeof(id), "big%d", i);
+        waiting_big_gang(id);
+    }
+    cr_assert_eq(container("z", "alice", 1).kind, DECISION_WAITING);
+    fx_release("p1"); /* passes big0..big63 over, stops before big64 and "z" */
+    cr_assert_eq(decision_of("z").kind, DECISION_WAITING);
+    cr_assert_eq(container("y", "alice", 1).kind, DECISION_PLACED); /* p1's GPU */
+    fx_release("big63");
+    fx_release("p2"); /* a walk would meet big0..big62 and big64, and stop */
+    cr_assert_eq(decision_of("z").kind, DECISION_WAITING);
+    cr_assert_eq(container("w", "alice", 1).kind, DECISION_PLACED); /* p2's GPU */
+    fx_release("big0");
+    fx_release("p3");
+    Decision z = decision_of("z");
+    cr_assert_eq(z.kind, DECISION_PLACED,
+                 "a walk skipped the FIFO although a waiter that fits came within reach: %s",
+                 z.message);
+}
+
+/* The same memo once the waiters left after it bring the FIFO's end within reach: it then
+ * stands for a walk that meets everyone, and "z", joining at the tail with a need that fits,
+ * clears it (as it clears a memo whose walk reached the end), so that the next release places
+ * "z" instead of skipping the FIFO. */
+Test(indexes, r13_a_walk_memo_whose_reach_comes_to_the_fifos_end_yields_to_a_waiter_joining_there) {
+    full_h100_node();
+    char id[8];
+    for (int i = 0; i < 65; i++) {
+        snprintf(id, sizeof(id), "big%d", i);
+        waiting_big_gang(id);
+    }
+    fx_release("p1"); /* passes big0..big63 over, stops before big64 */
+    cr_assert_eq(container("y", "alice", 1).kind, DECISION_PLACED); /* p1's GPU */
+    fx_release("big0");                                             /* reaches big64 */
+    fx_release("big1");                                             /* reaches the end */
+    cr_assert_eq(container("z", "alice", 1).kind, DECISION_WAITING);
+    fx_release("p2");
+    Decision z = decision_of("z");
+    cr_assert_eq(z.kind, DECISION_PLACED,
+                 "a walk skipped the FIFO as remembered although a waiter that fits joined: %s",
+                 z.message);
+}
+
 /* A container of alice for `count` H100s submitted at `submitted`, decided at 10; one of
  * more than a node has waits for a node that may join (R18). */
 static Decision h100_submitted_at(const char *id, unsigned count, uint64_t submitted) {
