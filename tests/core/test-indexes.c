@@ -451,6 +451,16 @@ static void full_h100_node(void) {
     }
 }
 
+/* n1 full as full_h100_node() leaves it, and gangs big0..big<n-1> waiting behind. */
+static void full_h100_node_and_gangs(int n) {
+    full_h100_node();
+    char id[16];
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "big%d", i);
+        waiting_big_gang(id);
+    }
+}
+
 /* A walk that passed every waiter of a FIFO over is remembered (WalkMemo), so that the next
  * release with no more room skips the FIFO: a waiter that joined the FIFO's tail since must
  * still be tried, since that walk reached the FIFO's end. */
@@ -468,12 +478,7 @@ Test(indexes, r13_a_walk_that_tried_nobody_still_tries_a_waiter_that_joined_sinc
  * and "z" not met. Once one of them is cancelled, "z" is within the limit and the next
  * release must try it, not skip the FIFO as remembered. */
 Test(indexes, r13_a_walk_that_stopped_at_its_miss_limit_reaches_further_once_a_waiter_left) {
-    full_h100_node();
-    char id[8];
-    for (int i = 0; i < 64; i++) {
-        snprintf(id, sizeof(id), "big%d", i);
-        waiting_big_gang(id);
-    }
+    full_h100_node_and_gangs(64);
     fx_release("p1"); /* one free GPU: room for "z", which is not waiting yet */
     cr_assert_eq(container("y", "alice", 1).kind, DECISION_PLACED);
     cr_assert_eq(container("z", "alice", 1).kind, DECISION_WAITING);
@@ -494,12 +499,7 @@ Test(indexes, r13_a_walk_that_stopped_at_its_miss_limit_reaches_further_once_a_w
  * fits, so the memo goes and the release of p3 places "z". */
 Test(indexes,
      r13_a_walk_memo_at_its_miss_limit_reaches_past_a_leaver_only_over_a_waiter_it_passes) {
-    full_h100_node();
-    char id[8];
-    for (int i = 0; i < 65; i++) {
-        snprintf(id, sizeof(id), "big%d", i);
-        waiting_big_gang(id);
-    }
+    full_h100_node_and_gangs(65);
     cr_assert_eq(container("z", "alice", 1).kind, DECISION_WAITING);
     fx_release("p1"); /* passes big0..big63 over, stops before big64 and "z" */
     cr_assert_eq(decision_of("z").kind, DECISION_WAITING);
@@ -521,12 +521,7 @@ Test(indexes,
  * clears it (as it clears a memo whose walk reached the end), so that the next release places
  * "z" instead of skipping the FIFO. */
 Test(indexes, r13_a_walk_memo_whose_reach_comes_to_the_fifos_end_yields_to_a_waiter_joining_there) {
-    full_h100_node();
-    char id[8];
-    for (int i = 0; i < 65; i++) {
-        snprintf(id, sizeof(id), "big%d", i);
-        waiting_big_gang(id);
-    }
+    full_h100_node_and_gangs(65);
     fx_release("p1"); /* passes big0..big63 over, stops before big64 */
     cr_assert_eq(container("y", "alice", 1).kind, DECISION_PLACED); /* p1's GPU */
     fx_release("big0");                                             /* reaches big64 */
