@@ -71,7 +71,10 @@ typedef struct WalkMemo {
      * otherwise; a waiter's fallbacks opening clears it. Waiters joining or leaving behind
      * that limit leave the memo in force: most of a long FIFO's traffic is there. */
     WalkReach reach;
-    uint32_t last_met; /* the last waiter the walk met (reach.full: it is submitted at last) */
+    /* The last waiter the walk met, read only while reach.full. reach.last is its submit time,
+     * kept as a copy: every join and leave of the FIFO tests the reach, and reading it from
+     * this waiter's Req would read a line (the third) that nothing else there needs. */
+    uint32_t last_met;
 } WalkMemo;
 
 typedef struct Site {
