@@ -349,6 +349,11 @@ _Static_assert(offsetof(Req, reserved_node) + sizeof(uint32_t) <= 64,
 _Static_assert(offsetof(Req, node) == 64 && offsetof(Req, q) + sizeof(Link) <= 128,
                "a placement and the free-list link fit the second cache line of a Req");
 
+/* For a helper whose only effect is __builtin_prefetch(): GCC judges such a function pure (to
+ * it a prefetch has no side effect) and deletes a call whose result is unused unless the call
+ * was inlined first, which a static function with a loop of them is not (GCC 12, -O2/-O3). */
+#define PREFETCHER static inline __attribute__((always_inline))
+
 static inline const char *req_id(const Req *r) {
     return r->id_len < REQ_ID_INLINE ? r->idb.inline_id : r->idb.heap_id;
 }
@@ -662,7 +667,7 @@ void node_changed_devices(Sched *s, uint32_t ni, uint32_t changed, uint64_t now,
 /* The request whose id is the len bytes at id (hash: strmap_hash_len(id, len)), or NIL. */
 uint32_t reqmap_find(const ReqMap *m, const Req *reqs, const char *id, size_t len, uint32_t hash);
 /* Start loading the slot reqmap_find() for hash reads first. */
-static inline void reqmap_prefetch(const ReqMap *m, uint32_t hash) {
+PREFETCHER void reqmap_prefetch(const ReqMap *m, uint32_t hash) {
     if (m->cap)
         __builtin_prefetch(&m->slots[hash & (m->cap - 1)]);
 }
