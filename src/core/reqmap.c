@@ -29,6 +29,15 @@ uint32_t reqmap_find(const ReqMap *m, const Req *reqs, const char *id, size_t le
     }
 }
 
+uint32_t reqmap_peek(const ReqMap *m, uint32_t hash) {
+    if (!m->cap)
+        return NIL;
+    size_t mask = m->cap - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask)
+        if (m->slots[i].ri == NIL || m->slots[i].hash == hash)
+            return m->slots[i].ri;
+}
+
 /* The first empty slot of hash's probe run. */
 static size_t free_slot(const ReqMapSlot *slots, size_t cap, uint32_t hash) {
     size_t mask = cap - 1, i = hash & mask;

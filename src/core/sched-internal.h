@@ -351,7 +351,8 @@ _Static_assert(offsetof(Req, node) == 64 && offsetof(Req, q) + sizeof(Link) <= 1
 
 /* For a helper whose only effect is __builtin_prefetch(): GCC judges such a function pure (to
  * it a prefetch has no side effect) and deletes a call whose result is unused unless the call
- * was inlined first, which a static function with a loop of them is not (GCC 12, -O2/-O3). */
+ * was inlined first, which a static function with a loop of them is not (GCC 12, -O2/-O3:
+ * lookahead.c's stages vanished from the binary without this). */
 #define PREFETCHER static inline __attribute__((always_inline))
 
 static inline const char *req_id(const Req *r) {
@@ -369,6 +370,16 @@ typedef struct ReqMap {
     ReqMapSlot *slots;
     size_t n, cap; /* cap is 0 or a power of two */
 } ReqMap;
+
+/* lookahead.c: the ids announced last (sched_announce()), by announcement number mod the ring
+ * size: each id's hash, then the request its slot named when that was looked at (NIL: none,
+ * or not yet). */
+#define LOOKAHEAD_RING 16
+typedef struct Lookahead {
+    uint32_t hash[LOOKAHEAD_RING];
+    uint32_t ri[LOOKAHEAD_RING];
+    uint32_t n; /* announcements so far (wraps) */
+} Lookahead;
 
 typedef struct MigPool {
     uint32_t heads[256]; /* devices (global id) by layout */
@@ -410,6 +421,7 @@ struct Sched {
     uint32_t free_req;
     size_t n_live_reqs;
     ReqMap req_map;
+    Lookahead ahead;
     uint64_t next_seq;
 
     /* Waiting queue: FIFO by (submitted, seq). */
@@ -671,6 +683,9 @@ PREFETCHER void reqmap_prefetch(const ReqMap *m, uint32_t hash) {
     if (m->cap)
         __builtin_prefetch(&m->slots[hash & (m->cap - 1)]);
 }
+/* The request of the first slot of hash's run that holds hash, without comparing ids (a
+ * guess, for lookahead.c's loads), or NIL. */
+uint32_t reqmap_peek(const ReqMap *m, uint32_t hash);
 /* Add request ri with the given id hash; the caller knows its id is not in the map yet. */
 int reqmap_insert(ReqMap *m, uint32_t hash, uint32_t ri);
 /* Remove request ri (its id hash given): by index, without comparing ids. */

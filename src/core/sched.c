@@ -26,6 +26,7 @@ Sched *sched_new(const Catalog *catalog) {
     s->xq_head = s->xq_tail = s->dq_head = s->dq_tail = NIL;
     s->min_deadline = UINT64_MAX;
     s->units_per_second = 1;
+    memset(s->ahead.ri, 0xff, sizeof(s->ahead.ri)); /* NIL: nothing announced yet */
     s->mig = malloc(MAX(nc, 1) * sizeof(*s->mig));
     s->cq_head = malloc((nc + 2) * sizeof(uint32_t));
     s->cq_tail = malloc((nc + 2) * sizeof(uint32_t));

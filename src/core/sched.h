@@ -518,6 +518,16 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
  * capacity is offered to the queue at once (on_placed). -ENOENT for an unknown id. */
 int sched_release(Sched *s, const char *id, uint64_t now, Error *err);
 
+/* A hint from a caller that knows its next operations (a stream, a batch, a replay): announce
+ * the request id of each operation (a submit or a release), in order, SCHED_ANNOUNCE_AHEAD
+ * operations before applying it. The core starts loading, in stages, what those operations
+ * will read (the id index, the request, its node and devices), so that their cache misses
+ * overlap instead of following one another. Decides nothing and changes nothing a decision
+ * reads: the decisions are the same with or without it, and an id announced out of turn, or
+ * not there at all, costs only the loads. */
+#define SCHED_ANNOUNCE_AHEAD 8
+void sched_announce(Sched *s, const char *id);
+
 /* Re-evaluate the queue at time now: open the fallbacks of requests whose wait ran out
  * (R13) and try every request with open fallbacks. Returns the number of requests placed
  * (each also reported through on_placed). Cheap when no deadline has passed. */

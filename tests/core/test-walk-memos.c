@@ -1,11 +1,13 @@
-/* test-walk-memos.c: the queue walks' memos (WalkMemo: skip a walk that would pass the same
- * waiters over again) change no decision. Two Scheds take the same seeded random operations
- * (submit, some with an older submit time, cancel and release, cordon, remove and re-add
- * nodes, advance the clock) and one runs every walk in full (sched_set_walk_memos(false)).
- * Every answer and every later placement must be the same, and the memos are checked against
- * the FIFOs after every mutation (sched_check). The fleet mixes host and vfio GPUs, VMs, lab
- * machines, gangs, shares, fallbacks and trust changes. EINSORA_MEMO_OPS sets the count. The
- * memos of walks that stopped at their miss limit have tests of their own (test-indexes.c). */
+/* test-walk-memos.c: what only makes the core faster changes no decision: the queue walks'
+ * memos (WalkMemo: skip a walk that would pass the same waiters over again) and ids announced
+ * ahead (sched_announce()). Two Scheds take the same seeded random operations (submit, some
+ * with an older submit time, cancel and release, cordon, remove and re-add nodes, advance the
+ * clock); one runs every walk in full (sched_set_walk_memos(false)), or the other is told of
+ * ids ahead. Every answer and every later placement must be the same, and the memos are
+ * checked against the FIFOs after every mutation (sched_check). The fleet mixes host and vfio
+ * GPUs, VMs, lab machines, gangs, shares, fallbacks and trust changes. EINSORA_MEMO_OPS sets
+ * the count. The memos of walks that stopped at their miss limit have tests of their own
+ * (test-indexes.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +23,10 @@ TestSuite(walk_memos, .init = fx_setup, .fini = fx_teardown);
 static const char *const users[] = {"ops", "amy", "bob", "staff", "eve", "ann"};
 static const char *const sites[] = {"dc", "dc2", "lab"};
 
-/* Both Scheds: [0] with memos (the fixture's, invariants checked), [1] without. */
+/* Both Scheds: [0] the fixture's (memos, invariants checked), [1] without memos, or with them
+ * while [0] is told of ids ahead. */
 static Sched *both[2];
+static bool announce;
 
 /* Everything each Sched's queue placed, in order: FNV-1a over ids and placements. */
 typedef struct Placed {
@@ -98,8 +102,7 @@ static void add_node(unsigned k) {
             r_[i_] = (call);                                                                       \
             (void)err;                                                                             \
         }                                                                                          \
-        cr_assert_eq(r_[0], r_[1], "op %u: %s returned %d with memos, %d without", op, #call,      \
-                     r_[0], r_[1]);                                                                \
+        cr_assert_eq(r_[0], r_[1], "op %u: %s returned %d and %d", op, #call, r_[0], r_[1]);       \
     } while (0)
 
 static void submit(unsigned op, uint64_t now) {
@@ -176,15 +179,28 @@ static void node_op(unsigned op, uint64_t now) {
     }
 }
 
-Test(walk_memos, r13_queue_walk_memos_change_no_decision, .timeout = 600) {
+/* Tell both[0] of ids ahead as a stream's caller would, and out of turn: one that the next
+ * submit uses, one a later submit will, a waiting or placed one (which a release may or may not
+ * pick), one gone or never there. */
+static void announce_some(void) {
+    char id[16];
+    snprintf(id, sizeof(id), "q%u", next_id);
+    sched_announce(both[0], id);
+    snprintf(id, sizeof(id), "q%u", next_id + fx_pick(SCHED_ANNOUNCE_AHEAD));
+    sched_announce(both[0], id);
+    if (n_ids)
+        sched_announce(both[0], ids[fx_pick((unsigned)n_ids)]);
+    snprintf(id, sizeof(id), "q%u", fx_pick(next_id + 1));
+    sched_announce(both[0], id);
+}
+
+/* both[0] is the fixture's Sched; both[1] set up by the caller. */
+static void run_both(void) {
     const char *e = getenv("EINSORA_MEMO_OPS");
     unsigned ops = e ? (unsigned)strtoul(e, NULL, 10) : 15000;
     fx_seed(0x3e3a9b1c5d7f2461ull);
     both[0] = fx;
-    both[1] = sched_new(fx_cat);
-    cr_assert_not_null(both[1]);
-    sched_set_walk_memos(both[1], false);
-    sched_set_own_lists_min(both[1], 0);
+    sched_set_own_lists_min(both[1], 0); /* as the fixture's */
     for (int i = 0; i < 2; i++) {
         sched_set_on_placed(both[i], on_placed, &placed[i]);
         for (size_t k = 0; k < ARRAY_SIZE(sites); k++) {
@@ -199,6 +215,8 @@ Test(walk_memos, r13_queue_walk_memos_change_no_decision, .timeout = 600) {
     uint64_t now = 0;
     size_t waiting_max = 0;
     for (unsigned op = 0; op < ops; op++) {
+        if (announce)
+            announce_some();
         unsigned what = fx_pick(100);
         if (what < 44)
             submit(op, now);
@@ -214,11 +232,10 @@ Test(walk_memos, r13_queue_walk_memos_change_no_decision, .timeout = 600) {
             now += 1 + fx_pick(3);
             BOTH(sched_tick(s, now));
         }
-        cr_assert_eq(placed[0].n, placed[1].n,
-                     "op %u: the queue placed %zu with memos, %zu without", op, placed[0].n,
-                     placed[1].n);
+        cr_assert_eq(placed[0].n, placed[1].n, "op %u: the queue placed %zu and %zu", op,
+                     placed[0].n, placed[1].n);
         cr_assert_eq(placed[0].hash, placed[1].hash,
-                     "op %u: the queue placed other requests or elsewhere with memos", op);
+                     "op %u: the queue placed other requests or elsewhere", op);
         cr_assert_eq(sched_waiting_count(both[0]), sched_waiting_count(both[1]), "op %u", op);
         waiting_max = MAX(waiting_max, sched_waiting_count(both[0]));
     }
@@ -228,4 +245,50 @@ Test(walk_memos, r13_queue_walk_memos_change_no_decision, .timeout = 600) {
     cr_assert_gt(waiting_max, 200, "only %zu waiters at most", waiting_max);
     cr_assert_gt(placed[0].n, ops / 50, "the queue placed only %zu", placed[0].n);
     sched_free(both[1]);
+}
+
+Test(walk_memos, r13_queue_walk_memos_change_no_decision, .timeout = 600) {
+    both[1] = sched_new(fx_cat);
+    cr_assert_not_null(both[1]);
+    sched_set_walk_memos(both[1], false);
+    run_both();
+}
+
+Test(walk_memos, r15_ids_announced_ahead_change_no_decision, .timeout = 600) {
+    both[1] = sched_new(fx_cat);
+    cr_assert_not_null(both[1]);
+    announce = true;
+    run_both();
+}
+
+/* An announcement is only a hint: none at all, an empty or over-long id, ids announced on an
+ * empty Sched and then many more times than the lookahead keeps, the same id over and over,
+ * one released in between: nothing changes, and the operations that follow work as ever. */
+Test(walk_memos, r16_any_announcement_leaves_every_request_as_it_was) {
+    char long_id[SCHED_ID_MAX * 2];
+    memset(long_id, 'x', sizeof(long_id) - 1);
+    long_id[sizeof(long_id) - 1] = '\0';
+    sched_announce(fx, NULL);
+    sched_announce(fx, "");
+    sched_announce(fx, long_id);
+    sched_announce(fx, "a"); /* no request yet: the id index is still unallocated */
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node(.name = "n1", .site = "lab", .owner = "amy", .cls = RTX, .gpus = 2);
+    Decision d = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = RTX,
+                        .count = 2);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    d = fx_req(.id = "b", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = RTX, .count = 1);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    for (unsigned i = 0; i < 5 * SCHED_ANNOUNCE_AHEAD; i++)
+        sched_announce(fx, i % 3 == 0 ? "a" : i % 3 == 1 ? "b" : long_id);
+    cr_assert_eq(sched_request_count(fx), 2);
+    cr_assert_eq(sched_waiting_count(fx), 1);
+    fx_release("a"); /* b takes its place */
+    for (unsigned i = 0; i < 2 * SCHED_ANNOUNCE_AHEAD; i++)
+        sched_announce(fx, "a"); /* gone: its stale index entries are never read */
+    Placement p;
+    cr_assert_eq(sched_request_placement(fx, "b", &p), 0);
+    cr_assert_eq(sched_request_placement(fx, "a", &p), -ENOENT);
+    Error err = {0};
+    cr_assert_eq(sched_check(fx, &err), 0, "%s", err.message);
 }

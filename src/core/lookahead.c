@@ -1,0 +1,65 @@
+/* lookahead.c: ids a caller announces ahead of their operations, loaded in stages.
+ *
+ * A release reads three things one after the other, each mostly a miss of every cache: the id
+ * index's slot, the request it names, then the node and devices of its placement. Nothing in
+ * one operation can start the next read before the last arrives, but a caller that knows its
+ * next operations (a stream, a batch, a replay) can name them early: each announcement starts
+ * the first read for the newest id and, for ids announced earlier, the read that the previous
+ * one made possible, so that the misses of a dozen operations overlap. It is only a hint:
+ * nothing a decision reads changes, and an id that is not (or no longer) there costs nothing
+ * but the loads. */
+#include <string.h>
+
+#include "sched-internal.h"
+
+/* Announcements back at which an id's request, then its placement, is loaded: the id's slot
+ * has had the time of STAGE_REQ operations to arrive, the request that of the next three. */
+#define STAGE_REQ 4
+#define STAGE_PLACEMENT 6
+_Static_assert(STAGE_PLACEMENT < SCHED_ANNOUNCE_AHEAD && SCHED_ANNOUNCE_AHEAD <= LOOKAHEAD_RING,
+               "each stage runs before the announced operation does");
+
+/* Start loading the lines a release of request ri reads first: its two. */
+PREFETCHER void load_request(const Sched *s, uint32_t ri) {
+    const Req *r = &s->reqs[ri];
+    __builtin_prefetch(r);
+    __builtin_prefetch((const char *)r + 64);
+}
+
+/* Once those are in, what the end of a placement goes on to: the node and its devices. (A
+ * waiting request's queue record and FIFO neighbours, loaded the same way, gained nothing.) */
+PREFETCHER void load_placement(const Sched *s, uint32_t ri) {
+    const Req *r = &s->reqs[ri];
+    if (!r->used || !r->placed || r->node >= s->n_nodes)
+        return;
+    const Node *n = &s->nodes[r->node];
+    for (unsigned i = 0; i < r->n_dev && i < SCHED_NODE_MAX_DEVICES; i++)
+        __builtin_prefetch(&n->devices[r->devs[i] % SCHED_NODE_MAX_DEVICES], 1);
+    __builtin_prefetch(n, 1);
+    __builtin_prefetch(&n->pools[0], 1);
+    __builtin_prefetch(&n->n_dev_classes);
+    __builtin_prefetch(&n->n_allocs, 1);
+}
+
+void sched_announce(Sched *s, const char *id) {
+    if (!id)
+        return;
+    Lookahead *la = &s->ahead;
+    uint32_t now = la->n++;
+    uint32_t k = now % LOOKAHEAD_RING;
+    la->hash[k] = strmap_hash_len(id, strnlen(id, SCHED_ID_MAX));
+    la->ri[k] = NIL;
+    reqmap_prefetch(&s->req_map, la->hash[k]);
+
+    /* Unsigned arithmetic: before the ring first fills these name entries that were never
+     * announced, whose ri is NIL. */
+    k = (now - STAGE_REQ) % LOOKAHEAD_RING;
+    uint32_t ri = reqmap_peek(&s->req_map, la->hash[k]);
+    la->ri[k] = ri < s->n_reqs ? ri : NIL;
+    if (la->ri[k] != NIL)
+        load_request(s, la->ri[k]);
+
+    k = (now - STAGE_PLACEMENT) % LOOKAHEAD_RING;
+    if (la->ri[k] != NIL && la->ri[k] < s->n_reqs)
+        load_placement(s, la->ri[k]);
+}
