@@ -4,8 +4,13 @@
  * the same fleet and request stream in the same process, and a memory floor (the same stream
  * with only an id index and the records any engine must touch). Not a test: it prints figures.
  *
- *   bench-place [--digest] [--no-walk-memos] [REQUESTS]
+ *   bench-place [--digest] [--no-walk-memos] [--ours-only] [--lookahead both|on|off] [REQUESTS]
  *       (default 1000000 requests; EINSORA_BENCH_SEED picks the stream)
+ *
+ * Ours runs twice on fresh fleets: once with each operation on its own, as the server applies
+ * an API call ("einsora"), and once as a caller that knows its stream announces each id
+ * SCHED_ANNOUNCE_AHEAD operations ahead (sched_announce(); "einsora+la"). --lookahead on or
+ * off keeps one of the two. Both must decide the same: with --digest a difference fails.
  *
  * --digest also prints a hash of every decision (submit answers and later placements by the
  * queue), so that a change meant only to make the engine faster can show it decides the same,
@@ -260,10 +265,12 @@ static void percentiles(uint32_t *lat, size_t n, Result *res) {
 /* ---- decision digests (FNV-1a 64) ---- */
 
 static bool want_digest, no_walk_memos, ours_only;
+static bool run_plain = true, run_lookahead = true;
 /* digest: every answer in full. placement_digest: the same without what a waiting request is
  * told of its wait (reason, sentence, queue position), so that a change to how a wait is
  * explained can show that it placed every request the same. */
-static uint64_t digest = 0xcbf29ce484222325ull, placement_digest = 0xcbf29ce484222325ull;
+#define FNV_BASIS 0xcbf29ce484222325ull
+static uint64_t digest = FNV_BASIS, placement_digest = FNV_BASIS;
 
 static void fnv(uint64_t *h, const void *p, size_t n) {
     const unsigned char *b = p;
@@ -360,13 +367,16 @@ static Window window_of(const Sched *s, size_t requests, size_t releases, uint64
 
 /* Not inlined into main(), so that a profiler can tell the timed run from the set-up
  * (valgrind --tool=callgrind --toggle-collect=run_ours bench-place --ours-only). */
-static __attribute__((noinline)) Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat) {
+static __attribute__((noinline)) Result run_ours(Sched *s, Op *ops, size_t n_ops, uint32_t *lat,
+                                                 bool lookahead) {
     Result res = {0};
     size_t k = 0, releases = 0;
     uint64_t t0 = now_ns(), window_start = t0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (size_t i = 0; i < n_ops; i++) {
         Op *op = &ops[i];
         stream_prefetch(ops, sizeof(Op), i, n_ops);
+        if (lookahead && i + SCHED_ANNOUNCE_AHEAD < n_ops)
+            sched_announce(s, ops[i + SCHED_ANNOUNCE_AHEAD].spec.id);
         if (op->release) {
             release_as_agent(s, op, op->spec.submitted + 1);
             releases++;
@@ -649,13 +659,16 @@ static void print_result(const char *name, const Result *r) {
            r->waiting, r->refused, r->whole_free_nodes);
 }
 
-/* The baselines on the same stream, and every figure of ours beside theirs. */
+/* The baselines on the same stream, and every figure of ours beside theirs. la: ours with
+ * the stream's ids announced ahead, or NULL when not run. */
 static void compare(const Catalog *cat, Op *ops, size_t n_ops, unsigned n_requests, uint32_t *lat,
-                    const Result *ours_p, long rss_before, long rss_ours) {
+                    const Result *ours_p, const Result *la, long rss_before, long rss_ours) {
     const Result ours = *ours_p;
     Result ff = run_first_fit(cat, ops, n_ops, lat);
     double floor_per_sec = run_floor(ops, n_ops, n_requests);
     print_result("einsora", &ours);
+    if (la)
+        print_result("einsora+la", la);
     print_result("first-fit", &ff);
     printf("einsora: %.0f decisions per CPU second (the run's CPU time, not wall clock)\n",
            ours.per_cpu_sec);
@@ -671,9 +684,46 @@ static void compare(const Catalog *cat, Op *ops, size_t n_ops, unsigned n_reques
     printf("ratio einsora/first-fit: throughput %.2fx, p99 %.2fx, whole-free GPU nodes %.2fx\n",
            ours.per_sec / ff.per_sec, ours.p99_us / ff.p99_us,
            ff.whole_free_nodes ? (double)ours.whole_free_nodes / ff.whole_free_nodes : 0.0);
+    if (la)
+        printf("ratio einsora+la/einsora: throughput %.2fx, p99 %.2fx (lookahead: each id "
+               "announced %d operations ahead)\n",
+               la->per_sec / ours.per_sec, la->p99_us / ours.p99_us, SCHED_ANNOUNCE_AHEAD);
     printf("memory floor (id index, request and node records only, same stream) %.0f/s; "
            "ratio einsora/floor %.2fx\n",
            floor_per_sec, ours.per_sec / floor_per_sec);
+}
+
+static Sched *new_fleet(const Catalog *cat, unsigned *ret_gpus) {
+    Sched *s = sched_new(cat);
+    if (!s)
+        exit(1);
+    sched_set_walk_memos(s, !no_walk_memos);
+    if (want_digest)
+        sched_set_on_placed(s, on_placed, NULL);
+    build_fleet(s, ret_gpus);
+    return s;
+}
+
+/* One run of ours over the stream on the fleet s, which it then checks and frees: the
+ * decisions' digests in ret_digests; false when an invariant broke. */
+static bool run_on_fleet(Sched *s, Op *ops, size_t n_ops, uint32_t *lat, bool lookahead,
+                         Result *ret, uint64_t ret_digests[2]) {
+    digest = placement_digest = FNV_BASIS;
+    *ret = run_ours(s, ops, n_ops, lat, lookahead);
+    ret_digests[0] = digest;
+    ret_digests[1] = placement_digest;
+    Error cerr = {0};
+    bool ok = sched_check(s, &cerr) >= 0;
+    if (!ok)
+        printf("INVARIANT VIOLATED after the run%s: %s\n", lookahead ? " with lookahead" : "",
+               cerr.message);
+    sched_free(s);
+    return ok;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench-place [--digest] [--no-walk-memos] [--ours-only] "
+               "[--lookahead both|on|off] [REQUESTS]\n");
 }
 
 int main(int argc, char **argv) {
@@ -685,11 +735,19 @@ int main(int argc, char **argv) {
             no_walk_memos = true;
         else if (STREQ(argv[i], "--ours-only"))
             ours_only = true;
-        else if (argv[i][0] >= '1' && argv[i][0] <= '9')
+        else if (STREQ(argv[i], "--lookahead") && i + 1 < argc &&
+                 (STREQ(argv[i + 1], "both") || STREQ(argv[i + 1], "on") ||
+                  STREQ(argv[i + 1], "off"))) {
+            i++;
+            run_plain = !STREQ(argv[i], "on");
+            run_lookahead = !STREQ(argv[i], "off");
+        } else if (STREQ(argv[i], "--help") || STREQ(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] >= '1' && argv[i][0] <= '9')
             n_requests = (unsigned)strtoul(argv[i], NULL, 10);
         else {
-            fprintf(stderr,
-                    "usage: bench-place [--digest] [--no-walk-memos] [--ours-only] [REQUESTS]\n");
+            usage(stderr);
             return 2;
         }
     }
@@ -702,13 +760,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-place: %s\n", err.message);
         return 1;
     }
-    Sched *s = sched_new(cat);
-    sched_set_walk_memos(s, !no_walk_memos);
-    if (want_digest)
-        sched_set_on_placed(s, on_placed, NULL);
     unsigned gpus = 0;
     uint64_t t0 = now_ns();
-    build_fleet(s, &gpus);
+    Sched *s = new_fleet(cat, &gpus);
     printf("fleet: %zu nodes, %u GPUs (incl. Mac GPUs), built in %.2f s; RSS %ld MiB\n",
            sched_node_count(s), gpus, (now_ns() - t0) / 1e9, peak_rss_kb() / 1024);
     size_t n_ops;
@@ -716,21 +770,38 @@ int main(int argc, char **argv) {
     uint32_t *lat = calloc(n_requests, sizeof(uint32_t));
     printf("stream: %u requests, %zu releases\n", n_requests, n_ops - n_requests);
     long rss_before = peak_rss_kb();
-    Result ours = run_ours(s, ops, n_ops, lat);
+    Result plain = {0}, la = {0};
+    uint64_t plain_digests[2], la_digests[2];
+    bool ok = true;
+    if (run_plain)
+        ok &= run_on_fleet(s, ops, n_ops, lat, false, &plain, plain_digests);
+    if (run_lookahead)
+        ok &= run_on_fleet(run_plain ? new_fleet(cat, &gpus) : s, ops, n_ops, lat, true, &la,
+                           la_digests);
     long rss_ours = peak_rss_kb();
-    if (ours_only) /* for profiling: the run above and nothing else */
-        print_result("einsora", &ours);
-    else
-        compare(cat, ops, n_ops, n_requests, lat, &ours, rss_before, rss_ours);
-    if (want_digest)
-        printf("decision digest: %016llx (placements alone: %016llx)\n", (unsigned long long)digest,
-               (unsigned long long)placement_digest);
-    Error cerr = {0};
-    if (sched_check(s, &cerr) < 0)
-        printf("INVARIANT VIOLATED after the run: %s\n", cerr.message);
+    const Result *first = run_plain ? &plain : &la;
+    if (ours_only) { /* for profiling: the runs above and nothing else */
+        if (run_plain)
+            print_result("einsora", &plain);
+        if (run_lookahead)
+            print_result("einsora+la", &la);
+    } else
+        compare(cat, ops, n_ops, n_requests, lat, first, run_plain && run_lookahead ? &la : NULL,
+                rss_before, rss_ours);
+    if (want_digest) {
+        const uint64_t *d = run_plain ? plain_digests : la_digests;
+        printf("decision digest: %016llx (placements alone: %016llx)%s\n", (unsigned long long)d[0],
+               (unsigned long long)d[1],
+               run_plain && run_lookahead ? "; the same with lookahead" : "");
+        if (run_plain && run_lookahead &&
+            (plain_digests[0] != la_digests[0] || plain_digests[1] != la_digests[1])) {
+            printf("DECISIONS DIFFER with lookahead: digest %016llx (placements alone: %016llx)\n",
+                   (unsigned long long)la_digests[0], (unsigned long long)la_digests[1]);
+            ok = false;
+        }
+    }
     free(lat);
     free(ops);
-    sched_free(s);
     catalog_free(cat);
-    return 0;
+    return ok ? 0 : 1;
 }
