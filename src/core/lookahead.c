@@ -29,19 +29,20 @@ PREFETCHER void load_request(const Sched *s, uint32_t ri) {
     __builtin_prefetch((const char *)r + 64);
 }
 
-/* Once those are in, what the end of a placement goes on to: the node and its devices. (A
- * waiting request's queue record and FIFO neighbours, loaded the same way, gained nothing.) */
+/* Once those are in, what the end of a placement goes on to: what place_undo() writes, and
+ * the node's first line, pools and device classes, which the undo's refresh and the walk
+ * after it read. A request in use and placed holds a placement that is whole (the devices
+ * valid on its node), so its indexes need no bounds of their own. (A waiting request's queue
+ * record and FIFO neighbours, loaded the same way, gained nothing.) */
 PREFETCHER void load_placement(const Sched *s, uint32_t ri) {
     const Req *r = &s->reqs[ri];
-    if (!r->used || !r->placed || r->node >= s->n_nodes)
+    if (!r->used || !r->placed)
         return;
     const Node *n = &s->nodes[r->node];
-    for (unsigned i = 0; i < r->n_dev && i < SCHED_NODE_MAX_DEVICES; i++)
-        __builtin_prefetch(&n->devices[r->devs[i] % SCHED_NODE_MAX_DEVICES], 1);
+    place_prefetch(n, r);
     __builtin_prefetch(n, 1);
     __builtin_prefetch(&n->pools[0], 1);
     __builtin_prefetch(&n->n_dev_classes);
-    __builtin_prefetch(&n->n_allocs, 1);
 }
 
 void sched_announce(Sched *s, const char *id) {
@@ -57,12 +58,12 @@ void sched_announce(Sched *s, const char *id) {
     /* Unsigned arithmetic: before the ring first fills, these are entries never announced
      * (hash 0, ri NIL), which load nothing of use and read nothing out of bounds. */
     k = (now - STAGE_REQ) % LOOKAHEAD_RING;
-    uint32_t ri = reqmap_peek(&s->req_map, la->hash[k]);
-    la->ri[k] = ri < s->n_reqs ? ri : NIL;
+    la->ri[k] = reqmap_peek(&s->req_map, la->hash[k]); /* a live request, or NIL */
     if (la->ri[k] != NIL)
         load_request(s, la->ri[k]);
 
+    /* Operations since the peek may have dropped the request, or shrunk the array past it. */
     k = (now - STAGE_PLACEMENT) % LOOKAHEAD_RING;
-    if (la->ri[k] != NIL && la->ri[k] < s->n_reqs)
+    if (la->ri[k] < s->n_reqs)
         load_placement(s, la->ri[k]);
 }

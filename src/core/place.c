@@ -462,15 +462,6 @@ static DevUse use_of(Method m) {
     }
 }
 
-/* The lines a placement and its end write, most of them misses (a node's devices are read
- * seldom between its placements): all started at once, so that the misses overlap rather
- * than follow each other through the loop over the devices. */
-PREFETCHER void place_prefetch(const Node *n, const Req *r) {
-    for (unsigned i = 0; i < r->n_dev; i++)
-        __builtin_prefetch(&n->devices[r->devs[i]], 1);
-    __builtin_prefetch(&n->n_allocs, 1);
-}
-
 int place_apply(Sched *s, uint32_t ri) {
     Req *r = &s->reqs[ri];
     Node *n = &s->nodes[r->node];
