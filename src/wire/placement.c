@@ -104,6 +104,16 @@ static int decode_fallback_index(json_t *v, void *obj, Error *err) {
     return 0;
 }
 
+/* Where the running workload answers, as its agent reported when it confirmed it (activate's
+ * "url"): the server keeps it in the placement it stores, and a restore reads that placement
+ * back, so the field is known here; the core's placement has no use for it. */
+static int decode_url(json_t *v, void *obj, Error *err) {
+    (void)obj;
+    if (!json_is_string(v))
+        return error_set(err, -EINVAL, "field 'url' must be a string");
+    return 0;
+}
+
 static const WireField placement_fields[] = {
         WIRE_F_STRING(PlacementIn, "node", node, true),
         WIRE_F_STRING(PlacementIn, "class", cls, true),
@@ -115,6 +125,7 @@ static const WireField placement_fields[] = {
         {.name = "devices", .type = WIRE_CUSTOM, .required = true, .decode = decode_devices},
         WIRE_F_CUSTOM("addresses", decode_addresses),
         WIRE_F_CUSTOM("fallback_index", decode_fallback_index),
+        WIRE_F_CUSTOM("url", decode_url),
         WIRE_F_UINT(PlacementIn, "mig_start", p.mig_start, 0, 7),
         WIRE_F_UINT(PlacementIn, "mig_slots", p.mig_slots, 0, 8),
         WIRE_F_UINT(PlacementIn, "cpu_cores", p.cpu_cores, 0, 1u << 16),

@@ -517,6 +517,43 @@ Test(api, r16_restart_restores_acknowledged_state_and_invariants_hold) {
     free(alice);
 }
 
+/* An agent that confirms a notebook or an endpoint says where it answers ("url"), which the
+ * stored placement keeps: a restart must restore that request like any other, url and all. */
+Test(api, r16_a_workload_confirmed_with_its_url_survives_a_restart) {
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    json_t *a = submit(alice, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    json_t *b = submit(alice, "{\"kind\":\"endpoint\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/requests/1/activate",
+                         "{\"url\":\"http://n1:8888/\"}", NULL),
+                 200);
+    cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/n1/activate",
+                         "{\"requests\":[{\"id\":\"2\",\"url\":\"http://n1:8000/v1\"}]}", NULL),
+                 200);
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    static const char *const want[] = {"http://n1:8888/", "http://n1:8000/v1"};
+    for (int i = 0; i < 2; i++) {
+        char path[32];
+        json_t *j = NULL;
+        snprintf(path, sizeof(path), "/v1/requests/%d", i + 1);
+        cr_assert_eq(ts_call(&ts, alice, "GET", path, NULL, &j), 200);
+        cr_expect_str_eq(str(j, "state"), "active");
+        cr_expect_str_eq(str(json_object_get(j, "placement"), "url"), want[i]);
+        json_decref(j);
+    }
+    /* It still ends like any other: its GPU is free for the next request. */
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests/1/release", NULL, NULL), 200);
+    json_t *c = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    cr_expect_str_eq(str(c, "state"), "placed");
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    free(alice);
+    free(agent);
+}
+
 /* Where a request runs is kept beside its placement's text and rebuilt from the stored record
  * on a restart: every reader that asks "on which node, which devices" must answer the same
  * after a hard restart as before it. The list's node filter, the node agent's view of the
