@@ -139,8 +139,8 @@ static void diag_cpu(const Sched *s, const Req *r, const Node *n, Diag *dg) {
     dg->any = dg->allowed = true;
     uint32_t b = 0;
     if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS) {
-        if (n->platform != PLATFORM_MACOS)
-            return;
+        if (n->platform != PLATFORM_MACOS || relation_of(s, n, r->user) != RELATION_OWNER)
+            return; /* its paravirtualized Metal is the Mac's GPU: the owner's only (R10) */
         if (n->macos_vms >= SCHED_MAX_MACOS_VMS)
             b |= BLOCK(SCHED_REASON_MACOS_VM_LIMIT);
     } else if (r->kind != WORKLOAD_VM && relation_of(s, n, r->user) == RELATION_STRANGER) {

@@ -142,6 +142,8 @@ static Verdict node_cpu(const Sched *s, const Req *r, uint32_t user, const Node 
     if (r->kind == WORKLOAD_VM) {
         if (r->guest == GUEST_MACOS && n->platform != PLATFORM_MACOS)
             return (Verdict){STAGE_NONE, SCHED_REASON_NO_NODE};
+        if (r->guest == GUEST_MACOS && rel != RELATION_OWNER) /* its Metal is the Mac's GPU */
+            return (Verdict){STAGE_ACCESS, SCHED_REASON_OWNER_ONLY};
     } else if (n->platform == PLATFORM_MACOS && rel == RELATION_STRANGER)
         return (Verdict){STAGE_ACCESS,
                          SCHED_REASON_OWNER_ONLY}; /* native processes: no isolation */

@@ -384,10 +384,11 @@ static bool find_apple(Sched *s, const Want *w, int c, Req *out) {
 static bool cpu_node_ok(const Sched *s, const Req *r, const Node *n) {
     if (!node_schedulable(n) || n->cpu_cores - n->cpu_used < r->count)
         return false;
-    if (r->kind == WORKLOAD_VM)
-        return r->guest != GUEST_MACOS ||
-               (n->platform == PLATFORM_MACOS && n->macos_vms < SCHED_MAX_MACOS_VMS);
     Relation rel = relation_of(s, n, r->user);
+    /* A macOS guest gets paravirtualized Metal, the Mac's one GPU: its owner's only (R10). */
+    if (r->kind == WORKLOAD_VM)
+        return r->guest != GUEST_MACOS || (n->platform == PLATFORM_MACOS && rel == RELATION_OWNER &&
+                                           n->macos_vms < SCHED_MAX_MACOS_VMS);
     if (n->platform == PLATFORM_MACOS)
         return rel != RELATION_STRANGER; /* native processes: no isolation for strangers */
     return rel != RELATION_STRANGER || n->kata;

@@ -98,6 +98,11 @@ int policy_check_placement(const Sched *s, const Req *r, bool now_rules, Error *
                          n->name);
     if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && n->platform != PLATFORM_MACOS)
         return error_set(err, -EINVAL, "request '%s': a macOS guest on a non-Mac node", req_id(r));
+    if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && n->owner != r->user)
+        return error_set(err, -EINVAL,
+                         "request '%s': a macOS guest on Mac '%s', which its user does not own: "
+                         "its paravirtualized Metal is the Mac's GPU (R10, R15)",
+                         req_id(r), n->name);
     if (r->method == METHOD_CPU) {
         if (r->n_dev || r->cores == 0)
             return error_set(err, -EINVAL, "request '%s': a cpu placement takes cores and no GPU",

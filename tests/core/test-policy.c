@@ -262,6 +262,30 @@ Test(policy, r10_at_most_two_macos_vms_per_mac) {
     cr_assert_eq(d.reason, SCHED_REASON_MACOS_VM_LIMIT, "%s", d.message);
 }
 
+/* A macOS guest gets paravirtualized Metal, which is the Mac's one GPU: asking for "cpu" does
+ * not make it anyone's but the owner's, or a stranger's VM would share the GPU with the owner's
+ * own work (R15). A Linux guest gets no GPU on a Mac, so anyone's may take its cores. */
+Test(policy, r10_a_macos_guest_runs_only_on_its_users_own_mac) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    Decision e = fx_req(.id = "e", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64);
+    cr_assert_eq(e.kind, DECISION_PLACED, "%s", e.message);
+    Decision v = fx_req(.id = "v", .user = "bob", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = "cpu");
+    cr_assert_eq(v.kind, DECISION_REFUSED, "%s", v.message);
+    cr_assert_eq(v.reason, SCHED_REASON_OWNER_ONLY, "%s", v.message);
+    Decision w = fx_req(.id = "w", .user = "bob", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = "cpu", .wait_for_nodes = true);
+    cr_assert_eq(w.kind, DECISION_WAITING, "%s", w.message);
+    Decision l = fx_req(.id = "l", .user = "bob", .kind = WORKLOAD_VM, .guest = GUEST_LINUX,
+                        .class_name = "cpu");
+    cr_assert_eq(l.kind, DECISION_PLACED, "%s", l.message);
+    Decision o = fx_req(.id = "o", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = "cpu");
+    cr_assert_eq(o.kind, DECISION_PLACED, "%s", o.message);
+    cr_assert_eq(o.placement.method, METHOD_CPU);
+}
+
 Test(policy, r10_linux_guest_on_a_mac_gets_no_gpu_but_cpu_is_fine) {
     fx_site("home", SITE_SOLO);
     fx_mac("mac", "home", "amy", 64, 48);
