@@ -121,14 +121,22 @@ static SchedReason req_fill(Sched *s, const RequestSpec *spec, size_t id_len, ui
         if (!spec->memory_gb)
             return SCHED_REASON_BAD_REQUEST;
         r->choice = CHOICE_MEMORY;
+        *subject = "memory";
+        /* R18, the true reason: no class has that much memory, or none of those that have
+         * may run this workload (the first one's refusal says why). */
+        SchedReason first = SCHED_REASON_TOO_LARGE;
         bool any = false;
         for (size_t i = 0; i < s->n_by_memory && !any; i++) {
             int c = s->by_memory[i];
-            any = s->cat->classes[c].memory_gb >= spec->memory_gb &&
-                  policy_refusal(s, r, c) == SCHED_REASON_NONE;
+            if (s->cat->classes[c].memory_gb < spec->memory_gb)
+                continue;
+            SchedReason why_not = policy_refusal(s, r, c);
+            any = why_not == SCHED_REASON_NONE;
+            if (first == SCHED_REASON_TOO_LARGE)
+                first = why_not;
         }
         if (!any)
-            return SCHED_REASON_BAD_COUNT;
+            return first;
     } else {
         *subject = spec->class_name;
         why = resolve_class(s, spec->class_name, &r->choice);

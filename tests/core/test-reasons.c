@@ -364,6 +364,22 @@ Test(reasons, r18_a_wait_for_room_a_gang_keeps_is_queued_not_a_mode_switch_on_a_
     expect_placed("gang");
 }
 
+/* A memory need no class of the catalog meets is too large, said of the memory asked; one
+ * that only classes this workload may not use meet gets their refusal, not "bad count". */
+Test(reasons, r18_a_memory_need_above_every_class_is_refused_as_too_large) {
+    dc();
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
+    Decision d = fx_req(.id = "m", .user = "ops", .kind = WORKLOAD_ENDPOINT, .memory_gb = 100000);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    cr_assert(strstr(d.message, "(memory)"), "names the memory need, not the id: %s", d.message);
+    d = fx_req(.id = "m", .user = "ops", .kind = WORKLOAD_ENDPOINT, .memory_gb = 100000,
+               .wait_for_nodes = true);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .memory_gb = 10);
+    cr_assert_eq(d.kind, DECISION_PLACED, "a need some class meets still runs: %s", d.message);
+}
+
 Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
     dc();
     Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
