@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ApiNode *n = malloc(sizeof(*n)), *again = malloc(sizeof(*again));
         if (api_node_parse(text, len, n, &err) == 0) {
             Error e1 = {0};
-            if (api_node_check_addresses(n, &e1) < 0 && !e1.message[0])
+            if (api_node_check_sent(n, &e1) < 0 && !e1.message[0])
                 abort(); /* a refusal always says why */
             json_t *j = api_node_to_json(n);
             Error e2 = {0};

@@ -133,7 +133,7 @@ static void node_put(HttpCtx *c, bool upsert) {
     a->upsert = upsert;
     a->if_match = c->if_match;
     if (api_node_parse(c->body, c->body_len, &a->spec, &err) < 0 ||
-        api_node_check_addresses(&a->spec, &err) < 0)
+        api_node_check_sent(&a->spec, &err) < 0)
         api_error(c, 400, "bad_request", "%s", error_message(&err));
     else if (upsert && STRNEQ(a->spec.name, c->match.params[0]))
         api_error(c, 400, "bad_request", "The body describes node %s, the path names %.64s.",

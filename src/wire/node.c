@@ -208,11 +208,20 @@ int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err) {
     return r;
 }
 
-int api_node_check_addresses(const ApiNode *n, Error *err) {
+int api_node_check_sent(const ApiNode *n, Error *err) {
     for (size_t i = 0; i < n->n_devices; i++)
         if (n->devices[i].pci[0] && !pci_bdf_is_valid(n->devices[i].pci))
             return error_set(err, -EINVAL,
                              "device %zu: 'pci' is not a PCI address like 0000:3b:00.0", i);
+    /* R10: usable GPU memory is the GPU's wired limit less the owner's headroom, which the
+     * Mac's memory bounds (the agent refuses a limit above it): more would let placements
+     * promise memory the Mac does not have. */
+    if (n->apple_usable_memory_gb > n->apple_unified_memory_gb)
+        return error_set(err, -EINVAL,
+                         "field 'apple_usable_memory_gb' (%u) is more than "
+                         "'apple_unified_memory_gb' (%u): usable GPU memory is part of the "
+                         "Mac's memory (R10)",
+                         n->apple_usable_memory_gb, n->apple_unified_memory_gb);
     return 0;
 }
 

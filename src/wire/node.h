@@ -75,7 +75,8 @@ json_t *api_node_to_json(const ApiNode *n);
 char *api_node_text(const ApiNode *n);
 bool api_node_has_cap(const ApiNode *n, const char *cap);
 
-/* Every device's 'pci', when given, is an address the agent would take (pci_bdf_is_valid).
- * The server checks what a client sends, not what its state file holds: a node stored before
- * the check came in still loads. */
-int api_node_check_addresses(const ApiNode *n, Error *err);
+/* The checks that came in after nodes were first stored: every device's 'pci', when given, is
+ * an address the agent would take (pci_bdf_is_valid); a Mac's usable GPU memory is at most its
+ * memory (R10). The server checks what a client sends, not what its state file holds: a node
+ * stored before a check came in still loads. */
+int api_node_check_sent(const ApiNode *n, Error *err);

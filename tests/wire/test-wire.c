@@ -155,7 +155,7 @@ Test(wire, bad_input_wire_server_refuses_a_pci_address_the_agent_would) {
     for (size_t i = 0; i < 2; i++) {
         ApiNode *n = node_of(bad[i]); /* decodes: a state file written before the check loads */
         Error err = {0};
-        cr_expect_eq(api_node_check_addresses(n, &err), -EINVAL, "%s", bad[i]);
+        cr_expect_eq(api_node_check_sent(n, &err), -EINVAL, "%s", bad[i]);
         cr_expect(strstr(err.message, "'pci'"), "%s", err.message);
         free(n);
     }
@@ -163,8 +163,30 @@ Test(wire, bad_input_wire_server_refuses_a_pci_address_the_agent_would) {
     ApiNode *k8s = node_of(NODE_HEAD
                            "\"site_kind\":\"lab\",\"devices\":[{\"class\":\"nvidia-h100-80gb\"}]}");
     Error err = {0};
-    cr_expect_eq(api_node_check_addresses(k8s, &err), 0);
+    cr_expect_eq(api_node_check_sent(k8s, &err), 0);
     free(k8s);
+}
+
+/* R10: a Mac's usable GPU memory is its wired limit less the owner's headroom, so at most its
+ * memory; a client saying otherwise is refused (placements would promise memory the Mac does
+ * not have), while a state file written before the check still loads. */
+Test(wire, r10_bad_input_a_mac_with_more_usable_than_unified_memory_is_refused) {
+    const char *bad[] = {NODE_HEAD "\"site_kind\":\"lab\",\"apple_unified_memory_gb\":16,"
+                                   "\"apple_usable_memory_gb\":99}",
+                         NODE_HEAD "\"site_kind\":\"lab\",\"apple_usable_memory_gb\":8}"};
+    for (size_t i = 0; i < 2; i++) {
+        ApiNode *n = node_of(bad[i]);
+        Error err = {0};
+        cr_expect_eq(api_node_check_sent(n, &err), -EINVAL, "%s", bad[i]);
+        cr_expect(strstr(err.message, "'apple_usable_memory_gb'") && strstr(err.message, "(R10)"),
+                  "%s", err.message);
+        free(n);
+    }
+    ApiNode *mac = node_of(NODE_HEAD "\"site_kind\":\"lab\",\"apple_unified_memory_gb\":16,"
+                                     "\"apple_usable_memory_gb\":12}");
+    Error err = {0};
+    cr_expect_eq(api_node_check_sent(mac, &err), 0, "%s", err.message);
+    free(mac);
 }
 
 static Catalog *two_classes(void) {
