@@ -1,5 +1,6 @@
 /* api-conventions.c: what clients of any HTTP API expect beyond the handlers: a
- * body whose Content-Type is not JSON is a 415, an unknown query parameter is a 400 (a typo
+ * body whose Content-Type is not JSON is a 415, a body on a call that takes none and an
+ * unknown query parameter are a 400 (a typo
  * must not silently list everything), a create answers 201 with Location, and a node carries
  * an ETag that If-Match checks so a stale write answers 412 instead of the last writer winning. */
 #include <stdio.h>
@@ -35,6 +36,40 @@ static const char *const *route_query_keys(RouteId id) {
     }
 }
 
+/* Whether the route reads a request body; every other one takes none. */
+static bool route_takes_body(RouteId id) {
+    switch (id) {
+    case R_NODES_CREATE:
+    case R_NODE_PUSH:
+    case R_NODE_HEARTBEAT:
+    case R_NODE_TASK_RESULT:
+    case R_NODE_MODE:
+    case R_NODE_ACTIVATE:
+    case R_REQUESTS_SUBMIT:
+    case R_REQUEST_ACTIVATE:
+    case R_REQUEST_END:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Nothing, or an empty JSON object, with any white space around. */
+static bool is_no_body(const char *b, size_t n) {
+    size_t i = 0;
+    while (i < n && strchr(" \t\r\n", b[i]) && b[i])
+        i++;
+    if (i < n && b[i] == '{') {
+        for (i++; i < n && strchr(" \t\r\n", b[i]) && b[i]; i++)
+            ;
+        if (i == n || b[i] != '}')
+            return false;
+        for (i++; i < n && strchr(" \t\r\n", b[i]) && b[i]; i++)
+            ;
+    }
+    return i == n;
+}
+
 /* "application/json", any case, optionally followed by parameters (charset). */
 static bool is_json_type(const char *t) {
     static const char json[] = "application/json";
@@ -51,6 +86,14 @@ bool api_check_conventions(HttpCtx *c, RouteId id) {
         api_error(c, 415, "unsupported_media_type",
                   "The body must be JSON (Content-Type: application/json), not %.64s.",
                   c->content_type_in);
+        return false;
+    }
+    /* A body on a call that reads none ("cancel" with {"force":true}, or a truncated one)
+     * means something the server would not do: refused, rather than the call made as if it
+     * had not been sent. */
+    if (c->body_len > 0 && !route_takes_body(id) && !is_no_body(c->body, c->body_len)) {
+        api_error(c, 400, "bad_request",
+                  "This call takes no request body (send none, or {}); nothing was changed.");
         return false;
     }
     if (c->query_unknown) {

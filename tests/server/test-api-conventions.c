@@ -186,6 +186,51 @@ Test(api_conventions, bad_input_api_body_that_is_not_json_is_415_and_changes_not
     cr_expect_eq(a.status, 201, "JSON with a charset is JSON");
 }
 
+/* A call that reads no body (cancel, cordon, trust, ...) refuses one it would ignore: the
+ * client meant something ({"force":true}) or sent it truncated, and nothing changes. */
+Test(api_conventions, bad_input_api_body_on_a_call_that_takes_none_is_400_and_changes_nothing) {
+    static const char JSON[] = "application/json";
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    ts_add_h100_node(&ts, "n2", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1,n2");
+    Answer a = call(alice, "POST", "/v1/requests", SUBMIT, "application/json", NULL);
+    cr_assert_eq(a.status, 201);
+    a = call(alice, "POST", "/v1/requests", SUBMIT, "application/json", NULL);
+    cr_assert_eq(a.status, 201);
+    a = call(alice, "POST", "/v1/requests", SUBMIT, "application/json", NULL);
+    cr_assert_eq(a.status, 201); /* the third waits: two GPUs */
+    static const char *const bad[] = {"{\"x\":", "{\"force\":true}", "[[[", "x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_expect_eq(call(alice, "POST", "/v1/requests/3/cancel", bad[i], JSON, NULL).status, 400,
+                     "%s", bad[i]);
+        cr_expect_eq(call(alice, "POST", "/v1/requests/1/release", bad[i], JSON, NULL).status, 400,
+                     "%s", bad[i]);
+        cr_expect_eq(call(ts.admin, "POST", "/v1/nodes/n1/cordon", bad[i], JSON, NULL).status, 400,
+                     "%s", bad[i]);
+        cr_expect_eq(call(ts.admin, "PUT", "/v1/tenants/bob/trust", bad[i], JSON, NULL).status, 400,
+                     "%s", bad[i]);
+    }
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/3", NULL, &j), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "pending", "not cancelled");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/1", NULL, &j), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "placed", "not released");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1", NULL, &j), 200);
+    cr_expect(!json_is_true(json_object_get(j, "cordoned")), "not cordoned");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/tenants/trusted", NULL, &j), 200);
+    char *trusted = json_dumps(j, JSON_COMPACT);
+    cr_expect(trusted && !strstr(trusted, "bob"), "not trusted: %s", trusted);
+    free(trusted);
+    json_decref(j);
+    /* No body, or an empty object, is what such a call takes. */
+    cr_expect_eq(call(alice, "POST", "/v1/requests/3/cancel", " { } ", JSON, NULL).status, 200);
+    cr_expect_eq(call(ts.admin, "POST", "/v1/nodes/n1/cordon", NULL, NULL, NULL).status, 200);
+    free(alice);
+}
+
 Test(api_conventions, bad_input_api_unknown_query_parameter_is_400) {
     Answer a = call(ts.admin, "GET", "/v1/requests?stat=pending", NULL, NULL, NULL);
     cr_expect_eq(a.status, 400, "a typo must not list everything");
