@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/amd.h"
@@ -552,6 +553,13 @@ static int discover_pci(MachineInventory *inv, const HostPaths *p, const Discove
     char **bdfs = NULL;
     size_t n = 0;
     int r = pci_list_devices(p, &bdfs, &n);
+    /* On Linux, a root given that is not there is a typo, not a machine without GPUs:
+     * reported as one would take every GPU of the node out of the fleet. (A Mac has no /sys;
+     * a Mac described by a fixture is read with a root that is not there.) */
+    struct stat st;
+    if (r == -ENOENT && o->sysfs_root && !o->apple_fixture &&
+        (stat(p->sysfs, &st) < 0 || !S_ISDIR(st.st_mode)))
+        return error_set(err, -ENOENT, "--sysfs-root %s: no such directory", p->sysfs);
     if (r == -ENOENT)
         return 0; /* no PCI bus (a Mac, a container without /sys): nothing to list */
     if (r < 0)

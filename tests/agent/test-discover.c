@@ -375,6 +375,22 @@ Test(discover, r11_no_accelerator_machine_has_cpu_only) {
     machine_inventory_free(inv);
 }
 
+/* A --sysfs-root that is not there is a typo: reporting "no accelerators" would take every
+ * GPU of the node out of the fleet. (A root without a PCI bus stays a machine without one.) */
+Test(discover, bad_input_a_sysfs_root_that_does_not_exist_is_an_error_not_an_empty_machine) {
+    DiscoverOptions o = {.sysfs_root = "/nonexistent-einsora-sysfs",
+                         .proc_root = MACHINES "/no-accelerator/proc",
+                         .no_nvml = true,
+                         .catalog = cat,
+                         .pci_ids = ids};
+    MachineInventory *inv = NULL;
+    Error err = {0};
+    cr_expect_lt(machine_discover(&o, &inv, &err), 0);
+    cr_expect_null(inv);
+    cr_expect(strstr(err.message, "--sysfs-root /nonexistent-einsora-sysfs"), "%s", err.message);
+    machine_inventory_free(inv);
+}
+
 Test(discover, r8_malformed_sysfs_gives_per_device_errors_not_a_crash_or_a_drop) {
     MachineInventory *inv = discover("malformed-sysfs", false);
     cr_assert_eq(inv->n_accelerators, 2);
