@@ -16,6 +16,9 @@ typedef struct TokenAdminEntry {
 
 /* fn sees each token (its strings valid during the call only); a negative return stops. */
 typedef int (*TokenAdminFn)(const TokenAdminEntry *t, void *userdata);
+/* list and revoke need the state to exist (-ENXIO when its file does not): a mistyped path must
+ * not make an empty state and answer from it. create makes the file, for a token made before
+ * the server's first start. */
 int token_admin_list(const char *state, TokenAdminFn fn, void *userdata, Error *err);
 
 /* Stores a token by the hash of its secret. */

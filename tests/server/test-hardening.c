@@ -304,6 +304,21 @@ Test(hardening, roles_token_revoked_is_refused_at_once_without_restart) {
     free(ulf);
 }
 
+/* A mistyped --state must not make an empty state file and answer from it (an empty list, a
+ * revoke that "finds nothing"): it is an error naming the path, and no file is left behind. */
+Test(hardening, bad_input_token_list_and_revoke_on_a_missing_state_file_create_nothing) {
+    char path[300];
+    snprintf(path, sizeof(path), "%s.typo", ts.state);
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "token", "list", "--state", path, NULL), 1);
+    cr_expect(err && strstr(err, "no state file") && strstr(err, path), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "token", "revoke", "--state", path, "abcdef12", NULL), 1);
+    cr_expect(err && strstr(err, "no state file"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(access(path, F_OK), -1, "%s was created", path);
+}
+
 static bool refused(const char *token) {
     return ts_call(&ts, token, "GET", "/v1/requests", NULL, NULL) == 401;
 }
