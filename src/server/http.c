@@ -459,6 +459,17 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
         if ((r = read_full_file(cfg->tls_key_path, 1u << 20, &key, NULL)) < 0)
             return error_set(err, r, "cannot read the TLS key %s: %s", cfg->tls_key_path,
                              strerror(-r));
+        /* libmicrohttpd says only that it could not start: a file that is not the PEM asked
+         * for (or the two given the wrong way round) is named here, before anything starts. */
+        if (!strstr(cert, "-----BEGIN CERTIFICATE-----"))
+            return error_set(err, -EINVAL,
+                             "--tls-cert %s holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                             cfg->tls_cert_path);
+        if (!strstr(key, "-----BEGIN ") || !strstr(key, "PRIVATE KEY-----"))
+            return error_set(err, -EINVAL,
+                             "--tls-key %s holds no PEM private key (-----BEGIN ... PRIVATE "
+                             "KEY-----)",
+                             cfg->tls_key_path);
     }
     /* Every request the server holds grows the heap of the thread that made it (the writer's,
      * mostly): glibc grows a thread's heap a page at a time, each step an mprotect() that takes
@@ -526,6 +537,12 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
                              "cannot start %u handler threads (%s): give a smaller "
                              "--http-threads, or raise the process's limits",
                              threads, strerror(e));
+        if (tls)
+            return error_set(err, -EADDRINUSE,
+                             "cannot serve on %s: the address is in use or not this host's, or "
+                             "the TLS certificate %s and key %s were refused (do they match?)",
+                             cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN, cfg->tls_cert_path,
+                             cfg->tls_key_path);
         return error_set(err, -EADDRINUSE,
                          "cannot listen on %s (in use, or not an address of "
                          "this host)",

@@ -374,6 +374,20 @@ Test(api_conventions, api_plain_http_off_loopback_is_refused_unless_told) {
                  1, "a certificate without its key");
     cr_expect(strstr(err, "both --tls-cert and --tls-key"), "%s", err);
     free(out), free(err);
+    /* The key given as the certificate and the other way round: named, before any state. */
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", state,
+                             "--tls-cert", TEST_FIXTURES "/tls/server.key", "--tls-key",
+                             TEST_FIXTURES "/tls/server.crt", NULL),
+                 1);
+    cr_expect(strstr(err, "holds no PEM certificate"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", state,
+                             "--tls-cert", TEST_FIXTURES "/tls/server.crt", "--tls-key",
+                             TEST_FIXTURES "/tls/server.crt", NULL),
+                 1);
+    cr_expect(strstr(err, "holds no PEM private key"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(access(state, F_OK), -1, "no state file made");
     char cmd[96];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
