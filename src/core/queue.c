@@ -145,6 +145,14 @@ static SchedReason req_fill(Sched *s, const RequestSpec *spec, size_t id_len, ui
         why = policy_refusal(s, r, r->choice);
         if (why)
             return why;
+        /* R18: a memory need is what one unit must hold, and every unit of a card or slice
+         * class has the class's memory: above it, none ever could. (A Mac's need is GPU memory
+         * out of its unified pool, which placement measures against each Mac.) */
+        if (spec->memory_gb && r->choice >= 0) {
+            const GpuClass *g = &s->cat->classes[r->choice];
+            if (g->vendor != VENDOR_APPLE && g->memory_gb && spec->memory_gb > g->memory_gb)
+                return SCHED_REASON_TOO_LARGE;
+        }
     }
     for (size_t i = 0; i < spec->n_fallback; i++) {
         *subject = spec->fallback[i];

@@ -378,6 +378,14 @@ Test(reasons, r18_a_memory_need_above_every_class_is_refused_as_too_large) {
     expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
     d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .memory_gb = 10);
     cr_assert_eq(d.kind, DECISION_PLACED, "a need some class meets still runs: %s", d.message);
+    /* With a class: a card of 80 GB never holds 1000 GB. */
+    d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+               .memory_gb = 1000);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    cr_assert(strstr(d.message, "(" H100 ")"), "%s", d.message);
+    d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
+               .memory_gb = 80);
+    cr_assert_eq(d.kind, DECISION_PLACED, "the class's own memory fits: %s", d.message);
 }
 
 Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
