@@ -314,7 +314,37 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
     return unsure ? -1 : SCHED_REASON_NO_CAPACITY;
 }
 
+/* Whether one whole GPU of card class c, asked for by r, is kept from it only by MIG mode:
+ * an idle GPU of the class with MIG on, on a node where r may have the class (and a
+ * stranger's container its Kata). Then turning MIG off would let r run there, which the
+ * other-mode sentence names; a gang would need several on one node, which this short look
+ * does not count. */
+static bool idle_mig_gpu_would_serve(const Sched *s, const Req *r, int c) {
+    const GpuClass *g = &s->cat->classes[c];
+    if (g->mig_parent_index >= 0 || g->vendor == VENDOR_APPLE || r->count != 1)
+        return false;
+    unsigned look = 0;
+    for (uint32_t gid = s->mig[c].heads[0]; gid != NIL && look < DIAG_ROOM_NODES; look++) {
+        const Node *n = &s->nodes[gid >> DEV_SHIFT];
+        gid = n->devices[gid & ((1u << DEV_SHIFT) - 1)].link.next;
+        Relation rel = relation_of(s, n, r->user);
+        if (class_access_at(s, n->site, g, rel) &&
+            (r->kind == WORKLOAD_VM || rel != RELATION_STRANGER || n->kata))
+            return true;
+    }
+    return false;
+}
+
+static SchedReason diagnose(const Sched *s, const Req *r, int c);
+
 SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
+    SchedReason why = diagnose(s, r, c);
+    if (why == SCHED_REASON_NO_CAPACITY && c >= 0 && idle_mig_gpu_would_serve(s, r, c))
+        return SCHED_REASON_MODE_MISMATCH;
+    return why;
+}
+
+static SchedReason diagnose(const Sched *s, const Req *r, int c) {
     int fast = diagnose_fast(s, r, c);
     if (fast >= 0)
         return (SchedReason)fast;

@@ -388,6 +388,22 @@ Test(reasons, r18_a_memory_need_above_every_class_is_refused_as_too_large) {
     cr_assert_eq(d.kind, DECISION_PLACED, "the class's own memory fits: %s", d.message);
 }
 
+/* A whole GPU asked of a card whose only idle GPU has MIG on: what, removed, would let it run
+ * is MIG mode (the other mode's sentence, "or MIG off"), not "every unit is taken". */
+Test(reasons, r18_a_whole_gpu_kept_only_by_mig_mode_is_told_so) {
+    dc();
+    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_enabled = true);
+    Decision d = fx_req(.id = "w", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+    cr_assert(strstr(d.message, "MIG off"), "%s", d.message);
+    /* Once the GPU holds a slice, turning MIG off would not free it: every unit is taken. */
+    d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100_1G);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(sched_request_decision(fx, "w", &d), 0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+}
+
 Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
     dc();
     Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
