@@ -271,6 +271,10 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
     for (size_t st = 0; st < s->n_sites && !cand; st++) {
         const Site *site = &s->sites[st];
         bool trusted = r->user < site->n_trusted_cap && site->trusted[r->user];
+        /* Room at a site whose class this user may not have (R9) is no room, in either mode;
+         * the user's own nodes are looked at below. */
+        if (!class_access_at(s, (uint32_t)st, g, trusted ? RELATION_TRUSTED : RELATION_STRANGER))
+            continue;
         Binding b = (vm || !trusted) ? BINDING_VFIO : BINDING_HOST;
         cand = pool_buckets_from(site, c * 2 + b, r->count) != 0;
         if (cand)
@@ -383,15 +387,23 @@ static SchedReason diagnose(const Sched *s, const Req *r, int c) {
         return SCHED_REASON_NO_NODE;
     if (!dg.allowed)
         return dg.internal ? SCHED_REASON_INTERNAL_ONLY : SCHED_REASON_OWNER_ONLY;
-    /* A node's only blocker first (removed, the request runs there); among them, and among
-     * all when every node has several, in this order. */
-    static const SchedReason order[] = {
+    /* A node's only blocker first (removed, the request runs there), in this order. When
+     * every node has several, what the node is (Kata, mig_in_kata) comes before a mode switch:
+     * a switch alone would not let the request run on any of them. */
+    static const SchedReason single_order[] = {
             SCHED_REASON_QUEUED,         SCHED_REASON_MODE_MISMATCH, SCHED_REASON_NO_KATA,
             SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_RESET_CHECK,   SCHED_REASON_MACOS_VM_LIMIT,
             SCHED_REASON_CORDONED,       SCHED_REASON_NO_CAPACITY,
     };
+    static const SchedReason all_order[] = {
+            SCHED_REASON_QUEUED,        SCHED_REASON_NO_KATA,     SCHED_REASON_NO_MIG_IN_KATA,
+            SCHED_REASON_MODE_MISMATCH, SCHED_REASON_RESET_CHECK, SCHED_REASON_MACOS_VM_LIMIT,
+            SCHED_REASON_CORDONED,      SCHED_REASON_NO_CAPACITY,
+    };
+    _Static_assert(sizeof(single_order) == sizeof(all_order), "the same reasons, reordered");
+    const SchedReason *order = dg.single ? single_order : all_order;
     uint32_t set = dg.single ? dg.single : dg.all;
-    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+    for (size_t i = 0; i < sizeof(single_order) / sizeof(single_order[0]); i++)
         if (set & BLOCK(order[i]))
             return order[i];
     return SCHED_REASON_NO_CAPACITY;

@@ -404,6 +404,43 @@ Test(reasons, r18_a_whole_gpu_kept_only_by_mig_mode_is_told_so) {
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
 }
 
+/* Every node with the slice's card has two blockers for a stranger: MIG off, and no
+ * mig_in_kata. Turning MIG on alone would not let it run anywhere: the node's capability is
+ * what the reason names. (A fallback lets it wait, since cpu could run it.) */
+Test(reasons, r18_a_stranger_slice_on_nodes_without_mig_in_kata_is_not_told_other_mode) {
+    dc();
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true);
+    static const char *const to_cpu[] = {"cpu"};
+    Decision d = fx_submit((RequestSpec){.id = "s",
+                                         .user = "bob",
+                                         .kind = WORKLOAD_ENDPOINT,
+                                         .class_name = H100_1G,
+                                         .fallback = to_cpu,
+                                         .n_fallback = 1,
+                                         .wait_s = 600},
+                           0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_MIG_IN_KATA);
+}
+
+/* A free 4090 in a datacenter is internal-only (R9): for a stranger it is no room in either
+ * mode, so a VM waiting for the lab's one 4090 is told every unit it may use is taken, not to
+ * wait for a mode switch of a node it may never use. */
+Test(reasons, r18_room_a_user_may_not_have_is_not_other_mode) {
+    dc();
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node(.name = "l1", .site = "lab", .owner = "amy", .cls = RTX4090, .gpus = 1,
+                .binding = BINDING_VFIO);
+    fx_gpu_node(.name = "d1", .site = "dc", .owner = "ops", .mode = "container", .cls = RTX4090,
+                .gpus = 2, .kata = true);
+    Decision a = fx_req(.id = "a", .user = "amy", .kind = WORKLOAD_VM, .class_name = RTX4090);
+    cr_assert_eq(sched_device_reset_result(fx, "l1", 0, true, NULL, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_request_decision(fx, "a", &a), 0);
+    cr_assert_eq(a.kind, DECISION_PLACED, "%s", a.message);
+    Decision d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_VM, .class_name = RTX4090);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+}
+
 Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
     dc();
     Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
