@@ -102,7 +102,7 @@ static int read_cpu(const HostPaths *p, bool real_proc, CpuInventory *cpu, Error
     char path[PATH_MAX];
     _cleanup_free_ char *text = NULL;
     path_printf(path, "%s/cpuinfo", p->proc);
-    int r = read_full_file(path, 16u << 20, &text, NULL);
+    int r = read_attr_file(path, 16u << 20, &text, NULL);
     if (r >= 0)
         r = cpu_parse_cpuinfo(text, &cpu->logical_cores, &cpu->model);
     if (r == -ENOMEM)
@@ -117,7 +117,7 @@ static int read_cpu(const HostPaths *p, bool real_proc, CpuInventory *cpu, Error
     free(text);
     text = NULL;
     path_printf(path, "%s/meminfo", p->proc);
-    r = read_full_file(path, 1u << 20, &text, NULL);
+    r = read_attr_file(path, 1u << 20, &text, NULL);
     if (r >= 0)
         r = cpu_parse_meminfo(text, &cpu->memory_bytes);
     if (r < 0) {
@@ -242,7 +242,7 @@ static int nvidia_minor_from_proc(const HostPaths *p, const char *bdf) {
     char path[PATH_MAX];
     _cleanup_free_ char *text = NULL;
     path_printf(path, "%s/driver/nvidia/gpus/%s/information", p->proc, bdf);
-    if (read_full_file(path, 64 * 1024, &text, NULL) < 0)
+    if (read_attr_file(path, 64 * 1024, &text, NULL) < 0)
         return -1;
     const char *m = strstr(text, "Device Minor:");
     if (!m)

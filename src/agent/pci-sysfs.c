@@ -41,7 +41,7 @@ int pci_attr_path(const HostPaths *p, const char *bdf, const char *attr, char *b
 int pci_read_attr(const HostPaths *p, const char *bdf, const char *attr, char **ret) {
     char path[PATH_MAX];
     int r = pci_attr_path(p, bdf, attr, path, sizeof(path));
-    return r < 0 ? r : read_one_line(path, ret);
+    return r < 0 ? r : read_attr_line(path, ret);
 }
 
 int pci_read_hex_attr(const HostPaths *p, const char *bdf, const char *attr, uint32_t *ret) {

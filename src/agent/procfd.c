@@ -135,7 +135,7 @@ int procfd_walk(const char *proc_root, ProcFdMatchFn match, ProcFdVisitFn visit,
                 continue;
             if (!comm) {
                 _cleanup_free_ char *cpath = strprintf("%s/%s/comm", proc_root, de->d_name);
-                if (!cpath || read_one_line(cpath, &comm) < 0)
+                if (!cpath || read_attr_line(cpath, &comm) < 0)
                     comm = strdup("");
                 if (!comm) {
                     r = -ENOMEM;

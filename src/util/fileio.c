@@ -16,10 +16,8 @@
 #include "macro.h"
 #include "strutil.h"
 
-int read_full_file(const char *path, size_t max, char **ret, size_t *ret_len) {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
+/* Reads all of fd (at most max bytes) into a NUL-terminated buffer. */
+static int read_fd_full(int fd, size_t max, char **ret, size_t *ret_len) {
     size_t cap = 4096, len = 0;
     _cleanup_free_ char *buf = malloc(cap);
     if (!buf)
@@ -53,18 +51,53 @@ int read_full_file(const char *path, size_t max, char **ret, size_t *ret_len) {
     return 0;
 }
 
-int read_one_line(const char *path, char **ret) {
-    char *buf = NULL;
-    int r = read_full_file(path, 64 * 1024, &buf, NULL);
-    if (r < 0)
-        return r;
-    assert(buf); /* set on success */
+int read_full_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    return read_fd_full(fd, max, ret, ret_len);
+}
+
+int read_attr_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; a regular file ignores
+     * it, and anything else is refused before a read. */
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    return read_fd_full(fd, max, ret, ret_len);
+}
+
+/* The first line of buf, trailing white space stripped, as *ret (buf itself). */
+static int first_line(char *buf, char **ret) {
     char *nl = strchr(buf, '\n');
     if (nl)
         *nl = '\0';
     strip_trailing(buf);
     *ret = buf;
     return 0;
+}
+
+int read_one_line(const char *path, char **ret) {
+    char *buf = NULL;
+    int r = read_full_file(path, 64 * 1024, &buf, NULL);
+    if (r < 0)
+        return r;
+    assert(buf); /* set on success */
+    return first_line(buf, ret);
+}
+
+int read_attr_line(const char *path, char **ret) {
+    char *buf = NULL;
+    int r = read_attr_file(path, 64 * 1024, &buf, NULL);
+    if (r < 0)
+        return r;
+    assert(buf); /* set on success */
+    return first_line(buf, ret);
 }
 
 /* s in one write (a sysfs attribute takes its value in one); a short write is -EIO. */

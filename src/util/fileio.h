@@ -11,6 +11,12 @@ int read_full_file(const char *path, size_t max, char **ret, size_t *ret_len);
  * stripped. Returns -errno. */
 int read_one_line(const char *path, char **ret);
 
+/* The same for a host attribute (sysfs, procfs): a regular file only, -EINVAL for anything
+ * else, so that a FIFO or device in a fixture tree or a bad root never blocks the reader (a
+ * file a user names, a token or config, may well be a pipe: read_full_file()). */
+int read_attr_file(const char *path, size_t max, char **ret, size_t *ret_len);
+int read_attr_line(const char *path, char **ret);
+
 /* Write a string to a file (no O_CREAT), as sysfs attributes are written. */
 int write_string_file(const char *path, const char *s);
 

@@ -1,12 +1,17 @@
 /* test-discover.c: each fixture machine gives its exact inventory, field by field (R1, R8,
  * R10, R11, R12). Fixtures: tests/fixtures/machines/ (generate.py); NVML: the fake library. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/discover.h"
 #include "config/catalog-yaml.h"
+#include "util/fileio.h"
 
 static Catalog *cat;
 static PciIds *ids;
@@ -389,6 +394,35 @@ Test(discover, bad_input_a_sysfs_root_that_does_not_exist_is_an_error_not_an_emp
     cr_expect_null(inv);
     cr_expect(strstr(err.message, "--sysfs-root /nonexistent-einsora-sysfs"), "%s", err.message);
     machine_inventory_free(inv);
+}
+
+/* A FIFO where a sysfs attribute should be (a bad root, a planted tree) would block a reader
+ * opening it until something writes: a host attribute is read only when it is a regular file,
+ * so discovery finishes, with the device's error, instead of hanging the agent. */
+Test(discover, bad_input_a_fifo_in_sysfs_is_an_error_not_a_hang, .timeout = 30) {
+    char dir[] = "/tmp/einsora-fifo-XXXXXX", cmd[512], attr[640];
+    cr_assert(mkdtemp(dir));
+    snprintf(cmd, sizeof(cmd), "cp -a '%s/rtx4090-clean-group/sys' '%s/sys'", MACHINES, dir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(attr, sizeof(attr), "%s/sys/bus/pci/devices/0000:01:00.0/vendor", dir);
+    char target[PATH_MAX];
+    cr_assert(realpath(attr, target), "%s", attr); /* the devices entry is a link */
+    cr_assert_eq(unlink(target), 0);
+    cr_assert_eq(mkfifo(target, 0600), 0);
+    char *line = NULL;
+    cr_expect_eq(read_attr_line(target, &line), -EINVAL, "a FIFO is no attribute");
+    snprintf(attr, sizeof(attr), "%s/sys", dir);
+    DiscoverOptions o = {.sysfs_root = attr,
+                         .proc_root = MACHINES "/rtx4090-clean-group/proc",
+                         .no_nvml = true,
+                         .catalog = cat,
+                         .pci_ids = ids};
+    MachineInventory *inv = NULL;
+    Error err = {0};
+    cr_expect_eq(machine_discover(&o, &inv, &err), 0, "%s", err.message);
+    machine_inventory_free(inv);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }
 
 Test(discover, r8_malformed_sysfs_gives_per_device_errors_not_a_crash_or_a_drop) {
