@@ -209,10 +209,16 @@ int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err) {
 }
 
 int api_node_check_sent(const ApiNode *n, Error *err) {
-    for (size_t i = 0; i < n->n_devices; i++)
+    for (size_t i = 0; i < n->n_devices; i++) {
         if (n->devices[i].pci[0] && !pci_bdf_is_valid(n->devices[i].pci))
             return error_set(err, -EINVAL,
                              "device %zu: 'pci' is not a PCI address like 0000:3b:00.0", i);
+        if (n->devices[i].quarantined && !n->devices[i].quarantine_reason[0])
+            return error_set(err, -EINVAL,
+                             "device %zu: 'quarantined' is the reason shown for it (R9), and is "
+                             "empty",
+                             i);
+    }
     /* R10: usable GPU memory is the GPU's wired limit less the owner's headroom, which the
      * Mac's memory bounds (the agent refuses a limit above it): more would let placements
      * promise memory the Mac does not have. */

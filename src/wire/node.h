@@ -76,7 +76,7 @@ char *api_node_text(const ApiNode *n);
 bool api_node_has_cap(const ApiNode *n, const char *cap);
 
 /* The checks that came in after nodes were first stored: every device's 'pci', when given, is
- * an address the agent would take (pci_bdf_is_valid); a Mac's usable GPU memory is at most its
- * memory (R10). The server checks what a client sends, not what its state file holds: a node
- * stored before a check came in still loads. */
+ * an address the agent would take (pci_bdf_is_valid), and a quarantine gives its reason (R9);
+ * a Mac's usable GPU memory is at most its memory (R10). The server checks what a client sends, not
+ * what its state file holds: a node stored before a check came in still loads. */
 int api_node_check_sent(const ApiNode *n, Error *err);

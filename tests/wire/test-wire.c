@@ -159,6 +159,13 @@ Test(wire, bad_input_wire_server_refuses_a_pci_address_the_agent_would) {
         cr_expect(strstr(err.message, "'pci'"), "%s", err.message);
         free(n);
     }
+    /* A quarantine names its reason (R9): an empty one is refused, as a missing one is not
+     * a quarantine at all. */
+    ApiNode *q = node_of(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"quarantined\":\"\"}]}");
+    Error qerr = {0};
+    cr_expect_eq(api_node_check_sent(q, &qerr), -EINVAL);
+    cr_expect(strstr(qerr.message, "'quarantined'"), "%s", qerr.message);
+    free(q);
     /* A Kubernetes node's GPUs have no address: none is still fine. */
     ApiNode *k8s = node_of(NODE_HEAD
                            "\"site_kind\":\"lab\",\"devices\":[{\"class\":\"nvidia-h100-80gb\"}]}");
