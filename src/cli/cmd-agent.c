@@ -40,8 +40,5 @@ int verb_agent(int argc, char **argv) {
     /* A mistyped sub-verb gets the nearest one, as a mistyped verb does. */
     static const char *const subs[] = {"run",         "discover", "bind",
                                        "reset-check", "switch",   "recover"};
-    const char *near = suggest_nearest(sub, subs, sizeof(subs) / sizeof(subs[0]));
-    if (near)
-        return fail(EXIT_USAGE, "agent: unknown sub-command '%s'; did you mean `%s`?", sub, near);
-    return fail(EXIT_USAGE, "agent: unknown sub-command '%s'", sub);
+    return cli_unknown_sub("agent", sub, subs, ARRAY_SIZE(subs));
 }

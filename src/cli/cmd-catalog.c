@@ -164,7 +164,8 @@ int verb_catalog(int argc, char **argv) {
         file = catalog_path ? catalog_path : catalog_default_path();
     } else {
         catalog_usage(stderr);
-        return fail(EXIT_USAGE, "catalog: unknown sub-command '%s'", sub);
+        static const char *const subs[] = {"check", "show"};
+        return cli_unknown_sub("catalog", sub, subs, ARRAY_SIZE(subs));
     }
 
     PciIds *ids = load_pci_ids_or_warn(pci_ids_path);

@@ -125,8 +125,12 @@ int verb_config(int argc, char **argv) {
     const char *sub = optind < argc ? argv[optind++] : NULL;
     const char *arg = optind < argc ? argv[optind++] : NULL;
     bool use = sub && STREQ(sub, "use-context");
-    if (!sub || optind < argc || (use ? !arg : arg != NULL) ||
-        (!use && STRNEQ(sub, "get-contexts") && STRNEQ(sub, "current-context"))) {
+    if (sub && !use && STRNEQ(sub, "get-contexts") && STRNEQ(sub, "current-context")) {
+        fputs(config_usage, stderr);
+        static const char *const subs[] = {"get-contexts", "current-context", "use-context"};
+        return cli_unknown_sub("config", sub, subs, ARRAY_SIZE(subs));
+    }
+    if (!sub || optind < argc || (use ? !arg : arg != NULL)) {
         fputs(config_usage, stderr);
         return EXIT_USAGE;
     }

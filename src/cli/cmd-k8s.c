@@ -13,6 +13,7 @@
 #include "k8s/kubevirt.h"
 #include "k8s/sync.h"
 #include "output.h"
+#include "suggest.h"
 #include "wire/decode.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -331,5 +332,6 @@ int verb_k8s(int argc, char **argv) {
     if (STREQ(sub, "kubevirt-config"))
         return kubevirt_verb(argc - 1, argv + 1);
     k8s_usage(stderr);
-    return fail(EXIT_USAGE, "k8s: unknown sub-command '%s'", sub);
+    static const char *const subs[] = {"sync", "kubevirt-config"};
+    return cli_unknown_sub("k8s", sub, subs, ARRAY_SIZE(subs));
 }

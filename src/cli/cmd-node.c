@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "output.h"
+#include "suggest.h"
 #include "remote.h"
 #include "util/fileio.h"
 #include "util/macro.h"
@@ -116,9 +117,10 @@ int verb_node(int argc, char **argv) {
             return fail(EXIT_FAIL, "%s:%d:%d: %s", arg, je.line, je.column, je.text);
         r = remote_call(&o, "POST", "/v1/nodes", body, NULL, &j);
         json_decref(body);
-    } else
-        return fail(EXIT_USAGE, "node: unknown sub-command '%s' (show, cordon, uncordon, register)",
-                    sub);
+    } else {
+        static const char *const subs[] = {"show", "cordon", "uncordon", "register", "mode"};
+        return cli_unknown_sub("node", sub, subs, ARRAY_SIZE(subs));
+    }
     if (r != EXIT_OK)
         return r;
     if (o.json)

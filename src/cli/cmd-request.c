@@ -12,6 +12,7 @@
 
 #include "feed-wait.h"
 #include "output.h"
+#include "suggest.h"
 #include "remote.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -331,8 +332,12 @@ int verb_request(int argc, char **argv) {
     }
     json_decref(a.body);
     const char *id = optind < argc ? argv[optind++] : NULL;
-    if (!sub || !id || optind < argc ||
-        (STRNEQ(sub, "show") && STRNEQ(sub, "cancel") && STRNEQ(sub, "release"))) {
+    static const char *const subs[] = {"create", "show", "cancel", "release"};
+    if (sub && STRNEQ(sub, "show") && STRNEQ(sub, "cancel") && STRNEQ(sub, "release")) {
+        fputs(usage, stderr);
+        return cli_unknown_sub("request", sub, subs, ARRAY_SIZE(subs));
+    }
+    if (!sub || !id || optind < argc) {
         fputs(usage, stderr);
         return EXIT_USAGE;
     }

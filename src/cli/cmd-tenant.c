@@ -5,6 +5,7 @@
 
 #include "listing.h"
 #include "output.h"
+#include "suggest.h"
 #include "remote.h"
 #include "util/macro.h"
 #include "verbs.h"
@@ -27,8 +28,12 @@ int verb_tenant(int argc, char **argv) {
     const char *sub = optind < argc ? argv[optind++] : NULL;
     const char *name = optind < argc ? argv[optind++] : NULL;
     bool list = sub && STREQ(sub, "list");
-    if (!sub || optind < argc || (list ? name != NULL : !name) ||
-        (!list && STRNEQ(sub, "trust") && STRNEQ(sub, "untrust"))) {
+    if (sub && !list && STRNEQ(sub, "trust") && STRNEQ(sub, "untrust")) {
+        fputs(usage, stderr);
+        static const char *const subs[] = {"list", "trust", "untrust"};
+        return cli_unknown_sub("tenant", sub, subs, ARRAY_SIZE(subs));
+    }
+    if (!sub || optind < argc || (list ? name != NULL : !name)) {
         fputs(usage, stderr);
         return EXIT_USAGE;
     }

@@ -162,7 +162,12 @@ int verb_token(int argc, char **argv) {
     bool create = sub && STREQ(sub, "create"), list = sub && STREQ(sub, "list"),
          revoke = sub && STREQ(sub, "revoke");
     const char *id = revoke && optind < argc ? argv[optind++] : NULL;
-    if ((!create && !list && !revoke) || (revoke && !id) || optind < argc) {
+    if (sub && !create && !list && !revoke) {
+        token_usage(stderr);
+        static const char *const subs[] = {"create", "list", "revoke"};
+        return cli_unknown_sub("token", sub, subs, ARRAY_SIZE(subs));
+    }
+    if (!sub || (revoke && !id) || optind < argc) {
         token_usage(stderr);
         return EXIT_USAGE;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "verbs.h"
 
 #define WORD_MAX 64
 
@@ -95,4 +96,18 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
         fprintf(stderr, "einsora: %s: unknown option '%s' (see `einsora %s --help`)\n", verb, arg,
                 verb);
     return c;
+}
+
+int cli_unknown_sub(const char *verb, const char *sub, const char *const *subs, size_t n) {
+    const char *near = suggest_nearest(sub, subs, n);
+    if (near) {
+        fprintf(stderr, "einsora: %s: unknown sub-command '%s'; did you mean `%s`?\n", verb, sub,
+                near);
+        return EXIT_USAGE;
+    }
+    fprintf(stderr, "einsora: %s: unknown sub-command '%s' (", verb, sub);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", i ? ", " : "", subs[i]);
+    fputs(")\n", stderr);
+    return EXIT_USAGE;
 }

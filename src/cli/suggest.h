@@ -15,3 +15,7 @@ const char *suggest_nearest(const char *word, const char *const *candidates, siz
  * unknown option '--folow'; did you mean `--follow`?" on stderr, then returns '?' as getopt
  * does. argv[0] is the verb's name. */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
+/* A sub-command no verb knows ("einsora request creat"): names it on stderr, with the nearest
+ * of subs ("did you mean `create`?") or, failing one, all of them; returns EXIT_USAGE. */
+int cli_unknown_sub(const char *verb, const char *sub, const char *const *subs, size_t n);

@@ -107,6 +107,34 @@ Test(cli_help, cli_unknown_verb_suggests_the_nearest) {
     free(out), free(err);
 }
 
+/* Every verb with sub-commands names a mistyped one and suggests the nearest (docs/cli.md),
+ * or lists them all when none is near; exit 2, before anything is sent. */
+Test(cli_help, cli_unknown_sub_command_suggests_the_nearest_for_every_verb) {
+    static const char *const cases[][4] = {
+            {"request", "creat", "", "create"},   {"request", "shw", "1", "show"},
+            {"token", "creat", "", "create"},     {"config", "use-contxt", "x", "use-context"},
+            {"tenant", "trst", "x", "trust"},     {"catalog", "shwo", "", "show"},
+            {"k8s", "snc", "", "sync"},           {"node", "shw", "n1", "show"},
+            {"agent", "discovr", "", "discover"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = NULL, *err = NULL, want[96];
+        int rc = cases[i][2][0]
+                         ? run_einsora(&out, &err, cases[i][0], cases[i][1], cases[i][2], NULL)
+                         : run_einsora(&out, &err, cases[i][0], cases[i][1], NULL);
+        cr_expect_eq(rc, 2, "%s %s", cases[i][0], cases[i][1]);
+        snprintf(want, sizeof(want), "%s: unknown sub-command '%s'; did you mean `%s`?",
+                 cases[i][0], cases[i][1], cases[i][3]);
+        cr_expect(err && strstr(err, want), "want '%s' in: %s", want, err);
+        free(out), free(err);
+    }
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "tenant", "zzzzzzzz", "x", NULL), 2);
+    cr_expect(err && strstr(err, "unknown sub-command 'zzzzzzzz' (list, trust, untrust)"), "%s",
+              err);
+    free(out), free(err);
+}
+
 Test(cli_help, cli_unknown_flag_is_refused_and_the_nearest_suggested) {
     char *out = NULL, *err = NULL;
     /* The verb would reach no server: the flag is refused before anything is sent. */
