@@ -58,17 +58,25 @@ int read_full_file(const char *path, size_t max, char **ret, size_t *ret_len) {
     return read_fd_full(fd, max, ret, ret_len);
 }
 
-int read_attr_file(const char *path, size_t max, char **ret, size_t *ret_len) {
-    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; a regular file ignores
-     * it, and anything else is refused before a read. */
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+/* Opens path (flags, plus non-blocking) when it is a regular file: a FIFO would wait for the
+ * other side on open, which O_NONBLOCK avoids and a regular file ignores; anything that is not
+ * a regular file is -EINVAL. The fd, with st filled, or -errno. */
+static int open_regular(const char *path, int flags, mode_t mode, struct stat *st) {
+    _cleanup_close_ int fd = open(path, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, mode);
     if (fd < 0)
         return -errno;
-    struct stat st;
-    if (fstat(fd, &st) < 0)
+    if (fstat(fd, st) < 0)
         return -errno;
-    if (!S_ISREG(st.st_mode))
+    if (!S_ISREG(st->st_mode))
         return -EINVAL;
+    return TAKE_FD(fd);
+}
+
+int read_attr_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+    struct stat st;
+    _cleanup_close_ int fd = open_regular(path, O_RDONLY, 0, &st);
+    if (fd < 0)
+        return fd;
     return read_fd_full(fd, max, ret, ret_len);
 }
 
@@ -149,16 +157,11 @@ int write_lines_file_in_place(const char *path, const char *s) {
     size_t n = strlen(s);
     if (n > WRITE_IN_PLACE_MAX)
         return write_string_file_atomic_as(path, s, WRITE_SYNC_NONE);
-    /* O_NONBLOCK: a FIFO put in the file's place is refused (ENXIO) rather than waited on. */
-    _cleanup_close_ int fd =
-            open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0644);
-    if (fd < 0)
-        return -errno;
+    /* A FIFO put in the file's place is refused (ENXIO) rather than waited on. */
     struct stat st;
-    if (fstat(fd, &st) < 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL;
+    _cleanup_close_ int fd = open_regular(path, O_WRONLY | O_CREAT, 0644, &st);
+    if (fd < 0)
+        return fd;
     if (st.st_size > WRITE_IN_PLACE_MAX) {
         (void)close(TAKE_FD(fd));
         return write_string_file_atomic_as(path, s, WRITE_SYNC_NONE);
