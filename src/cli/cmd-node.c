@@ -114,7 +114,8 @@ int verb_node(int argc, char **argv) {
         json_error_t je;
         body = json_load_file(arg, JSON_REJECT_DUPLICATES, &je);
         if (!body)
-            return fail(EXIT_FAIL, "%s:%d:%d: %s", arg, je.line, je.column, je.text);
+            return je.line > 0 ? fail(EXIT_FAIL, "%s:%d:%d: %s", arg, je.line, je.column, je.text)
+                               : fail(EXIT_FAIL, "%s: %s", arg, je.text); /* not opened */
         r = remote_call(&o, "POST", "/v1/nodes", body, NULL, &j);
         json_decref(body);
     } else {

@@ -18,7 +18,7 @@ int verb_stop(int argc, char **argv) {
     static const char usage[] =
             "usage: einsora stop ID [--server URL] [--token T] [--json]\n\n"
             "End a workload: a running one is released (its engine stops it and\n"
-            "frees its GPUs), a waiting one is cancelled.\n\n" REMOTE_HELP;
+            "frees its GPUs), a waiting one is cancelled.\n\n";
     RemoteOpts o = {0};
     int r = remote_getopt(argc, argv, NULL, NULL, NULL, &o, usage);
     if (r >= 0)

@@ -135,6 +135,23 @@ Test(cli_help, cli_unknown_sub_command_suggests_the_nearest_for_every_verb) {
     free(out), free(err);
 }
 
+/* Small things a user reads: the common options once in `stop --help`, and a node file that
+ * cannot be opened named without the JSON reader's "-1:-1" placeholder position. */
+Test(cli_help, cli_help_and_file_errors_read_cleanly) {
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(run_einsora(&out, &err, "stop", "--help", NULL), 0);
+    const char *first = strstr(out, "  --server URL"),
+               *again = first ? strstr(first + 1, "  --server URL") : NULL;
+    cr_expect(first && !again, "the common options once: %s", out);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "node", "register", "/nonexistent-einsora.json",
+                             "--server", "http://127.0.0.1:1", "--token", "x", NULL),
+                 1);
+    cr_expect(err && strstr(err, "/nonexistent-einsora.json: unable to open") && !strstr(err, "-1"),
+              "%s", err);
+    free(out), free(err);
+}
+
 Test(cli_help, cli_unknown_flag_is_refused_and_the_nearest_suggested) {
     char *out = NULL, *err = NULL;
     /* The verb would reach no server: the flag is refused before anything is sent. */
