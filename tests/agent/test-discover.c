@@ -396,33 +396,65 @@ Test(discover, bad_input_a_sysfs_root_that_does_not_exist_is_an_error_not_an_emp
     machine_inventory_free(inv);
 }
 
+/* A scratch copy of fixture machine `name`'s sysfs in dir (mkdtemp'd), whose attribute attr of
+ * device bdf is written into *ret_path (the file the devices entry links to). */
+static void scratch_sysfs(char *dir, const char *name, const char *bdf, const char *attr,
+                          char ret_path[PATH_MAX]) {
+    char cmd[512], link[640];
+    cr_assert(mkdtemp(dir));
+    snprintf(cmd, sizeof(cmd), "cp -a '%s/%s/sys' '%s/sys'", MACHINES, name, dir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(link, sizeof(link), "%s/sys/bus/pci/devices/%s/%s", dir, bdf, attr);
+    cr_assert(realpath(link, ret_path), "%s", link);
+}
+
+static MachineInventory *discover_scratch(const char *dir, const char *name) {
+    char sys[300], proc[512];
+    snprintf(sys, sizeof(sys), "%s/sys", dir);
+    snprintf(proc, sizeof(proc), "%s/%s/proc", MACHINES, name);
+    DiscoverOptions o = {
+            .sysfs_root = sys, .proc_root = proc, .no_nvml = true, .catalog = cat, .pci_ids = ids};
+    MachineInventory *inv = NULL;
+    Error err = {0};
+    cr_assert_eq(machine_discover(&o, &inv, &err), 0, "%s", err.message);
+    char cmd[320];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+    return inv;
+}
+
 /* A FIFO where a sysfs attribute should be (a bad root, a planted tree) would block a reader
  * opening it until something writes: a host attribute is read only when it is a regular file,
  * so discovery finishes, with the device's error, instead of hanging the agent. */
 Test(discover, bad_input_a_fifo_in_sysfs_is_an_error_not_a_hang, .timeout = 30) {
-    char dir[] = "/tmp/einsora-fifo-XXXXXX", cmd[512], attr[640];
-    cr_assert(mkdtemp(dir));
-    snprintf(cmd, sizeof(cmd), "cp -a '%s/rtx4090-clean-group/sys' '%s/sys'", MACHINES, dir);
-    cr_assert_eq(system(cmd), 0);
-    snprintf(attr, sizeof(attr), "%s/sys/bus/pci/devices/0000:01:00.0/vendor", dir);
-    char target[PATH_MAX];
-    cr_assert(realpath(attr, target), "%s", attr); /* the devices entry is a link */
+    char dir[] = "/tmp/einsora-fifo-XXXXXX", target[PATH_MAX];
+    scratch_sysfs(dir, "rtx4090-clean-group", "0000:01:00.0", "vendor", target);
     cr_assert_eq(unlink(target), 0);
     cr_assert_eq(mkfifo(target, 0600), 0);
     char *line = NULL;
     cr_expect_eq(read_attr_line(target, &line), -EINVAL, "a FIFO is no attribute");
-    snprintf(attr, sizeof(attr), "%s/sys", dir);
-    DiscoverOptions o = {.sysfs_root = attr,
-                         .proc_root = MACHINES "/rtx4090-clean-group/proc",
-                         .no_nvml = true,
-                         .catalog = cat,
-                         .pci_ids = ids};
-    MachineInventory *inv = NULL;
-    Error err = {0};
-    cr_expect_eq(machine_discover(&o, &inv, &err), 0, "%s", err.message);
+    machine_inventory_free(discover_scratch(dir, "rtx4090-clean-group"));
+}
+
+/* A byte count no GPU could have (2^64 - 1 would read as -1 in JSON's signed integers) and a
+ * used amount above the total are the device's errors, not its memory. */
+Test(discover, bad_input_amd_memory_counts_out_of_range_are_errors) {
+    char dir[] = "/tmp/einsora-amdmem-XXXXXX", total[PATH_MAX], used[PATH_MAX];
+    scratch_sysfs(dir, "amd-mi300x", "0000:0c:00.0", "mem_info_vram_total", total);
+    cr_assert_eq(write_string_file(total, "18446744073709551615\n"), 0);
+    char link[640];
+    snprintf(link, sizeof(link), "%s/sys/bus/pci/devices/0000:22:00.0/mem_info_vram_used", dir);
+    cr_assert(realpath(link, used));
+    cr_assert_eq(write_string_file(used, "206141652993\n"), 0); /* one byte above its total */
+    MachineInventory *inv = discover_scratch(dir, "amd-mi300x");
+    cr_assert_eq(inv->n_accelerators, 2);
+    const Accelerator *a = &inv->accelerators[0], *b = &inv->accelerators[1];
+    cr_expect_eq(a->memory_total_bytes, 0);
+    cr_expect(a->error && strstr(a->error, "mem_info_vram_total reads '18446744073709551615'"),
+              "%s", a->error);
+    cr_expect_eq(b->memory_used_bytes, 0);
+    cr_expect(b->error && strstr(b->error, "more than mem_info_vram_total"), "%s", b->error);
     machine_inventory_free(inv);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
 }
 
 Test(discover, r8_malformed_sysfs_gives_per_device_errors_not_a_crash_or_a_drop) {
