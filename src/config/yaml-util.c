@@ -24,6 +24,16 @@ int yaml_load_text(const char *text, size_t len, const char *file, yaml_document
         return r;
     }
     yaml_parser_delete(&parser);
+    /* A "\0" escape makes a scalar whose C string ends early ("cpu\0evil" would read as
+     * "cpu" and pass every check): refused wherever it is, key or value. */
+    for (yaml_node_t *n = doc->nodes.start; n < doc->nodes.top; n++)
+        if (n->type == YAML_SCALAR_NODE && memchr(n->data.scalar.value, 0, n->data.scalar.length)) {
+            int r = error_set_at(err, -EINVAL, file, (unsigned)n->start_mark.line + 1,
+                                 (unsigned)n->start_mark.column + 1,
+                                 "a value holds a NUL byte (\\0), which no name or number may");
+            yaml_document_delete(doc);
+            return r;
+        }
     return 0;
 }
 

@@ -242,6 +242,11 @@ Test(catalog, r8_yaml_syntax_error_has_position) {
     expect_error("", -EINVAL, "t.yaml:1:1:", "empty");
     expect_error("classes: []\n", -EINVAL, "t.yaml:1:1:", "no classes");
     expect_error("- a\n- b\n", -EINVAL, "t.yaml:1:1:", "must be a mapping");
+    /* "\0" would end the C string early: "cpu\0evil" must not read as the class "cpu". */
+    expect_error("classes:\n  - name: \"cpu\\u0000evil\"\n    vendor: cpu\n", -EINVAL,
+                 "t.yaml:2:11:", "NUL byte");
+    expect_error("classes:\n  - {\"name\\0x\": a, vendor: cpu}\n", -EINVAL,
+                 "t.yaml:2:6:", "NUL byte");
 }
 
 Test(catalog, r8_unknown_vendor_and_bad_names_are_errors) {
