@@ -331,10 +331,16 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     events_init(&s->events);
 
     PciIds *ids = NULL;
-    /* Optional: without pci.ids, vm_device_name falls back to raw device ids (R6). */
-    (void)pci_ids_load(cfg->pci_ids_path ? cfg->pci_ids_path : EINSORA_PCI_IDS, &ids, NULL);
-    int r = catalog_load_file(cfg->catalog_path ? cfg->catalog_path : catalog_default_path(), ids,
-                              &s->catalog, err);
+    /* Optional: without pci.ids, vm_device_name falls back to raw device ids (R6). A file the
+     * operator named is not optional: one that cannot be read is an error, not a silent
+     * fallback to raw ids. */
+    int r = pci_ids_load(cfg->pci_ids_path ? cfg->pci_ids_path : EINSORA_PCI_IDS, &ids, err);
+    if (r < 0 && cfg->pci_ids_path) {
+        server_free(s);
+        return r;
+    }
+    r = catalog_load_file(cfg->catalog_path ? cfg->catalog_path : catalog_default_path(), ids,
+                          &s->catalog, err);
     pci_ids_free(ids);
     if (r >= 0)
         r = store_open_site(cfg->state_path, cfg->site, &s->store, err);

@@ -387,6 +387,12 @@ Test(api_conventions, api_plain_http_off_loopback_is_refused_unless_told) {
                  1);
     cr_expect(strstr(err, "holds no PEM private key"), "%s", err);
     free(out), free(err);
+    /* A pci.ids file named on the command line is not optional. */
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", state,
+                             "--pci-ids", "/nonexistent-einsora-pci.ids", NULL),
+                 1);
+    cr_expect(strstr(err, "cannot read pci.ids database /nonexistent-einsora-pci.ids"), "%s", err);
+    free(out), free(err);
     cr_expect_eq(access(state, F_OK), -1, "no state file made");
     char cmd[96];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
