@@ -73,20 +73,40 @@ static void on_signal(int sig) {
     stop_flag = 1;
 }
 
-/* What the node description takes (wire/node.h): the control plane refuses the rest. */
-static bool capabilities_are_valid(const char *list) {
+/* The capabilities the control plane acts on (a node's others would be kept and never
+ * honoured: a typo must not pass as one). */
+static const char *const known_caps[] = {"kata", "mig_in_kata", "mig-in-kata"};
+
+/* What the node description takes (wire/node.h), of the known names: 0, or EXIT_USAGE after
+ * saying what is wrong. */
+static int check_capabilities(const char *list) {
     size_t n = 0;
     for (const char *p = list;; n++) {
         const char *e = strchrnul(p, ',');
         char name[32];
         if ((size_t)(e - p) >= sizeof(name) || n >= SPEC_MAX_CAPS)
-            return false;
+            return fail(EXIT_USAGE,
+                        "agent run: --capabilities is at most %d comma-separated names of at "
+                        "most 31 characters",
+                        SPEC_MAX_CAPS);
         memcpy(name, p, (size_t)(e - p));
         name[e - p] = 0;
-        if (!wire_name_is_valid(name))
-            return false;
+        bool known = false;
+        for (size_t i = 0; i < ARRAY_SIZE(known_caps); i++)
+            known = known || STREQ(name, known_caps[i]);
+        if (!known) {
+            const char *near = suggest_nearest(name, known_caps, ARRAY_SIZE(known_caps));
+            return near ? fail(EXIT_USAGE,
+                               "agent run: unknown capability '%s'; did you mean `%s`? (kata, "
+                               "mig_in_kata)",
+                               name, near)
+                        : fail(EXIT_USAGE,
+                               "agent run: unknown capability '%s' (the control plane knows "
+                               "kata and mig_in_kata)",
+                               name);
+        }
         if (!*e)
-            return true;
+            return 0;
         p = e + 1;
     }
 }
@@ -315,15 +335,15 @@ int agent_run_verb(int argc, char **argv) {
     if (cfg.id.site_kind && STRNEQ(cfg.id.site_kind, "solo") && STRNEQ(cfg.id.site_kind, "lab") &&
         STRNEQ(cfg.id.site_kind, "datacenter"))
         return fail(EXIT_USAGE, "agent run: --site-kind is solo, lab or datacenter");
-    if (cfg.id.capabilities && !capabilities_are_valid(cfg.id.capabilities))
-        return fail(
-                EXIT_USAGE,
-                "agent run: --capabilities is at most %d comma-separated names (a-z, 0-9, . _ -; "
-                "at most 31 characters each)",
-                SPEC_MAX_CAPS);
+    if (cfg.id.capabilities && check_capabilities(cfg.id.capabilities) != 0)
+        return EXIT_USAGE;
     if (cfg.id.mode && STRNEQ(cfg.id.mode, "container") && STRNEQ(cfg.id.mode, "vm-passthrough"))
         return fail(EXIT_USAGE,
                     "agent run: --mode is container or vm-passthrough (vGPU is not offered, R2d)");
+    if (cfg.id.mode && (!cfg.id.site_kind || STRNEQ(cfg.id.site_kind, "datacenter")))
+        return fail(EXIT_USAGE,
+                    "agent run: --mode is for a datacenter node (--site-kind datacenter, R3); a "
+                    "lab or solo machine switches per GPU (R7)");
     if (wl.cpu_endpoints_as_process && isempty(wl.llama_server))
         return fail(EXIT_USAGE,
                     "agent run: --cpu-endpoints process needs the binary: --llama-server PATH");

@@ -103,6 +103,7 @@ int verb_serve(int argc, char **argv) {
                         .batch_max = SERVER_BATCH_MAX,
                         .log = stderr};
     int c;
+    unsigned state_given = 0;
     uint64_t batch, lease;
     while ((c = cli_getopt(argc, argv, "h", options)) >= 0) {
         switch (c) {
@@ -110,6 +111,11 @@ int verb_serve(int argc, char **argv) {
             cfg.listen = optarg;
             break;
         case 's':
+            /* --state and --store are one option: given twice, the one ignored would be a
+             * surprise (which state does this server write?). */
+            if (state_given++)
+                return fail(EXIT_USAGE, "serve: give the state once (--state FILE or --store "
+                                        "LOCATION, not both or twice)");
             cfg.state_path = optarg;
             break;
         case 'c':

@@ -200,6 +200,11 @@ int verb_token(int argc, char **argv) {
         return fail(EXIT_USAGE, "token create: --role must be admin, owner, trusted, user or node");
     if ((STREQ(role, "owner") || STREQ(role, "node")) && !nodes)
         return fail(EXIT_USAGE, "token create: role %s needs --nodes", role);
+    if (!STREQ(role, "owner") && !STREQ(role, "node") && nodes)
+        return fail(EXIT_USAGE,
+                    "token create: --nodes is for the owner and node roles; a %s token names "
+                    "no nodes",
+                    role);
     if (nodes && !names_valid(nodes))
         return fail(EXIT_USAGE, "token create: --nodes takes node names separated by commas");
     if (STREQ(role, "node") && strchr(nodes, ','))

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "helpers.h"
@@ -150,6 +151,49 @@ Test(cli_help, cli_help_and_file_errors_read_cleanly) {
     cr_expect(err && strstr(err, "/nonexistent-einsora.json: unable to open") && !strstr(err, "-1"),
               "%s", err);
     free(out), free(err);
+}
+
+/* A flag that would be dropped or ignored is refused (exit 2, before anything runs): a
+ * capability the control plane never acts on, a node mode outside a datacenter, two state
+ * locations, nodes on a token whose role names none. */
+Test(cli_help, bad_input_cli_flags_that_would_be_ignored_are_refused) {
+    char tok[] = "/tmp/einsora-tok-XXXXXX";
+    int fd = mkstemp(tok);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, "secret\n", 7), 7);
+    close(fd);
+    static const char *const agent[] = {"agent",        "run", "--server", "http://127.0.0.1:1",
+                                        "--token-file", NULL,  "--owner",  "ops"};
+    static const struct {
+        const char *flag, *value, *want;
+    } cases[] = {
+            {"--capabilities", "kata,bogus", "unknown capability 'bogus'"},
+            {"--capabilities", "mig-in-kat", "did you mean `mig-in-kata`?"},
+            {"--mode", "vm-passthrough", "--mode is for a datacenter node"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = NULL, *err = NULL;
+        int rc = run_einsora(&out, &err, agent[0], agent[1], agent[2], agent[3], agent[4], tok,
+                             agent[6], agent[7], cases[i].flag, cases[i].value, NULL);
+        cr_expect_eq(rc, 2, "%s %s", cases[i].flag, cases[i].value);
+        cr_expect(err && strstr(err, cases[i].want), "want '%s' in: %s", cases[i].want, err);
+        free(out), free(err);
+    }
+    unlink(tok);
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--state", "/tmp/einsora-a.db", "--store",
+                             "/tmp/einsora-b.db", NULL),
+                 2);
+    cr_expect(err && strstr(err, "give the state once"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(access("/tmp/einsora-a.db", F_OK) < 0 && access("/tmp/einsora-b.db", F_OK) < 0, 1,
+                 "no state made");
+    cr_expect_eq(run_einsora(&out, &err, "token", "create", "--state", "/tmp/einsora-t.db",
+                             "--user", "u", "--role", "user", "--nodes", "n1", NULL),
+                 2);
+    cr_expect(err && strstr(err, "--nodes is for the owner and node roles"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(access("/tmp/einsora-t.db", F_OK), -1, "no state made");
 }
 
 Test(cli_help, cli_unknown_flag_is_refused_and_the_nearest_suggested) {
