@@ -114,7 +114,12 @@ int verb_events(int argc, char **argv) {
         printf(EVENT_ROW, "SEQ", "TIME", "TYPE", "OBJECT", "BY");
     size_t i;
     json_t *e;
-    json_array_foreach(json_object_get(doc, "events"), i, e) print_event(&a, json_lines, e);
+    /* --limit N stops after N events in all, followed ones too ("stop after N items"). */
+    uint64_t printed = 0;
+    json_array_foreach(json_object_get(doc, "events"), i, e) {
+        print_event(&a, json_lines, e);
+        printed++;
+    }
     fflush(stdout);
     uint64_t cursor = a.after;
     if (json_is_integer(json_object_get(doc, "next")))
@@ -122,12 +127,17 @@ int verb_events(int argc, char **argv) {
     json_decref(doc);
     if (a.follow)
         watch_exit_on_interrupt();
-    while (a.follow) {
+    while (a.follow && !(a.list.limit && printed >= a.list.limit)) {
         snprintf(path, sizeof(path), "/v1/events?after=%llu&wait=30", (unsigned long long)cursor);
         json_t *j = NULL;
         if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)
             break;
-        json_array_foreach(json_object_get(j, "events"), i, e) print_event(&a, json_lines, e);
+        json_array_foreach(json_object_get(j, "events"), i, e) {
+            if (a.list.limit && printed >= a.list.limit)
+                break;
+            print_event(&a, json_lines, e);
+            printed++;
+        }
         fflush(stdout);
         cursor = (uint64_t)json_integer_value(json_object_get(j, "next"));
         json_decref(j);

@@ -106,4 +106,10 @@ Test(cli_lists, cli_events_have_a_header_page_to_the_end_and_a_cursor_in_json) {
     cr_assert_eq(CLI(&out, "events", "--after", after, "--no-headers"), 0);
     cr_expect_eq(count_lines(out), 2, "resumed after the cursor: %s", out);
     free(out);
+    /* --limit stops after N events with --follow too: it ends once they are printed, instead
+     * of following for ever (the suite's timeout would end it). */
+    cr_assert_eq(CLI(&out, "events", "--after", after, "--no-headers", "--follow", "--limit", "2"),
+                 0);
+    cr_expect_eq(count_lines(out), 2, "%s", out);
+    free(out);
 }
