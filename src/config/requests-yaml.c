@@ -165,6 +165,10 @@ static int load_requests(YamlCtx *y, yaml_node_t *seq, RequestsFile *rf) {
         if (r >= 0 && !e->spec.class_name && !e->spec.memory_gb)
             r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' needs a 'class' or a 'memory_gb'",
                              e->spec.id);
+        if (r >= 0 && e->spec.wait_s && !e->spec.n_fallback) /* as the API says (R13) */
+            r = YAML_FAIL_AT(y, n, -EINVAL,
+                             "request '%s': 'wait_s' needs a 'fallback' list to fall back to",
+                             e->spec.id);
         if (r >= 0 && e->release_at != REQUEST_NO_RELEASE && e->release_at < e->spec.submitted)
             r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' ends (release_at) before it starts (at)",
                              e->spec.id);

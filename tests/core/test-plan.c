@@ -92,6 +92,8 @@ Test(plan_files, request_errors_name_file_and_line) {
                    "req.yaml:2:", "unknown kind 'spaceship'");
     requests_error("requests:\n  - {id: a, user: u, kind: vm}\n", -EINVAL,
                    "req.yaml:2:", "'class' or a 'memory_gb'");
+    requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu, wait_s: 30}\n", -EINVAL,
+                   "req.yaml:2:", "'wait_s' needs a 'fallback' list"); /* as the API says */
     requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu}\n  - {id: a, user: u, "
                    "kind: vm, class: cpu}\n",
                    -EEXIST, "req.yaml:3:", "used twice");
