@@ -56,10 +56,10 @@ int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *er
                 break;
             }
         }
-    if (r >= 0 && !e.failed && !e.has_exit_code)
+    if (r >= 0 && e.failed == e.has_exit_code)
         r = error_set(err, -EINVAL,
                       "a workload that ran ends with an 'exit_code'; one that could not run has "
-                      "'failed': true");
+                      "'failed': true (one of the two, not both)");
     if (r < 0)
         return r;
     *ret = e;

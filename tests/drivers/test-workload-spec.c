@@ -53,8 +53,14 @@ Test(workload_spec, r17_workload_end_bodies) {
     workload_end_reason(&e, reason, sizeof(reason));
     cr_assert_str_eq(reason, "failed: no such image");
     const char *bad[] = {
-            "{}", "{\"exit_code\":256}", "{\"exit_code\":-1}", "{\"failed\":1}", "{\"x\":1}", "[",
-            "[]"};
+            "{}",
+            "{\"exit_code\":256}",
+            "{\"exit_code\":-1}",
+            "{\"failed\":1}",
+            "{\"x\":1}",
+            "[",
+            "[]",
+            "{\"exit_code\":0,\"failed\":true}" /* it ran, or it could not: not both */};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         Error e2 = {0};
         cr_assert_eq(workload_end_parse(bad[i], strlen(bad[i]), &e, &e2), -EINVAL, "case %zu", i);
