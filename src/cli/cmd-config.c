@@ -224,9 +224,13 @@ int verb_login(int argc, char **argv) {
     }
     const char *server = strbuf_cstr(&servers);
     if (!servers.len || !token_file || optind < argc) {
+        const char *why = optind < argc  ? "unexpected argument (the server and token file are "
+                                           "options)"
+                          : !servers.len ? "--server URL is missing"
+                                         : "--token-file FILE is missing";
         strbuf_done(&servers);
         fputs(login_usage, stderr);
-        return EXIT_USAGE;
+        return fail(EXIT_USAGE, "login: %s", why);
     }
     int r;
     _cleanup_free_ char *token = NULL, *abs_file = realpath(token_file, NULL);

@@ -151,6 +151,10 @@ Test(cli_help, cli_help_and_file_errors_read_cleanly) {
     cr_expect(err && strstr(err, "/nonexistent-einsora.json: unable to open") && !strstr(err, "-1"),
               "%s", err);
     free(out), free(err);
+    /* A missing required option is named, not left to the usage text to imply. */
+    cr_expect_eq(run_einsora(&out, &err, "login", "--server", "http://127.0.0.1:1", NULL), 2);
+    cr_expect(err && strstr(err, "login: --token-file FILE is missing"), "%s", err);
+    free(out), free(err);
 }
 
 /* A flag that would be dropped or ignored is refused (exit 2, before anything runs): a
