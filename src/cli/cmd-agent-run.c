@@ -313,6 +313,7 @@ int agent_run_verb(int argc, char **argv) {
         int r = read_one_line(token_file, &file_token);
         if (r < 0 || isempty(file_token))
             return fail(EXIT_USAGE, "agent run: cannot read a token from %s", token_file);
+        warn_if_others_can_read(token_file, "token file");
         cfg.token = file_token;
     }
     if (!cfg.server || isempty(cfg.token))

@@ -27,6 +27,7 @@ static int read_token_file(const char *path, char **ret) {
     int r = read_full_file(path, 4096, &tok, NULL);
     if (r < 0)
         return r;
+    warn_if_others_can_read(path, "token file");
     strip_trailing(tok);
     if (!tok[0] || strchr(tok, '\n')) {
         free(tok);

@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "verbs.h"
@@ -33,4 +34,11 @@ int64_t cli_monotonic_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void warn_if_others_can_read(const char *path, const char *what) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & (S_IRGRP | S_IROTH)))
+        fprintf(stderr, "einsora: warning: %s %s can be read by others (mode %04o): chmod 600 %s\n",
+                what, path, (unsigned)(st.st_mode & 07777), path);
 }

@@ -17,6 +17,10 @@ int print_json(json_t *j);
 int fail(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int fail_error(int exit_code, const Error *err);
 
+/* A file holding a secret (a token) that others may read: warned about on stderr, as ssh
+ * and kubectl do, naming the chmod that fixes it; the command goes on. */
+void warn_if_others_can_read(const char *path, const char *what);
+
 /* "1 node", "2 nodes": the word for n (no "node(s)"). */
 static inline const char *plural(long long n, const char *one, const char *many) {
     return n == 1 ? one : many;

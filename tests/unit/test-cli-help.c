@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -155,6 +156,22 @@ Test(cli_help, cli_help_and_file_errors_read_cleanly) {
     cr_expect_eq(run_einsora(&out, &err, "login", "--server", "http://127.0.0.1:1", NULL), 2);
     cr_expect(err && strstr(err, "login: --token-file FILE is missing"), "%s", err);
     free(out), free(err);
+    /* A token file others may read is warned about, as ssh and kubectl do (the login itself
+     * fails here: no server). */
+    char tok[] = "/tmp/einsora-tok-XXXXXX";
+    int fd = mkstemp(tok);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, "secret\n", 7), 7);
+    close(fd);
+    cr_assert_eq(chmod(tok, 0644), 0);
+    run_einsora(&out, &err, "login", "--server", "http://127.0.0.1:1", "--token-file", tok, NULL);
+    cr_expect(err && strstr(err, "can be read by others (mode 0644): chmod 600"), "%s", err);
+    free(out), free(err);
+    cr_assert_eq(chmod(tok, 0600), 0);
+    run_einsora(&out, &err, "login", "--server", "http://127.0.0.1:1", "--token-file", tok, NULL);
+    cr_expect(err && !strstr(err, "can be read by others"), "%s", err);
+    free(out), free(err);
+    unlink(tok);
 }
 
 /* A flag that would be dropped or ignored is refused (exit 2, before anything runs): a
