@@ -118,6 +118,15 @@ static void op_submit(Server *s, Op *op) {
     op_answer_request(s, op, r);
 }
 
+/* Printable ASCII (an IETF Idempotency-Key is a structured-field string), no space at an end. */
+static bool idem_key_is_valid(const char *k) {
+    size_t n = strlen(k);
+    for (size_t i = 0; i < n; i++)
+        if (k[i] < 0x20 || k[i] > 0x7e)
+            return false;
+    return n && k[0] != ' ' && k[n - 1] != ' ';
+}
+
 void api_requests_submit(HttpCtx *c) {
     if (c->who.role == ROLE_NODE)
         API_FAIL(c, 403, "forbidden",
@@ -135,6 +144,11 @@ void api_requests_submit(HttpCtx *c) {
     }
     if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
         API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
+    if (a.idem_key && !idem_key_is_valid(a.idem_key))
+        API_FAIL(c, 400, "bad_request",
+                 "Idempotency-Key must be printable ASCII, without a space at either end (a key "
+                 "that differs from the client's by a byte the client cannot see would place "
+                 "the request twice).");
     api_apply(c, op_submit, &a);
     if (c->text && c->status == 201) { /* answered as text: api_after_handler sees no body */
         static const char prefix[] = "/v1/requests/";

@@ -254,6 +254,15 @@ Test(api_conventions, bad_input_api_idempotency_key_reused_with_another_body_is_
     cr_expect_str_eq(json_string_value(json_object_get(j, "code")), "idempotency_key_reused");
     json_decref(j);
     cr_expect_eq(request_count(), 1);
+    /* A key with a byte the client cannot see (a control byte, non-ASCII, a trailing space)
+     * would make "the same" key a different one: refused, nothing stored. */
+    static const char *const bad[] = {"Idempotency-Key: k\x01", "Idempotency-Key: k\xe9",
+                                      "Idempotency-Key: k1 "};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect_eq(
+                call(ts.admin, "POST", "/v1/requests", SUBMIT, "application/json", bad[i]).status,
+                400, "%zu", i);
+    cr_expect_eq(request_count(), 1);
 }
 
 static char *node_body(const char *cpus) {
