@@ -103,6 +103,7 @@ static const char config_usage[] =
         "  use-context NAME   make NAME the context every verb uses\n"
         "  get-contexts       list the contexts; * marks the current one\n"
         "  current-context    print the current context's name\n"
+        "  --json             get-contexts as JSON (also -o json)\n"
         "  -h, --help         show this help\n";
 
 static int load_config(char **ret_path, CliConfig **ret) {
@@ -112,14 +113,46 @@ static int load_config(char **ret_path, CliConfig **ret) {
     return EXIT_OK;
 }
 
+/* get-contexts for scripts: the config file's shape, each context marked current or not. */
+static int print_contexts_json(const CliConfig *cfg) {
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < cfg->n_contexts; i++) {
+        const CliContext *ctx = &cfg->contexts[i];
+        json_t *servers = json_array();
+        for (size_t k = 0; servers && k < ctx->n_servers; k++)
+            json_array_append_new(servers, json_string(ctx->servers[k]));
+        json_array_append_new(list, json_pack("{s:s, s:o, s:s?, s:b}", "name", ctx->name, "servers",
+                                              servers ? servers : json_null(), "token-file",
+                                              ctx->token_file, "current",
+                                              cfg->current && STREQ(cfg->current, ctx->name)));
+    }
+    json_t *j = json_pack("{s:s?, s:o}", "current-context", cfg->current, "contexts",
+                          list ? list : json_null());
+    if (!j)
+        return fail(EXIT_FAIL, "out of memory");
+    return print_json(j);
+}
+
 int verb_config(int argc, char **argv) {
-    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {}};
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"output", required_argument, NULL, 'o'},
+                                         {}};
+    bool json = false;
     int c;
-    while ((c = cli_getopt(argc, argv, "h", opts)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "ho:", opts)) >= 0) {
         if (c == 'h') {
             fputs(config_usage, stdout);
             return EXIT_OK;
         }
+        if (c == 'j' || (c == 'o' && STREQ(optarg, "json"))) {
+            json = true;
+            continue;
+        }
+        if (c == 'o' && STREQ(optarg, "table"))
+            continue;
+        if (c == 'o')
+            return fail(EXIT_USAGE, "-o takes json or table here, not '%s'", optarg);
         fputs(config_usage, stderr);
         return EXIT_USAGE;
     }
@@ -164,6 +197,8 @@ int verb_config(int argc, char **argv) {
         printf("%s\n", cfg->current);
         return EXIT_OK;
     }
+    if (json)
+        return print_contexts_json(cfg);
     printf("%-8s %-20s %-40s %s\n", "CURRENT", "NAME", "SERVERS", "TOKEN-FILE");
     for (size_t i = 0; i < cfg->n_contexts; i++) {
         const CliContext *ctx = &cfg->contexts[i];

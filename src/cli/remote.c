@@ -144,14 +144,25 @@ int remote_getopt(int argc, char **argv, const struct option *extra, RemoteExtra
     for (size_t i = 0; extra && extra[i].name && n < 22; i++)
         all[n++] = extra[i];
     all[n] = (struct option){0};
-    /* -o is short for --output on the list verbs (listing.h), and only there. */
-    bool short_o = false;
+    /* -o is short for --output on the list verbs (listing.h), with their formats; every
+     * other verb takes `-o json` too, as kubectl users type it, for --json. */
+    bool list_o = false;
     for (size_t i = 0; i < n; i++)
-        short_o = short_o || all[i].val == 'o';
+        list_o = list_o || all[i].val == 'o';
+    if (!list_o && n < 23)
+        all[n++] = (struct option){"output", required_argument, NULL, 'o'};
+    all[n] = (struct option){0};
     int c;
-    while ((c = cli_getopt(argc, argv, short_o ? "ho:" : "h", all)) >= 0) {
+    while ((c = cli_getopt(argc, argv, "ho:", all)) >= 0) {
         if (remote_option(o, c, optarg))
             continue;
+        if (c == 'o' && !list_o) {
+            if (STREQ(optarg, "json"))
+                o->json = true;
+            else if (!STREQ(optarg, "table"))
+                return fail(EXIT_USAGE, "-o takes json or table here, not '%s'", optarg);
+            continue;
+        }
         if (c == 'h') {
             fputs(usage, stdout);
             fputs(REMOTE_HELP, stdout);

@@ -41,7 +41,7 @@ typedef struct RemoteOpts {
     "  --token TOKEN    bearer token (default $EINSORA_TOKEN, else the context's token file)\n"    \
     "  --context NAME   use this context of ~/.config/einsora/config (default $EINSORA_CONTEXT,\n" \
     "                   else the current one; see `einsora config`)\n"                             \
-    "  --json           machine-readable output\n"                                                 \
+    "  --json           machine-readable output (also -o json)\n"                                  \
     "  -h, --help       show this help\n"                                                          \
     "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the arguments\n"   \
     "wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out.\n"

@@ -171,3 +171,24 @@ Test(cli_config, bad_input_config_file_is_a_clear_usage_error) {
         free(after);
     }
 }
+
+Test(cli_config, cli_get_contexts_as_json_for_scripts) {
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "login", "--server", ts.url, "--token-file", tok_file,
+                         "--context", "lab", NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "config", "get-contexts", "-o", "json", NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    cr_assert(j, "%s", out);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "current-context")), "lab");
+    json_t *ctx = json_array_get(json_object_get(j, "contexts"), 0);
+    cr_expect_str_eq(json_string_value(json_object_get(ctx, "name")), "lab");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(ctx, "servers"), 0)), ts.url);
+    cr_expect(json_is_true(json_object_get(ctx, "current")));
+    cr_expect_str_eq(json_string_value(json_object_get(ctx, "token-file")), tok_file);
+    json_decref(j);
+    free(out), free(err);
+}

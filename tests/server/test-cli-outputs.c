@@ -275,3 +275,24 @@ Test(cli_outputs, r8_node_show_lists_the_unclassified_devices) {
     cr_expect(!strstr(out, "Unclassified"), "no list when every device has a class: %s", out);
     free(out);
 }
+
+/* kubectl users type `-o json` on every verb; the verbs without list formats take it for
+ * --json (and refuse the list formats they cannot print). */
+Test(cli_outputs, cli_show_verbs_take_o_json_as_scripts_type_it) {
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(CLI(&out, "node", "show", "n1", "-o", "json"), 0);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    cr_assert(j, "node show -o json prints JSON: %s", out);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "name")), "n1");
+    json_decref(j);
+    free(out);
+    cr_assert_eq(CLI(&out, "node", "show", "n1", "--output=table"), 0);
+    cr_expect(!json_loads(out, 0, &je) && strstr(out, "n1"), "table stays text: %s", out);
+    free(out);
+    int rc = run_einsora(&out, &err, "node", "show", "n1", "-o", "yaml", "--server", ts.url,
+                         "--token", ts.admin, NULL);
+    cr_expect_eq(rc, 2, "a format show cannot print is a usage error");
+    cr_expect(strstr(err, "-o takes json or table"), "%s", err);
+    free(out), free(err);
+}
