@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agent/bind.h"
+#include "agent/pci-sysfs.h"
 #include "agent/records.h"
 #include "agent/reset-check.h"
 #include "output.h"
@@ -142,6 +143,14 @@ static int parse_args(int argc, char **argv, Args *a) {
         a->gpu = argv[optind++];
     if (optind < argc)
         return fail(EXIT_USAGE, "agent %s: unexpected argument '%s'", a->sub, argv[optind]);
+    if (a->gpu && !pci_bdf_is_valid(a->gpu) && !STREQ(a->sub, "switch") &&
+        !STREQ(a->sub, "recover"))
+        return fail(EXIT_USAGE, "agent %s: '%s' is not a PCI address like 0000:01:00.0", a->sub,
+                    a->gpu);
+    if (a->clear && !pci_bdf_is_valid(a->clear))
+        return fail(EXIT_USAGE,
+                    "agent %s: --clear-quarantine takes a PCI address like 0000:01:00.0, not '%s'",
+                    a->sub, a->clear);
     if (host_paths_init(&a->rc.bind.paths, a->sysfs, a->proc, a->dev) < 0)
         return fail(EXIT_USAGE, "agent %s: a root folder path is too long", a->sub);
     return -1; /* go on */

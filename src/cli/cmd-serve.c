@@ -194,8 +194,12 @@ int verb_serve(int argc, char **argv) {
     }
     if (optind < argc)
         return fail(EXIT_USAGE, "serve: unexpected argument '%s'", argv[optind]);
-    Ready ready = {cfg.listen, cfg.port_file, cfg.tls_cert_path != NULL};
     Error err = {0};
+    struct sockaddr_storage sa;
+    socklen_t sa_len;
+    if (server_listen_address(cfg.listen, &sa, &sa_len, &err) < 0)
+        return fail_error(EXIT_USAGE, &err);
+    Ready ready = {cfg.listen, cfg.port_file, cfg.tls_cert_path != NULL};
     if (server_run(&cfg, on_ready, &ready, &err) < 0)
         return fail_error(EXIT_FAIL, &err);
     return EXIT_OK;

@@ -8,6 +8,7 @@
 
 #include "output.h"
 #include "suggest.h"
+#include "util/strutil.h"
 #include "verbs.h"
 
 void remote_defaults(RemoteOpts *o) {
@@ -154,6 +155,8 @@ int remote_getopt(int argc, char **argv, const struct option *extra, RemoteExtra
     all[n] = (struct option){0};
     int c;
     while ((c = cli_getopt(argc, argv, "ho:", all)) >= 0) {
+        if (c == 0x100 && isempty(optarg))
+            return fail(EXIT_USAGE, "--server needs a URL, e.g. http://HOST:7780");
         if (remote_option(o, c, optarg))
             continue;
         if (c == 'o' && !list_o) {

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "util/macro.h"
@@ -71,6 +72,20 @@ static bool header_value_ok(const char *v) {
     return true;
 }
 
+/* http:// or https://, then a host (and maybe a port and path) without spaces or control
+ * characters: what curl would otherwise report as "cannot reach" after trying. */
+static bool server_url_is_valid(const char *u) {
+    const char *rest = strncasecmp(u, "http://", 7) == 0    ? u + 7
+                       : strncasecmp(u, "https://", 8) == 0 ? u + 8
+                                                            : NULL;
+    if (!rest || !*rest || *rest == '/' || *rest == ':')
+        return false;
+    for (const unsigned char *q = (const unsigned char *)rest; *q; q++)
+        if (*q <= ' ' || *q == 0x7f)
+            return false;
+    return true;
+}
+
 int client_new(const char *server, const char *token, Client **ret, Error *err) {
     if (isempty(server))
         return error_set(err, -EINVAL, "no server given: use --server or EINSORA_SERVER");
@@ -97,6 +112,15 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
             if (!u) {
                 client_free(c);
                 return error_set(err, -ENOMEM, "out of memory");
+            }
+            if (!server_url_is_valid(u)) {
+                int r = error_set(err, -EINVAL,
+                                  "'%.*s' is not a server URL: give http://HOST:PORT or "
+                                  "https://HOST:PORT",
+                                  (int)n, p);
+                free(u);
+                client_free(c);
+                return r;
             }
             c->servers[c->n_servers++] = u;
         }

@@ -244,8 +244,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* "HOST:PORT", "[IPV6]:PORT" or "NAME:PORT" -> the address to bind (getaddrinfo).
  * "localhost" stays 127.0.0.1 whatever the resolver prefers, as it always was. */
-static int parse_listen(const char *listen, struct sockaddr_storage *ret, socklen_t *ret_len,
-                        Error *err) {
+int server_listen_address(const char *listen, struct sockaddr_storage *ret, socklen_t *ret_len,
+                          Error *err) {
     const char *colon = strrchr(listen, ':');
     if (!colon)
         return error_set(err, -EINVAL,
@@ -440,7 +440,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     struct sockaddr_storage sa;
     socklen_t sa_len = 0;
     const char *listen = cfg->listen ? cfg->listen : SERVER_DEFAULT_LISTEN;
-    int r = parse_listen(listen, &sa, &sa_len, err);
+    int r = server_listen_address(listen, &sa, &sa_len, err);
     if (r < 0)
         return r;
     bool tls = cfg->tls_cert_path || cfg->tls_key_path;

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 #include "util/error.h"
 #include "wire/api-address.h" /* SERVER_DEFAULT_LISTEN */
@@ -59,6 +60,11 @@ typedef struct ServerConfig {
     const char *tls_cert_path, *tls_key_path;
     bool insecure_plain_http;
 } ServerConfig;
+
+/* "HOST:PORT", "[IPV6]:PORT" or "NAME:PORT" -> the address to bind; -EINVAL with the reason
+ * for anything else (the CLI checks --listen with it before opening any state). */
+int server_listen_address(const char *listen, struct sockaddr_storage *ret, socklen_t *ret_len,
+                          Error *err);
 
 /* Open the state, rebuild the core from it (nodes, placed allocations, the waiting queue),
  * check the invariants, listen, and serve until SIGINT/SIGTERM. ready_fn is called once

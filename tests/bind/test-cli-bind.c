@@ -80,6 +80,14 @@ Test(cli_bind, r7_cli_dry_run_and_usage_errors) {
     cr_expect_eq(AGENT(&f, &out, &err, "bind", "--to", "vfio"), 2);
     free(out);
     free(err);
+    /* A GPU that is not a PCI address is a usage error, before any state folder is made. */
+    cr_expect_eq(AGENT(&f, &out, &err, "bind", "zzzz", "--to", "vfio"), 2);
+    cr_expect(strstr(err, "'zzzz' is not a PCI address like 0000:01:00.0"), "%s", err);
+    free(out);
+    free(err);
+    cr_expect_eq(AGENT(&f, &out, &err, "recover", "--clear-quarantine", "01:00.0"), 2);
+    free(out);
+    free(err);
     cr_expect_eq(
             run_einsora(&out, &err, "agent", "bind", GPU, "--to", "vfio", "--timeout", "-1", NULL),
             2);

@@ -52,6 +52,27 @@ Test(cli_exit, cli_exit_codes_follow_one_table) {
                              ts.admin, NULL),
                  3, "unreachable: %s", err);
     free(out), free(err);
+    /* A server that is no URL is the user's typo, not an unreachable server; so is none. */
+    cr_expect_eq(
+            run_einsora(&out, &err, "requests", "--server", "not a url", "--token", ts.admin, NULL),
+            2, "%s", err);
+    cr_expect(strstr(err, "'not a url' is not a server URL"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "", NULL), 2, "%s", err);
+    cr_expect(strstr(err, "--server needs a URL"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "ftp://127.0.0.1:9", NULL), 2);
+    free(out), free(err);
+    /* serve: a --listen that is no address is usage, and no state file is made. */
+    char state[] = "/tmp/einsora-exit-XXXXXX";
+    cr_assert(mkdtemp(state));
+    char db[64];
+    snprintf(db, sizeof(db), "%s/s.db", state);
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "bogus", "--state", db, NULL), 2,
+                 "%s", err);
+    cr_expect(access(db, F_OK) < 0, "no state file is made for a bad --listen");
+    free(out), free(err);
+    rmdir(state);
 }
 
 Test(cli_exit, cli_wait_timeout_has_its_own_exit_code_and_leaves_the_request_queued) {
