@@ -87,6 +87,15 @@ static const WireField request_fields[] = {
 int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     /* guest_os starts as no value at all, so that a guest_os given for another kind shows. */
     ApiRequest r = {.count = 1, .guest_os = (GuestOs)-1, .runtime = ENDPOINT_RUNTIME_NONE};
+    /* An empty string would read as "not given" below (a default runtime, no image): the
+     * client meant something, so say so rather than run what it did not ask for. */
+    static const char *const not_empty[] = {"class", "image", "model", "runtime", "guest_os"};
+    for (size_t i = 0; json_is_object(j) && i < sizeof(not_empty) / sizeof(not_empty[0]); i++) {
+        json_t *v = json_object_get(j, not_empty[i]);
+        if (json_is_string(v) && json_string_length(v) == 0)
+            return error_set(err, -EINVAL, "field '%s' is empty: leave it out or give a value",
+                             not_empty[i]);
+    }
     int k = wire_decode(j, "a request", request_fields,
                         sizeof(request_fields) / sizeof(request_fields[0]), &r, err);
     if (k < 0)

@@ -128,6 +128,17 @@ Test(wire, bad_input_wire_unknown_fields_and_wrong_types_name_the_field) {
     expect_request_refused("{\"kind\":\"endpoint\",\"class\":\"cpu\",\"runtime\":\"none\"}",
                            "'runtime'");
     expect_request_refused("{\"class\":\"cpu\"}", "'kind' is required");
+    /* An empty string is not "left out": it is refused, not silently dropped. */
+    expect_request_refused("{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"\"}",
+                           "field 'image' is empty");
+    expect_request_refused("{\"kind\":\"endpoint\",\"class\":\"cpu\",\"model\":\"\"}",
+                           "field 'model' is empty");
+    expect_request_refused("{\"kind\":\"endpoint\",\"class\":\"cpu\",\"runtime\":\"\"}",
+                           "field 'runtime' is empty");
+    expect_request_refused("{\"kind\":\"vm\",\"class\":\"cpu\",\"guest_os\":\"\"}",
+                           "field 'guest_os' is empty");
+    expect_request_refused("{\"kind\":\"endpoint\",\"memory_gb\":8,\"class\":\"\"}",
+                           "field 'class' is empty");
     expect_node_refused(NODE_HEAD "\"site_kind\":\"moon\"}",
                         "'site_kind' must be solo, lab or datacenter");
     expect_node_refused(NODE_HEAD "\"site_kind\":\"datacenter\",\"mode\":\"none\"}", "'mode'");
