@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/mig.h"
 #include "util/macro.h"
 #include "wire/pci-address.h"
 
@@ -208,8 +209,66 @@ int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err) {
     return r;
 }
 
+/* The memory slots a reported MIG instance takes and where it may start, from its profile
+ * name ("3g.40gb", maybe with a suffix such as "+me"): the SPEC row of a card with this
+ * memory tells a double-memory 1g from a plain one; a card outside the table (an A30, an
+ * H100 NVL) is measured by its compute slices alone, so that real cards are not refused. */
+static bool mig_instance_geometry(const char *profile, unsigned card_gb, unsigned *ret_slots,
+                                  uint8_t *ret_starts) {
+    char base[sizeof(((ApiMigInstance *)0)->profile)];
+    snprintf(base, sizeof(base), "%.*s", (int)strcspn(profile, "+"), profile);
+    if (!mig_profile_memory_gb(base))
+        return false;
+    MigShape shape = mig_row_profile_shape(mig_card_row_for_memory(card_gb), base);
+    if (shape == _MIG_SHAPE_INVALID) {
+        static const MigShape by_slices[] = {[1] = MIG_SHAPE_1G,
+                                             [2] = MIG_SHAPE_2G,
+                                             [3] = MIG_SHAPE_3G,
+                                             [4] = MIG_SHAPE_4G,
+                                             [7] = MIG_SHAPE_7G};
+        unsigned g = (unsigned)(base[0] - '0');
+        if (base[1] != 'g' || g >= ARRAY_SIZE(by_slices) || (g != 1 && !by_slices[g]))
+            return false;
+        shape = by_slices[g];
+    }
+    const MigShapeInfo *info = mig_shape_info(shape);
+    *ret_slots = info->mem_slots;
+    *ret_starts = info->start_mask;
+    return true;
+}
+
+/* The MIG instances a device reports fit one GPU's 8 memory slots (SPEC, "MIG profiles"):
+ * known profile shapes, allowed start slots, no two on the same slot. */
+static int check_mig_layout(const ApiDevice *d, size_t idx, Error *err) {
+    uint8_t used = 0;
+    for (size_t m = 0; m < d->n_mig; m++) {
+        unsigned slots, start = d->mig[m].start;
+        uint8_t starts;
+        if (!mig_instance_geometry(d->mig[m].profile, d->memory_gb, &slots, &starts))
+            return error_set(err, -EINVAL,
+                             "device %zu: MIG instance %zu: '%s' is not a MIG profile like "
+                             "3g.40gb",
+                             idx, m, d->mig[m].profile);
+        if (!(starts & (1u << start)) || slots > MIG_SLOTS - start)
+            return error_set(err, -EINVAL,
+                             "device %zu: MIG instance %zu (%s) cannot start at memory slot %u",
+                             idx, m, d->mig[m].profile, start);
+        uint8_t mask = (uint8_t)(((1u << slots) - 1u) << start);
+        if (used & mask)
+            return error_set(err, -EINVAL,
+                             "device %zu: MIG instance %zu (%s at slot %u) overlaps another "
+                             "instance on the GPU's memory slots",
+                             idx, m, d->mig[m].profile, start);
+        used |= mask;
+    }
+    return 0;
+}
+
 int api_node_check_sent(const ApiNode *n, Error *err) {
     for (size_t i = 0; i < n->n_devices; i++) {
+        int r = check_mig_layout(&n->devices[i], i, err);
+        if (r < 0)
+            return r;
         if (n->devices[i].pci[0] && !pci_bdf_is_valid(n->devices[i].pci))
             return error_set(err, -EINVAL,
                              "device %zu: 'pci' is not a PCI address like 0000:3b:00.0", i);

@@ -185,6 +185,52 @@ Test(wire, bad_input_wire_server_refuses_a_pci_address_the_agent_would) {
     free(k8s);
 }
 
+/* R2c: the MIG instances a node reports fit the GPU's 8 memory slots (SPEC "MIG profiles"):
+ * a known profile shape, an allowed start slot, no overlap. Real layouts of cards outside the
+ * SPEC table (an A30's, an H100 NVL's) and NVML's "+me" profiles still pass. */
+static void expect_mig(unsigned memory_gb, const char *mig, const char *refusal) {
+    char text[1024];
+    snprintf(text, sizeof(text),
+             NODE_HEAD
+             "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:01:00.0\",\"memory_gb\":%u,"
+             "\"mig\":[%s]}]}",
+             memory_gb, mig);
+    ApiNode *n = node_of(text);
+    Error err = {0};
+    int r = api_node_check_sent(n, &err);
+    if (!refusal)
+        cr_expect_eq(r, 0, "%s: %s", mig, err.message);
+    else {
+        cr_expect_eq(r, -EINVAL, "%s", mig);
+        cr_expect(strstr(err.message, refusal), "%s: %s", mig, err.message);
+    }
+    free(n);
+}
+
+Test(wire, r2c_bad_input_a_mig_layout_that_cannot_be_on_a_gpu_is_refused) {
+    /* Layouts a real H100 can hold. */
+    expect_mig(80,
+               "{\"profile\":\"1g.10gb\",\"start\":0},{\"profile\":\"1g.10gb+me\",\"start\":1},"
+               "{\"profile\":\"2g.20gb\",\"start\":2},{\"profile\":\"3g.40gb\",\"start\":4}",
+               NULL);
+    expect_mig(80, "{\"profile\":\"1g.20gb\",\"start\":6},{\"profile\":\"4g.40gb\",\"start\":0}",
+               NULL);
+    expect_mig(141, "{\"profile\":\"7g.141gb\",\"start\":0}", NULL);
+    expect_mig(94, "{\"profile\":\"1g.12gb\",\"start\":6},{\"profile\":\"3g.47gb\",\"start\":0}",
+               NULL);
+    /* Overlaps, impossible starts, unknown profiles. */
+    expect_mig(80, "{\"profile\":\"3g.40gb\",\"start\":0},{\"profile\":\"2g.20gb\",\"start\":2}",
+               "overlaps another instance");
+    expect_mig(80, "{\"profile\":\"1g.10gb\",\"start\":3},{\"profile\":\"1g.10gb\",\"start\":3}",
+               "overlaps another instance");
+    expect_mig(80, "{\"profile\":\"1g.20gb\",\"start\":1}", "cannot start at memory slot 1");
+    expect_mig(80, "{\"profile\":\"3g.40gb\",\"start\":2}", "cannot start at memory slot 2");
+    expect_mig(80, "{\"profile\":\"7g.80gb\",\"start\":1}", "cannot start at memory slot 1");
+    expect_mig(80, "{\"profile\":\"1g.10gb\",\"start\":7}", "cannot start at memory slot 7");
+    expect_mig(80, "{\"profile\":\"5g.50gb\",\"start\":0}", "is not a MIG profile");
+    expect_mig(80, "{\"profile\":\"big\",\"start\":0}", "is not a MIG profile");
+}
+
 /* R10: a Mac's usable GPU memory is its wired limit less the owner's headroom, so at most its
  * memory; a client saying otherwise is refused (placements would promise memory the Mac does
  * not have), while a state file written before the check still loads. */
