@@ -68,6 +68,7 @@ int sched_device_set_binding(Sched *s, const char *node, unsigned dev, Binding b
                          "running workload (R7)",
                          n->name, dev, req_id(&s->reqs[dev_allocs_const(d)[0]]));
     d->binding = binding;
+    device_sync_mig(d);
     node_changed(s, ni, now, true);
     return 0;
 }
@@ -83,12 +84,13 @@ int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled,
     if (enabled && (d->cls < 0 || s->cat->classes[d->cls].n_mig_profiles == 0))
         return error_set(err, -EINVAL, "node '%s' device %u: its class has no MIG profiles",
                          n->name, dev);
-    if (d->mig_enabled == enabled)
+    if (d->mig_reported == enabled)
         return 0;
     if (d->n_allocs)
         return error_set(err, -EBUSY, "node '%s' device %u is in use by %s", n->name, dev,
                          req_id(&s->reqs[dev_allocs_const(d)[0]]));
-    d->mig_enabled = enabled;
+    d->mig_reported = enabled;
+    device_sync_mig(d);
     node_changed(s, ni, now, true);
     return 0;
 }
@@ -280,8 +282,10 @@ int sched_node_set_mode(Sched *s, const char *node, NodeMode mode, uint64_t now,
     if (r < 0)
         return error_set(err, r, "node '%s': cannot store the mode label", n->name);
     n->mode = mode;
-    for (unsigned i = 0; i < n->n_devices; i++)
+    for (unsigned i = 0; i < n->n_devices; i++) {
         n->devices[i].binding = mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST;
+        device_sync_mig(&n->devices[i]);
+    }
     node_changed(s, ni, now, true);
     return 0;
 }

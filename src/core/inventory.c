@@ -644,10 +644,11 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
                 .binding = mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO
                            : mode == NODE_MODE_CONTAINER    ? BINDING_HOST
                                                             : ds->binding,
-                .mig_enabled = ds->mig_enabled,
+                .mig_reported = ds->mig_enabled,
                 .reset_verified = ds->reset_verified,
                 .link = {NIL, NIL},
         };
+        device_sync_mig(d);
         oom = oom || (ds->address && !d->address);
         if (d->cls >= 0) {
             node_add_pool(n, d->cls * 2 + BINDING_HOST);

@@ -175,7 +175,11 @@ typedef struct Device {
     uint32_t listed_user;          /* the time-slice list's user */
     uint16_t n_allocs, cap_allocs; /* cap_allocs 0: inline */
     uint8_t binding;               /* Binding */
-    bool mig_enabled, reset_verified, cordoned, quarantined;
+    /* mig_reported: MIG mode as the node reports it. mig_enabled: the GPU serves MIG slices,
+     * not whole-GPU work -- only while its host driver holds it: a GPU on vfio-pci goes whole
+     * to a VM or a Kata container (which may use MIG inside), so MIG mode on it counts for
+     * nothing here (device_sync_mig()). */
+    bool mig_reported, mig_enabled, reset_verified, cordoned, quarantined;
     uint8_t mig_layout;
     uint8_t use;   /* DevUse */
     int8_t listed; /* 0 none, 1 MIG list, 2 time-slice list */
@@ -186,6 +190,11 @@ typedef struct Device {
 } __attribute__((aligned(64))) Device;
 
 _Static_assert(sizeof(Device) == 64, "a device is one cache line");
+
+/* After its reported MIG mode or its binding changed: whether the device serves MIG slices. */
+static inline void device_sync_mig(Device *d) {
+    d->mig_enabled = d->mig_reported && d->binding == BINDING_HOST;
+}
 
 /* A node's place in one whole-GPU pool (class x binding), bucketed by free devices. */
 typedef struct PoolLink {

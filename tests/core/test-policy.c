@@ -67,6 +67,37 @@ static CapacityRow cap(const char *cls, const char *site, CapacityMode m) {
     return row;
 }
 
+/* A node whose GPUs had MIG on, switched to vm-passthrough (R4): on vfio-pci a GPU goes whole
+ * to a VM (which may use MIG inside), so it counts once under the card's VM row and serves a
+ * VM; its slice rows are gone until the node is back in container mode with MIG on. */
+Test(policy, r6_a_mig_node_switched_to_passthrough_counts_and_serves_whole_gpus) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2, .mig_enabled = true);
+    fx_gpu_node(.name = "c2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1);
+    const char *slice = "nvidia-h100-80gb-mig-1g.10gb";
+    cr_assert_eq(cap(slice, NULL, CAPACITY_CONTAINER).total, 14);
+    cr_assert_eq(cap(H100, NULL, CAPACITY_VM).total, 0);
+    Error err = {0};
+    cr_assert_eq(sched_node_set_mode(fx, "m1", NODE_MODE_VM_PASSTHROUGH, 0, &err), 0, "%s",
+                 err.message);
+    CapacityRow vm = cap(H100, NULL, CAPACITY_VM);
+    cr_expect_eq(vm.total, 2, "both GPUs count for VMs");
+    cr_expect_eq(vm.free, 2);
+    cr_expect_eq(cap(slice, NULL, CAPACITY_CONTAINER).total, 0, "no slices on vfio-pci");
+    Decision d = fx_req(.id = "vm", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_expect_str_eq(d.placement.node, "m1");
+    cr_expect_eq(cap(H100, NULL, CAPACITY_VM).allocated, 1);
+    fx_release("vm");
+    /* Back in container mode the reported MIG mode holds again: slices, no whole GPU. */
+    cr_assert_eq(sched_node_set_mode(fx, "m1", NODE_MODE_CONTAINER, 0, &err), 0, "%s", err.message);
+    cr_expect_eq(cap(slice, NULL, CAPACITY_CONTAINER).total, 14);
+    cr_expect_eq(cap(H100, NULL, CAPACITY_VM).total, 0);
+    cr_expect_eq(cap(H100, NULL, CAPACITY_CONTAINER).total, 1, "only c2's GPU");
+}
+
 Test(policy, r6_capacity_counts_vm_nodes_by_vm_device_name_and_container_nodes_by_resource) {
     fx_site("dc", SITE_DATACENTER);
     fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
