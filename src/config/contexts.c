@@ -235,7 +235,10 @@ int cli_config_load(const char *path, CliConfig **ret, Error *err) {
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
     int r = read_full_file(path, CONFIG_MAX_BYTES, &text, &len);
-    if (r == -ENOENT) {
+    /* An empty (or blank) file is a config without contexts, as kubectl reads one: what
+     * `touch` or a provisioning tool leaves behind is not corrupt. */
+    bool blank = r >= 0 && text && strspn(text, " \t\r\n") == len;
+    if (r == -ENOENT || blank) {
         CliConfig *c = calloc(1, sizeof(*c));
         if (!c)
             return error_set(err, -ENOMEM, "out of memory");

@@ -172,6 +172,21 @@ Test(cli_config, bad_input_config_file_is_a_clear_usage_error) {
     }
 }
 
+/* An empty config file (what `touch` leaves) holds no contexts, as kubectl reads one. */
+Test(cli_config, cli_an_empty_config_file_is_one_without_contexts) {
+    write_config("\n");
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "config", "get-contexts", NULL), 0, "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "login", "--server", ts.url, "--token-file", tok_file,
+                             "--context", "lab", NULL),
+                 0, "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "requests", NULL), 0, "the saved context is used: %s",
+                 err);
+    free(out), free(err);
+}
+
 Test(cli_config, cli_get_contexts_as_json_for_scripts) {
     char *out = NULL, *err = NULL;
     int rc = run_einsora(&out, &err, "login", "--server", ts.url, "--token-file", tok_file,
