@@ -572,6 +572,17 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
     walk_fifo(s, now, ni, true, -1, s->xq_head);
 }
 
+int sched_site_offer(Sched *s, const char *site, uint64_t now, Error *err) {
+    uint32_t si;
+    if (!site || !strmap_get(&s->site_map, site, &si))
+        return error_set(err, -ENOENT, "no site named '%s'", strempty(site));
+    for (size_t k = 0; k < s->n_order && s->n_waiting; k++)
+        if (s->nodes[s->order[k]].site == si)
+            queue_walk_node(s, now, s->order[k]);
+    check_now(s);
+    return 0;
+}
+
 /* Register the request req_build() wrote into slot ri: its own copy of a long id, its user,
  * its id in the index. On failure the caller gives the slot back (req_unslot()). */
 static int register_in_place(Sched *s, const RequestSpec *spec, uint32_t user_hash, uint32_t ri,

@@ -337,6 +337,11 @@ void sched_set_on_placed(Sched *s, SchedPlacedFn fn, void *userdata);
 int sched_add_site(Sched *s, const char *name, SiteKind kind, Error *err);
 /* Mark (or unmark) a user as a trusted tenant of a site. */
 int sched_site_trust(Sched *s, const char *site, const char *user, bool trusted, Error *err);
+/* Offer every node of a site to the waiting requests again, after a change of who may use
+ * what there that no node's change reports (a trust grant): a request that waited for lack
+ * of trust is placed now, not at the next release on its node. May place waiting requests
+ * (on_placed). -ENOENT for an unknown site. */
+int sched_site_offer(Sched *s, const char *site, uint64_t now, Error *err);
 bool sched_site_is_trusted(const Sched *s, const char *site, const char *user);
 /* The relation of a user to a node; _RELATION_INVALID when the node does not exist. */
 Relation sched_relation(const Sched *s, const char *node, const char *user);

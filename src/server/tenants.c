@@ -58,6 +58,11 @@ static void op_trust(Server *s, Op *op) {
             site_trust_all(s, a->tenant, false);
         }
         state_event(s, a->grant ? "tenant.trusted" : "tenant.untrusted", a->tenant, NULL, NULL);
+        /* What the tenant waited for may be free already: offer it now (after the grant's
+         * event, so that the feed shows the cause before the placements). */
+        for (size_t i = 0; a->grant && i < s->sites.cap; i++)
+            if (s->sites.keys[i] && s->sites.keys[i] != PTRMAP_TOMB)
+                (void)sched_site_offer(s->sched, s->sites.keys[i], core_now(s), NULL);
     }
     op->status = 200;
     op->body = json_pack("{s:s, s:b}", "tenant", a->tenant, "trusted", a->grant);

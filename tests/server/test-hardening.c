@@ -400,6 +400,28 @@ Test(hardening, r9_trust_is_an_admins_grant_decided_at_each_placement) {
     free(tina), free(tina_trusted);
 }
 
+/* A request that waits only for its user's trust (an internal-only card) is placed when an
+ * admin grants it, not at the next release on its node, which may never come. */
+Test(hardening, r9_a_request_waiting_for_trust_is_placed_at_the_grant) {
+    add_rtx_node();
+    char *tina = ts_token(&ts, "tina", "user", NULL);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, tina, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"nvidia-rtx-4090\","
+                         "\"wait_for_nodes\":true}",
+                         &j),
+                 201);
+    cr_assert_str_eq(str(j, "state"), "pending", "internal-only: she waits");
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)num(j, "id"));
+    json_decref(j);
+    expect_status(ts.admin, "PUT", "/v1/tenants/tina/trust", 200, NULL);
+    cr_assert_eq(ts_call(&ts, tina, "GET", path, NULL, &j), 200);
+    cr_expect_str_eq(str(j, "state"), "placed", "placed by the grant itself: %s", str(j, "reason"));
+    json_decref(j);
+    free(tina);
+}
+
 Test(hardening, bad_input_duplicate_device_pci_in_one_node_is_refused) {
     const char *node =
             "{\"name\":\"d1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
