@@ -343,9 +343,9 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
                           &s->catalog, err);
     pci_ids_free(ids);
     if (r >= 0)
-        r = store_open_site(cfg->state_path, cfg->site, &s->store, err);
+        r = store_open_site(cfg->state_path, cfg->site ? cfg->site : "default", &s->store, err);
     if (r >= 0)
-        r = store_open_site(cfg->state_path, cfg->site, &s->reader, err);
+        r = store_open_site(cfg->state_path, cfg->site ? cfg->site : "default", &s->reader, err);
     /* Replicas on PostgreSQL load the state only once elected (leader.c). */
     bool replicas = r >= 0 && store_is_pg(s->store);
     if (replicas)

@@ -300,14 +300,14 @@ static int migrate(PgStore *s, const char *site, Error *err) {
         (r = read_meta(s, "site", &owner, err)) < 0 ||
         (r = read_meta(s, "schema_version", &version, err)) < 0)
         goto fail;
-    if (owner && STRNEQ(owner, site)) {
+    if (site && owner && STRNEQ(owner, site)) {
         r = error_set(err, -EEXIST,
                       "PostgreSQL %s belongs to the Einsora site '%s', not '%s': give each site a "
                       "database of its own",
                       s->where, owner, site);
         goto fail;
     }
-    if (!owner && (r = write_meta(s, "site", site, err)) < 0)
+    if (site && !owner && (r = write_meta(s, "site", site, err)) < 0)
         goto fail;
     long v = version ? strtol(version, NULL, 10) : 0;
     if (v < 0 || v > STORE_SCHEMA_VERSION) {

@@ -18,7 +18,7 @@ bool store_location_is_postgresql(const char *location) {
 
 int store_open_site(const char *location, const char *site, Store **ret, Error *err) {
     if (store_location_is_postgresql(location))
-        return store_pg_open(location, site ? site : "default", ret, err);
+        return store_pg_open(location, site, ret, err);
     return store_sqlite_open(location, ret, err);
 }
 

@@ -20,8 +20,10 @@ typedef struct Store Store;
  * A location that is a PostgreSQL URI ("postgresql://...", "postgres://...") or a libpq
  * conninfo ("host=... dbname=...") opens PostgreSQL; anything else is an SQLite state file,
  * created when missing and switched to WAL. A PostgreSQL database is claimed by one Einsora
- * site: site (NULL: "default") is recorded on first open and a database that belongs to
- * another site is refused, as is one of a newer schema version. */
+ * site: site is recorded on first open and a database that belongs to another site is
+ * refused, as is one of a newer schema version. NULL (the token verbs, store_open()): any
+ * site -- the database's own, and none claimed on a fresh one, so that a token made before
+ * the first `serve --site NAME` does not claim the database for another site. */
 int store_open(const char *location, Store **ret, Error *err);
 int store_open_site(const char *location, const char *site, Store **ret, Error *err);
 /* Whether location names a PostgreSQL database rather than an SQLite file. */

@@ -367,6 +367,37 @@ Test(store, r16_store_postgresql_refuses_a_database_of_another_site) {
     store_close(s);
 }
 
+/* The token verbs open the store for any site: on a database a `serve --site paris` made,
+ * and on a fresh one without claiming it (docs/postgresql.md makes the first admin token
+ * before the first replica starts). */
+Test(store, r16_token_verbs_work_on_a_sites_database_and_claim_no_site) {
+    char fresh[256], claimed[256];
+    new_location(true, fresh, sizeof(fresh));
+    new_location(true, claimed, sizeof(claimed));
+    Store *s = NULL;
+    Error err = {0};
+    cr_assert(store_open_site(claimed, "paris", &s, &err) >= 0, "%s", error_message(&err));
+    store_close(s);
+    const char *locs[] = {fresh, claimed};
+    for (size_t i = 0; i < 2; i++) {
+        char *out = NULL, *errs = NULL;
+        int rc = run_einsora(&out, &errs, "token", "create", "--state", locs[i], "--user", "root",
+                             "--role", "admin", NULL);
+        cr_expect_eq(rc, 0, "%s: %s", locs[i], errs);
+        free(out), free(errs);
+        rc = run_einsora(&out, &errs, "token", "list", "--state", locs[i], NULL);
+        cr_expect_eq(rc, 0, "%s: %s", locs[i], errs);
+        cr_expect(strstr(out, "root"), "%s", out);
+        free(out), free(errs);
+    }
+    /* The fresh database is still anyone's: the first replica's --site claims it. */
+    s = NULL;
+    cr_assert(store_open_site(fresh, "paris", &s, &err) >= 0, "%s", error_message(&err));
+    store_close(s);
+    s = NULL;
+    cr_assert_eq(store_open_site(fresh, "berlin", &s, &err), -EEXIST);
+}
+
 Test(store, r16_store_postgresql_fence_refuses_a_superseded_leader) {
     char loc[256];
     new_location(true, loc, sizeof(loc));
