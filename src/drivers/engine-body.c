@@ -194,6 +194,11 @@ static json_t *libpod_body(const WorkloadSpec *spec, const EngineGpus *g) {
     return body;
 }
 
+char *engine_stop_path(EngineDialect dialect, const char *name, unsigned grace_s) {
+    return strprintf("/containers/%s/stop?%s=%u", name, dialect == ENGINE_LIBPOD ? "timeout" : "t",
+                     grace_s);
+}
+
 json_t *engine_create_body(EngineDialect dialect, const WorkloadSpec *spec,
                            const EngineGpus *gpus) {
     static const EngineGpus none = {0};

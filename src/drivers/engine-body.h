@@ -61,6 +61,10 @@ typedef struct EngineGpus {
 /* The create body for the dialect. Docker: the name goes in the query (?name=), not the body. */
 json_t *engine_create_body(EngineDialect dialect, const WorkloadSpec *spec, const EngineGpus *gpus);
 
+/* The path that stops container `name`, giving it grace_s seconds after SIGTERM: libpod's
+ * parameter is `timeout`, Docker's `t` (libpod ignores `t` and waits its own 10 s). */
+char *engine_stop_path(EngineDialect dialect, const char *name, unsigned grace_s);
+
 /* The state of a container from its inspect JSON (both dialects answer the Docker shape for
  * State). ret_runtime: the OCI runtime it was created with, when the answer says. */
 int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **ret_runtime,

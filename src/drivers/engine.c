@@ -439,7 +439,7 @@ static int engine_stop(Driver *d, const char *id, unsigned grace_s, Error *err) 
     snprintf(name, sizeof(name), DRIVER_NAME_PREFIX "%s", id);
     /* The engine sends SIGTERM, then SIGKILL after grace_s; should the engine itself hang,
      * our own deadline passes and the container is killed outright. */
-    _cleanup_free_ char *stop = strprintf("/containers/%s/stop?t=%u", name, grace_s);
+    _cleanup_free_ char *stop = engine_stop_path(e->dialect, name, grace_s);
     long status = 0;
     Error e1 = {0};
     int r = stop ? http(e, "POST", stop, NULL, grace_s + 15, NULL, &status, NULL, &e1) : -ENOMEM;

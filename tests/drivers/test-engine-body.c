@@ -150,6 +150,16 @@ Test(engine_body, r17_libpod_body_uses_cdi_names_and_env_map) {
     json_decref(b);
 }
 
+/* --stop-grace reaches the engine in the parameter its dialect reads (libpod ignores
+ * Docker's `t` and waits its own 10 s). */
+Test(engine_body, r17_stop_grace_goes_in_each_dialects_own_parameter) {
+    char *lp = engine_stop_path(ENGINE_LIBPOD, "einsora-7", 1),
+         *dk = engine_stop_path(ENGINE_DOCKER, "einsora-7", 30);
+    cr_expect_str_eq(lp, "/containers/einsora-7/stop?timeout=1");
+    cr_expect_str_eq(dk, "/containers/einsora-7/stop?t=30");
+    free(lp), free(dk);
+}
+
 Test(engine_body, r17_inspect_states) {
     struct {
         const char *json;
