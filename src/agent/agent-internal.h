@@ -39,8 +39,9 @@ typedef struct Agent {
     bool watch_failing;       /* its last poll failed: log once, not every retry */
     ConfirmPool confirms;     /* the connections that confirm started workloads side by side */
     InventoryCache inventory; /* the last discovery, for workload starts */
-    bool confirm_due;         /* a confirmation went unanswered: look at the work again next turn */
-    unsigned running_writes;  /* rewrites of "running": a text read before is current while equal */
+    bool confirm_due; /* look at the work again next turn: a confirmation went unanswered, or a
+                       * start or stop waits for its engine to answer again */
+    unsigned running_writes; /* rewrites of "running": a text read before is current while equal */
 } Agent;
 
 /* One line on the agent's log ("agent NAME: ..."), if it has one. */

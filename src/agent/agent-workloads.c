@@ -158,13 +158,30 @@ bool agent_ensure_slot(Agent *a, int k) {
     size_t n = 0;
     if (a->drivers[k]->ops->list(a->drivers[k], &ids, &n, &err) < 0)
         agent_logf(a, "%s: %s", slot_names[k], error_message(&err));
-    for (size_t i = 0; i < n; i++)
-        if (!is_member(a, slot_files[k], ids[i])) {
-            agent_logf(a, "adopted the workload of request %s (the %s runs it)", ids[i],
-                       slot_names[k]);
-            (void)set_member(a, slot_files[k], ids[i], true, &err);
-            (void)set_running(a, ids[i], true, &err);
+    for (size_t i = 0; i < n; i++) {
+        if (is_member(a, slot_files[k], ids[i]))
+            continue;
+        /* Created but never started: an agent stopped between the engine's create and start.
+         * It ran nothing, so it is removed and started afresh from its placement, not adopted
+         * as running (R17: a placement is a running workload). */
+        WorkloadState st;
+        Error e2 = {0};
+        if (k == SLOT_ENGINE && a->drivers[k]->ops->status(a->drivers[k], ids[i], &st, &e2) >= 0 &&
+            st.status == WORKLOAD_STARTING) {
+            if (a->drivers[k]->ops->stop(a->drivers[k], ids[i], 0, &e2) >= 0) {
+                agent_logf(a,
+                           "removed the never-started workload of request %s; it starts "
+                           "again from its placement",
+                           ids[i]);
+                continue;
+            }
+            agent_logf(a, "cannot remove the never-started workload of request %s: %s", ids[i],
+                       error_message(&e2));
         }
+        agent_logf(a, "adopted the workload of request %s (the %s runs it)", ids[i], slot_names[k]);
+        (void)set_member(a, slot_files[k], ids[i], true, &err);
+        (void)set_running(a, ids[i], true, &err);
+    }
     driver_ids_free(ids, n);
     return true;
 }
@@ -193,11 +210,32 @@ static void report_end(Agent *a, const char *id, bool failed, int exit_code, con
     json_decref(body);
 }
 
+/* The ports this agent's processes listen on (they share the host's ports, unlike containers):
+ * a new process endpoint takes another. */
+static size_t process_ports(Agent *a, unsigned *ports, size_t max) {
+    Driver *d = a->drivers[SLOT_PROCESS];
+    char **ids = NULL;
+    size_t n = 0, k = 0;
+    Error err = {0};
+    if (d->ops->list(d, &ids, &n, &err) < 0)
+        return 0;
+    for (size_t i = 0; i < n && k < max; i++) {
+        WorkloadState st;
+        if (d->ops->status(d, ids[i], &st, &err) >= 0 && st.host_port &&
+            (st.status == WORKLOAD_RUNNING || st.status == WORKLOAD_STARTING))
+            ports[k++] = st.host_port;
+    }
+    driver_ids_free(ids, n);
+    return k;
+}
+
 /* Start the placed workload through its driver; 0 when it runs (or already ran: adopted), with
  * the URL of a notebook or endpoint in url ("" when none). */
 static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, size_t url_size) {
-    if (!agent_ensure_slot(a, k))
+    if (!agent_ensure_slot(a, k)) {
+        a->confirm_due = true; /* the work again at the next turn: started once it answers */
         return -EAGAIN;
+    }
     const AgentConfig *cfg = a->cfg;
     DiscoverOptions o = cfg->discover;
     o.catalog = a->catalog;
@@ -206,15 +244,19 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
     AgentSpecBuf buf;
     WorkloadSpec spec;
     int r = inventory_cache_get(&a->inventory, &o, &inv, &err); /* not NVML and sysfs again */
+    unsigned taken[64];
+    size_t n_taken = k == SLOT_PROCESS ? process_ports(a, taken, ARRAY_SIZE(taken)) : 0;
     if (r >= 0)
-        r = k == SLOT_PROCESS ? agent_work_process_spec(cfg->workloads, w, &buf, &spec, &err)
-                              : agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
+        r = k == SLOT_PROCESS
+                    ? agent_work_process_spec(cfg->workloads, w, taken, n_taken, &buf, &spec, &err)
+                    : agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
     if (r >= 0)
         r = a->drivers[k]->ops->start(a->drivers[k], &spec, &err);
     if (r == -EEXIST)
         r = 0; /* the engine has it already: never started twice */
     if (r == -ECONNREFUSED || (r < 0 && strstr(err.message, "does not answer"))) {
         slot_failed(a, k, &err);
+        a->confirm_due = true;
         return r;
     }
     if (r < 0) {
@@ -430,7 +472,10 @@ void agent_reconcile_workloads(Agent *a, json_t *work) {
         json_array_foreach(work, i, w) placed =
                 placed || json_integer_value(json_object_get(w, "id")) == strtoll(id, NULL, 10);
         /* Not stopped (the engine did not answer): the GPU stays recorded, retried next turn. */
-        if (id[0] && !placed && stop_driven(a, id) >= 0 && strv_push(&gone, &n_gone, id) < 0)
+        int stopped = id[0] && !placed ? stop_driven(a, id) : -1;
+        if (id[0] && !placed && stopped < 0)
+            a->confirm_due = true;
+        if (stopped >= 0 && strv_push(&gone, &n_gone, id) < 0)
             break; /* out of memory: the rest next time */
     }
     _cleanup_free_ Started *st = n_work ? calloc(n_work, sizeof(*st)) : NULL;

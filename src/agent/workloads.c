@@ -256,8 +256,40 @@ bool agent_work_is_process(const AgentWorkloadConfig *cfg, json_t *work) {
     return STREQ(m, "apple-whole") || (STREQ(m, "cpu") && cfg && cfg->cpu_endpoints_as_process);
 }
 
-int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf,
-                            WorkloadSpec *ret, Error *err) {
+/* The first port from `port` up that none of taken holds (0 when every one above is). */
+static unsigned first_port_free(unsigned port, const unsigned *taken, size_t n_taken) {
+    for (; port && port <= 65535; port++) {
+        bool held = false;
+        for (size_t i = 0; i < n_taken && !held; i++)
+            held = taken[i] == port;
+        if (!held)
+            return port;
+    }
+    return 0;
+}
+
+/* On a cpu placement the GPU runtimes see no device (R17), whatever the request's env says:
+ * its items for these keys are dropped and these go in. */
+static const char *const no_gpu_env[] = {"CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=void",
+                                         "HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="};
+
+static void hide_gpus(const char **env, size_t *n) {
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        bool drop = false;
+        for (size_t h = 0; h < ARRAY_SIZE(no_gpu_env) && !drop; h++)
+            drop = strncmp(env[i], no_gpu_env[h], strcspn(no_gpu_env[h], "=") + 1) == 0;
+        if (!drop)
+            env[k++] = env[i];
+    }
+    for (size_t h = 0; h < ARRAY_SIZE(no_gpu_env); h++)
+        env[k++] = no_gpu_env[h];
+    env[k] = NULL;
+    *n = k;
+}
+
+int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, const unsigned *taken,
+                            size_t n_taken, AgentSpecBuf *buf, WorkloadSpec *ret, Error *err) {
     json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
     const char *kind;
     int r = work_begin(work, buf, &kind, err);
@@ -270,8 +302,11 @@ int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentS
         return r;
     MacServerSpec ms = {.runtime = json_string_value(json_object_get(p, "endpoint_runtime")),
                         .model = json_string_value(json_object_get(req, "model")),
-                        .port = n_ports ? buf->ports[0] : agent_work_port(work),
+                        .port = n_ports ? buf->ports[0]
+                                        : first_port_free(agent_work_port(work), taken, n_taken),
                         .on_gpu = !method || STRNEQ(method, "cpu")};
+    if (!ms.port)
+        return error_set(err, -EADDRINUSE, "no port is left for request %s's server", buf->id);
     if ((r = mac_server_argv(&ms, buf->argv, buf->port_text, err)) < 0)
         return r;
     const char *bin = STREQ(ms.runtime, "mlx") ? cfg->mlx_server : cfg->llama_server;
@@ -282,6 +317,13 @@ int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentS
     bool has;
     if ((r = strv_field(req, "env", buf->env, 64, &has, err)) < 0)
         return r;
+    if (!ms.on_gpu) {
+        size_t n_env = 0;
+        while (has && buf->env[n_env])
+            n_env++;
+        hide_gpus(buf->env, &n_env);
+        has = true;
+    }
     buf->port = ms.port;
     *ret = (WorkloadSpec){.id = buf->id,
                           .kind = kind,

@@ -56,7 +56,7 @@ typedef struct AgentSpecBuf {
     const char *group[16][8]; /* VMs: the other functions of each GPU's IOMMU group */
     size_t n_gpus;
     const char *cmd[65];
-    const char *env[66];
+    const char *env[70]; /* the request's 64, the end, and what a placement adds (model, GPUs) */
     char model_env[300];
     unsigned port;
     unsigned ports[16];                    /* the request's own "ports", when it has them */
@@ -81,6 +81,9 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
 
 /* Build the spec of a process endpoint: the server's command line for the placement's runtime
  * (mac-plan.h) with this agent's binary for it, the request's model and env, its port (the
- * request's first, else the runtime's). */
-int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, AgentSpecBuf *buf,
-                            WorkloadSpec *ret, Error *err);
+ * request's first, else the runtime's or, as processes share the host's ports, the first one
+ * above it that none of `taken` -- the ports of this agent's other processes -- holds). The
+ * process gets none of the agent's own EINSORA_ settings (process.c), and on a cpu placement
+ * no GPU: the GPU runtimes' visibility variables are set empty, whatever the request's env. */
+int agent_work_process_spec(const AgentWorkloadConfig *cfg, json_t *work, const unsigned *taken,
+                            size_t n_taken, AgentSpecBuf *buf, WorkloadSpec *ret, Error *err);

@@ -117,7 +117,9 @@ static char *find_binary(const char *name) {
     return NULL;
 }
 
-/* The agent's environment with spec's KEY=VALUE items over it. */
+/* The agent's environment with spec's KEY=VALUE items over it, less the agent's own EINSORA_
+ * settings: its node token above all, which a workload must never hold (a process shares the
+ * agent's user; only the placement's own items reach it). */
 static char **merge_env(const char *const *add) {
     size_t n = 0, k = 0, m = 0;
     while (environ[n])
@@ -129,6 +131,8 @@ static char **merge_env(const char *const *add) {
         return NULL;
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(environ[i], '=');
+        if (strncmp(environ[i], "EINSORA_", 8) == 0)
+            continue;
         bool overridden = false;
         for (size_t j = 0; eq && j < m; j++)
             overridden |= !strncmp(add[j], environ[i], (size_t)(eq - environ[i]) + 1);

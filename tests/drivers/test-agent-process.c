@@ -28,6 +28,7 @@ static pid_t agent;
 
 static const char server_sh[] = "#!/bin/sh\n"
                                 "echo \"mlx server: $*\"\n"
+                                "echo \"agent token: ${EINSORA_TOKEN:-none}\"\n"
                                 "[ \"$MODE\" = exit3 ] && exit 3\n"
                                 "while :; do sleep 0.05; done\n";
 
@@ -174,6 +175,28 @@ Test(agent_process, r14_a_mac_endpoint_runs_as_a_process_and_release_stops_it) {
     _cleanup_free_ char *stat = strprintf("/proc/%d/stat", (int)g), *text = NULL;
     cr_assert(read_full_file(stat, 4096, &text, NULL) < 0 || strstr(text, ") Z"),
               "the wrapper ended");
+}
+
+/* Processes share the host's ports (R17: each runs, reachable at its own URL): two endpoints
+ * on one Mac get two ports, and neither gets the agent's node token from its environment. */
+Test(agent_process, r17_two_process_endpoints_get_their_own_ports_and_not_the_agents_token) {
+    long a = submit("{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"model\":\"m\"}");
+    json_t *ja = wait_state(a, "active");
+    long b = submit("{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"model\":\"m\"}");
+    json_t *jb = wait_state(b, "active");
+    const char *ua = json_string_value(json_object_get(json_object_get(ja, "placement"), "url")),
+               *ub = json_string_value(json_object_get(json_object_get(jb, "placement"), "url"));
+    cr_assert_str_eq(ua, "http://127.0.0.1:8080/v1", "the runtime's port for the first");
+    cr_assert_str_eq(ub, "http://127.0.0.1:8081/v1", "the next free one for the second");
+    json_decref(ja);
+    json_decref(jb);
+    _cleanup_free_ char *log = strprintf("%s/%ld.log", procs, b);
+    wait_file_has(log, "--port 8081");
+    wait_file_has(log, "agent token: none");
+    release(a);
+    release(b);
+    wait_gone(a);
+    wait_gone(b);
 }
 
 Test(agent_process, r17_a_process_that_exits_ends_its_request_with_its_code) {

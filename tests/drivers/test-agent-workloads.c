@@ -303,6 +303,62 @@ static bool agent_log_has(const char *words) {
     return has;
 }
 
+static void wait_log(const char *words) {
+    bool has = false;
+    for (int i = 0; i < 1200 && !(has = agent_log_has(words)); i++)
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    cr_assert(has, "the agent's log says '%s'", words);
+}
+
+/* fleet.md: while the engine does not answer, the agent keeps the allocations and retries
+ * every heartbeat; a placement made then starts once the engine is back, with no other work
+ * for the node to wake the agent. */
+Test(agent_workloads, r17_a_placement_made_while_the_engine_is_down_starts_when_it_returns) {
+    NEED_PODMAN();
+    podman_fixture_kill_service(&pm);
+    long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    wait_log("retrying every heartbeat");
+    podman_fixture_start_service(&pm);
+    json_decref(wait_state(id, "active"));
+    Driver *d = engine();
+    cr_assert_eq(engine_status(d, id), WORKLOAD_RUNNING);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    wait_absent(d, id);
+    driver_free(d);
+}
+
+/* An agent stopped between the engine's create and start leaves a container that never ran;
+ * the restarted agent must not take it for the running workload (R17): it removes it and
+ * starts the placement afresh -- one container, running. */
+Test(agent_workloads, r17_a_container_created_but_never_started_is_not_adopted_as_running) {
+    NEED_PODMAN();
+    podman_fixture_kill_service(&pm);
+    long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    wait_log("retrying every heartbeat");
+    kill(agent, SIGKILL);
+    waitpid(agent, NULL, 0);
+    /* What the killed agent left: the engine's create done, its start not. */
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "create --name einsora-%ld --label einsora.request=%ld %s", id, id,
+             PODMAN_SLEEPER_IMAGE);
+    cr_assert_eq(podman_fixture_cli(&pm, cmd), 0);
+    podman_fixture_start_service(&pm);
+    Driver *d = engine();
+    cr_assert_eq(engine_status(d, id), WORKLOAD_STARTING, "created, never started");
+    spawn_agent();
+    wait_log("removed the never-started workload of request");
+    json_decref(wait_state(id, "active"));
+    cr_assert_eq(our_containers(d), 1, "one container");
+    cr_assert_eq(engine_status(d, id), WORKLOAD_RUNNING, "and it runs");
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    wait_absent(d, id);
+    driver_free(d);
+}
+
 Test(agent_workloads, r17_a_vm_placement_starts_a_libvirt_domain_and_release_stops_it) {
     NEED_PODMAN();
     long id = submit("{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\"}");

@@ -106,7 +106,8 @@ Test(workload_ports, r14_process_endpoint_command_line) {
     Error err = {0};
     json_t *w = work("endpoint", "apple-whole", "mlx",
                      "{\"model\":\"mlx-community/x-4bit\",\"env\":[\"HF_HOME=/h\"]}");
-    cr_assert_eq(agent_work_process_spec(&cfg, w, &buf, &s, &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_work_process_spec(&cfg, w, NULL, 0, &buf, &s, &err), 0, "%s",
+                 error_message(&err));
     cr_assert_str_eq(s.id, "7");
     cr_assert_str_eq(s.command[0], "/opt/mlx/bin/mlx_lm.server", "this agent's binary");
     cr_assert_str_eq(s.command[2], "mlx-community/x-4bit");
@@ -116,11 +117,36 @@ Test(workload_ports, r14_process_endpoint_command_line) {
     json_decref(w);
     /* A CPU llama.cpp endpoint with its own port: no layer on a GPU, the request's port. */
     w = work("endpoint", "cpu", "llama.cpp", "{\"model\":\"/m/q4.gguf\",\"ports\":[9001]}");
-    cr_assert_eq(agent_work_process_spec(&cfg, w, &buf, &s, &err), 0, "%s", error_message(&err));
+    cr_assert_eq(agent_work_process_spec(&cfg, w, NULL, 0, &buf, &s, &err), 0, "%s",
+                 error_message(&err));
     cr_assert_str_eq(s.command[0], "/usr/bin/llama-server");
     cr_assert_str_eq(s.command[6], "9001");
     cr_assert_str_eq(s.command[8], "0");
     cr_assert_eq(s.ports[0], 9001);
+    /* No GPU for a cpu placement: the request's own CUDA_VISIBLE_DEVICES does not win. */
+    json_decref(w);
+    w = work("endpoint", "cpu", "llama.cpp",
+             "{\"model\":\"/m/q4.gguf\",\"env\":[\"A=1\",\"CUDA_VISIBLE_DEVICES=0,1\"]}");
+    cr_assert_eq(agent_work_process_spec(&cfg, w, NULL, 0, &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    cr_assert_str_eq(s.env[0], "A=1");
+    size_t n_env = 0, n_cuda = 0;
+    for (; s.env[n_env]; n_env++)
+        n_cuda += strncmp(s.env[n_env], "CUDA_VISIBLE_DEVICES=", 21) == 0;
+    cr_assert_eq(n_cuda, 1, "one CUDA_VISIBLE_DEVICES");
+    bool hidden = false;
+    for (size_t i = 0; i < n_env; i++)
+        hidden |= strcmp(s.env[i], "CUDA_VISIBLE_DEVICES=") == 0;
+    cr_assert(hidden, "empty: no GPU");
+    json_decref(w);
+    /* Processes share the host's ports: the next endpoint takes the first port none of this
+     * agent's other processes holds. */
+    static const unsigned taken[] = {8080, 8081, 9000};
+    w = work("endpoint", "cpu", "llama.cpp", "{\"model\":\"/m/q4.gguf\"}");
+    cr_assert_eq(agent_work_process_spec(&cfg, w, taken, 3, &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    cr_assert_str_eq(s.command[6], "8082");
+    cr_assert_eq(s.ports[0], 8082);
     json_decref(w);
     struct {
         AgentWorkloadConfig cfg;
@@ -139,7 +165,8 @@ Test(workload_ports, r14_process_endpoint_command_line) {
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         Error e = {0};
         w = work("endpoint", bad[i].method, bad[i].rt, bad[i].req);
-        cr_assert_lt(agent_work_process_spec(&bad[i].cfg, w, &buf, &s, &e), 0, "case %zu", i);
+        cr_assert_lt(agent_work_process_spec(&bad[i].cfg, w, NULL, 0, &buf, &s, &e), 0, "case %zu",
+                     i);
         cr_assert(strstr(e.message, bad[i].words), "case %zu: %s", i, e.message);
         json_decref(w);
     }
