@@ -23,12 +23,29 @@ bool agent_map_get(const char *map, const char *key, char *buf, size_t size) {
     return false;
 }
 
-int agent_map_check(const char *map, const char *what, Error *err) {
+const char *const agent_image_keys[] = {
+        "notebook",           "endpoint",      "container",    "vm",
+        "endpoint-llama.cpp", "endpoint-vllm", "endpoint-mlx", NULL};
+const char *const agent_runtime_keys[] = {"kata", "runc", NULL};
+
+int agent_map_check(const char *map, const char *what, const char *const *keys, Error *err) {
     for (const char *p = map; p && *p;) {
         const char *end = strchrnul(p, ',');
         const char *eq = memchr(p, '=', (size_t)(end - p));
         if (!eq || eq == p || eq + 1 == end)
             return error_set(err, -EINVAL, "%s: '%.*s' is not KEY=VALUE", what, (int)(end - p), p);
+        bool known = !keys;
+        for (size_t k = 0; keys && keys[k] && !known; k++)
+            known = strlen(keys[k]) == (size_t)(eq - p) && !strncmp(keys[k], p, (size_t)(eq - p));
+        if (!known) {
+            StrBuf list = {0};
+            for (size_t k = 0; keys[k]; k++)
+                strbuf_printf(&list, "%s%s", k ? ", " : "", keys[k]);
+            int r = error_set(err, -EINVAL, "%s: '%.*s' is not a key it takes (%s)", what,
+                              (int)(eq - p), p, strbuf_cstr(&list));
+            strbuf_done(&list);
+            return r;
+        }
         for (const char *q = map; q < p;) {
             const char *qe = strchrnul(q, ',');
             if ((size_t)(strchr(q, '=') - q) == (size_t)(eq - p) &&
@@ -154,10 +171,18 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     if (r < 0)
         return r;
     WorkloadSpec s = {.id = buf->id, .kind = kind};
-    /* The image: the request's own, else the site's default for the kind. */
+    /* The image: the request's own, else the site's default for the kind -- for an endpoint,
+     * first the one for its runtime (R14: vLLM on NVIDIA, llama.cpp on cpu), `endpoint-vllm`,
+     * `endpoint-llama.cpp`. */
     const char *image = json_string_value(json_object_get(req, "image"));
+    const char *ert = json_string_value(json_object_get(p, "endpoint_runtime"));
+    char by_runtime[80];
+    snprintf(by_runtime, sizeof(by_runtime), "%s-%s", kind, strempty(ert));
     if (image)
         snprintf(buf->image, sizeof(buf->image), "%s", image);
+    else if (STREQ(kind, "endpoint") && ert && STRNEQ(ert, "none") &&
+             agent_map_get(cfg->images, by_runtime, buf->image, sizeof(buf->image)))
+        ;
     else if (!agent_map_get(cfg->images, kind, buf->image, sizeof(buf->image)))
         return error_set(err, -ENOENT,
                          "request %s names no image and this site has no default %s image "
@@ -234,6 +259,9 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     /* A VM's size: the placement's (from the request), else the driver's defaults. */
     s.memory_mb = (unsigned)json_integer_value(json_object_get(p, "memory_gb")) * 1024;
     s.vcpus = (unsigned)json_integer_value(json_object_get(p, "cpu_cores"));
+    const char *method = json_string_value(json_object_get(p, "method"));
+    if (method && STREQ(method, "cpu") && !agent_work_is_vm(work))
+        s.cpu_limit = s.vcpus;
     s.gpus = buf->gpus;
     s.n_gpus = buf->n_gpus;
     size_t n_ports;

@@ -34,8 +34,11 @@ typedef struct AgentWorkloadConfig {
 
 /* The value of key in a "k=v,k=v" map into buf; false when absent. */
 bool agent_map_get(const char *map, const char *key, char *buf, size_t size);
-/* Whether a "k=v,..." map is well formed (keys and values non-empty, no duplicate keys). */
-int agent_map_check(const char *map, const char *what, Error *err);
+/* Whether a "k=v,..." map is well formed (keys and values non-empty, no duplicate keys) and
+ * each key one of `keys` (NULL-terminated), so that a typo is said, not silently unused. */
+int agent_map_check(const char *map, const char *what, const char *const *keys, Error *err);
+/* The keys --images and --runtimes take. */
+extern const char *const agent_image_keys[], *const agent_runtime_keys[];
 
 /* Whether the placement is run by the container driver: methods container, mig, time-slice and
  * cpu (a passthrough VM or a Mac workload goes to its own driver). */

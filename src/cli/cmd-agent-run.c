@@ -53,6 +53,8 @@ static void run_usage(FILE *f) {
           "driver)\n"
           "  --images MAP        the site's default images: "
           "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK\n"
+          "                      (endpoint-llama.cpp=IMG, endpoint-vllm=IMG: an endpoint's by "
+          "runtime, R14)\n"
           "  --runtimes MAP      engine runtime names: kata=kata-runtime[,runc=runc]\n"
           "  --stop-grace S      seconds a workload has to stop before it is killed (default 10)\n"
           "  --mlx-server PATH   the MLX server binary (mlx_lm.server): Mac endpoints run it as a "
@@ -285,7 +287,8 @@ int agent_run_verb(int argc, char **argv) {
             break;
         case O_IMAGES:
         case O_RUNTIMES:
-            if (agent_map_check(optarg, c == O_IMAGES ? "--images" : "--runtimes", &merr) < 0)
+            if (agent_map_check(optarg, c == O_IMAGES ? "--images" : "--runtimes",
+                                c == O_IMAGES ? agent_image_keys : agent_runtime_keys, &merr) < 0)
                 return fail_error(EXIT_USAGE, &merr);
             *(c == O_IMAGES ? &wl.images : &wl.runtimes) = optarg;
             break;

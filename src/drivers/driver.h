@@ -42,6 +42,7 @@ typedef struct WorkloadSpec {
     const WorkloadGpu *gpus;
     size_t n_gpus;
     unsigned memory_mb, vcpus; /* VMs (0: driver default) */
+    unsigned cpu_limit;        /* containers: the cores a cpu placement gave it (0: no limit) */
 } WorkloadSpec;
 
 typedef enum WorkloadStatus {

@@ -110,6 +110,9 @@ static json_t *docker_body(const WorkloadSpec *spec, const EngineGpus *g) {
     json_object_set_new(body, "Labels", labels_of(spec));
     if (spec->oci_runtime)
         json_object_set_new(host, "Runtime", json_string(spec->oci_runtime));
+    if (spec->cpu_limit) /* a cpu placement's cores, and no more (R17) */
+        json_object_set_new(host, "NanoCpus",
+                            json_integer((json_int_t)spec->cpu_limit * 1000000000));
     json_t *reqs = json_array();
     if (g->n_nvidia_ids)
         json_array_append_new(reqs,
@@ -174,6 +177,11 @@ static json_t *libpod_body(const WorkloadSpec *spec, const EngineGpus *g) {
                             string_array(spec->command, count_strv(spec->command)));
     if (spec->oci_runtime)
         json_object_set_new(body, "oci_runtime", json_string(spec->oci_runtime));
+    if (spec->cpu_limit) /* a cpu placement's cores, and no more (R17) */
+        json_object_set_new(body, "resource_limits",
+                            json_pack("{s:{s:I, s:I}}", "cpu", "quota",
+                                      (json_int_t)spec->cpu_limit * 100000, "period",
+                                      (json_int_t)100000));
     json_t *devs = json_array();
     for (size_t i = 0; i < g->n_cdi_names; i++)
         json_array_append_new(devs, json_pack("{s:s}", "path", g->cdi_names[i]));

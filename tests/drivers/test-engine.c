@@ -355,3 +355,27 @@ Test(engine, r17_the_requests_ports_are_published_and_the_first_is_the_url) {
     publishes_exactly_the_given_ports(ENGINE_LIBPOD, "308");
     publishes_exactly_the_given_ports(ENGINE_DOCKER, "309");
 }
+
+/* R17: a cpu placement's container is held to its cores, through either API: the engine's
+ * own record of the container says the quota. */
+Test(engine, r17_a_cpu_placements_container_is_held_to_its_cores) {
+    NEED_PODMAN();
+    for (int dialect = ENGINE_DOCKER; dialect <= ENGINE_LIBPOD; dialect++) {
+        Driver *d = open_driver(dialect);
+        char id[16], check[160];
+        snprintf(id, sizeof(id), "%d", 320 + dialect);
+        WorkloadSpec s = {
+                .id = id, .kind = "container", .image = PODMAN_SLEEPER_IMAGE, .cpu_limit = 2};
+        Error err = {0};
+        cr_assert_eq(d->ops->start(d, &s, &err), 0, "%s", error_message(&err));
+        cr_assert_eq(wait_running(d, id).status, WORKLOAD_RUNNING);
+        snprintf(check, sizeof(check),
+                 "container inspect --format '{{.HostConfig.CpuQuota}}/{{.HostConfig.CpuPeriod}}' "
+                 "einsora-%s | grep -qx 200000/100000",
+                 id);
+        cr_expect_eq(podman_fixture_cli(&pm, check), 0, "%s: 2 cores of quota",
+                     engine_dialect_to_string(dialect));
+        cr_assert_eq(d->ops->stop(d, id, 1, &err), 0, "%s", error_message(&err));
+        driver_free(d);
+    }
+}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agent/workloads.h"
+#include "drivers/engine-body.h"
 #include "wire/request.h"
 #include "server/workload-end.h"
 
@@ -117,12 +118,18 @@ Test(workload_spec, r17_agent_maps_are_checked) {
     cr_assert_str_eq(v, "b:2");
     cr_assert(!agent_map_get("notebook=a:1", "vm", v, sizeof(v)));
     Error err = {0};
-    cr_assert_eq(agent_map_check("notebook=a,vm=/d", "--images", &err), 0);
-    cr_assert_eq(agent_map_check("notebook", "--images", &err), -EINVAL);
+    cr_assert_eq(agent_map_check("notebook=a,vm=/d,endpoint-llama.cpp=l", "--images",
+                                 agent_image_keys, &err),
+                 0);
+    cr_assert_eq(agent_map_check("notebook", "--images", agent_image_keys, &err), -EINVAL);
     cr_assert(strstr(err.message, "is not KEY=VALUE"), "%s", err.message);
     Error e2 = {0};
-    cr_assert_eq(agent_map_check("kata=a,kata=b", "--runtimes", &e2), -EINVAL);
+    cr_assert_eq(agent_map_check("kata=a,kata=b", "--runtimes", agent_runtime_keys, &e2), -EINVAL);
     cr_assert(strstr(e2.message, "given twice"), "%s", e2.message);
+    Error e3 = {0};
+    cr_assert_eq(agent_map_check("notebok=x", "--images", agent_image_keys, &e3), -EINVAL);
+    cr_assert(strstr(e3.message, "'notebok' is not a key it takes (notebook, endpoint"), "%s",
+              e3.message);
 }
 
 /* A machine with one NVIDIA GPU (UUID known), one without NVML data, and one AMD card. */
@@ -197,6 +204,45 @@ Test(workload_spec, r17_placement_becomes_the_drivers_spec) {
     cr_assert_str_eq(s.gpus[0].group[0], "0000:3b:00.1");
     cr_assert_eq(s.memory_mb, 8192);
     cr_assert_eq(s.vcpus, 4);
+    json_decref(w);
+}
+
+/* R14: an endpoint runs its placement's runtime, so the site's default image is the one for
+ * that runtime when the site names one; R17: a cpu placement's container gets its cores and no
+ * more (a GPU placement's is not limited here). */
+Test(workload_spec, r14_an_endpoints_default_image_follows_its_runtime_and_cpu_cores_are_a_limit) {
+    AgentWorkloadConfig cfg = {.images = "endpoint=vllm:1,endpoint-llama.cpp=llama:1"};
+    AgentSpecBuf buf;
+    WorkloadSpec s;
+    Error err = {0};
+    json_t *w = json_loads("{\"id\":5,\"kind\":\"endpoint\",\"request\":{},\"placement\":{"
+                           "\"method\":\"cpu\",\"endpoint_runtime\":\"llama.cpp\","
+                           "\"container_runtime\":\"runc\",\"cpu_cores\":3}}",
+                           0, NULL);
+    cr_assert(w);
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    cr_assert_str_eq(s.image, "llama:1", "llama.cpp on cpu");
+    cr_assert_eq(s.cpu_limit, 3, "its cores");
+    json_t *body = engine_create_body(ENGINE_DOCKER, &s, &(EngineGpus){0});
+    cr_assert_eq(
+            json_integer_value(json_object_get(json_object_get(body, "HostConfig"), "NanoCpus")),
+            3000000000LL);
+    json_decref(body);
+    body = engine_create_body(ENGINE_LIBPOD, &s, &(EngineGpus){0});
+    json_t *cpu = json_object_get(json_object_get(body, "resource_limits"), "cpu");
+    cr_assert_eq(json_integer_value(json_object_get(cpu, "quota")), 300000);
+    cr_assert_eq(json_integer_value(json_object_get(cpu, "period")), 100000);
+    json_decref(body);
+    json_decref(w);
+    w = json_loads("{\"id\":6,\"kind\":\"endpoint\",\"request\":{},\"placement\":{"
+                   "\"method\":\"container\",\"endpoint_runtime\":\"vllm\","
+                   "\"container_runtime\":\"runc\",\"addresses\":[\"0000:3b:00.0\"]}}",
+                   0, NULL);
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    cr_assert_str_eq(s.image, "vllm:1", "no endpoint-vllm image: the endpoint one");
+    cr_assert_eq(s.cpu_limit, 0);
     json_decref(w);
 }
 
