@@ -215,6 +215,17 @@ static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir
     return 0;
 }
 
+/* The token goes into a header line: a CR or LF in it would add headers of its own to every
+ * call to the API server. */
+static int token_check(const KubeConfig *k, Error *err) {
+    for (const unsigned char *p = (const unsigned char *)k->token; p && *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return error_set(err, -EINVAL,
+                             "the kubeconfig's token%s%s holds a control character (CR, LF, ...)",
+                             k->token_file ? " from " : "", k->token_file ? k->token_file : "");
+    return 0;
+}
+
 int kubeconfig_parse(const char *text, size_t len, const char *file, const char *base_dir,
                      const char *context, KubeConfig **ret, Error *err) {
     yaml_document_t doc;
@@ -228,6 +239,8 @@ int kubeconfig_parse(const char *text, size_t len, const char *file, const char 
     }
     r = from_doc(&doc, file, base_dir, context, k, err);
     yaml_document_delete(&doc);
+    if (r >= 0)
+        r = token_check(k, err);
     if (r < 0) {
         kubeconfig_free(k);
         return r;
@@ -273,7 +286,7 @@ static int read_files(KubeConfig *k, Error *err) {
     if (k->key_file && !k->key_pem &&
         (r = read_into("client key", k->key_file, &k->key_pem, &k->key_pem_len, err)) < 0)
         return r;
-    return 0;
+    return token_check(k, err);
 }
 
 int kubeconfig_load(const char *path, const char *context, KubeConfig **ret, Error *err) {

@@ -89,6 +89,12 @@ Test(kubeconfig, r3_bad_kubeconfigs_are_refused_with_a_sentence) {
                    "contexts:\n- name: prod\n  context:\n    cluster: c1\n    user: u1\n",
                    NULL, "without its key");
     expect_refused("a: [", NULL, "YAML syntax error");
+    /* A token is a header line's value: a CR/LF in it would inject headers into every call. */
+    expect_refused(KUBECONFIG_HEAD
+                   "clusters:\n- name: c1\n  cluster:\n    server: https://h\n"
+                   "users:\n- name: u1\n  user:\n    token: \"abc\\r\\nX-Evil: injected\"\n"
+                   "contexts:\n- name: prod\n  context:\n    cluster: c1\n    user: u1\n",
+                   NULL, "holds a control character");
 }
 
 Test(kubeconfig, r3_base64_decodes_with_and_without_padding) {
