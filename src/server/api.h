@@ -48,6 +48,7 @@ extern const size_t api_n_routes;
 
 typedef struct HttpCtx {
     Server *s;
+    bool close; /* the answer ends the connection (Connection: close) */
     const char *method, *path;
     const char *body;
     size_t body_len;

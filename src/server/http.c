@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -31,6 +32,7 @@ typedef struct Upload {
     StrBuf body;
     bool started; /* the access handler has seen this request's headers */
     bool too_large;
+    bool ambiguous_length; /* two Content-Lengths, or one with Transfer-Encoding: refused */
     bool nul_in_uri;       /* the raw request target escapes a NUL byte: refused, never truncated */
     bool slash_in_segment; /* the raw path escapes a '/': refused, never split */
     bool parked;           /* a long-poll suspended in longpoll.c: the next call is its wake-up */
@@ -84,6 +86,28 @@ static enum MHD_Result query_key_known(void *cls, enum MHD_ValueKind kind, const
     return MHD_NO; /* stop at the first unknown one */
 }
 
+typedef struct Framing {
+    unsigned lengths, encodings;
+} Framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+    Framing *f = cls;
+    f->lengths += strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0;
+    f->encodings += strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0;
+    return MHD_YES;
+}
+
+/* Whether the request says its body's length more than one way. libmicrohttpd reads the body
+ * by the first Content-Length; a proxy in front of us may read it by another, and whatever
+ * lies between the two would reach us as a request nobody sent (RFC 9112, 6.3: refuse it
+ * and close the connection). */
+static bool body_length_is_ambiguous(struct MHD_Connection *conn) {
+    Framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+    return f.lengths > 1 || (f.lengths && f.encodings);
+}
+
 static const char *query_unknown(void *conn, const char *const *allowed) {
     QueryCheck q = {.allowed = allowed};
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, query_key_known, &q);
@@ -129,6 +153,8 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
     c->redirect = NULL;
     if (c->etag[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, c->etag);
+    if (c->close)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)c->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -151,7 +177,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *cl =
                 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t len;
-        if (cl && parse_uint64(cl, UINT64_MAX, &len) >= 0 && len > SERVER_BODY_MAX)
+        if (body_length_is_ambiguous(conn))
+            up->ambiguous_length = true;
+        else if (cl && parse_uint64(cl, UINT64_MAX, &len) >= 0 && len > SERVER_BODY_MAX)
             up->too_large = true;
         else
             return MHD_YES;
@@ -201,7 +229,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                   "The request target contains an escaped NUL byte (%%00).");
     else if (up->slash_in_segment)
         api_error(&c, 400, "bad_request", "A path segment contains an escaped '/' (%%2F).");
-    else if (up->too_large)
+    else if (up->ambiguous_length) {
+        api_error(&c, 400, "bad_request",
+                  "The request gives its body's length twice (two Content-Length headers, or "
+                  "one with Transfer-Encoding).");
+        c.close = true; /* what follows on the connection is not to be read as requests */
+    } else if (up->too_large)
         api_error(&c, 413, "too_large", "The request body is larger than %u bytes.",
                   SERVER_BODY_MAX);
     else if (up->body.oom)

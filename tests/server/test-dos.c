@@ -365,3 +365,39 @@ Test(dos, dos_http_threads_sets_the_handler_pool) {
         free(out), free(err);
     }
 }
+
+/* A request that gives its body's length twice is refused and its connection closed: behind a
+ * proxy that reads the other length, the bytes between the two would otherwise be served as a
+ * request nobody sent (request smuggling, RFC 9112 6.3). */
+Test(dos, bad_input_a_body_length_given_twice_is_refused_and_the_connection_closed) {
+    static const char *const framings[] = {
+            "Content-Length: 2\r\nContent-Length: 60\r\n",
+            "Content-Length: 60\r\nTransfer-Encoding: chunked\r\n",
+    };
+    for (size_t k = 0; k < 2; k++) {
+        int fd = raw_connect("127.0.0.1");
+        cr_assert(fd >= 0);
+        char req[1024];
+        int n = snprintf(req, sizeof(req),
+                         "POST /v1/requests HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                         "Content-Type: application/json\r\n%s\r\n"
+                         "{}GET /v1/whoami HTTP/1.1\r\nHost: x\r\n\r\n",
+                         ts.admin, framings[k]);
+        cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+        /* Read until the server closes (a deadline, not a measure). */
+        char answer[8192] = {0};
+        size_t got = 0;
+        struct timeval tv = {.tv_sec = 20};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        for (ssize_t r; got + 1 < sizeof(answer) &&
+                        (r = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0;)
+            got += (size_t)r;
+        close(fd);
+        cr_expect(strncmp(answer, "HTTP/1.1 400", 12) == 0, "case %zu: %s", k, answer);
+        cr_expect(strstr(answer, "body's length twice"), "case %zu: %s", k, answer);
+        const char *second = strstr(answer + 1, "HTTP/1.1 ");
+        cr_expect(!second, "case %zu: one answer only, nothing smuggled: %s", k, answer);
+    }
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests", NULL, NULL), 200,
+                 "the server serves on");
+}
