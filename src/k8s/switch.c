@@ -183,7 +183,7 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
             snprintf(msg, size, "node %s is in %s mode", job->node, job->mode);
             return K8S_SWITCH_DONE;
         }
-        if (!job->evict_pods) { /* R4: a switch without a drain is refused while workloads run */
+        if (!job->drain) { /* R4: a switch without a drain is refused while workloads run */
             char what[320] = "";
             int pods = drain_pods(c, job->node, false, what, sizeof(what), &err);
             if (pods < 0)
@@ -214,8 +214,9 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
         if (vms < 0)
             goto fail;
         if (pods + vms > 0) {
-            snprintf(msg, size, "draining %d GPU pod(s) and %d VM(s) before the relabel: %s", pods,
-                     vms, what);
+            /* R4: --drain wait waits for them to end; only --drain evict evicts (and stops). */
+            snprintf(msg, size, "%s %d GPU pod(s) and %d VM(s) before the relabel: %s",
+                     job->evict_pods ? "draining" : "waiting for the end of", pods, vms, what);
             return K8S_SWITCH_RUNNING;
         }
         /* No GPU pod is left: only now may the label change (the GPU Operator evicts nothing). */

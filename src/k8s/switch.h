@@ -23,8 +23,8 @@ typedef struct K8sSwitchJob {
     char node[254];
     uint64_t task_id; /* the control plane's task */
     char mode[24];    /* target: container | vm-passthrough */
-    bool evict_pods;  /* drain wait or evict: GPU pods are evicted (else a node with any is refused)
-                       */
+    bool drain;       /* drain wait or evict (else a node with GPU pods is refused, R4) */
+    bool evict_pods;  /* drain evict: GPU pods are evicted; drain wait: waited for (R4) */
     bool stop_vms; /* drain evict: VMIs with host GPUs are stopped (a passthrough VM cannot migrate)
                     */
     unsigned count;     /* GPUs the node must show in the new mode */

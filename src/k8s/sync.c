@@ -167,7 +167,8 @@ static void job_start(Sync *s, const char *node, const Task *task, json_t *cp_no
     j->job.task_id = task->id;
     snprintf(j->job.mode, sizeof(j->job.mode), "%s",
              STREQ(task->target, "vfio") ? "vm-passthrough" : "container");
-    j->job.evict_pods = STREQ(drain, "wait") || STREQ(drain, "evict");
+    j->job.drain = STREQ(drain, "wait") || STREQ(drain, "evict");
+    j->job.evict_pods = STREQ(drain, "evict");
     j->job.stop_vms = STREQ(drain, "evict");
     j->job.count = (unsigned)json_array_size(json_object_get(cp_node, "devices"));
     j->job.timeout_s = s->cfg->switch_timeout_s;

@@ -328,7 +328,7 @@ static json_t *double_log(void) {
 
 Test(k8s_sync, r4_clean_switch_both_ways_evicts_gpu_pods_first) {
     cr_assert(wait_for(registered, "gpu-a"));
-    ask_switch("gpu-a", "vm-passthrough", "wait");
+    ask_switch("gpu-a", "vm-passthrough", "evict");
     wait_step("gpu-a", "done", NULL);
     json_t *n = k8s_node("gpu-a");
     cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "vm-passthrough");
@@ -363,6 +363,31 @@ Test(k8s_sync, r4_clean_switch_both_ways_evicts_gpu_pods_first) {
     json_decref(n);
 }
 
+/* R4: --drain wait waits for the GPU pods to end; only a forced drain (--drain evict) evicts
+ * them. The node is cordoned meanwhile and relabeled once the last one ended. */
+Test(k8s_sync, r4_drain_wait_waits_for_gpu_pods_and_never_evicts_them) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    wait_step("gpu-a", "verify", "waiting for the end of 1 GPU pod(s)");
+    json_t *pod = k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/train-0");
+    cr_expect_not_null(pod, "the GPU pod runs on");
+    json_decref(pod);
+    json_t *n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container");
+    cr_expect(unschedulable(n), "cordoned while it waits");
+    json_decref(n);
+    /* The pod's owner ends it: the switch goes on. */
+    k8s_write("DELETE", "/api/v1/namespaces/ml/pods/train-0", NULL);
+    wait_step("gpu-a", "done", NULL);
+    json_t *log = double_log();
+    cr_expect_eq(log_index(log, "create", "pods/eviction", "train-0", NULL), -1,
+                 "no eviction was asked");
+    json_decref(log);
+    n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "vm-passthrough");
+    json_decref(n);
+}
+
 Test(k8s_sync, r4_switch_without_drain_is_refused_naming_gpu_pods) {
     cr_assert(wait_for(registered, "gpu-a"));
     ask_switch("gpu-a", "vm-passthrough", "none");
@@ -376,7 +401,7 @@ Test(k8s_sync, r4_switch_without_drain_is_refused_naming_gpu_pods) {
 Test(k8s_sync, r4_pdb_blocks_eviction_for_a_while) {
     cr_assert(wait_for(registered, "gpu-a"));
     add_pdb();
-    ask_switch("gpu-a", "vm-passthrough", "wait");
+    ask_switch("gpu-a", "vm-passthrough", "evict");
     wait_step("gpu-a", "verify", "train-pdb");
     json_t *n = k8s_node("gpu-a");
     cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container",
@@ -398,7 +423,7 @@ Test(k8s_sync, r4_operator_that_never_converges_fails_the_switch_cordoned) {
     k8s_double_control(&dbl, "operator", "{\"converge\": false}");
     sync_kill(false);
     sync_start_with("3");
-    ask_switch("gpu-a", "vm-passthrough", "wait");
+    ask_switch("gpu-a", "vm-passthrough", "evict");
     wait_step("gpu-a", "failed", "did not bring node gpu-a back in vm-passthrough mode");
     json_t *n = k8s_node("gpu-a");
     cr_expect(unschedulable(n), "the Kubernetes node stays cordoned");
@@ -419,7 +444,7 @@ static bool relabeled(const void *arg) {
 Test(k8s_sync, r4_watch_410_gone_mid_switch_relists) {
     cr_assert(wait_for(registered, "gpu-a"));
     k8s_double_control(&dbl, "operator", "{\"delay\": 2}");
-    ask_switch("gpu-a", "vm-passthrough", "wait");
+    ask_switch("gpu-a", "vm-passthrough", "evict");
     cr_assert(wait_for(relabeled, "gpu-a"));
     k8s_double_control(&dbl, "compact", "{}");
     wait_step("gpu-a", "done", NULL);
@@ -429,7 +454,7 @@ Test(k8s_sync, r4_watch_410_gone_mid_switch_relists) {
 Test(k8s_sync, r4_sync_killed_and_restarted_mid_switch_resumes) {
     cr_assert(wait_for(registered, "gpu-a"));
     add_pdb();
-    ask_switch("gpu-a", "vm-passthrough", "wait");
+    ask_switch("gpu-a", "vm-passthrough", "evict");
     wait_step("gpu-a", "verify", "train-pdb");
     sync_kill(true);
     k8s_write("DELETE", "/apis/policy/v1/namespaces/ml/poddisruptionbudgets/train-pdb", NULL);
@@ -444,14 +469,14 @@ Test(k8s_sync, r4_sync_killed_and_restarted_mid_switch_resumes) {
 Test(k8s_sync, r4_rbac_403_fails_the_switch_naming_the_rule) {
     cr_assert(wait_for(registered, "gpu-a"));
     k8s_double_control(&dbl, "rbac", "{\"deny\": [[\"create\", \"pods/eviction\"]]}");
-    ask_switch("gpu-a", "vm-passthrough", "wait");
+    ask_switch("gpu-a", "vm-passthrough", "evict");
     wait_step("gpu-a", "failed", "verb \"create\" on resource \"pods/eviction\"");
 }
 
 Test(k8s_sync, r4_node_deleted_during_a_switch_fails_it) {
     cr_assert(wait_for(registered, "gpu-a"));
     add_pdb();
-    ask_switch("gpu-a", "vm-passthrough", "wait");
+    ask_switch("gpu-a", "vm-passthrough", "evict");
     wait_step("gpu-a", "verify", "train-pdb");
     k8s_write("DELETE", "/api/v1/nodes/gpu-a", NULL);
     wait_step("gpu-a", "failed", "was deleted from the Kubernetes cluster");
