@@ -319,6 +319,7 @@ int server_listen_address(const char *listen, struct sockaddr_storage *ret, sock
 
 static void server_free(Server *s) {
     leader_stop(s); /* when startup failed after leader_init() */
+    auth_memo_free(s);
     state_free(s);
     sched_free(s->sched);
     catalog_free(s->catalog);

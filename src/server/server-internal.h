@@ -46,6 +46,7 @@ typedef struct Principal {
     char nodes[512]; /* owner: the nodes owned; node: the agent's node (comma-separated) */
 } Principal;
 bool principal_has_node(const Principal *p, const char *node);
+typedef struct TokenMemo TokenMemo;
 
 typedef enum ReqState {
     REQ_PENDING,
@@ -138,6 +139,7 @@ struct Server {
     Store *store;  /* the writer's connection (and startup's) */
     Store *reader; /* token lookups from connection threads */
     pthread_mutex_t reader_lock;
+    TokenMemo *token_memo; /* under reader_lock: auth.c, for a store that cannot answer */
 
     pthread_rwlock_t lock; /* everything below up to the writer */
     Req **reqs;            /* by id - 1 */
@@ -304,6 +306,7 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
 /* auth.c */
 /* 0 and *ret on success; -EACCES (401) with a sentence otherwise. */
 int auth_principal(Server *s, const char *authorization, Principal *ret, Error *err);
+void auth_memo_free(Server *s);
 
 /* http.c: the server without its listener: open the state, rebuild memory and start
  * the writer; server_close() stops the writer and frees everything. server_run() wraps these

@@ -36,3 +36,5 @@ int start_two(void);
 /* Criterion fini: kill the replicas, remove their directory. */
 void kill_replicas(void);
 void remove_dir(void);
+/* pg_ctl ACTION (stop, start) on the PostgreSQL every test of the binary shares. */
+int replicas_pg_ctl(const char *action);

@@ -647,6 +647,10 @@ int start_two(void) {
     return l;
 }
 
+int replicas_pg_ctl(const char *action) {
+    return pg_test_pg_ctl(&pg, action);
+}
+
 void remove_dir(void) {
     kill_replicas();
     char cmd[128];

@@ -315,3 +315,30 @@ Test(replicas, r16_standby_catches_up_without_its_notify_by_polling_the_events_t
     }
     teardown(&st);
 }
+
+static void restart_postgresql_and_remove_dir(void) {
+    (void)replicas_pg_ctl("start"); /* the next test needs it, whatever this one did */
+    remove_dir();
+}
+
+/* docs/postgresql.md: "When PostgreSQL cannot be reached, the standby answers from its last
+ * view" -- for a caller whose token it checked before, without a lookup the store cannot
+ * answer. */
+Test(replicas, r16_with_postgresql_down_a_standby_answers_reads_from_its_last_view,
+     .fini = restart_postgresql_and_remove_dir) {
+    Setup st;
+    setup(&st);
+    char show[64];
+    snprintf(show, sizeof(show), "/v1/requests/%lld", (long long)st.ids[1]);
+    json_t *one = converge(st.lc, st.sc, show);
+    cr_assert_eq(replicas_pg_ctl("stop"), 0);
+    json_t *got = NULL;
+    long status = call(st.sc, "GET", show, NULL, NULL, &got);
+    cr_assert_eq(status, 200, "%ld %s %s", status,
+                 json_string_value(json_object_get(got, "message")), last_err.message);
+    cr_assert(json_equal(got, one), "the standby's last view");
+    json_decref(got);
+    cr_assert_eq(replicas_pg_ctl("start"), 0);
+    json_decref(one);
+    teardown(&st);
+}
