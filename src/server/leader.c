@@ -281,10 +281,19 @@ int leader_start(Server *s, uint16_t port, Error *err) {
     if (s->cfg.advertise_url)
         snprintf(l->url, sizeof(l->url), "%s", s->cfg.advertise_url);
     else {
+        /* The --listen address, unless it is a wildcard (0.0.0.0, [::]), which no client can
+         * reach: then this machine's name. https when it serves TLS. */
         const char *listen = s->cfg.listen ? s->cfg.listen : SERVER_DEFAULT_LISTEN;
         const char *colon = strrchr(listen, ':');
-        snprintf(l->url, sizeof(l->url), "http://%.*s:%u", (int)(colon ? colon - listen : 0),
-                 listen, port);
+        int n = (int)(colon ? colon - listen : 0);
+        bool wildcard = n == 0 || (n == 7 && !strncmp(listen, "0.0.0.0", 7)) ||
+                        (n == 4 && !strncmp(listen, "[::]", 4)) ||
+                        (n == 2 && !strncmp(listen, "::", 2));
+        const char *scheme = s->cfg.tls_cert_path ? "https" : "http";
+        if (wildcard && host[0])
+            snprintf(l->url, sizeof(l->url), "%s://%s:%u", scheme, host, port);
+        else
+            snprintf(l->url, sizeof(l->url), "%s://%.*s:%u", scheme, n, listen, port);
     }
     int r = replay_start(s, err);
     if (r < 0)
