@@ -124,8 +124,11 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
     const char *product = json_string_value(json_object_get(labels, K8S_PRODUCT_LABEL));
     const char *present = json_string_value(json_object_get(labels, "nvidia.com/gpu.present"));
     v.has_gpus = (present && STREQ(present, "true")) || product;
-    /* The GPU Operator's default for a node without the label is container (R3). */
-    if (!mode)
+    /* R3: a missing label is an error shown to the operator, not a silent default (the GPU
+     * Operator would take such a node for container): known once the node's GPUs are, below;
+     * a node without GPUs has no mode to get wrong. */
+    bool unlabeled = !mode;
+    if (unlabeled)
         mode = "container";
     if (STREQ(mode, "container") || STREQ(mode, "vm-passthrough"))
         snprintf(v.mode, sizeof(v.mode), "%s", mode);
@@ -150,6 +153,13 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
             snprintf(v.resource, sizeof(v.resource), "%.127s", key);
             v.count = (unsigned)MIN(n, 64);
         }
+    }
+    if (unlabeled && v.has_gpus) {
+        snprintf(v.mode_error, sizeof(v.mode_error),
+                 "Node %.60s has GPUs and no %s label: label it container or vm-passthrough "
+                 "(R3); Einsora does not guess its mode.",
+                 name, K8S_MODE_LABEL);
+        v.mode[0] = 0;
     }
     if (v.mode[0] && STREQ(v.mode, "vm-passthrough") && v.resource[0]) {
         v.class_index = class_by_vm_device(cat, v.resource);

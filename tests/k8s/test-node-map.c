@@ -45,15 +45,30 @@ static const char *class_of(const K8sNodeView *v) {
     return v->class_index >= 0 ? cat->classes[v->class_index].name : "(none)";
 }
 
-Test(node_map, r3_mode_defaults_to_container_and_unknown_is_an_error) {
+/* R3: "A missing or unknown label is an error shown to the operator, not a silent default." */
+Test(node_map, r3_a_missing_or_unknown_mode_label_is_an_error_not_a_default) {
     K8sNodeView v;
     Error err = {0};
-    json_t *n = node(NULL, "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", "8", true);
+    json_t *n = node("container", "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", "8", true);
     cr_assert_eq(k8s_node_view(cat, n, &v, &err), 0);
     cr_expect_str_eq(v.mode, "container");
     cr_expect_str_eq(class_of(&v), "nvidia-h100-80gb");
     cr_expect_eq(v.count, 8u);
     cr_expect(v.ready);
+    cr_expect_str_eq(v.mode_error, "");
+    json_decref(n);
+    n = node(NULL, "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", "8", true);
+    cr_assert_eq(k8s_node_view(cat, n, &v, &err), 0);
+    cr_expect_str_eq(v.mode, "", "no mode guessed");
+    cr_expect(strstr(v.mode_error, "has GPUs and no nvidia.com/gpu.workload.config label"), "%s",
+              v.mode_error);
+    json_decref(n);
+    /* A node without GPUs has no mode to get wrong. */
+    n = json_pack("{s:{s:s, s:{}}, s:{s:{s:s}, s:[{s:s, s:s}]}}", "metadata", "name", "cpu1",
+                  "labels", "status", "allocatable", "cpu", "64", "conditions", "type", "Ready",
+                  "status", "True");
+    cr_assert_eq(k8s_node_view(cat, n, &v, &err), 0);
+    cr_expect_str_eq(v.mode_error, "");
     json_decref(n);
     n = node("vm-vgpu", "NVIDIA-H100-80GB-HBM3", NULL, NULL, true);
     cr_assert_eq(k8s_node_view(cat, n, &v, &err), 0);

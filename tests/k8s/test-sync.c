@@ -199,9 +199,16 @@ static bool sync_logged(const void *arg) {
 }
 
 Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
-    const char *names[] = {"gpu-a", "gpu-b", "gpu-c", "gpu-d"};
-    for (size_t i = 0; i < 4; i++)
+    const char *names[] = {"gpu-a", "gpu-b", "gpu-d"};
+    for (size_t i = 0; i < 3; i++)
         cr_assert(wait_for(registered, names[i]), "%s was not registered", names[i]);
+    /* gpu-c has GPUs and no mode label: an error shown, not a default guessed (R3) */
+    cr_expect(wait_for(sync_logged, "gpu-c has GPUs and no nvidia.com/gpu.workload.config label"));
+    cr_expect_null(cp_node("gpu-c"), "not served until labeled");
+    k8s_write("PATCH", "/api/v1/nodes/gpu-c",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": "
+              "\"container\"}}}");
+    cr_assert(wait_for(registered, "gpu-c"), "gpu-c is served once labeled");
     json_t *a = cp_node("gpu-a"), *b = cp_node("gpu-b"), *c = cp_node("gpu-c"),
            *d = cp_node("gpu-d");
     cr_expect_str_eq(json_string_value(json_object_get(a, "mode")), "container");
@@ -213,7 +220,7 @@ Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
     cr_expect_str_eq(json_string_value(json_object_get(
                              json_array_get(json_object_get(b, "devices"), 0), "binding")),
                      "vfio");
-    /* no label: the GPU Operator's default, container; cordoned from spec.unschedulable */
+    /* labeled container; cordoned from spec.unschedulable */
     cr_expect_str_eq(json_string_value(json_object_get(c, "mode")), "container");
     cr_expect(json_is_true(json_object_get(c, "cordoned")));
     cr_expect_str_eq(json_string_value(json_object_get(
