@@ -28,6 +28,10 @@ typedef struct Job {
 typedef struct Sync {
     const K8sSyncConfig *cfg;
     K8sClient *kube;
+    /* The switches' own client: a call that hangs gives up within half an interval, so that a
+     * slow API server delays the nodes' heartbeats by one interval at most, never long enough
+     * to make them unreachable (3 missed); the switch step is retried at the next turn. */
+    K8sClient *kube_jobs;
     Client *cp;
     json_t *nodes;  /* name -> Node, from the list and the watch */
     char *rv;       /* NULL: list again */
@@ -35,8 +39,9 @@ typedef struct Sync {
     json_t *live; /* request id -> {node, phase, path} of our Pods and VMIs; NULL: unknown this turn
                    */
     json_t *seen; /* request ids the control plane placed on a node heartbeated this turn */
-    json_t *beaten;          /* nodes heartbeated this turn */
-    json_t *running;         /* ids of the node being looked at whose object runs: to activate */
+    json_t *beaten;  /* nodes heartbeated this turn */
+    json_t *unsched; /* name -> spec.unschedulable as last seen: only a change is mirrored */
+    json_t *running; /* ids of the node being looked at whose object runs: to activate */
     bool single_activations; /* the control plane has no POST /v1/nodes/{name}/activate */
     Job *jobs[MAX_JOBS];
     size_t n_jobs;
@@ -194,14 +199,23 @@ static void job_report(Sync *s, Job *j, bool final) {
     }
 }
 
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void jobs_advance(Sync *s) {
+    /* At most half an interval for the switches each turn (the rest goes on at the next): the
+     * heartbeats of every node come around again in time (Sync.kube_jobs). */
+    int64_t until = mono_ms() + (int64_t)s->cfg->interval_s * 500;
     for (size_t i = s->n_jobs; i-- > 0;) {
         Job *j = s->jobs[i];
-        if (!j->finished) {
+        if (!j->finished && mono_ms() < until) {
             char msg[384];
-            K8sSwitchState st =
-                    k8s_switch_advance(s->kube, &j->job, json_object_get(s->nodes, j->job.node),
-                                       now_s(), msg, sizeof(msg));
+            K8sSwitchState st = k8s_switch_advance(s->kube_jobs, &j->job,
+                                                   json_object_get(s->nodes, j->job.node), now_s(),
+                                                   msg, sizeof(msg));
             bool changed = STRNEQ(msg, j->last);
             snprintf(j->last, sizeof(j->last), "%s", msg);
             if (st != K8S_SWITCH_RUNNING) {
@@ -425,6 +439,14 @@ static bool switch_running(json_t *cp_node) {
     return cp_switch(cp_node, &sw) && switch_active(&sw);
 }
 
+/* Whether the node's spec.unschedulable changed since the last turn (false the first time it
+ * is seen): the sync mirrors a cordon made in Kubernetes, and leaves one made in Einsora
+ * (einsora node cordon) alone rather than undo it at its next turn. */
+static bool unschedulable_changed(Sync *s, const char *name, const K8sNodeView *v) {
+    json_t *was = json_object_get(s->unsched, name);
+    return was && json_is_true(was) != v->unschedulable;
+}
+
 static void sync_node(Sync *s, const char *name, json_t *node) {
     K8sNodeView v;
     Error err = {0};
@@ -488,7 +510,7 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
                       v.class_index >= 0 ? s->cfg->catalog->classes[v.class_index].name
                                          : "unclassified",
                       v.resource[0] ? v.resource : "no GPU resource yet");
-        } else if (cordoned != v.unschedulable) {
+        } else if (cordoned != v.unschedulable && unschedulable_changed(s, name, &v)) {
             char cpath[200];
             snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/%s", name,
                      v.unschedulable ? "cordon" : "uncordon");
@@ -498,6 +520,7 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
         }
         json_decref(desc);
     }
+    json_object_set_new(s->unsched, name, json_boolean(v.unschedulable));
     if (v.ready) {
         json_t *beat = json_pack("{s:i}", "interval_s", (int)s->cfg->interval_s), *ans = NULL;
         if (s->live)
@@ -561,11 +584,16 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
               .warned = json_object(),
               .seen = json_object(),
               .beaten = json_object(),
+              .unsched = json_object(),
               .running = json_array()};
     int r;
-    if (!s.nodes || !s.warned || !s.seen || !s.beaten || !s.running)
+    if (!s.nodes || !s.warned || !s.seen || !s.beaten || !s.running || !s.unsched)
         r = error_set(err, -ENOMEM, "out of memory");
-    else if ((r = k8s_client_new(cfg.kube, NULL, &s.kube, err)) >= 0)
+    else if ((r = k8s_client_new(cfg.kube, NULL, &s.kube, err)) >= 0 &&
+             (r = k8s_client_new(cfg.kube,
+                                 &(K8sOptions){.timeout_ms = MAX(500u, cfg.interval_s * 500u),
+                                               .retries_429 = 1},
+                                 &s.kube_jobs, err)) >= 0)
         r = client_new(cfg.server, cfg.token, &s.cp, err);
     if (r >= 0) {
         logf_(&s, "cluster %s, control plane %s, every %us", cfg.kube->server, cfg.server,
@@ -586,9 +614,11 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
     json_decref(s.live);
     json_decref(s.seen);
     json_decref(s.beaten);
+    json_decref(s.unsched);
     json_decref(s.running);
     free(s.rv);
     k8s_client_free(s.kube);
+    k8s_client_free(s.kube_jobs);
     client_free(s.cp);
     return r < 0 ? r : 0;
 }

@@ -14,7 +14,9 @@ new one appears (nvidia.com/gpu in container mode, nvidia.com/<DEVICE> in vm-pas
 
 Test controls (no token) under /_double/: POST compact (every open watch ends with 410 and older
 versions are gone), POST rbac {"deny": [[verb, resource], ...]}, POST operator {"converge": bool,
-"delay": s}, POST throttle {"count": n} (the next n API calls get 429), GET log (calls seen).
+"delay": s}, POST throttle {"count": n} (the next n API calls get 429), POST hang {"verb": v,
+"count": n, "seconds": s} (the next n calls of verb v get no answer for s seconds, then none
+at all: the connection closes), GET log (calls seen).
 
 Usage: k8s-apiserver.py --cluster FILE.json --token T [--port-file F] [--operator-delay S]
 """
@@ -53,6 +55,7 @@ class Cluster:
         self.token = token
         self.deny = set()
         self.throttle = 0
+        self.hang = {"verb": "", "count": 0, "seconds": 0}
         self.converge = True
         self.operator_delay = operator_delay
         self.objects = {}  # plural -> {(ns, name): obj}
@@ -371,6 +374,13 @@ class Handler(BaseHTTPRequestHandler):
                 if c.throttle > 0:
                     c.throttle -= 1
                     raise ApiError(429, "TooManyRequests", "Too many requests, please try again later.")
+                hang = c.hang["count"] > 0 and c.hang["verb"] == verb
+                if hang:
+                    c.hang["count"] -= 1
+            if hang:  # outside the lock: everyone else is served meanwhile
+                time.sleep(c.hang["seconds"])
+                self.close_connection = True
+                return
             if namespaced is False and ns:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if watch:
@@ -585,6 +595,9 @@ class Handler(BaseHTTPRequestHandler):
                 c.operator_delay = body.get("delay", c.operator_delay)
             elif what == "throttle":
                 c.throttle = int(body.get("count", 0))
+            elif what == "hang":
+                c.hang = {"verb": body.get("verb", ""), "count": int(body.get("count", 0)),
+                          "seconds": float(body.get("seconds", 0))}
             elif what == "log":
                 return self.send_json(200, c.log)
             else:

@@ -24,7 +24,7 @@ static char sync_log[128];
 
 /* switch_timeout: seconds the GPU Operator gets after a relabel; generous unless a test wants
  * it to run out, so that a slow machine never fails a switch that should succeed. */
-static void sync_start_with(const char *switch_timeout) {
+static void sync_start_every(const char *interval, const char *switch_timeout) {
     sync_pid = fork();
     cr_assert(sync_pid >= 0);
     if (sync_pid == 0) {
@@ -33,11 +33,15 @@ static void sync_start_with(const char *switch_timeout) {
             dup2(fd, 2);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         execl(EINSORA_BIN, EINSORA_BIN, "k8s", "sync", "--server", ts.url, "--token", ts.admin,
-              "--kubeconfig", dbl.kubeconfig, "--interval", "1", "--switch-timeout", switch_timeout,
-              "--catalog", TEST_DATA "/catalog.yaml", "--capabilities", "kata", "--owner", "root",
-              (char *)NULL);
+              "--kubeconfig", dbl.kubeconfig, "--interval", interval, "--switch-timeout",
+              switch_timeout, "--catalog", TEST_DATA "/catalog.yaml", "--capabilities", "kata",
+              "--owner", "root", (char *)NULL);
         _exit(127);
     }
+}
+
+static void sync_start_with(const char *switch_timeout) {
+    sync_start_every("1", switch_timeout);
 }
 
 static void sync_start(void) {
@@ -252,6 +256,33 @@ Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
     }
     cr_expect(wait_for(sync_logged,
                        "gpu-b has nvidia.com/gpu.workload.config=vm-vgpu, which is not a mode"));
+}
+
+static bool cp_cordoned(const void *arg) {
+    json_t *j = cp_node(arg);
+    bool on = json_is_true(json_object_get(j, "cordoned"));
+    json_decref(j);
+    return on;
+}
+
+static bool not_cordoned(const void *arg) {
+    return !cp_cordoned(arg);
+}
+
+/* A cordon made in Einsora (einsora node cordon) on a Kubernetes node stays: the sync mirrors
+ * a change of spec.unschedulable, not its value at every turn. */
+Test(k8s_sync, r4_an_einsora_cordon_of_a_kubernetes_node_is_not_undone_by_the_sync) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    cr_assert(wait_for(registered, "gpu-b"));
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/gpu-b/cordon", NULL, NULL), 200);
+    /* Turns go by: one mirrors a cordon made in Kubernetes on gpu-a meanwhile. */
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a", "{\"spec\": {\"unschedulable\": true}}");
+    cr_assert(wait_for(cp_cordoned, "gpu-a"), "the sync mirrors a Kubernetes cordon");
+    /* and a later turn its end: a whole pass over every node came after the Einsora cordon */
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a", "{\"spec\": {\"unschedulable\": false}}");
+    cr_assert(wait_for(not_cordoned, "gpu-a"), "the sync mirrors a Kubernetes uncordon");
+    cr_expect(cp_cordoned("gpu-b"), "the Einsora cordon of gpu-b stays");
+    cr_expect(!sync_logged("node gpu-b uncordoned"));
 }
 
 static bool capacity_counts(const void *arg) {
@@ -471,6 +502,33 @@ Test(k8s_sync, r4_sync_killed_and_restarted_mid_switch_resumes) {
     cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "vm-passthrough");
     cr_expect_not(unschedulable(n));
     json_decref(n);
+}
+
+/* One API call that hangs in a switch must not hold every node's heartbeat back: the switch
+ * gives up on it within half an interval and tries again, and no node -- the switching one
+ * included -- goes unreachable (3 missed heartbeats) meanwhile. */
+Test(k8s_sync, r4_a_hung_api_call_in_a_switch_leaves_every_node_reachable) {
+    cr_assert(wait_for(registered, "gpu-a")); /* the sync runs (its signal handler is set) */
+    sync_kill(false);
+    sync_start_every("2", "120");
+    cr_assert(wait_for(registered, "gpu-a"));
+    cr_assert(wait_for(registered, "gpu-b"));
+    k8s_double_control(&dbl, "hang", "{\"verb\": \"patch\", \"count\": 1, \"seconds\": 14}");
+    ask_switch("gpu-a", "vm-passthrough", "evict");
+    wait_step("gpu-a", "done", NULL);
+    cr_expect(sync_logged("retrying: "), "the hung call was given up and retried");
+    json_t *ev = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0&limit=10000", NULL, &ev), 200);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(ev, "events"), i, e) {
+        const char *type = json_string_value(json_object_get(e, "type"));
+        char *text = json_dumps(e, JSON_COMPACT);
+        cr_expect(!type || strcmp(type, "node.unreachable") != 0, "a node went unreachable: %s",
+                  text);
+        free(text);
+    }
+    json_decref(ev);
 }
 
 Test(k8s_sync, r4_rbac_403_fails_the_switch_naming_the_rule) {
