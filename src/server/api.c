@@ -65,6 +65,10 @@ static void set_error(int *status, json_t **body, int st, const char *code, cons
     *body = api_error_json(code, msg);
 }
 
+bool api_is_change(const HttpCtx *c) {
+    return c->method && STRNEQ(c->method, "GET") && STRNEQ(c->method, "HEAD");
+}
+
 void api_error(HttpCtx *c, int status, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -170,7 +174,11 @@ void api_dispatch(HttpCtx *c) {
         }
     }
     if (atomic_load(&c->s->fatal)) {
-        api_error(c, 503, "unavailable", "The server hit a storage error and is stopping.");
+        /* A change refused here never reached the store: say so (docs/postgresql.md), so that
+         * a client may send it again at once, key or no key. */
+        api_error(c, 503, api_is_change(c) ? "not_committed" : "unavailable",
+                  "The server hit a storage error and is stopping%s.",
+                  api_is_change(c) ? "; this change was not committed" : "");
         return;
     }
     if (!api_check_conventions(c, id))

@@ -46,6 +46,10 @@ typedef enum RouteId {
 extern const Route api_routes[];
 extern const size_t api_n_routes;
 
+typedef struct HttpCtx HttpCtx;
+/* Whether the call asks for a change (any method but GET and HEAD). */
+bool api_is_change(const HttpCtx *c);
+
 typedef struct HttpCtx {
     Server *s;
     bool close; /* the answer ends the connection (Connection: close) */

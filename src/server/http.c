@@ -223,7 +223,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     up->parked = false;
     uint64_t seen = replay_seen(s); /* a standby's long-polls read its replay */
     if (atomic_load(&s->draining) && !c.resumed)
-        api_error(&c, 503, "unavailable", "The server is shutting down; retry in a moment.");
+        api_error(&c, 503, api_is_change(&c) ? "not_committed" : "unavailable",
+                  "The server is shutting down; retry in a moment%s.",
+                  api_is_change(&c) ? " (this change was not committed)" : "");
     else if (up->nul_in_uri)
         api_error(&c, 400, "bad_request",
                   "The request target contains an escaped NUL byte (%%00).");
