@@ -698,7 +698,7 @@ int sched_remove_node(Sched *s, const char *node, Error *err) {
         return r;
     Node *n = &s->nodes[ni];
     if (n->n_allocs)
-        return node_busy_error(s, ni, false, "cannot be removed", err);
+        return node_busy_error(s, ni, false, "cannot be replaced", err);
     n->alive = false;
     s->fleet_gen++;
     node_refresh(s, ni); /* unlists everything */

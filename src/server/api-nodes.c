@@ -79,7 +79,16 @@ static void op_node_put(Server *s, Op *op) {
          * GPU from under a running workload. */
         int r = sched_remove_node(s->sched, old->spec.name, &err);
         if (r < 0) {
-            op_error(op, 409, "conflict", "%s", error_message(&err));
+            /* Say what changed: a relabel made outside Einsora (a Kubernetes node's mode) is
+             * the usual cause, and "removed" would name something nobody asked for. */
+            char change[96] = "its devices, labels or capabilities";
+            if (old->spec.mode != a->spec.mode)
+                snprintf(change, sizeof(change), "mode %s to %s",
+                         node_mode_to_string(old->spec.mode), node_mode_to_string(a->spec.mode));
+            op_error(op, 409, "conflict",
+                     "Node %s changed (%s) while workloads run there; it is kept as it was until "
+                     "they end: %s",
+                     old->spec.name, change, error_message(&err));
             return;
         }
         r = state_node_add_core(s, &a->spec, &err);

@@ -422,6 +422,31 @@ Test(hardening, r9_a_request_waiting_for_trust_is_placed_at_the_grant) {
     free(tina);
 }
 
+/* A node whose description changes while workloads run there is kept as it was (R4), and the
+ * answer says what changed -- a relabel made outside Einsora is the usual cause. */
+Test(hardening, r4_a_node_changed_under_running_workloads_is_kept_and_the_change_named) {
+    ts_add_h100_node(&ts, "g1", "root", 1);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", &j),
+                 201);
+    cr_assert_str_eq(str(j, "state"), "placed");
+    json_decref(j);
+    const char *changed =
+            "{\"name\":\"g1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+            "\"linux\",\"owner\":\"root\",\"mode\":\"vm-passthrough\",\"cpus\":64,\"devices\":"
+            "[{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/nodes/g1", changed, &j), 409);
+    cr_expect(strstr(str(j, "message"),
+                     "Node g1 changed (mode container to vm-passthrough) while workloads run "
+                     "there"),
+              "%s", str(j, "message"));
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/g1", NULL, &j), 200);
+    cr_expect_str_eq(str(j, "mode"), "container", "kept as it was");
+    json_decref(j);
+}
+
 Test(hardening, bad_input_duplicate_device_pci_in_one_node_is_refused) {
     const char *node =
             "{\"name\":\"d1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
