@@ -274,11 +274,13 @@ bool k8s_node_converged(json_t *node, const char *mode, const char *vm_resource,
             want = key;
             break;
         }
-    if (have < (long)count) {
-        snprintf(why, size, "allocatable has %ld of %u %.100s", MAX(have, 0L), count,
-                 want ? want : "nvidia.com/<DEVICE>");
+    if (have < (long)count && want)
+        snprintf(why, size, "allocatable has %ld of %u %.100s", MAX(have, 0L), count, want);
+    else if (have < (long)count)
+        snprintf(why, size, "allocatable has no KubeVirt GPU device resource yet (%u wanted)",
+                 count);
+    if (have < (long)count)
         return false;
-    }
     if (!ready(node)) {
         snprintf(why, size, "the node is not Ready");
         return false;
