@@ -596,6 +596,25 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
                                  &s.kube_jobs, err)) >= 0)
         r = client_new(cfg.server, cfg.token, &s.cp, err);
     if (r >= 0) {
+        /* A token the control plane refuses would only log a 401 per node every interval:
+         * say it once and stop (a control plane that is not up yet is waited for). */
+        json_t *who = NULL;
+        long st = cp_call(&s, "GET", "/v1/whoami", NULL, &who);
+        if (st == 401 || st == 403)
+            r = error_set(err, -EACCES,
+                          "the control plane at %s refuses this token (HTTP %ld: %s); make one "
+                          "with `einsora token create --role admin`",
+                          cfg.server, st,
+                          strempty(json_string_value(json_object_get(who, "message"))));
+        const char *role = json_string_value(json_object_get(who, "role"));
+        if (st == 200 && role && STRNEQ(role, "admin"))
+            r = error_set(err, -EACCES,
+                          "the sync acts for every GPU node of the cluster and needs an admin "
+                          "token; this one is %s's (%s)",
+                          strempty(json_string_value(json_object_get(who, "user"))), role);
+        json_decref(who);
+    }
+    if (r >= 0) {
         logf_(&s, "cluster %s, control plane %s, every %us", cfg.kube->server, cfg.server,
               cfg.interval_s);
         while (!(cfg.stop && *cfg.stop)) {

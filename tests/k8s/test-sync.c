@@ -202,6 +202,24 @@ static bool sync_logged(const void *arg) {
     return ok;
 }
 
+/* A control-plane token the server refuses, or one that is not an admin's, stops the sync at
+ * once with a sentence, rather than a 401 or 403 per node at every interval. */
+Test(k8s_sync, bad_input_a_sync_token_the_control_plane_refuses_stops_it_at_once) {
+    char *user = ts_token(&ts, "bob", "user", NULL);
+    const char *tokens[] = {"not-a-token", user};
+    const char *words[] = {"refuses this token", "needs an admin token"};
+    for (size_t i = 0; i < 2; i++) {
+        char *out = NULL, *err = NULL;
+        int rc = run_einsora(&out, &err, "k8s", "sync", "--server", ts.url, "--token", tokens[i],
+                             "--kubeconfig", dbl.kubeconfig, "--catalog", TEST_DATA "/catalog.yaml",
+                             NULL);
+        cr_expect_neq(rc, 0, "case %zu", i);
+        cr_expect(err && strstr(err, words[i]), "case %zu: %s", i, err);
+        free(out), free(err);
+    }
+    free(user);
+}
+
 Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
     const char *names[] = {"gpu-a", "gpu-b", "gpu-d"};
     for (size_t i = 0; i < 3; i++)
