@@ -163,10 +163,12 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
     }
     if (v.mode[0] && STREQ(v.mode, "vm-passthrough") && v.resource[0]) {
         v.class_index = class_by_vm_device(cat, v.resource);
-        if (v.class_index < 0) {
+        if (v.class_index < 0)
             v.class_index = class_by_product(cat, product);
-            v.resource_differs = v.class_index >= 0;
-        }
+        /* Found by its PCI id or its product label: the node's own device name is then not the
+         * catalog's, and the node's capacity is counted under the name it advertises (R6). */
+        const char *vdn = v.class_index >= 0 ? cat->classes[v.class_index].vm_device_name : NULL;
+        v.resource_differs = v.class_index >= 0 && (!vdn || STRNEQ(vdn, v.resource));
     } else
         v.class_index = class_by_product(cat, product);
     long total = k8s_quantity_count(json_object_get(labels, "nvidia.com/gpu.count"));

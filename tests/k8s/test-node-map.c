@@ -89,6 +89,8 @@ Test(node_map, r6_passthrough_class_from_the_device_name_or_its_pci_id) {
              true); /* pci.ids has no name: the raw id */
     cr_assert_eq(k8s_node_view(cat, n, &v, &err), 0);
     cr_expect_str_eq(class_of(&v), "nvidia-h200-141gb");
+    cr_expect(v.resource_differs, "counted under the name the node advertises (R6)");
+    cr_expect_str_eq(v.resource, "nvidia.com/2335");
     json_decref(n);
     /* An older device plugin spells it from an older pci.ids (Debian 12's). */
     n = node("vm-passthrough", "NVIDIA-H100-80GB-HBM3", "nvidia.com/GH100H100_SXM5_80GB", "2",
