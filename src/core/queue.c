@@ -724,7 +724,11 @@ int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, 
         return error_set(err, -EINVAL,
                          "request '%s': placed class '%s' is not the one it asked for", spec->id,
                          p->class_name);
-    r = policy_check_placement(s, &built, true, err);
+    /* The rules that depend on who the user is to the node (trust, ownership: runc or Kata,
+     * internal-only and owner-only classes) are judged as of the placement: a trust withdrawn
+     * since counts from the next placement on (R9), and the placement was checked when made.
+     * Everything else, sharing above all (R15), is checked against the state as it is. */
+    r = policy_check_placement(s, &built, false, err);
     if (r < 0)
         return r;
     r = place_check_conflicts(s, &built, err);

@@ -515,7 +515,9 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
 /* Crash recovery: re-apply a placement the store acknowledged, exactly (node, devices, MIG
  * slots, method and runtimes as recorded). It is checked against every rule (R2, R10, R15,
  * capacity) and refused with -EINVAL / -EBUSY and a sentence when it does not hold, so a
- * corrupt database cannot break R15. Apply all placed requests first, then sched_submit()
+ * corrupt database cannot break R15 -- except those that depend on who the user is to the
+ * node (trust, ownership), which may have changed since and count from the next placement
+ * on: those are judged as of the placement. Apply all placed requests first, then sched_submit()
  * the waiting ones in their original order with their original `submitted` times. */
 int sched_restore_placed(Sched *s, const RequestSpec *spec, const Placement *p, Error *err);
 

@@ -511,10 +511,22 @@ Test(policy, r16_restore_reapplies_the_exact_placement) {
     sched_request_decision(fx, "s", &d);
     cr_assert_eq(d.placement.devices[0], 1);
     cr_assert_eq(d.placement.mig_start, 5);
-    /* A stranger's slice without mig_in_kata is refused on restore (R2c, R15). */
-    RequestSpec bad = {.id = "x", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G};
+    /* Who the user is to the node is judged as of the placement: bob's runc slice was placed
+     * while he was trusted (a trust withdrawn since counts from the next placement on), and a
+     * restart must bring back what the server had, not refuse to start (R9, R16). His next
+     * request is decided by the rules as they are: a stranger's slice needs mig_in_kata. */
+    RequestSpec was_trusted = {
+            .id = "x", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G};
     p.mig_start = 0;
-    cr_assert_eq(sched_restore_placed(fx, &bad, &p, &err), -EINVAL);
+    p.devices[0] = 0; /* a GPU of its own: sharing one with ops is checked as it is (R15) */
+    cr_assert_eq(sched_restore_placed(fx, &was_trusted, &p, &err), 0, "%s", err.message);
+    Decision next =
+            fx_req(.id = "y", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
+    cr_assert_neq(next.kind, DECISION_PLACED);
+    /* What no trust makes valid is still refused: a slice on a slot another one holds. */
+    RequestSpec overlap = {
+            .id = "z", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G};
+    cr_assert_eq(sched_restore_placed(fx, &overlap, &p, &err), -EBUSY, "%s", err.message);
 }
 
 Test(policy, r16_a_request_is_never_placed_twice) {

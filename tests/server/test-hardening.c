@@ -447,6 +447,28 @@ Test(hardening, r4_a_node_changed_under_running_workloads_is_kept_and_the_change
     json_decref(j);
 }
 
+/* A trust withdrawn counts from the next placement on: what was placed under it stays placed,
+ * also across a restart (R16) -- the server must come back with it, not refuse its state. */
+Test(hardening, r16_a_request_placed_under_a_withdrawn_trust_survives_a_restart) {
+    add_rtx_node();
+    char *tina = ts_token(&ts, "tina", "user", NULL);
+    expect_status(ts.admin, "PUT", "/v1/tenants/tina/trust", 200, NULL);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, tina, "POST", "/v1/requests", rtx, &j), 201);
+    cr_assert_str_eq(str(j, "state"), "placed");
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)num(j, "id"));
+    json_decref(j);
+    expect_status(ts.admin, "DELETE", "/v1/tenants/tina/trust", 200, NULL);
+    ts_kill(&ts, false);
+    ts_spawn(&ts);
+    cr_assert_eq(ts_call(&ts, tina, "GET", path, NULL, &j), 200, "the server came back");
+    cr_expect_str_eq(str(j, "state"), "placed", "and the request keeps its GPU");
+    json_decref(j);
+    cr_assert(!rtx_placed(tina), "the withdrawal counts for the next placement");
+    free(tina);
+}
+
 Test(hardening, bad_input_duplicate_device_pci_in_one_node_is_refused) {
     const char *node =
             "{\"name\":\"d1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
