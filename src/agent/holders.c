@@ -53,15 +53,14 @@ int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char 
     (void)pci_driver_name(p, bdf, &driver);
     if (minor >= 0)
         r = push_path(&v, &n, strprintf("%s/nvidia%d", p->dev, minor));
-    else if (driver && STREQ(driver, "nvidia")) {
-        /* Without the minor we cannot tell which /dev/nvidiaN is this GPU: count them all. */
-        DIR *d = opendir(p->dev);
-        for (struct dirent *de; r >= 0 && d && (de = readdir(d));)
-            if (string_has_prefix(de->d_name, "nvidia") && string_is_digits(de->d_name + 6))
-                r = push_path(&v, &n, strprintf("%s/%s", p->dev, de->d_name));
-        if (d)
-            closedir(d);
-    }
+    else if (driver && STREQ(driver, "nvidia"))
+        /* Without the minor we cannot tell which /dev/nvidiaN is this GPU: any of them counts,
+         * listed in /dev or not (a pattern, see holder_path_matches()). */
+        r = push_path(&v, &n, strprintf("%s/nvidia" DEVICE_NUMBER_PATTERN, p->dev));
+    /* ROCm's compute node is one for every AMD GPU of the machine: a process holding it may
+     * run on this one (R7, R12), as discovery reports it. */
+    if (r >= 0 && driver && STREQ(driver, "amdgpu"))
+        r = push_path(&v, &n, strprintf("%s/kfd", p->dev));
     char drm[PATH_MAX];
     if (r >= 0 && pci_attr_path(p, bdf, "drm", drm, sizeof(drm)) >= 0) {
         DIR *d = opendir(drm);
@@ -108,10 +107,31 @@ typedef struct ScanState {
     size_t n;
 } ScanState;
 
+/* Whether an fd's link target is device file `path`: the same path, also once the file was
+ * deleted (" (deleted)": the handle is still open), and for a path ending in
+ * DEVICE_NUMBER_PATTERN, that prefix followed by any number. */
+static bool holder_path_matches(const char *target, const char *path) {
+    static const char deleted[] = " (deleted)";
+    size_t tl = strlen(target), pl = strlen(path), dl = sizeof(deleted) - 1;
+    if (tl >= dl && STREQ(target + tl - dl, deleted))
+        tl -= dl;
+    size_t ql = sizeof(DEVICE_NUMBER_PATTERN) - 1;
+    if (pl >= ql && STREQ(path + pl - ql, DEVICE_NUMBER_PATTERN)) {
+        pl -= ql;
+        if (tl <= pl || strncmp(target, path, pl) != 0)
+            return false;
+        for (size_t i = pl; i < tl; i++)
+            if (target[i] < '0' || target[i] > '9')
+                return false;
+        return true;
+    }
+    return tl == pl && strncmp(target, path, pl) == 0;
+}
+
 static bool scan_match(const char *target, void *userdata) {
     const ScanState *st = userdata;
     for (size_t i = 0; i < st->n_paths; i++)
-        if (STREQ(target, st->paths[i]))
+        if (holder_path_matches(target, st->paths[i]))
             return true;
     return false;
 }

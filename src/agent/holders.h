@@ -25,10 +25,14 @@ typedef int (*HoldersFn)(const HostPaths *p, char *const *paths, size_t n_paths,
 int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret,
                       size_t *ret_n, void *userdata, Error *err);
 
+/* Ends a device file path that stands for any number there (<dev>/nvidia + it: every GPU's). */
+#define DEVICE_NUMBER_PATTERN "[0-9]*"
+
 /* Device files that belong to one PCI function: <dev>/nvidia<minor> (minor from
- * <proc>/driver/nvidia/gpus/<bdf>/information; every <dev>/nvidia[0-9]* when unknown and the
- * function is on nvidia), <dev>/dri/<card*|renderD*> (from the function's drm/ folder),
- * <dev>/vfio/<group> when iommu_group >= 0. Free with strv_free. */
+ * <proc>/driver/nvidia/gpus/<bdf>/information; any <dev>/nvidiaN when unknown and the
+ * function is on nvidia), <dev>/kfd for an amdgpu function (ROCm's one compute node),
+ * <dev>/dri/<card*|renderD*> (from the function's drm/ folder), <dev>/vfio/<group> when
+ * iommu_group >= 0. A holder of any of them holds the GPU (R7). Free with strv_free. */
 int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char ***ret,
                      size_t *ret_n);
 

@@ -6,10 +6,11 @@
 #include <stdlib.h>
 
 void fixture_setup(BindFixture *f, const FakeDevice *devs, size_t n, bool without_vfio) {
-    static const char *const with[] = {"nvidia",   "snd_hda_intel", "xhci_hcd", "ucsi_ccg",
-                                       "pcieport", "ixgbe",         "vfio-pci", NULL};
+    static const char *const with[] = {"nvidia",   "snd_hda_intel", "xhci_hcd",
+                                       "ucsi_ccg", "pcieport",      "ixgbe",
+                                       "amdgpu",   "vfio-pci",      NULL};
     static const char *const without[] = {"nvidia",   "snd_hda_intel", "xhci_hcd", "ucsi_ccg",
-                                          "pcieport", "ixgbe",         NULL};
+                                          "pcieport", "ixgbe",         "amdgpu",   NULL};
     cr_assert_eq(fake_kernel_create(&f->k, devs, n, without_vfio ? without : with), 0);
     cr_assert_eq(fake_kernel_start(&f->k), 0);
     bind_options_init(&f->o);

@@ -160,6 +160,34 @@ Test(bind, r7_held_device_refused_naming_the_holder) {
     fixture_teardown(&f);
 }
 
+/* R7: an open handle holds the GPU however the kernel shows it: a device file deleted under
+ * its holder (" (deleted)"), any /dev/nvidiaN when the driver does not say which is this GPU's,
+ * and ROCm's /dev/kfd, which every AMD GPU of the machine shares. */
+Test(bind, r7_a_holder_is_seen_through_deleted_files_unknown_minors_and_kfd) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 4243, "nvtop", "nvidia0 (deleted)"), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "nvtop (pid 4243) holds");
+    fixture_teardown(&f);
+
+    size_t n = fixture_one_gpu(devs);
+    devs[1].nvidia_minor = -1; /* no information file: which /dev/nvidiaN is unknown */
+    fixture_setup(&f, devs, n, false);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 4242, "python3", "nvidia3"), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "python3 (pid 4242) holds");
+    fixture_teardown(&f);
+
+    n = fixture_one_gpu(devs);
+    devs[1] = (FakeDevice){"0000:01:00.0", 0x1002, 0x744c, 0x030000, "amdgpu", 1,
+                           "0000:00:01.0", false,  -1};
+    devs[2].vendor = 0x1002, devs[2].device = 0xab30;
+    fixture_setup(&f, devs, n, false);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 8081, "python3", "kfd"), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "python3 (pid 8081) holds");
+    fixture_teardown(&f);
+}
+
 Test(bind, r7_vm_holding_vfio_group_blocks_going_back) {
     BindFixture f;
     FakeDevice devs[4];
