@@ -40,10 +40,17 @@ static void nodes_print_table(const ListOpts *l, json_t *list) {
         snprintf(gpus, sizeof(gpus), "%zu", json_array_size(json_object_get(n, "devices")));
         device_summary(n, states, sizeof(states));
         const char *mode = json_str(n, "mode");
+        /* A node's own state first (unreachable: missed heartbeats, its allocations kept),
+         * then its GPUs'. */
+        char state[160];
+        const char *node_state = json_is_true(json_object_get(n, "unreachable")) ? "unreachable"
+                                 : json_is_true(json_object_get(n, "cordoned"))  ? "cordoned"
+                                                                                 : NULL;
+        snprintf(state, sizeof(state), "%s%s%s", strempty(node_state),
+                 node_state && states[0] ? ": " : "", states);
         table_add_row(t, json_str(n, "name"), json_str(n, "site"), json_str(n, "site_kind"),
                       json_str(n, "platform"), json_str(n, "owner"), mode ? mode : "per-gpu", gpus,
-                      json_is_true(json_object_get(n, "cordoned")) ? "cordoned"
-                                                                   : (states[0] ? states : NULL));
+                      state[0] ? state : NULL);
     }
     list_print_table(l, t);
 }

@@ -188,9 +188,11 @@ int sched_device_info(const Sched *s, const char *node, unsigned dev, DeviceInfo
             .reset_verified = d->reset_verified,
             .cordoned = d->cordoned,
             .mig_layout = d->mig_layout,
+            /* Allocated before cordoned: an allocation on a cordoned or unreachable node is
+             * kept (R16) and counted as allocated, as capacity counts it. */
             .state = d->quarantined                                      ? DEVICE_QUARANTINED
-                     : (d->cordoned || !node_schedulable(&s->nodes[ni])) ? DEVICE_CORDONED
                      : d->n_allocs                                       ? DEVICE_ALLOCATED
+                     : (d->cordoned || !node_schedulable(&s->nodes[ni])) ? DEVICE_CORDONED
                                                                          : DEVICE_FREE,
             .quarantine_reason = d->quarantined ? d->quarantine_reason : NULL,
             .n_allocations = d->n_allocs,

@@ -67,6 +67,26 @@ static CapacityRow cap(const char *cls, const char *site, CapacityMode m) {
     return row;
 }
 
+/* An allocation on a node that went unreachable is kept (R16), and shown as allocated -- in the
+ * device's state as in capacity -- not as cordoned; its free GPUs are the cordoned ones. */
+Test(policy, r16_a_gpu_allocated_on_an_unreachable_node_shows_allocated) {
+    fx_site("dc", SITE_DATACENTER);
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
+    Decision d = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_PLACED);
+    Error err = {0};
+    cr_assert_eq(sched_node_set_unreachable(fx, "c1", true, 0, &err), 0, "%s", err.message);
+    DeviceInfo used, idle;
+    cr_assert_eq(sched_device_info(fx, "c1", d.placement.devices[0], &used), 0);
+    cr_assert_eq(sched_device_info(fx, "c1", 1 - d.placement.devices[0], &idle), 0);
+    cr_expect_eq(used.state, DEVICE_ALLOCATED);
+    cr_expect_eq(idle.state, DEVICE_CORDONED);
+    CapacityRow ct = cap(H100, NULL, CAPACITY_CONTAINER);
+    cr_expect_eq(ct.allocated, 1);
+    cr_expect_eq(ct.cordoned, 1);
+}
+
 /* A node whose GPUs had MIG on, switched to vm-passthrough (R4): on vfio-pci a GPU goes whole
  * to a VM (which may use MIG inside), so it counts once under the card's VM row and serves a
  * VM; its slice rows are gone until the node is back in container mode with MIG on. */
