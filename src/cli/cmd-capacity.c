@@ -169,7 +169,7 @@ int verb_capacity(int argc, char **argv) {
     }
     json_int_t unclassified = json_integer_value(json_object_get(j, "unclassified"));
     if (unclassified)
-        printf("\n%lld %s no class (R8): see 'einsora nodes'.\n", (long long)unclassified,
+        printf("\n%lld %s no class (R8): see 'einsora node show NODE'.\n", (long long)unclassified,
                plural((long long)unclassified, "device matches", "devices match"));
     json_decref(j);
     return EXIT_OK;

@@ -95,6 +95,12 @@ int verb_node(int argc, char **argv) {
         return r;
     const char *sub = optind < argc ? argv[optind++] : NULL;
     const char *arg = optind < argc ? argv[optind++] : NULL;
+    static const char *const subs[] = {"show", "cordon", "uncordon", "register", "mode"};
+    bool known = false;
+    for (size_t i = 0; sub && i < ARRAY_SIZE(subs); i++)
+        known = known || STREQ(sub, subs[i]);
+    if (sub && !known) /* a typo is named before the arguments are counted */
+        return cli_unknown_sub("node", sub, subs, ARRAY_SIZE(subs));
     if (!sub || !arg || optind < argc) {
         fputs(usage, stderr);
         return EXIT_USAGE;
@@ -118,10 +124,8 @@ int verb_node(int argc, char **argv) {
                                : fail(EXIT_FAIL, "%s: %s", arg, je.text); /* not opened */
         r = remote_call(&o, "POST", "/v1/nodes", body, NULL, &j);
         json_decref(body);
-    } else {
-        static const char *const subs[] = {"show", "cordon", "uncordon", "register", "mode"};
+    } else
         return cli_unknown_sub("node", sub, subs, ARRAY_SIZE(subs));
-    }
     if (r != EXIT_OK)
         return r;
     if (o.json)

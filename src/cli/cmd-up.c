@@ -174,7 +174,7 @@ static void print_capacity(Client *cl) {
                (long long)json_integer_value(json_object_get(row, "free")));
     }
     if (json_integer_value(json_object_get(j, "unclassified")))
-        printf("  (%lld unclassified %s, shown in `einsora nodes`)\n",
+        printf("  (%lld unclassified %s, shown in `einsora node show NODE`)\n",
                (long long)json_integer_value(json_object_get(j, "unclassified")),
                plural(json_integer_value(json_object_get(j, "unclassified")), "device", "devices"));
     json_decref(j);
@@ -299,8 +299,8 @@ int verb_up(int argc, char **argv) {
         return fail(EXIT_FAIL,
                     "up: --demo needs the fixture machines (installed under "
                     "<datadir>/einsora/demo/machines, or a source tree's "
-                    "tests/fixtures/machines; %s not found; give --fixtures DIR)",
-                    o.fixtures ? o.fixtures : "neither");
+                    "tests/fixtures/machines; %s%s; give --fixtures DIR)",
+                    o.fixtures ? "there is no " : "neither was found", strempty(o.fixtures));
     if (!o.nvml_lib) {
         /* The fake NVML built next to this einsora (tests/agent in the build tree). */
         static char lib[PATH_MAX];

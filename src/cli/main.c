@@ -96,7 +96,8 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         (strcmp(argv[1], "help") == 0 &&
-         (argc == 2 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))) {
+         (argc == 2 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 ||
+          strcmp(argv[2], "help") == 0))) {
         usage(stdout);
         return EXIT_OK;
     }

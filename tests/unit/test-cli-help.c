@@ -131,6 +131,15 @@ Test(cli_help, cli_unknown_sub_command_suggests_the_nearest_for_every_verb) {
         free(out), free(err);
     }
     char *out = NULL, *err = NULL;
+    /* With more arguments than any sub-command takes, the typo is still named first. */
+    cr_expect_eq(run_einsora(&out, &err, "node", "mod", "n1", "container", NULL), 2);
+    cr_expect(err && strstr(err, "node: unknown sub-command 'mod'; did you mean `mode`?"), "%s",
+              err);
+    free(out), free(err);
+    /* `einsora help help` is `einsora help`, as `help VERB` is `VERB --help`. */
+    cr_expect_eq(run_einsora(&out, &err, "help", "help", NULL), 0, "%s", err);
+    cr_expect(out && strstr(out, "help VERB"), "%s", out);
+    free(out), free(err);
     cr_expect_eq(run_einsora(&out, &err, "tenant", "zzzzzzzz", "x", NULL), 2);
     cr_expect(err && strstr(err, "unknown sub-command 'zzzzzzzz' (list, trust, untrust)"), "%s",
               err);
