@@ -1,10 +1,13 @@
 /* group.c: a GPU's IOMMU group, classified into its own functions, bridges and foreign devices. */
 #include "group.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/macro.h"
 
@@ -91,15 +94,38 @@ static int load_member(const HostPaths *p, const char *gpu, const char *bdf, Gro
     return 0;
 }
 
+/* Whether the kernel made any IOMMU group (the IOMMU is on). */
+static bool iommu_groups_exist(const HostPaths *p) {
+    char dir[PATH_MAX];
+    int n = snprintf(dir, sizeof(dir), "%s/kernel/iommu_groups", p->sysfs);
+    DIR *d = n > 0 && (size_t)n < sizeof(dir) ? opendir(dir) : NULL;
+    bool any = false;
+    for (struct dirent *de; d && !any && (de = readdir(d));)
+        any = de->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return any;
+}
+
 int gpu_group_load(const HostPaths *p, const char *bdf, GpuGroup *ret, Error *err) {
     if (!pci_bdf_is_valid(bdf))
         return error_set(err, -EINVAL, "'%s' is not a PCI address like 0000:01:00.0", bdf);
     GpuGroup g = {.iommu_group = -1};
     snprintf(g.gpu, sizeof(g.gpu), "%s", bdf);
     uint32_t vendor, cls;
-    if (pci_read_hex_attr(p, bdf, "vendor", &vendor) < 0 ||
-        pci_read_hex_attr(p, bdf, "class", &cls) < 0)
+    char dev_dir[PATH_MAX];
+    if (pci_attr_path(p, bdf, NULL, dev_dir, sizeof(dev_dir)) < 0 || access(dev_dir, F_OK) < 0)
         return error_set(err, -ENODEV, "there is no PCI device %s on this machine", bdf);
+    /* The device is there and its sysfs entry cannot be read: say which attribute, not that
+     * the device is missing. */
+    static const char *const ids[] = {"vendor", "class"};
+    for (size_t i = 0; i < 2; i++) {
+        int r = pci_read_hex_attr(p, bdf, ids[i], i ? &cls : &vendor);
+        if (r < 0)
+            return error_set(err, r == -ENOENT ? -ENODEV : -EIO,
+                             "cannot read sysfs %s of PCI device %s: %s", ids[i], bdf,
+                             r == -EINVAL ? "not a 0x... number" : strerror(-r));
+    }
     if (!pci_is_gpu(vendor, cls))
         return error_set(err, -EINVAL, "%s is a %s, not an NVIDIA or AMD GPU", bdf,
                          pci_class_describe(cls));
@@ -113,6 +139,11 @@ int gpu_group_load(const HostPaths *p, const char *bdf, GpuGroup *ret, Error *er
     int r = pci_iommu_group(p, bdf, &g.iommu_group);
     if (r >= 0)
         r = pci_iommu_group_members(p, g.iommu_group, &bdfs, &n);
+    else if (r == -ENOENT && iommu_groups_exist(p))
+        return error_set(err, -EIO,
+                         "%s has no iommu_group link though this machine has IOMMU groups: its "
+                         "sysfs entry is incomplete; nothing was moved",
+                         bdf);
     else if (r == -ENOENT) {
         /* IOMMU off: only the GPU's own slot functions would move (to the host driver). */
         g.iommu_group = -1;

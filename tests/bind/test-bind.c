@@ -188,6 +188,28 @@ Test(bind, r7_a_holder_is_seen_through_deleted_files_unknown_minors_and_kfd) {
     fixture_teardown(&f);
 }
 
+/* Bad sysfs content is named as such, and changes nothing: an attribute that does not read is
+ * not "no such device", and a GPU without its iommu_group link on a machine with IOMMU groups
+ * is not "the IOMMU is off". */
+Test(bind, bad_input_a_broken_sysfs_entry_is_named_not_taken_for_a_missing_device) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    FILE *v = fopen(fixture_path(&f, "sys/bus/pci/devices/0000:01:00.0/vendor"), "w");
+    cr_assert(v);
+    fputs("zz\n", v);
+    fclose(v);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EIO,
+                   "cannot read sysfs vendor of PCI device 0000:01:00.0: not a 0x... number");
+    fixture_teardown(&f);
+
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    cr_assert_eq(unlink(fixture_path(&f, "sys/bus/pci/devices/0000:01:00.0/iommu_group")), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EIO,
+                   "has no iommu_group link though this machine has IOMMU groups");
+    fixture_teardown(&f);
+}
+
 Test(bind, r7_vm_holding_vfio_group_blocks_going_back) {
     BindFixture f;
     FakeDevice devs[4];
