@@ -101,6 +101,20 @@ Test(nvml, r1_memory_falls_back_to_v1_and_count_failure_is_global) {
     machine_inventory_free(inv);
 }
 
+/* The driver's name for a GPU reaches a terminal and JSON: its control bytes (an escape
+ * sequence would run in the operator's terminal) and invalid UTF-8 (JSON would drop the whole
+ * name) become '?', the rest stays. */
+Test(nvml, bad_input_a_gpu_name_with_control_bytes_or_bad_utf8_is_made_safe) {
+    MachineInventory *inv =
+            discover_5090(FAKE_NVML_LIB, "gpu 00000000:01:00.0 0x2B8510DE\n"
+                                         "name RTX \xff\x1b]0;pwned\x07 5090\n"
+                                         "uuid GPU-1\nmemory 34190917632 0\nminor 0\n");
+    const char *name = inv->accelerators[0].nvml_name;
+    cr_assert(name);
+    cr_expect_str_eq(name, "RTX ??]0;pwned? 5090");
+    machine_inventory_free(inv);
+}
+
 Test(nvml, r1_gpu_only_nvml_knows_is_reported_with_a_note) {
     char text[512];
     snprintf(text, sizeof(text),
