@@ -587,9 +587,16 @@ static int discover_pci(MachineInventory *inv, const HostPaths *p, const Discove
                 free(nv->gpus[k].error);
                 nv->gpus[k].error = NULL;
             }
-        if (r >= 0 && a->vendor == VENDOR_NVIDIA && a->nvidia_minor < 0 && a->driver &&
-            STREQ(a->driver, "nvidia"))
-            a->nvidia_minor = nvidia_minor_from_proc(p, a->bdf);
+        if (r >= 0 && a->vendor == VENDOR_NVIDIA && a->driver && STREQ(a->driver, "nvidia")) {
+            /* The driver's own "Device Minor" is what bind checks holders against: the two
+             * must agree, and a disagreement is said, with the driver's number kept. */
+            int proc_minor = nvidia_minor_from_proc(p, a->bdf);
+            if (proc_minor >= 0 && a->nvidia_minor >= 0 && proc_minor != a->nvidia_minor)
+                add_error(a, "NVML says minor %d, the driver's information file %d: %d is used",
+                          a->nvidia_minor, proc_minor, proc_minor);
+            if (proc_minor >= 0 || a->nvidia_minor < 0)
+                a->nvidia_minor = proc_minor;
+        }
         if (r >= 0)
             r = collect_device_nodes(p, a);
         if (r >= 0)

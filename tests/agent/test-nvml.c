@@ -115,6 +115,20 @@ Test(nvml, bad_input_a_gpu_name_with_control_bytes_or_bad_utf8_is_made_safe) {
     machine_inventory_free(inv);
 }
 
+/* The driver's "Device Minor" is what bind checks holders against (R7): an NVML minor that
+ * disagrees is said, and the driver's number kept, so discovery and bind see the same file. */
+Test(nvml, r7_an_nvml_minor_the_driver_contradicts_is_said_and_the_drivers_kept) {
+    MachineInventory *inv =
+            discover_5090(FAKE_NVML_LIB, "gpu 00000000:01:00.0 0x2B8510DE\n"
+                                         "name NVIDIA GeForce RTX 5090\n"
+                                         "uuid GPU-1\nmemory 34190917632 0\nminor 5\n");
+    const Accelerator *a = &inv->accelerators[0];
+    cr_expect_eq(a->nvidia_minor, 0);
+    cr_expect(a->error && strstr(a->error, "NVML says minor 5, the driver's information file 0"),
+              "%s", a->error);
+    machine_inventory_free(inv);
+}
+
 Test(nvml, r1_gpu_only_nvml_knows_is_reported_with_a_note) {
     char text[512];
     snprintf(text, sizeof(text),
