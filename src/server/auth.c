@@ -89,7 +89,9 @@ int auth_principal(Server *s, const char *authorization, Principal *ret, Error *
             r = -ETIME;
         else {
             *ret = np;
-            if (m) {
+            if (m && STREQ(m->hash, hash) && m->expires_ms == t.expires_ms)
+                m->checked_ms = now; /* a token's row never changes but by its revocation */
+            else if (m) {
                 *m = (TokenMemo){.who = np, .expires_ms = t.expires_ms, .checked_ms = now};
                 memcpy(m->hash, hash, sizeof(m->hash));
             }
