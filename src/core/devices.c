@@ -68,6 +68,9 @@ int sched_device_set_binding(Sched *s, const char *node, unsigned dev, Binding b
                          "running workload (R7)",
                          n->name, dev, req_id(&s->reqs[dev_allocs_const(d)[0]]));
     d->binding = binding;
+    /* A rebound GPU is checked again before it is offered for passthrough (R9), as the
+     * server's record of it says: the state after a restart is the state before it. */
+    d->reset_verified = false;
     device_sync_mig(d);
     node_changed(s, ni, now, true);
     return 0;

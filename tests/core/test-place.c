@@ -450,6 +450,30 @@ Test(place, r7_gpu_in_use_is_never_rebound) {
                  err.message);
 }
 
+/* R9: a consumer GPU rebound to vfio-pci is checked again before it is offered for
+ * passthrough, in memory as in the server's record: a restart must not change the answer. */
+Test(place, r9_a_consumer_gpu_rebound_to_vfio_waits_for_a_reset_check) {
+    fx_site("lab", SITE_LAB);
+    DeviceSpec dev = {
+            .class_name = "nvidia-rtx-4090", .binding = BINDING_HOST, .reset_verified = true};
+    NodeSpec spec = {.name = "box",
+                     .site = "lab",
+                     .owner = "amy",
+                     .cpu_cores = 8,
+                     .devices = &dev,
+                     .n_devices = 1};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_device_set_binding(fx, "box", 0, BINDING_VFIO, 0, &err), 0, "%s",
+                 err.message);
+    DeviceInfo di;
+    cr_assert_eq(sched_device_info(fx, "box", 0, &di), 0);
+    cr_expect_not(di.reset_verified);
+    Decision vm =
+            fx_req(.id = "vm", .user = "amy", .kind = WORKLOAD_VM, .class_name = "nvidia-rtx-4090");
+    cr_expect_neq(vm.kind, DECISION_PLACED, "not before its reset check: %s", vm.message);
+}
+
 /* A queue walk passes over the waiters that need the other binding (the VM needs vfio, the
  * container the host driver) without placing them there, and still places them where their
  * binding frees: the walk's cheap skip must decide as a full attempt would. */
