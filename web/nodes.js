@@ -37,7 +37,11 @@ export function render(main, ctx) {
   const note = status();
   const list = h("div.nodes", { id: "nodes-list" });
   main.append(h("h2", {}, "Nodes"), note, list);
-  const may = (n) => ctx.who.role === "admin" || (ctx.who.role === "owner" && ctx.who.nodes.includes(n.name));
+  // The server's rule (control-plane.md): an owner token acts on the nodes it names that its
+  // user owns, so a node named in the token but owned by someone else shows no controls.
+  const may = (n) =>
+    ctx.who.role === "admin" ||
+    (ctx.who.role === "owner" && ctx.who.nodes.includes(n.name) && n.owner === ctx.who.user);
 
   const post = async (n, what, body) => {
     try {

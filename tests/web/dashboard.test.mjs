@@ -250,6 +250,22 @@ test("web_a_node_whose_agent_stops_is_shown_lost", async () => {
   page.clean();
 });
 
+test("web_node_actions_appear_only_on_the_nodes_an_owner_owns", async () => {
+  // An owner token naming two nodes, one of them owned by someone else: the server refuses
+  // that one's actions, so the page does not offer them.
+  for (const [name, owner] of [["lab-carol", "carol"], ["lab-root", "root"]]) {
+    const reg = await apiAs(fleet, fleet.admin, "/v1/nodes", { name, site: "lab", site_kind: "lab", platform: "linux", owner });
+    assert.equal(reg.status, 201, JSON.stringify(reg.json));
+  }
+  const carol = fleet.token("carol", "owner", "lab-carol,lab-root");
+  const page = await newPage();
+  await signIn(page, carol);
+  await go(page, "nodes");
+  await page.locator("[data-node=lab-carol] form.controls").waitFor();
+  assert.equal(await page.locator("[data-node=lab-root] form.controls").count(), 0);
+  page.clean();
+});
+
 test("web_a_hostile_node_name_is_shown_as_text", async () => {
   // The API refuses the name outright...
   const reg = await apiAs(fleet, fleet.admin, "/v1/nodes", { name: XSS, site: "lab", site_kind: "lab", platform: "linux", owner: "root" });
