@@ -660,7 +660,7 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
         feasible_prepare(s);
         SchedReason never = feasible_reason(s, q, q->user);
         if (never && !q->wait_for_nodes) {
-            decision_refuse_never(ret, never, spec->class_name ? spec->class_name : spec->id);
+            decision_refuse_never(ret, never, spec->class_name ? spec->class_name : "memory");
             req_drop(s, ri);
             check_now(s);
             return 0;

@@ -388,6 +388,16 @@ Test(reasons, r18_a_memory_need_above_every_class_is_refused_as_too_large) {
     cr_assert_eq(d.kind, DECISION_PLACED, "the class's own memory fits: %s", d.message);
 }
 
+/* A memory need no node could ever meet for its kind (AMD GPUs never go to VMs, R12) is
+ * refused naming the memory need, not the request's id. */
+Test(reasons, r18_a_vm_memory_need_no_node_meets_names_the_memory_not_the_id) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node(.name = "amd", .site = "lab", .owner = "ops", .cls = "amd-mi300x", .gpus = 1);
+    Decision d = fx_req(.id = "77", .user = "ops", .kind = WORKLOAD_VM, .memory_gb = 100);
+    cr_assert_eq(d.kind, DECISION_REFUSED, "%s", d.message);
+    cr_assert(strstr(d.message, "refused (memory)") && !strstr(d.message, "(77)"), "%s", d.message);
+}
+
 /* A whole GPU asked of a card whose only idle GPU has MIG on: what, removed, would let it run
  * is MIG mode (the other mode's sentence, "or MIG off"), not "every unit is taken". */
 Test(reasons, r18_a_whole_gpu_kept_only_by_mig_mode_is_told_so) {
