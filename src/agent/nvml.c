@@ -256,10 +256,7 @@ static int query_gpu(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
         g->name[sizeof(g->name) - 1] = '\0';
         /* The driver's text goes to a terminal and into JSON: no control byte (an escape
          * sequence would run in the operator's terminal), valid UTF-8 (else JSON drops it). */
-        utf8_make_valid(g->name);
-        for (char *c = g->name; *c; c++)
-            if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                *c = '?';
+        string_mask_control(utf8_make_valid(g->name));
     }
     if (t->get_uuid) {
         r = t->get_uuid(dev, g->uuid, sizeof(g->uuid));

@@ -176,14 +176,14 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
      * `endpoint-llama.cpp`. */
     const char *image = json_string_value(json_object_get(req, "image"));
     const char *ert = json_string_value(json_object_get(p, "endpoint_runtime"));
-    char by_runtime[80];
-    snprintf(by_runtime, sizeof(by_runtime), "%s-%s", kind, strempty(ert));
+    char by_runtime[80] = "";
+    if (STREQ(kind, "endpoint") && ert && STRNEQ(ert, "none"))
+        snprintf(by_runtime, sizeof(by_runtime), "endpoint-%s", ert);
     if (image)
         snprintf(buf->image, sizeof(buf->image), "%s", image);
-    else if (STREQ(kind, "endpoint") && ert && STRNEQ(ert, "none") &&
-             agent_map_get(cfg->images, by_runtime, buf->image, sizeof(buf->image)))
-        ;
-    else if (!agent_map_get(cfg->images, kind, buf->image, sizeof(buf->image)))
+    else if ((!by_runtime[0] ||
+              !agent_map_get(cfg->images, by_runtime, buf->image, sizeof(buf->image))) &&
+             !agent_map_get(cfg->images, kind, buf->image, sizeof(buf->image)))
         return error_set(err, -ENOENT,
                          "request %s names no image and this site has no default %s image "
                          "(agent run --images %s=IMAGE)",

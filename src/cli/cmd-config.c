@@ -145,14 +145,16 @@ int verb_config(int argc, char **argv) {
             fputs(config_usage, stdout);
             return EXIT_OK;
         }
-        if (c == 'j' || (c == 'o' && STREQ(optarg, "json"))) {
+        if (c == 'j') {
             json = true;
             continue;
         }
-        if (c == 'o' && STREQ(optarg, "table"))
+        if (c == 'o') {
+            int r = output_one_object(optarg, &json);
+            if (r != 0)
+                return r;
             continue;
-        if (c == 'o')
-            return fail(EXIT_USAGE, "-o takes json or table here, not '%s'", optarg);
+        }
         fputs(config_usage, stderr);
         return EXIT_USAGE;
     }

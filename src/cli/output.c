@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include <stdarg.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -14,6 +15,14 @@ int print_json(json_t *j) {
     fputc('\n', stdout);
     json_decref(j);
     return r < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
+int output_one_object(const char *format, bool *json) {
+    if (strcmp(format, "json") == 0)
+        *json = true;
+    else if (strcmp(format, "table") != 0)
+        return fail(EXIT_USAGE, "-o takes json or table here, not '%s'", format);
+    return 0;
 }
 
 int fail(int exit_code, const char *fmt, ...) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -16,6 +17,10 @@ int print_json(json_t *j);
 /* "einsora: <message>" on stderr; returns the given exit code. */
 int fail(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int fail_error(int exit_code, const Error *err);
+
+/* `-o FORMAT` on a verb that prints one object: json sets *json, table is the default;
+ * anything else is a usage error (printed; its exit code returned). 0 when taken. */
+int output_one_object(const char *format, bool *json);
 
 /* A file holding a secret (a token) that others may read: warned about on stderr, as ssh
  * and kubectl do, naming the chmod that fixes it; the command goes on. */

@@ -160,10 +160,9 @@ int remote_getopt(int argc, char **argv, const struct option *extra, RemoteExtra
         if (remote_option(o, c, optarg))
             continue;
         if (c == 'o' && !list_o) {
-            if (STREQ(optarg, "json"))
-                o->json = true;
-            else if (!STREQ(optarg, "table"))
-                return fail(EXIT_USAGE, "-o takes json or table here, not '%s'", optarg);
+            int r = output_one_object(optarg, &o->json);
+            if (r != 0)
+                return r;
             continue;
         }
         if (c == 'h') {

@@ -66,10 +66,7 @@ char *client_escape(const char *s) {
 /* A header value with CR, LF or another control byte would end the header and start
  * another one (header injection). */
 static bool header_value_ok(const char *v) {
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            return false;
-    return true;
+    return !string_has_control(v);
 }
 
 /* http:// or https://, then a host (and maybe a port and path) without spaces or control
@@ -80,10 +77,7 @@ static bool server_url_is_valid(const char *u) {
                                                             : NULL;
     if (!rest || !*rest || *rest == '/' || *rest == ':')
         return false;
-    for (const unsigned char *q = (const unsigned char *)rest; *q; q++)
-        if (*q <= ' ' || *q == 0x7f)
-            return false;
-    return true;
+    return !strchr(rest, ' ') && !string_has_control(rest);
 }
 
 int client_new(const char *server, const char *token, Client **ret, Error *err) {

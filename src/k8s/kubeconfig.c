@@ -11,6 +11,7 @@
 #include "config/yaml-util.h"
 #include "util/fileio.h"
 #include "util/macro.h"
+#include "util/strutil.h"
 
 #define KUBE_FILE_MAX (4u << 20)
 
@@ -218,11 +219,10 @@ static int from_doc(yaml_document_t *doc, const char *file, const char *base_dir
 /* The token goes into a header line: a CR or LF in it would add headers of its own to every
  * call to the API server. */
 static int token_check(const KubeConfig *k, Error *err) {
-    for (const unsigned char *p = (const unsigned char *)k->token; p && *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            return error_set(err, -EINVAL,
-                             "the kubeconfig's token%s%s holds a control character (CR, LF, ...)",
-                             k->token_file ? " from " : "", k->token_file ? k->token_file : "");
+    if (k->token && string_has_control(k->token))
+        return error_set(err, -EINVAL,
+                         "the kubeconfig's token%s%s holds a control character (CR, LF, ...)",
+                         k->token_file ? " from " : "", k->token_file ? k->token_file : "");
     return 0;
 }
 

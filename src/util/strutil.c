@@ -159,6 +159,24 @@ bool string_is_digits(const char *s) {
     return true;
 }
 
+static bool is_control(unsigned char c) {
+    return c < 0x20 || c == 0x7f;
+}
+
+bool string_has_control(const char *s) {
+    for (; *s; s++)
+        if (is_control((unsigned char)*s))
+            return true;
+    return false;
+}
+
+char *string_mask_control(char *s) {
+    for (char *c = s; *c; c++)
+        if (is_control((unsigned char)*c))
+            *c = '?';
+    return s;
+}
+
 bool string_contains_nocase(const char *haystack, const char *needle) {
     return strcasestr(haystack, needle) != NULL;
 }

@@ -56,6 +56,12 @@ bool string_has_prefix(const char *s, const char *prefix);
 /* Non-empty and nothing but the digits 0-9 (a pid, an fd number, a device minor). */
 bool string_is_digits(const char *s);
 
+/* Whether s holds a control byte (below 0x20, or DEL): in a header line it would start another
+ * header, on a terminal an escape sequence. */
+bool string_has_control(const char *s);
+/* Each control byte of s becomes '?'. Returns s. */
+char *string_mask_control(char *s);
+
 /* Case-insensitive substring test. */
 bool string_contains_nocase(const char *haystack, const char *needle);
 

@@ -84,3 +84,12 @@ Test(strings, r16_ids_and_copies_write_what_snprintf_writes) {
     str_copy_cut(&untouched, 0, "abc");
     cr_expect_eq(untouched, 'x', "a size of 0 writes nothing");
 }
+
+/* A control byte (CR, LF, ESC, DEL) is what a header line or a terminal must never get. */
+Test(strings, bad_input_control_bytes_are_found_and_masked) {
+    cr_expect(string_has_control("abc\r\nX-Evil: 1"));
+    cr_expect(string_has_control("a\x7f"));
+    cr_expect(!string_has_control("plain text, ü and spaces"));
+    char s[] = "RTX \x1b]0;x\x07 5090";
+    cr_expect_str_eq(string_mask_control(s), "RTX ?]0;x? 5090");
+}
