@@ -3,9 +3,11 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent/procfd.h"
 #include "util/fileio.h"
@@ -103,6 +105,8 @@ static int push_holder(Holder **v, size_t *n, int pid, const char *comm, const c
 typedef struct ScanState {
     char *const *paths;
     size_t n_paths;
+    dev_t *rdevs; /* the character devices among paths: an fd on one is held under any name */
+    size_t n_rdevs;
     Holder *v;
     size_t n;
 } ScanState;
@@ -128,12 +132,62 @@ static bool holder_path_matches(const char *target, const char *path) {
     return tl == pl && strncmp(target, path, pl) == 0;
 }
 
-static bool scan_match(const char *target, void *userdata) {
+static bool scan_match(const char *target, const char *fd_path, void *userdata) {
     const ScanState *st = userdata;
     for (size_t i = 0; i < st->n_paths; i++)
         if (holder_path_matches(target, st->paths[i]))
             return true;
+    /* A container given the device under another name (--device /dev/nvidia0:/dev/gpu) or a
+     * node made with mknod elsewhere shows that name in its fd link: the device number tells. */
+    struct stat sb;
+    if (st->n_rdevs == 0 || stat(fd_path, &sb) < 0 || !S_ISCHR(sb.st_mode))
+        return false;
+    for (size_t i = 0; i < st->n_rdevs; i++)
+        if (sb.st_rdev == st->rdevs[i])
+            return true;
     return false;
+}
+
+static int push_rdev(dev_t **v, size_t *n, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) < 0 || !S_ISCHR(sb.st_mode))
+        return 0; /* absent, or a fixture's regular file: matched by path only */
+    dev_t *nv = realloc(*v, (*n + 1) * sizeof(dev_t));
+    if (!nv)
+        return -ENOMEM;
+    nv[(*n)++] = sb.st_rdev;
+    *v = nv;
+    return 0;
+}
+
+/* The device numbers of those of paths that are character devices now; a path ending in
+ * DEVICE_NUMBER_PATTERN (itself a glob) stands for every such file in /dev. */
+static int collect_rdevs(char *const *paths, size_t n_paths, dev_t **ret, size_t *ret_n) {
+    dev_t *v = NULL;
+    size_t n = 0, ql = sizeof(DEVICE_NUMBER_PATTERN) - 1;
+    int r = 0;
+    for (size_t i = 0; r >= 0 && i < n_paths; i++) {
+        size_t pl = strlen(paths[i]);
+        if (pl < ql || !STREQ(paths[i] + pl - ql, DEVICE_NUMBER_PATTERN)) {
+            r = push_rdev(&v, &n, paths[i]);
+            continue;
+        }
+        glob_t g;
+        int gr = glob(paths[i], GLOB_NOSORT, NULL, &g);
+        if (gr == GLOB_NOSPACE)
+            r = -ENOMEM;
+        for (size_t j = 0; gr == 0 && r >= 0 && j < g.gl_pathc; j++)
+            r = push_rdev(&v, &n, g.gl_pathv[j]);
+        if (gr == 0)
+            globfree(&g);
+    }
+    if (r < 0) {
+        free(v);
+        return r;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
 }
 
 static int scan_visit(const ProcFdLink *link, void *userdata) {
@@ -144,7 +198,10 @@ static int scan_visit(const ProcFdLink *link, void *userdata) {
 int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret,
                       size_t *ret_n, void *userdata, Error *err) {
     ScanState st = {.paths = paths, .n_paths = n_paths};
-    int r = procfd_walk(p->proc, scan_match, scan_visit, &st);
+    int r = collect_rdevs(paths, n_paths, &st.rdevs, &st.n_rdevs);
+    if (r >= 0)
+        r = procfd_walk(p->proc, scan_match, scan_visit, &st);
+    free(st.rdevs);
     if (r < 0) {
         free(st.v);
         if (r == -ENOMEM)

@@ -20,8 +20,10 @@ typedef struct Holder {
 typedef int (*HoldersFn)(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret,
                          size_t *ret_n, void *userdata, Error *err);
 
-/* The built-in HoldersFn: readlink of every <proc>/<pid>/fd/<n>. Processes that vanish or that
- * we may not look into are skipped (an unprivileged agent sees only its own). */
+/* The built-in HoldersFn: readlink of every <proc>/<pid>/fd/<n>, matched by path, and for the
+ * paths that are character devices also by device number (the same device opened under another
+ * name). Processes that vanish or that we may not look into are skipped (an unprivileged agent
+ * sees only its own). */
 int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret,
                       size_t *ret_n, void *userdata, Error *err);
 

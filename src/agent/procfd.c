@@ -131,7 +131,7 @@ int procfd_walk(const char *proc_root, ProcFdMatchFn match, ProcFdVisitFn visit,
             if (len < 0)
                 continue;
             target[len] = '\0';
-            if (!match(target, userdata))
+            if (!match(target, link, userdata))
                 continue;
             if (!comm) {
                 _cleanup_free_ char *cpath = strprintf("%s/%s/comm", proc_root, de->d_name);
@@ -157,7 +157,8 @@ typedef struct ScanState {
     size_t n, cap;
 } ScanState;
 
-static bool scan_match(const char *target, void *userdata) {
+static bool scan_match(const char *target, const char *fd_path, void *userdata) {
+    (void)fd_path;
     const ScanState *st = userdata;
     DevNode node;
     return devnode_parse(st->dev_root, target, &node) >= 0;

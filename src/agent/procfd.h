@@ -38,8 +38,9 @@ typedef struct ProcFdLink {
     const char *target; /* the fd link's target, e.g. "/dev/nvidia0" */
 } ProcFdLink;
 
-/* Whether a link target is wanted; called before the process's comm is read. */
-typedef bool (*ProcFdMatchFn)(const char *target, void *userdata);
+/* Whether a link target is wanted; called before the process's comm is read. fd_path is the
+ * link itself (<proc>/<pid>/fd/<n>): stat() of it reaches the open file whatever its name. */
+typedef bool (*ProcFdMatchFn)(const char *target, const char *fd_path, void *userdata);
 /* Called for each wanted link; a negative return stops the walk and is returned by it. */
 typedef int (*ProcFdVisitFn)(const ProcFdLink *link, void *userdata);
 

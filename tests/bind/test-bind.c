@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,6 +187,43 @@ Test(bind, r7_a_holder_is_seen_through_deleted_files_unknown_minors_and_kfd) {
     fixture_setup(&f, devs, n, false);
     cr_assert_eq(fake_kernel_add_holder(&f.k, 8081, "python3", "kfd"), 0);
     expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "python3 (pid 8081) holds");
+    fixture_teardown(&f);
+}
+
+/* Makes the fixture's dev/<name> a character device with /dev/null's number, and a process
+ * <pid> that holds it under the name /dev/null. */
+static void hold_under_another_name(BindFixture *f, int pid, const char *name) {
+    struct stat null_dev;
+    cr_assert_eq(stat("/dev/null", &null_dev), 0);
+    char rel[64], fd[PATH_MAX + 32];
+    snprintf(rel, sizeof(rel), "dev/%s", name);
+    const char *node = fixture_path(f, rel);
+    (void)unlink(node);
+    cr_assert_eq(mknod(node, S_IFCHR | 0600, null_dev.st_rdev), 0, "mknod: %m");
+    cr_assert_eq(fake_kernel_add_holder(&f->k, pid, "gpu-burn", name), 0);
+    snprintf(fd, sizeof(fd), "%s/%d/fd/3", f->k.proc, pid);
+    cr_assert_eq(unlink(fd), 0);
+    cr_assert_eq(symlink("/dev/null", fd), 0);
+}
+
+/* R7: a process that opened the GPU's device under another name (a container given
+ * --device /dev/nvidia0:/dev/gpu, a node made with mknod elsewhere) holds it all the same: the
+ * device number tells, also when the driver does not say which /dev/nvidiaN is this GPU's. */
+Test(bind, r7_a_holder_of_the_device_under_another_name_is_seen_by_its_number) {
+    if (geteuid() != 0)
+        cr_skip_test("mknod needs root");
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    hold_under_another_name(&f, 5150, "nvidia0");
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "gpu-burn (pid 5150) holds /dev/null");
+    fixture_teardown(&f);
+
+    size_t n = fixture_one_gpu(devs);
+    devs[1].nvidia_minor = -1;
+    fixture_setup(&f, devs, n, false);
+    hold_under_another_name(&f, 5151, "nvidia2");
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "gpu-burn (pid 5151) holds /dev/null");
     fixture_teardown(&f);
 }
 
