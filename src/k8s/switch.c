@@ -242,8 +242,9 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
         (void)patch_node(c, job->node, p, &err);
         snprintf(msg, size,
                  "The GPU Operator did not bring node %s back in %s mode within %u s (%s); the "
-                 "node stays cordoned.",
-                 job->node, job->mode, job->timeout_s, why);
+                 "node stays cordoned: switch it again, or 'einsora node uncordon %s' to use it "
+                 "as it is.",
+                 job->node, job->mode, job->timeout_s, why, job->node);
         return K8S_SWITCH_FAILED;
     }
     const char *was = annotation(node, K8S_ANN_WAS_UNSCHEDULABLE);
@@ -269,4 +270,15 @@ fail:
     /* a passing failure (timeout, 429 spent, 5xx): try again at the next pass */
     snprintf(msg, size, "retrying: %s", err.message);
     return K8S_SWITCH_RUNNING;
+}
+
+int k8s_switch_lift_cordon(K8sClient *c, const char *name, json_t *node, Error *err) {
+    const char *was = annotation(node, K8S_ANN_WAS_UNSCHEDULABLE);
+    if (!was)
+        return 0;
+    json_t *p = json_pack("{s:{s:{s:n, s:n, s:n}}, s:{s:b}}", "metadata", "annotations",
+                          K8S_ANN_SWITCH_TO, K8S_ANN_RELABELED_AT, K8S_ANN_WAS_UNSCHEDULABLE,
+                          "spec", "unschedulable", STREQ(was, "true"));
+    int r = patch_node(c, name, p, err);
+    return r < 0 ? r : 1;
 }

@@ -41,3 +41,9 @@ typedef enum K8sSwitchState {
  * clock seconds. msg: where the switch stands, or why it failed. */
 K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t *node,
                                   int64_t now_s, char *msg, size_t size);
+
+/* After a switch that failed with the node cordoned (K8S_ANN_WAS_UNSCHEDULABLE still on it),
+ * the operator's uncordon in Einsora lifts the switch's cordon too: spec.unschedulable back to
+ * what it was before the switch, the switch's annotations removed. 1 when it did, 0 when the
+ * node carries no such cordon, -errno with err set when the patch failed. */
+int k8s_switch_lift_cordon(K8sClient *c, const char *name, json_t *node, Error *err);

@@ -450,6 +450,7 @@ static bool unschedulable_changed(Sync *s, const char *name, const K8sNodeView *
 static void sync_node(Sync *s, const char *name, json_t *node) {
     K8sNodeView v;
     Error err = {0};
+    int r;
     if (k8s_node_view(s->cfg->catalog, node, &v, &err) < 0) {
         warn_once(s, name, error_message(&err));
         return;
@@ -510,6 +511,19 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
                       v.class_index >= 0 ? s->cfg->catalog->classes[v.class_index].name
                                          : "unclassified",
                       v.resource[0] ? v.resource : "no GPU resource yet");
+        } else if (!cordoned && v.unschedulable &&
+                   (r = k8s_switch_lift_cordon(s->kube_jobs, name, node, &err)) != 0) {
+            /* an uncordon in Einsora after a failed switch lifts the switch's cordon too */
+            if (r > 0)
+                logf_(s, "node %s: the cordon of its failed switch lifted (einsora node uncordon)",
+                      name);
+            else {
+                char m[600];
+                snprintf(m, sizeof(m),
+                         "Node %s: could not lift the cordon of its failed switch: %s", name,
+                         error_message(&err));
+                warn_once(s, name, m);
+            }
         } else if (cordoned != v.unschedulable && unschedulable_changed(s, name, &v)) {
             char cpath[200];
             snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/%s", name,

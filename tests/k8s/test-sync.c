@@ -474,7 +474,14 @@ Test(k8s_sync, r4_pdb_blocks_eviction_for_a_while) {
     json_decref(n);
 }
 
-Test(k8s_sync, r4_operator_that_never_converges_fails_the_switch_cordoned) {
+static bool k8s_schedulable(const void *arg) {
+    json_t *n = k8s_node(arg);
+    bool ok = n && !unschedulable(n);
+    json_decref(n);
+    return ok;
+}
+
+Test(k8s_sync, r4_operator_that_never_converges_fails_the_switch_cordoned_until_uncordoned) {
     cr_assert(wait_for(registered, "gpu-a"));
     k8s_double_control(&dbl, "operator", "{\"converge\": false}");
     sync_kill(false);
@@ -487,6 +494,15 @@ Test(k8s_sync, r4_operator_that_never_converges_fails_the_switch_cordoned) {
     json_t *cp = cp_node("gpu-a");
     cr_expect(json_is_true(json_object_get(cp, "cordoned")), "the Einsora node stays cordoned");
     json_decref(cp);
+    /* The operator takes the node as it is: the uncordon in Einsora lifts the switch's cordon
+     * in Kubernetes too, or pods placed there would never be scheduled. */
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/gpu-a/uncordon", NULL, NULL), 200);
+    cr_assert(wait_for(k8s_schedulable, "gpu-a"), "the switch's cordon was never lifted");
+    n = k8s_node("gpu-a");
+    cr_expect_null(json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"),
+                                   "einsora.io/was-unschedulable"));
+    json_decref(n);
+    cr_expect(!cp_cordoned("gpu-a"), "the sync did not cordon it again");
 }
 
 static bool relabeled(const void *arg) {
