@@ -149,7 +149,7 @@ void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, De
         } else if (p->method == METHOD_CPU) {
             msg_put(&m, " ");
             msg_uint(&m, p->cpu_cores);
-            msg_put(&m, " cores");
+            msg_put(&m, p->cpu_cores == 1 ? " core" : " cores");
         } else if (p->n_devices) {
             msg_put(&m, " ");
             msg_uint(&m, p->n_devices);
