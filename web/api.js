@@ -19,14 +19,21 @@ export class ApiError extends Error {
 export async function api(path, opts = {}) {
   const headers = { Authorization: `Bearer ${token.get() || ""}` };
   if (opts.body !== undefined) headers["Content-Type"] = "application/json";
-  const res = await fetch(path, {
-    method: opts.method || "GET",
-    headers,
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-    signal: opts.signal,
-    cache: "no-store",
-    credentials: "omit",
-  });
+  let res;
+  try {
+    res = await fetch(path, {
+      method: opts.method || "GET",
+      headers,
+      body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+      signal: opts.signal,
+      cache: "no-store",
+      credentials: "omit",
+    });
+  } catch (e) {
+    if (e.name === "AbortError") throw e;
+    // The browser's own words ("Failed to fetch") say nothing to a person.
+    throw new ApiError(0, "unreachable", "The server cannot be reached.");
+  }
   let data = null;
   try {
     data = await res.json();

@@ -41,7 +41,7 @@ async function start() {
     who = await api("/v1/whoami");
   } catch (e) {
     token.clear();
-    signIn(e instanceof ApiError && e.status === 401 ? "That token is not valid." : `Cannot reach the server: ${e.message}`);
+    signIn(e instanceof ApiError && e.status === 401 ? "That token is not valid." : e instanceof ApiError && e.status === 0 ? e.message : `Cannot reach the server: ${e.message}`);
     return;
   }
   document.getElementById("nav").hidden = false;

@@ -85,13 +85,15 @@ export function render(main, ctx) {
       const wl = work.filter((r) => r.placement && r.placement.node === n.name);
       return h("section.card.node", { "aria-labelledby": `h-${n.name}`, "data-node": n.name },
         h("h3", { id: `h-${n.name}` }, h("span.name", {}, n.name), " ",
-          h("span.badge", { "data-kind": n.unreachable ? "bad" : "ok" }, n.unreachable ? "lost" : n.agent ? "reachable" : "no agent"),
+          h("span.badge", { "data-kind": n.unreachable ? "bad" : n.agent ? "ok" : "warn" }, n.unreachable ? "lost" : n.agent ? "reachable" : "no agent"),
           n.cordoned ? h("span.badge", { "data-kind": "warn" }, "cordoned") : null),
         h("p.meta", {}, `site ${n.site} (${n.site_kind}) · ${n.platform}${n.mode ? ` · mode ${n.mode}` : ""} · owner `, h("span.name", {}, n.owner),
           n.capabilities.length ? ` · ${n.capabilities.join(", ")}` : ""),
         n.devices.length ? table(`GPUs of ${n.name}`, ["PCI", "Class", "Memory", "Binding", "MIG layout", "State", "Quarantine"],
           n.devices.map((d) => [h("code", {}, d.pci), h("span.name", {}, d.class || "unclassified"), d.memory_gb ? `${d.memory_gb} GB` : "—",
-            d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? h("span.reason", {}, d.quarantined) : "—"])) : h("p", {}, `No GPUs (${n.cpus || 0} CPU cores).`),
+            d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? h("span.reason", {}, d.quarantined) : "—"]))
+          : n.apple_unified_memory_gb ? h("p", {}, `Apple GPU: ${n.apple_unified_memory_gb} GB unified memory, ${n.apple_usable_memory_gb || 0} GB of it usable for GPU work; ${n.cpus || 0} CPU cores.`)
+          : h("p", {}, `No GPUs (${n.cpus || 0} CPU cores).`),
         h("p", {}, "Workloads: ", wl.length ? wl.map((r, i) => [i ? ", " : "", `#${r.id} ${r.request.kind} of `, h("span.name", {}, r.user), ` (${r.state})`]) : "none visible to you"),
         n.switch ? steps(n.switch) : null,
         may(n) ? controls(n) : null);

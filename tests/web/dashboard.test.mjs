@@ -316,3 +316,32 @@ test("web_every_page_passes_axe_and_is_screenshotted", async () => {
     page.clean();
   }
 });
+
+test("r10_a_mac_shows_its_apple_gpu_and_a_node_without_agent_is_not_green", async () => {
+  const reg = await apiAs(fleet, fleet.admin, "/v1/nodes", { name: "lab-bare", site: "lab", site_kind: "lab", platform: "linux", owner: "root" });
+  assert.equal(reg.status, 201, JSON.stringify(reg.json));
+  const mac = (await apiAs(fleet, fleet.admin, "/v1/nodes/mac-m2")).json;
+  assert.ok(mac.apple_unified_memory_gb > 0, JSON.stringify(mac));
+  const page = await newPage();
+  await signIn(page, fleet.admin);
+  await go(page, "nodes");
+  const card = page.locator("[data-node=mac-m2]");
+  await card.locator("p", { hasText: "Apple GPU" }).waitFor();
+  const text = await card.textContent();
+  assert.ok(text.includes(`${mac.apple_unified_memory_gb} GB unified memory`), text);
+  assert.ok(!text.includes("No GPUs"), text);
+  assert.equal(await page.locator("[data-node=lab-bare] .badge").first().getAttribute("data-kind"), "warn");
+  page.clean();
+});
+
+test("web_a_server_out_of_reach_is_said_in_words", async () => {
+  const page = await newPage();
+  await signIn(page, fleet.admin);
+  await go(page, "nodes");
+  await page.locator("[data-node]").first().waitFor();
+  await page.route("**/v1/nodes", (route) => route.abort("connectionrefused"));
+  const note = page.locator("main .status[data-kind=error]");
+  await note.waitFor();
+  assert.equal((await note.textContent()).trim(), "The server cannot be reached.");
+  page.bad.splice(0); // the browser logs the refused requests themselves
+});
