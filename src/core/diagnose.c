@@ -100,7 +100,8 @@ static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c
      * taking no work; in the other binding, those that take work (free or reset pending). */
     unsigned free_want = cell->free[want], reset = cell->reset[want],
              free_other = cell->free[!want] + cell->reset[!want];
-    unsigned blocked = cell->blocked[want] - cell->reset[want];
+    unsigned blocked = cell->blocked[want] - cell->reset[want],
+             blocked_other = cell->blocked[!want] - cell->reset[!want];
     if (kata && !cell->kata) /* a mode switch would not help a node without Kata (R2b) */
         b |= BLOCK(SCHED_REASON_NO_KATA);
     /* On a lab or solo node one class's GPUs may be split between the bindings (R7): a gang
@@ -113,6 +114,9 @@ static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c
         b |= BLOCK(SCHED_REASON_RESET_CHECK);
     else if (free_want + reset + blocked >= r->count)
         b |= BLOCK(SCHED_REASON_CORDONED);
+    else if (free_want + free_other + reset + blocked + blocked_other >= r->count)
+        /* idle, but cordoned and in the other mode: both stand in the way, nothing is taken */
+        b |= BLOCK(SCHED_REASON_CORDONED) | BLOCK(SCHED_REASON_MODE_MISMATCH);
     else
         b |= BLOCK(SCHED_REASON_NO_CAPACITY);
     diag_note(dg, b);
