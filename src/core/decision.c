@@ -36,6 +36,32 @@ void decision_refuse(Decision *d, SchedReason why, const char *subject) {
     refusal(d, why, subject, "): ", "");
 }
 
+void decision_refuse_memory(Decision *d, SchedReason why, const Sched *s, unsigned memory_gb,
+                            int choice, bool never) {
+    if (!d)
+        return;
+    *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
+    Msg m = msg_start(d->message, sizeof(d->message));
+    msg_put(&m, never ? "refused (memory), no node could ever run it: " : "refused (memory): ");
+    if (choice >= 0) {
+        const GpuClass *g = &s->cat->classes[choice];
+        msg_put(&m, "one unit of ");
+        msg_put(&m, g->name);
+        msg_put(&m, " holds ");
+        msg_uint(&m, g->memory_gb);
+        msg_put(&m, " GB, less than the ");
+    } else
+        msg_put(&m, why == SCHED_REASON_NO_NODE ? "no node has a class that holds "
+                                                : "no class of the catalog holds ");
+    msg_uint(&m, memory_gb);
+    msg_put(&m, choice >= 0 ? " GB asked" : " GB in one unit");
+    msg_put(&m, why == SCHED_REASON_NO_NODE ? " yet" : "");
+    msg_put(&m, " (a memory need is what one GPU, MIG slice or Mac's GPU must hold; ask for a "
+                "larger class, or a count of GPUs)");
+    msg_put(&m, never ? "; ask with wait_for_nodes to wait for nodes that may join (R18)" : "");
+    msg_end(&m);
+}
+
 /* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
 void decision_refuse_never(Decision *d, SchedReason why, const char *subject) {
     refusal(d, why, subject, "), no node could ever run it: ",

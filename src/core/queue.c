@@ -643,8 +643,17 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
     uint32_t user_hash;
     SchedReason why = req_build(s, spec, &s->reqs[ri], &subject, &user_hash);
     if (why) {
+        /* A memory need above every unit it may take is said with the sizes (R18). */
+        bool memory = spec->memory_gb && subject &&
+                      (subject == spec->class_name || STREQ(subject, "memory")) &&
+                      (why == SCHED_REASON_TOO_LARGE ||
+                       (why == SCHED_REASON_NO_NODE && !spec->class_name));
+        if (memory)
+            decision_refuse_memory(ret, why, s, spec->memory_gb,
+                                   spec->class_name ? s->reqs[ri].choice : -1, false);
+        else
+            decision_refuse(ret, why, why == SCHED_REASON_DUPLICATE ? spec->id : subject);
         req_unslot(s, ri, free_before);
-        decision_refuse(ret, why, why == SCHED_REASON_DUPLICATE ? spec->id : subject);
         return 0;
     }
     int r = register_in_place(s, spec, user_hash, ri, err);
@@ -660,7 +669,10 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
         feasible_prepare(s);
         SchedReason never = feasible_reason(s, q, q->user);
         if (never && !q->wait_for_nodes) {
-            decision_refuse_never(ret, never, spec->class_name ? spec->class_name : "memory");
+            if (!spec->class_name && never == SCHED_REASON_NO_NODE)
+                decision_refuse_memory(ret, never, s, spec->memory_gb, -1, true);
+            else
+                decision_refuse_never(ret, never, spec->class_name ? spec->class_name : "memory");
             req_drop(s, ri);
             check_now(s);
             return 0;

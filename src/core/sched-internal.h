@@ -671,6 +671,12 @@ void queue_walk_node(Sched *s, uint64_t now, uint32_t ni);
 const char *decision_choice_name(const Sched *s, int c);
 /* A refusal (why, of `subject`: the request, or the part of it refused) into d, if any. */
 void decision_refuse(Decision *d, SchedReason why, const char *subject);
+/* A memory need refused at submit (R18): more than one unit of class `choice` holds
+ * (SCHED_REASON_TOO_LARGE), or, without a class (choice < 0), more than any class holds
+ * (TOO_LARGE) or than any class a node has (NO_NODE, never: as decision_refuse_never):
+ * the sentence names the sizes. */
+void decision_refuse_memory(Decision *d, SchedReason why, const Sched *s, unsigned memory_gb,
+                            int choice, bool never);
 /* The same for what no node of the fleet could ever run (R18), saying how to wait anyway. */
 void decision_refuse_never(Decision *d, SchedReason why, const char *subject);
 /* What request ri is told now: placed where, or waiting why (fresh: found again, else the

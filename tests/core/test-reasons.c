@@ -366,13 +366,14 @@ Test(reasons, r18_a_wait_for_room_a_gang_keeps_is_queued_not_a_mode_switch_on_a_
 
 /* A memory need no class of the catalog meets is too large, said of the memory asked; one
  * that only classes this workload may not use meet gets their refusal, not "bad count". */
-Test(reasons, r18_a_memory_need_above_every_class_is_refused_as_too_large) {
+Test(reasons, r18_a_memory_need_above_every_unit_is_refused_naming_the_sizes) {
     dc();
     fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
                 .gpus = 2);
     Decision d = fx_req(.id = "m", .user = "ops", .kind = WORKLOAD_ENDPOINT, .memory_gb = 100000);
     expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
-    cr_assert(strstr(d.message, "(memory)"), "names the memory need, not the id: %s", d.message);
+    cr_assert(strstr(d.message, "(memory): no class of the catalog holds 100000 GB in one unit"),
+              "names the memory need and its size, not the id: %s", d.message);
     d = fx_req(.id = "m", .user = "ops", .kind = WORKLOAD_ENDPOINT, .memory_gb = 100000,
                .wait_for_nodes = true);
     expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
@@ -382,7 +383,13 @@ Test(reasons, r18_a_memory_need_above_every_class_is_refused_as_too_large) {
     d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
                .memory_gb = 1000);
     expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
-    cr_assert(strstr(d.message, "(" H100 ")"), "%s", d.message);
+    cr_assert(strstr(d.message, "one unit of " H100 " holds 80 GB, less than the 1000 GB asked"),
+              "the class's memory, not a GPU count, is what is too small: %s", d.message);
+    /* Without a class, a need only classes no node has yet meet says so. */
+    d = fx_req(.id = "n", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .memory_gb = 100);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_NO_NODE);
+    cr_assert(strstr(d.message, "no node has a class that holds 100 GB in one unit yet"), "%s",
+              d.message);
     d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_NOTEBOOK, .class_name = H100,
                .memory_gb = 80);
     cr_assert_eq(d.kind, DECISION_PLACED, "the class's own memory fits: %s", d.message);
@@ -412,6 +419,19 @@ Test(reasons, r18_a_whole_gpu_kept_only_by_mig_mode_is_told_so) {
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(sched_request_decision(fx, "w", &d), 0);
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+}
+
+/* The only GPU of the class is idle on a cordoned node in the other mode: nothing is taken,
+ * so the reason is not "every unit is taken" but what stands in the way. */
+Test(reasons, r18_an_idle_gpu_cordoned_in_the_other_mode_is_not_told_taken) {
+    dc();
+    fx_gpu_node(.name = "k1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 1, .kata = true);
+    cr_assert_eq(sched_node_set_cordoned(fx, "k1", true, 0, &err), 0, "%s", err.message);
+    Decision d = fx_req(.id = "w", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    cr_assert(d.reason == SCHED_REASON_MODE_MISMATCH || d.reason == SCHED_REASON_CORDONED, "%s",
+              d.message);
 }
 
 /* Every node with the slice's card has two blockers for a stranger: MIG off, and no
