@@ -16,13 +16,12 @@ Text reason_text(SchedReason r) {
     case SCHED_REASON_INTERNAL_ONLY:
         return TEXT("the class is for trusted tenants only in a datacenter (R9)");
     case SCHED_REASON_NO_KATA:
-        return TEXT(
-                "a stranger's container runs under Kata, and no node with room offers Kata (R2b)");
+        return TEXT("a stranger's container runs under Kata, and no node that could take it offers "
+                    "Kata (R2b)");
     case SCHED_REASON_NO_MIG_IN_KATA:
         return TEXT(
                 "a stranger's MIG slice needs Kata with MIG-backed vGPU (mig_in_kata), which no "
-                "node with room "
-                "has (R2c)");
+                "node that could take it has (R2c)");
     case SCHED_REASON_MACOS_VM_LIMIT:
         return TEXT("every Mac already runs 2 macOS VMs, the licence's limit (R10)");
     case SCHED_REASON_RESET_CHECK:
