@@ -210,16 +210,20 @@ int api_node_parse(const char *text, size_t len, ApiNode *ret, Error *err) {
 }
 
 /* The memory slots a reported MIG instance takes and where it may start, from its profile
- * name ("3g.40gb", maybe with a suffix such as "+me"): the SPEC row of a card with this
- * memory tells a double-memory 1g from a plain one; a card outside the table (an A30, an
- * H100 NVL) is measured by its compute slices alone, so that real cards are not refused. */
+ * name ("3g.40gb", maybe with a suffix such as "+me"): on a card in the SPEC's table (by its
+ * memory) the profile must be one of its row's, which also tells a double-memory 1g from a
+ * plain one; a card outside the table (an A30, an H100 NVL) is measured by its compute
+ * slices alone, so that real cards are not refused. */
 static bool mig_instance_geometry(const char *profile, unsigned card_gb, unsigned *ret_slots,
                                   uint8_t *ret_starts) {
     char base[sizeof(((ApiMigInstance *)0)->profile)];
     snprintf(base, sizeof(base), "%.*s", (int)strcspn(profile, "+"), profile);
     if (!mig_profile_memory_gb(base))
         return false;
-    MigShape shape = mig_row_profile_shape(mig_card_row_for_memory(card_gb), base);
+    const MigCardRow *row = mig_card_row_for_memory(card_gb);
+    MigShape shape = mig_row_profile_shape(row, base);
+    if (shape == _MIG_SHAPE_INVALID && row)
+        return false; /* another card's profile (1g.5gb on an 80 GB card) */
     if (shape == _MIG_SHAPE_INVALID) {
         static const MigShape by_slices[] = {[1] = MIG_SHAPE_1G,
                                              [2] = MIG_SHAPE_2G,
@@ -240,15 +244,17 @@ static bool mig_instance_geometry(const char *profile, unsigned card_gb, unsigne
 /* The MIG instances a device reports fit one GPU's 8 memory slots (SPEC, "MIG profiles"):
  * known profile shapes, allowed start slots, no two on the same slot. */
 static int check_mig_layout(const ApiDevice *d, size_t idx, Error *err) {
+    const MigCardRow *row = mig_card_row_for_memory((unsigned)d->memory_gb);
     uint8_t used = 0;
     for (size_t m = 0; m < d->n_mig; m++) {
         unsigned slots, start = d->mig[m].start;
         uint8_t starts;
         if (!mig_instance_geometry(d->mig[m].profile, d->memory_gb, &slots, &starts))
             return error_set(err, -EINVAL,
-                             "device %zu: MIG instance %zu: '%s' is not a MIG profile like "
-                             "3g.40gb",
-                             idx, m, d->mig[m].profile);
+                             "device %zu: MIG instance %zu: '%s' is not a MIG profile of this "
+                             "%u GB card (such as %s)",
+                             idx, m, d->mig[m].profile, (unsigned)d->memory_gb,
+                             row ? row->profiles[MIG_SHAPE_3G] : "3g.40gb");
         if (!(starts & (1u << start)) || slots > MIG_SLOTS - start)
             return error_set(err, -EINVAL,
                              "device %zu: MIG instance %zu (%s) cannot start at memory slot %u",

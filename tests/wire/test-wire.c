@@ -229,6 +229,10 @@ Test(wire, r2c_bad_input_a_mig_layout_that_cannot_be_on_a_gpu_is_refused) {
     expect_mig(80, "{\"profile\":\"1g.10gb\",\"start\":7}", "cannot start at memory slot 7");
     expect_mig(80, "{\"profile\":\"5g.50gb\",\"start\":0}", "is not a MIG profile");
     expect_mig(80, "{\"profile\":\"big\",\"start\":0}", "is not a MIG profile");
+    /* Another card's profiles on a card of the SPEC's table: an A100-40GB's, an H200's. */
+    expect_mig(80, "{\"profile\":\"1g.5gb\",\"start\":0}",
+               "'1g.5gb' is not a MIG profile of this 80 GB card (such as 3g.40gb)");
+    expect_mig(80, "{\"profile\":\"7g.141gb\",\"start\":0}", "is not a MIG profile of this");
 }
 
 /* R10: a Mac's usable GPU memory is its wired limit less the owner's headroom, so at most its
