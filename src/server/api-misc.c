@@ -123,11 +123,36 @@ static bool events_gone(HttpCtx *c, uint64_t after) {
     return true;
 }
 
+/* A cursor past the newest event was never given by this feed (a state restored from a
+ * backup, another server's cursor): refused, or its reader would wait for seqs that are
+ * given to other events and skip them. A standby that has not yet replayed that far says
+ * so instead: the leader gave the cursor, and this replica will have it shortly. */
+static bool events_ahead(HttpCtx *c, uint64_t after) {
+    uint64_t newest = events_last(&c->s->events);
+    if (after <= newest)
+        return false;
+    if (!server_is_leader(c->s)) {
+        api_error(c, 503, "unavailable",
+                  "This replica has not seen event %llu yet (its newest is %llu); retry "
+                  "shortly.",
+                  (unsigned long long)after, (unsigned long long)newest);
+        return true;
+    }
+    api_error(c, 400, "bad_request",
+              "Cursor %llu is past the newest event (%llu): this server never gave it (a state "
+              "restored from a backup, or another server's cursor?); read again from after=%llu.",
+              (unsigned long long)after, (unsigned long long)newest, (unsigned long long)newest);
+    json_object_set_new(c->json, "newest", json_integer((json_int_t)newest));
+    return true;
+}
+
 void api_events(HttpCtx *c) {
     uint64_t after, wait, limit;
     if (!api_query_uint(c, "after", 0, INT64_MAX, &after) ||
         !api_query_uint(c, "wait", 0, 60, &wait) ||
         !api_query_uint(c, "limit", 1000, 10000, &limit))
+        return;
+    if (!c->resumed && events_ahead(c, after))
         return;
     if (limit == 0)
         limit = 1;

@@ -150,8 +150,14 @@ struct Server {
     PtrMap trusted_users; /* tenants an admin granted trust: name -> (void*)1 (tenants.c) */
     Req **dirty;          /* requests to write at this batch's commit */
     size_t n_dirty, cap_dirty;
-    const char *actor; /* who the current op acts for (events of queue placements) */
-    int64_t now_ms;    /* the current batch's clock */
+    const char *actor; /* who the current op acts for */
+    /* Events of what the queue did in consequence of a change (a placement a release made
+     * room for), held back until the change's own event is in the feed: a reader of the feed
+     * sees the cause first (state_flush_consequences). */
+    struct DeferredEvent *deferred;
+    size_t n_deferred, cap_deferred;
+    bool deferring;
+    int64_t now_ms; /* the current batch's clock */
 
     EventLog events;
     Metrics metrics;
@@ -242,6 +248,10 @@ int state_ensure_site(Server *s, const char *site, const char *kind, Error *err)
 void state_trust_user(Server *s, const char *user);
 int state_node_add_core(Server *s, const ApiNode *n, Error *err);
 void state_on_placed(void *userdata, const char *request_id, const Decision *d);
+/* Emit the events state_on_placed() held back, in their order, as the system's (the user
+ * whose change made room is not named to the one placed). After each op and each timer step
+ * of a batch, and before its commit; 0 or the batch's failure. */
+int state_flush_consequences(Server *s);
 json_t *req_to_json(Server *s, const Req *r);
 json_t *node_to_json(Server *s, const Node *n);
 /* The same member for member, written by one encoder (wire/json-text.h): a list of nodes is

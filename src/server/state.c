@@ -251,6 +251,7 @@ const char *state_req_text(Req *r) {
 }
 
 int state_flush_dirty(Server *s, Error *err) {
+    (void)state_flush_consequences(s); /* a failure is the batch's (writer_check) */
     int r = 0;
     for (size_t i = 0; i < s->n_dirty; i++) {
         Req *q = s->dirty[i];
@@ -276,8 +277,59 @@ int state_flush_dirty(Server *s, Error *err) {
     return r;
 }
 
+typedef struct DeferredEvent {
+    const char *type; /* a literal */
+    char *object, *user, *text;
+} DeferredEvent;
+
+/* Hold an event of a consequence back (state_on_placed); the text is owned from here on. */
+static int defer_event(Server *s, const char *type, const char *object, const char *user,
+                       char *owned_text) {
+    if (s->n_deferred == s->cap_deferred) {
+        size_t cap = s->cap_deferred ? s->cap_deferred * 2 : 16;
+        DeferredEvent *v = realloc(s->deferred, cap * sizeof(*v));
+        if (!v) {
+            free(owned_text);
+            return writer_check(s, -ENOMEM, NULL, "recording an event");
+        }
+        s->deferred = v;
+        s->cap_deferred = cap;
+    }
+    DeferredEvent *e = &s->deferred[s->n_deferred];
+    *e = (DeferredEvent){.type = type, .object = strdup(object), .text = owned_text};
+    if (user)
+        e->user = strdup(user);
+    if (!e->object || (user && !e->user)) {
+        free(e->object);
+        free(e->user);
+        free(owned_text);
+        return writer_check(s, -ENOMEM, NULL, "recording an event");
+    }
+    s->n_deferred++;
+    return 0;
+}
+
+int state_flush_consequences(Server *s) {
+    const char *actor = s->actor;
+    int r = 0;
+    s->actor = "system";
+    for (size_t i = 0; i < s->n_deferred; i++) {
+        DeferredEvent *e = &s->deferred[i];
+        int k = state_event_text(s, e->type, e->object, e->user, NULL, e->text);
+        r = r < 0 ? r : k;
+        free(e->object);
+        free(e->user);
+    }
+    s->n_deferred = 0;
+    s->actor = actor;
+    return r;
+}
+
 int state_event_text(Server *s, const char *type, const char *object, const char *user,
                      json_t *data, char *owned_text) {
+    if (s->deferring && !data)
+        return owned_text ? defer_event(s, type, object, user, owned_text)
+                          : writer_check(s, -ENOMEM, NULL, "recording an event");
     const char *actor = s->actor ? s->actor : "system";
     api_work_note_event(s, type, object, data);
     json_decref(data);
@@ -449,8 +501,14 @@ void state_on_placed(void *userdata, const char *request_id, const Decision *d) 
     if (parse_uint64(request_id, UINT64_MAX, &id) < 0)
         return;
     Req *r = state_req(s, id);
-    if (r)
-        state_apply_decision(s, r, d);
+    if (!r)
+        return;
+    /* A placement the queue made in consequence of some change: its event follows the
+     * change's own (state_flush_consequences). */
+    bool was = s->deferring;
+    s->deferring = true;
+    state_apply_decision(s, r, d);
+    s->deferring = was;
 }
 
 /* ---- sites, trust, nodes ---- */
@@ -770,6 +828,12 @@ void state_free(Server *s) {
         req_free(s->reqs[i]);
     free(s->reqs);
     free(s->dirty);
+    for (size_t i = 0; i < s->n_deferred; i++) {
+        free(s->deferred[i].object);
+        free(s->deferred[i].user);
+        free(s->deferred[i].text);
+    }
+    free(s->deferred);
     for (size_t i = 0; i < s->nodes.cap; i++)
         if (s->nodes.keys[i] && s->nodes.keys[i] != PTRMAP_TOMB) {
             node_work_free(s->nodes.values[i]);

@@ -88,11 +88,13 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
         for (Op *op = ops; op; op = op->next) {
             s->actor = op->who ? op->who->user : "system";
             op->fn(s, op);
+            (void)state_flush_consequences(s); /* after the op's own events */
         }
         s->actor = "system";
         /* R13: fallback deadlines fire from the server's clock. */
         if (sched_next_deadline(s->sched) <= core_now(s))
             sched_tick(s->sched, core_now(s));
+        (void)state_flush_consequences(s);
         /* Agents' heartbeats, reset checks to ask for, mode switches to advance. */
         fleet_tick(s);
         history_prune(s);

@@ -440,6 +440,15 @@ Test(api, events_long_poll_wakes_on_change_and_filters_by_user) {
     cr_assert_eq(json_array_size(json_object_get(j, "events")), 0, "eve sees none of bob's events");
     json_decref(j);
     cr_assert_eq(ts_call(&ts, bob, "GET", "/v1/events?after=x", NULL, NULL), 400);
+    /* A cursor this feed never gave is refused, naming the newest, not waited on. */
+    cr_assert_eq(ts_call(&ts, bob, "GET", "/v1/events?after=0", NULL, &j), 200);
+    json_int_t head = num(j, "next");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/v1/events?after=%lld&wait=20", (long long)head + 1000);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 400);
+    cr_expect(strstr(str(j, "message"), "past the newest event"), "%s", str(j, "message"));
+    cr_expect_geq(num(j, "newest"), head);
+    json_decref(j);
     free(bob);
     free(eve);
 }
@@ -774,4 +783,70 @@ Test(api, r16_concurrent_changes_each_get_their_own_committed_answer) {
         json_decref(j);
     }
     free(bob);
+}
+
+/* Seq of the first event of `type` on `object` in an event list; 0 when absent. Its actor
+ * into *actor when given. */
+static json_int_t event_seq(json_t *events, const char *type, const char *object,
+                            const char **actor) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) {
+        if (strcmp(str(e, "type"), type) == 0 && strcmp(str(e, "object"), object) == 0) {
+            if (actor)
+                *actor = str(e, "actor");
+            return num(e, "seq");
+        }
+    }
+    return 0;
+}
+
+/* R16: the feed says a change before the placements it made room for (a release, an
+ * uncordon), so that a reader rebuilding the state from it never sees a GPU in two
+ * allocations or a placement on a cordoned node; and the placement is the system's, not
+ * credited to the user whose release made room (she is a stranger to the one placed). */
+Test(api, r16_the_feed_shows_a_cause_before_the_placement_it_made_room_for) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *bob = ts_token(&ts, "bob", "user", NULL), *eve = ts_token(&ts, "eve", "user", NULL);
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/tenants/bob/trust", NULL, NULL), 200);
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/tenants/eve/trust", NULL, NULL), 200);
+    const char *body = "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}";
+    json_t *a = submit(bob, body, 201), *b = submit(eve, body, 201);
+    cr_assert_str_eq(str(b, "state"), "pending");
+    char path[64], ida[24], idb[24];
+    snprintf(ida, sizeof(ida), "%lld", (long long)num(a, "id"));
+    snprintf(idb, sizeof(idb), "%lld", (long long)num(b, "id"));
+    snprintf(path, sizeof(path), "/v1/requests/%s/release", ida);
+    cr_assert_eq(ts_call(&ts, bob, "POST", path, NULL, NULL), 200);
+    /* Cordoned, a third request waits; the uncordon places it. */
+    snprintf(path, sizeof(path), "/v1/requests/%s/release", idb);
+    cr_assert_eq(ts_call(&ts, eve, "POST", path, NULL, NULL), 200);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/n1/cordon", NULL, NULL), 200);
+    json_t *c = submit(bob, body, 201);
+    cr_assert_str_eq(str(c, "state"), "pending");
+    char idc[24];
+    snprintf(idc, sizeof(idc), "%lld", (long long)num(c, "id"));
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/n1/uncordon", NULL, NULL), 200);
+
+    json_t *all = NULL, *mine = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0&limit=10000", NULL, &all), 200);
+    json_t *ev = json_object_get(all, "events");
+    json_int_t released = event_seq(ev, "request.released", ida, NULL),
+               placed = event_seq(ev, "request.placed", idb, NULL),
+               uncordoned = event_seq(ev, "node.uncordoned", "n1", NULL),
+               placed_c = event_seq(ev, "request.placed", idc, NULL);
+    cr_assert(released && placed && uncordoned && placed_c);
+    cr_expect_lt(released, placed, "the release comes before the placement it made room for");
+    cr_expect_lt(uncordoned, placed_c, "the uncordon comes before the placement it allowed");
+    cr_assert_eq(ts_call(&ts, eve, "GET", "/v1/events?after=0", NULL, &mine), 200);
+    const char *actor = NULL;
+    cr_assert(event_seq(json_object_get(mine, "events"), "request.placed", idb, &actor));
+    cr_expect_str_eq(actor, "system", "eve's feed does not name the user whose release made room");
+    json_decref(all);
+    json_decref(mine);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    free(bob);
+    free(eve);
 }
