@@ -92,7 +92,8 @@ export function render(main, ctx) {
         n.devices.length ? table(`GPUs of ${n.name}`, ["PCI", "Class", "Memory", "Binding", "MIG layout", "State", "Quarantine"],
           n.devices.map((d) => [h("code", {}, d.pci), h("span.name", {}, d.class || "unclassified"), d.memory_gb ? `${d.memory_gb} GB` : "—",
             d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? h("span.reason", {}, d.quarantined) : "—"]))
-          : n.apple_unified_memory_gb ? h("p", {}, `Apple GPU: ${n.apple_unified_memory_gb} GB unified memory, ${n.apple_usable_memory_gb || 0} GB of it usable for GPU work; ${n.cpus || 0} CPU cores.`)
+          : n.apple_gpu ? h("p", {}, `Apple GPU, ${n.apple_gpu.class || "unclassified (no class for its memory)"}: ${n.apple_unified_memory_gb} GB unified memory, ${n.apple_gpu.usable_memory_gb} GB of it usable for GPU work, ${n.apple_gpu.used_memory_gb} GB in use; ${n.apple_gpu.state}`,
+              n.apple_gpu.quarantined ? [" (", h("span.reason", {}, n.apple_gpu.quarantined), ")"] : null, `. ${n.cpus || 0} CPU cores.`)
           : h("p", {}, `No GPUs (${n.cpus || 0} CPU cores).`),
         h("p", {}, "Workloads: ", wl.length ? wl.map((r, i) => [i ? ", " : "", `#${r.id} ${r.request.kind} of `, h("span.name", {}, r.user), ` (${r.state})`]) : "none visible to you"),
         n.switch ? steps(n.switch) : null,

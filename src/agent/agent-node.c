@@ -79,6 +79,7 @@ json_t *agent_node_json(const AgentIdentity *id, const MachineInventory *inv,
             n->platform = PLATFORM_MACOS;
             n->apple_unified_memory_gb = (unsigned)((a->unified_memory_bytes + GIB / 2) / GIB);
             n->apple_usable_memory_gb = (unsigned)(usable / GIB);
+            n->apple_usable_given = true; /* 0 too: the headroom leaves nothing to offer */
             continue;
         }
         if (!a->bdf[0] || n->n_devices >= SPEC_MAX_DEVICES)

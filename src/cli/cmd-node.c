@@ -68,8 +68,25 @@ static int print_node(json_t *n) {
                       json_str(d, "quarantined") ? "quarantined" : json_str(d, "state"),
                       json_int_str(d, "allocations", allocs, sizeof(allocs)));
     }
+    json_t *mac = json_object_get(n, "apple_gpu");
+    if (mac) { /* R10: one GPU per Mac, its memory out of the unified pool */
+        char mem[48], allocs[24];
+        snprintf(mem, sizeof(mem), "%lld of %lld GB",
+                 (long long)json_integer_value(json_object_get(mac, "used_memory_gb")),
+                 (long long)json_integer_value(json_object_get(mac, "usable_memory_gb")));
+        table_add_row(t, "0", "-", "apple",
+                      json_str(mac, "class") ? json_str(mac, "class") : "(unclassified)", mem, "-",
+                      "-", json_str(mac, "state"),
+                      json_int_str(mac, "allocations", allocs, sizeof(allocs)));
+    }
     table_print(t, stdout);
     table_free(t);
+    if (mac && json_str(mac, "quarantined"))
+        printf("\nQuarantined: #0 %s\n", json_str(mac, "quarantined"));
+    if (mac && json_is_true(json_object_get(mac, "unclassified")))
+        printf("\nUnclassified (R8: shown, never placed): #0 the Mac's GPU with %lld GB of "
+               "unified memory; no catalog class has that memory tier (apple_memory_gb)\n",
+               (long long)json_integer_value(json_object_get(n, "apple_unified_memory_gb")));
     /* Unclassified devices are easy to miss in the table: say which, and what to do. */
     size_t unclassified = 0;
     json_array_foreach(json_object_get(n, "devices"), i, d) {

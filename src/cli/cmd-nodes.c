@@ -10,18 +10,30 @@
 #include "verbs.h"
 #include "watch.h"
 
-/* "3 free, 1 allocated" style summary of a node's devices. */
+/* Counts a GPU (a device, or a Mac's GPU) under its state; one no class matches is only
+ * shown, never placed (R8), whatever the state says. */
+static void count_gpu(json_t *d, const char *const *states, size_t n_states, size_t *counts) {
+    if (json_is_true(json_object_get(d, "unclassified"))) {
+        counts[n_states - 1]++;
+        return;
+    }
+    const char *st = json_str(d, "state");
+    for (size_t k = 0; st && k < n_states - 1; k++)
+        if (STREQ(st, states[k]))
+            counts[k]++;
+}
+
+/* "3 free, 1 allocated" style summary of a node's GPUs. */
 static void device_summary(json_t *node, char *buf, size_t size) {
-    static const char *const states[] = {"free", "allocated", "cordoned", "quarantined"};
+    static const char *const states[] = {"free", "allocated", "cordoned", "quarantined",
+                                         "unclassified"};
     size_t counts[ARRAY_SIZE(states)] = {0};
     size_t i;
-    json_t *d;
-    json_array_foreach(json_object_get(node, "devices"), i, d) {
-        const char *st = json_str(d, "state");
-        for (size_t k = 0; st && k < ARRAY_SIZE(states); k++)
-            if (STREQ(st, states[k]))
-                counts[k]++;
-    }
+    json_t *d, *mac = json_object_get(node, "apple_gpu");
+    json_array_foreach(json_object_get(node, "devices"), i, d)
+            count_gpu(d, states, ARRAY_SIZE(states), counts);
+    if (mac)
+        count_gpu(mac, states, ARRAY_SIZE(states), counts);
     size_t len = 0;
     buf[0] = 0;
     for (size_t k = 0; k < ARRAY_SIZE(states); k++)
@@ -37,7 +49,9 @@ static void nodes_print_table(const ListOpts *l, json_t *list) {
     json_t *n;
     json_array_foreach(list, i, n) {
         char gpus[16], states[128];
-        snprintf(gpus, sizeof(gpus), "%zu", json_array_size(json_object_get(n, "devices")));
+        snprintf(gpus, sizeof(gpus), "%zu",
+                 json_array_size(json_object_get(n, "devices")) +
+                         !!json_object_get(n, "apple_gpu"));
         device_summary(n, states, sizeof(states));
         const char *mode = json_str(n, "mode");
         /* A node's own state first (unreachable: missed heartbeats, its allocations kept),

@@ -198,8 +198,10 @@ static int node_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t *v
         return yaml_get_uint(y, v, key, 64, &spec->time_slice_replicas);
     if (STREQ(key, "apple_unified_memory_gb"))
         return yaml_get_uint(y, v, key, 1u << 20, &spec->apple_unified_memory_gb);
-    if (STREQ(key, "apple_usable_memory_gb"))
-        return yaml_get_uint(y, v, key, 1u << 20, &spec->apple_usable_memory_gb);
+    if (STREQ(key, "apple_usable_memory_gb")) {
+        spec->apple_usable_known = true; /* 0: the headroom leaves nothing to offer (R10) */
+        return yaml_get_uint0(y, v, key, 1u << 20, &spec->apple_usable_memory_gb);
+    }
     if (STREQ(key, "devices")) {
         if (v->type != YAML_SEQUENCE_NODE)
             return YAML_FAIL_AT(y, v, -EINVAL, "'devices' must be a list of devices");
@@ -281,6 +283,14 @@ static int load_nodes(YamlCtx *y, yaml_node_t *seq, InventoryFile *inv) {
             r = YAML_FAIL_AT(y, n, -EINVAL, "node '%s' needs a 'site'", node->spec.name);
         if (r >= 0 && !node->spec.owner)
             r = YAML_FAIL_AT(y, n, -EINVAL, "node '%s' needs an 'owner'", node->spec.name);
+        /* As the API refuses it (R10): usable GPU memory is part of the unified memory. */
+        if (r >= 0 && node->spec.apple_usable_memory_gb > node->spec.apple_unified_memory_gb)
+            r = YAML_FAIL_AT(y, n, -EINVAL,
+                             "node '%s': apple_usable_memory_gb (%u) is more than "
+                             "apple_unified_memory_gb (%u): usable GPU memory is part of the "
+                             "Mac's memory (R10)",
+                             node->spec.name, node->spec.apple_usable_memory_gb,
+                             node->spec.apple_unified_memory_gb);
         if (r < 0)
             return r;
     }

@@ -606,8 +606,9 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
             .ts_replicas = spec->time_slice_replicas ? spec->time_slice_replicas
                                                      : SCHED_DEFAULT_TIME_SLICE_REPLICAS,
             .apple_unified_gb = spec->apple_unified_memory_gb,
-            .apple_usable_gb = spec->apple_usable_memory_gb ? spec->apple_usable_memory_gb
-                                                            : spec->apple_unified_memory_gb,
+            .apple_usable_gb = spec->apple_usable_memory_gb || spec->apple_usable_known
+                                       ? spec->apple_usable_memory_gb
+                                       : spec->apple_unified_memory_gb,
             .cpu_link = {NIL, NIL},
             .cpu_bucket = -1,
             .reserved_by = NIL,
@@ -632,6 +633,13 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
                                  .memory_gb = n->apple_usable_gb,
                                  .link = {NIL, NIL}};
         n->n_devices = 1;
+        if (!n->apple_usable_gb) { /* shown in capacity as quarantined, with the reason */
+            n->devices[0].quarantined = true;
+            n->devices[0].quarantine_reason =
+                    strdup("no GPU memory to offer: the GPU wired limit less the owner's "
+                           "headroom is 0 GB (R10)");
+            oom = oom || !n->devices[0].quarantine_reason;
+        }
     }
     for (size_t i = 0; i < spec->n_devices; i++) {
         const DeviceSpec *ds = &spec->devices[i];

@@ -378,6 +378,9 @@ typedef struct NodeSpec {
      * (wired limit minus owner headroom). Every Mac has exactly one GPU, implicitly. */
     unsigned apple_unified_memory_gb;
     unsigned apple_usable_memory_gb;
+    /* usable is the report even when 0 (the headroom leaves nothing: the GPU is quarantined,
+     * saying so); false: 0 means not reported, and usable is the unified memory */
+    bool apple_usable_known;
     const DeviceSpec *devices;
     size_t n_devices;
 } NodeSpec;

@@ -576,6 +576,7 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
             .time_slice_replicas = n->time_slice_replicas,
             .apple_unified_memory_gb = n->apple_unified_memory_gb,
             .apple_usable_memory_gb = n->apple_usable_memory_gb,
+            .apple_usable_known = n->apple_usable_given,
             .devices = devs,
             .n_devices = n->n_devices,
     };
@@ -623,6 +624,25 @@ static void node_extras(JsonText *w, void *userdata) {
     json_text_member_int(w, "cpu_used", v->ni.cpu_used);
     if (v->ni.platform == PLATFORM_MACOS)
         json_text_member_int(w, "macos_vms", v->ni.macos_vms);
+    /* A Mac's one GPU is not among the reported devices (the agent reports its memory): its
+     * class (or none, R8), state and use, as the core counts it (R10). */
+    DeviceInfo di;
+    if (v->ni.platform == PLATFORM_MACOS && v->ni.n_devices &&
+        sched_device_info(v->s->sched, v->n->spec.name, 0, &di) >= 0) {
+        json_text_key(w, "apple_gpu");
+        json_text_open(w, '{');
+        if (di.class_name)
+            json_text_member_string(w, "class", di.class_name);
+        else
+            json_text_member_bool(w, "unclassified", true);
+        json_text_member_string(w, "state", device_state_to_string(di.state));
+        json_text_member_int(w, "allocations", di.n_allocations);
+        json_text_member_int(w, "usable_memory_gb", v->ni.apple_usable_memory_gb);
+        json_text_member_int(w, "used_memory_gb", v->ni.apple_used_memory_gb);
+        if (di.quarantine_reason)
+            json_text_member_string(w, "quarantined", di.quarantine_reason);
+        json_text_close(w, '}');
+    }
 }
 
 void node_write(Server *s, const Node *n, JsonText *w) {

@@ -172,6 +172,7 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
     int k = wire_decode(j, "a node", node_fields, ARRAY_SIZE(node_fields), n, err);
     if (k < 0)
         return k;
+    n->apple_usable_given = json_object_get(j, "apple_usable_memory_gb") != NULL;
     if (n->device_resource[0] && !device_resource_is_valid(n->device_resource))
         return error_set(
                 err, -EINVAL,
@@ -321,7 +322,7 @@ void api_node_write_ext(const ApiNode *n, JsonText *w, const ApiNodeExtras *x) {
         json_text_member_int(w, "time_slice_replicas", n->time_slice_replicas);
     if (n->apple_unified_memory_gb)
         json_text_member_int(w, "apple_unified_memory_gb", n->apple_unified_memory_gb);
-    if (n->apple_usable_memory_gb)
+    if (n->apple_usable_memory_gb || n->apple_usable_given)
         json_text_member_int(w, "apple_usable_memory_gb", n->apple_usable_memory_gb);
     json_text_key(w, "capabilities");
     json_text_open(w, '[');

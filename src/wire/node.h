@@ -54,6 +54,8 @@ typedef struct ApiNode {
     unsigned time_slice_replicas;     /* 0: the core's default */
     unsigned apple_unified_memory_gb; /* Macs (R10) */
     unsigned apple_usable_memory_gb;  /* the agent's report: wired limit minus headroom */
+    bool apple_usable_given;          /* the field was there: 0 is a report (nothing to offer), not
+                                         "unknown" (then usable is the unified memory) */
     ApiDevice devices[SPEC_MAX_DEVICES];
     size_t n_devices;
 } ApiNode;

@@ -63,6 +63,42 @@ Test(plan_files, inventory_errors_name_file_and_line) {
                     -ERANGE, "inv.yaml:2:", "at most 16");
     inventory_error("nodes: [\n", -EINVAL, "inv.yaml:", "YAML syntax error");
     inventory_error("version: 2\n", -EINVAL, "inv.yaml:1:", "version 2");
+    /* R10, as the API: usable GPU memory is part of the Mac's unified memory. */
+    inventory_error("nodes:\n  - {name: m, site: s, owner: o, platform: macos,\n"
+                    "     apple_unified_memory_gb: 16, apple_usable_memory_gb: 99}\n",
+                    -EINVAL, "inv.yaml:2:", "is more than apple_unified_memory_gb (16)");
+}
+
+/* R10: a Mac whose headroom leaves no GPU memory says 0, and offers nothing: the same as the
+ * agent's report through the API. */
+Test(plan_files, r10_a_mac_with_no_usable_gpu_memory_offers_nothing) {
+    const char *text = "sites: [{name: home, kind: solo}]\n"
+                       "nodes:\n  - {name: m, site: home, owner: o, platform: macos,\n"
+                       "     apple_unified_memory_gb: 16, apple_usable_memory_gb: 0}\n";
+    InventoryFile *inv = NULL;
+    Error err = {0};
+    cr_assert_eq(inventory_parse_yaml(text, strlen(text), "inv.yaml", &inv, &err), 0, "%s",
+                 err.message);
+    Catalog *cat = NULL;
+    cr_assert_eq(catalog_load_file(TEST_DATA "/catalog.yaml", NULL, &cat, &err), 0);
+    Sched *s = sched_new(cat);
+    cr_assert_eq(inventory_apply(inv, s, 0, &err), 0, "%s", err.message);
+    DeviceInfo di;
+    cr_assert_eq(sched_device_info(s, "m", 0, &di), 0);
+    cr_expect_eq(di.state, DEVICE_QUARANTINED);
+    cr_expect(di.quarantine_reason && strstr(di.quarantine_reason, "no GPU memory to offer"));
+    Decision d;
+    cr_assert_eq(sched_submit(s,
+                              &(RequestSpec){.id = "e",
+                                             .user = "o",
+                                             .kind = WORKLOAD_ENDPOINT,
+                                             .class_name = "apple-silicon-16gb"},
+                              0, &d, &err),
+                 0, "%s", err.message);
+    cr_expect_neq(d.kind, DECISION_PLACED, "%s", d.message);
+    sched_free(s);
+    inventory_file_free(inv);
+    catalog_free(cat);
 }
 
 Test(plan_files, r3_inventory_rule_errors_point_at_the_node) {

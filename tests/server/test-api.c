@@ -383,6 +383,64 @@ Test(api, r10_owner_only_class_enforced_from_token_not_body) {
     free(bob);
 }
 
+static void register_mac(const char *name, unsigned unified, unsigned usable) {
+    char body[320];
+    snprintf(body, sizeof(body),
+             "{\"name\":\"%s\",\"site\":\"home\",\"site_kind\":\"solo\",\"platform\":"
+             "\"macos\",\"owner\":\"alice\",\"cpus\":8,\"apple_unified_memory_gb\":%u,"
+             "\"apple_usable_memory_gb\":%u}",
+             name, unified, usable);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", body, &j), 201, "%s",
+                 str(j, "message"));
+    json_decref(j);
+}
+
+static json_t *apple_gpu_of(const char *name) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
+    json_t *g = json_incref(json_object_get(j, "apple_gpu"));
+    cr_assert(g, "a Mac's node shows its GPU");
+    json_decref(j);
+    return g;
+}
+
+/* R10, R8: a Mac's one GPU is shown with its class, state and use; a Mac whose headroom
+ * leaves no GPU memory offers nothing (0 is a report, not "unknown", which once meant the
+ * whole unified memory), and one no class matches is shown unclassified, never dropped. */
+Test(api, r10_a_macs_gpu_is_shown_and_one_with_no_usable_memory_offers_nothing) {
+    register_mac("mac-ok", 64, 48);
+    register_mac("mac-none", 16, 0);
+    register_mac("mac-8", 8, 4);
+    json_t *g = apple_gpu_of("mac-ok");
+    cr_expect_str_eq(str(g, "class"), "apple-silicon-64gb");
+    cr_expect_str_eq(str(g, "state"), "free");
+    cr_expect_eq(num(g, "usable_memory_gb"), 48);
+    json_decref(g);
+    g = apple_gpu_of("mac-none");
+    cr_expect_str_eq(str(g, "state"), "quarantined");
+    cr_expect(strstr(str(g, "quarantined"), "no GPU memory to offer"), "%s", str(g, "quarantined"));
+    cr_expect_eq(num(g, "usable_memory_gb"), 0);
+    json_decref(g);
+    g = apple_gpu_of("mac-8");
+    cr_expect(json_is_true(json_object_get(g, "unclassified")), "an 8 GB Mac matches no class");
+    json_decref(g);
+    char *alice = ts_token(&ts, "alice", "user", NULL);
+    json_t *a = submit(alice, "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-16gb\"}", 201);
+    cr_expect_str_neq(str(a, "state"), "placed", "a Mac with no usable memory takes nothing");
+    json_decref(a);
+    json_t *cap = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=apple-silicon-16gb", NULL, &cap),
+                 200);
+    json_t *row = json_array_get(json_object_get(cap, "classes"), 0);
+    cr_expect_eq(num(row, "quarantined"), 1, "counted quarantined (R6)");
+    cr_expect_eq(num(row, "free"), 0);
+    json_decref(cap);
+    free(alice);
+}
+
 Test(api, r13_fallback_deadline_fires_from_server_clock) {
     ts_add_h100_node(&ts, "n1", "alice", 1);
     char *alice = ts_token(&ts, "alice", "owner", "n1");

@@ -329,6 +329,7 @@ test("r10_a_mac_shows_its_apple_gpu_and_a_node_without_agent_is_not_green", asyn
   await card.locator("p", { hasText: "Apple GPU" }).waitFor();
   const text = await card.textContent();
   assert.ok(text.includes(`${mac.apple_unified_memory_gb} GB unified memory`), text);
+  assert.ok(text.includes(mac.apple_gpu.class) && text.includes(mac.apple_gpu.state), text);
   assert.ok(!text.includes("No GPUs"), text);
   assert.equal(await page.locator("[data-node=lab-bare] .badge").first().getAttribute("data-kind"), "warn");
   page.clean();
