@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     s[size] = '\0';
     AppleHost h;
     AppleGpuMemory m;
-    if (apple_parse_fixture(s, "fuzz", &h, NULL) == 0 && apple_gpu_memory(&h, 0, &m, NULL) == 0 &&
+    if (apple_parse_fixture(s, "fuzz", &h, NULL) == 0 && apple_gpu_memory(&h, -1, &m, NULL) == 0 &&
         m.usable_bytes > m.limit_bytes)
         abort();
     free(s);

@@ -46,7 +46,7 @@ int apple_gpu_memory(const AppleHost *host, double headroom_gb, AppleGpuMemory *
                 err, -EINVAL, "the GPU wired limit (%llu MB) is above the Mac's memory (%llu MB)",
                 (unsigned long long)(limit / MIB), (unsigned long long)(host->memsize_bytes / MIB));
     uint64_t headroom;
-    if (headroom_gb > 0) {
+    if (headroom_gb >= 0) {
         if (headroom_gb > 1 << 20)
             return error_set(err, -EINVAL, "a headroom of %g GB is out of range", headroom_gb);
         headroom = (uint64_t)(headroom_gb * (double)GIB);
@@ -93,6 +93,13 @@ int apple_parse_fixture(const char *text, const char *filename, AppleHost *ret, 
         char *v = colon + 1;
         while (isspace((unsigned char)*v))
             v++;
+        static const char *const known[] = {"chip", "hw.memsize", "iogpu.wired_limit_mb",
+                                            "metal.recommended_max_working_set_size"};
+        bool is_known = false;
+        for (size_t k = 0; k < ARRAY_SIZE(known); k++)
+            is_known = is_known || STREQ(p, known[k]);
+        if (!is_known) /* before its value: 'colour: blue' is an unknown key, not a bad number */
+            return error_set_at(err, -EINVAL, filename, line_no, 1, "unknown key '%s'", p);
         uint64_t num = 0;
         bool numeric = !STREQ(p, "chip");
         if (numeric && parse_uint64(v, UINT64_MAX, &num) < 0)

@@ -42,7 +42,8 @@ typedef struct AppleGpuMemory {
  * figure is unavailable (Linux tests, fixtures without it). */
 uint64_t apple_default_wired_limit(uint64_t memsize_bytes);
 
-/* headroom_gb <= 0 selects the default. -EINVAL when memsize is 0 or the limit exceeds it. */
+/* headroom_gb < 0 selects the default; 0 keeps none for the owner. -EINVAL when memsize is 0
+ * or the limit exceeds it. */
 int apple_gpu_memory(const AppleHost *host, double headroom_gb, AppleGpuMemory *ret, Error *err);
 
 /* The catalog tier for this Mac (catalog_match_apple on unified GB), NULL if none fits. */

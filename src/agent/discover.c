@@ -507,7 +507,8 @@ static int discover_apple(MachineInventory *inv, const DiscoverOptions *o, Error
     if (r < 0)
         return r;
     AppleGpuMemory mem;
-    if ((r = apple_gpu_memory(&host, o->apple_headroom_gb, &mem, err)) < 0)
+    if ((r = apple_gpu_memory(&host, o->apple_headroom_set ? o->apple_headroom_gb : -1, &mem,
+                              err)) < 0)
         return r;
     Accelerator *na = realloc(inv->accelerators, (inv->n_accelerators + 1) * sizeof(Accelerator));
     if (!na)

@@ -115,7 +115,8 @@ typedef struct DiscoverOptions {
     const Catalog *catalog;    /* NULL: nothing is classified */
     const PciIds *pci_ids;     /* NULL: no pci.ids names */
     const char *apple_fixture; /* describe a Mac from this file instead of the host (tests, demo) */
-    double apple_headroom_gb;  /* <= 0: the default (see apple.h) */
+    double apple_headroom_gb;  /* GB kept for the owner (0: none), when apple_headroom_set */
+    bool apple_headroom_set;   /* false: the default (see apple.h) */
     bool no_holders;           /* skip the /proc fd scan */
 } DiscoverOptions;
 

@@ -29,7 +29,8 @@ static void discover_usage(FILE *f) {
           "  --catalog FILE          catalog of GPU classes (default: the shipped one)\n"
           "  --pci-ids FILE          pci.ids database (default " EINSORA_PCI_IDS ")\n"
           "  --apple-fixture FILE    describe a Mac from FILE (hw.memsize, iogpu.wired_limit_mb)\n"
-          "  --apple-headroom-gb N   GPU memory kept for a Mac's owner (default min(8, RAM/4))\n"
+          "  --apple-headroom-gb N   GPU memory kept for a Mac's owner, 0 or more (default\n"
+          "                          min(8, RAM/4))\n"
           "  --no-holders            do not scan /proc for processes holding device files\n"
           "  -h, --help              this text\n",
           f);
@@ -114,6 +115,11 @@ static void print_details(const Accelerator *a) {
                (double)a->unified_memory_bytes / (double)(1ull << 30),
                (double)a->wired_limit_bytes / (double)(1ull << 30),
                (double)a->headroom_bytes / (double)(1ull << 30));
+    if (a->vendor == VENDOR_APPLE && a->memory_total_bytes < (1ull << 30))
+        printf("  %s offers no GPU memory: the wired limit less the owner's headroom is under "
+               "1 GB, so the GPU is shown quarantined (R10); lower --apple-headroom-gb or raise "
+               "iogpu.wired_limit_mb\n",
+               id);
     for (size_t i = 0; i < a->n_holders; i++)
         printf("  %s held by pid %d (%s) via %s\n", id, a->holders[i].pid, a->holders[i].comm,
                a->holders[i].path);
@@ -224,18 +230,14 @@ int agent_discover_verb(int argc, char **argv) {
         case O_APPLE:
             o.apple_fixture = optarg;
             break;
-        case O_HEADROOM: {
-            char *end = NULL;
-            errno = 0;
-            o.apple_headroom_gb = strtod(optarg, &end);
-            if (errno || !end || *end || end == optarg || !(o.apple_headroom_gb > 0) ||
-                o.apple_headroom_gb > 1e6)
+        case O_HEADROOM:
+            if (!agent_parse_headroom(optarg, &o.apple_headroom_gb))
                 return fail(EXIT_USAGE,
-                            "agent discover: --apple-headroom-gb needs a positive number of GB, "
+                            "agent discover: --apple-headroom-gb needs a number of GB, 0 or more, "
                             "not '%s'",
                             optarg);
+            o.apple_headroom_set = true;
             break;
-        }
         case O_NO_HOLDERS:
             o.no_holders = true;
             break;

@@ -41,6 +41,8 @@ static void run_usage(FILE *f) {
           "  --nvml-lib PATH     the NVML library to load (default: the system's)\n"
           "  --no-nvml           do not use NVML (sysfs only)\n"
           "  --apple-fixture F   describe a Mac from F (tests, demo)\n"
+          "  --apple-headroom-gb N  a Mac's GPU memory kept for its owner, 0 or more (default\n"
+          "                      min(8, RAM/4)); the rest is offered (R10)\n"
           "  --catalog FILE      catalog of GPU classes (default: the shipped one)\n"
           "  --simulate          record rebinds and reset checks in the state folder instead of\n"
           "                      writing to the kernel (fixture machines, demos)\n"
@@ -132,6 +134,7 @@ int agent_run_verb(int argc, char **argv) {
         O_NVML,
         O_NO_NVML,
         O_APPLE,
+        O_HEADROOM,
         O_CATALOG,
         O_SIM,
         O_ENGINE,
@@ -164,6 +167,7 @@ int agent_run_verb(int argc, char **argv) {
             {"nvml-lib", required_argument, NULL, O_NVML},
             {"no-nvml", no_argument, NULL, O_NO_NVML},
             {"apple-fixture", required_argument, NULL, O_APPLE},
+            {"apple-headroom-gb", required_argument, NULL, O_HEADROOM},
             {"catalog", required_argument, NULL, O_CATALOG},
             {"simulate", no_argument, NULL, O_SIM},
             {"engine-socket", required_argument, NULL, O_ENGINE},
@@ -244,6 +248,14 @@ int agent_run_verb(int argc, char **argv) {
             break;
         case O_APPLE:
             cfg.discover.apple_fixture = optarg;
+            break;
+        case O_HEADROOM:
+            if (!agent_parse_headroom(optarg, &cfg.discover.apple_headroom_gb))
+                return fail(EXIT_USAGE,
+                            "agent run: --apple-headroom-gb needs a number of GB, 0 or more, not "
+                            "'%s'",
+                            optarg);
+            cfg.discover.apple_headroom_set = true;
             break;
         case O_CATALOG:
             cfg.catalog_path = optarg;

@@ -1,10 +1,22 @@
 /* cmd-agent.c: `einsora agent SUB ...`: dispatch to the agent's sub-verbs. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "output.h"
 #include "suggest.h"
 #include "verbs.h"
+
+bool agent_parse_headroom(const char *arg, double *ret) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || !end || *end || end == arg || !(v >= 0) || v > 1e6)
+        return false;
+    *ret = v;
+    return true;
+}
 
 static void agent_usage(FILE *f) {
     fputs("usage: einsora agent SUB [OPTIONS]\n\n"
@@ -29,6 +41,7 @@ int verb_agent(int argc, char **argv) {
         agent_usage(stdout);
         return EXIT_OK;
     }
+    cli_set_parent_verb("agent");
     if (strcmp(sub, "run") == 0)
         return agent_run_verb(argc - 1, argv + 1);
     if (strcmp(sub, "discover") == 0)

@@ -58,13 +58,22 @@ static const struct option *find_by_val(const struct option *o, int val) {
     return NULL;
 }
 
+/* The verb above a sub-verb ("agent" for `agent run`), for the messages: set once per run. */
+static const char *parent_verb;
+
+void cli_set_parent_verb(const char *verb) {
+    parent_verb = verb;
+}
+
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts) {
     opterr = 0;
     optopt = 0;
     int c = getopt_long(argc, argv, shortopts, longopts, NULL);
     if (c != '?')
         return c;
-    const char *verb = argv[0];
+    char verb[64];
+    snprintf(verb, sizeof(verb), "%s%s%s", parent_verb ? parent_verb : "", parent_verb ? " " : "",
+             argv[0]);
     const char *arg = optind > 0 && optind - 1 < argc ? argv[optind - 1] : "";
     const struct option *known = optopt ? find_by_val(longopts, optopt) : NULL;
     if (optopt && (known || (optopt < 128 && strchr(shortopts, optopt)))) {

@@ -15,6 +15,8 @@ const char *suggest_nearest(const char *word, const char *const *candidates, siz
  * unknown option '--folow'; did you mean `--follow`?" on stderr, then returns '?' as getopt
  * does. argv[0] is the verb's name. */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+/* Sub-verbs (agent run, ...) keep their own name in argv[0]: their parent prefixes it. */
+void cli_set_parent_verb(const char *verb);
 
 /* A sub-command no verb knows ("einsora request creat"): names it on stderr, with the nearest
  * of subs ("did you mean `create`?") or, failing one, all of them; returns EXIT_USAGE. */

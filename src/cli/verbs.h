@@ -1,6 +1,8 @@
 /* verbs.h: one entry point per top-level verb (a thin file each, cmd-*.c). */
 #pragma once
 
+#include <stdbool.h>
+
 /* Exit codes shared by every verb. */
 enum {
     EXIT_OK = 0,
@@ -26,6 +28,8 @@ int verb_events(int argc, char **argv);
 int agent_discover_verb(int argc, char **argv);
 int agent_bind_verb(int argc, char **argv);
 int agent_run_verb(int argc, char **argv);
+/* --apple-headroom-gb: GB kept for a Mac's owner, 0 (none) to 1e6; false when not that. */
+bool agent_parse_headroom(const char *arg, double *ret);
 /* The fleet: `einsora up` and `einsora node mode`. */
 int verb_up(int argc, char **argv);
 int node_mode_verb(int argc, char **argv);

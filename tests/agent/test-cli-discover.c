@@ -110,7 +110,7 @@ Test(cli_discover, usage_and_bad_input_errors) {
     free(err);
     cr_expect_eq(run_einsora(NULL, &err, "agent", "discover", "--apple-headroom-gb", "-3", NULL),
                  2);
-    cr_expect(strstr(err, "positive number"), "%s", err);
+    cr_expect(strstr(err, "a number of GB, 0 or more"), "%s", err);
     free(err);
     cr_expect_eq(
             run_einsora(NULL, &err, "agent", "discover", "--apple-fixture", "/nonexistent", NULL),

@@ -510,9 +510,15 @@ Test(discover, r10_mac_fixture_reports_usable_memory_and_tier) {
     /* the owner's headroom is configurable */
     o.apple_fixture = MACHINES "/mac-m4-16gb-wired.txt";
     o.apple_headroom_gb = 2;
+    o.apple_headroom_set = true;
     cr_assert_eq(machine_discover(&o, &inv, &err), 0, "%s", err.message);
     cr_expect_eq(inv->accelerators[0].memory_total_bytes, 10ull << 30);
     cr_expect_str_eq(accelerator_class_name(&inv->accelerators[0]), "apple-silicon-16gb");
+    machine_inventory_free(inv);
+    /* and may be none: the whole wired limit is offered */
+    o.apple_headroom_gb = 0;
+    cr_assert_eq(machine_discover(&o, &inv, &err), 0, "%s", err.message);
+    cr_expect_eq(inv->accelerators[0].memory_total_bytes, 12ull << 30);
     machine_inventory_free(inv);
 }
 

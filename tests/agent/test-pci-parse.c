@@ -165,14 +165,14 @@ Test(apple, r10_default_limit_headroom_and_class) {
     /* 64 GB, limit 0 (system default): 3/4 of 64 = 48 GB; default headroom 8 GB -> 40 GB */
     AppleHost h = {.memsize_bytes = 64 * GIB};
     AppleGpuMemory m;
-    cr_assert_eq(apple_gpu_memory(&h, 0, &m, NULL), 0);
+    cr_assert_eq(apple_gpu_memory(&h, -1, &m, NULL), 0);
     cr_expect_eq(m.limit_bytes, 48 * GIB);
     cr_expect_eq(m.headroom_bytes, 8 * GIB);
     cr_expect_eq(m.usable_bytes, 40 * GIB);
     cr_expect_str_eq(apple_match_class(cat, &m)->name, "apple-silicon-64gb");
     /* 16 GB: 2/3 rule, headroom capped at a quarter of RAM (4 GB) */
     h = (AppleHost){.memsize_bytes = 16 * GIB};
-    cr_assert_eq(apple_gpu_memory(&h, 0, &m, NULL), 0);
+    cr_assert_eq(apple_gpu_memory(&h, -1, &m, NULL), 0);
     cr_expect_eq(m.limit_bytes, 16 * GIB / 3 * 2);
     cr_expect_eq(m.headroom_bytes, 4 * GIB);
     cr_expect_str_eq(apple_match_class(cat, &m)->name, "apple-silicon-16gb");
@@ -183,17 +183,17 @@ Test(apple, r10_default_limit_headroom_and_class) {
     cr_expect_eq(m.usable_bytes, 10 * GIB);
     /* Metal's figure beats the rule when the limit is the default */
     h = (AppleHost){.memsize_bytes = 96 * GIB, .metal_working_set_bytes = 70 * GIB};
-    cr_assert_eq(apple_gpu_memory(&h, 0, &m, NULL), 0);
+    cr_assert_eq(apple_gpu_memory(&h, -1, &m, NULL), 0);
     cr_expect_eq(m.limit_bytes, 70 * GIB);
     cr_expect_str_eq(apple_match_class(cat, &m)->name, "apple-silicon-96gb");
     /* 8 GB Mac: below every tier */
     h = (AppleHost){.memsize_bytes = 8 * GIB};
-    cr_assert_eq(apple_gpu_memory(&h, 0, &m, NULL), 0);
+    cr_assert_eq(apple_gpu_memory(&h, -1, &m, NULL), 0);
     cr_expect_null(apple_match_class(cat, &m));
     /* a limit above RAM is refused */
     h = (AppleHost){.memsize_bytes = 16 * GIB, .wired_limit_mb = 32768};
     Error err = {0};
-    cr_expect_eq(apple_gpu_memory(&h, 0, &m, &err), -EINVAL);
+    cr_expect_eq(apple_gpu_memory(&h, -1, &m, &err), -EINVAL);
     cr_expect(strstr(err.message, "above the Mac's memory"), "%s", err.message);
     catalog_free(cat);
 }
