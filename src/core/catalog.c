@@ -283,8 +283,15 @@ static int add_mig_slice_classes(Catalog *c, size_t card, Error *err) {
         _cleanup_free_ char *name = strprintf("%s-mig-%s", parent->name, profile);
         if (!name)
             return error_set(err, -ENOMEM, "out of memory");
-        if (catalog_find(c, name))
+        const GpuClass *have = catalog_find(c, name);
+        if (have && have->mig_parent && STREQ(have->mig_parent, parent->name) &&
+            have->mig_profile && STREQ(have->mig_profile, profile))
             continue; /* the file lists this slice class itself */
+        if (have)
+            return error_set(err, -EINVAL,
+                             "class '%s' takes the name of class '%s''s MIG %s slices, and is "
+                             "not that slice (mig: {parent: %s, profile: %s})",
+                             name, parent->name, profile, parent->name, profile);
         GpuClass s = {
                 .name = TAKE_PTR(name),
                 .vendor = VENDOR_NVIDIA,
@@ -310,10 +317,69 @@ static int add_mig_slice_classes(Catalog *c, size_t card, Error *err) {
     return 0;
 }
 
+/* Class j against the classes before it: a device matches one class, by the first rule that
+ * hits, so a PCI id, an NVML name or an Apple tier listed twice would leave the later class
+ * matching nothing without a word (R8). And the names every view already gives a meaning. */
+static int check_class_unambiguous(const Catalog *c, size_t j, Error *err) {
+    const GpuClass *b = &c->classes[j];
+    if (STREQ(b->name, "unclassified"))
+        return error_set(err, -EINVAL,
+                         "class 'unclassified': the name is what every view shows for a device "
+                         "no class matches (R8); choose another");
+    if (STREQ(b->name, "cpu") != (b->vendor == VENDOR_CPU))
+        return error_set(err, -EINVAL,
+                         "class '%s': the cpu class is named cpu and has vendor cpu, every "
+                         "machine's CPU (R11)",
+                         b->name);
+    for (size_t i = 0; i < j; i++) {
+        const GpuClass *a = &c->classes[i];
+        for (size_t k = 0; k < b->n_pci; k++)
+            for (size_t m = 0; m < a->n_pci; m++)
+                if (a->pci[m].vendor == b->pci[k].vendor && a->pci[m].device == b->pci[k].device)
+                    return error_set(err, -EINVAL,
+                                     "class '%s': PCI id %04x:%04x is class '%s''s already: a "
+                                     "device matches one class (R8)",
+                                     b->name, b->pci[k].vendor, b->pci[k].device, a->name);
+        for (size_t k = 0; k < b->n_nvml_names; k++)
+            for (size_t m = 0; m < a->n_nvml_names; m++)
+                if (STREQ(a->nvml_names[m], b->nvml_names[k]))
+                    return error_set(err, -EINVAL,
+                                     "class '%s': NVML name '%s' is class '%s''s already: a device "
+                                     "matches one class (R8)",
+                                     b->name, b->nvml_names[k], a->name);
+        if (a->vendor == VENDOR_APPLE && b->vendor == VENDOR_APPLE &&
+            a->apple_memory_gb == b->apple_memory_gb)
+            return error_set(err, -EINVAL,
+                             "class '%s': Apple tier %u GB is class '%s''s already: a Mac matches "
+                             "one class (R10)",
+                             b->name, b->apple_memory_gb, a->name);
+    }
+    return 0;
+}
+
+/* R11: every machine offers cpu; a catalog that leaves the class out still counts it. */
+static int add_cpu_class_if_missing(Catalog *c, Error *err) {
+    if (catalog_find(c, "cpu"))
+        return 0;
+    GpuClass cpu = {.name = strdup("cpu"),
+                    .vendor = VENDOR_CPU,
+                    .mig_parent_index = -1,
+                    .mig_shape = _MIG_SHAPE_INVALID,
+                    .derived = true};
+    if (!cpu.name)
+        return error_set(err, -ENOMEM, "out of memory");
+    int r = catalog_add(c, &cpu, err);
+    if (r < 0)
+        gpu_class_done(&cpu);
+    return r;
+}
+
 int catalog_finalize(Catalog *c, size_t *ret_bad_index, Error *err) {
     size_t n_file = c->n_classes;
     for (size_t i = 0; i < n_file; i++) {
         int r = gpu_class_validate(&c->classes[i], err);
+        if (r >= 0)
+            r = check_class_unambiguous(c, i, err);
         if (r < 0) {
             if (ret_bad_index)
                 *ret_bad_index = i;
@@ -359,7 +425,11 @@ int catalog_finalize(Catalog *c, size_t *ret_bad_index, Error *err) {
             return r;
         }
     }
-    for (size_t i = n_file; i < c->n_classes; i++) {
+    size_t n_slices_end = c->n_classes;
+    int r = add_cpu_class_if_missing(c, err);
+    if (r < 0)
+        return r;
+    for (size_t i = n_file; i < n_slices_end; i++) {
         GpuClass *cls = &c->classes[i];
         cls->mig_parent_index = catalog_find_index(c, cls->mig_parent);
         cls->mig_shape = mig_row_profile_shape(

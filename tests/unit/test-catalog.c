@@ -112,7 +112,7 @@ Test(catalog, r8_minimal_class_parses_with_every_field) {
     cr_expect_eq(c->memory_gb, 80);
     cr_expect(c->internal_only);
     cr_expect_eq(c->n_mig_profiles, 2);
-    cr_expect_eq(cat->n_classes, 3, "card plus two derived slices");
+    cr_expect_eq(cat->n_classes, 4, "card plus two derived slices, and cpu (R11)");
     catalog_free(cat);
 }
 
@@ -215,7 +215,7 @@ Test(catalog, r8_explicit_mig_slice_class_replaces_the_derived_one) {
                        "    internal_only: true\n",
                        &cat, &err),
                  0, "%s", err.message);
-    cr_assert_eq(cat->n_classes, 2);
+    cr_assert_eq(cat->n_classes, 3, "card, its slice, and cpu (R11: always offered)");
     const GpuClass *s = catalog_find(cat, "nvidia-h100-80gb-mig-1g.10gb");
     cr_expect(!s->derived && s->internal_only);
     cr_expect_eq(s->memory_gb, 10);
@@ -406,5 +406,44 @@ Test(catalog, r8_loading_without_pci_ids_uses_raw_ids) {
     const char *text = H100;
     cr_assert_eq(catalog_parse_yaml(text, strlen(text), "t.yaml", NULL, &cat, &err), 0);
     cr_expect_str_eq(cat->classes[0].vm_device_name, "nvidia.com/2330");
+    catalog_free(cat);
+}
+
+/* R8: a device matches one class, by the first rule that hits: a PCI id, an NVML name or an
+ * Apple tier listed by two classes, a class named as another's MIG slice, or named
+ * "unclassified" or "cpu" without being the cpu class, would classify devices wrongly
+ * without a word. Each is refused at the class that repeats it. */
+Test(catalog, r8_a_catalog_that_would_classify_ambiguously_is_refused) {
+    expect_error(H100 "  - name: other-h100\n    vendor: nvidia\n    match: {pci: 10de:2330}\n"
+                      "    memory_gb: 80\n    container_resource: nvidia.com/gpu\n"
+                      "    node_selector: a=b\n",
+                 -EINVAL, "t.yaml:8:5:", "PCI id 10de:2330 is class 'nvidia-h100-80gb''s already");
+    expect_error(H100 "  - name: cpu\n    vendor: nvidia\n    match: {pci: 10de:2331}\n"
+                      "    memory_gb: 141\n    container_resource: nvidia.com/gpu\n"
+                      "    node_selector: a=b\n",
+                 -EINVAL, "t.yaml:8:5:", "the cpu class is named cpu");
+    expect_error(H100 "  - name: unclassified\n    vendor: cpu\n", -EINVAL,
+                 "t.yaml:8:5:", "is what every view shows");
+    expect_error("classes:\n"
+                 "  - {name: apple-a, vendor: apple, match: {apple_memory_gb: 16}, owner_only: "
+                 "true}\n"
+                 "  - {name: apple-b, vendor: apple, match: {apple_memory_gb: 16}, owner_only: "
+                 "true}\n",
+                 -EINVAL, "t.yaml:3:5:", "Apple tier 16 GB is class 'apple-a''s already");
+    /* A whole card named as another card's derived slice class. */
+    expect_error(H100 "    mig_profiles: [1g.10gb]\n"
+                      "  - name: nvidia-h100-80gb-mig-1g.10gb\n    vendor: nvidia\n"
+                      "    match: {pci: 10de:2331}\n    memory_gb: 141\n"
+                      "    container_resource: nvidia.com/gpu\n    node_selector: a=b\n",
+                 -EINVAL, "t.yaml:", "takes the name of class 'nvidia-h100-80gb''s MIG 1g.10gb");
+}
+
+/* R11: every machine offers cpu, also under a catalog that leaves the class out. */
+Test(catalog, r11_a_catalog_without_cpu_still_has_the_cpu_class) {
+    Catalog *cat = NULL;
+    Error err = {0};
+    cr_assert_eq(parse(H100, &cat, &err), 0, "%s", err.message);
+    const GpuClass *cpu = catalog_find(cat, "cpu");
+    cr_assert(cpu && cpu->vendor == VENDOR_CPU && cpu->derived);
     catalog_free(cat);
 }
