@@ -141,7 +141,7 @@ static Verdict node_cpu(const Sched *s, const Req *r, uint32_t user, const Node 
     Relation rel = rel_of(s, n, user);
     if (r->kind == WORKLOAD_VM) {
         if (r->guest == GUEST_MACOS && n->platform != PLATFORM_MACOS)
-            return (Verdict){STAGE_NONE, SCHED_REASON_NO_NODE};
+            return (Verdict){STAGE_NONE, SCHED_REASON_MACOS_GUEST_NOT_MAC};
         if (r->guest == GUEST_MACOS && rel != RELATION_OWNER) /* its Metal is the Mac's GPU */
             return (Verdict){STAGE_ACCESS, SCHED_REASON_OWNER_ONLY};
     } else if (n->platform == PLATFORM_MACOS && rel == RELATION_STRANGER)
@@ -160,6 +160,9 @@ static Verdict class_verdict(const Sched *s, const Req *r, uint32_t user, int c)
     if (summary_says_yes(s, r, c))
         return (Verdict){STAGE_OK, SCHED_REASON_NONE};
     if (c == CHOICE_CPU) {
+        /* Nodes there are, but a macOS guest needs a Mac (R10), not "this class". */
+        if (r->kind == WORKLOAD_VM && r->guest == GUEST_MACOS && s->n_order)
+            v.reason = SCHED_REASON_MACOS_GUEST_NOT_MAC;
         for (size_t i = 0; i < s->n_order && v.stage < STAGE_OK; i++) {
             Verdict w = node_cpu(s, r, user, &s->nodes[s->order[i]]);
             note(&v, w.stage, w.reason);

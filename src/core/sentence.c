@@ -12,7 +12,8 @@ Text reason_text(SchedReason r) {
                 "never "
                 "switched to fit one request (R3, R5, R7)");
     case SCHED_REASON_OWNER_ONLY:
-        return TEXT("the class is offered to the machine's owner only (R10)");
+        return TEXT("only the machine's owner may use it: an owner-only class, a Mac's GPU, or "
+                    "native processes on a Mac (R10)");
     case SCHED_REASON_INTERNAL_ONLY:
         return TEXT("the class is for trusted tenants only in a datacenter (R9)");
     case SCHED_REASON_NO_KATA:

@@ -145,7 +145,7 @@ Test(plan_cli, plan_prints_each_decision_and_capacity_before_and_after) {
     cr_assert_eq(rc, 0, "%s", err);
     cr_assert(strstr(out, "Capacity before:") && strstr(out, "Capacity after:"), "%s", out);
     cr_assert(strstr(out, "refused (nvidia-h100-vgpu)"), "R2d: %s", out);
-    cr_assert(strstr(out, "owner only (R10)"), "%s", out);
+    cr_assert(strstr(out, "only the machine's owner may use it"), "%s", out);
     cr_assert(strstr(out, "fallback after the wait, R13"), "%s", out);
     free(out);
     free(err);

@@ -546,3 +546,22 @@ Test(reasons, r14_sentences_name_every_method_and_runtime_as_the_name_tables_do)
     for (int v = 1; v < _ENDPOINT_RUNTIME_MAX; v++)
         expect_piece(put_endpoint_runtime, v, endpoint_runtime_to_string((EndpointRuntime)v));
 }
+
+/* R18 "the true reason" for cpu work and Macs: a stranger's cpu endpoint where only a Mac
+ * exists is the Mac owner's alone (native processes), not an owner-only class; a macOS VM on
+ * a fleet without a Mac needs a Mac, not "this class". */
+Test(reasons, r18_cpu_work_a_mac_keeps_or_lacks_is_told_why) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    Decision d = fx_req(.id = "e", .user = "bob", .kind = WORKLOAD_ENDPOINT, .class_name = "cpu");
+    expect(&d, DECISION_REFUSED, SCHED_REASON_OWNER_ONLY);
+    cr_assert(strstr(d.message, "native processes on a Mac"), "%s", d.message);
+}
+
+Test(reasons, r18_a_macos_vm_on_a_fleet_without_a_mac_is_told_it_needs_one) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node(.name = "l1", .site = "lab", .owner = "amy", .cls = RTX4090, .gpus = 1);
+    Decision d = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .guest = GUEST_MACOS,
+                        .class_name = "cpu");
+    expect(&d, DECISION_REFUSED, SCHED_REASON_MACOS_GUEST_NOT_MAC);
+}
