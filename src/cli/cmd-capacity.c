@@ -128,7 +128,8 @@ int verb_capacity(int argc, char **argv) {
     json_t *row;
     json_array_foreach(json_object_get(j, "classes"), i, row) {
         char v[5][24];
-        if (!a.all && json_integer_value(json_object_get(row, "total")) == 0)
+        /* A class asked for by name is shown even without units (R8: zero capacity). */
+        if (!a.all && !a.cls && json_integer_value(json_object_get(row, "total")) == 0)
             continue;
         const char *site = json_str(row, "site");
         const char *parent = mig_parent(classes, json_str(row, "class"));

@@ -9,6 +9,7 @@
 #include "config/catalog-json.h"
 #include "leader.h"
 #include "longpoll.h"
+#include "server/request-names.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -98,6 +99,12 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
 
 void api_capacity(HttpCtx *c) {
     Error err = {0};
+    const char *cls = api_query(c, "class");
+    if (cls && !class_name_known(c->s->catalog, cls)) { /* a typo, not an empty class */
+        c->status = 422;
+        c->json = class_name_unknown(c->s->catalog, "class", cls, ".");
+        return;
+    }
     pthread_rwlock_rdlock(&c->s->lock);
     c->json = capacity_json(c->s, api_query(c, "class"), api_query(c, "site"), &err);
     pthread_rwlock_unlock(&c->s->lock);

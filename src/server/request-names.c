@@ -9,11 +9,12 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-static bool name_known(const Catalog *cat, const char *name) {
+bool class_name_known(const Catalog *cat, const char *name) {
     return STREQ(name, "cpu") || catalog_find_index(cat, name) >= 0;
 }
 
-static json_t *unknown_name(const Catalog *cat, const char *field, const char *name) {
+json_t *class_name_unknown(const Catalog *cat, const char *field, const char *name,
+                           const char *tail) {
     const char *near[CATALOG_CLOSEST_MAX];
     size_t n = catalog_closest(cat, name, near, CATALOG_CLOSEST_MAX);
     json_t *closest = json_array();
@@ -27,22 +28,21 @@ static json_t *unknown_name(const Catalog *cat, const char *field, const char *n
     }
     bool vgpu = string_contains_nocase(name, "vgpu");
     char msg[512];
-    snprintf(msg, sizeof(msg),
-             "%s '%.64s' is not a class of the catalog%s%s%s; nothing was stored.", field, name,
-             vgpu ? ": " CATALOG_VGPU_REFUSAL : "", n ? ". Closest: " : "", list);
+    snprintf(msg, sizeof(msg), "%s '%.64s' is not a class of the catalog%s%s%s%s", field, name,
+             vgpu ? ": " CATALOG_VGPU_REFUSAL : "", n ? ". Closest: " : "", list, tail);
     return json_pack("{s:s, s:s, s:s, s:s, s:o}", "code",
                      vgpu ? "vgpu_not_supported" : "unknown_class", "message", msg, "field", field,
                      "name", name, "closest", closest);
 }
 
 int request_names_check(const Catalog *cat, const ApiRequest *r, json_t **ret) {
-    if (r->cls[0] && !name_known(cat, r->cls)) {
-        *ret = unknown_name(cat, "class", r->cls);
+    if (r->cls[0] && !class_name_known(cat, r->cls)) {
+        *ret = class_name_unknown(cat, "class", r->cls, "; nothing was stored.");
         return -EINVAL;
     }
     for (size_t i = 0; i < r->n_fallback; i++)
-        if (!name_known(cat, r->fallback[i])) {
-            *ret = unknown_name(cat, "fallback", r->fallback[i]);
+        if (!class_name_known(cat, r->fallback[i])) {
+            *ret = class_name_unknown(cat, "fallback", r->fallback[i], "; nothing was stored.");
             return -EINVAL;
         }
     return 0;

@@ -908,3 +908,20 @@ Test(api, r16_the_feed_shows_a_cause_before_the_placement_it_made_room_for) {
     free(bob);
     free(eve);
 }
+
+/* R8, R6: capacity of a class no node has is its zero row; a name that is no class is a
+ * typo said as such, with the nearest names (not an empty answer). */
+Test(api, r6_capacity_of_an_unknown_class_is_refused_with_the_nearest_names) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=nvidia-h100-80g", NULL, &j),
+                 422);
+    cr_expect_str_eq(str(j, "code"), "unknown_class");
+    cr_expect(strstr(str(j, "message"), "Closest: nvidia-h100-80gb"), "%s", str(j, "message"));
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=apple-silicon-16gb", NULL, &j),
+                 200);
+    json_t *row = json_array_get(json_object_get(j, "classes"), 0);
+    cr_expect_str_eq(str(row, "class"), "apple-silicon-16gb");
+    cr_expect_eq(num(row, "total"), 0);
+    json_decref(j);
+}
