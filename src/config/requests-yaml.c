@@ -88,8 +88,10 @@ static int request_pair(YamlCtx *y, yaml_node_t *k, const char *key, yaml_node_t
         return str_field(y, v, key, &spec->class_name);
     if (STREQ(key, "kind"))
         ENUM_FIELD(spec->kind, workload_kind_from_string, "vm, container, notebook, endpoint");
-    if (STREQ(key, "guest"))
+    if (STREQ(key, "guest")) {
+        e->guest_given = true;
         ENUM_FIELD(spec->guest, guest_os_from_string, "linux, macos");
+    }
     if (STREQ(key, "runtime"))
         ENUM_FIELD(spec->runtime, endpoint_runtime_from_string, "vllm, mlx, llama.cpp");
     if (STREQ(key, "memory_gb"))
@@ -164,6 +166,18 @@ static int load_requests(YamlCtx *y, yaml_node_t *seq, RequestsFile *rf) {
                              e->spec.id);
         if (r >= 0 && !e->spec.class_name && !e->spec.memory_gb)
             r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s' needs a 'class' or a 'memory_gb'",
+                             e->spec.id);
+        /* Fields of other kinds, as the API refuses them: never silently ignored. */
+        if (r >= 0 && e->guest_given && e->spec.kind != WORKLOAD_VM)
+            r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s': 'guest' applies to kind vm only",
+                             e->spec.id);
+        if (r >= 0 && e->spec.runtime != ENDPOINT_RUNTIME_NONE && e->spec.kind != WORKLOAD_ENDPOINT)
+            r = YAML_FAIL_AT(y, n, -EINVAL, "request '%s': 'runtime' applies to kind endpoint only",
+                             e->spec.id);
+        if (r >= 0 && e->spec.memory_gb && e->spec.class_name && STREQ(e->spec.class_name, "cpu"))
+            r = YAML_FAIL_AT(y, n, -EINVAL,
+                             "request '%s': 'memory_gb' is GPU memory; class cpu takes 'count' "
+                             "cores",
                              e->spec.id);
         if (r >= 0 && e->spec.wait_s && !e->spec.n_fallback) /* as the API says (R13) */
             r = YAML_FAIL_AT(y, n, -EINVAL,

@@ -16,6 +16,7 @@ typedef struct RequestEntry {
     RequestSpec spec;    /* strings owned by the RequestsFile; spec.submitted is `at` */
     uint64_t release_at; /* REQUEST_NO_RELEASE: runs to the end of the plan */
     unsigned line;
+    bool guest_given; /* for a kind that has none: said, as the API says it */
 } RequestEntry;
 
 typedef struct RequestsFile {

@@ -119,6 +119,9 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         return error_set(err, -EINVAL, "field 'runtime' applies to kind endpoint only");
     if (r.wait_s && !r.n_fallback)
         return error_set(err, -EINVAL, "field 'wait_s' needs a 'fallback' list to fall back to");
+    if (r.memory_gb && strcmp(r.cls, "cpu") == 0) /* not ignored: the client meant something */
+        return error_set(err, -EINVAL,
+                         "field 'memory_gb' is GPU memory; class cpu takes 'count' cores");
     *ret = r;
     return 0;
 }

@@ -137,6 +137,14 @@ Test(plan_files, request_errors_name_file_and_line) {
                    "req.yaml:2:", "bad time 'soon'");
     requests_error("requests:\n  - {id: a, user: u, kind: vm, class: cpu, at: 9, release_at: 3}\n",
                    -EINVAL, "req.yaml:2:", "before it starts");
+    /* Fields of another kind, and GPU memory for cpu, are refused as the API refuses them. */
+    requests_error("requests:\n  - {id: a, user: u, kind: container, class: cpu, guest: macos}\n",
+                   -EINVAL, "req.yaml:2:", "'guest' applies to kind vm only");
+    requests_error("requests:\n  - {id: a, user: u, kind: container, class: cpu, runtime: "
+                   "llama.cpp}\n",
+                   -EINVAL, "req.yaml:2:", "'runtime' applies to kind endpoint only");
+    requests_error("requests:\n  - {id: a, user: u, kind: endpoint, class: cpu, memory_gb: 8}\n",
+                   -EINVAL, "req.yaml:2:", "class cpu takes 'count' cores");
 }
 
 Test(plan_cli, plan_prints_each_decision_and_capacity_before_and_after) {

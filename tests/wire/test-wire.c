@@ -139,6 +139,9 @@ Test(wire, bad_input_wire_unknown_fields_and_wrong_types_name_the_field) {
                            "field 'guest_os' is empty");
     expect_request_refused("{\"kind\":\"endpoint\",\"memory_gb\":8,\"class\":\"\"}",
                            "field 'class' is empty");
+    /* GPU memory for cpu would be ignored: refused, as fields of another kind are. */
+    expect_request_refused("{\"kind\":\"endpoint\",\"class\":\"cpu\",\"memory_gb\":8}",
+                           "class cpu takes 'count' cores");
     expect_node_refused(NODE_HEAD "\"site_kind\":\"moon\"}",
                         "'site_kind' must be solo, lab or datacenter");
     expect_node_refused(NODE_HEAD "\"site_kind\":\"datacenter\",\"mode\":\"none\"}", "'mode'");
