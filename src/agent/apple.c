@@ -69,6 +69,7 @@ const GpuClass *apple_match_class(const Catalog *c, const AppleGpuMemory *m) {
 int apple_parse_fixture(const char *text, const char *filename, AppleHost *ret, Error *err) {
     AppleHost h = {0};
     bool have_memsize = false;
+    unsigned seen = 0; /* bit k: known[k] was read */
     unsigned line_no = 0;
     for (const char *line = text; line && *line;) {
         const char *nl = strchr(line, '\n');
@@ -95,11 +96,15 @@ int apple_parse_fixture(const char *text, const char *filename, AppleHost *ret, 
             v++;
         static const char *const known[] = {"chip", "hw.memsize", "iogpu.wired_limit_mb",
                                             "metal.recommended_max_working_set_size"};
-        bool is_known = false;
+        size_t which = ARRAY_SIZE(known);
         for (size_t k = 0; k < ARRAY_SIZE(known); k++)
-            is_known = is_known || STREQ(p, known[k]);
-        if (!is_known) /* before its value: 'colour: blue' is an unknown key, not a bad number */
+            if (STREQ(p, known[k]))
+                which = k;
+        if (which == ARRAY_SIZE(known)) /* before its value: 'colour: blue' is an unknown key */
             return error_set_at(err, -EINVAL, filename, line_no, 1, "unknown key '%s'", p);
+        if (seen & (1u << which)) /* which of two would count is anyone's guess */
+            return error_set_at(err, -EINVAL, filename, line_no, 1, "key '%s' appears twice", p);
+        seen |= 1u << which;
         uint64_t num = 0;
         bool numeric = !STREQ(p, "chip");
         if (numeric && parse_uint64(v, UINT64_MAX, &num) < 0)

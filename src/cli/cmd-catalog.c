@@ -180,15 +180,20 @@ int verb_catalog(int argc, char **argv) {
     int ret;
     if (STREQ(sub, "check")) {
         size_t derived = 0;
-        for (size_t i = 0; i < cat->n_classes; i++)
-            derived += cat->classes[i].derived;
+        bool cpu_added = false;
+        for (size_t i = 0; i < cat->n_classes; i++) {
+            derived += cat->classes[i].derived && cat->classes[i].mig_parent;
+            cpu_added = cpu_added || (cat->classes[i].derived && !cat->classes[i].mig_parent);
+        }
         if (json)
             ret = print_json(json_pack("{s:b, s:s, s:I, s:I}", "valid", 1, "file", file, "classes",
                                        (json_int_t)cat->n_classes, "derived_mig_classes",
                                        (json_int_t)derived));
         else {
-            printf("%s: valid, %zu classes (%zu MIG slice classes derived from mig_profiles)\n",
-                   file, cat->n_classes, derived);
+            printf("%s: valid, %zu class%s (%zu MIG slice class%s derived from mig_profiles%s)\n",
+                   file, cat->n_classes, cat->n_classes == 1 ? "" : "es", derived,
+                   derived == 1 ? "" : "es",
+                   cpu_added ? "; cpu added: every machine offers it, R11" : "");
             ret = EXIT_OK;
         }
     } else

@@ -23,6 +23,22 @@ int yaml_load_text(const char *text, size_t len, const char *file, yaml_document
         yaml_parser_delete(&parser);
         return r;
     }
+    /* One document per file: a second one ("---") would be ignored without a word. */
+    yaml_document_t next;
+    bool more = false, bad = !yaml_parser_load(&parser, &next);
+    unsigned line = (unsigned)parser.problem_mark.line + 1;
+    if (!bad) {
+        more = yaml_document_get_root_node(&next) != NULL;
+        line = (unsigned)next.start_mark.line + 1;
+        yaml_document_delete(&next);
+    }
+    if (bad || more) {
+        int r = error_set_at(err, -EINVAL, file, line, 1,
+                             "a second YAML document ('---') follows the first: one per file");
+        yaml_parser_delete(&parser);
+        yaml_document_delete(doc);
+        return r;
+    }
     yaml_parser_delete(&parser);
     /* A "\0" escape makes a scalar whose C string ends early ("cpu\0evil" would read as
      * "cpu" and pass every check): refused wherever it is, key or value. */

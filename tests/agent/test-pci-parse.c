@@ -209,6 +209,14 @@ Test(apple, r10_fixture_parse_errors_name_the_line) {
     error_clear(&err);
     cr_expect_eq(apple_parse_fixture("# nothing\n", "f", &h, &err), -EINVAL);
     cr_expect(strstr(err.message, "hw.memsize is missing"), "%s", err.message);
+    error_clear(&err);
+    /* an unknown key with a word for a value is an unknown key; a key twice is refused */
+    cr_expect_eq(apple_parse_fixture("hw.memsize: 1024\ncolour: blue\n", "f", &h, &err), -EINVAL);
+    cr_expect(strstr(err.message, "f:2:1: unknown key 'colour'"), "%s", err.message);
+    error_clear(&err);
+    cr_expect_eq(apple_parse_fixture("hw.memsize: 1024\nhw.memsize: 2048\n", "f", &h, &err),
+                 -EINVAL);
+    cr_expect(strstr(err.message, "f:2:1: key 'hw.memsize' appears twice"), "%s", err.message);
     cr_expect_eq(apple_parse_fixture("chip: Apple M4\nhw.memsize: 17179869184\n", "f", &h, NULL),
                  0);
     cr_expect_str_eq(h.chip, "Apple M4");

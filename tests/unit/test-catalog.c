@@ -447,3 +447,9 @@ Test(catalog, r11_a_catalog_without_cpu_still_has_the_cpu_class) {
     cr_assert(cpu && cpu->vendor == VENDOR_CPU && cpu->derived);
     catalog_free(cat);
 }
+
+/* A second YAML document would be read by nobody: refused where it starts. */
+Test(catalog, bad_input_a_second_yaml_document_is_refused) {
+    expect_error(H100 "---\nclasses: []\n", -EINVAL,
+                 "t.yaml:8:1:", "a second YAML document ('---') follows the first");
+}
