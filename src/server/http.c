@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <strings.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -319,6 +321,29 @@ int server_listen_address(const char *listen, struct sockaddr_storage *ret, sock
     return 0;
 }
 
+/* One server per SQLite state file: a second would answer from a copy that goes stale at the
+ * first's next commit and fail its own first write. flock(), which SQLite's own (fcntl)
+ * locks do not see; held by an fd kept open until the stores are closed (closing any fd of
+ * the file drops the process's fcntl locks). Replicas share PostgreSQL instead. */
+static int lock_state_file(Server *s, const char *path, Error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return error_set(err, -errno, "cannot open the state file %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return error_set(err, -EBUSY,
+                             "the state file %s is in use by another einsora server (serve or "
+                             "up): one server per state file; replicas share a PostgreSQL "
+                             "database (docs/postgresql.md)",
+                             path);
+        return error_set(err, -e, "cannot lock the state file %s: %s", path, strerror(e));
+    }
+    s->state_lock_fd = fd;
+    return 0;
+}
+
 static void server_free(Server *s) {
     leader_stop(s); /* when startup failed after leader_init() */
     auth_memo_free(s);
@@ -327,6 +352,8 @@ static void server_free(Server *s) {
     catalog_free(s->catalog);
     store_close(s->store);
     store_close(s->reader);
+    if (s->state_lock_fd >= 0)
+        close(s->state_lock_fd);
     events_done(&s->events);
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->reader_lock);
@@ -356,6 +383,7 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     Server *s = calloc(1, sizeof(*s));
     if (!s)
         return error_set(err, -ENOMEM, "out of memory");
+    s->state_lock_fd = -1;
     s->cfg = *cfg;
     /* The writer must not starve behind a stream of readers (glibc prefers readers). */
     pthread_rwlockattr_t ra;
@@ -384,6 +412,8 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
         r = store_open_site(cfg->state_path, cfg->site ? cfg->site : "default", &s->reader, err);
     /* Replicas on PostgreSQL load the state only once elected (leader.c). */
     bool replicas = r >= 0 && store_is_pg(s->store);
+    if (r >= 0 && !replicas)
+        r = lock_state_file(s, cfg->state_path, err);
     if (replicas)
         r = leader_init(s, err);
     if (r >= 0 && !(s->sched = sched_new(s->catalog)))

@@ -190,6 +190,7 @@ struct Server {
     Error fatal_err;
     pthread_t writer;
     Leader *leader; /* replicas on PostgreSQL (leader.c); NULL: the only server, always leading */
+    int state_lock_fd;     /* the SQLite state file, flock()ed: one server per file; -1: none */
     struct Replay *replay; /* a standby's replay of the leader's commits (replay.c) */
     bool replay_view;      /* this is a standby's read-only view: loaded, never written */
 

@@ -42,17 +42,21 @@ static void answer_unavailable(Op *ops, const char *code, const char *message) {
     }
 }
 
-static void fail_ops(Op *ops) {
+static void fail_ops(Server *s, Op *ops) {
     answer_unavailable(ops, "unavailable",
-                       "The server could not commit this change and is "
-                       "stopping; retry after it restarts (or at another replica).");
+                       s->leader ? "The server could not commit this change and is stopping; retry "
+                                   "after it restarts (or at another replica)."
+                                 : "The server could not commit this change and is stopping; retry "
+                                   "after it restarts.");
 }
 
 /* Ops that never reached the store: the server is stopping. */
-static void refuse_ops(Op *ops) {
+static void refuse_ops(Server *s, Op *ops) {
     answer_unavailable(ops, "not_committed",
-                       "This change was not committed and the server is "
-                       "stopping; send it again (another replica takes over).");
+                       s->leader ? "This change was not committed and the server is stopping; send "
+                                   "it again (another replica takes over)."
+                                 : "This change was not committed and the server is stopping; send "
+                                   "it again once it restarts.");
 }
 
 int writer_check(Server *s, int r, const Error *err, const char *what) {
@@ -75,7 +79,10 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
         /* Nothing was applied yet: the ops get 503 and the server stays up; the store
          * reconnects (with backoff) at a later begin. A fenced-off leader (-ESTALE) stops. */
         char msg[ERROR_MESSAGE_MAX + 64];
-        snprintf(msg, sizeof(msg), "%s Nothing was changed; retry shortly.", error_message(&err));
+        const char *m = error_message(&err);
+        size_t ml = strlen(m);
+        snprintf(msg, sizeof(msg), "%s%s Nothing was changed; retry shortly.", m,
+                 ml && m[ml - 1] != '.' ? "." : "");
         answer_unavailable(ops, "not_committed", msg);
         /* Not a busy loop while the store is away (a timer batch comes straight back). */
         nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
@@ -112,9 +119,9 @@ static void run_batch(Server *s, Op *ops, size_t n_ops) {
         store_rollback(s->store);
         events_rollback(&s->events);
         if (committing)
-            fail_ops(ops);
+            fail_ops(s, ops);
         else /* fenced off, or the store failed before COMMIT was sent */
-            refuse_ops(ops);
+            refuse_ops(s, ops);
         s->fatal_err = err;
         atomic_store(&s->fatal, true);
     } else {
@@ -213,7 +220,7 @@ static void *writer_main(void *userdata) {
             batch = NULL;
 
         if (atomic_load(&s->fatal))
-            refuse_ops(batch);
+            refuse_ops(s, batch);
         else
             run_batch(s, batch, n);
 
@@ -226,7 +233,7 @@ static void *writer_main(void *userdata) {
     }
     /* Ops pushed after the last look: refused, and no later push gets in. */
     Op *left = atomic_exchange(&s->q_stack, WRITER_CLOSED);
-    refuse_ops(left);
+    refuse_ops(s, left);
     if (left)
         sem_post(&left->done);
     return NULL;
@@ -263,7 +270,7 @@ void writer_submit(Server *s, Op *op) {
     do {
         if (head == WRITER_CLOSED || atomic_load(&s->stopping)) {
             op->next = NULL;
-            refuse_ops(op);
+            refuse_ops(s, op);
             sem_destroy(&op->done);
             return;
         }

@@ -754,3 +754,19 @@ Test(hardening, bad_input_a_stored_placement_that_is_not_an_object_stops_the_sta
     free(out);
     free(err);
 }
+
+/* R16: a second server on the same SQLite state file would answer from a copy that goes
+ * stale at the first's next commit, and fail its own first write: it refuses to start,
+ * saying why, and the first goes on. A token made meanwhile (the same file, no server) is
+ * fine: SQLite's own locks cover it. */
+Test(hardening, r16_a_second_server_on_the_same_state_file_refuses_to_start) {
+    char *err = NULL;
+    int rc = run_einsora(NULL, &err, "serve", "--state", ts.state, "--listen", "127.0.0.1:0", NULL);
+    cr_expect_eq(rc, 1, "%s", err);
+    cr_expect(strstr(err, "is in use by another einsora server"), "%s", err);
+    free(err);
+    char *tok = ts_token(&ts, "bob", "user", NULL);
+    cr_assert(tok);
+    free(tok);
+    expect_alive();
+}
