@@ -115,8 +115,9 @@ static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c
     else if (free_want + reset + blocked >= r->count)
         b |= BLOCK(SCHED_REASON_CORDONED);
     else if (free_want + free_other + reset + blocked + blocked_other >= r->count)
-        /* idle, but cordoned and in the other mode: both stand in the way, nothing is taken */
-        b |= BLOCK(SCHED_REASON_CORDONED) | BLOCK(SCHED_REASON_MODE_MISMATCH);
+        /* idle, but cordoned (maybe by a switch to the wanted mode) in the other mode: nothing
+         * is taken, and no free GPU is in the other mode either; the cordon is what is said */
+        b |= BLOCK(SCHED_REASON_CORDONED);
     else
         b |= BLOCK(SCHED_REASON_NO_CAPACITY);
     diag_note(dg, b);

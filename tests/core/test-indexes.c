@@ -179,15 +179,16 @@ Test(indexes, r18_a_waiting_reason_follows_capacity_and_cordons_through_the_cell
     const char *jobs[] = {"j0", "j1", "j2"}; /* the three GPUs that take work */
     for (size_t i = 0; i < 3; i++)
         cr_assert_eq(container(jobs[i], "alice", 1).kind, DECISION_PLACED);
-    /* The idle cordoned GPU is a host one: no use to a VM, which needs VFIO. */
+    /* The idle GPUs left are cordoned host ones: not taken, so not "every unit is taken", and
+     * not free in the other mode either: the cordon is named. */
     vm = decision_of("vm");
-    cr_assert_eq(vm.reason, SCHED_REASON_NO_CAPACITY, "%s", vm.message);
+    cr_assert_eq(vm.reason, SCHED_REASON_CORDONED, "%s", vm.message);
     cr_assert_eq(sched_device_set_cordoned(fx, "c1", 3, false, 0, &err), 0, "%s", err.message);
     vm = decision_of("vm");
     cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "the uncordoned GPU: %s", vm.message);
     cr_assert_eq(container("j3", "alice", 1).kind, DECISION_PLACED);
     vm = decision_of("vm");
-    cr_assert_eq(vm.reason, SCHED_REASON_NO_CAPACITY, "%s", vm.message);
+    cr_assert_eq(vm.reason, SCHED_REASON_CORDONED, "%s", vm.message);
     fx_release("j1");
     vm = decision_of("vm");
     cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "a GPU freed: %s", vm.message);
