@@ -265,7 +265,9 @@ void fleet_mark(Server *s, Node *n) {
 void fleet_merge_agent_push(const Node *old, ApiNode *push) {
     /* The mode label, the cordon and the reset checks are the control plane's; the agent
      * reports what the hardware shows (devices, bindings, its own quarantines). */
-    if (old->spec.mode != NODE_MODE_NONE)
+    /* Only while the node is a datacenter one: a lab or solo machine has no node mode (R7), and
+     * a mode kept across a push that made it one could not be stored again (nor restored). */
+    if (old->spec.mode != NODE_MODE_NONE && push->site_kind == SITE_DATACENTER)
         push->mode = old->spec.mode;
     push->cordoned = old->spec.cordoned;
     for (size_t i = 0; i < push->n_devices; i++) {

@@ -770,3 +770,26 @@ Test(hardening, r16_a_second_server_on_the_same_state_file_refuses_to_start) {
     free(tok);
     expect_alive();
 }
+
+/* R16, R3: an agent whose pushes move its node from a datacenter site to a lab one (a wrong
+ * --site-kind, corrected) must not leave a datacenter mode on a lab machine: such a node could
+ * not be stored again, and the server would refuse to restart. */
+Test(hardening, r16_an_agent_moving_its_node_out_of_a_datacenter_leaves_a_restorable_state) {
+    char *agent = ts_token(&ts, "dc9-agent", "node", "dc9");
+    const char *dc = "{\"name\":\"dc9\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":"
+                     "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":4}";
+    const char *lab = "{\"name\":\"dc9\",\"site\":\"t\",\"site_kind\":\"lab\",\"platform\":"
+                      "\"linux\",\"owner\":\"ops\",\"cpus\":4}";
+    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dc9", dc, NULL), 201);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dc9", lab, &j), 200, "%s",
+                 str(j, "message"));
+    cr_expect_null(json_object_get(j, "mode"), "a lab machine has no node mode (R7)");
+    json_decref(j);
+    ts_kill(&ts, false);
+    ts_spawn(&ts); /* asserts the server comes up */
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dc9", NULL, &j), 200);
+    cr_expect_str_eq(str(j, "site_kind"), "lab");
+    json_decref(j);
+    free(agent);
+}
