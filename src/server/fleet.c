@@ -199,8 +199,9 @@ size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, siz
         Req *r = work->v[i];
         if ((r->state != REQ_PLACED && r->state != REQ_ACTIVE) || !req_placed_on(r, node, dev))
             continue;
-        /* CPU work does not hold a GPU: a mode switch does not need to drain it. */
-        if (r->placed_method == METHOD_CPU)
+        /* CPU work holds no GPU: a GPU's mode switch does not drain it (but the node's agent
+         * runs it, so the whole node's work includes it: a heartbeat without it ends it). */
+        if (dev >= 0 && r->placed_method == METHOD_CPU)
             continue;
         if (n < max)
             ret[n] = r;

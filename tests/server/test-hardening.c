@@ -793,3 +793,35 @@ Test(hardening, r16_an_agent_moving_its_node_out_of_a_datacenter_leaves_a_restor
     json_decref(j);
     free(agent);
 }
+
+/* R17: a workload that ends frees its allocation, cpu work too: an active cpu container the
+ * node's agent no longer reports in its heartbeat has ended, as a GPU one has, and its cores
+ * are free again. */
+Test(hardening, r17_cpu_work_the_agent_no_longer_runs_is_ended_and_its_cores_freed) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    char *alice = ts_token(&ts, "alice", "user", NULL);
+    json_int_t gpu = submit(alice, h100),
+               cpu = submit(alice, "{\"kind\":\"container\",\"class\":\"cpu\",\"count\":2}");
+    char path[64];
+    json_int_t ids[] = {gpu, cpu};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "/v1/requests/%lld/activate", (long long)ids[i]);
+        expect_status(agent, "POST", path, 200, NULL);
+    }
+    cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/n1/heartbeat",
+                         "{\"interval_s\":60,\"running\":[]}", NULL),
+                 200);
+    json_t *j = NULL;
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)ids[i]);
+        cr_assert_eq(ts_call(&ts, alice, "GET", path, NULL, &j), 200);
+        cr_expect_str_neq(str(j, "state"), "active", "request %lld", (long long)ids[i]);
+        json_decref(j);
+    }
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1", NULL, &j), 200);
+    cr_expect_eq(json_integer_value(json_object_get(j, "cpu_used")), 0, "the cores are free");
+    json_decref(j);
+    free(agent);
+    free(alice);
+}
