@@ -284,7 +284,7 @@ static void op_mode(Server *s, Op *op) {
         }
     if (k && a->drain == DRAIN_NONE) {
         char list[300];
-        fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), list, sizeof(list));
+        fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), true, list, sizeof(list));
         OP_FAIL(op, 409, "busy",
                 "Node %s runs %zu workload(s): %s. Drain first: --drain wait (let "
                 "them end) or --drain evict (stop them; passthrough VMs cannot "

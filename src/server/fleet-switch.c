@@ -155,7 +155,9 @@ static bool step_once(Server *s, Node *n) {
         }
         if (k) {
             char list[256], msg[sizeof(sw->message)];
-            fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), list, sizeof(list));
+            /* Stored on the node, which every user may read: no user named (the 409 that
+             * refuses a switch, to its owner or an admin, names them). */
+            fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), false, list, sizeof(list));
             snprintf(msg, sizeof(msg), "waiting for %zu workload(s) to end: %s", k, list);
             if (STRNEQ(msg, sw->message))
                 set_step(s, n, SW_DRAIN, "%s", msg);

@@ -210,12 +210,13 @@ size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, siz
     return n;
 }
 
-void fleet_describe_workloads(Req **reqs, size_t n, char *buf, size_t size) {
+void fleet_describe_workloads(Req **reqs, size_t n, bool with_users, char *buf, size_t size) {
     size_t len = 0;
     buf[0] = 0;
     for (size_t i = 0; i < n && len + 1 < size; i++) {
-        int k = snprintf(buf + len, size - len, "%s%" PRIu64 " (%s, %s)", i ? ", " : "",
-                         reqs[i]->id, reqs[i]->user, workload_kind_to_string(reqs[i]->kind));
+        int k = snprintf(buf + len, size - len, "%s%" PRIu64 " (%s%s%s)", i ? ", " : "",
+                         reqs[i]->id, with_users ? reqs[i]->user : "", with_users ? ", " : "",
+                         workload_kind_to_string(reqs[i]->kind));
         if (k < 0)
             break;
         len += (size_t)k;

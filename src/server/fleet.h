@@ -35,8 +35,9 @@ int fleet_save_switch(Server *s, const Node *n);
 /* Placed or active requests on a node (dev < 0: any device; else those using dev, cpu work
  * excluded). Returns how many; ids written up to max. */
 size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, size_t max);
-/* "12 (alice, notebook), 15 (bob, vm)" */
-void fleet_describe_workloads(Req **reqs, size_t n, char *buf, size_t size);
+/* "12 (alice, notebook), 15 (bob, vm)"; without users "12 (notebook), 15 (vm)": for what every
+ * user may read (a node's switch), where the users of other requests are not to be named. */
+void fleet_describe_workloads(Req **reqs, size_t n, bool with_users, char *buf, size_t size);
 
 /* fleet-switch.c */
 /* Start a switch (checks done by the caller); advances it as far as it can go now. */
