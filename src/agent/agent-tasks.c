@@ -61,9 +61,10 @@ static int do_reset_check(Agent *a, const char *gpu, const char **ret_verdict, c
         for (const char *l = text; l && *l;) {
             const char *e = strchrnul(l, '\n');
             if ((size_t)(e - l) > n + 4 && !strncmp(l, gpu, n) && !strncmp(l + n, " fail", 5)) {
+                const char *why = l + n + 5;
+                why += *why == ' ';
                 *ret_verdict = "fail";
-                snprintf(msg, size, "%.*s", (int)(e - (l + n + 5)),
-                         *(l + n + 5) == ' ' ? l + n + 6 : l + n + 5);
+                snprintf(msg, size, "%.*s", (int)(e - why), why);
             }
             l = *e ? e + 1 : e;
         }
@@ -103,9 +104,13 @@ void agent_do_task(Agent *a, json_t *j) {
         r = do_bind(a, gpu, t.target, msg, sizeof(msg));
     else
         r = do_reset_check(a, gpu, &verdict, msg, sizeof(msg));
-    agent_logf(a, "task %" PRIu64 " %s %s: %s%s%s", id, kind, gpu, r < 0 ? "failed: " : "",
-               verdict ? verdict : "", msg[0] ? (verdict ? " - " : "") : "");
-    if (msg[0] && (r >= 0 || verdict))
+    /* "task 7 bind GPU: done", "... reset-check GPU: pass", "... failed: WHY"; then the
+     * details on their own line. */
+    agent_logf(a, "task %" PRIu64 " %s %s: %s", id, kind, gpu,
+               r < 0     ? "failed"
+               : verdict ? verdict
+                         : "done");
+    if (msg[0])
         agent_logf(a, "  %s", msg);
     json_t *body = json_pack("{s:b, s:s}", "ok", r >= 0, "message", msg);
     if (verdict)

@@ -87,6 +87,12 @@ static int print_node(json_t *n) {
         printf("\nUnclassified (R8: shown, never placed): #0 the Mac's GPU with %lld GB of "
                "unified memory; no catalog class has that memory tier (apple_memory_gb)\n",
                (long long)json_integer_value(json_object_get(n, "apple_unified_memory_gb")));
+    /* R9: a quarantined GPU's reason is shown, not only its state. */
+    json_array_foreach(json_object_get(n, "devices"), i, d) {
+        if (json_str(d, "quarantined"))
+            printf("\nQuarantined: #%zu %s: %s\n", i, strempty(json_str(d, "pci")),
+                   json_str(d, "quarantined"));
+    }
     /* Unclassified devices are easy to miss in the table: say which, and what to do. */
     size_t unclassified = 0;
     json_array_foreach(json_object_get(n, "devices"), i, d) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fleet-helpers.h"
+#include "helpers.h"
 #include "util/fileio.h"
 
 typedef struct ReqIs {
@@ -397,9 +398,19 @@ Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
     cr_assert(fleet_wait(f, cap_is, &q, 10000), "the failing 4090 was not quarantined");
     json_t *n = get(f, "/v1/nodes/lab-4090");
     json_t *d = json_array_get(json_object_get(n, "devices"), 0);
-    cr_expect(
-            strstr(json_string_value(json_object_get(d, "quarantined")) ?: "", "fell off the bus"));
+    cr_expect_str_eq(json_string_value(json_object_get(d, "quarantined")) ?: "",
+                     "the device fell off the bus after reset 2", "the check's reason, as it is");
     json_decref(n);
+    /* R9: "with the reason shown" -- by node show too, not only in its JSON. */
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(run_einsora(&out, &err, "node", "show", "lab-4090", "--server", f->ts.url,
+                             "--token", f->ts.admin, NULL),
+                 0, "%s", err);
+    cr_expect(
+            strstr(out, "Quarantined: #0 0000:01:00.0: the device fell off the bus after reset 2"),
+            "%s", out);
+    free(out);
+    free(err);
     long next = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
     cr_expect(fleet_request_is(f, next, "pending"));
 }
