@@ -2,6 +2,9 @@
  * MIG, RTX 4090, MI300X, CPU-only, Mac) joined to the real control plane; placement, fallback,
  * strangers, mode switches with drains, agent and server crashes, unreachable nodes. */
 #include <criterion/criterion.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,4 +416,37 @@ Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
     free(err);
     long next = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
     cr_expect(fleet_request_is(f, next, "pending"));
+}
+
+/* R7 on the simulated path too: a rebind moves the GPU's whole IOMMU group, and the 5090's
+ * group holds the board's USB controller, which no VM may take: the switch fails naming the
+ * group, as `einsora agent bind` refuses it, and the GPU stays on its host driver. (The
+ * fixture's processes are a picture: a simulated rebind does not wait for them.) */
+Test(fleet, r7_a_simulated_rebind_still_refuses_a_gpu_sharing_its_iommu_group) {
+    Fleet *f = &fleet;
+    char state[160], sys[256], proc[256];
+    snprintf(state, sizeof(state), "%s/agent-5090", f->ts.dir);
+    cr_assert_eq(mkdir(state, 0700), 0);
+    snprintf(sys, sizeof(sys), "%s/machines/rtx5090-dirty-group/sys", TEST_FIXTURES);
+    snprintf(proc, sizeof(proc), "%s/machines/rtx5090-dirty-group/proc", TEST_FIXTURES);
+    const char *args[] = {"--site",       "lab",       "--site-kind", "lab",
+                          "--sysfs-root", sys,         "--proc-root", proc,
+                          "--simulate",   "--no-nvml", NULL};
+    char *token = ts_token(&f->ts, "lab-5090", "node", "lab-5090");
+    pid_t pid = fleet_spawn_agent(f->ts.url, token, "lab-5090", state, args, NULL);
+    wait_node(f, "lab-5090", false, "platform", "linux", 10000);
+    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-5090/mode",
+                            "{\"mode\":\"vm-passthrough\",\"gpu\":\"0\"}", NULL),
+                 202);
+    wait_node(f, "lab-5090", true, "step", "failed", 10000);
+    json_t *n = get(f, "/v1/nodes/lab-5090");
+    const char *msg = json_string_value(json_object_get(json_object_get(n, "switch"), "message"));
+    cr_expect(msg && strstr(msg, "IOMMU group"), "%s", msg ? msg : "(none)");
+    cr_expect_str_eq(json_string_value(json_object_get(
+                             json_array_get(json_object_get(n, "devices"), 0), "binding")),
+                     "host");
+    json_decref(n);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    free(token);
 }
