@@ -14,11 +14,14 @@
 static const char usage[] =
         "usage: einsora node show NAME [--json]\n"
         "       einsora node cordon|uncordon NAME\n"
+        "       einsora node unquarantine NAME GPU   (GPU: index or PCI address)\n"
         "       einsora node register FILE   (a JSON node description, as POST /v1/nodes)\n"
         "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID]\n"
         "                         [--wait] [--timeout DURATION]\n\n"
         "show prints a node, its devices (with their PCI vendor:device ids) and its agent;\n"
-        "cordon stops new placements there; register adds a node by hand; mode switches it\n"
+        "cordon stops new placements there; unquarantine lifts a GPU's quarantine (a failed\n"
+        "reset check, R9: a consumer GPU on vfio-pci is checked again before a VM gets it);\n"
+        "register adds a node by hand; mode switches it\n"
         "(details: `einsora node mode --help`):\n"
         "  --drain wait|evict  let running workloads end, or stop them, before switching\n"
         "  --gpu ID         switch one GPU of a lab machine (index or PCI address)\n"
@@ -118,13 +121,15 @@ int verb_node(int argc, char **argv) {
         return r;
     const char *sub = optind < argc ? argv[optind++] : NULL;
     const char *arg = optind < argc ? argv[optind++] : NULL;
-    static const char *const subs[] = {"show", "cordon", "uncordon", "register", "mode"};
+    static const char *const subs[] = {"show",     "cordon", "uncordon",
+                                       "register", "mode",   "unquarantine"};
     bool known = false;
     for (size_t i = 0; sub && i < ARRAY_SIZE(subs); i++)
         known = known || STREQ(sub, subs[i]);
     if (sub && !known) /* a typo is named before the arguments are counted */
         return cli_unknown_sub("node", sub, subs, ARRAY_SIZE(subs));
-    if (!sub || !arg || optind < argc) {
+    const char *gpu = sub && STREQ(sub, "unquarantine") && optind < argc ? argv[optind++] : NULL;
+    if (!sub || !arg || optind < argc || (STREQ(sub, "unquarantine") && !gpu)) {
         fputs(usage, stderr);
         return EXIT_USAGE;
     }
@@ -139,6 +144,11 @@ int verb_node(int argc, char **argv) {
     } else if (STREQ(sub, "cordon") || STREQ(sub, "uncordon")) {
         snprintf(path, sizeof(path), "/v1/nodes/%.200s/%s", name, sub);
         r = remote_call(&o, "POST", path, NULL, NULL, &j);
+    } else if (STREQ(sub, "unquarantine")) {
+        snprintf(path, sizeof(path), "/v1/nodes/%.200s/unquarantine", name);
+        body = json_pack("{s:s}", "gpu", gpu);
+        r = body ? remote_call(&o, "POST", path, body, NULL, &j) : fail(EXIT_FAIL, "out of memory");
+        json_decref(body);
     } else if (STREQ(sub, "register")) {
         json_error_t je;
         body = json_load_file(arg, JSON_REJECT_DUPLICATES, &je);

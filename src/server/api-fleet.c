@@ -9,6 +9,7 @@
 #include "fleet.h"
 #include "node-work.h"
 #include "wire/fleet.h"
+#include "util/json-cleanup.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -310,4 +311,59 @@ void api_node_mode(HttpCtx *c) {
                  .gpu = m.gpu[0] ? m.gpu : NULL,
                  .drain = drain_mode_from_string(m.drain)};
     api_apply(c, op_mode, &a);
+}
+
+typedef struct UnquarantineArg {
+    const char *node, *gpu;
+} UnquarantineArg;
+
+/* R9: a quarantine is the control plane's record of a failed reset check (or the agent's of a
+ * rebind it could not finish); an admin or the node's owner lifts it once the board is seen
+ * to, and a consumer GPU on vfio-pci is checked again before any VM gets it. */
+static void op_unquarantine(Server *s, Op *op) {
+    UnquarantineArg *a = op->arg;
+    Node *n = ptrmap_get(&s->nodes, a->node);
+    if (!n)
+        OP_FAIL(op, 404, "not_found", "No node %s.", a->node);
+    const Principal *who = op->who;
+    if (!(who->role == ROLE_ADMIN ||
+          (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
+           STREQ(n->spec.owner, who->user))))
+        OP_FAIL(op, 403, "forbidden",
+                "Only an admin or the owner of node %s may lift a GPU's quarantine.", a->node);
+    int dev = find_device(n, a->gpu);
+    if (dev < 0)
+        OP_FAIL(op, 400, "bad_request", "Node %s has no GPU %.64s (give its index or PCI address).",
+                a->node, a->gpu);
+    ApiDevice *d = &n->spec.devices[dev];
+    if (!d->quarantined)
+        OP_FAIL(op, 409, "conflict", "GPU %s of node %s is not quarantined.", d->pci, a->node);
+    Error err = {0};
+    if (sched_device_set_quarantine(s->sched, n->spec.name, (unsigned)dev, NULL, core_now(s),
+                                    &err) < 0)
+        OP_FAIL(op, 500, "internal", "%s", error_message(&err));
+    json_t *data = json_pack("{s:s, s:i, s:s, s:s}", "node", n->spec.name, "device", dev, "gpu",
+                             d->pci, "was", d->quarantine_reason);
+    d->quarantined = false;
+    d->quarantine_reason[0] = 0;
+    d->reset_verified = false; /* checked again before passthrough (R9) */
+    (void)save_node(s, n);
+    char obj[sizeof(n->spec.name) + 16];
+    snprintf(obj, sizeof(obj), "%s/%d", n->spec.name, dev);
+    state_event(s, "gpu.unquarantined", obj, NULL, data);
+    fleet_mark(s, n);
+    op_answer_node(s, op, 200, n);
+}
+
+void api_node_unquarantine(HttpCtx *c) {
+    json_error_t je;
+    _cleanup_json_ json_t *j =
+            c->body_len ? json_loadb(c->body, c->body_len, JSON_REJECT_DUPLICATES, &je) : NULL;
+    json_t *gpu = json_object_get(j, "gpu");
+    if (!json_is_object(j) || json_object_size(j) != 1 || !json_is_string(gpu) ||
+        !json_string_length(gpu))
+        API_FAIL(c, 400, "bad_request",
+                 "The body names the GPU and nothing else: {\"gpu\": INDEX or PCI address}.");
+    UnquarantineArg a = {.node = c->match.params[0], .gpu = json_string_value(gpu)};
+    api_apply(c, op_unquarantine, &a);
 }

@@ -26,6 +26,7 @@ static const struct {
         [R_NODE_PUSH] = {api_node_push, false},
         [R_NODE_CORDON] = {api_node_cordon, false},
         [R_NODE_UNCORDON] = {api_node_uncordon, false},
+        [R_NODE_UNQUARANTINE] = {api_node_unquarantine, false},
         [R_CAPACITY] = {api_capacity, false},
         [R_REQUESTS_LIST] = {api_requests_list, false},
         [R_REQUESTS_SUBMIT] = {api_requests_submit, false},

@@ -20,6 +20,7 @@ typedef enum RouteId {
     R_NODE_PUSH,
     R_NODE_CORDON,
     R_NODE_UNCORDON,
+    R_NODE_UNQUARANTINE,
     R_CAPACITY,
     R_REQUESTS_LIST,
     R_REQUESTS_SUBMIT,
@@ -136,6 +137,7 @@ void api_node_show(HttpCtx *c);
 void api_node_push(HttpCtx *c);
 void api_node_cordon(HttpCtx *c);
 void api_node_uncordon(HttpCtx *c);
+void api_node_unquarantine(HttpCtx *c);
 void api_requests_list(HttpCtx *c);
 void api_requests_submit(HttpCtx *c);
 void api_request_show(HttpCtx *c);

@@ -12,6 +12,7 @@ const Route api_routes[] = {
         {"PUT", "/v1/nodes/{name}", R_NODE_PUSH},
         {"POST", "/v1/nodes/{name}/cordon", R_NODE_CORDON},
         {"POST", "/v1/nodes/{name}/uncordon", R_NODE_UNCORDON},
+        {"POST", "/v1/nodes/{name}/unquarantine", R_NODE_UNQUARANTINE},
         {"GET", "/v1/capacity", R_CAPACITY},
         {"GET", "/v1/requests", R_REQUESTS_LIST},
         {"POST", "/v1/requests", R_REQUESTS_SUBMIT},

@@ -416,6 +416,23 @@ Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
     free(err);
     long next = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
     cr_expect(fleet_request_is(f, next, "pending"));
+    /* The board is seen to: the owner lifts the quarantine, the GPU is checked again (it
+     * passes now) and the waiting VM gets it. */
+    path = fleet_agent_file(f, A_4090, "sim-reset");
+    cr_assert_eq(unlink(path), 0);
+    free(path);
+    cr_assert_eq(run_einsora(&out, &err, "node", "unquarantine", "lab-4090", "0", "--server",
+                             f->ts.url, "--token", f->ts.admin, NULL),
+                 0, "%s", err);
+    free(out);
+    free(err);
+    wait_event(f, "gpu.unquarantined", "lab-4090/0", 10000);
+    wait_request(f, next, "active", 10000);
+    cr_expect_eq(run_einsora(NULL, &err, "node", "unquarantine", "lab-4090", "0", "--server",
+                             f->ts.url, "--token", f->ts.admin, NULL),
+                 1, "not quarantined any more: %s", err);
+    free(err);
+    fleet_assert_invariants(f);
 }
 
 /* R7 on the simulated path too: a rebind moves the GPU's whole IOMMU group, and the 5090's
