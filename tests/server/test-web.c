@@ -42,12 +42,16 @@ static size_t on_body(char *p, size_t sz, size_t n, void *u) {
     return add(&g->body, &g->blen, p, sz * n);
 }
 
-/* A plain GET without a token: what a browser's first load sends. */
-static long get(const char *path, Got *g) {
+/* A request without a token with `method` (GET, HEAD, POST...). */
+static long call_method(const char *method, const char *path, Got *g) {
     char url[256];
     snprintf(url, sizeof(url), "%s%s", ts.url, path);
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    else if (strcmp(method, "GET") != 0)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, g);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -57,6 +61,11 @@ static long get(const char *path, Got *g) {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
     return status;
+}
+
+/* A plain GET without a token: what a browser's first load sends. */
+static long get(const char *path, Got *g) {
+    return call_method("GET", path, g);
 }
 
 static void got_done(Got *g) {
@@ -84,6 +93,16 @@ Test(web, web_page_is_served_at_root_with_a_strict_csp) {
     cr_assert(strstr(js.body, "import"));
     got_done(&js);
 
+    /* HEAD answers as GET without the body; another method is 405 naming the two. */
+    Got head = {0};
+    cr_assert_eq(call_method("HEAD", "/app.js", &head), 200);
+    cr_assert(strcasestr(head.headers, "content-type: text/javascript"));
+    got_done(&head);
+    Got post = {0};
+    cr_assert_eq(call_method("POST", "/app.js", &post), 405);
+    cr_assert(strcasestr(post.headers, "allow: GET, HEAD"), "%s", post.headers);
+    got_done(&post);
+
     /* Not a file of the page and not the API: the API's own 404, with the headers too. */
     Got none = {0};
     cr_assert_eq(get("/nope.js", &none), 404);
@@ -103,6 +122,13 @@ Test(web, web_whoami_answers_the_tokens_user_and_role_only) {
     json_t *nodes = json_object_get(me, "nodes");
     cr_assert_eq(json_array_size(nodes), 2);
     cr_assert_str_eq(json_string_value(json_array_get(nodes, 1)), "n2");
+    json_decref(me);
+    /* A named node someone else owns is not alice's to act on: not listed. */
+    ts_add_h100_node(&ts, "n2", "bob", 1);
+    cr_assert_eq(ts_call(&ts, tok, "GET", "/v1/whoami", NULL, &me), 200);
+    nodes = json_object_get(me, "nodes");
+    cr_assert_eq(json_array_size(nodes), 1);
+    cr_assert_str_eq(json_string_value(json_array_get(nodes, 0)), "n1");
     json_decref(me);
 }
 
