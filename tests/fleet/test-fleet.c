@@ -2,6 +2,7 @@
  * MIG, RTX 4090, MI300X, CPU-only, Mac) joined to the real control plane; placement, fallback,
  * strangers, mode switches with drains, agent and server crashes, unreachable nodes. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -441,7 +442,7 @@ Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
  * fixture's processes are a picture: a simulated rebind does not wait for them.) */
 Test(fleet, r7_a_simulated_rebind_still_refuses_a_gpu_sharing_its_iommu_group) {
     Fleet *f = &fleet;
-    char state[160], sys[256], proc[256];
+    char state[PATH_MAX], sys[PATH_MAX], proc[PATH_MAX];
     snprintf(state, sizeof(state), "%s/agent-5090", f->ts.dir);
     cr_assert_eq(mkdir(state, 0700), 0);
     snprintf(sys, sizeof(sys), "%s/machines/rtx5090-dirty-group/sys", TEST_FIXTURES);
