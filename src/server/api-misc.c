@@ -10,6 +10,7 @@
 #include "leader.h"
 #include "longpoll.h"
 #include "server/request-names.h"
+#include "wire/decode.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -100,6 +101,8 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
 void api_capacity(HttpCtx *c) {
     Error err = {0};
     const char *cls = api_query(c, "class");
+    if (cls && !wire_name_is_valid(cls)) /* echoed below: never bytes JSON cannot carry */
+        API_FAIL(c, 400, "bad_request", "Query 'class' is not a valid class name.");
     if (cls && !class_name_known(c->s->catalog, cls)) { /* a typo, not an empty class */
         c->status = 422;
         c->json = class_name_unknown(c->s->catalog, "class", cls, ".");

@@ -920,6 +920,9 @@ Test(api, r6_capacity_of_an_unknown_class_is_refused_with_the_nearest_names) {
     cr_expect_str_eq(str(j, "code"), "unknown_class");
     cr_expect(strstr(str(j, "message"), "Closest: nvidia-h100-80gb"), "%s", str(j, "message"));
     json_decref(j);
+    /* A name that is no name at all (bytes JSON cannot carry back) is bad input. */
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=nv%FF%FE", NULL, &j), 400);
+    json_decref(j);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=apple-silicon-16gb", NULL, &j),
                  200);
     json_t *row = json_array_get(json_object_get(j, "classes"), 0);
