@@ -44,8 +44,11 @@ size_t catalog_closest(const Catalog *c, const char *name, const char **ret, siz
     size_t n = 0;
     for (size_t i = 0; i < c->n_classes; i++) {
         const char *cand = c->classes[i].name;
-        unsigned long sc = (unsigned long)edit_distance(name, cand, 1) * 1024 +
-                           MIN(edit_distance(name, cand, 0), 1023u);
+        /* Near a part of the candidate (a typo, "h200"), or the candidate whole within the
+         * name ("nvidia-h100-80gb-vgpu" names nvidia-h100-80gb, not ...-pcie), then closest
+         * as a whole. */
+        unsigned part = MIN(edit_distance(name, cand, 1), edit_distance(cand, name, 1));
+        unsigned long sc = (unsigned long)part * 1024 + MIN(edit_distance(name, cand, 0), 1023u);
         /* Insert into the sorted top list; equal scores keep catalog order. */
         size_t k = n;
         while (k > 0 && score[k - 1] > sc)

@@ -114,6 +114,11 @@ Test(decisions, r8_unknown_class_or_fallback_is_422_with_closest_names_and_nothi
     cr_assert_str_eq(json_string_value(json_array_get(json_object_get(q, "closest"), 0)),
                      "nvidia-a100-80gb");
     json_decref(q);
+    /* A class named within the unknown name comes first (not a sibling one edit nearer). */
+    q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb-vgpu\"}", 422);
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(q, "closest"), 0)),
+                     "nvidia-h100-80gb");
+    json_decref(q);
     cr_assert_eq(request_count(), 0, "nothing stored");
     json_t *ev = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?wait=0", NULL, &ev), 200);
