@@ -506,11 +506,18 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
         bool settling = st == 200 && v.count == 0;
         if (st == 404 || (!settling && !same_description(cp, desc))) {
             long p = cp_call(s, "PUT", path, desc, NULL);
+            char mig[64] = ""; /* mixed strategy: the MIG GPUs are not in v.count */
+            if (v.n_mig_gpus)
+                snprintf(mig, sizeof(mig), "; %u MIG GPU(s) in nvidia.com/mig-* slices",
+                         v.n_mig_gpus);
             if (p > 0 && p < 300)
-                logf_(s, "node %s: %s mode, %u x %s (%s)", name, v.mode, v.count,
+                logf_(s, "node %s: %s mode, %u x %s (%s)%s", name, v.mode, v.count,
                       v.class_index >= 0 ? s->cfg->catalog->classes[v.class_index].name
                                          : "unclassified",
-                      v.resource[0] ? v.resource : "no GPU resource yet");
+                      v.resource[0]  ? v.resource
+                      : v.n_mig_gpus ? "no whole GPU"
+                                     : "no GPU resource yet",
+                      mig);
         } else if (!cordoned && v.unschedulable &&
                    (r = k8s_switch_lift_cordon(s->kube_jobs, name, node, &err)) != 0) {
             /* an uncordon in Einsora after a failed switch lifts the switch's cordon too */
