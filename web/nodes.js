@@ -90,8 +90,11 @@ export function render(main, ctx) {
         h("p.meta", {}, `site ${n.site} (${n.site_kind}) · ${n.platform}${n.mode ? ` · mode ${n.mode}` : ""} · owner `, h("span.name", {}, n.owner),
           n.capabilities.length ? ` · ${n.capabilities.join(", ")}` : ""),
         n.devices.length ? table(`GPUs of ${n.name}`, ["PCI", "Class", "Memory", "Binding", "MIG layout", "State", "Quarantine"],
-          n.devices.map((d) => [h("code", {}, d.pci), h("span.name", {}, d.class || "unclassified"), d.memory_gb ? `${d.memory_gb} GB` : "—",
-            d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? h("span.reason", {}, d.quarantined) : "—"]))
+          n.devices.map((d, i) => [h("code", {}, d.pci), h("span.name", {}, d.class || "unclassified"), d.memory_gb ? `${d.memory_gb} GB` : "—",
+            d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? [h("span.reason", {}, d.quarantined),
+              // R9: once the board is seen to, its owner lifts the quarantine (a new reset check follows).
+              may(n) ? [" ", h("button", { type: "button", "data-action": "unquarantine", "aria-label": `Lift the quarantine of GPU ${i} of ${n.name}`,
+                on: { click: () => post(n, "unquarantine", { gpu: String(i) }) } }, "Lift")] : null] : "—"]))
           : n.apple_gpu ? h("p", {}, `Apple GPU, ${n.apple_gpu.class || "unclassified (no class for its memory)"}: ${n.apple_unified_memory_gb} GB unified memory, ${n.apple_gpu.usable_memory_gb} GB of it usable for GPU work, ${n.apple_gpu.used_memory_gb} GB in use; ${n.apple_gpu.state}`,
               n.apple_gpu.quarantined ? [" (", h("span.reason", {}, n.apple_gpu.quarantined), ")"] : null, `. ${n.cpus || 0} CPU cores.`)
           : h("p", {}, `No GPUs (${n.cpus || 0} CPU cores).`),

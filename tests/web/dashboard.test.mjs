@@ -346,3 +346,28 @@ test("web_a_server_out_of_reach_is_said_in_words", async () => {
   assert.equal((await note.textContent()).trim(), "The server cannot be reached.");
   page.bad.splice(0); // the browser logs the refused requests themselves
 });
+
+test("r9_an_owner_lifts_a_quarantine_from_the_nodes_page", async () => {
+  // The demo's 4090 passes its checks: the node list is answered with it quarantined, and the
+  // lift is answered by the real server (which says it is not quarantined: 409, shown).
+  const page = await newPage();
+  await page.route("**/v1/nodes", async (route) => {
+    const res = await route.fetch();
+    const body = await res.json();
+    const n = body.nodes.find((x) => x.name === "lab-4090");
+    if (n) n.devices[0].quarantined = "the device fell off the bus after reset 2";
+    await route.fulfill({ response: res, json: body });
+  });
+  let sent = null;
+  page.on("request", (r) => {
+    if (r.url().endsWith("/v1/nodes/lab-4090/unquarantine")) sent = r.postDataJSON();
+  });
+  await signIn(page, fleet.admin);
+  await go(page, "nodes");
+  const card = page.locator("[data-node=lab-4090]");
+  await card.locator(".reason", { hasText: "fell off the bus" }).waitFor();
+  await card.locator("button[data-action=unquarantine]").click();
+  await page.locator("main .status[data-kind=error]", { hasText: "is not quarantined" }).waitFor();
+  assert.deepEqual(sent, { gpu: "0" });
+  page.bad.splice(0); // the browser logs the 409 itself
+});
