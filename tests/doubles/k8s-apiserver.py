@@ -16,7 +16,8 @@ Test controls (no token) under /_double/: POST compact (every open watch ends wi
 versions are gone), POST rbac {"deny": [[verb, resource], ...]}, POST operator {"converge": bool,
 "delay": s}, POST throttle {"count": n} (the next n API calls get 429), POST hang {"verb": v,
 "count": n, "seconds": s} (the next n calls of verb v get no answer for s seconds, then none
-at all: the connection closes), GET log (calls seen).
+at all: the connection closes), POST phase {"plural", "namespace", "name", "phase"} (a Pod's or
+VMI's status.phase, as a kubelet sets it when the workload exits), GET log (calls seen).
 
 Usage: k8s-apiserver.py --cluster FILE.json --token T [--port-file F] [--operator-delay S]
 """
@@ -598,6 +599,13 @@ class Handler(BaseHTTPRequestHandler):
             elif what == "hang":
                 c.hang = {"verb": body.get("verb", ""), "count": int(body.get("count", 0)),
                           "seconds": float(body.get("seconds", 0))}
+            elif what == "phase":  # as a kubelet writes it when the container exits
+                plural, ns, name = body.get("plural", "pods"), body.get("namespace"), body.get("name")
+                obj = c.objects[plural].get((ns, name))
+                if not obj:
+                    raise ApiError(404, "NotFound", "no %s %s/%s" % (plural, ns, name))
+                obj.setdefault("status", {})["phase"] = body.get("phase", "Succeeded")
+                c.store(plural, obj, "MODIFIED")
             elif what == "log":
                 return self.send_json(200, c.log)
             else:

@@ -777,3 +777,33 @@ Test(k8s_sync, r2c_mig_slices_of_a_mixed_strategy_node_are_offered_and_run) {
     cr_expect_str_eq(json_string_value(json_object_get(limits, "nvidia.com/mig-1g.10gb")), "1");
     json_decref(pod);
 }
+
+static bool request_left_active(const void *arg) {
+    json_t *j = request(*(const long *)arg);
+    const char *st = json_string_value(json_object_get(j, "state"));
+    bool ok = st && strcmp(st, "active") != 0;
+    json_decref(j);
+    return ok;
+}
+
+/* R17: a Pod that exits ends its request `ended`, saying how (failed, or finished), not as
+ * a workload the node lost: the heartbeat that comes first still names it. */
+Test(k8s_sync, r17_a_pod_that_exits_ends_its_request_not_lost) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    const char *phases[] = {"Failed", "Succeeded"};
+    for (size_t i = 0; i < 2; i++) {
+        long id = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\"}");
+        cr_assert(wait_for(request_active, &id), "the container never became active");
+        char body[200];
+        snprintf(body, sizeof(body),
+                 "{\"plural\": \"pods\", \"namespace\": \"einsora\", \"name\": \"einsora-%ld\", "
+                 "\"phase\": \"%s\"}",
+                 id, phases[i]);
+        k8s_double_control(&dbl, "phase", body);
+        cr_assert(wait_for(request_left_active, &id), "the request stayed active");
+        json_t *r = request(id);
+        cr_expect_str_eq(json_string_value(json_object_get(r, "state")), "ended", "%s: %s",
+                         phases[i], json_string_value(json_object_get(r, "reason")));
+        json_decref(r);
+    }
+}
