@@ -102,6 +102,7 @@ static int queue_waiting(Server *v, Error *err) {
         int r = req_held_core_spec(q, &a, id, fb, &spec, err);
         if (r < 0)
             return r;
+        spec.wait_for_nodes = true; /* as the leader holds it: waiting (state.c, state_load) */
         r = sched_submit(v->sched, &spec, core_now(v), NULL, err);
         if (r < 0)
             return r;

@@ -816,6 +816,9 @@ int state_load(Server *s, Error *err) {
         ApiRequest a;
         if ((r = req_held_core_spec(q, &a, id, fb, &spec, err)) < 0)
             break;
+        /* Acknowledged as waiting, it goes on waiting (R16): what no node could ever run
+         * now (a trust withdrawn since, R9) is refused at a submit (R18), not at a restart. */
+        spec.wait_for_nodes = true;
         if ((r = sched_submit(s->sched, &spec, core_now(s), &d, err)) < 0)
             break;
         /* Only a change of state is news; the waiting reason may be re-worded silently. */

@@ -825,3 +825,38 @@ Test(hardening, r17_cpu_work_the_agent_no_longer_runs_is_ended_and_its_cores_fre
     free(agent);
     free(alice);
 }
+
+static json_t *request_of(const char *token, json_int_t id) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)id);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, token, "GET", path, NULL, &j), 200);
+    return j;
+}
+
+/* R16: a request acknowledged as waiting goes on waiting across a restart, also when what it
+ * waits for could not run now (a trust withdrawn since: a stranger's container needs Kata,
+ * R2b) -- a restart is no submit to refuse at (R18); the grant again lets it run. */
+Test(hardening, r16_a_waiting_request_stays_waiting_across_a_restart_after_a_trust_withdrawal) {
+    ts_add_h100_node(&ts, "n1", "ops", 1);
+    char *alice = ts_token(&ts, "alice", "user", NULL);
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/tenants/alice/trust", NULL, NULL), 200);
+    json_int_t first = submit(alice, h100), second = submit(alice, h100);
+    json_t *j = request_of(alice, second);
+    cr_assert_str_eq(str(j, "state"), "pending");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "DELETE", "/v1/tenants/alice/trust", NULL, NULL), 200);
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    j = request_of(alice, second);
+    cr_expect_str_eq(str(j, "state"), "pending", "acknowledged waiting: %s", str(j, "reason"));
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/tenants/alice/trust", NULL, NULL), 200);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld/release", (long long)first);
+    cr_assert_eq(ts_call(&ts, alice, "POST", path, NULL, NULL), 200);
+    j = request_of(alice, second);
+    cr_expect_str_eq(str(j, "state"), "placed", "%s", str(j, "reason"));
+    json_decref(j);
+    free(alice);
+}
