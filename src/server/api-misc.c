@@ -141,7 +141,8 @@ static bool events_ahead(HttpCtx *c, uint64_t after) {
     uint64_t newest = events_last(&c->s->events);
     if (after <= newest)
         return false;
-    if (!server_is_leader(c->s)) {
+    /* A standby answers from its replay's view (a Server of its own, replay_view set). */
+    if (!server_is_leader(c->s) || c->s->replay_view) {
         api_error(c, 503, "unavailable",
                   "This replica has not seen event %llu yet (its newest is %llu); retry "
                   "shortly.",

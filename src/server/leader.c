@@ -31,6 +31,10 @@ struct Leader {
     _Atomic uint64_t seen_epoch; /* the newest epoch seen in the lease row */
     _Atomic uint64_t takeovers;  /* elections this replica won */
     _Atomic uint64_t failovers;  /* of which from an earlier leader (epoch > 1) */
+    /* When the lease was last taken or renewed (mono_ms, sent time): past a lease from it,
+     * another replica may lead, so this one answers nothing as the leader (a process paused
+     * longer than a lease wakes up believing it leads until its next renewal fails). */
+    _Atomic uint64_t renewed_ms;
     atomic_bool stop;
     bool running; /* the thread was started */
     bool writer_started;
@@ -173,8 +177,9 @@ static void *keep_lease(void *userdata) {
     while (!atomic_load(&k->done)) {
         for (unsigned slept = 0; slept < k->l->lease_ms / 3 && !atomic_load(&k->done); slept += 10)
             sleep_ms(10);
-        if (!atomic_load(&k->done) && ensure_conn(k->l))
-            (void)renew(k->l); /* a failure shows at the load's fenced commit */
+        uint64_t sent = mono_ms();
+        if (!atomic_load(&k->done) && ensure_conn(k->l) && renew(k->l) > 0)
+            atomic_store(&k->l->renewed_ms, sent); /* a failure shows at the fenced commit */
     }
     return NULL;
 }
@@ -235,16 +240,18 @@ static void *leader_main(void *userdata) {
         if (atomic_load(&l->role) == STANDBY) {
             uint64_t epoch;
             if (up && try_acquire(l, &epoch)) {
+                atomic_store(&l->renewed_ms, sent);
                 if (take_over(l, epoch) < 0)
                     break;
-                renewed_ms = sent;
+                renewed_ms = atomic_load(&l->renewed_ms); /* the keeper's, during the load */
                 continue;
             }
         } else {
             int r = up ? renew(l) : -1;
-            if (r > 0)
+            if (r > 0) {
                 renewed_ms = sent;
-            else if (r == 0 || mono_ms() - renewed_ms >= l->lease_ms) {
+                atomic_store(&l->renewed_ms, sent);
+            } else if (r == 0 || mono_ms() - renewed_ms >= l->lease_ms) {
                 /* Deposed, or the lease may be someone else's by now: stop acting on it. */
                 char why[200];
                 snprintf(why, sizeof(why),
@@ -333,7 +340,11 @@ void leader_stop(Server *s) {
 }
 
 bool server_is_leader(Server *s) {
-    return !s->leader || atomic_load(&s->leader->role) == LEADING;
+    if (!s->leader)
+        return true;
+    Leader *l = s->leader;
+    return atomic_load(&l->role) == LEADING &&
+           mono_ms() - atomic_load(&l->renewed_ms) < (uint64_t)l->lease_ms;
 }
 
 static enum MHD_Result append_arg(void *cls, enum MHD_ValueKind kind, const char *key,
