@@ -436,12 +436,14 @@ static bool switch_running(json_t *cp_node) {
     return cp_switch(cp_node, &sw) && switch_active(&sw);
 }
 
-/* Whether the node's spec.unschedulable changed since the last turn (false the first time it
- * is seen): the sync mirrors a cordon made in Kubernetes, and leaves one made in Einsora
- * (einsora node cordon) alone rather than undo it at its next turn. */
+/* Whether the node's spec.unschedulable changed since the last turn: the sync mirrors a cordon
+ * made in Kubernetes, and leaves one made in Einsora (einsora node cordon) alone rather than
+ * undo it at its next turn. The first time a node is seen (a sync started or restarted), a
+ * cordon counts as a change (one made while no sync ran), an uncordon does not (that would
+ * undo an Einsora cordon). */
 static bool unschedulable_changed(Sync *s, const char *name, const K8sNodeView *v) {
     json_t *was = json_object_get(s->unsched, name);
-    return was && json_is_true(was) != v->unschedulable;
+    return was ? json_is_true(was) != v->unschedulable : v->unschedulable;
 }
 
 static void sync_node(Sync *s, const char *name, json_t *node) {

@@ -807,3 +807,13 @@ Test(k8s_sync, r17_a_pod_that_exits_ends_its_request_not_lost) {
         json_decref(r);
     }
 }
+
+/* A cordon made in Kubernetes while no sync ran is mirrored when one starts: the first look
+ * at a node takes its cordon for news (not its uncordon, which would undo an Einsora one). */
+Test(k8s_sync, r4_a_kubernetes_cordon_made_while_the_sync_was_down_is_mirrored) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    sync_kill(false);
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a", "{\"spec\": {\"unschedulable\": true}}");
+    sync_start();
+    cr_assert(wait_for(cp_cordoned, "gpu-a"), "the cordon made meanwhile was never mirrored");
+}
