@@ -41,6 +41,8 @@ typedef struct Sync {
     json_t *seen; /* request ids the control plane placed on a node heartbeated this turn */
     json_t *beaten;  /* nodes heartbeated this turn */
     json_t *unsched; /* name -> spec.unschedulable as last seen: only a change is mirrored */
+    json_t *held;    /* name -> true: cordoned in Einsora by this sync while its mode label
+                        disagrees with the control plane's (relabeled by hand under workloads) */
     json_t *running; /* ids of the node being looked at whose object runs: to activate */
     bool single_activations; /* the control plane has no POST /v1/nodes/{name}/activate */
     Job *jobs[MAX_JOBS];
@@ -517,6 +519,31 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
                       : v.n_mig_gpus ? "no whole GPU"
                                      : "no GPU resource yet",
                       mig);
+            const char *cp_mode = st == 200 ? json_string_value(json_object_get(cp, "mode")) : NULL;
+            if (p > 0 && p < 300 && json_object_get(s->held, name)) {
+                /* its workloads ended and it took the label's mode: open again */
+                char upath[200];
+                snprintf(upath, sizeof(upath), "/v1/nodes/%s/uncordon", name);
+                if (cp_call(s, "POST", upath, NULL, NULL) == 200)
+                    logf_(s, "node %s: uncordoned, now in %s mode as labeled", name, v.mode);
+                json_object_del(s->held, name);
+            } else if (p == 409 && !cordoned && cp_mode && STRNEQ(cp_mode, v.mode)) {
+                /* R3: relabeled by hand while Einsora workloads run there. The control plane
+                 * keeps the node as it was until they end; meanwhile nothing new may be placed
+                 * by the old mode on GPUs the GPU Operator has moved to the new one. */
+                char cpath[200];
+                snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/cordon", name);
+                if (cp_call(s, "POST", cpath, NULL, NULL) == 200) {
+                    json_object_set_new(s->held, name, json_true());
+                    char m[400];
+                    snprintf(m, sizeof(m),
+                             "Node %s was relabeled %s=%s while Einsora workloads run there in %s "
+                             "mode: cordoned in Einsora (no new placements) until they end; then "
+                             "it takes the label's mode and is uncordoned. Relabel it %s to undo.",
+                             name, K8S_MODE_LABEL, v.mode, cp_mode, cp_mode);
+                    warn_once(s, name, m);
+                }
+            }
         } else if (!cordoned && v.unschedulable &&
                    (r = k8s_switch_lift_cordon(s->kube_jobs, name, node, &err)) != 0) {
             /* an uncordon in Einsora after a failed switch lifts the switch's cordon too */
@@ -605,9 +632,10 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
               .seen = json_object(),
               .beaten = json_object(),
               .unsched = json_object(),
+              .held = json_object(),
               .running = json_array()};
     int r;
-    if (!s.nodes || !s.warned || !s.seen || !s.beaten || !s.running || !s.unsched)
+    if (!s.nodes || !s.warned || !s.seen || !s.beaten || !s.running || !s.unsched || !s.held)
         r = error_set(err, -ENOMEM, "out of memory");
     else if ((r = k8s_client_new(cfg.kube, NULL, &s.kube, err)) >= 0 &&
              (r = k8s_client_new(cfg.kube,
@@ -654,6 +682,7 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
     json_decref(s.seen);
     json_decref(s.beaten);
     json_decref(s.unsched);
+    json_decref(s.held);
     json_decref(s.running);
     free(s.rv);
     k8s_client_free(s.kube);

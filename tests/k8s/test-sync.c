@@ -817,3 +817,39 @@ Test(k8s_sync, r4_a_kubernetes_cordon_made_while_the_sync_was_down_is_mirrored) 
     sync_start();
     cr_assert(wait_for(cp_cordoned, "gpu-a"), "the cordon made meanwhile was never mirrored");
 }
+
+typedef struct ModeIs {
+    const char *node, *mode;
+} ModeIs;
+
+static bool cp_mode_is(const void *arg) {
+    const ModeIs *m = arg;
+    json_t *j = cp_node(m->node);
+    const char *mode = json_string_value(json_object_get(j, "mode"));
+    bool ok = mode && strcmp(mode, m->mode) == 0 && !json_is_true(json_object_get(j, "cordoned"));
+    json_decref(j);
+    return ok;
+}
+
+/* R3: a node relabeled by hand while an Einsora workload runs there keeps its old mode in the
+ * control plane until the workload ends; meanwhile it is cordoned in Einsora, so nothing new
+ * is placed by the old mode on GPUs the GPU Operator moved to the new one. Then it takes the
+ * label's mode and opens again. */
+Test(k8s_sync, r3_a_node_relabeled_by_hand_under_a_workload_takes_no_new_work) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    long id = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\", \"count\": 8}");
+    cr_assert(wait_for(request_active, &id), "the container never became active");
+    json_t *r = request(id);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "placement"), "node")),
+                     "gpu-a");
+    json_decref(r);
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": "
+              "\"vm-passthrough\"}}}");
+    cr_assert(wait_for(cp_cordoned, "gpu-a"), "the relabeled node was not held");
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    ModeIs m = {"gpu-a", "vm-passthrough"};
+    cr_assert(wait_for(cp_mode_is, &m), "the node never took the label's mode, open");
+}
