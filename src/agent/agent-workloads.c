@@ -159,8 +159,20 @@ bool agent_ensure_slot(Agent *a, int k) {
     if (a->drivers[k]->ops->list(a->drivers[k], &ids, &n, &err) < 0)
         agent_logf(a, "%s: %s", slot_names[k], error_message(&err));
     for (size_t i = 0; i < n; i++) {
-        if (is_member(a, slot_files[k], ids[i]))
+        if (is_member(a, slot_files[k], ids[i])) {
+            /* Started (its records written) by an agent killed before "running" named it:
+             * it runs all the same, and only what "running" names is ever stopped -- a
+             * request released meanwhile would keep its container, and the GPU it was given
+             * would go to the next one (R17). */
+            if (!is_member(a, "running", ids[i])) {
+                agent_logf(a,
+                           "adopted the workload of request %s (started before the agent "
+                           "stopped)",
+                           ids[i]);
+                (void)set_running(a, ids[i], true, &err);
+            }
             continue;
+        }
         /* Created but never started: an agent stopped between the engine's create and start.
          * It ran nothing, so it is removed and started afresh from its placement, not adopted
          * as running (R17: a placement is a running workload). */

@@ -359,6 +359,31 @@ Test(agent_workloads, r17_a_container_created_but_never_started_is_not_adopted_a
     driver_free(d);
 }
 
+/* An agent killed after the engine started a container and its records named it, but before
+ * its "running" list did: a request released meanwhile must still have its container stopped
+ * by the restarted agent, or the GPU would go to the next workload while it runs (R17). */
+Test(agent_workloads, r17_a_container_started_just_before_a_kill_is_stopped_once_released) {
+    NEED_PODMAN();
+    long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    json_decref(wait_state(id, "active"));
+    kill(agent, SIGKILL);
+    waitpid(agent, NULL, 0);
+    /* What a kill at that moment leaves: the records name it, "running" does not. */
+    char running[PATH_MAX + 16];
+    snprintf(running, sizeof(running), "%s/running", state_dir);
+    FILE *f = fopen(running, "w");
+    cr_assert(f);
+    fclose(f);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    Driver *d = engine();
+    cr_assert_eq(engine_status(d, id), WORKLOAD_RUNNING, "still running while the agent is away");
+    spawn_agent();
+    wait_absent(d, id);
+    driver_free(d);
+}
+
 Test(agent_workloads, r17_a_vm_placement_starts_a_libvirt_domain_and_release_stops_it) {
     NEED_PODMAN();
     long id = submit("{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\"}");
