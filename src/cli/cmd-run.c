@@ -56,7 +56,8 @@ static const char usage[] =
         "CMD...]\n\n"
         "Submit a workload and follow it: the reason and queue position while it waits, then\n"
         "running, then how it ended (exit code, or the engine's sentence).\n"
-        "Exit 0 when it ended with code 0 (or runs, with --detach), 1 otherwise.\n\n"
+        "Exit 0 when it ended with code 0 (or runs, with --detach), 130 on Ctrl-C while it\n"
+        "waits (with --rm its request is cancelled), 1 otherwise.\n\n"
         "  --kind KIND      vm, container, notebook or endpoint\n"
         "  --class CLASS    the GPU class (einsora classes), or cpu\n"
         "  --image IMAGE    the image to run (default: the site's image for the kind)\n"
@@ -104,11 +105,14 @@ static int follow(RemoteOpts *o, Client *cl, json_t *q, RunArgs *a) {
                 snprintf(cancel, sizeof(cancel), "%s/cancel", path);
                 json_t *ans = NULL;
                 if (remote_call_on(cl, "POST", cancel, NULL, NULL, &ans) == EXIT_OK)
-                    printf("request %lld cancelled\n", id);
+                    fprintf(stderr, "einsora: interrupted: request %lld cancelled\n", id);
                 json_decref(ans);
             } else
-                printf("request %lld is still %s: `einsora stop %lld` ends it\n", id, st, id);
-            r = EXIT_FAIL;
+                fprintf(stderr,
+                        "einsora: interrupted: request %lld is still %s; `einsora stop "
+                        "%lld` ends it\n",
+                        id, st, id);
+            r = EXIT_INTERRUPTED; /* as every wait's Ctrl-C (cli.md) */
             break;
         }
         nap();

@@ -1,6 +1,7 @@
 /* cmd-workload.c: `einsora stop ID` (the workload ends: release it when it runs, cancel it
  * while it waits) and `einsora logs ID [--follow]` (its output, read from the container engine
  * of this machine: the node that runs it). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,11 @@ int verb_logs(int argc, char **argv) {
     if (engine_driver_new(&cfg, &d, product, sizeof(product), &err) < 0 ||
         d->ops->logs(d, argv[optind], follow, stdout, &err) < 0) {
         driver_free(d);
+        if (err.code == -ENOENT) /* not here: ended (removed), a VM, or another node's */
+            return fail(EXIT_NOT_FOUND,
+                        "%s (logs are a container's, on the node that runs it; a workload that "
+                        "ended is removed with its output, a VM has none here)",
+                        error_message(&err));
         return fail_error(EXIT_FAIL, &err);
     }
     driver_free(d);

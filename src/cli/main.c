@@ -49,10 +49,10 @@ static void usage(FILE *f) {
     fprintf(f, "  %-12s %s\n", "help", "help VERB: a verb's options (as VERB --help)");
     fprintf(f, "\nOptions:\n  --version    print this einsora's version\n"
                "  -h, --help   show this overview\n");
-    fprintf(f,
-            "\nRun 'einsora VERB --help' (or 'einsora help VERB') for a verb's options.\n"
-            "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the\n"
-            "arguments wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out.\n");
+    fprintf(f, "\nRun 'einsora VERB --help' (or 'einsora help VERB') for a verb's options.\n"
+               "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the\n"
+               "arguments wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out,\n"
+               "130 interrupted (Ctrl-C) during a wait.\n");
 }
 
 static const Verb *find_verb(const char *name) {

@@ -462,12 +462,21 @@ static int engine_logs(Driver *d, const char *id, bool follow, FILE *out, Error 
     Engine *e = engine_of(d);
     if (!driver_id_is_valid(id))
         return error_set(err, -EINVAL, "'%.32s' is not a request id", id);
+    /* Asked first, so that an engine's error body never reaches out (the logs' stream). */
+    _cleanup_free_ char *inspect = strprintf("/containers/" DRIVER_NAME_PREFIX "%s/json", id);
+    long status = 0;
+    Error ierr = {0};
+    int r = inspect ? call_ok(e, "GET", inspect, NULL, "", &status, NULL, &ierr) : -ENOMEM;
+    if (r == -ENOENT || status == 404)
+        return error_set(err, -ENOENT, "the engine has no container for request %s", id);
+    if (r < 0)
+        return error_set(err, r, "the engine did not give the logs of request %s%s", id,
+                         error_message(&ierr));
     _cleanup_free_ char *path =
             strprintf("/containers/" DRIVER_NAME_PREFIX "%s/logs?stdout=true&stderr=true%s", id,
                       follow ? "&follow=true" : "");
-    long status = 0;
-    int r = path ? http(e, "GET", path, NULL, follow ? 0 : e->timeout_s, out, &status, NULL, err)
-                 : -ENOMEM;
+    r = path ? http(e, "GET", path, NULL, follow ? 0 : e->timeout_s, out, &status, NULL, err)
+             : -ENOMEM;
     if (r < 0)
         return r;
     if (status == 404)
