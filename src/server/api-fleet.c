@@ -197,17 +197,27 @@ static int find_device(const Node *n, const char *gpu) {
     return -1;
 }
 
+/* The node an admin, or its owner (named in the token and owning it), acts on; NULL with the
+ * answer set otherwise (404, or 403 saying who may `what`). */
+static Node *node_for_owner(Server *s, Op *op, const char *name, const char *what) {
+    Node *n = ptrmap_get(&s->nodes, name);
+    const Principal *who = op->who;
+    if (!n)
+        op_error(op, 404, "not_found", "No node %s.", name);
+    else if (!(who->role == ROLE_ADMIN ||
+               (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
+                STREQ(n->spec.owner, who->user))))
+        op_error(op, 403, "forbidden", "Only an admin or the owner of node %s may %s.", name, what);
+    else
+        return n;
+    return NULL;
+}
+
 static void op_mode(Server *s, Op *op) {
     ModeArg *a = op->arg;
-    Node *n = ptrmap_get(&s->nodes, a->node);
+    Node *n = node_for_owner(s, op, a->node, "switch its mode");
     if (!n)
-        OP_FAIL(op, 404, "not_found", "No node %s.", a->node);
-    const Principal *who = op->who;
-    if (!(who->role == ROLE_ADMIN ||
-          (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
-           STREQ(n->spec.owner, who->user))))
-        OP_FAIL(op, 403, "forbidden", "Only an admin or the owner of node %s may switch its mode.",
-                a->node);
+        return;
     if (n->spec.platform == PLATFORM_MACOS)
         OP_FAIL(op, 400, "bad_request", "Node %s is a Mac: its GPU has no modes (R10).", a->node);
     bool dc = n->spec.site_kind == SITE_DATACENTER;
@@ -322,15 +332,9 @@ typedef struct UnquarantineArg {
  * to, and a consumer GPU on vfio-pci is checked again before any VM gets it. */
 static void op_unquarantine(Server *s, Op *op) {
     UnquarantineArg *a = op->arg;
-    Node *n = ptrmap_get(&s->nodes, a->node);
+    Node *n = node_for_owner(s, op, a->node, "lift a GPU's quarantine");
     if (!n)
-        OP_FAIL(op, 404, "not_found", "No node %s.", a->node);
-    const Principal *who = op->who;
-    if (!(who->role == ROLE_ADMIN ||
-          (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
-           STREQ(n->spec.owner, who->user))))
-        OP_FAIL(op, 403, "forbidden",
-                "Only an admin or the owner of node %s may lift a GPU's quarantine.", a->node);
+        return;
     int dev = find_device(n, a->gpu);
     if (dev < 0)
         OP_FAIL(op, 400, "bad_request", "Node %s has no GPU %.64s (give its index or PCI address).",
