@@ -23,6 +23,7 @@ typedef struct Job {
     K8sSwitchJob job;
     char last[384];    /* the last progress reported */
     bool finished, ok; /* the result, kept until the control plane has it */
+    bool unchanged;    /* failed before it changed the node (no cordon of its own on it) */
 } Job;
 
 typedef struct Sync {
@@ -185,7 +186,8 @@ static void job_start(Sync *s, const char *node, const Task *task, json_t *cp_no
 }
 
 static void job_report(Sync *s, Job *j, bool final) {
-    json_t *body = final ? json_pack("{s:b, s:s}", "ok", j->ok, "message", j->last)
+    json_t *body = final ? json_pack("{s:b, s:s, s:b}", "ok", j->ok, "message", j->last,
+                                     "unchanged", !j->ok && j->unchanged)
                          : json_pack("{s:b, s:b, s:s}", "ok", 1, "progress", 1, "message", j->last);
     char path[320];
     snprintf(path, sizeof(path), "/v1/nodes/%s/tasks/%" PRIu64, j->job.node, j->job.task_id);
@@ -223,6 +225,13 @@ static void jobs_advance(Sync *s) {
             if (st != K8S_SWITCH_RUNNING) {
                 j->finished = true;
                 j->ok = st == K8S_SWITCH_DONE;
+                /* Refused before its cordon (GPU pods and no drain, RBAC on the first patch):
+                 * the node as it was, which the control plane is told (it lifts its cordon). */
+                json_t *kn = json_object_get(s->nodes, j->job.node);
+                j->unchanged =
+                        kn && !json_object_get(json_object_get(json_object_get(kn, "metadata"),
+                                                               "annotations"),
+                                               K8S_ANN_SWITCH_TO);
                 logf_(s, "switch of %s %s: %s", j->job.node, j->ok ? "done" : "failed", msg);
             } else if (changed) {
                 logf_(s, "switch of %s: %s", j->job.node, msg);

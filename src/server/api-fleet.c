@@ -157,7 +157,7 @@ static void op_task_result(Server *s, Op *op) {
         json_object_set_new(data, "reason",
                             json_sprintf("%s%s", res->ok ? "" : "failed: ", res->message));
         state_event(s, "gpu.rebound", obj, NULL, data);
-        fleet_switch_task_done(s, n, t->id, res->ok, res->message);
+        fleet_switch_task_done(s, n, t->id, res->ok, res->unchanged, res->message);
     }
     fleet_task_finish(s, t);
     op->status = 200;

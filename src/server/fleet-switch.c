@@ -289,10 +289,14 @@ void fleet_switch_start(Server *s, Node *n, NodeSwitch *sw) {
     (void)fleet_switch_advance(s, n);
 }
 
-void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const char *message) {
+void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, bool unchanged,
+                            const char *message) {
     NodeSwitch *sw = n->sw;
     if (!switch_active(sw))
         return;
+    /* Refused before the Kubernetes side changed anything (GPU pods and no drain): the node
+     * serves as it did, so the switch's own cordon goes too (R4: refused, not half begun). */
+    bool restore = !ok && unchanged && is_k8s(n);
     for (size_t i = 0; i < sw->n_tasks; i++)
         if (sw->tasks[i] == task_id) {
             sw->task_done[i] = true;
@@ -305,6 +309,9 @@ void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const
             (void)fleet_save_switch(s, n);
         }
     (void)fleet_switch_advance(s, n);
+    Error err = {0};
+    if (restore && n->sw && n->sw->step == SW_FAILED && !n->sw->was_cordoned)
+        (void)set_cordon(s, n, n->sw, false, &err);
 }
 
 void fleet_switch_task_progress(Server *s, Node *n, uint64_t task_id, const char *message) {

@@ -45,7 +45,10 @@ void fleet_switch_start(Server *s, Node *n, NodeSwitch *sw);
 /* Advance a switch as far as it can go now; true when it changed. */
 bool fleet_switch_advance(Server *s, Node *n);
 /* A bind task of the node's switch finished. */
-void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, const char *message);
+/* unchanged: a failure that changed nothing on the node (the datacenter sync's refusal before
+ * its cordon): the switch's own Einsora cordon is lifted again. */
+void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, bool unchanged,
+                            const char *message);
 /* Re-apply the core state a switch holds (device cordon) after a restart or node replace. */
 /* A datacenter sync's progress report on its relabel task: the switch's message. */
 void fleet_switch_task_progress(Server *s, Node *n, uint64_t task_id, const char *message);

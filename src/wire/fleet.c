@@ -82,6 +82,7 @@ static const WireField task_result_fields[] = {
         WIRE_F_STRING(FleetTaskResult, "message", message, false),
         WIRE_F_STRING(FleetTaskResult, "verdict", verdict, false),
         WIRE_F_BOOL(FleetTaskResult, "progress", progress),
+        WIRE_F_BOOL(FleetTaskResult, "unchanged", unchanged),
 };
 
 int fleet_task_result_parse(const char *text, size_t len, FleetTaskResult *ret, Error *err) {

@@ -25,7 +25,8 @@ bool fleet_heartbeat_runs(const FleetHeartbeat *h, uint64_t id);
 
 typedef struct FleetTaskResult {
     bool ok;
-    bool progress; /* not a result: the task is under way, message says where (datacenter sync) */
+    bool progress;  /* not a result: the task is under way, message says where (datacenter sync) */
+    bool unchanged; /* a failure that changed nothing on the node (a switch refused at once) */
     char message[512];
     char verdict[16]; /* "" (none), "pass", "degraded", "fail" */
 } FleetTaskResult;

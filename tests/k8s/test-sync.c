@@ -451,7 +451,10 @@ Test(k8s_sync, r4_switch_without_drain_is_refused_naming_gpu_pods) {
     json_t *n = k8s_node("gpu-a");
     cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container",
                      "never relabeled with GPU pods");
+    cr_expect(!unschedulable(n), "nothing was done in Kubernetes");
     json_decref(n);
+    /* Refused, not half begun: the Einsora node serves as before (no cordon left behind). */
+    cr_expect(!cp_cordoned("gpu-a"), "the refused switch left the node cordoned in Einsora");
 }
 
 Test(k8s_sync, r4_pdb_blocks_eviction_for_a_while) {
