@@ -282,3 +282,7 @@ int k8s_switch_lift_cordon(K8sClient *c, const char *name, json_t *node, Error *
     int r = patch_node(c, name, p, err);
     return r < 0 ? r : 1;
 }
+
+bool k8s_switch_cordoned(json_t *node) {
+    return annotation(node, K8S_ANN_SWITCH_TO) != NULL;
+}

@@ -47,3 +47,6 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
  * what it was before the switch, the switch's annotations removed. 1 when it did, 0 when the
  * node carries no such cordon, -errno with err set when the patch failed. */
 int k8s_switch_lift_cordon(K8sClient *c, const char *name, json_t *node, Error *err);
+
+/* Whether a switch's first step (its cordon, annotated einsora.io/switch-to) is on the node. */
+bool k8s_switch_cordoned(json_t *node);

@@ -228,10 +228,7 @@ static void jobs_advance(Sync *s) {
                 /* Refused before its cordon (GPU pods and no drain, RBAC on the first patch):
                  * the node as it was, which the control plane is told (it lifts its cordon). */
                 json_t *kn = json_object_get(s->nodes, j->job.node);
-                j->unchanged =
-                        kn && !json_object_get(json_object_get(json_object_get(kn, "metadata"),
-                                                               "annotations"),
-                                               K8S_ANN_SWITCH_TO);
+                j->unchanged = kn && !k8s_switch_cordoned(kn);
                 logf_(s, "switch of %s %s: %s", j->job.node, j->ok ? "done" : "failed", msg);
             } else if (changed) {
                 logf_(s, "switch of %s: %s", j->job.node, msg);
@@ -452,6 +449,13 @@ static bool switch_running(json_t *cp_node) {
  * undo it at its next turn. The first time a node is seen (a sync started or restarted), a
  * cordon counts as a change (one made while no sync ran), an uncordon does not (that would
  * undo an Einsora cordon). */
+/* Cordon (on) or uncordon the control plane's node; whether it answered 200. */
+static bool cp_cordon(Sync *s, const char *name, bool on) {
+    char path[200];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/%s", name, on ? "cordon" : "uncordon");
+    return cp_call(s, "POST", path, NULL, NULL) == 200;
+}
+
 static bool unschedulable_changed(Sync *s, const char *name, const K8sNodeView *v) {
     json_t *was = json_object_get(s->unsched, name);
     return was ? json_is_true(was) != v->unschedulable : v->unschedulable;
@@ -531,18 +535,14 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
             const char *cp_mode = st == 200 ? json_string_value(json_object_get(cp, "mode")) : NULL;
             if (p > 0 && p < 300 && json_object_get(s->held, name)) {
                 /* its workloads ended and it took the label's mode: open again */
-                char upath[200];
-                snprintf(upath, sizeof(upath), "/v1/nodes/%s/uncordon", name);
-                if (cp_call(s, "POST", upath, NULL, NULL) == 200)
+                if (cp_cordon(s, name, false))
                     logf_(s, "node %s: uncordoned, now in %s mode as labeled", name, v.mode);
                 json_object_del(s->held, name);
             } else if (p == 409 && !cordoned && cp_mode && STRNEQ(cp_mode, v.mode)) {
                 /* R3: relabeled by hand while Einsora workloads run there. The control plane
                  * keeps the node as it was until they end; meanwhile nothing new may be placed
                  * by the old mode on GPUs the GPU Operator has moved to the new one. */
-                char cpath[200];
-                snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/cordon", name);
-                if (cp_call(s, "POST", cpath, NULL, NULL) == 200) {
+                if (cp_cordon(s, name, true)) {
                     json_object_set_new(s->held, name, json_true());
                     char m[400];
                     snprintf(m, sizeof(m),
@@ -567,10 +567,7 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
                 warn_once(s, name, m);
             }
         } else if (cordoned != v.unschedulable && unschedulable_changed(s, name, &v)) {
-            char cpath[200];
-            snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/%s", name,
-                     v.unschedulable ? "cordon" : "uncordon");
-            if (cp_call(s, "POST", cpath, NULL, NULL) == 200)
+            if (cp_cordon(s, name, v.unschedulable))
                 logf_(s, "node %s %s (spec.unschedulable)", name,
                       v.unschedulable ? "cordoned" : "uncordoned");
         }

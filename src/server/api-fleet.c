@@ -204,9 +204,7 @@ static Node *node_for_owner(Server *s, Op *op, const char *name, const char *wha
     const Principal *who = op->who;
     if (!n)
         op_error(op, 404, "not_found", "No node %s.", name);
-    else if (!(who->role == ROLE_ADMIN ||
-               (who->role == ROLE_OWNER && principal_has_node(who, n->spec.name) &&
-                STREQ(n->spec.owner, who->user))))
+    else if (who->role == ROLE_NODE || !principal_may_manage(who, n->spec.name, n->spec.owner))
         op_error(op, 403, "forbidden", "Only an admin or the owner of node %s may %s.", name, what);
     else
         return n;

@@ -109,7 +109,7 @@ void api_capacity(HttpCtx *c) {
         return;
     }
     pthread_rwlock_rdlock(&c->s->lock);
-    c->json = capacity_json(c->s, api_query(c, "class"), api_query(c, "site"), &err);
+    c->json = capacity_json(c->s, cls, api_query(c, "site"), &err);
     pthread_rwlock_unlock(&c->s->lock);
     if (!c->json)
         api_error(c, 500, "internal", "%s", error_message(&err));

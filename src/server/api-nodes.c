@@ -7,21 +7,6 @@
 #include "api.h"
 #include "util/macro.h"
 
-/* Who may change node `name` owned by `owner`: admins; an owner token naming the node (and
- * owning it); the node's own agent. */
-static bool may_manage(const Principal *who, const char *name, const char *owner) {
-    switch (who->role) {
-    case ROLE_ADMIN:
-        return true;
-    case ROLE_OWNER:
-        return principal_has_node(who, name) && (!owner || STREQ(owner, who->user));
-    case ROLE_NODE:
-        return principal_has_node(who, name);
-    default:
-        return false;
-    }
-}
-
 int save_node(Server *s, const Node *n) {
     char *text = api_node_text(&n->spec);
     if (!text)
@@ -147,7 +132,8 @@ static void node_put(HttpCtx *c, bool upsert) {
     else if (upsert && STRNEQ(a->spec.name, c->match.params[0]))
         api_error(c, 400, "bad_request", "The body describes node %s, the path names %.64s.",
                   a->spec.name, c->match.params[0]);
-    else if (!may_manage(&c->who, a->spec.name, c->who.role == ROLE_OWNER ? a->spec.owner : NULL))
+    else if (!principal_may_manage(&c->who, a->spec.name,
+                                   c->who.role == ROLE_OWNER ? a->spec.owner : NULL))
         api_error(c, 403, "forbidden", "Token of %s (%s) may not register or update node %s.",
                   c->who.user, role_to_string(c->who.role), a->spec.name);
     else {
@@ -224,7 +210,7 @@ static void op_cordon(Server *s, Op *op) {
         op_error(op, 404, "not_found", "No node %s.", a->name);
         return;
     }
-    if (!may_manage(op->who, n->spec.name, n->spec.owner) || op->who->role == ROLE_NODE) {
+    if (!principal_may_manage(op->who, n->spec.name, n->spec.owner) || op->who->role == ROLE_NODE) {
         op_error(op, 403, "forbidden", "Only an admin or the owner of node %s may %s it.",
                  n->spec.name, a->cordon ? "cordon" : "uncordon");
         return;

@@ -31,6 +31,19 @@ bool principal_has_node(const Principal *p, const char *node) {
     return false;
 }
 
+bool principal_may_manage(const Principal *who, const char *name, const char *owner) {
+    switch (who->role) {
+    case ROLE_ADMIN:
+        return true;
+    case ROLE_OWNER:
+        return principal_has_node(who, name) && (!owner || STREQ(owner, who->user));
+    case ROLE_NODE:
+        return principal_has_node(who, name);
+    default:
+        return false;
+    }
+}
+
 /* How long a lookup's answer may stand in for the store's, and how many are kept (by the
  * hash's first bytes; a collision only forgets one). */
 #define TOKEN_MEMO_MS (5 * 60 * 1000)

@@ -46,6 +46,9 @@ typedef struct Principal {
     char nodes[512]; /* owner: the nodes owned; node: the agent's node (comma-separated) */
 } Principal;
 bool principal_has_node(const Principal *p, const char *node);
+/* Who may change node `name` owned by `owner` (NULL: not known yet): admins; an owner token
+ * naming the node and owning it; the node's own agent. */
+bool principal_may_manage(const Principal *who, const char *name, const char *owner);
 typedef struct TokenMemo TokenMemo;
 
 typedef enum ReqState {

@@ -40,7 +40,7 @@ void api_whoami(HttpCtx *c) {
         char name[256];
         snprintf(name, sizeof(name), "%.*s", (int)MIN((size_t)(e - p), sizeof(name) - 1), p);
         const Node *n = c->who.role == ROLE_OWNER ? ptrmap_get(&c->s->nodes, name) : NULL;
-        if (!n || STREQ(n->spec.owner, c->who.user))
+        if (!n || principal_may_manage(&c->who, name, n->spec.owner))
             json_array_append_new(nodes, json_stringn(p, (size_t)(e - p)));
         p = *e ? e + 1 : e;
     }
