@@ -157,6 +157,8 @@ static void print_request(json_t *q) {
         if (ert && STRNEQ(ert, "none"))
             printf(", %s", ert);
         printf(")");
+        if (json_str(pl, "url")) /* a notebook's or an endpoint's address */
+            printf(" at %s", json_str(pl, "url"));
     } else if (json_str(q, "reason")) {
         /* A refusal's sentence starts with "refused (...)": do not say it twice. */
         const char *reason = json_str(q, "reason");

@@ -87,6 +87,10 @@ static int follow(RemoteOpts *o, Client *cl, json_t *q, RunArgs *a) {
         if (json_is_integer(pos))
             snprintf(line + strlen(line), sizeof(line) - strlen(line), " (queue position %lld)",
                      (long long)json_integer_value(pos));
+        /* A notebook's or an endpoint's address: what the user came for. */
+        const char *url = json_str(json_object_get(q, "placement"), "url");
+        if (url && STREQ(st, "active"))
+            snprintf(line + strlen(line), sizeof(line) - strlen(line), " at %s", url);
         if (!o->json && STRNEQ(line, last)) {
             printf("%s\n", line);
             fflush(stdout);

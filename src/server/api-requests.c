@@ -298,8 +298,16 @@ static void op_transition(Server *s, Op *op) {
     }
     ReqState from = r->state;
     r->state = to;
+    if (to != REQ_ACTIVE) {
+        /* The waiting or placement sentence no longer holds: say who ended it instead. */
+        snprintf(r->reason, sizeof(r->reason), "%s by %s", req_state_to_string(to), op->who->user);
+        r->reason_code[0] = 0;
+    }
     state_mark_dirty(s, r);
-    state_event(s, type, id, r->user, json_pack("{s:s}", "state", req_state_to_string(to)));
+    json_t *data = json_pack("{s:s}", "state", req_state_to_string(to));
+    if (data && to != REQ_ACTIVE)
+        json_object_set_new(data, "reason", json_string(r->reason));
+    state_event(s, type, id, r->user, data);
     if (to != REQ_ACTIVE && from != REQ_PENDING)
         fleet_on_released(s, r);
     op->status = 200;

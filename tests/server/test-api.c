@@ -141,6 +141,8 @@ Test(api, cancel_pending_request_and_not_twice) {
     json_t *c = NULL;
     cr_assert_eq(ts_call(&ts, bob, "POST", path, NULL, &c), 200);
     cr_assert_str_eq(str(c, "state"), "cancelled");
+    /* Not the stale "waits for nodes" sentence: who cancelled it. */
+    cr_assert_str_eq(str(c, "reason"), "cancelled by bob");
     cr_assert_eq(ts_call(&ts, bob, "POST", path, NULL, NULL), 409);
     json_decref(q);
     json_decref(c);
@@ -609,9 +611,26 @@ Test(api, r16_a_workload_confirmed_with_its_url_survives_a_restart) {
         cr_expect_str_eq(str(j, "state"), "active");
         cr_expect_str_eq(str(json_object_get(j, "placement"), "url"), want[i]);
         json_decref(j);
+        /* The CLI shows it where a person reads, not only under -o json. */
+        char *out = NULL, id[8];
+        snprintf(id, sizeof(id), "%d", i + 1);
+        cr_assert_eq(run_einsora(&out, NULL, "request", "show", id, "--server", ts.url, "--token",
+                                 alice, NULL),
+                     0);
+        cr_expect(strstr(out, want[i]) && strstr(out, "active on n1"), "%s", out);
+        free(out);
     }
     /* It still ends like any other: its GPU is free for the next request. */
     cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests/1/release", NULL, NULL), 200);
+    /* Its placement sentence no longer holds; who ended it does, across a restart too. */
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    json_t *r = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/1", NULL, &r), 200);
+    cr_expect_str_eq(str(r, "state"), "released");
+    cr_expect_str_eq(str(r, "reason"), "released by alice");
+    cr_expect(!json_object_get(r, "reason_code"), "no waiting reason left");
+    json_decref(r);
     json_t *c = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
     cr_expect_str_eq(str(c, "state"), "placed");
     json_decref(a);
