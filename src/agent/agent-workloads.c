@@ -17,6 +17,7 @@
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/fleet.h"
 
 /* ---- workloads: the records of what runs here (every method), and the drivers below ---- */
 
@@ -209,9 +210,7 @@ static int slot_of(const Agent *a, json_t *w) {
 
 /* Tell the control plane the workload ended: its allocation is freed, the request `ended`. */
 static void report_end(Agent *a, const char *id, bool failed, int exit_code, const char *message) {
-    json_t *body = json_pack("{s:b, s:s}", "failed", failed, "message", message);
-    if (!failed)
-        json_object_set_new(body, "exit_code", json_integer(exit_code & 0xff));
+    json_t *body = fleet_workload_end_body(failed, exit_code & 0xff, message);
     _cleanup_free_ char *path = strprintf("/v1/requests/%s/end", id);
     long status = 0;
     if (path && body && agent_call(a, "POST", path, body, &status, NULL) >= 0 && status < 300)

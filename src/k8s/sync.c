@@ -14,6 +14,7 @@
 #include "k8s/switch.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/fleet.h"
 #include "wire/switch.h"
 #include "wire/task.h"
 
@@ -301,10 +302,20 @@ static json_t *running_on(Sync *s, const char *node) {
     return ids;
 }
 
+/* The request's workload ended, or could never start: `ended` with how (R17). */
+static void end_request(Sync *s, const char *id, bool failed, const char *message) {
+    char path[96];
+    json_t *body = fleet_workload_end_body(failed, 0, message);
+    snprintf(path, sizeof(path), "/v1/requests/%s/end", id);
+    if (body && cp_call(s, "POST", path, body, NULL) == 200)
+        logf_(s, "request %s: %s, ended", id, failed ? "failed" : "finished");
+    json_decref(body);
+}
+
 /* One workload of a heartbeat answer: create its object, activate it once Running, release
  * it once it succeeded. */
 static void workload(Sync *s, json_t *w, const char *node_resource) {
-    char id[32], path[96];
+    char id[32];
     json_int_t rid = json_integer_value(json_object_get(w, "id"));
     snprintf(id, sizeof(id), "%" JSON_INTEGER_FORMAT, rid);
     json_object_set_new(s->seen, id, json_true());
@@ -325,7 +336,17 @@ static void workload(Sync *s, json_t *w, const char *node_resource) {
                  vmi ? "/apis/kubevirt.io/v1" : "/api/v1", s->cfg->work.namespace_,
                  vmi ? "virtualmachineinstances" : "pods");
         int r = k8s_call(s->kube, "POST", coll, NULL, m, NULL, &err);
-        if (r < 0 && r != -EEXIST)
+        if (r == -EPERM || r == -EINVAL) {
+            /* Refused for good (RBAC, an admission webhook, a quota, an invalid object): the
+             * user sees Kubernetes' sentence on the request and its GPUs go back, as an
+             * engine's refusal on an agent does. A 401 or an unreachable API is the sync's
+             * own trouble: it retries at the next turn. */
+            char why[600];
+            snprintf(why, sizeof(why), "Kubernetes refused the %s: %s",
+                     vmi ? "VirtualMachineInstance" : "Pod", error_message(&err));
+            logf_(s, "request %s: %s", id, why);
+            end_request(s, id, true, why);
+        } else if (r < 0 && r != -EEXIST)
             logf_(s, "request %s: %s", id, error_message(&err));
         else
             logf_(s, "request %s: created %s %s on %s", id, vmi ? "VirtualMachineInstance" : "Pod",
@@ -341,14 +362,7 @@ static void workload(Sync *s, json_t *w, const char *node_resource) {
         /* It ended on its own: the request becomes `ended` with how (R17), never a silent
          * release; its GPUs are free again. */
         bool failed = STREQ(phase, "Failed");
-        json_t *body = failed ? json_pack("{s:b, s:s}", "failed", true, "message",
-                                          "the Pod or VirtualMachineInstance failed")
-                              : json_pack("{s:b, s:i, s:s}", "failed", false, "exit_code", 0,
-                                          "message", "");
-        snprintf(path, sizeof(path), "/v1/requests/%s/end", id);
-        if (body && cp_call(s, "POST", path, body, NULL) == 200)
-            logf_(s, "request %s: %s, ended", id, failed ? "failed" : "finished");
-        json_decref(body);
+        end_request(s, id, failed, failed ? "the Pod or VirtualMachineInstance failed" : "");
     }
 }
 

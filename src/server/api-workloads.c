@@ -35,6 +35,7 @@ static void op_end(Server *s, Op *op) {
         OP_FAIL(op, 500, "internal", "The placement engine could not let go of request %s: %s", id,
                 error_message(&err));
     workload_end_reason(a->end, r->reason, sizeof(r->reason));
+    r->reason_code[0] = 0; /* no waiting reason left */
     r->state = REQ_ENDED;
     state_mark_dirty(s, r);
     json_t *data = json_pack("{s:s, s:b, s:s}", "state", "ended", "failed", a->end->failed,

@@ -10,12 +10,13 @@
 #include <stdint.h>
 
 #include "util/error.h"
+#include "wire/fleet.h"
 
 typedef struct WorkloadEnd {
     bool has_exit_code;
     int exit_code; /* 0..255 */
     bool failed;
-    char message[240]; /* the engine's sentence, or "" */
+    char message[WORKLOAD_END_MESSAGE_MAX + 1]; /* the engine's sentence, or "" */
 } WorkloadEnd;
 
 int workload_end_parse(const char *text, size_t len, WorkloadEnd *ret, Error *err);

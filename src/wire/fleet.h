@@ -19,6 +19,14 @@ typedef struct FleetHeartbeat {
     size_t n_running;
 } FleetHeartbeat;
 
+/* The body of POST /v1/requests/{id}/end, as an agent or the datacenter sync sends it: the
+ * engine's sentence made valid UTF-8 and cut on a character boundary to what the server keeps
+ * (a longer one would be refused, and the request would never end). exit_code only when the
+ * workload did not fail. NULL when memory ran out. */
+#define WORKLOAD_END_MESSAGE_MAX 239
+typedef struct json_t json_t;
+json_t *fleet_workload_end_body(bool failed, int exit_code, const char *message);
+
 int fleet_heartbeat_parse(const char *text, size_t len, FleetHeartbeat *ret, Error *err);
 void fleet_heartbeat_done(FleetHeartbeat *h);
 bool fleet_heartbeat_runs(const FleetHeartbeat *h, uint64_t id);

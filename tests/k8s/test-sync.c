@@ -811,6 +811,38 @@ Test(k8s_sync, r17_a_pod_that_exits_ends_its_request_not_lost) {
     }
 }
 
+static bool request_ended(const void *arg) {
+    json_t *j = request(*(const long *)arg);
+    const char *st = json_string_value(json_object_get(j, "state"));
+    bool ok = st && !strcmp(st, "ended");
+    json_decref(j);
+    return ok;
+}
+
+/* R17: a Pod that Kubernetes refuses for good (here RBAC) can never run: the request ends
+ * failed with Kubernetes' own sentence where its user looks, and its GPU goes to the next
+ * request, rather than staying placed with the reason in the sync's log only. */
+Test(k8s_sync, r17_a_pod_kubernetes_refuses_ends_its_request_with_the_refusal) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    k8s_double_control(&dbl, "rbac", "{\"deny\": [[\"create\", \"pods\"]]}");
+    long id = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\"}");
+    if (!wait_for(request_ended, &id)) {
+        char *log = slurp(sync_log);
+        cr_log_error("sync log:\n%s", log);
+        free(log);
+        cr_assert_fail("the refused request stayed placed");
+    }
+    json_t *r = request(id);
+    const char *why = json_string_value(json_object_get(r, "reason"));
+    cr_expect(why && strstr(why, "Kubernetes refused the Pod") && strstr(why, "forbidden"), "%s",
+              why);
+    json_decref(r);
+    /* Once RBAC allows it, the next request runs on the GPU the refused one gave back. */
+    k8s_double_control(&dbl, "rbac", "{\"deny\": []}");
+    long next = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\"}");
+    cr_assert(wait_for(request_active, &next), "the next request never ran");
+}
+
 /* A cordon made in Kubernetes while no sync ran is mirrored when one starts: the first look
  * at a node takes its cordon for news (not its uncordon, which would undo an Einsora one). */
 Test(k8s_sync, r4_a_kubernetes_cordon_made_while_the_sync_was_down_is_mirrored) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "wire/event.h"
+#include "wire/fleet.h"
 #include "wire/node.h"
 #include "wire/pci-address.h"
 #include "wire/placement.h"
@@ -681,4 +682,26 @@ Test(wire, bad_input_wire_event_refusals_name_the_field) {
         cr_expect_eq(e.seq, 99, "a refusal changed the event");
         json_decref(j);
     }
+}
+
+/* R17: an engine's sentence of any length or bytes still ends the request: the body the server
+ * keeps is cut on a character boundary and made valid UTF-8 (a longer or invalid one would be
+ * refused, and the request would stay placed for ever). */
+Test(wire, r17_a_workload_end_body_fits_what_the_server_keeps) {
+    char long_msg[600] = "";
+    for (size_t i = 0; i < 150; i++)
+        strcat(long_msg, "\xc3\xa9"); /* 2-byte characters: 239 falls inside one */
+    strcat(long_msg, "\xff tail");
+    json_t *b = fleet_workload_end_body(true, 3, long_msg);
+    cr_assert_not_null(b);
+    const char *m = json_string_value(json_object_get(b, "message"));
+    cr_assert_eq(strlen(m), 238, "cut before the character the limit falls in: %zu", strlen(m));
+    cr_assert(json_is_true(json_object_get(b, "failed")));
+    cr_assert_null(json_object_get(b, "exit_code"), "a failed start has no exit code");
+    json_decref(b);
+    b = fleet_workload_end_body(false, 3, "bad \xff byte");
+    cr_assert_not_null(b, "invalid UTF-8 is mended, not a lost report");
+    cr_assert_str_eq(json_string_value(json_object_get(b, "message")), "bad ? byte");
+    cr_assert_eq(json_integer_value(json_object_get(b, "exit_code")), 3);
+    json_decref(b);
 }
