@@ -32,8 +32,11 @@ const MigShapeInfo *mig_shape_info(MigShape shape) {
 }
 
 const MigCardRow *mig_card_row_for_memory(unsigned memory_gb) {
+    /* Near, not equal: NVML's total rounds to 140 GB on an H200 and 179 on a B200 (the
+     * table names the marketed size); the rows lie 40 GB or more apart. */
     for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
-        if (rows[i].memory_gb == memory_gb)
+        if (memory_gb + MIG_ROW_MEMORY_SLACK_GB >= rows[i].memory_gb &&
+            memory_gb <= rows[i].memory_gb + MIG_ROW_MEMORY_SLACK_GB)
             return &rows[i];
     return NULL;
 }

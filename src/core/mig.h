@@ -36,7 +36,9 @@ typedef struct MigCardRow {
 
 const MigShapeInfo *mig_shape_info(MigShape shape);
 
-/* The SPEC table row for a card of this memory size, or NULL when no MIG card has it. */
+/* The SPEC table row for a card of this memory size (within MIG_ROW_MEMORY_SLACK_GB, as NVML
+ * reports it), or NULL when no MIG card has it. */
+#define MIG_ROW_MEMORY_SLACK_GB 2
 const MigCardRow *mig_card_row_for_memory(unsigned memory_gb);
 
 /* The shape of a profile name within a row, or _MIG_SHAPE_INVALID. */

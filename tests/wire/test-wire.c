@@ -237,6 +237,12 @@ Test(wire, r2c_bad_input_a_mig_layout_that_cannot_be_on_a_gpu_is_refused) {
     expect_mig(80, "{\"profile\":\"1g.5gb\",\"start\":0}",
                "'1g.5gb' is not a MIG profile of this 80 GB card (such as 3g.40gb)");
     expect_mig(80, "{\"profile\":\"7g.141gb\",\"start\":0}", "is not a MIG profile of this");
+    /* NVML's total for an H200 rounds to 140 GB, a B200's to 179: still their table rows. */
+    expect_mig(140, "{\"profile\":\"1g.35gb\",\"start\":1},{\"profile\":\"1g.18gb\",\"start\":2}",
+               "cannot start at memory slot 1");
+    expect_mig(140, "{\"profile\":\"1g.35gb\",\"start\":2},{\"profile\":\"1g.18gb\",\"start\":3}",
+               "overlaps another instance");
+    expect_mig(179, "{\"profile\":\"3g.90gb\",\"start\":2}", "cannot start at memory slot 2");
 }
 
 /* R10: a Mac's usable GPU memory is its wired limit less the owner's headroom, so at most its
