@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "fleet.h"
 #include "util/macro.h"
 
 int save_node(Server *s, const Node *n) {
@@ -214,6 +215,20 @@ static void op_cordon(Server *s, Op *op) {
         op_error(op, 403, "forbidden", "Only an admin or the owner of node %s may %s it.",
                  n->spec.name, a->cordon ? "cordon" : "uncordon");
         return;
+    }
+    /* A whole-node switch holds its own cordon from its first step to its last (R4): lifting
+     * it would let work land on a node being drained. A cordon asked meanwhile outlives the
+     * switch. */
+    if (switch_active(n->sw) && n->sw->gpu < 0) {
+        if (!a->cordon)
+            OP_FAIL(op, 409, "conflict",
+                    "Node %s is switching to %s (step: %s): the switch keeps it cordoned "
+                    "until it ends (or fails).",
+                    n->spec.name, n->sw->mode, switch_step_to_string(n->sw->step));
+        if (!n->sw->was_cordoned) {
+            n->sw->was_cordoned = true;
+            (void)fleet_save_switch(s, n);
+        }
     }
     Error err = {0};
     int r = sched_node_set_cordoned(s->sched, n->spec.name, a->cordon, core_now(s), &err);

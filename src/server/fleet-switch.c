@@ -145,12 +145,13 @@ static bool step_once(Server *s, Node *n) {
         Req *w[64];
         size_t k = collect(s, n, sw, w, ARRAY_SIZE(w));
         if (k && sw->drain == DRAIN_EVICT) {
-            char why[160];
-            snprintf(why, sizeof(why),
-                     "evicted to switch node %s to %s (a passthrough VM cannot migrate)",
-                     n->spec.name, sw->mode);
-            for (size_t i = 0; i < MIN(k, ARRAY_SIZE(w)); i++)
+            for (size_t i = 0; i < MIN(k, ARRAY_SIZE(w)); i++) {
+                char why[160];
+                snprintf(why, sizeof(why), "evicted to switch node %s to %s%s", n->spec.name,
+                         sw->mode,
+                         w[i]->kind == WORKLOAD_VM ? " (a passthrough VM cannot migrate)" : "");
                 state_end_request(s, w[i], "request.evicted", why);
+            }
             k = collect(s, n, sw, w, ARRAY_SIZE(w));
         }
         if (k) {
@@ -163,10 +164,29 @@ static bool step_once(Server *s, Node *n) {
                 set_step(s, n, SW_DRAIN, "%s", msg);
             return false;
         }
-        set_step(s, n, SW_REBIND, "drained: no workload left on the GPUs that switch");
+        set_step(s, n, SW_REBIND, "%s",
+                 is_k8s(n) ? "drained Einsora's workloads; the datacenter sync drains the "
+                             "node's other GPU pods next"
+                           : "drained: no workload left on the GPUs that switch");
         return true;
     }
     case SW_REBIND:
+        if (sw->n_tasks) {
+            /* Asked: the step stays "rebind" while the agent or the sync is at it, so that
+             * what is shown is what is under way (R4). */
+            bool all_ok = true;
+            for (size_t i = 0; i < sw->n_tasks; i++) {
+                if (!sw->task_done[i])
+                    return false;
+                all_ok = all_ok && sw->task_ok[i];
+            }
+            if (all_ok) /* else the failure's sentence stays, for the verify step to give */
+                set_step(s, n, SW_VERIFY, "the %s reported back",
+                         is_k8s(n) ? "datacenter sync" : "agent");
+            else
+                sw->step = SW_VERIFY;
+            return true;
+        }
         if (is_k8s(n)) {
             /* The datacenter sync relabels the Kubernetes node, evicts its GPU pods and waits
              * for the GPU Operator (docs/kubernetes.md): one task for the whole node. */
@@ -178,10 +198,10 @@ static bool step_once(Server *s, Node *n) {
             sw->task_done[0] = sw->task_ok[0] = false;
             sw->tasks[0] = t->id;
             sw->n_tasks = 1;
-            set_step(s, n, SW_VERIFY,
+            set_step(s, n, SW_REBIND,
                      "asked the datacenter sync to drain the Kubernetes node and relabel it %s=%s",
                      SCHED_MODE_LABEL, sw->mode);
-            return true;
+            return false;
         }
         if (is_datacenter(n)) {
             if (record_relabel(s, n, sw, &err) < 0) {
@@ -205,9 +225,14 @@ static bool step_once(Server *s, Node *n) {
             sw->task_done[sw->n_tasks] = sw->task_ok[sw->n_tasks] = false;
             sw->tasks[sw->n_tasks++] = t->id;
         }
-        set_step(s, n, SW_VERIFY, "asked the agent to bind %zu GPU(s) to %s", sw->n_tasks,
+        if (!sw->n_tasks) {
+            set_step(s, n, SW_VERIFY, "every GPU that switches is on %s already",
+                     STREQ(target_binding(sw), "vfio") ? "vfio-pci" : "the host driver");
+            return true;
+        }
+        set_step(s, n, SW_REBIND, "asked the agent to bind %zu GPU(s) to %s", sw->n_tasks,
                  STREQ(target_binding(sw), "vfio") ? "vfio-pci" : "the host driver");
-        return true;
+        return false;
     case SW_VERIFY: {
         if (is_k8s(n)) {
             if (!sw->task_done[0])

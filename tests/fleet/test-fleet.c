@@ -301,7 +301,7 @@ Test(fleet, r4_agent_killed_and_restarted_mid_switch_finishes_it) {
     cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/mode",
                             "{\"mode\":\"container\",\"gpu\":\"0\"}", NULL),
                  202);
-    cr_expect(fleet_node_field_is(f, "lab-4090", true, "step", "verify"));
+    cr_expect(fleet_node_field_is(f, "lab-4090", true, "step", "rebind"));
     json_t *n = get(f, "/v1/nodes/lab-4090");
     cr_expect_eq(json_array_size(json_object_get(n, "tasks")), 1,
                  "the rebind task waits for the agent");

@@ -670,6 +670,49 @@ static void check_where_it_runs(const char *on, const char *other, json_t *place
     free(stranger);
 }
 
+static const char *node_switch_step(const char *node) {
+    static char step[32];
+    char path[64];
+    json_t *n = NULL;
+    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &n), 200);
+    snprintf(step, sizeof(step), "%s", strempty(str(json_object_get(n, "switch"), "step")));
+    json_decref(n);
+    return step;
+}
+
+/* R4: a switch holds its own cordon from its first step to its last. An uncordon while it
+ * drains would let new work land on the node it waits to empty: refused, naming the step. A
+ * cordon asked meanwhile is the operator's own, and outlives the switch. */
+Test(api, r4_uncordon_during_a_switch_is_refused_and_a_cordon_outlives_it) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n1");
+    json_t *a = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    long st = ts_call(&ts, alice, "POST", "/v1/nodes/n1/mode",
+                      "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL);
+    cr_assert(st == 200 || st == 202, "%ld", st);
+    cr_assert_str_eq(node_switch_step("n1"), "drain");
+    json_t *e = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/nodes/n1/uncordon", NULL, &e), 409);
+    cr_expect(strstr(str(e, "message"), "switching to vm-passthrough (step: drain)"), "%s",
+              str(e, "message"));
+    json_decref(e);
+    json_t *b = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    cr_expect_str_neq(str(b, "state"), "placed", "nothing new lands on a node being drained");
+    /* The operator cordons it too, then the drain ends: the switch finishes, the node stays
+     * cordoned by the operator's word. */
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/nodes/n1/cordon", NULL, NULL), 200);
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests/1/release", NULL, NULL), 200);
+    cr_assert_str_eq(node_switch_step("n1"), "done");
+    json_t *n = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n1", NULL, &n), 200);
+    cr_expect(json_is_true(json_object_get(n, "cordoned")), "the operator's cordon stays");
+    json_decref(n);
+    json_decref(a);
+    json_decref(b);
+    free(alice);
+}
+
 Test(api, r16_r4_where_a_request_runs_reads_the_same_after_a_restart) {
     ts_add_h100_node(&ts, "n1", "alice", 2);
     ts_add_h100_node(&ts, "n2", "alice", 2);
