@@ -530,8 +530,12 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
     if (st == 404 || (st == 200 && !busy)) {
         bool cordoned = st == 200 ? json_is_true(json_object_get(cp, "cordoned")) : v.unschedulable;
         json_t *desc = k8s_node_spec_json(s->cfg->catalog, &v, &s->cfg->site, cordoned);
-        /* mid-relabel the GPU Operator shows no GPUs for a while: not a new inventory */
-        bool settling = st == 200 && v.count == 0;
+        const char *cp_mode = st == 200 ? json_string_value(json_object_get(cp, "mode")) : NULL;
+        /* Mid-relabel the GPU Operator shows no GPUs for a while: not a new inventory. But a
+         * label in another mode than the control plane's (a switch that failed waiting for the
+         * operator, a relabel by hand) is the node's mode now, with the GPUs it advertises,
+         * even none: never the old mode's GPUs (R3). */
+        bool settling = st == 200 && v.count == 0 && cp_mode && STREQ(cp_mode, v.mode);
         if (st == 404 || (!settling && !same_description(cp, desc))) {
             long p = cp_call(s, "PUT", path, desc, NULL);
             char mig[64] = ""; /* mixed strategy: the MIG GPUs are not in v.count */
@@ -546,7 +550,6 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
                       : v.n_mig_gpus ? "no whole GPU"
                                      : "no GPU resource yet",
                       mig);
-            const char *cp_mode = st == 200 ? json_string_value(json_object_get(cp, "mode")) : NULL;
             if (p > 0 && p < 300 && json_object_get(s->held, name)) {
                 /* its workloads ended and it took the label's mode: open again */
                 if (cp_cordon(s, name, false))

@@ -424,7 +424,7 @@ Test(k8s_sync, r4_clean_switch_both_ways_evicts_gpu_pods_first) {
 Test(k8s_sync, r4_drain_wait_waits_for_gpu_pods_and_never_evicts_them) {
     cr_assert(wait_for(registered, "gpu-a"));
     ask_switch("gpu-a", "vm-passthrough", "wait");
-    wait_step("gpu-a", "verify", "waiting for the end of 1 GPU pod(s)");
+    wait_step("gpu-a", "rebind", "waiting for the end of 1 GPU pod(s)");
     json_t *pod = k8s_double_get(&dbl, "/api/v1/namespaces/ml/pods/train-0");
     cr_expect_not_null(pod, "the GPU pod runs on");
     json_decref(pod);
@@ -461,7 +461,7 @@ Test(k8s_sync, r4_pdb_blocks_eviction_for_a_while) {
     cr_assert(wait_for(registered, "gpu-a"));
     add_pdb();
     ask_switch("gpu-a", "vm-passthrough", "evict");
-    wait_step("gpu-a", "verify", "train-pdb");
+    wait_step("gpu-a", "rebind", "train-pdb");
     json_t *n = k8s_node("gpu-a");
     cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container",
                      "not relabeled while a GPU pod runs");
@@ -480,6 +480,14 @@ Test(k8s_sync, r4_pdb_blocks_eviction_for_a_while) {
 static bool k8s_schedulable(const void *arg) {
     json_t *n = k8s_node(arg);
     bool ok = n && !unschedulable(n);
+    json_decref(n);
+    return ok;
+}
+
+static bool cp_mode_is_vm(const void *arg) {
+    json_t *n = cp_node(arg);
+    const char *m = json_string_value(json_object_get(n, "mode"));
+    bool ok = m && !strcmp(m, "vm-passthrough");
     json_decref(n);
     return ok;
 }
@@ -506,6 +514,12 @@ Test(k8s_sync, r4_operator_that_never_converges_fails_the_switch_cordoned_until_
                                    "einsora.io/was-unschedulable"));
     json_decref(n);
     cr_expect(!cp_cordoned("gpu-a"), "the sync did not cordon it again");
+    /* "As it is" is the label's mode with the GPUs the cluster advertises (none while the
+     * operator has not converged), never the old mode's GPUs (R3). */
+    cr_assert(wait_for(cp_mode_is_vm, "gpu-a"), "the node kept its old mode");
+    cp = cp_node("gpu-a");
+    cr_expect_eq(json_array_size(json_object_get(cp, "devices")), 0, "no GPU advertised yet");
+    json_decref(cp);
 }
 
 static bool relabeled(const void *arg) {
@@ -530,7 +544,7 @@ Test(k8s_sync, r4_sync_killed_and_restarted_mid_switch_resumes) {
     cr_assert(wait_for(registered, "gpu-a"));
     add_pdb();
     ask_switch("gpu-a", "vm-passthrough", "evict");
-    wait_step("gpu-a", "verify", "train-pdb");
+    wait_step("gpu-a", "rebind", "train-pdb");
     sync_kill(true);
     k8s_write("DELETE", "/apis/policy/v1/namespaces/ml/poddisruptionbudgets/train-pdb", NULL);
     sync_start();
@@ -579,7 +593,7 @@ Test(k8s_sync, r4_node_deleted_during_a_switch_fails_it) {
     cr_assert(wait_for(registered, "gpu-a"));
     add_pdb();
     ask_switch("gpu-a", "vm-passthrough", "evict");
-    wait_step("gpu-a", "verify", "train-pdb");
+    wait_step("gpu-a", "rebind", "train-pdb");
     k8s_write("DELETE", "/api/v1/nodes/gpu-a", NULL);
     wait_step("gpu-a", "failed", "was deleted from the Kubernetes cluster");
 }
