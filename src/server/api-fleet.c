@@ -143,7 +143,7 @@ static void op_task_result(Server *s, Op *op) {
                 d->reset_verified = !failed;
                 if (failed) {
                     d->quarantined = true;
-                    snprintf(d->quarantine_reason, sizeof(d->quarantine_reason), "%.127s", why);
+                    str_copy_cut_utf8(d->quarantine_reason, sizeof(d->quarantine_reason), why);
                 }
                 (void)save_node(s, n);
             }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "util/strutil.h"
 
 static bool is_datacenter(const Node *n) {
     return n->spec.site_kind == SITE_DATACENTER;
@@ -64,12 +65,12 @@ static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...) {
     NodeSwitch *sw = n->sw;
-    char msg[sizeof(sw->message)]; /* the arguments may be sw->message itself */
+    char msg[2 * sizeof(sw->message)]; /* the arguments may be sw->message itself */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    memcpy(sw->message, msg, sizeof(msg));
+    str_copy_cut_utf8(sw->message, sizeof(sw->message), msg);
     sw->step = step;
     sw->updated_ms = s->now_ms;
     (void)fleet_save_switch(s, n);
@@ -326,11 +327,11 @@ void fleet_switch_task_done(Server *s, Node *n, uint64_t task_id, bool ok, bool 
         if (sw->tasks[i] == task_id) {
             sw->task_done[i] = true;
             sw->task_ok[i] = ok;
-            if (!ok && is_k8s(n))
-                snprintf(sw->message, sizeof(sw->message), "%s", message);
-            else if (!ok)
-                snprintf(sw->message, sizeof(sw->message), "The agent could not rebind a GPU: %s",
-                         message);
+            char text[2 * sizeof(sw->message)];
+            snprintf(text, sizeof(text), "%s%s",
+                     is_k8s(n) ? "" : "The agent could not rebind a GPU: ", message);
+            if (!ok)
+                str_copy_cut_utf8(sw->message, sizeof(sw->message), text);
             (void)fleet_save_switch(s, n);
         }
     (void)fleet_switch_advance(s, n);

@@ -189,6 +189,24 @@ void str_copy_cut(char *buf, size_t size, const char *s) {
     buf[n] = '\0';
 }
 
+void str_copy_cut_utf8(char *buf, size_t size, const char *s) {
+    if (!size)
+        return;
+    size_t n = strnlen(s, size);
+    if (n == size) { /* too long: cut before the character the limit falls in */
+        bool dots = size > 8;
+        n = size - 1 - (dots ? 3 : 0);
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+        memcpy(buf, s, n);
+        memcpy(buf + n, "...", dots ? 3 : 0);
+        n += dots ? 3 : 0;
+    } else
+        memcpy(buf, s, n);
+    buf[n] = '\0';
+    utf8_make_valid(buf);
+}
+
 size_t format_u64(char buf[DECIMAL_U64_SIZE], uint64_t v) {
     char tmp[DECIMAL_U64_SIZE];
     size_t n = 0;

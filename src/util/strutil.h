@@ -13,6 +13,10 @@ char *strdup_or_null(const char *s);
  * instructions a call (several a request on the server's writer): s cut to size - 1 bytes,
  * always terminated; size 0 writes nothing. */
 void str_copy_cut(char *buf, size_t size, const char *s);
+/* The same for a sentence of UTF-8 text that is kept and shown: a cut falls before the
+ * character it would split (a string cut inside one is not JSON and cannot be stored) and
+ * ends in "..." where room allows. Bytes that are not UTF-8 become '?'. */
+void str_copy_cut_utf8(char *buf, size_t size, const char *s);
 
 /* snprintf(buf, DECIMAL_U64_SIZE, "%" PRIu64, v) the same way; returns the digits' count. */
 #define DECIMAL_U64_SIZE 21 /* UINT64_MAX's 20 digits and the NUL */

@@ -138,14 +138,7 @@ int fleet_mode_parse(const char *text, size_t len, FleetModeRequest *ret, Error 
 
 json_t *fleet_workload_end_body(bool failed, int exit_code, const char *message) {
     char text[WORKLOAD_END_MESSAGE_MAX + 1];
-    const char *m = message ? message : "";
-    size_t n = strnlen(m, sizeof(text));
-    if (n > WORKLOAD_END_MESSAGE_MAX) /* cut before the character the limit falls in */
-        for (n = WORKLOAD_END_MESSAGE_MAX; n > 0 && ((unsigned char)m[n] & 0xc0) == 0x80;)
-            n--;
-    memcpy(text, m, n);
-    text[n] = 0;
-    utf8_make_valid(text); /* an engine's bytes: jansson holds only UTF-8 */
+    str_copy_cut_utf8(text, sizeof(text), message ? message : ""); /* an engine's bytes */
     json_t *body = json_pack("{s:b, s:s}", "failed", failed, "message", text);
     if (body && !failed && json_object_set_new(body, "exit_code", json_integer(exit_code)) < 0) {
         json_decref(body);

@@ -154,3 +154,32 @@ Test(work_wake, r9_a_nodes_open_tasks_are_its_own_through_results_and_a_restart)
                  a[0]);
     json_decref(ga);
 }
+
+/* R9: a failed check's reason is kept and shown, however long and in whatever script: one
+ * longer than the field is cut before the character the limit falls in. Cut inside one, it
+ * was not JSON: the node could not be saved and the control plane stopped. */
+Test(work_wake, r9_a_long_utf8_quarantine_reason_is_kept_and_the_server_goes_on) {
+    ts_add_unchecked_gpu_node(&ts, "ga");
+    uint64_t a[4] = {0};
+    cr_assert_eq(open_tasks("ga", 1, a), 1, "ga's reset check was not asked for");
+    char reason[300] = "", body[400], path[96];
+    for (int i = 0; i < 126; i++)
+        strcat(reason, "x");
+    strcat(reason, "\xc3\xa9 did not return: \xc3\xa9\xc3\xa9\xc3\xa9");
+    snprintf(body, sizeof(body), "{\"ok\":true,\"verdict\":\"fail\",\"message\":\"%s\"}", reason);
+    snprintf(path, sizeof(path), "/v1/nodes/ga/tasks/%" PRIu64, a[0]);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, body, NULL), 200);
+    json_t *ga = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/ga", NULL, &ga), 200);
+    const char *q = json_string_value(
+            json_object_get(json_array_get(json_object_get(ga, "devices"), 0), "quarantined"));
+    cr_assert(q, "the GPU is quarantined");
+    cr_expect(strlen(q) <= 127 && !strncmp(q, reason, 120) && strstr(q, "..."), "%s", q);
+    json_decref(ga);
+    /* Still there after a restart: it was stored. */
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/ga", NULL, &ga), 200);
+    cr_expect(json_object_get(json_array_get(json_object_get(ga, "devices"), 0), "quarantined"));
+    json_decref(ga);
+}

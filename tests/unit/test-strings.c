@@ -38,6 +38,17 @@ Test(strings, bad_input_utf8_made_valid_and_truncation_never_cuts_a_sequence) {
     snprintf(s, sizeof(s), "%s", "r\x94lease \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xff");
     cr_assert_str_eq(utf8_make_valid(s), "r?lease ?? ??? ???? ?",
                      "invalid, overlong, surrogate, too big");
+    /* A sentence cut to be kept: before the character the limit falls in, saying so. */
+    char kept[12];
+    str_copy_cut_utf8(kept, sizeof(kept), "abcdefg\xe2\x82\xac and more");
+    cr_assert_str_eq(kept, "abcdefg...");
+    str_copy_cut_utf8(kept, sizeof(kept), "short \xe2\x82\xac");
+    cr_assert_str_eq(kept, "short \xe2\x82\xac", "what fits is kept whole");
+    str_copy_cut_utf8(kept, sizeof(kept), "01234567890");
+    cr_assert_str_eq(kept, "01234567890", "exactly the room");
+    char tiny[4];
+    str_copy_cut_utf8(tiny, sizeof(tiny), "ab\xc3\xa9");
+    cr_assert_str_eq(tiny, "ab", "no room for dots: cut alone");
 }
 
 /* The error-sentence rule (docs/CODING_STYLE.md): the API turns a library's lower-case

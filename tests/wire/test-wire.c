@@ -701,7 +701,8 @@ Test(wire, r17_a_workload_end_body_fits_what_the_server_keeps) {
     json_t *b = fleet_workload_end_body(true, 3, long_msg);
     cr_assert_not_null(b);
     const char *m = json_string_value(json_object_get(b, "message"));
-    cr_assert_eq(strlen(m), 238, "cut before the character the limit falls in: %zu", strlen(m));
+    cr_assert_eq(strlen(m), 239, "cut before the character the limit falls in: %zu", strlen(m));
+    cr_assert_str_eq(m + 236, "...", "and says it was cut");
     cr_assert(json_is_true(json_object_get(b, "failed")));
     cr_assert_null(json_object_get(b, "exit_code"), "a failed start has no exit code");
     json_decref(b);
