@@ -23,6 +23,7 @@
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/node.h"
 
 void agent_logf(const Agent *a, const char *fmt, ...) {
     FILE *f = a->cfg->log;
@@ -106,6 +107,23 @@ int agent_call(Agent *a, const char *method, const char *path, json_t *body, lon
     return 0;
 }
 
+/* GPUs this agent quarantined (a rebind the kernel never finished; its records, R7/R9) go to
+ * the control plane as quarantined with the reason, so that nothing is placed on them. */
+static void mark_quarantined(Agent *a, json_t *node) {
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(node, "devices"), i, d) {
+        const char *pci = json_string_value(json_object_get(d, "pci"));
+        _cleanup_free_ char *why = NULL;
+        if (!pci || agent_quarantine_get(a->cfg->state_dir, pci, &why) < 0)
+            continue;
+        char reason[sizeof(((ApiDevice *)0)->quarantine_reason)];
+        str_copy_cut_utf8(reason, sizeof(reason),
+                          why && why[0] ? why : "quarantined by the agent (einsora agent recover)");
+        json_object_set_new(d, "quarantined", json_string(reason));
+    }
+}
+
 /* Discover and push the inventory when it differs from what the control plane has. */
 static void push_inventory(Agent *a) {
     const AgentConfig *cfg = a->cfg;
@@ -120,6 +138,7 @@ static void push_inventory(Agent *a) {
     inventory_cache_set(&a->inventory, inv); /* workload starts use it from now on */
     _cleanup_free_ char *sim = cfg->simulate ? agent_read_state(a, "sim-binding") : NULL;
     json_t *node = agent_node_json(&cfg->id, inv, sim);
+    mark_quarantined(a, node);
     char *text = node ? json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!text || (a->pushed && STREQ(a->pushed, text))) {
         json_decref(node);

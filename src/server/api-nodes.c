@@ -25,6 +25,50 @@ typedef struct NodeArg {
     char etag[API_ETAG_SIZE]; /* the node's ETag after the write */
 } NodeArg;
 
+/* When the push differs from the node only by GPUs it newly reports quarantined: quarantine
+ * them in place (core, record, event) and say so. The node may run workloads elsewhere. */
+static bool apply_agent_quarantines(Server *s, Node *old, const ApiNode *pushed) {
+    if (old->spec.n_devices != pushed->n_devices)
+        return false;
+    _cleanup_free_ ApiNode *with = malloc(sizeof(*with));
+    if (!with)
+        return false;
+    *with = old->spec;
+    bool any = false;
+    for (size_t i = 0; i < with->n_devices; i++)
+        if (pushed->devices[i].quarantined && !with->devices[i].quarantined &&
+            STREQ(pushed->devices[i].pci, with->devices[i].pci)) {
+            with->devices[i].quarantined = true;
+            memcpy(with->devices[i].quarantine_reason, pushed->devices[i].quarantine_reason,
+                   sizeof(with->devices[i].quarantine_reason));
+            any = true;
+        }
+    _cleanup_free_ char *x = any ? api_node_text(with) : NULL,
+                        *y = any ? api_node_text(pushed) : NULL;
+    if (!x || !y || STRNEQ(x, y))
+        return false;
+    for (size_t i = 0; i < with->n_devices; i++) {
+        ApiDevice *d = &with->devices[i];
+        if (!d->quarantined || old->spec.devices[i].quarantined)
+            continue;
+        const char *why =
+                d->quarantine_reason[0] ? d->quarantine_reason : "quarantined by the agent";
+        if (sched_device_set_quarantine(s->sched, old->spec.name, (unsigned)i, why, core_now(s),
+                                        NULL) < 0)
+            return false;
+        old->spec.devices[i].quarantined = true;
+        memcpy(old->spec.devices[i].quarantine_reason, d->quarantine_reason,
+               sizeof(d->quarantine_reason));
+        char obj[sizeof(old->spec.name) + 16];
+        snprintf(obj, sizeof(obj), "%s/%d", old->spec.name, (int)i);
+        state_event(s, "gpu.quarantined", obj, NULL,
+                    json_pack("{s:s, s:i, s:s, s:s, s:s}", "node", old->spec.name, "device", (int)i,
+                              "gpu", d->pci, "by", "agent", "reason", why));
+    }
+    (void)save_node(s, old);
+    return true;
+}
+
 static void op_node_put(Server *s, Op *op) {
     NodeArg *a = op->arg;
     Node *old = ptrmap_get(&s->nodes, a->spec.name);
@@ -57,6 +101,13 @@ static void op_node_put(Server *s, Op *op) {
         _cleanup_free_ char *x = api_node_text(&old->spec), *y = api_node_text(&a->spec);
         if (x && y && STREQ(x, y)) {
             fleet_on_node_put(s, old, op->who->role == ROLE_NODE);
+            op_answer_node(s, op, 200, old);
+            api_node_etag(&old->spec, a->etag);
+            return;
+        }
+        /* A GPU the agent quarantined itself (a rebind the kernel never finished, R7/R9) is
+         * news that cannot wait for the node to be idle: applied in place. */
+        if (apply_agent_quarantines(s, old, &a->spec)) {
             op_answer_node(s, op, 200, old);
             api_node_etag(&old->spec, a->etag);
             return;

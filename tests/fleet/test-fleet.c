@@ -468,3 +468,47 @@ Test(fleet, r7_a_simulated_rebind_still_refuses_a_gpu_sharing_its_iommu_group) {
     waitpid(pid, NULL, 0);
     free(token);
 }
+
+/* R9/R7: a GPU the agent quarantined itself (a rebind the kernel never finished, left for
+ * `einsora agent recover`) reaches the control plane quarantined, with the agent's reason:
+ * counted quarantined and never placed, though its reset check would pass. */
+Test(fleet, r9_a_gpu_the_agent_quarantined_is_quarantined_in_the_control_plane) {
+    Fleet *f = &fleet;
+    char state[PATH_MAX], q[PATH_MAX + 32], sys[PATH_MAX], proc[PATH_MAX];
+    snprintf(state, sizeof(state), "%s/agent-q", f->ts.dir);
+    snprintf(q, sizeof(q), "%s/quarantine", state);
+    cr_assert_eq(mkdir(state, 0700), 0);
+    cr_assert_eq(mkdir(q, 0700), 0);
+    strcat(q, "/0000:01:00.0");
+    FILE *fp = fopen(q, "w");
+    cr_assert_not_null(fp);
+    fputs("the kernel never finished binding it to vfio-pci\n", fp);
+    fclose(fp);
+    snprintf(sys, sizeof(sys), "%s/machines/rtx4090-clean-group/sys", TEST_FIXTURES);
+    snprintf(proc, sizeof(proc), "%s/machines/rtx4090-clean-group/proc", TEST_FIXTURES);
+    const char *args[] = {"--site",       "lab",       "--site-kind", "lab",
+                          "--sysfs-root", sys,         "--proc-root", proc,
+                          "--simulate",   "--no-nvml", NULL};
+    char *token = ts_token(&f->ts, "lab-q", "node", "lab-q");
+    pid_t pid = fleet_spawn_agent(f->ts.url, token, "lab-q", state, args, NULL);
+    wait_node(f, "lab-q", false, "platform", "linux", 10000);
+    json_t *n = get(f, "/v1/nodes/lab-q");
+    const char *why = json_string_value(
+            json_object_get(json_array_get(json_object_get(n, "devices"), 0), "quarantined"));
+    cr_expect(why && strstr(why, "never finished binding"), "%s", why ? why : "(not quarantined)");
+    json_decref(n);
+    json_t *ans = NULL;
+    cr_assert_eq(fleet_call(f, "POST", "/v1/requests",
+                            "{\"kind\":\"container\",\"class\":\"nvidia-rtx-4090\","
+                            "\"wait_for_nodes\":true}",
+                            &ans),
+                 201);
+    json_t *pl = json_object_get(ans, "placement");
+    cr_expect(!pl || !json_string_value(json_object_get(pl, "node")) ||
+                      strcmp(json_string_value(json_object_get(pl, "node")), "lab-q") != 0,
+              "placed on the quarantined GPU");
+    json_decref(ans);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    free(token);
+}

@@ -992,3 +992,49 @@ Test(api, r6_capacity_of_an_unknown_class_is_refused_with_the_nearest_names) {
     cr_expect_eq(num(row, "total"), 0);
     json_decref(j);
 }
+
+/* R9: a quarantine an agent reports is news that cannot wait for its node to be idle: taken
+ * in place while a workload runs on another GPU (any other change to a busy node waits). */
+Test(api, r9_an_agent_quarantine_is_taken_while_the_node_runs_workloads) {
+    ts_add_h100_node(&ts, "n1", "alice", 2);
+    char *alice = ts_token(&ts, "alice", "owner", "n1"), *agent = ts_token(&ts, "a", "node", "n1");
+    json_t *q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    json_t *n = NULL;
+    cr_assert_eq(ts_call(&ts, agent, "GET", "/v1/nodes/n1", NULL, &n), 200);
+    /* The node as the agent sees it, with the GPU the workload does not use quarantined. */
+    json_t *devs = json_object_get(n, "devices");
+    json_t *used_j = json_array_get(json_object_get(json_object_get(q, "placement"), "devices"), 0);
+    cr_assert(json_is_integer(used_j), "a placement names its devices by index");
+    int used = (int)json_integer_value(used_j);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:[]}", "name", "n1", "site",
+                             "dc1", "site_kind", "datacenter", "platform", "linux", "owner",
+                             "alice", "mode", "container", "cpus", 64, "devices");
+    for (size_t i = 0; i < json_array_size(devs); i++) {
+        json_t *d =
+                json_pack("{s:O, s:s, s:i}", "pci", json_object_get(json_array_get(devs, i), "pci"),
+                          "class", "nvidia-h100-80gb", "memory_gb", 80);
+        if ((int)i != used)
+            json_object_set_new(d, "quarantined", json_string("rebind left half done"));
+        json_array_append_new(json_object_get(body, "devices"), d);
+    }
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_t *ans = NULL;
+    long st = ts_call(&ts, agent, "PUT", "/v1/nodes/n1", text, &ans);
+    cr_assert_eq(st, 200, "%ld %s", st, str(ans, "message"));
+    json_decref(ans);
+    json_t *after = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/nodes/n1", NULL, &after), 200);
+    cr_expect_str_eq(str(json_array_get(json_object_get(after, "devices"), used == 0 ? 1 : 0),
+                         "quarantined"),
+                     "rebind left half done");
+    json_t *q2 = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    cr_expect_str_eq(str(q2, "state"), "pending", "nothing placed on the quarantined GPU");
+    free(text);
+    json_decref(body);
+    json_decref(after);
+    json_decref(n);
+    json_decref(q);
+    json_decref(q2);
+    free(alice);
+    free(agent);
+}
