@@ -42,6 +42,9 @@ typedef struct Agent {
     bool confirm_due; /* look at the work again next turn: a confirmation went unanswered, or a
                        * start or stop waits for its engine to answer again */
     unsigned running_writes; /* rewrites of "running": a text read before is current while equal */
+    /* Task results the control plane did not take (away, restarting): task id -> body, sent
+     * again when the task comes back rather than doing the task twice. */
+    json_t *unsent_results;
 } Agent;
 
 /* One line on the agent's log ("agent NAME: ..."), if it has one. */

@@ -306,6 +306,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     for (int k = 0; k < AGENT_SLOTS; k++)
         driver_free(a.drivers[k]);
     free(a.pushed);
+    json_decref(a.unsent_results);
     inventory_cache_drop(&a.inventory);
     agent_confirms_answered(&a, confirm_pool_done(&a.confirms));
     agent_logf(&a, "stopped");

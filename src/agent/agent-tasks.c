@@ -109,6 +109,28 @@ static int do_reset_check(Agent *a, const char *gpu, const char **ret_verdict, c
     return 0;
 }
 
+/* Send a task's result; one the control plane did not take is kept to be sent again when the
+ * task comes back (the work is listed again once a call failed: confirm_due). */
+static void send_result(Agent *a, uint64_t id, json_t *body) {
+    char key[DECIMAL_U64_SIZE];
+    format_u64(key, id);
+    _cleanup_free_ char *path = strprintf("/v1/nodes/%s/tasks/%" PRIu64, a->cfg->id.name, id);
+    long status = 0;
+    bool taken = path && agent_call(a, "POST", path, body, &status, NULL) >= 0 &&
+                 (status < 300 || (status >= 400 && status < 500)); /* 4xx: it is gone there */
+    if (taken) {
+        if (a->unsent_results)
+            json_object_del(a->unsent_results, key);
+        return;
+    }
+    if (!a->unsent_results)
+        a->unsent_results = json_object();
+    if (a->unsent_results)
+        json_object_set(a->unsent_results, key, body);
+    agent_logf(a, "task %s: the control plane did not take its result; sent again later", key);
+    a->confirm_due = true;
+}
+
 void agent_do_task(Agent *a, json_t *j) {
     Task t;
     uint64_t id = 0;
@@ -120,7 +142,17 @@ void agent_do_task(Agent *a, json_t *j) {
         agent_logf(a, "task without an id refused: %s", error_message(&derr));
         return; /* nothing to answer to */
     }
+    char key[DECIMAL_U64_SIZE];
+    format_u64(key, id);
+    json_t *unsent = a->unsent_results ? json_object_get(a->unsent_results, key) : NULL;
+    if (unsent) { /* done already: its result again, not the task twice */
+        send_result(a, id, json_incref(unsent));
+        json_decref(unsent);
+        return;
+    }
     const char *kind = r < 0 ? "?" : task_kind_to_string(t.kind), *gpu = r < 0 ? "?" : t.gpu;
+    if (r >= 0) /* a check may take a while (a hung reset waits for its timeout): say so */
+        agent_logf(a, "task %" PRIu64 " %s %s: started", id, kind, gpu);
     if (r < 0) /* the server sent what this agent cannot read: the task failed, saying why */
         snprintf(msg, sizeof(msg), "%s", error_message(&derr));
     else if (t.kind == TASK_BIND)
@@ -138,10 +170,8 @@ void agent_do_task(Agent *a, json_t *j) {
     json_t *body = json_pack("{s:b, s:s}", "ok", r >= 0, "message", msg);
     if (verdict)
         json_object_set_new(body, "verdict", json_string(verdict));
-    _cleanup_free_ char *path = strprintf("/v1/nodes/%s/tasks/%" PRIu64, a->cfg->id.name, id);
-    long status = 0;
-    if (path)
-        (void)agent_call(a, "POST", path, body, &status, NULL);
+    if (body)
+        send_result(a, id, body);
     json_decref(body);
     a->push_due = true; /* a rebind changes what the kernel shows */
     inventory_cache_drop(&a->inventory);

@@ -241,3 +241,52 @@ Test(fleet_kernel, r4_r7_agent_killed_mid_rebind_recovers_from_its_journal_and_f
     cr_expect(strstr(text, "recovered " GPU ": completed"), "%s", text);
     free(text);
 }
+
+/* Poll the agent's log until it holds text. */
+static bool agent_logged(Machine *mc, const char *text) {
+    char log[256];
+    snprintf(log, sizeof(log), "%s/agent.log", mc->state);
+    for (int i = 0; i < 600; i++) {
+        char *t = NULL;
+        bool ok = read_full_file(log, 1 << 20, &t, NULL) >= 0 && strstr(t, text);
+        free(t);
+        if (ok)
+            return true;
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
+/* R9: a reset check that ends while the control plane is away (a restart) still reaches it:
+ * the result is kept and sent again when the task comes back, not lost with the GPU waiting
+ * for its check for ever. Here the reset hangs (the check fails after its timeout). */
+Test(fleet_kernel, r9_a_task_result_the_control_plane_missed_is_sent_again, .init = setup,
+     .fini = teardown, .timeout = 120) {
+    cr_assert(wait_for(&m, "device", "binding", "host"), "the agent did not register its GPU");
+    cr_assert(agent_reported(&m), "the agent sent no heartbeat");
+    cr_assert_eq(fake_kernel_control(&m.k, "hang bus/pci/devices/" GPU "/reset"), 0);
+    cr_assert_eq(ts_call(&m.ts, m.ts.admin, "POST", "/v1/nodes/lab-real/mode",
+                         "{\"mode\":\"vm-passthrough\",\"gpu\":\"" GPU "\"}", NULL),
+                 202);
+    cr_assert(agent_logged(&m, "reset-check " GPU ": started"), "the check never started");
+    ts_kill(&m.ts, true);
+    cr_assert(agent_logged(&m, "reset-check " GPU ": fail"), "the check never ended");
+    ts_respawn_same_port(&m.ts);
+    bool quarantined = false;
+    for (int i = 0; i < 600 && !quarantined; i++) {
+        json_t *n = node(&m);
+        quarantined = json_is_string(
+                json_object_get(json_array_get(json_object_get(n, "devices"), 0), "quarantined"));
+        json_decref(n);
+        if (!quarantined)
+            nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    if (!quarantined) {
+        char log[256], *t = NULL;
+        snprintf(log, sizeof(log), "%s/agent.log", m.state);
+        (void)read_full_file(log, 1 << 20, &t, NULL);
+        cr_log_error("agent log:\n%s", t ? t : "");
+        free(t);
+    }
+    cr_expect(quarantined, "the failed check's result never reached the control plane");
+}

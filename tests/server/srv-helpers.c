@@ -26,7 +26,21 @@ char *ts_token(TestServer *ts, const char *user, const char *role, const char *n
     return out;
 }
 
+static void spawn_on(TestServer *ts, const char *listen);
+
 void ts_spawn(TestServer *ts) {
+    spawn_on(ts, "127.0.0.1:0");
+}
+
+void ts_respawn_same_port(TestServer *ts) {
+    const char *port = strrchr(ts->url, ':');
+    cr_assert(port, "no port in %s", ts->url);
+    char listen[32];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%s", port + 1);
+    spawn_on(ts, listen);
+}
+
+static void spawn_on(TestServer *ts, const char *listen) {
     char port_file[160];
     snprintf(port_file, sizeof(port_file), "%s/port", ts->dir);
     unlink(port_file);
@@ -39,8 +53,8 @@ void ts_spawn(TestServer *ts) {
         (void)f;
         dup2(1, 2);
         const char *argv[24] = {
-                EINSORA_BIN, "serve",       "--listen", "127.0.0.1:0", "--state",
-                ts->state,   "--port-file", port_file,  "--catalog",   TEST_DATA "/catalog.yaml"};
+                EINSORA_BIN, "serve",       "--listen", listen,      "--state",
+                ts->state,   "--port-file", port_file,  "--catalog", TEST_DATA "/catalog.yaml"};
         for (size_t i = 0; i < 8 && ts->extra[i]; i++)
             argv[10 + i] = ts->extra[i];
         execv(EINSORA_BIN, (char *const *)argv);

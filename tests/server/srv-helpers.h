@@ -21,6 +21,8 @@ typedef struct TestServer {
 void ts_start(TestServer *ts);
 /* (Re)start the server process on the existing state. */
 void ts_spawn(TestServer *ts);
+/* The same, on the port it had: as a restarted service comes back where its agents look. */
+void ts_respawn_same_port(TestServer *ts);
 /* SIGKILL (hard) or SIGTERM (clean) and wait. */
 void ts_kill(TestServer *ts, bool hard);
 /* Stop and remove the temporary files. */
