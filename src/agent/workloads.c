@@ -4,10 +4,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/request.h"
 
 bool agent_map_get(const char *map, const char *key, char *buf, size_t size) {
     size_t n = strlen(key);
@@ -163,6 +166,34 @@ static int work_begin(json_t *work, AgentSpecBuf *buf, const char **ret_kind, Er
     return 0;
 }
 
+/* A VM request's disk: a file of the site's VM image folder, named by its file name. The
+ * agent runs as root and libvirt hands the disk to the guest writable, so a path (any host
+ * file, a block device) is never taken from a request. */
+static int vm_image_path(const AgentWorkloadConfig *cfg, const char *id, const char *name,
+                         char *buf, size_t size, Error *err) {
+    char dir[PATH_MAX] = "";
+    if (cfg->vm_image_dir)
+        snprintf(dir, sizeof(dir), "%s", cfg->vm_image_dir);
+    else if (agent_map_get(cfg->images, "vm", dir, sizeof(dir)) && dir[0] == '/')
+        *strrchr(dir, '/') = 0; /* the folder of the default disk ("/disk": none) */
+    else
+        dir[0] = 0;
+    if (!vm_image_name_is_valid(name))
+        return error_set(err, -EINVAL,
+                         "request %s: a VM's image is one of the site's disk images, named by "
+                         "its file name, not '%.64s'",
+                         id, name);
+    if (!dir[0] || (size_t)snprintf(buf, size, "%s/%s", dir, name) >= size)
+        return error_set(err, -ENOENT,
+                         "request %s names the VM image '%s' but this site offers none by name "
+                         "(agent run --vm-image-dir DIR)",
+                         id, name);
+    struct stat st;
+    if (stat(buf, &st) < 0 || !S_ISREG(st.st_mode))
+        return error_set(err, -ENOENT, "request %s: no VM image '%s' in %s", id, name, dir);
+    return 0;
+}
+
 int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv,
                     AgentSpecBuf *buf, WorkloadSpec *ret, Error *err) {
     json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
@@ -179,7 +210,10 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     char by_runtime[80] = "";
     if (STREQ(kind, "endpoint") && ert && STRNEQ(ert, "none"))
         snprintf(by_runtime, sizeof(by_runtime), "endpoint-%s", ert);
-    if (image)
+    if (image && STREQ(kind, "vm")) {
+        if ((r = vm_image_path(cfg, buf->id, image, buf->image, sizeof(buf->image), err)) < 0)
+            return r;
+    } else if (image)
         snprintf(buf->image, sizeof(buf->image), "%s", image);
     else if ((!by_runtime[0] ||
               !agent_map_get(cfg->images, by_runtime, buf->image, sizeof(buf->image))) &&

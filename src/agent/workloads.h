@@ -23,6 +23,9 @@ typedef struct AgentWorkloadConfig {
     VmConfig vm;         /* vm.uri NULL: no VM driver (passthrough placements are recorded) */
     const char
             *images; /* "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK": the site's defaults */
+    /* The folder of the disk images a VM request may name (by file name): --vm-image-dir, else
+     * the folder of the site's default VM disk; NULL: requests name no VM image. */
+    const char *vm_image_dir;
     const char *runtimes;   /* "runc=runc,kata=kata-runtime": placement runtime -> engine's name */
     unsigned stop_grace_s;  /* 0: AGENT_STOP_GRACE_DEFAULT_S */
     const char *address;    /* host name users reach this node by, for notebook/endpoint URLs */

@@ -54,6 +54,9 @@ static void run_usage(FILE *f) {
           "(none: recorded only)\n"
           "  --vm-domain-type T  libvirt domain type (default kvm; test for libvirt's test "
           "driver)\n"
+          "  --vm-image-dir DIR  the disk images a VM request may name by file name (default: "
+          "the folder\n"
+          "                      of --images vm=/DISK); a request never gives a path\n"
           "  --images MAP        the site's default images: "
           "notebook=IMG,endpoint=IMG,container=IMG,vm=/DISK\n"
           "                      (endpoint-llama.cpp=IMG, endpoint-vllm=IMG: an endpoint's by "
@@ -148,7 +151,8 @@ int agent_run_verb(int argc, char **argv) {
         O_ADDRESS,
         O_MLX,
         O_LLAMA,
-        O_CPU_ENDPOINTS
+        O_CPU_ENDPOINTS,
+        O_VM_IMAGE_DIR
     };
     static const struct option options[] = {
             {"server", required_argument, NULL, O_SERVER},
@@ -178,6 +182,7 @@ int agent_run_verb(int argc, char **argv) {
             {"stop-grace", required_argument, NULL, O_GRACE},
             {"vm-uri", required_argument, NULL, O_VM_URI},
             {"vm-domain-type", required_argument, NULL, O_VM_TYPE},
+            {"vm-image-dir", required_argument, NULL, O_VM_IMAGE_DIR},
             {"address", required_argument, NULL, O_ADDRESS},
             {"mlx-server", required_argument, NULL, O_MLX},
             {"llama-server", required_argument, NULL, O_LLAMA},
@@ -277,6 +282,11 @@ int agent_run_verb(int argc, char **argv) {
             break;
         case O_VM_TYPE:
             wl.vm.domain_type = optarg;
+            break;
+        case O_VM_IMAGE_DIR:
+            if (optarg[0] != '/')
+                return fail(EXIT_USAGE, "agent run: --vm-image-dir takes an absolute folder");
+            wl.vm_image_dir = optarg;
             break;
         case O_ADDRESS:
             wl.address = optarg;

@@ -2,6 +2,7 @@
 #include "wire/request.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
@@ -123,6 +124,38 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
         return error_set(err, -EINVAL,
                          "field 'memory_gb' is GPU memory; class cpu takes 'count' cores");
     *ret = r;
+    return 0;
+}
+
+bool vm_image_name_is_valid(const char *name) {
+    size_t n = strlen(name);
+    if (!n || n > 255 || name[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)name[i]) && !strchr("._+-", name[i]))
+            return false;
+    return true;
+}
+
+int api_request_check_new(const ApiRequest *r, Error *err) {
+    /* The agent runs as root: a path would hand any host file to a stranger's VM as its disk. */
+    if (r->kind == WORKLOAD_VM && r->image[0] && !vm_image_name_is_valid(r->image))
+        return error_set(err, -EINVAL,
+                         "field 'image' of a VM names one of the site's disk images by its file "
+                         "name (such as 'ubuntu-24.04.qcow2'), not a path");
+    for (size_t i = 0; i < r->n_fallback; i++) {
+        const char *f = r->fallback[i];
+        if (r->cls[0] && strcmp(f, r->cls) == 0)
+            return error_set(err, -EINVAL, "field 'fallback' repeats the first choice '%s'", f);
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(f, r->fallback[k]) == 0)
+                return error_set(err, -EINVAL, "field 'fallback' names '%s' twice", f);
+        if (strcmp(f, "cpu") == 0 && i + 1 < r->n_fallback)
+            return error_set(err, -EINVAL,
+                             "field 'fallback' puts 'cpu' before '%s': other GPU classes come "
+                             "first, then cpu (R13)",
+                             r->fallback[i + 1]);
+    }
     return 0;
 }
 

@@ -43,6 +43,13 @@ typedef struct ApiRequest {
 
 int api_request_parse(const char *text, size_t len, ApiRequest *ret, Error *err);
 int api_request_from_json(json_t *j, ApiRequest *ret, Error *err);
+/* What a new request must also say rightly (a stored one is restored as it was taken): a VM's
+ * image names one of the site's disk images, never a host path; a fallback list names each
+ * class once, not the first choice, and cpu last (R13). */
+int api_request_check_new(const ApiRequest *r, Error *err);
+/* A VM disk image's name as a request gives it: a file name (letters, digits, . _ + -), not a
+ * path, not hidden. */
+bool vm_image_name_is_valid(const char *name);
 /* The request's one encoder (wire/json-text.h: its text or its tree), members in the order a
  * client reads them. */
 void api_request_write(const ApiRequest *r, JsonText *w);

@@ -3,6 +3,10 @@
  * UUIDs and render nodes from its inventory, the site's default image, the runtime names. Bad
  * input of each kind is refused with a sentence. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <limits.h>
 #include <errno.h>
 #include <string.h>
 
@@ -205,6 +209,53 @@ Test(workload_spec, r17_placement_becomes_the_drivers_spec) {
     cr_assert_eq(s.memory_mb, 8192);
     cr_assert_eq(s.vcpus, 4);
     json_decref(w);
+}
+
+/* R17: a VM request names its disk among the site's images, never by a path: the agent runs
+ * as root, so a path would hand any host file or block device to the guest, writable. */
+Test(workload_spec, r17_a_vm_request_names_a_site_image_never_a_host_path) {
+    char dir[] = "/tmp/einsora-vm-images-XXXXXX", path[PATH_MAX];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/ubuntu.qcow2", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    AgentWorkloadConfig cfg = {.images = "vm=/disks/u.qcow2", .vm_image_dir = dir};
+    AgentSpecBuf buf;
+    WorkloadSpec s;
+    Error err = {0};
+    json_t *w = work("vm", "passthrough", "none", "0000:3b:00.0", "{\"image\":\"ubuntu.qcow2\"}");
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    cr_assert_str_eq(s.image, path);
+    json_decref(w);
+    static const char *const refused[][2] = {
+            {"/dev/sda", "not '/dev/sda'"},
+            {"../etc/shadow", "not '../etc/shadow'"},
+            {".hidden", "not '.hidden'"},
+            {"missing.qcow2", "no VM image 'missing.qcow2'"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        char req[128];
+        snprintf(req, sizeof(req), "{\"image\":\"%s\"}", refused[i][0]);
+        w = work("vm", "passthrough", "none", "0000:3b:00.0", req);
+        Error e = {0};
+        cr_expect_lt(agent_work_spec(&cfg, w, inventory(), &buf, &s, &e), 0, "%s", req);
+        cr_expect(strstr(e.message, refused[i][1]), "%s: %s", req, e.message);
+        json_decref(w);
+    }
+    /* Without --vm-image-dir: the folder of the default disk. */
+    snprintf(path, sizeof(path), "vm=%s/default.qcow2", dir);
+    AgentWorkloadConfig by_default = {.images = path};
+    w = work("vm", "passthrough", "none", "0000:3b:00.0", "{\"image\":\"ubuntu.qcow2\"}");
+    cr_assert_eq(agent_work_spec(&by_default, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    cr_assert(strstr(s.image, "/ubuntu.qcow2") && !strncmp(s.image, dir, strlen(dir)), "%s",
+              s.image);
+    json_decref(w);
+    snprintf(path, sizeof(path), "%s/ubuntu.qcow2", dir);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* R14: an endpoint runs its placement's runtime, so the site's default image is the one for

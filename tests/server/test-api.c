@@ -163,6 +163,28 @@ static void expect_refused(const char *token, const char *method, const char *pa
     cr_assert_eq(request_count(), before, "a refused call changes nothing");
 }
 
+/* R13 and R17: what a new request must say rightly. A VM's disk is one of the site's images,
+ * never a host path; a fallback names each class once, not the first choice, cpu last. */
+Test(api, bad_input_r13_r17_vm_image_paths_and_muddled_fallbacks_are_refused) {
+    static const char *const bodies[] = {
+            "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":\"/dev/sda\"}",
+            "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":\"../x.qcow2\"}",
+            "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"fallback\":[\"cpu\","
+            "\"nvidia-l40s\"],\"wait_s\":5}",
+            "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"fallback\":["
+            "\"nvidia-h100-80gb\"],\"wait_s\":5}",
+            "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"fallback\":["
+            "\"nvidia-l40s\",\"nvidia-l40s\"],\"wait_s\":5}",
+    };
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+        expect_refused(ts.admin, "POST", "/v1/requests", bodies[i], 400, "bad_request");
+    json_t *ok = submit(ts.admin,
+                        "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":"
+                        "\"ubuntu-24.04.qcow2\",\"wait_for_nodes\":true}",
+                        201);
+    json_decref(ok);
+}
+
 Test(api, bad_input_malformed_json_is_400) {
     expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":", 400, "bad_request");
 }
