@@ -70,6 +70,14 @@ void agent_slots_init(Agent *a);
 bool agent_ensure_slot(Agent *a, int k);
 /* Workloads that ended on their own: reported, their GPUs let go of. */
 void agent_check_driven(Agent *a);
+/* Whether a driver runs (or is to stop) workload id for this agent: it is in a driver's list. */
+bool agent_workload_known(Agent *a, const char *id);
+/* R2c/R17: for a MIG slice placement w, make its instance on its slots and put its MIG
+ * device's UUID in ret_uuid (recorded, agent-mig.c); "" for other placements. */
+int agent_mig_prepare(Agent *a, json_t *w, const char *id, const MachineInventory *inv,
+                      char *ret_uuid, size_t uuid_size, Error *err);
+/* Remove the recorded MIG instances whose workload is gone. */
+void agent_mig_reap(Agent *a);
 /* Stop what the work no longer places here, start what it newly places, confirm them. */
 void agent_reconcile_workloads(Agent *a, json_t *work);
 /* The answered confirmations (done: a list), logged; an unanswered one is due again. */

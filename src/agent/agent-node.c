@@ -49,6 +49,7 @@ static void device_spec(const Accelerator *a, Binding binding, ApiDevice *d) {
                 ApiMigInstance *m = &d->mig[d->n_mig++];
                 snprintf(m->profile, sizeof(m->profile), "%s", a->mig[i].profile);
                 m->start = a->mig[i].start;
+                m->busy = a->mig[i].busy;
             }
     }
 }

@@ -116,6 +116,13 @@ static bool is_member(Agent *a, const char *name, const char *id) {
     return runs(text, id);
 }
 
+bool agent_workload_known(Agent *a, const char *id) {
+    for (int k = 0; k < _SLOT_MAX; k++)
+        if (is_member(a, slot_files[k], id))
+            return true;
+    return false;
+}
+
 static bool slot_configured(const Agent *a, int k) {
     const AgentWorkloadConfig *wc = a->cfg->workloads;
     return wc && (k == SLOT_ENGINE ? wc->engine.socket != NULL
@@ -257,10 +264,15 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
     int r = inventory_cache_get(&a->inventory, &o, &inv, &err); /* not NVML and sysfs again */
     unsigned taken[64];
     size_t n_taken = k == SLOT_PROCESS ? process_ports(a, taken, ARRAY_SIZE(taken)) : 0;
+    char mig_uuid[96] = ""; /* a slice's own MIG device, never the whole GPU (R15, R17) */
+    if (r >= 0 && k == SLOT_ENGINE)
+        r = agent_mig_prepare(a, w, id, inv, mig_uuid, sizeof(mig_uuid), &err);
     if (r >= 0)
         r = k == SLOT_PROCESS
                     ? agent_work_process_spec(cfg->workloads, w, taken, n_taken, &buf, &spec, &err)
                     : agent_work_spec(cfg->workloads, w, inv, &buf, &spec, &err);
+    if (r >= 0 && mig_uuid[0] && buf.n_gpus == 1)
+        buf.gpus[0].uuid = mig_uuid;
     if (r >= 0)
         r = a->drivers[k]->ops->start(a->drivers[k], &spec, &err);
     if (r == -EEXIST)
@@ -342,6 +354,7 @@ void agent_check_driven(Agent *a) {
         }
     }
     a->watch.workloads_run = runs;
+    agent_mig_reap(a);
 }
 
 /* A workload one answer places here that is to be confirmed: started now (through its driver,
@@ -573,6 +586,8 @@ void agent_reconcile_workloads(Agent *a, json_t *work) {
                               confirm_answered(&a->confirms, st[k].id, placed_ms_of(st[k].w)))))
             st[n_confirm++] = st[k];
     confirm_started(a, st, n_confirm);
+    if (n_gone)
+        agent_mig_reap(a);
     strv_free(gone, n_gone);
     strv_free(born, n_born);
 }

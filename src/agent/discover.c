@@ -416,7 +416,8 @@ static int merge_nvml(Accelerator *a, NvmlGpu *g) {
         *m = (MigInstance){.gpu_instance_id = g->mig[i].gpu_instance_id,
                            .profile_id = g->mig[i].profile_id,
                            .start = g->mig[i].start,
-                           .size = g->mig[i].size};
+                           .size = g->mig[i].size,
+                           .busy = g->mig[i].busy};
         if (!(m->profile = strdup(g->mig[i].profile)))
             return -ENOMEM;
     }

@@ -32,6 +32,7 @@ typedef struct MigInstance {
     char *profile;        /* "1g.18gb" */
     unsigned start, size; /* placement on the 8 memory slots */
     char *slice_class;    /* catalog MIG slice class name, NULL when unclassified */
+    bool busy;            /* a compute process runs in it (NVML) */
 } MigInstance;
 
 typedef struct DeviceHolder {

@@ -24,6 +24,8 @@ enum {
     ENVML_ERROR_DRIVER_NOT_LOADED = 9,
     ENVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
     ENVML_ERROR_GPU_IS_LOST = 15,
+    ENVML_ERROR_IN_USE = 19,
+    ENVML_ERROR_INSUFFICIENT_RESOURCES = 23,
     ENVML_ERROR_UNKNOWN = 999,
 };
 
@@ -35,8 +37,9 @@ enum {
 #define ENVML_GPU_INSTANCE_PROFILE_COUNT 17
 #define ENVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 
-typedef struct einsora_nvml_device *EnvmlDevice;            /* nvmlDevice_t */
-typedef struct einsora_nvml_gpu_instance *EnvmlGpuInstance; /* nvmlGpuInstance_t */
+typedef struct einsora_nvml_device *EnvmlDevice;                    /* nvmlDevice_t */
+typedef struct einsora_nvml_gpu_instance *EnvmlGpuInstance;         /* nvmlGpuInstance_t */
+typedef struct einsora_nvml_compute_instance *EnvmlComputeInstance; /* nvmlComputeInstance_t */
 
 typedef struct EnvmlPciInfo {
     char bus_id_legacy[16];
@@ -88,3 +91,11 @@ typedef struct EnvmlProcessInfo {
     unsigned long long used_gpu_memory;
     unsigned int gpu_instance_id, compute_instance_id;
 } EnvmlProcessInfo;
+
+/* nvmlComputeInstanceProfileInfo_t (v1). The compute instance profile constants are 0 (1 slice),
+ * 1 (2), 2 (3), 3 (4), 4 (7), 5 (8), 6 (6); engine profile 0 is "shared". */
+typedef struct EnvmlComputeInstanceProfileInfo {
+    unsigned int id, slice_count, instance_count, multiprocessor_count;
+    unsigned int shared_copy_engine_count, shared_decoder_count, shared_encoder_count;
+    unsigned int shared_jpeg_count, shared_ofa_count;
+} EnvmlComputeInstanceProfileInfo;

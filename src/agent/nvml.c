@@ -7,40 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvml-table.h"
 #include "nvml-types.h"
 #include "pci-parse.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
-typedef einsora_nvml_return NvRet;
-
-/* The symbols we use, resolved once per probe. Required ones make a probe fail when absent;
- * the others degrade one field each. */
-typedef struct NvmlTable {
-    void *dl;
-    NvRet (*init_v2)(void);
-    NvRet (*shutdown)(void);
-    const char *(*error_string)(NvRet);
-    NvRet (*get_count_v2)(unsigned int *);
-    NvRet (*get_handle_by_index_v2)(unsigned int, EnvmlDevice *);
-    NvRet (*get_pci_info_v3)(EnvmlDevice, EnvmlPciInfo *);
-    NvRet (*get_pci_info_v2)(EnvmlDevice, EnvmlPciInfo *);
-    NvRet (*get_name)(EnvmlDevice, char *, unsigned int);
-    NvRet (*get_uuid)(EnvmlDevice, char *, unsigned int);
-    NvRet (*get_memory_info_v2)(EnvmlDevice, EnvmlMemoryV2 *);
-    NvRet (*get_memory_info)(EnvmlDevice, EnvmlMemory *);
-    NvRet (*get_mig_mode)(EnvmlDevice, unsigned int *, unsigned int *);
-    NvRet (*get_gi_profile_info)(EnvmlDevice, unsigned int, EnvmlGpuInstanceProfileInfo *);
-    NvRet (*get_gi_profile_info_v)(EnvmlDevice, unsigned int, EnvmlGpuInstanceProfileInfoV2 *);
-    NvRet (*get_gpu_instances)(EnvmlDevice, unsigned int, EnvmlGpuInstance *, unsigned int *);
-    NvRet (*gpu_instance_get_info)(EnvmlGpuInstance, EnvmlGpuInstanceInfo *);
-    NvRet (*get_compute_processes_v3)(EnvmlDevice, unsigned int *, EnvmlProcessInfo *);
-    NvRet (*get_minor_number)(EnvmlDevice, unsigned int *);
-} NvmlTable;
-
 #define RESOLVE(t, field, name) ((t)->field = (__typeof__((t)->field))dlsym((t)->dl, name))
 
-static int nvml_table_open(NvmlTable *t, const char *library, Error *err) {
+int nvml_table_open(NvmlTable *t, const char *library, Error *err) {
     *t = (NvmlTable){0};
     t->dl = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (!t->dl) {
@@ -69,6 +44,16 @@ static int nvml_table_open(NvmlTable *t, const char *library, Error *err) {
     RESOLVE(t, gpu_instance_get_info, "nvmlGpuInstanceGetInfo");
     RESOLVE(t, get_compute_processes_v3, "nvmlDeviceGetComputeRunningProcesses_v3");
     RESOLVE(t, get_minor_number, "nvmlDeviceGetMinorNumber");
+    RESOLVE(t, get_handle_by_uuid, "nvmlDeviceGetHandleByUUID");
+    RESOLVE(t, create_gi_with_placement, "nvmlDeviceCreateGpuInstanceWithPlacement");
+    RESOLVE(t, gi_destroy, "nvmlGpuInstanceDestroy");
+    RESOLVE(t, gi_get_ci_profile_info, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+    RESOLVE(t, gi_create_ci, "nvmlGpuInstanceCreateComputeInstance");
+    RESOLVE(t, gi_get_cis, "nvmlGpuInstanceGetComputeInstances");
+    RESOLVE(t, ci_destroy, "nvmlComputeInstanceDestroy");
+    RESOLVE(t, get_max_mig_devices, "nvmlDeviceGetMaxMigDeviceCount");
+    RESOLVE(t, get_mig_device_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+    RESOLVE(t, get_gi_id, "nvmlDeviceGetGpuInstanceId");
 
     const char *missing = !t->init_v2                  ? "nvmlInit_v2"
                           : !t->shutdown               ? "nvmlShutdown"
@@ -88,7 +73,30 @@ static int nvml_table_open(NvmlTable *t, const char *library, Error *err) {
     return 0;
 }
 
-static const char *nv_strerror(const NvmlTable *t, NvRet r) {
+int nvml_table_init(NvmlTable *t, const char *library, Error *err) {
+    int r = nvml_table_open(t, library, err);
+    if (r < 0)
+        return r;
+    NvRet nr = t->init_v2();
+    if (nr != ENVML_SUCCESS) {
+        r = error_set(err, -EIO, "nvmlInit_v2 failed: %s (NVML error %d)", nvml_strerror(t, nr),
+                      nr);
+        dlclose(t->dl);
+        t->dl = NULL;
+        return r;
+    }
+    return 0;
+}
+
+void nvml_table_close(NvmlTable *t) {
+    if (!t->dl)
+        return;
+    t->shutdown();
+    dlclose(t->dl);
+    t->dl = NULL;
+}
+
+const char *nvml_strerror(const NvmlTable *t, NvRet r) {
     const char *s = t->error_string ? t->error_string(r) : NULL;
     return s ? s : "unknown NVML error";
 }
@@ -96,7 +104,7 @@ static const char *nv_strerror(const NvmlTable *t, NvRet r) {
 /* Append "<what> failed: <NVML's string>." to a GPU's error text. */
 static void gpu_note(NvmlGpu *g, const NvmlTable *t, const char *what, NvRet r) {
     char sentence[256];
-    snprintf(sentence, sizeof(sentence), "%s failed: %s.", what, nv_strerror(t, r));
+    snprintf(sentence, sizeof(sentence), "%s failed: %s.", what, nvml_strerror(t, r));
     if (g->error && strstr(g->error, sentence))
         return; /* e.g. the same permission error for every MIG profile: say it once */
     char *s = strprintf("%s%s%s", strempty(g->error), g->error ? " " : "", sentence);
@@ -117,9 +125,38 @@ void nvml_profile_name(unsigned slice_count, uint64_t memory_mb, const char *lib
     snprintf(buf, size, "%ug.%llugb", slice_count, (unsigned long long)((memory_mb + 1023) / 1024));
 }
 
-static bool profile_absent(NvRet r) {
+bool nvml_profile_absent(NvRet r) {
     return r == ENVML_ERROR_NOT_SUPPORTED || r == ENVML_ERROR_INVALID_ARGUMENT ||
            r == ENVML_ERROR_NOT_FOUND;
+}
+
+NvRet nvml_gi_profile(const NvmlTable *t, EnvmlDevice dev, unsigned p, unsigned *ret_id,
+                      unsigned *ret_slices, char *name, size_t name_size) {
+    unsigned id = 0, slices = 0;
+    uint64_t mem_mb = 0;
+    char lib_name[ENVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
+    NvRet r = ENVML_ERROR_NOT_SUPPORTED;
+    if (t->get_gi_profile_info_v) {
+        EnvmlGpuInstanceProfileInfoV2 info = {.version =
+                                                      ENVML_GPU_INSTANCE_PROFILE_INFO_V2_VERSION};
+        r = t->get_gi_profile_info_v(dev, p, &info);
+        id = info.id, slices = info.slice_count, mem_mb = info.memory_size_mb;
+        memcpy(lib_name, info.name, sizeof(lib_name) - 1);
+    }
+    /* Without the V call, or when it refuses our struct version, the unnamed call still gives
+     * the fields; the name is then derived from them. */
+    if (!t->get_gi_profile_info_v ||
+        (r != ENVML_SUCCESS && !nvml_profile_absent(r) && t->get_gi_profile_info)) {
+        lib_name[0] = '\0';
+        EnvmlGpuInstanceProfileInfo info = {0};
+        r = t->get_gi_profile_info(dev, p, &info);
+        id = info.id, slices = info.slice_count, mem_mb = info.memory_size_mb;
+    }
+    if (r == ENVML_SUCCESS) {
+        *ret_id = id, *ret_slices = slices;
+        nvml_profile_name(slices, mem_mb, lib_name, name, name_size);
+    }
+    return r;
 }
 
 static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
@@ -128,26 +165,9 @@ static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
         return 0;
     for (unsigned p = 0; p < ENVML_GPU_INSTANCE_PROFILE_COUNT; p++) {
         unsigned id = 0, slices = 0;
-        uint64_t mem_mb = 0;
-        char lib_name[ENVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
-        NvRet r = ENVML_ERROR_NOT_SUPPORTED;
-        if (t->get_gi_profile_info_v) {
-            EnvmlGpuInstanceProfileInfoV2 info = {
-                    .version = ENVML_GPU_INSTANCE_PROFILE_INFO_V2_VERSION};
-            r = t->get_gi_profile_info_v(dev, p, &info);
-            id = info.id, slices = info.slice_count, mem_mb = info.memory_size_mb;
-            memcpy(lib_name, info.name, sizeof(lib_name) - 1);
-        }
-        /* Without the V call, or when it refuses our struct version, the unnamed call
-         * still gives the fields; the name is then derived from them. */
-        if (!t->get_gi_profile_info_v ||
-            (r != ENVML_SUCCESS && !profile_absent(r) && t->get_gi_profile_info)) {
-            lib_name[0] = '\0';
-            EnvmlGpuInstanceProfileInfo info = {0};
-            r = t->get_gi_profile_info(dev, p, &info);
-            id = info.id, slices = info.slice_count, mem_mb = info.memory_size_mb;
-        }
-        if (profile_absent(r))
+        char name[32];
+        NvRet r = nvml_gi_profile(t, dev, p, &id, &slices, name, sizeof(name));
+        if (nvml_profile_absent(r))
             continue; /* this card (or this library) has no such profile */
         if (r != ENVML_SUCCESS) {
             gpu_note(g, t, "nvmlDeviceGetGpuInstanceProfileInfo", r);
@@ -178,7 +198,7 @@ static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
                                    .profile_id = gi.profile_id,
                                    .start = gi.placement.start,
                                    .size = gi.placement.size};
-            nvml_profile_name(slices, mem_mb, lib_name, m->profile, sizeof(m->profile));
+            snprintf(m->profile, sizeof(m->profile), "%s", name);
         }
     }
     return 0;
@@ -221,8 +241,12 @@ static int query_processes(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
         g->pids = calloc(count ? count : 1, sizeof(unsigned));
         if (!g->pids)
             return -ENOMEM;
-        for (unsigned i = 0; i < count; i++)
+        for (unsigned i = 0; i < count; i++) {
             g->pids[i] = infos[i].pid;
+            for (size_t m = 0; m < g->n_mig; m++)
+                if (g->mig[m].gpu_instance_id == infos[i].gpu_instance_id)
+                    g->mig[m].busy = true;
+        }
         g->n_pids = count;
         return 0;
     }
@@ -336,7 +360,7 @@ int nvml_probe(const char *library, NvmlReport **ret, Error *err) {
     NvRet nr = t.init_v2();
     if (nr != ENVML_SUCCESS) {
         r = error_set(err, -EIO, "NVML data is absent: nvmlInit_v2 failed: %s (NVML error %d)",
-                      nv_strerror(&t, nr), nr);
+                      nvml_strerror(&t, nr), nr);
         dlclose(t.dl);
         return r;
     }
@@ -346,7 +370,7 @@ int nvml_probe(const char *library, NvmlReport **ret, Error *err) {
         r = -ENOMEM; // NOLINT(bugprone-branch-clone): both allocations fail with the same answer
     else if ((nr = t.get_count_v2(&count)) != ENVML_SUCCESS)
         r = error_set(err, -EIO, "NVML data is absent: nvmlDeviceGetCount_v2 failed: %s",
-                      nv_strerror(&t, nr));
+                      nvml_strerror(&t, nr));
     else if (count > 1024)
         r = error_set(err, -EIO,
                       "NVML data is absent: NVML reported %u GPUs, which cannot be right", count);

@@ -19,6 +19,7 @@ typedef struct NvmlMigInstance {
     unsigned gpu_instance_id, profile_id;
     char profile[32]; /* "1g.18gb" */
     unsigned start, size;
+    bool busy; /* a compute process runs in it */
 } NvmlMigInstance;
 
 typedef struct NvmlGpu {

@@ -251,6 +251,8 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
         } else
             s.oci_runtime = buf->runtime;
     }
+    const char *pm = json_string_value(json_object_get(p, "method"));
+    bool mig = pm && STREQ(pm, "mig");
     size_t i;
     json_t *addr;
     json_array_foreach(json_object_get(p, "addresses"), i, addr) {
@@ -271,6 +273,11 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
             for (size_t k = 0; k < a->n_group && g->n_group < ARRAY_SIZE(buf->group[0]); k++)
                 if (!a->group[k].kind || STRNEQ(a->group[k].kind, "bridge"))
                     buf->group[buf->n_gpus][g->n_group++] = a->group[k].bdf;
+        } else if (a->vendor == VENDOR_NVIDIA && mig) {
+            /* A slice gets its MIG device, which the agent makes (agent_mig_prepare) and puts
+             * here: never the whole GPU's UUID (R15, R17). */
+            g->vendor = "nvidia";
+            g->uuid = NULL;
         } else if (a->vendor == VENDOR_NVIDIA) {
             g->vendor = "nvidia";
             g->uuid = a->uuid;

@@ -98,6 +98,24 @@ int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled,
     return 0;
 }
 
+int sched_device_set_mig_reserved(Sched *s, const char *node, unsigned dev, uint8_t slots,
+                                  uint64_t now, Error *err) {
+    uint32_t ni;
+    int r = device_lookup(s, node, dev, &ni, err);
+    if (r < 0)
+        return r;
+    Device *d = &s->nodes[ni].devices[dev];
+    uint8_t ours = (uint8_t)(d->mig_layout & ~d->mig_reserved);
+    uint8_t reserved = (uint8_t)(slots & ~ours);
+    if (reserved == d->mig_reserved)
+        return 0;
+    bool freed = (d->mig_reserved & ~reserved) != 0;
+    d->mig_reserved = reserved;
+    d->mig_layout = (uint8_t)(ours | reserved);
+    node_changed_devices(s, ni, 1u << dev, now, freed);
+    return 0;
+}
+
 int sched_device_reset_result(Sched *s, const char *node, unsigned dev, bool passed,
                               const char *reason, uint64_t now, Error *err) {
     uint32_t ni;

@@ -55,6 +55,11 @@ static int check_device(const Sched *s, const Node *n, unsigned di, Error *err) 
     if (!d->n_allocs && d->use != USE_NONE)
         return error_set(err, -EUCLEAN, "device %u of '%s' is marked in use without allocations",
                          di, n->name);
+    if (layout & d->mig_reserved)
+        return error_set(err, -EUCLEAN,
+                         "device %u of '%s': a slice holds MIG slots a foreign process uses", di,
+                         n->name);
+    layout |= d->mig_reserved;
     if (layout != d->mig_layout)
         return error_set(err, -EUCLEAN, "device %u of '%s': MIG layout %#x but its slices make %#x",
                          di, n->name, d->mig_layout, layout);

@@ -180,9 +180,10 @@ typedef struct Device {
      * to a VM or a Kata container (which may use MIG inside), so MIG mode on it counts for
      * nothing here (device_sync_mig()). */
     bool mig_reported, mig_enabled, reset_verified, cordoned, quarantined;
-    uint8_t mig_layout;
-    uint8_t use;   /* DevUse */
-    int8_t listed; /* 0 none, 1 MIG list, 2 time-slice list */
+    uint8_t mig_layout;   /* slots used: this device's slices, and mig_reserved */
+    uint8_t mig_reserved; /* slots of MIG instances in use by processes Einsora did not start */
+    uint8_t use;          /* DevUse */
+    int8_t listed;        /* 0 none, 1 MIG list, 2 time-slice list */
     uint8_t listed_layout;
     /* How the device counts in its node's pool tallies (node_refresh_devices): its pool's
      * slot and 0 not counted, 1 free, 2 blocked, 3 blocked only by its reset check. */

@@ -420,6 +420,10 @@ int sched_device_set_quarantine(Sched *s, const char *node, unsigned dev, const 
 int sched_device_set_binding(Sched *s, const char *node, unsigned dev, Binding binding,
                              uint64_t now, Error *err);
 /* Turn MIG mode on/off: -EBUSY while allocated, -EINVAL for a card without MIG profiles. */
+/* R2c/R16: the memory slots of MIG instances a process Einsora did not start works in (the
+ * node's agent reports them): never offered. Slots a slice of ours holds stay its own. */
+int sched_device_set_mig_reserved(Sched *s, const char *node, unsigned dev, uint8_t slots,
+                                  uint64_t now, Error *err);
 int sched_device_set_mig(Sched *s, const char *node, unsigned dev, bool enabled, uint64_t now,
                          Error *err);
 /* The agent's reset cycle check of a consumer GPU (R9): passed makes it eligible for

@@ -25,26 +25,32 @@ typedef struct NodeArg {
     char etag[API_ETAG_SIZE]; /* the node's ETag after the write */
 } NodeArg;
 
-/* When the push differs from the node only by GPUs it newly reports quarantined: quarantine
- * them in place (core, record, event) and say so. The node may run workloads elsewhere. */
-static bool apply_agent_quarantines(Server *s, Node *old, const ApiNode *pushed) {
+/* When the push differs from the node only by GPUs it newly reports quarantined and by the
+ * MIG instances its GPUs have (each MIG start changes them): taken in place - quarantines
+ * (core, record, event) and the slots foreign processes use - and say so. The node may run
+ * workloads, which a replacement would have to wait for. */
+static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed) {
     if (old->spec.n_devices != pushed->n_devices)
         return false;
     _cleanup_free_ ApiNode *with = malloc(sizeof(*with));
     if (!with)
         return false;
     *with = old->spec;
-    bool any = false;
-    for (size_t i = 0; i < with->n_devices; i++)
-        if (pushed->devices[i].quarantined && !with->devices[i].quarantined &&
-            STREQ(pushed->devices[i].pci, with->devices[i].pci)) {
-            with->devices[i].quarantined = true;
-            memcpy(with->devices[i].quarantine_reason, pushed->devices[i].quarantine_reason,
-                   sizeof(with->devices[i].quarantine_reason));
-            any = true;
+    for (size_t i = 0; i < with->n_devices; i++) {
+        ApiDevice *d = &with->devices[i];
+        const ApiDevice *p = &pushed->devices[i];
+        if (STRNEQ(p->pci, d->pci))
+            return false;
+        if (p->quarantined && !d->quarantined) {
+            d->quarantined = true;
+            memcpy(d->quarantine_reason, p->quarantine_reason, sizeof(d->quarantine_reason));
         }
-    _cleanup_free_ char *x = any ? api_node_text(with) : NULL,
-                        *y = any ? api_node_text(pushed) : NULL;
+        if (p->mig_enabled == d->mig_enabled) {
+            memcpy(d->mig, p->mig, sizeof(d->mig));
+            d->n_mig = p->n_mig;
+        }
+    }
+    _cleanup_free_ char *x = api_node_text(with), *y = api_node_text(pushed);
     if (!x || !y || STRNEQ(x, y))
         return false;
     for (size_t i = 0; i < with->n_devices; i++) {
@@ -65,6 +71,11 @@ static bool apply_agent_quarantines(Server *s, Node *old, const ApiNode *pushed)
                     json_pack("{s:s, s:i, s:s, s:s, s:s}", "node", old->spec.name, "device", (int)i,
                               "gpu", d->pci, "by", "agent", "reason", why));
     }
+    for (size_t i = 0; i < with->n_devices; i++) {
+        memcpy(old->spec.devices[i].mig, with->devices[i].mig, sizeof(with->devices[i].mig));
+        old->spec.devices[i].n_mig = with->devices[i].n_mig;
+    }
+    state_node_mig_reserved(s, &old->spec);
     (void)save_node(s, old);
     return true;
 }
@@ -105,9 +116,9 @@ static void op_node_put(Server *s, Op *op) {
             api_node_etag(&old->spec, a->etag);
             return;
         }
-        /* A GPU the agent quarantined itself (a rebind the kernel never finished, R7/R9) is
-         * news that cannot wait for the node to be idle: applied in place. */
-        if (apply_agent_quarantines(s, old, &a->spec)) {
+        /* A GPU the agent quarantined itself (a rebind the kernel never finished, R7/R9), or
+         * its MIG instances as they now are, cannot wait for the node to be idle. */
+        if (apply_in_place(s, old, &a->spec)) {
             op_answer_node(s, op, 200, old);
             api_node_etag(&old->spec, a->etag);
             return;
@@ -138,6 +149,7 @@ static void op_node_put(Server *s, Op *op) {
             return;
         }
         old->spec = a->spec;
+        state_node_mig_reserved(s, &old->spec);
         (void)save_node(s, old);
         fleet_on_node_put(s, old, op->who->role == ROLE_NODE);
         state_event(s, "node.updated", old->spec.name, NULL,
@@ -161,6 +173,7 @@ static void op_node_put(Server *s, Op *op) {
     }
     if (ptrmap_put(&s->nodes, n->spec.name, n) < 0)
         abort();
+    state_node_mig_reserved(s, &n->spec);
     (void)save_node(s, n);
     fleet_on_node_put(s, n, op->who->role == ROLE_NODE);
     state_event(s, "node.registered", n->spec.name, NULL,

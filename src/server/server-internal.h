@@ -267,6 +267,9 @@ char *node_answer_text(Server *s, const Node *n);
 void op_answer_node(Server *s, Op *op, int status, const Node *n);
 /* Emit an event into the current transaction (takes data; NULL: {}). */
 int state_event(Server *s, const char *type, const char *object, const char *user, json_t *data);
+/* R2c/R16: the memory slots of the MIG instances node n reports busy, less our own slices'
+ * (the core keeps those), are never offered (the agent reports which ones processes use). */
+void state_node_mig_reserved(Server *s, const ApiNode *n);
 /* Whether r is placed (or was, for an ended one) on node, and there on device dev (dev < 0:
  * any of its devices). */
 bool req_placed_on(const Req *r, const char *node, int dev);

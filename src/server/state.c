@@ -545,6 +545,18 @@ void state_trust_user(Server *s, const char *user) {
             (void)sched_site_trust(s->sched, s->sites.keys[i], user, true, NULL);
 }
 
+void state_node_mig_reserved(Server *s, const ApiNode *n) {
+    for (size_t i = 0; i < n->n_devices; i++) {
+        const ApiDevice *d = &n->devices[i];
+        uint8_t busy = 0;
+        for (size_t m = 0; d->mig_enabled && m < d->n_mig; m++)
+            if (d->mig[m].busy)
+                busy |= api_mig_instance_slots(d, m);
+        (void)sched_device_set_mig_reserved(s->sched, n->name, (unsigned)i, busy, core_now(s),
+                                            NULL);
+    }
+}
+
 int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
     int r = state_ensure_site(s, n->site, site_kind_to_string(n->site_kind), err);
     if (r < 0)
@@ -801,6 +813,10 @@ int state_load(Server *s, Error *err) {
             return error_set(err, r, "request %s cannot be restored: %s", id, error_message(&e));
         node_work_placed(s, q);
     }
+    /* Now that our own slices are in: the rest of a busy MIG instance is a stranger's. */
+    for (size_t i = 0; i < s->nodes.cap; i++)
+        if (s->nodes.keys[i] && s->nodes.keys[i] != PTRMAP_TOMB)
+            state_node_mig_reserved(s, &((Node *)s->nodes.values[i])->spec);
     if (s->replay_view) /* a standby's view writes nothing: replay.c queues the waiting ones */
         return 0;
     if ((r = store_begin(s->store, err)) < 0)

@@ -47,6 +47,7 @@ static bool device_resource_is_valid(const char *s) {
 static const WireField mig_fields[] = {
         WIRE_F_STRING(ApiMigInstance, "profile", profile, true),
         WIRE_F_UINT(ApiMigInstance, "start", start, 0, 7),
+        WIRE_F_BOOL(ApiMigInstance, "busy", busy),
 };
 
 /* Decoded by device_from_json itself, which knows the device's index for its sentences. */
@@ -242,6 +243,16 @@ static bool mig_instance_geometry(const char *profile, unsigned card_gb, unsigne
     return true;
 }
 
+uint8_t api_mig_instance_slots(const ApiDevice *d, size_t m) {
+    unsigned slots;
+    uint8_t starts;
+    if (m >= d->n_mig ||
+        !mig_instance_geometry(d->mig[m].profile, (unsigned)d->memory_gb, &slots, &starts) ||
+        d->mig[m].start >= MIG_SLOTS || slots > MIG_SLOTS - d->mig[m].start)
+        return 0;
+    return (uint8_t)(((1u << slots) - 1u) << d->mig[m].start);
+}
+
 /* The MIG instances a device reports fit one GPU's 8 memory slots (SPEC, "MIG profiles"):
  * known profile shapes, allowed start slots, no two on the same slot. */
 static int check_mig_layout(const ApiDevice *d, size_t idx, Error *err) {
@@ -348,6 +359,8 @@ void api_node_write_ext(const ApiNode *n, JsonText *w, const ApiNodeExtras *x) {
                 json_text_open(w, '{');
                 json_text_member_string(w, "profile", d->mig[m].profile);
                 json_text_member_int(w, "start", (int)d->mig[m].start);
+                if (d->mig[m].busy)
+                    json_text_member_bool(w, "busy", true);
                 json_text_close(w, '}');
             }
             json_text_close(w, ']');

@@ -21,6 +21,7 @@
 typedef struct ApiMigInstance {
     char profile[16]; /* e.g. "1g.10gb" */
     unsigned start;   /* first memory slot (0..7) */
+    bool busy;        /* a process works in it (NVML): a foreign one's slots are never offered */
 } ApiMigInstance;
 
 typedef struct ApiDevice {
@@ -36,6 +37,9 @@ typedef struct ApiDevice {
     bool quarantined;
     char quarantine_reason[128];
 } ApiDevice;
+
+/* The memory slots (bit i: slot i) MIG instance m of d takes; 0 when it fits none. */
+uint8_t api_mig_instance_slots(const ApiDevice *d, size_t m);
 
 typedef struct ApiNode {
     char name[SPEC_NAME_MAX];

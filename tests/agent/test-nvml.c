@@ -1,6 +1,7 @@
 /* test-nvml.c: NVML through the fake library: every way NVML can be absent or fail leaves
  * the sysfs inventory intact and says why (R1). */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "../fake-nvml/nvml-fixture.h"
 #include "../helpers.h"
 #include "agent/discover.h"
+#include "agent/nvml-mig.h"
 #include "agent/nvml.h"
 
 #define RTX5090 MACHINES "/rtx5090-dirty-group"
@@ -208,4 +210,66 @@ Test(nvml, r2c_profile_names_derived_when_the_library_has_no_names) {
     cr_expect_str_eq(a->mig[1].profile, "3g.71gb");
     cr_expect_null(a->error, "%s", a->error);
     machine_inventory_free(inv);
+}
+
+/* The H200 of the h200-mig fixture: a 3g.71gb at slot 0 a process (pid 7001) works in, an idle
+ * 2g.35gb at slot 4 and an idle 1g.18gb at slot 6, as nvml_probe reports them. */
+static NvmlGpu *h200(NvmlReport **rep) {
+    Error err = {0};
+    cr_assert_eq(nvml_probe(FAKE_NVML_LIB, rep, &err), 0, "%s", err.message);
+    cr_assert_eq((*rep)->n_gpus, 1);
+    return &(*rep)->gpus[0];
+}
+
+static bool has_instance(const NvmlGpu *g, const char *profile, unsigned start) {
+    for (size_t i = 0; i < g->n_mig; i++)
+        if (!strcmp(g->mig[i].profile, profile) && g->mig[i].start == start)
+            return true;
+    return false;
+}
+
+/* R2c, R15, R17: a slice's workload gets its own MIG device. The agent makes the placement's
+ * instance through NVML: the one already on those slots is taken as it is; an idle one in the
+ * way is removed first; one a process works in is never touched; a removal leaves the slots
+ * free. Busy instances are reported so (the control plane never offers their slots). */
+Test(nvml, r2c_a_slices_mig_instance_is_made_on_its_slots_and_removed_after) {
+    setenv("EINSORA_FAKE_NVML", MACHINES "/h200-mig/nvml.txt", 1);
+    char *state = write_temp_file("");
+    setenv("EINSORA_FAKE_NVML_STATE", state, 1);
+    const char *gpu = "GPU-a4f1c2d3-1111-4e5f-8a9b-0123456789ab";
+    NvmlReport *rep = NULL;
+    NvmlGpu *g = h200(&rep);
+    cr_expect(g->mig[0].busy && !g->mig[1].busy && !g->mig[2].busy, "pid 7001 works in slot 0's");
+    nvml_report_free(rep);
+    char a[96], b[96];
+    Error err = {0};
+    /* The 1g.18gb at slot 6 is there already: its MIG device. */
+    cr_assert_eq(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 6, 1, a, sizeof(a), &err), 0, "%s",
+                 err.message);
+    cr_expect(!strncmp(a, "MIG-", 4), "%s", a);
+    /* A 1g.18gb at slot 4: the idle 2g.35gb there goes, a new instance comes. */
+    cr_assert_eq(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 4, 1, b, sizeof(b), &err), 0, "%s",
+                 err.message);
+    cr_expect(strcmp(a, b) != 0, "two slices, two MIG devices: %s %s", a, b);
+    g = h200(&rep);
+    cr_expect(has_instance(g, "1g.18gb", 4) && !has_instance(g, "2g.35gb", 4));
+    nvml_report_free(rep);
+    /* Slot 0's instance has a process: never taken, never removed. */
+    cr_expect_eq(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 1, 1, a, sizeof(a), &err), -EBUSY);
+    cr_expect(strstr(err.message, "a process works in"), "%s", err.message);
+    Error e2 = {0};
+    cr_expect_eq(nvml_mig_remove(FAKE_NVML_LIB, gpu, 0, &e2), -EBUSY);
+    /* Removed after its workload: the slot is free again. */
+    cr_assert_eq(nvml_mig_remove(FAKE_NVML_LIB, gpu, 4, &err), 0, "%s", err.message);
+    g = h200(&rep);
+    cr_expect(!has_instance(g, "1g.18gb", 4) && has_instance(g, "3g.71gb", 0));
+    nvml_report_free(rep);
+    /* A profile the card lacks, slots off the GPU: said, nothing made. */
+    Error e3 = {0};
+    cr_expect_lt(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.10gb", 4, 1, a, sizeof(a), &e3), 0);
+    cr_expect(strstr(e3.message, "no MIG profile 1g.10gb"), "%s", e3.message);
+    cr_expect_lt(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 7, 2, a, sizeof(a), &err), 0);
+    unsetenv("EINSORA_FAKE_NVML_STATE");
+    unlink(state);
+    free(state);
 }

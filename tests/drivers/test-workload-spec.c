@@ -211,6 +211,22 @@ Test(workload_spec, r17_placement_becomes_the_drivers_spec) {
     json_decref(w);
 }
 
+/* R15, R17: a MIG slice's placement never hands its workload the whole GPU: the spec leaves
+ * the device for the slice's own MIG device (the agent makes it, agent-mig.c), and an engine
+ * refuses a GPU without one. */
+Test(workload_spec, r15_a_mig_slice_never_gets_the_whole_gpus_uuid) {
+    AgentWorkloadConfig cfg = {.images = "container=c:1"};
+    AgentSpecBuf buf;
+    WorkloadSpec s;
+    Error err = {0};
+    json_t *w = work("container", "mig", "runc", "0000:3b:00.0", "{}");
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    cr_assert_eq(s.n_gpus, 1);
+    cr_expect_null(s.gpus[0].uuid, "not GPU-aaaa, the whole GPU");
+    json_decref(w);
+}
+
 /* R17: a VM request names its disk among the site's images, never by a path: the agent runs
  * as root, so a path would hand any host file or block device to the guest, writable. */
 Test(workload_spec, r17_a_vm_request_names_a_site_image_never_a_host_path) {

@@ -138,7 +138,7 @@ static int parse_line(FakeNvml *f, const char *line, unsigned no, char *msg, siz
             !number(&p, 8, &d))
             return fail_at(msg, size, no, "instance needs GI_ID PROFILE_ID START SIZE");
         g->instances[g->n_instances++] =
-                (FakeInstance){(unsigned)a, (unsigned)b, (unsigned)c, (unsigned)d, NULL};
+                (FakeInstance){(unsigned)a, (unsigned)b, (unsigned)c, (unsigned)d, NULL, 1, ""};
     } else if (!strcmp(kw, "process")) {
         if (g->n_processes >= FAKE_NVML_MAX_PROCESSES)
             return fail_at(msg, size, no, "too many processes");

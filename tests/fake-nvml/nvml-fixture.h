@@ -14,7 +14,9 @@
  *                                  (0 = 1 slice, 7 = 1 slice rev1, ...), ID its profile id
  *   instance GI_ID PROFILE_ID START SIZE
  *   process PID USED_BYTES GI_ID CI_ID
- * Statements after a gpu line belong to that GPU. Malformed lines are errors (line number). */
+ * Statements after a gpu line belong to that GPU. Malformed lines are errors (line number).
+ * MIG instances the agent makes or removes are kept in $EINSORA_FAKE_NVML_STATE when set (the
+ * fixture file is never written): a GPU's state outlives the library, as a real one does. */
 #pragma once
 
 #include <stddef.h>
@@ -39,7 +41,9 @@ typedef struct FakeProfile {
 
 typedef struct FakeInstance {
     unsigned id, profile_id, start, size;
-    void *gpu; /* back pointer for nvmlGpuInstanceGetInfo's device field */
+    void *gpu;     /* back pointer for nvmlGpuInstanceGetInfo's device field */
+    int ci;        /* compute instances made on it (0 or 1); fixture instances have one */
+    char uuid[64]; /* its MIG device's UUID; the MIG device handle points here */
 } FakeInstance;
 
 typedef struct FakeProcess {

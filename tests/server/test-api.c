@@ -1060,3 +1060,66 @@ Test(api, r9_an_agent_quarantine_is_taken_while_the_node_runs_workloads) {
     free(alice);
     free(agent);
 }
+
+static json_t *h200_node(bool slot0_busy) {
+    char text[800];
+    snprintf(text, sizeof(text),
+             "{\"name\":\"m1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+             "\"owner\":\"alice\",\"cpus\":64,\"devices\":[{\"pci\":\"0000:4e:00.0\",\"class\":"
+             "\"nvidia-h200-141gb\",\"memory_gb\":140,\"mig_enabled\":true,\"mig\":["
+             "{\"profile\":\"3g.71gb\",\"start\":0%s},{\"profile\":\"2g.35gb\",\"start\":4},"
+             "{\"profile\":\"1g.18gb\",\"start\":6}]}]}",
+             slot0_busy ? ",\"busy\":true" : "");
+    json_t *j = json_loads(text, 0, NULL);
+    cr_assert(j, "%s", text);
+    return j;
+}
+
+static long mig_start_of(json_t *q) {
+    return (long)json_integer_value(json_object_get(json_object_get(q, "placement"), "mig_start"));
+}
+
+/* R2c, R16: the slots of a MIG instance a process Einsora did not start works in (the agent
+ * reports it busy) are never offered, across a restart too; idle instances are the control
+ * plane's to lay out. When the process ends (the agent's next report, taken in place while
+ * slices run), the slots are offered again. */
+Test(api, r2c_slots_of_a_busy_foreign_mig_instance_are_never_offered) {
+    char *alice = ts_token(&ts, "alice", "owner", "m1"), *agent = ts_token(&ts, "a", "node", "m1");
+    json_t *node = h200_node(true);
+    char *text = json_dumps(node, JSON_COMPACT);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", text, NULL), 201);
+    free(text);
+    json_decref(node);
+    ts_kill(&ts, true);
+    ts_spawn(&ts);
+    const char *one = "{\"kind\":\"container\",\"class\":\"nvidia-h200-141gb-mig-1g.18gb\"}";
+    json_t *q[4];
+    for (int i = 0; i < 3; i++) {
+        q[i] = submit(alice, one, 201);
+        cr_assert_str_eq(str(q[i], "state"), "placed");
+        cr_expect_geq(mig_start_of(q[i]), 4, "slot %ld is the busy instance's", mig_start_of(q[i]));
+    }
+    q[3] = submit(alice, one, 201);
+    cr_expect_str_eq(str(q[3], "state"), "pending", "slots 0-3 are a foreign process's");
+    /* The process ended: the agent says so while three slices run, and the fourth is placed. */
+    node = h200_node(false);
+    text = json_dumps(node, JSON_COMPACT);
+    json_t *ans = NULL;
+    long st = ts_call(&ts, agent, "PUT", "/v1/nodes/m1", text, &ans);
+    cr_assert_eq(st, 200, "%ld %s", st, str(ans, "message"));
+    json_decref(ans);
+    free(text);
+    json_decref(node);
+    json_t *r = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/4", NULL, &r), 200);
+    cr_expect_str_eq(str(r, "state"), "placed");
+    cr_expect_lt(mig_start_of(r), 4);
+    json_decref(r);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/debug/invariants", NULL, &r), 200);
+    cr_expect(json_is_true(json_object_get(r, "ok")), "%s", str(r, "violation"));
+    json_decref(r);
+    for (int i = 0; i < 4; i++)
+        json_decref(q[i]);
+    free(alice);
+    free(agent);
+}
