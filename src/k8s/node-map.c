@@ -221,6 +221,10 @@ json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSi
                           "devices", devs);
     if (j && v->resource_differs)
         json_object_set_new(j, "device_resource", json_string(v->resource));
+    /* R2e: a Pod asks for whole nvidia.com/gpu units, and the device plugin's time-slicing
+     * replicas go to any Pod (another user's too): a Kubernetes GPU takes one workload. */
+    if (j)
+        json_object_set_new(j, "time_slice_replicas", json_integer(1));
     return j;
 }
 

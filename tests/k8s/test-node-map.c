@@ -109,6 +109,9 @@ Test(node_map, r6_passthrough_class_from_the_device_name_or_its_pci_id) {
     cr_expect_eq(json_array_size(json_object_get(spec, "devices")), 1u);
     cr_expect_str_eq(json_string_value(json_array_get(json_object_get(spec, "capabilities"), 1)),
                      "kata");
+    /* R2e: a Pod asks for whole nvidia.com/gpu units and the device plugin's time-slicing
+     * replicas go to any Pod: a Kubernetes GPU takes one workload, never a shared slice. */
+    cr_expect_eq(json_integer_value(json_object_get(spec, "time_slice_replicas")), 1);
     json_decref(spec);
     json_decref(n);
 }
