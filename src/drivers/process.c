@@ -374,7 +374,13 @@ static int proc_stop(Driver *d, const char *id, unsigned grace_s, Error *err) {
     int r = read_pid_file(p, id, &pf);
     if (r == -ENOENT)
         return 0;
-    if (r >= 0 && wrapper_alive(&pf)) {
+    uint64_t ticks;
+    if (r >= 0 && !wrapper_alive(&pf) && start_ticks(pf.pid, &ticks) == -ESRCH) {
+        /* The wrapper was killed from outside, and the server it started may run on in its
+         * process group, holding the port the next endpoint is given. The wrapper's pid is
+         * gone or a zombie (not reused), so a group of that id is still ours. */
+        (void)kill(-pf.pid, SIGKILL);
+    } else if (r >= 0 && wrapper_alive(&pf)) {
         /* The wrapper ignores SIGTERM, and sees the server end, writes its code, and exits. */
         (void)kill(-pf.pid, SIGTERM);
         if (!wait_gone(&pf, grace_s * 1000)) {

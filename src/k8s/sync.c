@@ -432,8 +432,8 @@ static void delete_released(Sync *s) {
 
 /* Whether the control plane's node already says what desc says (mode, capabilities, devices). */
 static bool same_description(json_t *cp_node, json_t *desc) {
-    const char *keys[] = {"mode", "capabilities", "site", "owner", "device_resource",
-                          "time_slice_replicas"};
+    const char *keys[] = {"mode",  "capabilities",    "site",
+                          "owner", "device_resource", "time_slice_replicas"};
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         json_t *x = json_object_get(cp_node, keys[i]), *y = json_object_get(desc, keys[i]);
         if ((x || y) && !json_equal(x, y)) /* json_equal() of two NULLs is false */

@@ -225,6 +225,25 @@ Test(process_driver, r17_agent_restart_adopts_and_never_starts_twice) {
     driver_free(d);
 }
 
+/* R17: a wrapper killed from outside leaves its server running in its process group (it
+ * would hold the port the next endpoint is given, serving the old model): the stop that frees
+ * the allocation ends the group too. */
+Test(process_driver, r17_a_server_orphaned_by_its_wrappers_death_is_stopped_with_it) {
+    _cleanup_(driver_freep) Driver *d = new_driver();
+    start(d, "47", "serve", NULL);
+    wait_for(d, "47", WORKLOAD_RUNNING);
+    pid_t pid = pid_of("47");
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    WorkloadState st = wait_for(d, "47", WORKLOAD_FAILED);
+    cr_assert(strstr(st.message, "gone without an exit code"), "%s", st.message);
+    cr_assert(group_runs(pid), "the server outlived its wrapper");
+    Error err = {0};
+    cr_assert_eq(d->ops->stop(d, "47", 1, &err), 0, "%s", error_message(&err));
+    for (int i = 0; i < 200 && group_runs(pid); i++)
+        usleep(50000);
+    cr_assert(!group_runs(pid), "the orphaned server still runs");
+}
+
 Test(process_driver, r17_a_reused_pid_is_not_ours) {
     _cleanup_(driver_freep) Driver *d = new_driver();
     /* A pid file naming a live process (this test) with another start time: not running. */
