@@ -194,6 +194,8 @@ static int vm_image_path(const AgentWorkloadConfig *cfg, const char *id, const c
     return 0;
 }
 
+static void hide_gpus(const char **env, size_t *n);
+
 int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineInventory *inv,
                     AgentSpecBuf *buf, WorkloadSpec *ret, Error *err) {
     json_t *p = json_object_get(work, "placement"), *req = json_object_get(work, "request");
@@ -236,6 +238,16 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
         snprintf(buf->model_env, sizeof(buf->model_env), "EINSORA_MODEL=%s", model);
         buf->env[n] = buf->model_env;
         buf->env[n + 1] = NULL;
+        has = true;
+    }
+    const char *pm0 = json_string_value(json_object_get(p, "method"));
+    if (pm0 && STREQ(pm0, "cpu") && !agent_work_is_vm(work)) {
+        /* A cpu container sees no GPU whatever its env says: on an engine whose default
+         * runtime is NVIDIA's, NVIDIA_VISIBLE_DEVICES=all would hand it every GPU (R17). */
+        size_t n_env = 0;
+        while (has && buf->env[n_env])
+            n_env++;
+        hide_gpus(buf->env, &n_env);
         has = true;
     }
     s.env = has ? buf->env : NULL;

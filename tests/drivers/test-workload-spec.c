@@ -277,6 +277,32 @@ Test(workload_spec, r17_a_vm_request_names_a_site_image_never_a_host_path) {
 /* R14: an endpoint runs its placement's runtime, so the site's default image is the one for
  * that runtime when the site names one; R17: a cpu placement's container gets its cores and no
  * more (a GPU placement's is not limited here). */
+/* R17: a container placed on cpu sees no GPU whatever its request's env says: on an engine
+ * whose default runtime is NVIDIA's, NVIDIA_VISIBLE_DEVICES=all would hand it every GPU. */
+Test(workload_spec, r17_a_cpu_container_is_told_to_see_no_gpu) {
+    AgentWorkloadConfig cfg = {.images = "container=c:1"};
+    AgentSpecBuf buf;
+    WorkloadSpec s;
+    Error err = {0};
+    json_t *w = json_loads("{\"id\":6,\"kind\":\"container\",\"request\":{\"env\":["
+                           "\"NVIDIA_VISIBLE_DEVICES=all\",\"A=1\",\"CUDA_VISIBLE_DEVICES=0\"]},"
+                           "\"placement\":{\"method\":\"cpu\",\"container_runtime\":\"runc\","
+                           "\"cpu_cores\":2}}",
+                           0, NULL);
+    cr_assert(w);
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    bool void_seen = false, a_seen = false;
+    for (size_t i = 0; s.env && s.env[i]; i++) {
+        cr_expect(strcmp(s.env[i], "NVIDIA_VISIBLE_DEVICES=all") != 0, "the request's all stays");
+        cr_expect(strcmp(s.env[i], "CUDA_VISIBLE_DEVICES=0") != 0);
+        void_seen = void_seen || !strcmp(s.env[i], "NVIDIA_VISIBLE_DEVICES=void");
+        a_seen = a_seen || !strcmp(s.env[i], "A=1");
+    }
+    cr_expect(void_seen && a_seen, "void in, the rest of the env kept");
+    json_decref(w);
+}
+
 Test(workload_spec, r14_an_endpoints_default_image_follows_its_runtime_and_cpu_cores_are_a_limit) {
     AgentWorkloadConfig cfg = {.images = "endpoint=vllm:1,endpoint-llama.cpp=llama:1"};
     AgentSpecBuf buf;
