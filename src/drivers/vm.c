@@ -105,8 +105,13 @@ static int vm_status(Driver *d, const char *id, WorkloadState *ret, Error *err) 
         st.status = reason == VIR_DOMAIN_SHUTOFF_CRASHED || reason == VIR_DOMAIN_SHUTOFF_FAILED
                             ? WORKLOAD_FAILED
                             : WORKLOAD_EXITED;
+        if (st.status == WORKLOAD_EXITED && reason == VIR_DOMAIN_SHUTOFF_DESTROYED)
+            /* Forced off from outside (virsh destroy), not a shutdown of its own: as a
+             * container killed by SIGKILL reads, never a clean exit. */
+            st.exit_code = 128 + 9;
         snprintf(st.message, sizeof(st.message), "%s",
                  st.status == WORKLOAD_FAILED ? "the VM crashed or failed to run"
+                 : st.exit_code               ? "the VM was forced off (destroyed)"
                                               : "the VM shut down");
         break;
     default:

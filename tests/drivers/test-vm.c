@@ -2,6 +2,7 @@
  * function of each GPU's IOMMU group, memory and vCPUs from the request, every XML validated
  * with virt-xml-validate; start, status, list, stop against libvirt's test driver. */
 #include <criterion/criterion.h>
+#include <libvirt/libvirt.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,33 @@ Test(vm, r17_vm_starts_runs_lists_and_stops_on_libvirts_test_driver) {
     cr_assert_eq(d->ops->status(d, "77", &st, &err), 0);
     cr_assert_eq(st.status, WORKLOAD_ABSENT);
     cr_assert_eq(d->ops->stop(d, "77", 1, &err), 0, "stopping what is gone is not an error");
+    driver_free(d);
+}
+
+/* R17: a VM forced off from outside (virsh destroy) ended, but not cleanly: not "exited with
+ * code 0", which is what a shutdown of its own reads. */
+Test(vm, r17_a_vm_destroyed_from_outside_is_not_a_clean_exit) {
+    VmConfig c = {.uri = "test:///default", .domain_type = "test"};
+    Driver *d = NULL;
+    Error err = {0};
+    cr_assert_eq(vm_driver_new(&c, &d, &err), 0, "%s", error_message(&err));
+    WorkloadGpu g;
+    WorkloadSpec s = vm_spec(&g);
+    cr_assert_eq(d->ops->start(d, &s, &err), 0, "%s", error_message(&err));
+    /* Another connection to the same test driver, as virsh would be. */
+    virConnectPtr other = virConnectOpen("test:///default");
+    cr_assert(other);
+    virDomainPtr dom = virDomainLookupByName(other, "einsora-77");
+    cr_assert(dom, "the domain is visible to another connection");
+    cr_assert_eq(virDomainDestroy(dom), 0);
+    virDomainFree(dom);
+    virConnectClose(other);
+    WorkloadState st;
+    cr_assert_eq(d->ops->status(d, "77", &st, &err), 0, "%s", error_message(&err));
+    cr_expect_eq(st.status, WORKLOAD_EXITED);
+    cr_expect_eq(st.exit_code, 137);
+    cr_expect(strstr(st.message, "forced off"), "%s", st.message);
+    cr_assert_eq(d->ops->stop(d, "77", 1, &err), 0, "%s", error_message(&err));
     driver_free(d);
 }
 
