@@ -381,6 +381,7 @@ int agent_run_verb(int argc, char **argv) {
     wl.engine.dev_root = cfg.dev_root;
     if (!wl.address)
         wl.address = cfg.id.name;
+    wl.engine.node = cfg.id.name; /* its containers are labelled with it */
     cfg.workloads = &wl;
     Error err = {0};
     if (agent_run(&cfg, &err) < 0)

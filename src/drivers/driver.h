@@ -17,6 +17,7 @@
 #include "util/error.h"
 
 #define DRIVER_LABEL "einsora.request"
+#define DRIVER_LABEL_NODE "einsora.node"
 #define DRIVER_NAME_PREFIX "einsora-"
 #define DRIVER_ID_MAX 32
 
@@ -43,6 +44,7 @@ typedef struct WorkloadSpec {
     size_t n_gpus;
     unsigned memory_mb, vcpus; /* VMs (0: driver default) */
     unsigned cpu_limit;        /* containers: the cores a cpu placement gave it (0: no limit) */
+    const char *node;          /* the node it runs for (label einsora.node), NULL: not said */
 } WorkloadSpec;
 
 typedef enum WorkloadStatus {

@@ -83,6 +83,8 @@ static size_t count_strv(const char *const *v) {
 static json_t *labels_of(const WorkloadSpec *spec) {
     json_t *labels =
             json_pack("{s:s, s:s}", DRIVER_LABEL, spec->id, "einsora.kind", strempty(spec->kind));
+    if (labels && spec->node)
+        json_object_set_new(labels, DRIVER_LABEL_NODE, json_string(spec->node));
     if (labels && spec->n_ports) {
         char port[16];
         snprintf(port, sizeof(port), "%u", spec->ports[0]);

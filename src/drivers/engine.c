@@ -17,7 +17,7 @@
 
 typedef struct Engine {
     Driver base;
-    char *socket, *cdi_dirs, *dev_root;
+    char *socket, *cdi_dirs, *dev_root, *node;
     EngineDialect dialect;
     EngineGpuMode gpu_mode;
     bool podman;
@@ -308,6 +308,38 @@ static void remove_container(Engine *e, const char *name) {
         (void)http(e, "DELETE", path, NULL, e->timeout_s, NULL, &status, NULL, &ignore);
 }
 
+/* A create refused because the name is in use: ours already (never started twice: -EEXIST),
+ * or a container of another node or made by hand that must not pass for the placed workload
+ * (-ENOTUNIQ: the start fails saying so). */
+static int name_taken(Engine *e, const char *name, const char *id, Error *err) {
+    _cleanup_free_ char *path = strprintf("/containers/%s/json", name);
+    json_t *j = NULL;
+    long status = 0;
+    Error e2 = {0};
+    const char *req = NULL, *node = NULL;
+    if (path && http(e, "GET", path, NULL, e->timeout_s, NULL, &status, &j, &e2) >= 0 &&
+        status < 300) {
+        json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+        req = json_string_value(json_object_get(labels, DRIVER_LABEL));
+        node = json_string_value(json_object_get(labels, DRIVER_LABEL_NODE));
+    }
+    int r = 0;
+    if (status < 300 && (!req || STRNEQ(req, id)))
+        r = error_set(err, -ENOTUNIQ,
+                      "the engine has a container named %s that is not request %s's (made by "
+                      "hand?): remove it",
+                      name, id);
+    else if (status < 300 && node && e->node && STRNEQ(node, e->node))
+        r = error_set(err, -ENOTUNIQ,
+                      "the engine has %s of node %s, not this node %s (two fleets on one engine?)",
+                      name, node, e->node);
+    else
+        r = error_set(err, -EEXIST,
+                      "the engine already has %s (request %s): it is not started twice", name, id);
+    json_decref(j);
+    return r;
+}
+
 static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     Engine *e = engine_of(d);
     if (!driver_id_is_valid(spec->id))
@@ -332,7 +364,9 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
                     .n_devices = plan.n_devs,
                     .env = (const char *const *)plan.env,
                     .n_env = plan.n_env};
-    json_t *body = engine_create_body(e->dialect, spec, &g);
+    WorkloadSpec mine = *spec;
+    mine.node = e->node;
+    json_t *body = engine_create_body(e->dialect, &mine, &g);
     plan_done(&plan);
     if (!body)
         return error_set(err, -ENOMEM, "out of memory");
@@ -346,9 +380,7 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
                : -ENOMEM;
     json_decref(body);
     if (r == -EEXIST || (r < 0 && strstr(e1.message, "already in use")))
-        return error_set(err, -EEXIST,
-                         "the engine already has %s (request %s): it is not started twice", name,
-                         spec->id);
+        return name_taken(e, name, spec->id, err);
     if (r < 0 && status == 404)
         return error_set(err, -ENOENT,
                          "the image %s is not on the engine (%s): pull or build it there first",
@@ -500,8 +532,11 @@ static int engine_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
     size_t n = 0, i;
     json_t *c;
     json_array_foreach(j, i, c) {
-        const char *id =
-                json_string_value(json_object_get(json_object_get(c, "Labels"), DRIVER_LABEL));
+        json_t *labels = json_object_get(c, "Labels");
+        const char *id = json_string_value(json_object_get(labels, DRIVER_LABEL)),
+                   *node = json_string_value(json_object_get(labels, DRIVER_LABEL_NODE));
+        if (node && e->node && STRNEQ(node, e->node))
+            continue; /* another node's, on an engine they share: never adopted nor stopped */
         if (id && driver_id_is_valid(id) && push(&ids, &n, strdup(id)) < 0) {
             driver_ids_free(ids, n);
             json_decref(j);
@@ -517,6 +552,7 @@ static int engine_list(Driver *d, char ***ret_ids, size_t *ret_n, Error *err) {
 static void engine_free(Driver *d) {
     Engine *e = engine_of(d);
     free(e->socket);
+    free(e->node);
     free(e->cdi_dirs);
     free(e->dev_root);
     free(e);
@@ -545,7 +581,8 @@ int engine_driver_new(const EngineConfig *cfg, Driver **ret, char *ret_product, 
     e->cdi_dirs = cfg->cdi_dirs ? strdup(cfg->cdi_dirs) : NULL;
     e->dev_root = strdup(cfg->dev_root ? cfg->dev_root : "/dev");
     e->timeout_s = cfg->api_timeout_s ? cfg->api_timeout_s : 60;
-    if (!e->socket || !e->dev_root || (cfg->cdi_dirs && !e->cdi_dirs)) {
+    e->node = cfg->node ? strdup(cfg->node) : NULL;
+    if (!e->socket || !e->dev_root || (cfg->cdi_dirs && !e->cdi_dirs) || (cfg->node && !e->node)) {
         engine_free(&e->base);
         return error_set(err, -ENOMEM, "out of memory");
     }

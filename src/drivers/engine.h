@@ -21,6 +21,9 @@ typedef struct EngineConfig {
     const char *cdi_dirs;   /* colon-separated; NULL: CDI_DIRS_DEFAULT */
     const char *dev_root;   /* where /dev/kfd is (default /dev) */
     unsigned api_timeout_s; /* one API call (default 60) */
+    /* The node this agent runs for: its containers carry it (label einsora.node); another
+     * node's on a shared engine are not listed as ours. NULL: every einsora container is. */
+    const char *node;
 } EngineConfig;
 
 void engine_config_init(EngineConfig *c);

@@ -35,9 +35,10 @@ TestSuite(engine, .init = setup, .fini = teardown, .timeout = 300);
             cr_skip_test("no Podman service: %s", why);                                            \
     } while (0)
 
-static Driver *open_driver(int dialect) {
+static Driver *open_driver_of(int dialect, const char *node) {
     EngineConfig c;
     engine_config_init(&c);
+    c.node = node;
     c.socket = pm.socket;
     c.dialect = dialect;
     c.cdi_dirs = "/etc/cdi:/var/run/cdi";
@@ -49,6 +50,10 @@ static Driver *open_driver(int dialect) {
                  error_message(&err));
     cr_assert(strstr(product, "Podman"), "the dialect detection names Podman: %s", product);
     return d;
+}
+
+static Driver *open_driver(int dialect) {
+    return open_driver_of(dialect, NULL);
 }
 
 /* Poll (generous deadline) until the workload is no longer starting or running. */
@@ -262,6 +267,39 @@ Test(engine, r17_a_workload_is_never_started_twice_and_the_engine_lists_it) {
     cr_assert_eq(st.status, WORKLOAD_ABSENT);
     driver_free(d2);
     driver_free(d);
+}
+
+/* R17: on an engine two nodes' agents share, each lists (adopts, stops) only its own node's
+ * containers; and a container that merely bears the name a placement's would have (made by
+ * hand) never passes for the placed workload. */
+Test(engine, r17_another_nodes_or_a_hand_made_container_is_never_taken_for_ours) {
+    NEED_PODMAN();
+    Driver *a = open_driver_of(ENGINE_LIBPOD, "node-a"),
+           *b = open_driver_of(ENGINE_DOCKER, "node-b");
+    WorkloadSpec s = {.id = "305", .kind = "container", .image = PODMAN_IMAGE, .command = sleeper};
+    Error err = {0};
+    cr_assert_eq(a->ops->start(a, &s, &err), 0, "%s", error_message(&err));
+    char **ids = NULL;
+    size_t n = 0;
+    cr_assert_eq(b->ops->list(b, &ids, &n, &err), 0, "%s", error_message(&err));
+    cr_expect_eq(n, 0, "node-b does not list node-a's container");
+    driver_ids_free(ids, n);
+    cr_assert_eq(a->ops->list(a, &ids, &n, &err), 0, "%s", error_message(&err));
+    cr_expect_eq(n, 1, "node-a does");
+    driver_ids_free(ids, n);
+    Error e2 = {0};
+    cr_expect_eq(b->ops->start(b, &s, &e2), -ENOTUNIQ, "%s", e2.message);
+    cr_expect(strstr(e2.message, "of node node-a"), "%s", e2.message);
+    cr_assert_eq(a->ops->stop(a, "305", 1, &err), 0, "%s", error_message(&err));
+    /* Made by hand under the name: refused, not adopted as running. */
+    cr_assert_eq(podman_fixture_cli(&pm, "create --name einsora-306 " PODMAN_IMAGE " true"), 0);
+    WorkloadSpec h = {.id = "306", .kind = "container", .image = PODMAN_IMAGE, .command = sleeper};
+    Error e3 = {0};
+    cr_expect_eq(a->ops->start(a, &h, &e3), -ENOTUNIQ, "%s", e3.message);
+    cr_expect(strstr(e3.message, "not request 306's"), "%s", e3.message);
+    cr_assert_eq(podman_fixture_cli(&pm, "rm -f einsora-306"), 0);
+    driver_free(a);
+    driver_free(b);
 }
 
 Test(engine, r17_a_stop_that_hangs_is_killed_after_the_grace_period) {
