@@ -72,6 +72,40 @@ int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char 
         if (d)
             closedir(d);
     }
+    /* The other functions a rebind moves with the GPU (R7): an HDMI audio function's sound
+     * card (/dev/snd/<pcmC1D3p|controlC1|hwC1D0...>, as sysfs names them under
+     * sound/cardN), a USB-C controller's buses (/dev/bus/usb/<bus>/<device>). */
+    char sub[PATH_MAX];
+    if (r >= 0 && pci_attr_path(p, bdf, "sound", sub, sizeof(sub)) >= 0) {
+        DIR *d = opendir(sub);
+        for (struct dirent *de; r >= 0 && d && (de = readdir(d));) {
+            if (!string_has_prefix(de->d_name, "card"))
+                continue;
+            _cleanup_free_ char *card = strprintf("%s/%s", sub, de->d_name);
+            DIR *c = card ? opendir(card) : NULL;
+            for (struct dirent *ce; r >= 0 && c && (ce = readdir(c));)
+                if (string_has_prefix(ce->d_name, "pcmC") ||
+                    string_has_prefix(ce->d_name, "controlC") ||
+                    string_has_prefix(ce->d_name, "hwC") || string_has_prefix(ce->d_name, "midiC"))
+                    r = push_path(&v, &n, strprintf("%s/snd/%s", p->dev, ce->d_name));
+            if (c)
+                closedir(c);
+        }
+        if (d)
+            closedir(d);
+    }
+    if (r >= 0 && pci_attr_path(p, bdf, NULL, sub, sizeof(sub)) >= 0) {
+        DIR *d = opendir(sub);
+        for (struct dirent *de; r >= 0 && d && (de = readdir(d));) {
+            unsigned bus;
+            char tail;
+            if (sscanf(de->d_name, "usb%u%c", &bus, &tail) == 1 && bus > 0 && bus < 1000)
+                r = push_path(&v, &n,
+                              strprintf("%s/bus/usb/%03u/" DEVICE_NUMBER_PATTERN, p->dev, bus));
+        }
+        if (d)
+            closedir(d);
+    }
     if (r >= 0 && iommu_group >= 0)
         r = push_path(&v, &n, strprintf("%s/vfio/%d", p->dev, iommu_group));
     if (r < 0) {

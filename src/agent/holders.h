@@ -33,8 +33,11 @@ int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Ho
 /* Device files that belong to one PCI function: <dev>/nvidia<minor> (minor from
  * <proc>/driver/nvidia/gpus/<bdf>/information; any <dev>/nvidiaN when unknown and the
  * function is on nvidia), <dev>/kfd for an amdgpu function (ROCm's one compute node),
- * <dev>/dri/<card*|renderD*> (from the function's drm/ folder), <dev>/vfio/<group> when
- * iommu_group >= 0. A holder of any of them holds the GPU (R7). Free with strv_free. */
+ * <dev>/dri/<card*|renderD*> (from the function's drm/ folder), an audio function's
+ * <dev>/snd/<pcmC*|controlC*|hwC*|midiC*> (the entries of its sound/cardN folders), a USB
+ * controller's <dev>/bus/usb/<bus>/<any> (its usbN root hubs), <dev>/vfio/<group> when iommu_group
+ * >= 0. A holder of any of them holds the GPU, whose rebind moves them all (R7). Free with
+ * strv_free. */
 int gpu_device_files(const HostPaths *p, const char *bdf, int iommu_group, char ***ret,
                      size_t *ret_n);
 

@@ -1,6 +1,7 @@
 /* test-bind.c: moving GPUs between host drivers and vfio-pci through the fake kernel (R7, R3/R4).
  */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -159,6 +160,28 @@ Test(bind, r7_held_device_refused_naming_the_holder) {
     fixture_setup(&f, devs, fixture_one_gpu(devs), false);
     cr_assert_eq(fake_kernel_add_holder(&f.k, 4242, "python3", "nvidia0"), 0);
     expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "python3 (pid 4242) holds");
+    fixture_teardown(&f);
+}
+
+/* R7: a rebind moves the GPU's whole IOMMU group, so an open handle on any function it moves
+ * holds it: the HDMI audio function's sound card (a sound server playing on it), a USB-C
+ * controller's bus. */
+Test(bind, r7_a_holder_of_the_groups_audio_or_usb_function_blocks_the_rebind) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    char dir[PATH_MAX + 128];
+    snprintf(dir, sizeof(dir), "mkdir -p '%s/bus/pci/devices/" AUDIO "/sound/card1/pcmC1D3p'",
+             f.k.sysfs);
+    cr_assert_eq(system(dir), 0);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 4244, "pipewire", "snd/pcmC1D3p"), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "pipewire (pid 4244) holds");
+    fixture_teardown(&f);
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    snprintf(dir, sizeof(dir), "mkdir -p '%s/bus/pci/devices/" AUDIO "/usb3'", f.k.sysfs);
+    cr_assert_eq(system(dir), 0);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 4245, "fwupd", "bus/usb/003/002"), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "fwupd (pid 4245) holds");
     fixture_teardown(&f);
 }
 
