@@ -157,6 +157,9 @@ static void print_request(json_t *q) {
         if (ert && STRNEQ(ert, "none"))
             printf(", %s", ert);
         printf(")");
+        json_t *fb = json_object_get(pl, "fallback_index");
+        if (json_is_integer(fb) && json_integer_value(fb) >= 0) /* R13: not its first choice */
+            printf(" by its fallback %lld, after the wait", (long long)json_integer_value(fb) + 1);
         if (json_str(pl, "url")) /* a notebook's or an endpoint's address */
             printf(" at %s", json_str(pl, "url"));
     } else if (json_str(q, "reason")) {
@@ -168,9 +171,17 @@ static void print_request(json_t *q) {
         else
             printf(": %s", reason);
     }
-    json_t *pos = json_object_get(q, "queue_position");
+    json_t *pos = json_object_get(q, "queue_position"), *at = json_object_get(q, "fallback_at_ms");
     if (json_is_integer(pos))
         printf(" [queue position %lld]", (long long)json_integer_value(pos));
+    if (json_is_integer(at) && state && STREQ(state, "pending")) { /* R13: when it opens */
+        int64_t left = (int64_t)json_integer_value(at) - wall_ms();
+        char d[32];
+        if (left > 0)
+            printf(" [fallback opens in %s]", wait_format_duration(left, d, sizeof(d)));
+        else
+            printf(" [fallback open]");
+    }
     printf("\n");
 }
 

@@ -208,7 +208,7 @@ Test(cli_outputs, r13_wait_into_a_pipe_prints_one_line_per_change_and_times_out_
     cr_expect_eq(child_wait(&c), 6, "--timeout has its own exit code: %s", c.buf);
     cr_expect(!strchr(c.buf, '\r') && !strstr(c.buf, "\033["), "no terminal codes in a pipe");
     cr_expect(strstr(c.buf, ": pending: waiting for nvidia-h100-80gb") &&
-                      strstr(c.buf, "[queue position 1]\n"),
+                      strstr(c.buf, "[queue position 1] [fallback opens in "),
               "%s", c.buf);
     cr_expect(strstr(c.buf, "still pending after --timeout") &&
                       strstr(c.buf, "einsora request cancel "),
@@ -295,4 +295,25 @@ Test(cli_outputs, cli_show_verbs_take_o_json_as_scripts_type_it) {
     cr_expect_eq(rc, 2, "a format show cannot print is a usage error");
     cr_expect(strstr(err, "-o takes json or table"), "%s", err);
     free(out), free(err);
+}
+
+/* R13: `request show` says when a waiting request's fallback opens, and that a placement was
+ * its fallback's, on the line a person reads (not only under -o json). */
+Test(cli_outputs, r13_request_show_says_when_the_fallback_opens_and_that_it_was_taken) {
+    fill_n1();
+    long waiting = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                                  "\"fallback\":[\"nvidia-l40s\"],\"wait_s\":3600}");
+    long fell = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                               "\"fallback\":[\"cpu\"],\"wait_s\":0}");
+    json_decref(ts_wait_state(&ts, fell, "placed", NULL));
+    char id[24], *out = NULL;
+    snprintf(id, sizeof(id), "%ld", waiting);
+    cr_assert_eq(CLI(&out, "request", "show", id), 0);
+    cr_expect(strstr(out, "pending") && strstr(out, "[fallback opens in "), "%s", out);
+    free(out);
+    snprintf(id, sizeof(id), "%ld", fell);
+    cr_assert_eq(CLI(&out, "request", "show", id), 0);
+    cr_expect(strstr(out, "(cpu, cpu") && strstr(out, "by its fallback 1, after the wait"), "%s",
+              out);
+    free(out);
 }
