@@ -134,8 +134,7 @@ void api_requests_submit(HttpCtx *c) {
                  "submit requests.");
     SubmitArg a = {.idem_key = c->idem_key};
     Error err = {0};
-    if (api_request_parse(c->body, c->body_len, &a.spec, &err) < 0 ||
-        api_request_check_new(&a.spec, &err) < 0)
+    if (api_request_parse(c->body, c->body_len, &a.spec, &err) < 0)
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
     json_t *unknown = NULL;
     if (request_names_check(c->s->catalog, &a.spec, &unknown) < 0) {
@@ -143,6 +142,8 @@ void api_requests_submit(HttpCtx *c) {
         c->json = unknown;
         return;
     }
+    if (api_request_check_new(&a.spec, &err) < 0)
+        API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
     if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
         API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
     if (a.idem_key && !idem_key_is_valid(a.idem_key))

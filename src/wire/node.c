@@ -282,7 +282,23 @@ static int check_mig_layout(const ApiDevice *d, size_t idx, Error *err) {
     return 0;
 }
 
+/* The capabilities the control plane acts on; anything else would be kept and never honoured. */
+static const char *const known_caps[] = {"kata", "mig_in_kata", "mig-in-kata", "k8s"};
+
 int api_node_check_sent(const ApiNode *n, Error *err) {
+    for (size_t i = 0; i < n->n_caps; i++) {
+        bool known = false;
+        for (size_t k = 0; k < ARRAY_SIZE(known_caps) && !known; k++)
+            known = STREQ(n->caps[i], known_caps[k]);
+        if (!known)
+            return error_set(err, -EINVAL,
+                             "capability '%s' is not one the control plane acts on (kata, "
+                             "mig_in_kata, k8s)",
+                             n->caps[i]);
+        for (size_t k = 0; k < i; k++)
+            if (STREQ(n->caps[i], n->caps[k]))
+                return error_set(err, -EINVAL, "capability '%s' is listed twice", n->caps[i]);
+    }
     for (size_t i = 0; i < n->n_devices; i++) {
         int r = check_mig_layout(&n->devices[i], i, err);
         if (r < 0)

@@ -185,6 +185,24 @@ Test(api, bad_input_r13_r17_vm_image_paths_and_muddled_fallbacks_are_refused) {
     json_decref(ok);
 }
 
+/* R2c: a capability the control plane does not act on would be kept and never honoured; one
+ * listed twice is a typo. Both are refused, naming it. */
+Test(api, bad_input_unknown_or_repeated_node_capabilities_are_refused) {
+    static const char *const caps[] = {"[\"warp-drive\"]", "[\"kata\",\"kata\"]"};
+    for (size_t i = 0; i < 2; i++) {
+        char body[400];
+        snprintf(body, sizeof(body),
+                 "{\"name\":\"c%zu\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":"
+                 "\"linux\",\"owner\":\"ops\",\"cpus\":8,\"capabilities\":%s,\"devices\":[]}",
+                 i, caps[i]);
+        json_t *j = NULL;
+        cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", body, &j), 400, "%s", caps[i]);
+        cr_expect(strstr(str(j, "message"), i ? "listed twice" : "'warp-drive' is not one"), "%s",
+                  str(j, "message"));
+        json_decref(j);
+    }
+}
+
 Test(api, bad_input_malformed_json_is_400) {
     expect_refused(ts.admin, "POST", "/v1/requests", "{\"kind\":", 400, "bad_request");
 }

@@ -189,8 +189,10 @@ static void step_submit(void) {
         json_object_set_new(body, "guest_os", json_string("macos"));
     if (below(4) == 0)
         json_object_set_new(body, "share", json_true());
-    if (below(3) == 0) {
-        json_object_set_new(body, "fallback", json_pack("[s]", below(2) ? "cpu" : H100));
+    if (below(3) == 0 && strcmp(cls, "cpu") != 0) {
+        /* A fallback is another class than the first choice (R13). */
+        json_object_set_new(body, "fallback",
+                            json_pack("[s]", below(2) || !strcmp(cls, H100) ? "cpu" : H100));
         json_object_set_new(body, "wait_s", json_integer(below(2)));
     }
     if (below(5) == 0)
