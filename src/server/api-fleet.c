@@ -156,7 +156,12 @@ static void op_task_result(Server *s, Op *op) {
     } else {
         json_object_set_new(data, "reason",
                             json_sprintf("%s%s", res->ok ? "" : "failed: ", res->message));
-        state_event(s, "gpu.rebound", obj, NULL, data);
+        /* A whole Kubernetes node's task is its relabel (its success is node.relabeled). */
+        state_event(s,
+                    t->gpu[0] ? "gpu.rebound"
+                    : res->ok ? "node.relabel-done"
+                              : "node.relabel-failed",
+                    obj, NULL, data);
         fleet_switch_task_done(s, n, t->id, res->ok, res->unchanged, res->message);
     }
     fleet_task_finish(s, t);

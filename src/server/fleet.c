@@ -140,9 +140,13 @@ Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, c
     char obj[32];
     snprintf(obj, sizeof(obj), "%" PRIu64, t->id);
     json_t *data = wire_task_to_json(t);
-    json_object_set_new(data, "reason",
-                        json_sprintf("%s %s on %s%s%s", task_kind_to_string(kind), t->gpu, node,
-                                     t->target[0] ? " to " : "", t->target));
+    /* "bind 0000:3b:00.0 on lab-1 to vfio"; a whole Kubernetes node's is its relabel. */
+    json_object_set_new(
+            data, "reason",
+            t->gpu[0] ? json_sprintf("%s %s on %s%s%s", task_kind_to_string(kind), t->gpu, node,
+                                     t->target[0] ? " to " : "", t->target)
+                      : json_sprintf("relabel Kubernetes node %s for %s", node,
+                                     STREQ(t->target, "vfio") ? "vm-passthrough" : "container"));
     state_event(s, "task.queued", obj, NULL, data);
     return t;
 }
