@@ -35,6 +35,7 @@ typedef struct Upload {
     bool started; /* the access handler has seen this request's headers */
     bool too_large;
     bool ambiguous_length; /* two Content-Lengths, or one with Transfer-Encoding: refused */
+    const char *twice;     /* a header that must be one, given twice: refused */
     bool nul_in_uri;       /* the raw request target escapes a NUL byte: refused, never truncated */
     bool slash_in_segment; /* the raw path escapes a '/': refused, never split */
     bool parked;           /* a long-poll suspended in longpoll.c: the next call is its wake-up */
@@ -89,7 +90,7 @@ static enum MHD_Result query_key_known(void *cls, enum MHD_ValueKind kind, const
 }
 
 typedef struct Framing {
-    unsigned lengths, encodings;
+    unsigned lengths, encodings, authorizations, keys;
 } Framing;
 
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -97,17 +98,23 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     Framing *f = cls;
     f->lengths += strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0;
     f->encodings += strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0;
+    f->authorizations += strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0;
+    f->keys += strcasecmp(key, "Idempotency-Key") == 0;
     return MHD_YES;
 }
 
-/* Whether the request says its body's length more than one way. libmicrohttpd reads the body
- * by the first Content-Length; a proxy in front of us may read it by another, and whatever
- * lies between the two would reach us as a request nobody sent (RFC 9112, 6.3: refuse it
- * and close the connection). */
-static bool body_length_is_ambiguous(struct MHD_Connection *conn) {
+/* The headers, once: whether the request says its body's length more than one way
+ * (libmicrohttpd reads the body by the first Content-Length; a proxy in front of us may read
+ * it by another, and whatever lies between the two would reach us as a request nobody sent:
+ * RFC 9112, 6.3, refuse it and close the connection), and which header that must be one is
+ * given twice (two tokens: which one acts would be our guess). */
+static void check_headers(struct MHD_Connection *conn, Upload *up) {
     Framing f = {0};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
-    return f.lengths > 1 || (f.lengths && f.encodings);
+    up->ambiguous_length = f.lengths > 1 || (f.lengths && f.encodings);
+    up->twice = f.authorizations > 1 ? MHD_HTTP_HEADER_AUTHORIZATION
+                : f.keys > 1         ? "Idempotency-Key"
+                                     : NULL;
 }
 
 static const char *query_unknown(void *conn, const char *const *allowed) {
@@ -179,8 +186,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *cl =
                 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t len;
-        if (body_length_is_ambiguous(conn))
-            up->ambiguous_length = true;
+        check_headers(conn, up);
+        if (up->ambiguous_length)
+            ;
         else if (cl && parse_uint64(cl, UINT64_MAX, &len) >= 0 && len > SERVER_BODY_MAX)
             up->too_large = true;
         else
@@ -241,6 +249,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     } else if (up->too_large)
         api_error(&c, 413, "too_large", "The request body is larger than %u bytes.",
                   SERVER_BODY_MAX);
+    else if (up->twice)
+        api_error(&c, 400, "bad_request", "The request gives its %s header twice.", up->twice);
     else if (up->body.oom)
         api_error(&c, 500, "internal", "Out of memory reading the request body.");
     else if (!leader_gate(&c))

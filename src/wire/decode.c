@@ -23,9 +23,15 @@ bool wire_name_is_valid(const char *s) {
 int wire_parse_text(const char *text, size_t len, json_t **ret, Error *err) {
     json_error_t je;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!j)
+    if (!j) {
+        /* jansson's own words where they name its API rather than the input. */
+        const char *why = strstr(je.text, "JSON_ALLOW_NUL") ? "\\u0000 (a NUL) is not allowed"
+                          : memchr(text, 0, len) && strstr(je.text, "end of file expected")
+                                  ? "a NUL byte is not allowed"
+                                  : je.text;
         return error_set(err, -EINVAL, "malformed JSON at line %d column %d: %s", je.line,
-                         je.column, je.text);
+                         je.column, why);
+    }
     *ret = j;
     return 0;
 }

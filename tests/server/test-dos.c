@@ -401,3 +401,44 @@ Test(dos, bad_input_a_body_length_given_twice_is_refused_and_the_connection_clos
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests", NULL, NULL), 200,
                  "the server serves on");
 }
+
+/* Bad input: two tokens (or two idempotency keys) in one request: which one would act is a
+ * guess, and a proxy may have added one. Refused, naming the header; nothing is done. */
+Test(dos, bad_input_a_header_that_must_be_one_given_twice_is_refused) {
+    char *user = ts_token(&ts, "bob", "user", NULL);
+
+    static const char *const named[] = {"Authorization header twice",
+                                        "Idempotency-Key header twice"};
+    for (size_t k = 0; k < 2; k++) {
+        int fd = raw_connect("127.0.0.1");
+        cr_assert(fd >= 0);
+        char headers[1024], req[2048];
+        if (k == 0)
+            snprintf(headers, sizeof(headers),
+                     "Authorization: Bearer %s\r\nAuthorization: Bearer %s\r\n", user, ts.admin);
+        else
+            snprintf(headers, sizeof(headers),
+                     "Authorization: Bearer %s\r\nIdempotency-Key: a\r\nIdempotency-Key: b\r\n",
+                     user);
+        const char body[] = "{\"kind\":\"container\",\"class\":\"cpu\",\"count\":1}";
+        int n = snprintf(req, sizeof(req),
+                         "POST /v1/requests HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s"
+                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                         headers, sizeof(body) - 1, body);
+        cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+        char answer[8192] = {0};
+        size_t got = 0;
+        struct timeval tv = {.tv_sec = 20};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        for (ssize_t r; got + 1 < sizeof(answer) &&
+                        (r = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0;)
+            got += (size_t)r;
+        close(fd);
+        cr_expect(strncmp(answer, "HTTP/1.1 400", 12) == 0, "case %zu: %s", k, answer);
+        cr_expect(strstr(answer, named[k]), "case %zu: %s", k, answer);
+    }
+    json_t *all = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
+    cr_expect_eq(json_array_size(all), 0, "nothing was submitted");
+    json_decref(all);
+    free(user);
+}

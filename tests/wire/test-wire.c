@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/decode.h"
 #include "wire/event.h"
 #include "wire/fleet.h"
 #include "wire/node.h"
@@ -711,4 +712,19 @@ Test(wire, r17_a_workload_end_body_fits_what_the_server_keeps) {
     cr_assert_str_eq(json_string_value(json_object_get(b, "message")), "bad ? byte");
     cr_assert_eq(json_integer_value(json_object_get(b, "exit_code")), 3);
     json_decref(b);
+}
+
+/* Bad input: a NUL, escaped or raw, is said in the client's terms, not jansson's API's. */
+Test(wire, bad_input_a_nul_in_json_is_named_as_the_input_not_the_parsers_flag) {
+    json_t *j = NULL;
+    Error err = {0};
+    const char esc[] = "{\"a\":\"\\u0000\"}";
+    cr_assert_lt(wire_parse_text(esc, sizeof(esc) - 1, &j, &err), 0);
+    cr_expect(strstr(err.message, "a NUL") && !strstr(err.message, "JSON_ALLOW_NUL"), "%s",
+              err.message);
+    const char raw[] = "{\"a\":1}\0x";
+    Error e2 = {0};
+    cr_assert_lt(wire_parse_text(raw, sizeof(raw) - 1, &j, &e2), 0);
+    cr_expect(strstr(e2.message, "a NUL byte") && !strstr(e2.message, "end of file expected"), "%s",
+              e2.message);
 }
