@@ -46,6 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             free(written);
             free(dumped);
             json_decref(j);
+            Error e3 = {0};
+            if (api_request_check_new(&r, &e3) < 0 && !e3.message[0])
+                abort(); /* a new request's refusal says why too */
         } else if (!err.message[0])
             abort();
     }
