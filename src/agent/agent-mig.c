@@ -44,39 +44,77 @@ int agent_mig_prepare(Agent *a, json_t *w, const char *id, const MachineInventor
                          id);
     unsigned start = (unsigned)json_integer_value(json_object_get(p, "mig_start")),
              slots = (unsigned)json_integer_value(json_object_get(p, "mig_slots"));
-    int r = nvml_mig_make(a->cfg->discover.nvml_lib, gpu->uuid, c->mig_profile, start, slots,
-                          ret_uuid, uuid_size, err);
-    if (r < 0)
-        return r;
     char line[160];
     snprintf(line, sizeof(line), "%s %u", gpu->uuid, start);
+    /* Recorded for this request already (a start again after a restart): a process in it may
+     * be this workload's own. */
+    _cleanup_free_ char *records = agent_read_state(a, MIG_RECORDS);
+    char mine[200];
+    snprintf(mine, sizeof(mine), "%s %s", id, line);
+    bool ours = false;
+    for (const char *l = records; l && *l && !ours;) {
+        const char *e = strchrnul(l, '\n');
+        ours = (size_t)(e - l) == strlen(mine) && !strncmp(l, mine, strlen(mine));
+        l = *e ? e + 1 : e;
+    }
+    bool made = false;
+    int r = nvml_mig_make(a->cfg->discover.nvml_lib, gpu->uuid, c->mig_profile, start, slots, ours,
+                          ret_uuid, uuid_size, &made, err);
+    if (r < 0)
+        return r;
     Error rerr = {0};
     if (agent_state_set_line(a, MIG_RECORDS, id, line, &rerr) < 0)
         agent_logf(a, "cannot record the MIG instance of %s: %s", id, error_message(&rerr));
-    agent_logf(a, "made MIG instance %s (%s at slot %u of %s) for %s", ret_uuid, c->mig_profile,
-               start, gpu->uuid, id);
+    agent_logf(a, "%s MIG instance %s (%s at slot %u of %s) for %s", made ? "made" : "took",
+               ret_uuid, c->mig_profile, start, gpu->uuid, id);
+    a->push_due = true; /* the GPU's instances as they now are */
     return 0;
 }
 
+typedef struct MigRecord {
+    char id[32], gpu[100];
+    unsigned start;
+    bool known; /* its workload runs (or is to stop) here */
+} MigRecord;
+
 void agent_mig_reap(Agent *a) {
     _cleanup_free_ char *text = agent_read_state(a, MIG_RECORDS);
-    for (const char *l = text; l && *l;) {
+    MigRecord recs[64];
+    size_t n = 0;
+    for (const char *l = text; l && *l && n < ARRAY_SIZE(recs);) {
         const char *e = strchrnul(l, '\n');
-        char id[32], gpu[100];
-        unsigned start;
         _cleanup_free_ char *one = strndup(l, (size_t)(e - l));
         l = *e ? e + 1 : e;
-        if (!one || sscanf(one, "%31s %99s %u", id, gpu, &start) != 3 ||
-            agent_workload_known(a, id))
+        MigRecord *m = &recs[n];
+        if (one && sscanf(one, "%31s %99s %u", m->id, m->gpu, &m->start) == 3) {
+            m->known = agent_workload_known(a, m->id);
+            n++;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (recs[i].known)
             continue;
+        /* The instance went on to the slice placed next on its slots (taken as it was): that
+         * one's now, and only the record goes. */
+        bool taken_over = false;
+        for (size_t k = 0; k < n && !taken_over; k++)
+            taken_over = k != i && recs[k].known && STREQ(recs[k].gpu, recs[i].gpu) &&
+                         recs[k].start == recs[i].start;
         Error err = {0};
-        int r = nvml_mig_remove(a->cfg->discover.nvml_lib, gpu, start, &err);
+        int r = taken_over ? 0
+                           : nvml_mig_remove(a->cfg->discover.nvml_lib, recs[i].gpu, recs[i].start,
+                                             &err);
+        if (r == -EBUSY)
+            continue; /* its process is still ending: again at the next look, quietly */
         if (r < 0 && r != -ENODEV) {
-            agent_logf(a, "MIG instance of %s: %s (tried again later)", id, error_message(&err));
+            agent_logf(a, "MIG instance of %s: %s (tried again later)", recs[i].id,
+                       error_message(&err));
             continue;
         }
-        agent_logf(a, "removed the MIG instance of %s (slot %u of %s)", id, start, gpu);
-        (void)agent_state_set_line(a, MIG_RECORDS, id, NULL, &err);
+        if (!taken_over)
+            agent_logf(a, "removed the MIG instance of %s (slot %u of %s)", recs[i].id,
+                       recs[i].start, recs[i].gpu);
+        (void)agent_state_set_line(a, MIG_RECORDS, recs[i].id, NULL, &err);
         a->push_due = true; /* the GPU's instances changed */
     }
 }

@@ -146,8 +146,8 @@ static int mig_device_uuid(Gpu *g, unsigned gi_id, char *buf, size_t size, Error
                      g->uuid);
 }
 
-static int make(Gpu *g, const char *profile, unsigned start, unsigned size, char *ret_uuid,
-                size_t uuid_size, Error *err) {
+static int make(Gpu *g, const char *profile, unsigned start, unsigned size, bool ours,
+                char *ret_uuid, size_t uuid_size, bool *ret_made, Error *err) {
     unsigned profile_id = 0, slices = 0;
     bool known = false;
     for (unsigned p = 0; p < ENVML_GPU_INSTANCE_PROFILE_COUNT && !known; p++) {
@@ -172,6 +172,13 @@ static int make(Gpu *g, const char *profile, unsigned start, unsigned size, char
         if (!(have & want))
             continue;
         if (infos[i].profile_id == profile_id && pl->start == start && pl->size == size) {
+            /* Taken as it is, unless a process works in it that is not this workload's own
+             * (a start again after an agent restart): never shared with it (R15). */
+            if (!ours && instance_busy(g, infos[i].id))
+                return error_set(err, -EBUSY,
+                                 "MIG slots %u-%u of GPU %s are in a MIG instance a process "
+                                 "works in",
+                                 start, start + size - 1, g->uuid);
             gi = gis[i], gi_id = infos[i].id;
             continue;
         }
@@ -183,7 +190,8 @@ static int make(Gpu *g, const char *profile, unsigned start, unsigned size, char
         if (r < 0)
             return r;
     }
-    if (!gi) {
+    bool made = !gi;
+    if (made) {
         EnvmlGpuInstancePlacement pl = {start, size};
         NvRet nr = g->t.create_gi_with_placement(g->dev, profile_id, &pl, &gi);
         if (nr != ENVML_SUCCESS)
@@ -197,27 +205,36 @@ static int make(Gpu *g, const char *profile, unsigned start, unsigned size, char
                              g->uuid, nvml_strerror(&g->t, nr));
         gi_id = info.id;
     }
+    int r = 0;
     EnvmlComputeInstanceProfileInfo ci = {0};
     NvRet nr = g->t.gi_get_ci_profile_info(gi, ci_profile_for(slices), 0, &ci);
     if (nr != ENVML_SUCCESS)
-        return error_set(err, -EIO,
-                         "NVML gives no compute profile for MIG instance %u on GPU %s: %s", gi_id,
-                         g->uuid, nvml_strerror(&g->t, nr));
+        r = error_set(err, -EIO, "NVML gives no compute profile for MIG instance %u on GPU %s: %s",
+                      gi_id, g->uuid, nvml_strerror(&g->t, nr));
     EnvmlComputeInstance cis[MAX_INSTANCES];
     unsigned n_ci = ARRAY_SIZE(cis);
-    if (g->t.gi_get_cis(gi, ci.id, cis, &n_ci) != ENVML_SUCCESS)
+    if (r >= 0 && g->t.gi_get_cis(gi, ci.id, cis, &n_ci) != ENVML_SUCCESS)
         n_ci = 0;
     EnvmlComputeInstance made_ci;
-    if (!n_ci && (nr = g->t.gi_create_ci(gi, ci.id, &made_ci)) != ENVML_SUCCESS)
-        return error_set(err, -EIO,
-                         "NVML could not make the compute instance of MIG instance %u on GPU %s: "
-                         "%s",
-                         gi_id, g->uuid, nvml_strerror(&g->t, nr));
-    return mig_device_uuid(g, gi_id, ret_uuid, uuid_size, err);
+    if (r >= 0 && !n_ci && (nr = g->t.gi_create_ci(gi, ci.id, &made_ci)) != ENVML_SUCCESS)
+        r = error_set(err, -EIO,
+                      "NVML could not make the compute instance of MIG instance %u on GPU %s: %s",
+                      gi_id, g->uuid, nvml_strerror(&g->t, nr));
+    if (r >= 0)
+        r = mig_device_uuid(g, gi_id, ret_uuid, uuid_size, err);
+    if (r < 0 && made) { /* not left behind, unrecorded: the GPU as it was */
+        EnvmlGpuInstanceInfo info = {.id = gi_id, .placement = {start, size}};
+        Error ignore = {0};
+        (void)instance_remove(g, gi, &info, &ignore);
+    }
+    if (r >= 0)
+        *ret_made = made;
+    return r;
 }
 
 int nvml_mig_make(const char *library, const char *gpu_uuid, const char *profile, unsigned start,
-                  unsigned size, char *ret_uuid, size_t uuid_size, Error *err) {
+                  unsigned size, bool ours, char *ret_uuid, size_t uuid_size, bool *ret_made,
+                  Error *err) {
     if (start > 7 || !size || size > 8 - start)
         return error_set(err, -EINVAL, "MIG slots %u+%u are not on a GPU", start, size);
     Gpu g;
@@ -225,11 +242,14 @@ int nvml_mig_make(const char *library, const char *gpu_uuid, const char *profile
     if (r < 0)
         return r;
     char uuid[96];
-    r = make(&g, profile, start, size, uuid, sizeof(uuid), err);
+    bool made = false;
+    r = make(&g, profile, start, size, ours, uuid, sizeof(uuid), &made, err);
     nvml_table_close(&g.t);
     if (r < 0)
         return r;
     snprintf(ret_uuid, uuid_size, "%s", uuid);
+    if (ret_made)
+        *ret_made = made;
     return 0;
 }
 

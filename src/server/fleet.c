@@ -247,6 +247,10 @@ void fleet_on_released(Server *s, const Req *r) {
     Node *n = r->placed_node ? ptrmap_get(&s->nodes, r->placed_node) : NULL;
     if (!n)
         return;
+    /* A slice's slots the agent last reported busy are no longer ours: a foreign process
+     * still in them keeps them from being offered until the agent says otherwise (R2c). */
+    if (r->placement_text && strstr(r->placement_text, "\"method\":\"mig\""))
+        state_node_mig_reserved(s, &n->spec);
     fleet_mark(s, n);
 }
 

@@ -12,6 +12,8 @@
 #include "agent/discover.h"
 #include "agent/nvml-mig.h"
 #include "agent/nvml.h"
+#include "util/strutil.h"
+#include "util/fileio.h"
 
 #define RTX5090 MACHINES "/rtx5090-dirty-group"
 
@@ -244,18 +246,22 @@ Test(nvml, r2c_a_slices_mig_instance_is_made_on_its_slots_and_removed_after) {
     char a[96], b[96];
     Error err = {0};
     /* The 1g.18gb at slot 6 is there already: its MIG device. */
-    cr_assert_eq(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 6, 1, a, sizeof(a), &err), 0, "%s",
-                 err.message);
+    cr_assert_eq(
+            nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 6, 1, false, a, sizeof(a), NULL, &err), 0,
+            "%s", err.message);
     cr_expect(!strncmp(a, "MIG-", 4), "%s", a);
     /* A 1g.18gb at slot 4: the idle 2g.35gb there goes, a new instance comes. */
-    cr_assert_eq(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 4, 1, b, sizeof(b), &err), 0, "%s",
-                 err.message);
+    cr_assert_eq(
+            nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 4, 1, false, b, sizeof(b), NULL, &err), 0,
+            "%s", err.message);
     cr_expect(strcmp(a, b) != 0, "two slices, two MIG devices: %s %s", a, b);
     g = h200(&rep);
     cr_expect(has_instance(g, "1g.18gb", 4) && !has_instance(g, "2g.35gb", 4));
     nvml_report_free(rep);
     /* Slot 0's instance has a process: never taken, never removed. */
-    cr_expect_eq(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 1, 1, a, sizeof(a), &err), -EBUSY);
+    cr_expect_eq(
+            nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 1, 1, false, a, sizeof(a), NULL, &err),
+            -EBUSY);
     cr_expect(strstr(err.message, "a process works in"), "%s", err.message);
     Error e2 = {0};
     cr_expect_eq(nvml_mig_remove(FAKE_NVML_LIB, gpu, 0, &e2), -EBUSY);
@@ -266,10 +272,46 @@ Test(nvml, r2c_a_slices_mig_instance_is_made_on_its_slots_and_removed_after) {
     nvml_report_free(rep);
     /* A profile the card lacks, slots off the GPU: said, nothing made. */
     Error e3 = {0};
-    cr_expect_lt(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.10gb", 4, 1, a, sizeof(a), &e3), 0);
+    cr_expect_lt(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.10gb", 4, 1, false, a, sizeof(a), NULL, &e3),
+                 0);
     cr_expect(strstr(e3.message, "no MIG profile 1g.10gb"), "%s", e3.message);
-    cr_expect_lt(nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 7, 2, a, sizeof(a), &err), 0);
+    cr_expect_lt(
+            nvml_mig_make(FAKE_NVML_LIB, gpu, "1g.18gb", 7, 2, false, a, sizeof(a), NULL, &err), 0);
+    /* The instance a process works in is never handed to another slice, even of its very
+     * profile and slots; only to the workload whose own it is (a start again). */
+    bool made = true;
+    Error e4 = {0};
+    cr_expect_eq(nvml_mig_make(FAKE_NVML_LIB, gpu, "3g.71gb", 0, 4, false, a, sizeof(a), NULL, &e4),
+                 -EBUSY, "%s", e4.message);
+    cr_expect_eq(
+            nvml_mig_make(FAKE_NVML_LIB, gpu, "3g.71gb", 0, 4, true, a, sizeof(a), &made, &err), 0,
+            "%s", err.message);
+    cr_expect(!made, "taken as it was");
     unsetenv("EINSORA_FAKE_NVML_STATE");
     unlink(state);
     free(state);
+}
+
+/* An instance made for a slice whose compute instance NVML then refuses is not left behind,
+ * unrecorded: the GPU is as it was (but for the idle instance that was in the way). */
+Test(nvml, r2c_a_mig_instance_half_made_is_removed_again) {
+    char *text = NULL;
+    cr_assert_geq(read_full_file(MACHINES "/h200-mig/nvml.txt", 1 << 16, &text, NULL), 0);
+    char *fixture = strprintf("fail nvmlGpuInstanceCreateComputeInstance 23\n%s", text);
+    char *path = write_temp_file(fixture), *state = write_temp_file("");
+    setenv("EINSORA_FAKE_NVML", path, 1);
+    setenv("EINSORA_FAKE_NVML_STATE", state, 1);
+    char a[96];
+    Error err = {0};
+    cr_expect_lt(nvml_mig_make(FAKE_NVML_LIB, "GPU-a4f1c2d3-1111-4e5f-8a9b-0123456789ab", "1g.18gb",
+                               5, 1, false, a, sizeof(a), NULL, &err),
+                 0);
+    cr_expect(strstr(err.message, "compute instance"), "%s", err.message);
+    NvmlReport *rep = NULL;
+    NvmlGpu *g = h200(&rep);
+    cr_expect(!has_instance(g, "1g.18gb", 5), "the half-made instance is gone");
+    nvml_report_free(rep);
+    unsetenv("EINSORA_FAKE_NVML_STATE");
+    unlink(path), unlink(state);
+    free(path), free(state), free(fixture), free(text);
 }

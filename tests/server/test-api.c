@@ -1141,3 +1141,49 @@ Test(api, r2c_slots_of_a_busy_foreign_mig_instance_are_never_offered) {
     free(alice);
     free(agent);
 }
+
+static void put_h200(const char *agent, const char *mig) {
+    char text[800];
+    snprintf(text, sizeof(text),
+             "{\"name\":\"m1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+             "\"owner\":\"alice\",\"cpus\":64,\"devices\":[{\"pci\":\"0000:4e:00.0\",\"class\":"
+             "\"nvidia-h200-141gb\",\"memory_gb\":140,\"mig_enabled\":true,\"mig\":[%s]}]}",
+             mig);
+    json_t *ans = NULL;
+    long st = ts_call(&ts, agent, "PUT", "/v1/nodes/m1", text, &ans);
+    cr_assert_eq(st, 200, "%ld %s", st, str(ans, "message"));
+    json_decref(ans);
+}
+
+/* R2c: when our slice on a MIG instance is released while the agent last saw a process in
+ * it, the slots are not offered until the agent says the instance is idle: the process may be
+ * a stranger's that outlived the slice. */
+Test(api, r2c_a_released_slices_busy_instance_is_not_offered_until_idle) {
+    char *alice = ts_token(&ts, "alice", "owner", "m1"), *agent = ts_token(&ts, "a", "node", "m1");
+    json_t *node = h200_node(true);
+    char *text = json_dumps(node, JSON_COMPACT);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", text, NULL), 201);
+    free(text);
+    json_decref(node);
+    json_t *q = submit(alice,
+                       "{\"kind\":\"container\",\"class\":\"nvidia-h200-141gb-mig-2g.35gb\"}", 201);
+    cr_assert_eq(mig_start_of(q), 4, "slots 0-3 are a foreign process's");
+    const char *busy4 =
+            "{\"profile\":\"3g.71gb\",\"start\":0,\"busy\":true},{\"profile\":"
+            "\"2g.35gb\",\"start\":4,\"busy\":true},{\"profile\":\"1g.18gb\",\"start\":6}";
+    put_h200(agent, busy4);
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests/1/release", NULL, NULL), 200);
+    const char *one = "{\"kind\":\"container\",\"class\":\"nvidia-h200-141gb-mig-1g.18gb\"}";
+    json_t *a = submit(alice, one, 201), *b = submit(alice, one, 201);
+    cr_expect_eq(mig_start_of(a), 6);
+    cr_expect_str_eq(str(b, "state"), "pending", "slots 4-5 still have a process");
+    put_h200(agent, "{\"profile\":\"3g.71gb\",\"start\":0,\"busy\":true},{\"profile\":"
+                    "\"1g.18gb\",\"start\":6}");
+    json_t *r = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/3", NULL, &r), 200);
+    cr_expect_str_eq(str(r, "state"), "placed", "idle now: offered");
+    json_decref(r);
+    json_decref(q), json_decref(a), json_decref(b);
+    free(alice);
+    free(agent);
+}
