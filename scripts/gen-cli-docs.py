@@ -40,7 +40,40 @@ if sorted(names) != sorted(expected):
              f"installs {sorted(expected)}: update src/cli/meson.build")
 
 helps = {v: run(v, "--help") for v in names}
-flags = {v: sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", h))) for v, h in helps.items()}
+
+
+def flags_of(text):
+    return sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text)))
+
+
+flags = {v: flags_of(h) for v, h in helps.items()}
+# A verb with sub-verbs ("usage: einsora agent SUB ...") lists them one per line; each has its
+# own --help, whose options go on the verb's page and into the completions.
+subs = {}
+for v, h in helps.items():
+    if " SUB" not in h.splitlines()[0]:
+        continue
+    subs[v] = [m.group(1) for m in re.finditer(r"^  ([a-z][a-z0-9-]*)\s{2,}\S", h, re.M)]
+sub_helps = {(v, sb): run(v, sb, "--help") for v in subs for sb in subs[v]}
+# The others name theirs in their usage lines ("einsora token create ...", "cordon|uncordon").
+words = {v: list(subs[v]) for v in subs}
+for v, h in helps.items():
+    if v in subs:
+        continue
+    found = []
+    for m in re.finditer(rf"^(?:usage:|\s+)\s*einsora {re.escape(v)} (.*)$", h, re.M):
+        prev = None
+        for alt in re.split(r"\s*\|\s*", m.group(1)):
+            toks = alt.split()
+            w = toks[0] if toks else ""
+            # An alternative is a sub-verb after a bare one ("cordon|uncordon") or after one's
+            # placeholder ("trust NAME | untrust"), not a value ("NAME container|vm-passthrough").
+            first_or_sub = prev is None or len(prev) == 1 or prev[-1].isupper()
+            if first_or_sub and re.fullmatch(r"[a-z][a-z-]*", w) and w not in found:
+                found.append(w)
+            prev = toks or [""]
+    if found:
+        words[v] = found
 
 
 def roff(text):
@@ -65,11 +98,17 @@ summaries = dict(verbs)
 with open(os.path.join(outdir, "einsora.1"), "w") as f:
     f.write(page("einsora", "find, classify and place GPUs", overview))
 for v in names:
+    body = helps[v] + "".join(f"\n\neinsora {v} {sb}\n\n{sub_helps[(v, sb)]}"
+                              for sb in subs.get(v, []))
     with open(os.path.join(outdir, f"einsora-{v}.1"), "w") as f:
-        f.write(page(f"einsora-{v}", summaries[v], helps[v]))
+        f.write(page(f"einsora-{v}", summaries[v], body))
 
 all_verbs = " ".join([v for v, _ in verbs])
-cases = "\n".join(f'        {v}) opts="{" ".join(flags[v])}" ;;' for v in names)
+sub_cases = "\n".join(f'        {v}/{sb}) opts="{" ".join(flags_of(sub_helps[(v, sb)]))}" ;;'
+                      for v in subs for sb in subs[v])
+cases = "\n".join(f'        {v}/*) opts="{" ".join(flags[v])}" ;;' for v in names)
+sub_lists = "\n".join(f'        {v}) COMPREPLY=($(compgen -W "{" ".join(words[v])} --help" -- "$cur")); return ;;'
+                      for v in words)
 with open(os.path.join(outdir, "einsora"), "w") as f:  # bash-completion wants the command name
     f.write(f"""# bash completion for einsora (generated from its --help by scripts/gen-cli-docs.py)
 _einsora() {{
@@ -78,9 +117,15 @@ _einsora() {{
         COMPREPLY=($(compgen -W "{all_verbs} --help --version" -- "$cur"))
         return
     fi
-    case "${{COMP_WORDS[1]}}" in
+    if [ "$COMP_CWORD" -eq 2 ]; then
+        case "${{COMP_WORDS[1]}}" in
+{sub_lists}
+        esac
+    fi
+    case "${{COMP_WORDS[1]}}/${{COMP_WORDS[2]}}" in
+{sub_cases}
 {cases}
-        help) COMPREPLY=($(compgen -W "{' '.join(names)}" -- "$cur")); return ;;
+        help/*) COMPREPLY=($(compgen -W "{' '.join(names)}" -- "$cur")); return ;;
     esac
     if [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "$opts --help" -- "$cur"))
@@ -91,7 +136,10 @@ _einsora() {{
 complete -F _einsora einsora
 """)
 
-zcases = "\n".join(f"    {v}) opts=({' '.join(flags[v])}) ;;" for v in names)
+zflags = {v: sorted(set(flags[v]).union(*[flags_of(sub_helps[(v, sb)]) for sb in subs.get(v, [])]))
+          for v in names}
+zcases = "\n".join(f"    {v}) opts=({' '.join(zflags[v])} {' '.join(words.get(v, []))}) ;;"
+                   for v in names)
 zverbs = "\n".join(f"    '{v}:{d.replace(chr(39), '')}'" for v, d in verbs)
 with open(os.path.join(outdir, "_einsora"), "w") as f:
     f.write(f"""#compdef einsora

@@ -76,8 +76,9 @@ int remote_apply_context(RemoteOpts *o) {
         o->server_from_context = true;
     }
     /* A token goes only to the servers its context names: a server from a flag or the
-     * environment with a context's token would hand one control plane's secret to another. */
-    if (!o->server_from_context && !o->context) {
+     * environment with a context's token would hand one control plane's secret to another,
+     * also when the context was named (--context prod --server OTHER). */
+    if (!o->server_from_context) {
         _cleanup_free_ char *mine = cli_context_servers(ctx);
         if (!mine || STRNEQ(mine, o->server))
             return EXIT_OK;

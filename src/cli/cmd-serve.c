@@ -195,6 +195,8 @@ int verb_serve(int argc, char **argv) {
     }
     if (optind < argc)
         return fail(EXIT_USAGE, "serve: unexpected argument '%s'", argv[optind]);
+    if (!cfg.tls_cert_path != !cfg.tls_key_path)
+        return fail(EXIT_USAGE, "serve: TLS needs both --tls-cert and --tls-key");
     Error err = {0};
     struct sockaddr_storage sa;
     socklen_t sa_len;

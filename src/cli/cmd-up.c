@@ -1,6 +1,6 @@
 /* cmd-up.c: `einsora up [--listen ADDR] [--state FILE] [--demo]`: the README's main job. One
  * command starts the control plane (embedded SQLite) and an agent on this machine, makes an
- * owner token for the local user, prints where everything is and the capacity found, and runs
+ * admin token for the local user, prints where everything is and the capacity found, and runs
  * until interrupted. --demo adds agents on the repository's fixture machines (HGX H100, H200
  * with MIG, RTX 4090, MI300X, a CPU-only box, a Mac) so that a newcomer without GPUs can place
  * work and watch fallback and mode switches happen.
@@ -62,7 +62,7 @@ typedef struct Child {
 
 static void up_usage(FILE *f) {
     fputs("usage: einsora up [--listen ADDR:PORT] [--state FILE] [--demo] [--heartbeat S]\n\n"
-          "Start the control plane and an agent on this machine, make an owner token for you,\n"
+          "Start the control plane and an agent on this machine, make an admin token for you,\n"
           "print the URL, the token's file and the capacity found, and run until Ctrl-C.\n\n"
           "  --listen ADDR:PORT  where the API listens (default " SERVER_DEFAULT_LISTEN ")\n"
           "  --state FILE        state file (default ~/.local/state/einsora/state.db)\n"

@@ -155,18 +155,37 @@ static int migrate(SqliteStore *s, const char *path, Error *err) {
 /* The state holds token hashes and every tenant's requests: only its user reads it. SQLite
  * creates the -wal and -shm files with the database's mode, so the database is made 0600
  * before SQLite opens it, and files an older version left readable are tightened. */
-static int make_private(const char *path, Error *err) {
-    if (STREQ(path, ":memory:") || string_has_prefix(path, "file:"))
+static bool is_memory(const char *path) {
+    return STREQ(path, ":memory:") || string_has_prefix(path, "file:");
+}
+
+/* A new state file is made 0600 before SQLite opens it. An existing path is left as it is
+ * here: a directory or another file given by mistake is refused by the open, untouched. */
+static int make_new_private(const char *path, Error *err) {
+    if (is_memory(path))
         return 0;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return error_set(err, -EISDIR,
+                         "state file %s is a directory: give a file in it, such as %s/state.db",
+                         path, path);
     /* Never open and close a descriptor of a file this process may already have open in
      * SQLite: closing it would drop that connection's POSIX locks. Only a new file is
-     * opened here (O_EXCL); an existing one is changed by path. */
+     * opened here (O_EXCL). */
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0)
         close(fd);
     else if (errno != EEXIST)
         return error_set(err, -errno, "cannot create state file %s: %s", path, strerror(errno));
-    else if (chmod(path, 0600) < 0 && errno != EPERM) /* EPERM: not ours to tighten */
+    return 0;
+}
+
+/* Once SQLite has read it as a database: files an older version left readable are tightened
+ * (by path), with the -wal and -shm files SQLite made with the database's mode. */
+static int make_private(const char *path, Error *err) {
+    if (is_memory(path))
+        return 0;
+    if (chmod(path, 0600) < 0 && errno != EPERM) /* EPERM: not ours to tighten */
         return error_set(err, -errno, "cannot make state file %s private: %s", path,
                          strerror(errno));
     static const char *const suffixes[] = {"-wal", "-shm"};
@@ -179,7 +198,7 @@ static int make_private(const char *path, Error *err) {
 }
 
 int store_sqlite_open(const char *path, Store **ret, Error *err) {
-    int pr = make_private(path, err);
+    int pr = make_new_private(path, err);
     if (pr < 0)
         return pr;
     /* SQLite counts its allocations under one process-wide mutex, which the server's writer
@@ -200,8 +219,12 @@ int store_sqlite_open(const char *path, Store **ret, Error *err) {
     sqlite3_busy_timeout(s->db, 5000);
     /* WAL + synchronous=FULL: a COMMIT returns only once the WAL is on disk, which is what
      * lets the server acknowledge right after it (R16). */
+    Error perr = {0};
     int r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON",
-                     err);
+                     &perr);
+    if (r < 0) /* "file is not a database": say which */
+        return error_set(err, r, "state file %s: %s", path, error_message(&perr));
+    r = make_private(path, err);
     if (r >= 0)
         r = migrate(s, path, err);
     for (size_t i = 0; r >= 0 && i < _STMT_MAX; i++)

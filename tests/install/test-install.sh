@@ -57,6 +57,14 @@ check "bash completion completes a verb's flags" bash -c "
   source '$root/share/bash-completion/completions/einsora'
   COMP_WORDS=(einsora events --fol); COMP_CWORD=2; _einsora
   [[ \"\${COMPREPLY[*]}\" == '--follow' ]]"
+check "bash completion completes a sub-verb and its flags" bash -c "
+  source '$root/share/bash-completion/completions/einsora'
+  COMP_WORDS=(einsora token cr); COMP_CWORD=2; _einsora
+  [[ \"\${COMPREPLY[*]}\" == 'create' ]] || exit 1
+  COMP_WORDS=(einsora agent run --token-f); COMP_CWORD=3; _einsora
+  [[ \"\${COMPREPLY[*]}\" == '--token-file' ]]"
+check "a sub-verb's options are on its verb's man page" \
+  grep -q -- '--token-file' "$root/share/man/man1/einsora-agent.1"
 if command -v zsh >/dev/null; then
   check "zsh completion parses" zsh -n "$root/share/zsh/site-functions/_einsora"
 fi

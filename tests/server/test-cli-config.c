@@ -144,6 +144,10 @@ Test(cli_config, cli_a_token_from_a_context_never_goes_to_another_server) {
                  err);
     free(out), free(err);
     unsetenv("EINSORA_SERVER");
+    /* Nor a server from the flag, even with the context named. */
+    cr_expect_eq(run_einsora(&out, &err, "nodes", "--context", "live", "--server", ts.url, NULL), 4,
+                 "--context live --server OTHER sends live's token to OTHER: %s", err);
+    free(out), free(err);
 }
 
 Test(cli_config, bad_input_config_file_is_a_clear_usage_error) {

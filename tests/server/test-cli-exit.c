@@ -72,6 +72,12 @@ Test(cli_exit, cli_exit_codes_follow_one_table) {
                  "%s", err);
     cr_expect(access(db, F_OK) < 0, "no state file is made for a bad --listen");
     free(out), free(err);
+    /* Half of the TLS pair is a command line that is wrong, too. */
+    cr_expect_eq(run_einsora(&out, &err, "serve", "--tls-cert", "/c.pem", "--state", db, NULL), 2,
+                 "%s", err);
+    cr_expect(strstr(err, "both --tls-cert and --tls-key"), "%s", err);
+    cr_expect(access(db, F_OK) < 0, "no state file is made for half a TLS pair");
+    free(out), free(err);
     rmdir(state);
 }
 

@@ -1,6 +1,7 @@
 /* test-store.c: every store.h call, migrations, transactions and rollback, run against both
  * backends: an SQLite file and a real PostgreSQL 15 (pg-helper.c, started by main()). */
 #include <criterion/criterion.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -311,6 +312,37 @@ Test(store, r16_store_sqlite_refuses_a_newer_schema) {
     Error err = {0};
     cr_assert_eq(store_open(loc, &s, &err), -EPROTO);
     cr_assert(strstr(err.message, "newer than this einsora knows"), "%s", err.message);
+}
+
+/* Bad input: a --state that is a directory, or a file that is not a state file, is refused
+ * naming it, and left as it was (its mode too: a folder made 0600 cannot be entered). */
+Test(store, bad_input_a_state_path_that_is_not_a_state_file_is_refused_untouched) {
+    char dir[] = "/tmp/einsora-notstate-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    cr_assert_eq(chmod(dir, 0755), 0);
+    char file[sizeof(dir) + 16];
+    snprintf(file, sizeof(file), "%s/notes.txt", dir);
+    FILE *f = fopen(file, "w");
+    cr_assert(f);
+    fputs("these are notes, not a database, long enough for SQLite to read a header\n", f);
+    fclose(f);
+    cr_assert_eq(chmod(file, 0644), 0);
+    Store *s = NULL;
+    Error e1 = {0}, e2 = {0};
+    cr_expect_eq(store_open(dir, &s, &e1), -EISDIR);
+    cr_expect(strstr(e1.message, "is a directory"), "%s", e1.message);
+    cr_expect_lt(store_open(file, &s, &e2), 0);
+    cr_expect(strstr(e2.message, file) && strstr(e2.message, "not a database"), "%s", e2.message);
+    struct stat st;
+    cr_assert_eq(stat(dir, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0755, "the folder's mode is as it was");
+    cr_assert_eq(stat(file, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0644, "the file's mode is as it was");
+    unlink(file);
+    char side[sizeof(file) + 8];
+    snprintf(side, sizeof(side), "%s-wal", file), unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", file), unlink(side);
+    rmdir(dir);
 }
 
 Test(store, r16_store_postgresql_refuses_a_bad_conninfo) {
