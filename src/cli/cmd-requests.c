@@ -99,7 +99,7 @@ int verb_requests(int argc, char **argv) {
             "[--limit N] [--watch]\n\n"
             "List your requests (admins: everyone's), every page the server has.\n"
             "  --state STATE    only requests in STATE: pending, placed, active,\n"
-            "                   released, cancelled or refused\n" LIST_HELP LIST_WATCH_HELP);
+            "                   ended, released, cancelled or refused\n" LIST_HELP LIST_WATCH_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)
