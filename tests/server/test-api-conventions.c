@@ -380,7 +380,7 @@ Test(api_conventions, api_plain_http_off_loopback_is_refused_unless_told) {
     free(out), free(err);
     cr_expect_eq(run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", state,
                              "--tls-cert", TEST_FIXTURES "/tls/server.crt", NULL),
-                 1, "a certificate without its key");
+                 2, "a certificate without its key: a command line that is wrong");
     cr_expect(strstr(err, "both --tls-cert and --tls-key"), "%s", err);
     free(out), free(err);
     /* The key given as the certificate and the other way round: named, before any state. */
