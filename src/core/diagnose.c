@@ -266,6 +266,8 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
     if (g->vendor == VENDOR_APPLE || s->class_blocked[card])
         return -1;
     if (g->mig_parent_index >= 0) {
+        if (s->class_mig_blocked[card])
+            return -1; /* a GPU that takes no work may be what it waits for: the scan says */
         for (size_t i = 0; i < s->n_mig_pref[g->mig_shape]; i++)
             if (s->mig[card].heads[s->mig_pref[g->mig_shape][i].layout] != NIL)
                 return -1;

@@ -342,6 +342,21 @@ static int check_lists(const Sched *s, Error *err) {
             return error_set(err, -EUCLEAN, "class %s: idle-but-blocked count is stale",
                              s->cat->classes[c].name);
         }
+    memset(blocked, 0, MAX(s->cat->n_classes, 1) * sizeof(uint32_t));
+    for (size_t k = 0; k < s->n_order; k++) {
+        const Node *n = &s->nodes[s->order[k]];
+        for (unsigned i = 0; i < n->n_devices; i++) {
+            const Device *d = &n->devices[i];
+            if (n->alive && d->cls >= 0 && d->mig_enabled && !device_takes_new_work(n, d))
+                blocked[d->cls]++;
+        }
+    }
+    for (size_t c = 0; c < s->cat->n_classes; c++)
+        if (blocked[c] != s->class_mig_blocked[c]) {
+            free(blocked);
+            return error_set(err, -EUCLEAN, "class %s: blocked MIG GPU count is stale",
+                             s->cat->classes[c].name);
+        }
     free(blocked);
     int r = check_window(s, err);
     if (r < 0)

@@ -212,8 +212,16 @@ void node_set_reserved(Sched *s, uint32_t ni, uint32_t by) {
 }
 
 /* Sets how device d counts in its node's pools (Device.tally) and adds it to the counts. */
-static void device_tally(const Sched *s, const Node *n, Device *d, unsigned di, uint8_t n_free[],
+static void device_tally(Sched *s, const Node *n, Device *d, unsigned di, uint8_t n_free[],
                          uint16_t n_mask[], uint8_t n_blocked[], uint8_t n_reset[]) {
+    /* A MIG-on GPU that takes no new work: a slice that waits may wait for it (R18), which
+     * the fast diagnosis cannot see from the slice lists. */
+    bool mb = n->alive && d->cls >= 0 && d->mig_enabled && !device_takes_new_work(n, d);
+    if (mb != d->mig_blocked) {
+        if (d->cls >= 0)
+            s->class_mig_blocked[d->cls] += mb ? 1u : (uint32_t)-1;
+        d->mig_blocked = mb;
+    }
     d->tally = 0;
     if (!n->alive || d->cls < 0 || d->mig_enabled || d->n_allocs)
         return;

@@ -188,6 +188,7 @@ typedef struct Device {
     /* How the device counts in its node's pool tallies (node_refresh_devices): its pool's
      * slot and 0 not counted, 1 free, 2 blocked, 3 blocked only by its reset check. */
     uint8_t tally_pool, tally;
+    bool mig_blocked; /* counted in class_mig_blocked: MIG on, taking no new work */
 } __attribute__((aligned(64))) Device;
 
 _Static_assert(sizeof(Device) == 64, "a device is one cache line");
@@ -467,8 +468,9 @@ struct Sched {
     size_t *class_name_len; /* per class: strlen of its name, for decisions' sentences */
     uint32_t *class_nodes;
     uint32_t *class_blocked;
-    uint32_t **class_list;  /* per card class: the nodes that have it */
-    DiagCell **class_cells; /* per card class: one cell per node of class_list, same order */
+    uint32_t *class_mig_blocked; /* per card class: MIG-on GPUs cordoned, quarantined or off */
+    uint32_t **class_list;       /* per card class: the nodes that have it */
+    DiagCell **class_cells;      /* per card class: one cell per node of class_list, same order */
     uint32_t *class_list_cap;
     /* Queue positions: a Fenwick tree over arrival seq of the waiting requests. */
     uint32_t *fen;

@@ -1187,3 +1187,22 @@ Test(api, r2c_a_released_slices_busy_instance_is_not_offered_until_idle) {
     free(alice);
     free(agent);
 }
+
+/* R18: a slice that waits only because its MIG GPU is quarantined (or its node cordoned)
+ * says so, not "every unit is taken" with nothing allocated: lifting the quarantine or the
+ * cordon is what would let it run. */
+Test(api, r18_a_slice_waiting_for_a_quarantined_or_cordoned_mig_gpu_says_so) {
+    const char *node =
+            "{\"name\":\"q1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+            "\"owner\":\"carol\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:17:00.0\",\"class\":"
+            "\"nvidia-a100-40gb\",\"memory_gb\":40,\"mig_enabled\":true,\"quarantined\":\"failed "
+            "its reset check\"}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
+    char *carol = ts_token(&ts, "carol", "owner", "q1");
+    json_t *q = submit(carol, "{\"kind\":\"container\",\"class\":\"nvidia-a100-40gb-mig-1g.5gb\"}",
+                       201);
+    cr_expect_str_eq(str(q, "state"), "pending");
+    cr_expect_str_eq(str(q, "reason_code"), "cordoned", "%s", str(q, "reason"));
+    json_decref(q);
+    free(carol);
+}
