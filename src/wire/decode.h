@@ -38,6 +38,9 @@ typedef struct WireField {
     { .name = key, .type = WIRE_STRING, .required = req, WIRE_MEMBER(T, m) }
 #define WIRE_F_UINT(T, key, m, lo, hi)                                                             \
     { .name = key, .type = WIRE_UINT, WIRE_MEMBER(T, m), .min = lo, .max = hi }
+/* A number that has no default: absent is refused, never read as 0. */
+#define WIRE_F_UINT_REQ(T, key, m, lo, hi)                                                         \
+    { .name = key, .type = WIRE_UINT, .required = true, WIRE_MEMBER(T, m), .min = lo, .max = hi }
 #define WIRE_F_BOOL(T, key, m)                                                                     \
     { .name = key, .type = WIRE_BOOL, WIRE_MEMBER(T, m) }
 #define WIRE_F_ENUM(T, key, m, req, fn, names)                                                     \

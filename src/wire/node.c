@@ -46,7 +46,9 @@ static bool device_resource_is_valid(const char *s) {
 
 static const WireField mig_fields[] = {
         WIRE_F_STRING(ApiMigInstance, "profile", profile, true),
-        WIRE_F_UINT(ApiMigInstance, "start", start, 0, 7),
+        /* Where the instance sits on the GPU's memory slots: 0 is a slot like any other, so a
+         * missing one is refused rather than taken as slot 0 (docs/openapi.yaml). */
+        WIRE_F_UINT_REQ(ApiMigInstance, "start", start, 0, 7),
         WIRE_F_BOOL(ApiMigInstance, "busy", busy),
 };
 

@@ -425,6 +425,20 @@ Test(api, r10_owner_only_class_enforced_from_token_not_body) {
     free(bob);
 }
 
+/* R2c: a node's MIG instance without its start is a 400 naming the field (openapi.yaml:
+ * required [profile, start]), and no node is made. */
+Test(api, r2c_bad_input_a_mig_instance_without_its_start_is_400) {
+    const char *body = "{\"name\":\"mig1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\","
+                       "\"platform\":\"linux\",\"owner\":\"ops\",\"devices\":[{\"pci\":"
+                       "\"0000:01:00.0\",\"class\":\"nvidia-a100-80gb\",\"memory_gb\":80,"
+                       "\"mig\":[{\"profile\":\"1g.10gb\"}]}]}";
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", body, &j), 400);
+    cr_assert_str_eq(str(j, "message"), "Field 'start' is required.");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/mig1", NULL, NULL), 404);
+}
+
 static void register_mac(const char *name, unsigned unified, unsigned usable) {
     char body[320];
     snprintf(body, sizeof(body),

@@ -246,6 +246,17 @@ Test(wire, r2c_bad_input_a_mig_layout_that_cannot_be_on_a_gpu_is_refused) {
     expect_mig(179, "{\"profile\":\"3g.90gb\",\"start\":2}", "cannot start at memory slot 2");
 }
 
+/* R2c: a MIG instance says where it starts (openapi.yaml: required [profile, start]); one
+ * that does not is refused, never stored as starting at slot 0, where it may not be. */
+Test(wire, r2c_bad_input_a_mig_instance_without_its_start_is_refused) {
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:01:00.0\","
+                                  "\"memory_gb\":80,\"mig\":[{\"profile\":\"1g.10gb\"}]}]}",
+                        "field 'start' is required");
+    expect_node_refused(NODE_HEAD "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:01:00.0\","
+                                  "\"memory_gb\":80,\"mig\":[{\"start\":0}]}]}",
+                        "field 'profile' is required");
+}
+
 /* R10: a Mac's usable GPU memory is its wired limit less the owner's headroom, so at most its
  * memory; a client saying otherwise is refused (placements would promise memory the Mac does
  * not have), while a state file written before the check still loads. */
