@@ -1,8 +1,9 @@
 /* api-conventions.c: what clients of any HTTP API expect beyond the handlers: a
  * body whose Content-Type is not JSON is a 415, a body on a call that takes none and an
- * unknown query parameter are a 400 (a typo
- * must not silently list everything), a create answers 201 with Location, and a node carries
+ * unknown query parameter or one given twice are a 400 (a typo must not silently list
+ * everything), a create answers 201 with Location, and a node carries
  * an ETag that If-Match checks so a stale write answers 412 instead of the last writer winning. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -97,20 +98,24 @@ bool api_check_conventions(HttpCtx *c, RouteId id) {
                   "This call takes no request body (send none, or {}); nothing was changed.");
         return false;
     }
-    if (c->query_unknown) {
-        const char *bad = c->query_unknown(c->conn, route_query_keys(id));
-        if (bad) {
-            const char *const *keys = route_query_keys(id);
-            char allowed[128] = "";
-            size_t len = 0;
-            for (size_t i = 0; keys[i] && len < sizeof(allowed); i++)
-                len += (size_t)snprintf(allowed + len, sizeof(allowed) - len, "%s%s", i ? ", " : "",
-                                        keys[i]);
-            api_error(c, 400, "bad_request",
-                      "Unknown query parameter '%.64s' (this endpoint takes %s).", bad,
-                      allowed[0] ? allowed : "none");
-            return false;
-        }
+    const char *bad = NULL;
+    int r = c->query_check ? c->query_check(c->conn, route_query_keys(id), &bad) : 0;
+    if (r == -EEXIST) {
+        /* "limit=1&limit=abc": which one was meant is a guess, so neither is taken. */
+        api_error(c, 400, "bad_request", "Query parameter '%.64s' is given twice.", bad);
+        return false;
+    }
+    if (r < 0) {
+        const char *const *keys = route_query_keys(id);
+        char allowed[128] = "";
+        size_t len = 0;
+        for (size_t i = 0; keys[i] && len < sizeof(allowed); i++)
+            len += (size_t)snprintf(allowed + len, sizeof(allowed) - len, "%s%s", i ? ", " : "",
+                                    keys[i]);
+        api_error(c, 400, "bad_request",
+                  "Unknown query parameter '%.64s' (this endpoint takes %s).", bad,
+                  allowed[0] ? allowed : "none");
+        return false;
     }
     return true;
 }

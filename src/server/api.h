@@ -78,10 +78,13 @@ typedef struct HttpCtx {
     const char *park_user;
     const char *park_node; /* set: a work poll, woken by that node's events only */
     /* api-conventions.c: the request's Content-Type and If-Match (may be NULL);
-     * query_unknown returns the first query key not in the NULL-terminated list, or NULL.
+     * query_check returns 0 when every query key is in the NULL-terminated list and given
+     * once; otherwise -ENOENT for the first key not in it, -EEXIST for the first given twice
+     * (libmicrohttpd keeps both; a lookup would silently read the first), naming it in
+     * *ret_key.
      * The answer's Location and ETag headers ("" for none). */
     const char *content_type_in, *if_match;
-    const char *(*query_unknown)(void *conn, const char *const *allowed);
+    int (*query_check)(void *conn, const char *const *allowed, const char **ret_key);
     char location[128];
     char etag[40];
 } HttpCtx;

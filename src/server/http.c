@@ -1,5 +1,6 @@
 /* http.c: libmicrohttpd glue and the server's life cycle (start, restore, serve, stop). */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <malloc.h>
 #include <microhttpd.h>
@@ -7,6 +8,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -76,16 +78,25 @@ static const char *lookup_query(void *conn, const char *key) {
 
 typedef struct QueryCheck {
     const char *const *allowed;
+    uint64_t seen; /* bit i: allowed[i] was given */
     const char *bad;
+    int r;
 } QueryCheck;
 
-static enum MHD_Result query_key_known(void *cls, enum MHD_ValueKind kind, const char *key,
+static enum MHD_Result query_key_check(void *cls, enum MHD_ValueKind kind, const char *key,
                                        const char *value) {
     QueryCheck *q = cls;
     for (size_t i = 0; q->allowed[i]; i++)
-        if (STREQ(key, q->allowed[i]))
+        if (STREQ(key, q->allowed[i])) {
+            assert(i < 64); /* a route reads a handful of parameters */
+            if (q->seen & (UINT64_C(1) << i)) {
+                q->bad = key, q->r = -EEXIST;
+                return MHD_NO; /* stop at the first one given twice */
+            }
+            q->seen |= UINT64_C(1) << i;
             return MHD_YES;
-    q->bad = key;
+        }
+    q->bad = key, q->r = -ENOENT;
     return MHD_NO; /* stop at the first unknown one */
 }
 
@@ -117,10 +128,12 @@ static void check_headers(struct MHD_Connection *conn, Upload *up) {
                                      : NULL;
 }
 
-static const char *query_unknown(void *conn, const char *const *allowed) {
+static int query_check(void *conn, const char *const *allowed, const char **ret_key) {
     QueryCheck q = {.allowed = allowed};
-    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, query_key_known, &q);
-    return q.bad;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, query_key_check, &q);
+    if (q.r < 0)
+        *ret_key = q.bad;
+    return q.r;
 }
 
 static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
@@ -220,7 +233,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                                          MHD_HTTP_HEADER_AUTHORIZATION),
             .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
             .query = lookup_query,
-            .query_unknown = query_unknown,
+            .query_check = query_check,
             .content_type_in = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                            MHD_HTTP_HEADER_CONTENT_TYPE),
             .if_match =

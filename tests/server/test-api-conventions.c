@@ -1,9 +1,9 @@
 /* test-api-conventions.c: the HTTP habits clients of the Kubernetes and Docker APIs expect
  * from a server: 201 with Location on create, 401 with WWW-Authenticate: Bearer, 415 for a body
- * that is not JSON, 400 for an unknown query parameter, 422 for an Idempotency-Key reused with
- * another body, ETag / If-Match on nodes (a stale write answers 412), and listening on IPv6.
- * Real server; headers
- * read with libcurl directly since the project's client keeps only the body. */
+ * that is not JSON, 400 for an unknown query parameter or one given twice, 422 for an
+ * Idempotency-Key reused with another body, ETag / If-Match on nodes (a stale write answers 412),
+ * and listening on IPv6. Real server; headers read with libcurl directly since the project's client
+ * keeps only the body. */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -242,6 +242,33 @@ Test(api_conventions, bad_input_api_unknown_query_parameter_is_400) {
     cr_expect_eq(a.status, 200);
     a = call(ts.admin, "GET", "/v1/classes?all=1", NULL, NULL, NULL);
     cr_expect_eq(a.status, 400);
+}
+
+/* A parameter given twice ("limit=1&limit=abc") is refused on every route that reads
+ * parameters: taking the first one silently would answer a question the client did not ask. */
+Test(api_conventions, bad_input_api_query_parameter_given_twice_is_400) {
+    static const char *const paths[][2] = {
+            {"/v1/capacity?class=cpu&class=nope", "class"},
+            {"/v1/requests?limit=1&limit=abc", "limit"},
+            {"/v1/requests?limit=1&state=placed&limit=1", "limit"},
+            {"/v1/events?after=1&after=20", "after"},
+            {"/v1/nodes?site=a&site=a", "site"},
+    };
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        json_t *j = NULL;
+        cr_expect_eq(ts_call(&ts, ts.admin, "GET", paths[i][0], NULL, &j), 400, "%s", paths[i][0]);
+        char want[96];
+        snprintf(want, sizeof(want), "Query parameter '%s' is given twice.", paths[i][1]);
+        const char *msg = json_string_value(json_object_get(j, "message"));
+        cr_expect_str_eq(msg ? msg : "", want, "%s", paths[i][0]);
+        json_decref(j);
+    }
+    /* Each once is still fine, and an unknown one is still named as unknown. */
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=cpu&site=x", NULL, NULL), 200);
+    json_t *j = NULL;
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests?x=1&x=2", NULL, &j), 400);
+    cr_expect(strstr(json_string_value(json_object_get(j, "message")), "Unknown query parameter"));
+    json_decref(j);
 }
 
 Test(api_conventions, bad_input_api_idempotency_key_reused_with_another_body_is_422) {
