@@ -165,8 +165,10 @@ void api_events(HttpCtx *c) {
         return;
     if (!c->resumed && events_ahead(c, after))
         return;
+    /* limit=0 lists no events and says where to resume (`next`, the cursor given), as a
+     * paged list does: at once, since there is nothing it could wait for. */
     if (limit == 0)
-        limit = 1;
+        wait = 0;
     const char *user = c->who.role == ROLE_ADMIN ? NULL : c->who.user;
     if (c->can_park || c->resumed) {
         /* Never block a thread: look now, and park the connection when there is nothing. */

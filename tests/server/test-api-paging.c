@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "srv-helpers.h"
 
@@ -91,4 +92,34 @@ Test(api_paging, bad_input_api_cursor_tampered_foreign_or_numeric_is_400) {
              json_string_value(json_object_get(f, "next")));
     json_decref(f);
     json_decref(get(path, 200));
+}
+
+/* limit=0 asks for nothing: both lists answer no items and a `next` to resume from (the
+ * cursor given), and the event feed answers at once rather than waiting for an event it
+ * would not send. */
+Test(api_paging, api_limit_0_lists_nothing_on_both_lists) {
+    json_t *r = get("/v1/requests?limit=0", 200);
+    cr_expect_eq(json_array_size(json_object_get(r, "requests")), 0);
+    const char *next = json_string_value(json_object_get(r, "next"));
+    cr_assert_not_null(next, "more requests follow: a cursor to resume from");
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/requests?limit=10&after=%s", next);
+    json_t *rest = get(path, 200);
+    cr_expect_eq(json_array_size(json_object_get(rest, "requests")), 5, "resumed where it was");
+    json_decref(rest);
+    json_decref(r);
+
+    json_t *e = get("/v1/events?limit=0", 200);
+    cr_expect_eq(json_array_size(json_object_get(e, "events")), 0);
+    cr_expect_eq(json_integer_value(json_object_get(e, "next")), 0);
+    json_decref(e);
+    time_t t0 = time(NULL);
+    e = get("/v1/events?after=2&limit=0&wait=30", 200);
+    cr_expect_lt(time(NULL) - t0, 20, "limit=0 has nothing to wait for");
+    cr_expect_eq(json_array_size(json_object_get(e, "events")), 0);
+    cr_expect_eq(json_integer_value(json_object_get(e, "next")), 2);
+    json_decref(e);
+    e = get("/v1/events?after=2&limit=1", 200);
+    cr_expect_eq(json_array_size(json_object_get(e, "events")), 1, "events follow cursor 2");
+    json_decref(e);
 }
