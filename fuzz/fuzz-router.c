@@ -1,5 +1,6 @@
 /* fuzz-router.c: libFuzzer target for the API router: "METHOD PATH" in, a match, a 404 or a
- * 405 out, never a crash, and a match's parameters are non-empty segments of the path. */
+ * 405 out (or a 400 for a parameter that is not a name), never a crash, and a match's
+ * parameters are non-empty segments of the path. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,6 +29,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t i = 0; i < m.n_params; i++)
             if (!m.params[i][0] || !strstr(path, m.params[i]))
                 abort();
+    } else if (r == -EINVAL) { /* a route of this method whose parameter is not a name */
+        if (!m.route || strcmp(m.route->method, buf) != 0 || m.bad_param < 0 ||
+            (size_t)m.bad_param >= m.n_params || !m.params[m.bad_param][0])
+            abort();
     } else if (r == -EOPNOTSUPP) {
         if (!m.allowed[0])
             abort();

@@ -151,12 +151,42 @@ bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uin
     return true;
 }
 
+/* What the route's parameter i names, from the collection before it in its pattern
+ * ("/v1/tenants/{name}/trust": a user name). */
+static const char *param_noun(const Route *route, int i) {
+    static const struct {
+        const char *collection, *noun;
+    } nouns[] = {
+            {"/tenants/", "user name"},
+            {"/nodes/", "node name"},
+            {"/requests/", "request id"},
+            {"/tasks/", "task id"},
+    };
+    const char *p = route->pattern; /* to its i-th '{' */
+    for (int k = 0; p && (p = strchr(p, '{')) && k < i; k++)
+        p++;
+    for (size_t k = 0; p && k < ARRAY_SIZE(nouns); k++) {
+        size_t n = strlen(nouns[k].collection);
+        if ((size_t)(p - route->pattern) >= n && strncmp(p - n, nouns[k].collection, n) == 0)
+            return nouns[k].noun;
+    }
+    return "name";
+}
+
 void api_dispatch(HttpCtx *c) {
     if (web_serve(c)) /* the dashboard's files */
         return;
     int r = router_match(api_routes, api_n_routes, c->method, c->path, &c->match);
     if (r == -ENOENT) {
         api_error(c, 404, "not_found", "No such endpoint: %.200s.", c->path);
+        return;
+    }
+    if (r == -EINVAL) {
+        /* The endpoint exists; what names its object cannot be a name ("café"): said so, as
+         * the handler says of a name of the right characters that is still not valid. */
+        api_error(c, 400, "bad_request", "'%.64s' is not a valid %s.",
+                  c->match.params[c->match.bad_param],
+                  param_noun(c->match.route, c->match.bad_param));
         return;
     }
     if (r == -EOPNOTSUPP) {

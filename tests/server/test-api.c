@@ -239,6 +239,27 @@ Test(api, bad_input_unknown_route_is_404) {
     expect_refused(ts.admin, "GET", "/v1/nope", NULL, 404, "not_found");
 }
 
+/* A name with bytes no name has (non-ASCII, a space) on a route that exists is the name's
+ * fault, said as it is of "Cafe": 400 "not a valid user name", never 404 "No such endpoint". */
+Test(api, bad_input_a_path_name_of_other_characters_is_400_not_404) {
+    static const char *const cases[][3] = {
+            {"PUT", "/v1/tenants/caf%C3%A9/trust", "'caf\xc3\xa9' is not a valid user name."},
+            {"DELETE", "/v1/tenants/a%20b/trust", "'a b' is not a valid user name."},
+            {"PUT", "/v1/tenants/Cafe/trust", "'Cafe' is not a valid user name."},
+            {"GET", "/v1/nodes/caf%C3%A9", "'caf\xc3\xa9' is not a valid node name."},
+            {"GET", "/v1/requests/%C3%A9", "'\xc3\xa9' is not a valid request id."},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = NULL;
+        long st = ts_call(&ts, ts.admin, cases[i][0], cases[i][1], NULL, &j);
+        cr_expect_eq(st, 400, "%s %s: %ld %s", cases[i][0], cases[i][1], st, str(j, "message"));
+        cr_expect_str_eq(str(j, "message"), cases[i][2], "%s", cases[i][1]);
+        json_decref(j);
+    }
+    /* A method the path does not answer is still a 405. */
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/tenants/caf%C3%A9/trust", NULL, NULL), 405);
+}
+
 /* Item k of a batch activation's answer: its status, and its request's state or error code. */
 static void expect_item(json_t *ans, size_t k, const char *id, long status, const char *what) {
     json_t *it = json_array_get(json_object_get(ans, "results"), k);

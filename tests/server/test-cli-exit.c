@@ -44,6 +44,10 @@ Test(cli_exit, cli_exit_codes_follow_one_table) {
     cr_expect_eq(CLI_AS(user, &out, &err, "tenant", "trust", "bob"), 4, "not allowed: %s", err);
     free(out), free(err);
     free(user);
+    /* A user name that is no name is the argument's fault (usage), not a missing endpoint. */
+    cr_expect_eq(CLI_AS(ts.admin, &out, &err, "tenant", "trust", "caf\xc3\xa9"), 2, "%s", err);
+    cr_expect(strstr(err, "is not a valid user name"), "%s", err);
+    free(out), free(err);
     cr_expect_eq(CLI_AS(ts.admin, &out, &err, "request", "create", "--kind", "container", "--class",
                         "no-such-class"),
                  2, "the server finds the class wrong: usage: %s", err);

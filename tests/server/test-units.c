@@ -95,8 +95,32 @@ Test(router, matches_params_and_tells_404_from_405) {
     cr_assert_str_eq(m.allowed, "GET, POST");
     cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/requests/", &m), -ENOENT);
     cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/requests/a/b/c", &m), -ENOENT);
-    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/nodes/a%2fb", &m), -ENOENT);
     cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "", &m), -ENOENT);
+}
+
+/* A path of a route's shape whose parameter is not a name ("café", "a b", "a%2fb" as the
+ * raw bytes) is that route's (-EINVAL, the parameter as given), never a path of no route:
+ * the API answers 400 saying the name is not valid, not 404 "No such endpoint". */
+Test(router, bad_input_a_parameter_that_is_not_a_name_is_told_from_no_route) {
+    RouteMatch m;
+    cr_assert_eq(router_match(api_routes, api_n_routes, "PUT", "/v1/tenants/caf\xc3\xa9/trust", &m),
+                 -EINVAL);
+    cr_assert_eq(m.route->id, R_TENANT_TRUST_GRANT);
+    cr_assert_eq(m.bad_param, 0);
+    cr_assert_str_eq(m.params[0], "caf\xc3\xa9");
+    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/nodes/a%2fb", &m), -EINVAL);
+    cr_assert_eq(router_match(api_routes, api_n_routes, "POST", "/v1/nodes/n1/tasks/a b", &m),
+                 -EINVAL);
+    cr_assert_eq(m.bad_param, 1);
+    char longer[300] = "/v1/nodes/";
+    memset(longer + strlen(longer), 'a', 200);
+    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", longer, &m), -EINVAL);
+    cr_assert_eq(strlen(m.params[0]), ROUTE_PARAM_MAX - 1, "cut to fit");
+    /* The method still comes first: a path only other methods answer is a 405. */
+    cr_assert_eq(router_match(api_routes, api_n_routes, "GET", "/v1/tenants/caf\xc3\xa9/trust", &m),
+                 -EOPNOTSUPP);
+    cr_assert_str_eq(m.allowed, "PUT, DELETE");
+    cr_assert_eq(router_match(api_routes, api_n_routes, "PUT", "/v1/tenants//trust", &m), -ENOENT);
 }
 
 Test(spec, request_parser_is_strict) {
