@@ -317,12 +317,16 @@ int agent_run_verb(int argc, char **argv) {
             break;
         case O_GRACE:
             if (parse_uint64(optarg, 3600, &grace) < 0)
-                return fail(EXIT_USAGE, "agent run: --stop-grace takes seconds from 0 to 3600");
+                return fail(EXIT_USAGE,
+                            "agent run: --stop-grace takes whole seconds from 0 to 3600, not '%s'",
+                            optarg);
             wl.stop_grace_s = (unsigned)grace;
             break;
         case O_HB:
             if (parse_uint64(optarg, 3600, &hb) < 0 || hb == 0)
-                return fail(EXIT_USAGE, "agent run: --heartbeat takes seconds from 1 to 3600");
+                return fail(EXIT_USAGE,
+                            "agent run: --heartbeat takes whole seconds from 1 to 3600, not '%s'",
+                            optarg);
             cfg.heartbeat_s = (unsigned)hb;
             break;
         case 'h':

@@ -27,7 +27,7 @@ static int on_extra(int c, const char *arg, void *userdata) {
     if (c == 'f')
         a->follow = true;
     else if (parse_uint64(arg, UINT64_MAX, &a->after) < 0)
-        return fail(EXIT_USAGE, "events: --after takes an event number");
+        return fail(EXIT_USAGE, "events: --after takes an event number, not '%s'", arg);
     return 0;
 }
 

@@ -131,7 +131,8 @@ static bool common_option(Common *o, int c, const char *arg) {
 static int seconds(const char *arg, const char *what, unsigned max, unsigned *ret) {
     uint64_t v;
     if (parse_uint64(arg, max, &v) < 0 || v == 0)
-        return fail(EXIT_USAGE, "k8s sync: %s takes seconds from 1 to %u", what, max);
+        return fail(EXIT_USAGE, "k8s sync: %s takes whole seconds from 1 to %u, not '%s'", what,
+                    max, arg);
     *ret = (unsigned)v;
     return EXIT_OK;
 }

@@ -18,6 +18,7 @@
 #include "util/strutil.h"
 #include "verbs.h"
 #include "wait-progress.h"
+#include "wire/request.h"
 
 static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
@@ -32,13 +33,14 @@ static const char usage[] =
         "  --kind KIND       vm, container, notebook or endpoint\n"
         "  --class CLASS     the GPU class wanted (`einsora classes` lists them)\n"
         "  --memory GB       instead of a class: the GPU memory needed (Apple, MIG)\n"
-        "  --count N         how many GPUs (default 1)\n"
+        "  --count N         how many GPUs, 1 to 64 (default 1)\n"
         "  --guest-os OS     a VM's guest: linux or macos\n"
         "  --share           time-slice one GPU with your own other --share workloads (R2e:\n"
         "                    never with another user; no isolation between them)\n"
         "  --runtime R       the container or endpoint runtime wanted\n"
         "  --fallback A,B    classes to fall back to, in order, after --wait-s (R13)\n"
-        "  --wait-s S        seconds to wait for CLASS before the fallback opens\n"
+        "  --wait-s S        whole seconds to wait for CLASS before the fallback opens (up to\n"
+        "                    2592000, 30 days)\n"
         "  --key KEY         Idempotency-Key: submitting again with the same key returns the\n"
         "                    same request (default: a random key, reused when the CLI retries\n"
         "                    a lost answer)\n"
@@ -56,9 +58,23 @@ typedef struct CreateArgs {
     int64_t timeout_ms; /* --timeout: 0 waits as long as it takes */
 } CreateArgs;
 
+/* A numeric flag: refused naming the flag, what it takes and what was given, as `requests
+ * --limit` is ("--count takes a whole number from 1 to 64, not '-3'"). The ranges are the
+ * API's (wire/request.h), so no value passes here that the server refuses. */
+static int number_flag(const char *flag, const char *what, const char *arg, uint64_t min,
+                       uint64_t max, uint64_t *ret) {
+    uint64_t v;
+    if (parse_uint64(arg, max, &v) < 0 || v < min)
+        return fail(EXIT_USAGE, "request: %s takes %s from %llu to %llu, not '%s'", flag, what,
+                    (unsigned long long)min, (unsigned long long)max, arg);
+    *ret = v;
+    return 0;
+}
+
 static int on_extra(int c, const char *arg, void *userdata) {
     CreateArgs *a = userdata;
     uint64_t v;
+    int r;
     switch (c) {
     case 'k':
         json_object_set_new(a->body, "kind", json_string(arg));
@@ -76,15 +92,19 @@ static int on_extra(int c, const char *arg, void *userdata) {
         json_object_set_new(a->body, "share", json_true());
         break;
     case 'n':
+        if ((r = number_flag("--count", "a whole number", arg, 1, SPEC_MAX_COUNT, &v)) != 0)
+            return r;
+        json_object_set_new(a->body, "count", json_integer((json_int_t)v));
+        break;
     case 'm':
+        if ((r = number_flag("--memory", "whole GB", arg, 1, 1u << 20, &v)) != 0)
+            return r;
+        json_object_set_new(a->body, "memory_gb", json_integer((json_int_t)v));
+        break;
     case 'W':
-        if (parse_uint64(arg, 1u << 30, &v) < 0)
-            return fail(EXIT_USAGE, "request: '%s' is not a number", arg);
-        json_object_set_new(a->body,
-                            c == 'n'   ? "count"
-                            : c == 'm' ? "memory_gb"
-                                       : "wait_s",
-                            json_integer((json_int_t)v));
+        if ((r = number_flag("--wait-s", "whole seconds", arg, 0, SPEC_MAX_WAIT_S, &v)) != 0)
+            return r;
+        json_object_set_new(a->body, "wait_s", json_integer((json_int_t)v));
         break;
     case 'f': {
         json_t *list = json_array();

@@ -130,7 +130,8 @@ int verb_serve(int argc, char **argv) {
             break;
         case 'b':
             if (parse_uint64(optarg, 100000, &batch) < 0 || batch == 0)
-                return fail(EXIT_USAGE, "serve: --batch takes a number from 1 to 100000");
+                return fail(EXIT_USAGE, "serve: --batch takes a number from 1 to 100000, not '%s'",
+                            optarg);
             cfg.batch_max = (unsigned)batch;
             break;
         case 'S':
@@ -141,7 +142,9 @@ int verb_serve(int argc, char **argv) {
             break;
         case 'L':
             if (parse_decimal_uint64(optarg, 600000, &lease) < 0 || lease < 100)
-                return fail(EXIT_USAGE, "serve: --lease-ms takes a number from 100 to 600000");
+                return fail(EXIT_USAGE,
+                            "serve: --lease-ms takes a number from 100 to 600000, not '%s'",
+                            optarg);
             cfg.lease_ms = (unsigned)lease;
             break;
         case 'r':
@@ -161,13 +164,16 @@ int verb_serve(int argc, char **argv) {
             break;
         case 'P':
             if (parse_uint64(optarg, 1000000, &batch) < 0 || batch == 0)
-                return fail(EXIT_USAGE, "serve: --per-address takes a number from 1 to 1000000");
+                return fail(EXIT_USAGE,
+                            "serve: --per-address takes a number from 1 to 1000000, not '%s'",
+                            optarg);
             cfg.per_address_limit = (unsigned)batch;
             break;
         case 'T':
             if (parse_uint64(optarg, SERVER_HTTP_THREADS_MAX, &batch) < 0 || batch == 0)
-                return fail(EXIT_USAGE, "serve: --http-threads takes a number from 1 to %u",
-                            SERVER_HTTP_THREADS_MAX);
+                return fail(EXIT_USAGE,
+                            "serve: --http-threads takes a number from 1 to %u, not '%s'",
+                            SERVER_HTTP_THREADS_MAX, optarg);
             cfg.http_threads = (unsigned)batch;
             break;
         case 'H':

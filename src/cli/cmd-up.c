@@ -259,7 +259,8 @@ static int parse(int argc, char **argv, UpOpts *o) {
             break;
         case 'b':
             if (parse_uint64(optarg, 3600, &v) < 0 || v == 0)
-                return fail(EXIT_USAGE, "up: --heartbeat takes seconds from 1 to 3600");
+                return fail(EXIT_USAGE,
+                            "up: --heartbeat takes whole seconds from 1 to 3600, not '%s'", optarg);
             o->heartbeat_s = (unsigned)v;
             break;
         case 'h':

@@ -250,6 +250,49 @@ Test(cli_help, cli_unknown_flag_is_refused_and_the_nearest_suggested) {
     free(out), free(err);
 }
 
+/* A numeric flag's mistake names the flag, the range it takes and what was given, as
+ * `requests --limit` does, before anything is sent: never "'-3' is not a number". */
+Test(cli_help, bad_input_cli_numeric_flag_errors_name_the_flag_and_its_range) {
+    static const struct {
+        const char *verb, *sub, *flag, *value, *want;
+    } cases[] = {
+            {"request", "create", "--count", "-3",
+             "--count takes a whole number from 1 to 64, not '-3'"},
+            {"request", "create", "--count", "0",
+             "--count takes a whole number from 1 to 64, not '0'"},
+            {"request", "create", "--count", "65",
+             "--count takes a whole number from 1 to 64, not '65'"},
+            {"request", "create", "--memory", "lots",
+             "--memory takes whole GB from 1 to 1048576, not 'lots'"},
+            {"request", "create", "--wait-s", "5m",
+             "--wait-s takes whole seconds from 0 to 2592000, not '5m'"},
+            {"request", "create", "--wait-s", "-1",
+             "--wait-s takes whole seconds from 0 to 2592000, not '-1'"},
+            {"request", "create", "--wait-s", "2592001",
+             "--wait-s takes whole seconds from 0 to 2592000, not '2592001'"},
+            {"events", NULL, "--after", "x", "--after takes an event number, not 'x'"},
+            {"requests", NULL, "--limit", "-3", "--limit takes a positive number, not '-3'"},
+            {"up", NULL, "--heartbeat", "5m",
+             "--heartbeat takes whole seconds from 1 to 3600, not '5m'"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = NULL, *err = NULL;
+        int rc = cases[i].sub ? run_einsora(&out, &err, cases[i].verb, cases[i].sub, "--kind",
+                                            "container", "--class", "cpu", cases[i].flag,
+                                            cases[i].value, "--server", "http://127.0.0.1:9", NULL)
+                              : run_einsora(&out, &err, cases[i].verb, cases[i].flag,
+                                            cases[i].value, "--server", "http://127.0.0.1:9", NULL);
+        cr_expect_eq(rc, 2, "%s %s %s: %s", cases[i].verb, cases[i].flag, cases[i].value, err);
+        cr_expect(err && strstr(err, cases[i].want), "want '%s' in: %s", cases[i].want, err);
+        free(out), free(err);
+    }
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "k8s", "sync", "--interval", "1m", NULL), 2);
+    cr_expect(err && strstr(err, "--interval takes whole seconds from 1 to 3600, not '1m'"), "%s",
+              err);
+    free(out), free(err);
+}
+
 Test(cli_help, cli_version_prints_the_build_version) {
     char *out = NULL, *b = NULL;
     cr_assert_eq(run_einsora(&out, NULL, "version", NULL), 0);
