@@ -107,12 +107,23 @@ static int on_extra(int c, const char *arg, void *userdata) {
         json_object_set_new(a->body, "wait_s", json_integer((json_int_t)v));
         break;
     case 'f': {
+        /* Each entry a class: an empty one ("cpu,,cpu", a trailing comma, or "") is a
+         * mistake to say, never dropped (which would leave a shorter list, or none). */
         json_t *list = json_array();
-        char buf[512];
-        snprintf(buf, sizeof(buf), "%s", arg);
-        char *save = NULL;
-        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            json_array_append_new(list, json_string(t));
+        for (const char *t = arg;; t++) {
+            size_t n = strcspn(t, ",");
+            if (n == 0) {
+                json_decref(list);
+                return fail(EXIT_USAGE,
+                            "request: --fallback takes class names separated by commas, with "
+                            "no empty one, not '%s'",
+                            arg);
+            }
+            json_array_append_new(list, json_stringn(t, n));
+            t += n;
+            if (!*t)
+                break;
+        }
         json_object_set_new(a->body, "fallback", list);
         break;
     }

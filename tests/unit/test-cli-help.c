@@ -293,6 +293,22 @@ Test(cli_help, bad_input_cli_numeric_flag_errors_name_the_flag_and_its_range) {
     free(out), free(err);
 }
 
+/* --fallback lists classes: an empty entry is refused naming the flag (usage, before
+ * anything is sent), never dropped, which would send a shorter list or none at all. */
+Test(cli_help, bad_input_r13_cli_fallback_with_an_empty_entry_is_refused) {
+    static const char *const bad[] = {"cpu,,cpu", "", ",cpu", "cpu,", ","};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *out = NULL, *err = NULL;
+        int rc = run_einsora(&out, &err, "request", "create", "--kind", "container", "--class",
+                             "nvidia-h100-80gb", "--fallback", bad[i], "--wait-s", "5", "--server",
+                             "http://127.0.0.1:9", NULL);
+        cr_expect_eq(rc, 2, "--fallback '%s': %s", bad[i], err);
+        cr_expect(err && strstr(err, "--fallback takes class names separated by commas"),
+                  "--fallback '%s': %s", bad[i], err);
+        free(out), free(err);
+    }
+}
+
 Test(cli_help, cli_version_prints_the_build_version) {
     char *out = NULL, *b = NULL;
     cr_assert_eq(run_einsora(&out, NULL, "version", NULL), 0);
