@@ -35,7 +35,13 @@ static void k8s_usage(FILE *f) {
 }
 
 static void sync_usage(FILE *f) {
-    fputs("usage: einsora k8s sync --server URL --token ADMIN_TOKEN [CLUSTER OPTIONS] [OPTIONS]\n\n"
+    fputs("usage: einsora k8s sync --server URL --token ADMIN_TOKEN [OPTIONS]\n\n"
+          "  --server URL        the control plane (default $EINSORA_SERVER)\n"
+          "  --token T           an admin token for it (default $EINSORA_TOKEN)\n"
+          "  --kubeconfig F      kubeconfig file (default $KUBECONFIG, else ~/.kube/config)\n"
+          "  --context C         its context (default: current-context)\n"
+          "  --in-cluster        use the pod's service account instead\n"
+          "  --catalog FILE      catalog of GPU classes (default: the shipped one)\n"
           "  --site S            site name of the nodes (default datacenter)\n"
           "  --owner U           the site operator's user name (default site)\n"
           "  --capabilities C    added to every node, e.g. kata,mig_in_kata\n"

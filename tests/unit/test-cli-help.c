@@ -57,8 +57,11 @@ Test(cli_help, cli_every_verb_has_help_that_describes_each_flag) {
     char verbs[64][32];
     size_t n = list_verbs(verbs, 64);
     cr_assert_geq(n, 16, "the verb table is listed");
-    static const char *const subs[][2] = {
-            {"agent", "run"}, {"agent", "discover"}, {"agent", "bind"}, {"node", "mode"}};
+    static const char *const subs[][2] = {{"agent", "run"},
+                                          {"agent", "discover"},
+                                          {"agent", "bind"},
+                                          {"node", "mode"},
+                                          {"k8s", "sync"}};
     for (size_t i = 0; i < n + sizeof(subs) / sizeof(subs[0]); i++) {
         const char *verb = i < n ? verbs[i] : subs[i - n][0], *sub = i < n ? NULL : subs[i - n][1];
         char *out = NULL, *err = NULL;
@@ -71,6 +74,33 @@ Test(cli_help, cli_every_verb_has_help_that_describes_each_flag) {
             expect_flags_described(verb, out);
         free(out), free(err);
     }
+}
+
+/* `einsora k8s sync --help` lists every option the sync takes, the cluster options it
+ * shares with kubevirt-config included: an option the help leaves out is one nobody finds. */
+Test(cli_help, cli_k8s_sync_help_lists_every_option_it_takes) {
+    static const char *const flags[] = {"--server",
+                                        "--token",
+                                        "--kubeconfig",
+                                        "--context",
+                                        "--in-cluster",
+                                        "--catalog",
+                                        "--site",
+                                        "--owner",
+                                        "--capabilities",
+                                        "--interval",
+                                        "--switch-timeout",
+                                        "--namespace",
+                                        "--pod-image",
+                                        "--vm-image",
+                                        "--kata-runtime-class",
+                                        "--quiet",
+                                        "--help"};
+    char *out = NULL;
+    cr_assert_eq(run_einsora(&out, NULL, "k8s", "sync", "--help", NULL), 0);
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) /* each described: above */
+        cr_expect(strstr(out, flags[i]), "%s is not listed: %s", flags[i], out);
+    free(out);
 }
 
 Test(cli_help, cli_help_verb_is_the_verbs_own_help) {
