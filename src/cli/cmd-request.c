@@ -23,6 +23,7 @@
 static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
         "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
+        "                              [--model M]\n"
         "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
         "                              [--wait-for-nodes] [--timeout DURATION]\n"
         "       einsora request show|cancel|release ID\n\n"
@@ -38,6 +39,8 @@ static const char usage[] =
         "  --share           time-slice one GPU with your own other --share workloads (R2e:\n"
         "                    never with another user; no isolation between them)\n"
         "  --runtime R       the container or endpoint runtime wanted\n"
+        "  --model M         an endpoint's model to serve: a path or a repository name (the\n"
+        "                    server refuses it for other kinds)\n"
         "  --fallback A,B    classes to fall back to, in order, after --wait-s (R13)\n"
         "  --wait-s S        whole seconds to wait for CLASS before the fallback opens (up to\n"
         "                    2592000, 30 days)\n"
@@ -87,6 +90,9 @@ static int on_extra(int c, const char *arg, void *userdata) {
         break;
     case 'r':
         json_object_set_new(a->body, "runtime", json_string(arg));
+        break;
+    case 'M':
+        json_object_set_new(a->body, "model", json_string(arg));
         break;
     case 's':
         json_object_set_new(a->body, "share", json_true());
@@ -350,13 +356,21 @@ static int create(RemoteOpts *o, CreateArgs *a) {
 
 int verb_request(int argc, char **argv) {
     static const struct option extra[] = {
-            {"kind", required_argument, NULL, 'k'},     {"class", required_argument, NULL, 'c'},
-            {"count", required_argument, NULL, 'n'},    {"memory", required_argument, NULL, 'm'},
-            {"guest-os", required_argument, NULL, 'g'}, {"share", no_argument, NULL, 's'},
-            {"runtime", required_argument, NULL, 'r'},  {"fallback", required_argument, NULL, 'f'},
-            {"wait-s", required_argument, NULL, 'W'},   {"key", required_argument, NULL, 'K'},
-            {"wait", no_argument, NULL, 'w'},           {"wait-for-nodes", no_argument, NULL, 'N'},
-            {"timeout", required_argument, NULL, 'T'},  {},
+            {"kind", required_argument, NULL, 'k'},
+            {"class", required_argument, NULL, 'c'},
+            {"count", required_argument, NULL, 'n'},
+            {"memory", required_argument, NULL, 'm'},
+            {"guest-os", required_argument, NULL, 'g'},
+            {"share", no_argument, NULL, 's'},
+            {"runtime", required_argument, NULL, 'r'},
+            {"fallback", required_argument, NULL, 'f'},
+            {"wait-s", required_argument, NULL, 'W'},
+            {"key", required_argument, NULL, 'K'},
+            {"wait", no_argument, NULL, 'w'},
+            {"wait-for-nodes", no_argument, NULL, 'N'},
+            {"timeout", required_argument, NULL, 'T'},
+            {"model", required_argument, NULL, 'M'},
+            {},
     };
     RemoteOpts o = {0};
     CreateArgs a = {.body = json_object()};

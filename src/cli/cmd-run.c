@@ -39,6 +39,9 @@ static int on_extra(int c, const char *arg, void *userdata) {
     case 'i':
         json_object_set_new(a->body, "image", json_string(arg));
         break;
+    case 'M':
+        json_object_set_new(a->body, "model", json_string(arg));
+        break;
     case 'r':
         a->rm = true;
         break;
@@ -52,8 +55,8 @@ static int on_extra(int c, const char *arg, void *userdata) {
 }
 
 static const char usage[] =
-        "usage: einsora run --kind KIND --class CLASS [--image IMAGE] [--rm] [--detach] [-- "
-        "CMD...]\n\n"
+        "usage: einsora run --kind KIND --class CLASS [--image IMAGE] [--model M] [--rm]\n"
+        "                   [--detach] [-- CMD...]\n\n"
         "Submit a workload and follow it: the reason and queue position while it waits, then\n"
         "running, then how it ended (exit code, or the engine's sentence).\n"
         "Exit 0 when it ended with code 0 (or runs, with --detach), 130 on Ctrl-C while it\n"
@@ -61,6 +64,8 @@ static const char usage[] =
         "  --kind KIND      vm, container, notebook or endpoint\n"
         "  --class CLASS    the GPU class (einsora classes), or cpu\n"
         "  --image IMAGE    the image to run (default: the site's image for the kind)\n"
+        "  --model M        an endpoint's model to serve: a path or a repository name (the\n"
+        "                   server refuses it for other kinds)\n"
         "  --rm             Ctrl-C while it waits cancels the request (without: it stays queued\n"
         "                   and the CLI says how to cancel it)\n"
         "  --detach         return once it runs instead of following it to its end\n"
@@ -132,10 +137,13 @@ static int follow(RemoteOpts *o, Client *cl, json_t *q, RunArgs *a) {
 }
 
 int verb_run(int argc, char **argv) {
-    static const struct option extra[] = {
-            {"kind", required_argument, NULL, 'k'},  {"class", required_argument, NULL, 'c'},
-            {"image", required_argument, NULL, 'i'}, {"rm", no_argument, NULL, 'r'},
-            {"detach", no_argument, NULL, 'd'},      {}};
+    static const struct option extra[] = {{"kind", required_argument, NULL, 'k'},
+                                          {"class", required_argument, NULL, 'c'},
+                                          {"image", required_argument, NULL, 'i'},
+                                          {"rm", no_argument, NULL, 'r'},
+                                          {"detach", no_argument, NULL, 'd'},
+                                          {"model", required_argument, NULL, 'M'},
+                                          {}};
     RunArgs a = {.body = json_object()};
     RemoteOpts o = {0};
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o, usage);

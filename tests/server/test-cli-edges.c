@@ -182,3 +182,37 @@ Test(cli_edges, r9_cli_tenant_trust_untrust_and_list) {
     free(out), free(err);
     free(user);
 }
+
+/* R14: an endpoint serves a model, and `request create` and `run` say which with --model
+ * (the API's `model`); the server refuses it for another kind, so the flag reaches it. */
+Test(cli_edges, r14_cli_model_names_an_endpoints_model) {
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "request", "create", "--kind", "endpoint", "--class", "cpu",
+                         "--model", "/models/tiny.gguf", "--wait-for-nodes", "-o", "json",
+                         "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    json_t *q = json_loads(out, 0, NULL);
+    cr_assert_not_null(q, "%s", out);
+    json_int_t id = json_integer_value(json_object_get(q, "id"));
+    json_decref(q);
+    free(out), free(err);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)id);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &j), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(j, "request"), "model")),
+                     "/models/tiny.gguf");
+    json_decref(j);
+    static const char *const verbs[][2] = {{"request", "create"}, {"run", NULL}};
+    for (size_t i = 0; i < 2; i++) {
+        rc = verbs[i][1] ? run_einsora(&out, &err, verbs[i][0], verbs[i][1], "--kind", "container",
+                                       "--class", "cpu", "--model", "m", "--server", ts.url,
+                                       "--token", ts.admin, NULL)
+                         : run_einsora(&out, &err, verbs[i][0], "--kind", "container", "--class",
+                                       "cpu", "--model", "m", "--detach", "--server", ts.url,
+                                       "--token", ts.admin, NULL);
+        cr_expect_eq(rc, 2, "%s: the server refuses a model on a container: %s", verbs[i][0], err);
+        cr_expect(err && strstr(err, "'model' applies to kind endpoint only"), "%s", err);
+        free(out), free(err);
+    }
+}
