@@ -54,8 +54,10 @@ int remote_apply_context(RemoteOpts *o) {
             return fail_error(EXIT_USAGE, &err);
         return EXIT_OK; /* no file to look in: the defaults apply */
     }
+    /* A file that cannot be read is a bad file (docs/cli.md: exit 1), as `einsora config`
+     * finds it: the command line may be right. */
     if (cli_config_load(path, &cfg, &err) < 0)
-        return fail_error(EXIT_USAGE, &err);
+        return fail_error(EXIT_FAIL, &err);
     const char *name = o->context ? o->context : getenv("EINSORA_CONTEXT");
     if (isempty(name))
         name = cfg->current;
@@ -88,7 +90,7 @@ int remote_apply_context(RemoteOpts *o) {
         token = NULL;
         int r = read_token_file(ctx->token_file, &token);
         if (r < 0)
-            return fail(EXIT_USAGE, "context '%s': cannot read the token file %s: %s", ctx->name,
+            return fail(EXIT_FAIL, "context '%s': cannot read the token file %s: %s", ctx->name,
                         ctx->token_file,
                         r == -EBADMSG ? "it must hold the token on one line" : strerror(-r));
         o->token = token;
@@ -177,10 +179,12 @@ int verb_config(int argc, char **argv) {
     if (r != EXIT_OK)
         return r;
     assert(cfg); /* load_config() sets it whenever it returns EXIT_OK */
+    /* A context the file does not have is looked up here, not on a server: exit 1, never
+     * the 5 of an HTTP 404 (docs/cli.md). */
     if (use) {
         if (!cli_config_find(cfg, arg))
-            return fail(EXIT_NOT_FOUND, "no context '%s' in %s (see `einsora config get-contexts`)",
-                        arg, path);
+            return fail(EXIT_FAIL, "no context '%s' in %s (see `einsora config get-contexts`)", arg,
+                        path);
         char *cur = strdup(arg);
         if (!cur)
             return fail(EXIT_FAIL, "out of memory");
@@ -194,9 +198,8 @@ int verb_config(int argc, char **argv) {
     }
     if (STREQ(sub, "current-context")) {
         if (!cfg->current)
-            return fail(EXIT_NOT_FOUND,
-                        "no current context (run `einsora login` or `einsora config "
-                        "use-context NAME`)");
+            return fail(EXIT_FAIL, "no current context (run `einsora login` or `einsora config "
+                                   "use-context NAME`)");
         printf("%s\n", cfg->current);
         return EXIT_OK;
     }
