@@ -20,6 +20,7 @@
 #include "agent/workloads.h"
 #include "client/client.h"
 #include "config/catalog-yaml.h"
+#include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -266,7 +267,10 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     if (!cfg.state_dir)
         cfg.state_dir = AGENT_STATE_DIR_DEFAULT;
     Agent a = {.cfg = &cfg};
-    int r = agent_state_dir_ensure(cfg.state_dir, err);
+    /* The state folder is this agent's for as long as it runs: an `agent recover` or `bind`
+     * beside it would roll back or redo a move the agent has in flight. */
+    _cleanup_close_ int lock_fd = -1;
+    int r = agent_state_lock(cfg.state_dir, &lock_fd, err);
     if (r < 0)
         return r;
     if ((r = catalog_load_file(cfg.catalog_path ? cfg.catalog_path : catalog_default_path(), NULL,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +50,53 @@ int agent_state_dir_ensure(const char *state_dir, Error *err) {
         if (r < 0)
             return r;
     }
+    return 0;
+}
+
+int agent_state_lock(const char *state_dir, int *ret_fd, Error *err) {
+    char path[PATH_MAX];
+    int r = agent_state_dir_ensure(state_dir, err);
+    if (r < 0)
+        return r;
+    if ((r = agent_state_path(state_dir, "lock", path, sizeof(path), err)) < 0)
+        return r;
+    _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return error_set(err, -errno, "could not open the agent's lock file %s: %s", path,
+                         strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        if (e != EWOULDBLOCK)
+            return error_set(err, -e, "could not lock the agent's state folder %s: %s", state_dir,
+                             strerror(e));
+        /* The holder wrote its pid once it had the lock: a read racing that write finds
+         * nothing, and the sentence then names no pid. */
+        char buf[24] = "";
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        uint64_t pid = 0;
+        if (n > 0) {
+            buf[n] = 0;
+            buf[strcspn(buf, "\n")] = 0;
+        }
+        if (n > 0 && parse_decimal_uint64(buf, INT32_MAX, &pid) >= 0 && pid > 0)
+            return error_set(err, -EBUSY,
+                             "the agent's state folder %s is in use by another einsora agent "
+                             "command (pid %" PRIu64 "); one at a time works on it",
+                             state_dir, pid);
+        return error_set(err, -EBUSY,
+                         "the agent's state folder %s is in use by another einsora agent "
+                         "command; one at a time works on it",
+                         state_dir);
+    }
+    char pid[24];
+    snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    ssize_t w = ftruncate(fd, 0) < 0 ? -1 : pwrite(fd, pid, strlen(pid), 0);
+    if (w != (ssize_t)strlen(pid)) {
+        int e = w < 0 ? errno : EIO;
+        return error_set(err, -e, "could not write the agent's lock file %s: %s", path,
+                         strerror(e));
+    }
+    *ret_fd = TAKE_FD(fd);
     return 0;
 }
 

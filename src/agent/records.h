@@ -25,6 +25,14 @@
 /* Create state_dir (and its sub-folders) when missing. */
 int agent_state_dir_ensure(const char *state_dir, Error *err);
 
+/* Hold state_dir for this process, creating it when missing: an exclusive flock() on
+ * "<state_dir>/lock", which then holds this process's pid. One agent command at a time works on
+ * a state folder (`agent run`, `bind`, `switch`, `reset-check`, `recover`): a second, whose
+ * recovery would roll back the first's move in flight, is refused at once with -EBUSY, naming
+ * the holder's pid when the file has it. The hold lasts until *ret_fd is closed (or the process
+ * ends); O_CLOEXEC, so a workload the agent starts never holds it. */
+int agent_state_lock(const char *state_dir, int *ret_fd, Error *err);
+
 /* Workload ids recorded on bdf (sorted as in the file); ret_n 0 when none. Free with strv_free. */
 int agent_records_for_gpu(const char *state_dir, const char *bdf, char ***ret, size_t *ret_n,
                           Error *err);

@@ -11,6 +11,7 @@
 #include "agent/records.h"
 #include "agent/reset-check.h"
 #include "output.h"
+#include "util/cleanup.h"
 #include "util/macro.h"
 #include "suggest.h"
 #include "verbs.h"
@@ -37,7 +38,9 @@ static void bind_usage(FILE *f) {
           "GPU is a PCI address like 0000:01:00.0. COMMON options:\n"
           "  --sysfs-root DIR  sysfs (default /sys)      --proc-root DIR  procfs (default /proc)\n"
           "  --dev-root DIR    device files (default /dev)\n"
-          "  --state-dir DIR   journal, records, quarantine (default " AGENT_STATE_DIR_DEFAULT ")\n"
+          "  --state-dir DIR   journal, records, quarantine (default " AGENT_STATE_DIR_DEFAULT
+          ");\n"
+          "                    one agent command at a time works on it, a second is refused\n"
           "  --timeout SEC     limit for each kernel write (default 10)\n"
           "  --modprobe PROG   program that loads vfio-pci (default modprobe)\n"
           "  --json            machine-readable output      -h, --help  this text\n",
@@ -210,6 +213,16 @@ static void print_bind_result(const BindResult *r) {
     print_functions(r->fns, r->n_fns);
 }
 
+/* One agent command at a time on a state folder (records.h): taken once the command line
+ * is known to be right, so a usage error never makes the folder. A dry run writes nothing
+ * and takes none. */
+static int hold_state(const Args *a, int *ret_fd) {
+    Error err = {0};
+    if (agent_state_lock(a->rc.bind.state_dir, ret_fd, &err) < 0)
+        return fail_error(EXIT_FAIL, &err);
+    return EXIT_OK;
+}
+
 static int do_bind(Args *a) {
     BindTarget to;
     if (!a->gpu)
@@ -217,6 +230,10 @@ static int do_bind(Args *a) {
                     "agent bind: name the GPU, e.g. 'einsora agent bind 0000:01:00.0 --to vfio'");
     if (!a->to || bind_target_from_string(a->to, &to) < 0)
         return fail(EXIT_USAGE, "agent bind: say where the GPU goes: --to vfio or --to host");
+    _cleanup_close_ int lock_fd = -1;
+    int r = a->rc.bind.dry_run ? EXIT_OK : hold_state(a, &lock_fd);
+    if (r != EXIT_OK)
+        return r;
     BindResult res;
     Error err = {0};
     if (gpu_bind(&a->rc.bind, a->gpu, to, &res, &err) < 0)
@@ -234,6 +251,10 @@ static int do_switch(Args *a) {
                     "agent switch: moves every GPU; use 'einsora agent bind %s' for one", a->gpu);
     if (!a->to || bind_target_from_string(a->to, &to) < 0)
         return fail(EXIT_USAGE, "agent switch: say the mode: --to vfio or --to host");
+    _cleanup_close_ int lock_fd = -1;
+    int r = a->rc.bind.dry_run ? EXIT_OK : hold_state(a, &lock_fd);
+    if (r != EXIT_OK)
+        return r;
     SwitchResult *res = calloc(1, sizeof(SwitchResult));
     if (!res)
         return fail(EXIT_FAIL, "out of memory");
@@ -274,6 +295,11 @@ static int do_recover(Args *a) {
     Error err = {0};
     if (a->gpu)
         return fail(EXIT_USAGE, "agent recover: unexpected argument '%s'", a->gpu);
+    /* Above all here: a recover beside a running bind would roll back its move in flight. */
+    _cleanup_close_ int lock_fd = -1;
+    int r = hold_state(a, &lock_fd);
+    if (r != EXIT_OK)
+        return r;
     if (a->clear) {
         if (agent_quarantine_clear(a->rc.bind.state_dir, a->clear, &err) < 0)
             return fail_error(EXIT_FAIL, &err);
@@ -302,6 +328,10 @@ static int do_reset_check(Args *a) {
         return fail(
                 EXIT_USAGE,
                 "agent reset-check: name the GPU, e.g. 'einsora agent reset-check 0000:01:00.0'");
+    _cleanup_close_ int lock_fd = -1;
+    int r = hold_state(a, &lock_fd);
+    if (r != EXIT_OK)
+        return r;
     ResetCheckResult res;
     Error err = {0};
     if (gpu_reset_check(&a->rc, a->gpu, &res, &err) < 0)

@@ -1,13 +1,20 @@
 /* test-cli-bind.c: `einsora agent bind|switch|recover|reset-check` against the fake kernel. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fixture.h"
 #include "helpers.h"
+#include "util/fileio.h"
 
 #define GPU "0000:01:00.0"
 
@@ -133,5 +140,95 @@ Test(cli_bind, r3_cli_switch_recover_and_reset_check) {
     cr_expect(strstr(out, "no longer quarantined") != NULL, "%s", out);
     free(out);
     free(err);
+    fixture_teardown(&f);
+}
+
+/* Start `einsora agent run` on the fixture's state folder, its control plane unreachable (it
+ * keeps trying); returns its pid once it holds the folder (its pid in the lock file). */
+static pid_t start_agent_run(BindFixture *f, const char *token_file) {
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(EINSORA_BIN, EINSORA_BIN, "agent", "run", "--server", "http://127.0.0.1:9",
+              "--token-file", token_file, "--owner", "ops", "--name", "n1", "--no-nvml",
+              "--sysfs-root", f->k.sysfs, "--proc-root", f->k.proc, "--dev-root", f->k.dev,
+              "--state-dir", f->state, (char *)NULL);
+        _exit(127);
+    }
+    char want[32], lock[PATH_MAX];
+    snprintf(want, sizeof(want), "%d\n", (int)pid);
+    cr_assert_lt((size_t)snprintf(lock, sizeof(lock), "%s/lock", f->state), sizeof(lock));
+    for (int i = 0; i < 600; i++) { /* a deadline, never a measure */
+        char *text = NULL;
+        if (read_full_file(lock, 64, &text, NULL) >= 0 && strcmp(text, want) == 0) {
+            free(text);
+            return pid;
+        }
+        free(text);
+        cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "agent run ended before it held the folder");
+        usleep(50 * 1000);
+    }
+    kill(pid, SIGKILL);
+    cr_assert_fail("agent run never held its state folder %s", f->state);
+    return -1;
+}
+
+/* One agent command at a time on a state folder: while `agent run` works on it, `recover`
+ * (which would roll back a move in flight), `bind`, `switch`, `reset-check` and a second
+ * `agent run` are refused at once (exit 1), naming the holder's pid, and change nothing; a
+ * dry run, which writes nothing, still answers. Once the holder ends, they work again. */
+Test(cli_bind, r7_cli_one_agent_command_at_a_time_on_a_state_folder) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    char tok[PATH_MAX];
+    cr_assert_lt((size_t)snprintf(tok, sizeof(tok), "%s/token", f.k.root), sizeof(tok));
+    FILE *t = fopen(tok, "w");
+    cr_assert(t);
+    fputs("ens_test\n", t);
+    fclose(t);
+    chmod(tok, 0600);
+    pid_t agent = start_agent_run(&f, tok);
+    char *before = fake_kernel_snapshot(&f.k);
+    char holder[48];
+    snprintf(holder, sizeof(holder), "(pid %d)", (int)agent);
+    char *out, *err;
+    static const char *const cmds[][4] = {{"recover"},
+                                          {"recover", "--clear-quarantine", GPU},
+                                          {"bind", GPU, "--to", "vfio"},
+                                          {"switch", "--to", "vfio"},
+                                          {"reset-check", GPU, "--settle-ms", "5"}};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        const char *const *c = cmds[i];
+        int rc = c[1] ? c[2] ? c[3] ? AGENT(&f, &out, &err, c[0], c[1], c[2], c[3])
+                                    : AGENT(&f, &out, &err, c[0], c[1], c[2])
+                             : AGENT(&f, &out, &err, c[0], c[1])
+                      : AGENT(&f, &out, &err, c[0]);
+        cr_expect_eq(rc, 1, "agent %s while agent run works: %s", c[0], err);
+        cr_expect(strstr(err, "is in use by another einsora agent command") && strstr(err, holder),
+                  "agent %s names the holder %s: %s", c[0], holder, err);
+        free(out), free(err);
+    }
+    cr_expect_eq(AGENT(&f, &out, &err, "bind", GPU, "--to", "vfio", "--dry-run"), 0, "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "agent", "run", "--server", "http://127.0.0.1:9",
+                             "--token-file", tok, "--owner", "ops", "--name", "n1", "--no-nvml",
+                             "--sysfs-root", f.k.sysfs, "--proc-root", f.k.proc, "--dev-root",
+                             f.k.dev, "--state-dir", f.state, NULL),
+                 1, "a second agent run: %s", err);
+    cr_expect(strstr(err, holder), "%s", err);
+    free(out), free(err);
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before, "nothing was changed");
+    free(before), free(after);
+    kill(agent, SIGTERM);
+    cr_assert_eq(waitpid(agent, NULL, 0), agent);
+    cr_expect_eq(AGENT(&f, &out, &err, "recover"), 0, "the holder ended: %s", err);
+    free(out), free(err);
+    cr_expect_eq(AGENT(&f, &out, &err, "bind", GPU, "--to", "vfio"), 0, "%s", err);
+    free(out), free(err);
     fixture_teardown(&f);
 }
