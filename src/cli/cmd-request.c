@@ -76,7 +76,7 @@ static int number_flag(const char *flag, const char *what, const char *arg, uint
 
 static int on_extra(int c, const char *arg, void *userdata) {
     CreateArgs *a = userdata;
-    uint64_t v;
+    uint64_t v = 0;
     int r;
     switch (c) {
     case 'k':
