@@ -211,10 +211,15 @@ int sched_device_info(const Sched *s, const char *node, unsigned dev, DeviceInfo
             .mig_layout = d->mig_layout,
             /* Allocated before cordoned: an allocation on a cordoned or unreachable node is
              * kept (R16) and counted as allocated, as capacity counts it. */
-            .state = d->quarantined                                      ? DEVICE_QUARANTINED
-                     : d->n_allocs                                       ? DEVICE_ALLOCATED
-                     : (d->cordoned || !node_schedulable(&s->nodes[ni])) ? DEVICE_CORDONED
-                                                                         : DEVICE_FREE,
+            .state = d->quarantined ? DEVICE_QUARANTINED
+                     : d->n_allocs  ? DEVICE_ALLOCATED
+                     /* Not on offer, as capacity counts it: a consumer GPU on vfio-pci waiting
+                      * for its reset check (R9) is held like a cordoned one. */
+                     : (d->cordoned || !node_schedulable(&s->nodes[ni]) ||
+                        (d->binding == BINDING_VFIO && d->cls >= 0 &&
+                         s->cat->classes[d->cls].consumer && !d->reset_verified))
+                             ? DEVICE_CORDONED
+                             : DEVICE_FREE,
             .quarantine_reason = d->quarantined ? d->quarantine_reason : NULL,
             .n_allocations = d->n_allocs,
             .user = user,

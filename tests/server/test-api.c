@@ -1241,3 +1241,17 @@ Test(api, r18_a_slice_waiting_for_a_quarantined_or_cordoned_mig_gpu_says_so) {
     json_decref(q);
     free(carol);
 }
+
+/* R6, R9: a consumer GPU on vfio-pci waiting for its reset check is not on offer: the node's
+ * view says so as capacity counts it (cordoned), never "free". */
+Test(api, r9_a_consumer_gpu_waiting_for_its_reset_check_is_not_shown_free) {
+    const char *node =
+            "{\"name\":\"r1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+            "\"owner\":\"carol\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
+            "\"nvidia-rtx-4090\",\"memory_gb\":24,\"binding\":\"vfio\"}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
+    json_t *n = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/r1", NULL, &n), 200);
+    cr_expect_str_eq(str(json_array_get(json_object_get(n, "devices"), 0), "state"), "cordoned");
+    json_decref(n);
+}
