@@ -140,7 +140,7 @@ SchedReason decision_waiting_reason(const Sched *s, const Req *r, SchedReason ne
     if (never)
         return never; /* only a request that asked to wait for nodes gets here */
     if (r->choice == CHOICE_MEMORY)
-        return SCHED_REASON_NO_CAPACITY;
+        return place_diagnose_by_memory(s, r);
     return place_diagnose(s, r, r->choice);
 }
 

@@ -355,6 +355,35 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c) {
     return why;
 }
 
+/* How far a request by memory alone looks: the smallest classes that hold it first. */
+#define DIAG_MEMORY_CLASSES 8
+
+SchedReason place_diagnose_by_memory(const Sched *s, const Req *r) {
+    /* The classes that could hold it, each diagnosed; the one reason shown is the first of
+     * theirs in the order a single class's are weighed (what, removed, lets it run soonest):
+     * a free GPU in the other mode is not "every unit is taken" (R18). */
+    static const SchedReason order[] = {
+            SCHED_REASON_QUEUED,         SCHED_REASON_MODE_MISMATCH, SCHED_REASON_NO_KATA,
+            SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_RESET_CHECK,   SCHED_REASON_MACOS_VM_LIMIT,
+            SCHED_REASON_CORDONED,       SCHED_REASON_NO_CAPACITY,
+    };
+    size_t best = sizeof(order) / sizeof(order[0]) - 1;
+    for (size_t i = 0, looked = 0; i < s->n_by_memory && looked < DIAG_MEMORY_CLASSES && best;
+         i++) {
+        int c = s->by_memory[i];
+        const GpuClass *g = &s->cat->classes[c];
+        int card = g->mig_parent_index >= 0 ? g->mig_parent_index : c;
+        if (g->memory_gb < r->memory_gb || !s->class_nodes[card] || policy_refusal(s, r, c))
+            continue;
+        looked++;
+        SchedReason why = place_diagnose(s, r, c);
+        for (size_t k = 0; k < best; k++)
+            if (order[k] == why)
+                best = k;
+    }
+    return order[best];
+}
+
 static SchedReason diagnose(const Sched *s, const Req *r, int c) {
     int fast = diagnose_fast(s, r, c);
     if (fast >= 0)

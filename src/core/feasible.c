@@ -198,13 +198,27 @@ static Verdict class_verdict(const Sched *s, const Req *r, uint32_t user, int c)
 SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user) {
     Verdict first = {STAGE_NONE, SCHED_REASON_NO_NODE};
     if (r->choice == CHOICE_MEMORY) {
+        /* A class that holds it, on some node, that the rules refuse for this workload (a VM
+         * on an AMD GPU, a slice in a VM): the true reason when no other class could. */
+        SchedReason rule = SCHED_REASON_NONE;
         for (size_t i = 0; i < s->n_by_memory && first.stage < STAGE_OK; i++) {
             int c = s->by_memory[i];
-            if (s->cat->classes[c].memory_gb < r->memory_gb || policy_refusal(s, r, c))
+            if (s->cat->classes[c].memory_gb < r->memory_gb)
                 continue;
+            SchedReason refused = policy_refusal(s, r, c);
+            if (refused) {
+                int card = s->cat->classes[c].mig_parent_index >= 0
+                                   ? s->cat->classes[c].mig_parent_index
+                                   : c;
+                if (!rule && s->class_nodes[card])
+                    rule = refused;
+                continue;
+            }
             Verdict v = class_verdict(s, r, user, c);
             note(&first, v.stage, v.reason);
         }
+        if (first.stage == STAGE_NONE && rule)
+            first.reason = rule;
     } else
         first = class_verdict(s, r, user, r->choice);
     if (first.stage == STAGE_OK)

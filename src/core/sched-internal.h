@@ -656,6 +656,8 @@ uint32_t place_reserve_node(Sched *s, const Req *r, int c);
 int place_check_conflicts(const Sched *s, const Req *r, Error *err);
 /* Why r cannot be placed on class c right now (a waiting reason). */
 SchedReason place_diagnose(const Sched *s, const Req *r, int c);
+/* The same for a request by memory alone: the classes that hold it, weighed together. */
+SchedReason place_diagnose_by_memory(const Sched *s, const Req *r);
 /* Static checks of a request against a class: 0 or a refusal reason. */
 SchedReason policy_refusal(const Sched *s, const Req *r, int c);
 /* The runtimes for a placement of r on node n by method m. */

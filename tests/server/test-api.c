@@ -1255,3 +1255,26 @@ Test(api, r9_a_consumer_gpu_waiting_for_its_reset_check_is_not_shown_free) {
     cr_expect_str_eq(str(json_array_get(json_object_get(n, "devices"), 0), "state"), "cordoned");
     json_decref(n);
 }
+
+/* R18 for a request by memory alone: the true reason of the classes that hold it. A VM
+ * whose only such class is an AMD GPU is refused as VMs get none (not "no node holds it"); a
+ * VM whose H100 is free in the other mode waits for the switch, not for "every unit". */
+Test(api, r18_a_request_by_memory_is_told_the_true_reason_of_its_classes) {
+    const char *amd =
+            "{\"name\":\"a1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+            "\"owner\":\"carol\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:c1:00.0\",\"class\":"
+            "\"amd-mi300x\",\"memory_gb\":192}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", amd, NULL), 201);
+    char *carol = ts_token(&ts, "carol", "owner", "a1");
+    json_t *q = submit(carol, "{\"kind\":\"vm\",\"memory_gb\":150}", 201);
+    cr_expect_str_eq(str(q, "state"), "refused");
+    cr_expect_str_eq(str(q, "reason_code"), "vm-amd", "%s", str(q, "reason"));
+    json_decref(q);
+    ts_add_h100_node(&ts, "d1", "carol", 1);
+    char *carol2 = ts_token(&ts, "carol", "owner", "d1");
+    q = submit(carol2, "{\"kind\":\"vm\",\"memory_gb\":60}", 201);
+    cr_expect_str_eq(str(q, "state"), "pending");
+    cr_expect_str_eq(str(q, "reason_code"), "mode-mismatch", "%s", str(q, "reason"));
+    json_decref(q);
+    free(carol), free(carol2);
+}
