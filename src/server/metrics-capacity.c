@@ -34,8 +34,9 @@ void metrics_write_capacity(StrBuf *b, Server *s) {
         if (pass == 1)
             help(b, "einsora_mig_slices",
                  "MIG slices of each slice class (cut from the GPUs of class `parent`) by state: "
-                 "allocated slices exist and add up; free ones are what each profile alone could "
-                 "still get, alternatives that must not be summed over class.");
+                 "allocated slices exist and add up; free, cordoned and quarantined ones are "
+                 "what each profile alone could still get (or could once the GPU is back), "
+                 "alternatives that must not be summed over class.");
         else if (pass == 2)
             help(b, "einsora_cpu_cores", "CPU cores offered to cpu-class requests, by state.");
         for (size_t i = 0; i < n; i++) {
@@ -47,8 +48,7 @@ void metrics_write_capacity(StrBuf *b, Server *s) {
             if ((pass == 0 && (slice || cpu)) || (pass == 1 && !slice) || (pass == 2 && !cpu))
                 continue;
             const uint64_t v[] = {r->allocated, r->free, r->cordoned, r->quarantined};
-            size_t states = pass == 1 ? 2 : ARRAY_SIZE(v); /* slices: allocated and free */
-            for (size_t k = 0; k < states; k++) {
+            for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
                 strbuf_printf(b, "%s{class=\"",
                               pass == 0   ? "einsora_capacity_units"
                               : pass == 1 ? "einsora_mig_slices"
