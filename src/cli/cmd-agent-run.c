@@ -82,44 +82,6 @@ static void on_signal(int sig) {
     stop_flag = 1;
 }
 
-/* The capabilities the control plane acts on (a node's others would be kept and never
- * honoured: a typo must not pass as one). */
-static const char *const known_caps[] = {"kata", "mig_in_kata", "mig-in-kata"};
-
-/* What the node description takes (wire/node.h), of the known names: 0, or EXIT_USAGE after
- * saying what is wrong. */
-static int check_capabilities(const char *list) {
-    size_t n = 0;
-    for (const char *p = list;; n++) {
-        const char *e = strchrnul(p, ',');
-        char name[32];
-        if ((size_t)(e - p) >= sizeof(name) || n >= SPEC_MAX_CAPS)
-            return fail(EXIT_USAGE,
-                        "agent run: --capabilities is at most %d comma-separated names of at "
-                        "most 31 characters",
-                        SPEC_MAX_CAPS);
-        memcpy(name, p, (size_t)(e - p));
-        name[e - p] = 0;
-        bool known = false;
-        for (size_t i = 0; i < ARRAY_SIZE(known_caps); i++)
-            known = known || STREQ(name, known_caps[i]);
-        if (!known) {
-            const char *near = suggest_nearest(name, known_caps, ARRAY_SIZE(known_caps));
-            return near ? fail(EXIT_USAGE,
-                               "agent run: unknown capability '%s'; did you mean `%s`? (kata, "
-                               "mig_in_kata)",
-                               name, near)
-                        : fail(EXIT_USAGE,
-                               "agent run: unknown capability '%s' (the control plane knows "
-                               "kata and mig_in_kata)",
-                               name);
-        }
-        if (!*e)
-            return 0;
-        p = e + 1;
-    }
-}
-
 int agent_run_verb(int argc, char **argv) {
     enum {
         O_SERVER = 0x200,
@@ -367,7 +329,7 @@ int agent_run_verb(int argc, char **argv) {
     if (cfg.id.site_kind && STRNEQ(cfg.id.site_kind, "solo") && STRNEQ(cfg.id.site_kind, "lab") &&
         STRNEQ(cfg.id.site_kind, "datacenter"))
         return fail(EXIT_USAGE, "agent run: --site-kind is solo, lab or datacenter");
-    if (cfg.id.capabilities && check_capabilities(cfg.id.capabilities) != 0)
+    if (cfg.id.capabilities && cli_check_capabilities("agent run", cfg.id.capabilities) != 0)
         return EXIT_USAGE;
     if (cfg.id.mode && STRNEQ(cfg.id.mode, "container") && STRNEQ(cfg.id.mode, "vm-passthrough"))
         return fail(EXIT_USAGE,

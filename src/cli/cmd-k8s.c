@@ -188,6 +188,9 @@ static int sync_verb(int argc, char **argv) {
             cfg.site.owner = optarg;
             break;
         case O_CAPS:
+            /* Checked here: one the control plane refuses would fail every node's update. */
+            if (cli_check_capabilities("k8s sync", optarg) != 0)
+                return EXIT_USAGE;
             cfg.site.caps = optarg;
             break;
         case O_NAMESPACE:

@@ -1,13 +1,16 @@
 /* suggest.c: nearest-word suggestions for mistyped verbs and options. */
 #include "suggest.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/macro.h"
+#include "output.h"
 #include "verbs.h"
+#include "wire/node.h"
 
 #define WORD_MAX 64
 
@@ -119,4 +122,47 @@ int cli_unknown_sub(const char *verb, const char *sub, const char *const *subs, 
         fprintf(stderr, "%s%s", i ? ", " : "", subs[i]);
     fputs(")\n", stderr);
     return EXIT_USAGE;
+}
+/* The capabilities the control plane acts on (a node's others would be kept and never
+ * honoured: a typo must not pass as one). */
+static const char *const known_caps[] = {"kata", "mig_in_kata", "mig-in-kata"};
+
+/* What the node description takes (wire/node.h), of the known names: 0, or EXIT_USAGE after
+ * saying what is wrong. */
+int cli_check_capabilities(const char *verb, const char *list) {
+    size_t n = 0;
+    for (const char *p = list;; n++) {
+        const char *e = strchrnul(p, ',');
+        char name[32];
+        if ((size_t)(e - p) >= sizeof(name) || n >= SPEC_MAX_CAPS)
+            return fail(EXIT_USAGE,
+                        "%s: --capabilities is at most %d comma-separated names of at most 31 "
+                        "characters",
+                        verb, SPEC_MAX_CAPS);
+        memcpy(name, p, (size_t)(e - p));
+        name[e - p] = 0;
+        bool known = false;
+        for (size_t i = 0; i < ARRAY_SIZE(known_caps); i++)
+            known = known || STREQ(name, known_caps[i]);
+        if (!known) {
+            const char *near = suggest_nearest(name, known_caps, ARRAY_SIZE(known_caps));
+            return near ? fail(EXIT_USAGE,
+                               "%s: unknown capability '%s'; did you mean `%s`? (kata, "
+                               "mig_in_kata)",
+                               verb, name, near)
+                        : fail(EXIT_USAGE,
+                               "%s: unknown capability '%s' (the control plane knows kata and "
+                               "mig_in_kata)",
+                               verb, name);
+        }
+        for (const char *q = list; q < p;) { /* given twice: a typo, and the server refuses it */
+            const char *qe = strchrnul(q, ',');
+            if ((size_t)(qe - q) == strlen(name) && !strncmp(q, name, strlen(name)))
+                return fail(EXIT_USAGE, "%s: capability '%s' is given twice", verb, name);
+            q = *qe ? qe + 1 : qe;
+        }
+        if (!*e)
+            return 0;
+        p = e + 1;
+    }
 }

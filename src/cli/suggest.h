@@ -21,3 +21,7 @@ void cli_set_parent_verb(const char *verb);
 /* A sub-command no verb knows ("einsora request creat"): names it on stderr, with the nearest
  * of subs ("did you mean `create`?") or, failing one, all of them; returns EXIT_USAGE. */
 int cli_unknown_sub(const char *verb, const char *sub, const char *const *subs, size_t n);
+
+/* A --capabilities list a node description takes: names the control plane acts on (kata,
+ * mig_in_kata), each once. 0, or EXIT_USAGE after saying what is wrong ("VERB: ..."). */
+int cli_check_capabilities(const char *verb, const char *list);

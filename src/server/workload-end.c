@@ -162,11 +162,13 @@ int workload_activate_batch_parse(const char *text, size_t len, WorkloadActivati
 }
 
 void workload_end_reason(const WorkloadEnd *e, char *buf, size_t size) {
+    char text[sizeof(e->message) + 64];
     if (e->failed)
-        snprintf(buf, size, "failed: %s",
+        snprintf(text, sizeof(text), "failed: %s",
                  e->message[0] ? e->message : "the workload could not run");
     else if (e->message[0])
-        snprintf(buf, size, "exited with code %d: %s", e->exit_code, e->message);
+        snprintf(text, sizeof(text), "exited with code %d: %s", e->exit_code, e->message);
     else
-        snprintf(buf, size, "exited with code %d", e->exit_code);
+        snprintf(text, sizeof(text), "exited with code %d", e->exit_code);
+    str_copy_cut_utf8(buf, size, text); /* never inside a character: the reason is JSON */
 }

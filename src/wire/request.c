@@ -150,12 +150,14 @@ int api_request_check_new(const ApiRequest *r, Error *err) {
         for (size_t k = 0; k < i; k++)
             if (strcmp(f, r->fallback[k]) == 0)
                 return error_set(err, -EINVAL, "field 'fallback' names '%s' twice", f);
-        if (strcmp(f, "cpu") == 0 && i + 1 < r->n_fallback)
+    }
+    /* Order last: "cpu,cpu" is a repeat to say, not an order. */
+    for (size_t i = 0; i + 1 < r->n_fallback; i++)
+        if (strcmp(r->fallback[i], "cpu") == 0)
             return error_set(err, -EINVAL,
                              "field 'fallback' puts 'cpu' before '%s': other GPU classes come "
                              "first, then cpu (R13)",
                              r->fallback[i + 1]);
-    }
     return 0;
 }
 

@@ -57,6 +57,15 @@ Test(workload_spec, r17_workload_end_bodies) {
     cr_assert_eq(workload_end_parse(f, strlen(f), &e, &err), 0);
     workload_end_reason(&e, reason, sizeof(reason));
     cr_assert_str_eq(reason, "failed: no such image");
+    /* The longest message with a character where the request's reason (256 bytes) ends: cut
+     * before it, never inside (a reason that is not UTF-8 is dropped by every JSON writer). */
+    WorkloadEnd longest = {.has_exit_code = true, .exit_code = 7};
+    memset(longest.message, 'a', 233);
+    strcpy(longest.message + 233, "\xe2\x82\xac\xe2\x82\xac");
+    char cut[256];
+    workload_end_reason(&longest, cut, sizeof(cut));
+    cr_assert_eq(strlen(cut), 255, "cut, then '...': %zu", strlen(cut));
+    cr_assert_str_eq(cut + strlen(cut) - 3, "...");
     const char *bad[] = {
             "{}",
             "{\"exit_code\":256}",

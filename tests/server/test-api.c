@@ -178,6 +178,15 @@ Test(api, bad_input_r13_r17_vm_image_paths_and_muddled_fallbacks_are_refused) {
     };
     for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
         expect_refused(ts.admin, "POST", "/v1/requests", bodies[i], 400, "bad_request");
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\","
+                         "\"fallback\":[\"cpu\",\"cpu\"],\"wait_s\":5}",
+                         &j),
+                 400);
+    cr_expect(strstr(str(j, "message"), "names 'cpu' twice"), "a repeat, not an order: %s",
+              str(j, "message"));
+    json_decref(j);
     json_t *ok = submit(ts.admin,
                         "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":"
                         "\"ubuntu-24.04.qcow2\",\"wait_for_nodes\":true}",

@@ -76,6 +76,15 @@ Test(cli_exit, cli_exit_codes_follow_one_table) {
                  "%s", err);
     cr_expect(access(db, F_OK) < 0, "no state file is made for a bad --listen");
     free(out), free(err);
+    /* A capability the control plane would refuse for every node the sync describes. */
+    cr_expect_eq(run_einsora(&out, &err, "k8s", "sync", "--capabilities", "warp", NULL), 2, "%s",
+                 err);
+    cr_expect(strstr(err, "unknown capability 'warp'"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "k8s", "sync", "--capabilities", "kata,kata", NULL), 2,
+                 "%s", err);
+    cr_expect(strstr(err, "'kata' is given twice"), "%s", err);
+    free(out), free(err);
     /* Half of the TLS pair is a command line that is wrong, too. */
     cr_expect_eq(run_einsora(&out, &err, "serve", "--tls-cert", "/c.pem", "--state", db, NULL), 2,
                  "%s", err);
