@@ -1137,6 +1137,28 @@ static json_t *h200_node(bool slot0_busy) {
     return j;
 }
 
+static void put_h200(const char *agent, const char *mig) {
+    char text[800];
+    snprintf(text, sizeof(text),
+             "{\"name\":\"m1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+             "\"owner\":\"alice\",\"cpus\":64,\"devices\":[{\"pci\":\"0000:4e:00.0\",\"class\":"
+             "\"nvidia-h200-141gb\",\"memory_gb\":140,\"mig_enabled\":true,\"mig\":[%s]}]}",
+             mig);
+    json_t *ans = NULL;
+    long st = ts_call(&ts, agent, "PUT", "/v1/nodes/m1", text, &ans);
+    cr_assert_eq(st, 200, "%ld %s", st, str(ans, "message"));
+    json_decref(ans);
+}
+
+/* m1: an H200 whose 3g instance at slot 0 a foreign process works in. */
+static void register_h200_slot0_busy(void) {
+    json_t *node = h200_node(true);
+    char *text = json_dumps(node, JSON_COMPACT);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", text, NULL), 201);
+    free(text);
+    json_decref(node);
+}
+
 static long mig_start_of(json_t *q) {
     return (long)json_integer_value(json_object_get(json_object_get(q, "placement"), "mig_start"));
 }
@@ -1147,11 +1169,7 @@ static long mig_start_of(json_t *q) {
  * slices run), the slots are offered again. */
 Test(api, r2c_slots_of_a_busy_foreign_mig_instance_are_never_offered) {
     char *alice = ts_token(&ts, "alice", "owner", "m1"), *agent = ts_token(&ts, "a", "node", "m1");
-    json_t *node = h200_node(true);
-    char *text = json_dumps(node, JSON_COMPACT);
-    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", text, NULL), 201);
-    free(text);
-    json_decref(node);
+    register_h200_slot0_busy();
     ts_kill(&ts, true);
     ts_spawn(&ts);
     const char *one = "{\"kind\":\"container\",\"class\":\"nvidia-h200-141gb-mig-1g.18gb\"}";
@@ -1164,14 +1182,8 @@ Test(api, r2c_slots_of_a_busy_foreign_mig_instance_are_never_offered) {
     q[3] = submit(alice, one, 201);
     cr_expect_str_eq(str(q[3], "state"), "pending", "slots 0-3 are a foreign process's");
     /* The process ended: the agent says so while three slices run, and the fourth is placed. */
-    node = h200_node(false);
-    text = json_dumps(node, JSON_COMPACT);
-    json_t *ans = NULL;
-    long st = ts_call(&ts, agent, "PUT", "/v1/nodes/m1", text, &ans);
-    cr_assert_eq(st, 200, "%ld %s", st, str(ans, "message"));
-    json_decref(ans);
-    free(text);
-    json_decref(node);
+    put_h200(agent, "{\"profile\":\"3g.71gb\",\"start\":0},{\"profile\":\"2g.35gb\",\"start\":4},"
+                    "{\"profile\":\"1g.18gb\",\"start\":6}");
     json_t *r = NULL;
     cr_assert_eq(ts_call(&ts, alice, "GET", "/v1/requests/4", NULL, &r), 200);
     cr_expect_str_eq(str(r, "state"), "placed");
@@ -1186,29 +1198,12 @@ Test(api, r2c_slots_of_a_busy_foreign_mig_instance_are_never_offered) {
     free(agent);
 }
 
-static void put_h200(const char *agent, const char *mig) {
-    char text[800];
-    snprintf(text, sizeof(text),
-             "{\"name\":\"m1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
-             "\"owner\":\"alice\",\"cpus\":64,\"devices\":[{\"pci\":\"0000:4e:00.0\",\"class\":"
-             "\"nvidia-h200-141gb\",\"memory_gb\":140,\"mig_enabled\":true,\"mig\":[%s]}]}",
-             mig);
-    json_t *ans = NULL;
-    long st = ts_call(&ts, agent, "PUT", "/v1/nodes/m1", text, &ans);
-    cr_assert_eq(st, 200, "%ld %s", st, str(ans, "message"));
-    json_decref(ans);
-}
-
 /* R2c: when our slice on a MIG instance is released while the agent last saw a process in
  * it, the slots are not offered until the agent says the instance is idle: the process may be
  * a stranger's that outlived the slice. */
 Test(api, r2c_a_released_slices_busy_instance_is_not_offered_until_idle) {
     char *alice = ts_token(&ts, "alice", "owner", "m1"), *agent = ts_token(&ts, "a", "node", "m1");
-    json_t *node = h200_node(true);
-    char *text = json_dumps(node, JSON_COMPACT);
-    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", text, NULL), 201);
-    free(text);
-    json_decref(node);
+    register_h200_slot0_busy();
     json_t *q = submit(alice,
                        "{\"kind\":\"container\",\"class\":\"nvidia-h200-141gb-mig-2g.35gb\"}", 201);
     cr_assert_eq(mig_start_of(q), 4, "slots 0-3 are a foreign process's");

@@ -366,6 +366,18 @@ Test(dos, dos_http_threads_sets_the_handler_pool) {
     }
 }
 
+/* Send req on fd and read the answer until the server closes (a deadline, not a measure). */
+static void exchange_until_closed(int fd, const char *req, int n, char *answer, size_t size) {
+    cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    memset(answer, 0, size);
+    size_t got = 0;
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (ssize_t r; got + 1 < size && (r = recv(fd, answer + got, size - 1 - got, 0)) > 0;)
+        got += (size_t)r;
+    close(fd);
+}
+
 /* A request that gives its body's length twice is refused and its connection closed: behind a
  * proxy that reads the other length, the bytes between the two would otherwise be served as a
  * request nobody sent (request smuggling, RFC 9112 6.3). */
@@ -383,16 +395,8 @@ Test(dos, bad_input_a_body_length_given_twice_is_refused_and_the_connection_clos
                          "Content-Type: application/json\r\n%s\r\n"
                          "{}GET /v1/whoami HTTP/1.1\r\nHost: x\r\n\r\n",
                          ts.admin, framings[k]);
-        cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
-        /* Read until the server closes (a deadline, not a measure). */
-        char answer[8192] = {0};
-        size_t got = 0;
-        struct timeval tv = {.tv_sec = 20};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        for (ssize_t r; got + 1 < sizeof(answer) &&
-                        (r = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0;)
-            got += (size_t)r;
-        close(fd);
+        char answer[8192];
+        exchange_until_closed(fd, req, n, answer, sizeof(answer));
         cr_expect(strncmp(answer, "HTTP/1.1 400", 12) == 0, "case %zu: %s", k, answer);
         cr_expect(strstr(answer, "body's length twice"), "case %zu: %s", k, answer);
         const char *second = strstr(answer + 1, "HTTP/1.1 ");
@@ -406,7 +410,6 @@ Test(dos, bad_input_a_body_length_given_twice_is_refused_and_the_connection_clos
  * guess, and a proxy may have added one. Refused, naming the header; nothing is done. */
 Test(dos, bad_input_a_header_that_must_be_one_given_twice_is_refused) {
     char *user = ts_token(&ts, "bob", "user", NULL);
-
     static const char *const named[] = {"Authorization header twice",
                                         "Idempotency-Key header twice"};
     for (size_t k = 0; k < 2; k++) {
@@ -425,15 +428,8 @@ Test(dos, bad_input_a_header_that_must_be_one_given_twice_is_refused) {
                          "POST /v1/requests HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s"
                          "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                          headers, sizeof(body) - 1, body);
-        cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
-        char answer[8192] = {0};
-        size_t got = 0;
-        struct timeval tv = {.tv_sec = 20};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        for (ssize_t r; got + 1 < sizeof(answer) &&
-                        (r = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0;)
-            got += (size_t)r;
-        close(fd);
+        char answer[8192];
+        exchange_until_closed(fd, req, n, answer, sizeof(answer));
         cr_expect(strncmp(answer, "HTTP/1.1 400", 12) == 0, "case %zu: %s", k, answer);
         cr_expect(strstr(answer, named[k]), "case %zu: %s", k, answer);
     }
