@@ -71,12 +71,20 @@ static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed) {
                     json_pack("{s:s, s:i, s:s, s:s, s:s}", "node", old->spec.name, "device", (int)i,
                               "gpu", d->pci, "by", "agent", "reason", why));
     }
+    bool mig_changed = false;
     for (size_t i = 0; i < with->n_devices; i++) {
-        memcpy(old->spec.devices[i].mig, with->devices[i].mig, sizeof(with->devices[i].mig));
-        old->spec.devices[i].n_mig = with->devices[i].n_mig;
+        ApiDevice *d = &old->spec.devices[i];
+        mig_changed = mig_changed || d->n_mig != with->devices[i].n_mig ||
+                      memcmp(d->mig, with->devices[i].mig, d->n_mig * sizeof(d->mig[0])) != 0;
+        memcpy(d->mig, with->devices[i].mig, sizeof(with->devices[i].mig));
+        d->n_mig = with->devices[i].n_mig;
     }
     state_node_mig_reserved(s, &old->spec);
     (void)save_node(s, old);
+    /* Every change is an event: a standby replays the node from it (docs/postgresql.md). */
+    if (mig_changed)
+        state_event(s, "node.updated", old->spec.name, NULL,
+                    json_pack("{s:s, s:s}", "by", "agent", "what", "its GPUs' MIG instances"));
     return true;
 }
 

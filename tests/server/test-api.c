@@ -1211,6 +1211,11 @@ Test(api, r2c_a_released_slices_busy_instance_is_not_offered_until_idle) {
             "{\"profile\":\"3g.71gb\",\"start\":0,\"busy\":true},{\"profile\":"
             "\"2g.35gb\",\"start\":4,\"busy\":true},{\"profile\":\"1g.18gb\",\"start\":6}";
     put_h200(agent, busy4);
+    /* Taken in place, and an event all the same: a standby replays the node from it. */
+    json_t *events = ts_list_all(&ts, ts.admin, "/v1/events", "events");
+    json_t *last = json_array_get(events, json_array_size(events) - 1);
+    cr_expect_str_eq(str(last, "type"), "node.updated");
+    json_decref(events);
     cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests/1/release", NULL, NULL), 200);
     const char *one = "{\"kind\":\"container\",\"class\":\"nvidia-h200-141gb-mig-1g.18gb\"}";
     json_t *a = submit(alice, one, 201), *b = submit(alice, one, 201);
