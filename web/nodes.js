@@ -46,7 +46,9 @@ export function render(main, ctx) {
   const post = async (n, what, body) => {
     try {
       const r = await api(`/v1/nodes/${encodeURIComponent(n.name)}/${what}`, { method: "POST", body });
-      say(note, `${n.name}: ${what === "mode" ? (r.switch ? `switch ${r.switch.step}` : "mode set") : `${what} done`}.`);
+      // The server's own sentence when it has one ("already in vm-passthrough mode"): a switch
+      // that did nothing is not reported as done.
+      say(note, r.message ? `${n.name}: ${r.message}` : `${n.name}: ${what === "mode" ? (r.switch ? `switch ${r.switch.step}` : "mode set") : `${what} done`}.`);
       refresh();
     } catch (e) {
       say(note, `${n.name}: ${e.message}`, "error");
@@ -55,6 +57,11 @@ export function render(main, ctx) {
 
   const controls = (n) => {
     const id = `n-${n.name.replace(/[^a-z0-9_-]/gi, "_")}`;
+    // A switch under way holds its own cordon (R4): a whole node's is not lifted, and a node
+    // switches once at a time; the server refuses both, so the page says why beforehand.
+    const switching = n.switch && !["done", "failed"].includes(n.switch.step);
+    const wholeSwitch = switching && !(Number.isInteger(n.switch.gpu) && n.switch.gpu >= 0);
+    const busy = switching ? `switching to ${n.switch.mode} (step: ${n.switch.step})` : "";
     // Modes are per datacenter node (R3) or per lab GPU (R7); a machine without GPUs has none.
     const switchable = n.site_kind === "datacenter" || (n.site_kind === "lab" && n.devices.length > 0);
     const mode = h("select", { id: `${id}-mode` }, ["container", "vm-passthrough"].map((m) => h("option", { value: m, selected: m !== n.mode }, m)));
@@ -62,12 +69,16 @@ export function render(main, ctx) {
       [["none", "no drain (refused while workloads run)"], ["wait", "wait for workloads to end"], ["evict", "evict workloads"]].map(([v, t]) => h("option", { value: v }, t)));
     const gpus = n.site_kind === "datacenter" ? null : h("select", { id: `${id}-gpu` }, n.devices.map((d, i) => h("option", { value: String(i) }, `GPU ${i} (${d.pci})`)));
     return h("form.controls", { "aria-label": `Actions for ${n.name}`, on: { submit: (ev) => { ev.preventDefault(); post(n, "mode", { mode: mode.value, drain: drain.value, ...(gpus ? { gpu: gpus.value } : {}) }); } } },
-      h("button", { type: "button", "data-action": n.cordoned ? "uncordon" : "cordon", on: { click: () => post(n, n.cordoned ? "uncordon" : "cordon") } }, n.cordoned ? "Uncordon" : "Cordon"),
+      h("button", { type: "button", "data-action": n.cordoned ? "uncordon" : "cordon", "data-control": "cordon",
+        disabled: n.cordoned && wholeSwitch, title: n.cordoned && wholeSwitch ? `${busy}: the switch keeps the node cordoned until it ends` : null,
+        on: { click: () => post(n, n.cordoned ? "uncordon" : "cordon") } }, n.cordoned ? "Uncordon" : "Cordon"),
       switchable ? [
         h("span.field", {}, h("label", { for: mode.id }, "Mode"), mode),
         h("span.field", {}, h("label", { for: drain.id }, "Drain"), drain),
         gpus ? h("span.field", {}, h("label", { for: gpus.id }, "GPU"), gpus) : null,
-        h("button", { type: "submit", "data-action": "switch" }, "Switch mode")] : null);
+        h("button", { type: "submit", "data-action": "switch", "data-control": "switch", disabled: switching,
+          title: switching ? `${busy}: one switch at a time` : null }, "Switch mode"),
+        switching ? h("span.hint", {}, busy) : null] : null);
   };
 
   let sig = "";
@@ -80,6 +91,10 @@ export function render(main, ctx) {
     // A re-draw keeps what the user chose and where the keyboard focus was.
     const f = document.activeElement;
     const keep = f && f.id && list.contains(f) ? f.id : null;
+    // A button has no id: found again by its node and its control (a Cordon that became
+    // Uncordon is the same control), or a keyboard user is thrown back to the top.
+    const card = f && f.dataset && f.dataset.control && list.contains(f) ? f.closest("[data-node]") : null;
+    const keepButton = card ? [card.dataset.node, f.dataset.control] : null;
     const chosen = new Map([...list.querySelectorAll("select")].map((el) => [el.id, el.value]));
     replace(list, nodes.map((n) => {
       const wl = work.filter((r) => r.placement && r.placement.node === n.name);
@@ -93,7 +108,7 @@ export function render(main, ctx) {
           n.devices.map((d, i) => [h("code", {}, d.pci), h("span.name", {}, d.class || "unclassified"), d.memory_gb ? `${d.memory_gb} GB` : "—",
             d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? [h("span.reason", {}, d.quarantined),
               // R9: once the board is seen to, its owner lifts the quarantine (a new reset check follows).
-              may(n) ? [" ", h("button", { type: "button", "data-action": "unquarantine", "aria-label": `Lift the quarantine of GPU ${i} of ${n.name}`,
+              may(n) ? [" ", h("button", { type: "button", "data-action": "unquarantine", "data-control": `lift-${i}`, "aria-label": `Lift the quarantine of GPU ${i} of ${n.name}`,
                 on: { click: () => post(n, "unquarantine", { gpu: String(i) }) } }, "Lift")] : null] : "—"]))
           : n.apple_gpu ? h("p", {}, `Apple GPU, ${n.apple_gpu.class || "unclassified (no class for its memory)"}: ${n.apple_unified_memory_gb} GB unified memory, ${n.apple_gpu.usable_memory_gb} GB of it usable for GPU work, ${n.apple_gpu.used_memory_gb} GB in use; ${n.apple_gpu.state}`,
               n.apple_gpu.quarantined ? [" (", h("span.reason", {}, n.apple_gpu.quarantined), ")"] : null, `. ${n.cpus || 0} CPU cores.`)
@@ -107,6 +122,11 @@ export function render(main, ctx) {
       if (el) el.value = v;
     }
     if (keep) document.getElementById(keep)?.focus();
+    if (keepButton) {
+      const again = [...list.querySelectorAll("[data-node]")].find((c) => c.dataset.node === keepButton[0]);
+      const button = again && [...again.querySelectorAll("[data-control]")].find((b) => b.dataset.control === keepButton[1]);
+      button?.focus();
+    }
   };
   return poll(refresh, 1000, (e) => (e.status === 401 ? ctx.onAuthLost() : say(note, e.message, "error")));
 }

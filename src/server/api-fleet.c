@@ -257,9 +257,19 @@ static void op_mode(Server *s, Op *op) {
         for (size_t i = 0; i < n->spec.n_devices; i++) {
             DeviceInfo di;
             if ((gpu >= 0 && (size_t)gpu != i) ||
-                sched_device_info(s->sched, n->spec.name, (unsigned)i, &di) < 0 ||
-                di.class_index < 0)
+                sched_device_info(s->sched, n->spec.name, (unsigned)i, &di) < 0)
                 continue;
+            if (di.class_index < 0) {
+                /* Named, it is said: "nothing to do" would read as done (R8: shown, not
+                 * placed, and not moved either). */
+                if (gpu >= 0)
+                    OP_FAIL(op, 400, "bad_request",
+                            "GPU %d of node %s is unclassified (no catalog class matches it): "
+                            "only classified NVIDIA GPUs switch between containers and VMs "
+                            "(R8, R1).",
+                            gpu, a->node);
+                continue;
+            }
             if (s->catalog->classes[di.class_index].vendor != VENDOR_NVIDIA) {
                 if (gpu >= 0)
                     OP_FAIL(op, 400, "bad_request",

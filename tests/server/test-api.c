@@ -1287,3 +1287,23 @@ Test(api, r18_a_request_by_memory_is_told_the_true_reason_of_its_classes) {
     json_decref(q);
     free(carol), free(carol2);
 }
+
+/* R8, R1: an unclassified GPU named in a switch is refused saying so, never "already in that
+ * mode" (which the dashboard read as done). */
+Test(api, r8_a_switch_of_an_unclassified_gpu_is_refused_not_done) {
+    const char *node =
+            "{\"name\":\"u1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+            "\"owner\":\"carol\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:03:00.0\",\"class\":\"\","
+            "\"pci_id\":\"1002:164e\"}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
+    char *agent = ts_token(&ts, "u1-agent", "node", "u1");
+    cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/u1/heartbeat", "{\"interval_s\":5}", NULL),
+                 200);
+    json_t *j = NULL;
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/u1/mode",
+                         "{\"mode\":\"vm-passthrough\",\"gpu\":\"0\"}", &j),
+                 400);
+    cr_expect(strstr(str(j, "message"), "unclassified"), "%s", str(j, "message"));
+    json_decref(j);
+    free(agent);
+}

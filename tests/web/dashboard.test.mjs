@@ -222,6 +222,9 @@ test("r4_switch_a_node_mode_with_drain_and_watch_the_steps", async () => {
   await card.locator(".switch strong[data-step=drain]").waitFor({ timeout: 30000 });
   assert.equal(await card.locator(".steps li[data-state=done]").first().textContent(), "cordon");
   await card.locator(".badge", { hasText: "cordoned" }).waitFor();
+  // R4: while it drains, the switch's cordon is not offered for lifting, nor a second switch.
+  assert.ok(await card.locator("button[data-control=cordon]").isDisabled(), "Uncordon is offered during the switch");
+  assert.ok(await card.locator("button[data-control=switch]").isDisabled(), "a second switch is offered");
   await page.screenshot({ path: join(SHOTS, "nodes-switch-draining-desktop.png"), fullPage: true });
   const { requests } = (await apiAs(fleet, fleet.admin, "/v1/requests?limit=10000")).json;
   for (const r of requests.filter((r) => ["placed", "active"].includes(r.state) && r.placement.node === "dc1-h100"))
@@ -229,6 +232,10 @@ test("r4_switch_a_node_mode_with_drain_and_watch_the_steps", async () => {
   await card.locator(".switch strong[data-step=done]").waitFor({ timeout: 60000 });
   assert.match(await card.locator(".meta").textContent(), /mode vm-passthrough/);
   assert.equal(await card.locator(".steps li[data-state=done]").count(), 6);
+  // The same mode again does nothing, and the page says the server's sentence, not "done".
+  await card.locator("select[id$=-mode]").selectOption("vm-passthrough");
+  await card.locator("button[data-action=switch]").click();
+  await page.locator("[role=status]", { hasText: "already in vm-passthrough mode" }).first().waitFor();
   page.clean();
 });
 
@@ -247,6 +254,23 @@ test("web_a_node_whose_agent_stops_is_shown_lost", async () => {
   const truth = (await apiAs(fleet, fleet.admin, "/v1/nodes/lab-ghost")).json;
   assert.equal(truth.unreachable, true);
   assert.match(await page.locator("[data-node=dc1-h200] .badge").first().textContent(), /reachable/);
+  page.clean();
+});
+
+test("web_a_node_button_keeps_the_keyboard_focus_across_its_redraw", async () => {
+  const reg = await apiAs(fleet, fleet.admin, "/v1/nodes", { name: "lab-focus", site: "lab", site_kind: "lab", platform: "linux", owner: "root" });
+  assert.equal(reg.status, 201, JSON.stringify(reg.json));
+  const page = await newPage();
+  await signIn(page, fleet.admin);
+  await go(page, "nodes");
+  const card = page.locator("[data-node=lab-focus]");
+  await card.locator("button[data-control=cordon]").focus();
+  await page.keyboard.press("Enter");
+  // The card is drawn again with Uncordon in Cordon's place: the focus is on it, not on the body.
+  await card.locator("button[data-action=uncordon]").waitFor();
+  await page.waitForFunction(() => document.activeElement && document.activeElement.dataset.control === "cordon");
+  assert.equal(await page.evaluate(() => document.activeElement.closest("[data-node]").dataset.node), "lab-focus");
+  await apiAs(fleet, fleet.admin, "/v1/nodes/lab-focus/uncordon", {});
   page.clean();
 });
 
