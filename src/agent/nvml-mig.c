@@ -17,6 +17,10 @@ typedef struct Gpu {
     NvmlTable t;
     EnvmlDevice dev;
     const char *uuid;
+    /* The GPU instances compute processes work in, asked of NVML once per call (n_busy -1:
+     * not yet; -2: NVML could not tell, so every instance counts as busy). */
+    unsigned busy[64];
+    int n_busy;
 } Gpu;
 
 static int gpu_open(Gpu *g, const char *library, const char *uuid, Error *err) {
@@ -24,6 +28,7 @@ static int gpu_open(Gpu *g, const char *library, const char *uuid, Error *err) {
     if (r < 0)
         return r;
     g->uuid = uuid;
+    g->n_busy = -1;
     const char *missing =
             !g->t.get_handle_by_uuid         ? "nvmlDeviceGetHandleByUUID"
             : !g->t.create_gi_with_placement ? "nvmlDeviceCreateGpuInstanceWithPlacement"
@@ -77,12 +82,21 @@ static size_t gpu_instances(Gpu *g, EnvmlGpuInstance *gis, EnvmlGpuInstanceInfo 
 static bool instance_busy(Gpu *g, unsigned gi_id) {
     if (!g->t.get_compute_processes_v3)
         return false;
-    EnvmlProcessInfo infos[64];
-    unsigned count = ARRAY_SIZE(infos);
-    if (g->t.get_compute_processes_v3(g->dev, &count, infos) != ENVML_SUCCESS)
+    if (g->n_busy == -1) {
+        EnvmlProcessInfo infos[ARRAY_SIZE(g->busy)];
+        unsigned count = ARRAY_SIZE(infos);
+        if (g->t.get_compute_processes_v3(g->dev, &count, infos) != ENVML_SUCCESS)
+            g->n_busy = -2;
+        else {
+            g->n_busy = (int)MIN(count, (unsigned)ARRAY_SIZE(infos));
+            for (int i = 0; i < g->n_busy; i++)
+                g->busy[i] = infos[i].gpu_instance_id;
+        }
+    }
+    if (g->n_busy == -2)
         return true; /* cannot tell: leave it alone */
-    for (unsigned i = 0; i < MIN(count, (unsigned)ARRAY_SIZE(infos)); i++)
-        if (infos[i].gpu_instance_id == gi_id)
+    for (int i = 0; i < g->n_busy; i++)
+        if (g->busy[i] == gi_id)
             return true;
     return false;
 }

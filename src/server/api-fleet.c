@@ -259,24 +259,18 @@ static void op_mode(Server *s, Op *op) {
             if ((gpu >= 0 && (size_t)gpu != i) ||
                 sched_device_info(s->sched, n->spec.name, (unsigned)i, &di) < 0)
                 continue;
-            if (di.class_index < 0) {
-                /* Named, it is said: "nothing to do" would read as done (R8: shown, not
-                 * placed, and not moved either). */
+            /* One named that does not switch is said ("nothing to do" would read as done);
+             * the others are left where they are. */
+            bool classified = di.class_index >= 0;
+            if (!classified || s->catalog->classes[di.class_index].vendor != VENDOR_NVIDIA) {
                 if (gpu >= 0)
                     OP_FAIL(op, 400, "bad_request",
-                            "GPU %d of node %s is unclassified (no catalog class matches it): "
-                            "only classified NVIDIA GPUs switch between containers and VMs "
-                            "(R8, R1).",
-                            gpu, a->node);
-                continue;
-            }
-            if (s->catalog->classes[di.class_index].vendor != VENDOR_NVIDIA) {
-                if (gpu >= 0)
-                    OP_FAIL(op, 400, "bad_request",
-                            "GPU %d of node %s is not an NVIDIA GPU: only "
-                            "NVIDIA GPUs switch between containers and VMs "
-                            "(R1, R12).",
-                            gpu, a->node);
+                            "GPU %d of node %s is %s: only %sNVIDIA GPUs switch between "
+                            "containers and VMs (%s).",
+                            gpu, a->node,
+                            classified ? "not an NVIDIA GPU"
+                                       : "unclassified (no catalog class matches it)",
+                            classified ? "" : "classified ", classified ? "R1, R12" : "R8, R1");
                 continue;
             }
             todo = todo || n->spec.devices[i].binding != want;
@@ -359,15 +353,12 @@ static void op_unquarantine(Server *s, Op *op) {
     if (sched_device_set_quarantine(s->sched, n->spec.name, (unsigned)dev, NULL, core_now(s),
                                     &err) < 0)
         OP_FAIL(op, 500, "internal", "%s", error_message(&err));
-    json_t *data = json_pack("{s:s, s:i, s:s, s:s}", "node", n->spec.name, "device", dev, "gpu",
-                             d->pci, "was", d->quarantine_reason);
+    json_t *data = json_pack("{s:s}", "was", d->quarantine_reason);
     d->quarantined = false;
     d->quarantine_reason[0] = 0;
     d->reset_verified = false; /* checked again before passthrough (R9) */
     (void)save_node(s, n);
-    char obj[sizeof(n->spec.name) + 16];
-    snprintf(obj, sizeof(obj), "%s/%d", n->spec.name, dev);
-    state_event(s, "gpu.unquarantined", obj, NULL, data);
+    fleet_gpu_event(s, n, (unsigned)dev, "gpu.unquarantined", data);
     fleet_mark(s, n);
     op_answer_node(s, op, 200, n);
 }

@@ -29,7 +29,7 @@ typedef struct NodeArg {
  * MIG instances its GPUs have (each MIG start changes them): taken in place - quarantines
  * (core, record, event) and the slots foreign processes use - and say so. The node may run
  * workloads, which a replacement would have to wait for. */
-static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed) {
+static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed, const char *pushed_text) {
     if (old->spec.n_devices != pushed->n_devices)
         return false;
     _cleanup_free_ ApiNode *with = malloc(sizeof(*with));
@@ -50,8 +50,8 @@ static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed) {
             d->n_mig = p->n_mig;
         }
     }
-    _cleanup_free_ char *x = api_node_text(with), *y = api_node_text(pushed);
-    if (!x || !y || STRNEQ(x, y))
+    _cleanup_free_ char *x = api_node_text(with);
+    if (!x || !pushed_text || STRNEQ(x, pushed_text))
         return false;
     for (size_t i = 0; i < with->n_devices; i++) {
         ApiDevice *d = &with->devices[i];
@@ -65,11 +65,8 @@ static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed) {
         old->spec.devices[i].quarantined = true;
         memcpy(old->spec.devices[i].quarantine_reason, d->quarantine_reason,
                sizeof(d->quarantine_reason));
-        char obj[sizeof(old->spec.name) + 16];
-        snprintf(obj, sizeof(obj), "%s/%d", old->spec.name, (int)i);
-        state_event(s, "gpu.quarantined", obj, NULL,
-                    json_pack("{s:s, s:i, s:s, s:s, s:s}", "node", old->spec.name, "device", (int)i,
-                              "gpu", d->pci, "by", "agent", "reason", why));
+        fleet_gpu_event(s, old, (unsigned)i, "gpu.quarantined",
+                        json_pack("{s:s, s:s}", "by", "agent", "reason", why));
     }
     bool mig_changed = false;
     for (size_t i = 0; i < with->n_devices; i++) {
@@ -126,7 +123,7 @@ static void op_node_put(Server *s, Op *op) {
         }
         /* A GPU the agent quarantined itself (a rebind the kernel never finished, R7/R9), or
          * its MIG instances as they now are, cannot wait for the node to be idle. */
-        if (apply_in_place(s, old, &a->spec)) {
+        if (apply_in_place(s, old, &a->spec, y)) {
             op_answer_node(s, op, 200, old);
             api_node_etag(&old->spec, a->etag);
             return;

@@ -241,6 +241,18 @@ void state_end_request(Server *s, Req *r, const char *event_type, const char *wh
     fleet_on_released(s, r);
 }
 
+void fleet_gpu_event(Server *s, const Node *n, unsigned dev, const char *type, json_t *data) {
+    char obj[sizeof(n->spec.name) + 16];
+    snprintf(obj, sizeof(obj), "%s/%u", n->spec.name, dev);
+    if (data) {
+        json_object_set_new(data, "node", json_string(n->spec.name));
+        json_object_set_new(data, "device", json_integer(dev));
+        if (dev < n->spec.n_devices)
+            json_object_set_new(data, "gpu", json_string(n->spec.devices[dev].pci));
+    }
+    state_event(s, type, obj, NULL, data);
+}
+
 /* ---- hooks ---- */
 
 void fleet_on_released(Server *s, const Req *r) {
@@ -249,7 +261,7 @@ void fleet_on_released(Server *s, const Req *r) {
         return;
     /* A slice's slots the agent last reported busy are no longer ours: a foreign process
      * still in them keeps them from being offered until the agent says otherwise (R2c). */
-    if (r->placement_text && strstr(r->placement_text, "\"method\":\"mig\""))
+    if (r->placed_method == METHOD_MIG)
         state_node_mig_reserved(s, &n->spec);
     fleet_mark(s, n);
 }

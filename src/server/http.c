@@ -200,11 +200,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t len;
         check_headers(conn, up);
-        if (up->ambiguous_length)
-            ;
-        else if (cl && parse_uint64(cl, UINT64_MAX, &len) >= 0 && len > SERVER_BODY_MAX)
+        if (!up->ambiguous_length && cl && parse_uint64(cl, UINT64_MAX, &len) >= 0 &&
+            len > SERVER_BODY_MAX)
             up->too_large = true;
-        else
+        if (!up->ambiguous_length && !up->too_large)
             return MHD_YES;
     }
     if (*upload_data_size > 0) {
