@@ -436,23 +436,32 @@ Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
     fleet_assert_invariants(f);
 }
 
+/* A simulated lab agent without NVML named `name` on fixture `machine`, keeping its state in
+ * `state`; returns its pid once its node registered (the token to free in *ret_token). */
+static pid_t spawn_lab_agent(Fleet *f, const char *name, const char *machine, const char *state,
+                             char **ret_token) {
+    char sys[PATH_MAX], proc[PATH_MAX];
+    snprintf(sys, sizeof(sys), "%s/machines/%s/sys", TEST_FIXTURES, machine);
+    snprintf(proc, sizeof(proc), "%s/machines/%s/proc", TEST_FIXTURES, machine);
+    const char *args[] = {"--site",       "lab",       "--site-kind", "lab",
+                          "--sysfs-root", sys,         "--proc-root", proc,
+                          "--simulate",   "--no-nvml", NULL};
+    *ret_token = ts_token(&f->ts, name, "node", name);
+    pid_t pid = fleet_spawn_agent(f->ts.url, *ret_token, name, state, args, NULL);
+    wait_node(f, name, false, "platform", "linux", 10000);
+    return pid;
+}
+
 /* R7 on the simulated path too: a rebind moves the GPU's whole IOMMU group, and the 5090's
  * group holds the board's USB controller, which no VM may take: the switch fails naming the
  * group, as `einsora agent bind` refuses it, and the GPU stays on its host driver. (The
  * fixture's processes are a picture: a simulated rebind does not wait for them.) */
 Test(fleet, r7_a_simulated_rebind_still_refuses_a_gpu_sharing_its_iommu_group) {
     Fleet *f = &fleet;
-    char state[PATH_MAX], sys[PATH_MAX], proc[PATH_MAX];
+    char state[PATH_MAX], *token = NULL;
     snprintf(state, sizeof(state), "%s/agent-5090", f->ts.dir);
     cr_assert_eq(mkdir(state, 0700), 0);
-    snprintf(sys, sizeof(sys), "%s/machines/rtx5090-dirty-group/sys", TEST_FIXTURES);
-    snprintf(proc, sizeof(proc), "%s/machines/rtx5090-dirty-group/proc", TEST_FIXTURES);
-    const char *args[] = {"--site",       "lab",       "--site-kind", "lab",
-                          "--sysfs-root", sys,         "--proc-root", proc,
-                          "--simulate",   "--no-nvml", NULL};
-    char *token = ts_token(&f->ts, "lab-5090", "node", "lab-5090");
-    pid_t pid = fleet_spawn_agent(f->ts.url, token, "lab-5090", state, args, NULL);
-    wait_node(f, "lab-5090", false, "platform", "linux", 10000);
+    pid_t pid = spawn_lab_agent(f, "lab-5090", "rtx5090-dirty-group", state, &token);
     cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-5090/mode",
                             "{\"mode\":\"vm-passthrough\",\"gpu\":\"0\"}", NULL),
                  202);
@@ -474,7 +483,7 @@ Test(fleet, r7_a_simulated_rebind_still_refuses_a_gpu_sharing_its_iommu_group) {
  * counted quarantined and never placed, though its reset check would pass. */
 Test(fleet, r9_a_gpu_the_agent_quarantined_is_quarantined_in_the_control_plane) {
     Fleet *f = &fleet;
-    char state[PATH_MAX], q[PATH_MAX + 32], sys[PATH_MAX], proc[PATH_MAX];
+    char state[PATH_MAX], q[PATH_MAX + 32];
     snprintf(state, sizeof(state), "%s/agent-q", f->ts.dir);
     snprintf(q, sizeof(q), "%s/quarantine", state);
     cr_assert_eq(mkdir(state, 0700), 0);
@@ -484,14 +493,8 @@ Test(fleet, r9_a_gpu_the_agent_quarantined_is_quarantined_in_the_control_plane) 
     cr_assert_not_null(fp);
     fputs("the kernel never finished binding it to vfio-pci\n", fp);
     fclose(fp);
-    snprintf(sys, sizeof(sys), "%s/machines/rtx4090-clean-group/sys", TEST_FIXTURES);
-    snprintf(proc, sizeof(proc), "%s/machines/rtx4090-clean-group/proc", TEST_FIXTURES);
-    const char *args[] = {"--site",       "lab",       "--site-kind", "lab",
-                          "--sysfs-root", sys,         "--proc-root", proc,
-                          "--simulate",   "--no-nvml", NULL};
-    char *token = ts_token(&f->ts, "lab-q", "node", "lab-q");
-    pid_t pid = fleet_spawn_agent(f->ts.url, token, "lab-q", state, args, NULL);
-    wait_node(f, "lab-q", false, "platform", "linux", 10000);
+    char *token = NULL;
+    pid_t pid = spawn_lab_agent(f, "lab-q", "rtx4090-clean-group", state, &token);
     json_t *n = get(f, "/v1/nodes/lab-q");
     const char *why = json_string_value(
             json_object_get(json_array_get(json_object_get(n, "devices"), 0), "quarantined"));
