@@ -235,9 +235,18 @@ static void op_mode(Server *s, Op *op) {
             OP_FAIL(op, 400, "bad_request",
                     "Node %s has no GPU %.64s (give its index or PCI address).", a->node, a->gpu);
     }
-    if (switch_active(n->sw))
+    if (switch_active(n->sw)) {
+        /* The same switch asked again (a retried call, a second `node mode --wait` to follow
+         * it) is answered with the running one, as a repeated apply is: nothing new starts.
+         * A different one, or another drain, waits for it to end. */
+        if (n->sw->gpu == gpu && STREQ(n->sw->mode, a->mode) &&
+            (a->drain == DRAIN_NONE || a->drain == n->sw->drain)) {
+            op_answer_node(s, op, 202, n);
+            return;
+        }
         OP_FAIL(op, 409, "conflict", "Node %s is already switching to %s (step: %s).", a->node,
                 n->sw->mode, switch_step_to_string(n->sw->step));
+    }
     if (n->unreachable)
         OP_FAIL(op, 409, "conflict",
                 "Node %s is unreachable: its agent must report before a switch.", a->node);

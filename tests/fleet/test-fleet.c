@@ -258,6 +258,21 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
                  202);
     cr_expect(fleet_node_field_is(f, "dc1-h100", true, "step", "drain"));
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "cordoned", "true"));
+    /* The same switch asked again follows the running one; another mode or drain is refused
+     * and changes nothing (the notebook still runs). */
+    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
+                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL),
+                 202);
+    cr_expect_eq(
+            fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-passthrough\"}", NULL),
+            202);
+    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
+                            "{\"mode\":\"vm-passthrough\",\"drain\":\"evict\"}", NULL),
+                 409);
+    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"container\"}", NULL),
+                 409);
+    cr_expect(fleet_node_field_is(f, "dc1-h100", true, "step", "drain"));
+    cr_expect(fleet_request_is(f, nb, "active"));
     /* Cordoned: a new notebook does not land there. */
     long other = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
     cr_expect(fleet_request_is(f, other, "pending"));
