@@ -487,7 +487,7 @@ char *vm_device_name_derive(const char *pci_name, uint16_t device_id) {
     StrBuf b = {0};
     strbuf_puts(&b, "nvidia.com/");
     if (!pci_name) {
-        strbuf_printf(&b, "%04X", device_id);
+        strbuf_printf(&b, "%04x", device_id); /* as sysfs writes the id, and the plugin keeps it */
     } else {
         for (const char *p = pci_name; *p; p++) {
             unsigned char ch = (unsigned char)*p;

@@ -294,7 +294,7 @@ Test(catalog, r6_vm_device_name_from_real_pci_ids) {
     expect_vm_name(0x2330, "nvidia.com/GH100H100_SXM5_80GB", VM_NAME_PCI_IDS);
     /* not in this pci.ids (H200, B200): the raw id, as the device plugin falls back */
     expect_vm_name(0x2335, "nvidia.com/2335", VM_NAME_RAW_ID);
-    expect_vm_name(0x26b9, "nvidia.com/26B9", VM_NAME_RAW_ID);
+    expect_vm_name(0x26b9, "nvidia.com/26b9", VM_NAME_RAW_ID);
 }
 
 Test(catalog, r6_vm_device_name_rule_on_literal_names) {
@@ -316,7 +316,7 @@ Test(catalog, r6_vm_device_name_rule_on_literal_names) {
         free(got);
     }
     char *raw = vm_device_name_derive(NULL, 0x2b85);
-    cr_expect_str_eq(raw, "nvidia.com/2B85");
+    cr_expect_str_eq(raw, "nvidia.com/2b85"); /* the sysfs id as written: lower case */
     free(raw);
 }
 

@@ -60,7 +60,7 @@ Test(cli_catalog, r8_show_table_is_aligned_and_marks_raw_ids) {
     const char *row_vendor = strstr(h100 + 1, "nvidia ");
     cr_expect_eq(header_vendor - out, row_vendor - (h100 + 1));
     cr_expect(strstr(out, "nvidia.com/GH100_H100_PCIE"));
-    cr_expect(strstr(out, "nvidia.com/2B85 *"), "raw-id names are marked");
+    cr_expect(strstr(out, "nvidia.com/2b85 *"), "raw-id names are marked");
     cr_expect(strstr(out, "nvidia.com/GH100_H200_SXM_141GB"), "stated in the catalog (R6)");
     cr_expect(strstr(out, "pci.ids has no name for this device"));
     free(out);
