@@ -179,6 +179,10 @@ void sched_set_check_invariants(Sched *s, bool on) {
     s->check = on;
 }
 
+bool sched_checks_invariants(const Sched *s) {
+    return s->check;
+}
+
 void sched_set_own_lists_min(Sched *s, unsigned n) {
     s->own_lists_min = n;
 }

@@ -309,6 +309,7 @@ const Catalog *sched_catalog(const Sched *s);
 /* Run sched_check() after every mutation and abort() on a violation (its sentence goes to
  * stderr first: the one place the core writes, since it is about to crash). */
 void sched_set_check_invariants(Sched *s, bool on);
+bool sched_checks_invariants(const Sched *s);
 
 /* A user who owns more than n nodes (default 16) has them searched, once they ask, through
  * pool lists kept by free GPUs rather than one by one; decisions are the same either way. The

@@ -205,11 +205,14 @@ void api_invariants(HttpCtx *c) {
     pthread_rwlock_rdlock(&c->s->lock);
     int r = sched_check(c->s->sched, &err);
     size_t n = sched_request_count(c->s->sched);
+    bool always = sched_checks_invariants(c->s->sched);
     pthread_rwlock_unlock(&c->s->lock);
     if (r < 0)
-        c->json = json_pack("{s:b, s:s}", "ok", 0, "violation", error_message(&err));
+        c->json = json_pack("{s:b, s:s, s:b}", "ok", 0, "violation", error_message(&err),
+                            "after_every_change", always);
     else
-        c->json = json_pack("{s:b, s:I}", "ok", 1, "requests", (json_int_t)n);
+        c->json = json_pack("{s:b, s:I, s:b}", "ok", 1, "requests", (json_int_t)n,
+                            "after_every_change", always);
 }
 
 static void gauge(StrBuf *b, const char *name, const char *help, const char *type) {

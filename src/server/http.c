@@ -443,6 +443,8 @@ int server_open(const ServerConfig *cfg, Server **ret, Error *err) {
     if (r >= 0) {
         sched_set_on_placed(s->sched, state_on_placed, s);
         sched_set_time_scale(s->sched, CORE_MS_PER_SECOND);
+        /* R15: checked after every change of state in a debug build's server. */
+        sched_set_check_invariants(s->sched, EINSORA_DEBUG_CHECKS);
         if (!replicas)
             r = state_load(s, err);
     }

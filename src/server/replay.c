@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "config.h"
 #include "leader.h"
 #include "longpoll.h"
 #include "store/store-pg.h"
@@ -132,6 +133,7 @@ static int view_load(Replay *rp, View **ret, Error *err) {
         return error_set(err, -ENOMEM, "out of memory");
     }
     sched_set_time_scale(vs->sched, CORE_MS_PER_SECOND);
+    sched_set_check_invariants(vs->sched, EINSORA_DEBUG_CHECKS);
     int r = store_pg_begin_snapshot(s->store, err);
     if (r >= 0) {
         r = state_load(vs, err);

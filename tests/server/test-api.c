@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "helpers.h"
 #include "srv-helpers.h"
 #include "util/macro.h"
@@ -659,6 +660,8 @@ Test(api, r16_restart_restores_acknowledged_state_and_invariants_hold) {
     json_decref(j);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/debug/invariants", NULL, &j), 200);
     cr_assert(json_is_true(json_object_get(j, "ok")), "%s", str(j, "violation"));
+    /* R15: a debug build's server (this suite's) also checks after every change. */
+    cr_expect_eq(json_is_true(json_object_get(j, "after_every_change")), EINSORA_DEBUG_CHECKS == 1);
     json_decref(j);
     /* The restored queue still works: releasing places the waiting request. */
     cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests/1/release", NULL, NULL), 200);
