@@ -448,6 +448,9 @@ void state_apply_decision(Server *s, Req *r, const Decision *d) {
     const char *reason_code = sched_reason_to_string(d->reason);
     str_copy_cut(r->reason_code, sizeof(r->reason_code), reason_code);
     str_copy_cut(r->reason, sizeof(r->reason), d->message);
+    /* The grant this decision was made under (tenants.c): a trust withdrawn or granted while
+     * the request waited decides its placement, and the record says which it was. */
+    r->trusted = ptrmap_get(&s->trusted_users, r->user) != NULL;
     const char *type;
     switch (d->kind) {
     case DECISION_PLACED:

@@ -413,12 +413,15 @@ Test(hardening, r9_a_request_waiting_for_trust_is_placed_at_the_grant) {
                          &j),
                  201);
     cr_assert_str_eq(str(j, "state"), "pending", "internal-only: she waits");
+    cr_expect(json_is_false(json_object_get(j, "trusted")));
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)num(j, "id"));
     json_decref(j);
     expect_status(ts.admin, "PUT", "/v1/tenants/tina/trust", 200, NULL);
     cr_assert_eq(ts_call(&ts, tina, "GET", path, NULL, &j), 200);
     cr_expect_str_eq(str(j, "state"), "placed", "placed by the grant itself: %s", str(j, "reason"));
+    cr_expect(json_is_true(json_object_get(j, "trusted")),
+              "the record says the grant it ran under");
     json_decref(j);
     free(tina);
 }
