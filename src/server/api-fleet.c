@@ -153,6 +153,13 @@ static void op_task_result(Server *s, Op *op) {
                                          json_string_value(json_object_get(data, "verdict")),
                                          res->message));
         state_event(s, "gpu.reset-checked", obj, NULL, data);
+        fleet_task_finish(s, t);
+        /* A switch may wait for this check before its GPU leaves vfio-pci (fleet-switch.c). */
+        if (switch_active(n->sw))
+            (void)fleet_switch_advance(s, n);
+        op->status = 200;
+        op->body = json_pack("{s:s}", "status", "recorded");
+        return;
     } else {
         json_object_set_new(data, "reason",
                             json_sprintf("%s%s", res->ok ? "" : "failed: ", res->message));

@@ -39,6 +39,32 @@ static bool affected(Server *s, const Node *n, const NodeSwitch *sw, unsigned i)
 }
 
 /* The workloads on the devices the switch moves, each once. */
+/* R9: a consumer GPU a VM stopped on gets its reset-cycle check after each VM, and the check
+ * runs on vfio-pci only: one that leaves for the host driver is checked first, so that a
+ * board failing it is quarantined, not handed to containers. True while a check is under way
+ * (one per GPU per switch: a check that could not run does not hold the switch forever). */
+static bool reset_checks_pending(Server *s, Node *n, NodeSwitch *sw) {
+    if (!STREQ(target_binding(sw), "host") || !n->heartbeat_s)
+        return false;
+    bool pending = false;
+    for (unsigned i = 0; i < n->spec.n_devices && i < 64; i++) {
+        DeviceInfo di;
+        if (!affected(s, n, sw, i) || n->spec.devices[i].binding != BINDING_VFIO ||
+            sched_device_info(s->sched, n->spec.name, i, &di) < 0 || di.class_index < 0 ||
+            !s->catalog->classes[di.class_index].consumer || di.reset_verified ||
+            di.state == DEVICE_QUARANTINED)
+            continue;
+        if (fleet_task_open_for(s, n->spec.name, TASK_RESET_CHECK, i)) {
+            pending = true;
+        } else if (!(sw->reset_asked & (1ull << i)) &&
+                   fleet_task_add(s, n->spec.name, TASK_RESET_CHECK, i, di.address, NULL)) {
+            sw->reset_asked |= 1ull << i;
+            pending = true;
+        }
+    }
+    return pending;
+}
+
 static size_t collect(Server *s, const Node *n, const NodeSwitch *sw, Req **ret, size_t max) {
     size_t count = 0;
     for (unsigned i = 0; i < n->spec.n_devices; i++) {
@@ -211,6 +237,13 @@ static bool step_once(Server *s, Node *n) {
             }
             set_step(s, n, SW_VERIFY, "relabeled %s=%s", SCHED_MODE_LABEL, sw->mode);
             return true;
+        }
+        if (reset_checks_pending(s, n, sw)) {
+            static const char checking[] = "checking the reset cycle of the consumer GPU(s) a VM "
+                                           "stopped on before they leave vfio-pci (R9)";
+            if (STRNEQ(sw->message, checking))
+                set_step(s, n, SW_REBIND, "%s", checking);
+            return false;
         }
         sw->n_tasks = 0;
         for (unsigned i = 0; i < n->spec.n_devices && sw->n_tasks < SPEC_MAX_DEVICES; i++) {

@@ -47,6 +47,9 @@ typedef struct NodeSwitch {
     bool task_ok[SPEC_MAX_DEVICES];
     bool task_done[SPEC_MAX_DEVICES];
     size_t n_tasks;
+    /* Not stored: the consumer GPUs this switch asked a reset check of before they leave
+     * vfio-pci (a server restart asks once more). */
+    uint64_t reset_asked;
 } NodeSwitch;
 
 static inline bool switch_active(const NodeSwitch *sw) {

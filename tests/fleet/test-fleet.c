@@ -451,6 +451,33 @@ Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
     fleet_assert_invariants(f);
 }
 
+/* R9 "after each VM on it stops": also a VM a switch to containers evicted. The reset check
+ * runs on vfio-pci only, so the switch has it run before the GPU leaves for the host driver;
+ * the failing board is quarantined instead of going to containers. */
+Test(fleet, r9_a_vm_evicted_by_a_switch_to_containers_is_reset_checked_before_the_rebind) {
+    Fleet *f = &fleet;
+    CapIs c = {"nvidia-rtx-4090", "vm", "free", 1};
+    cr_assert(fleet_wait(f, cap_is, &c, 10000));
+    long vm = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
+    wait_request(f, vm, "active", 10000);
+    char *path = fleet_agent_file(f, A_4090, "sim-reset");
+    FILE *s = fopen(path, "w");
+    free(path);
+    cr_assert(s);
+    fprintf(s, "0000:01:00.0 fail the device fell off the bus after reset 1\n");
+    fclose(s);
+    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/mode",
+                            "{\"mode\":\"container\",\"drain\":\"evict\",\"gpu\":\"0\"}", NULL),
+                 202);
+    wait_node(f, "lab-4090", true, "step", "done", 10000);
+    CapIs q = {"nvidia-rtx-4090", "container", "quarantined", 1};
+    cr_assert(fleet_wait(f, cap_is, &q, 10000), "the failing 4090 went to containers unchecked");
+    cr_expect(fleet_has_event(f, "gpu.reset-checked", NULL));
+    long next = fleet_submit(f, NULL, "{\"kind\":\"container\",\"class\":\"nvidia-rtx-4090\"}");
+    cr_expect(fleet_request_is(f, next, "pending"), "never on the quarantined board");
+    fleet_assert_invariants(f);
+}
+
 /* A simulated lab agent without NVML named `name` on fixture `machine`, keeping its state in
  * `state`; returns its pid once its node registered (the token to free in *ret_token). */
 static pid_t spawn_lab_agent(Fleet *f, const char *name, const char *machine, const char *state,
