@@ -136,16 +136,23 @@ static size_t queue_position(const Sched *s, uint32_t ri) {
 
 /* Why a waiting request waits now (R18: what, removed, would let it run), given what
  * feasible_reason() says of it. */
-SchedReason decision_waiting_reason(const Sched *s, const Req *r, SchedReason never) {
+SchedReason decision_waiting_reason(const Sched *s, const Req *r, SchedReason never,
+                                    SchedReason first_never) {
     if (never)
         return never; /* only a request that asked to wait for nodes gets here */
+    /* A first choice no node could ever run waits on its alternatives only (its fallback is
+     * open, sched_submit()): that is what, removed, would let it run as asked. */
+    if (first_never)
+        return first_never;
     if (r->choice == CHOICE_MEMORY)
         return place_diagnose_by_memory(s, r);
     return place_diagnose(s, r, r->choice);
 }
 
 static SchedReason waiting_reason(const Sched *s, const Req *r) {
-    return decision_waiting_reason(s, r, feasible_reason(s, r, r->user));
+    SchedReason first;
+    SchedReason never = feasible_reason(s, r, r->user, &first);
+    return decision_waiting_reason(s, r, never, first);
 }
 
 /* fresh: find the waiting reason again (a later look); else the one found at submission. */
@@ -157,6 +164,7 @@ void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, De
         d->kind = DECISION_PLACED;
         d->reason = r->fb_index >= 0 ? SCHED_REASON_FALLBACK : SCHED_REASON_NONE;
         d->queue_position = 0;
+        d->fallback_open = false;
         fill_placement(s, r, &d->placement);
         const Placement *p = &d->placement;
         /* "placed on NODE: WHERE, CLASS by METHOD[ under CRT][, endpoint runs ERT][ (fallback...)]"
@@ -206,6 +214,7 @@ void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, De
     d->kind = DECISION_WAITING;
     d->reason = why;
     d->queue_position = with_position ? queue_position(s, ri) : 0;
+    d->fallback_open = r->expired && r->n_fb;
     d->placement = (Placement){0};
     Msg m = msg_start(d->message, sizeof(d->message));
     msg_put(&m, "waiting for ");
@@ -215,6 +224,8 @@ void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, De
         msg_put(&m, decision_choice_name(s, r->choice));
     msg_put(&m, ": ");
     msg_text(&m, reason_text(why));
+    if (d->fallback_open)
+        msg_put(&m, "; its fallback is open: it takes the first alternative that frees (R13)");
     msg_end(&m);
 }
 

@@ -195,7 +195,7 @@ static Verdict class_verdict(const Sched *s, const Req *r, uint32_t user, int c)
     return v;
 }
 
-SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user) {
+SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user, SchedReason *ret_first) {
     Verdict first = {STAGE_NONE, SCHED_REASON_NO_NODE};
     if (r->choice == CHOICE_MEMORY) {
         /* A class that holds it, on some node, that the rules refuse for this workload (a VM
@@ -221,6 +221,8 @@ SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user) {
             first.reason = rule;
     } else
         first = class_verdict(s, r, user, r->choice);
+    if (ret_first)
+        *ret_first = first.stage == STAGE_OK ? SCHED_REASON_NONE : first.reason;
     if (first.stage == STAGE_OK)
         return SCHED_REASON_NONE;
     /* Alternatives count too: the request falls back to them after its wait (R13). */

@@ -667,7 +667,8 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
         Req *q = &s->reqs[ri];
         /* R18: nothing waits for what no node of the fleet could ever give it. */
         feasible_prepare(s);
-        SchedReason never = feasible_reason(s, q, q->user);
+        SchedReason first_never;
+        SchedReason never = feasible_reason(s, q, q->user, &first_never);
         if (never && !q->wait_for_nodes) {
             if (!spec->class_name && never == SCHED_REASON_NO_NODE)
                 decision_refuse_memory(ret, never, s, spec->memory_gb, -1, true);
@@ -677,7 +678,9 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
             check_now(s);
             return 0;
         }
-        q->reason = decision_waiting_reason(s, q, never);
+        /* R13 with R18: a first choice no node could ever run still has its wait (the user
+         * chose it; an alternative can run), told the first choice's true reason. */
+        q->reason = decision_waiting_reason(s, q, never, first_never);
         queue_insert(s, ri);
         maybe_reserve(s, ri);
     }

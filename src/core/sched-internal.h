@@ -687,8 +687,9 @@ void decision_refuse_never(Decision *d, SchedReason why, const char *subject);
 /* What request ri is told now: placed where, or waiting why (fresh: found again, else the
  * reason found at submission) and, with_position, where in the queue. */
 void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d);
-/* Why r waits, given what feasible_reason() said of it (R18). */
-SchedReason decision_waiting_reason(const Sched *s, const Req *r, SchedReason never);
+/* Why r waits, given what feasible_reason() said of it and of its first choice (R18). */
+SchedReason decision_waiting_reason(const Sched *s, const Req *r, SchedReason never,
+                                    SchedReason first_never);
 /* Counts a waiting request of arrival seq in (delta 1) or out (-1) of the queue positions,
  * after the FIFO changed. */
 void queue_positions_add(Sched *s, uint64_t seq, int32_t delta);
@@ -722,8 +723,10 @@ void reqmap_done(ReqMap *m);
 
 /* feasible.c */
 /* R18: SCHED_REASON_NONE when some node of the fleet could ever run r (its first choice or an
- * alternative), else why not for its first choice. user: r's user, or NIL when unknown. */
-SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user);
+ * alternative), else why not for its first choice. user: r's user, or NIL when unknown.
+ * ret_first, when not NULL: why no node could ever run the first choice alone (NONE when one
+ * could), written always. */
+SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user, SchedReason *ret_first);
 /* Bring the per-class summary feasible_reason() answers most requests from up to date (it
  * scans nodes while the summary is stale). */
 void feasible_prepare(Sched *s);

@@ -507,6 +507,7 @@ struct Decision {
     SchedReason reason;
     char message[SCHED_MESSAGE_MAX]; /* one plain sentence */
     size_t queue_position;           /* waiting: 1 = head of the queue */
+    bool fallback_open;              /* waiting: its alternatives may be taken now (R13) */
     Placement placement;             /* placed only */
 };
 

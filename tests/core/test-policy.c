@@ -483,6 +483,57 @@ Test(policy, r13_fallback_never_lands_on_stranger_slice) {
     cr_assert_eq(first.kind, DECISION_PLACED, "%s", first.message);
 }
 
+/* R13 with R18: a first choice no node could ever run (too large for every node of its class;
+ * no node with the class) keeps the wait its user chose, since an alternative can run; what it
+ * is told is why the first choice cannot run, not that its units are taken. */
+Test(policy, r13_r18_a_first_choice_no_node_could_run_waits_told_the_true_reason) {
+    fx_site("home", SITE_SOLO);
+    fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
+    Decision d = fx_submit((RequestSpec){.id = "gang",
+                                         .user = "amy",
+                                         .kind = WORKLOAD_CONTAINER,
+                                         .class_name = "nvidia-rtx-4090",
+                                         .count = 3,
+                                         .fallback = to_cpu,
+                                         .n_fallback = 1,
+                                         .wait_s = 60},
+                           100);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    cr_assert_eq(d.reason, SCHED_REASON_TOO_LARGE, "not no-capacity: %s", d.message);
+    cr_assert_not(d.fallback_open);
+    sched_request_decision(fx, "gang", &d);
+    cr_assert_eq(d.reason, SCHED_REASON_TOO_LARGE, "found again, still true: %s", d.message);
+    cr_assert_eq(sched_tick(fx, 159), 0, "the wait its user chose");
+    cr_assert_eq(sched_tick(fx, 160), 1);
+    sched_request_decision(fx, "gang", &d);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.method, METHOD_CPU);
+
+    /* Its fallback open but every alternative busy: the sentence says the fallback is open. */
+    fx_req(.id = "hold", .user = "amy", .kind = WORKLOAD_CONTAINER,
+           .class_name = "nvidia-rtx-4090");
+    static const char *const to_4090[] = {"nvidia-rtx-4090"};
+    d = fx_submit((RequestSpec){.id = "h100",
+                                .user = "amy",
+                                .kind = WORKLOAD_CONTAINER,
+                                .class_name = H100,
+                                .fallback = to_4090,
+                                .n_fallback = 1,
+                                .wait_s = 10},
+                  200);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    cr_assert_eq(d.reason, SCHED_REASON_NO_NODE, "%s", d.message);
+    sched_tick(fx, 210);
+    sched_request_decision(fx, "h100", &d);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    cr_assert(d.fallback_open);
+    cr_assert(strstr(d.message, "fallback is open"), "%s", d.message);
+    fx_release("hold");
+    sched_request_decision(fx, "h100", &d);
+    cr_assert_eq(d.kind, DECISION_PLACED, "placed as its alternative frees: %s", d.message);
+    cr_assert_eq(d.placement.fallback_index, 0);
+}
+
 Test(policy, r13_fallback_to_an_unknown_class_is_refused) {
     static const char *const bad[] = {"nvidia-z9000"};
     Decision d = fx_req(.id = "r", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = H100,
