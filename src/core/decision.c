@@ -278,6 +278,7 @@ int sched_request_spec(const Sched *s, const char *id, RequestSpec *ret) {
             .wait_s = (r->deadline - r->submitted) / s->units_per_second,
             .submitted = r->submitted,
             .runtime = r->runtime,
+            .gguf = r->gguf,
             .wait_for_nodes = r->wait_for_nodes,
     };
     if (!r->n_fb)

@@ -51,9 +51,12 @@ EndpointRuntime policy_endpoint_runtime(const Req *r, int vendor) {
         return ENDPOINT_RUNTIME_NONE;
     if (vendor == VENDOR_CPU)
         return ENDPOINT_RUNTIME_LLAMA_CPP; /* R11, R14 */
+    /* On a Mac MLX loads safetensors weights, llama.cpp (Metal) GGUF ones (the seed). */
     if (vendor == VENDOR_APPLE)
-        return r->runtime == ENDPOINT_RUNTIME_LLAMA_CPP ? ENDPOINT_RUNTIME_LLAMA_CPP
-                                                        : ENDPOINT_RUNTIME_MLX;
+        return r->runtime == ENDPOINT_RUNTIME_LLAMA_CPP ||
+                               (r->runtime == ENDPOINT_RUNTIME_NONE && r->gguf)
+                       ? ENDPOINT_RUNTIME_LLAMA_CPP
+                       : ENDPOINT_RUNTIME_MLX;
     return ENDPOINT_RUNTIME_VLLM; /* vLLM never runs on a Mac (R14) */
 }
 

@@ -99,6 +99,7 @@ static SchedReason req_fill(Sched *s, const RequestSpec *spec, size_t id_len, ui
     r->count = spec->count ? spec->count : 1;
     r->share = spec->share;
     r->runtime = spec->kind == WORKLOAD_ENDPOINT ? spec->runtime : ENDPOINT_RUNTIME_NONE;
+    r->gguf = spec->kind == WORKLOAD_ENDPOINT && spec->gguf;
     r->submitted = spec->submitted;
     r->n_fb = (unsigned)spec->n_fallback;
     r->fb_index = -1;

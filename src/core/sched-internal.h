@@ -349,6 +349,7 @@ typedef struct Req {
     Link dq; /* waiting requests whose fallback deadline is still ahead */
     int qkey;
     bool in_xq, in_dq;
+    bool gguf; /* an endpoint's model is GGUF weights (R14: llama.cpp on a Mac, not MLX) */
     SchedReason reason;
     const char *fb_names[SCHED_MAX_FALLBACKS];
 } __attribute__((aligned(64))) Req;

@@ -485,6 +485,7 @@ typedef struct RequestSpec {
     uint64_t submitted;      /* submission time (time scale units); the queue orders by it */
     EndpointRuntime runtime; /* endpoints: wanted runtime, NONE = whatever fits (R14) */
     bool wait_for_nodes;     /* R18: wait even when no node of the fleet could ever run it */
+    bool gguf;               /* endpoints: the model is GGUF weights (on a Mac: llama.cpp) */
 } RequestSpec;
 
 typedef struct Placement {

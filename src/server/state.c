@@ -424,6 +424,7 @@ void req_core_spec(const Req *r, const ApiRequest *spec, char id_buf[32],
             .wait_s = spec->wait_s,
             .submitted = (uint64_t)r->created_ms, /* the core counts ms (R13) */
             .runtime = spec->runtime,
+            .gguf = api_request_model_is_gguf(spec),
             .wait_for_nodes = spec->wait_for_nodes,
     };
 }

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 #include "wire/json-text.h"
 
@@ -127,6 +128,11 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err) {
     return 0;
 }
 
+bool api_request_model_is_gguf(const ApiRequest *r) {
+    size_t n = strlen(r->model);
+    return r->kind == WORKLOAD_ENDPOINT && n > 5 && strcasecmp(r->model + n - 5, ".gguf") == 0;
+}
+
 bool vm_image_name_is_valid(const char *name) {
     size_t n = strlen(name);
     if (!n || n > 255 || name[0] == '.')
@@ -143,6 +149,22 @@ int api_request_check_new(const ApiRequest *r, Error *err) {
         return error_set(err, -EINVAL,
                          "field 'image' of a VM names one of the site's disk images by its file "
                          "name (such as 'ubuntu-24.04.qcow2'), not a path");
+    /* R2e time-slices one GPU among a user's containers: asked where it cannot be, it would
+     * be dropped without a word (new requests only: stored ones load as they were). */
+    if (r->share && r->kind == WORKLOAD_VM)
+        return error_set(err, -EINVAL,
+                         "field 'share' time-slices a GPU among containers, notebooks and "
+                         "endpoints (R2e); a VM owns its GPU whole (passthrough, R2a)");
+    if (r->share && r->count > 1)
+        return error_set(err, -EINVAL,
+                         "field 'share' time-slices one GPU (R2e); leave it out to get %u whole "
+                         "GPUs, or ask count 1",
+                         r->count);
+    if (r->runtime == ENDPOINT_RUNTIME_MLX && api_request_model_is_gguf(r))
+        return error_set(err, -EINVAL,
+                         "field 'runtime' mlx loads safetensors weights; the GGUF model '%.200s' "
+                         "runs on llama.cpp (leave 'runtime' out, or ask llama.cpp)",
+                         r->model);
     for (size_t i = 0; i < r->n_fallback; i++) {
         const char *f = r->fallback[i];
         if (r->cls[0] && strcmp(f, r->cls) == 0)

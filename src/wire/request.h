@@ -47,6 +47,9 @@ int api_request_from_json(json_t *j, ApiRequest *ret, Error *err);
  * image names one of the site's disk images, never a host path; a fallback list names each
  * class once, not the first choice, and cpu last (R13). */
 int api_request_check_new(const ApiRequest *r, Error *err);
+/* Whether an endpoint's model is a GGUF weights file (`.gguf`, any case): on a Mac it runs on
+ * llama.cpp, MLX loading safetensors weights only (R14). */
+bool api_request_model_is_gguf(const ApiRequest *r);
 /* A VM disk image's name as a request gives it: a file name (letters, digits, . _ + -), not a
  * path, not hidden. */
 bool vm_image_name_is_valid(const char *name);

@@ -375,6 +375,22 @@ Test(policy, r14_endpoint_runtime_follows_placement) {
     cr_assert_eq(c.placement.endpoint_runtime, ENDPOINT_RUNTIME_LLAMA_CPP, "R11: %s", c.message);
 }
 
+/* The seed: on a Mac MLX serves safetensors weights, llama.cpp (Metal) GGUF ones. */
+Test(policy, r14_a_gguf_model_on_a_mac_runs_llama_cpp_not_mlx) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    Decision g = fx_req(.id = "g", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+                        .memory_gb = 8, .gguf = true);
+    cr_assert_eq(g.kind, DECISION_PLACED, "%s", g.message);
+    cr_assert_eq(g.placement.endpoint_runtime, ENDPOINT_RUNTIME_LLAMA_CPP, "%s", g.message);
+    Decision m = fx_req(.id = "m", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+                        .memory_gb = 8);
+    cr_assert_eq(m.placement.endpoint_runtime, ENDPOINT_RUNTIME_MLX, "%s", m.message);
+    RequestSpec back;
+    cr_assert_eq(sched_request_spec(fx, "g", &back), 0);
+    cr_assert(back.gguf, "kept with the request (a restart decides the same)");
+}
+
 Test(policy, r14_vllm_is_never_used_on_a_mac) {
     Decision d = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
                         .runtime = ENDPOINT_RUNTIME_VLLM);

@@ -164,10 +164,15 @@ static void expect_refused(const char *token, const char *method, const char *pa
     cr_assert_eq(request_count(), before, "a refused call changes nothing");
 }
 
-/* R13 and R17: what a new request must say rightly. A VM's disk is one of the site's images,
- * never a host path; a fallback names each class once, not the first choice, cpu last. */
-Test(api, bad_input_r13_r17_vm_image_paths_and_muddled_fallbacks_are_refused) {
+/* R13, R17 and R2e: what a new request must say rightly. A VM's disk is one of the site's
+ * images, never a host path; a fallback names each class once, not the first choice, cpu
+ * last; a time slice is one GPU of a container, never a VM's nor several; MLX takes no GGUF. */
+Test(api, bad_input_r2e_r13_r14_r17_vm_images_fallbacks_shares_and_runtimes_are_refused) {
     static const char *const bodies[] = {
+            "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"share\":true}",
+            "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"runtime\":\"mlx\","
+            "\"model\":\"/models/llama-q4_k_m.GGUF\"}",
+            "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"share\":true}",
             "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":\"/dev/sda\"}",
             "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":\"../x.qcow2\"}",
             "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"fallback\":[\"cpu\","
