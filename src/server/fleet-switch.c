@@ -132,6 +132,22 @@ static bool is_k8s(const Node *n) {
     return is_datacenter(n) && api_node_has_cap(&n->spec, "k8s");
 }
 
+/* A datacenter node no agent and no sync runs: its label is all there is to change (whatever
+ * acts on it is outside Einsora). One an agent runs has its GPUs rebound by the agent, as a
+ * lab machine's are, then its label recorded: a label alone would leave every GPU where it was
+ * and hand VMs GPUs still on their host driver (R3, R4). */
+static bool is_label_only(const Node *n) {
+    return is_datacenter(n) && !is_k8s(n) && !n->heartbeat_s;
+}
+
+/* Whether the agent rebinds device i: one the switch moves that is an NVIDIA GPU (a datacenter
+ * node's other devices keep their driver; R1, R12). */
+static bool rebinds(Server *s, const Node *n, const NodeSwitch *sw, unsigned i) {
+    DeviceInfo di;
+    return affected(s, n, sw, i) && sched_device_info(s->sched, n->spec.name, i, &di) >= 0 &&
+           di.class_index >= 0 && s->catalog->classes[di.class_index].vendor == VENDOR_NVIDIA;
+}
+
 /* Record the datacenter node's new mode label (R3): the core, the node, the event. */
 static int record_relabel(Server *s, Node *n, const NodeSwitch *sw, Error *err) {
     int r = sched_node_set_mode(s->sched, n->spec.name, node_mode_from_string(sw->mode),
@@ -230,7 +246,7 @@ static bool step_once(Server *s, Node *n) {
                      SCHED_MODE_LABEL, sw->mode);
             return false;
         }
-        if (is_datacenter(n)) {
+        if (is_label_only(n)) {
             if (record_relabel(s, n, sw, &err) < 0) {
                 set_step(s, n, SW_FAILED, "Relabel refused: %s", error_message(&err));
                 return false;
@@ -247,7 +263,7 @@ static bool step_once(Server *s, Node *n) {
         }
         sw->n_tasks = 0;
         for (unsigned i = 0; i < n->spec.n_devices && sw->n_tasks < SPEC_MAX_DEVICES; i++) {
-            if (!affected(s, n, sw, i) ||
+            if (!rebinds(s, n, sw, i) ||
                 n->spec.devices[i].binding == binding_from_string(target_binding(sw)))
                 continue;
             Task *t = fleet_task_add(s, n->spec.name, TASK_BIND, i, n->spec.devices[i].pci,
@@ -284,7 +300,7 @@ static bool step_once(Server *s, Node *n) {
                      "the GPU Operator brought every GPU of the node back in %s mode", sw->mode);
             return true;
         }
-        if (is_datacenter(n)) {
+        if (is_label_only(n)) {
             NodeInfo ni;
             if (sched_node_info(s->sched, n->spec.name, &ni) < 0 ||
                 ni.mode != node_mode_from_string(sw->mode)) {
@@ -300,12 +316,27 @@ static bool step_once(Server *s, Node *n) {
         for (size_t i = 0; i < sw->n_tasks; i++)
             if (!sw->task_ok[i]) {
                 set_step(s, n, SW_FAILED, "%s", sw->message);
-                (void)set_cordon(s, n, sw, sw->was_cordoned, &err);
+                /* A lab GPU that did not move serves as it did; a datacenter node whose GPUs
+                 * may now be half in each mode stays cordoned for its operator (R3). */
+                if (!is_datacenter(n))
+                    (void)set_cordon(s, n, sw, sw->was_cordoned, &err);
                 return false;
             }
+        /* A datacenter node an agent runs: its label follows what the agent did, and its GPUs
+         * the label (R3: the core keeps no binding per GPU there). */
+        if (is_datacenter(n)) {
+            if (record_relabel(s, n, sw, &err) < 0) {
+                set_step(s, n, SW_FAILED, "Relabel refused: %s", error_message(&err));
+                return false;
+            }
+            set_step(s, n, SW_UNCORDON, "the agent verified every GPU on %s; relabeled %s=%s",
+                     STREQ(target_binding(sw), "vfio") ? "vfio-pci" : "its host driver",
+                     SCHED_MODE_LABEL, sw->mode);
+            return true;
+        }
         Binding b = binding_from_string(target_binding(sw));
         for (unsigned i = 0; i < n->spec.n_devices; i++) {
-            if (!affected(s, n, sw, i))
+            if (!rebinds(s, n, sw, i))
                 continue;
             if (sched_device_set_binding(s->sched, n->spec.name, i, b, core_now(s), &err) < 0) {
                 set_step(s, n, SW_FAILED, "GPU %u: %s", i, error_message(&err));

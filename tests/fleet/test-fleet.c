@@ -197,10 +197,12 @@ Test(fleet, r5_r15_strangers_wait_for_kata_and_never_share_a_gpu) {
                            "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"share\":true}");
     cr_expect(fleet_request_is(f, a1, "pending"));
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "mode", "container"));
-    /* After the owner switches the node, they run under Kata, each on a GPU of its own. */
+    /* After the owner switches the node (its agent rebinds every GPU), they run under Kata,
+     * each on a GPU of its own. */
     cr_assert_eq(
             fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-passthrough\"}", NULL),
-            200);
+            202);
+    wait_node(f, "dc1-h100", true, "step", "done", 10000);
     long b1 = fleet_submit(f, bob,
                            "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\",\"share\":true}");
     long a2 = fleet_submit(f, alice,
@@ -284,6 +286,13 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "cordoned", "false"));
     wait_event(f, "node.relabeled", "dc1-h100", 10000);
     cr_expect_eq(capacity(f, "nvidia-h100-80gb", "vm", "total"), 8);
+    /* R3: the node's agent rebound every GPU to vfio-pci: a label alone would hand VMs GPUs
+     * still on their host driver. */
+    char *bound = fleet_agent_file(f, A_H100, "sim-binding"), *sim = NULL;
+    cr_assert_geq(read_full_file(bound, 4096, &sim, NULL), 0, "no GPU was rebound");
+    free(bound);
+    cr_expect(strstr(sim, "0000:18:00.0 vfio") && strstr(sim, "0000:db:00.0 vfio"), "%s", sim);
+    free(sim);
 
     /* R7: the lab 4090 runs a VM; switching it to containers with --drain evict stops the VM,
      * the agent rebinds the GPU to its host driver, and the GPU comes back as a container GPU. */
