@@ -22,12 +22,6 @@
 extern void *MTLCreateSystemDefaultDevice(void);
 #endif
 
-uint64_t apple_default_wired_limit(uint64_t memsize_bytes) {
-    if (memsize_bytes <= 36 * GIB)
-        return memsize_bytes / 3 * 2;
-    return memsize_bytes / 4 * 3;
-}
-
 int apple_gpu_memory(const AppleHost *host, double headroom_gb, AppleGpuMemory *ret, Error *err) {
     if (!host->memsize_bytes)
         return error_set(err, -EINVAL, "the Mac reports no memory size (hw.memsize is 0)");
@@ -51,7 +45,7 @@ int apple_gpu_memory(const AppleHost *host, double headroom_gb, AppleGpuMemory *
             return error_set(err, -EINVAL, "a headroom of %g GB is out of range", headroom_gb);
         headroom = (uint64_t)(headroom_gb * (double)GIB);
     } else
-        headroom = MIN((uint64_t)APPLE_DEFAULT_HEADROOM_GB * GIB, host->memsize_bytes / 4);
+        headroom = apple_default_headroom(host->memsize_bytes);
     *ret = (AppleGpuMemory){
             .unified_bytes = host->memsize_bytes,
             .limit_bytes = limit,

@@ -4,7 +4,7 @@
  * Usable GPU memory = the GPU wired-memory limit minus a headroom kept for the owner. The
  * limit is iogpu.wired_limit_mb when set; 0 means the system default, for which we take
  * Metal's recommendedMaxWorkingSetSize when known and otherwise the observed default (see
- * apple_default_wired_limit). */
+ * apple_default_wired_limit() in core/catalog.h, which also gives the default headroom). */
 #pragma once
 
 #include <stdint.h>
@@ -19,10 +19,6 @@
 #define MIB ((uint64_t)1 << 20)
 #endif
 
-/* Default owner headroom: 8 GB, but at most a quarter of unified memory (a 16 GB Mac keeps
- * 4 GB for its owner rather than leaving almost nothing for the GPU). */
-#define APPLE_DEFAULT_HEADROOM_GB 8
-
 typedef struct AppleHost {
     uint64_t memsize_bytes;           /* hw.memsize */
     uint64_t wired_limit_mb;          /* iogpu.wired_limit_mb; 0 = system default */
@@ -34,13 +30,6 @@ typedef struct AppleGpuMemory {
     uint64_t unified_bytes, limit_bytes, headroom_bytes, usable_bytes;
     unsigned unified_gb; /* unified memory in whole GB, what the catalog tiers use */
 } AppleGpuMemory;
-
-/* macOS's default GPU wired limit when iogpu.wired_limit_mb is 0. Apple documents no figure;
- * the value Metal reports as recommendedMaxWorkingSetSize on Apple Silicon has been observed
- * by users of the inference servers that run there as about 2/3 of RAM up to 36 GB and 3/4
- * above. We use that rule only when Metal's own
- * figure is unavailable (Linux tests, fixtures without it). */
-uint64_t apple_default_wired_limit(uint64_t memsize_bytes);
 
 /* headroom_gb < 0 selects the default; 0 keeps none for the owner. -EINVAL when memsize is 0
  * or the limit exceeds it. */

@@ -473,6 +473,24 @@ const GpuClass *catalog_match_apple(const Catalog *c, unsigned unified_memory_gb
     return best;
 }
 
+#define GIB_BYTES ((uint64_t)1 << 30)
+
+uint64_t apple_default_wired_limit(uint64_t memsize_bytes) {
+    if (memsize_bytes <= 36 * GIB_BYTES)
+        return memsize_bytes / 3 * 2;
+    return memsize_bytes / 4 * 3;
+}
+
+uint64_t apple_default_headroom(uint64_t memsize_bytes) {
+    return MIN((uint64_t)APPLE_DEFAULT_HEADROOM_GB * GIB_BYTES, memsize_bytes / 4);
+}
+
+unsigned apple_default_usable_gb(unsigned unified_gb) {
+    uint64_t mem = (uint64_t)unified_gb * GIB_BYTES, limit = apple_default_wired_limit(mem),
+             headroom = apple_default_headroom(mem);
+    return (unsigned)((limit > headroom ? limit - headroom : 0) / GIB_BYTES);
+}
+
 const GpuClass *catalog_find_mig_slice(const Catalog *c, int card_index, const char *profile) {
     for (size_t i = 0; profile && i < c->n_classes; i++) {
         const GpuClass *cls = &c->classes[i];

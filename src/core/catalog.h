@@ -112,6 +112,18 @@ const GpuClass *catalog_match_pci(const Catalog *c, uint16_t vendor, uint16_t de
 const GpuClass *catalog_match_nvml(const Catalog *c, const char *nvml_name);
 /* The Apple tier for a Mac with this much unified memory: the largest tier not above it. */
 const GpuClass *catalog_match_apple(const Catalog *c, unsigned unified_memory_gb);
+
+/* R10: a Mac's usable GPU memory is its GPU wired limit less a headroom kept for its owner.
+ * macOS's default wired limit (iogpu.wired_limit_mb 0): Apple documents no figure; the value
+ * Metal reports as recommendedMaxWorkingSetSize on Apple Silicon has been observed by users of
+ * the inference servers that run there as about 2/3 of RAM up to 36 GB and 3/4 above. The
+ * default headroom: 8 GB, but at most a quarter of unified memory (a 16 GB Mac keeps 4 GB for
+ * its owner rather than leaving almost nothing for the GPU). The agent measures what it can;
+ * a Mac described without its usable memory is taken to have these defaults. */
+#define APPLE_DEFAULT_HEADROOM_GB 8
+uint64_t apple_default_wired_limit(uint64_t memsize_bytes);
+uint64_t apple_default_headroom(uint64_t memsize_bytes);
+unsigned apple_default_usable_gb(unsigned unified_gb);
 /* The MIG slice class cut from card class `card_index` with this profile, or NULL. */
 const GpuClass *catalog_find_mig_slice(const Catalog *c, int card_index, const char *profile);
 

@@ -616,7 +616,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
             .apple_unified_gb = spec->apple_unified_memory_gb,
             .apple_usable_gb = spec->apple_usable_memory_gb || spec->apple_usable_known
                                        ? spec->apple_usable_memory_gb
-                                       : spec->apple_unified_memory_gb,
+                                       : apple_default_usable_gb(spec->apple_unified_memory_gb),
             .cpu_link = {NIL, NIL},
             .cpu_bucket = -1,
             .reserved_by = NIL,

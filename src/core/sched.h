@@ -380,7 +380,8 @@ typedef struct NodeSpec {
     unsigned apple_unified_memory_gb;
     unsigned apple_usable_memory_gb;
     /* usable is the report even when 0 (the headroom leaves nothing: the GPU is quarantined,
-     * saying so); false: 0 means not reported, and usable is the unified memory */
+     * saying so); false: 0 means not reported, and usable is macOS's default wired limit less
+     * the default headroom (apple_default_usable_gb(), R10), never the whole unified memory */
     bool apple_usable_known;
     const DeviceSpec *devices;
     size_t n_devices;

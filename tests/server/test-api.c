@@ -519,6 +519,17 @@ Test(api, r10_a_macs_gpu_is_shown_and_one_with_no_usable_memory_offers_nothing) 
     g = apple_gpu_of("mac-8");
     cr_expect(json_is_true(json_object_get(g, "unclassified")), "an 8 GB Mac matches no class");
     json_decref(g);
+    /* Described without its usable memory: macOS's default wired limit less the default
+     * headroom, never the whole unified memory (R10). */
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes",
+                         "{\"name\":\"mac-unsaid\",\"site\":\"home\",\"site_kind\":\"solo\","
+                         "\"platform\":\"macos\",\"owner\":\"alice\",\"cpus\":8,"
+                         "\"apple_unified_memory_gb\":64}",
+                         NULL),
+                 201);
+    g = apple_gpu_of("mac-unsaid");
+    cr_expect_eq(num(g, "usable_memory_gb"), 40, "3/4 of 64 GB less 8 GB of headroom");
+    json_decref(g);
     char *alice = ts_token(&ts, "alice", "user", NULL);
     json_t *a = submit(alice, "{\"kind\":\"endpoint\",\"class\":\"apple-silicon-16gb\"}", 201);
     cr_expect_str_neq(str(a, "state"), "placed", "a Mac with no usable memory takes nothing");
