@@ -223,7 +223,16 @@ void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, De
     else
         msg_put(&m, decision_choice_name(s, r->choice));
     msg_put(&m, ": ");
-    msg_text(&m, reason_text(why));
+    if (why == SCHED_REASON_NO_CAPACITY && r->choice >= 0 && r->memory_gb &&
+        s->cat->classes[r->choice].vendor == VENDOR_APPLE) {
+        /* A Mac's one GPU is shared by its owner's workloads by memory (R10): what frees
+         * it is memory, not a unit. */
+        msg_put(&m, "no Mac of the class has ");
+        msg_uint(&m, r->memory_gb);
+        msg_put(&m, " GB of GPU memory free (the owner's other workloads use it); it waits for "
+                    "them to free memory (R10)");
+    } else
+        msg_text(&m, reason_text(why));
     if (d->fallback_open)
         msg_put(&m, "; its fallback is open: it takes the first alternative that frees (R13)");
     msg_end(&m);

@@ -295,6 +295,8 @@ Test(policy, r10_owner_workloads_share_the_mac_gpu_within_usable_memory) {
     cr_assert_eq(a.kind, DECISION_PLACED);
     cr_assert_eq(b.kind, DECISION_PLACED, "%s", b.message);
     cr_assert_eq(c.kind, DECISION_WAITING, "48 GB usable are used up: %s", c.message);
+    /* R18: told it is the Mac's memory, which frees as the owner's workloads end. */
+    cr_assert(strstr(c.message, "1 GB of GPU memory free"), "%s", c.message);
 }
 
 Test(policy, r10_at_most_two_macos_vms_per_mac) {
