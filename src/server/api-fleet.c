@@ -243,16 +243,31 @@ static void op_mode(Server *s, Op *op) {
                     "Node %s has no GPU %.64s (give its index or PCI address).", a->node, a->gpu);
     }
     if (switch_active(n->sw)) {
+        NodeSwitch *sw = n->sw;
+        bool same = sw->gpu == gpu && STREQ(sw->mode, a->mode);
         /* The same switch asked again (a retried call, a second `node mode --wait` to follow
          * it) is answered with the running one, as a repeated apply is: nothing new starts.
-         * A different one, or another drain, waits for it to end. */
-        if (n->sw->gpu == gpu && STREQ(n->sw->mode, a->mode) &&
-            (a->drain == DRAIN_NONE || a->drain == n->sw->drain)) {
+         * Asked with --drain evict while it waits for workloads to end, it stops them now
+         * (R4: the way out of a drain that would take days). */
+        if (same && a->drain == DRAIN_EVICT && sw->drain != DRAIN_EVICT && sw->step <= SW_DRAIN) {
+            sw->drain = DRAIN_EVICT;
+            (void)fleet_save_switch(s, n);
+            (void)fleet_switch_advance(s, n);
+        }
+        if (same && (a->drain == DRAIN_NONE || a->drain == sw->drain)) {
             op_answer_node(s, op, 202, n);
             return;
         }
-        OP_FAIL(op, 409, "conflict", "Node %s is already switching to %s (step: %s).", a->node,
-                n->sw->mode, switch_step_to_string(n->sw->step));
+        char what[48] = "";
+        if (sw->gpu >= 0 && (size_t)sw->gpu < n->spec.n_devices)
+            snprintf(what, sizeof(what), " GPU %d (%s)", sw->gpu, n->spec.devices[sw->gpu].pci);
+        OP_FAIL(op, 409, "conflict",
+                "Node %s is already switching%s to %s (step: %s); a machine runs one switch at "
+                "a time: wait for it (einsora node show %s)%s.",
+                a->node, what, sw->mode, switch_step_to_string(sw->step), a->node,
+                sw->step == SW_DRAIN && sw->drain != DRAIN_EVICT
+                        ? ", or ask it again with --drain evict to stop its workloads now"
+                        : "");
     }
     if (n->unreachable)
         OP_FAIL(op, 409, "conflict",

@@ -260,19 +260,20 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
                  202);
     cr_expect(fleet_node_field_is(f, "dc1-h100", true, "step", "drain"));
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "cordoned", "true"));
-    /* The same switch asked again follows the running one; another mode or drain is refused
-     * and changes nothing (the notebook still runs). */
+    /* The same switch asked again follows the running one; another mode is refused, saying
+     * how to get out, and changes nothing (the notebook still runs). */
     cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
                             "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL),
                  202);
     cr_expect_eq(
             fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"vm-passthrough\"}", NULL),
             202);
-    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
-                            "{\"mode\":\"vm-passthrough\",\"drain\":\"evict\"}", NULL),
+    json_t *no = NULL;
+    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"container\"}", &no),
                  409);
-    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode", "{\"mode\":\"container\"}", NULL),
-                 409);
+    cr_expect(strstr(json_string_value(json_object_get(no, "message")) ?: "", "--drain evict"),
+              "the way out is named");
+    json_decref(no);
     cr_expect(fleet_node_field_is(f, "dc1-h100", true, "step", "drain"));
     cr_expect(fleet_request_is(f, nb, "active"));
     /* Cordoned: a new notebook does not land there. */
@@ -313,6 +314,26 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
                              json_array_get(json_object_get(n, "devices"), 0), "binding")),
                      "host");
     json_decref(n);
+    fleet_assert_invariants(f);
+}
+
+/* R4: a drain that waits for a workload that may run for days is not a dead end: asking the
+ * same switch again with --drain evict stops the workload now and the switch goes on. */
+Test(fleet, r4_a_waiting_drain_asked_again_with_evict_stops_its_workloads) {
+    Fleet *f = &fleet;
+    long nb = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
+    wait_request(f, nb, "active", 10000);
+    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
+                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL),
+                 202);
+    cr_expect(fleet_node_field_is(f, "dc1-h100", true, "step", "drain"));
+    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
+                            "{\"mode\":\"vm-passthrough\",\"drain\":\"evict\"}", NULL),
+                 202);
+    cr_expect(fleet_request_is(f, nb, "released"), "evicted by the second ask");
+    cr_expect(fleet_has_event(f, "request.evicted", NULL));
+    wait_node(f, "dc1-h100", true, "step", "done", 10000);
+    cr_expect(fleet_node_field_is(f, "dc1-h100", false, "mode", "vm-passthrough"));
     fleet_assert_invariants(f);
 }
 
