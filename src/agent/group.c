@@ -20,29 +20,29 @@ const char *pci_class_describe(uint32_t class_code) {
         uint32_t cls; /* 0xCCSS */
         const char *name;
     } names[] = {
-            {0x0100, "SCSI storage controller"},
-            {0x0104, "RAID controller"},
-            {0x0106, "SATA controller"},
-            {0x0108, "NVMe controller"},
-            {0x0200, "Ethernet controller"},
-            {0x0207, "InfiniBand controller"},
-            {0x0280, "network controller"},
-            {0x0300, "VGA controller"},
-            {0x0302, "3D controller"},
-            {0x0380, "display controller"},
-            {0x0403, "audio device"},
-            {0x0600, "host bridge"},
-            {0x0601, "ISA bridge"},
-            {0x0604, "PCI bridge"},
-            {0x0c03, "USB controller"},
-            {0x0c05, "SMBus controller"},
-            {0x0c80, "serial bus controller"},
-            {0x0d80, "wireless controller"},
+            {0x0100, "a SCSI storage controller"},
+            {0x0104, "a RAID controller"},
+            {0x0106, "a SATA controller"},
+            {0x0108, "an NVMe controller"},
+            {0x0200, "an Ethernet controller"},
+            {0x0207, "an InfiniBand controller"},
+            {0x0280, "a network controller"},
+            {0x0300, "a VGA controller"},
+            {0x0302, "a 3D controller"},
+            {0x0380, "a display controller"},
+            {0x0403, "an audio device"},
+            {0x0600, "a host bridge"},
+            {0x0601, "an ISA bridge"},
+            {0x0604, "a PCI bridge"},
+            {0x0c03, "a USB controller"},
+            {0x0c05, "an SMBus controller"},
+            {0x0c80, "a serial bus controller"},
+            {0x0d80, "a wireless controller"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
         if (names[i].cls == class_code >> 8)
             return names[i].name;
-    return "PCI device";
+    return "a PCI device";
 }
 
 const char *pci_default_host_driver(uint32_t vendor, uint32_t class_code) {
@@ -127,7 +127,7 @@ int gpu_group_load(const HostPaths *p, const char *bdf, GpuGroup *ret, Error *er
                              r == -EINVAL ? "not a 0x... number" : strerror(-r));
     }
     if (!pci_is_gpu(vendor, cls))
-        return error_set(err, -EINVAL, "%s is a %s, not an NVIDIA or AMD GPU", bdf,
+        return error_set(err, -EINVAL, "%s is %s, not an NVIDIA or AMD GPU", bdf,
                          pci_class_describe(cls));
     char *boot = NULL;
     if (pci_read_attr(p, bdf, "boot_vga", &boot) >= 0)

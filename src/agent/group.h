@@ -38,7 +38,8 @@ typedef struct GpuGroup {
 /* A display controller from NVIDIA or AMD. */
 bool pci_is_gpu(uint32_t vendor, uint32_t class_code);
 
-/* "Ethernet controller", "NVMe controller", ... for a class code (0xCCSSPP). */
+/* "an Ethernet controller", "an NVMe controller", ... (with its article) for a class code
+ * (0xCCSSPP). */
 const char *pci_class_describe(uint32_t class_code);
 
 /* Load the functions that move with the GPU at bdf. With the IOMMU off (no iommu_group link)

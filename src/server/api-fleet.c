@@ -309,8 +309,11 @@ static void op_mode(Server *s, Op *op) {
     if (!todo) {
         op->status = 200;
         op->body = node_to_json(s, n);
-        json_object_set_new(op->body, "message",
-                            json_sprintf("Node %s is already in %s mode.", a->node, a->mode));
+        json_object_set_new(
+                op->body, "message",
+                gpu >= 0 ? json_sprintf("GPU %d (%s) of node %s is already in %s mode.", gpu,
+                                        n->spec.devices[gpu].pci, a->node, a->mode)
+                         : json_sprintf("Node %s is already in %s mode.", a->node, a->mode));
         return;
     }
     /* R4: a switch while workloads run, with no drain asked, is refused naming them. */

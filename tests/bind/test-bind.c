@@ -125,7 +125,7 @@ Test(bind, r7_dirty_group_refused_naming_the_foreign_device) {
     devs[n++] = (FakeDevice){"0000:02:00.0", 0x8086, 0x10fb, 0x020000, "ixgbe", 1, NULL, false, -1};
     fixture_setup(&f, devs, n, false);
     expect_refusal(&f, GPU, BIND_TO_VFIO, -EPERM,
-                   "0000:02:00.0 (Ethernet controller, driver ixgbe)");
+                   "0000:02:00.0 (an Ethernet controller, driver ixgbe)");
     fixture_teardown(&f);
 }
 
@@ -312,7 +312,8 @@ Test(bind, r7_not_a_gpu_refused) {
     BindFixture f;
     FakeDevice devs[4];
     fixture_setup(&f, devs, fixture_one_gpu(devs), false);
-    expect_refusal(&f, AUDIO, BIND_TO_VFIO, -EINVAL, "audio device, not an NVIDIA or AMD GPU");
+    expect_refusal(&f, AUDIO, BIND_TO_VFIO, -EINVAL,
+                   "is an audio device, not an NVIDIA or AMD GPU");
     expect_refusal(&f, "0000:09:00.0", BIND_TO_VFIO, -ENODEV, "no PCI device 0000:09:00.0");
     fixture_teardown(&f);
 }
