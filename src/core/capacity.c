@@ -38,6 +38,12 @@ static void count_mig(const Sched *s, const Node *n, const Device *d, Acc *acc, 
         for (unsigned i = 0; i < d->n_allocs; i++)
             alloc += s->reqs[dev_allocs_const(d)[i]].pcls == (int)c;
         Acc *a = &acc[slot(s, (int)c, site, CAPACITY_CONTAINER)];
+        if (!device_offers_mig(d, g->mig_shape)) {
+            /* NVML has no such profile on this GPU (R2c): none to offer, only what runs. */
+            a->total += alloc;
+            a->allocated += alloc;
+            continue;
+        }
         uint64_t fits = mig_count_placeable(d->mig_layout, g->mig_shape);
         a->total += si->max_instances;
         a->allocated += alloc;
@@ -230,7 +236,9 @@ int sched_node_resources(const Sched *s, const char *node, ResourceCount **ret, 
             const GpuClass *sl = &s->cat->classes[c];
             if (sl->mig_parent_index != d->cls)
                 continue;
-            uint64_t cnt = mig_count_placeable(d->mig_layout, sl->mig_shape);
+            uint64_t cnt = device_offers_mig(d, sl->mig_shape)
+                                   ? mig_count_placeable(d->mig_layout, sl->mig_shape)
+                                   : 0;
             for (unsigned j = 0; j < d->n_allocs; j++)
                 cnt += s->reqs[dev_allocs_const(d)[j]].pcls == (int)c;
             if (cnt)

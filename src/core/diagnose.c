@@ -36,13 +36,15 @@ static void diag_slice(const Sched *s, const Req *r, const Node *n, int c, Diag 
     const PoolLink *pw = pool_of(n, card * 2 + (int)want), *po = pool_of(n, card * 2 + !want);
     if (!pw || !po)
         return; /* no GPU of the class here */
-    unsigned fits = 0, whole_free = 0, blocked = 0;
+    unsigned fits = 0, whole_free = 0, blocked = 0, offering = 0;
     {
         bool node_ok = node_schedulable(n);
         for (unsigned i = 0; i < n->n_devices; i++) {
             const Device *d = &n->devices[i];
-            if (d->cls != card)
+            /* A GPU whose NVML has no such profile is no GPU of this slice (R2c). */
+            if (d->cls != card || !device_offers_mig(d, g->mig_shape))
                 continue;
+            offering++;
             if (!d->mig_enabled) {
                 whole_free += !d->n_allocs;
                 continue;
@@ -55,6 +57,8 @@ static void diag_slice(const Sched *s, const Req *r, const Node *n, int c, Diag 
                 fits++;
         }
     }
+    if (!offering)
+        return; /* as a node without the class */
     dg->any = true;
     if (!class_access_at(s, n->site, g, rel)) {
         dg->internal |= g->internal_only && !g->owner_only;

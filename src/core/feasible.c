@@ -21,7 +21,8 @@
 struct FeasCap {
     unsigned max_any;  /* GPUs of the class on one node (cores for cpu) */
     unsigned max_kata; /* the same on a Linux node with Kata */
-    bool kata_mig;     /* a node with the class runs MIG slices under Kata */
+    uint8_t kata_mig;  /* bit s: a node with the class runs MIG slices under Kata, and a GPU
+                        * of the class there offers MIG shape s (R2c) */
 };
 
 void feasible_prepare(Sched *s) {
@@ -40,6 +41,7 @@ void feasible_prepare(Sched *s) {
         if (kata_linux)
             cpu->max_kata = MAX(cpu->max_kata, n->cpu_cores);
         unsigned have[SCHED_NODE_MAX_DEVICES] = {0};
+        uint8_t shapes[SCHED_NODE_MAX_DEVICES] = {0};
         int cls[SCHED_NODE_MAX_DEVICES];
         unsigned k = 0;
         for (unsigned d = 0; d < n->n_devices; d++) {
@@ -52,13 +54,15 @@ void feasible_prepare(Sched *s) {
             if (j == k)
                 cls[k++] = c;
             have[j]++;
+            shapes[j] |= n->devices[d].mig_offered;
         }
         for (unsigned j = 0; j < k; j++) {
             struct FeasCap *f = &s->feas[cls[j]];
             f->max_any = MAX(f->max_any, have[j]);
             if (kata_linux)
                 f->max_kata = MAX(f->max_kata, have[j]);
-            f->kata_mig = f->kata_mig || (kata_linux && n->mig_in_kata);
+            if (kata_linux && n->mig_in_kata)
+                f->kata_mig |= shapes[j];
         }
     }
     s->feas_gen = s->fleet_gen;
@@ -78,7 +82,7 @@ static bool summary_says_yes(const Sched *s, const Req *r, int c) {
     if (g->owner_only || g->internal_only || g->vendor == VENDOR_APPLE)
         return false;
     if (g->mig_parent_index >= 0)
-        return s->feas[g->mig_parent_index].kata_mig;
+        return (s->feas[g->mig_parent_index].kata_mig >> g->mig_shape) & 1u;
     const struct FeasCap *f = &s->feas[c];
     return (vm ? f->max_any : f->max_kata) >= r->count;
 }
@@ -112,7 +116,8 @@ static Verdict node_gpu(const Sched *s, const Req *r, uint32_t user, const Node 
     int card = slice ? g->mig_parent_index : c;
     unsigned have = 0;
     for (unsigned i = 0; i < n->n_devices; i++)
-        have += n->devices[i].cls == card;
+        have += n->devices[i].cls == card &&
+                (!slice || device_offers_mig(&n->devices[i], g->mig_shape));
     if (!have)
         return (Verdict){STAGE_NONE, SCHED_REASON_NO_NODE};
     Relation rel = rel_of(s, n, user);

@@ -413,6 +413,22 @@ static int check_devices(const Sched *s, const NodeSpec *spec, Error *err) {
     return 0;
 }
 
+/* The MIG shapes a device may be offered in (Device.mig_offered): those of its class's profiles
+ * that its agent reports NVML has (R2c), or all of them when it reports none. */
+static uint8_t device_spec_mig_offered(const Catalog *cat, const GpuClass *c,
+                                       const DeviceSpec *ds) {
+    if (!ds->mig_profiles_reported)
+        return 0xff;
+    uint8_t offered = 0;
+    for (size_t i = 0; c && i < ds->n_mig_profiles; i++) {
+        const GpuClass *slice =
+                catalog_find_mig_slice(cat, (int)(c - cat->classes), ds->mig_profiles[i]);
+        if (slice && slice->mig_shape != _MIG_SHAPE_INVALID)
+            offered |= (uint8_t)(1u << slice->mig_shape);
+    }
+    return offered;
+}
+
 static int node_slot(Sched *s, uint32_t *ret) {
     if (s->free_node != NIL) {
         *ret = s->free_node;
@@ -663,6 +679,7 @@ int sched_add_node(Sched *s, const NodeSpec *spec, uint64_t now, Error *err) {
                 .mig_reported = ds->mig_enabled,
                 .reset_verified = ds->reset_verified,
                 .link = {NIL, NIL},
+                .mig_offered = device_spec_mig_offered(s->cat, c, ds),
         };
         device_sync_mig(d);
         oom = oom || (ds->address && !d->address);

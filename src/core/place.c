@@ -299,7 +299,8 @@ static bool mig_device_ok(const Sched *s, const Want *w, const GpuClass *g, cons
     Relation rel = relation_of(s, n, r->user);
     bool kata_mig = n->kata && n->mig_in_kata;
     if (!class_access(s, r, n, g, rel) || (!kata_mig && rel == RELATION_STRANGER) ||
-        d->binding != BINDING_HOST || !d->mig_enabled || !device_takes_new_work(n, d))
+        d->binding != BINDING_HOST || !d->mig_enabled || !device_offers_mig(d, g->mig_shape) ||
+        !device_takes_new_work(n, d))
         return false;
     /* A fallback never joins another user's GPU even with Kata (R13). */
     return w->fallback ? device_only_user(s, d, r->user) : mig_joinable(s, n, d, r->user, kata_mig);

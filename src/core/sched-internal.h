@@ -189,9 +189,17 @@ typedef struct Device {
      * slot and 0 not counted, 1 free, 2 blocked, 3 blocked only by its reset check. */
     uint8_t tally_pool, tally;
     bool mig_blocked; /* counted in class_mig_blocked: MIG on, taking no new work */
+    /* Bit s: MIG shape s may be offered here, as NVML reports the GPU's profiles (R2c); all
+     * set when the agent did not report them. */
+    uint8_t mig_offered;
 } __attribute__((aligned(64))) Device;
 
 _Static_assert(sizeof(Device) == 64, "a device is one cache line");
+
+/* Whether device d may hold a slice of MIG shape `shape` (R2c: a profile NVML reports). */
+static inline bool device_offers_mig(const Device *d, MigShape shape) {
+    return (d->mig_offered >> shape) & 1u;
+}
 
 /* After its reported MIG mode or its binding changed: whether the device serves MIG slices. */
 static inline void device_sync_mig(Device *d) {

@@ -361,6 +361,13 @@ typedef struct DeviceSpec {
     Binding binding;        /* solo/lab: per-GPU (R7); datacenter: ignored, follows the mode */
     bool mig_enabled;       /* MIG mode on: serves the class's MIG slices, not whole-GPU work */
     bool reset_verified;    /* consumer card: passed the agent's reset cycle check (R9) */
+    /* The MIG profiles NVML offers on this GPU (R2c), as its agent reports them: a profile of
+     * the class not among them is never offered on it (capacity, placement, R18). Names that
+     * are not a profile of the class are ignored. Not reported (false): every profile of the
+     * class, as the SPEC's table has them. */
+    bool mig_profiles_reported;
+    const char *const *mig_profiles;
+    size_t n_mig_profiles;
 } DeviceSpec;
 
 typedef struct NodeSpec {

@@ -29,9 +29,16 @@ void fx_site(const char *name, SiteKind kind) {
 void fx_gpu_node_add(FxGpuNode node) {
     DeviceSpec devs[SCHED_NODE_MAX_DEVICES];
     cr_assert_leq(node.gpus, SCHED_NODE_MAX_DEVICES);
+    size_t n_profiles = 0;
+    while (node.mig_profiles && node.mig_profiles[n_profiles])
+        n_profiles++;
     for (unsigned i = 0; i < node.gpus; i++)
-        devs[i] = (DeviceSpec){
-                .class_name = node.cls, .binding = node.binding, .mig_enabled = node.mig_enabled};
+        devs[i] = (DeviceSpec){.class_name = node.cls,
+                               .binding = node.binding,
+                               .mig_enabled = node.mig_enabled,
+                               .mig_profiles_reported = node.mig_profiles != NULL,
+                               .mig_profiles = node.mig_profiles,
+                               .n_mig_profiles = n_profiles};
     SchedLabel label = {SCHED_MODE_LABEL, node.mode};
     NodeSpec spec = {.name = node.name,
                      .site = node.site,

@@ -24,6 +24,8 @@ typedef struct FxGpuNode {
     unsigned gpus;
     Binding binding;
     bool kata, mig_in_kata, mig_enabled;
+    /* The MIG profiles every GPU's NVML offers (R2c), NULL-terminated; NULL: not reported. */
+    const char *const *mig_profiles;
 } FxGpuNode;
 #define fx_gpu_node(...) fx_gpu_node_add((FxGpuNode){__VA_ARGS__})
 void fx_gpu_node_add(FxGpuNode node);

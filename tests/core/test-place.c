@@ -9,6 +9,13 @@
 #define H100_1G "nvidia-h100-80gb-mig-1g.10gb"
 #define H100_3G "nvidia-h100-80gb-mig-3g.40gb"
 #define H100_7G "nvidia-h100-80gb-mig-7g.80gb"
+#define H200 "nvidia-h200-141gb"
+#define H200_3G "nvidia-h200-141gb-mig-3g.71gb"
+#define H200_4G "nvidia-h200-141gb-mig-4g.71gb"
+
+/* What NVML offers on an H200 that has no 4g.71gb (R2c: "as NVML reports"). */
+static const char *const h200_no_4g[] = {"1g.18gb", "1g.35gb",  "2g.35gb",
+                                         "3g.71gb", "7g.141gb", NULL};
 
 TestSuite(place, .init = fx_setup, .fini = fx_teardown);
 
@@ -245,6 +252,67 @@ Test(place, r2c_gpus_not_in_mig_mode_give_no_slices) {
     Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H100_1G);
     cr_assert_eq(d.kind, DECISION_WAITING);
     cr_assert_eq(d.reason, SCHED_REASON_MODE_MISMATCH, "%s", d.message);
+}
+
+static CapacityRow capacity_of(const char *cls) {
+    CapacityRow row;
+    Error err = {0};
+    cr_assert_eq(sched_capacity_class(fx, cls, NULL, _CAPACITY_MODE_INVALID, &row, &err), 0, "%s",
+                 err.message);
+    return row;
+}
+
+Test(place, r2c_a_profile_nvml_does_not_report_is_not_offered) {
+    dc();
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H200,
+                .gpus = 1, .mig_enabled = true, .mig_profiles = h200_no_4g);
+    CapacityRow row = capacity_of(H200_4G);
+    cr_assert_eq(row.total, 0, "capacity counts a profile NVML does not offer: %lu",
+                 (unsigned long)row.total);
+    cr_assert_eq(row.free, 0);
+    cr_assert_eq(capacity_of(H200_3G).total, 2, "the profiles NVML offers stay offered");
+    /* No GPU of the fleet could ever hold it: refused at submit (R18), or waits when asked. */
+    Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H200_4G);
+    cr_assert_eq(d.kind, DECISION_REFUSED, "%s", d.message);
+    cr_assert_eq(d.reason, SCHED_REASON_NO_NODE, "%s", d.message);
+    d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H200_4G,
+               .wait_for_nodes = true);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    Decision ok =
+            fx_req(.id = "t", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H200_3G);
+    cr_assert_eq(ok.kind, DECISION_PLACED, "%s", ok.message);
+}
+
+Test(place, r2c_a_slice_goes_only_to_a_gpu_whose_nvml_offers_its_profile) {
+    dc();
+    static const char *const all[] = {"1g.18gb", "1g.35gb",  "2g.35gb", "3g.71gb",
+                                      "4g.71gb", "7g.141gb", NULL};
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H200,
+                .gpus = 2, .mig_enabled = true, .mig_profiles = h200_no_4g);
+    fx_gpu_node(.name = "m2", .site = "dc", .owner = "ops", .mode = "container", .cls = H200,
+                .gpus = 1, .mig_enabled = true, .mig_profiles = all);
+    cr_assert_eq(capacity_of(H200_4G).total, 1);
+    Decision a = fx_req(.id = "a", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H200_4G);
+    cr_assert_eq(a.kind, DECISION_PLACED, "%s", a.message);
+    cr_assert_str_eq(a.placement.node, "m2");
+    /* m2's one 4g is taken: the next waits for it rather than landing on m1. */
+    Decision b = fx_req(.id = "b", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H200_4G);
+    cr_assert_eq(b.kind, DECISION_WAITING, "%s", b.message);
+    cr_assert_eq(b.reason, SCHED_REASON_NO_CAPACITY, "%s", b.message);
+    fx_release("a"); /* b takes m2's 4g, as it was waiting for */
+    CapacityRow row = capacity_of(H200_4G);
+    cr_assert(row.total == 1 && row.allocated == 1 && row.free == 0);
+    Error err = {0};
+    cr_assert_eq(sched_check(fx, &err), 0, "%s", err.message);
+}
+
+Test(place, r2c_a_gpu_that_reports_no_profile_list_offers_the_tables) {
+    dc();
+    fx_gpu_node(.name = "m1", .site = "dc", .owner = "ops", .mode = "container", .cls = H200,
+                .gpus = 1, .mig_enabled = true);
+    cr_assert_eq(capacity_of(H200_4G).total, 1);
+    Decision d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_ENDPOINT, .class_name = H200_4G);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
 }
 
 /* ---- R2d vGPU ---- */

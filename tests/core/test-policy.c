@@ -699,8 +699,10 @@ static Decision decision_of(const char *id) {
 
 Test(policy, r12_every_waiting_gang_reserves_a_node_and_only_older_requests_take_it) {
     fx_site("dc", SITE_DATACENTER);
-    fx_gpu_node("a", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
-    fx_gpu_node("b", "dc", "ops", "container", H100, 4, BINDING_HOST, false, false, false);
+    fx_gpu_node(.name = "a", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 4);
+    fx_gpu_node(.name = "b", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 4);
     char id[8];
     for (int i = 0; i < 8; i++) { /* both nodes full of one-GPU work */
         snprintf(id, sizeof(id), "f%d", i);
