@@ -566,8 +566,11 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
     if (r < 0)
         return r;
     DeviceSpec devs[SPEC_MAX_DEVICES];
+    const char *profiles[SPEC_MAX_DEVICES][SPEC_MAX_MIG_PROFILES];
     for (size_t i = 0; i < n->n_devices; i++) {
         const ApiDevice *d = &n->devices[i];
+        for (size_t p = 0; p < d->n_mig_profiles; p++)
+            profiles[i][p] = d->mig_profiles[p];
         devs[i] = (DeviceSpec){
                 .class_name = d->cls[0] ? d->cls : NULL,
                 .address = d->pci[0] ? d->pci : NULL,
@@ -575,6 +578,9 @@ int state_node_add_core(Server *s, const ApiNode *n, Error *err) {
                 .binding = d->binding,
                 .mig_enabled = d->mig_enabled,
                 .reset_verified = d->reset_verified,
+                .mig_profiles_reported = d->mig_profiles_given,
+                .mig_profiles = profiles[i],
+                .n_mig_profiles = d->n_mig_profiles,
         };
     }
     SchedLabel label = {SCHED_MODE_LABEL, node_mode_to_string(n->mode)};

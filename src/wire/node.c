@@ -65,6 +65,7 @@ static const WireField device_fields[] = {
         WIRE_F_ENUM(ApiDevice, "binding", binding, false, binding_parse, "host or vfio"),
         WIRE_F_BOOL(ApiDevice, "mig_enabled", mig_enabled),
         WIRE_F_CUSTOM("mig", decode_later),
+        WIRE_F_CUSTOM("mig_profiles", decode_later),
         WIRE_F_BOOL(ApiDevice, "reset_verified", reset_verified),
         WIRE_F_STRING(ApiDevice, "quarantined", quarantine_reason, false),
 };
@@ -108,6 +109,26 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
                 return k;
         }
         d->mig_enabled = d->mig_enabled || d->n_mig > 0;
+    }
+    json_t *profiles = json_object_get(j, "mig_profiles");
+    if (profiles) {
+        if (!json_is_array(profiles) || json_array_size(profiles) > SPEC_MAX_MIG_PROFILES)
+            return error_set(err, -EINVAL,
+                             "device %zu: 'mig_profiles' must be a list of at most %d MIG "
+                             "profile names",
+                             idx, SPEC_MAX_MIG_PROFILES);
+        d->mig_profiles_given = true;
+        size_t i;
+        json_t *v;
+        json_array_foreach(profiles, i, v) {
+            const char *p = json_string_value(v);
+            if (!p || strlen(p) >= sizeof(d->mig_profiles[0]))
+                return error_set(err, -EINVAL,
+                                 "device %zu: entry %zu of 'mig_profiles' is not a MIG profile "
+                                 "name such as 1g.10gb",
+                                 idx, i);
+            strcpy(d->mig_profiles[d->n_mig_profiles++], p);
+        }
     }
     return 0;
 }
@@ -255,6 +276,32 @@ uint8_t api_mig_instance_slots(const ApiDevice *d, size_t m) {
     return (uint8_t)(((1u << slots) - 1u) << d->mig[m].start);
 }
 
+bool api_mig_profile_fits(const char *profile, unsigned card_gb) {
+    unsigned slots;
+    uint8_t starts;
+    return strlen(profile) < sizeof(((ApiMigInstance *)0)->profile) && !strchr(profile, '+') &&
+           mig_instance_geometry(profile, card_gb, &slots, &starts);
+}
+
+/* The MIG profiles a device says NVML offers (R2c): profiles of this card, each once. */
+static int check_mig_profiles(const ApiDevice *d, size_t idx, Error *err) {
+    for (size_t i = 0; i < d->n_mig_profiles; i++) {
+        const char *p = d->mig_profiles[i];
+        if (!api_mig_profile_fits(p, d->memory_gb)) {
+            const MigCardRow *row = mig_card_row_for_memory(d->memory_gb);
+            return error_set(err, -EINVAL,
+                             "device %zu: 'mig_profiles' entry '%s' is not a MIG profile of this "
+                             "%u GB card (such as %s)",
+                             idx, p, d->memory_gb, row ? row->profiles[MIG_SHAPE_3G] : "3g.40gb");
+        }
+        for (size_t k = 0; k < i; k++)
+            if (STREQ(d->mig_profiles[k], p))
+                return error_set(err, -EINVAL, "device %zu: MIG profile '%s' is listed twice", idx,
+                                 p);
+    }
+    return 0;
+}
+
 /* The MIG instances a device reports fit one GPU's 8 memory slots (SPEC, "MIG profiles"):
  * known profile shapes, allowed start slots, no two on the same slot. */
 static int check_mig_layout(const ApiDevice *d, size_t idx, Error *err) {
@@ -303,7 +350,7 @@ int api_node_check_sent(const ApiNode *n, Error *err) {
     }
     for (size_t i = 0; i < n->n_devices; i++) {
         int r = check_mig_layout(&n->devices[i], i, err);
-        if (r < 0)
+        if (r < 0 || (r = check_mig_profiles(&n->devices[i], i, err)) < 0)
             return r;
         if (n->devices[i].pci[0] && !pci_bdf_is_valid(n->devices[i].pci))
             return error_set(err, -EINVAL,
@@ -381,6 +428,13 @@ void api_node_write_ext(const ApiNode *n, JsonText *w, const ApiNodeExtras *x) {
                     json_text_member_bool(w, "busy", true);
                 json_text_close(w, '}');
             }
+            json_text_close(w, ']');
+        }
+        if (d->mig_profiles_given) {
+            json_text_key(w, "mig_profiles");
+            json_text_open(w, '[');
+            for (size_t p = 0; p < d->n_mig_profiles; p++)
+                json_text_string(w, d->mig_profiles[p]);
             json_text_close(w, ']');
         }
         if (d->reset_verified)

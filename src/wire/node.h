@@ -16,6 +16,7 @@
 
 #define SPEC_MAX_DEVICES 64
 #define SPEC_MAX_MIG 7
+#define SPEC_MAX_MIG_PROFILES 6 /* one per MIG shape (core/mig.h) */
 #define SPEC_MAX_CAPS 16
 
 typedef struct ApiMigInstance {
@@ -33,6 +34,11 @@ typedef struct ApiDevice {
     bool mig_enabled;
     ApiMigInstance mig[SPEC_MAX_MIG]; /* existing MIG layout */
     size_t n_mig;
+    /* The MIG profiles NVML offers on this GPU (R2c), e.g. "1g.18gb"; only these of its
+     * class's are offered on it. Not given: not reported, and the class's all are. */
+    bool mig_profiles_given;
+    char mig_profiles[SPEC_MAX_MIG_PROFILES][16];
+    size_t n_mig_profiles;
     bool reset_verified; /* consumer card passed the agent's reset cycle check (R9) */
     bool quarantined;
     char quarantine_reason[128];
@@ -40,6 +46,10 @@ typedef struct ApiDevice {
 
 /* The memory slots (bit i: slot i) MIG instance m of d takes; 0 when it fits none. */
 uint8_t api_mig_instance_slots(const ApiDevice *d, size_t m);
+/* Whether a device of card_gb may list profile in 'mig_profiles' (what api_node_check_sent
+ * takes): one of the card's row in the SPEC's table, or on a card outside it a well-formed
+ * "Ng.Mgb" measured by its compute slices. No suffix ("+me"): those are not slice classes. */
+bool api_mig_profile_fits(const char *profile, unsigned card_gb);
 
 typedef struct ApiNode {
     char name[SPEC_NAME_MAX];

@@ -52,8 +52,8 @@ Test(wire, r3_r7_node_round_trips_into_the_cores_enums) {
                       "\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-a100-80gb\","
                       "\"memory_gb\":80,"
                       "\"mig\":[{\"profile\":\"1g.10gb\",\"start\":0},{\"profile\":\"3g.40gb\","
-                      "\"start\":4}]},"
-                      "{\"class\":\"\",\"memory_gb\":0}]}",
+                      "\"start\":4}],\"mig_profiles\":[\"1g.10gb\",\"3g.40gb\",\"7g.80gb\"]},"
+                      "{\"class\":\"\",\"memory_gb\":0,\"mig_profiles\":[]}]}",
             NODE_HEAD
             "\"site_kind\":\"solo\",\"apple_unified_memory_gb\":64,\"apple_usable_memory_gb\":48}",
     };
@@ -77,6 +77,9 @@ Test(wire, r3_r7_node_round_trips_into_the_cores_enums) {
     cr_expect_eq(lab->mode, NODE_MODE_NONE, "a lab node has no node mode (R7)");
     cr_expect_eq(lab->devices[0].binding, BINDING_HOST, "host is the default binding");
     cr_expect(lab->devices[0].mig_enabled && lab->devices[0].n_mig == 2);
+    cr_expect(lab->devices[0].mig_profiles_given && lab->devices[0].n_mig_profiles == 3);
+    cr_expect(lab->devices[1].mig_profiles_given && lab->devices[1].n_mig_profiles == 0,
+              "an empty list is a report: no profile offered");
     free(lab);
 }
 
@@ -244,6 +247,45 @@ Test(wire, r2c_bad_input_a_mig_layout_that_cannot_be_on_a_gpu_is_refused) {
     expect_mig(140, "{\"profile\":\"1g.35gb\",\"start\":2},{\"profile\":\"1g.18gb\",\"start\":3}",
                "overlaps another instance");
     expect_mig(179, "{\"profile\":\"3g.90gb\",\"start\":2}", "cannot start at memory slot 2");
+}
+
+/* R2c: the MIG profiles a GPU's NVML offers name profiles of that card, each once; a card
+ * outside the SPEC's table is measured by its compute slices. A device without the list has
+ * every profile of its class (hand-registered and stored nodes). */
+static void expect_profiles(unsigned memory_gb, const char *profiles, const char *refusal) {
+    char text[1024];
+    snprintf(text, sizeof(text),
+             NODE_HEAD
+             "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:01:00.0\",\"memory_gb\":%u,"
+             "\"mig_profiles\":[%s]}]}",
+             memory_gb, profiles);
+    ApiNode *n = calloc(1, sizeof(*n));
+    Error err = {0};
+    int r = api_node_parse(text, strlen(text), n, &err);
+    if (r >= 0)
+        r = api_node_check_sent(n, &err);
+    if (!refusal)
+        cr_expect_eq(r, 0, "%s: %s", profiles, err.message);
+    else {
+        cr_expect_eq(r, -EINVAL, "%s", profiles);
+        cr_expect(strstr(err.message, refusal), "%s: %s", profiles, err.message);
+    }
+    free(n);
+}
+
+Test(wire, r2c_bad_input_mig_profiles_that_are_not_the_cards_are_refused) {
+    expect_profiles(140, "\"1g.18gb\",\"1g.35gb\",\"2g.35gb\",\"3g.71gb\",\"7g.141gb\"", NULL);
+    expect_profiles(80, "\"1g.10gb\",\"4g.40gb\"", NULL);
+    expect_profiles(94, "\"1g.12gb\",\"3g.47gb\",\"7g.94gb\"", NULL);
+    expect_profiles(80, "", NULL);
+    expect_profiles(80, "\"1g.10gb\",\"1g.10gb\"", "MIG profile '1g.10gb' is listed twice");
+    expect_profiles(80, "\"1g.5gb\"",
+                    "'mig_profiles' entry '1g.5gb' is not a MIG profile of this 80 GB card");
+    expect_profiles(80, "\"1g.10gb+me\"", "is not a MIG profile of this");
+    expect_profiles(80, "\"5g.50gb\"", "is not a MIG profile of this");
+    expect_profiles(80, "1", "entry 0 of 'mig_profiles' is not a MIG profile name");
+    expect_profiles(80, "\"a-name-far-too-long-for-a-profile\"", "is not a MIG profile name");
+    expect_profiles(80, "\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\"", "at most 6");
 }
 
 /* R2c: a MIG instance says where it starts (openapi.yaml: required [profile, start]); one
