@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/agent-run.h"
+#include "core/mig.h"
 #include "util/macro.h"
 #include "wire/node.h"
 
@@ -34,6 +35,15 @@ static bool on_vfio(const Accelerator *a) {
            (a->driver_override && STREQ(a->driver_override, "vfio-pci"));
 }
 
+/* MIG profiles as people read them: by compute slices, then memory ("1g.18gb", "1g.35gb",
+ * "2g.35gb", ...), whatever order NVML's profile constants have. */
+static int profile_cmp(const void *x, const void *y) {
+    const char *a = x, *b = y;
+    unsigned sa = (unsigned)strtoul(a, NULL, 10), sb = (unsigned)strtoul(b, NULL, 10);
+    unsigned ma = mig_profile_memory_gb(a), mb = mig_profile_memory_gb(b);
+    return sa != sb ? (sa < sb ? -1 : 1) : (ma > mb) - (ma < mb);
+}
+
 static void device_spec(const Accelerator *a, Binding binding, ApiDevice *d) {
     /* Memory in whole GB, rounded: NVML reports a little under the nominal size. */
     *d = (ApiDevice){.memory_gb = (unsigned)((a->memory_total_bytes + GIB / 2) / GIB),
@@ -51,6 +61,19 @@ static void device_spec(const Accelerator *a, Binding binding, ApiDevice *d) {
                 m->start = a->mig[i].start;
                 m->busy = a->mig[i].busy;
             }
+        /* The profiles NVML offers on this GPU (R2c): only those are offered on it. Those the
+         * control plane would not take (a "+me" variant, another card's) are no slice class. */
+        for (size_t i = 0; i < a->n_mig_profiles && d->n_mig_profiles < SPEC_MAX_MIG_PROFILES;
+             i++) {
+            const char *p = a->mig_profiles[i];
+            bool again = false;
+            for (size_t k = 0; k < d->n_mig_profiles; k++)
+                again = again || STREQ(d->mig_profiles[k], p);
+            if (!again && api_mig_profile_fits(p, d->memory_gb))
+                snprintf(d->mig_profiles[d->n_mig_profiles++], sizeof(d->mig_profiles[0]), "%s", p);
+        }
+        qsort(d->mig_profiles, d->n_mig_profiles, sizeof(d->mig_profiles[0]), profile_cmp);
+        d->mig_profiles_given = a->n_mig_profiles > 0;
     }
 }
 

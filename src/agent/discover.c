@@ -421,6 +421,11 @@ static int merge_nvml(Accelerator *a, NvmlGpu *g) {
         if (!(m->profile = strdup(g->mig[i].profile)))
             return -ENOMEM;
     }
+    if (g->n_profiles && !(a->mig_profiles = calloc(g->n_profiles, sizeof(char *))))
+        return -ENOMEM;
+    for (size_t i = 0; i < g->n_profiles; i++)
+        if (!(a->mig_profiles[a->n_mig_profiles++] = strdup(g->profiles[i])))
+            return -ENOMEM;
     return 0;
 }
 
@@ -707,6 +712,7 @@ static void accelerator_done(Accelerator *a) {
         free(a->mig[i].slice_class);
     }
     free(a->mig);
+    strv_free(a->mig_profiles, a->n_mig_profiles);
     strv_free(a->device_files, a->n_device_files);
     free(a->device_nodes);
     for (size_t i = 0; i < a->n_holders; i++) {

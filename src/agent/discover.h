@@ -77,6 +77,8 @@ typedef struct Accelerator {
     int mig_current, mig_pending; /* -1: not MIG capable / unknown; 0 disabled; 1 enabled */
     MigInstance *mig;
     size_t n_mig;
+    char **mig_profiles; /* the GPU instance profiles NVML offers (MIG on), NULL without NVML */
+    size_t n_mig_profiles;
 
     int nvidia_minor;    /* -1 when unknown */
     char **device_files; /* "/dev/nvidia0", "/dev/dri/renderD128", "/dev/kfd", "/dev/vfio/12" */

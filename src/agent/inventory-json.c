@@ -99,9 +99,13 @@ static json_t *accelerator_to_json(const Accelerator *a) {
                                     (json_int_t)m->start, "size", (json_int_t)m->size, "class",
                                     m->slice_class ? m->slice_class : "unclassified"));
         }
+        json_t *profiles = json_array();
+        for (size_t i = 0; i < a->n_mig_profiles; i++)
+            json_array_append_new(profiles, json_string(a->mig_profiles[i]));
         json_object_set_new(o, "mig",
-                            json_pack("{s:b, s:b, s:o}", "current", a->mig_current == 1, "pending",
-                                      a->mig_pending == 1, "instances", inst));
+                            json_pack("{s:b, s:b, s:o, s:o}", "current", a->mig_current == 1,
+                                      "pending", a->mig_pending == 1, "instances", inst, "profiles",
+                                      profiles));
     } else
         json_object_set_new(o, "mig", json_null());
     json_object_set_new(o, "nvidia_minor", int_or_null(a->nvidia_minor, a->nvidia_minor >= 0));

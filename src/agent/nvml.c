@@ -159,6 +159,18 @@ NvRet nvml_gi_profile(const NvmlTable *t, EnvmlDevice dev, unsigned p, unsigned 
     return r;
 }
 
+_Static_assert(NVML_MAX_GI_PROFILES == ENVML_GPU_INSTANCE_PROFILE_COUNT,
+               "room for every profile constant");
+
+/* Note a profile NVML offers on g, once. */
+static void note_profile(NvmlGpu *g, const char *name) {
+    for (size_t i = 0; i < g->n_profiles; i++)
+        if (STREQ(g->profiles[i], name))
+            return;
+    if (g->n_profiles < ARRAY_SIZE(g->profiles))
+        snprintf(g->profiles[g->n_profiles++], sizeof(g->profiles[0]), "%s", name);
+}
+
 static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
     if (!t->get_gpu_instances || !t->gpu_instance_get_info ||
         (!t->get_gi_profile_info && !t->get_gi_profile_info_v))
@@ -173,6 +185,7 @@ static int query_mig(const NvmlTable *t, EnvmlDevice dev, NvmlGpu *g) {
             gpu_note(g, t, "nvmlDeviceGetGpuInstanceProfileInfo", r);
             continue;
         }
+        note_profile(g, name);
         EnvmlGpuInstance gis[8];
         unsigned count = ARRAY_SIZE(gis);
         r = t->get_gpu_instances(dev, id, gis, &count);

@@ -14,6 +14,7 @@
 #include "util/error.h"
 
 #define NVML_DEFAULT_LIBRARY "libnvidia-ml.so.1"
+#define NVML_MAX_GI_PROFILES 17 /* NVML's GPU instance profile constants (nvml-types.h) */
 
 typedef struct NvmlMigInstance {
     unsigned gpu_instance_id, profile_id;
@@ -33,6 +34,10 @@ typedef struct NvmlGpu {
     int mig_current, mig_pending; /* -1 when not supported */
     NvmlMigInstance *mig;
     size_t n_mig;
+    /* The GPU instance profiles NVML offers on it (MIG on only), by name, each once, in
+     * NVML's order: "1g.18gb", "1g.18gb+me", ... (R2c) */
+    char profiles[NVML_MAX_GI_PROFILES][32];
+    size_t n_profiles;
     unsigned *pids;
     size_t n_pids;
     char *error; /* sentences for queries that failed on this GPU; NULL if none */
