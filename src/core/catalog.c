@@ -154,23 +154,34 @@ static int validate_mig_profiles(const GpuClass *cls, Error *err) {
                          "class '%s': MIG profiles are listed, but consumer cards have no MIG (R9)",
                          cls->name);
     const MigCardRow *row = mig_card_row_for_memory(cls->memory_gb);
-    if (!row)
-        return error_set(err, -EINVAL,
-                         "class '%s': MIG profiles are listed, but no MIG-capable card has %u GB "
-                         "(the SPEC table knows 40, 80, 141 and 180 GB cards)",
-                         cls->name, cls->memory_gb);
     for (size_t i = 0; i < cls->n_mig_profiles; i++) {
-        if (mig_row_profile_shape(row, cls->mig_profiles[i]) == _MIG_SHAPE_INVALID)
+        MigShape shape = mig_profile_shape(cls->memory_gb, cls->mig_profiles[i]);
+        if (shape == _MIG_SHAPE_INVALID && row)
             return error_set(err, -EINVAL,
                              "class '%s': MIG profile '%s' does not fit a %u GB card; its profiles "
                              "are %s, %s, %s, %s, %s and %s",
                              cls->name, cls->mig_profiles[i], cls->memory_gb, row->profiles[0],
                              row->profiles[1], row->profiles[2], row->profiles[3], row->profiles[4],
                              row->profiles[5]);
-        for (size_t j = 0; j < i; j++)
+        /* A card outside the SPEC's table (R2c: "and similar, as NVML reports"). */
+        if (shape == _MIG_SHAPE_INVALID)
+            return error_set(err, -EINVAL,
+                             "class '%s': MIG profile '%s' does not fit a %u GB card: a profile is "
+                             "Ng.Mgb, N compute slices (1, 2, 3, 4 or 7) and M the memory of the "
+                             "slots they take (an eighth of the card each: 1, or 2 for a 1g with "
+                             "double memory; 2 for a 2g, 4 for a 3g or 4g, all 8 for a 7g)",
+                             cls->name, cls->mig_profiles[i], cls->memory_gb);
+        for (size_t j = 0; j < i; j++) {
             if (strcmp(cls->mig_profiles[i], cls->mig_profiles[j]) == 0)
                 return error_set(err, -EINVAL, "class '%s': MIG profile '%s' is listed twice",
                                  cls->name, cls->mig_profiles[i]);
+            if (mig_profile_shape(cls->memory_gb, cls->mig_profiles[j]) == shape)
+                return error_set(err, -EINVAL,
+                                 "class '%s': MIG profiles '%s' and '%s' are one shape of slice "
+                                 "on a %u GB card: list one",
+                                 cls->name, cls->mig_profiles[j], cls->mig_profiles[i],
+                                 cls->memory_gb);
+        }
     }
     return 0;
 }
@@ -407,8 +418,7 @@ int catalog_finalize(Catalog *c, size_t *ret_bad_index, Error *err) {
                     cls->name, cls->mig_parent, cls->mig_profile);
         }
         cls->mig_parent_index = pi;
-        cls->mig_shape =
-                mig_row_profile_shape(mig_card_row_for_memory(parent->memory_gb), cls->mig_profile);
+        cls->mig_shape = mig_profile_shape(parent->memory_gb, cls->mig_profile);
         if (cls->memory_gb == 0)
             cls->memory_gb = mig_profile_memory_gb(cls->mig_profile);
         free(cls->vm_device_name); /* a MIG slice is never passed through */
@@ -432,9 +442,8 @@ int catalog_finalize(Catalog *c, size_t *ret_bad_index, Error *err) {
     for (size_t i = n_file; i < n_slices_end; i++) {
         GpuClass *cls = &c->classes[i];
         cls->mig_parent_index = catalog_find_index(c, cls->mig_parent);
-        cls->mig_shape = mig_row_profile_shape(
-                mig_card_row_for_memory(c->classes[cls->mig_parent_index].memory_gb),
-                cls->mig_profile);
+        cls->mig_shape =
+                mig_profile_shape(c->classes[cls->mig_parent_index].memory_gb, cls->mig_profile);
     }
     if (ret_bad_index)
         *ret_bad_index = (size_t)-1;

@@ -50,6 +50,24 @@ MigShape mig_row_profile_shape(const MigCardRow *row, const char *profile) {
     return _MIG_SHAPE_INVALID;
 }
 
+MigShape mig_profile_shape(unsigned card_gb, const char *profile) {
+    const MigCardRow *row = mig_card_row_for_memory(card_gb);
+    if (row)
+        return mig_row_profile_shape(row, profile);
+    unsigned m = mig_profile_memory_gb(profile);
+    if (!m || m > card_gb || profile[1] != 'g')
+        return _MIG_SHAPE_INVALID;
+    unsigned g = (unsigned)(profile[0] - '0');
+    for (int s = 0; s < _MIG_SHAPE_MAX; s++) {
+        /* 8 M against slots x card, in integers: within an eighth */
+        uint64_t want = (uint64_t)shapes[s].mem_slots * card_gb, have = 8ull * m;
+        uint64_t off = want > have ? want - have : have - want;
+        if (shapes[s].compute_slices == g && 8 * off <= want)
+            return (MigShape)s;
+    }
+    return _MIG_SHAPE_INVALID;
+}
+
 unsigned mig_profile_memory_gb(const char *profile) {
     /* "<digits>g.<digits>gb" */
     const char *p = profile;

@@ -44,6 +44,13 @@ const MigCardRow *mig_card_row_for_memory(unsigned memory_gb);
 /* The shape of a profile name within a row, or _MIG_SHAPE_INVALID. */
 MigShape mig_row_profile_shape(const MigCardRow *row, const char *profile);
 
+/* The shape of a profile on a card of card_gb: its row's in the SPEC table; on a MIG card
+ * outside the table (an H100 NVL, a GH200: R2c "and similar, as NVML reports") measured: "Ng.Mgb"
+ * with N compute slices of a shape (1, 2, 3, 4, 7) and M the memory of the slots that shape
+ * takes (an eighth of the card a slot, within an eighth of that), which also tells a 1g of two
+ * slots' memory from a plain one. _MIG_SHAPE_INVALID when it fits neither. */
+MigShape mig_profile_shape(unsigned card_gb, const char *profile);
+
 /* Memory in GB named by a profile ("3g.40gb" -> 40); 0 when the name is malformed. */
 unsigned mig_profile_memory_gb(const char *profile);
 

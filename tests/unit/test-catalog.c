@@ -171,12 +171,12 @@ Test(catalog, r8_bad_numbers_are_errors) {
 }
 
 Test(catalog, r2c_mig_profile_on_a_card_without_mig_is_an_error) {
-    /* L40S: 48 GB, not in the SPEC table */
+    /* L40S: 48 GB, not in the SPEC table, and no profile of its memory */
     expect_error(
             "classes:\n  - name: nvidia-l40s\n    vendor: nvidia\n    match: {pci: 10de:26b9}\n"
             "    memory_gb: 48\n    container_resource: nvidia.com/gpu\n    node_selector: a=b\n"
             "    mig_profiles: [1g.10gb]\n",
-            -EINVAL, "t.yaml:2:5:", "no MIG-capable card has 48 GB");
+            -EINVAL, "t.yaml:2:5:", "MIG profile '1g.10gb' does not fit a 48 GB card");
     /* a consumer card never has MIG (R9), even at a MIG card's memory size */
     expect_error("classes:\n  - name: rtx\n    vendor: nvidia\n    match: {pci: 10de:2684}\n"
                  "    memory_gb: 80\n    consumer: true\n    container_resource: nvidia.com/gpu\n"
@@ -186,6 +186,47 @@ Test(catalog, r2c_mig_profile_on_a_card_without_mig_is_an_error) {
                  "    memory_gb: 80\n    container_resource: amd.com/gpu\n    node_selector: a=b\n"
                  "    mig_profiles: [1g.10gb]\n",
                  -EINVAL, "t.yaml:2:5:", "only NVIDIA cards have MIG");
+}
+
+#define CARD(gb, profiles)                                                                         \
+    "classes:\n  - name: card\n    vendor: nvidia\n    match: {pci: 10de:2321}\n"                  \
+    "    memory_gb: " #gb "\n    container_resource: nvidia.com/gpu\n    node_selector: a=b\n"     \
+    "    mig_profiles: [" profiles "]\n"
+
+/* R2c: MIG-capable cards are "A100, H100, H200, B200 and similar, as NVML reports": a card
+ * outside the SPEC's table (an H100 NVL, a GH200) lists its profiles, measured by the memory
+ * slots their compute slices take. */
+Test(catalog, r2c_mig_profiles_of_a_card_outside_the_spec_table_are_accepted) {
+    static const struct {
+        const char *text;
+        const char *slice;
+        MigShape shape;
+    } cards[] = {
+            {CARD(94, "1g.12gb, 1g.24gb, 2g.24gb, 3g.47gb, 4g.47gb, 7g.94gb"), "card-mig-1g.24gb",
+             MIG_SHAPE_1G_DOUBLE},
+            {CARD(94, "1g.12gb, 1g.24gb, 2g.24gb, 3g.47gb, 4g.47gb, 7g.94gb"), "card-mig-3g.47gb",
+             MIG_SHAPE_3G},
+            {CARD(96, "1g.12gb, 1g.24gb, 2g.24gb, 3g.48gb, 4g.48gb, 7g.96gb"), "card-mig-1g.12gb",
+             MIG_SHAPE_1G},
+            {CARD(96, "1g.12gb, 1g.24gb, 2g.24gb, 3g.48gb, 4g.48gb, 7g.96gb"), "card-mig-7g.96gb",
+             MIG_SHAPE_7G},
+    };
+    for (size_t i = 0; i < sizeof(cards) / sizeof(cards[0]); i++) {
+        Catalog *cat = NULL;
+        Error err = {0};
+        cr_assert_eq(parse(cards[i].text, &cat, &err), 0, "%s", err.message);
+        const GpuClass *s = catalog_find(cat, cards[i].slice);
+        cr_assert_not_null(s, "%s", cards[i].slice);
+        cr_expect_eq(s->mig_shape, cards[i].shape, "%s", cards[i].slice);
+        catalog_free(cat);
+    }
+    /* Well-formed, but not the memory of the slots its compute slices take. */
+    expect_error(CARD(94, "3g.30gb"), -EINVAL,
+                 "t.yaml:2:5:", "MIG profile '3g.30gb' does not fit a 94 GB card");
+    expect_error(CARD(94, "5g.60gb"), -EINVAL, "t.yaml:2:5:", "does not fit a 94 GB card");
+    expect_error(CARD(94, "7g.120gb"), -EINVAL, "t.yaml:2:5:", "does not fit a 94 GB card");
+    expect_error(CARD(94, "1g.12gb, 1g.11gb"), -EINVAL,
+                 "t.yaml:2:5:", "'1g.12gb' and '1g.11gb' are one shape of slice");
 }
 
 Test(catalog, r2c_mig_profile_that_does_not_fit_the_card_memory_is_an_error) {
