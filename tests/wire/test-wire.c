@@ -193,26 +193,35 @@ Test(wire, bad_input_wire_server_refuses_a_pci_address_the_agent_would) {
     free(k8s);
 }
 
-/* R2c: the MIG instances a node reports fit the GPU's 8 memory slots (SPEC "MIG profiles"):
- * a known profile shape, an allowed start slot, no overlap. Real layouts of cards outside the
- * SPEC table (an A30's, an H100 NVL's) and NVML's "+me" profiles still pass. */
-static void expect_mig(unsigned memory_gb, const char *mig, const char *refusal) {
+/* A lab node with one device of memory_gb whose `field` is the list [list]: accepted (refusal
+ * NULL) or refused by the decoder or api_node_check_sent with a message holding refusal. */
+static void expect_device_list(unsigned memory_gb, const char *field, const char *list,
+                               const char *refusal) {
     char text[1024];
     snprintf(text, sizeof(text),
              NODE_HEAD
              "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:01:00.0\",\"memory_gb\":%u,"
-             "\"mig\":[%s]}]}",
-             memory_gb, mig);
-    ApiNode *n = node_of(text);
+             "\"%s\":[%s]}]}",
+             memory_gb, field, list);
+    ApiNode *n = calloc(1, sizeof(*n));
     Error err = {0};
-    int r = api_node_check_sent(n, &err);
+    int r = api_node_parse(text, strlen(text), n, &err);
+    if (r >= 0)
+        r = api_node_check_sent(n, &err);
     if (!refusal)
-        cr_expect_eq(r, 0, "%s: %s", mig, err.message);
+        cr_expect_eq(r, 0, "%s: %s", list, err.message);
     else {
-        cr_expect_eq(r, -EINVAL, "%s", mig);
-        cr_expect(strstr(err.message, refusal), "%s: %s", mig, err.message);
+        cr_expect_eq(r, -EINVAL, "%s", list);
+        cr_expect(strstr(err.message, refusal), "%s: %s", list, err.message);
     }
     free(n);
+}
+
+/* R2c: the MIG instances a node reports fit the GPU's 8 memory slots (SPEC "MIG profiles"):
+ * a known profile shape, an allowed start slot, no overlap. Real layouts of cards outside the
+ * SPEC table (an A30's, an H100 NVL's) and NVML's "+me" profiles still pass. */
+static void expect_mig(unsigned memory_gb, const char *mig, const char *refusal) {
+    expect_device_list(memory_gb, "mig", mig, refusal);
 }
 
 Test(wire, r2c_bad_input_a_mig_layout_that_cannot_be_on_a_gpu_is_refused) {
@@ -253,24 +262,7 @@ Test(wire, r2c_bad_input_a_mig_layout_that_cannot_be_on_a_gpu_is_refused) {
  * outside the SPEC's table is measured by its compute slices. A device without the list has
  * every profile of its class (hand-registered and stored nodes). */
 static void expect_profiles(unsigned memory_gb, const char *profiles, const char *refusal) {
-    char text[1024];
-    snprintf(text, sizeof(text),
-             NODE_HEAD
-             "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:01:00.0\",\"memory_gb\":%u,"
-             "\"mig_profiles\":[%s]}]}",
-             memory_gb, profiles);
-    ApiNode *n = calloc(1, sizeof(*n));
-    Error err = {0};
-    int r = api_node_parse(text, strlen(text), n, &err);
-    if (r >= 0)
-        r = api_node_check_sent(n, &err);
-    if (!refusal)
-        cr_expect_eq(r, 0, "%s: %s", profiles, err.message);
-    else {
-        cr_expect_eq(r, -EINVAL, "%s", profiles);
-        cr_expect(strstr(err.message, refusal), "%s: %s", profiles, err.message);
-    }
-    free(n);
+    expect_device_list(memory_gb, "mig_profiles", profiles, refusal);
 }
 
 Test(wire, r2c_bad_input_mig_profiles_that_are_not_the_cards_are_refused) {
