@@ -102,6 +102,14 @@ static void op_node_put(Server *s, Op *op) {
     }
     if (old && op->who->role == ROLE_NODE)
         fleet_merge_agent_push(old, &a->spec);
+    /* A GPU whose memory nothing could read (on vfio-pci, no NVML) has its class's (R8): shown
+     * as 24 GB, not 0, as placement by memory already counts it. */
+    for (size_t i = 0; i < a->spec.n_devices; i++) {
+        ApiDevice *d = &a->spec.devices[i];
+        const GpuClass *c = d->memory_gb || !d->cls[0] ? NULL : catalog_find(s->catalog, d->cls);
+        if (c)
+            d->memory_gb = c->memory_gb;
+    }
     /* Ownership decides owner-only classes (R10), so only an admin changes it: an agent's push
      * keeps the registered owner whatever its --owner default says, and an owner cannot hand a
      * node to itself. (An agent's first push registers the node with the owner it names.) */

@@ -1326,3 +1326,17 @@ Test(api, r8_a_switch_of_an_unclassified_gpu_is_refused_not_done) {
     json_decref(j);
     free(agent);
 }
+
+/* R8: a GPU whose memory nothing could read (on vfio-pci, without NVML) is shown with its
+ * class's memory, not 0. */
+Test(api, r8_a_gpu_of_unknown_memory_shows_its_classs) {
+    const char *node =
+            "{\"name\":\"g1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+            "\"owner\":\"carol\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
+            "\"nvidia-rtx-4090\",\"binding\":\"vfio\"}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/g1", NULL, &j), 200);
+    cr_expect_eq(num(json_array_get(json_object_get(j, "devices"), 0), "memory_gb"), 24);
+    json_decref(j);
+}
