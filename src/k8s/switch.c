@@ -166,9 +166,10 @@ static int drain_vmis(K8sClient *c, const char *node, bool stop, char *what, siz
     return left;
 }
 
-K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t *node,
-                                  int64_t now_s, char *msg, size_t size) {
+K8sSwitchState k8s_switch_advance(K8sClient *c, K8sSwitchJob *job, json_t *node, int64_t now_s,
+                                  char *msg, size_t size) {
     Error err = {0};
+    job->wrote_unschedulable = -1;
     if (!node) {
         snprintf(msg, size, "Node %s was deleted from the Kubernetes cluster during the switch.",
                  job->node);
@@ -201,6 +202,7 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
                               was ? "true" : "false", "spec", "unschedulable", 1);
         if (patch_node(c, job->node, p, &err) < 0)
             goto fail;
+        job->wrote_unschedulable = 1;
         snprintf(msg, size, "cordoned the Kubernetes node %s (spec.unschedulable)", job->node);
         return K8S_SWITCH_RUNNING;
     }
@@ -254,6 +256,7 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t 
                           "spec", "unschedulable", keep);
     if (patch_node(c, job->node, p, &err) < 0)
         goto fail;
+    job->wrote_unschedulable = keep;
     snprintf(msg, size, "the GPU Operator converged: %u GPU(s) in %s mode%s", job->count, job->mode,
              keep ? " (the node was cordoned before and stays so)" : "; uncordoned");
     return K8S_SWITCH_DONE;
@@ -285,4 +288,9 @@ int k8s_switch_lift_cordon(K8sClient *c, const char *name, json_t *node, Error *
 
 bool k8s_switch_cordoned(json_t *node) {
     return annotation(node, K8S_ANN_SWITCH_TO) != NULL;
+}
+
+bool k8s_switch_was_unschedulable(json_t *node) {
+    const char *was = annotation(node, K8S_ANN_WAS_UNSCHEDULABLE);
+    return was && STREQ(was, "true");
 }

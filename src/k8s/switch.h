@@ -29,6 +29,9 @@ typedef struct K8sSwitchJob {
                     */
     unsigned count;     /* GPUs the node must show in the new mode */
     unsigned timeout_s; /* for the GPU Operator, from the relabel */
+    /* Set by each pass: the spec.unschedulable it wrote (0 or 1), -1 when it wrote none. The
+     * sync must not take its own write for a cordon or uncordon made in Kubernetes. */
+    int wrote_unschedulable;
 } K8sSwitchJob;
 
 typedef enum K8sSwitchState {
@@ -39,14 +42,18 @@ typedef enum K8sSwitchState {
 
 /* One pass. node: the latest Node object (NULL: deleted from the cluster). now_s: wall
  * clock seconds. msg: where the switch stands, or why it failed. */
-K8sSwitchState k8s_switch_advance(K8sClient *c, const K8sSwitchJob *job, json_t *node,
-                                  int64_t now_s, char *msg, size_t size);
+K8sSwitchState k8s_switch_advance(K8sClient *c, K8sSwitchJob *job, json_t *node, int64_t now_s,
+                                  char *msg, size_t size);
 
 /* After a switch that failed with the node cordoned (K8S_ANN_WAS_UNSCHEDULABLE still on it),
  * the operator's uncordon in Einsora lifts the switch's cordon too: spec.unschedulable back to
  * what it was before the switch, the switch's annotations removed. 1 when it did, 0 when the
  * node carries no such cordon, -errno with err set when the patch failed. */
 int k8s_switch_lift_cordon(K8sClient *c, const char *name, json_t *node, Error *err);
+
+/* What spec.unschedulable was before the switch whose cordon is on the node (its annotation
+ * einsora.io/was-unschedulable); false when none is. */
+bool k8s_switch_was_unschedulable(json_t *node);
 
 /* Whether a switch's first step (its cordon, annotated einsora.io/switch-to) is on the node. */
 bool k8s_switch_cordoned(json_t *node);

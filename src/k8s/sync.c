@@ -149,6 +149,52 @@ static void watch(Sync *s) {
     }
 }
 
+/* ---- the cordon ---- */
+
+/* Cordon (on) or uncordon the control plane's node; whether it answered 200. */
+static bool cp_cordon(Sync *s, const char *name, bool on) {
+    char path[200];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/%s", name, on ? "cordon" : "uncordon");
+    return cp_call(s, "POST", path, NULL, NULL) == 200;
+}
+
+/* Who owns the cordon: spec.unschedulable is Kubernetes'; a change of it made in Kubernetes
+ * is mirrored into Einsora. An Einsora cordon (einsora node cordon) is Einsora's: it stops
+ * Einsora's placements and is not written to the Kubernetes node, which may run other pods.
+ * A mode switch cordons both sides for its duration and gives each its own value back at the
+ * end (R4: a node cordoned before a switch stays so after it).
+ *
+ * So the sync mirrors a change of spec.unschedulable since the last turn, never its value at
+ * every turn (that would undo an Einsora cordon), and never a change it wrote itself (a
+ * switch's cordon or its restore, the lift of a failed switch's cordon). The first time a node
+ * is seen (a sync started or restarted), a cordon counts as a change (one made while no sync
+ * ran), an uncordon does not (that would undo an Einsora cordon).
+ *
+ * s->unsched holds, per node, the value last seen, or {"wrote": value, "turns": n} after a
+ * write of the sync's own until its watch shows it (n turns at most). */
+static void unsched_own_write(Sync *s, const char *name, bool value) {
+    json_object_set_new(s->unsched, name, json_pack("{s:b, s:i}", "wrote", value, "turns", 3));
+}
+
+static bool unschedulable_changed(Sync *s, const char *name, const K8sNodeView *v) {
+    json_t *was = json_object_get(s->unsched, name);
+    if (json_is_object(was)) /* the sync's own write */
+        return false;
+    return was ? json_is_true(was) != v->unschedulable : v->unschedulable;
+}
+
+static void unsched_seen(Sync *s, const char *name, const K8sNodeView *v) {
+    json_t *was = json_object_get(s->unsched, name);
+    if (json_is_object(was) && json_is_true(json_object_get(was, "wrote")) != v->unschedulable) {
+        json_int_t turns = json_integer_value(json_object_get(was, "turns"));
+        if (turns > 0) { /* the watch has not shown the write yet */
+            json_object_set_new(was, "turns", json_integer(turns - 1));
+            return;
+        }
+    }
+    json_object_set_new(s->unsched, name, json_boolean(v->unschedulable));
+}
+
 /* ---- switch jobs ---- */
 
 /* The control plane node's mode switch (wire/switch.h), when it has one that reads. */
@@ -221,6 +267,8 @@ static void jobs_advance(Sync *s) {
             K8sSwitchState st = k8s_switch_advance(s->kube_jobs, &j->job,
                                                    json_object_get(s->nodes, j->job.node), now_s(),
                                                    msg, sizeof(msg));
+            if (j->job.wrote_unschedulable >= 0)
+                unsched_own_write(s, j->job.node, j->job.wrote_unschedulable);
             bool changed = STRNEQ(msg, j->last);
             snprintf(j->last, sizeof(j->last), "%s", msg);
             if (st != K8S_SWITCH_RUNNING) {
@@ -459,23 +507,6 @@ static bool switch_running(json_t *cp_node) {
     return cp_switch(cp_node, &sw) && switch_active(&sw);
 }
 
-/* Whether the node's spec.unschedulable changed since the last turn: the sync mirrors a cordon
- * made in Kubernetes, and leaves one made in Einsora (einsora node cordon) alone rather than
- * undo it at its next turn. The first time a node is seen (a sync started or restarted), a
- * cordon counts as a change (one made while no sync ran), an uncordon does not (that would
- * undo an Einsora cordon). */
-/* Cordon (on) or uncordon the control plane's node; whether it answered 200. */
-static bool cp_cordon(Sync *s, const char *name, bool on) {
-    char path[200];
-    snprintf(path, sizeof(path), "/v1/nodes/%s/%s", name, on ? "cordon" : "uncordon");
-    return cp_call(s, "POST", path, NULL, NULL) == 200;
-}
-
-static bool unschedulable_changed(Sync *s, const char *name, const K8sNodeView *v) {
-    json_t *was = json_object_get(s->unsched, name);
-    return was ? json_is_true(was) != v->unschedulable : v->unschedulable;
-}
-
 static void sync_node(Sync *s, const char *name, json_t *node) {
     K8sNodeView v;
     Error err = {0};
@@ -574,10 +605,11 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
         } else if (!cordoned && v.unschedulable &&
                    (r = k8s_switch_lift_cordon(s->kube_jobs, name, node, &err)) != 0) {
             /* an uncordon in Einsora after a failed switch lifts the switch's cordon too */
-            if (r > 0)
+            if (r > 0) {
+                unsched_own_write(s, name, k8s_switch_was_unschedulable(node));
                 logf_(s, "node %s: the cordon of its failed switch lifted (einsora node uncordon)",
                       name);
-            else {
+            } else {
                 char m[600];
                 snprintf(m, sizeof(m),
                          "Node %s: could not lift the cordon of its failed switch: %s", name,
@@ -591,7 +623,7 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
         }
         json_decref(desc);
     }
-    json_object_set_new(s->unsched, name, json_boolean(v.unschedulable));
+    unsched_seen(s, name, &v);
     if (v.ready) {
         json_t *beat = json_pack("{s:i}", "interval_s", (int)s->cfg->interval_s), *ans = NULL;
         if (s->live)

@@ -902,3 +902,49 @@ Test(k8s_sync, r3_a_node_relabeled_by_hand_under_a_workload_takes_no_new_work) {
     ModeIs m = {"gpu-a", "vm-passthrough"};
     cr_assert(wait_for(cp_mode_is, &m), "the node never took the label's mode, open");
 }
+
+/* The events of a node, of one type, as one text (for strstr), "" when none. */
+static char *node_events(const char *node, const char *type) {
+    json_t *ev = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?after=0&limit=10000", NULL, &ev), 200);
+    size_t size = 1, i;
+    char *all = calloc(1, size);
+    json_t *e;
+    json_array_foreach(json_object_get(ev, "events"), i, e) {
+        const char *t = json_string_value(json_object_get(e, "type"));
+        char *text = json_dumps(e, JSON_COMPACT);
+        if (t && strcmp(t, type) == 0 && text && strstr(text, node)) {
+            size += strlen(text) + 1;
+            all = realloc(all, size);
+            strcat(all, text);
+            strcat(all, "\n");
+        }
+        free(text);
+    }
+    json_decref(ev);
+    return all;
+}
+
+/* R4 (docs/fleet.md step 5): "uncordon (unless the node was cordoned before)". An Einsora
+ * cordon of a Kubernetes node is Einsora's (spec.unschedulable is not touched); the switch
+ * cordons the Kubernetes node for its duration and gives it back its spec.unschedulable; the
+ * sync never takes that restore of its own for an uncordon made in Kubernetes. */
+Test(k8s_sync, r4_a_node_cordoned_before_a_switch_stays_cordoned_after_it) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/gpu-a/cordon", NULL, NULL), 200);
+    ask_switch("gpu-a", "vm-passthrough", "evict");
+    wait_step("gpu-a", "done", NULL);
+    cr_assert(wait_for(k8s_schedulable, "gpu-a"),
+              "the switch did not give the Kubernetes node its spec.unschedulable back");
+    /* Turns of the sync go by (1 s each): the restore must not be mirrored as an uncordon. */
+    sleep_ms(4000);
+    json_t *cp = cp_node("gpu-a");
+    cr_expect(json_is_true(json_object_get(cp, "cordoned")),
+              "the node cordoned before the switch was uncordoned after it");
+    cr_expect(json_is_true(json_object_get(json_object_get(cp, "switch"), "was_cordoned")));
+    json_decref(cp);
+    cr_expect(!sync_logged("node gpu-a uncordoned"), "the sync mirrored its own restore");
+    char *up = node_events("gpu-a", "node.uncordoned");
+    cr_expect_str_empty(up, "events: %s", up);
+    free(up);
+}
