@@ -166,6 +166,19 @@ static int drain_vmis(K8sClient *c, const char *node, bool stop, char *what, siz
     return left;
 }
 
+int k8s_switch_cordon(K8sClient *c, const char *name, json_t *node, const char *mode, json_t **ret,
+                      Error *err) {
+    bool was = json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"));
+    json_t *p = json_pack("{s:{s:{s:s, s:s}}, s:{s:b}}", "metadata", "annotations",
+                          K8S_ANN_SWITCH_TO, mode, K8S_ANN_WAS_UNSCHEDULABLE,
+                          was ? "true" : "false", "spec", "unschedulable", 1);
+    char path[320];
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+    int r = k8s_merge_patch(c, path, p, ret, err);
+    json_decref(p);
+    return r;
+}
+
 K8sSwitchState k8s_switch_advance(K8sClient *c, K8sSwitchJob *job, json_t *node, int64_t now_s,
                                   char *msg, size_t size) {
     Error err = {0};
@@ -196,11 +209,7 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, K8sSwitchJob *job, json_t *node,
                 return K8S_SWITCH_FAILED;
             }
         }
-        bool was = json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"));
-        json_t *p = json_pack("{s:{s:{s:s, s:s}}, s:{s:b}}", "metadata", "annotations",
-                              K8S_ANN_SWITCH_TO, job->mode, K8S_ANN_WAS_UNSCHEDULABLE,
-                              was ? "true" : "false", "spec", "unschedulable", 1);
-        if (patch_node(c, job->node, p, &err) < 0)
+        if (k8s_switch_cordon(c, job->node, node, job->mode, NULL, &err) < 0)
             goto fail;
         job->wrote_unschedulable = 1;
         snprintf(msg, size, "cordoned the Kubernetes node %s (spec.unschedulable)", job->node);

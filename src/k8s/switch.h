@@ -40,6 +40,15 @@ typedef enum K8sSwitchState {
     K8S_SWITCH_FAILED
 } K8sSwitchState;
 
+/* The switch's first step on the Kubernetes side: spec.unschedulable true, annotated with the
+ * target mode and what spec.unschedulable was. Idempotent only while the node carries no such
+ * annotation (a second call would take the switch's own cordon for the node's). Done by the
+ * first pass of k8s_switch_advance(), or by the sync as soon as the control plane cordons a
+ * switching node that drains its Einsora workloads first (R4: cordon, then drain). ret (may be
+ * NULL): the Node as patched. */
+int k8s_switch_cordon(K8sClient *c, const char *name, json_t *node, const char *mode, json_t **ret,
+                      Error *err);
+
 /* One pass. node: the latest Node object (NULL: deleted from the cluster). now_s: wall
  * clock seconds. msg: where the switch stands, or why it failed. */
 K8sSwitchState k8s_switch_advance(K8sClient *c, K8sSwitchJob *job, json_t *node, int64_t now_s,

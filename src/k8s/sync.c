@@ -507,6 +507,39 @@ static bool switch_running(json_t *cp_node) {
     return cp_switch(cp_node, &sw) && switch_active(&sw);
 }
 
+/* R4: cordon, then drain. The control plane cordons a switching node at once and drains its
+ * Einsora workloads before it gives the sync the relabel task; meanwhile the Kubernetes
+ * scheduler must not put new GPU pods there, so the Kubernetes node is cordoned as soon as
+ * the control plane's switch is at its cordon or drain step. The task then finds the switch's
+ * cordon on the node and goes on from it. A switch without a drain is not cordoned here: its
+ * task first refuses a node that runs GPU pods, before anything changed (no cordon left).
+ * s->nodes then holds the Node as patched: the caller reads it again. */
+static void cordon_for_switch(Sync *s, const char *name, json_t *node, json_t *cp) {
+    NodeSwitch sw;
+    if (!cp_switch(cp, &sw) || !switch_active(&sw) || sw.gpu >= 0 || sw.drain == DRAIN_NONE ||
+        (sw.step != SW_CORDON && sw.step != SW_DRAIN) || k8s_switch_cordoned(node))
+        return;
+    Error err = {0};
+    json_t *patched = NULL;
+    if (k8s_switch_cordon(s->kube_jobs, name, node, sw.mode, &patched, &err) < 0) {
+        char m[600];
+        snprintf(m, sizeof(m), "Node %s: could not cordon it for its switch to %s: %s", name,
+                 sw.mode, error_message(&err));
+        warn_once(s, name, m);
+        return;
+    }
+    /* The Node as patched, at once: a task given in this very turn must find the switch's
+     * cordon on it, not cordon it again taking that cordon for the node's own. */
+    if (json_is_object(patched))
+        json_object_set(s->nodes, name, patched);
+    json_decref(patched);
+    unsched_own_write(s, name, true);
+    logf_(s,
+          "node %s: cordoned in Kubernetes (spec.unschedulable) for its switch to %s while "
+          "the control plane drains its Einsora workloads",
+          name, sw.mode);
+}
+
 static void sync_node(Sync *s, const char *name, json_t *node) {
     K8sNodeView v;
     Error err = {0};
@@ -559,6 +592,10 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
     if (st < 0)
         return;
     bool busy = job_for(s, name) || (st == 200 && switch_running(cp));
+    if (st == 200 && !job_for(s, name)) {
+        cordon_for_switch(s, name, node, cp);
+        node = json_object_get(s->nodes, name);
+    }
     if (st == 404 || (st == 200 && !busy)) {
         bool cordoned = st == 200 ? json_is_true(json_object_get(cp, "cordoned")) : v.unschedulable;
         json_t *desc = k8s_node_spec_json(s->cfg->catalog, &v, &s->cfg->site, cordoned);

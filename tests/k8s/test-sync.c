@@ -948,3 +948,43 @@ Test(k8s_sync, r4_a_node_cordoned_before_a_switch_stays_cordoned_after_it) {
     cr_expect_str_empty(up, "events: %s", up);
     free(up);
 }
+
+static bool k8s_switch_cordoned_node(const void *arg) {
+    json_t *n = k8s_node(arg);
+    bool ok = n && unschedulable(n) &&
+              json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"),
+                              "einsora.io/switch-to");
+    json_decref(n);
+    return ok;
+}
+
+/* R4: cordon -> drain. While the control plane waits for its own workloads to end (drain
+ * wait), the Kubernetes node is cordoned already, so the Kubernetes scheduler puts no new GPU
+ * pod on a node being drained; the switch then goes on as before. */
+Test(k8s_sync, r4_the_kubernetes_node_is_cordoned_while_einsora_drains_it) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    long id = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\", \"count\": 8}");
+    cr_assert(wait_for(request_active, &id), "the container never became active");
+    ask_switch("gpu-a", "vm-passthrough", "wait");
+    wait_step("gpu-a", "drain", "waiting for 1 workload(s) to end");
+    if (!wait_for(k8s_switch_cordoned_node, "gpu-a")) {
+        char *log = slurp(sync_log);
+        cr_log_error("sync log:\n%s", log);
+        free(log);
+        cr_assert_fail("the Kubernetes node stayed schedulable during the drain step");
+    }
+    json_t *cp = cp_node("gpu-a");
+    cr_expect_str_eq(switch_field(cp, "step"), "drain", "cordoned in Kubernetes from the drain");
+    json_decref(cp);
+    json_t *n = k8s_node("gpu-a");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container", "not relabeled yet");
+    json_decref(n);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    wait_step("gpu-a", "rebind", "waiting for the end of 1 GPU pod(s)"); /* ml/train-0 */
+    k8s_write("DELETE", "/api/v1/namespaces/ml/pods/train-0", NULL);
+    wait_step("gpu-a", "done", NULL);
+    cr_assert(wait_for(k8s_schedulable, "gpu-a"), "uncordoned in Kubernetes at the end");
+    cr_expect(wait_for(not_cordoned, "gpu-a"), "uncordoned in Einsora at the end");
+}
