@@ -50,11 +50,12 @@ static void print_node_fleet(json_t *n) {
 
 static int print_node(json_t *n) {
     printf("node      %s\nsite      %s (%s)\nplatform  %s\nowner     %s\nmode      %s\n"
-           "cordoned  %s\n\n",
+           "cordoned  %s%s%s\n\n",
            json_str(n, "name"), json_str(n, "site"), json_str(n, "site_kind"),
            json_str(n, "platform"), json_str(n, "owner"),
            json_str(n, "mode") ? json_str(n, "mode") : "per-gpu",
-           json_is_true(json_object_get(n, "cordoned")) ? "yes" : "no");
+           json_is_true(json_object_get(n, "cordoned")) ? "yes" : "no",
+           json_str(n, "cordon_reason") ? ": " : "", strempty(json_str(n, "cordon_reason")));
     print_node_fleet(n);
     Table *t = table_new("#", "PCI", "ID", "CLASS", "MEMORY", "BINDING", "MIG", "STATE",
                          "ALLOCATIONS", NULL);

@@ -540,6 +540,78 @@ static void cordon_for_switch(Sync *s, const char *name, json_t *node, json_t *c
           name, sw.mode);
 }
 
+/* Heartbeat the node: the objects of ours that run there (s->live); with work, what the
+ * answer asks: its switch's task, its placements as Pods and VMIs. */
+static void heartbeat(Sync *s, const char *name, const K8sNodeView *v, json_t *cp, bool work) {
+    json_t *beat = json_pack("{s:i}", "interval_s", (int)s->cfg->interval_s), *ans = NULL;
+    if (s->live)
+        json_object_set_new(beat, "running", running_on(s, name));
+    char bpath[200];
+    snprintf(bpath, sizeof(bpath), "/v1/nodes/%s/heartbeat", name);
+    if (cp_call(s, "POST", bpath, beat, &ans) == 200 && work) {
+        size_t i;
+        json_t *t;
+        json_array_foreach(json_object_get(ans, "tasks"), i, t) {
+            Task task;
+            Error terr = {0};
+            if (wire_task_from_json(t, &task, NULL, &terr) < 0)
+                logf_(s, "task for %s refused: %s", name, error_message(&terr));
+            else if (task.kind == TASK_BIND)
+                job_start(s, name, &task, cp);
+        }
+        if (s->live) {
+            json_object_set_new(s->beaten, name, json_true());
+            json_array_foreach(json_object_get(ans, "workloads"), i, t) workload(s, t, v->resource);
+            activate_running(s, name);
+        }
+    }
+    json_decref(beat);
+    json_decref(ans);
+}
+
+/* Ends the reason of the cordon the sync puts on a served node whose mode label is missing or
+ * unknown: how the sync knows that cordon for its own, also after a restart. */
+#define LABEL_CORDON " Cordoned by the datacenter sync until it is labeled (R3)."
+
+static bool label_cordon(json_t *cp) {
+    const char *why = json_string_value(json_object_get(cp, "cordon_reason"));
+    return json_is_true(json_object_get(cp, "cordoned")) && why && strstr(why, LABEL_CORDON);
+}
+
+/* R3: a served node whose mode label went missing or is not a mode (relabeled by hand to
+ * vm-vgpu, the label removed) is an error shown to the operator where the node is shown, not
+ * a lost agent: the node is cordoned in Einsora with the sentence as the cordon's reason (its
+ * event node.cordoned says it too), and heartbeated while Ready, so that its workloads are
+ * kept and it never reads "unreachable (missed heartbeats)". Nothing of its inventory is
+ * changed and no work is taken from the answer; once labeled, the sync lifts its cordon. A
+ * node cordoned for another reason keeps it (the sentence is in the sync's log). A node the
+ * control plane does not have is not served until it is labeled. */
+static void label_error(Sync *s, const char *name, const K8sNodeView *v) {
+    char path[160];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    json_t *cp = NULL;
+    if (cp_call(s, "GET", path, NULL, &cp) != 200 || switch_running(cp) || job_for(s, name)) {
+        json_decref(cp);
+        return;
+    }
+    char why[400];
+    snprintf(why, sizeof(why), "%s%s", v->mode_error, LABEL_CORDON);
+    bool cordoned = json_is_true(json_object_get(cp, "cordoned"));
+    const char *had = strempty(json_string_value(json_object_get(cp, "cordon_reason")));
+    if (!cordoned || (label_cordon(cp) && STRNEQ(had, why))) {
+        json_t *body = json_pack("{s:s}", "reason", why);
+        char cpath[200];
+        snprintf(cpath, sizeof(cpath), "/v1/nodes/%s/cordon", name);
+        if (cp_call(s, "POST", cpath, body, NULL) == 200)
+            logf_(s, "node %s: cordoned in Einsora: %s", name, why);
+        json_decref(body);
+    }
+    unsched_seen(s, name, v);
+    if (v->ready)
+        heartbeat(s, name, v, cp, false);
+    json_decref(cp);
+}
+
 static void sync_node(Sync *s, const char *name, json_t *node) {
     K8sNodeView v;
     Error err = {0};
@@ -554,8 +626,9 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
         warn_once(s, name, "A Kubernetes node name longer than 63 characters is not served.");
         return;
     }
-    if (v.mode_error[0]) { /* R3: shown, not guessed; the node is not heartbeated */
+    if (v.mode_error[0]) { /* R3: shown, not guessed */
         warn_once(s, name, v.mode_error);
+        label_error(s, name, &v);
         return;
     }
     if (v.class_index < 0 && v.count) {
@@ -595,6 +668,13 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
     if (st == 200 && !job_for(s, name)) {
         cordon_for_switch(s, name, node, cp);
         node = json_object_get(s->nodes, name);
+    }
+    if (st == 200 && !busy && label_cordon(cp) && cp_cordon(s, name, false)) {
+        /* labeled again (R3): the cordon of label_error() goes */
+        logf_(s, "node %s: labeled %s=%s: uncordoned", name, K8S_MODE_LABEL, v.mode);
+        json_object_set_new(cp, "cordoned", json_false());
+        json_object_del(cp, "cordon_reason");
+        json_object_del(s->unsched, name); /* a Kubernetes cordon meanwhile is mirrored now */
     }
     if (st == 404 || (st == 200 && !busy)) {
         bool cordoned = st == 200 ? json_is_true(json_object_get(cp, "cordoned")) : v.unschedulable;
@@ -662,31 +742,7 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
     }
     unsched_seen(s, name, &v);
     if (v.ready) {
-        json_t *beat = json_pack("{s:i}", "interval_s", (int)s->cfg->interval_s), *ans = NULL;
-        if (s->live)
-            json_object_set_new(beat, "running", running_on(s, name));
-        char bpath[200];
-        snprintf(bpath, sizeof(bpath), "/v1/nodes/%s/heartbeat", name);
-        if (cp_call(s, "POST", bpath, beat, &ans) == 200) {
-            size_t i;
-            json_t *t;
-            json_array_foreach(json_object_get(ans, "tasks"), i, t) {
-                Task task;
-                Error terr = {0};
-                if (wire_task_from_json(t, &task, NULL, &terr) < 0)
-                    logf_(s, "task for %s refused: %s", name, error_message(&terr));
-                else if (task.kind == TASK_BIND)
-                    job_start(s, name, &task, cp);
-            }
-            if (s->live) {
-                json_object_set_new(s->beaten, name, json_true());
-                json_array_foreach(json_object_get(ans, "workloads"), i, t)
-                        workload(s, t, v.resource);
-                activate_running(s, name);
-            }
-        }
-        json_decref(beat);
-        json_decref(ans);
+        heartbeat(s, name, &v, cp, true);
     } else
         warn_once(s, name,
                   "node is not Ready: not heartbeated, so the control plane marks it unreachable");

@@ -46,6 +46,7 @@ static bool route_takes_body(RouteId id) {
     case R_NODE_TASK_RESULT:
     case R_NODE_MODE:
     case R_NODE_UNQUARANTINE:
+    case R_NODE_CORDON: /* {"reason": TEXT}, or none */
     case R_NODE_ACTIVATE:
     case R_REQUESTS_SUBMIT:
     case R_REQUEST_ACTIVATE:

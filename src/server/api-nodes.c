@@ -6,7 +6,9 @@
 
 #include "api.h"
 #include "fleet.h"
+#include "util/json-cleanup.h"
 #include "util/macro.h"
+#include "util/strutil.h"
 
 int save_node(Server *s, const Node *n) {
     char *text = api_node_text(&n->spec);
@@ -120,6 +122,12 @@ static void op_node_put(Server *s, Op *op) {
                 "Node %s is owned by %s; only an admin changes a node's "
                 "owner.",
                 old->spec.name, old->spec.owner);
+    /* A description says whether the node is cordoned, not why: a cordon it keeps keeps its
+     * reason (the description would otherwise differ from the node by that alone). */
+    if (old && a->spec.cordoned && old->spec.cordoned && !a->spec.cordon_reason[0])
+        memcpy(a->spec.cordon_reason, old->spec.cordon_reason, sizeof(a->spec.cordon_reason));
+    if (!a->spec.cordoned)
+        a->spec.cordon_reason[0] = 0;
     if (old) {
         /* One encoder, member order fixed: equal texts are equal nodes. */
         _cleanup_free_ char *x = api_node_text(&old->spec), *y = api_node_text(&a->spec);
@@ -279,6 +287,7 @@ void api_node_show(HttpCtx *c) {
 typedef struct CordonArg {
     const char *name;
     bool cordon;
+    const char *reason; /* cordon: why (may be NULL), shown with the cordon and in its event */
 } CordonArg;
 
 static void op_cordon(Server *s, Op *op) {
@@ -313,16 +322,36 @@ static void op_cordon(Server *s, Op *op) {
         op_error(op, 409, "conflict", "%s", error_message(&err));
         return;
     }
-    if (n->spec.cordoned != a->cordon) {
+    /* A reason given replaces the one shown; an uncordon ends it. */
+    const char *reason = a->cordon ? (a->reason ? a->reason : n->spec.cordon_reason) : "";
+    if (n->spec.cordoned != a->cordon || STRNEQ(reason, n->spec.cordon_reason)) {
         n->spec.cordoned = a->cordon;
+        if (reason != n->spec.cordon_reason)
+            str_copy_cut_utf8(n->spec.cordon_reason, sizeof(n->spec.cordon_reason), reason);
         (void)save_node(s, n);
-        state_event(s, a->cordon ? "node.cordoned" : "node.uncordoned", n->spec.name, NULL, NULL);
+        state_event(s, a->cordon ? "node.cordoned" : "node.uncordoned", n->spec.name, NULL,
+                    a->reason ? json_pack("{s:s, s:s}", "reason", n->spec.cordon_reason, "by",
+                                          op->who->user)
+                              : NULL);
     }
     op_answer_node(s, op, 200, n);
 }
 
 static void cordon(HttpCtx *c, bool on) {
     CordonArg a = {.name = c->match.params[0], .cordon = on};
+    /* A cordon may say why (a body {"reason": TEXT}, shown with it); none is needed. An
+     * uncordon takes none (the conventions refuse one). */
+    json_error_t je;
+    _cleanup_json_ json_t *j =
+            c->body_len ? json_loadb(c->body, c->body_len, JSON_REJECT_DUPLICATES, &je) : NULL;
+    json_t *reason = json_object_get(j, "reason");
+    if (c->body_len && (!json_is_object(j) || (json_object_size(j) && !reason) ||
+                        json_object_size(j) > 1 || (reason && !json_is_string(reason))))
+        API_FAIL(c, 400, "bad_request",
+                 "The body of a cordon is empty or says why and nothing else: "
+                 "{\"reason\": TEXT}.");
+    if (reason && json_string_length(reason))
+        a.reason = json_string_value(reason);
     api_apply(c, op_cordon, &a);
 }
 

@@ -120,6 +120,8 @@ static int set_cordon(Server *s, Node *n, const NodeSwitch *sw, bool on, Error *
     int r = sched_node_set_cordoned(s->sched, n->spec.name, on, now, err);
     if (r >= 0 && n->spec.cordoned != on) {
         n->spec.cordoned = on;
+        if (!on)
+            n->spec.cordon_reason[0] = 0;
         (void)save_node(s, n);
         state_event(s, on ? "node.cordoned" : "node.uncordoned", n->spec.name, NULL,
                     json_pack("{s:s}", "by", "mode switch"));

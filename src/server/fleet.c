@@ -292,6 +292,7 @@ void fleet_merge_agent_push(const Node *old, ApiNode *push) {
     if (old->spec.mode != NODE_MODE_NONE && push->site_kind == SITE_DATACENTER)
         push->mode = old->spec.mode;
     push->cordoned = old->spec.cordoned;
+    memcpy(push->cordon_reason, old->spec.cordon_reason, sizeof(push->cordon_reason));
     for (size_t i = 0; i < push->n_devices; i++) {
         ApiDevice *d = &push->devices[i];
         for (size_t k = 0; k < old->spec.n_devices; k++) {

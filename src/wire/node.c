@@ -180,6 +180,7 @@ static const WireField node_fields[] = {
         WIRE_F_STRING(ApiNode, "owner", owner, true),
         WIRE_F_ENUM_OPT(ApiNode, "mode", mode, mode_parse, "container or vm-passthrough"),
         WIRE_F_BOOL(ApiNode, "cordoned", cordoned),
+        WIRE_F_STRING(ApiNode, "cordon_reason", cordon_reason, false),
         WIRE_F_UINT(ApiNode, "cpus", cpus, 0, 1u << 16),
         WIRE_F_UINT(ApiNode, "time_slice_replicas", time_slice_replicas, 0, 64),
         WIRE_F_UINT(ApiNode, "apple_unified_memory_gb", apple_unified_memory_gb, 0, 1u << 16),
@@ -388,6 +389,8 @@ void api_node_write_ext(const ApiNode *n, JsonText *w, const ApiNodeExtras *x) {
     json_text_member_string(w, "platform", platform_to_string(n->platform));
     json_text_member_string(w, "owner", n->owner);
     json_text_member_bool(w, "cordoned", n->cordoned);
+    if (n->cordoned && n->cordon_reason[0])
+        json_text_member_string(w, "cordon_reason", n->cordon_reason);
     if (n->mode != NODE_MODE_NONE)
         json_text_member_string(w, "mode", node_mode_to_string(n->mode));
     if (n->device_resource[0])

@@ -64,6 +64,7 @@ typedef struct ApiNode {
     char caps[SPEC_MAX_CAPS][32];
     size_t n_caps;
     bool cordoned;
+    char cordon_reason[400]; /* why, when the cordon says (shown with it); "" while uncordoned */
     unsigned cpus;
     unsigned time_slice_replicas;     /* 0: the core's default */
     unsigned apple_unified_memory_gb; /* Macs (R10) */

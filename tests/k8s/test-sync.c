@@ -988,3 +988,69 @@ Test(k8s_sync, r4_the_kubernetes_node_is_cordoned_while_einsora_drains_it) {
     cr_assert(wait_for(k8s_schedulable, "gpu-a"), "uncordoned in Kubernetes at the end");
     cr_expect(wait_for(not_cordoned, "gpu-a"), "uncordoned in Einsora at the end");
 }
+
+static bool cordoned_for_the_label(const void *arg) {
+    json_t *j = cp_node(arg);
+    const char *why = json_string_value(json_object_get(j, "cordon_reason"));
+    bool ok = json_is_true(json_object_get(j, "cordoned")) && why &&
+              strstr(why, "nvidia.com/gpu.workload.config");
+    json_decref(j);
+    return ok;
+}
+
+/* R3: "a missing or unknown label is an error shown to the operator, not a silent default".
+ * A served node relabeled by hand to a mode Einsora does not serve, or whose label is removed,
+ * is cordoned in Einsora with the sentence as the cordon's reason (node show, the event), and
+ * stays heartbeated: never taken for a lost agent ("unreachable, missed heartbeats"). Labeled
+ * again, it is uncordoned. */
+Test(k8s_sync, r3_a_served_node_with_an_unknown_or_missing_mode_label_is_shown_so) {
+    cr_assert(wait_for(registered, "gpu-b"));
+    k8s_write("PATCH", "/api/v1/nodes/gpu-b",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": \"vm-vgpu\"}}}");
+    if (!wait_for(cordoned_for_the_label, "gpu-b")) {
+        char *log = slurp(sync_log);
+        cr_log_error("sync log:\n%s", log);
+        free(log);
+        cr_assert_fail("gpu-b was not cordoned saying why");
+    }
+    json_t *j = cp_node("gpu-b");
+    const char *why = json_string_value(json_object_get(j, "cordon_reason"));
+    cr_expect(strstr(why, "vm-vgpu, which is not a mode Einsora serves"), "%s", why);
+    json_decref(j);
+    char *ev = node_events("gpu-b", "node.cordoned");
+    cr_expect(strstr(ev, "vm-vgpu"), "the cordon's event names the label: %s", ev);
+    free(ev);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "node", "show", "gpu-b", "--server", ts.url, "--token",
+                         ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_expect(strstr(out, "cordoned  yes: Node gpu-b has nvidia.com/gpu.workload.config=vm-vgpu"),
+              "%s", out);
+    cr_expect(strstr(out, "reporting"), "%s", out);
+    free(out), free(err);
+
+    /* The label removed: the reason follows. Heartbeats go on (3 missed make a node
+     * unreachable: 1 s each here). */
+    k8s_write("PATCH", "/api/v1/nodes/gpu-b",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": null}}}");
+    cr_assert(wait_for(sync_logged, "gpu-b has GPUs and no nvidia.com/gpu.workload.config label"));
+    sleep_ms(4000);
+    j = cp_node("gpu-b");
+    why = json_string_value(json_object_get(j, "cordon_reason"));
+    cr_expect(why && strstr(why, "has GPUs and no nvidia.com/gpu.workload.config label"), "%s",
+              why);
+    cr_expect(!json_is_true(json_object_get(j, "unreachable")), "taken for a lost agent");
+    json_decref(j);
+    char *lost = node_events("gpu-b", "node.unreachable");
+    cr_expect_str_empty(lost, "%s", lost);
+    free(lost);
+
+    k8s_write("PATCH", "/api/v1/nodes/gpu-b",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": "
+              "\"vm-passthrough\"}}}");
+    cr_assert(wait_for(not_cordoned, "gpu-b"), "labeled again, gpu-b stayed cordoned");
+    j = cp_node("gpu-b");
+    cr_expect_null(json_object_get(j, "cordon_reason"));
+    cr_expect_str_eq(json_string_value(json_object_get(j, "mode")), "vm-passthrough");
+    json_decref(j);
+}
