@@ -13,16 +13,19 @@
 
 static const char usage[] =
         "usage: einsora node show NAME [--json]\n"
-        "       einsora node cordon|uncordon NAME\n"
+        "       einsora node cordon NAME [--reason TEXT]\n"
+        "       einsora node uncordon NAME\n"
         "       einsora node unquarantine NAME GPU   (GPU: index or PCI address)\n"
         "       einsora node register FILE   (a JSON node description, as POST /v1/nodes)\n"
         "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID]\n"
         "                         [--wait] [--timeout DURATION]\n\n"
         "show prints a node, its devices (with their PCI vendor:device ids) and its agent;\n"
-        "cordon stops new placements there; unquarantine lifts a GPU's quarantine (a failed\n"
+        "cordon stops new placements there (--reason says why, shown with the cordon);\n"
+        "uncordon lifts it; unquarantine lifts a GPU's quarantine (a failed\n"
         "reset check, R9: a consumer GPU on vfio-pci is checked again before a VM gets it);\n"
         "register adds a node by hand; mode switches it\n"
         "(details: `einsora node mode --help`):\n"
+        "  --reason TEXT    cordon: why, shown with the cordon and in its event\n"
         "  --drain wait|evict  let running workloads end, or stop them, before switching\n"
         "  --gpu ID         switch one GPU of a lab machine (index or PCI address)\n"
         "  --wait           follow the switch until it is done\n"
@@ -113,11 +116,22 @@ static int print_node(json_t *n) {
     return EXIT_OK;
 }
 
+static int on_reason(int c, const char *arg, void *userdata) {
+    if (c != 'r')
+        return EXIT_USAGE;
+    if (!*arg)
+        return fail(EXIT_USAGE, "node cordon: --reason takes a sentence");
+    *(const char **)userdata = arg;
+    return 0;
+}
+
 int verb_node(int argc, char **argv) {
     if (argc >= 2 && STREQ(argv[1], "mode"))
         return node_mode_verb(argc - 1, argv + 1);
     RemoteOpts o = {0};
-    int r = remote_getopt(argc, argv, NULL, NULL, NULL, &o, usage);
+    const char *reason = NULL;
+    static const struct option extra[] = {{"reason", required_argument, NULL, 'r'}, {0}};
+    int r = remote_getopt(argc, argv, extra, on_reason, &reason, &o, usage);
     if (r >= 0)
         return r;
     const char *sub = optind < argc ? argv[optind++] : NULL;
@@ -130,6 +144,8 @@ int verb_node(int argc, char **argv) {
     if (sub && !known) /* a typo is named before the arguments are counted */
         return cli_unknown_sub("node", sub, subs, ARRAY_SIZE(subs));
     const char *gpu = sub && STREQ(sub, "unquarantine") && optind < argc ? argv[optind++] : NULL;
+    if (reason && sub && STRNEQ(sub, "cordon"))
+        return fail(EXIT_USAGE, "node %s: --reason is for node cordon", sub);
     if (!sub || !arg || optind < argc || (STREQ(sub, "unquarantine") && !gpu)) {
         fputs(usage, stderr);
         return EXIT_USAGE;
@@ -144,7 +160,10 @@ int verb_node(int argc, char **argv) {
         r = remote_call(&o, "GET", path, NULL, NULL, &j);
     } else if (STREQ(sub, "cordon") || STREQ(sub, "uncordon")) {
         snprintf(path, sizeof(path), "/v1/nodes/%.200s/%s", name, sub);
-        r = remote_call(&o, "POST", path, NULL, NULL, &j);
+        body = reason ? json_pack("{s:s}", "reason", reason) : NULL;
+        r = reason && !body ? fail(EXIT_USAGE, "node cordon: --reason is not UTF-8 text")
+                            : remote_call(&o, "POST", path, body, NULL, &j);
+        json_decref(body);
     } else if (STREQ(sub, "unquarantine")) {
         snprintf(path, sizeof(path), "/v1/nodes/%.200s/unquarantine", name);
         body = json_pack("{s:s}", "gpu", gpu);

@@ -216,3 +216,24 @@ Test(cli_edges, r14_cli_model_names_an_endpoints_model) {
         free(out), free(err);
     }
 }
+
+/* R4, R3: a cordon may say why, and node show says it with the cordon; uncordon ends it. */
+Test(cli_edges, r4_node_cordon_with_a_reason_is_shown_and_uncordon_ends_it) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "node", "cordon", "n1", "--reason", "fan replaced Tuesday",
+                         "--server", ts.url, "--token", ts.admin, NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_expect(strstr(out, "cordoned  yes: fan replaced Tuesday"), "%s", out);
+    free(out), free(err);
+    cr_assert(n1_cordoned());
+    rc = run_einsora(&out, &err, "node", "uncordon", "n1", "--reason", "x", "--server", ts.url,
+                     "--token", ts.admin, NULL);
+    cr_expect_eq(rc, 2, "--reason is the cordon's: %s", err);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "node", "uncordon", "n1", "--server", ts.url, "--token", ts.admin,
+                     NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_expect(strstr(out, "cordoned  no"), "%s", out);
+    free(out), free(err);
+}
