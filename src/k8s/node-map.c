@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,26 @@ long k8s_quantity_count(json_t *q) {
         if (!isdigit((unsigned char)*p))
             return -1;
     return atol(s);
+}
+
+/* Whole cores of a CPU quantity: 64 or "64", or millicores "63500m" (rounded down); 0 for
+ * anything else (a quantity this does not read offers no cpu rather than a guess). */
+static unsigned cpu_cores(json_t *q) {
+    if (json_is_integer(q))
+        return json_integer_value(q) > 0 ? (unsigned)MIN(json_integer_value(q), 1 << 16) : 0;
+    const char *s = json_string_value(q);
+    size_t n = s ? strlen(s) : 0, digits = n && s[n - 1] == 'm' ? n - 1 : n;
+    if (!digits || digits > 12)
+        return 0;
+    uint64_t v = 0;
+    for (size_t i = 0; i < digits; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return 0;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (digits < n)
+        v /= 1000;
+    return (unsigned)MIN(v, (uint64_t)1 << 16);
 }
 
 static bool ready(json_t *node) {
@@ -185,6 +206,7 @@ int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err
     }
     v.unschedulable = json_is_true(path2(node, "spec", "unschedulable"));
     v.ready = ready(node);
+    v.cpus = cpu_cores(json_object_get(alloc, "cpu"));
     *ret = v;
     return 0;
 }
@@ -221,6 +243,9 @@ json_t *k8s_node_spec_json(const Catalog *cat, const K8sNodeView *v, const K8sSi
                           "devices", devs);
     if (j && v->resource_differs)
         json_object_set_new(j, "device_resource", json_string(v->resource));
+    /* R11: every machine offers cpu; a Pod of it asks for the cores placed (workloads.c). */
+    if (j && v->cpus)
+        json_object_set_new(j, "cpus", json_integer(v->cpus));
     /* R2e: a Pod asks for whole nvidia.com/gpu units, and the device plugin's time-slicing
      * replicas go to any Pod (another user's too): a Kubernetes GPU takes one workload. */
     if (j)

@@ -40,6 +40,7 @@ typedef struct K8sNodeView {
     bool mig_unplaced; /* the counts did not fit the GPUs the node has */
     bool unschedulable;
     bool ready;
+    unsigned cpus; /* whole cores of status.allocatable.cpu, offered to cpu work (R11) */
 } K8sNodeView;
 
 int k8s_node_view(const Catalog *cat, json_t *node, K8sNodeView *ret, Error *err);

@@ -252,3 +252,26 @@ Test(node_map, r17_manifests_of_placements) {
     json_decref(vmi);
     json_decref(vm);
 }
+
+/* R11: every machine offers cpu; a Kubernetes node's whole allocatable cores (millicores
+ * rounded down), and none from a quantity this does not read. */
+Test(node_map, r11_a_kubernetes_node_offers_its_allocatable_cores_as_cpu) {
+    static const struct {
+        const char *q;
+        unsigned cores;
+    } cases[] = {{"64", 64}, {"63500m", 63}, {"999m", 0}, {"1.5", 0}, {"", 0}, {"12Ki", 0}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *n = node("container", "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", "8", true);
+        json_object_set_new(json_object_get(json_object_get(n, "status"), "allocatable"), "cpu",
+                            json_string(cases[i].q));
+        K8sNodeView v;
+        Error err = {0};
+        cr_assert_eq(k8s_node_view(cat, n, &v, &err), 0, "%s", err.message);
+        cr_expect_eq(v.cpus, cases[i].cores, "'%s'", cases[i].q);
+        json_t *spec = k8s_node_spec_json(cat, &v, &(K8sSite){.site = "dc", .owner = "op"}, false);
+        cr_expect_eq(json_integer_value(json_object_get(spec, "cpus")), (json_int_t)cases[i].cores,
+                     "'%s'", cases[i].q);
+        json_decref(spec);
+        json_decref(n);
+    }
+}
