@@ -104,6 +104,8 @@ export function render(main, ctx) {
           n.cordoned ? h("span.badge", { "data-kind": "warn" }, "cordoned") : null),
         h("p.meta", {}, `site ${n.site} (${n.site_kind}) · ${n.platform}${n.mode ? ` · mode ${n.mode}` : ""} · owner `, h("span.name", {}, n.owner),
           n.capabilities.length ? ` · ${n.capabilities.join(", ")}` : ""),
+        // Why it is cordoned, when whoever cordoned it said (a bad mode label, R3; an operator).
+        n.cordoned && n.cordon_reason ? h("p.cordon", {}, "Cordoned: ", h("span.reason", {}, n.cordon_reason)) : null,
         n.devices.length ? table(`GPUs of ${n.name}`, ["PCI", "Class", "Memory", "Binding", "MIG layout", "State", "Quarantine"],
           n.devices.map((d, i) => [h("code", {}, d.pci), h("span.name", {}, d.class || "unclassified"), d.memory_gb ? `${d.memory_gb} GB` : "—",
             d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? [h("span.reason", {}, d.quarantined),

@@ -271,6 +271,11 @@ test("web_a_node_button_keeps_the_keyboard_focus_across_its_redraw", async () =>
   await page.waitForFunction(() => document.activeElement && document.activeElement.dataset.control === "cordon");
   assert.equal(await page.evaluate(() => document.activeElement.closest("[data-node]").dataset.node), "lab-focus");
   await apiAs(fleet, fleet.admin, "/v1/nodes/lab-focus/uncordon", {});
+  // A cordon that says why shows it on the node's card.
+  await apiAs(fleet, fleet.admin, "/v1/nodes/lab-focus/cordon", { reason: "fan replaced <b>Tuesday</b>" });
+  await card.locator("p.cordon").waitFor();
+  assert.equal(await card.locator("p.cordon .reason").textContent(), "fan replaced <b>Tuesday</b>");
+  await apiAs(fleet, fleet.admin, "/v1/nodes/lab-focus/uncordon", {});
   page.clean();
 });
 
