@@ -150,10 +150,14 @@ static void op_node_put(Server *s, Op *op) {
         if (r < 0) {
             /* Say what changed: a relabel made outside Einsora (a Kubernetes node's mode) is
              * the usual cause, and "removed" would name something nobody asked for. */
-            char change[96] = "its devices, labels or capabilities";
+            char change[160] = "its devices, labels or capabilities";
             if (old->spec.mode != a->spec.mode)
                 snprintf(change, sizeof(change), "mode %s to %s",
                          node_mode_to_string(old->spec.mode), node_mode_to_string(a->spec.mode));
+            else if (STRNEQ(old->spec.owner, a->spec.owner))
+                snprintf(change, sizeof(change), "owner %s to %s", old->spec.owner, a->spec.owner);
+            else if (STRNEQ(old->spec.site, a->spec.site))
+                snprintf(change, sizeof(change), "site %s to %s", old->spec.site, a->spec.site);
             op_error(op, 409, "conflict",
                      "Node %s changed (%s) while workloads run there; it is kept as it was until "
                      "they end: %s",

@@ -449,6 +449,13 @@ Test(hardening, r4_a_node_changed_under_running_workloads_is_kept_and_the_change
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/g1", NULL, &j), 200);
     cr_expect_str_eq(str(j, "mode"), "container", "kept as it was");
     json_decref(j);
+    const char *owner =
+            "{\"name\":\"g1\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+            "\"linux\",\"owner\":\"carol\",\"mode\":\"container\",\"cpus\":64,\"devices\":"
+            "[{\"pci\":\"0000:17:00.0\",\"class\":\"nvidia-h100-80gb\",\"memory_gb\":80}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/nodes/g1", owner, &j), 409);
+    cr_expect(strstr(str(j, "message"), "changed (owner root to carol)"), "%s", str(j, "message"));
+    json_decref(j);
 }
 
 /* A trust withdrawn counts from the next placement on: what was placed under it stays placed,
