@@ -236,6 +236,9 @@ json_t *req_to_json(Server *s, const Req *r) {
             /* The reason as of now (R18): the fleet may have changed since it was stored. */
             json_object_set_new(j, "reason_code", json_string(sched_reason_to_string(d.reason)));
             json_object_set_new(j, "reason", json_string(d.message));
+            /* ... and the grant that reason is found under (R9). */
+            json_object_set_new(j, "trusted",
+                                json_boolean(ptrmap_get(&s->trusted_users, r->user) != NULL));
         }
         if (r->n_fallback)
             json_object_set_new(j, "fallback_at_ms",

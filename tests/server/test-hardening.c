@@ -423,6 +423,17 @@ Test(hardening, r9_a_request_waiting_for_trust_is_placed_at_the_grant) {
     cr_expect(json_is_true(json_object_get(j, "trusted")),
               "the record says the grant it ran under");
     json_decref(j);
+    /* A second one waits for the card; withdrawn meanwhile, it says so as it says why it waits. */
+    cr_assert_eq(ts_call(&ts, tina, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"nvidia-rtx-4090\"}", &j),
+                 201);
+    snprintf(path, sizeof(path), "/v1/requests/%lld", (long long)num(j, "id"));
+    cr_expect_str_eq(str(j, "state"), "pending");
+    json_decref(j);
+    expect_status(ts.admin, "DELETE", "/v1/tenants/tina/trust", 200, NULL);
+    cr_assert_eq(ts_call(&ts, tina, "GET", path, NULL, &j), 200);
+    cr_expect(json_is_false(json_object_get(j, "trusted")), "%s", str(j, "reason"));
+    json_decref(j);
     free(tina);
 }
 
