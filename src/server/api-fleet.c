@@ -254,7 +254,9 @@ static void op_mode(Server *s, Op *op) {
             (void)fleet_save_switch(s, n);
             (void)fleet_switch_advance(s, n);
         }
-        if (same && (a->drain == DRAIN_NONE || a->drain == sw->drain)) {
+        /* Any other drain asked of the same switch changes nothing: past its drain step, or
+         * already evicting, or (no drain) with nothing to drain. */
+        if (same) {
             op_answer_node(s, op, 202, n);
             return;
         }
@@ -282,8 +284,9 @@ static void op_mode(Server *s, Op *op) {
     /* Nothing to change? */
     Binding want = STREQ(a->mode, "vm-passthrough") ? BINDING_VFIO : BINDING_HOST;
     bool todo = false;
-    if (dc)
-        todo = n->spec.mode != node_mode_from_string(a->mode);
+    if (dc) /* or, with the mode it has, GPUs that a failed switch left elsewhere (R3) */
+        todo = n->spec.mode != node_mode_from_string(a->mode) ||
+               fleet_gpus_off_mode(s, &n->spec, NULL) > 0;
     else
         for (size_t i = 0; i < n->spec.n_devices; i++) {
             DeviceInfo di;

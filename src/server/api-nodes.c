@@ -87,6 +87,25 @@ static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed, const ch
     return true;
 }
 
+/* R3: all GPUs of a datacenter node are in its mode. An agent's first report of one gives the
+ * bindings its machine has; a GPU on the other driver than the mode says (a mode given that
+ * the machine is not in, or bindings mixed, where the agent took container) would be handed
+ * to the wrong kind of workload. Refused, naming it, rather than served wrong. (Later the
+ * mode is the control plane's, and a switch rebinds through the agent.) */
+static bool mode_disagrees(Server *s, Op *op, const ApiNode *spec) {
+    size_t first = 0, off = fleet_gpus_off_mode(s, spec, &first);
+    bool vfio = spec->mode == NODE_MODE_VM_PASSTHROUGH;
+    if (off)
+        op_error(op, 409, "conflict",
+                 "Node %s is to be in %s mode, but %zu of its GPUs (first %s) are on %s: all GPUs "
+                 "of a datacenter node are in its mode (R3). Bind them first (einsora agent bind "
+                 "GPU --to %s), or give the mode they are in (--mode %s).",
+                 spec->name, node_mode_to_string(spec->mode), off, spec->devices[first].pci,
+                 vfio ? "the host driver" : "vfio-pci", vfio ? "vfio" : "host",
+                 vfio ? "container" : "vm-passthrough");
+    return off > 0;
+}
+
 static void op_node_put(Server *s, Op *op) {
     NodeArg *a = op->arg;
     Node *old = ptrmap_get(&s->nodes, a->spec.name);
@@ -183,6 +202,8 @@ static void op_node_put(Server *s, Op *op) {
         api_node_etag(&old->spec, a->etag);
         return;
     }
+    if (op->who->role == ROLE_NODE && mode_disagrees(s, op, &a->spec))
+        return;
     Node *n = calloc(1, sizeof(*n));
     if (!n) {
         op_error(op, 500, "internal", "Out of memory.");
@@ -320,6 +341,16 @@ static void op_cordon(Server *s, Op *op) {
             (void)fleet_save_switch(s, n);
         }
     }
+    /* R3: a datacenter node whose GPUs are not all in its mode (a switch failed half-way)
+     * stays cordoned until a switch brings them back: containers would get vfio-pci GPUs. */
+    size_t first = 0,
+           off = a->cordon || switch_active(n->sw) ? 0 : fleet_gpus_off_mode(s, &n->spec, &first);
+    if (off)
+        OP_FAIL(op, 409, "conflict",
+                "Node %s is in %s mode, but %zu of its GPUs (first %s) are not (R3): bring them "
+                "back with `einsora node mode %s %s` first.",
+                n->spec.name, node_mode_to_string(n->spec.mode), off, n->spec.devices[first].pci,
+                n->spec.name, node_mode_to_string(n->spec.mode));
     Error err = {0};
     int r = sched_node_set_cordoned(s->sched, n->spec.name, a->cordon, core_now(s), &err);
     if (r < 0) {

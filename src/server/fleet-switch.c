@@ -100,6 +100,14 @@ static void set_step(Server *s, Node *n, SwitchStep step, const char *fmt, ...) 
     sw->step = step;
     sw->updated_ms = s->now_ms;
     (void)fleet_save_switch(s, n);
+    /* A node a failed switch leaves cordoned says why with its cordon (an uncordon, or the
+     * switch giving the cordon back, ends it). */
+    if (step == SW_FAILED && sw->gpu < 0 && n->spec.cordoned && !sw->was_cordoned) {
+        char why[sizeof(n->spec.cordon_reason) + sizeof(sw->message)]; /* cut below */
+        snprintf(why, sizeof(why), "the switch to %s failed: %s", sw->mode, sw->message);
+        str_copy_cut_utf8(n->spec.cordon_reason, sizeof(n->spec.cordon_reason), why);
+        (void)save_node(s, n);
+    }
     if (step >= SW_DONE) { /* consumer GPUs now on vfio-pci need their reset check (R9) */
         fleet_mark(s, n);
     }

@@ -266,6 +266,21 @@ void fleet_on_released(Server *s, const Req *r) {
     fleet_mark(s, n);
 }
 
+size_t fleet_gpus_off_mode(const Server *s, const ApiNode *spec, size_t *ret_first) {
+    if (spec->site_kind != SITE_DATACENTER || spec->mode == NODE_MODE_NONE ||
+        api_node_has_cap(spec, "k8s"))
+        return 0;
+    Binding want = spec->mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST;
+    size_t off = 0;
+    for (size_t i = 0; i < spec->n_devices; i++) {
+        const ApiDevice *d = &spec->devices[i];
+        const GpuClass *c = d->cls[0] ? catalog_find(s->catalog, d->cls) : NULL;
+        if (c && c->vendor == VENDOR_NVIDIA && d->binding != want && !off++ && ret_first)
+            *ret_first = i;
+    }
+    return off;
+}
+
 void fleet_mark(Server *s, Node *n) {
     n->reset_scan = true;
     if (n->fleet_queued || s->fleet_scan_all)
@@ -299,9 +314,10 @@ void fleet_merge_agent_push(const Node *old, ApiNode *push) {
             const ApiDevice *o = &old->spec.devices[k];
             if (STRNEQ(o->pci, d->pci))
                 continue;
-            /* A datacenter GPU's binding follows the node's mode label (R3), which the control
-             * plane sets; the GPU Operator rebinds from it. */
-            if (old->spec.site_kind == SITE_DATACENTER)
+            /* A Kubernetes node's GPU binding follows its mode label (R3), which the control
+             * plane sets and the GPU Operator acts on; an agent reports what its machine has
+             * (after a failed switch, GPUs that moved), which fleet_gpus_off_mode() checks. */
+            if (old->spec.site_kind == SITE_DATACENTER && api_node_has_cap(&old->spec, "k8s"))
                 d->binding = o->binding;
             d->reset_verified = o->reset_verified && o->binding == d->binding;
             if (o->quarantined && !d->quarantined) {

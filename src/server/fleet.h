@@ -14,6 +14,11 @@
 /* Something changed on node n (a release, an agent's report, a switch's step): the next
  * fleet_tick() advances its switch and asks for the reset checks it needs (R9). */
 void fleet_mark(Server *s, Node *n);
+/* R3: how many NVIDIA GPUs of a datacenter node are on another driver than its mode says (its
+ * agent reports the bindings its machine has: after a failed switch, some GPUs may have moved),
+ * the first in *ret_first. 0 for other nodes and for a Kubernetes node (its GPUs follow its
+ * label, the GPU Operator's). */
+size_t fleet_gpus_off_mode(const Server *s, const ApiNode *spec, size_t *ret_first);
 Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, const char *gpu,
                      const char *target);
 /* The open task id of node, or NULL. */

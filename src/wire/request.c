@@ -157,8 +157,8 @@ int api_request_check_new(const ApiRequest *r, Error *err) {
                          "endpoints (R2e); a VM owns its GPU whole (passthrough, R2a)");
     if (r->share && r->count > 1)
         return error_set(err, -EINVAL,
-                         "field 'share' time-slices one GPU (R2e); leave it out to get %u whole "
-                         "GPUs, or ask count 1",
+                         "field 'share' time-slices one GPU (R2e): it takes count 1 (leave it "
+                         "out to ask for %u whole units)",
                          r->count);
     if (r->runtime == ENDPOINT_RUNTIME_MLX && api_request_model_is_gguf(r))
         return error_set(err, -EINVAL,

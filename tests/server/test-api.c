@@ -1340,3 +1340,109 @@ Test(api, r8_a_gpu_of_unknown_memory_shows_its_classs) {
     cr_expect_eq(num(json_array_get(json_object_get(j, "devices"), 0), "memory_gb"), 24);
     json_decref(j);
 }
+
+/* R3: all GPUs of a datacenter node are in its mode. An agent's first report of a machine
+ * whose GPUs are not in the mode it gives is refused naming them, never served as that mode. */
+Test(api, r3_an_agent_reporting_gpus_outside_its_datacenter_nodes_mode_is_refused) {
+    char *agent = ts_token(&ts, "dcx-agent", "node", "dcx");
+    const char *mixed = "{\"name\":\"dcx\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
+                        "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
+                        "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
+                        "\"nvidia-h100-80gb\",\"binding\":\"host\"},{\"pci\":\"0000:db:00.0\","
+                        "\"class\":\"nvidia-h100-80gb\",\"binding\":\"vfio\"}]}";
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcx", mixed, &j), 409);
+    cr_expect(strstr(str(j, "message"), "1 of its GPUs (first 0000:db:00.0) are on vfio-pci"), "%s",
+              str(j, "message"));
+    json_decref(j);
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcx", NULL, NULL), 404, "not served");
+    const char *in_mode = "{\"name\":\"dcx\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
+                          "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"vm-passthrough\","
+                          "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
+                          "\"nvidia-h100-80gb\",\"binding\":\"vfio\"}]}";
+    cr_expect_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcx", in_mode, NULL), 201);
+    free(agent);
+}
+
+/* R3 after a switch that failed half-way on a datacenter node an agent runs: the node shows
+ * the bindings its agent reports, stays cordoned while GPUs are out of its mode, and a switch
+ * to the mode it has brings them back (it is not "already in that mode"). */
+Test(api, r3_gpus_a_failed_switch_left_out_of_the_nodes_mode_are_shown_and_brought_back) {
+    char *agent = ts_token(&ts, "dcy-agent", "node", "dcy");
+    const char *in_mode = "{\"name\":\"dcy\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
+                          "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
+                          "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
+                          "\"nvidia-h100-80gb\",\"binding\":\"host\"},{\"pci\":\"0000:db:00.0\","
+                          "\"class\":\"nvidia-h100-80gb\",\"binding\":\"host\"}]}";
+    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcy", in_mode, NULL), 201);
+    cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/dcy/heartbeat", "{\"interval_s\":5}", NULL),
+                 200);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcy/cordon", NULL, NULL), 200);
+    /* One GPU moved to vfio-pci and the other did not (its switch failed there). */
+    const char *half = "{\"name\":\"dcy\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
+                       "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
+                       "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
+                       "\"nvidia-h100-80gb\",\"binding\":\"vfio\"},{\"pci\":\"0000:db:00.0\","
+                       "\"class\":\"nvidia-h100-80gb\",\"binding\":\"host\"}]}";
+    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcy", half, NULL), 200);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcy", NULL, &j), 200);
+    cr_expect_str_eq(str(json_array_get(json_object_get(j, "devices"), 0), "binding"), "vfio",
+                     "the binding the agent reports");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcy/uncordon", NULL, &j), 409);
+    cr_expect(strstr(str(j, "message"), "einsora node mode dcy container"), "%s",
+              str(j, "message"));
+    json_decref(j);
+    cr_assert_eq(
+            ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcy/mode", "{\"mode\":\"container\"}", &j),
+            202, "%s", str(j, "message"));
+    cr_expect_str_eq(str(json_object_get(j, "switch"), "step"), "rebind", "%s",
+                     str(json_object_get(j, "switch"), "message"));
+    json_int_t task = json_integer_value(
+            json_object_get(json_array_get(json_object_get(j, "tasks"), 0), "id"));
+    json_decref(j);
+    /* The agent cannot: the switch fails, and the node left cordoned says why. */
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/dcy/tasks/%lld", (long long)task);
+    cr_assert_eq(
+            ts_call(&ts, agent, "POST", path, "{\"ok\":false,\"message\":\"busy group\"}", NULL),
+            200);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcy", NULL, &j), 200);
+    cr_expect(json_is_true(json_object_get(j, "cordoned")), "cordoned before, and after");
+    cr_expect_str_eq(str(json_object_get(j, "switch"), "step"), "failed");
+    json_decref(j);
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcy/uncordon", NULL, NULL), 409);
+    free(agent);
+}
+
+/* R4: a datacenter node a failed switch leaves cordoned (its GPUs may be half in each mode)
+ * says why with its cordon. */
+Test(api, r4_a_node_a_failed_switch_leaves_cordoned_says_why) {
+    char *agent = ts_token(&ts, "dcz-agent", "node", "dcz");
+    const char *node = "{\"name\":\"dcz\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
+                       "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
+                       "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
+                       "\"nvidia-h100-80gb\",\"binding\":\"host\"}]}";
+    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcz", node, NULL), 201);
+    cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/dcz/heartbeat", "{\"interval_s\":5}", NULL),
+                 200);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcz/mode",
+                         "{\"mode\":\"vm-passthrough\"}", &j),
+                 202);
+    json_int_t task = json_integer_value(
+            json_object_get(json_array_get(json_object_get(j, "tasks"), 0), "id"));
+    json_decref(j);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/dcz/tasks/%lld", (long long)task);
+    cr_assert_eq(
+            ts_call(&ts, agent, "POST", path, "{\"ok\":false,\"message\":\"busy group\"}", NULL),
+            200);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcz", NULL, &j), 200);
+    cr_expect(json_is_true(json_object_get(j, "cordoned")));
+    cr_expect(strstr(str(j, "cordon_reason"), "the switch to vm-passthrough failed"), "%s",
+              str(j, "cordon_reason"));
+    json_decref(j);
+    free(agent);
+}
