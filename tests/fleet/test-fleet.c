@@ -251,14 +251,21 @@ Test(fleet, r4_switch_refused_while_a_workload_runs_naming_it) {
                  400);
 }
 
-Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
-    Fleet *f = &fleet;
+/* A notebook runs on dc1-h100, whose switch to vm-passthrough with --drain wait now waits
+ * for it (R4): the notebook's request id. */
+static long notebook_on_a_draining_h100(Fleet *f) {
     long nb = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
     wait_request(f, nb, "active", 10000);
     cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
                             "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL),
                  202);
     cr_expect(fleet_node_field_is(f, "dc1-h100", true, "step", "drain"));
+    return nb;
+}
+
+Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
+    Fleet *f = &fleet;
+    long nb = notebook_on_a_draining_h100(f);
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "cordoned", "true"));
     /* The same switch asked again follows the running one; another mode is refused, saying
      * how to get out, and changes nothing (the notebook still runs). */
@@ -321,12 +328,7 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
  * same switch again with --drain evict stops the workload now and the switch goes on. */
 Test(fleet, r4_a_waiting_drain_asked_again_with_evict_stops_its_workloads) {
     Fleet *f = &fleet;
-    long nb = fleet_submit(f, NULL, "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\"}");
-    wait_request(f, nb, "active", 10000);
-    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
-                            "{\"mode\":\"vm-passthrough\",\"drain\":\"wait\"}", NULL),
-                 202);
-    cr_expect(fleet_node_field_is(f, "dc1-h100", true, "step", "drain"));
+    long nb = notebook_on_a_draining_h100(f);
     cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/dc1-h100/mode",
                             "{\"mode\":\"vm-passthrough\",\"drain\":\"evict\"}", NULL),
                  202);

@@ -1272,16 +1272,28 @@ Test(api, r18_a_slice_waiting_for_a_quarantined_or_cordoned_mig_gpu_says_so) {
 
 /* R6, R9: a consumer GPU on vfio-pci waiting for its reset check is not on offer: the node's
  * view says so as capacity counts it (cordoned), never "free". */
-Test(api, r9_a_consumer_gpu_waiting_for_its_reset_check_is_not_shown_free) {
-    const char *node =
-            "{\"name\":\"r1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
-            "\"owner\":\"carol\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
-            "\"nvidia-rtx-4090\",\"memory_gb\":24,\"binding\":\"vfio\"}]}";
+/* Lab node NAME of carol's with one GPU, DEVICE (a JSON object): that GPU as the node shows it. */
+static json_t *lab_gpu_as_shown(const char *name, const char *device) {
+    char *node = strprintf("{\"name\":\"%s\",\"site\":\"lab1\",\"site_kind\":\"lab\","
+                           "\"platform\":\"linux\",\"owner\":\"carol\",\"cpus\":8,"
+                           "\"devices\":[%s]}",
+                           name, device),
+         path[64];
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
+    free(node);
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
     json_t *n = NULL;
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/r1", NULL, &n), 200);
-    cr_expect_str_eq(str(json_array_get(json_object_get(n, "devices"), 0), "state"), "cordoned");
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &n), 200);
+    json_t *d = json_incref(json_array_get(json_object_get(n, "devices"), 0));
     json_decref(n);
+    return d;
+}
+
+Test(api, r9_a_consumer_gpu_waiting_for_its_reset_check_is_not_shown_free) {
+    json_t *d = lab_gpu_as_shown("r1", "{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-rtx-4090\","
+                                       "\"memory_gb\":24,\"binding\":\"vfio\"}");
+    cr_expect_str_eq(str(d, "state"), "cordoned");
+    json_decref(d);
 }
 
 /* R18 for a request by memory alone: the true reason of the classes that hold it. A VM
@@ -1330,37 +1342,57 @@ Test(api, r8_a_switch_of_an_unclassified_gpu_is_refused_not_done) {
 /* R8: a GPU whose memory nothing could read (on vfio-pci, without NVML) is shown with its
  * class's memory, not 0. */
 Test(api, r8_a_gpu_of_unknown_memory_shows_its_classs) {
-    const char *node =
-            "{\"name\":\"g1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
-            "\"owner\":\"carol\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:01:00.0\",\"class\":"
-            "\"nvidia-rtx-4090\",\"binding\":\"vfio\"}]}";
-    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
-    json_t *j = NULL;
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/g1", NULL, &j), 200);
-    cr_expect_eq(num(json_array_get(json_object_get(j, "devices"), 0), "memory_gb"), 24);
-    json_decref(j);
+    json_t *d = lab_gpu_as_shown("g1", "{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-rtx-4090\","
+                                       "\"binding\":\"vfio\"}");
+    cr_expect_eq(num(d, "memory_gb"), 24);
+    json_decref(d);
+}
+
+/* A datacenter node NAME in MODE as its agent reports it: one H100 on b0, and one on b1 unless
+ * b1 is NULL. */
+static char *dc_agent_node(const char *name, const char *mode, const char *b0, const char *b1) {
+    return strprintf("{\"name\":\"%s\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
+                     "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"%s\",\"cpus\":8,"
+                     "\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":\"nvidia-h100-80gb\","
+                     "\"binding\":\"%s\"}%s%s%s]}",
+                     name, mode, b0,
+                     b1 ? ",{\"pci\":\"0000:db:00.0\",\"class\":"
+                          "\"nvidia-h100-80gb\",\"binding\":\""
+                        : "",
+                     b1 ? b1 : "", b1 ? "\"}" : "");
+}
+
+/* The agent's push of that node, answered `status`. */
+static void dc_agent_push(const char *agent, const char *name, const char *mode, const char *b0,
+                          const char *b1, long status, json_t **ret) {
+    char *body = dc_agent_node(name, mode, b0, b1), path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    cr_assert_eq(ts_call(&ts, agent, "PUT", path, body, ret), status);
+    free(body);
+}
+
+/* A switch's first task, which the agent reports it could not do. */
+static void dc_agent_fails_first_task(const char *agent, const char *name, json_t *node) {
+    json_int_t task = json_integer_value(
+            json_object_get(json_array_get(json_object_get(node, "tasks"), 0), "id"));
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/tasks/%lld", name, (long long)task);
+    cr_assert_eq(
+            ts_call(&ts, agent, "POST", path, "{\"ok\":false,\"message\":\"busy group\"}", NULL),
+            200);
 }
 
 /* R3: all GPUs of a datacenter node are in its mode. An agent's first report of a machine
  * whose GPUs are not in the mode it gives is refused naming them, never served as that mode. */
 Test(api, r3_an_agent_reporting_gpus_outside_its_datacenter_nodes_mode_is_refused) {
     char *agent = ts_token(&ts, "dcx-agent", "node", "dcx");
-    const char *mixed = "{\"name\":\"dcx\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
-                        "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
-                        "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
-                        "\"nvidia-h100-80gb\",\"binding\":\"host\"},{\"pci\":\"0000:db:00.0\","
-                        "\"class\":\"nvidia-h100-80gb\",\"binding\":\"vfio\"}]}";
     json_t *j = NULL;
-    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcx", mixed, &j), 409);
+    dc_agent_push(agent, "dcx", "container", "host", "vfio", 409, &j);
     cr_expect(strstr(str(j, "message"), "1 of its GPUs (first 0000:db:00.0) are on vfio-pci"), "%s",
               str(j, "message"));
     json_decref(j);
     cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcx", NULL, NULL), 404, "not served");
-    const char *in_mode = "{\"name\":\"dcx\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
-                          "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"vm-passthrough\","
-                          "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
-                          "\"nvidia-h100-80gb\",\"binding\":\"vfio\"}]}";
-    cr_expect_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcx", in_mode, NULL), 201);
+    dc_agent_push(agent, "dcx", "vm-passthrough", "vfio", NULL, 201, NULL);
     free(agent);
 }
 
@@ -1369,24 +1401,13 @@ Test(api, r3_an_agent_reporting_gpus_outside_its_datacenter_nodes_mode_is_refuse
  * to the mode it has brings them back (it is not "already in that mode"). */
 Test(api, r3_gpus_a_failed_switch_left_out_of_the_nodes_mode_are_shown_and_brought_back) {
     char *agent = ts_token(&ts, "dcy-agent", "node", "dcy");
-    const char *in_mode = "{\"name\":\"dcy\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
-                          "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
-                          "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
-                          "\"nvidia-h100-80gb\",\"binding\":\"host\"},{\"pci\":\"0000:db:00.0\","
-                          "\"class\":\"nvidia-h100-80gb\",\"binding\":\"host\"}]}";
-    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcy", in_mode, NULL), 201);
+    dc_agent_push(agent, "dcy", "container", "host", "host", 201, NULL);
     cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/dcy/heartbeat", "{\"interval_s\":5}", NULL),
                  200);
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcy/cordon", NULL, NULL), 200);
     /* One GPU moved to vfio-pci and the other did not (its switch failed there). */
-    const char *half = "{\"name\":\"dcy\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
-                       "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
-                       "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
-                       "\"nvidia-h100-80gb\",\"binding\":\"vfio\"},{\"pci\":\"0000:db:00.0\","
-                       "\"class\":\"nvidia-h100-80gb\",\"binding\":\"host\"}]}";
-    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcy", half, NULL), 200);
     json_t *j = NULL;
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcy", NULL, &j), 200);
+    dc_agent_push(agent, "dcy", "container", "vfio", "host", 200, &j);
     cr_expect_str_eq(str(json_array_get(json_object_get(j, "devices"), 0), "binding"), "vfio",
                      "the binding the agent reports");
     json_decref(j);
@@ -1399,15 +1420,9 @@ Test(api, r3_gpus_a_failed_switch_left_out_of_the_nodes_mode_are_shown_and_broug
             202, "%s", str(j, "message"));
     cr_expect_str_eq(str(json_object_get(j, "switch"), "step"), "rebind", "%s",
                      str(json_object_get(j, "switch"), "message"));
-    json_int_t task = json_integer_value(
-            json_object_get(json_array_get(json_object_get(j, "tasks"), 0), "id"));
+    /* The agent cannot: the switch fails; the node stays cordoned, as it was before. */
+    dc_agent_fails_first_task(agent, "dcy", j);
     json_decref(j);
-    /* The agent cannot: the switch fails, and the node left cordoned says why. */
-    char path[64];
-    snprintf(path, sizeof(path), "/v1/nodes/dcy/tasks/%lld", (long long)task);
-    cr_assert_eq(
-            ts_call(&ts, agent, "POST", path, "{\"ok\":false,\"message\":\"busy group\"}", NULL),
-            200);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcy", NULL, &j), 200);
     cr_expect(json_is_true(json_object_get(j, "cordoned")), "cordoned before, and after");
     cr_expect_str_eq(str(json_object_get(j, "switch"), "step"), "failed");
@@ -1420,25 +1435,15 @@ Test(api, r3_gpus_a_failed_switch_left_out_of_the_nodes_mode_are_shown_and_broug
  * says why with its cordon. */
 Test(api, r4_a_node_a_failed_switch_leaves_cordoned_says_why) {
     char *agent = ts_token(&ts, "dcz-agent", "node", "dcz");
-    const char *node = "{\"name\":\"dcz\",\"site\":\"dc9\",\"site_kind\":\"datacenter\","
-                       "\"platform\":\"linux\",\"owner\":\"ops\",\"mode\":\"container\","
-                       "\"cpus\":8,\"devices\":[{\"pci\":\"0000:18:00.0\",\"class\":"
-                       "\"nvidia-h100-80gb\",\"binding\":\"host\"}]}";
-    cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dcz", node, NULL), 201);
+    dc_agent_push(agent, "dcz", "container", "host", NULL, 201, NULL);
     cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/dcz/heartbeat", "{\"interval_s\":5}", NULL),
                  200);
     json_t *j = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcz/mode",
                          "{\"mode\":\"vm-passthrough\"}", &j),
                  202);
-    json_int_t task = json_integer_value(
-            json_object_get(json_array_get(json_object_get(j, "tasks"), 0), "id"));
+    dc_agent_fails_first_task(agent, "dcz", j);
     json_decref(j);
-    char path[64];
-    snprintf(path, sizeof(path), "/v1/nodes/dcz/tasks/%lld", (long long)task);
-    cr_assert_eq(
-            ts_call(&ts, agent, "POST", path, "{\"ok\":false,\"message\":\"busy group\"}", NULL),
-            200);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcz", NULL, &j), 200);
     cr_expect(json_is_true(json_object_get(j, "cordoned")));
     cr_expect(strstr(str(j, "cordon_reason"), "the switch to vm-passthrough failed"), "%s",
