@@ -341,6 +341,12 @@ static void op_cordon(Server *s, Op *op) {
             (void)fleet_save_switch(s, n);
         }
     }
+    /* A cordon asked after a whole-node switch failed and left its own is the operator's now:
+     * the next switch gives it back as it found it (fleet_switch_start). */
+    if (a->cordon && n->sw && n->sw->step == SW_FAILED && n->sw->gpu < 0 && !n->sw->was_cordoned) {
+        n->sw->was_cordoned = true;
+        (void)fleet_save_switch(s, n);
+    }
     /* R3: a datacenter node whose GPUs are not all in its mode (a switch failed half-way)
      * stays cordoned until a switch brings them back: containers would get vfio-pci GPUs. */
     size_t first = 0,

@@ -186,7 +186,7 @@ static bool step_once(Server *s, Node *n) {
                     sched_device_info(s->sched, n->spec.name, (unsigned)sw->gpu, &di) >= 0 &&
                     di.cordoned;
         } else
-            sw->was_cordoned = n->spec.cordoned;
+            sw->was_cordoned = n->spec.cordoned && !sw->cordon_inherited;
         if (set_cordon(s, n, sw, true, &err) < 0) {
             set_step(s, n, SW_FAILED, "Cannot cordon: %s", error_message(&err));
             return false;
@@ -380,6 +380,16 @@ bool fleet_switch_advance(Server *s, Node *n) {
 }
 
 void fleet_switch_start(Server *s, Node *n, NodeSwitch *sw) {
+    /* After a whole-node switch that failed and left the node cordoned, the cordon is that
+     * switch's (an operator who cordoned since made it theirs: op_cordon), and so is the
+     * reason it gives: the way back takes both over. */
+    const NodeSwitch *was = n->sw;
+    sw->cordon_inherited = sw->gpu < 0 && was && was->step == SW_FAILED && was->gpu < 0 &&
+                           !was->was_cordoned && n->spec.cordoned;
+    if (sw->cordon_inherited && n->spec.cordon_reason[0]) {
+        n->spec.cordon_reason[0] = 0;
+        (void)save_node(s, n);
+    }
     free(n->sw);
     n->sw = sw;
     sw->step = SW_CORDON;

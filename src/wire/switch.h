@@ -50,6 +50,9 @@ typedef struct NodeSwitch {
     /* Not stored: the consumer GPUs this switch asked a reset check of before they leave
      * vfio-pci (a server restart asks once more). */
     uint64_t reset_asked;
+    /* Not stored: the node's cordon is the one a failed switch before this one left (the way
+     * back gives it back at its end, R4), not its operator's. */
+    bool cordon_inherited;
 } NodeSwitch;
 
 static inline bool switch_active(const NodeSwitch *sw) {

@@ -1371,15 +1371,18 @@ static void dc_agent_push(const char *agent, const char *name, const char *mode,
     free(body);
 }
 
-/* A switch's first task, which the agent reports it could not do. */
-static void dc_agent_fails_first_task(const char *agent, const char *name, json_t *node) {
+/* The agent's result of a switch's i-th task (the node's answer lists them). */
+static void dc_agent_task_result(const char *agent, const char *name, json_t *node, size_t i,
+                                 bool ok) {
     json_int_t task = json_integer_value(
-            json_object_get(json_array_get(json_object_get(node, "tasks"), 0), "id"));
+            json_object_get(json_array_get(json_object_get(node, "tasks"), i), "id"));
     char path[64];
     snprintf(path, sizeof(path), "/v1/nodes/%s/tasks/%lld", name, (long long)task);
-    cr_assert_eq(
-            ts_call(&ts, agent, "POST", path, "{\"ok\":false,\"message\":\"busy group\"}", NULL),
-            200);
+    cr_assert_eq(ts_call(&ts, agent, "POST", path,
+                         ok ? "{\"ok\":true,\"message\":\"done\"}"
+                            : "{\"ok\":false,\"message\":\"busy group\"}",
+                         NULL),
+                 200);
 }
 
 /* R3: all GPUs of a datacenter node are in its mode. An agent's first report of a machine
@@ -1421,7 +1424,7 @@ Test(api, r3_gpus_a_failed_switch_left_out_of_the_nodes_mode_are_shown_and_broug
     cr_expect_str_eq(str(json_object_get(j, "switch"), "step"), "rebind", "%s",
                      str(json_object_get(j, "switch"), "message"));
     /* The agent cannot: the switch fails; the node stays cordoned, as it was before. */
-    dc_agent_fails_first_task(agent, "dcy", j);
+    dc_agent_task_result(agent, "dcy", j, 0, false);
     json_decref(j);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcy", NULL, &j), 200);
     cr_expect(json_is_true(json_object_get(j, "cordoned")), "cordoned before, and after");
@@ -1432,22 +1435,36 @@ Test(api, r3_gpus_a_failed_switch_left_out_of_the_nodes_mode_are_shown_and_broug
 }
 
 /* R4: a datacenter node a failed switch leaves cordoned (its GPUs may be half in each mode)
- * says why with its cordon. */
-Test(api, r4_a_node_a_failed_switch_leaves_cordoned_says_why) {
+ * says why with its cordon; the switch back to its mode gives that cordon back. */
+Test(api, r4_a_node_a_failed_switch_leaves_cordoned_says_why_and_the_way_back_ends_it) {
     char *agent = ts_token(&ts, "dcz-agent", "node", "dcz");
-    dc_agent_push(agent, "dcz", "container", "host", NULL, 201, NULL);
+    dc_agent_push(agent, "dcz", "container", "host", "host", 201, NULL);
     cr_assert_eq(ts_call(&ts, agent, "POST", "/v1/nodes/dcz/heartbeat", "{\"interval_s\":5}", NULL),
                  200);
     json_t *j = NULL;
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcz/mode",
                          "{\"mode\":\"vm-passthrough\"}", &j),
                  202);
-    dc_agent_fails_first_task(agent, "dcz", j);
+    dc_agent_task_result(agent, "dcz", j, 0, true);
+    dc_agent_task_result(agent, "dcz", j, 1, false);
     json_decref(j);
+    dc_agent_push(agent, "dcz", "container", "vfio", "host", 200, NULL);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcz", NULL, &j), 200);
     cr_expect(json_is_true(json_object_get(j, "cordoned")));
     cr_expect(strstr(str(j, "cordon_reason"), "the switch to vm-passthrough failed"), "%s",
               str(j, "cordon_reason"));
+    json_decref(j);
+    /* The way back: the cordon was the failed switch's, and goes with its reason at the end. */
+    cr_assert_eq(
+            ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcz/mode", "{\"mode\":\"container\"}", &j),
+            202);
+    dc_agent_task_result(agent, "dcz", j, 0, true);
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dcz", NULL, &j), 200);
+    cr_expect_str_eq(str(json_object_get(j, "switch"), "step"), "done");
+    cr_expect(json_is_false(json_object_get(j, "cordoned")),
+              "the failed switch's cordon is given back");
+    cr_expect_null(json_object_get(j, "cordon_reason"));
     json_decref(j);
     free(agent);
 }
