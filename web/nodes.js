@@ -7,6 +7,15 @@ import { h, svg, replace, table, status, say, clock } from "./dom.js";
 
 const STEPS = ["cordon", "drain", "rebind", "verify", "uncordon", "done"];
 
+// R3: the NVIDIA GPUs of a datacenter node its agent reports on another driver than the node's
+// mode (a switch failed half-way); a Kubernetes node's follow its label. The server refuses an
+// uncordon until a switch to the node's mode brings them back.
+function offMode(n) {
+  if (n.site_kind !== "datacenter" || !n.mode || (n.capabilities || []).includes("k8s")) return [];
+  const want = n.mode === "vm-passthrough" ? "vfio" : "host";
+  return n.devices.map((d, i) => ({ d, i })).filter(({ d }) => (d.class || "").startsWith("nvidia-") && d.binding !== want).map(({ i }) => i);
+}
+
 // MIG geometry: 8 memory slices; a profile "Ng.Mgb" spans M / card memory of them.
 function migLayout(d) {
   if (!d.mig_enabled) return "—";
@@ -62,23 +71,31 @@ export function render(main, ctx) {
     const switching = n.switch && !["done", "failed"].includes(n.switch.step);
     const wholeSwitch = switching && !(Number.isInteger(n.switch.gpu) && n.switch.gpu >= 0);
     const busy = switching ? `switching to ${n.switch.mode} (step: ${n.switch.step})` : "";
+    // The same switch asked again with evict stops the workloads it waits for (R4).
+    const escalate = switching && ["cordon", "drain"].includes(n.switch.step) && n.switch.drain !== "evict";
+    const off = switching ? [] : offMode(n);
+    const stuck = off.length ? `${off.length} GPU(s) are not in ${n.mode} mode (a switch failed half-way, R3): switch the node to ${n.mode} to bring them back` : "";
     // Modes are per datacenter node (R3) or per lab GPU (R7); a machine without GPUs has none.
     const switchable = n.site_kind === "datacenter" || (n.site_kind === "lab" && n.devices.length > 0);
-    const mode = h("select", { id: `${id}-mode` }, ["container", "vm-passthrough"].map((m) => h("option", { value: m, selected: m !== n.mode }, m)));
+    // Offered first: the other mode; during a switch, that switch (to ask it again with evict);
+    // with GPUs out of the node's mode, the way back.
+    const target = switching ? n.switch.mode : off.length ? n.mode : null;
+    const mode = h("select", { id: `${id}-mode` }, ["container", "vm-passthrough"].map((m) => h("option", { value: m, selected: target ? m === target : m !== n.mode }, m)));
     const drain = h("select", { id: `${id}-drain` },
-      [["none", "no drain (refused while workloads run)"], ["wait", "wait for workloads to end"], ["evict", "evict workloads"]].map(([v, t]) => h("option", { value: v }, t)));
+      [["none", "no drain (refused while workloads run)"], ["wait", "wait for workloads to end"], ["evict", "evict workloads"]].map(([v, t]) => h("option", { value: v, selected: escalate && v === "evict" }, t)));
     const gpus = n.site_kind === "datacenter" ? null : h("select", { id: `${id}-gpu` }, n.devices.map((d, i) => h("option", { value: String(i) }, `GPU ${i} (${d.pci})`)));
     return h("form.controls", { "aria-label": `Actions for ${n.name}`, on: { submit: (ev) => { ev.preventDefault(); post(n, "mode", { mode: mode.value, drain: drain.value, ...(gpus ? { gpu: gpus.value } : {}) }); } } },
       h("button", { type: "button", "data-action": n.cordoned ? "uncordon" : "cordon", "data-control": "cordon",
-        disabled: n.cordoned && wholeSwitch, title: n.cordoned && wholeSwitch ? `${busy}: the switch keeps the node cordoned until it ends` : null,
+        disabled: n.cordoned && (wholeSwitch || !!stuck),
+        title: n.cordoned && wholeSwitch ? `${busy}: the switch keeps the node cordoned until it ends` : n.cordoned && stuck ? stuck : null,
         on: { click: () => post(n, n.cordoned ? "uncordon" : "cordon") } }, n.cordoned ? "Uncordon" : "Cordon"),
       switchable ? [
         h("span.field", {}, h("label", { for: mode.id }, "Mode"), mode),
         h("span.field", {}, h("label", { for: drain.id }, "Drain"), drain),
         gpus ? h("span.field", {}, h("label", { for: gpus.id }, "GPU"), gpus) : null,
-        h("button", { type: "submit", "data-action": "switch", "data-control": "switch", disabled: switching,
-          title: switching ? `${busy}: one switch at a time` : null }, "Switch mode"),
-        switching ? h("span.hint", {}, busy) : null] : null);
+        h("button", { type: "submit", "data-action": "switch", "data-control": "switch", disabled: switching && !escalate,
+          title: escalate ? `${busy}: ask it again with "evict workloads" to stop them now` : switching ? `${busy}: one switch at a time` : null }, "Switch mode"),
+        switching ? h("span.hint", {}, busy) : stuck ? h("span.hint", {}, stuck) : null] : null);
   };
 
   let sig = "";
@@ -108,7 +125,7 @@ export function render(main, ctx) {
         n.cordoned && n.cordon_reason ? h("p.cordon", {}, "Cordoned: ", h("span.reason", {}, n.cordon_reason)) : null,
         n.devices.length ? table(`GPUs of ${n.name}`, ["PCI", "Class", "Memory", "Binding", "MIG layout", "State", "Quarantine"],
           n.devices.map((d, i) => [h("code", {}, d.pci), h("span.name", {}, d.class || "unclassified"), d.memory_gb ? `${d.memory_gb} GB` : "—",
-            d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? [h("span.reason", {}, d.quarantined),
+            offMode(n).includes(i) ? `${d.binding} (not the node's ${n.mode} mode)` : d.binding || "—", migLayout(d), d.state || "—", d.quarantined ? [h("span.reason", {}, d.quarantined),
               // R9: once the board is seen to, its owner lifts the quarantine (a new reset check follows).
               may(n) ? [" ", h("button", { type: "button", "data-action": "unquarantine", "data-control": `lift-${i}`, "aria-label": `Lift the quarantine of GPU ${i} of ${n.name}`,
                 on: { click: () => post(n, "unquarantine", { gpu: String(i) }) } }, "Lift")] : null] : "—"]))
@@ -127,7 +144,10 @@ export function render(main, ctx) {
     if (keepButton) {
       const again = [...list.querySelectorAll("[data-node]")].find((c) => c.dataset.node === keepButton[0]);
       const button = again && [...again.querySelectorAll("[data-control]")].find((b) => b.dataset.control === keepButton[1]);
-      button?.focus();
+      // A control the redraw disabled (Switch mode once its switch runs) cannot hold the focus:
+      // the card's first control that can takes it, not the page's top.
+      const usable = button && !button.disabled ? button : again && [...again.querySelectorAll("button, select")].find((el) => !el.disabled);
+      usable?.focus();
     }
   };
   return poll(refresh, 1000, (e) => (e.status === 401 ? ctx.onAuthLost() : say(note, e.message, "error")));

@@ -222,20 +222,53 @@ test("r4_switch_a_node_mode_with_drain_and_watch_the_steps", async () => {
   await card.locator(".switch strong[data-step=drain]").waitFor({ timeout: 30000 });
   assert.equal(await card.locator(".steps li[data-state=done]").first().textContent(), "cordon");
   await card.locator(".badge", { hasText: "cordoned" }).waitFor();
-  // R4: while it drains, the switch's cordon is not offered for lifting, nor a second switch.
+  // R4: while it drains, the switch's cordon is not offered for lifting; the switch is offered
+  // again only as the way out of the wait: the same switch with its workloads evicted.
   assert.ok(await card.locator("button[data-control=cordon]").isDisabled(), "Uncordon is offered during the switch");
-  assert.ok(await card.locator("button[data-control=switch]").isDisabled(), "a second switch is offered");
+  assert.match(await card.locator("button[data-control=switch]").getAttribute("title"), /evict workloads/);
+  assert.equal(await card.locator("select[id$=-mode]").inputValue(), "vm-passthrough");
   await page.screenshot({ path: join(SHOTS, "nodes-switch-draining-desktop.png"), fullPage: true });
   const { requests } = (await apiAs(fleet, fleet.admin, "/v1/requests?limit=10000")).json;
-  for (const r of requests.filter((r) => ["placed", "active"].includes(r.state) && r.placement.node === "dc1-h100"))
-    await apiAs(fleet, fleet.admin, `/v1/requests/${r.id}/release`, {});
+  const running = requests.filter((r) => ["placed", "active"].includes(r.state) && r.placement.node === "dc1-h100");
+  assert.ok(running.length > 0);
+  await card.locator("select[id$=-drain]").selectOption("evict");
+  // By keyboard: the focus stays in the card across the redraws that follow.
+  await card.locator("button[data-control=switch]").focus();
+  await page.keyboard.press("Enter");
   await card.locator(".switch strong[data-step=done]").waitFor({ timeout: 60000 });
+  assert.equal(await page.evaluate(() => document.activeElement.closest("[data-node]")?.dataset.node), "dc1-h100");
+  for (const r of running)
+    assert.equal((await apiAs(fleet, fleet.admin, `/v1/requests/${r.id}`)).json.state, "released", "evicted by the second ask");
   assert.match(await card.locator(".meta").textContent(), /mode vm-passthrough/);
   assert.equal(await card.locator(".steps li[data-state=done]").count(), 6);
   // The same mode again does nothing, and the page says the server's sentence, not "done".
   await card.locator("select[id$=-mode]").selectOption("vm-passthrough");
   await card.locator("button[data-action=switch]").click();
   await page.locator("[role=status]", { hasText: "already in vm-passthrough mode" }).first().waitFor();
+  page.clean();
+});
+
+test("r3_a_datacenter_node_a_switch_left_half_way_offers_the_way_back_not_uncordon", async () => {
+  // An agent's node in container mode whose first GPU its agent now reports on vfio-pci, as a
+  // switch that failed half-way leaves it; the node is cordoned.
+  const agent = fleet.token("dc-half", "node", "dc-half");
+  const node = (b0) => ({ name: "dc-half", site: "dc9", site_kind: "datacenter", platform: "linux", owner: "root", mode: "container", cpus: 8,
+    devices: [{ pci: "0000:18:00.0", class: "nvidia-h100-80gb", binding: b0 }, { pci: "0000:db:00.0", class: "nvidia-h100-80gb", binding: "host" }] });
+  const put = (body) => fetch(`${fleet.url}/v1/nodes/dc-half`, { method: "PUT", headers: { Authorization: `Bearer ${agent}`, "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  assert.equal((await put(node("host"))).status, 201);
+  assert.equal((await apiAs(fleet, agent, "/v1/nodes/dc-half/heartbeat", { interval_s: 3600, running: [] })).status, 200);
+  assert.equal((await apiAs(fleet, fleet.admin, "/v1/nodes/dc-half/cordon", {})).status, 200);
+  assert.equal((await put(node("vfio"))).status, 200);
+  const page = await newPage();
+  await signIn(page, fleet.admin);
+  await go(page, "nodes");
+  const card = page.locator("[data-node=dc-half]");
+  await card.waitFor();
+  const uncordon = card.locator("button[data-control=cordon]");
+  assert.ok(await uncordon.isDisabled(), "Uncordon, which the server refuses, is offered");
+  assert.match(await uncordon.getAttribute("title"), /1 GPU\(s\) are not in container mode/);
+  assert.equal(await card.locator("select[id$=-mode]").inputValue(), "container", "the way back is offered first");
+  assert.match(await card.locator("table").textContent(), /vfio \(not the node's container mode\)/);
   page.clean();
 });
 
