@@ -6,7 +6,8 @@ import { h, replace, table, status, say, duration, clock } from "./dom.js";
 
 function what(r) {
   const q = r.request;
-  const need = q.class ? `${q.count || 1} × ${q.class}` : `${q.memory_gb} GB`;
+  // A class with a memory need (a Mac's GPU memory, a MIG slice's) says both.
+  const need = q.class ? `${q.count || 1} × ${q.class}${q.memory_gb ? ` (${q.memory_gb} GB)` : ""}` : `${q.memory_gb} GB`;
   return `${q.kind} · ${need}${q.share ? " · shared" : ""}`;
 }
 
