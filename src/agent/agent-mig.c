@@ -49,14 +49,10 @@ int agent_mig_prepare(Agent *a, json_t *w, const char *id, const MachineInventor
     /* Recorded for this request already (a start again after a restart): a process in it may
      * be this workload's own. */
     _cleanup_free_ char *records = agent_read_state(a, MIG_RECORDS);
-    char mine[200];
-    snprintf(mine, sizeof(mine), "%s %s", id, line);
-    bool ours = false;
-    for (const char *l = records; l && *l && !ours;) {
-        const char *e = strchrnul(l, '\n');
-        ours = (size_t)(e - l) == strlen(mine) && !strncmp(l, mine, strlen(mine));
-        l = *e ? e + 1 : e;
-    }
+    const char *was;
+    size_t was_len;
+    bool ours = text_key_value(records, id, &was, &was_len) && was_len == strlen(line) &&
+                !strncmp(was, line, was_len);
     bool made = false;
     int r = nvml_mig_make(a->cfg->discover.nvml_lib, gpu->uuid, c->mig_profile, start, slots, ours,
                           ret_uuid, uuid_size, &made, err);

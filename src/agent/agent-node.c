@@ -7,6 +7,7 @@
 #include "agent/agent-run.h"
 #include "core/mig.h"
 #include "util/macro.h"
+#include "util/strutil.h"
 #include "wire/node.h"
 
 #define GIB (1024ull * 1024 * 1024)
@@ -14,20 +15,11 @@
 /* The simulated binding of bdf from "<bdf> vfio|host" lines; NULL when none. The last line
  * for a GPU wins. */
 static const char *sim_binding(const char *text, const char *bdf) {
-    const char *found = NULL;
-    size_t n = strlen(bdf);
-    for (const char *l = text; l && *l;) {
-        const char *e = strchrnul(l, '\n');
-        if ((size_t)(e - l) > n + 1 && !strncmp(l, bdf, n) && l[n] == ' ') {
-            const char *v = l + n + 1;
-            if (!strncmp(v, "vfio", 4) && v + 4 == e)
-                found = "vfio";
-            else if (!strncmp(v, "host", 4) && v + 4 == e)
-                found = "host";
-        }
-        l = *e ? e + 1 : e;
-    }
-    return found;
+    const char *v;
+    size_t len;
+    if (!text_key_value(text, bdf, &v, &len) || len != 4)
+        return NULL;
+    return !strncmp(v, "vfio", 4) ? "vfio" : !strncmp(v, "host", 4) ? "host" : NULL;
 }
 
 static bool on_vfio(const Accelerator *a) {

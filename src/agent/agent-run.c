@@ -57,10 +57,9 @@ int agent_state_set_line(const Agent *a, const char *name, const char *key, cons
                          Error *err) {
     _cleanup_free_ char *text = agent_read_state(a, name), *p = agent_state_file(a, name);
     StrBuf b = {0};
-    size_t n = strlen(key);
     for (const char *l = text; l && *l;) {
         const char *e = strchrnul(l, '\n');
-        if (!((size_t)(e - l) > n && !strncmp(l, key, n) && l[n] == ' '))
+        if (!text_line_has_key(l, e, key))
             strbuf_printf(&b, "%.*s\n", (int)(e - l), l);
         l = *e ? e + 1 : e;
     }

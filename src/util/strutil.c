@@ -278,6 +278,26 @@ const char *strbuf_cstr(StrBuf *b) {
     return b->data;
 }
 
+bool text_line_has_key(const char *line, const char *end, const char *key) {
+    size_t n = strlen(key);
+    return (size_t)(end - line) > n && !strncmp(line, key, n) && line[n] == ' ';
+}
+
+bool text_key_value(const char *text, const char *key, const char **ret_value, size_t *ret_len) {
+    size_t n = strlen(key);
+    bool found = false;
+    for (const char *l = text; l && *l;) {
+        const char *e = strchrnul(l, '\n');
+        if (text_line_has_key(l, e, key)) {
+            *ret_value = l + n + 1;
+            *ret_len = (size_t)(e - l) - n - 1;
+            found = true;
+        }
+        l = *e ? e + 1 : e;
+    }
+    return found;
+}
+
 void strbuf_done(StrBuf *b) {
     free(b->data);
     *b = (StrBuf){0};

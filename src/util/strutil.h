@@ -69,6 +69,12 @@ char *string_mask_control(char *s);
 /* Case-insensitive substring test. */
 bool string_contains_nocase(const char *haystack, const char *needle);
 
+/* Whether the line [line, end) is "<key> <value>" for key. */
+bool text_line_has_key(const char *line, const char *end, const char *key);
+/* In lines of "<key> <value>" (the agent's state files), the value of key's last line: true
+ * with *ret_value and *ret_len (not terminated), or false when no line has key. */
+bool text_key_value(const char *text, const char *key, const char **ret_value, size_t *ret_len);
+
 /* Growable byte buffer for building output; never NULL-terminated implicitly except by
  * strbuf_cstr(). A failed allocation makes the buffer sticky-failed (oom = true). */
 typedef struct StrBuf {

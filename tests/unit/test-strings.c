@@ -104,3 +104,22 @@ Test(strings, bad_input_control_bytes_are_found_and_masked) {
     char s[] = "RTX \x1b]0;x\x07 5090";
     cr_expect_str_eq(string_mask_control(s), "RTX ?]0;x? 5090");
 }
+
+/* The agent's state files: "<key> <value>" lines, the last of a key winning; a key is a whole
+ * word (0000:01:00.0 is not 0000:01:00.1, nor "0000:01:00.0x"). */
+Test(strings, r16_key_value_lines_give_the_last_value_of_a_whole_key) {
+    const char *text =
+            "0000:01:00.0 host\n0000:01:00.1 vfio\n0000:01:00.0 vfio\n0000:01:00.0x host\n"
+            "bare\n";
+    const char *v = NULL;
+    size_t len = 0;
+    cr_assert(text_key_value(text, "0000:01:00.0", &v, &len));
+    cr_expect_eq(len, 4);
+    cr_expect(!strncmp(v, "vfio", 4), "%.*s", (int)len, v);
+    cr_assert(text_key_value(text, "0000:01:00.1", &v, &len));
+    cr_expect(!strncmp(v, "vfio", len));
+    cr_expect_not(text_key_value(text, "bare", &v, &len), "a line without a value has no key");
+    cr_expect_not(text_key_value(text, "0000:02:00.0", &v, &len));
+    cr_expect_not(text_key_value(NULL, "x", &v, &len));
+    cr_expect_not(text_key_value("x", "x", &v, &len));
+}
