@@ -152,11 +152,22 @@ static void watch(Sync *s) {
 /* ---- the cordon ---- */
 
 /* Cordon (on) or uncordon the control plane's node; whether it answered 200. */
-static bool cp_cordon(Sync *s, const char *name, bool on) {
+static bool cp_cordon_why(Sync *s, const char *name, bool on, const char *why) {
     char path[200];
     snprintf(path, sizeof(path), "/v1/nodes/%s/%s", name, on ? "cordon" : "uncordon");
-    return cp_call(s, "POST", path, NULL, NULL) == 200;
+    json_t *body = on && why ? json_pack("{s:s}", "reason", why) : NULL;
+    long st = cp_call(s, "POST", path, body, NULL);
+    json_decref(body);
+    return st == 200;
 }
+
+static bool cp_cordon(Sync *s, const char *name, bool on) {
+    return cp_cordon_why(s, name, on, NULL);
+}
+
+/* The reason of a cordon mirrored from Kubernetes: a Kubernetes uncordon lifts that one, and
+ * never an Einsora cordon that says another reason (an operator's, a bad label's). */
+#define MIRRORED_CORDON "Cordoned in Kubernetes (spec.unschedulable)."
 
 /* Who owns the cordon: spec.unschedulable is Kubernetes'; a change of it made in Kubernetes
  * is mirrored into Einsora. An Einsora cordon (einsora node cordon) is Einsora's: it stops
@@ -481,7 +492,8 @@ static void delete_released(Sync *s) {
 /* Whether the control plane's node already says what desc says (mode, capabilities, devices). */
 static bool same_description(json_t *cp_node, json_t *desc) {
     const char *keys[] = {"mode",  "capabilities",    "site",
-                          "owner", "device_resource", "time_slice_replicas"};
+                          "owner", "device_resource", "time_slice_replicas",
+                          "cpus"}; /* R11: allocatable cores change too */
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         json_t *x = json_object_get(cp_node, keys[i]), *y = json_object_get(desc, keys[i]);
         if ((x || y) && !json_equal(x, y)) /* json_equal() of two NULLs is false */
@@ -570,8 +582,9 @@ static void heartbeat(Sync *s, const char *name, const K8sNodeView *v, json_t *c
 }
 
 /* Ends the reason of the cordon the sync puts on a served node whose mode label is missing or
- * unknown: how the sync knows that cordon for its own, also after a restart. */
-#define LABEL_CORDON " Cordoned by the datacenter sync until it is labeled (R3)."
+ * unknown: how the sync (and the control plane: wire/node.h) knows that cordon, also after a
+ * restart. */
+#define LABEL_CORDON " " NODE_LABEL_CORDON_MARK
 
 static bool label_cordon(json_t *cp) {
     const char *why = json_string_value(json_object_get(cp, "cordon_reason"));
@@ -581,16 +594,23 @@ static bool label_cordon(json_t *cp) {
 /* R3: a served node whose mode label went missing or is not a mode (relabeled by hand to
  * vm-vgpu, the label removed) is an error shown to the operator where the node is shown, not
  * a lost agent: the node is cordoned in Einsora with the sentence as the cordon's reason (its
- * event node.cordoned says it too), and heartbeated while Ready, so that its workloads are
- * kept and it never reads "unreachable (missed heartbeats)". Nothing of its inventory is
- * changed and no work is taken from the answer; once labeled, the sync lifts its cordon. A
+ * event node.cordoned says it too), and heartbeated while Ready, so that it never reads
+ * "unreachable (missed heartbeats)" and its workloads are followed (their ends, the Pods of
+ * released requests). Nothing of its inventory is changed; a mode switch asked meanwhile (the
+ * way to relabel it from Einsora) is carried out. Once labeled, the sync lifts its cordon. A
  * node cordoned for another reason keeps it (the sentence is in the sync's log). A node the
  * control plane does not have is not served until it is labeled. */
 static void label_error(Sync *s, const char *name, const K8sNodeView *v) {
     char path[160];
     snprintf(path, sizeof(path), "/v1/nodes/%s", name);
     json_t *cp = NULL;
-    if (cp_call(s, "GET", path, NULL, &cp) != 200 || switch_running(cp) || job_for(s, name)) {
+    if (cp_call(s, "GET", path, NULL, &cp) != 200) {
+        json_decref(cp);
+        return;
+    }
+    if (switch_running(cp) || job_for(s, name)) { /* the switch holds the cordon */
+        if (v->ready)
+            heartbeat(s, name, v, cp, true);
         json_decref(cp);
         return;
     }
@@ -608,7 +628,7 @@ static void label_error(Sync *s, const char *name, const K8sNodeView *v) {
     }
     unsched_seen(s, name, v);
     if (v->ready)
-        heartbeat(s, name, v, cp, false);
+        heartbeat(s, name, v, cp, true);
     json_decref(cp);
 }
 
@@ -734,7 +754,11 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
                 warn_once(s, name, m);
             }
         } else if (cordoned != v.unschedulable && unschedulable_changed(s, name, &v)) {
-            if (cp_cordon(s, name, v.unschedulable))
+            const char *why = strempty(json_string_value(json_object_get(cp, "cordon_reason")));
+            if (!v.unschedulable && STRNEQ(why, MIRRORED_CORDON))
+                logf_(s, "node %s: an uncordon in Kubernetes leaves its Einsora cordon (%s)", name,
+                      why[0] ? why : "made in Einsora");
+            else if (cp_cordon_why(s, name, v.unschedulable, MIRRORED_CORDON))
                 logf_(s, "node %s %s (spec.unschedulable)", name,
                       v.unschedulable ? "cordoned" : "uncordoned");
         }

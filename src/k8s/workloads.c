@@ -48,22 +48,30 @@ json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, j
     json_int_t memory = json_integer_value(json_object_get(p, "memory_gb"));
     char mem[32];
     snprintf(mem, sizeof(mem), "%" JSON_INTEGER_FORMAT "Gi", memory > 0 ? memory : 4);
+    json_int_t cores = json_integer_value(json_object_get(p, "cpu_cores"));
     if (STREQ(kind, "vm")) {
-        if (!res || !count)
+        /* A GPU VM gets its GPUs (R2a); a cpu VM (R11) its cores and none. */
+        bool cpu = STREQ(method, "cpu");
+        if (cpu ? cores <= 0 : !res || !count)
             return json_decref(meta), NULL;
-        json_t *gpus = json_array();
-        for (unsigned i = 0; i < count; i++) {
+        json_t *devices = json_pack("{s:[{s:s, s:{s:s}}]}", "disks", "name", "rootdisk", "disk",
+                                    "bus", "virtio");
+        json_t *gpus = cpu ? NULL : json_array();
+        for (unsigned i = 0; gpus && i < count; i++) {
             char g[16];
             snprintf(g, sizeof(g), "gpu%u", i);
             json_array_append_new(gpus, json_pack("{s:s, s:s}", "name", g, "deviceName", res));
         }
-        return json_pack("{s:s, s:s, s:o, s:{s:{s:s}, s:{s:{s:o, s:[{s:s, s:{s:s}}]}, "
-                         "s:{s:{s:s}}}, s:[{s:s, s:{s:s}}]}}",
-                         "apiVersion", "kubevirt.io/v1", "kind", "VirtualMachineInstance",
-                         "metadata", meta, "spec", "nodeSelector", "kubernetes.io/hostname", node,
-                         "domain", "devices", "gpus", gpus, "disks", "name", "rootdisk", "disk",
-                         "bus", "virtio", "resources", "requests", "memory", mem, "volumes", "name",
-                         "rootdisk", "containerDisk", "image", site->vm_image);
+        if (gpus)
+            json_object_set_new(devices, "gpus", gpus);
+        json_t *domain = json_pack("{s:o, s:{s:{s:s}}}", "devices", devices, "resources",
+                                   "requests", "memory", mem);
+        if (domain && cpu)
+            json_object_set_new(domain, "cpu", json_pack("{s:I}", "cores", cores));
+        return json_pack("{s:s, s:s, s:o, s:{s:{s:s}, s:o, s:[{s:s, s:{s:s}}]}}", "apiVersion",
+                         "kubevirt.io/v1", "kind", "VirtualMachineInstance", "metadata", meta,
+                         "spec", "nodeSelector", "kubernetes.io/hostname", node, "domain", domain,
+                         "volumes", "name", "rootdisk", "containerDisk", "image", site->vm_image);
     }
     json_t *limits = json_object();
     if (res && count && STRNEQ(method, "cpu")) {
@@ -71,7 +79,6 @@ json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, j
         snprintf(q, sizeof(q), "%u", count);
         json_object_set_new(limits, res, json_string(q));
     }
-    json_int_t cores = json_integer_value(json_object_get(p, "cpu_cores"));
     if (cores > 0)
         json_object_set_new(limits, "cpu", json_sprintf("%" JSON_INTEGER_FORMAT, cores));
     json_t *pod =

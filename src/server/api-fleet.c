@@ -284,9 +284,11 @@ static void op_mode(Server *s, Op *op) {
     /* Nothing to change? */
     Binding want = STREQ(a->mode, "vm-passthrough") ? BINDING_VFIO : BINDING_HOST;
     bool todo = false;
-    if (dc) /* or, with the mode it has, GPUs that a failed switch left elsewhere (R3) */
+    if (dc) /* or, with the mode it has, GPUs that a failed switch left elsewhere, or a
+             * Kubernetes label that is not a mode (R3) */
         todo = n->spec.mode != node_mode_from_string(a->mode) ||
-               fleet_gpus_off_mode(s, &n->spec, NULL) > 0;
+               fleet_gpus_off_mode(s, &n->spec, NULL) > 0 ||
+               (n->spec.cordoned && strstr(n->spec.cordon_reason, NODE_LABEL_CORDON_MARK));
     else
         for (size_t i = 0; i < n->spec.n_devices; i++) {
             DeviceInfo di;

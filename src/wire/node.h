@@ -51,6 +51,11 @@ uint8_t api_mig_instance_slots(const ApiDevice *d, size_t m);
  * "Ng.Mgb" measured by its compute slices. No suffix ("+me"): those are not slice classes. */
 bool api_mig_profile_fits(const char *profile, unsigned card_gb);
 
+/* Ends the reason of the cordon the Kubernetes sync puts on a served node whose mode label is
+ * missing or unknown (R3): the node's label is not its mode, so a switch to the mode it has is
+ * not "already done" (it relabels the node). */
+#define NODE_LABEL_CORDON_MARK "Cordoned by the datacenter sync until it is labeled (R3)."
+
 typedef struct ApiNode {
     char name[SPEC_NAME_MAX];
     char site[SPEC_NAME_MAX]; /* the site's name */

@@ -251,6 +251,17 @@ Test(node_map, r17_manifests_of_placements) {
                      "nvidia.com/GH100_H100_SXM5_80GB");
     json_decref(vmi);
     json_decref(vm);
+    /* R11, R17: a cpu VM placed on a Kubernetes node is a VMI with its cores and no GPU. */
+    vm = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:i}}", "id", 10, "user", "carol", "kind",
+                   "vm", "placement", "node", "gpu-e", "class", "cpu", "method", "cpu", "cpu_cores",
+                   8);
+    vmi = k8s_workload_manifest(cat, &site, vm, NULL);
+    cr_assert_not_null(vmi, "a cpu VM is a workload too");
+    json_t *domain = json_object_get(json_object_get(vmi, "spec"), "domain");
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(domain, "cpu"), "cores")), 8);
+    cr_expect_null(json_object_get(json_object_get(domain, "devices"), "gpus"));
+    json_decref(vmi);
+    json_decref(vm);
 }
 
 /* R11: every machine offers cpu; a Kubernetes node's whole allocatable cores (millicores

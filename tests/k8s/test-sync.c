@@ -301,6 +301,17 @@ Test(k8s_sync, r4_an_einsora_cordon_of_a_kubernetes_node_is_not_undone_by_the_sy
     cr_assert(wait_for(not_cordoned, "gpu-a"), "the sync mirrors a Kubernetes uncordon");
     cr_expect(cp_cordoned("gpu-b"), "the Einsora cordon of gpu-b stays");
     cr_expect(!sync_logged("node gpu-b uncordoned"));
+    /* A Kubernetes cordon and uncordon of gpu-b (another team's drain) leave its Einsora
+     * cordon, which is not the mirrored one. gpu-a's, patched after it each time, shows when
+     * the sync has seen gpu-b's (the watch delivers them in order). */
+    k8s_write("PATCH", "/api/v1/nodes/gpu-b", "{\"spec\": {\"unschedulable\": true}}");
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a", "{\"spec\": {\"unschedulable\": true}}");
+    cr_assert(wait_for(cp_cordoned, "gpu-a"));
+    k8s_write("PATCH", "/api/v1/nodes/gpu-b", "{\"spec\": {\"unschedulable\": false}}");
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a", "{\"spec\": {\"unschedulable\": false}}");
+    cr_assert(wait_for(not_cordoned, "gpu-a"));
+    cr_expect(cp_cordoned("gpu-b"), "a Kubernetes uncordon lifted the Einsora cordon");
+    cr_expect(sync_logged("node gpu-b: an uncordon in Kubernetes leaves its Einsora cordon"));
 }
 
 static bool capacity_counts(const void *arg) {
@@ -989,6 +1000,13 @@ Test(k8s_sync, r4_the_kubernetes_node_is_cordoned_while_einsora_drains_it) {
     cr_expect(wait_for(not_cordoned, "gpu-a"), "uncordoned in Einsora at the end");
 }
 
+static bool cpus_are_16(const void *arg) {
+    json_t *j = cp_node(arg);
+    bool ok = json_integer_value(json_object_get(j, "cpus")) == 16;
+    json_decref(j);
+    return ok;
+}
+
 static bool cordoned_for_the_label(const void *arg) {
     json_t *j = cp_node(arg);
     const char *why = json_string_value(json_object_get(j, "cordon_reason"));
@@ -1003,6 +1021,29 @@ static bool cordoned_for_the_label(const void *arg) {
  * is cordoned in Einsora with the sentence as the cordon's reason (node show, the event), and
  * stays heartbeated: never taken for a lost agent ("unreachable, missed heartbeats"). Labeled
  * again, it is uncordoned. */
+/* R17 on a node whose label went bad: its workloads are still followed (an ended Pod ends its
+ * request) while it is cordoned for the label; R11: its allocatable cores, changed in
+ * Kubernetes, reach Einsora. */
+Test(k8s_sync, r17_r11_a_node_with_a_bad_label_still_ends_its_workloads_and_cores_follow) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    long id = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\"}");
+    cr_assert(wait_for(request_active, &id), "the container never became active");
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": null}}}");
+    cr_assert(wait_for(cordoned_for_the_label, "gpu-a"));
+    char body[200];
+    snprintf(body, sizeof(body),
+             "{\"plural\": \"pods\", \"namespace\": \"einsora\", \"name\": \"einsora-%ld\", "
+             "\"phase\": \"Succeeded\"}",
+             id);
+    k8s_double_control(&dbl, "phase", body);
+    cr_assert(wait_for(request_ended, &id), "the Pod ended, its request did not");
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": \"container\"}},"
+              " \"status\": {\"allocatable\": {\"cpu\": \"16\"}}}");
+    cr_assert(wait_for(cpus_are_16, "gpu-a"), "the node's new cores never reached Einsora");
+}
+
 Test(k8s_sync, r3_a_served_node_with_an_unknown_or_missing_mode_label_is_shown_so) {
     cr_assert(wait_for(registered, "gpu-b"));
     k8s_write("PATCH", "/api/v1/nodes/gpu-b",
@@ -1045,9 +1086,13 @@ Test(k8s_sync, r3_a_served_node_with_an_unknown_or_missing_mode_label_is_shown_s
     cr_expect_str_empty(lost, "%s", lost);
     free(lost);
 
-    k8s_write("PATCH", "/api/v1/nodes/gpu-b",
-              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": "
-              "\"vm-passthrough\"}}}");
+    /* From Einsora, a switch to the mode it has is not "already done": it relabels the node. */
+    json_t *sw = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/gpu-b/mode",
+                         "{\"mode\": \"vm-passthrough\", \"drain\": \"evict\"}", &sw),
+                 202, "%s", json_string_value(json_object_get(sw, "message")));
+    json_decref(sw);
+    cr_assert(wait_for(relabeled, "gpu-b"), "the switch never relabeled gpu-b");
     cr_assert(wait_for(not_cordoned, "gpu-b"), "labeled again, gpu-b stayed cordoned");
     j = cp_node("gpu-b");
     cr_expect_null(json_object_get(j, "cordon_reason"));
