@@ -51,15 +51,22 @@ static bool reset_checks_pending(Server *s, Node *n, NodeSwitch *sw) {
         DeviceInfo di;
         if (!affected(s, n, sw, i) || n->spec.devices[i].binding != BINDING_VFIO ||
             sched_device_info(s->sched, n->spec.name, i, &di) < 0 || di.class_index < 0 ||
-            !s->catalog->classes[di.class_index].consumer || di.reset_verified ||
-            di.state == DEVICE_QUARANTINED)
+            !s->catalog->classes[di.class_index].consumer || di.state == DEVICE_QUARANTINED)
             continue;
+        /* A check asked before a restart or a failover is waited for as it was. */
         if (fleet_task_open_for(s, n->spec.name, TASK_RESET_CHECK, i)) {
             pending = true;
-        } else if (!(sw->reset_asked & (1ull << i)) &&
-                   fleet_task_add(s, n->spec.name, TASK_RESET_CHECK, i, di.address, NULL)) {
-            sw->reset_asked |= 1ull << i;
-            pending = true;
+            continue;
+        }
+        if (di.reset_verified || (sw->reset_asked & (1ull << i)) ||
+            !fleet_task_add(s, n->spec.name, TASK_RESET_CHECK, i, di.address, NULL))
+            continue;
+        sw->reset_asked |= 1ull << i;
+        pending = true;
+        /* Stored: a server that takes over must not read the pass from before the VM. */
+        if (n->spec.devices[i].reset_verified) {
+            n->spec.devices[i].reset_verified = false;
+            (void)save_node(s, n);
         }
     }
     return pending;

@@ -510,6 +510,34 @@ Test(fleet, r9_a_vm_evicted_by_a_switch_to_containers_is_reset_checked_before_th
     fleet_assert_invariants(f);
 }
 
+/* R9, R16: the reset check a switch waits for before its GPU leaves vfio-pci is waited for
+ * still after the server restarts (or another replica takes over): the bind is not queued
+ * while the check is open. */
+Test(fleet, r9_r16_the_reset_check_a_switch_waits_for_is_still_waited_for_after_a_restart) {
+    Fleet *f = &fleet;
+    CapIs c = {"nvidia-rtx-4090", "vm", "free", 1};
+    cr_assert(fleet_wait(f, cap_is, &c, 10000));
+    long vm = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
+    wait_request(f, vm, "active", 10000);
+    pid_t agent = f->agents[A_4090].pid;
+    cr_assert_eq(kill(agent, SIGSTOP), 0); /* its tasks stay open */
+    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/mode",
+                            "{\"mode\":\"container\",\"drain\":\"evict\",\"gpu\":\"0\"}", NULL),
+                 202);
+    ts_kill(&f->ts, true);
+    fleet_server_restart(f);
+    json_t *n = get(f, "/v1/nodes/lab-4090");
+    json_t *tasks = json_object_get(n, "tasks");
+    cr_expect_eq(json_array_size(tasks), 1, "only the check: no bind before its result");
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(tasks, 0), "kind")),
+                     "reset-check");
+    json_decref(n);
+    cr_assert_eq(kill(agent, SIGCONT), 0);
+    wait_node(f, "lab-4090", true, "step", "done", 10000);
+    cr_expect(fleet_has_event(f, "gpu.reset-checked", NULL));
+    fleet_assert_invariants(f);
+}
+
 /* A simulated lab agent without NVML named `name` on fixture `machine`, keeping its state in
  * `state`; returns its pid once its node registered (the token to free in *ret_token). */
 static pid_t spawn_lab_agent(Fleet *f, const char *name, const char *machine, const char *state,
