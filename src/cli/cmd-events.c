@@ -43,6 +43,7 @@ static void print_event(const EvArgs *a, bool json_lines, json_t *e) {
     }
     WireEvent ev;
     Error err = {0};
+    json_mask_control(e);                         /* server text, printed on a terminal */
     if (wire_event_from_json(e, &ev, &err) < 0) { /* one unreadable entry does not end the feed */
         fprintf(stderr, "events: an event from the server does not read: %s\n",
                 error_message(&err));

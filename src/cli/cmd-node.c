@@ -183,7 +183,7 @@ int verb_node(int argc, char **argv) {
         return r;
     if (o.json)
         return print_json(j);
-    r = print_node(j);
+    r = print_node(json_mask_control(j));
     json_decref(j);
     return r;
 }

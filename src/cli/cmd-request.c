@@ -181,6 +181,7 @@ static void redraw_progress(json_t *q) {
 }
 
 static void print_request(json_t *q) {
+    json_mask_control(q);
     json_t *pl = json_object_get(q, "placement");
     char id[24];
     printf("request %s: %s", json_int_str(q, "id", id, sizeof(id)), json_str(q, "state"));

@@ -2,11 +2,30 @@
 #include "output.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "util/strutil.h"
 #include "verbs.h"
+
+json_t *json_mask_control(json_t *j) {
+    const char *key;
+    size_t i;
+    json_t *v;
+    if (json_is_object(j))
+        json_object_foreach(j, key, v) json_mask_control(v);
+    else if (json_is_array(j))
+        json_array_foreach(j, i, v) json_mask_control(v);
+    else if (json_is_string(j) && string_has_control(json_string_value(j))) {
+        char *copy = strdup(json_string_value(j));
+        if (copy)
+            json_string_set(j, string_mask_control(copy));
+        free(copy);
+    }
+    return j;
+}
 
 int print_json(json_t *j) {
     if (!j)

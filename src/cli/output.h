@@ -13,6 +13,10 @@ int64_t cli_monotonic_ms(void);
 
 /* Print JSON (pretty, sorted keys stable as inserted) followed by a newline; frees j. */
 int print_json(json_t *j);
+/* Every string of j with its control bytes as '?': server text (a cordon's reason, an event's)
+ * printed as text never moves the cursor nor starts an escape sequence on a terminal (JSON
+ * output escapes them instead). Returns j. */
+json_t *json_mask_control(json_t *j);
 
 /* "einsora: <message>" on stderr; returns the given exit code. */
 int fail(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

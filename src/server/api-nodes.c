@@ -393,6 +393,13 @@ static void cordon(HttpCtx *c, bool on) {
                  "{\"reason\": TEXT}.");
     if (reason && json_string_length(reason))
         a.reason = json_string_value(reason);
+    /* Shown on terminals and pages as one line: no control byte, and whole (not cut). */
+    if (a.reason && (string_has_control(a.reason) ||
+                     json_string_length(reason) >= sizeof(((ApiNode *)0)->cordon_reason)))
+        API_FAIL(c, 400, "bad_request",
+                 "A cordon's reason is one line of at most %zu bytes, without control "
+                 "characters.",
+                 sizeof(((ApiNode *)0)->cordon_reason) - 1);
     api_apply(c, op_cordon, &a);
 }
 

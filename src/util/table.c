@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "macro.h"
+#include "strutil.h"
 
 #define TABLE_MAX_COLUMNS 32
 
@@ -59,6 +60,8 @@ int table_add_rowv(Table *t, const char *const *cells) {
                 free(row[k]);
             return -ENOMEM;
         }
+        /* One line per cell, and nothing a terminal acts on (server text may hold either). */
+        string_mask_control(row[i]);
     }
     t->n_rows++;
     return 0;

@@ -336,6 +336,9 @@ static int check_mig_layout(const ApiDevice *d, size_t idx, Error *err) {
 static const char *const known_caps[] = {"kata", "mig_in_kata", "mig-in-kata", "k8s"};
 
 int api_node_check_sent(const ApiNode *n, Error *err) {
+    if (string_has_control(n->cordon_reason))
+        return error_set(err, -EINVAL,
+                         "field 'cordon_reason' is one line without control characters");
     for (size_t i = 0; i < n->n_caps; i++) {
         bool known = false;
         for (size_t k = 0; k < ARRAY_SIZE(known_caps) && !known; k++)

@@ -237,3 +237,34 @@ Test(cli_edges, r4_node_cordon_with_a_reason_is_shown_and_uncordon_ends_it) {
     cr_expect(strstr(out, "cordoned  no"), "%s", out);
     free(out), free(err);
 }
+
+/* A cordon's reason is one line: control characters (a terminal's escapes, a forged line) and
+ * a reason too long to keep whole are refused; server text a terminal prints (a quarantine
+ * reason an agent gave) has its control bytes shown as '?'. */
+Test(cli_edges, bad_input_server_text_never_reaches_a_terminal_with_its_control_bytes) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/n1/cordon",
+                         "{\"reason\": \"maint\\u001b]0;pwned\\u0007\\rfake\"}", &j),
+                 400);
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    cr_expect(msg && strstr(msg, "without control characters"), "%s", msg);
+    json_decref(j);
+    char long_reason[1100] = "{\"reason\": \"";
+    memset(long_reason + strlen(long_reason), 'x', 1000);
+    strcpy(long_reason + strlen(long_reason), "\"}");
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/n1/cordon", long_reason, NULL), 400);
+    cr_assert(!n1_cordoned(), "a refused cordon changes nothing");
+    const char *q = "{\"name\":\"q1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":"
+                    "\"linux\",\"owner\":\"alice\",\"cpus\":8,\"devices\":[{\"pci\":"
+                    "\"0000:01:00.0\",\"class\":\"nvidia-rtx-4090\",\"quarantined\":"
+                    "\"board\\u001b[2Jgone\"}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", q, NULL), 201);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "node", "show", "q1", "--server", ts.url, "--token", ts.admin,
+                         NULL);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_expect(strstr(out, "board?[2Jgone"), "%s", out);
+    cr_expect_null(strchr(out, '\033'), "an escape reached the terminal");
+    free(out), free(err);
+}
