@@ -7,14 +7,10 @@ import { h, svg, replace, table, status, say, clock } from "./dom.js";
 
 const STEPS = ["cordon", "drain", "rebind", "verify", "uncordon", "done"];
 
-// R3: the NVIDIA GPUs of a datacenter node its agent reports on another driver than the node's
-// mode (a switch failed half-way); a Kubernetes node's follow its label. The server refuses an
-// uncordon until a switch to the node's mode brings them back.
-function offMode(n) {
-  if (n.site_kind !== "datacenter" || !n.mode || (n.capabilities || []).includes("k8s")) return [];
-  const want = n.mode === "vm-passthrough" ? "vfio" : "host";
-  return n.devices.map((d, i) => ({ d, i })).filter(({ d }) => (d.class || "").startsWith("nvidia-") && d.binding !== want).map(({ i }) => i);
-}
+// R3: the GPUs of a datacenter node on another driver than the node's mode (a switch failed
+// half-way), as the server marks them: it refuses an uncordon until a switch to the node's
+// mode brings them back.
+const offMode = (n) => n.devices.map((d, i) => (d.off_mode ? i : -1)).filter((i) => i >= 0);
 
 // MIG geometry: 8 memory slices; a profile "Ng.Mgb" spans M / card memory of them.
 function migLayout(d) {

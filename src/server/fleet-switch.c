@@ -46,7 +46,7 @@ static bool affected(Server *s, const Node *n, const NodeSwitch *sw, unsigned i)
 static bool reset_checks_pending(Server *s, Node *n, NodeSwitch *sw) {
     if (!STREQ(target_binding(sw), "host") || !n->heartbeat_s)
         return false;
-    bool pending = false;
+    bool pending = false, unverified = false;
     for (unsigned i = 0; i < n->spec.n_devices && i < 64; i++) {
         DeviceInfo di;
         if (!affected(s, n, sw, i) || n->spec.devices[i].binding != BINDING_VFIO ||
@@ -64,11 +64,11 @@ static bool reset_checks_pending(Server *s, Node *n, NodeSwitch *sw) {
         sw->reset_asked |= 1ull << i;
         pending = true;
         /* Stored: a server that takes over must not read the pass from before the VM. */
-        if (n->spec.devices[i].reset_verified) {
-            n->spec.devices[i].reset_verified = false;
-            (void)save_node(s, n);
-        }
+        unverified = unverified || n->spec.devices[i].reset_verified;
+        n->spec.devices[i].reset_verified = false;
     }
+    if (unverified)
+        (void)save_node(s, n);
     return pending;
 }
 

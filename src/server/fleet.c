@@ -266,18 +266,21 @@ void fleet_on_released(Server *s, const Req *r) {
     fleet_mark(s, n);
 }
 
-size_t fleet_gpus_off_mode(const Server *s, const ApiNode *spec, size_t *ret_first) {
+bool fleet_gpu_off_mode(const Server *s, const ApiNode *spec, size_t i) {
     if (spec->site_kind != SITE_DATACENTER || spec->mode == NODE_MODE_NONE ||
-        api_node_has_cap(spec, "k8s"))
-        return 0;
+        api_node_has_cap(spec, "k8s") || i >= spec->n_devices)
+        return false;
+    const ApiDevice *d = &spec->devices[i];
+    const GpuClass *c = d->cls[0] ? catalog_find(s->catalog, d->cls) : NULL;
     Binding want = spec->mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST;
+    return c && c->vendor == VENDOR_NVIDIA && d->binding != want;
+}
+
+size_t fleet_gpus_off_mode(const Server *s, const ApiNode *spec, size_t *ret_first) {
     size_t off = 0;
-    for (size_t i = 0; i < spec->n_devices; i++) {
-        const ApiDevice *d = &spec->devices[i];
-        const GpuClass *c = d->cls[0] ? catalog_find(s->catalog, d->cls) : NULL;
-        if (c && c->vendor == VENDOR_NVIDIA && d->binding != want && !off++ && ret_first)
+    for (size_t i = 0; i < spec->n_devices; i++)
+        if (fleet_gpu_off_mode(s, spec, i) && !off++ && ret_first)
             *ret_first = i;
-    }
     return off;
 }
 

@@ -19,6 +19,8 @@ void fleet_mark(Server *s, Node *n);
  * the first in *ret_first. 0 for other nodes and for a Kubernetes node (its GPUs follow its
  * label, the GPU Operator's). */
 size_t fleet_gpus_off_mode(const Server *s, const ApiNode *spec, size_t *ret_first);
+/* Whether GPU i is one of those (the node's answer marks it: off_mode). */
+bool fleet_gpu_off_mode(const Server *s, const ApiNode *spec, size_t i);
 Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, const char *gpu,
                      const char *target);
 /* The open task id of node, or NULL. */

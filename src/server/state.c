@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fleet.h"
 #include "node-work.h"
 #include "util/json-cleanup.h"
 #include "wire/json-text.h"
@@ -636,6 +637,8 @@ static void node_device_extras(JsonText *w, size_t i, void *userdata) {
         return;
     json_text_member_string(w, "state", device_state_to_string(di.state));
     json_text_member_int(w, "allocations", di.n_allocations);
+    if (fleet_gpu_off_mode(v->s, &v->n->spec, i))
+        json_text_member_bool(w, "off_mode", true);
     if (di.mig_enabled)
         json_text_member_int(w, "mig_layout", di.mig_layout);
     if (!di.class_name)
