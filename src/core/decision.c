@@ -63,9 +63,76 @@ void decision_refuse_memory(Decision *d, SchedReason why, const Sched *s, unsign
 }
 
 /* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
-void decision_refuse_never(Decision *d, SchedReason why, const char *subject) {
-    refusal(d, why, subject, "), no node could ever run it: ",
-            "; ask with wait_for_nodes to wait for nodes that may join (R18)");
+/* R18's size refusal with the sizes: how much was asked and how much the largest node that
+ * could otherwise run it offers. False (nothing written) where that is not known. */
+static bool msg_too_large(Msg *m, const Sched *s, const Req *r) {
+    int c = r->choice;
+    if (c != CHOICE_CPU && c < 0)
+        return false;
+    unsigned most = feasible_most(s, r, c);
+    if (!most)
+        return false;
+    bool apple = c >= 0 && s->cat->classes[c].vendor == VENDOR_APPLE;
+    if (apple) {
+        msg_put(m, "no Mac of the class offers this user ");
+        msg_uint(m, r->memory_gb);
+        msg_put(m, " GB of GPU memory (the most one offers is ");
+        msg_uint(m, most);
+        msg_put(m, " GB: its wired-memory limit less the owner's headroom, R10)");
+        return true;
+    }
+    msg_put(m, "no node of the fleet that could run it has ");
+    msg_uint(m, r->count);
+    msg_put(m, c == CHOICE_CPU ? " cores" : " GPUs of the class");
+    msg_put(m, " (the most one node has is ");
+    msg_uint(m, most);
+    msg_put(m, "; a request runs on one node)");
+    return true;
+}
+
+void decision_refuse_never(Decision *d, SchedReason why, const char *subject, const Sched *s,
+                           const Req *r) {
+    if (!d)
+        return;
+    if (why != SCHED_REASON_TOO_LARGE) {
+        refusal(d, why, subject, "), no node could ever run it: ",
+                "; ask with wait_for_nodes to wait for nodes that may join (R18)");
+        return;
+    }
+    *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
+    Msg m = msg_start(d->message, sizeof(d->message));
+    msg_put(&m, "refused (");
+    msg_put(&m, strempty(subject));
+    msg_put(&m, "), no node could ever run it: ");
+    if (!msg_too_large(&m, s, r))
+        msg_text(&m, reason_text(why));
+    msg_put(&m, "; ask with wait_for_nodes to wait for nodes that may join (R18)");
+    msg_end(&m);
+}
+
+/* What a request that waits for capacity is told (R18): what frees to let it run. A gang or a
+ * number of cores needs them on one node, which "every unit is taken" would misstate while
+ * fewer are free there. */
+static void msg_no_capacity(Msg *m, const Sched *s, const Req *r) {
+    bool apple = r->choice >= 0 && s->cat->classes[r->choice].vendor == VENDOR_APPLE;
+    if (apple && r->memory_gb) {
+        /* A Mac's one GPU is shared by its owner's workloads by memory (R10): what frees
+         * it is memory, not a unit. */
+        msg_put(m, "no Mac of the class has ");
+        msg_uint(m, r->memory_gb);
+        msg_put(m, " GB of GPU memory free (the owner's other workloads use it); it waits for "
+                   "them to free memory (R10)");
+    } else if (r->count > 1 &&
+               (r->choice == CHOICE_CPU ||
+                (r->choice >= 0 && !apple && s->cat->classes[r->choice].mig_parent_index < 0))) {
+        msg_put(m, "no node that this user may use has ");
+        msg_uint(m, r->count);
+        msg_put(m, r->choice == CHOICE_CPU ? " cores" : " GPUs of the class");
+        msg_put(m, " free at once; it waits for enough of them to free on one node");
+    } else if (r->choice == CHOICE_CPU)
+        msg_put(m, "every core that this user may use is taken; it waits for one to free");
+    else
+        msg_text(m, reason_text(SCHED_REASON_NO_CAPACITY));
 }
 
 static void fill_placement(const Sched *s, const Req *r, Placement *p) {
@@ -223,15 +290,9 @@ void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, De
     else
         msg_put(&m, decision_choice_name(s, r->choice));
     msg_put(&m, ": ");
-    if (why == SCHED_REASON_NO_CAPACITY && r->choice >= 0 && r->memory_gb &&
-        s->cat->classes[r->choice].vendor == VENDOR_APPLE) {
-        /* A Mac's one GPU is shared by its owner's workloads by memory (R10): what frees
-         * it is memory, not a unit. */
-        msg_put(&m, "no Mac of the class has ");
-        msg_uint(&m, r->memory_gb);
-        msg_put(&m, " GB of GPU memory free (the owner's other workloads use it); it waits for "
-                    "them to free memory (R10)");
-    } else
+    if (why == SCHED_REASON_NO_CAPACITY)
+        msg_no_capacity(&m, s, r);
+    else if (why != SCHED_REASON_TOO_LARGE || !msg_too_large(&m, s, r))
         msg_text(&m, reason_text(why));
     if (d->fallback_open)
         msg_put(&m, "; its fallback is open: it takes the first alternative that frees (R13)");

@@ -200,6 +200,44 @@ static Verdict class_verdict(const Sched *s, const Req *r, uint32_t user, int c)
     return v;
 }
 
+/* What node n holds of what r asks for class c (GPUs of the class, cores, or a Mac's usable
+ * GPU memory in GB), counted only where n gets as far as the size check for r's user. */
+static unsigned node_size(const Sched *s, const Req *r, uint32_t user, const Node *n, int c) {
+    if (!n->alive)
+        return 0;
+    if (c == CHOICE_CPU)
+        return node_cpu(s, r, user, n).stage >= STAGE_SIZE ? n->cpu_cores : 0;
+    if (node_gpu(s, r, user, n, c).stage < STAGE_SIZE)
+        return 0;
+    const GpuClass *g = &s->cat->classes[c];
+    if (g->vendor == VENDOR_APPLE)
+        return n->apple_usable_gb;
+    unsigned have = 0;
+    for (unsigned i = 0; i < n->n_devices; i++)
+        have += n->devices[i].cls == c;
+    return have;
+}
+
+unsigned feasible_most(const Sched *s, const Req *r, int c) {
+    unsigned most = 0;
+    if (c == CHOICE_CPU) {
+        for (size_t i = 0; i < s->n_order; i++)
+            most = MAX(most, node_size(s, r, r->user, &s->nodes[s->order[i]], c));
+        return most;
+    }
+    if (c < 0 || s->cat->classes[c].mig_parent_index >= 0)
+        return 0; /* a memory need, or a slice: one unit, never too many */
+    if (s->cat->classes[c].owner_only) {
+        const User *u = &s->users[r->user];
+        for (size_t i = 0; i < u->n_owned; i++)
+            most = MAX(most, node_size(s, r, r->user, &s->nodes[u->owned[i].node], c));
+        return most;
+    }
+    for (uint32_t i = 0; i < s->class_nodes[c]; i++)
+        most = MAX(most, node_size(s, r, r->user, &s->nodes[s->class_list[c][i]], c));
+    return most;
+}
+
 SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user, SchedReason *ret_first) {
     Verdict first = {STAGE_NONE, SCHED_REASON_NO_NODE};
     if (r->choice == CHOICE_MEMORY) {

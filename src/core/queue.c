@@ -674,7 +674,8 @@ int sched_submit(Sched *s, const RequestSpec *spec, uint64_t now, Decision *ret,
             if (!spec->class_name && never == SCHED_REASON_NO_NODE)
                 decision_refuse_memory(ret, never, s, spec->memory_gb, -1, true);
             else
-                decision_refuse_never(ret, never, spec->class_name ? spec->class_name : "memory");
+                decision_refuse_never(ret, never, spec->class_name ? spec->class_name : "memory", s,
+                                      q);
             req_drop(s, ri);
             check_now(s);
             return 0;

@@ -691,8 +691,10 @@ void decision_refuse(Decision *d, SchedReason why, const char *subject);
  * the sentence names the sizes. */
 void decision_refuse_memory(Decision *d, SchedReason why, const Sched *s, unsigned memory_gb,
                             int choice, bool never);
-/* The same for what no node of the fleet could ever run (R18), saying how to wait anyway. */
-void decision_refuse_never(Decision *d, SchedReason why, const char *subject);
+/* The same for what no node of the fleet could ever run (R18), saying how to wait anyway;
+ * a size says how large the largest node is (r: the refused request). */
+void decision_refuse_never(Decision *d, SchedReason why, const char *subject, const Sched *s,
+                           const Req *r);
 /* What request ri is told now: placed where, or waiting why (fresh: found again, else the
  * reason found at submission) and, with_position, where in the queue. */
 void decision_of(const Sched *s, uint32_t ri, bool with_position, bool fresh, Decision *d);
@@ -736,6 +738,10 @@ void reqmap_done(ReqMap *m);
  * ret_first, when not NULL: why no node could ever run the first choice alone (NONE when one
  * could), written always. */
 SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user, SchedReason *ret_first);
+/* The most that one node which gets as far as the size check offers r of class c (GPUs of
+ * the class, cores for cpu, usable GB on a Mac), for a TOO_LARGE sentence; 0 when no node
+ * does, or for a slice or a memory need. Scans the class's nodes: refusals only. */
+unsigned feasible_most(const Sched *s, const Req *r, int c);
 /* Bring the per-class summary feasible_reason() answers most requests from up to date (it
  * scans nodes while the summary is stale). */
 void feasible_prepare(Sched *s);

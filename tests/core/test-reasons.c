@@ -565,3 +565,60 @@ Test(reasons, r18_a_macos_vm_on_a_fleet_without_a_mac_is_told_it_needs_one) {
                         .class_name = "cpu");
     expect(&d, DECISION_REFUSED, SCHED_REASON_MACOS_GUEST_NOT_MAC);
 }
+
+/* R18: a size no node meets is refused with both sizes, the one asked and the largest node's
+ * (GPUs of the class, cores, a Mac's usable GPU memory), not only "too large". */
+Test(reasons, r18_a_size_no_node_meets_is_refused_naming_the_largest_node) {
+    dc();
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "c2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 4);
+    Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 9);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    cr_assert(strstr(d.message, "has 9 GPUs of the class (the most one node has is 8;"), "%s",
+              d.message);
+    d = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = "cpu",
+               .count = 40);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    cr_assert(strstr(d.message, "has 40 cores (the most one node has is 32;"), "%s", d.message);
+    /* Waiting for nodes that may join, it is told the same sizes. */
+    d = fx_req(.id = "w", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+               .count = 12, .wait_for_nodes = true);
+    expect(&d, DECISION_WAITING, SCHED_REASON_TOO_LARGE);
+    cr_assert(strstr(d.message, "has 12 GPUs of the class (the most one node has is 8;"), "%s",
+              d.message);
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 40);
+    d = fx_req(.id = "m", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+               .memory_gb = 50);
+    expect(&d, DECISION_REFUSED, SCHED_REASON_TOO_LARGE);
+    cr_assert(strstr(d.message, "offers this user 50 GB of GPU memory (the most one offers is 40 "
+                                "GB"),
+              "%s", d.message);
+}
+
+/* R18: a gang that waits on a node with fewer of its GPUs free is told it needs them free at
+ * once on one node, never "every unit is taken" while units are free; one GPU is told the
+ * units are taken. */
+Test(reasons, r18_a_waiting_gang_is_told_it_needs_its_gpus_free_on_one_node) {
+    dc();
+    fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_req(.id = "one", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    Decision d = fx_req(.id = "gang", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100,
+                        .count = 8);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+    cr_assert(strstr(d.message, "has 8 GPUs of the class free at once") &&
+                      !strstr(d.message, "every unit"),
+              "%s", d.message);
+    fx_req(.id = "rest", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = "cpu",
+           .count = 32);
+    d = fx_req(.id = "cores", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = "cpu",
+               .count = 2);
+    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+    cr_assert(strstr(d.message, "has 2 cores free at once"), "%s", d.message);
+    fx_release("one");
+    expect_placed("gang");
+}

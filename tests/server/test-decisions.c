@@ -194,7 +194,10 @@ Test(decisions, r18_wait_for_nodes_keeps_it_waiting_with_the_reason_until_a_node
                          "--kind", "vm", "--class", "nvidia-h100-80gb", "--count", "4",
                          "--wait-for-nodes", NULL);
     cr_assert_eq(rc, 0, "%s %s", out, err);
-    cr_assert(strstr(out, "pending") && strstr(out, "that many GPUs"), "%s", out);
+    /* R18: the sizes, asked and the largest node's, not only "too large". */
+    cr_assert(strstr(out, "pending") && strstr(out, "has 4 GPUs of the class") &&
+                      strstr(out, "the most one node has is 2"),
+              "%s", out);
     free(out);
     free(err);
     add_mac("mac2", "bob");
