@@ -127,6 +127,28 @@ static int read_user_version(SqliteStore *s, int *ret, Error *err) {
     return r < 0 ? sql_fail(s, err, "reading the schema version") : 0;
 }
 
+/* A file at schema version 0 is new to Einsora: an empty one becomes a state file, but one
+ * that already holds tables is another program's database given by mistake (--state
+ * pointing at the wrong .db), which the first migration would write Einsora's tables into. */
+static int refuse_foreign(SqliteStore *s, const char *path, Error *err) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT name FROM sqlite_master LIMIT 1", -1, &st, NULL) !=
+        SQLITE_OK)
+        return sql_fail(s, err, "reading the schema");
+    int step = sqlite3_step(st);
+    int r = 0;
+    if (step == SQLITE_ROW)
+        r = error_set(err, -EPROTO,
+                      "%s is not an Einsora state file: it is an SQLite database with other "
+                      "contents (such as '%.60s') and no Einsora schema version; give the "
+                      "server's state file, or a new path",
+                      path, (const char *)sqlite3_column_text(st, 0));
+    else if (step != SQLITE_DONE)
+        r = sql_fail(s, err, "reading the schema");
+    sqlite3_finalize(st);
+    return r;
+}
+
 /* Each migration runs in its own transaction together with its version bump, so a crash
  * mid-way leaves the file at the previous version. */
 static int migrate(SqliteStore *s, const char *path, Error *err) {
@@ -137,6 +159,8 @@ static int migrate(SqliteStore *s, const char *path, Error *err) {
         return error_set(err, -EPROTO,
                          "state file %s has schema version %d, newer than this einsora knows (%zu)",
                          path, v, ARRAY_SIZE(migrations));
+    if (v == 0 && (r = refuse_foreign(s, path, err)) < 0)
+        return r;
     for (; v < (int)ARRAY_SIZE(migrations); v++) {
         char bump[64];
         snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", v + 1);

@@ -314,6 +314,32 @@ Test(store, r16_store_sqlite_refuses_a_newer_schema) {
     cr_assert(strstr(err.message, "newer than this einsora knows"), "%s", err.message);
 }
 
+/* Bad input: another program's SQLite database given as --state is refused naming it, and
+ * gets none of Einsora's tables (its own are as they were). */
+Test(store, bad_input_another_programs_sqlite_database_is_refused_untouched) {
+    char loc[256];
+    new_location(false, loc, sizeof(loc));
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(loc, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "CREATE TABLE photos(x); INSERT INTO photos VALUES (1)", NULL,
+                              NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    Store *s = NULL;
+    Error err = {0};
+    cr_assert_eq(store_open(loc, &s, &err), -EPROTO);
+    cr_assert(strstr(err.message, "is not an Einsora state file") && strstr(err.message, "photos"),
+              "%s", err.message);
+    cr_assert_eq(sqlite3_open(loc, &db), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    cr_assert_eq(sqlite3_column_int(st, 0), 1, "only the photos table is there");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
 /* Bad input: a --state that is a directory, or a file that is not a state file, is refused
  * naming it, and left as it was (its mode too: a folder made 0600 cannot be entered). */
 Test(store, bad_input_a_state_path_that_is_not_a_state_file_is_refused_untouched) {
