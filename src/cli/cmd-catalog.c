@@ -173,8 +173,14 @@ int verb_catalog(int argc, char **argv) {
     Error err = {0};
     int r = catalog_load_file(file, ids, &cat, &err);
     pci_ids_free(ids);
-    if (r < 0)
+    if (r < 0) {
+        /* A script asked for JSON: the verdict comes on stdout as JSON too, not only as text
+         * on stderr (the message starts with FILE:LINE:COL where the file has a place). */
+        if (json && STREQ(sub, "check"))
+            (void)print_json(
+                    json_pack("{s:b, s:s, s:s}", "valid", 0, "file", file, "error", err.message));
         return fail_error(EXIT_FAIL, &err);
+    }
 
     warn_vm_name_mismatches(cat);
     int ret;

@@ -30,7 +30,8 @@ static void token_usage(FILE *f) {
           "  --nodes A,B   the nodes an owner owns, or the one node of an agent token\n"
           "  --role ROLE   admin | owner | trusted | user | node\n"
           "                owner: owns the nodes named by --nodes; node: the agent token of the\n"
-          "                one node named by --nodes\n"
+          "                one node named by --nodes; trusted: the same rights as user (trust,\n"
+          "                R9, is the tenant's: `einsora tenant trust USER` grants it)\n"
           "  --expires D   refuse the token after D: a number with s, m, h or d (e.g. 30d)\n"
           "  --json        print JSON\n"
           "  -h, --help    show this help\n",
@@ -222,5 +223,10 @@ int verb_token(int argc, char **argv) {
                 json_pack("{s:s, s:s, s:s}", "user", user, "role", role, "token", secret));
     printf("%s\n", secret);
     fprintf(stderr, "einsora: token for %s (%s) created; it is shown only this once\n", user, role);
+    if (STREQ(role, "trusted"))
+        fprintf(stderr,
+                "einsora: note: the trusted role gives %s no trust of its own; an admin grants "
+                "trust (R9) with `einsora tenant trust %s`\n",
+                user, user);
     return EXIT_OK;
 }

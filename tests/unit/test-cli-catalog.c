@@ -28,6 +28,28 @@ Test(cli_catalog, r8_check_invalid_catalog_exits_1_with_position) {
     free(err);
 }
 
+/* A script asking for JSON gets the invalid verdict as JSON on stdout too, with the place. */
+Test(cli_catalog, r8_check_invalid_catalog_with_json_prints_the_verdict_as_json) {
+    char *path = write_temp_file("classes:\n  - name: a\n    vendor: cpu\n    flavour: x\n");
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "catalog", "check", path, "--json", NULL);
+    cr_expect_eq(rc, 1);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "stdout is JSON: %s (%s)", out, jerr.text);
+    cr_expect_eq(json_object_get(j, "valid"), json_false());
+    cr_expect_str_eq(json_string_value(json_object_get(j, "file")), path);
+    char want[256];
+    snprintf(want, sizeof(want), "%s:4:5: unknown key 'flavour'", path);
+    const char *error = json_string_value(json_object_get(j, "error"));
+    cr_expect(error && strstr(error, want), "want '%s' in '%s'", want, error);
+    json_decref(j);
+    unlink(path);
+    free(path);
+    free(out);
+    free(err);
+}
+
 Test(cli_catalog, r8_check_missing_file_exits_1) {
     char *err = NULL;
     cr_expect_eq(run_einsora(NULL, &err, "catalog", "check", "/nonexistent.yaml", NULL), 1);
