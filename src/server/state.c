@@ -704,6 +704,25 @@ void op_answer_node(Server *s, Op *op, int status, const Node *n) {
 
 /* ---- startup: rebuild memory and the core from the store ---- */
 
+/* A stored device of a class the catalog no longer has (an operator removed or renamed it)
+ * is shown as unclassified, as a device no class matches is (R8), rather than keeping the
+ * whole control plane from starting; a request placed on it still refuses the start, naming
+ * the request, since its placement could not be vouched for. */
+static void unclassify_unknown(const Server *s, ApiNode *spec) {
+    for (size_t i = 0; i < spec->n_devices; i++) {
+        ApiDevice *d = &spec->devices[i];
+        const GpuClass *c = d->cls[0] ? catalog_find(s->catalog, d->cls) : NULL;
+        if (!d->cls[0] ||
+            (c && !c->mig_parent && c->vendor != VENDOR_APPLE && c->vendor != VENDOR_CPU))
+            continue;
+        d->cls[0] = '\0';
+        d->mig_enabled = false;
+        d->n_mig = 0;
+        d->mig_profiles_given = false;
+        d->n_mig_profiles = 0;
+    }
+}
+
 static int load_node(const char *name, const char *text, void *userdata) {
     Server *s = userdata;
     Node *n = calloc(1, sizeof(*n));
@@ -711,6 +730,8 @@ static int load_node(const char *name, const char *text, void *userdata) {
     if (!n)
         return -ENOMEM;
     int r = api_node_parse(text, strlen(text), &n->spec, &err);
+    if (r >= 0)
+        unclassify_unknown(s, &n->spec);
     if (r >= 0)
         r = state_node_add_core(s, &n->spec, &err);
     if (r >= 0)

@@ -191,3 +191,40 @@ Test(crash, r16_acknowledged_requests_survive_sigkill_at_random_moments, .timeou
         json_decref(known[i].placement);
     ts_stop(&ts);
 }
+
+/* R8 across a restart: a stored node's GPUs of a class the new catalog lacks (an operator
+ * removed it) come back as unclassified devices, shown and never placed, and the class's
+ * capacity is gone; the control plane starts rather than refuse the whole state. */
+Test(crash, r8_a_class_removed_from_the_catalog_leaves_its_devices_unclassified_after_restart) {
+    TestServer t = {0};
+    ts_start(&t);
+    ts_add_h100_node(&t, "n1", "ops", 2);
+    ts_kill(&t, false);
+    char catalog[128];
+    snprintf(catalog, sizeof(catalog), "%s/small-catalog.yaml", t.dir);
+    FILE *f = fopen(catalog, "w");
+    cr_assert(f);
+    fputs("classes:\n"
+          "  - {name: nvidia-a100-80gb, vendor: nvidia, match: {pci: '10de:20b5'}, memory_gb: 80,"
+          " container_resource: nvidia.com/gpu, node_selector: m=a100}\n",
+          f);
+    fclose(f);
+    t.extra[0] = "--catalog";
+    t.extra[1] = catalog;
+    ts_spawn(&t);
+    json_t *n = NULL;
+    cr_assert_eq(ts_call(&t, t.admin, "GET", "/v1/nodes/n1", NULL, &n), 200);
+    json_t *devs = json_object_get(n, "devices");
+    cr_assert_eq(json_array_size(devs), 2, "the GPUs are shown, not dropped");
+    for (size_t i = 0; i < 2; i++) {
+        const char *cls = json_string_value(json_object_get(json_array_get(devs, i), "class"));
+        cr_assert(!cls || !*cls, "device %zu is unclassified, not '%s'", i, cls);
+    }
+    json_decref(n);
+    json_t *q = NULL;
+    cr_assert_eq(ts_call(&t, t.admin, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", &q),
+                 422, "the class is gone from the catalog");
+    json_decref(q);
+    ts_stop(&t);
+}
