@@ -34,6 +34,9 @@ typedef struct NodeArg {
 static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed, const char *pushed_text) {
     if (old->spec.n_devices != pushed->n_devices)
         return false;
+    bool dc_binding_in_place = old->spec.site_kind == SITE_DATACENTER &&
+                               old->spec.mode != NODE_MODE_NONE &&
+                               !api_node_has_cap(&old->spec, "k8s");
     _cleanup_free_ ApiNode *with = malloc(sizeof(*with));
     if (!with)
         return false;
@@ -51,6 +54,10 @@ static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed, const ch
             memcpy(d->mig, p->mig, sizeof(d->mig));
             d->n_mig = p->n_mig;
         }
+        /* The core hands out a datacenter node's GPUs by its mode, not their bindings: a GPU
+         * rebound by hand is recorded as it is (follow_off_mode() cordoned the node). */
+        if (dc_binding_in_place && p->reset_verified == d->reset_verified)
+            d->binding = p->binding;
     }
     _cleanup_free_ char *x = api_node_text(with);
     if (!x || !pushed_text || STRNEQ(x, pushed_text))
@@ -70,20 +77,56 @@ static bool apply_in_place(Server *s, Node *old, const ApiNode *pushed, const ch
         fleet_gpu_event(s, old, (unsigned)i, "gpu.quarantined",
                         json_pack("{s:s, s:s}", "by", "agent", "reason", why));
     }
-    bool mig_changed = false;
+    bool mig_changed = false, binding_changed = false;
     for (size_t i = 0; i < with->n_devices; i++) {
         ApiDevice *d = &old->spec.devices[i];
         mig_changed = mig_changed || d->n_mig != with->devices[i].n_mig ||
                       memcmp(d->mig, with->devices[i].mig, d->n_mig * sizeof(d->mig[0])) != 0;
         memcpy(d->mig, with->devices[i].mig, sizeof(with->devices[i].mig));
         d->n_mig = with->devices[i].n_mig;
+        binding_changed = binding_changed || d->binding != with->devices[i].binding;
+        d->binding = with->devices[i].binding;
     }
     state_node_mig_reserved(s, &old->spec);
     (void)save_node(s, old);
     /* Every change is an event: a standby replays the node from it (docs/postgresql.md). */
-    if (mig_changed)
+    if (mig_changed || binding_changed)
         state_event(s, "node.updated", old->spec.name, NULL,
-                    json_pack("{s:s, s:s}", "by", "agent", "what", "its GPUs' MIG instances"));
+                    json_pack("{s:s, s:s}", "by", "agent", "what",
+                              binding_changed ? "its GPUs' bindings" : "its GPUs' MIG instances"));
+    return true;
+}
+
+/* R3 on a registered datacenter node: its agent reports GPUs on the other driver than the
+ * node's mode (rebound by hand, outside a switch). The core hands out a datacenter node's
+ * GPUs by its mode, so containers would get vfio-pci GPUs (or VMs host ones): the node is
+ * cordoned, saying which GPU, until a report has them all back in the mode (then the cordon
+ * goes by itself) or a switch to the mode it has rebinds them. False when the core refused. */
+static bool follow_off_mode(Server *s, Node *old, ApiNode *push) {
+    size_t first = 0, off = fleet_gpus_off_mode(s, push, &first);
+    bool ours = old->spec.cordoned && strstr(old->spec.cordon_reason, NODE_OFF_MODE_CORDON_MARK);
+    if (switch_active(old->sw) || (off ? old->spec.cordoned : !ours))
+        return true;
+    int r = sched_node_set_cordoned(s->sched, old->spec.name, off > 0, core_now(s), NULL);
+    if (r < 0)
+        return false;
+    old->spec.cordoned = push->cordoned = off > 0;
+    if (off) {
+        bool vfio = old->spec.mode == NODE_MODE_VM_PASSTHROUGH;
+        snprintf(old->spec.cordon_reason, sizeof(old->spec.cordon_reason),
+                 "%zu of its GPUs (first %s) are on %s while the node is in %s mode; `einsora "
+                 "node mode %s %s` rebinds them. " NODE_OFF_MODE_CORDON_MARK,
+                 off, push->devices[first].pci, vfio ? "the host driver" : "vfio-pci",
+                 node_mode_to_string(old->spec.mode), old->spec.name,
+                 node_mode_to_string(old->spec.mode));
+    } else
+        old->spec.cordon_reason[0] = 0;
+    memcpy(push->cordon_reason, old->spec.cordon_reason, sizeof(push->cordon_reason));
+    (void)save_node(s, old);
+    state_event(
+            s, off ? "node.cordoned" : "node.uncordoned", old->spec.name, NULL,
+            off ? json_pack("{s:s, s:s}", "by", "control plane", "reason", old->spec.cordon_reason)
+                : json_pack("{s:s}", "by", "control plane"));
     return true;
 }
 
@@ -121,8 +164,11 @@ static void op_node_put(Server *s, Op *op) {
                  a->spec.name);
         return;
     }
-    if (old && op->who->role == ROLE_NODE)
+    if (old && op->who->role == ROLE_NODE) {
         fleet_merge_agent_push(old, &a->spec);
+        if (!follow_off_mode(s, old, &a->spec))
+            OP_FAIL(op, 500, "internal", "Node %s could not be cordoned.", old->spec.name);
+    }
     /* A GPU whose memory nothing could read (on vfio-pci, no NVML) has its class's (R8): shown
      * as 24 GB, not 0, as placement by memory already counts it. */
     for (size_t i = 0; i < a->spec.n_devices; i++) {

@@ -21,6 +21,10 @@ void fleet_mark(Server *s, Node *n);
 size_t fleet_gpus_off_mode(const Server *s, const ApiNode *spec, size_t *ret_first);
 /* Whether GPU i is one of those (the node's answer marks it: off_mode). */
 bool fleet_gpu_off_mode(const Server *s, const ApiNode *spec, size_t i);
+/* Ends the reason of the cordon the control plane puts on a datacenter node whose agent
+ * reports GPUs out of the node's mode (rebound by hand): lifted by itself once they are back. */
+#define NODE_OFF_MODE_CORDON_MARK "Cordoned by the control plane until they are back in it (R3)."
+
 Task *fleet_task_add(Server *s, const char *node, TaskKind kind, unsigned dev, const char *gpu,
                      const char *target);
 /* The open task id of node, or NULL. */

@@ -1399,6 +1399,38 @@ Test(api, r3_an_agent_reporting_gpus_outside_its_datacenter_nodes_mode_is_refuse
     free(agent);
 }
 
+/* R3 on a served datacenter node: its agent reports a GPU rebound by hand to the other driver.
+ * The core hands out a datacenter node's GPUs by its mode, so the node is cordoned at once,
+ * saying which GPU, and stays so (uncordon refused) until the agent reports it back in the
+ * mode; then the cordon goes by itself. */
+Test(api, r3_a_gpu_rebound_by_hand_on_a_served_datacenter_node_cordons_it_until_it_is_back) {
+    char *agent = ts_token(&ts, "dcw-agent", "node", "dcw");
+    dc_agent_push(agent, "dcw", "container", "host", "host", 201, NULL);
+    json_t *j = NULL;
+    dc_agent_push(agent, "dcw", "container", "host", "vfio", 200, &j);
+    cr_expect(json_is_true(json_object_get(j, "cordoned")), "cordoned at once");
+    cr_expect(strstr(str(j, "cordon_reason"), "(first 0000:db:00.0) are on vfio-pci") &&
+                      strstr(str(j, "cordon_reason"), "einsora node mode dcw container"),
+              "%s", str(j, "cordon_reason"));
+    cr_expect_str_eq(str(json_array_get(json_object_get(j, "devices"), 1), "binding"), "vfio");
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcw/uncordon", NULL, NULL), 409);
+    dc_agent_push(agent, "dcw", "container", "host", "host", 200, &j);
+    cr_expect(json_is_false(json_object_get(j, "cordoned")), "back in its mode: %s",
+              str(j, "cordon_reason"));
+    json_decref(j);
+    /* An operator's own cordon is the operator's: a GPU out of the mode leaves it as it is. */
+    cr_assert_eq(
+            ts_call(&ts, ts.admin, "POST", "/v1/nodes/dcw/cordon", "{\"reason\":\"maint\"}", NULL),
+            200);
+    dc_agent_push(agent, "dcw", "container", "vfio", "host", 200, NULL);
+    dc_agent_push(agent, "dcw", "container", "host", "host", 200, &j);
+    cr_expect(json_is_true(json_object_get(j, "cordoned")), "still the operator's cordon");
+    cr_expect_str_eq(str(j, "cordon_reason"), "maint");
+    json_decref(j);
+    free(agent);
+}
+
 /* R3 after a switch that failed half-way on a datacenter node an agent runs: the node shows
  * the bindings its agent reports, stays cordoned while GPUs are out of its mode, and a switch
  * to the mode it has brings them back (it is not "already in that mode"). */
