@@ -111,7 +111,12 @@ static int drain_pods(K8sClient *c, const char *node, bool evict, char *what, si
     return left;
 }
 
+/* A VMI that holds host GPUs now: one that has finished (KubeVirt keeps the object, in phase
+ * Succeeded or Failed) holds none, and waiting for it would wait forever. */
 static bool vmi_has_host_gpu(json_t *vmi) {
+    const char *phase = json_string_value(json_object_get(json_object_get(vmi, "status"), "phase"));
+    if (phase && (STREQ(phase, "Succeeded") || STREQ(phase, "Failed")))
+        return false;
     json_t *dev =
             json_object_get(json_object_get(json_object_get(vmi, "spec"), "domain"), "devices");
     return json_array_size(json_object_get(dev, "gpus")) ||
@@ -202,10 +207,14 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, K8sSwitchJob *job, json_t *node,
             int pods = drain_pods(c, job->node, false, what, sizeof(what), &err);
             if (pods < 0)
                 goto fail;
-            if (pods > 0) {
+            int vms = drain_vmis(c, job->node, false, what, sizeof(what), &err);
+            if (vms < 0)
+                goto fail;
+            if (pods + vms > 0) {
                 snprintf(msg, size,
-                         "Node %s runs %d GPU pod(s): %s; switch with a drain (wait or evict).",
-                         job->node, pods, what);
+                         "Node %s runs %d GPU pod(s) and %d VM(s) with host GPUs: %s; switch "
+                         "with a drain (wait or evict).",
+                         job->node, pods, vms, what);
                 return K8S_SWITCH_FAILED;
             }
         }

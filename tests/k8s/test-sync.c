@@ -468,6 +468,34 @@ Test(k8s_sync, r4_switch_without_drain_is_refused_naming_gpu_pods) {
     cr_expect(!cp_cordoned("gpu-a"), "the refused switch left the node cordoned in Einsora");
 }
 
+/* R4: a VM with host GPUs that Einsora did not start (a KubeVirt VMI of someone else's) also
+ * refuses a switch without a drain, named; once it has finished (KubeVirt keeps the object,
+ * phase Succeeded) it holds no GPU, and a switch goes through rather than wait for ever. */
+Test(k8s_sync,
+     r4_switch_without_drain_is_refused_naming_a_gpu_vmi_and_a_finished_one_is_not_waited_for) {
+    cr_assert(wait_for(registered, "gpu-b"));
+    k8s_write("POST", "/apis/kubevirt.io/v1/namespaces/ml/virtualmachineinstances",
+              "{\"apiVersion\": \"kubevirt.io/v1\", \"kind\": \"VirtualMachineInstance\", "
+              "\"metadata\": {\"name\": \"vm-a\"}, \"spec\": {\"nodeSelector\": "
+              "{\"kubernetes.io/hostname\": \"gpu-b\"}, \"domain\": {\"devices\": {\"gpus\": "
+              "[{\"name\": \"g0\", \"deviceName\": \"nvidia.com/GH100_H100_SXM5_80GB\"}]}}}}");
+    ask_switch("gpu-b", "container", "none");
+    wait_step("gpu-b", "failed", "ml/vm-a");
+    json_t *n = k8s_node("gpu-b");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "vm-passthrough",
+                     "never relabeled under a GPU VM");
+    cr_expect(!unschedulable(n), "nothing was done in Kubernetes");
+    json_decref(n);
+    k8s_double_control(&dbl, "phase",
+                       "{\"plural\": \"virtualmachineinstances\", \"namespace\": \"ml\", "
+                       "\"name\": \"vm-a\", \"phase\": \"Succeeded\"}");
+    ask_switch("gpu-b", "container", "wait");
+    wait_step("gpu-b", "done", NULL);
+    n = k8s_node("gpu-b");
+    cr_expect_str_eq(label(n, "nvidia.com/gpu.workload.config"), "container");
+    json_decref(n);
+}
+
 Test(k8s_sync, r4_pdb_blocks_eviction_for_a_while) {
     cr_assert(wait_for(registered, "gpu-a"));
     add_pdb();
