@@ -43,6 +43,22 @@ void api_classes(HttpCtx *c) {
     c->json = catalog_to_json(c->s->catalog); /* {"classes": [...]} */
 }
 
+/* The devices no class matches (R8) on the nodes of one site: a walk of the nodes, for a
+ * capacity asked of one site. */
+static size_t site_unclassified(Server *s, const char *site) {
+    size_t n = 0, nn = sched_node_count(s->sched);
+    for (size_t i = 0; i < nn; i++) {
+        NodeInfo ni;
+        if (sched_node_info_at(s->sched, i, &ni) < 0 || STRNEQ(site, ni.site))
+            continue;
+        for (size_t d = 0; d < ni.n_devices; d++) {
+            DeviceInfo di;
+            n += sched_device_info(s->sched, ni.name, (unsigned)d, &di) >= 0 && di.class_index < 0;
+        }
+    }
+    return n;
+}
+
 /* Capacity rows (R6) and each datacenter node's advertised resources; the caller holds the
  * state lock. */
 static json_t *capacity_json(Server *s, const char *cls, const char *site, Error *err) {
@@ -94,8 +110,9 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
             json_object_set_new(nj, "note", json_string(note));
         json_array_append_new(nodes, nj);
     }
-    return json_pack("{s:o, s:o, s:I}", "classes", list, "nodes", nodes, "unclassified",
-                     (json_int_t)sched_unclassified_count(s->sched));
+    return json_pack(
+            "{s:o, s:o, s:I}", "classes", list, "nodes", nodes, "unclassified",
+            (json_int_t)(site ? site_unclassified(s, site) : sched_unclassified_count(s->sched)));
 }
 
 void api_capacity(HttpCtx *c) {
@@ -108,8 +125,9 @@ void api_capacity(HttpCtx *c) {
         c->json = class_name_unknown(c->s->catalog, "class", cls, ".");
         return;
     }
+    const char *site = api_query(c, "site");
     pthread_rwlock_rdlock(&c->s->lock);
-    c->json = capacity_json(c->s, cls, api_query(c, "site"), &err);
+    c->json = capacity_json(c->s, cls, site, &err);
     pthread_rwlock_unlock(&c->s->lock);
     if (!c->json)
         api_error(c, 500, "internal", "%s", error_message(&err));
