@@ -483,15 +483,30 @@ void agent_reconcile_workloads(Agent *a, json_t *work) {
     size_t i, n_work = json_array_size(work);
     json_t *w;
     Error err = {0};
-    char **gone = NULL, **born = NULL;
-    size_t n_gone = 0, n_born = 0, n_st = 0, n_gpus = 0;
+    char **gone = NULL, **born = NULL, **torn = NULL;
+    size_t n_gone = 0, n_born = 0, n_st = 0, n_gpus = 0, n_torn = 0;
     /* Stop what the control plane no longer places here (released, cancelled, evicted) before
      * starting anything: the GPUs are free again before a new workload is confirmed on them. */
     for (const char *l = running; l && *l;) {
         const char *e = strchrnul(l, '\n');
         char id[32];
+        bool whole = (size_t)(e - l) < sizeof(id);
         snprintf(id, sizeof(id), "%.*s", (int)MIN((size_t)(e - l), sizeof(id) - 1), l);
         l = *e ? e + 1 : e;
+        uint64_t v;
+        if (id[0] && !(whole && parse_decimal_uint64(id, UINT64_MAX, &v) >= 0 && v)) {
+            /* Not a request id (a torn line after a power loss, an edit): nothing to stop, and
+             * said as what it is rather than "stopped"; the rewrite below drops it. */
+            char shown[sizeof(id)];
+            snprintf(shown, sizeof(shown), "%s", id);
+            for (char *c = utf8_make_valid(shown); *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    *c = '?';
+            agent_logf(a, "state/running: dropped a line that is not a request id ('%s')", shown);
+            if (strv_push(&torn, &n_torn, id) < 0)
+                break;
+            continue;
+        }
         bool placed = false;
         json_array_foreach(work, i, w) placed =
                 placed || json_integer_value(json_object_get(w, "id")) == strtoll(id, NULL, 10);
@@ -502,6 +517,12 @@ void agent_reconcile_workloads(Agent *a, json_t *work) {
         if (stopped >= 0 && strv_push(&gone, &n_gone, id) < 0)
             break; /* out of memory: the rest next time */
     }
+    /* What was stopped is said so; torn lines only leave the list, with what was stopped. */
+    size_t n_stopped = n_gone;
+    for (size_t k = 0; k < n_torn; k++)
+        if (strv_push(&gone, &n_gone, torn[k]) < 0)
+            break;
+    strv_free(torn, n_torn);
     _cleanup_free_ Started *st = n_work ? calloc(n_work, sizeof(*st)) : NULL;
     _cleanup_free_ const char **gpus = NULL, **gpu_ids = NULL;
     json_array_foreach(work, i, w) {
@@ -573,9 +594,9 @@ void agent_reconcile_workloads(Agent *a, json_t *work) {
         agent_logf(a, "cannot record workloads: %s", error_message(&err));
         a->confirm_due = true; /* the work again at the next turn: started (or adopted) then */
     }
-    for (size_t k = 0; recorded && k < n_gone; k++)
+    for (size_t k = 0; recorded && k < n_stopped; k++)
         agent_logf(a, "stopped %s", gone[k]);
-    a->stopped = n_gone > 0;
+    a->stopped = n_stopped > 0;
     /* Unrecorded, only the ones that ran already are confirmed, and only with their GPUs on
      * record; not one whose confirmation is still on its way, nor one just answered (this
      * answer was made before its commit: confirm.h). */
@@ -586,7 +607,7 @@ void agent_reconcile_workloads(Agent *a, json_t *work) {
                               confirm_answered(&a->confirms, st[k].id, placed_ms_of(st[k].w)))))
             st[n_confirm++] = st[k];
     confirm_started(a, st, n_confirm);
-    if (n_gone)
+    if (n_stopped)
         agent_mig_reap(a);
     strv_free(gone, n_gone);
     strv_free(born, n_born);

@@ -368,6 +368,9 @@ Test(confirm, r7_workloads_confirmed_again_have_their_gpus_recorded_first, .time
     char *log = agent_log(dir);
     cr_expect(strstr(log, "confirmed 1: it runs") != NULL, "not confirmed as running: %s", log);
     cr_expect(strstr(log, "started container") == NULL, "a workload was started again: %s", log);
+    cr_expect(strstr(log, "dropped a line that is not a request id ('torn-42')") &&
+                      !strstr(log, "stopped torn-42"),
+              "the torn line is said to be one, not stopped: %s", log);
     free(log);
     cr_assert_eq(remove_temp_tree(dir), 0);
 }
