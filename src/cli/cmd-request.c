@@ -30,7 +30,8 @@ static const char usage[] =
         "create prints the request's id and state; with --wait it waits until the request is\n"
         "placed, showing why it waits: on a terminal one status line redrawn in place (state,\n"
         "queue position, time until the fallback opens, reason), otherwise one line per\n"
-        "change. Exit 1 when refused.\n"
+        "change. Exit 1 when refused, or with --wait when it was cancelled while it waited;\n"
+        "with --timeout, 6 when it is still pending (--json prints it as it is).\n"
         "  --kind KIND       vm, container, notebook or endpoint\n"
         "  --class CLASS     the GPU class wanted (`einsora classes` lists them)\n"
         "  --memory GB       instead of a class: the GPU memory needed (Apple, MIG)\n"
@@ -225,9 +226,11 @@ static void print_request(json_t *q) {
     printf("\n");
 }
 
-static int exit_for(json_t *q) {
+/* 1 for a refusal, and with --wait for a request cancelled while it waited: it will never be
+ * placed, which a script waiting for the placement must not read as done. */
+static int exit_for(json_t *q, bool waited) {
     const char *st = json_str(q, "state");
-    return st && STREQ(st, "refused") ? EXIT_FAIL : EXIT_OK;
+    return st && (STREQ(st, "refused") || (waited && STREQ(st, "cancelled"))) ? EXIT_FAIL : EXIT_OK;
 }
 
 /* A create without --key still carries a key, made here, so that a retry after a lost answer
@@ -286,7 +289,10 @@ static int create(RemoteOpts *o, CreateArgs *a) {
             drawn = false;
         }
         if (interrupted || timed_out) {
-            json_decref(q);
+            if (o->json) /* a script gets the request as it is, its id first of all */
+                (void)print_json(q);
+            else
+                json_decref(q);
             client_free(cl);
             return fail(interrupted ? EXIT_INTERRUPTED : EXIT_TIMEOUT,
                         "%srequest %s is still pending%s; it stays queued (cancel it with "
@@ -347,7 +353,7 @@ static int create(RemoteOpts *o, CreateArgs *a) {
         putchar('\n');
     if (r != EXIT_OK)
         return r;
-    r = exit_for(q);
+    r = exit_for(q, a->wait);
     if (o->json)
         print_json(q);
     else {
