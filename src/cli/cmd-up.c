@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,6 +28,7 @@
 #include "engine-local.h"
 #include "output.h"
 #include "remote.h"
+#include "server/server.h"
 #include "wire/api-address.h"
 #include "wire/decode.h"
 #include "store/token-admin.h"
@@ -61,11 +63,13 @@ typedef struct Child {
 } Child;
 
 static void up_usage(FILE *f) {
-    fputs("usage: einsora up [--listen ADDR:PORT] [--state FILE] [--demo] [--heartbeat S]\n\n"
+    fputs("usage: einsora up [--listen ADDR:PORT] [--state FILE] [--demo] [--heartbeat S]\n"
+          "                  [--no-local] [--fixtures DIR] [--nvml-lib PATH]\n\n"
           "Start the control plane and an agent on this machine, make an admin token for you,\n"
           "print the URL, the token's file and the capacity found, and run until Ctrl-C.\n\n"
           "  --listen ADDR:PORT  where the API listens (default " SERVER_DEFAULT_LISTEN ")\n"
-          "  --state FILE        state file (default ~/.local/state/einsora/state.db)\n"
+          "  --state FILE        state file (default ~/.local/state/einsora/state.db); its\n"
+          "                      folder holds the token, port and agents' files: one up each\n"
           "  --demo              also start agents on the source tree's fixture machines\n"
           "  --heartbeat S       agents' heartbeat in seconds (default 2)\n"
           "  --no-local          no agent for this machine (demo fleet only)\n"
@@ -273,7 +277,38 @@ static int parse(int argc, char **argv, UpOpts *o) {
     }
     if (optind < argc)
         return fail(EXIT_USAGE, "up: unexpected argument '%s'", argv[optind]);
+    /* Checked before anything is created: a state file and a token for an address nobody
+     * can listen on would be left behind. */
+    struct sockaddr_storage sa;
+    socklen_t sa_len;
+    Error err = {0};
+    if (server_listen_address(o->listen, &sa, &sa_len, &err) < 0)
+        return fail(EXIT_USAGE, "up: --listen: %s", error_message(&err));
     return -1;
+}
+
+/* One `einsora up` per folder: its token file, port file and agents' state folders are the
+ * folder's, not the state file's, and a second one (another state file there, or a start that
+ * fails) would replace the first one's token, whose secret is stored nowhere else. The lock
+ * is held until this process ends (closed on exec: the children do not hold it). */
+static int lock_folder(const char *dir) {
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof(path), "%s/up.lock", dir) >= sizeof(path))
+        return fail(EXIT_FAIL, "up: the state folder's path is too long");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return fail(EXIT_FAIL, "up: cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return fail(EXIT_FAIL,
+                        "up: another `einsora up` keeps its token, port and agents in %s; stop "
+                        "it first, or give --state a file in another folder",
+                        dir);
+        return fail(EXIT_FAIL, "up: cannot lock %s: %s", path, strerror(e));
+    }
+    return -1; /* held: the descriptor stays open for the life of this process */
 }
 
 int verb_up(int argc, char **argv) {
@@ -296,6 +331,8 @@ int verb_up(int argc, char **argv) {
     snprintf(dir, sizeof(dir), "%s", dirname(tmp));
     if ((r = mkdir_p(dir, 0700)) < 0)
         return fail(EXIT_FAIL, "up: cannot create %s: %s", dir, strerror(-r));
+    if ((r = lock_folder(dir)) >= 0)
+        return r;
     if (o.demo && (!o.fixtures || access(o.fixtures, R_OK) < 0))
         return fail(EXIT_FAIL,
                     "up: --demo needs the fixture machines (installed under "

@@ -105,6 +105,32 @@ Test(up, up_demo_starts_a_fleet_prints_where_things_are_and_stops_cleanly, .time
                  201);
     cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "placed");
     json_decref(j);
+    /* A second up with its state in the same folder (another file there) is refused before it
+     * touches anything: the token file is this fleet's, its secret stored nowhere else. */
+    char cmd2[512];
+    snprintf(cmd2, sizeof(cmd2),
+             "XDG_CONFIG_HOME='%s/other' '%s' up --no-local --listen 127.0.0.1:0 --state "
+             "'%s/other.db' > '%s/up2.out' 2>&1",
+             u.dir, EINSORA_BIN, u.dir, u.dir);
+    int rc = system(cmd2);
+    cr_expect(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "second up: status %d", rc);
+    char *again = NULL;
+    cr_assert_geq(read_one_line(tok, &again), 0);
+    cr_expect_str_eq(again, u.token, "the running fleet's token file was replaced");
+    free(again);
+    snprintf(tok, sizeof(tok), "%s/up2.out", u.dir);
+    text = NULL;
+    cr_assert_geq(read_full_file(tok, 1 << 16, &text, NULL), 0);
+    cr_expect(strstr(text, "another `einsora up`"), "%s", text);
+    free(text);
+    /* A --listen no server could use is a usage error, before any file is made. */
+    snprintf(cmd2, sizeof(cmd2),
+             "'%s' up --no-local --listen nonsense --state '%s/fresh/x.db' > /dev/null 2>&1",
+             EINSORA_BIN, u.dir);
+    rc = system(cmd2);
+    cr_expect(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "status %d", rc);
+    snprintf(tok, sizeof(tok), "%s/fresh", u.dir);
+    cr_expect_neq(access(tok, F_OK), 0, "a folder was made for a --listen no server can use");
     kill(u.pid, SIGTERM);
     int status;
     cr_assert_eq(waitpid(u.pid, &status, 0), u.pid);
