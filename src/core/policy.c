@@ -10,11 +10,14 @@ static bool is_gpu_vendor(Vendor v) {
     return v == VENDOR_NVIDIA || v == VENDOR_AMD || v == VENDOR_INTEL;
 }
 
-SchedReason policy_refusal(const Sched *s, const Req *r, int c) {
+/* runtime: whether an endpoint's runtime the request names must run on c. It names the first
+ * choice's: an alternative runs the one its placement calls for (R14: runtimes follow
+ * placement), so that a Mac endpoint asked with MLX may still fall back to CPU (R13). */
+static SchedReason refusal(const Sched *s, const Req *r, int c, bool runtime) {
     if (r->count > SCHED_NODE_MAX_DEVICES && c != CHOICE_CPU)
         return SCHED_REASON_BAD_COUNT;
     if (c == CHOICE_CPU) {
-        if (r->kind == WORKLOAD_ENDPOINT && r->runtime != ENDPOINT_RUNTIME_NONE &&
+        if (runtime && r->kind == WORKLOAD_ENDPOINT && r->runtime != ENDPOINT_RUNTIME_NONE &&
             r->runtime != ENDPOINT_RUNTIME_LLAMA_CPP)
             return SCHED_REASON_BAD_RUNTIME;
         return SCHED_REASON_NONE;
@@ -35,7 +38,7 @@ SchedReason policy_refusal(const Sched *s, const Req *r, int c) {
     }
     if ((slice || g->vendor == VENDOR_APPLE) && r->count > 1)
         return SCHED_REASON_BAD_COUNT;
-    if (r->kind == WORKLOAD_ENDPOINT) {
+    if (runtime && r->kind == WORKLOAD_ENDPOINT) {
         bool ok = r->runtime == ENDPOINT_RUNTIME_NONE ||
                   (r->runtime == ENDPOINT_RUNTIME_VLLM && is_gpu_vendor(g->vendor)) ||
                   (r->runtime == ENDPOINT_RUNTIME_MLX && g->vendor == VENDOR_APPLE) ||
@@ -46,6 +49,14 @@ SchedReason policy_refusal(const Sched *s, const Req *r, int c) {
     return SCHED_REASON_NONE;
 }
 
+SchedReason policy_refusal(const Sched *s, const Req *r, int c) {
+    return refusal(s, r, c, true);
+}
+
+SchedReason policy_refusal_alternative(const Sched *s, const Req *r, int c) {
+    return refusal(s, r, c, false);
+}
+
 EndpointRuntime policy_endpoint_runtime(const Req *r, int vendor) {
     if (r->kind != WORKLOAD_ENDPOINT)
         return ENDPOINT_RUNTIME_NONE;
@@ -54,7 +65,7 @@ EndpointRuntime policy_endpoint_runtime(const Req *r, int vendor) {
     /* On a Mac MLX loads safetensors weights, llama.cpp (Metal) GGUF ones (the seed). */
     if (vendor == VENDOR_APPLE)
         return r->runtime == ENDPOINT_RUNTIME_LLAMA_CPP ||
-                               (r->runtime == ENDPOINT_RUNTIME_NONE && r->gguf)
+                               (r->runtime != ENDPOINT_RUNTIME_MLX && r->gguf)
                        ? ENDPOINT_RUNTIME_LLAMA_CPP
                        : ENDPOINT_RUNTIME_MLX;
     return ENDPOINT_RUNTIME_VLLM; /* vLLM never runs on a Mac (R14) */
@@ -125,7 +136,8 @@ int policy_check_placement(const Sched *s, const Req *r, bool now_rules, Error *
     int ret = now_rules ? check_class_access(s, r, n, g, err) : 0;
     if (ret < 0)
         return ret;
-    if (policy_refusal(s, r, r->pcls) != SCHED_REASON_NONE)
+    if ((r->fb_index >= 0 ? policy_refusal_alternative(s, r, r->pcls)
+                          : policy_refusal(s, r, r->pcls)) != SCHED_REASON_NONE)
         return error_set(err, -EINVAL, "request '%s': class '%s' cannot serve a %s", req_id(r),
                          g->name, workload_kind_to_string(r->kind));
     if (r->ert != policy_endpoint_runtime(r, g->vendor))

@@ -161,7 +161,7 @@ static SchedReason req_fill(Sched *s, const RequestSpec *spec, size_t id_len, ui
             return SCHED_REASON_BAD_REQUEST;
         why = resolve_class(s, spec->fallback[i], &r->fb[i]);
         if (!why)
-            why = policy_refusal(s, r, r->fb[i]);
+            why = policy_refusal_alternative(s, r, r->fb[i]);
         if (why)
             return why;
         r->fb_names[i] = decision_choice_name(s, r->fb[i]);

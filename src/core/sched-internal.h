@@ -669,6 +669,9 @@ SchedReason place_diagnose(const Sched *s, const Req *r, int c);
 SchedReason place_diagnose_by_memory(const Sched *s, const Req *r);
 /* Static checks of a request against a class: 0 or a refusal reason. */
 SchedReason policy_refusal(const Sched *s, const Req *r, int c);
+/* The same for c as one of r's alternatives (R13): an endpoint runtime r names is its first
+ * choice's, and an alternative runs the one its placement calls for (R14). */
+SchedReason policy_refusal_alternative(const Sched *s, const Req *r, int c);
 /* The runtimes for a placement of r on node n by method m. */
 ContainerRuntime policy_container_runtime(const Sched *s, const Req *r, const Node *n, Method m);
 EndpointRuntime policy_endpoint_runtime(const Req *r, int cls_vendor_or_cpu);

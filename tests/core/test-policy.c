@@ -470,6 +470,55 @@ Test(policy, r13_on_a_mac_metal_then_cpu) {
     cr_assert_str_eq(d.placement.node, "mac");
 }
 
+/* R13 with R14: the runtime a request names is its first choice's; its alternative runs the one
+ * its own placement calls for. A Mac endpoint asked with MLX falls back to CPU under llama.cpp,
+ * and a vLLM endpoint on NVIDIA may fall back to CPU: neither is refused for its fallback
+ * (R18: a request whose first choice can run is not refused). */
+Test(policy, r13_r14_an_explicit_runtime_is_the_first_choices_and_its_fallback_runs_its_own) {
+    fx_site("home", SITE_SOLO);
+    fx_mac("mac", "home", "amy", 64, 48);
+    fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 1);
+    fx_req(.id = "big", .user = "amy", .kind = WORKLOAD_ENDPOINT, .class_name = MAC64,
+           .memory_gb = 40);
+    Decision d = fx_submit((RequestSpec){.id = "mlx",
+                                         .user = "amy",
+                                         .kind = WORKLOAD_ENDPOINT,
+                                         .class_name = MAC64,
+                                         .memory_gb = 20,
+                                         .runtime = ENDPOINT_RUNTIME_MLX,
+                                         .fallback = to_cpu,
+                                         .n_fallback = 1,
+                                         .wait_s = 5},
+                           0);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    sched_tick(fx, 5);
+    sched_request_decision(fx, "mlx", &d);
+    cr_assert_eq(d.placement.method, METHOD_CPU, "%s", d.message);
+    cr_assert_eq(d.placement.endpoint_runtime, ENDPOINT_RUNTIME_LLAMA_CPP, "%s", d.message);
+    d = fx_submit((RequestSpec){.id = "vllm",
+                                .user = "amy",
+                                .kind = WORKLOAD_ENDPOINT,
+                                .class_name = "nvidia-rtx-4090",
+                                .runtime = ENDPOINT_RUNTIME_VLLM,
+                                .fallback = to_cpu,
+                                .n_fallback = 1,
+                                .wait_s = 5},
+                  10);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.endpoint_runtime, ENDPOINT_RUNTIME_VLLM);
+    /* The first choice itself still must be able to run the runtime named (R14). */
+    d = fx_submit((RequestSpec){.id = "bad",
+                                .user = "amy",
+                                .kind = WORKLOAD_ENDPOINT,
+                                .class_name = "cpu",
+                                .runtime = ENDPOINT_RUNTIME_VLLM,
+                                .fallback = to_cpu,
+                                .n_fallback = 1,
+                                .wait_s = 5},
+                  10);
+    cr_assert_eq(d.reason, SCHED_REASON_BAD_RUNTIME, "%s", d.message);
+}
+
 Test(policy, r13_fallback_never_lands_on_stranger_slice) {
     fx_site("dc", SITE_DATACENTER);
     /* One MIG GPU with Kata slices (R2c would let strangers share it), one busy whole H200. */
