@@ -49,7 +49,6 @@ int verb_agent(int argc, char **argv) {
     if (strcmp(sub, "bind") == 0 || strcmp(sub, "reset-check") == 0 || strcmp(sub, "switch") == 0 ||
         strcmp(sub, "recover") == 0)
         return agent_bind_verb(argc - 1, argv + 1);
-    agent_usage(stderr);
     /* A mistyped sub-verb gets the nearest one, as a mistyped verb does. */
     static const char *const subs[] = {"run",         "discover", "bind",
                                        "reset-check", "switch",   "recover"};

@@ -163,7 +163,6 @@ int verb_catalog(int argc, char **argv) {
                         file);
         file = catalog_path ? catalog_path : catalog_default_path();
     } else {
-        catalog_usage(stderr);
         static const char *const subs[] = {"check", "show"};
         return cli_unknown_sub("catalog", sub, subs, ARRAY_SIZE(subs));
     }

@@ -165,7 +165,6 @@ int verb_config(int argc, char **argv) {
     const char *arg = optind < argc ? argv[optind++] : NULL;
     bool use = sub && STREQ(sub, "use-context");
     if (sub && !use && STRNEQ(sub, "get-contexts") && STRNEQ(sub, "current-context")) {
-        fputs(config_usage, stderr);
         static const char *const subs[] = {"get-contexts", "current-context", "use-context"};
         return cli_unknown_sub("config", sub, subs, ARRAY_SIZE(subs));
     }

@@ -341,7 +341,6 @@ int verb_k8s(int argc, char **argv) {
         return sync_verb(argc - 1, argv + 1);
     if (STREQ(sub, "kubevirt-config"))
         return kubevirt_verb(argc - 1, argv + 1);
-    k8s_usage(stderr);
     static const char *const subs[] = {"sync", "kubevirt-config"};
     return cli_unknown_sub("k8s", sub, subs, ARRAY_SIZE(subs));
 }

@@ -403,7 +403,6 @@ int verb_request(int argc, char **argv) {
     const char *id = optind < argc ? argv[optind++] : NULL;
     static const char *const subs[] = {"create", "show", "cancel", "release"};
     if (sub && STRNEQ(sub, "show") && STRNEQ(sub, "cancel") && STRNEQ(sub, "release")) {
-        fputs(usage, stderr);
         return cli_unknown_sub("request", sub, subs, ARRAY_SIZE(subs));
     }
     if (!sub || !id || optind < argc) {

@@ -29,7 +29,6 @@ int verb_tenant(int argc, char **argv) {
     const char *name = optind < argc ? argv[optind++] : NULL;
     bool list = sub && STREQ(sub, "list");
     if (sub && !list && STRNEQ(sub, "trust") && STRNEQ(sub, "untrust")) {
-        fputs(usage, stderr);
         static const char *const subs[] = {"list", "trust", "untrust"};
         return cli_unknown_sub("tenant", sub, subs, ARRAY_SIZE(subs));
     }

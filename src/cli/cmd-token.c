@@ -164,7 +164,6 @@ int verb_token(int argc, char **argv) {
          revoke = sub && STREQ(sub, "revoke");
     const char *id = revoke && optind < argc ? argv[optind++] : NULL;
     if (sub && !create && !list && !revoke) {
-        token_usage(stderr);
         static const char *const subs[] = {"create", "list", "revoke"};
         return cli_unknown_sub("token", sub, subs, ARRAY_SIZE(subs));
     }

@@ -112,15 +112,18 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 
 int cli_unknown_sub(const char *verb, const char *sub, const char *const *subs, size_t n) {
     const char *near = suggest_nearest(sub, subs, n);
+    /* One line, not the verb's whole usage above it (where the line would scroll past). */
     if (near) {
-        fprintf(stderr, "einsora: %s: unknown sub-command '%s'; did you mean `%s`?\n", verb, sub,
-                near);
+        fprintf(stderr,
+                "einsora: %s: unknown sub-command '%s'; did you mean `%s`? (`einsora %s --help` "
+                "lists them)\n",
+                verb, sub, near, verb);
         return EXIT_USAGE;
     }
     fprintf(stderr, "einsora: %s: unknown sub-command '%s' (", verb, sub);
     for (size_t i = 0; i < n; i++)
         fprintf(stderr, "%s%s", i ? ", " : "", subs[i]);
-    fputs(")\n", stderr);
+    fprintf(stderr, "; `einsora %s --help` says more)\n", verb);
     return EXIT_USAGE;
 }
 /* The capabilities the control plane acts on (a node's others would be kept and never
