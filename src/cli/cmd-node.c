@@ -65,14 +65,20 @@ static int print_node(json_t *n) {
     size_t i;
     json_t *d;
     json_array_foreach(json_object_get(n, "devices"), i, d) {
-        char idx[24], mem[24], allocs[24];
+        char idx[24], mem[24], allocs[24], state[48];
         snprintf(idx, sizeof(idx), "%zu", i);
         const char *cls = json_str(d, "class");
+        /* Allocated and cordoned (a per-GPU switch drains it): both are said. */
+        snprintf(state, sizeof(state), "%s%s", strempty(json_str(d, "state")),
+                 json_is_true(json_object_get(d, "cordoned")) &&
+                                 STRNEQ(strempty(json_str(d, "state")), "cordoned")
+                         ? ", cordoned"
+                         : "");
         table_add_row(t, idx, json_str(d, "pci"), json_str(d, "pci_id"),
                       cls && cls[0] ? cls : "(unclassified)",
                       json_int_str(d, "memory_gb", mem, sizeof(mem)), json_str(d, "binding"),
                       json_is_true(json_object_get(d, "mig_enabled")) ? "on" : "off",
-                      json_str(d, "quarantined") ? "quarantined" : json_str(d, "state"),
+                      json_str(d, "quarantined") ? "quarantined" : state,
                       json_int_str(d, "allocations", allocs, sizeof(allocs)));
     }
     json_t *mac = json_object_get(n, "apple_gpu");

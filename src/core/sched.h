@@ -159,7 +159,8 @@ typedef enum Binding {
 } Binding;
 
 /* A device's state as shown to users: "free", "allocated", "cordoned", "quarantined".
- * Quarantined wins over cordoned wins over allocated (a cordoned GPU may still run work). */
+ * Quarantined wins over allocated wins over cordoned, as capacity counts them (a cordoned GPU
+ * may still run work: DeviceInfo.cordoned says it is cordoned too). */
 typedef enum DeviceState {
     DEVICE_FREE,
     DEVICE_ALLOCATED,

@@ -637,6 +637,10 @@ static void node_device_extras(JsonText *w, size_t i, void *userdata) {
         return;
     json_text_member_string(w, "state", device_state_to_string(di.state));
     json_text_member_int(w, "allocations", di.n_allocations);
+    /* A GPU a per-GPU switch drains is cordoned while its workload still runs: its state says
+     * allocated (as capacity counts it), this says no new work goes there (R4, R7). */
+    if (di.cordoned)
+        json_text_member_bool(w, "cordoned", true);
     if (fleet_gpu_off_mode(v->s, &v->n->spec, i))
         json_text_member_bool(w, "off_mode", true);
     if (di.mig_enabled)

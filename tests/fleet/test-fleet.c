@@ -324,6 +324,33 @@ Test(fleet, r4_switch_with_drain_wait_then_r7_lab_gpu_with_evict) {
     fleet_assert_invariants(f);
 }
 
+/* R4, R7: the one lab GPU a per-GPU switch drains still runs its VM (state allocated, as
+ * capacity counts it) and says it is cordoned; the cordon goes with the switch's end. */
+Test(fleet, r7_a_gpu_a_per_gpu_switch_drains_is_shown_cordoned_while_its_vm_runs) {
+    Fleet *f = &fleet;
+    CapIs c = {"nvidia-rtx-4090", "vm", "free", 1};
+    cr_assert(fleet_wait(f, cap_is, &c, 10000));
+    long vm = fleet_submit(f, NULL, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
+    wait_request(f, vm, "active", 10000);
+    cr_assert_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/mode",
+                            "{\"mode\":\"container\",\"drain\":\"wait\",\"gpu\":\"0\"}", NULL),
+                 202);
+    json_t *n = get(f, "/v1/nodes/lab-4090");
+    json_t *d = json_array_get(json_object_get(n, "devices"), 0);
+    cr_expect_str_eq(json_string_value(json_object_get(d, "state")), "allocated");
+    cr_expect(json_is_true(json_object_get(d, "cordoned")), "the drained GPU says it is cordoned");
+    json_decref(n);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", vm);
+    cr_assert_eq(fleet_call(f, "POST", path, NULL, NULL), 200);
+    wait_node(f, "lab-4090", true, "step", "done", 10000);
+    n = get(f, "/v1/nodes/lab-4090");
+    d = json_array_get(json_object_get(n, "devices"), 0);
+    cr_expect(!json_object_get(d, "cordoned"), "the switch's cordon went with it");
+    json_decref(n);
+    fleet_assert_invariants(f);
+}
+
 /* R4: a drain that waits for a workload that may run for days is not a dead end: asking the
  * same switch again with --drain evict stops the workload now and the switch goes on. */
 Test(fleet, r4_a_waiting_drain_asked_again_with_evict_stops_its_workloads) {
