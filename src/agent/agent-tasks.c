@@ -30,6 +30,7 @@ static int do_bind(Agent *a, const char *gpu, const char *target, char *msg, siz
          * group holds nothing but its own functions, no workload of this agent's holds it. */
         BindOptions o = a->bind;
         o.dry_run = true;
+        o.simulated = true;
         o.holders = no_holders;
         BindTarget to;
         BindResult res;

@@ -459,12 +459,21 @@ static int plan_op(const BindOptions *o, const GpuGroup *g, BindTarget to, Journ
             snprintf(fn->to, sizeof(fn->to), "%s",
                      pci_default_host_driver(fns[i]->vendor, fns[i]->class_code));
         /* A host driver that is not loaded cannot bind: then any driver but vfio-pci (or none) will
-         * do. */
+         * do for the GPU's other functions (its audio, its USB). The GPU itself would be left on
+         * no driver, of use to neither containers nor VMs (R7: containers get a GPU its host
+         * driver holds): refused before anything is written. */
         char dir[PATH_MAX];
         if (fn->to[0] && ((size_t)snprintf(dir, sizeof(dir), "%s/bus/pci/drivers/%s",
                                            o->paths.sysfs, fn->to) >= sizeof(dir) ||
-                          access(dir, F_OK) < 0))
+                          access(dir, F_OK) < 0)) {
+            if (STREQ(fn->bdf, g->gpu) && !o->simulated)
+                return error_set(err, -ENOENT,
+                                 "GPU %s would be left on no driver: its host driver %s is not "
+                                 "loaded on this machine (load it, e.g. modprobe %s, then bind "
+                                 "again); nothing was changed",
+                                 g->gpu, fn->to, fn->to);
             fn->to[0] = '\0';
+        }
     }
     if (op->n_fns == 0)
         return error_set(err, -ENODEV, "GPU %s has no functions in its IOMMU group", g->gpu);

@@ -36,8 +36,11 @@ typedef struct BindOptions {
     const char *state_dir; /* journal, records, quarantine; default AGENT_STATE_DIR_DEFAULT */
     int timeout_ms;        /* per kernel write and per wait for the kernel's answer */
     bool dry_run;          /* check and plan only: no write to the kernel or the state folder */
-    const char *modprobe;  /* program run as "<modprobe> vfio-pci" when vfio-pci is not loaded */
-    HoldersFn holders;     /* who holds the GPU's device files; default holders_scan_proc */
+    /* A simulated rebind on a fixture tree (agent run --simulate): the tree is a picture of a
+     * machine, whose host drivers it need not show loaded. */
+    bool simulated;
+    const char *modprobe; /* program run as "<modprobe> vfio-pci" when vfio-pci is not loaded */
+    HoldersFn holders;    /* who holds the GPU's device files; default holders_scan_proc */
     void *holders_userdata;
     BindStepFn on_step;
     void *step_userdata;

@@ -342,6 +342,8 @@ static int read_pci(const HostPaths *p, Accelerator *a) {
     int r = pci_driver_name(p, a->bdf, &a->driver);
     if (r == -ENOMEM)
         return r;
+    if (r < 0 && r != -ENOENT) /* -ENOENT: no driver bound */
+        add_error(a, "sysfs driver link cannot be read (%s).", strerror(-r));
     _cleanup_free_ char *ovr = attr_or_note(p, a, "driver_override");
     if (ovr && (r = pci_parse_driver_override(ovr, &a->driver_override)) < 0) {
         if (r == -ENOMEM)

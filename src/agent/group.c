@@ -83,6 +83,14 @@ static int load_member(const HostPaths *p, const char *gpu, const char *bdf, Gro
         pci_read_hex_attr(p, bdf, "class", &m->class_code) < 0)
         return error_set(err, -ENODEV, "PCI device %s cannot be read (it may have been removed)",
                          bdf);
+    /* A driver link that leads nowhere (or to itself) is a broken tree: nothing is moved on
+     * what cannot be read, before any write. */
+    char *drv = NULL;
+    int r = pci_driver_name(p, bdf, &drv);
+    free(drv);
+    if (r < 0 && r != -ENOENT)
+        return error_set(err, r, "PCI device %s: its driver link cannot be read (%s)", bdf,
+                         strerror(-r));
     read_name(p, bdf, "driver", m->driver, sizeof(m->driver));
     read_name(p, bdf, "driver_override", m->override, sizeof(m->override));
     if ((m->class_code >> 16) == 0x06)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/fileio.h"
@@ -79,7 +80,20 @@ static int link_basename(const char *path, char **ret) {
 int pci_driver_name(const HostPaths *p, const char *bdf, char **ret) {
     char path[PATH_MAX];
     int r = pci_attr_path(p, bdf, "driver", path, sizeof(path));
-    return r < 0 ? r : link_basename(path, ret);
+    if (r < 0)
+        return r;
+    /* The kernel's link always leads to the driver's folder: one that leads nowhere, or to
+     * itself, is a broken tree, not a driver named after the link's last part. */
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return -errno; /* -ENOENT: no driver bound */
+    if (S_ISLNK(st.st_mode)) {
+        if (stat(path, &st) < 0)
+            return errno == ENOENT ? -ENOTDIR : -errno; /* dangling is broken, not unbound */
+        if (!S_ISDIR(st.st_mode))
+            return -ENOTDIR;
+    }
+    return link_basename(path, ret);
 }
 
 int pci_iommu_group(const HostPaths *p, const char *bdf, int *ret) {

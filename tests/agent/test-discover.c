@@ -457,6 +457,27 @@ Test(discover, bad_input_amd_memory_counts_out_of_range_are_errors) {
     machine_inventory_free(inv);
 }
 
+/* A driver link that leads to itself (or nowhere) is the device's error, never a driver named
+ * after the link ("driver"), and the GPU is still listed (R8). */
+Test(discover, bad_input_a_looping_driver_link_is_an_error_not_a_driver_named_driver) {
+    char dir[] = "/tmp/einsora-drvloop-XXXXXX", target[PATH_MAX];
+    scratch_sysfs(dir, "rtx4090-clean-group", "0000:01:00.0", "vendor", target);
+    char link[PATH_MAX];
+    snprintf(link, sizeof(link), "%.*s/driver", (int)(strrchr(target, '/') - target), target);
+    cr_assert_eq(unlink(link), 0);
+    cr_assert_eq(symlink("driver", link), 0);
+    MachineInventory *inv = discover_scratch(dir, "rtx4090-clean-group");
+    const Accelerator *a = NULL;
+    for (size_t i = 0; i < inv->n_accelerators; i++)
+        if (STREQ(inv->accelerators[i].bdf, "0000:01:00.0"))
+            a = &inv->accelerators[i];
+    cr_assert_not_null(a, "the GPU is listed");
+    cr_expect(!a->driver || STRNEQ(a->driver, "driver"), "read as a driver named '%s'", a->driver);
+    cr_expect(a->error && strstr(a->error, "driver link cannot be read"), "%s",
+              a->error ? a->error : "(no error)");
+    machine_inventory_free(inv);
+}
+
 Test(discover, r8_malformed_sysfs_gives_per_device_errors_not_a_crash_or_a_drop) {
     MachineInventory *inv = discover("malformed-sysfs", false);
     cr_assert_eq(inv->n_accelerators, 2);

@@ -55,6 +55,58 @@ Test(bind, r7_clean_switch_to_vfio_and_back_leaves_functions_where_they_were) {
     fixture_teardown(&f);
 }
 
+/* R7: a GPU goes to containers with its host driver bound. Where that driver is not loaded,
+ * a bind to the host would leave it on no driver, of use to nobody: refused before any write,
+ * naming the driver, and the GPU stays on vfio-pci. */
+Test(bind, r7_a_gpu_whose_host_driver_is_not_loaded_is_not_left_on_no_driver) {
+    BindFixture f;
+    FakeDevice devs[4];
+    size_t n = fixture_one_gpu(devs);
+    devs[1].driver = "vfio-pci";
+    devs[2].driver = "vfio-pci";
+    fixture_setup(&f, devs, n, false);
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fixture_path(&f, "sys/bus/pci/drivers/nvidia"));
+    cr_assert_eq(system(cmd), 0);
+    char *before = fake_kernel_snapshot(&f.k);
+    BindResult res;
+    Error err = {0};
+    cr_assert_eq(gpu_bind(&f.o, GPU, BIND_TO_HOST, &res, &err), -ENOENT);
+    cr_expect(strstr(error_message(&err), "would be left on no driver") &&
+                      strstr(error_message(&err), "modprobe nvidia"),
+              "%s", error_message(&err));
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before, "nothing was written");
+    cr_expect_str_eq(fixture_driver(&f, GPU), "vfio-pci");
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
+/* Bad sysfs: a function whose driver link leads to itself is refused before any write, naming
+ * the link, not met half-way through the move ("the kernel refused the write"). */
+Test(bind, bad_input_a_looping_driver_link_is_refused_before_any_write) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    char real[PATH_MAX], link[PATH_MAX + 8];
+    cr_assert(realpath(fixture_path(&f, "sys/bus/pci/devices/" AUDIO), real));
+    snprintf(link, sizeof(link), "%s/driver", real);
+    cr_assert_eq(unlink(link), 0);
+    cr_assert_eq(symlink("driver", link), 0);
+    char *before = fake_kernel_snapshot(&f.k);
+    BindResult res;
+    Error err = {0};
+    cr_assert_lt(gpu_bind(&f.o, GPU, BIND_TO_VFIO, &res, &err), 0);
+    cr_expect(strstr(error_message(&err), "driver link cannot be read"), "%s", error_message(&err));
+    char *after = fake_kernel_snapshot(&f.k);
+    cr_expect_str_eq(after, before, "nothing was written");
+    cr_expect_str_eq(fixture_driver(&f, GPU), "nvidia");
+    free(before);
+    free(after);
+    fixture_teardown(&f);
+}
+
 Test(bind, r7_bind_twice_is_a_no_op) {
     BindFixture f;
     FakeDevice devs[4];
