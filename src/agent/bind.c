@@ -609,7 +609,7 @@ int node_switch(const BindOptions *o, BindTarget to, SwitchResult *ret, Error *e
         gpus[n_gpus++] = devs[i];
         int c = check_movable(o, &g, to, &gerr);
         if (c < 0) {
-            strbuf_printf(&why, "%s%s", why.len ? " " : "", error_message(&gerr));
+            strbuf_printf(&why, "%s%s", why.len ? "; " : "", error_message(&gerr));
             refuse = refuse ? refuse : c;
         }
         if (c == -ENOMEM)
