@@ -198,9 +198,13 @@ void api_dispatch(HttpCtx *c) {
     if (!handlers[id].public) {
         Error err = {0};
         if (auth_principal(c->s, c->authorization, &c->who, &err) < 0) {
+            /* A store that cannot check the token (PostgreSQL away) saw no change of this
+             * call: a change is certainly not committed, and may be sent again at once. */
             api_error(c, err.code == -EACCES ? 401 : 503,
-                      err.code == -EACCES ? "unauthorized" : "unavailable", "%s",
-                      error_message(&err));
+                      err.code == -EACCES ? "unauthorized"
+                      : api_is_change(c)  ? "not_committed"
+                                          : "unavailable",
+                      "%s", error_message(&err));
             return;
         }
     }

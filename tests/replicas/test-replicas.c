@@ -706,6 +706,35 @@ Test(replicas, r16_cli_takes_server_repeated_and_moves_past_a_dead_one, .fini = 
     free(admin);
 }
 
+/* While PostgreSQL is away, a change whose token the store cannot check never reached the
+ * store: 503 not_committed (sent again at once, key or no key), not unavailable (outcome
+ * unknown); a read is unavailable. */
+Test(replicas, r16_a_change_whose_token_cannot_be_checked_is_not_committed, .fini = remove_dir) {
+    int l = start_two();
+    char *fresh = token("fresh", "user"); /* never checked: no memo of it stands in */
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[l].port);
+    cr_assert_eq(replicas_pg_ctl("stop"), 0);
+    Client *c = NULL;
+    cr_assert_eq(client_new(url, fresh, &c, NULL), 0);
+    json_t *j = NULL;
+    long st = call(c, "POST", "/v1/requests",
+                   "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", NULL, &j);
+    const char *code = json_string_value(json_object_get(j, "code"));
+    cr_expect_eq(st, 503);
+    cr_expect_str_eq(code ? code : "", "not_committed");
+    json_decref(j);
+    j = NULL;
+    st = call(c, "GET", "/v1/requests", NULL, NULL, &j);
+    code = json_string_value(json_object_get(j, "code"));
+    cr_expect_eq(st, 503);
+    cr_expect_str_eq(code ? code : "", "unavailable");
+    json_decref(j);
+    client_free(c);
+    cr_assert_eq(replicas_pg_ctl("start"), 0);
+    free(fresh);
+}
+
 int main(int argc, char *argv[]) {
     if (pg_test_start(&pg) < 0)
         return 1;
