@@ -188,14 +188,17 @@ static void *keep_lease(void *userdata) {
 static int take_over(Leader *l, uint64_t epoch) {
     Server *s = l->s;
     Error err = {0};
-    /* The replay ends here (its last view answers reads until this replica leads); the full
-     * load and the invariant check replace it, on the store connection it used. */
-    replay_stop(s);
-    store_pg_set_fence(s->store, epoch, l->lease_ms);
+    /* The lease is kept from the moment it is won, on this thread's own connection: ending
+     * the replay (below) may wait for a view it is loading, and a lease that lapsed meanwhile
+     * let the next standby depose this one before it ever led. */
     atomic_store(&l->epoch, epoch);
     Keeper keeper = {.l = l};
     pthread_t keeper_thread;
     bool keeping = pthread_create(&keeper_thread, NULL, keep_lease, &keeper) == 0;
+    /* The replay ends here (its last view answers reads until this replica leads); the full
+     * load and the invariant check replace it, on the store connection it used. */
+    replay_stop(s);
+    store_pg_set_fence(s->store, epoch, l->lease_ms);
     int r = state_load(s, &err);
     atomic_store(&keeper.done, true);
     if (keeping)
