@@ -226,7 +226,10 @@ int engine_state_from_inspect(json_t *inspect, WorkloadState *ret, const char **
         return error_set(err, -EPROTO, "the engine's inspect answer has no State.Status");
     WorkloadState s = {.exit_code = (int)json_integer_value(json_object_get(st, "ExitCode"))};
     const char *msg = json_string_value(json_object_get(st, "Error"));
-    if (STREQ(status, "running") || STREQ(status, "paused") || STREQ(status, "restarting"))
+    /* Podman's "stopping": a stop in progress (an operator's `podman stop -t 30`), whose
+     * processes may still hold the GPUs: running until they are gone, never freed early. */
+    if (STREQ(status, "running") || STREQ(status, "paused") || STREQ(status, "restarting") ||
+        STREQ(status, "stopping"))
         s.status = WORKLOAD_RUNNING;
     else if (STREQ(status, "created") || STREQ(status, "configured") ||
              STREQ(status, "initialized"))

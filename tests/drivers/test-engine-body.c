@@ -176,6 +176,8 @@ Test(engine_body, r17_inspect_states) {
             {"{\"State\":{\"Status\":\"exited\",\"ExitCode\":127,\"Error\":\"exec: not found\"}}",
              WORKLOAD_FAILED, 127, "exec: not found"},
             {"{\"State\":{\"Status\":\"dead\"}}", WORKLOAD_FAILED, 0, "dead"},
+            /* A stop in progress still holds its GPUs (R7, R17): not ended, not freed. */
+            {"{\"State\":{\"Status\":\"stopping\",\"ExitCode\":0}}", WORKLOAD_RUNNING, 0, ""},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *j = parse(cases[i].json);
