@@ -13,6 +13,7 @@
 #include "output.h"
 #include "remote.h"
 #include "util/macro.h"
+#include "util/strutil.h"
 #include "verbs.h"
 
 int verb_stop(int argc, char **argv) {
@@ -97,6 +98,12 @@ int verb_logs(int argc, char **argv) {
         }
     if (optind + 1 != argc)
         return fail(EXIT_USAGE, "logs: give one request id");
+    uint64_t id;
+    if (parse_decimal_uint64(argv[optind], UINT64_MAX, &id) < 0 || id == 0)
+        return fail(EXIT_USAGE,
+                    "logs: '%.32s' is not a request id (a number, as `einsora "
+                    "requests` shows it)",
+                    argv[optind]);
     if (!sock && !(sock = cli_local_engine_socket()))
         return fail(EXIT_FAIL, "logs: no container engine socket on this machine (looked "
                                "at " CLI_ENGINE_SOCKETS_LOOKED_AT "; give --engine-socket)");

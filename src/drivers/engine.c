@@ -498,12 +498,24 @@ static int engine_logs(Driver *d, const char *id, bool follow, FILE *out, Error 
     _cleanup_free_ char *inspect = strprintf("/containers/" DRIVER_NAME_PREFIX "%s/json", id);
     long status = 0;
     Error ierr = {0};
-    int r = inspect ? call_ok(e, "GET", inspect, NULL, "", &status, NULL, &ierr) : -ENOMEM;
+    json_t *j = NULL;
+    int r = inspect ? call_ok(e, "GET", inspect, NULL, "", &status, &j, &ierr) : -ENOMEM;
     if (r == -ENOENT || status == 404)
         return error_set(err, -ENOENT, "the engine has no container for request %s", id);
     if (r < 0)
         return error_set(err, r, "the engine did not give the logs of request %s%s", id,
                          error_message(&ierr));
+    /* The name alone is anyone's to take: only the container this driver made for the
+     * request (its label, as start checks it) speaks for it. */
+    const char *req = json_string_value(
+            json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), DRIVER_LABEL));
+    bool ours = req && STREQ(req, id);
+    json_decref(j);
+    if (!ours)
+        return error_set(err, -ENOTUNIQ,
+                         "the engine's container " DRIVER_NAME_PREFIX
+                         "%s is not request %s's (made by hand?): its output is not shown",
+                         id, id);
     _cleanup_free_ char *path =
             strprintf("/containers/" DRIVER_NAME_PREFIX "%s/logs?stdout=true&stderr=true%s", id,
                       follow ? "&follow=true" : "");

@@ -297,6 +297,12 @@ Test(engine, r17_another_nodes_or_a_hand_made_container_is_never_taken_for_ours)
     Error e3 = {0};
     cr_expect_eq(a->ops->start(a, &h, &e3), -ENOTUNIQ, "%s", e3.message);
     cr_expect(strstr(e3.message, "not request 306's"), "%s", e3.message);
+    /* Nor is its output shown as the request's. */
+    FILE *f = fopen("/dev/null", "w");
+    Error e4 = {0};
+    cr_expect_eq(a->ops->logs(a, "306", false, f, &e4), -ENOTUNIQ, "%s", e4.message);
+    cr_expect(strstr(e4.message, "not request 306's"), "%s", e4.message);
+    fclose(f);
     cr_assert_eq(podman_fixture_cli(&pm, "rm -f einsora-306"), 0);
     driver_free(a);
     driver_free(b);
