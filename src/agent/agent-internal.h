@@ -35,6 +35,11 @@ typedef struct Agent {
      * file was there at the start (a driver configured before). Otherwise a stop need not
      * read it to learn that the driver does not run the workload. */
     bool slot_may_list[AGENT_SLOTS];
+    /* Workloads adopted from an engine that this agent has no record of starting (its state
+     * folder lost, or a container made by hand with its labels): taken as ours only once the
+     * control plane places their request here; never stopped as ours otherwise. */
+    char **unvouched;
+    size_t n_unvouched;
     WorkWatch watch;          /* the long-poll of this node's work (work-watch.h) */
     bool watch_failing;       /* its last poll failed: log once, not every retry */
     ConfirmPool confirms;     /* the connections that confirm started workloads side by side */

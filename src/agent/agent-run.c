@@ -308,6 +308,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     }
     for (int k = 0; k < AGENT_SLOTS; k++)
         driver_free(a.drivers[k]);
+    strv_free(a.unvouched, a.n_unvouched);
     free(a.pushed);
     json_decref(a.unsent_results);
     inventory_cache_drop(&a.inventory);

@@ -201,6 +201,7 @@ bool agent_ensure_slot(Agent *a, int k) {
         agent_logf(a, "adopted the workload of request %s (the %s runs it)", ids[i], slot_names[k]);
         (void)set_member(a, slot_files[k], ids[i], true, &err);
         (void)set_running(a, ids[i], true, &err);
+        (void)strv_push(&a->unvouched, &a->n_unvouched, ids[i]);
     }
     driver_ids_free(ids, n);
     return true;
@@ -298,10 +299,37 @@ static int start_driven(Agent *a, int k, json_t *w, const char *id, char *url, s
 
 /* Stop (a hanging stop is killed after the grace period) and remove a driven workload; 0
  * when gone or not driven. */
+/* Whether id is one of the unvouched adoptions (agent-internal.h); vouched: it leaves them. */
+static bool unvouched(Agent *a, const char *id, bool vouched) {
+    for (size_t i = 0; i < a->n_unvouched; i++) {
+        if (STRNEQ(a->unvouched[i], id))
+            continue;
+        if (vouched) {
+            free(a->unvouched[i]);
+            a->unvouched[i] = a->unvouched[--a->n_unvouched];
+        }
+        return true;
+    }
+    return false;
+}
+
+/* 0: stopped (or nothing of ours ran it); 1: left alone, a workload this agent has no record
+ * of starting whose request is not placed here (made by hand with our labels, or another
+ * fleet's): it is only forgotten; < 0: the driver did not answer. */
 static int stop_driven(Agent *a, const char *id) {
     for (int k = 0; k < _SLOT_MAX; k++) {
         if (!a->slot_may_list[k] || !is_member(a, slot_files[k], id))
             continue;
+        if (unvouched(a, id, true)) {
+            Error err = {0};
+            agent_logf(a,
+                       "left alone the %s's workload labelled request %s: this agent has no "
+                       "record of starting it and the control plane places no such request "
+                       "here (made by hand?)",
+                       slot_names[k], id);
+            (void)set_member(a, slot_files[k], id, false, &err);
+            return 1;
+        }
         if (!agent_ensure_slot(a, k))
             return -EAGAIN;
         Error err = {0};
@@ -510,11 +538,15 @@ void agent_reconcile_workloads(Agent *a, json_t *work) {
         bool placed = false;
         json_array_foreach(work, i, w) placed =
                 placed || json_integer_value(json_object_get(w, "id")) == strtoll(id, NULL, 10);
+        if (placed)
+            (void)unvouched(a, id, true); /* placed here: ours, whatever started it */
         /* Not stopped (the engine did not answer): the GPU stays recorded, retried next turn. */
         int stopped = id[0] && !placed ? stop_driven(a, id) : -1;
         if (id[0] && !placed && stopped < 0)
             a->confirm_due = true;
-        if (stopped >= 0 && strv_push(&gone, &n_gone, id) < 0)
+        if (stopped == 1 && strv_push(&torn, &n_torn, id) < 0) /* forgotten, not stopped */
+            break;
+        if (stopped == 0 && strv_push(&gone, &n_gone, id) < 0)
             break; /* out of memory: the rest next time */
     }
     /* What was stopped is said so; torn lines only leave the list, with what was stopped. */

@@ -359,6 +359,27 @@ Test(agent_workloads, r17_a_container_created_but_never_started_is_not_adopted_a
     driver_free(d);
 }
 
+/* R17: a container this agent never started, made by hand with its name and labels (or
+ * another fleet's under this node name), is not the agent's to stop: adopted when the agent
+ * starts (its state folder might be lost), it is taken as ours only once the control plane
+ * places its request here; otherwise it is left running and forgotten. */
+Test(agent_workloads, r17_a_container_made_by_hand_with_our_labels_is_left_alone) {
+    NEED_PODMAN();
+    kill(agent, SIGKILL);
+    waitpid(agent, NULL, 0);
+    cr_assert_eq(podman_fixture_cli(&pm, "run -d --name einsora-9990 --label einsora.request=9990 "
+                                         "--label einsora.node=" NODE " " PODMAN_SLEEPER_IMAGE),
+                 0);
+    Driver *d = engine();
+    cr_assert_eq(engine_status(d, 9990), WORKLOAD_RUNNING);
+    spawn_agent();
+    wait_log("left alone the container engine's workload labelled request 9990");
+    cr_expect_eq(engine_status(d, 9990), WORKLOAD_RUNNING, "still running, untouched");
+    cr_expect(!agent_log_has("stopped 9990"), "not stopped as ours");
+    cr_assert_eq(podman_fixture_cli(&pm, "rm -f einsora-9990"), 0);
+    driver_free(d);
+}
+
 /* An agent killed after the engine started a container and its records named it, but before
  * its "running" list did: a request released meanwhile must still have its container stopped
  * by the restarted agent, or the GPU would go to the next workload while it runs (R17). */
