@@ -40,8 +40,10 @@ static void print_requests(const ListOpts *l, json_t *list) {
         json_t *spec = json_object_get(q, "request"), *pl = json_object_get(q, "placement");
         const char *state = json_str(q, "state");
         bool live = state && (!strcmp(state, "placed") || !strcmp(state, "active"));
-        /* The reason matters while a request waits or when it was refused. */
-        bool why = state && (!strcmp(state, "pending") || !strcmp(state, "refused"));
+        /* The reason matters while a request waits, when it was refused, and how its workload
+         * ended (failed or exited with its code: a batch job's outcome). */
+        bool why = state && (!strcmp(state, "pending") || !strcmp(state, "refused") ||
+                             !strcmp(state, "ended"));
         const char *cls = pl && live ? json_str(pl, "class") : json_str(spec, "class");
         const char *node = live ? json_str(pl, "node") : NULL;
         const char *reason = why ? json_str(q, "reason") : NULL;

@@ -206,6 +206,12 @@ Test(agent_process, r17_a_process_that_exits_ends_its_request_with_its_code) {
     cr_assert_str_eq(json_string_value(json_object_get(j, "reason")), "exited with code 3");
     json_decref(j);
     wait_gone(id);
+    /* The list says how it ended too: a batch job's outcome at a glance. */
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(run_einsora(&out, &err, "requests", "--server", ts.url, "--token", ts.admin, NULL),
+                 0, "%s", err);
+    cr_expect(strstr(out, "exited with code 3"), "%s", out);
+    free(out), free(err);
 }
 
 /* The allocations on the node's GPUs, as the control plane counts them. */
