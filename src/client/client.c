@@ -77,7 +77,14 @@ static bool server_url_is_valid(const char *u) {
                                                             : NULL;
     if (!rest || !*rest || *rest == '/' || *rest == ':')
         return false;
-    return !strchr(rest, ' ') && !string_has_control(rest);
+    if (strchr(rest, ' ') || string_has_control(rest))
+        return false;
+    /* The rest as libcurl reads it: "http://[::1" (an IPv6 address left open) or a port
+     * that is no number is a mistyped URL, said as such, not a server that does not answer. */
+    CURLU *h = curl_url();
+    bool ok = h && curl_url_set(h, CURLUPART_URL, u, 0) == CURLUE_OK;
+    curl_url_cleanup(h);
+    return ok;
 }
 
 int client_new(const char *server, const char *token, Client **ret, Error *err) {

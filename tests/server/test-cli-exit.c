@@ -67,6 +67,13 @@ Test(cli_exit, cli_exit_codes_follow_one_table) {
     free(out), free(err);
     cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "ftp://127.0.0.1:9", NULL), 2);
     free(out), free(err);
+    /* A URL libcurl cannot read (an IPv6 address left open, a port that is no number). */
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "http://[::1", NULL), 2, "%s",
+                 err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "http://127.0.0.1:port", NULL), 2,
+                 "%s", err);
+    free(out), free(err);
     /* serve: a --listen that is no address is usage, and no state file is made. */
     char state[] = "/tmp/einsora-exit-XXXXXX";
     cr_assert(mkdtemp(state));
