@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "util/macro.h"
+#include "util/strutil.h"
 
 /* Migration i brings the database from version i to i+1; the same numbers as SQLite's. */
 static const char *const migrations[] = {
@@ -309,16 +310,25 @@ static int migrate(PgStore *s, const char *site, Error *err) {
     }
     if (site && !owner && (r = write_meta(s, "site", site, err)) < 0)
         goto fail;
-    long v = version ? strtol(version, NULL, 10) : 0;
-    if (v < 0 || v > STORE_SCHEMA_VERSION) {
+    uint64_t parsed = 0;
+    if (version && parse_decimal_uint64(version, INT32_MAX, &parsed) < 0) {
+        /* Read as 0 it would run the first migration again over the tables it made. */
         r = error_set(err, -EPROTO,
-                      "PostgreSQL %s has schema version %ld, newer than this einsora knows (%d)",
+                      "PostgreSQL %s has schema version '%.40s' in einsora_meta, which is no "
+                      "number: the database's Einsora schema is damaged; restore it from a backup",
+                      s->where, version);
+        goto fail;
+    }
+    int v = (int)parsed;
+    if (v > STORE_SCHEMA_VERSION) {
+        r = error_set(err, -EPROTO,
+                      "PostgreSQL %s has schema version %d, newer than this einsora knows (%d)",
                       s->where, v, STORE_SCHEMA_VERSION);
         goto fail;
     }
     for (; v < STORE_SCHEMA_VERSION; v++) {
         char next[16];
-        snprintf(next, sizeof(next), "%ld", v + 1);
+        snprintf(next, sizeof(next), "%d", v + 1);
         if ((r = exec_cmd(s, migrations[v], err, "migrating")) < 0 ||
             (r = write_meta(s, "schema_version", next, err)) < 0)
             goto fail;

@@ -409,6 +409,22 @@ Test(store, r16_store_postgresql_refuses_a_newer_schema) {
               err.message);
 }
 
+/* A schema version that is no number is a damaged schema, said so, not read as 0 (which ran
+ * the first migration again and failed on "relation tokens already exists"). */
+Test(store, r16_store_postgresql_refuses_a_schema_version_that_is_no_number) {
+    char loc[256];
+    new_location(true, loc, sizeof(loc));
+    store_close(open_ok(loc));
+    cr_assert_eq(
+            pg_test_exec(loc, "UPDATE einsora_meta SET value = 'abc' WHERE key = 'schema_version'"),
+            0);
+    Store *s = NULL;
+    Error err = {0};
+    cr_assert_eq(store_open(loc, &s, &err), -EPROTO);
+    cr_assert(strstr(err.message, "schema version 'abc'") && strstr(err.message, "damaged"), "%s",
+              err.message);
+}
+
 Test(store, r16_store_postgresql_refuses_a_database_of_another_site) {
     char loc[256];
     new_location(true, loc, sizeof(loc));
