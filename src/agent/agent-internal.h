@@ -40,6 +40,9 @@ typedef struct Agent {
      * control plane places their request here; never stopped as ours otherwise. */
     char **unvouched;
     size_t n_unvouched;
+    /* The control plane's last refusal of an inventory push (a 409 while workloads run): the
+     * push is tried again every turn, and the refusal logged once while it stays the same. */
+    char *push_refusal;
     WorkWatch watch;          /* the long-poll of this node's work (work-watch.h) */
     bool watch_failing;       /* its last poll failed: log once, not every retry */
     ConfirmPool confirms;     /* the connections that confirm started workloads side by side */

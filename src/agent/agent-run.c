@@ -148,14 +148,29 @@ static void push_inventory(Agent *a) {
     }
     _cleanup_free_ char *path = strprintf("/v1/nodes/%s", cfg->id.name);
     long status = 0;
-    if (path && agent_call(a, "PUT", path, node, &status, NULL) >= 0 && status < 300) {
+    json_t *ans = NULL;
+    Error cerr = {0};
+    int r = path ? client_call(a->cl, "PUT", path, node, NULL, &status, &ans, &cerr) : -ENOMEM;
+    /* 409: the node runs something and its inventory changed; tried again at the next turn,
+     * its refusal logged once while it stays the same (not at every heartbeat). */
+    const char *msg = ans ? json_string_value(json_object_get(ans, "message")) : NULL;
+    bool same = r >= 0 && status >= 300 && msg && a->push_refusal && STREQ(msg, a->push_refusal);
+    if (!same)
+        agent_note_call(a, "PUT", path ? path : "", r, status, ans, &cerr);
+    if (r >= 0 && status >= 300 && msg && !same) {
+        free(a->push_refusal);
+        a->push_refusal = strdup(msg);
+    }
+    if (r >= 0 && status < 300) {
         agent_logf(a, "inventory pushed (%zu devices)",
                    json_array_size(json_object_get(node, "devices")));
         free(a->pushed);
         a->pushed = TAKE_PTR(text);
         a->push_due = false;
+        free(a->push_refusal);
+        a->push_refusal = NULL;
     }
-    /* 409: the node runs something and its inventory changed; try again at the next turn. */
+    json_decref(ans);
     json_decref(node);
     free(text);
 }
@@ -309,6 +324,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     for (int k = 0; k < AGENT_SLOTS; k++)
         driver_free(a.drivers[k]);
     strv_free(a.unvouched, a.n_unvouched);
+    free(a.push_refusal);
     free(a.pushed);
     json_decref(a.unsent_results);
     inventory_cache_drop(&a.inventory);

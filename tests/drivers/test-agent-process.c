@@ -36,8 +36,9 @@ static void sleep_ms(int ms) {
     nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
 }
 
-/* heartbeat: the agent's interval in seconds, as its flag takes it */
-static void spawn_agent_beating(const char *heartbeat) {
+/* heartbeat: the agent's interval in seconds, as its flag takes it; caps: its capabilities
+ * (NULL: none) */
+static void spawn_agent_with(const char *heartbeat, const char *caps) {
     static char apple[256];
     snprintf(apple, sizeof(apple), "%s/machines/mac-m2-max-64gb.txt", TEST_FIXTURES);
     const char *args[] = {"--site",
@@ -60,8 +61,14 @@ static void spawn_agent_beating(const char *heartbeat) {
                           "127.0.0.1",
                           "--heartbeat",
                           heartbeat,
+                          caps ? "--capabilities" : NULL,
+                          caps,
                           NULL};
     agent = fleet_spawn_agent(ts.url, token, NODE, state_dir, args, NULL);
+}
+
+static void spawn_agent_beating(const char *heartbeat) {
+    spawn_agent_with(heartbeat, NULL);
 }
 
 static void spawn_agent(void) {
@@ -277,6 +284,30 @@ Test(agent_process, r17_an_agent_restarted_adopts_its_process_and_never_starts_i
     for (const char *p = text; (p = strstr(p, "mlx server:")); p++)
         starts++;
     cr_assert_eq(starts, 1, "the server was started once: %s", text);
+    release(id);
+    wait_gone(id);
+}
+
+/* An inventory push the control plane refuses while a workload runs (its description changed:
+ * a capability added) is tried again every turn, and its refusal logged once, not at every
+ * heartbeat. */
+Test(agent_process, r4_a_push_refused_while_a_workload_runs_is_logged_once) {
+    long id = submit("{\"kind\":\"endpoint\",\"class\":\"apple-silicon-64gb\",\"model\":\"m\"}");
+    json_decref(wait_state(id, "active"));
+    stop_agent(true);
+    const char *route = "einsora_api_request_seconds_count{route=\"PUT /v1/nodes/{name}\"}";
+    double before = ts_metric(&ts, route);
+    spawn_agent_with("1", "kata");
+    /* Three pushes refused (a condition, with a generous deadline). */
+    for (int i = 0; i < 1200 && ts_metric(&ts, route) < before + 3; i++)
+        sleep_ms(50);
+    cr_assert_geq(ts_metric(&ts, route), before + 3, "the agent tried its push again");
+    _cleanup_free_ char *log = strprintf("%s/agent.log", state_dir), *text = NULL;
+    cr_assert_geq(read_full_file(log, 1 << 20, &text, NULL), 0);
+    size_t refusals = 0;
+    for (const char *p = text; (p = strstr(p, "PUT /v1/nodes/" NODE ": 409")); p++)
+        refusals++;
+    cr_expect_eq(refusals, 1, "the same refusal logged %zu times:\n%s", refusals, text);
     release(id);
     wait_gone(id);
 }
