@@ -527,10 +527,8 @@ void agent_reconcile_workloads(Agent *a, json_t *work) {
              * said as what it is rather than "stopped"; the rewrite below drops it. */
             char shown[sizeof(id)];
             snprintf(shown, sizeof(shown), "%s", id);
-            for (char *c = utf8_make_valid(shown); *c; c++)
-                if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                    *c = '?';
-            agent_logf(a, "state/running: dropped a line that is not a request id ('%s')", shown);
+            agent_logf(a, "state/running: dropped a line that is not a request id ('%s')",
+                       string_mask_control(utf8_make_valid(shown)));
             if (strv_push(&torn, &n_torn, id) < 0)
                 break;
             continue;

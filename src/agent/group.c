@@ -62,15 +62,13 @@ static bool same_slot(const char *a, const char *b) {
     return strncmp(a, b, 10) == 0; /* "dddd:bb:dd" */
 }
 
+/* A name attribute ("(null)" and a missing file read as none). */
 static void read_name(const HostPaths *p, const char *bdf, const char *attr, char *out,
                       size_t size) {
     char *s = NULL;
     out[0] = '\0';
-    if (STREQ(attr, "driver") ? pci_driver_name(p, bdf, &s) >= 0
-                              : pci_read_attr(p, bdf, attr, &s) >= 0) {
-        if (!STREQ(s, "(null)"))
-            snprintf(out, size, "%s", s);
-    }
+    if (pci_read_attr(p, bdf, attr, &s) >= 0 && !STREQ(s, "(null)"))
+        snprintf(out, size, "%s", s);
     free(s);
 }
 
@@ -87,11 +85,11 @@ static int load_member(const HostPaths *p, const char *gpu, const char *bdf, Gro
      * what cannot be read, before any write. */
     char *drv = NULL;
     int r = pci_driver_name(p, bdf, &drv);
-    free(drv);
     if (r < 0 && r != -ENOENT)
         return error_set(err, r, "PCI device %s: its driver link cannot be read (%s)", bdf,
                          strerror(-r));
-    read_name(p, bdf, "driver", m->driver, sizeof(m->driver));
+    snprintf(m->driver, sizeof(m->driver), "%s", strempty(drv));
+    free(drv);
     read_name(p, bdf, "driver_override", m->override, sizeof(m->override));
     if ((m->class_code >> 16) == 0x06)
         m->kind = GROUP_MEMBER_BRIDGE;

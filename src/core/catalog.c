@@ -81,6 +81,10 @@ const GpuClass *catalog_find(const Catalog *c, const char *name) {
     return i < 0 ? NULL : &c->classes[i];
 }
 
+bool gpu_class_is_card(const GpuClass *c) {
+    return !c->mig_parent && c->vendor != VENDOR_APPLE && c->vendor != VENDOR_CPU;
+}
+
 int catalog_add(Catalog *c, GpuClass *cls, Error *err) {
     if (!cls->name)
         return error_set(err, -EINVAL, "a class needs a name");

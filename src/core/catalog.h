@@ -105,6 +105,9 @@ void gpu_class_done(GpuClass *cls);
 
 int catalog_find_index(const Catalog *c, const char *name);
 const GpuClass *catalog_find(const Catalog *c, const char *name);
+/* Whether a device (a PCI card) may be of this class: not a MIG slice, an Apple unified-memory
+ * tier or cpu, which are no devices of a node's list. */
+bool gpu_class_is_card(const GpuClass *c);
 
 /* Classification of a device found by the agent; NULL means unclassified. A whole-card
  * class (not a MIG slice) is returned. */

@@ -17,9 +17,12 @@ const char *decision_choice_name(const Sched *s, int c) {
     return s->cat->classes[c].name;
 }
 
-/* "refused (SUBJECT)<middle>REASON<tail>" */
+static bool msg_too_large(Msg *m, const Sched *s, const Req *r);
+
+/* "refused (SUBJECT)<middle>REASON<tail>"; with s and r, a size (TOO_LARGE) is said with the
+ * sizes where they are known (msg_too_large()). */
 static void refusal(Decision *d, SchedReason why, const char *subject, const char *middle,
-                    const char *tail) {
+                    const char *tail, const Sched *s, const Req *r) {
     if (!d)
         return;
     *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
@@ -27,13 +30,14 @@ static void refusal(Decision *d, SchedReason why, const char *subject, const cha
     msg_put(&m, "refused (");
     msg_put(&m, strempty(subject));
     msg_put(&m, middle);
-    msg_text(&m, reason_text(why));
+    if (!(why == SCHED_REASON_TOO_LARGE && s && msg_too_large(&m, s, r)))
+        msg_text(&m, reason_text(why));
     msg_put(&m, tail);
     msg_end(&m);
 }
 
 void decision_refuse(Decision *d, SchedReason why, const char *subject) {
-    refusal(d, why, subject, "): ", "");
+    refusal(d, why, subject, "): ", "", NULL, NULL);
 }
 
 void decision_refuse_memory(Decision *d, SchedReason why, const Sched *s, unsigned memory_gb,
@@ -62,7 +66,6 @@ void decision_refuse_memory(Decision *d, SchedReason why, const Sched *s, unsign
     msg_end(&m);
 }
 
-/* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
 /* R18's size refusal with the sizes: how much was asked and how much the largest node that
  * could otherwise run it offers. False (nothing written) where that is not known. */
 static bool msg_too_large(Msg *m, const Sched *s, const Req *r) {
@@ -90,24 +93,11 @@ static bool msg_too_large(Msg *m, const Sched *s, const Req *r) {
     return true;
 }
 
+/* R18: refused because no node of the fleet could ever run it; says how to wait anyway. */
 void decision_refuse_never(Decision *d, SchedReason why, const char *subject, const Sched *s,
                            const Req *r) {
-    if (!d)
-        return;
-    if (why != SCHED_REASON_TOO_LARGE) {
-        refusal(d, why, subject, "), no node could ever run it: ",
-                "; ask with wait_for_nodes to wait for nodes that may join (R18)");
-        return;
-    }
-    *d = (Decision){.kind = DECISION_REFUSED, .reason = why};
-    Msg m = msg_start(d->message, sizeof(d->message));
-    msg_put(&m, "refused (");
-    msg_put(&m, strempty(subject));
-    msg_put(&m, "), no node could ever run it: ");
-    if (!msg_too_large(&m, s, r))
-        msg_text(&m, reason_text(why));
-    msg_put(&m, "; ask with wait_for_nodes to wait for nodes that may join (R18)");
-    msg_end(&m);
+    refusal(d, why, subject, "), no node could ever run it: ",
+            "; ask with wait_for_nodes to wait for nodes that may join (R18)", s, r);
 }
 
 /* What a request that waits for capacity is told (R18): what frees to let it run. A gang or a

@@ -110,7 +110,9 @@ static Relation rel_of(const Sched *s, const Node *n, uint32_t user) {
     return user == NIL ? RELATION_STRANGER : relation_of(s, n, user);
 }
 
-static Verdict node_gpu(const Sched *s, const Req *r, uint32_t user, const Node *n, int c) {
+/* The GPUs of node n that class c's units are on: of the card class, and for a slice class
+ * those whose NVML offers the slice's shape (R2c). */
+static unsigned gpus_of_class(const Sched *s, const Node *n, int c) {
     const GpuClass *g = &s->cat->classes[c];
     bool slice = g->mig_parent_index >= 0;
     int card = slice ? g->mig_parent_index : c;
@@ -118,6 +120,13 @@ static Verdict node_gpu(const Sched *s, const Req *r, uint32_t user, const Node 
     for (unsigned i = 0; i < n->n_devices; i++)
         have += n->devices[i].cls == card &&
                 (!slice || device_offers_mig(&n->devices[i], g->mig_shape));
+    return have;
+}
+
+static Verdict node_gpu(const Sched *s, const Req *r, uint32_t user, const Node *n, int c) {
+    const GpuClass *g = &s->cat->classes[c];
+    bool slice = g->mig_parent_index >= 0;
+    unsigned have = gpus_of_class(s, n, c);
     if (!have)
         return (Verdict){STAGE_NONE, SCHED_REASON_NO_NODE};
     Relation rel = rel_of(s, n, user);
@@ -209,13 +218,7 @@ static unsigned node_size(const Sched *s, const Req *r, uint32_t user, const Nod
         return node_cpu(s, r, user, n).stage >= STAGE_SIZE ? n->cpu_cores : 0;
     if (node_gpu(s, r, user, n, c).stage < STAGE_SIZE)
         return 0;
-    const GpuClass *g = &s->cat->classes[c];
-    if (g->vendor == VENDOR_APPLE)
-        return n->apple_usable_gb;
-    unsigned have = 0;
-    for (unsigned i = 0; i < n->n_devices; i++)
-        have += n->devices[i].cls == c;
-    return have;
+    return s->cat->classes[c].vendor == VENDOR_APPLE ? n->apple_usable_gb : gpus_of_class(s, n, c);
 }
 
 unsigned feasible_most(const Sched *s, const Req *r, int c) {

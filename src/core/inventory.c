@@ -401,7 +401,7 @@ static int check_devices(const Sched *s, const NodeSpec *spec, Error *err) {
             return error_set(err, -ENOENT,
                              "node '%s' device %zu: no class named '%s' in the catalog", spec->name,
                              i, d->class_name);
-        if (c->mig_parent || c->vendor == VENDOR_APPLE || c->vendor == VENDOR_CPU)
+        if (!gpu_class_is_card(c))
             return error_set(err, -EINVAL,
                              "node '%s' device %zu: '%s' is not a card class (MIG slices, Apple "
                              "and cpu classes are not devices)",

@@ -308,6 +308,12 @@ static void remove_container(Engine *e, const char *name) {
         (void)http(e, "DELETE", path, NULL, e->timeout_s, NULL, &status, NULL, &ignore);
 }
 
+/* A label of a container as the engine's inspect answer gives it, or NULL. */
+static const char *inspect_label(json_t *inspect, const char *key) {
+    return json_string_value(
+            json_object_get(json_object_get(json_object_get(inspect, "Config"), "Labels"), key));
+}
+
 /* A create refused because the name is in use: ours already (never started twice: -EEXIST),
  * or a container of another node or made by hand that must not pass for the placed workload
  * (-ENOTUNIQ: the start fails saying so). */
@@ -319,9 +325,8 @@ static int name_taken(Engine *e, const char *name, const char *id, Error *err) {
     const char *req = NULL, *node = NULL;
     if (path && http(e, "GET", path, NULL, e->timeout_s, NULL, &status, &j, &e2) >= 0 &&
         status < 300) {
-        json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
-        req = json_string_value(json_object_get(labels, DRIVER_LABEL));
-        node = json_string_value(json_object_get(labels, DRIVER_LABEL_NODE));
+        req = inspect_label(j, DRIVER_LABEL);
+        node = inspect_label(j, DRIVER_LABEL_NODE);
     }
     int r = 0;
     if (status < 300 && (!req || STRNEQ(req, id)))
@@ -507,8 +512,7 @@ static int engine_logs(Driver *d, const char *id, bool follow, FILE *out, Error 
                          error_message(&ierr));
     /* The name alone is anyone's to take: only the container this driver made for the
      * request (its label, as start checks it) speaks for it. */
-    const char *req = json_string_value(
-            json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), DRIVER_LABEL));
+    const char *req = inspect_label(j, DRIVER_LABEL);
     bool ours = req && STREQ(req, id);
     json_decref(j);
     if (!ours)

@@ -716,8 +716,7 @@ static void unclassify_unknown(const Server *s, ApiNode *spec) {
     for (size_t i = 0; i < spec->n_devices; i++) {
         ApiDevice *d = &spec->devices[i];
         const GpuClass *c = d->cls[0] ? catalog_find(s->catalog, d->cls) : NULL;
-        if (!d->cls[0] ||
-            (c && !c->mig_parent && c->vendor != VENDOR_APPLE && c->vendor != VENDOR_CPU))
+        if (!d->cls[0] || (c && gpu_class_is_card(c)))
             continue;
         d->cls[0] = '\0';
         d->mig_enabled = false;
