@@ -43,6 +43,9 @@ typedef struct Agent {
     /* The control plane's last refusal of an inventory push (a 409 while workloads run): the
      * push is tried again every turn, and the refusal logged once while it stays the same. */
     char *push_refusal;
+    /* What the last push said of GPUs whose discovery failed (hold_faulty()): logged when it
+     * changes, not at every discovery. */
+    char *fault_note;
     WorkWatch watch;          /* the long-poll of this node's work (work-watch.h) */
     bool watch_failing;       /* its last poll failed: log once, not every retry */
     ConfirmPool confirms;     /* the connections that confirm started workloads side by side */

@@ -124,6 +124,57 @@ static void mark_quarantined(Agent *a, json_t *node) {
     }
 }
 
+/* The index of the device with PCI address pci in a node description; -1 if none. */
+static ssize_t device_at(json_t *node, const char *pci) {
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(node, "devices"), i, d) {
+        const char *p = json_string_value(json_object_get(d, "pci"));
+        if (p && STREQ(p, pci))
+            return (ssize_t)i;
+    }
+    return -1;
+}
+
+/* A GPU whose discovery could not read what the control plane places by (an NVML call that
+ * failed, a sysfs id that reads garbage: Accelerator.fault) is not reported as read: a MIG GPU
+ * whose MIG mode NVML did not give would be offered as a free whole GPU. Its last accepted
+ * report stands; a GPU never reported goes as quarantined with the error (the record of a GPU
+ * not to use, shown with its reason, R9), which an owner lifts once the error is gone. */
+static void hold_faulty(Agent *a, json_t *node, const MachineInventory *inv) {
+    json_t *last = a->pushed ? json_loads(a->pushed, 0, NULL) : NULL;
+    json_t *devices = json_object_get(node, "devices");
+    _cleanup_free_ char *note = NULL;
+    for (size_t i = 0; i < inv->n_accelerators; i++) {
+        const Accelerator *acc = &inv->accelerators[i];
+        ssize_t k = acc->fault && acc->bdf[0] ? device_at(node, acc->bdf) : -1;
+        if (k < 0)
+            continue;
+        ssize_t w = last ? device_at(last, acc->bdf) : -1;
+        if (w >= 0)
+            json_array_set(devices, (size_t)k,
+                           json_array_get(json_object_get(last, "devices"), (size_t)w));
+        else {
+            char reason[sizeof(((ApiDevice *)0)->quarantine_reason)];
+            str_copy_cut_utf8(reason, sizeof(reason), strempty(acc->error));
+            json_object_set_new(json_array_get(devices, (size_t)k), "quarantined",
+                                json_string(reason));
+        }
+        char *n = strprintf("%s%sGPU %s: %s (%s)", strempty(note), note ? "; " : "", acc->bdf,
+                            strempty(acc->error),
+                            w >= 0 ? "its last report is kept" : "reported quarantined");
+        if (n) {
+            free(note);
+            note = n;
+        }
+    }
+    json_decref(last);
+    if (note && (!a->fault_note || STRNEQ(note, a->fault_note)))
+        agent_logf(a, "discovery: %s", note);
+    free(a->fault_note);
+    a->fault_note = TAKE_PTR(note);
+}
+
 /* Discover and push the inventory when it differs from what the control plane has. */
 static void push_inventory(Agent *a) {
     const AgentConfig *cfg = a->cfg;
@@ -138,6 +189,8 @@ static void push_inventory(Agent *a) {
     inventory_cache_set(&a->inventory, inv); /* workload starts use it from now on */
     _cleanup_free_ char *sim = cfg->simulate ? agent_read_state(a, "sim-binding") : NULL;
     json_t *node = agent_node_json(&cfg->id, inv, sim);
+    if (node)
+        hold_faulty(a, node, inv);
     mark_quarantined(a, node);
     char *text = node ? json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!text || (a->pushed && STREQ(a->pushed, text))) {
@@ -325,6 +378,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         driver_free(a.drivers[k]);
     strv_free(a.unvouched, a.n_unvouched);
     free(a.push_refusal);
+    free(a.fault_note);
     free(a.pushed);
     json_decref(a.unsent_results);
     inventory_cache_drop(&a.inventory);

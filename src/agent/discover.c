@@ -28,12 +28,21 @@ static void add_error(Accelerator *a, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    /* It quotes what sysfs or NVML held, which may be any bytes: the report is JSON. */
+    utf8_make_valid(string_mask_control(buf));
     char *s = strprintf("%s%s%s", strempty(a->error), a->error ? " " : "", buf);
     if (s) {
         free(a->error);
         a->error = s;
     }
 }
+
+/* add_error() for what the control plane places by (see Accelerator.fault). */
+#define add_fault(a, ...)                                                                          \
+    do {                                                                                           \
+        add_error((a), __VA_ARGS__);                                                               \
+        (a)->fault = true;                                                                         \
+    } while (0)
 
 /* Build a path; a path longer than PATH_MAX comes out truncated and then simply fails to open. */
 static void path_printf(char buf[static PATH_MAX], const char *fmt, ...) _printf_(2, 3);
@@ -123,7 +132,9 @@ static int read_cpu(const HostPaths *p, bool real_proc, CpuInventory *cpu, Error
     if (r < 0) {
         long pages = real_proc ? sysconf(_SC_PHYS_PAGES) : -1, size = sysconf(_SC_PAGESIZE);
         if (pages <= 0 || size <= 0)
-            return error_set(err, -EINVAL, "cannot read the memory size: %s has no MemTotal line",
+            return error_set(err, -EINVAL,
+                             "cannot read the memory size: %s is missing or has no line "
+                             "'MemTotal: N kB'",
                              path);
         cpu->memory_bytes = (uint64_t)pages * (uint64_t)size;
     }
@@ -146,6 +157,17 @@ static void read_id(const HostPaths *p, Accelerator *a, const char *attr, uint16
     _cleanup_free_ char *s = attr_or_note(p, a, attr);
     if (s && pci_parse_id(s, ret) < 0)
         add_error(a, "sysfs %s reads '%.40s', not a PCI id like 0x10de.", attr, s);
+}
+
+/* The device id, which classes the GPU (R8): every PCI function has one, so a missing file
+ * is a broken tree, not an older kernel, and no id read is a fault. */
+static void read_device_id(const HostPaths *p, Accelerator *a) {
+    _cleanup_free_ char *s = NULL;
+    int r = pci_read_attr(p, a->bdf, "device", &s);
+    if (r < 0)
+        add_fault(a, "cannot read sysfs device: %s.", strerror(-r));
+    else if (pci_parse_id(s, &a->device_id) < 0)
+        add_fault(a, "sysfs device reads '%.40s', not a PCI id like 0x2335.", s);
 }
 
 static void read_link(const HostPaths *p, Accelerator *a, const char *attr, unsigned *ret,
@@ -274,8 +296,17 @@ static int collect_device_nodes(const HostPaths *p, Accelerator *a) {
         if (d)
             closedir(d);
     }
-    if (r >= 0 && a->driver && STREQ(a->driver, "amdgpu"))
+    if (r >= 0 && a->driver && STREQ(a->driver, "amdgpu")) {
+        /* R12: a ROCm container needs the GPU's render node beside /dev/kfd; without one the
+         * GPU cannot be handed to a container, and offering it would place work that fails. */
+        bool render = false;
+        for (size_t i = 0; i < a->n_device_files; i++)
+            render = render || a->device_nodes[i].kind == DEVNODE_DRI_RENDER;
+        if (!render)
+            add_fault(a, "amdgpu has no render node under its drm folder (no renderD*): ROCm "
+                         "containers cannot use it.");
         r = add_device_node(a, (DevNode){DEVNODE_KFD, 0});
+    }
     if (r >= 0 && a->driver && STREQ(a->driver, "vfio-pci") && a->iommu_group >= 0)
         r = add_device_node(a, (DevNode){DEVNODE_VFIO, (unsigned)a->iommu_group});
     return r < 0 ? r : format_device_files(a, p);
@@ -315,19 +346,19 @@ static int probe_pci(const HostPaths *p, const char *bdf, Accelerator *a, bool *
     }
     *ret_keep = true;
     if (rv < 0)
-        add_error(a, "cannot read sysfs vendor: %s.", strerror(-rv));
+        add_fault(a, "cannot read sysfs vendor: %s.", strerror(-rv));
     else if (!vendor_ok)
-        add_error(a, "sysfs vendor reads '%.40s', not a PCI id like 0x10de.", v);
+        add_fault(a, "sysfs vendor reads '%.40s', not a PCI id like 0x10de.", v);
     if (rc < 0)
-        add_error(a, "cannot read sysfs class: %s.", strerror(-rc));
+        add_fault(a, "cannot read sysfs class: %s.", strerror(-rc));
     else if (!class_ok)
-        add_error(a, "sysfs class reads '%.40s', not a PCI class like 0x030200.", c);
+        add_fault(a, "sysfs class reads '%.40s', not a PCI class like 0x030200.", c);
     a->vendor = vendor_ok ? vendor_of(a->vendor_id) : _VENDOR_INVALID;
     return 0;
 }
 
 static int read_pci(const HostPaths *p, Accelerator *a) {
-    read_id(p, a, "device", &a->device_id);
+    read_device_id(p, a);
     read_id(p, a, "subsystem_vendor", &a->subsystem_vendor_id);
     read_id(p, a, "subsystem_device", &a->subsystem_device_id);
     _cleanup_free_ char *numa = attr_or_note(p, a, "numa_node");
@@ -343,12 +374,12 @@ static int read_pci(const HostPaths *p, Accelerator *a) {
     if (r == -ENOMEM)
         return r;
     if (r < 0 && r != -ENOENT) /* -ENOENT: no driver bound */
-        add_error(a, "sysfs driver link cannot be read (%s).", strerror(-r));
+        add_fault(a, "sysfs driver link cannot be read (%s).", strerror(-r));
     _cleanup_free_ char *ovr = attr_or_note(p, a, "driver_override");
     if (ovr && (r = pci_parse_driver_override(ovr, &a->driver_override)) < 0) {
         if (r == -ENOMEM)
             return r;
-        add_error(a, "sysfs driver_override reads '%.40s', not a driver name.", ovr);
+        add_fault(a, "sysfs driver_override reads '%.40s', not a driver name.", ovr);
     }
     _cleanup_free_ char *bv = attr_or_note(p, a, "boot_vga");
     bool b;
@@ -382,7 +413,7 @@ static int read_amd(const HostPaths *p, Accelerator *a) {
     a->gtt_total_bytes = info.gtt_total;
     a->gtt_used_bytes = info.gtt_used;
     if (info.error)
-        add_error(a, "%s", info.error);
+        add_fault(a, "%s", info.error);
     if (info.product_name && !a->model)
         a->model = TAKE_PTR(info.product_name);
     amd_info_done(&info);
@@ -406,7 +437,7 @@ static int merge_nvml(Accelerator *a, NvmlGpu *g) {
     a->mig_current = g->mig_current;
     a->mig_pending = g->mig_pending;
     if (g->error)
-        add_error(a, "%s", g->error);
+        add_fault(a, "%s", g->error);
     if (g->n_pids) {
         a->nvml_pids = TAKE_PTR(g->pids);
         a->n_nvml_pids = g->n_pids;
@@ -569,6 +600,14 @@ static int discover_pci(MachineInventory *inv, const HostPaths *p, const Discove
     if (r == -ENOENT && o->sysfs_root && !o->apple_fixture &&
         (stat(p->sysfs, &st) < 0 || !S_ISDIR(st.st_mode)))
         return error_set(err, -ENOENT, "--sysfs-root %s: no such directory", p->sysfs);
+    /* A root given is a Linux sysfs tree, which always has the PCI bus: without it the root
+     * is the wrong folder (the machine's, not its sys/), or the tree is being changed under
+     * the agent, and "no GPUs" would take the node's GPUs out of the fleet. */
+    if (r == -ENOENT && o->sysfs_root && !o->apple_fixture)
+        return error_set(err, -ENOENT,
+                         "--sysfs-root %s has no bus/pci/devices: give the sysfs tree (the "
+                         "folder mounted at /sys)",
+                         p->sysfs);
     if (r == -ENOENT)
         return 0; /* no PCI bus (a Mac, a container without /sys): nothing to list */
     if (r < 0)
@@ -589,9 +628,16 @@ static int discover_pci(MachineInventory *inv, const HostPaths *p, const Discove
         r = read_pci(p, a);
         if (r >= 0 && a->vendor == VENDOR_AMD)
             r = read_amd(p, a);
+        bool merged = false;
         for (size_t k = 0; r >= 0 && nv && k < nv->n_gpus; k++)
             if (STREQ(nv->gpus[k].bdf, a->bdf)) {
-                r = merge_nvml(a, &nv->gpus[k]);
+                /* Two NVML GPUs at one address: neither report can be told to be this GPU's. */
+                if (merged)
+                    add_fault(a, "NVML reports two GPUs at this address (indexes %zu and more).",
+                              k);
+                else
+                    r = merge_nvml(a, &nv->gpus[k]);
+                merged = true;
                 nv->gpus[k].bdf[0] = '\0'; /* merged: its errors now live on the accelerator */
                 free(nv->gpus[k].error);
                 nv->gpus[k].error = NULL;
@@ -641,7 +687,7 @@ static int discover_pci(MachineInventory *inv, const HostPaths *p, const Discove
                            .boot_vga = -1,
                            .nvidia_minor = -1};
         snprintf(a->bdf, sizeof(a->bdf), "%s", g->bdf);
-        add_error(a, "NVML reports this GPU but %s/bus/pci/devices does not list it.", p->sysfs);
+        add_fault(a, "NVML reports this GPU but %s/bus/pci/devices does not list it.", p->sysfs);
         if (merge_nvml(a, g) < 0 || classify(a, o) < 0)
             return error_set(err, -ENOMEM, "out of memory");
     }

@@ -93,6 +93,10 @@ typedef struct Accelerator {
     uint64_t unified_memory_bytes, wired_limit_bytes, headroom_bytes;
 
     char *error; /* what could not be read or parsed, one sentence per problem; NULL if none */
+    /* Set when an error touches what the control plane places by (the ids that class it, its
+     * memory, its driver, its MIG state): the report would offer a GPU as what it may not be,
+     * so the agent keeps the GPU's last report, or quarantines one it never reported. */
+    bool fault;
 } Accelerator;
 
 typedef struct CpuInventory {

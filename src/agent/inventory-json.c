@@ -4,9 +4,18 @@
 #include <stdio.h>
 
 #include "util/macro.h"
+#include "util/strutil.h"
 
+/* Text read from sysfs or NVML (a product name) may hold any bytes; a JSON string may not, and
+ * a member left out would read as a field the agent does not know of. */
 static json_t *str_or_null(const char *s) {
-    return s ? json_string(s) : json_null();
+    if (!s)
+        return json_null();
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    _cleanup_free_ char *c = strdup(s);
+    return c ? json_string(utf8_make_valid(string_mask_control(c))) : NULL;
 }
 
 static json_t *int_or_null(long long v, bool known) {

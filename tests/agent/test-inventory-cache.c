@@ -56,10 +56,18 @@ Test(inventory_cache, r17_a_start_reuses_the_last_discovery_until_it_is_dropped)
     cr_assert_eq(inventory_cache_get(&c, &o, &first, &err), 0, "%s", err.message);
     cr_assert_eq(gpus(first), 8);
 
-    /* The machine's PCI devices are taken away (an empty sysfs in its place: a root that is
-     * not there at all is an error): only a fresh discovery would notice. */
+    /* The machine's PCI devices are taken away (a sysfs with an empty PCI bus in its place: a
+     * root that is not there at all, or has no PCI bus, is an error): only a fresh discovery
+     * would notice. */
+    char bus[400], pci[420], devices[440];
+    snprintf(bus, sizeof(bus), "%s/bus", sys);
+    snprintf(pci, sizeof(pci), "%s/pci", bus);
+    snprintf(devices, sizeof(devices), "%s/devices", pci);
     cr_assert_eq(rename(sys, gone), 0);
     cr_assert_eq(mkdir(sys, 0755), 0);
+    cr_assert_eq(mkdir(bus, 0755), 0);
+    cr_assert_eq(mkdir(pci, 0755), 0);
+    cr_assert_eq(mkdir(devices, 0755), 0);
     cr_assert_eq(inventory_cache_get(&c, &o, &again, &err), 0, "%s", err.message);
     cr_assert_eq(again, first, "the second start discovered the machine again");
     cr_assert_eq(gpus(again), 8);
@@ -70,6 +78,9 @@ Test(inventory_cache, r17_a_start_reuses_the_last_discovery_until_it_is_dropped)
     cr_assert_eq(gpus(again), 0, "a dropped inventory was used again");
 
     /* A push's discovery replaces it. */
+    cr_assert_eq(rmdir(devices), 0);
+    cr_assert_eq(rmdir(pci), 0);
+    cr_assert_eq(rmdir(bus), 0);
     cr_assert_eq(rmdir(sys), 0);
     cr_assert_eq(rename(gone, sys), 0);
     MachineInventory *fresh = NULL;

@@ -1,7 +1,8 @@
 /* test-mig-profiles.c: R2c, MIG slices "as NVML reports": a real `einsora agent run` on the
  * H200 fixture machine whose (fake) NVML has no 4g.71gb profile, joined to the real control
  * plane. The profile is not offered there: not in capacity, never placed, refused at submit
- * with the reason (R18) instead of failing in the agent. */
+ * with the reason (R18) instead of failing in the agent. And when NVML fails to say what the
+ * GPU is (its MIG mode), nothing changes: the GPU is not offered as a free whole one. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@ static const char nvml_no_4g[] = "init 0\n"
 
 static TestServer ts;
 static pid_t agent;
-static char state_dir[160];
+static char state_dir[160], nvml_path[200];
 
 static void sleep_ms(int ms) {
     nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
@@ -42,8 +43,8 @@ static void setup(void) {
     ts_start(&ts);
     snprintf(state_dir, sizeof(state_dir), "%s/agent", ts.dir);
     cr_assert_eq(mkdir(state_dir, 0700), 0);
-    char nvml[200], sys[256], proc[256];
-    snprintf(nvml, sizeof(nvml), "%s/nvml.txt", ts.dir);
+    char *nvml = nvml_path, sys[256], proc[256];
+    snprintf(nvml_path, sizeof(nvml_path), "%s/nvml.txt", ts.dir);
     FILE *f = fopen(nvml, "w");
     cr_assert_not_null(f);
     fputs(nvml_no_4g, f);
@@ -128,4 +129,88 @@ Test(mig_profiles, r2c_a_profile_nvml_does_not_report_is_not_offered) {
                "\"model\":\"m\"}");
     cr_expect_str_eq(str(q, "state"), "placed", "%s", str(q, "reason"));
     json_decref(q);
+}
+
+/* Whether the text file at path holds needle (an agent's log). */
+static bool file_has(const char *path, const char *needle) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+static json_t *device0(const char *node) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
+    json_t *n = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &n), 200);
+    json_t *d = json_incref(json_array_get(json_object_get(n, "devices"), 0));
+    json_decref(n);
+    return d;
+}
+
+/* An NVML call that fails at a later discovery (MIG mode) would report the MIG GPU as MIG off,
+ * a free whole GPU: its last report stands instead, and the agent logs the error. */
+Test(mig_profiles, r2c_a_mig_gpu_whose_mig_mode_nvml_fails_to_give_keeps_its_last_report) {
+    FILE *f = fopen(nvml_path, "a");
+    cr_assert_not_null(f);
+    fputs("fail nvmlDeviceGetMigMode 999\n", f);
+    fclose(f);
+    char log[256];
+    snprintf(log, sizeof(log), "%s/agent.log", state_dir);
+    for (int i = 0; i < 1200 && !file_has(log, "its last report is kept"); i++)
+        sleep_ms(50);
+    cr_assert(file_has(log, "nvmlDeviceGetMigMode failed"), "no discovery error logged (%s)", log);
+    /* The heartbeat after the logged discovery: whatever that turn pushed has landed. */
+    json_int_t seen = fleet_last_seen_ms(&ts, "n1");
+    for (int i = 0; i < 400 && fleet_last_seen_ms(&ts, "n1") == seen; i++)
+        sleep_ms(50);
+    json_t *d = device0("n1");
+    cr_expect(json_is_true(json_object_get(d, "mig_enabled")), "MIG reported off");
+    cr_expect(!json_is_string(json_object_get(d, "quarantined")));
+    json_decref(d);
+    cr_expect_eq(capacity("nvidia-h200-141gb", "free"), 0);
+    json_t *q = submit("{\"kind\":\"container\",\"class\":\"nvidia-h200-141gb\"}");
+    cr_expect_str_neq(str(q, "state"), "placed", "a whole GPU placed on a MIG GPU");
+    json_decref(q);
+}
+
+/* A GPU whose first discovery already fails that way has no last report: it reaches the
+ * control plane quarantined, with NVML's error as the reason, and is never placed. */
+Test(mig_profiles, r2c_a_gpu_first_seen_with_an_nvml_error_is_quarantined_with_it) {
+    char dir[200], nvml[240], sys[256], proc[256];
+    snprintf(dir, sizeof(dir), "%s/agent2", ts.dir);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    snprintf(nvml, sizeof(nvml), "%s/nvml.txt", dir);
+    FILE *f = fopen(nvml, "w");
+    cr_assert_not_null(f);
+    fputs(nvml_no_4g, f);
+    fputs("fail nvmlDeviceGetMigMode 999\n", f);
+    fclose(f);
+    snprintf(sys, sizeof(sys), "%s/machines/h200-mig/sys", TEST_FIXTURES);
+    snprintf(proc, sizeof(proc), "%s/machines/h200-mig/proc", TEST_FIXTURES);
+    const char *args[] = {"--site",      "lab", "--site-kind", "lab",        "--sysfs-root", sys,
+                          "--proc-root", proc,  "--simulate",  "--nvml-lib", FAKE_NVML_LIB,  NULL};
+    char *token = ts_token(&ts, "n2", "node", "n2");
+    pid_t pid = fleet_spawn_agent(ts.url, token, "n2", dir, args, nvml);
+    free(token);
+    long st = 404;
+    for (int i = 0;
+         i < 600 && (st = ts_call(&ts, ts.admin, "GET", "/v1/nodes/n2", NULL, NULL)) != 200; i++)
+        sleep_ms(50);
+    cr_assert_eq(st, 200, "the agent never registered its node (see %s/agent.log)", dir);
+    json_t *d = device0("n2");
+    const char *why = json_string_value(json_object_get(d, "quarantined"));
+    cr_expect(why && strstr(why, "nvmlDeviceGetMigMode"), "%s", why ?: "(not quarantined)");
+    json_decref(d);
+    json_t *q = submit("{\"kind\":\"container\",\"class\":\"nvidia-h200-141gb\"}");
+    cr_expect_str_neq(str(q, "state"), "placed", "placed on a GPU NVML could not describe");
+    json_decref(q);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
 }

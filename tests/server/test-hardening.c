@@ -230,6 +230,13 @@ Test(hardening, roles_agent_takes_its_token_from_a_file_never_from_argv) {
     snprintf(sys, sizeof(sys), "%s/empty", dir);
     cr_assert_eq(mkdir(dir, 0700), 0);
     cr_assert_eq(mkdir(sys, 0700), 0);
+    char bus[300]; /* a machine without GPUs: its sysfs has an empty PCI bus */
+    snprintf(bus, sizeof(bus), "%s/bus", sys);
+    cr_assert_eq(mkdir(bus, 0700), 0);
+    strcat(bus, "/pci");
+    cr_assert_eq(mkdir(bus, 0700), 0);
+    strcat(bus, "/devices");
+    cr_assert_eq(mkdir(bus, 0700), 0);
     FILE *f = fopen(file, "w");
     cr_assert(f);
     fprintf(f, "%s\n", token);
