@@ -273,7 +273,7 @@ SchedReason feasible_reason(const Sched *s, const Req *r, uint32_t user, SchedRe
         return SCHED_REASON_NONE;
     /* Alternatives count too: the request falls back to them after its wait (R13). */
     for (unsigned i = 0; i < r->n_fb; i++)
-        if (class_verdict(s, r, user, r->fb[i]).stage == STAGE_OK)
+        if (r->fb[i] != CHOICE_NEVER && class_verdict(s, r, user, r->fb[i]).stage == STAGE_OK)
             return SCHED_REASON_NONE;
     return first.reason;
 }

@@ -160,11 +160,15 @@ static SchedReason req_fill(Sched *s, const RequestSpec *spec, size_t id_len, ui
         if (isempty(spec->fallback[i]))
             return SCHED_REASON_BAD_REQUEST;
         why = resolve_class(s, spec->fallback[i], &r->fb[i]);
-        if (!why)
-            why = policy_refusal_alternative(s, r, r->fb[i]);
         if (why)
             return why;
         r->fb_names[i] = decision_choice_name(s, r->fb[i]);
+        /* An alternative a rule keeps from ever taking this request (a Mac's one GPU for a
+         * gang of two, a macOS guest off a Mac) is never free, so it is never taken (R13): it
+         * is skipped, not a refusal of a request its other choices can run (R18). It keeps
+         * its place, which fallback_index counts as the user wrote the list. */
+        if (policy_refusal_alternative(s, r, r->fb[i]) != SCHED_REASON_NONE)
+            r->fb[i] = CHOICE_NEVER;
     }
     return SCHED_REASON_NONE;
 }
@@ -221,6 +225,8 @@ static bool attempt(Sched *s, uint32_t ri, uint64_t now, bool backfill, uint32_t
     }
     int fb_index = -1;
     for (unsigned i = 0; !found && r->expired && i < r->n_fb; i++) {
+        if (r->fb[i] == CHOICE_NEVER)
+            continue;
         w.cls = r->fb[i];
         w.fallback = true;
         found = place_find(s, &w, &tmp);

@@ -18,6 +18,8 @@
 #define CPU_BUCKETS 65
 #define CHOICE_CPU (-2)    /* a request for cpu */
 #define CHOICE_MEMORY (-3) /* a request by memory need: smallest class that fits */
+/* An alternative a rule keeps from ever taking its request (R13, R18): never tried. */
+#define CHOICE_NEVER (-4)
 /* How many nodes of a class a reservation looks at when every one is full: a bound, so a
  * gang's reservation on a busy fleet costs O(1) too. */
 #define RESERVE_FULL_SCAN 128

@@ -601,6 +601,56 @@ Test(policy, r13_r18_a_first_choice_no_node_could_run_waits_told_the_true_reason
     cr_assert_eq(d.placement.fallback_index, 0);
 }
 
+/* R13, R18: an alternative a rule keeps from ever taking the request (a Mac's GPU is one unit:
+ * never a gang of two) is never free, so it is skipped - not a refusal of a request whose
+ * first choice, or a later alternative, can run. The placement still counts the list as the
+ * user wrote it (fallback_index 1: cpu, after the Mac). */
+Test(policy, r13_r18_an_alternative_no_rule_allows_is_skipped_not_a_refusal) {
+    static const char *const mac_then_cpu[] = {MAC64, "cpu"};
+    fx_site("home", SITE_SOLO);
+    fx_gpu_node(.name = "box", .site = "home", .owner = "amy", .cls = "nvidia-rtx-4090", .gpus = 2);
+    fx_mac("mac", "home", "amy", 64, 48);
+    Decision d = fx_submit((RequestSpec){.id = "now",
+                                         .user = "amy",
+                                         .kind = WORKLOAD_CONTAINER,
+                                         .class_name = "nvidia-rtx-4090",
+                                         .count = 2,
+                                         .fallback = mac_then_cpu,
+                                         .n_fallback = 2,
+                                         .wait_s = 5},
+                           0);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.fallback_index, -1);
+    d = fx_submit((RequestSpec){.id = "later",
+                                .user = "amy",
+                                .kind = WORKLOAD_CONTAINER,
+                                .class_name = "nvidia-rtx-4090",
+                                .count = 2,
+                                .fallback = mac_then_cpu,
+                                .n_fallback = 2,
+                                .wait_s = 5},
+                  0);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    sched_tick(fx, 5);
+    sched_request_decision(fx, "later", &d);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_eq(d.placement.method, METHOD_CPU, "the Mac (one unit) was taken for a gang of two");
+    cr_assert_eq(d.placement.fallback_index, 1);
+    /* A macOS guest asks for a Mac first; its alternatives off a Mac never take it. */
+    static const char *const off_mac[] = {"nvidia-rtx-4090", "cpu"};
+    d = fx_submit((RequestSpec){.id = "mvm",
+                                .user = "amy",
+                                .kind = WORKLOAD_VM,
+                                .guest = GUEST_MACOS,
+                                .class_name = MAC64,
+                                .fallback = off_mac,
+                                .n_fallback = 2,
+                                .wait_s = 5},
+                  6);
+    cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
+    cr_assert_str_eq(d.placement.node, "mac");
+}
+
 Test(policy, r13_fallback_to_an_unknown_class_is_refused) {
     static const char *const bad[] = {"nvidia-z9000"};
     Decision d = fx_req(.id = "r", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = H100,
