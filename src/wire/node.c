@@ -108,6 +108,13 @@ static int device_from_json(json_t *j, size_t idx, ApiDevice *d, Error *err) {
                 0)
                 return k;
         }
+        /* Instances mean MIG is on: said so by leaving mig_enabled out, or true. Said off
+         * beside instances, the description contradicts itself and is refused, not taken
+         * either way (R2c). */
+        if (d->n_mig && json_is_false(json_object_get(j, "mig_enabled")))
+            return error_set(err, -EINVAL,
+                             "device %zu: 'mig_enabled' is false but 'mig' lists %zu instance(s)",
+                             idx, d->n_mig);
         d->mig_enabled = d->mig_enabled || d->n_mig > 0;
     }
     json_t *profiles = json_object_get(j, "mig_profiles");

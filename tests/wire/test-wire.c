@@ -258,6 +258,20 @@ Test(wire, r2c_bad_input_a_mig_layout_that_cannot_be_on_a_gpu_is_refused) {
     expect_mig(179, "{\"profile\":\"3g.90gb\",\"start\":2}", "cannot start at memory slot 2");
 }
 
+/* R2c, bad input: a device said MIG off beside MIG instances contradicts itself: refused, not
+ * taken as MIG on (which would offer its slices and hide it from whole-GPU requests). */
+Test(wire, r2c_bad_input_mig_off_with_mig_instances_is_refused) {
+    static const char text[] = NODE_HEAD
+            "\"site_kind\":\"lab\",\"devices\":[{\"pci\":\"0000:01:00.0\",\"memory_gb\":80,"
+            "\"mig_enabled\":false,\"mig\":[{\"profile\":\"1g.10gb\",\"start\":0}]}]}";
+    ApiNode *n = calloc(1, sizeof(*n));
+    Error err = {0};
+    cr_expect_eq(api_node_parse(text, strlen(text), n, &err), -EINVAL);
+    cr_expect(strstr(err.message, "'mig_enabled' is false but 'mig' lists 1 instance"), "%s",
+              err.message);
+    free(n);
+}
+
 /* R2c: the MIG profiles a GPU's NVML offers name profiles of that card, each once; a card
  * outside the SPEC's table is measured by its compute slices. A device without the list has
  * every profile of its class (hand-registered and stored nodes). */
