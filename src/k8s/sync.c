@@ -371,6 +371,25 @@ static void end_request(Sync *s, const char *id, bool failed, const char *messag
     json_decref(body);
 }
 
+/* Whether the object that answered a create with 409 (its name taken) is this request's own:
+ * one made by an earlier create whose answer was lost carries the request's label. An error
+ * reading it counts as ours (the next turn's listing tells). */
+static bool name_is_ours(Sync *s, const char *coll, json_t *manifest, const char *id) {
+    char path[420];
+    snprintf(path, sizeof(path), "%s/%s", coll,
+             strempty(json_string_value(
+                     json_object_get(json_object_get(manifest, "metadata"), "name"))));
+    json_t *o = NULL;
+    Error err = {0};
+    if (k8s_call(s->kube, "GET", path, NULL, NULL, &o, &err) < 0)
+        return true;
+    const char *label = json_string_value(json_object_get(
+            json_object_get(json_object_get(o, "metadata"), "labels"), K8S_LABEL_REQUEST));
+    bool ours = label && STREQ(label, id);
+    json_decref(o);
+    return ours;
+}
+
 /* One workload of a heartbeat answer: create its object, activate it once Running, release
  * it once it succeeded. */
 static void workload(Sync *s, json_t *w, const char *node_resource) {
@@ -403,6 +422,18 @@ static void workload(Sync *s, json_t *w, const char *node_resource) {
             char why[600];
             snprintf(why, sizeof(why), "Kubernetes refused the %s: %s",
                      vmi ? "VirtualMachineInstance" : "Pod", error_message(&err));
+            logf_(s, "request %s: %s", id, why);
+            end_request(s, id, true, why);
+        } else if (r == -EEXIST && !name_is_ours(s, coll, m, id)) {
+            /* The name is taken by an object Einsora did not make for this request: nothing
+             * runs for it, so the request ends saying so rather than wait forever (R17). */
+            char why[600];
+            snprintf(why, sizeof(why),
+                     "Kubernetes already has a %s named %s in namespace %s that Einsora did not "
+                     "make for this request; delete or rename it",
+                     vmi ? "VirtualMachineInstance" : "Pod",
+                     json_string_value(json_object_get(json_object_get(m, "metadata"), "name")),
+                     s->cfg->work.namespace_);
             logf_(s, "request %s: %s", id, why);
             end_request(s, id, true, why);
         } else if (r < 0 && r != -EEXIST)
@@ -591,6 +622,40 @@ static bool label_cordon(json_t *cp) {
     return json_is_true(json_object_get(cp, "cordoned")) && why && strstr(why, LABEL_CORDON);
 }
 
+/* R3 on a GPU node the control plane never had, first seen with its mode label missing or not
+ * a mode: it is registered so that the operator sees it where nodes are shown (its GPUs
+ * counted, as cordoned), in the mode its GPU resources show (vm-passthrough when it advertises
+ * a KubeVirt device, else container) and cordoned from the start with why, so nothing is placed
+ * on it. A guess made to be seen, never to be used:
+ * the label decides once it is set. */
+static bool register_mislabeled(Sync *s, const char *name, json_t *node, const char *path,
+                                const char *why) {
+    K8sNodeView g = {0};
+    json_t *copy = json_deep_copy(node);
+    json_t *labels = json_object_get(json_object_get(copy, "metadata"), "labels");
+    Error err = {0};
+    bool ok = false;
+    for (int i = 0; labels && i < 2 && !ok; i++) {
+        json_object_set_new(labels, K8S_MODE_LABEL,
+                            json_string(i ? "container" : "vm-passthrough"));
+        ok = k8s_node_view(s->cfg->catalog, copy, &g, &err) >= 0 && !g.mode_error[0] &&
+             (g.count > 0 || i == 1);
+    }
+    json_decref(copy);
+    if (!ok)
+        return false;
+    json_t *desc = k8s_node_spec_json(s->cfg->catalog, &g, &s->cfg->site, true);
+    if (desc)
+        json_object_set_new(desc, "cordon_reason", json_string(why));
+    long st = desc ? cp_call(s, "PUT", path, desc, NULL) : -1;
+    json_decref(desc);
+    if (st <= 0 || st >= 300)
+        return false;
+    logf_(s, "node %s: registered cordoned until it is labeled (%u x %s shown)", name, g.count,
+          g.class_index >= 0 ? s->cfg->catalog->classes[g.class_index].name : "unclassified");
+    return true;
+}
+
 /* R3: a served node whose mode label went missing or is not a mode (relabeled by hand to
  * vm-vgpu, the label removed) is an error shown to the operator where the node is shown, not
  * a lost agent: the node is cordoned in Einsora with the sentence as the cordon's reason (its
@@ -599,12 +664,23 @@ static bool label_cordon(json_t *cp) {
  * released requests). Nothing of its inventory is changed; a mode switch asked meanwhile (the
  * way to relabel it from Einsora) is carried out. Once labeled, the sync lifts its cordon. A
  * node cordoned for another reason keeps it (the sentence is in the sync's log). A node the
- * control plane does not have is not served until it is labeled. */
-static void label_error(Sync *s, const char *name, const K8sNodeView *v) {
+ * control plane does not have is registered cordoned (register_mislabeled()). */
+static void label_error(Sync *s, const char *name, json_t *node, const K8sNodeView *v) {
     char path[160];
     snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+    char why[400];
+    snprintf(why, sizeof(why), "%s%s", v->mode_error, LABEL_CORDON);
     json_t *cp = NULL;
-    if (cp_call(s, "GET", path, NULL, &cp) != 200) {
+    long st = cp_call(s, "GET", path, NULL, &cp);
+    if (st == 404) {
+        json_decref(cp);
+        cp = NULL;
+        if (!register_mislabeled(s, name, node, path, why) ||
+            cp_call(s, "GET", path, NULL, &cp) != 200) {
+            json_decref(cp);
+            return;
+        }
+    } else if (st != 200) {
         json_decref(cp);
         return;
     }
@@ -614,8 +690,6 @@ static void label_error(Sync *s, const char *name, const K8sNodeView *v) {
         json_decref(cp);
         return;
     }
-    char why[400];
-    snprintf(why, sizeof(why), "%s%s", v->mode_error, LABEL_CORDON);
     bool cordoned = json_is_true(json_object_get(cp, "cordoned"));
     const char *had = strempty(json_string_value(json_object_get(cp, "cordon_reason")));
     if (!cordoned || (label_cordon(cp) && STRNEQ(had, why))) {
@@ -648,7 +722,7 @@ static void sync_node(Sync *s, const char *name, json_t *node) {
     }
     if (v.mode_error[0]) { /* R3: shown, not guessed */
         warn_once(s, name, v.mode_error);
-        label_error(s, name, &v);
+        label_error(s, name, node, &v);
         return;
     }
     if (v.class_index < 0 && v.count) {

@@ -21,6 +21,66 @@ static void label_value(const char *s, char *buf, size_t size) {
     buf[k] = 0;
 }
 
+/* The request's "env" (["KEY=VALUE", ...], checked by the server) as a container's env, with
+ * an endpoint's model as EINSORA_MODEL (the image's command uses it, as on an agent). A cpu
+ * placement sees no GPU whatever its image says: on a node whose default runtime is NVIDIA's,
+ * NVIDIA_VISIBLE_DEVICES=all would hand it every GPU of the node (R17). */
+static json_t *container_env(json_t *req, bool cpu) {
+    json_t *env = json_array(), *e;
+    size_t i;
+    json_array_foreach(json_object_get(req, "env"), i, e) {
+        const char *kv = json_string_value(e), *eq = kv ? strchr(kv, '=') : NULL;
+        if (!eq || eq == kv)
+            continue;
+        bool hidden = cpu && !strncmp(kv, "NVIDIA_VISIBLE_DEVICES=", 23);
+        if (!hidden)
+            json_array_append_new(
+                    env, json_pack("{s:s%, s:s}", "name", kv, (size_t)(eq - kv), "value", eq + 1));
+    }
+    const char *model = json_string_value(json_object_get(req, "model"));
+    if (model)
+        json_array_append_new(env,
+                              json_pack("{s:s, s:s}", "name", "EINSORA_MODEL", "value", model));
+    if (cpu)
+        json_array_append_new(
+                env, json_pack("{s:s, s:s}", "name", "NVIDIA_VISIBLE_DEVICES", "value", "void"));
+    return env;
+}
+
+/* The container of a Pod: the request's image (else the site's), command, env and ports; a
+ * notebook or endpoint without ports has the one its server listens on (Jupyter 8888, vLLM
+ * 8000, llama.cpp and MLX 8080), as an agent publishes it. */
+static json_t *container_of(const K8sWorkloadSite *site, const char *kind, json_t *w,
+                            json_t *limits) {
+    json_t *req = json_object_get(w, "request"), *p = json_object_get(w, "placement");
+    const char *image = json_string_value(json_object_get(req, "image"));
+    const char *method = json_string_value(json_object_get(p, "method"));
+    json_t *c = json_pack("{s:s, s:s, s:{s:o}}", "name", kind, "image",
+                          image ? image : site->pod_image, "resources", "limits", limits);
+    json_t *cmd = json_object_get(req, "command");
+    if (c && json_array_size(cmd))
+        json_object_set(c, "command", cmd);
+    json_t *env = container_env(req, method && STREQ(method, "cpu"));
+    if (c && json_array_size(env))
+        json_object_set(c, "env", env);
+    json_decref(env);
+    json_t *ports = json_array(), *v;
+    size_t i;
+    json_array_foreach(json_object_get(req, "ports"), i, v)
+            json_array_append_new(ports, json_pack("{s:I, s:s}", "containerPort",
+                                                   json_integer_value(v), "protocol", "TCP"));
+    if (!json_array_size(ports) && (STREQ(kind, "notebook") || STREQ(kind, "endpoint"))) {
+        const char *rt = json_string_value(json_object_get(p, "endpoint_runtime"));
+        json_int_t port = STREQ(kind, "notebook") ? 8888 : rt && STREQ(rt, "vllm") ? 8000 : 8080;
+        json_array_append_new(ports,
+                              json_pack("{s:I, s:s}", "containerPort", port, "protocol", "TCP"));
+    }
+    if (c && json_array_size(ports))
+        json_object_set(c, "ports", ports);
+    json_decref(ports);
+    return c;
+}
+
 json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, json_t *w,
                               const char *node_resource) {
     json_int_t id = json_integer_value(json_object_get(w, "id"));
@@ -50,6 +110,9 @@ json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, j
     snprintf(mem, sizeof(mem), "%" JSON_INTEGER_FORMAT "Gi", memory > 0 ? memory : 4);
     json_int_t cores = json_integer_value(json_object_get(p, "cpu_cores"));
     if (STREQ(kind, "vm")) {
+        /* The request's disk, as a containerDisk image (KubeVirt's), else the site's. */
+        const char *vm_image =
+                json_string_value(json_object_get(json_object_get(w, "request"), "image"));
         /* A GPU VM gets its GPUs (R2a); a cpu VM (R11) its cores and none. */
         bool cpu = STREQ(method, "cpu");
         if (cpu ? cores <= 0 : !res || !count)
@@ -71,7 +134,8 @@ json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, j
         return json_pack("{s:s, s:s, s:o, s:{s:{s:s}, s:o, s:[{s:s, s:{s:s}}]}}", "apiVersion",
                          "kubevirt.io/v1", "kind", "VirtualMachineInstance", "metadata", meta,
                          "spec", "nodeSelector", "kubernetes.io/hostname", node, "domain", domain,
-                         "volumes", "name", "rootdisk", "containerDisk", "image", site->vm_image);
+                         "volumes", "name", "rootdisk", "containerDisk", "image",
+                         vm_image ? vm_image : site->vm_image);
     }
     json_t *limits = json_object();
     if (res && count && STRNEQ(method, "cpu")) {
@@ -81,11 +145,10 @@ json_t *k8s_workload_manifest(const Catalog *cat, const K8sWorkloadSite *site, j
     }
     if (cores > 0)
         json_object_set_new(limits, "cpu", json_sprintf("%" JSON_INTEGER_FORMAT, cores));
-    json_t *pod =
-            json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:[{s:s, s:s, s:{s:o}}]}}", "apiVersion", "v1",
-                      "kind", "Pod", "metadata", meta, "spec", "nodeName", node, "restartPolicy",
-                      STREQ(kind, "container") ? "Never" : "Always", "containers", "name", kind,
-                      "image", site->pod_image, "resources", "limits", limits);
+    json_t *pod = json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:[o]}}", "apiVersion", "v1", "kind",
+                            "Pod", "metadata", meta, "spec", "nodeName", node, "restartPolicy",
+                            STREQ(kind, "container") ? "Never" : "Always", "containers",
+                            container_of(site, kind, w, limits));
     if (pod && crt && STREQ(crt, "kata"))
         json_object_set_new(json_object_get(pod, "spec"), "runtimeClassName",
                             json_string(site->kata_runtime_class));

@@ -264,6 +264,54 @@ Test(node_map, r17_manifests_of_placements) {
     json_decref(vm);
 }
 
+/* R17, R14: the Pod runs the workload the request asked for - its image, command, env and
+ * ports, an endpoint's model as EINSORA_MODEL, the port its server listens on - and a cpu
+ * placement's Pod is told to see no GPU whatever its env says. */
+Test(node_map, r17_a_pod_runs_the_requests_image_command_env_model_and_ports) {
+    K8sWorkloadSite site = {.namespace_ = "ns",
+                            .pod_image = "img",
+                            .vm_image = "disk",
+                            .kata_runtime_class = "kata-gpu"};
+    json_t *ep = json_pack(
+            "{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:[i]}, s:{s:s, s:[s,s], s:[s,s], s:s}}", "id",
+            11, "user", "alice", "kind", "endpoint", "placement", "node", "gpu-a", "class",
+            "nvidia-h100-80gb", "method", "container", "endpoint_runtime", "vllm", "devices", 0,
+            "request", "image", "vllm/vllm-openai:v0.6.3", "command", "serve", "--x", "env",
+            "HF_TOKEN=x=y", "A=", "model", "meta-llama/Llama-3.1-8B");
+    json_t *pod = k8s_workload_manifest(cat, &site, ep, "nvidia.com/gpu");
+    cr_assert_not_null(pod);
+    json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    cr_expect_str_eq(json_string_value(json_object_get(c, "image")), "vllm/vllm-openai:v0.6.3");
+    char *text = json_dumps(json_object_get(c, "command"), JSON_COMPACT);
+    cr_expect_str_eq(text, "[\"serve\",\"--x\"]");
+    free(text);
+    text = json_dumps(json_object_get(c, "env"), JSON_COMPACT | JSON_SORT_KEYS);
+    cr_expect_str_eq(text,
+                     "[{\"name\":\"HF_TOKEN\",\"value\":\"x=y\"},{\"name\":\"A\",\"value\":\"\"},"
+                     "{\"name\":\"EINSORA_MODEL\",\"value\":\"meta-llama/Llama-3.1-8B\"}]");
+    free(text);
+    json_t *port = json_array_get(json_object_get(c, "ports"), 0);
+    cr_expect_eq(json_integer_value(json_object_get(port, "containerPort")), 8000, "vLLM's port");
+    json_decref(pod);
+    json_decref(ep);
+
+    json_t *cpu = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:i}, s:{s:[s], s:[i]}}", "id", 12,
+                            "user", "bob", "kind", "container", "placement", "node", "gpu-a",
+                            "class", "cpu", "method", "cpu", "cpu_cores", 2, "request", "env",
+                            "NVIDIA_VISIBLE_DEVICES=all", "ports", 9000);
+    pod = k8s_workload_manifest(cat, &site, cpu, NULL);
+    cr_assert_not_null(pod);
+    c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    cr_expect_str_eq(json_string_value(json_object_get(c, "image")), "img", "the site's image");
+    text = json_dumps(json_object_get(c, "env"), JSON_COMPACT | JSON_SORT_KEYS);
+    cr_expect_str_eq(text, "[{\"name\":\"NVIDIA_VISIBLE_DEVICES\",\"value\":\"void\"}]");
+    free(text);
+    port = json_array_get(json_object_get(c, "ports"), 0);
+    cr_expect_eq(json_integer_value(json_object_get(port, "containerPort")), 9000);
+    json_decref(pod);
+    json_decref(cpu);
+}
+
 /* R11: every machine offers cpu; a Kubernetes node's whole allocatable cores (millicores
  * rounded down), and none from a quantity this does not read. */
 Test(node_map, r11_a_kubernetes_node_offers_its_allocatable_cores_as_cpu) {

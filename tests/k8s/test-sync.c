@@ -107,6 +107,15 @@ static bool registered(const void *arg) {
     return ok;
 }
 
+static bool cordoned_for_the_label(const void *arg) {
+    json_t *j = cp_node(arg);
+    const char *why = json_string_value(json_object_get(j, "cordon_reason"));
+    bool ok = json_is_true(json_object_get(j, "cordoned")) && why &&
+              strstr(why, "nvidia.com/gpu.workload.config");
+    json_decref(j);
+    return ok;
+}
+
 static const char *switch_field(json_t *node, const char *key) {
     return json_string_value(json_object_get(json_object_get(node, "switch"), key));
 }
@@ -224,9 +233,27 @@ Test(k8s_sync, r3_r6_nodes_are_built_from_the_cluster) {
     const char *names[] = {"gpu-a", "gpu-b", "gpu-d"};
     for (size_t i = 0; i < 3; i++)
         cr_assert(wait_for(registered, names[i]), "%s was not registered", names[i]);
-    /* gpu-c has GPUs and no mode label: an error shown, not a default guessed (R3) */
+    /* gpu-c has GPUs and no mode label: an error shown where nodes are shown, not a default
+     * guessed (R3): registered cordoned, saying why, its GPUs counted as cordoned */
     cr_expect(wait_for(sync_logged, "gpu-c has GPUs and no nvidia.com/gpu.workload.config label"));
-    cr_expect_null(cp_node("gpu-c"), "not served until labeled");
+    cr_assert(wait_for(cordoned_for_the_label, "gpu-c"),
+              "gpu-c is not shown, cordoned, saying why");
+    json_t *c0 = cp_node("gpu-c");
+    cr_expect_gt(json_array_size(json_object_get(c0, "devices")), 0u, "its GPUs are not shown");
+    json_decref(c0);
+    json_t *q = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
+                         "{\"kind\": \"container\", \"class\": \"nvidia-h200-141gb\"}", &q),
+                 201);
+    const char *on = json_string_value(json_object_get(json_object_get(q, "placement"), "node"));
+    cr_expect(!on || strcmp(on, "gpu-c") != 0, "placed on a node whose mode is not known");
+    bool placed = on != NULL;
+    char end[64];
+    snprintf(end, sizeof(end), "/v1/requests/%lld/%s",
+             (long long)json_integer_value(json_object_get(q, "id")),
+             placed ? "release" : "cancel");
+    json_decref(q);
+    cr_expect_eq(ts_call(&ts, ts.admin, "POST", end, NULL, NULL), 200);
     k8s_write("PATCH", "/api/v1/nodes/gpu-c",
               "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": "
               "\"container\"}}}");
@@ -896,6 +923,40 @@ Test(k8s_sync, r17_a_pod_kubernetes_refuses_ends_its_request_with_the_refusal) {
     cr_assert(wait_for(request_active, &next), "the next request never ran");
 }
 
+/* R17: the Pod name of a request taken by a Pod Einsora did not make (no request label): the
+ * create answers 409, nothing runs for the request, and it ends saying so - never "created"
+ * and placed forever on a GPU nothing uses. */
+Test(k8s_sync, r17_a_pod_name_taken_by_a_foreign_pod_ends_the_request_saying_so) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    long first = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\"}");
+    char name[32], path[128];
+    snprintf(name, sizeof(name), "einsora-%ld", first + 1);
+    snprintf(path, sizeof(path), "/api/v1/namespaces/einsora/pods/%s", name);
+    K8sClient *kc = k8s_double_client(&dbl, NULL);
+    json_t *foreign = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1",
+                                "kind", "Pod", "metadata", "name", name, "namespace", "einsora",
+                                "spec", "containers", "name", "x", "image", "busybox");
+    Error err = {0};
+    cr_assert_eq(k8s_call(kc, "POST", "/api/v1/namespaces/einsora/pods", NULL, foreign, NULL, &err),
+                 0, "%s", error_message(&err));
+    json_decref(foreign);
+    long id = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\"}");
+    cr_assert_eq(id, first + 1);
+    cr_assert(wait_for(request_ended, &id), "the request stayed placed under a foreign Pod's name");
+    json_t *r = request(id);
+    const char *why = json_string_value(json_object_get(r, "reason"));
+    cr_expect(why && strstr(why, "did not make"), "%s", why ? why : "(no reason)");
+    json_decref(r);
+    /* The foreign Pod is left as it was. */
+    json_t *pod = k8s_double_get(&dbl, path);
+    cr_expect_not_null(pod);
+    cr_expect_null(json_object_get(json_object_get(json_object_get(pod, "metadata"), "labels"),
+                                   "einsora.io/request"));
+    json_decref(pod);
+    (void)k8s_call(kc, "DELETE", path, NULL, NULL, NULL, &err);
+    k8s_client_free(kc);
+}
+
 /* A cordon made in Kubernetes while no sync ran is mirrored when one starts: the first look
  * at a node takes its cordon for news (not its uncordon, which would undo an Einsora one). */
 Test(k8s_sync, r4_a_kubernetes_cordon_made_while_the_sync_was_down_is_mirrored) {
@@ -1031,15 +1092,6 @@ Test(k8s_sync, r4_the_kubernetes_node_is_cordoned_while_einsora_drains_it) {
 static bool cpus_are_16(const void *arg) {
     json_t *j = cp_node(arg);
     bool ok = json_integer_value(json_object_get(j, "cpus")) == 16;
-    json_decref(j);
-    return ok;
-}
-
-static bool cordoned_for_the_label(const void *arg) {
-    json_t *j = cp_node(arg);
-    const char *why = json_string_value(json_object_get(j, "cordon_reason"));
-    bool ok = json_is_true(json_object_get(j, "cordoned")) && why &&
-              strstr(why, "nvidia.com/gpu.workload.config");
     json_decref(j);
     return ok;
 }
