@@ -8,10 +8,11 @@ export const token = {
 };
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, data = null) {
     super(message);
     this.status = status;
     this.code = code;
+    this.data = data; // the whole error answer: some say where to go on (events' oldest, newest)
   }
 }
 
@@ -40,8 +41,27 @@ export async function api(path, opts = {}) {
   } catch {
     throw new ApiError(res.status, "bad_answer", `The server answered ${res.status} without JSON.`);
   }
-  if (!res.ok) throw new ApiError(res.status, data.code || "error", data.message || `HTTP ${res.status}`);
+  if (!res.ok) throw new ApiError(res.status, data.code || "error", data.message || `HTTP ${res.status}`, data);
   return data;
+}
+
+// Every request a list filter names, page after page: a page ends at `limit`, and a busy site
+// has more requests than one holds.
+export async function requestsWhere(query) {
+  const all = [];
+  let after = null;
+  do {
+    const page = await api(`/v1/requests?${query}&limit=10000${after === null ? "" : `&after=${encodeURIComponent(after)}`}`);
+    all.push(...page.requests);
+    after = page.next ?? null;
+  } while (after !== null);
+  return all;
+}
+
+// The requests that are waiting, placed or running (never all history, which only grows).
+export async function liveRequests() {
+  const [pending, placed, active] = await Promise.all(["pending", "placed", "active"].map((s) => requestsWhere(`state=${s}`)));
+  return [...pending, ...placed, ...active];
 }
 
 // Run fn now and every ms until stop() is called; a failed run shows on onError and goes on.

@@ -53,6 +53,13 @@ export function render(main, ctx) {
       } catch (e) {
         if (abort.signal.aborted) return;
         if (e.status === 401) return ctx.onAuthLost();
+        // The feed says where to read from again: past its retention (410, oldest), or a
+        // cursor this server never gave (400, newest: a state restored from a backup).
+        const from = e.status === 410 ? e.data?.oldest : e.status === 400 ? e.data?.newest : undefined;
+        if (Number.isInteger(from)) {
+          after = from;
+          continue;
+        }
         say(note, `${e.message} Retrying…`, "error");
         await new Promise((res) => setTimeout(res, 2000));
       }

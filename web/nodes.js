@@ -2,7 +2,7 @@
 // geometry, state, quarantine reason), the workloads on it, reachable or lost; cordon /
 // uncordon and mode switch (with a drain choice) where the token may, with the switch's
 // steps shown live.
-import { api, poll } from "./api.js";
+import { api, poll, liveRequests } from "./api.js";
 import { h, svg, replace, table, status, say, clock } from "./dom.js";
 
 const STEPS = ["cordon", "drain", "rebind", "verify", "uncordon", "done"];
@@ -96,8 +96,8 @@ export function render(main, ctx) {
 
   let sig = "";
   const refresh = async () => {
-    const [{ nodes }, reqs] = await Promise.all([api("/v1/nodes"), api("/v1/requests?limit=10000").catch(() => ({ requests: [] }))]);
-    const work = reqs.requests.filter((r) => r.state === "placed" || r.state === "active");
+    const [{ nodes }, reqs] = await Promise.all([api("/v1/nodes"), liveRequests().catch(() => [])]);
+    const work = reqs.filter((r) => r.state === "placed" || r.state === "active");
     const s = JSON.stringify([nodes.map((n) => ({ ...n, agent: n.agent ? n.agent.heartbeat_s : 0 })), work]);
     if (s === sig) return;
     sig = s;

@@ -1,7 +1,7 @@
 // queue.js: the Queue page: waiting requests with their reason, position, wait so far and
 // when their fallback opens (R13); placed and running ones with node, devices, method and
 // runtime; cancel / release where the token may (the API decides, the page only offers).
-import { api, poll } from "./api.js";
+import { api, poll, liveRequests } from "./api.js";
 import { h, replace, table, status, say, duration, clock } from "./dom.js";
 
 function what(r) {
@@ -40,9 +40,10 @@ export function render(main, ctx) {
 
   let sig = "";
   const refresh = async () => {
-    const { requests } = await api("/v1/requests?limit=10000");
+    // The live ones in full, the ended ones of the latest 100: never all history.
+    const [requests, { requests: latest }] = await Promise.all([liveRequests(), api("/v1/requests?last=100")]);
     const now = Date.now();
-    const s = JSON.stringify(requests) + Math.floor(now / 1000);
+    const s = JSON.stringify([requests, latest]) + Math.floor(now / 1000);
     if (s === sig) return;
     sig = s;
     const f = document.activeElement;
@@ -63,7 +64,7 @@ export function render(main, ctx) {
           duration(now - (r.placed_ms || r.created_ms)),
           mine(r) ? h("span.actions", {}, r.state === "placed" ? act(r, "cancel") : null, act(r, "release")) : ""];
       })) : h("p", {}, "Nothing is placed."));
-    const done = requests.filter((r) => !["pending", "placed", "active"].includes(r.state)).slice(-20).reverse();
+    const done = latest.filter((r) => !["pending", "placed", "active"].includes(r.state)).slice(0, 20);
     replace(ended, done.length ? table("Ended requests", ["#", "State", "User", "Request", "Reason"],
       done.map((r) => [String(r.id), r.state, h("span.name", {}, r.user), what(r), h("span.reason", {}, r.reason || "")])) : h("p", {}, "None yet."));
     if (keep) main.querySelector(keep)?.focus(); // a re-draw must not throw a keyboard user out

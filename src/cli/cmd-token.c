@@ -30,8 +30,9 @@ static void token_usage(FILE *f) {
           "  --nodes A,B   the nodes an owner owns, or the one node of an agent token\n"
           "  --role ROLE   admin | owner | trusted | user | node\n"
           "                owner: owns the nodes named by --nodes; node: the agent token of the\n"
-          "                one node named by --nodes; trusted: the same rights as user (trust,\n"
-          "                R9, is the tenant's: `einsora tenant trust USER` grants it)\n"
+          "                one node named by --nodes; trusted: a user the site trusts (R9):\n"
+          "                its first submit grants USER trust, as `einsora tenant trust USER`\n"
+          "                does\n"
           "  --expires D   refuse the token after D: a number with s, m, h or d (e.g. 30d)\n"
           "  --json        print JSON\n"
           "  -h, --help    show this help\n",
@@ -190,8 +191,13 @@ int verb_token(int argc, char **argv) {
         expires_ms += now_ms();
     }
     if (!wire_name_is_valid(user))
-        return fail(EXIT_USAGE, "token create: '%s' is not a valid user name (a-z, 0-9, . _ -)",
-                    user);
+        return fail(EXIT_USAGE,
+                    "token create: '%s' is not a valid user name (1 to %d of a-z, 0-9, . _ -, "
+                    "starting with a letter or digit)",
+                    user, WIRE_NAME_MAX - 1);
+    if (STREQ(user, "system")) /* events would not tell the user's changes from the queue's */
+        return fail(EXIT_USAGE, "token create: 'system' is the name events give the control "
+                                "plane's own changes; choose another user name");
     static const char *const roles[] = {"admin", "owner", "trusted", "user", "node"};
     bool ok = false;
     for (size_t i = 0; i < ARRAY_SIZE(roles); i++)
@@ -224,8 +230,9 @@ int verb_token(int argc, char **argv) {
     fprintf(stderr, "einsora: token for %s (%s) created; it is shown only this once\n", user, role);
     if (STREQ(role, "trusted"))
         fprintf(stderr,
-                "einsora: note: the trusted role gives %s no trust of its own; an admin grants "
-                "trust (R9) with `einsora tenant trust %s`\n",
+                "einsora: note: the first request sent with this token grants %s trust (R9); "
+                "`einsora tenant untrust %s` withdraws it (revoke this token too, or its next "
+                "request grants it again)\n",
                 user, user);
     return EXIT_OK;
 }

@@ -16,7 +16,7 @@
 /* The query parameters each route reads; every other one is refused. */
 static const char *const *route_query_keys(RouteId id) {
     static const char *const none[] = {NULL};
-    static const char *const requests[] = {"state", "node", "after", "limit", NULL};
+    static const char *const requests[] = {"state", "node", "after", "limit", "last", NULL};
     static const char *const events[] = {"after", "wait", "limit", NULL};
     static const char *const nodes[] = {"site", NULL};
     static const char *const capacity[] = {"class", "site", NULL};
@@ -104,6 +104,11 @@ bool api_check_conventions(HttpCtx *c, RouteId id) {
     if (r == -EEXIST) {
         /* "limit=1&limit=abc": which one was meant is a guess, so neither is taken. */
         api_error(c, 400, "bad_request", "Query parameter '%.64s' is given twice.", bad);
+        return false;
+    }
+    if (r == -ENODATA) {
+        api_error(c, 400, "bad_request", "Query parameter '%.64s' has no value (write %.64s=...).",
+                  bad, bad);
         return false;
     }
     if (r < 0) {

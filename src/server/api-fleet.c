@@ -179,8 +179,8 @@ static void op_task_result(Server *s, Op *op) {
 void api_node_task_result(HttpCtx *c) {
     const char *node = c->match.params[0];
     uint64_t id;
-    if (parse_decimal_uint64(c->match.params[1], UINT64_MAX, &id) < 0)
-        API_FAIL(c, 404, "not_found", "No task %.64s: task ids are numbers.", c->match.params[1]);
+    if (!api_path_id(c, c->match.params[1], "task", &id))
+        return;
     if (!api_is_agent_of(&c->who, node))
         API_FAIL(c, 403, "forbidden", "Only the agent of node %s (or an admin) reports its tasks.",
                  node);

@@ -165,6 +165,11 @@ static void op_node_put(Server *s, Op *op) {
         return;
     }
     if (old && op->who->role == ROLE_NODE) {
+        /* The site's kind decides internal-only classes (R9) and node modes (R3), as the owner
+         * decides owner-only ones (R10): an agent's push keeps the registered site, whatever
+         * its --site says (its first push, which registers the node, names it). */
+        memcpy(a->spec.site, old->spec.site, sizeof(a->spec.site));
+        a->spec.site_kind = old->spec.site_kind;
         fleet_merge_agent_push(old, &a->spec);
         if (!follow_off_mode(s, old, &a->spec))
             OP_FAIL(op, 500, "internal", "Node %s could not be cordoned.", old->spec.name);
@@ -187,6 +192,12 @@ static void op_node_put(Server *s, Op *op) {
                 "Node %s is owned by %s; only an admin changes a node's "
                 "owner.",
                 old->spec.name, old->spec.owner);
+    else if (old && op->who->role != ROLE_ADMIN &&
+             (STRNEQ(old->spec.site, a->spec.site) || old->spec.site_kind != a->spec.site_kind))
+        OP_FAIL(op, 403, "forbidden",
+                "Node %s is in %s site %s; only an admin moves a node to another site (a site's "
+                "kind decides internal-only classes and node modes).",
+                old->spec.name, site_kind_to_string(old->spec.site_kind), old->spec.site);
     /* A description says whether the node is cordoned, not why: a cordon it keeps keeps its
      * reason (the description would otherwise differ from the node by that alone). */
     if (old && a->spec.cordoned && old->spec.cordoned && !a->spec.cordon_reason[0])

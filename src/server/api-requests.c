@@ -25,12 +25,7 @@ static bool req_visible(const Principal *who, const Req *r) {
 }
 
 static bool parse_id(HttpCtx *c, uint64_t *ret) {
-    if (parse_decimal_uint64(c->match.params[0], UINT64_MAX, ret) < 0 || *ret == 0) {
-        api_error(c, 404, "not_found", "No request %.64s: request ids are positive numbers.",
-                  c->match.params[0]);
-        return false;
-    }
-    return true;
+    return api_path_id(c, c->match.params[0], "request", ret);
 }
 
 /* ---- submit ---- */
@@ -86,6 +81,10 @@ static void op_submit(Server *s, Op *op) {
             return;
         }
     }
+    /* A token of the trusted role is the site marking its user trusted (R9): its first submit
+     * grants the trust an admin's `tenant trust` would (tenants.c). */
+    if (who->role == ROLE_TRUSTED && tenants_set_trust(s, who->user, true, "token") < 0)
+        OP_FAIL(op, 500, "internal", "%s", error_message(&s->batch_err));
     _cleanup_(state_req_freep) Req *made = calloc(1, sizeof(*made));
     if (!made || !(made->user = strdup(who->user)) ||
         (a->idem_key && !(made->idem_key = strdup(a->idem_key))))
@@ -144,6 +143,15 @@ void api_requests_submit(HttpCtx *c) {
     }
     if (api_request_check_new(&a.spec, &err) < 0)
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
+    /* A MIG slice is a hardware partition of its own (R2c), never time-sliced (R2e): 'share'
+     * there would be a wish silently dropped. */
+    const GpuClass *slice =
+            a.spec.share && a.spec.cls[0] ? catalog_find(c->s->catalog, a.spec.cls) : NULL;
+    if (slice && slice->mig_parent_index >= 0)
+        API_FAIL(c, 400, "bad_request",
+                 "Field 'share' time-slices a whole GPU (R2e); %s is a MIG slice, a partition "
+                 "of its own: leave 'share' out.",
+                 a.spec.cls);
     if (a.idem_key && (strlen(a.idem_key) == 0 || strlen(a.idem_key) > 128))
         API_FAIL(c, 400, "bad_request", "Idempotency-Key must be 1 to 128 characters.");
     if (a.idem_key && !idem_key_is_valid(a.idem_key))
@@ -182,8 +190,15 @@ void api_requests_list(HttpCtx *c) {
     const char *state = api_query(c, "state"), *node = api_query(c, "node");
     char scope[256];
     api_list_scope(scope, sizeof(scope), "requests", state, node);
-    if (!api_query_cursor(c, scope, &after) || !api_query_uint(c, "limit", 1000, 10000, &limit))
+    uint64_t newest;
+    if (!api_query_cursor(c, scope, &after) || !api_query_uint(c, "limit", 1000, 10000, &limit) ||
+        !api_query_uint(c, "last", 0, 1000, &newest))
         return;
+    if (api_query(c, "last") && !newest)
+        API_FAIL(c, 400, "bad_request", "Query parameter 'last' must be a number from 1 to 1000.");
+    if (newest && (api_query(c, "after") || api_query(c, "limit")))
+        API_FAIL(c, 400, "bad_request",
+                 "'last' lists the newest requests in one page: it takes no 'after' or 'limit'.");
     ReqState st = state ? req_state_from_string(state) : _REQ_STATE_INVALID;
     if (state && st < 0)
         API_FAIL(c, 400, "bad_request",
@@ -202,8 +217,22 @@ void api_requests_list(HttpCtx *c) {
     const ReqVec *idx = c->who.role == ROLE_ADMIN && !live_only ? NULL
                         : live_only                             ? &s->live
                                                                 : history_user(s, c->who.user);
-    size_t from = idx ? history_first_after(idx, after) : 0;
     uint64_t end = idx ? idx->n : s->n_reqs;
+    if (newest) {
+        /* The newest first, no cursor: what a page of the latest (the dashboard's ended
+         * requests) needs without reading all history from its start. */
+        for (uint64_t k = end; k > 0 && json_array_size(list) < newest; k--) {
+            const Req *r = idx ? idx->v[k - 1] : s->reqs[k - 1];
+            if (!r || !req_visible(&c->who, r) || (state && r->state != st) ||
+                (live_only && !history_req_is_live(r)) || (node && !req_placed_on(r, node, -1)))
+                continue;
+            json_array_append_new(list, req_to_json(s, r));
+        }
+        pthread_rwlock_unlock(&s->lock);
+        c->json = json_pack("{s:o}", "requests", list);
+        return;
+    }
+    size_t from = idx ? history_first_after(idx, after) : 0;
     /* Counted from `after` upwards, never `after + 1`: a cursor of UINT64_MAX must not wrap. */
     uint64_t i;
     for (i = idx ? from : after; i < end && json_array_size(list) < limit; i++) {

@@ -19,6 +19,10 @@ typedef struct EndArg {
 
 static void op_end(Server *s, Op *op) {
     EndArg *a = op->arg;
+    if (op->who->role != ROLE_ADMIN && op->who->role != ROLE_NODE)
+        OP_FAIL(op, 403, "forbidden",
+                "Only the agent of the node (or an admin) reports that a workload ended; a user "
+                "releases a request instead.");
     Req *r = state_req(s, a->id);
     const char *node = r ? r->placed_node : NULL;
     bool agent = op->who->role == ROLE_ADMIN ||
@@ -50,9 +54,8 @@ static void op_end(Server *s, Op *op) {
 
 void api_request_end(HttpCtx *c) {
     uint64_t id;
-    if (parse_decimal_uint64(c->match.params[0], UINT64_MAX, &id) < 0 || !id)
-        API_FAIL(c, 404, "not_found", "No request %.64s: request ids are positive numbers.",
-                 c->match.params[0]);
+    if (!api_path_id(c, c->match.params[0], "request", &id))
+        return;
     WorkloadEnd end;
     Error err = {0};
     if (workload_end_parse(c->body, c->body_len, &end, &err) < 0)

@@ -151,6 +151,22 @@ bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uin
     return true;
 }
 
+bool api_path_id(HttpCtx *c, const char *text, const char *what, uint64_t *ret) {
+    /* One spelling per id (as the document says): "0x1", "01" or "abc" is no id at all, a 400;
+     * an id of the right spelling that names nothing (0, or beyond any id) is a 404. */
+    if (!string_is_digits(text) || (text[0] == '0' && text[1])) {
+        api_error(c, 400, "bad_request",
+                  "'%.64s' is not a %s id: ids are decimal digits without a leading zero.", text,
+                  what);
+        return false;
+    }
+    if (parse_decimal_uint64(text, UINT64_MAX, ret) < 0 || *ret == 0) {
+        api_error(c, 404, "not_found", "No %s %.64s.", what, text);
+        return false;
+    }
+    return true;
+}
+
 /* What the route's parameter i names, from the collection before it in its pattern
  * ("/v1/tenants/{name}/trust": a user name). */
 static const char *param_noun(const Route *route, int i) {

@@ -125,6 +125,9 @@ const char *api_query(HttpCtx *c, const char *key);
 /* Parse an unsigned decimal query parameter; false (and a 400 answer) when malformed. A
  * cursor's max is INT64_MAX: the answer's "next" is a JSON integer, which is signed. */
 bool api_query_uint(HttpCtx *c, const char *key, uint64_t def, uint64_t max, uint64_t *ret);
+/* The id a path names (what: "request", "task"); false after answering 400 for text that is no
+ * id's spelling, 404 for one that names nothing. */
+bool api_path_id(HttpCtx *c, const char *text, const char *what, uint64_t *ret);
 
 /* Handlers, by file. */
 void api_healthz(HttpCtx *c);

@@ -31,6 +31,7 @@
 #include "store/store-pg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/api-address.h"
 
 typedef struct Upload {
     StrBuf body;
@@ -45,25 +46,35 @@ typedef struct Upload {
     uint64_t start_us;        /* the request's headers were complete: its body has a deadline */
 } Upload;
 
+/* What on_uri() saw in the raw request target, carried to the access handler in the value of
+ * *con_cls itself: libmicrohttpd calls the completion callback only for requests whose
+ * handler ran, so anything allocated here for a request it then refused on its own (one with
+ * a few hundred query parameters, more than a connection's memory holds) would be lost. */
+#define URI_NUL 1u   /* the target escapes a NUL byte: refused, never truncated */
+#define URI_SLASH 2u /* the path escapes a '/': refused, never split */
+static const char uri_marks[4];
+
+static bool is_uri_mark(const void *p) {
+    return (const char *)p >= uri_marks && (const char *)p < uri_marks + sizeof(uri_marks);
+}
+
 /* libmicrohttpd unescapes the path and query in place, so an escaped NUL ("%00") would end
  * the string early and make "/v1/requests/1%00/cancel" look like another route, and "%2F"
  * would split a segment. The raw target is seen here first; what this returns becomes the
- * connection's *con_cls. */
+ * connection's *con_cls: one of uri_marks, never memory to free. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     (void)cls, (void)conn;
-    Upload *up = calloc(1, sizeof(*up));
-    if (!up)
-        return NULL;
+    unsigned marks = 0;
     const char *query = uri ? strchrnul(uri, '?') : NULL;
     for (const char *p = uri; p && (p = strchr(p, '%')); p++) {
         if (p[1] == '0' && p[2] == '0')
-            up->nul_in_uri = true;
+            marks |= URI_NUL;
         /* libmicrohttpd decodes "%2F" before routing, which would turn one escaped segment
          * ("n1%2Fcordon") into two. */
         if (p < query && p[1] == '2' && (p[2] == 'F' || p[2] == 'f'))
-            up->slash_in_segment = true;
+            marks |= URI_SLASH;
     }
-    return up;
+    return (void *)&uri_marks[marks];
 }
 
 static uint64_t mono_us(void) {
@@ -88,6 +99,10 @@ static enum MHD_Result query_key_check(void *cls, enum MHD_ValueKind kind, const
     QueryCheck *q = cls;
     for (size_t i = 0; q->allowed[i]; i++)
         if (STREQ(key, q->allowed[i])) {
+            if (!value) { /* "?limit": a parameter without '=' would read as not given */
+                q->bad = key, q->r = -ENODATA;
+                return MHD_NO;
+            }
             assert(i < 64); /* a route reads a handful of parameters */
             if (q->seen & (UINT64_C(1) << i)) {
                 q->bad = key, q->r = -EEXIST;
@@ -163,6 +178,9 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
                             c->content_type ? c->content_type : "application/json");
     for (size_t i = 0; web_security_headers[i][0]; i++)
         MHD_add_response_header(resp, web_security_headers[i][0], web_security_headers[i][1]);
+    /* Every answer says whose it is: a client told another server's URL (any web server
+     * answers 200 with JSON of its own) refuses the answer instead of reading nulls in it. */
+    MHD_add_response_header(resp, WIRE_API_HEADER, WIRE_API_VERSION);
     if (c->status == 405 && c->match.allowed[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->match.allowed);
     if (c->status == 401) /* RFC 6750: say which scheme the API wants */
@@ -186,10 +204,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
     Server *s = cls;
-    Upload *up = *con_cls;
+    Upload *up = is_uri_mark(*con_cls) ? NULL : *con_cls;
     if (!up || !up->started) {
-        if (!up && !(up = calloc(1, sizeof(*up))))
-            return MHD_NO;
+        if (!up) {
+            unsigned marks =
+                    is_uri_mark(*con_cls) ? (unsigned)((const char *)*con_cls - uri_marks) : 0;
+            if (!(up = calloc(1, sizeof(*up))))
+                return MHD_NO;
+            up->nul_in_uri = marks & URI_NUL;
+            up->slash_in_segment = marks & URI_SLASH;
+        }
         *con_cls = up;
         up->started = true;
         conn_deadline_headers_done(conn);
@@ -291,8 +315,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     Upload *up = *con_cls;
-    if (!up)
+    if (!up || is_uri_mark(up)) {
+        *con_cls = NULL;
         return;
+    }
     if (up->started)
         atomic_fetch_sub(&((Server *)cls)->http_active, 1);
     conn_deadline_request_done(conn);

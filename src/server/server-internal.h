@@ -331,4 +331,7 @@ void auth_memo_free(Server *s);
 int server_open(const ServerConfig *cfg, Server **ret, Error *err);
 /* tenants.c: load the admin's trust grants (R9) into memory and the core (startup). */
 int tenants_load(Server *s, Error *err);
+/* Grant or withdraw a tenant's trust (R9) in the writer's batch: stored, mirrored into the
+ * core, an event saying by whom ("admin", "token"). Nothing happens when it is so already. */
+int tenants_set_trust(Server *s, const char *tenant, bool grant, const char *by);
 void server_close(Server *s);

@@ -1,9 +1,11 @@
-/* tenants.c: trusted tenants (R9): trust is an admin's grant per tenant, never a token's.
+/* tenants.c: trusted tenants (R9): trust is an admin's grant per tenant.
  *
  * A grant is stored (fleet record "trust/NAME") and mirrored into the core on every site, so
  * each placement is decided from what is granted at that moment: a grant withdrawn counts
- * from the next placement on, nothing is rebuilt from stored requests, and a token's role
- * ("trusted" included) confers no trust by itself. Requests already placed keep their GPUs. */
+ * from the next placement on, nothing is rebuilt from stored requests. An admin grants it
+ * (PUT /v1/tenants/NAME/trust), or by making the user a token of the trusted role: its first
+ * submit grants it, as the site marking its user trusted. Requests already placed keep their
+ * GPUs. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,32 +40,39 @@ typedef struct TrustArg {
     bool grant;
 } TrustArg;
 
+int tenants_set_trust(Server *s, const char *tenant, bool grant, const char *by) {
+    bool had = ptrmap_get(&s->trusted_users, tenant) != NULL;
+    if (had == grant)
+        return 0;
+    _cleanup_free_ char *key = strprintf(TRUST_PREFIX "%s", tenant);
+    if (!key)
+        return -ENOMEM;
+    Error err = {0};
+    int r = grant ? store_fleet_put(s->store, key, "{}", &err)
+                  : store_fleet_delete(s->store, key, &err);
+    if (writer_check(s, r, &err, "saving a trust grant") < 0)
+        return r;
+    if (grant)
+        state_trust_user(s, tenant);
+    else {
+        char *k = ptrmap_remove(&s->trusted_users, tenant);
+        (void)k;
+        site_trust_all(s, tenant, false);
+    }
+    state_event(s, grant ? "tenant.trusted" : "tenant.untrusted", tenant, NULL,
+                json_pack("{s:s}", "by", by));
+    /* What the tenant waited for may be free already: offer it now (after the grant's
+     * event, so that the feed shows the cause before the placements). */
+    for (size_t i = 0; grant && i < s->sites.cap; i++)
+        if (s->sites.keys[i] && s->sites.keys[i] != PTRMAP_TOMB)
+            (void)sched_site_offer(s->sched, s->sites.keys[i], core_now(s), NULL);
+    return 0;
+}
+
 static void op_trust(Server *s, Op *op) {
     TrustArg *a = op->arg;
-    bool had = ptrmap_get(&s->trusted_users, a->tenant) != NULL;
-    if (had != a->grant) {
-        _cleanup_free_ char *key = strprintf(TRUST_PREFIX "%s", a->tenant);
-        if (!key)
-            OP_FAIL(op, 500, "internal", "Out of memory.");
-        Error err = {0};
-        int r = a->grant ? store_fleet_put(s->store, key, "{}", &err)
-                         : store_fleet_delete(s->store, key, &err);
-        if (writer_check(s, r, &err, "saving a trust grant") < 0)
-            OP_FAIL(op, 500, "internal", "%s", error_message(&err));
-        if (a->grant)
-            state_trust_user(s, a->tenant);
-        else {
-            char *k = ptrmap_remove(&s->trusted_users, a->tenant);
-            (void)k;
-            site_trust_all(s, a->tenant, false);
-        }
-        state_event(s, a->grant ? "tenant.trusted" : "tenant.untrusted", a->tenant, NULL, NULL);
-        /* What the tenant waited for may be free already: offer it now (after the grant's
-         * event, so that the feed shows the cause before the placements). */
-        for (size_t i = 0; a->grant && i < s->sites.cap; i++)
-            if (s->sites.keys[i] && s->sites.keys[i] != PTRMAP_TOMB)
-                (void)sched_site_offer(s->sched, s->sites.keys[i], core_now(s), NULL);
-    }
+    if (tenants_set_trust(s, a->tenant, a->grant, "admin") < 0)
+        OP_FAIL(op, 500, "internal", "%s", error_message(&s->batch_err));
     op->status = 200;
     op->body = json_pack("{s:s, s:b}", "tenant", a->tenant, "trusted", a->grant);
 }
@@ -73,7 +82,10 @@ static void trust(HttpCtx *c, bool grant) {
         API_FAIL(c, 403, "forbidden", "Only an admin grants or withdraws a tenant's trust.");
     TrustArg a = {.tenant = c->match.params[0], .grant = grant};
     if (!wire_name_is_valid(a.tenant))
-        API_FAIL(c, 400, "bad_request", "'%.64s' is not a valid user name.", a.tenant);
+        API_FAIL(c, 400, "bad_request",
+                 "'%.64s%s' is not a valid user name (1 to %d of a-z, 0-9, . _ -, starting with a "
+                 "letter or digit).",
+                 a.tenant, strlen(a.tenant) > 64 ? "..." : "", WIRE_NAME_MAX - 1);
     api_apply(c, op_trust, &a);
 }
 

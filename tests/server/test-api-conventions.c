@@ -242,6 +242,24 @@ Test(api_conventions, bad_input_api_unknown_query_parameter_is_400) {
     cr_expect_eq(a.status, 200);
     a = call(ts.admin, "GET", "/v1/classes?all=1", NULL, NULL, NULL);
     cr_expect_eq(a.status, 400);
+    /* A parameter without '=' is no value, never read as not given (the defaults). */
+    static const char *const valueless[] = {"/v1/requests?limit", "/v1/requests?state",
+                                            "/v1/events?after", "/v1/events?wait&after=0"};
+    for (size_t i = 0; i < sizeof(valueless) / sizeof(valueless[0]); i++) {
+        json_t *j = NULL;
+        cr_expect_eq(ts_call(&ts, ts.admin, "GET", valueless[i], NULL, &j), 400, "%s",
+                     valueless[i]);
+        const char *msg = json_string_value(json_object_get(j, "message"));
+        cr_expect(msg && strstr(msg, "has no value"), "%s: %s", valueless[i], msg ? msg : "");
+        json_decref(j);
+    }
+    /* The newest requests in one page take neither a cursor nor a limit. */
+    a = call(ts.admin, "GET", "/v1/requests?last=5", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 200);
+    a = call(ts.admin, "GET", "/v1/requests?last=5&limit=5", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 400);
+    a = call(ts.admin, "GET", "/v1/requests?last=0", NULL, NULL, NULL);
+    cr_expect_eq(a.status, 400);
 }
 
 /* A parameter given twice ("limit=1&limit=abc") is refused on every route that reads

@@ -260,7 +260,9 @@ Test(api, bad_input_a_path_name_of_other_characters_is_400_not_404) {
     static const char *const cases[][3] = {
             {"PUT", "/v1/tenants/caf%C3%A9/trust", "'caf\xc3\xa9' is not a valid user name."},
             {"DELETE", "/v1/tenants/a%20b/trust", "'a b' is not a valid user name."},
-            {"PUT", "/v1/tenants/Cafe/trust", "'Cafe' is not a valid user name."},
+            {"PUT", "/v1/tenants/Cafe/trust",
+             "'Cafe' is not a valid user name (1 to 63 of a-z, 0-9, . _ -, starting with a letter "
+             "or digit)."},
             {"GET", "/v1/nodes/caf%C3%A9", "'caf\xc3\xa9' is not a valid node name."},
             {"GET", "/v1/requests/%C3%A9", "'\xc3\xa9' is not a valid request id."},
     };

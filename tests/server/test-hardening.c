@@ -94,9 +94,15 @@ Test(hardening, bad_input_ids_and_query_numbers_are_decimal_only) {
     char before[32];
     snprintf(before, sizeof(before), "%s", str(j, "state"));
     json_decref(j);
-    expect_status(ts.admin, "GET", "/v1/requests/0x1", 404, "not_found");
-    expect_status(ts.admin, "GET", "/v1/requests/01", 404, "not_found");
-    expect_status(ts.admin, "POST", "/v1/requests/0x1/release", 404, "not_found");
+    /* No id's spelling: a 400 (docs/openapi.yaml), never taken for another id; an id of the
+     * right spelling that names nothing: a 404. */
+    expect_status(ts.admin, "GET", "/v1/requests/0x1", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/requests/01", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/requests/abc", 400, "bad_request");
+    expect_status(ts.admin, "POST", "/v1/requests/0x1/release", 400, "bad_request");
+    expect_status(ts.admin, "POST", "/v1/requests/1x/end", 400, "bad_request");
+    expect_status(ts.admin, "GET", "/v1/requests/0", 404, "not_found");
+    expect_status(ts.admin, "GET", "/v1/requests/99999999999999999999999", 404, "not_found");
     expect_status(ts.admin, "GET", "/v1/requests?after=0x0", 400, "bad_request");
     expect_status(ts.admin, "GET", "/v1/events?limit=0x10", 400, "bad_request");
     expect_status(ts.admin, "GET", "/v1/events?after=-1", 400, "bad_request");
@@ -379,12 +385,8 @@ static bool rtx_placed(const char *token) {
 
 Test(hardening, r9_trust_is_an_admins_grant_decided_at_each_placement) {
     add_rtx_node();
-    char *tina = ts_token(&ts, "tina", "user", NULL),
-         *tina_trusted = ts_token(&ts, "tina", "trusted", NULL);
+    char *tina = ts_token(&ts, "tina", "user", NULL);
     cr_assert(!rtx_placed(tina), "internal-only GPUs go to trusted tenants only");
-    /* A token's role grants nothing: trust does not stick to a name after one request. */
-    cr_assert(!rtx_placed(tina_trusted), "the role alone is not a grant");
-    cr_assert(!rtx_placed(tina));
 
     expect_status(tina, "PUT", "/v1/tenants/tina/trust", 403, "forbidden");
     expect_status(ts.admin, "PUT", "/v1/tenants/tina/trust", 200, NULL);
@@ -405,6 +407,31 @@ Test(hardening, r9_trust_is_an_admins_grant_decided_at_each_placement) {
     cr_assert(!rtx_placed(tina),
               "withdrawn stays withdrawn after a restart, whatever was placed before");
     expect_status(ts.admin, "PUT", "/v1/tenants/Bad/trust", 400, "bad_request");
+    free(tina);
+}
+
+/* "A user the site marks trusted": an admin marks one by making a token of the trusted role.
+ * Its first request grants the user trust, as `tenant trust` does - stored, an event saying
+ * so, for the user's other tokens too - and a withdrawal holds until that token is used again. */
+Test(hardening, r9_a_trusted_role_token_marks_its_user_trusted) {
+    add_rtx_node();
+    char *tina = ts_token(&ts, "tina", "user", NULL),
+         *tina_trusted = ts_token(&ts, "tina", "trusted", NULL);
+    cr_assert(!rtx_placed(tina), "internal-only GPUs go to trusted tenants only");
+    cr_assert(rtx_placed(tina_trusted), "a trusted tenant's token: placed");
+    cr_assert(rtx_placed(tina), "the user is trusted, not the token");
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?limit=10000", NULL, &j), 200);
+    json_t *ev = NULL, *e;
+    size_t i;
+    json_array_foreach(json_object_get(j, "events"), i,
+                       e) if (strcmp(str(e, "type"), "tenant.trusted") == 0) ev = e;
+    cr_assert_not_null(ev, "no tenant.trusted event");
+    cr_expect_str_eq(str(ev, "object"), "tina");
+    cr_expect_str_eq(str(json_object_get(ev, "data"), "by"), "token");
+    json_decref(j);
+    expect_status(ts.admin, "DELETE", "/v1/tenants/tina/trust", 200, NULL);
+    cr_assert(!rtx_placed(tina), "withdrawn");
     free(tina), free(tina_trusted);
 }
 
@@ -799,10 +826,12 @@ Test(hardening, r16_a_second_server_on_the_same_state_file_refuses_to_start) {
     expect_alive();
 }
 
-/* R16, R3: an agent whose pushes move its node from a datacenter site to a lab one (a wrong
- * --site-kind, corrected) must not leave a datacenter mode on a lab machine: such a node could
- * not be stored again, and the server would refuse to restart. */
-Test(hardening, r16_an_agent_moving_its_node_out_of_a_datacenter_leaves_a_restorable_state) {
+/* R9, R3: a site's kind decides internal-only classes and node modes, so an agent's push
+ * keeps its node's registered site (as it keeps the owner, R10): a node token cannot move a
+ * datacenter node to a lab site, where strangers would get its internal-only cards. An admin
+ * moves it (a wrong --site-kind, corrected), and that leaves no datacenter mode on a lab
+ * machine (R16): such a node could not be stored again, and the server would not restart. */
+Test(hardening, r9_r16_only_an_admin_moves_a_node_out_of_a_datacenter_and_it_restores) {
     char *agent = ts_token(&ts, "dc9-agent", "node", "dc9");
     const char *dc = "{\"name\":\"dc9\",\"site\":\"s\",\"site_kind\":\"datacenter\",\"platform\":"
                      "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":4}";
@@ -812,6 +841,15 @@ Test(hardening, r16_an_agent_moving_its_node_out_of_a_datacenter_leaves_a_restor
     json_t *j = NULL;
     cr_assert_eq(ts_call(&ts, agent, "PUT", "/v1/nodes/dc9", lab, &j), 200, "%s",
                  str(j, "message"));
+    cr_expect_str_eq(str(j, "site_kind"), "datacenter", "an agent moved its node's site");
+    cr_expect_str_eq(str(j, "site"), "s");
+    json_decref(j);
+    char *owner = ts_token(&ts, "ops", "owner", "dc9");
+    cr_assert_eq(ts_call(&ts, owner, "PUT", "/v1/nodes/dc9", lab, &j), 403, "%s",
+                 str(j, "message"));
+    json_decref(j);
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/nodes/dc9", lab, &j), 200, "%s",
+                 str(j, "message"));
     cr_expect_null(json_object_get(j, "mode"), "a lab machine has no node mode (R7)");
     json_decref(j);
     ts_kill(&ts, false);
@@ -819,7 +857,7 @@ Test(hardening, r16_an_agent_moving_its_node_out_of_a_datacenter_leaves_a_restor
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dc9", NULL, &j), 200);
     cr_expect_str_eq(str(j, "site_kind"), "lab");
     json_decref(j);
-    free(agent);
+    free(agent), free(owner);
 }
 
 /* R17: a workload that ends frees its allocation, cpu work too: an active cpu container the
@@ -887,4 +925,20 @@ Test(hardening, r16_a_waiting_request_stays_waiting_across_a_restart_after_a_tru
     cr_expect_str_eq(str(j, "state"), "placed", "%s", str(j, "reason"));
     json_decref(j);
     free(alice);
+}
+
+/* R2c, R2e, bad input: 'share' time-slices a whole GPU; asked of a MIG slice class it would be
+ * dropped without a word. Refused (400), nothing stored. */
+Test(hardening, bad_input_r2e_share_on_a_mig_slice_is_refused) {
+    json_t *j = NULL;
+    long st = ts_call(&ts, ts.admin, "POST", "/v1/requests",
+                      "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb-mig-1g.10gb\","
+                      "\"share\":true}",
+                      &j);
+    cr_expect_eq(st, 400, "%s", str(j, "message"));
+    cr_expect(strstr(str(j, "message"), "MIG slice"), "%s", str(j, "message"));
+    json_decref(j);
+    json_t *all = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
+    cr_expect_eq(json_array_size(all), 0, "nothing was stored");
+    json_decref(all);
 }

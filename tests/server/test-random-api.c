@@ -187,8 +187,9 @@ static void step_submit(void) {
     json_object_set_new(body, "count", json_integer(count));
     if (!strcmp(kind, "vm") && !strncmp(cls, "apple", 5))
         json_object_set_new(body, "guest_os", json_string("macos"));
-    /* R2e: a time slice is one GPU of a container (a VM's or several are refused, 400). */
-    if (below(4) == 0 && count == 1 && strcmp(kind, "vm") != 0)
+    /* R2e: a time slice is one whole GPU of a container (a VM's, several, or a MIG slice are
+     * refused, 400). */
+    if (below(4) == 0 && count == 1 && strcmp(kind, "vm") != 0 && !strstr(cls, "-mig-"))
         json_object_set_new(body, "share", json_true());
     if (below(3) == 0 && strcmp(cls, "cpu") != 0) {
         /* A fallback is another class than the first choice (R13). */
