@@ -22,6 +22,7 @@
 
 static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
+        "                              [--class CLASS --memory GB]\n"
         "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
         "                              [--model M]\n"
         "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
@@ -34,7 +35,8 @@ static const char usage[] =
         "with --timeout, 6 when it is still pending (--json prints it as it is).\n"
         "  --kind KIND       vm, container, notebook or endpoint\n"
         "  --class CLASS     the GPU class wanted (`einsora classes` lists them)\n"
-        "  --memory GB       instead of a class: the GPU memory needed (Apple, MIG)\n"
+        "  --memory GB       instead of a class: the GPU memory needed (Apple, MIG); with a\n"
+        "                    class, what one unit of it must hold (a Mac's GPU memory)\n"
         "  --count N         how many GPUs, all on one node: 1 to 16; for --class cpu the\n"
         "                    cores, 1 to 64 (default 1)\n"
         "  --guest-os OS     a VM's guest: linux or macos\n"
@@ -47,7 +49,7 @@ static const char usage[] =
         "                    server refuses it for other kinds)\n"
         "  --fallback A,B    classes to fall back to, in order, after --wait-s (R13)\n"
         "  --wait-s S        whole seconds to wait for CLASS before the fallback opens (up to\n"
-        "                    2592000, 30 days)\n"
+        "                    2592000, 30 days; default 0: at once, when CLASS is busy)\n"
         "  --key KEY         Idempotency-Key: submitting again with the same key returns the\n"
         "                    same request (default: a random key, reused when the CLI retries\n"
         "                    a lost answer)\n"
@@ -154,6 +156,27 @@ static int on_extra(int c, const char *arg, void *userdata) {
         break;
     }
     return 0;
+}
+
+static int create(RemoteOpts *o, CreateArgs *a);
+
+/* What the flags alone show wrong is a usage error (exit 2) before any call: the server would
+ * refuse it too, naming API fields instead of flags, and an unreachable one would hide it. */
+static int create_checked(RemoteOpts *o, CreateArgs *a) {
+    json_t *b = a->body;
+    const char *cls = json_string_value(json_object_get(b, "class"));
+    if (!json_object_get(b, "kind"))
+        return fail(EXIT_USAGE, "request create: --kind is required (vm, container, notebook or "
+                                "endpoint)");
+    if (!cls && !json_object_get(b, "memory_gb"))
+        return fail(EXIT_USAGE, "request create: --class CLASS or --memory GB is required");
+    json_int_t count = json_integer_value(json_object_get(b, "count"));
+    if (count > SCHED_NODE_MAX_DEVICES && !(cls && STREQ(cls, "cpu")))
+        return fail(EXIT_USAGE,
+                    "request create: --count takes 1 to %d GPUs (up to %d only with --class "
+                    "cpu, where it counts cores), not %lld",
+                    SCHED_NODE_MAX_DEVICES, SPEC_MAX_COUNT, (long long)count);
+    return create(o, a);
 }
 
 /* Ctrl-C during --wait: say the request stays queued and how to cancel it, rather than
@@ -395,7 +418,7 @@ int verb_request(int argc, char **argv) {
             json_decref(a.body);
             return fail(EXIT_USAGE, "request create: unexpected argument '%s'", argv[optind]);
         }
-        r = create(&o, &a);
+        r = create_checked(&o, &a);
         json_decref(a.body);
         return r;
     }

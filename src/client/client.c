@@ -12,6 +12,7 @@
 
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/api-address.h"
 
 #define CLIENT_MAX_SERVERS 16
 #define FAILOVER_WINDOW_MS 30000 /* how long a call keeps trying the replicas */
@@ -156,6 +157,14 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata) {
     return size * nmemb;
 }
 
+/* Whether a header line of the answer is the control plane's mark (wire/api-address.h). */
+static size_t on_header(char *line, size_t size, size_t nitems, void *userdata) {
+    size_t n = size * nitems, k = strlen(WIRE_API_HEADER);
+    if (n > k && line[k] == ':' && strncasecmp(line, WIRE_API_HEADER, k) == 0)
+        *(bool *)userdata = true;
+    return n;
+}
+
 /* One HTTP exchange with url; *ret_location gets a redirect's target (caller frees). */
 static int call_once(Client *c, const char *url, const char *method, const char *body,
                      size_t body_len, const char *idem_key, long *ret_status, char **ret_text,
@@ -181,6 +190,9 @@ static int call_once(Client *c, const char *url, const char *method, const char 
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
+    bool ours = false;
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &ours);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     /* With replicas to fail over to, a server that accepted the call but does not answer (a
      * paused or cut-off leader) is given up on sooner; the event feed's long poll keeps its
@@ -213,6 +225,13 @@ static int call_once(Client *c, const char *url, const char *method, const char 
     long status = 0;
     char *location = NULL;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (!ours) {
+        strbuf_done(&out);
+        return error_set(err, -EPROTO,
+                         "the server at %s is not an Einsora control plane: it answered HTTP %ld "
+                         "without the %s header (a wrong URL, or a proxy answering for it)",
+                         c->base, status, WIRE_API_HEADER);
+    }
     if (status == 307 || status == 308)
         curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &location);
     if (!strbuf_cstr(&out) || (location && !(*ret_location = strdup(location)))) {

@@ -17,6 +17,7 @@
 #include "fleet-helpers.h"
 #include "helpers.h"
 #include "util/fileio.h"
+#include "wire/api-address.h"
 
 /* A heartbeat far longer than any test: whatever the agent does meanwhile came through the
  * work long-poll, whatever the machine's speed. */
@@ -341,6 +342,7 @@ static enum MHD_Result old_answer(void *cls, struct MHD_Connection *conn, const 
     struct MHD_Response *r =
             MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
     MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, WIRE_API_HEADER, WIRE_API_VERSION); /* a control plane's answer */
     enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;

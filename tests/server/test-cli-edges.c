@@ -115,10 +115,11 @@ static void *dropper_main(void *p) {
         if (i == 1) {
             static const char body[] = "{\"id\":7,\"state\":\"pending\",\"reason\":\"waiting\"}";
             char resp[256];
-            int n = snprintf(resp, sizeof(resp),
-                             "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
-                             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                             strlen(body), body);
+            int n = snprintf(
+                    resp, sizeof(resp),
+                    "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nEinsora-API: 1\r\n"
+                    "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                    strlen(body), body);
             (void)!write(c, resp, (size_t)n);
         }
         close(c);
@@ -146,6 +147,50 @@ Test(cli_edges, r16_cli_create_always_sends_an_idempotency_key_and_retries_with_
     cr_assert_neq(d.keys[0][0], 0, "the first try carried a key");
     cr_assert_str_eq(d.keys[0], d.keys[1], "the retry reused it");
     free(out), free(err);
+}
+
+/* Another web server at the URL given: it answers every call 200 with JSON of its own. */
+static void *stranger_main(void *p) {
+    int fd = *(int *)p;
+    for (int c; (c = accept(fd, NULL, NULL)) >= 0;) {
+        char buf[4096];
+        (void)!read(c, buf, sizeof(buf));
+        static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                   "Content-Length: 17\r\nConnection: close\r\n\r\n"
+                                   "{\"hello\":\"world\"}";
+        (void)!write(c, resp, sizeof(resp) - 1);
+        close(c);
+    }
+    return NULL;
+}
+
+/* Bad input: a --server that is some other web server. Its 200s are not read as a request
+ * made or an empty fleet (exit 0 to a script): the CLI says it is not Einsora, exit 3. */
+Test(cli_edges, bad_input_a_server_that_is_not_einsora_is_refused_not_believed) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(fd, 8), 0);
+    socklen_t len = sizeof(sa);
+    getsockname(fd, (struct sockaddr *)&sa, &len);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", ntohs(sa.sin_port));
+    pthread_t t;
+    pthread_create(&t, NULL, stranger_main, &fd);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "request", "create", "--kind", "container", "--class", "cpu",
+                         "--server", url, "--token", "ens_x", NULL);
+    cr_expect_eq(rc, 3, "%s%s", out, err);
+    cr_expect(strstr(err, "not an Einsora control plane"), "%s", err);
+    cr_expect_str_empty(out);
+    free(out), free(err);
+    rc = run_einsora(&out, &err, "nodes", "-o", "json", "--server", url, "--token", "ens_x", NULL);
+    cr_expect_eq(rc, 3, "%s%s", out, err);
+    cr_expect_str_empty(out);
+    free(out), free(err);
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+    pthread_join(t, NULL);
 }
 
 Test(cli_edges, r9_cli_tenant_trust_untrust_and_list) {

@@ -324,6 +324,30 @@ Test(cli_help, bad_input_cli_numeric_flag_errors_name_the_flag_and_its_range) {
     free(out), free(err);
 }
 
+/* What the flags alone show wrong is a usage error before any call, naming the flags (not the
+ * API's fields), whatever the server: here none answers, which must not turn it into exit 3. */
+Test(cli_help, bad_input_cli_request_create_flags_that_cannot_make_a_request_are_usage) {
+    static const struct {
+        const char *args[6], *want;
+    } cases[] = {
+            {{"--class", "cpu"}, "--kind is required"},
+            {{"--kind", "container"}, "--class CLASS or --memory GB is required"},
+            {{"--kind", "container", "--class", "nvidia-h100-80gb", "--count", "17"},
+             "--count takes 1 to 16 GPUs (up to 64 only with --class cpu"},
+            {{"--kind", "container", "--memory", "40", "--count", "20"},
+             "--count takes 1 to 16 GPUs"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *const *a = cases[i].args; /* its first NULL ends the command */
+        char *out = NULL, *err = NULL;
+        int rc = run_einsora(&out, &err, "request", "create", "--server", "http://127.0.0.1:9",
+                             a[0], a[1], a[2], a[3], a[4], a[5], NULL);
+        cr_expect_eq(rc, 2, "case %zu: %s", i, err);
+        cr_expect(err && strstr(err, cases[i].want), "want '%s' in: %s", cases[i].want, err);
+        free(out), free(err);
+    }
+}
+
 /* --fallback lists classes: an empty entry is refused naming the flag (usage, before
  * anything is sent), never dropped, which would send a shorter list or none at all. */
 Test(cli_help, bad_input_r13_cli_fallback_with_an_empty_entry_is_refused) {
