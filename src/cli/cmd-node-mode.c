@@ -86,10 +86,11 @@ int node_mode_verb(int argc, char **argv) {
     int r = remote_getopt(argc, argv, extra, on_extra, &m, &o, usage);
     if (r >= 0)
         return r;
-    if (argc - optind != 2) {
-        fputs(usage, stderr);
-        return EXIT_USAGE;
-    }
+    if (argc - optind < 2)
+        return fail(EXIT_USAGE, "node mode: missing the %s (einsora node mode NODE MODE)",
+                    argc - optind == 1 ? "mode: container or vm-passthrough" : "node and mode");
+    if (argc - optind > 2)
+        return fail(EXIT_USAGE, "node mode: unexpected argument '%s'", argv[optind + 2]);
     const char *node = argv[optind], *mode = argv[optind + 1];
     json_t *body = json_pack("{s:s, s:s}", "mode", mode, "drain", m.drain), *j = NULL;
     if (m.gpu)

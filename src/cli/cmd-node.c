@@ -152,10 +152,16 @@ int verb_node(int argc, char **argv) {
     const char *gpu = sub && STREQ(sub, "unquarantine") && optind < argc ? argv[optind++] : NULL;
     if (reason && sub && STRNEQ(sub, "cordon"))
         return fail(EXIT_USAGE, "node %s: --reason is for node cordon", sub);
-    if (!sub || !arg || optind < argc || (STREQ(sub, "unquarantine") && !gpu)) {
-        fputs(usage, stderr);
-        return EXIT_USAGE;
-    }
+    if (!sub)
+        return fail(EXIT_USAGE, "node: missing what to do: show, cordon, uncordon, register, "
+                                "mode or unquarantine (einsora node --help)");
+    if (!arg)
+        return fail(EXIT_USAGE, "node %s: missing the node's %s", sub,
+                    STREQ(sub, "register") ? "description file" : "name");
+    if (STREQ(sub, "unquarantine") && !gpu)
+        return fail(EXIT_USAGE, "node unquarantine: missing the GPU (its index or PCI address)");
+    if (optind < argc)
+        return fail(EXIT_USAGE, "node %s: unexpected argument '%s'", sub, argv[optind]);
     json_t *j = NULL, *body = NULL;
     char path[256];
     _cleanup_free_ char *name = client_escape(arg);

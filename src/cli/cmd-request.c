@@ -428,10 +428,13 @@ int verb_request(int argc, char **argv) {
     if (sub && STRNEQ(sub, "show") && STRNEQ(sub, "cancel") && STRNEQ(sub, "release")) {
         return cli_unknown_sub("request", sub, subs, ARRAY_SIZE(subs));
     }
-    if (!sub || !id || optind < argc) {
-        fputs(usage, stderr);
-        return EXIT_USAGE;
-    }
+    if (!sub)
+        return fail(EXIT_USAGE, "request: missing what to do: create, show, cancel or release "
+                                "(einsora request --help)");
+    if (!id)
+        return fail(EXIT_USAGE, "request %s: missing the request ID", sub);
+    if (optind < argc)
+        return fail(EXIT_USAGE, "request %s: unexpected argument '%s'", sub, argv[optind]);
     uint64_t idv;
     if (parse_decimal_uint64(id, INT64_MAX, &idv) < 0 || idv == 0)
         return fail(EXIT_USAGE,

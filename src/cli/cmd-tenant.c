@@ -32,10 +32,14 @@ int verb_tenant(int argc, char **argv) {
         static const char *const subs[] = {"list", "trust", "untrust"};
         return cli_unknown_sub("tenant", sub, subs, ARRAY_SIZE(subs));
     }
-    if (!sub || optind < argc || (list ? name != NULL : !name)) {
-        fputs(usage, stderr);
-        return EXIT_USAGE;
-    }
+    if (!sub)
+        return fail(EXIT_USAGE,
+                    "tenant: missing what to do: list, trust or untrust (einsora tenant --help)");
+    if (!list && !name)
+        return fail(EXIT_USAGE, "tenant %s: missing the user name", sub);
+    if (optind < argc || (list && name))
+        return fail(EXIT_USAGE, "tenant %s: unexpected argument '%s'", sub,
+                    list && name ? name : argv[optind]);
     if (!list && (l.format != LIST_TABLE || l.no_headers))
         return fail(EXIT_USAGE, "tenant %s: -o and --no-headers are for `tenant list`", sub);
     list_finish(&l, &o);

@@ -372,3 +372,25 @@ Test(cli_help, cli_version_prints_the_build_version) {
     cr_expect_str_eq(out, b);
     free(out), free(b);
 }
+
+/* A missing argument is named in one line (exit 2), not left to be guessed from a usage dump. */
+Test(cli_help, bad_input_cli_a_missing_argument_is_named) {
+    static const struct {
+        const char *args[3], *want;
+    } cases[] = {
+            {{"request", "show"}, "request show: missing the request ID"},
+            {{"request"}, "request: missing what to do"},
+            {{"node", "show"}, "node show: missing the node's name"},
+            {{"node", "unquarantine", "n1"}, "node unquarantine: missing the GPU"},
+            {{"node", "mode", "n1"}, "node mode: missing the mode"},
+            {{"tenant", "trust"}, "tenant trust: missing the user name"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *const *a = cases[i].args; /* its first NULL ends the command */
+        char *out = NULL, *err = NULL;
+        int rc = run_einsora(&out, &err, a[0], a[1], a[2], NULL);
+        cr_expect_eq(rc, 2, "case %zu: %s", i, err);
+        cr_expect(err && strstr(err, cases[i].want), "want '%s' in: %s", cases[i].want, err);
+        free(out), free(err);
+    }
+}
