@@ -248,7 +248,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     uint64_t t0 = mono_us();
     HttpCtx c = {
             .s = s,
-            .method = method,
+            /* HEAD is GET without the body (RFC 9110 9.3.2; libmicrohttpd leaves the body
+             * out): a load balancer's health check asks HEAD /healthz. */
+            .method = STREQ(method, "HEAD") ? "GET" : method,
             .path = url,
             .body = up->body.len ? strbuf_cstr(&up->body) : "",
             .body_len = up->body.len,

@@ -458,3 +458,16 @@ Test(dos, dos_requests_refused_before_a_handler_leak_nothing) {
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests", NULL, NULL), 200,
                  "the server serves on");
 }
+
+/* HEAD is GET without the body (RFC 9110): a load balancer's health check asks HEAD /healthz. */
+Test(dos, api_head_answers_as_get_without_a_body) {
+    int fd = raw_connect("127.0.0.1");
+    cr_assert(fd >= 0);
+    static const char req[] = "HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char answer[4096];
+    exchange_until_closed(fd, req, (int)sizeof(req) - 1, answer, sizeof(answer));
+    cr_expect(strncmp(answer, "HTTP/1.1 200", 12) == 0, "%s", answer);
+    const char *end = strstr(answer, "\r\n\r\n");
+    cr_expect(end && end[4] == 0, "a body after HEAD's headers: %s", answer);
+    cr_expect(strcasestr(answer, "Einsora-API: 1"), "%s", answer);
+}
