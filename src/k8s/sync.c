@@ -46,6 +46,8 @@ typedef struct Sync {
     json_t *held;    /* name -> true: cordoned in Einsora by this sync while its mode label
                         disagrees with the control plane's (relabeled by hand under workloads) */
     json_t *running; /* ids of the node being looked at whose object runs: to activate */
+    json_t *stuck;   /* name -> true: cordoned by delete_released() (its STUCK_CORDON); NULL
+                        before the first turn, which looks at every node for such a cordon */
     bool single_activations; /* the control plane has no POST /v1/nodes/{name}/activate */
     Job *jobs[MAX_JOBS];
     size_t n_jobs;
@@ -500,22 +502,65 @@ static void activate_running(Sync *s, const char *node) {
     json_array_clear(s->running);
 }
 
-/* Delete our objects whose request is no longer placed on a node heartbeated this turn. */
+/* Ends the reason of the cordon a node gets while an object of a released request cannot be
+ * deleted there: what is lifted once it is gone, and nothing else. */
+#define STUCK_CORDON "Cordoned by the datacenter sync until it is deleted (R17)."
+
+/* Cordon (or uncordon) node in Einsora for undeletable objects: why NULL lifts a cordon of
+ * STUCK_CORDON's, and only such a one. */
+static void stuck_cordon(Sync *s, const char *node, const char *why) {
+    char path[160];
+    snprintf(path, sizeof(path), "/v1/nodes/%s", node);
+    json_t *cp = NULL;
+    if (cp_call(s, "GET", path, NULL, &cp) != 200) {
+        json_decref(cp);
+        return;
+    }
+    bool cordoned = json_is_true(json_object_get(cp, "cordoned"));
+    const char *had = strempty(json_string_value(json_object_get(cp, "cordon_reason")));
+    if (why && !cordoned && cp_cordon_why(s, node, true, why))
+        logf_(s, "node %s: cordoned in Einsora: %s", node, why);
+    else if (!why && cordoned && strstr(had, STUCK_CORDON) && cp_cordon(s, node, false))
+        logf_(s, "node %s: the released requests' objects are gone: uncordoned", node);
+    json_decref(cp);
+}
+
+/* Delete our objects whose request is no longer placed on a node heartbeated this turn. The
+ * control plane freed their GPUs at the release: one Kubernetes refuses to delete (RBAC, an
+ * admission webhook) still runs on them, so its node is cordoned in Einsora, saying which
+ * object, until it is gone - nothing new is placed on GPUs a Pod still holds (R17). */
 static void delete_released(Sync *s) {
     const char *id;
-    json_t *o;
+    json_t *o, *stuck = json_object();
     json_object_foreach(s->live, id, o) {
-        if (json_object_get(s->seen, id) ||
-            !json_object_get(s->beaten, json_string_value(json_object_get(o, "node"))))
+        const char *node = json_string_value(json_object_get(o, "node"));
+        if (json_object_get(s->seen, id) || !json_object_get(s->beaten, node))
             continue;
         Error err = {0};
         const char *path = json_string_value(json_object_get(o, "path"));
         int r = k8s_call(s->kube, "DELETE", path, NULL, NULL, NULL, &err);
-        if (r < 0 && r != -ENOENT)
+        if (r < 0 && r != -ENOENT) {
             logf_(s, "request %s: %s", id, error_message(&err));
-        else
+            if ((r == -EPERM || r == -EINVAL) && !json_object_get(stuck, node)) {
+                char why[400];
+                snprintf(why, sizeof(why),
+                         "Kubernetes refuses to delete %s of released request %s (%.200s): its "
+                         "GPUs may still be in use. " STUCK_CORDON,
+                         path, id, error_message(&err));
+                json_object_set_new(stuck, node, json_string(why));
+            }
+        } else
             logf_(s, "request %s: released, deleted %s", id, path);
     }
+    const char *node;
+    json_t *v;
+    json_object_foreach(stuck, node, v) stuck_cordon(s, node, json_string_value(v));
+    /* Lifted where nothing is stuck any more: the nodes cordoned before, or, at the first
+     * turn (a restart), every node heartbeated. */
+    json_object_foreach(s->stuck ? s->stuck : s->beaten, node, v) if (!json_object_get(stuck, node))
+            stuck_cordon(s, node, NULL);
+    json_decref(s->stuck);
+    s->stuck = stuck;
 }
 
 /* ---- nodes ---- */
@@ -930,6 +975,7 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
     json_decref(s.beaten);
     json_decref(s.unsched);
     json_decref(s.held);
+    json_decref(s.stuck);
     json_decref(s.running);
     free(s.rv);
     k8s_client_free(s.kube);

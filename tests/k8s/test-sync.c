@@ -923,6 +923,45 @@ Test(k8s_sync, r17_a_pod_kubernetes_refuses_ends_its_request_with_the_refusal) {
     cr_assert(wait_for(request_active, &next), "the next request never ran");
 }
 
+static bool cordoned_for_a_stuck_delete(const void *arg) {
+    json_t *j = cp_node(arg);
+    const char *why = json_string_value(json_object_get(j, "cordon_reason"));
+    bool ok = json_is_true(json_object_get(j, "cordoned")) && why &&
+              strstr(why, "Kubernetes refuses to delete");
+    json_decref(j);
+    return ok;
+}
+
+/* R17, R16: a released request's Pod that Kubernetes refuses to delete still holds the GPUs
+ * the release freed: its node is cordoned in Einsora saying which Pod, so nothing new lands
+ * on them, and the cordon goes once the Pod is gone. */
+Test(k8s_sync, r17_a_released_pod_kubernetes_will_not_delete_cordons_its_node_until_gone) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    long id = submit("{\"kind\": \"container\", \"class\": \"nvidia-h100-80gb\"}");
+    cr_assert(wait_for(request_active, &id), "the Pod never ran");
+    json_t *r = request(id);
+    char node[64], pod[128], path[64];
+    snprintf(node, sizeof(node), "%s",
+             json_string_value(json_object_get(json_object_get(r, "placement"), "node")));
+    json_decref(r);
+    snprintf(pod, sizeof(pod), "/api/v1/namespaces/einsora/pods/einsora-%ld", id);
+    k8s_double_control(&dbl, "rbac", "{\"deny\": [[\"delete\", \"pods\"]]}");
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    if (!wait_for(cordoned_for_a_stuck_delete, node)) {
+        char *log = slurp(sync_log);
+        cr_log_error("sync log:\n%s", log);
+        free(log);
+        cr_assert_fail("%s was not cordoned while the released Pod runs", node);
+    }
+    json_t *pj = k8s_double_get(&dbl, pod);
+    cr_expect_not_null(pj, "the Pod is still there");
+    json_decref(pj);
+    k8s_double_control(&dbl, "rbac", "{\"deny\": []}");
+    cr_assert(wait_for(gone, pod), "the Pod was never deleted");
+    cr_assert(wait_for(not_cordoned, node), "%s stayed cordoned after the Pod went", node);
+}
+
 /* R17: the Pod name of a request taken by a Pod Einsora did not make (no request label): the
  * create answers 409, nothing runs for the request, and it ends saying so - never "created"
  * and placed forever on a GPU nothing uses. */
