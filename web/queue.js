@@ -60,7 +60,7 @@ export function render(main, ctx) {
         const p = r.placement || {};
         const rt = [p.container_runtime, p.endpoint_runtime].filter((x) => x && x !== "none").join(", ") || "—";
         return [String(r.id), r.state, h("span.name", {}, r.user), what(r), h("span.name", {}, p.node || "—"),
-          (p.addresses || p.devices || []).join(", ") || (p.cpu_cores ? `${p.cpu_cores} cores` : "—"), p.method || "—", rt,
+          (p.addresses || p.devices || []).join(", ") || (p.cpu_cores ? `${p.cpu_cores} core${p.cpu_cores === 1 ? "" : "s"}` : "—"), p.method || "—", rt,
           duration(now - (r.placed_ms || r.created_ms)),
           mine(r) ? h("span.actions", {}, r.state === "placed" ? act(r, "cancel") : null, act(r, "release")) : ""];
       })) : h("p", {}, "Nothing is placed."));
