@@ -39,6 +39,7 @@ typedef struct Upload {
     bool too_large;
     bool ambiguous_length; /* two Content-Lengths, or one with Transfer-Encoding: refused */
     const char *twice;     /* a header that must be one, given twice: refused */
+    bool no_host;          /* an HTTP/1.1 request without Host: refused (RFC 9112) */
     bool nul_in_uri;       /* the raw request target escapes a NUL byte: refused, never truncated */
     bool slash_in_segment; /* the raw path escapes a '/': refused, never split */
     bool parked;           /* a long-poll suspended in longpoll.c: the next call is its wake-up */
@@ -116,7 +117,7 @@ static enum MHD_Result query_key_check(void *cls, enum MHD_ValueKind kind, const
 }
 
 typedef struct Framing {
-    unsigned lengths, encodings, authorizations, keys;
+    unsigned lengths, encodings, authorizations, keys, hosts;
 } Framing;
 
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -126,6 +127,7 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     f->encodings += strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0;
     f->authorizations += strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0;
     f->keys += strcasecmp(key, "Idempotency-Key") == 0;
+    f->hosts += strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0;
     return MHD_YES;
 }
 
@@ -134,12 +136,15 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
  * it by another, and whatever lies between the two would reach us as a request nobody sent:
  * RFC 9112, 6.3, refuse it and close the connection), and which header that must be one is
  * given twice (two tokens: which one acts would be our guess). */
-static void check_headers(struct MHD_Connection *conn, Upload *up) {
+static void check_headers(struct MHD_Connection *conn, const char *version, Upload *up) {
     Framing f = {0};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+    /* RFC 9112 3.2: an HTTP/1.1 request has exactly one Host header. */
+    up->no_host = !f.hosts && version && STREQ(version, MHD_HTTP_VERSION_1_1);
     up->ambiguous_length = f.lengths > 1 || (f.lengths && f.encodings);
     up->twice = f.authorizations > 1 ? MHD_HTTP_HEADER_AUTHORIZATION
                 : f.keys > 1         ? "Idempotency-Key"
+                : f.hosts > 1        ? MHD_HTTP_HEADER_HOST
                                      : NULL;
 }
 
@@ -223,7 +228,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *cl =
                 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t len;
-        check_headers(conn, up);
+        check_headers(conn, version, up);
         if (!up->ambiguous_length && cl && parse_uint64(cl, UINT64_MAX, &len) >= 0 &&
             len > SERVER_BODY_MAX)
             up->too_large = true;
@@ -287,6 +292,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     } else if (up->too_large)
         api_error(&c, 413, "too_large", "The request body is larger than %u bytes.",
                   SERVER_BODY_MAX);
+    else if (up->no_host)
+        api_error(&c, 400, "bad_request", "An HTTP/1.1 request needs a Host header.");
     else if (up->twice)
         api_error(&c, 400, "bad_request", "The request gives its %s header twice.", up->twice);
     else if (up->body.oom)

@@ -471,3 +471,23 @@ Test(dos, api_head_answers_as_get_without_a_body) {
     cr_expect(end && end[4] == 0, "a body after HEAD's headers: %s", answer);
     cr_expect(strcasestr(answer, "Einsora-API: 1"), "%s", answer);
 }
+
+/* Bad input: an HTTP/1.1 request without a Host header, or with two (RFC 9112 3.2). HTTP/1.0
+ * has none to give and is served. */
+Test(dos, bad_input_an_http11_request_without_one_host_is_refused) {
+    static const struct {
+        const char *req, *want;
+    } cases[] = {
+            {"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", " 400 "},
+            {"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n", " 400 "},
+            {"GET /healthz HTTP/1.0\r\n\r\n", " 200 "},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = raw_connect("127.0.0.1");
+        cr_assert(fd >= 0);
+        char answer[4096];
+        exchange_until_closed(fd, cases[i].req, (int)strlen(cases[i].req), answer, sizeof(answer));
+        const char *eol = strstr(answer, "\r\n"), *at = strstr(answer, cases[i].want);
+        cr_expect(eol && at && at < eol, "case %zu: %s", i, answer);
+    }
+}
