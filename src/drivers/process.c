@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,7 @@ typedef struct Launch {
     const char *bin, *exit_path, *exit_tmp;
     char *const *argv, *const *envp;
     int log_fd, pipe_fd;
+    int go_fd; /* the agent writes one byte once the pid file is there; EOF: it died first */
     int max_fd;
 } Launch;
 
@@ -182,10 +184,21 @@ _Noreturn static void run_wrapper(const Launch *l) {
         (void)dup2(devnull, STDIN_FILENO);
     (void)dup2(l->log_fd, STDOUT_FILENO);
     (void)dup2(l->log_fd, STDERR_FILENO);
-    /* Keep none of the agent's sockets and files open for the server's lifetime. */
+    /* Keep none of the agent's sockets and files open for the server's lifetime (the go pipe's
+     * write end included: the agent's death must reach the read below as an end of file). */
     for (int fd = 3; fd < l->max_fd; fd++)
-        if (fd != l->pipe_fd)
+        if (fd != l->pipe_fd && fd != l->go_fd)
             (void)close(fd);
+    /* Start nothing until the agent has recorded us: an agent killed before its pid file is
+     * written would not know of a server running, and its next life would start the request
+     * again (R17: never twice). */
+    char go = 0;
+    ssize_t got;
+    while ((got = read(l->go_fd, &go, 1)) < 0 && errno == EINTR)
+        ;
+    if (got != 1)
+        _exit(0);
+    (void)close(l->go_fd);
     pid_t pid = fork();
     if (pid == 0) {
         sigset_t none;
@@ -200,7 +213,7 @@ _Noreturn static void run_wrapper(const Launch *l) {
         (void)write(STDERR_FILENO, msg, sizeof(msg) - 1);
         _exit(127);
     }
-    /* Tell the agent the wrapper is set up (the pipe closes as we exit on failure too). */
+    /* Tell the agent the server is forked (the pipe closes as we exit on failure too). */
     (void)close(l->pipe_fd);
     int status = 0, code = 127;
     if (pid > 0) {
@@ -255,15 +268,25 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (log_fd < 0)
         return error_set(err, -errno, "cannot open the log %s: %s", log_path, strerror(errno));
-    int pfd[2];
+    int pfd[2], gfd[2];
     /* pipe() and FD_CLOEXEC, as macOS has no pipe2(); the agent starts nothing meanwhile. */
     if (pipe(pfd) < 0) {
         r = -errno;
         close(log_fd);
         return error_set(err, r, "cannot make a pipe: %s", strerror(-r));
     }
+    if (pipe(gfd) < 0) {
+        r = -errno;
+        close(log_fd), close(pfd[0]), close(pfd[1]);
+        return error_set(err, r, "cannot make a pipe: %s", strerror(-r));
+    }
     (void)fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
     (void)fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(gfd[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(gfd[1], F_SETFD, FD_CLOEXEC);
+#ifdef F_SETNOSIGPIPE
+    (void)fcntl(gfd[1], F_SETNOSIGPIPE, 1);
+#endif
     long max_fd = sysconf(_SC_OPEN_MAX);
     Launch l = {.bin = bin,
                 .exit_path = exit_path,
@@ -272,6 +295,7 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
                 .envp = envp,
                 .log_fd = log_fd,
                 .pipe_fd = pfd[1],
+                .go_fd = gfd[0],
                 .max_fd = max_fd > 0 && max_fd < 65536 ? (int)max_fd : 65536};
     pid_t mid = fork();
     if (mid == 0) {
@@ -285,6 +309,7 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     }
     r = mid < 0 ? -errno : 0;
     close(pfd[1]);
+    close(gfd[0]);
     close(log_fd);
     int wpid = -1;
     if (mid > 0) {
@@ -293,15 +318,13 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
             ;
         if (read(pfd[0], &wpid, sizeof(wpid)) != (ssize_t)sizeof(wpid))
             wpid = -1;
-        /* Wait until the wrapper closed its end: it has its own session by then. */
-        char c;
-        while (read(pfd[0], &c, 1) < 0 && errno == EINTR)
-            ;
     }
-    close(pfd[0]);
-    if (r < 0 || wpid <= 1)
+    if (r < 0 || wpid <= 1) {
+        close(pfd[0]);
+        close(gfd[1]); /* a wrapper that runs reads the end of file and starts nothing */
         return error_set(err, r < 0 ? r : -ECHILD,
                          "cannot start the process of request %s: fork failed", spec->id);
+    }
     uint64_t t = 0;
     if (start_ticks(wpid, &t) < 0)
         t = 0; /* already over: its exit file says so */
@@ -309,11 +332,39 @@ static int proc_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     snprintf(line, sizeof(line), "%d %" PRIu64 " %u\n", wpid, t,
              spec->n_ports ? spec->ports[0] : 0);
     if ((r = write_string_file_atomic(pid_path, line)) < 0) {
+        close(pfd[0]);
+        close(gfd[1]); /* the wrapper starts nothing */
         (void)kill(-wpid, SIGKILL);
         (void)remove_files(p, spec->id);
-        return error_set(err, r, "cannot write %s: %s (the process was killed)", pid_path,
+        return error_set(err, r, "cannot write %s: %s (nothing was started)", pid_path,
                          strerror(-r));
     }
+    /* Recorded: now the server may start. A wrapper already gone (killed from outside) must
+     * not kill the agent by SIGPIPE: blocked for the write, a pending one taken back. */
+    sigset_t pipe_set, old_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    (void)pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+    ssize_t w;
+    while ((w = write(gfd[1], "g", 1)) < 0 && errno == EINTR)
+        ;
+    int write_errno = errno;
+#ifdef __linux__ /* (macOS has no sigtimedwait(); F_SETNOSIGPIPE there, below) */
+    if (w < 0 && write_errno == EPIPE)
+        (void)sigtimedwait(&pipe_set, NULL, &(struct timespec){0, 0});
+#else
+    (void)write_errno;
+#endif
+    (void)pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+    close(gfd[1]);
+    /* Wait until the wrapper closed its end: the server is forked, in the wrapper's own
+     * session, by then. */
+    char c;
+    while (read(pfd[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    close(pfd[0]);
+    if (w != 1)
+        return error_set(err, -EIO, "request %s: its wrapper could not be told to start", spec->id);
     return 0;
 }
 

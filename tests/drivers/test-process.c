@@ -281,3 +281,31 @@ Test(process_driver, r14_missing_binary_fails_with_a_sentence_and_leaves_nothing
     s = (WorkloadSpec){.id = "../x", .command = argv};
     cr_assert_eq(d->ops->start(d, &s, &err), -EINVAL);
 }
+
+/* R17 "never starts a workload twice": the server starts only once its pid file is written,
+ * the agent's record of it; an agent killed before that left a server its next life did not
+ * know of, and started the request again. Here the record cannot be written (its temporary
+ * file's name is taken by a folder): the start fails saying nothing was started, and the
+ * server never ran - its marker is not there once a later start of it has run. */
+Test(process_driver, r17_a_server_starts_only_once_its_pid_file_is_written) {
+    _cleanup_(driver_freep) Driver *d = new_driver();
+    _cleanup_free_ char *blocker = strprintf("%s/77.pid.tmp", dir),
+                        *mark = strprintf("%s/first", tmp), *ready = strprintf("%s.ready", mark),
+                        *mark2 = strprintf("%s/second", tmp),
+                        *ready2 = strprintf("%s.ready", mark2);
+    cr_assert_eq(mkdir(blocker, 0700), 0);
+    _cleanup_free_ char *m = strprintf("MARK=%s", mark);
+    const char *argv[] = {script, "--port", "18081", NULL};
+    const char *env[] = {"MODE=stubborn", m, NULL};
+    WorkloadSpec s = {.id = "77", .kind = "endpoint", .command = argv, .env = env};
+    Error err = {0};
+    cr_assert_lt(d->ops->start(d, &s, &err), 0);
+    cr_expect(strstr(error_message(&err), "nothing was started"), "%s", error_message(&err));
+    cr_assert_eq(rmdir(blocker), 0);
+    start(d, "77", "stubborn", mark2);
+    for (int i = 0; i < 600 && access(ready2, F_OK) != 0; i++)
+        usleep(50000);
+    cr_assert_eq(access(ready2, F_OK), 0, "the second start never ran");
+    cr_expect_neq(access(ready, F_OK), 0, "the first server ran without its pid file");
+    cr_assert_eq(d->ops->stop(d, "77", 1, &err), 0, "%s", error_message(&err));
+}
