@@ -209,7 +209,11 @@ static int make_new_private(const char *path, Error *err) {
 static int make_private(const char *path, Error *err) {
     if (is_memory(path))
         return 0;
-    if (chmod(path, 0600) < 0 && errno != EPERM) /* EPERM: not ours to tighten */
+    /* Tightened, never loosened: the owner's own bits stay as the operator set them (a file
+     * made read-only is refused below, not made writable behind the operator's back). */
+    struct stat st;
+    if (stat(path, &st) == 0 && (st.st_mode & 077) && chmod(path, st.st_mode & 0700) < 0 &&
+        errno != EPERM) /* EPERM: not ours to tighten */
         return error_set(err, -errno, "cannot make state file %s private: %s", path,
                          strerror(errno));
     static const char *const suffixes[] = {"-wal", "-shm"};
@@ -240,6 +244,13 @@ int store_sqlite_open(const char *path, Store **ret, Error *err) {
                         NULL) != SQLITE_OK)
         return error_set(err, -EIO, "cannot open state file %s: %s", path,
                          s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    /* SQLite opens a file it may not write read-only without a word; every change of the
+     * server goes there, so it is refused now, not at the first write after "listening". */
+    if (!is_memory(path) && sqlite3_db_readonly(s->db, "main") == 1)
+        return error_set(err, -EROFS,
+                         "state file %s is read-only to this user (uid %u): the server writes "
+                         "every change there; give it a file it may write",
+                         path, (unsigned)geteuid());
     sqlite3_busy_timeout(s->db, 5000);
     /* WAL + synchronous=FULL: a COMMIT returns only once the WAL is on disk, which is what
      * lets the server acknowledge right after it (R16). */

@@ -2,6 +2,7 @@
  * backends: an SQLite file and a real PostgreSQL 15 (pg-helper.c, started by main()). */
 #include <criterion/criterion.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -342,6 +343,42 @@ Test(store, bad_input_another_programs_sqlite_database_is_refused_untouched) {
 
 /* Bad input: a --state that is a directory, or a file that is not a state file, is refused
  * naming it, and left as it was (its mode too: a folder made 0600 cannot be entered). */
+/* R16, bad input: a state file this user may not write (made read-only) is refused at open,
+ * saying so, and left as it was: never opened read-only to fail at the first change after the
+ * server said it listens, and never made writable behind the operator's back. Root writes any
+ * file, so as root the open runs as nobody, in a folder nobody may enter. */
+Test(store, bad_input_a_read_only_state_file_is_refused_and_left_read_only) {
+    char loc[256];
+    new_location(false, loc, sizeof(loc));
+    store_close(open_ok(loc));
+    cr_assert_eq(chmod(loc, 0400), 0);
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", loc);
+    *strrchr(dir, '/') = 0;
+    cr_assert_eq(chmod(dir, 0755), 0);
+    if (geteuid() == 0)
+        cr_assert_eq(chown(loc, 65534, 65534), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+            _exit(3);
+        Store *s = NULL;
+        Error err = {0};
+        int r = store_open(loc, &s, &err);
+        if (r < 0 && r != -EROFS)
+            fprintf(stderr, "store_open: %d %s\n", r, err.message);
+        _exit(r == -EROFS && strstr(err.message, "is read-only") ? 0 : r >= 0 ? 1 : 2);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit %d (1: opened, 2: other error)",
+              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    struct stat st;
+    cr_assert_eq(stat(loc, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0400, "mode %o", st.st_mode & 0777);
+}
+
 Test(store, bad_input_a_state_path_that_is_not_a_state_file_is_refused_untouched) {
     char dir[] = "/tmp/einsora-notstate-XXXXXX";
     cr_assert(mkdtemp(dir));
