@@ -42,7 +42,8 @@ int remote_apply_context(RemoteOpts *o) {
         return EXIT_OK;
     if (!o->server && !isempty(getenv("EINSORA_SERVER")) && !o->context)
         o->server = getenv("EINSORA_SERVER");
-    if (!o->token && getenv("EINSORA_TOKEN") && !o->context)
+    /* Set but empty is not set, for both (`EINSORA_TOKEN= einsora ...` in a script). */
+    if (!o->token && !isempty(getenv("EINSORA_TOKEN")) && !o->context)
         o->token = getenv("EINSORA_TOKEN");
     if (o->server && o->token)
         return EXIT_OK;

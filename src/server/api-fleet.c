@@ -407,10 +407,16 @@ void api_node_unquarantine(HttpCtx *c) {
     _cleanup_json_ json_t *j =
             c->body_len ? json_loadb(c->body, c->body_len, JSON_REJECT_DUPLICATES, &je) : NULL;
     json_t *gpu = json_object_get(j, "gpu");
-    if (!json_is_object(j) || json_object_size(j) != 1 || !json_is_string(gpu) ||
-        !json_string_length(gpu))
+    /* The index as a number too ({"gpu": 0}), as the message offers it. */
+    char index[24];
+    if (json_is_integer(gpu) && json_integer_value(gpu) >= 0)
+        snprintf(index, sizeof(index), "%" JSON_INTEGER_FORMAT, json_integer_value(gpu));
+    if (!json_is_object(j) || json_object_size(j) != 1 ||
+        !((json_is_string(gpu) && json_string_length(gpu)) ||
+          (json_is_integer(gpu) && json_integer_value(gpu) >= 0)))
         API_FAIL(c, 400, "bad_request",
-                 "The body names the GPU and nothing else: {\"gpu\": INDEX or PCI address}.");
-    UnquarantineArg a = {.node = c->match.params[0], .gpu = json_string_value(gpu)};
+                 "The body names the GPU and nothing else: {\"gpu\": INDEX or \"PCI address\"}.");
+    UnquarantineArg a = {.node = c->match.params[0],
+                         .gpu = json_is_integer(gpu) ? index : json_string_value(gpu)};
     api_apply(c, op_unquarantine, &a);
 }

@@ -507,6 +507,11 @@ Test(fleet, r9_failed_reset_check_quarantines_and_vm_end_rechecks) {
                              f->ts.url, "--token", f->ts.admin, NULL),
                  1, "not quarantined any more: %s", err);
     free(err);
+    /* The index as a JSON number names the GPU as its digits do (409: not quarantined). */
+    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/unquarantine", "{\"gpu\": 0}", NULL),
+                 409);
+    cr_expect_eq(fleet_call(f, "POST", "/v1/nodes/lab-4090/unquarantine", "{\"gpu\": -1}", NULL),
+                 400);
     fleet_assert_invariants(f);
 }
 
