@@ -203,6 +203,14 @@ int verb_serve(int argc, char **argv) {
         return fail(EXIT_USAGE, "serve: unexpected argument '%s'", argv[optind]);
     if (!cfg.tls_cert_path != !cfg.tls_key_path)
         return fail(EXIT_USAGE, "serve: TLS needs both --tls-cert and --tls-key");
+    /* The state file outlives memory: what memory still shows after a restart must be there
+     * to be read back, or an ended request answers 200 before a restart and 404 after it. */
+    int64_t in_memory = cfg.retention_ms ? cfg.retention_ms : SERVER_RETENTION_MS,
+            in_store = cfg.store_retention_ms ? cfg.store_retention_ms : SERVER_STORE_RETENTION_MS;
+    if (in_store >= 0 && in_store < in_memory)
+        return fail(EXIT_USAGE,
+                    "serve: --store-retention is shorter than --retention: the state file keeps "
+                    "ended requests at least as long as memory does");
     Error err = {0};
     struct sockaddr_storage sa;
     socklen_t sa_len;

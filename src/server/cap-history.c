@@ -8,10 +8,17 @@
 #include "server/server-internal.h"
 #include "util/macro.h"
 
-static size_t class_slot(CapHistory *h, const char *name) {
+static size_t known_slot(const CapHistory *h, const char *name) {
     for (size_t i = 0; i < h->n_classes; i++)
         if (STREQ(h->classes[i], name))
             return i;
+    return SIZE_MAX;
+}
+
+static size_t class_slot(CapHistory *h, const char *name) {
+    size_t k = known_slot(h, name);
+    if (k != SIZE_MAX)
+        return k;
     if (h->n_classes == CAP_HISTORY_CLASSES || strlen(name) >= sizeof(h->classes[0]))
         return SIZE_MAX;
     strcpy(h->classes[h->n_classes], name);
@@ -41,7 +48,10 @@ void cap_history_maybe_sample(Server *s, int64_t now_ms) {
         for (size_t i = 0; i < n; i++) {
             if (rows[i].site) /* the per-class sums over sites only */
                 continue;
-            size_t k = class_slot(h, rows[i].class_name);
+            /* A slot goes to a class once it has units: the catalog's classes no device
+             * matches must not take the slots of those the fleet has. */
+            size_t k = rows[i].total || rows[i].allocated ? class_slot(h, rows[i].class_name)
+                                                          : known_slot(h, rows[i].class_name);
             if (k == SIZE_MAX)
                 continue;
             h->allocated[at][k] += (uint32_t)MIN(rows[i].allocated, UINT32_MAX / 8);

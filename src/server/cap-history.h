@@ -12,7 +12,7 @@
 #define CAP_HISTORY_SAMPLES 720 /* 4 hours at one sample every 20 s */
 #define CAP_HISTORY_INTERVAL_MS 20000
 #define CAP_HISTORY_REFRESH_MS 1000 /* the newest sample follows the state this closely */
-#define CAP_HISTORY_CLASSES 48      /* classes past this many are not charted */
+#define CAP_HISTORY_CLASSES 96      /* classes with units past this many are not charted */
 
 typedef struct CapHistory {
     pthread_mutex_t lock;

@@ -614,6 +614,10 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
+    /* SIGHUP asks daemons to read their configuration again; this server reads its catalog
+     * at start only, and a HUP's default (an exit without the drain) would drop the answers
+     * of changes in flight: taken, logged, and otherwise left alone. */
+    sigaddset(&mask, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -691,17 +695,27 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
     }
     if (ready_fn)
         ready_fn(port, userdata);
+    if (s->cfg.log && !s->leader) /* a replica says what it restored once it leads */
+        fprintf(s->cfg.log,
+                "einsora serve: restored %zu node(s) and %zu request(s), %zu of them live, "
+                "from %s\n",
+                s->nodes.n, s->n_reqs, s->live.n, s->cfg.state_path);
 
     struct timespec tick = {0, 200 * 1000 * 1000};
     while (!atomic_load(&s->fatal)) {
         int sig = sigtimedwait(&mask, NULL, &tick);
         if (sig == SIGINT || sig == SIGTERM)
             break;
+        if (sig == SIGHUP && s->cfg.log)
+            fprintf(s->cfg.log, "einsora serve: SIGHUP: nothing is read again while serving; "
+                                "restart the server to read a changed catalog\n");
     }
     r = 0;
     if (atomic_load(&s->fatal))
         r = error_set(err, s->fatal_err.code ? s->fatal_err.code : -EIO, "stopped: %s",
                       error_message(&s->fatal_err));
+    else if (s->cfg.log)
+        fprintf(s->cfg.log, "einsora serve: stopping: answering what is in flight\n");
     drain(s, d);
     conn_deadline_free(deadline);
     server_close(s);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -490,4 +491,14 @@ Test(dos, bad_input_an_http11_request_without_one_host_is_refused) {
         const char *eol = strstr(answer, "\r\n"), *at = strstr(answer, cases[i].want);
         cr_expect(eol && at && at < eol, "case %zu: %s", i, answer);
     }
+}
+
+/* SIGHUP (a reload, to an operator's habit) does not stop the server: nothing is read again
+ * while it serves, and a HUP's default exit would skip the drain of changes in flight. */
+Test(dos, r16_sighup_leaves_the_server_serving) {
+    cr_assert_eq(kill(ts.pid, SIGHUP), 0);
+    /* The signal is taken (or the server died of it) before the next answer: a call answered
+     * after it proves it served on. */
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/whoami", NULL, NULL), 200);
+    cr_assert_eq(kill(ts.pid, 0), 0, "the server is gone");
 }

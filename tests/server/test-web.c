@@ -167,3 +167,34 @@ Test(web, r6_capacity_history_follows_allocations) {
     cr_assert_eq(a, 3);
     cr_assert_eq(f, 1);
 }
+
+/* R6: every class with units is charted, however many classes the catalog has before it (the
+ * slots go to classes with units, not to the catalog's first ones): an A100-40GB's MIG slice
+ * classes come late in the shipped catalog. */
+Test(web, r6_capacity_history_charts_every_class_with_units) {
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/nodes/a1",
+                         "{\"name\":\"a1\",\"site\":\"lab\",\"site_kind\":\"lab\",\"platform\":"
+                         "\"linux\",\"owner\":\"root\",\"cpus\":8,\"devices\":[{\"pci\":"
+                         "\"0000:01:00.0\",\"class\":\"nvidia-a100-40gb\",\"memory_gb\":40,"
+                         "\"binding\":\"host\",\"mig_enabled\":true}]}",
+                         NULL),
+                 201);
+    json_t *cap = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity", NULL, &cap), 200);
+    size_t i, with_units = 0;
+    json_t *row;
+    time_t end = time(NULL) + 60;
+    json_array_foreach(json_object_get(cap, "classes"), i, row) {
+        const char *cls = json_string_value(json_object_get(row, "class"));
+        if (!json_is_null(json_object_get(row, "site")) ||
+            json_integer_value(json_object_get(row, "total")) == 0)
+            continue;
+        with_units++;
+        json_int_t a = -1, f = -1;
+        while (!newest_point(cls, &a, &f) && time(NULL) < end)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        cr_expect(newest_point(cls, &a, &f), "class %s has units but no series", cls);
+    }
+    cr_expect_gt(with_units, 1u, "the MIG slice classes have units");
+    json_decref(cap);
+}

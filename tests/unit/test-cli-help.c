@@ -394,3 +394,19 @@ Test(cli_help, bad_input_cli_a_missing_argument_is_named) {
         free(out), free(err);
     }
 }
+
+/* A state file that keeps ended requests for less time than memory shows them would lose at a
+ * restart what the API answered before it: refused as usage, before any file is made. */
+Test(cli_help, bad_input_serve_store_retention_shorter_than_retention_is_usage) {
+    char dir[] = "/tmp/einsora-ret-XXXXXX", state[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(state, sizeof(state), "%s/state.db", dir);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", state,
+                         "--retention", "30d", "--store-retention", "1s", NULL);
+    cr_expect_eq(rc, 2, "%s", err);
+    cr_expect(err && strstr(err, "--store-retention is shorter than --retention"), "%s", err);
+    cr_expect_neq(access(state, F_OK), 0, "a state file was made");
+    free(out), free(err);
+    rmdir(dir);
+}
