@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include "util/fileio.h"
 #include "util/macro.h"
 #include "util/strutil.h"
+#include "wire/api-address.h"
 #include "wire/node.h"
 
 void agent_logf(const Agent *a, const char *fmt, ...) {
@@ -173,6 +176,29 @@ static void hold_faulty(Agent *a, json_t *node, const MachineInventory *inv) {
         agent_logf(a, "discovery: %s", note);
     free(a->fault_note);
     a->fault_note = TAKE_PTR(note);
+}
+
+/* This agent's instance (WIRE_AGENT_HEADER): random, kept in its state folder, so that the
+ * same agent restarted is the same instance and a second agent of the node (another folder)
+ * is another one, which the control plane refuses while this one beats. */
+static int agent_instance(Agent *a, char ret[static 33], Error *err) {
+    _cleanup_free_ char *had = agent_read_state(a, "instance");
+    if (had && strlen(strip_trailing(had)) == 32 && strspn(had, "0123456789abcdef") == 32) {
+        memcpy(ret, had, 33);
+        return 0;
+    }
+    unsigned char raw[16];
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+        return error_set(err, -errno, "cannot get random bytes for the agent's instance: %s",
+                         strerror(errno));
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(ret + 2 * i, 3, "%02x", raw[i]);
+    _cleanup_free_ char *path = agent_state_file(a, "instance"), *line = strprintf("%s\n", ret);
+    int r = path && line ? write_string_file_atomic(path, line) : -ENOMEM;
+    if (r < 0)
+        return error_set(err, r, "cannot write %s: %s", path ? path : "the instance file",
+                         strerror(-r));
+    return 0;
 }
 
 /* Discover and push the inventory when it differs from what the control plane has. */
@@ -364,10 +390,19 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         else if (e.message[0])
             agent_logf(&a, "journal: %s", error_message(&e));
     }
-    agent_logf(&a, "reporting to %s every %us", cfg.server, cfg.heartbeat_s);
+    char instance[33];
+    if ((r = agent_instance(&a, instance, err)) < 0 ||
+        (r = client_set_header(a.cl, WIRE_AGENT_HEADER, instance, err)) < 0) {
+        client_free(a.cl);
+        catalog_free(a.catalog);
+        return r;
+    }
+    agent_logf(&a, "reporting to %s every %us (instance %.8s)", cfg.server, cfg.heartbeat_s,
+               instance);
     if (cfg.stop)
         client_set_abort(a.cl, cfg.stop); /* a long-poll in flight ends with the agent */
     confirm_pool_init(&a.confirms, cfg.server, cfg.token, cfg.id.name, cfg.stop);
+    a.confirms.instance = instance;
     agent_slots_init(&a);
     while (!(cfg.stop && *cfg.stop)) {
         int64_t next = agent_mono_ms() + (int64_t)cfg.heartbeat_s * 1000;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "util/macro.h"
+#include "wire/api-address.h"
 #include "util/strutil.h"
 
 void confirm_pool_init(ConfirmPool *p, const char *server, const char *token, const char *node,
@@ -144,6 +145,8 @@ static void *worker_main(void *arg) {
     Client *cl = NULL;
     Error open_err = {0};
     int opened = client_new(p->server, p->token, &cl, &open_err);
+    if (opened >= 0 && p->instance)
+        opened = client_set_header(cl, WIRE_AGENT_HEADER, p->instance, &open_err);
     if (opened >= 0 && p->stop)
         client_set_abort(cl, p->stop);
     pthread_mutex_lock(&p->lock);

@@ -61,8 +61,9 @@ typedef struct Confirm {
 
 typedef struct ConfirmPool {
     const char *server, *token;
-    const char *node; /* the batch route's node; NULL: one call each */
-    bool single_only; /* the control plane answered that it has no batch route */
+    const char *node;     /* the batch route's node; NULL: one call each */
+    const char *instance; /* the agent's (WIRE_AGENT_HEADER), or NULL */
+    bool single_only;     /* the control plane answered that it has no batch route */
     volatile sig_atomic_t *stop;
     pthread_mutex_t lock;
     pthread_cond_t cond;

@@ -23,6 +23,7 @@ struct Client {
     char *servers[CLIENT_MAX_SERVERS];
     size_t n_servers, cur;
     char *auth_header;
+    char *extra_header;                /* client_set_header() */
     char *ca_file;                     /* trust this CA for https (NULL: the system's) */
     volatile sig_atomic_t *abort_flag; /* a call in flight gives up once it is set */
 };
@@ -40,6 +41,7 @@ void client_free(Client *c) {
     for (size_t i = 0; i < c->n_servers; i++)
         free(c->servers[i]);
     free(c->auth_header);
+    free(c->extra_header);
     free(c->ca_file);
     free(c);
 }
@@ -175,6 +177,8 @@ static int call_once(Client *c, const char *url, const char *method, const char 
     struct curl_slist *headers = NULL;
     if (c->auth_header)
         headers = curl_slist_append(headers, c->auth_header);
+    if (c->extra_header)
+        headers = curl_slist_append(headers, c->extra_header);
     if (idem)
         headers = curl_slist_append(headers, idem);
     if (body)
@@ -366,6 +370,17 @@ int client_set_ca_file(Client *c, const char *path, Error *err) {
         return error_set(err, -ENOMEM, "out of memory");
     free(c->ca_file);
     c->ca_file = copy;
+    return 0;
+}
+
+int client_set_header(Client *c, const char *name, const char *value, Error *err) {
+    if (!header_value_ok(name) || !header_value_ok(value) || strchr(name, ':'))
+        return error_set(err, -EINVAL, "a header's name or value holds a control character");
+    char *h = strprintf("%s: %s", name, value);
+    if (!h)
+        return error_set(err, -ENOMEM, "out of memory");
+    free(c->extra_header);
+    c->extra_header = h;
     return 0;
 }
 

@@ -41,6 +41,10 @@ int client_call_raw(Client *c, const char *method, const char *path, const char 
  * system's (a control plane with its own or a self-signed certificate). */
 int client_set_ca_file(Client *c, const char *path, Error *err);
 
+/* One more header on every call (an agent's WIRE_AGENT_HEADER); -EINVAL when the name or the
+ * value holds a control character or the name a ':'. */
+int client_set_header(Client *c, const char *name, const char *value, Error *err);
+
 /* A call in flight (a long poll) gives up within about a second once *flag is set, with
  * -EIO (a daemon's stop signal); NULL: never. */
 void client_set_abort(Client *c, volatile sig_atomic_t *flag);

@@ -22,6 +22,7 @@ bool api_is_agent_of(const Principal *who, const char *node) {
 typedef struct BeatArg {
     const char *node;
     const FleetHeartbeat *hb;
+    const char *instance; /* the agent's WIRE_AGENT_HEADER, NULL when it sent none */
 } BeatArg;
 
 static void op_heartbeat(Server *s, Op *op) {
@@ -31,6 +32,8 @@ static void op_heartbeat(Server *s, Op *op) {
         OP_FAIL(op, 404, "not_found",
                 "No node %s: the agent registers it first (PUT /v1/nodes/%s).", a->node, a->node);
     fleet_agent_seen(s, n, a->hb->interval_s);
+    if (a->instance && op->who->role == ROLE_NODE) /* checked by the dispatch (api.c) */
+        str_copy_cut(n->agent_instance, sizeof(n->agent_instance), a->instance);
     /* The agent's report wins (its journal and the kernel are the truth): an active workload
      * it no longer runs has ended. Placed ones it has not started yet are still to start. */
     if (a->hb->has_running) {
@@ -95,7 +98,7 @@ void api_node_heartbeat(HttpCtx *c) {
     Error err = {0};
     if (fleet_heartbeat_parse(c->body, c->body_len, &hb, &err) < 0)
         API_FAIL(c, 400, "bad_request", "%s", error_message(&err));
-    BeatArg a = {.node = node, .hb = &hb};
+    BeatArg a = {.node = node, .hb = &hb, .instance = c->agent_instance};
     api_apply(c, op_heartbeat, &a);
     fleet_heartbeat_done(&hb);
 }

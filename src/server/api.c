@@ -189,6 +189,41 @@ static const char *param_noun(const Route *route, int i) {
     return "name";
 }
 
+/* A node's agent calls with its instance (WIRE_AGENT_HEADER): another instance's calls for a
+ * node whose agent beats are refused (409), so that a second agent of the same node cannot end
+ * the first one's workloads as "no longer run" or start them again. Once the node's agent has
+ * missed its heartbeats (unreachable), another instance takes over at its first heartbeat. */
+static bool agent_instance_ok(HttpCtx *c) {
+    const char *mine = c->agent_instance;
+    if (c->who.role != ROLE_NODE || isempty(mine))
+        return true;
+    if (strlen(mine) > WIRE_AGENT_INSTANCE_MAX || string_has_control(mine)) {
+        api_error(c, 400, "bad_request", "The %s header is an id of at most %d characters.",
+                  WIRE_AGENT_HEADER, WIRE_AGENT_INSTANCE_MAX);
+        return false;
+    }
+    Server *s = c->s;
+    char other[WIRE_AGENT_INSTANCE_MAX + 1] = "";
+    int64_t ago = 0;
+    pthread_rwlock_rdlock(&s->lock);
+    const Node *n = ptrmap_get(&s->nodes, c->who.nodes); /* a node token names one node */
+    if (n && n->agent_instance[0] && STRNEQ(n->agent_instance, mine) && !n->unreachable &&
+        n->heartbeat_s) {
+        memcpy(other, n->agent_instance, sizeof(other));
+        ago = server_now_ms() - atomic_load(&n->last_seen_ms);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (!other[0])
+        return true;
+    api_error(c, 409, "conflict",
+              "Node %s is served by another agent (instance %.8s..., last heartbeat %lld ms "
+              "ago): two agents must not run one node. Stop one, or give each its own --name; "
+              "this one is refused until that agent has been silent long enough to be "
+              "unreachable.",
+              c->who.nodes, other, (long long)ago);
+    return false;
+}
+
 void api_dispatch(HttpCtx *c) {
     if (web_serve(c)) /* the dashboard's files */
         return;
@@ -232,7 +267,7 @@ void api_dispatch(HttpCtx *c) {
                   api_is_change(c) ? "; this change was not committed" : "");
         return;
     }
-    if (!api_check_conventions(c, id))
+    if (!api_check_conventions(c, id) || !agent_instance_ok(c))
         return;
     c->status = 200;
     Server *home = c->s;

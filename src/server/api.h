@@ -58,6 +58,7 @@ typedef struct HttpCtx {
     const char *body;
     size_t body_len;
     const char *authorization, *idem_key;
+    const char *agent_instance; /* an agent's WIRE_AGENT_HEADER, or NULL */
     const char *(*query)(void *conn, const char *key);
     void *conn;
     RouteMatch match;

@@ -262,6 +262,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             .authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                          MHD_HTTP_HEADER_AUTHORIZATION),
             .idem_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
+            .agent_instance = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, WIRE_AGENT_HEADER),
             .query = lookup_query,
             .query_check = query_check,
             .content_type_in = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,

@@ -21,6 +21,7 @@
 #include "server/events.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "wire/api-address.h"
 #include "wire/node.h"
 #include "wire/placement.h"
 #include "server/history.h"
@@ -106,10 +107,13 @@ typedef struct Node {
     unsigned heartbeat_s;         /* the agent's interval; 0: no agent reports for the node */
     _Atomic int64_t last_seen_ms; /* the agent's last heartbeat (server clock) */
     bool unreachable;             /* missed heartbeats: nothing new is placed there */
-    bool reset_scan;              /* look for consumer GPUs that need a reset check (R9) */
-    bool fleet_queued;            /* in Server.fleet_queue */
-    NodeSwitch *sw;               /* the current or last mode switch, NULL when none */
-    ReqVec work;                  /* the requests placed here (node-work.h) */
+    /* The instance of the agent that last sent a heartbeat (WIRE_AGENT_HEADER), "" when none
+     * said: in memory only, a restart takes the first agent that beats. */
+    char agent_instance[WIRE_AGENT_INSTANCE_MAX + 1];
+    bool reset_scan;   /* look for consumer GPUs that need a reset check (R9) */
+    bool fleet_queued; /* in Server.fleet_queue */
+    NodeSwitch *sw;    /* the current or last mode switch, NULL when none */
+    ReqVec work;       /* the requests placed here (node-work.h) */
 } Node;
 
 typedef struct Server Server;

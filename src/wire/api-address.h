@@ -9,3 +9,10 @@
  * a captive portal) is refused as not Einsora rather than read as an empty fleet. */
 #define WIRE_API_HEADER "Einsora-API"
 #define WIRE_API_VERSION "1"
+
+/* An agent sends its instance (a random id kept in its state folder) on every call: the control
+ * plane refuses another instance's calls for a node whose agent is alive, so that a second
+ * agent started by mistake for the same node (another state folder, the same --name) cannot
+ * end, or start again, the first one's workloads (R17). */
+#define WIRE_AGENT_HEADER "Einsora-Agent"
+#define WIRE_AGENT_INSTANCE_MAX 64

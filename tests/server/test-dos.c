@@ -502,3 +502,59 @@ Test(dos, r16_sighup_leaves_the_server_serving) {
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/whoami", NULL, NULL), 200);
     cr_assert_eq(kill(ts.pid, 0), 0, "the server is gone");
 }
+
+/* One call with a node's agent instance header, answered on a fresh connection: its status. */
+static int agent_call(const char *method, const char *path, const char *token, const char *instance,
+                      const char *body) {
+    int fd = raw_connect("127.0.0.1");
+    cr_assert(fd >= 0);
+    char req[2048], answer[8192];
+    int n = snprintf(
+            req, sizeof(req),
+            "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer %s\r\n"
+            "Einsora-Agent: %s\r\nContent-Type: application/json\r\nContent-Length: %zu"
+            "\r\n\r\n%s",
+            method, path, token, instance, strlen(body), body);
+    exchange_until_closed(fd, req, n, answer, sizeof(answer));
+    int status = 0;
+    cr_assert_eq(sscanf(answer, "HTTP/1.1 %d", &status), 1, "%s", answer);
+    if (status >= 300)
+        cr_log_info("%s %s: %s", method, path, answer);
+    return status;
+}
+
+/* R17: a second agent started for the same node (another state folder, the same --name) is
+ * refused while the first one beats: its heartbeat, which runs nothing, would end the first
+ * one's workloads as "no longer run", and its work list would start them again. */
+Test(dos, r17_a_second_agent_of_a_live_node_is_refused_and_ends_nothing) {
+    ts_add_h100_node(&ts, "n1", "alice", 1);
+    char *agent = ts_token(&ts, "n1-agent", "node", "n1");
+    cr_assert_eq(agent_call("POST", "/v1/nodes/n1/heartbeat", agent, "aaaa",
+                            "{\"interval_s\":60,\"running\":[]}"),
+                 200);
+    json_t *q = NULL;
+    char *alice = ts_token(&ts, "alice", "user", NULL); /* the node's owner: runc, no Kata */
+    cr_assert_eq(ts_call(&ts, alice, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", &q),
+                 201);
+    free(alice);
+    long long id = (long long)json_integer_value(json_object_get(q, "id"));
+    json_decref(q);
+    char path[96];
+    snprintf(path, sizeof(path), "/v1/requests/%lld/activate", id);
+    cr_assert_eq(agent_call("POST", path, agent, "aaaa", "{}"), 200);
+    /* Another instance: refused, whatever it says; the workload stays active. */
+    cr_expect_eq(agent_call("POST", "/v1/nodes/n1/heartbeat", agent, "bbbb",
+                            "{\"interval_s\":60,\"running\":[]}"),
+                 409);
+    cr_expect_eq(agent_call("GET", "/v1/nodes/n1/work", agent, "bbbb", ""), 409);
+    snprintf(path, sizeof(path), "/v1/requests/%lld", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &q), 200);
+    cr_expect_str_eq(json_string_value(json_object_get(q, "state")), "active");
+    json_decref(q);
+    /* The agent itself goes on. */
+    char beat[96];
+    snprintf(beat, sizeof(beat), "{\"interval_s\":60,\"running\":[%lld]}", id);
+    cr_expect_eq(agent_call("POST", "/v1/nodes/n1/heartbeat", agent, "aaaa", beat), 200);
+    free(agent);
+}
