@@ -352,6 +352,13 @@ int verb_up(int argc, char **argv) {
             if (access(lib, R_OK) == 0)
                 o.nvml_lib = lib;
         }
+        /* Said, not silently left out: docs/fleet.md's demo has MIG slices (R2c), which only
+         * the fake NVML's answers give the H200 fixture. */
+        if (!o.nvml_lib && o.demo)
+            fprintf(stderr,
+                    "einsora: up --demo: no fake NVML next to this einsora (a build tree's "
+                    "tests/agent/libnvidia-ml.so): the demo's GPUs are read without NVML, so "
+                    "the H200 shows no MIG slices; give --nvml-lib PATH for them\n");
     }
 
     const char *user = local_user();
