@@ -198,8 +198,15 @@ static int take_over(Leader *l, uint64_t epoch) {
     /* The replay ends here (its last view answers reads until this replica leads); the full
      * load and the invariant check replace it, on the store connection it used. */
     replay_stop(s);
-    store_pg_set_fence(s->store, epoch, l->lease_ms);
+    /* Fenced by the epoch from now on, but with no idle-in-transaction limit for the load: it
+     * reads the whole state in one transaction and rebuilds the core between its statements,
+     * which on a large state (or a busy machine) takes longer than a lease; PostgreSQL would
+     * end the session then, and no replica could ever take over. The load writes nothing
+     * another replica waits for, and the commit's epoch check still refuses a deposed one. */
+    store_pg_set_fence(s->store, epoch, 0);
     int r = state_load(s, &err);
+    if (r >= 0) /* a paused leader's open transaction is ended within a lease again */
+        store_pg_set_fence(s->store, epoch, l->lease_ms);
     atomic_store(&keeper.done, true);
     if (keeping)
         pthread_join(keeper_thread, NULL);

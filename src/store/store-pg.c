@@ -120,6 +120,7 @@ struct PgStore {
     uint64_t last_seq;  /* the last event appended in this transaction */
     uint64_t fence;     /* the leader's epoch every transaction checks; 0: none */
     unsigned max_tx_ms; /* idle_in_transaction_session_timeout; 0: PostgreSQL's default */
+    bool max_tx_set;    /* this session's timeout is set: a 0 must be said to lift it */
     unsigned backoff_ms;
     uint64_t retry_at_ms; /* no reconnection attempt before this (monotonic) */
 };
@@ -397,8 +398,9 @@ static int reconnect(PgStore *s, Error *err) {
 }
 
 static int apply_session_settings(PgStore *s, Error *err) {
-    if (!s->max_tx_ms)
+    if (!s->max_tx_ms && !s->max_tx_set)
         return 0;
+    s->max_tx_set = s->max_tx_ms != 0; /* 0 is PostgreSQL's "no limit": said once it was set */
     char sql[96];
     snprintf(sql, sizeof(sql), "SET idle_in_transaction_session_timeout = %u", s->max_tx_ms);
     return exec_cmd(s, sql, err, "configuring the session");
