@@ -1,6 +1,7 @@
 /* cmd-events.c: `einsora events [--after N] [--follow]`: the change feed, every page to the end
  * (or --limit N); --follow keeps long-polling from the last cursor (resumable: pass --after the
  * cursor printed by -o json, or the last SEQ seen). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -73,6 +74,8 @@ static const char usage[] =
         "                   it with exit code 0)\n"
         "  --watch          the same as --follow (the feed only grows)\n" LIST_HELP;
 
+#define FOLLOW_GAP_MAX_MS 120000
+
 int verb_events(int argc, char **argv) {
     static const struct option extra[] = {
             {"after", required_argument, NULL, 'a'},
@@ -128,11 +131,33 @@ int verb_events(int argc, char **argv) {
     json_decref(doc);
     if (a.follow)
         watch_exit_on_interrupt();
+    int64_t gap_ms = 0; /* how long the server has been away while following */
     while (a.follow && !(a.list.limit && printed >= a.list.limit)) {
         snprintf(path, sizeof(path), "/v1/events?after=%llu&wait=30", (unsigned long long)cursor);
         json_t *j = NULL;
-        if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)
-            break;
+        long status = 0;
+        Error err = {0};
+        int cr = client_call(cl, "GET", path, NULL, NULL, &status, &j, &err);
+        /* A planned restart (503 while the server drains, then refused connections) is waited
+         * out, as a follow should outlive it, for up to FOLLOW_GAP_MAX_MS, from the cursor. */
+        bool away = cr == -ECONNREFUSED || (cr >= 0 && status == 503);
+        if (away && gap_ms < FOLLOW_GAP_MAX_MS) {
+            if (!gap_ms)
+                fprintf(stderr,
+                        "einsora: events: the server is away (%s); following on once it "
+                        "answers\n",
+                        cr < 0 ? error_message(&err) : "restarting");
+            json_decref(j);
+            nanosleep(&(struct timespec){1, 0}, NULL);
+            gap_ms += 1000;
+            continue;
+        }
+        if (cr < 0 || status < 200 || status >= 300) {
+            json_decref(j); /* asked once more for the usual sentence and exit code */
+            if ((r = remote_call_on(cl, "GET", path, NULL, NULL, &j)) != EXIT_OK)
+                break;
+        }
+        gap_ms = 0;
         json_array_foreach(json_object_get(j, "events"), i, e) {
             if (a.list.limit && printed >= a.list.limit)
                 break;

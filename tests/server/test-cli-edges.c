@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -312,4 +315,57 @@ Test(cli_edges, bad_input_server_text_never_reaches_a_terminal_with_its_control_
     cr_expect(strstr(out, "board?[2Jgone"), "%s", out);
     cr_expect_null(strchr(out, '\033'), "an escape reached the terminal");
     free(out), free(err);
+}
+
+/* `events --follow` outlives a planned restart of the server: the 503 of its drain and the
+ * refused connections after it are waited out, and the follow goes on from its cursor. */
+Test(cli_edges, r16_events_follow_goes_on_across_a_server_restart) {
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?limit=10000", NULL, &j), 200);
+    char after[32];
+    snprintf(after, sizeof(after), "%lld",
+             (long long)json_integer_value(json_object_get(j, "next")));
+    json_decref(j);
+    char out_path[] = "/tmp/einsora-follow-XXXXXX";
+    int out = mkstemp(out_path);
+    cr_assert(out >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(out, 1);
+        execl(EINSORA_BIN, EINSORA_BIN, "events", "--follow", "--json", "--limit", "1", "--after",
+              after, "--server", ts.url, "--token", ts.admin, NULL);
+        _exit(127);
+    }
+    close(out);
+    /* Restarted once the follow waits in its long-poll (the feed's first pages are read before
+     * it, and a server away then is an error, as for any other call). */
+    bool parked = false;
+    for (int i = 0; i < 600 && !parked; i++) { /* a deadline, not a measure: 60 s */
+        char *m = ts_metrics(&ts);
+        parked = m && strstr(m, "\neinsora_parked_long_polls 1");
+        free(m);
+        if (!parked)
+            nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    cr_assert(parked, "the follow never waited in its long-poll");
+    ts_kill(&ts, false);
+    ts_respawn_same_port(&ts);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
+                         "{\"kind\":\"container\",\"class\":\"cpu\",\"wait_for_nodes\":true}",
+                         NULL),
+                 201);
+    int status = -1;
+    for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++) /* deadline: 60 s */
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    if (waitpid(pid, NULL, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    char *text = slurp(out_path);
+    unlink(out_path);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the follow ended with %d: %s", status,
+              text);
+    cr_expect(strstr(text, "request.submitted"), "%s", text);
+    free(text);
 }
