@@ -241,8 +241,14 @@ static void push_inventory(Agent *a) {
         a->push_refusal = strdup(msg);
     }
     if (r >= 0 && status < 300) {
-        agent_logf(a, "inventory pushed (%zu devices)",
-                   json_array_size(json_object_get(node, "devices")));
+        /* A Mac's GPU is its apple_* members, not a device: said as such, not "0 devices". */
+        if (json_object_get(node, "apple_unified_memory_gb"))
+            agent_logf(
+                    a, "inventory pushed (the Mac's GPU, %lld GB usable)",
+                    (long long)json_integer_value(json_object_get(node, "apple_usable_memory_gb")));
+        else
+            agent_logf(a, "inventory pushed (%zu devices)",
+                       json_array_size(json_object_get(node, "devices")));
         free(a->pushed);
         a->pushed = TAKE_PTR(text);
         a->push_due = false;

@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -350,6 +351,13 @@ static void set_unreachable(Server *s, Node *n, bool on) {
                           on ? "the agent missed 3 heartbeats: nothing new is placed, allocations "
                                "are kept"
                              : "the agent reports again"));
+    /* An operator's journal says it too, not only the events feed. */
+    if (s->cfg.log)
+        fprintf(s->cfg.log,
+                on ? "einsora serve: node %s is unreachable: its agent missed 3 heartbeats of "
+                     "%us (nothing new is placed there; its allocations are kept)\n"
+                   : "einsora serve: node %s is reachable again (heartbeat %us)\n",
+                n->spec.name, n->heartbeat_s);
 }
 
 void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s) {
