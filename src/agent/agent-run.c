@@ -145,7 +145,8 @@ static ssize_t device_at(json_t *node, const char *pci) {
  * report stands; a GPU never reported goes as quarantined with the error (the record of a GPU
  * not to use, shown with its reason, R9), which an owner lifts once the error is gone. */
 static void hold_faulty(Agent *a, json_t *node, const MachineInventory *inv) {
-    json_t *last = a->pushed ? json_loads(a->pushed, 0, NULL) : NULL;
+    json_t *last = NULL; /* the last accepted push, read once a GPU needs it */
+    bool read = false;
     json_t *devices = json_object_get(node, "devices");
     _cleanup_free_ char *note = NULL;
     for (size_t i = 0; i < inv->n_accelerators; i++) {
@@ -153,6 +154,9 @@ static void hold_faulty(Agent *a, json_t *node, const MachineInventory *inv) {
         ssize_t k = acc->fault && acc->bdf[0] ? device_at(node, acc->bdf) : -1;
         if (k < 0)
             continue;
+        if (!read && a->pushed)
+            last = json_loads(a->pushed, 0, NULL);
+        read = true;
         ssize_t w = last ? device_at(last, acc->bdf) : -1;
         if (w >= 0)
             json_array_set(devices, (size_t)k,

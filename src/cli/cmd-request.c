@@ -158,27 +158,6 @@ static int on_extra(int c, const char *arg, void *userdata) {
     return 0;
 }
 
-static int create(RemoteOpts *o, CreateArgs *a);
-
-/* What the flags alone show wrong is a usage error (exit 2) before any call: the server would
- * refuse it too, naming API fields instead of flags, and an unreachable one would hide it. */
-static int create_checked(RemoteOpts *o, CreateArgs *a) {
-    json_t *b = a->body;
-    const char *cls = json_string_value(json_object_get(b, "class"));
-    if (!json_object_get(b, "kind"))
-        return fail(EXIT_USAGE, "request create: --kind is required (vm, container, notebook or "
-                                "endpoint)");
-    if (!cls && !json_object_get(b, "memory_gb"))
-        return fail(EXIT_USAGE, "request create: --class CLASS or --memory GB is required");
-    json_int_t count = json_integer_value(json_object_get(b, "count"));
-    if (count > SCHED_NODE_MAX_DEVICES && !(cls && STREQ(cls, "cpu")))
-        return fail(EXIT_USAGE,
-                    "request create: --count takes 1 to %d GPUs (up to %d only with --class "
-                    "cpu, where it counts cores), not %lld",
-                    SCHED_NODE_MAX_DEVICES, SPEC_MAX_COUNT, (long long)count);
-    return create(o, a);
-}
-
 /* Ctrl-C during --wait: say the request stays queued and how to cancel it, rather than
  * leaving the user to guess whether the interrupt withdrew it. */
 static volatile sig_atomic_t interrupted;
@@ -385,6 +364,25 @@ static int create(RemoteOpts *o, CreateArgs *a) {
         json_decref(q);
     }
     return r;
+}
+
+/* What the flags alone show wrong is a usage error (exit 2) before any call: the server would
+ * refuse it too, naming API fields instead of flags, and an unreachable one would hide it. */
+static int create_checked(RemoteOpts *o, CreateArgs *a) {
+    json_t *b = a->body;
+    const char *cls = json_string_value(json_object_get(b, "class"));
+    if (!json_object_get(b, "kind"))
+        return fail(EXIT_USAGE, "request create: --kind is required (vm, container, notebook or "
+                                "endpoint)");
+    if (!cls && !json_object_get(b, "memory_gb"))
+        return fail(EXIT_USAGE, "request create: --class CLASS or --memory GB is required");
+    json_int_t count = json_integer_value(json_object_get(b, "count"));
+    if (count > SCHED_NODE_MAX_DEVICES && !(cls && STREQ(cls, "cpu")))
+        return fail(EXIT_USAGE,
+                    "request create: --count takes 1 to %d GPUs (up to %d only with --class "
+                    "cpu, where it counts cores), not %lld",
+                    SCHED_NODE_MAX_DEVICES, SPEC_MAX_COUNT, (long long)count);
+    return create(o, a);
 }
 
 int verb_request(int argc, char **argv) {

@@ -185,6 +185,19 @@ void api_request_show(HttpCtx *c) {
         api_error(c, 404, "not_found", "No request %" PRIu64 " that you can see.", id);
 }
 
+/* What a list's filters let through (state and node NULL: any; live_only: a live index). */
+typedef struct ListFilter {
+    const Principal *who;
+    const char *state, *node;
+    ReqState st;
+    bool live_only;
+} ListFilter;
+
+static bool list_takes(const ListFilter *f, const Req *r) {
+    return r && req_visible(f->who, r) && (!f->state || r->state == f->st) &&
+           (!f->live_only || history_req_is_live(r)) && (!f->node || req_placed_on(r, f->node, -1));
+}
+
 void api_requests_list(HttpCtx *c) {
     uint64_t after, limit;
     const char *state = api_query(c, "state"), *node = api_query(c, "node");
@@ -218,15 +231,14 @@ void api_requests_list(HttpCtx *c) {
                         : live_only                             ? &s->live
                                                                 : history_user(s, c->who.user);
     uint64_t end = idx ? idx->n : s->n_reqs;
+    const ListFilter f = {&c->who, state, node, st, live_only};
     if (newest) {
         /* The newest first, no cursor: what a page of the latest (the dashboard's ended
          * requests) needs without reading all history from its start. */
         for (uint64_t k = end; k > 0 && json_array_size(list) < newest; k--) {
             const Req *r = idx ? idx->v[k - 1] : s->reqs[k - 1];
-            if (!r || !req_visible(&c->who, r) || (state && r->state != st) ||
-                (live_only && !history_req_is_live(r)) || (node && !req_placed_on(r, node, -1)))
-                continue;
-            json_array_append_new(list, req_to_json(s, r));
+            if (list_takes(&f, r))
+                json_array_append_new(list, req_to_json(s, r));
         }
         pthread_rwlock_unlock(&s->lock);
         c->json = json_pack("{s:o}", "requests", list);
@@ -242,12 +254,8 @@ void api_requests_list(HttpCtx *c) {
             continue;
         }
         last = r->id;
-        if (!req_visible(&c->who, r) || (state && r->state != st) ||
-            (live_only && !history_req_is_live(r)))
-            continue;
-        if (node && !req_placed_on(r, node, -1))
-            continue;
-        json_array_append_new(list, req_to_json(s, r));
+        if (list_takes(&f, r))
+            json_array_append_new(list, req_to_json(s, r));
     }
     pthread_rwlock_unlock(&s->lock);
     c->json = json_pack("{s:o}", "requests", list);
