@@ -68,6 +68,7 @@ typedef struct HttpCtx {
     json_t *json;
     char *text; /* non-JSON body (metrics), malloc'ed */
     const char *content_type;
+    bool asset;     /* an embedded dashboard file: cached, but revalidated (Cache-Control) */
     char *redirect; /* a standby's redirect to the leader (its Location header), malloc'ed */
     /* Long-polls (http.c): can_park when the caller can suspend the connection
      * instead of blocking a thread; a handler that finds nothing sets park (until

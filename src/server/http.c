@@ -186,6 +186,11 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
     /* Every answer says whose it is: a client told another server's URL (any web server
      * answers 200 with JSON of its own) refuses the answer instead of reading nulls in it. */
     MHD_add_response_header(resp, WIRE_API_HEADER, WIRE_API_VERSION);
+    /* An answer is a user's or an admin's view of the fleet at one moment: no shared cache or
+     * browser history keeps it. A dashboard file may be kept, but is asked for again, so that
+     * an upgraded server never runs with the last version's page. */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+                            c->asset ? "no-cache" : "no-store");
     if (c->status == 405 && c->match.allowed[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, c->match.allowed);
     if (c->status == 401) /* RFC 6750: say which scheme the API wants */

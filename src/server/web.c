@@ -75,5 +75,6 @@ bool web_serve(HttpCtx *c) {
     memcpy(c->text, a->data, a->size + 1);
     c->status = 200;
     c->content_type = a->content_type;
+    c->asset = true;
     return true;
 }

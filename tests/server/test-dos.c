@@ -471,6 +471,19 @@ Test(dos, api_head_answers_as_get_without_a_body) {
     const char *end = strstr(answer, "\r\n\r\n");
     cr_expect(end && end[4] == 0, "a body after HEAD's headers: %s", answer);
     cr_expect(strcasestr(answer, "Einsora-API: 1"), "%s", answer);
+    cr_expect(strcasestr(answer, "Cache-Control: no-store"), "an API answer is never cached: %s",
+              answer);
+}
+
+/* The dashboard's files may be cached but are asked for again (an upgrade shows at once). */
+Test(dos, api_dashboard_files_are_revalidated_not_stored) {
+    int fd = raw_connect("127.0.0.1");
+    cr_assert(fd >= 0);
+    static const char req[] = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char answer[65536];
+    exchange_until_closed(fd, req, (int)sizeof(req) - 1, answer, sizeof(answer));
+    cr_expect(strncmp(answer, "HTTP/1.1 200", 12) == 0, "%.200s", answer);
+    cr_expect(strcasestr(answer, "Cache-Control: no-cache"), "%.400s", answer);
 }
 
 /* Bad input: an HTTP/1.1 request without a Host header, or with two (RFC 9112 3.2). HTTP/1.0

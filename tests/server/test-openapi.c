@@ -11,6 +11,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "core/sched.h"
 #include "server/api.h"
 #include "server/router.h"
 #include "srv-helpers.h"
@@ -340,6 +341,29 @@ Test(openapi, every_documented_operation_answers_as_documented, .timeout = 120) 
     }
     free(user), free(agent);
     ts_stop(&ts);
+    yaml_document_delete(&doc);
+}
+
+/* A script switches on reason_code: the document lists every code the core gives, and no
+ * other (R18's reasons are the contract, not only the sentence beside them). */
+Test(openapi, r18_reason_code_enum_is_every_reason_the_core_gives) {
+    load_doc();
+    yaml_node_t *schemas = get(get(yaml_document_get_root_node(&doc), "components"), "schemas");
+    yaml_node_t *values =
+            get(get(get(get(schemas, "Request"), "properties"), "reason_code"), "enum");
+    cr_assert(values && values->type == YAML_SEQUENCE_NODE, "Request.reason_code has no enum");
+    size_t n = (size_t)(values->data.sequence.items.top - values->data.sequence.items.start);
+    cr_expect_eq(n, (size_t)_SCHED_REASON_MAX, "the enum lists %zu codes, the core has %d", n,
+                 _SCHED_REASON_MAX);
+    for (int r = 0; r < _SCHED_REASON_MAX; r++) {
+        bool listed = false;
+        for (yaml_node_item_t *it = values->data.sequence.items.start;
+             it < values->data.sequence.items.top; it++)
+            listed = listed ||
+                     !strcmp(scalar(yaml_document_get_node(&doc, *it)), sched_reason_to_string(r));
+        cr_expect(listed, "reason_code %s is not in openapi.yaml's enum",
+                  sched_reason_to_string(r));
+    }
     yaml_document_delete(&doc);
 }
 
