@@ -1,9 +1,11 @@
 /* main.c: the einsora executable: global options and dispatch to one verb per file. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config.h"
+#include "wire/api-address.h"
 #include "suggest.h"
 #include "verbs.h"
 
@@ -77,15 +79,32 @@ static int unknown_verb(const char *name) {
 /* `einsora version` and --version: the CLI's version (the server's: GET /healthz). */
 static int version(int argc, char **argv) {
     if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
-        printf("usage: einsora version\n\nPrint this einsora's version.\n"
-               "  -h, --help   show this help\n");
+        printf("usage: einsora version [-o json]\n\nPrint this einsora's version (the server's "
+               "is in GET /healthz).\n"
+               "  -o, --output json   one JSON object: {\"version\": ..., \"api\": ...}\n"
+               "      --json          the same as -o json\n"
+               "  -h, --help          show this help\n");
         return EXIT_OK;
     }
-    if (argc > 2) {
-        fprintf(stderr, "einsora: version: unexpected argument '%s'\n", argv[2]);
+    bool json = false;
+    int i = 2;
+    if (argc > 2 && strcmp(argv[2], "--json") == 0)
+        json = true, i = 3;
+    else if (argc > 3 && (strcmp(argv[2], "-o") == 0 || strcmp(argv[2], "--output") == 0)) {
+        if (strcmp(argv[3], "json") != 0) {
+            fprintf(stderr, "einsora: version: -o takes json, not '%s'\n", argv[3]);
+            return EXIT_USAGE;
+        }
+        json = true, i = 4;
+    }
+    if (argc > i) {
+        fprintf(stderr, "einsora: version: unexpected argument '%s'\n", argv[i]);
         return EXIT_USAGE;
     }
-    printf("einsora %s\n", EINSORA_VERSION);
+    if (json)
+        printf("{\"version\": \"%s\", \"api\": \"%s\"}\n", EINSORA_VERSION, WIRE_API_VERSION);
+    else
+        printf("einsora %s\n", EINSORA_VERSION);
     return EXIT_OK;
 }
 

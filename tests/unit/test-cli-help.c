@@ -3,6 +3,7 @@
  * mistyped verb, sub-verb or option is refused with the nearest one suggested. */
 #include <ctype.h>
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,6 +372,19 @@ Test(cli_help, cli_version_prints_the_build_version) {
     cr_assert_eq(run_einsora(&b, NULL, "--version", NULL), 0);
     cr_expect_str_eq(out, b);
     free(out), free(b);
+    /* For scripts: one JSON object, the same with either spelling. */
+    char *j = NULL, *j2 = NULL, *err = NULL;
+    cr_assert_eq(run_einsora(&j, NULL, "version", "-o", "json", NULL), 0);
+    cr_assert_eq(run_einsora(&j2, NULL, "version", "--json", NULL), 0);
+    cr_expect_str_eq(j, j2);
+    json_t *doc = json_loads(j, 0, NULL);
+    cr_assert(doc, "not JSON: %s", j);
+    cr_expect_str_eq(json_string_value(json_object_get(doc, "version")), EINSORA_VERSION);
+    cr_expect_str_eq(json_string_value(json_object_get(doc, "api")), "1");
+    json_decref(doc);
+    cr_expect_eq(run_einsora(NULL, &err, "version", "-o", "yaml", NULL), 2);
+    cr_expect(err && strstr(err, "-o takes json"), "%s", err);
+    free(j), free(j2), free(err);
 }
 
 /* A missing argument is named in one line (exit 2), not left to be guessed from a usage dump. */
