@@ -1,8 +1,11 @@
 /* cmd-serve.c: `einsora serve`: run the control plane's HTTP API. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "output.h"
 #include "server/server.h" /* the one CLI verb that runs the server library itself */
@@ -74,6 +77,21 @@ static void on_ready(uint16_t port, void *userdata) {
         if (!ok || rename(tmp, r->port_file) < 0)
             fprintf(stderr, "einsora: warning: cannot write %s\n", r->port_file);
     }
+}
+
+/* Whether the port file's temporary can be made where on_ready() makes it (errno when not). */
+static bool port_file_writable(const char *path) {
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return false;
+    close(fd);
+    unlink(tmp);
+    return true;
 }
 
 int verb_serve(int argc, char **argv) {
@@ -216,6 +234,12 @@ int verb_serve(int argc, char **argv) {
     socklen_t sa_len;
     if (server_listen_address(cfg.listen, &sa, &sa_len, &err) < 0)
         return fail_error(EXIT_USAGE, &err);
+    /* Whoever reads the port file waits for it: a file that can never be written is found
+     * now, before any state is opened, not once the server listens (a warning nobody waits
+     * for). */
+    if (cfg.port_file && !port_file_writable(cfg.port_file))
+        return fail(EXIT_USAGE, "serve: --port-file %s: cannot write there: %s", cfg.port_file,
+                    strerror(errno));
     Ready ready = {cfg.listen, cfg.port_file, cfg.tls_cert_path != NULL};
     if (server_run(&cfg, on_ready, &ready, &err) < 0)
         return fail_error(EXIT_FAIL, &err);

@@ -409,6 +409,24 @@ Test(cli_help, bad_input_cli_a_missing_argument_is_named) {
     }
 }
 
+/* A port file that can never be written (its folder is missing) is usage, before any state
+ * file is made: a script waiting for the port would otherwise wait forever. */
+Test(cli_help, bad_input_serve_port_file_in_a_missing_folder_is_usage) {
+    char dir[] = "/tmp/einsora-pf-XXXXXX", state[64], port[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(state, sizeof(state), "%s/state.db", dir);
+    snprintf(port, sizeof(port), "%s/nosuch/port", dir);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", state,
+                         "--port-file", port, NULL);
+    cr_expect_eq(rc, 2, "%s", err);
+    cr_expect(err && strstr(err, "--port-file") && strstr(err, "No such file or directory"), "%s",
+              err);
+    cr_expect_neq(access(state, F_OK), 0, "a state file was made");
+    free(out), free(err);
+    rmdir(dir);
+}
+
 /* A state file that keeps ended requests for less time than memory shows them would lose at a
  * restart what the API answered before it: refused as usage, before any file is made. */
 Test(cli_help, bad_input_serve_store_retention_shorter_than_retention_is_usage) {
