@@ -210,6 +210,43 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
     return ret;
 }
 
+#define AUTH_LOG_EVERY_MS 10000
+
+/* A call refused for its token, in the log: who (the peer's address), what it asked, and how
+ * many were refused without a line since the last one. The path is the caller's bytes: only
+ * printable ASCII of it is written. */
+static void log_auth_refusal(Server *s, struct MHD_Connection *conn, const HttpCtx *c) {
+    if (!s->cfg.log)
+        return;
+    int64_t now = server_now_ms(), last = atomic_load(&s->auth_logged_ms);
+    if ((last && now - last < AUTH_LOG_EVERY_MS) ||
+        !atomic_compare_exchange_strong(&s->auth_logged_ms, &last, now)) {
+        atomic_fetch_add(&s->auth_unlogged, 1);
+        return;
+    }
+    unsigned long quiet = atomic_exchange(&s->auth_unlogged, 0);
+    char peer[INET6_ADDRSTRLEN] = "?", path[128];
+    const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, peer,
+                  sizeof(peer));
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, peer,
+                  sizeof(peer));
+    size_t k = 0;
+    for (const char *p = c->path; *p && k + 1 < sizeof(path); p++)
+        path[k++] = *p >= 0x20 && *p < 0x7f ? *p : '?';
+    path[k] = 0;
+    char more[96] = "";
+    if (quiet)
+        snprintf(more, sizeof(more), "; %lu more refused for their token since the last such line",
+                 quiet);
+    fprintf(s->cfg.log, "einsora serve: refused %.16s %s from %s: %s (401)%s\n", c->method, path,
+            peer, c->authorization ? "a token it does not know" : "no token", more);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -319,6 +356,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             longpoll_wake(s->longpoll, conn); /* published while it was being parked */
         return MHD_YES;
     }
+    if (c.status == 401)
+        log_auth_refusal(s, conn, &c);
     size_t idx = c.match.route ? (size_t)c.match.route->id : _R_MAX;
     if (idx < METRICS_ROUTES)
         histogram_observe(&s->metrics.api[idx], mono_us() - t0);

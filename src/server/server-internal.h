@@ -210,6 +210,10 @@ struct Server {
      * a draining shutdown, and the parked long-polls (NULL without a listener). */
     atomic_long http_active;
     atomic_bool draining;
+    /* Calls refused for their token (401): logged at most once per AUTH_LOG_EVERY_MS, so that
+     * an operator sees a misconfigured agent or a probe, and a flood cannot fill the log. */
+    _Atomic int64_t auth_logged_ms;
+    atomic_ulong auth_unlogged;
     struct LongPoll *longpoll;
     /* The write probe at start failed: /readyz says so. */
     bool store_unwritable;

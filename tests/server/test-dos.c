@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -514,6 +515,30 @@ Test(dos, r16_sighup_leaves_the_server_serving) {
      * after it proves it served on. */
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/whoami", NULL, NULL), 200);
     cr_assert_eq(kill(ts.pid, 0), 0, "the server is gone");
+}
+
+/* An operator sees calls refused for their token (a misconfigured agent, a probe) in the
+ * log, with the caller's address; a flood of them is one line now and a count later, not a
+ * line each. */
+Test(dos, bad_input_calls_refused_for_their_token_are_logged_but_not_one_line_each) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(ts_call(&ts, "not-a-token", "GET", "/v1/requests", NULL, NULL), 401);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    /* At most a line per 10 s: however long the calls took here, far fewer lines than calls. */
+    long long took_ms = (b.tv_sec - a.tv_sec) * 1000ll + (b.tv_nsec - a.tv_nsec) / 1000000;
+    char path[256], line[512];
+    snprintf(path, sizeof(path), "%s/server.log", ts.dir);
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    long long lines = 0;
+    while (fgets(line, sizeof(line), f))
+        lines += strstr(line, "refused GET /v1/requests from 127.0.0.1: a token it does not "
+                              "know (401)") != NULL;
+    fclose(f);
+    cr_expect(lines >= 1 && lines <= 1 + took_ms / 10000, "%lld lines for 50 refusals in %lld ms",
+              lines, took_ms);
 }
 
 /* One call with a node's agent instance header, answered on a fresh connection: its status. */
