@@ -47,14 +47,23 @@ async function start() {
   document.getElementById("nav").hidden = false;
   document.getElementById("who").hidden = false;
   document.getElementById("who-text").textContent = `${who.user} (${who.role})`;
+  // A node's token is its agent's: it may not submit (the server answers 403), so the page
+  // does not offer it.
+  for (const a of document.querySelectorAll("#nav a"))
+    if (a.getAttribute("href") === "#submit") a.hidden = !mayOpen("submit");
   route();
+}
+
+function mayOpen(page) {
+  return page !== "submit" || who.role !== "node";
 }
 
 function route() {
   if (!who) return;
   if (stop) stop();
   stop = null;
-  const name = pages[location.hash.slice(1)] ? location.hash.slice(1) : "capacity";
+  const asked = location.hash.slice(1);
+  const name = pages[asked] && mayOpen(asked) ? asked : "capacity";
   for (const a of document.querySelectorAll("#nav a"))
     if (a.getAttribute("href") === `#${name}`) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");

@@ -61,7 +61,9 @@ export function render(main, ctx) {
   };
 
   const controls = (n) => {
-    const id = `n-${n.name.replace(/[^a-z0-9_-]/gi, "_")}`;
+    // One id per name: every character an id may not hold, "_" included, becomes "_" and its
+    // code, so "a.b" and "a_b" do not share their controls' ids.
+    const id = `n-${n.name.replace(/[^a-z0-9-]/gi, (ch) => `_${ch.codePointAt(0).toString(16)}`)}`;
     // A switch under way holds its own cordon (R4): a whole node's is not lifted, and a node
     // switches once at a time; the server refuses both, so the page says why beforehand.
     const switching = n.switch && !["done", "failed"].includes(n.switch.step);

@@ -80,6 +80,8 @@ test("web_security_headers_on_the_page_and_the_api", async () => {
     assert.equal(res.headers.get("x-content-type-options"), "nosniff");
     assert.equal(res.headers.get("referrer-policy"), "no-referrer");
     assert.equal(res.headers.get("x-frame-options"), "DENY");
+    // An answer carries a user's view: never stored; the page's files are revalidated.
+    assert.equal(res.headers.get("cache-control"), path.startsWith("/v1/") ? "no-store" : "no-cache", path);
   }
   const js = await fetch(fleet.url + "/app.js");
   assert.match(js.headers.get("content-type"), /^text\/javascript/);
@@ -104,6 +106,20 @@ test("web_sign_in_with_a_token_kept_in_session_storage", async () => {
   await page.click("#sign-out");
   await page.waitForSelector("#token");
   assert.equal(await page.evaluate(() => sessionStorage.getItem("einsora.token")), null);
+  page.clean();
+});
+
+test("web_a_node_token_is_not_offered_the_submit_page", async () => {
+  // A node's token is its agent's: the server refuses its submits (403), so the page neither
+  // lists the Submit page nor opens it when asked by its address.
+  const page = await newPage();
+  await signIn(page, fleet.token("agent-web", "node", "web-node"));
+  assert.match(await page.textContent("#who-text"), /\(node\)/);
+  assert.equal(await page.locator('#nav a[href="#submit"]').isHidden(), true);
+  await go(page, "events"); // from another page, so that reaching Capacity shows the redirect
+  await page.evaluate(() => (location.hash = "submit"));
+  await page.waitForFunction(() => document.title.startsWith("Capacity"));
+  assert.equal(await page.locator("#submit-form").count(), 0);
   page.clean();
 });
 
