@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/pci-sysfs.h"
@@ -198,16 +199,47 @@ int journal_load(const char *state_dir, JournalOp *ret, Error *err) {
     return r;
 }
 
+/* A crash mid-write leaves the journal's last record torn (cut short, or zeros where a power
+ * loss left blocks unwritten), which the parser ignores. The next record must not be glued to
+ * it: that would turn a tail the parser skips into a damaged line, and every later load would
+ * fail. So the tail after the last newline is cut off, made durable, before anything is
+ * appended. */
+static int drop_torn_tail(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (st.st_size <= 0 || st.st_size > JOURNAL_FILE_MAX)
+        return 0; /* empty, or too large for a load to accept anyway */
+    char buf[JOURNAL_FILE_MAX];
+    ssize_t n = pread(fd, buf, (size_t)st.st_size, 0);
+    if (n < 0)
+        return -errno;
+    size_t keep = (size_t)n;
+    while (keep > 0 && buf[keep - 1] != '\n')
+        keep--;
+    if (keep == (size_t)n)
+        return 0;
+    if (ftruncate(fd, (off_t)keep) < 0 || fsync(fd) < 0)
+        return -errno;
+    return 0;
+}
+
 /* One line, one write(), then fsync: a line is either wholly there or torn at the end. */
 static int journal_append(const char *state_dir, const char *line, Error *err) {
     char path[PATH_MAX];
     int r = agent_state_path(state_dir, "journal", path, sizeof(path), err);
     if (r < 0)
         return r;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
     if (fd < 0)
         return error_set(err, -errno, "could not open the binding journal %s: %s", path,
                          strerror(errno));
+    r = drop_torn_tail(fd);
+    if (r < 0) {
+        close(fd);
+        return error_set(err, r, "could not cut the torn last record of the binding journal %s: %s",
+                         path, strerror(-r));
+    }
     r = write_string_fd_sync(fd, line);
     close(fd);
     if (r < 0)

@@ -44,6 +44,35 @@ Test(journal, r7_torn_last_line_is_ignored) {
     cr_expect_eq(op.fns[0].step, JOURNAL_STEP_UNBOUND);
 }
 
+/* A crash leaves a torn last record (cut short, or zeros a power loss left): the record written
+ * next (a recovery's end) starts on a line of its own, so the journal stays readable and the
+ * next binding may begin. */
+Test(journal, r7_a_record_after_a_torn_tail_starts_a_line_of_its_own) {
+    static const char *const tails[] = {"step 0000:01:00.0 pro", "\0\0\0\0"};
+    for (size_t i = 0; i < ARRAY_SIZE(tails); i++) {
+        char dir[] = "/tmp/einsora-torn-XXXXXX", path[64];
+        cr_assert(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/journal", dir);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fwrite(good, 1, strlen(good), f);
+        fwrite(tails[i], 1, i == 0 ? strlen(tails[i]) : 4, f);
+        fclose(f);
+        Error err = {0};
+        cr_assert_eq(journal_end(dir, 7, JOURNAL_ROLLED_BACK, &err), 0, "%s", error_message(&err));
+        JournalOp op;
+        cr_assert_eq(journal_load(dir, &op, &err), 0, "case %zu: %s", i, error_message(&err));
+        cr_expect_eq(op.outcome, JOURNAL_ROLLED_BACK, "case %zu", i);
+        cr_expect_eq(op.fns[0].step, JOURNAL_STEP_UNBOUND, "case %zu: the torn step is not taken", i);
+        JournalOp next = {.to_vfio = true, .n_fns = 1};
+        strcpy(next.gpu, "0000:01:00.0");
+        strcpy(next.fns[0].bdf, "0000:01:00.0");
+        cr_expect_eq(journal_begin(dir, &next, &err), 0, "case %zu: %s", i, error_message(&err));
+        cr_expect_eq(next.id, 8);
+        cr_expect_eq(remove_temp_tree(dir), 0);
+    }
+}
+
 Test(journal, r7_damaged_journal_is_an_error_naming_the_line) {
     static const char *const bad[] = {
             "einsora-journal 2\n",
