@@ -2,6 +2,7 @@
 #include "records.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -78,6 +79,17 @@ int agent_state_lock(const char *state_dir, int *ret_fd, Error *err) {
             buf[n] = 0;
             buf[strcspn(buf, "\n")] = 0;
         }
+        /* A lock whose taker is gone is held by what it forked: a kernel write
+         * (kernel_write()) stuck in the kernel, which must not be raced by another rebind. */
+        if (n > 0 && parse_decimal_uint64(buf, INT32_MAX, &pid) >= 0 && pid > 0 &&
+            kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+            return error_set(err, -EBUSY,
+                             "the agent's state folder %s is still locked, though the command "
+                             "that locked it (pid %" PRIu64 ") has ended: a write to the kernel "
+                             "it started is still in flight (its process hangs in the kernel; "
+                             "'fuser -v %s' names it). It ends when the kernel returns, or at a "
+                             "reboot",
+                             state_dir, pid, path);
         if (n > 0 && parse_decimal_uint64(buf, INT32_MAX, &pid) >= 0 && pid > 0)
             return error_set(err, -EBUSY,
                              "the agent's state folder %s is in use by another einsora agent "

@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "agent/journal.h"
@@ -63,7 +66,8 @@ Test(journal, r7_a_record_after_a_torn_tail_starts_a_line_of_its_own) {
         JournalOp op;
         cr_assert_eq(journal_load(dir, &op, &err), 0, "case %zu: %s", i, error_message(&err));
         cr_expect_eq(op.outcome, JOURNAL_ROLLED_BACK, "case %zu", i);
-        cr_expect_eq(op.fns[0].step, JOURNAL_STEP_UNBOUND, "case %zu: the torn step is not taken", i);
+        cr_expect_eq(op.fns[0].step, JOURNAL_STEP_UNBOUND, "case %zu: the torn step is not taken",
+                     i);
         JournalOp next = {.to_vfio = true, .n_fns = 1};
         strcpy(next.gpu, "0000:01:00.0");
         strcpy(next.fns[0].bdf, "0000:01:00.0");
@@ -123,6 +127,30 @@ Test(journal, r7_journal_round_trip_on_disk_and_one_operation_at_a_time) {
     cr_assert_eq(journal_end(dir, op.id, JOURNAL_DONE, &err), 0);
     cr_assert_eq(journal_begin(dir, &again, &err), 0, "%s", error_message(&err));
     cr_expect_eq(again.id, op.id + 1);
+    cr_expect_eq(remove_temp_tree(dir), 0);
+    free(dir);
+}
+
+/* A lock whose taker died is held by what it forked: a kernel write hung in the kernel. The
+ * refusal says so, instead of naming a pid an operator can no longer find. */
+Test(records, r7_a_lock_held_after_its_taker_died_is_said_to_be_a_write_in_flight) {
+    char *dir = temp_state();
+    Error err = {0};
+    int fd = -1;
+    cr_assert_eq(agent_state_lock(dir, &fd, &err), 0, "%s", error_message(&err));
+    pid_t gone = fork();
+    cr_assert(gone >= 0);
+    if (gone == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(gone, NULL, 0), gone);
+    char pid[24];
+    snprintf(pid, sizeof(pid), "%d\n", (int)gone);
+    cr_assert_eq(pwrite(fd, pid, strlen(pid), 0), (ssize_t)strlen(pid));
+    int fd2 = -1;
+    cr_expect_eq(agent_state_lock(dir, &fd2, &err), -EBUSY);
+    cr_expect(strstr(err.message, "has ended") && strstr(err.message, "still in flight"), "%s",
+              err.message);
+    close(fd);
     cr_expect_eq(remove_temp_tree(dir), 0);
     free(dir);
 }
