@@ -162,6 +162,9 @@ static int work_begin(json_t *work, AgentSpecBuf *buf, const char **ret_kind, Er
                          "the control plane's workload item lacks id, kind or placement");
     memset(buf, 0, sizeof(*buf));
     snprintf(buf->id, sizeof(buf->id), "%" JSON_INTEGER_FORMAT, idn);
+    json_int_t created = json_integer_value(json_object_get(work, "created_ms"));
+    if (created > 0)
+        snprintf(buf->created, sizeof(buf->created), "%" JSON_INTEGER_FORMAT, created);
     *ret_kind = kind;
     return 0;
 }
@@ -203,7 +206,8 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
     int r = work_begin(work, buf, &kind, err);
     if (r < 0)
         return r;
-    WorkloadSpec s = {.id = buf->id, .kind = kind};
+    WorkloadSpec s = {
+            .id = buf->id, .kind = kind, .created = buf->created[0] ? buf->created : NULL};
     /* The image: the request's own, else the site's default for the kind -- for an endpoint,
      * first the one for its runtime (R14: vLLM on NVIDIA, llama.cpp on cpu), `endpoint-vllm`,
      * `endpoint-llama.cpp`. */

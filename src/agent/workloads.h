@@ -68,6 +68,7 @@ typedef struct AgentSpecBuf {
     unsigned ports[16];                    /* the request's own "ports", when it has them */
     const char *argv[MAC_SERVER_ARGV_MAX]; /* a process endpoint's server command line */
     char port_text[16];
+    char created[24]; /* the request's created_ms, "" when the item has none */
 } AgentSpecBuf;
 
 /* The port a kind's server listens on in its container: a notebook's (Jupyter, 8888), an

@@ -18,6 +18,7 @@
 
 #define DRIVER_LABEL "einsora.request"
 #define DRIVER_LABEL_NODE "einsora.node"
+#define DRIVER_LABEL_CREATED "einsora.created"
 #define DRIVER_NAME_PREFIX "einsora-"
 #define DRIVER_ID_MAX 32
 
@@ -45,6 +46,10 @@ typedef struct WorkloadSpec {
     unsigned memory_mb, vcpus; /* VMs (0: driver default) */
     unsigned cpu_limit;        /* containers: the cores a cpu placement gave it (0: no limit) */
     const char *node;          /* the node it runs for (label einsora.node), NULL: not said */
+    /* When its request was made (the control plane's created_ms, label einsora.created): with
+     * the id it names this workload, not a leftover of an earlier request given the same id;
+     * NULL: not said (not checked). */
+    const char *created;
 } WorkloadSpec;
 
 typedef enum WorkloadStatus {

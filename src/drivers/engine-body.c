@@ -85,6 +85,8 @@ static json_t *labels_of(const WorkloadSpec *spec) {
             json_pack("{s:s, s:s}", DRIVER_LABEL, spec->id, "einsora.kind", strempty(spec->kind));
     if (labels && spec->node)
         json_object_set_new(labels, DRIVER_LABEL_NODE, json_string(spec->node));
+    if (labels && spec->created)
+        json_object_set_new(labels, DRIVER_LABEL_CREATED, json_string(spec->created));
     if (labels && spec->n_ports) {
         char port[16];
         snprintf(port, sizeof(port), "%u", spec->ports[0]);

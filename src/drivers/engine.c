@@ -317,16 +317,18 @@ static const char *inspect_label(json_t *inspect, const char *key) {
 /* A create refused because the name is in use: ours already (never started twice: -EEXIST),
  * or a container of another node or made by hand that must not pass for the placed workload
  * (-ENOTUNIQ: the start fails saying so). */
-static int name_taken(Engine *e, const char *name, const char *id, Error *err) {
+static int name_taken(Engine *e, const char *name, const WorkloadSpec *spec, Error *err) {
+    const char *id = spec->id;
     _cleanup_free_ char *path = strprintf("/containers/%s/json", name);
     json_t *j = NULL;
     long status = 0;
     Error e2 = {0};
-    const char *req = NULL, *node = NULL;
+    const char *req = NULL, *node = NULL, *created = NULL;
     if (path && http(e, "GET", path, NULL, e->timeout_s, NULL, &status, &j, &e2) >= 0 &&
         status < 300) {
         req = inspect_label(j, DRIVER_LABEL);
         node = inspect_label(j, DRIVER_LABEL_NODE);
+        created = inspect_label(j, DRIVER_LABEL_CREATED);
     }
     int r = 0;
     if (status < 300 && (!req || STRNEQ(req, id)))
@@ -334,6 +336,14 @@ static int name_taken(Engine *e, const char *name, const char *id, Error *err) {
                       "the engine has a container named %s that is not request %s's (made by "
                       "hand?): remove it",
                       name, id);
+    else if (status < 300 && spec->created && (!created || STRNEQ(created, spec->created)))
+        /* Our labels, but not this request's: one of an earlier request given the same id
+         * (a fleet started again on a fresh state), or labels copied by hand. Taken for this
+         * one, it would run the old command on the old devices (R17). */
+        r = error_set(err, -ENOTUNIQ,
+                      "the engine has a container named %s of an earlier request %s (made at %s, "
+                      "this one at %s): remove it",
+                      name, id, created ? created : "an unknown time", spec->created);
     else if (status < 300 && node && e->node && STRNEQ(node, e->node))
         r = error_set(err, -ENOTUNIQ,
                       "the engine has %s of node %s, not this node %s (two fleets on one engine?)",
@@ -385,7 +395,7 @@ static int engine_start(Driver *d, const WorkloadSpec *spec, Error *err) {
                : -ENOMEM;
     json_decref(body);
     if (r == -EEXIST || (r < 0 && strstr(e1.message, "already in use")))
-        return name_taken(e, name, spec->id, err);
+        return name_taken(e, name, spec, err);
     if (r < 0 && status == 404)
         return error_set(err, -ENOENT,
                          "the image %s is not on the engine (%s): pull or build it there first",

@@ -67,7 +67,13 @@ int vm_domain_xml(const WorkloadSpec *spec, const char *type, char **ret, Error 
     StrBuf b = {0};
     strbuf_printf(&b, "<domain type='%s'>\n  <name>" DRIVER_NAME_PREFIX "%s</name>\n", type,
                   spec->id);
-    strbuf_printf(&b, "  <description>" DRIVER_LABEL "=%s</description>\n", spec->id);
+    if (spec->created) /* digits: nothing to escape */
+        strbuf_printf(&b,
+                      "  <description>" DRIVER_LABEL "=%s " DRIVER_LABEL_CREATED
+                      "=%s</description>\n",
+                      spec->id, spec->created);
+    else
+        strbuf_printf(&b, "  <description>" DRIVER_LABEL "=%s</description>\n", spec->id);
     strbuf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, cpus);
     strbuf_puts(&b, "  <os>\n    <type arch='x86_64'>hvm</type>\n  </os>\n"
                     "  <features>\n    <acpi/>\n  </features>\n"

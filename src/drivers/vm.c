@@ -51,7 +51,23 @@ static int vm_start(Driver *d, const WorkloadSpec *spec, Error *err) {
         return r;
     virDomainPtr dom = lookup(v, spec->id);
     if (dom) {
+        /* Ours already (never started twice), unless its description names another request
+         * made under this id: a leftover, which must not pass for this one (R17). */
+        char want[64];
+        snprintf(want, sizeof(want), DRIVER_LABEL_CREATED "=%s", strempty(spec->created));
+        char *desc = spec->created
+                             ? virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_DESCRIPTION, NULL, 0)
+                             : NULL;
+        const char *at = desc ? strstr(desc, want) : NULL;
+        bool other = spec->created && !(at && (at[strlen(want)] == 0 || at[strlen(want)] == ' '));
+        free(desc);
         virDomainFree(dom);
+        if (other)
+            return error_set(err, -ENOTUNIQ,
+                             "libvirt has a domain " DRIVER_NAME_PREFIX
+                             "%s that is not this request's (an earlier request given the same "
+                             "id, or made by hand): remove it",
+                             spec->id);
         return error_set(err, -EEXIST,
                          "libvirt already has the domain of request %s: it is not started twice",
                          spec->id);

@@ -78,6 +78,9 @@ void api_node_work_write(Server *s, const Node *n, JsonText *w, const char *curs
         json_text_member_string(w, "user", r->user);
         json_text_member_string(w, "kind", workload_kind_to_string(r->kind));
         json_text_member_string(w, "state", req_state_to_string(r->state));
+        /* The id and this make the workload one: a leftover of an earlier request with the
+         * same id (a fleet started again on a fresh state) is told from it (R17). */
+        json_text_member_int(w, "created_ms", r->created_ms);
         json_text_key(w, "placement");
         json_text_raw(w, r->placement_text);
         json_text_member_raw(w, "request", r->spec_text);

@@ -380,6 +380,40 @@ Test(agent_workloads, r17_a_container_made_by_hand_with_our_labels_is_left_alone
     driver_free(d);
 }
 
+/* R17: a container with our name and labels but another request's making (a fleet started
+ * again on a fresh state gives ids from 1 again; or labels copied by hand) is not taken for the
+ * request placed now under that id: that would run the old command on the old devices. The
+ * request ends saying so, and the other container is left as it is. */
+Test(agent_workloads, r17_a_leftover_container_of_an_earlier_request_is_not_taken_for_this_one) {
+    NEED_PODMAN();
+    long first = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    json_decref(wait_state(first, "active"));
+    long next = first + 1;
+    char cmd[384];
+    snprintf(cmd, sizeof(cmd),
+             "run -d --name einsora-%ld --label einsora.request=%ld --label einsora.node=" NODE
+             " --label einsora.created=1 " PODMAN_SLEEPER_IMAGE,
+             next, next);
+    cr_assert_eq(podman_fixture_cli(&pm, cmd), 0);
+    long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    cr_assert_eq(id, next, "ids are given in turn");
+    json_t *j = wait_state(id, "ended");
+    const char *reason = json_string_value(json_object_get(j, "reason"));
+    cr_expect(reason && strstr(reason, "of an earlier request"), "%s", reason);
+    json_decref(j);
+    Driver *d = engine();
+    cr_expect_eq(engine_status(d, id), WORKLOAD_RUNNING, "the other container is left as it is");
+    snprintf(cmd, sizeof(cmd), "stopped %ld", id);
+    cr_expect(!agent_log_has(cmd), "not stopped as ours");
+    snprintf(cmd, sizeof(cmd), "rm -f einsora-%ld", next);
+    cr_assert_eq(podman_fixture_cli(&pm, cmd), 0);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", first);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    wait_absent(d, first);
+    driver_free(d);
+}
+
 /* An agent killed after the engine started a container and its records named it, but before
  * its "running" list did: a request released meanwhile must still have its container stopped
  * by the restarted agent, or the GPU would go to the next workload while it runs (R17). */

@@ -122,6 +122,34 @@ Test(vm, r17_vm_starts_runs_lists_and_stops_on_libvirts_test_driver) {
     driver_free(d);
 }
 
+/* R17: the domain of this request is never started twice, but one of an earlier request given
+ * the same id (a fleet started again on a fresh state), or one without a making at all (made by
+ * hand), is not taken for it: that would run the old guest on the old devices. */
+Test(vm, r17_a_leftover_domain_of_an_earlier_request_is_not_taken_for_this_one) {
+    VmConfig c = {.uri = "test:///default", .domain_type = "test"};
+    Driver *d = NULL;
+    Error err = {0};
+    cr_assert_eq(vm_driver_new(&c, &d, &err), 0, "%s", error_message(&err));
+    WorkloadGpu g;
+    WorkloadSpec earlier = vm_spec(&g);
+    earlier.created = "1000";
+    cr_assert_eq(d->ops->start(d, &earlier, &err), 0, "%s", error_message(&err));
+    Error e1 = {0};
+    cr_expect_eq(d->ops->start(d, &earlier, &e1), -EEXIST, "the same request: %s", e1.message);
+    WorkloadSpec now = earlier;
+    now.created = "100"; /* a prefix of the other's: a whole value is compared */
+    Error e2 = {0};
+    cr_expect_eq(d->ops->start(d, &now, &e2), -ENOTUNIQ, "%s", e2.message);
+    cr_expect(strstr(e2.message, "not this request's"), "%s", e2.message);
+    cr_assert_eq(d->ops->stop(d, "77", 1, &err), 0, "%s", error_message(&err));
+    WorkloadSpec by_hand = vm_spec(&g); /* no making in its description */
+    cr_assert_eq(d->ops->start(d, &by_hand, &err), 0, "%s", error_message(&err));
+    Error e3 = {0};
+    cr_expect_eq(d->ops->start(d, &now, &e3), -ENOTUNIQ, "%s", e3.message);
+    cr_assert_eq(d->ops->stop(d, "77", 1, &err), 0, "%s", error_message(&err));
+    driver_free(d);
+}
+
 /* R17: a VM forced off from outside (virsh destroy) ended, but not cleanly: not "exited with
  * code 0", which is what a shutdown of its own reads. */
 Test(vm, r17_a_vm_destroyed_from_outside_is_not_a_clean_exit) {
