@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/catalog-yaml.h"
 #include "fleet.h"
 #include "node-work.h"
 #include "util/json-cleanup.h"
@@ -850,7 +851,9 @@ int state_load(Server *s, Error *err) {
                 q->placement_text ? json_loads(q->placement_text, 0, NULL) : NULL;
         if ((r = wire_placement_from_json(s->catalog, stored, &p, node, &e)) < 0 ||
             (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
-            return error_set(err, r, "request %s cannot be restored: %s", id, error_message(&e));
+            return error_set(err, r, "request %s cannot be restored under the catalog %s: %s", id,
+                             s->cfg.catalog_path ? s->cfg.catalog_path : catalog_default_path(),
+                             error_message(&e));
         node_work_placed(s, q);
     }
     /* Now that our own slices are in: the rest of a busy MIG instance is a stranger's. */
@@ -877,6 +880,18 @@ int state_load(Server *s, Error *err) {
         spec.wait_for_nodes = true;
         if ((r = sched_submit(s->sched, &spec, core_now(s), &d, err)) < 0)
             break;
+        /* What is left to refuse it is the catalog's change (a class removed or changed under
+         * it): refusing it here would lose for good a request the API acknowledged, with no
+         * one asking (R16). The start stops as it does for a placed request's class. */
+        if (d.kind == DECISION_REFUSED) {
+            r = error_set(err, -EINVAL,
+                          "request %s cannot be restored: it waits, and the catalog %s refuses "
+                          "it now (%s); start with the catalog it was accepted under, cancel it, "
+                          "then change the catalog",
+                          id, s->cfg.catalog_path ? s->cfg.catalog_path : catalog_default_path(),
+                          d.message);
+            break;
+        }
         /* Only a change of state is news; the waiting reason may be re-worded silently. */
         if (d.kind != DECISION_WAITING)
             state_apply_decision(s, q, &d);

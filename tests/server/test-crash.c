@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "srv-helpers.h"
 
 #define CLIENTS 4
@@ -226,5 +227,38 @@ Test(crash, r8_a_class_removed_from_the_catalog_leaves_its_devices_unclassified_
                          "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", &q),
                  422, "the class is gone from the catalog");
     json_decref(q);
+    ts_stop(&t);
+}
+
+/* R16 across a catalog change: a waiting request the API acknowledged is not refused by a
+ * restart under a catalog without its class (which would lose it for good, with no one asking):
+ * the start stops, naming it and the catalog, as for a placed request's class; under the
+ * catalog it was accepted under it waits on. */
+Test(crash, r16_a_waiting_request_whose_class_left_the_catalog_stops_the_start_not_lost) {
+    TestServer t = {0};
+    ts_start(&t);
+    long id = ts_submit(&t, "{\"kind\":\"container\",\"class\":\"nvidia-a100-80gb\","
+                            "\"wait_for_nodes\":true}");
+    json_decref(ts_wait_state(&t, id, "pending", NULL));
+    ts_kill(&t, false);
+    char catalog[128];
+    snprintf(catalog, sizeof(catalog), "%s/no-a100.yaml", t.dir);
+    FILE *f = fopen(catalog, "w");
+    cr_assert(f);
+    fputs("classes:\n"
+          "  - {name: nvidia-h100-80gb, vendor: nvidia, match: {pci: '10de:2330'}, memory_gb: 80,"
+          " container_resource: nvidia.com/gpu, node_selector: m=h100}\n",
+          f);
+    fclose(f);
+    char *out = NULL, *err = NULL;
+    int rc = run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state", t.state,
+                         "--catalog", catalog, NULL);
+    cr_expect_eq(rc, 1, "%s", err);
+    char want[64];
+    snprintf(want, sizeof(want), "request %ld cannot be restored", id);
+    cr_expect(err && strstr(err, want) && strstr(err, catalog), "%s", err);
+    free(out), free(err);
+    ts_spawn(&t); /* the catalog it was accepted under */
+    json_decref(ts_wait_state(&t, id, "pending", NULL));
     ts_stop(&t);
 }
