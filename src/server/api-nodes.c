@@ -198,6 +198,14 @@ static void op_node_put(Server *s, Op *op) {
                 "Node %s is in %s site %s; only an admin moves a node to another site (a site's "
                 "kind decides internal-only classes and node modes).",
                 old->spec.name, site_kind_to_string(old->spec.site_kind), old->spec.site);
+    /* Reset checks and quarantines are the control plane's (R9): a description by hand may add
+     * a quarantine but not pass a check or lift one (that is `unquarantine`, which checks the
+     * GPU again first); an agent's push was merged the same way above. */
+    if (!old)
+        for (size_t i = 0; i < a->spec.n_devices; i++)
+            a->spec.devices[i].reset_verified = false;
+    else if (op->who->role != ROLE_NODE)
+        fleet_keep_checks(old, &a->spec);
     /* A description says whether the node is cordoned, not why: a cordon it keeps keeps its
      * reason (the description would otherwise differ from the node by that alone). */
     if (old && a->spec.cordoned && old->spec.cordoned && !a->spec.cordon_reason[0])
@@ -213,6 +221,11 @@ static void op_node_put(Server *s, Op *op) {
             api_node_etag(&old->spec, a->etag);
             return;
         }
+        /* An agent's push reports what the machine is, and a GPU it shows off the node's mode
+         * is followed (a switch half done, fleet.c); a description by hand is checked as a
+         * registration is. */
+        if (op->who->role != ROLE_NODE && mode_disagrees(s, op, &a->spec))
+            return;
         /* A GPU the agent quarantined itself (a rebind the kernel never finished, R7/R9), or
          * its MIG instances as they now are, cannot wait for the node to be idle. */
         if (apply_in_place(s, old, &a->spec, y)) {
@@ -259,7 +272,9 @@ static void op_node_put(Server *s, Op *op) {
         api_node_etag(&old->spec, a->etag);
         return;
     }
-    if (op->who->role == ROLE_NODE && mode_disagrees(s, op, &a->spec))
+    /* Whoever registers it: an admin's or owner's description is believed as an agent's is,
+     * so a GPU it gives on the other driver would be handed to the wrong kind of workload. */
+    if (mode_disagrees(s, op, &a->spec))
         return;
     Node *n = calloc(1, sizeof(*n));
     if (!n) {

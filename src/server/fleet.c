@@ -303,6 +303,16 @@ void fleet_mark(Server *s, Node *n) {
     n->fleet_queued = true;
 }
 
+/* A GPU's passed reset check holds while it stays on the driver it was checked on; its
+ * quarantine holds until the control plane lifts it (R9). */
+static void keep_device_checks(const ApiDevice *o, ApiDevice *d) {
+    d->reset_verified = o->reset_verified && o->binding == d->binding;
+    if (o->quarantined && !d->quarantined) {
+        d->quarantined = true;
+        snprintf(d->quarantine_reason, sizeof(d->quarantine_reason), "%s", o->quarantine_reason);
+    }
+}
+
 void fleet_merge_agent_push(const Node *old, ApiNode *push) {
     /* The mode label, the cordon and the reset checks are the control plane's; the agent
      * reports what the hardware shows (devices, bindings, its own quarantines). */
@@ -323,14 +333,21 @@ void fleet_merge_agent_push(const Node *old, ApiNode *push) {
              * (after a failed switch, GPUs that moved), which fleet_gpus_off_mode() checks. */
             if (old->spec.site_kind == SITE_DATACENTER && api_node_has_cap(&old->spec, "k8s"))
                 d->binding = o->binding;
-            d->reset_verified = o->reset_verified && o->binding == d->binding;
-            if (o->quarantined && !d->quarantined) {
-                d->quarantined = true;
-                snprintf(d->quarantine_reason, sizeof(d->quarantine_reason), "%s",
-                         o->quarantine_reason);
-            }
+            keep_device_checks(o, d);
             break;
         }
+    }
+}
+
+void fleet_keep_checks(const Node *old, ApiNode *push) {
+    for (size_t i = 0; i < push->n_devices; i++) {
+        ApiDevice *d = &push->devices[i];
+        d->reset_verified = false; /* a GPU the node did not have is checked as new */
+        for (size_t k = 0; k < old->spec.n_devices; k++)
+            if (STREQ(old->spec.devices[k].pci, d->pci)) {
+                keep_device_checks(&old->spec.devices[k], d);
+                break;
+            }
     }
 }
 

@@ -322,6 +322,9 @@ void fleet_on_released(Server *s, const Req *r);
 void fleet_on_node_put(Server *s, Node *n, bool by_agent);
 /* Keep the control plane's own fields when the agent pushes its inventory again. */
 void fleet_merge_agent_push(const Node *old, ApiNode *push);
+/* A node description sent by hand (an admin's or owner's PUT): its GPUs' passed reset checks
+ * and quarantines are the stored ones, never the body's (R9). */
+void fleet_keep_checks(const Node *old, ApiNode *push);
 /* The fleet's members of a node's JSON (agent, switch, tasks), into its open object. */
 void fleet_node_write(Server *s, const Node *n, JsonText *w);
 int save_node(Server *s, const Node *n);

@@ -225,6 +225,13 @@ int api_node_from_json(json_t *j, ApiNode *ret, Error *err) {
             return error_set(err, -EINVAL,
                              "a datacenter node needs 'mode' (container or "
                              "vm-passthrough, R3)");
+        /* A GPU's binding left out is its node's mode's (R3), as the core takes it; one given
+         * is what the machine has, which the control plane holds to the mode. */
+        json_t *devs = json_object_get(j, "devices");
+        for (size_t i = 0; i < n->n_devices && i < json_array_size(devs); i++)
+            if (!json_object_get(json_array_get(devs, i), "binding"))
+                n->devices[i].binding =
+                        n->mode == NODE_MODE_VM_PASSTHROUGH ? BINDING_VFIO : BINDING_HOST;
     } else if (n->mode != NODE_MODE_NONE)
         return error_set(err, -EINVAL,
                          "field 'mode' applies to datacenter nodes only; lab and "

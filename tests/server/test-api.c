@@ -1525,3 +1525,70 @@ Test(api, r8_capacity_of_one_site_counts_that_sites_unclassified_devices) {
     cr_expect_geq(num(j, "unclassified"), 2);
     json_decref(j);
 }
+
+/* R9: a consumer GPU's reset check and its quarantine are the control plane's. A description
+ * sent by hand (an admin's or owner's POST or PUT) that says the check passed, or leaves the
+ * quarantine out, neither passes the check nor lifts the quarantine: a VM would otherwise get
+ * a board whose reset failed, or was never tried. */
+Test(api, r9_a_description_by_hand_neither_passes_a_reset_check_nor_lifts_a_quarantine) {
+    static const char dev[] = "\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-rtx-4090\","
+                              "\"memory_gb\":24,\"binding\":\"vfio\"";
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"name\":\"h4090\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+             "\"owner\":\"ops\",\"cpus\":8,\"devices\":[{%s,\"reset_verified\":true}]}",
+             dev);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", body, NULL), 201);
+    json_t *n = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/h4090", NULL, &n), 200);
+    json_t *d = json_array_get(json_object_get(n, "devices"), 0);
+    cr_expect(!json_is_true(json_object_get(d, "reset_verified")), "a check nobody ran");
+    json_decref(n);
+    long vm = ts_submit(&ts, "{\"kind\":\"vm\",\"class\":\"nvidia-rtx-4090\"}");
+    json_t *r = ts_wait_state(&ts, vm, "pending", NULL);
+    cr_expect_str_eq(str(r, "reason_code"), "reset-check");
+    json_decref(r);
+    /* Quarantined by hand: kept. Then a PUT that leaves it out and says the check passed. */
+    snprintf(body, sizeof(body),
+             "{\"name\":\"h4090\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+             "\"owner\":\"ops\",\"cpus\":8,\"devices\":[{%s,\"quarantined\":\"by hand\"}]}",
+             dev);
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/nodes/h4090", body, NULL), 200);
+    snprintf(body, sizeof(body),
+             "{\"name\":\"h4090\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+             "\"owner\":\"ops\",\"cpus\":8,\"devices\":[{%s,\"reset_verified\":true}]}",
+             dev);
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/nodes/h4090", body, NULL), 200);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/h4090", NULL, &n), 200);
+    d = json_array_get(json_object_get(n, "devices"), 0);
+    cr_expect_str_eq(str(d, "quarantined"), "by hand", "only unquarantine lifts it");
+    cr_expect(!json_is_true(json_object_get(d, "reset_verified")));
+    json_decref(n);
+    r = ts_wait_state(&ts, vm, "pending", NULL);
+    json_decref(r);
+}
+
+/* R3: a datacenter node registered by hand (an admin's or owner's POST) with a GPU on the other
+ * driver than its mode is refused, as an agent's first report is: a container would otherwise
+ * be handed a vfio-pci GPU. */
+Test(api, r3_a_datacenter_node_by_hand_with_a_gpu_off_its_mode_is_refused) {
+    static const char body[] =
+            "{\"name\":\"dmix\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+            "\"linux\",\"owner\":\"ops\",\"mode\":\"container\",\"cpus\":8,\"devices\":["
+            "{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-h100-80gb\",\"binding\":\"host\"},"
+            "{\"pci\":\"0000:02:00.0\",\"class\":\"nvidia-h100-80gb\",\"binding\":\"vfio\"}]}";
+    json_t *j = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", body, &j), 409);
+    cr_expect(strstr(str(j, "message"), "(R3)"), "%s", str(j, "message"));
+    json_decref(j);
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dmix", NULL, NULL), 404, "not kept");
+    /* A binding left out is the mode's, as the core takes it: not a GPU off the mode. */
+    static const char plain[] =
+            "{\"name\":\"dvm\",\"site\":\"dc1\",\"site_kind\":\"datacenter\",\"platform\":"
+            "\"linux\",\"owner\":\"ops\",\"mode\":\"vm-passthrough\",\"cpus\":8,\"devices\":["
+            "{\"pci\":\"0000:01:00.0\",\"class\":\"nvidia-h100-80gb\"}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", plain, NULL), 201);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/dvm", NULL, &j), 200);
+    cr_expect_str_eq(str(json_array_get(json_object_get(j, "devices"), 0), "binding"), "vfio");
+    json_decref(j);
+}
