@@ -345,6 +345,8 @@ int sched_site_trust(Sched *s, const char *site, const char *user, bool trusted,
  * (on_placed). -ENOENT for an unknown site. */
 int sched_site_offer(Sched *s, const char *site, uint64_t now, Error *err);
 bool sched_site_is_trusted(const Sched *s, const char *site, const char *user);
+/* Whether a site of that name was ever added (a site stays once added). */
+bool sched_site_exists(const Sched *s, const char *site);
 /* The relation of a user to a node; _RELATION_INVALID when the node does not exist. */
 Relation sched_relation(const Sched *s, const char *node, const char *user);
 

@@ -128,6 +128,11 @@ bool sched_site_is_trusted(const Sched *s, const char *site, const char *user) {
            site_trusts(&s->sites[si], (uint32_t)ui);
 }
 
+bool sched_site_exists(const Sched *s, const char *site) {
+    uint32_t si;
+    return site && strmap_get(&s->site_map, site, &si);
+}
+
 Relation sched_relation(const Sched *s, const char *node, const char *user) {
     uint32_t ni;
     if (!node || !strmap_get(&s->node_map, node, &ni))

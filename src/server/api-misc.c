@@ -126,7 +126,21 @@ void api_capacity(HttpCtx *c) {
         return;
     }
     const char *site = api_query(c, "site");
+    if (site && !wire_name_is_valid(site)) /* echoed below */
+        API_FAIL(c, 400, "bad_request", "Query 'site' is not a valid site name.");
     pthread_rwlock_rdlock(&c->s->lock);
+    /* A typo is said, as a class's is: an empty table would read as a site with nothing. A
+     * site whose nodes all left is still known, and counts nothing. */
+    if (site && !sched_site_exists(c->s->sched, site)) {
+        pthread_rwlock_unlock(&c->s->lock);
+        char msg[256];
+        snprintf(msg, sizeof(msg), "No site '%.128s' is known: no node was ever registered there.",
+                 site);
+        c->status = 422;
+        c->json = json_pack("{s:s, s:s, s:s, s:s}", "code", "unknown_site", "message", msg, "field",
+                            "site", "name", site);
+        return;
+    }
     c->json = capacity_json(c->s, cls, site, &err);
     pthread_rwlock_unlock(&c->s->lock);
     if (!c->json)

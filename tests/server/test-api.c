@@ -1504,7 +1504,7 @@ Test(api, r4_a_node_a_failed_switch_leaves_cordoned_says_why_and_the_way_back_en
 }
 
 /* R6, R8: capacity asked of one site counts the unclassified devices of that site only; a
- * site with no node has none (and no rows). */
+ * site no node was ever at is refused (422), not counted as empty. */
 Test(api, r8_capacity_of_one_site_counts_that_sites_unclassified_devices) {
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes",
                          "{\"name\":\"uc1\",\"site\":\"uc-site\",\"site_kind\":\"lab\","
@@ -1517,9 +1517,9 @@ Test(api, r8_capacity_of_one_site_counts_that_sites_unclassified_devices) {
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?site=uc-site", NULL, &j), 200);
     cr_expect_eq(num(j, "unclassified"), 2);
     json_decref(j);
-    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?site=no-such-site", NULL, &j), 200);
-    cr_expect_eq(num(j, "unclassified"), 0);
-    cr_expect_eq(json_array_size(json_object_get(j, "classes")), 0);
+    /* A site no node was ever at is a typo, said as a class's is (not an empty table). */
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?site=no-such-site", NULL, &j), 422);
+    cr_expect_str_eq(str(j, "code"), "unknown_site");
     json_decref(j);
     cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity", NULL, &j), 200);
     cr_expect_geq(num(j, "unclassified"), 2);
