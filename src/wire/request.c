@@ -143,12 +143,36 @@ bool vm_image_name_is_valid(const char *name) {
     return true;
 }
 
+/* A container image reference as engines take it ([registry[:port]/]path[:tag][@digest]): the
+ * characters of those parts, starting with a letter or digit, no empty or dot-dot part. What
+ * passes may still name no image; what fails never could, and would only fail on the node. */
+static bool container_image_is_valid(const char *ref) {
+    size_t n = strlen(ref);
+    if (!n || n > 255 || !isalnum((unsigned char)ref[0]) || strstr(ref, "..") ||
+        strstr(ref, "//") || ref[n - 1] == '/' || ref[n - 1] == ':')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)ref[i]) && !strchr("._-/:@", ref[i]))
+            return false;
+    return true;
+}
+
 int api_request_check_new(const ApiRequest *r, Error *err) {
     /* The agent runs as root: a path would hand any host file to a stranger's VM as its disk. */
     if (r->kind == WORKLOAD_VM && r->image[0] && !vm_image_name_is_valid(r->image))
         return error_set(err, -EINVAL,
                          "field 'image' of a VM names one of the site's disk images by its file "
                          "name (such as 'ubuntu-24.04.qcow2'), not a path");
+    if (r->kind != WORKLOAD_VM && r->image[0] && !container_image_is_valid(r->image))
+        return error_set(err, -EINVAL,
+                         "field 'image' is not a container image reference (such as "
+                         "'registry.example/team/app:1.2' or 'app@sha256:...')");
+    /* Not dropped without a word: a VM boots its disk image, which runs what it runs. */
+    if (r->kind == WORKLOAD_VM && (r->command[0] || r->env[0]))
+        return error_set(err, -EINVAL,
+                         "field '%s' applies to containers, notebooks and endpoints; a VM boots "
+                         "its disk image",
+                         r->command[0] ? "command" : "env");
     /* R2e time-slices one GPU among a user's containers: asked where it cannot be, it would
      * be dropped without a word (new requests only: stored ones load as they were). */
     if (r->share && r->kind == WORKLOAD_VM)

@@ -165,7 +165,8 @@ static void expect_refused(const char *token, const char *method, const char *pa
 }
 
 /* R13, R17 and R2e: what a new request must say rightly. A VM's disk is one of the site's
- * images, never a host path; a fallback names each class once, not the first choice, cpu
+ * images, never a host path, and it takes no command or env; a container's image is a
+ * reference; a fallback names each class once, not the first choice, cpu
  * last; a time slice is one GPU of a container, never a VM's nor several; MLX takes no GGUF. */
 Test(api, bad_input_r2e_r13_r14_r17_vm_images_fallbacks_shares_and_runtimes_are_refused) {
     static const char *const bodies[] = {
@@ -175,6 +176,12 @@ Test(api, bad_input_r2e_r13_r14_r17_vm_images_fallbacks_shares_and_runtimes_are_
             "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"count\":2,\"share\":true}",
             "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":\"/dev/sda\"}",
             "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":\"../x.qcow2\"}",
+            /* R17: a VM boots its disk; a container image is a reference, never a flag. */
+            "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"command\":[\"x\"]}",
+            "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"env\":[\"A=1\"]}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"--privileged\"}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"../../etc\"}",
+            "{\"kind\":\"container\",\"class\":\"cpu\",\"image\":\"a b\"}",
             "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"fallback\":[\"cpu\","
             "\"nvidia-l40s\"],\"wait_s\":5}",
             "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"fallback\":["
@@ -197,6 +204,11 @@ Test(api, bad_input_r2e_r13_r14_r17_vm_images_fallbacks_shares_and_runtimes_are_
                         "{\"kind\":\"vm\",\"class\":\"nvidia-h100-80gb\",\"image\":"
                         "\"ubuntu-24.04.qcow2\",\"wait_for_nodes\":true}",
                         201);
+    json_decref(ok);
+    ok = submit(ts.admin,
+                "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\",\"image\":"
+                "\"registry.example:5000/team/app:1.2@sha256:0a1b\",\"wait_for_nodes\":true}",
+                201);
     json_decref(ok);
 }
 
