@@ -290,6 +290,7 @@ static void op_mode(Server *s, Op *op) {
     /* Nothing to change? */
     Binding want = STREQ(a->mode, "vm-passthrough") ? BINDING_VFIO : BINDING_HOST;
     bool todo = false;
+    size_t switchable = 0; /* a lab machine's GPUs that move between the modes */
     if (dc) /* or, with the mode it has, GPUs that a failed switch left elsewhere, or a
              * Kubernetes label that is not a mode (R3) */
         todo = n->spec.mode != node_mode_from_string(a->mode) ||
@@ -315,8 +316,16 @@ static void op_mode(Server *s, Op *op) {
                             classified ? "" : "classified ", classified ? "R1, R12" : "R8, R1");
                 continue;
             }
+            switchable++;
             todo = todo || n->spec.devices[i].binding != want;
         }
+    /* A machine with no GPU that switches is in neither mode: "already" either would read as
+     * done to a script, for both modes at once. */
+    if (!dc && gpu < 0 && !switchable)
+        OP_FAIL(op, 400, "bad_request",
+                "Node %s has no NVIDIA GPU to switch: only classified NVIDIA GPUs move between "
+                "containers and VMs (R1, R7, R12); its other GPUs serve containers only.",
+                a->node);
     if (!todo) {
         op->status = 200;
         op->body = node_to_json(s, n);

@@ -1353,6 +1353,30 @@ Test(api, r8_a_switch_of_an_unclassified_gpu_is_refused_not_done) {
     free(agent);
 }
 
+/* R12, R7: a lab machine whose GPUs are all AMD is in neither mode: a whole-node switch to
+ * either is refused, not answered "already in that mode" for both. */
+Test(api, r12_a_whole_node_switch_of_a_machine_with_no_nvidia_gpu_is_refused) {
+    const char *node =
+            "{\"name\":\"amd1\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":\"linux\","
+            "\"owner\":\"carol\",\"cpus\":8,\"devices\":[{\"pci\":\"0000:03:00.0\",\"class\":"
+            "\"amd-mi300x\"}]}";
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes", node, NULL), 201);
+    char *agent = ts_token(&ts, "amd1-agent", "node", "amd1");
+    cr_assert_eq(
+            ts_call(&ts, agent, "POST", "/v1/nodes/amd1/heartbeat", "{\"interval_s\":5}", NULL),
+            200);
+    static const char *const modes[] = {"{\"mode\":\"vm-passthrough\"}",
+                                        "{\"mode\":\"container\"}"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *j = NULL;
+        cr_expect_eq(ts_call(&ts, ts.admin, "POST", "/v1/nodes/amd1/mode", modes[i], &j), 400, "%s",
+                     modes[i]);
+        cr_expect(strstr(str(j, "message"), "no NVIDIA GPU to switch"), "%s", str(j, "message"));
+        json_decref(j);
+    }
+    free(agent);
+}
+
 /* R8: a GPU whose memory nothing could read (on vfio-pci, without NVML) is shown with its
  * class's memory, not 0. */
 Test(api, r8_a_gpu_of_unknown_memory_shows_its_classs) {
