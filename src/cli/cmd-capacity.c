@@ -89,8 +89,10 @@ int verb_capacity(int argc, char **argv) {
             "                        [--no-headers]\n\n"
             "Capacity per GPU class, mode and site: total, allocated, free, cordoned,\n"
             "quarantined (R6). -o wide adds each row's catalog vendor and memory;\n"
-            "-o name prints class/NAME once per class with units.\n"
-            "  --class NAME     only this GPU class\n"
+            "-o name prints class/NAME once per class with units. Below the table: what\n"
+            "each datacenter node advertises (Kubernetes resources) and the devices no class\n"
+            "matches; --no-headers prints the rows alone, for scripts.\n"
+            "  --class NAME     only this GPU class (and the nodes that have it)\n"
             "  --site NAME      only this site\n"
             "  --all            also the classes without units\n" LIST_FORMAT_HELP);
     if (r >= 0)
@@ -145,6 +147,10 @@ int verb_capacity(int argc, char **argv) {
     }
     list_print_table(&a.list, t);
     json_decref(classes);
+    if (a.list.no_headers) { /* rows for a script: none of the notes and tables after them */
+        json_decref(j);
+        return EXIT_OK;
+    }
     if (any_mig)
         puts("\nMIG slice classes are alternatives: each TOTAL is how many slices of that size\n"
              "the GPUs of the SLICE OF class could be cut into; taking one size leaves less of\n"

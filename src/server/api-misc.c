@@ -67,13 +67,26 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
     if (sched_capacity(s->sched, &rows, &n, err) < 0)
         return NULL;
     json_t *list = json_array(), *nodes = json_array();
+    /* With a class asked for, the nodes' lists keep what that class is advertised as (its
+     * rows' resources) on the nodes that have its GPUs: another class's nvidia.com/gpu is not
+     * this one's. */
+    const char *res_of_cls[8];
+    size_t n_res = 0;
     for (size_t i = 0; i < n; i++) {
         if ((cls && STRNEQ(cls, rows[i].class_name)) ||
             (site && (!rows[i].site || STRNEQ(site, rows[i].site))))
             continue;
         json_array_append_new(list, wire_capacity_row_to_json(&rows[i]));
+        bool seen = !rows[i].resource;
+        for (size_t k = 0; k < n_res && !seen; k++)
+            seen = STREQ(res_of_cls[k], rows[i].resource);
+        if (cls && !seen && n_res < ARRAY_SIZE(res_of_cls))
+            res_of_cls[n_res++] = rows[i].resource; /* the catalog's: outlives rows */
     }
     free(rows);
+    const GpuClass *fc = cls ? catalog_find(s->catalog, cls) : NULL;
+    const char *card =
+            fc && fc->mig_parent_index >= 0 ? s->catalog->classes[fc->mig_parent_index].name : cls;
     size_t nn = sched_node_count(s->sched);
     for (size_t i = 0; i < nn; i++) {
         NodeInfo ni;
@@ -82,12 +95,15 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
         if (sched_node_info_at(s->sched, i, &ni) < 0 || ni.site_kind != SITE_DATACENTER ||
             (site && STRNEQ(site, ni.site)))
             continue;
-        if (sched_node_resources(s->sched, ni.name, &rc, &nrc, NULL) < 0)
+        const Node *node = ptrmap_get(&s->nodes, ni.name);
+        bool has_card = !cls;
+        for (size_t d = 0; node && !has_card && d < node->spec.n_devices; d++)
+            has_card = STREQ(node->spec.devices[d].cls, card);
+        if (!has_card || sched_node_resources(s->sched, ni.name, &rc, &nrc, NULL) < 0)
             continue;
         json_t *res = json_object();
         /* A Kubernetes node may advertise its passthrough GPUs under another name than the
          * catalog's vm_device_name: its own name is the one that counts (R6). */
-        const Node *node = ptrmap_get(&s->nodes, ni.name);
         const char *own =
                 node && node->spec.device_resource[0] && ni.mode == NODE_MODE_VM_PASSTHROUGH
                         ? node->spec.device_resource
@@ -100,10 +116,18 @@ static json_t *capacity_json(Server *s, const char *cls, const char *site, Error
             if (renamed)
                 snprintf(note, sizeof(note), "advertises %s, not the catalog's vm_device_name %s",
                          own, rc[k].name);
-            json_object_set_new(res, renamed ? own : rc[k].name,
-                                json_integer((json_int_t)rc[k].count));
+            bool of_cls = !cls;
+            for (size_t r = 0; r < n_res && !of_cls; r++)
+                of_cls = STREQ(res_of_cls[r], rc[k].name);
+            if (of_cls)
+                json_object_set_new(res, renamed ? own : rc[k].name,
+                                    json_integer((json_int_t)rc[k].count));
         }
         free(rc);
+        if (cls && !json_object_size(res)) {
+            json_decref(res);
+            continue;
+        }
         json_t *nj = json_pack("{s:s, s:s, s:s, s:o}", "node", ni.name, "site", ni.site, "mode",
                                node_mode_to_string(ni.mode), "resources", res);
         if (note[0])

@@ -79,6 +79,8 @@ Test(cli_outputs, cli_classes_and_capacity_take_every_output_format) {
     cr_expect(strncmp(out, "nvidia-h100-80gb ", 17) == 0, "no header line: %.80s", out);
     cr_expect(strstr(out, " nvidia ") && !strstr(out, "NODE "),
               "wide adds the vendor; no header on the nodes' table either: %s", out);
+    cr_expect(!strstr(out, "advertise") && !strstr(out, "\n\n"),
+              "--no-headers is the rows alone, for a script: %s", out);
     free(out);
     cr_assert_eq(CLI(&out, "capacity", "-o", "xml"), 2, "an unknown format is usage");
     free(out);
