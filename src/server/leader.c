@@ -127,10 +127,15 @@ static bool try_acquire(Leader *l, uint64_t *ret_epoch) {
     char lease[24], epoch[24] = "";
     snprintf(lease, sizeof(lease), "%u milliseconds", l->lease_ms);
     const char *p[] = {l->holder, l->url, lease};
+    /* FOR UPDATE first: it waits for every write transaction of the old leader in flight (each
+     * holds the row FOR KEY SHARE, store-pg.c's fence), which a plain UPDATE would not. The
+     * UPDATE then sees the row as it is after them. */
     int n = lease_exec(l,
+                       "WITH held AS (SELECT id FROM einsora_leader WHERE id = 1 FOR UPDATE) "
                        "UPDATE einsora_leader SET epoch = epoch + 1, holder = $1, url = $2, "
-                       "expires_at = clock_timestamp() + $3::interval "
-                       "WHERE id = 1 AND expires_at < clock_timestamp() RETURNING epoch",
+                       "expires_at = clock_timestamp() + $3::interval FROM held "
+                       "WHERE einsora_leader.id = held.id AND expires_at < clock_timestamp() "
+                       "RETURNING epoch",
                        3, p, epoch, sizeof(epoch));
     if (n != 1) {
         char row[200] = "";

@@ -68,9 +68,13 @@ enum {
 };
 
 static const char *const stmt_sql[_STMT_MAX] = {
-        /* FOR SHARE: a standby taking over (an UPDATE of this row) waits for this transaction,
-         * and this transaction, started after the takeover, finds a newer epoch. */
-        [STMT_FENCE] = "SELECT 1 FROM einsora_leader WHERE id = 1 AND epoch = $1 FOR SHARE",
+        /* FOR KEY SHARE: a standby taking over (which locks this row FOR UPDATE first, see
+         * leader.c) waits for this transaction, and this transaction, started after the
+         * takeover, finds a newer epoch. The leader's own renewal (a plain UPDATE of
+         * expires_at, a no-key update) does not wait for it: a write transaction longer than a
+         * lease -- a takeover's load of a long queue -- must not let the lease run out under
+         * the leader that holds it (FOR SHARE did, and the next standby deposed it). */
+        [STMT_FENCE] = "SELECT 1 FROM einsora_leader WHERE id = 1 AND epoch = $1 FOR KEY SHARE",
         [STMT_TOKEN_ADD] = "INSERT INTO tokens(hash, \"user\", role, nodes, expires_ms) "
                            "VALUES($1, $2, $3, $4, $5)",
         [STMT_TOKEN_LOOKUP] =

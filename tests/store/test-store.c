@@ -526,6 +526,37 @@ Test(store, r16_store_postgresql_fence_refuses_a_superseded_leader) {
     store_close(s);
 }
 
+/* R16: a write transaction of the leader holds the lease row so that a takeover waits for it
+ * (a takeover locks the row FOR UPDATE, leader.c), but the leader's own renewal -- an UPDATE of
+ * the expiry alone -- does not: a transaction longer than a lease (a takeover's load of a long
+ * queue) would otherwise let the lease run out under the leader holding it. */
+Test(store, r16_store_postgresql_fence_holds_off_a_takeover_but_not_the_renewal) {
+    char loc[256];
+    new_location(true, loc, sizeof(loc));
+    Store *s = open_ok(loc);
+    cr_assert_eq(pg_test_exec(loc, "UPDATE einsora_leader SET epoch = 3"), 0);
+    store_pg_set_fence(s, 3, 0);
+    begin_ok(s); /* the fence is checked, and its lock held until the commit */
+    cr_expect_eq(pg_test_exec(loc, "SET lock_timeout = 5000; UPDATE einsora_leader SET "
+                                   "expires_at = clock_timestamp() + interval '3 s' WHERE id = 1 "
+                                   "AND epoch = 3"),
+                 0, "the renewal goes through while the transaction is open");
+    cr_expect_neq(pg_test_exec(loc, "SET lock_timeout = 200; WITH held AS (SELECT id FROM "
+                                    "einsora_leader WHERE id = 1 FOR UPDATE) UPDATE "
+                                    "einsora_leader SET epoch = epoch + 1 FROM held WHERE "
+                                    "einsora_leader.id = held.id"),
+                  0, "a takeover waits for the transaction (here: past its lock timeout)");
+    commit_ok(s);
+    cr_expect_eq(pg_test_exec(loc, "SET lock_timeout = 5000; WITH held AS (SELECT id FROM "
+                                   "einsora_leader WHERE id = 1 FOR UPDATE) UPDATE "
+                                   "einsora_leader SET epoch = epoch + 1 FROM held WHERE "
+                                   "einsora_leader.id = held.id"),
+                 0, "once it committed, the takeover goes through");
+    Error err = {0};
+    cr_assert_eq(store_begin(s, &err), -ESTALE, "and the old leader's next transaction fails");
+    store_close(s);
+}
+
 Test(store, r16_store_postgresql_reconnects_after_postgresql_restarts) {
     char loc[256];
     new_location(true, loc, sizeof(loc));
