@@ -506,6 +506,14 @@ void fleet_tasks_write(Server *s, const Node *n, JsonText *w) {
 
 /* ---- startup ---- */
 
+void fleet_grace_from_now(Server *s) {
+    int64_t now = server_now_ms();
+    FOREACH_NODE(s, n) {
+        if (n->heartbeat_s && !n->unreachable)
+            atomic_store(&n->last_seen_ms, now);
+    }
+}
+
 static int load_record(const char *key, const char *text, void *userdata) {
     Server *s = userdata;
     _cleanup_json_ json_t *j = json_loads(text, 0, NULL);

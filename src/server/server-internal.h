@@ -313,6 +313,9 @@ int req_held_core_spec(const Req *r, ApiRequest *spec_buf, char id_buf[32],
 /* fleet.c: agents, heartbeats, work for agents, mode switches (called by the writer with
  * `lock` held for writing, except fleet_due_ms). */
 int fleet_load(Server *s, Error *err);
+/* Once a loaded state is ready to serve: every agent's grace counts from now, not from when
+ * the load began (a long load, or a takeover's, is the control plane's absence, not theirs). */
+void fleet_grace_from_now(Server *s);
 void fleet_free(Server *s);
 void fleet_tick(Server *s);
 /* A placed/active request ended (released, cancelled, evicted, lost): its consumer GPUs may

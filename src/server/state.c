@@ -912,6 +912,7 @@ int state_load(Server *s, Error *err) {
     if ((r = sched_check(s->sched, &e)) < 0)
         return error_set(err, r, "the restored state fails the invariant check: %s",
                          error_message(&e));
+    fleet_grace_from_now(s);
     return 0;
 }
 
