@@ -156,6 +156,13 @@ int verb_serve(int argc, char **argv) {
             cfg.site = optarg;
             break;
         case 'a':
+            /* Standbys send clients there (Location): a URL they can follow, or nothing. */
+            if ((strncmp(optarg, "http://", 7) != 0 && strncmp(optarg, "https://", 8) != 0) ||
+                !optarg[strncmp(optarg, "https://", 8) == 0 ? 8 : 7] || strpbrk(optarg, " \t\r\n"))
+                return fail(EXIT_USAGE,
+                            "serve: --advertise takes the URL clients reach this replica at "
+                            "(http://HOST:PORT or https://...), not '%s'",
+                            optarg);
             cfg.advertise_url = optarg;
             break;
         case 'L':

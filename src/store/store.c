@@ -16,9 +16,27 @@ bool store_location_is_postgresql(const char *location) {
     return n > 0 && location[n] == '=';
 }
 
+/* "scheme://...": a URL, which an SQLite path never is by accident. */
+static bool looks_like_url(const char *location) {
+    size_t n =
+            strspn(location, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+    return n > 0 && strncmp(location + n, "://", 3) == 0;
+}
+
 int store_open_site(const char *location, const char *site, Store **ret, Error *err) {
+    if (!location || !location[0])
+        return error_set(err, -EINVAL,
+                         "the state location is empty: give an SQLite file, or "
+                         "PostgreSQL as postgresql://... or a conninfo");
     if (store_location_is_postgresql(location))
         return store_pg_open(location, site, ret, err);
+    /* Taken as a file name, a mistyped scheme would be "cannot create state file mysql://...",
+     * which does not say what is wrong. */
+    if (looks_like_url(location))
+        return error_set(err, -EINVAL,
+                         "'%.*s' is a URL of no store this server knows: give an SQLite file, or "
+                         "PostgreSQL as postgresql://... (or postgres://...) or a conninfo",
+                         (int)strcspn(location, ":") + 3, location);
     return store_sqlite_open(location, ret, err);
 }
 

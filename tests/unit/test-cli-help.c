@@ -409,6 +409,37 @@ Test(cli_help, bad_input_cli_a_missing_argument_is_named) {
     }
 }
 
+/* R16: a store location in a scheme no store has (a typo of postgresql://, another database)
+ * is said as such, not "cannot create state file mysql://..."; an empty one too; and a replica's
+ * advertised URL, where standbys send clients, is a URL. Nothing is made. */
+Test(cli_help, bad_input_serve_store_scheme_and_advertise_url_are_checked) {
+    static const struct {
+        const char *flag, *value, *want;
+        int rc;
+    } cases[] = {
+            {"--store", "mysql://db/einsora", "is a URL of no store this server knows", 1},
+            {"--store", "postgressql://db/einsora", "is a URL of no store", 1},
+            {"--store", "", "the state location is empty", 1},
+            {"--advertise", "not a url", "--advertise takes the URL", 2},
+            {"--advertise", "ftp://host:1", "--advertise takes the URL", 2},
+            {"--advertise", "http://", "--advertise takes the URL", 2},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = NULL, *err = NULL;
+        int rc = strcmp(cases[i].flag, "--store") == 0
+                         ? run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--store",
+                                       cases[i].value, NULL)
+                         : run_einsora(&out, &err, "serve", "--listen", "127.0.0.1:0", "--state",
+                                       "/nonexistent/einsora-adv.db", "--advertise", cases[i].value,
+                                       NULL);
+        cr_expect_eq(rc, cases[i].rc, "case %zu: %s", i, err);
+        cr_expect(err && strstr(err, cases[i].want), "case %zu: want '%s' in: %s", i, cases[i].want,
+                  err);
+        free(out), free(err);
+    }
+    cr_expect_neq(access("mysql:", F_OK), 0, "no file made of the URL");
+}
+
 /* A port file that can never be written (its folder is missing) is usage, before any state
  * file is made: a script waiting for the port would otherwise wait forever. */
 Test(cli_help, bad_input_serve_port_file_in_a_missing_folder_is_usage) {
