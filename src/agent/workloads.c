@@ -294,6 +294,21 @@ int agent_work_spec(const AgentWorkloadConfig *cfg, json_t *work, const MachineI
              * here: never the whole GPU's UUID (R15, R17). */
             g->vendor = "nvidia";
             g->uuid = NULL;
+        } else if (a->vendor == VENDOR_NVIDIA && a->driver && STREQ(a->driver, "vfio-pci")) {
+            /* A stranger's container on a passthrough GPU runs under Kata, which takes the GPU
+             * into its VM over VFIO (R2b): its group's device, not the host driver's. */
+            if (!rt || STRNEQ(rt, "kata"))
+                return error_set(err, -EPERM,
+                                 "the allocated GPU %s is on vfio-pci: only a Kata container "
+                                 "can take it (R2b), and this placement is %s",
+                                 a->bdf, rt ? rt : "none");
+            if (a->iommu_group < 0)
+                return error_set(err, -ENODEV,
+                                 "the allocated GPU %s is on vfio-pci but in no IOMMU group",
+                                 a->bdf);
+            g->vendor = "nvidia";
+            g->vfio = true;
+            g->iommu_group = a->iommu_group;
         } else if (a->vendor == VENDOR_NVIDIA) {
             g->vendor = "nvidia";
             g->uuid = a->uuid;

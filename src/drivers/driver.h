@@ -30,6 +30,10 @@ typedef struct WorkloadGpu {
     const char *render_node;  /* AMD: the card's /dev/dri/renderD* node */
     const char *const *group; /* VMs: the other functions of its IOMMU group (audio, USB...) */
     size_t n_group;
+    /* Containers: the GPU is on vfio-pci, for a Kata container (R2b), which is handed its
+     * /dev/vfio/<iommu_group> to pass into its VM, never a host driver's device. */
+    bool vfio;
+    int iommu_group;
 } WorkloadGpu;
 
 typedef struct WorkloadSpec {

@@ -225,6 +225,13 @@ static int plan_env(Plan *p, const char *kv) {
 }
 
 static int plan_nvidia(Engine *e, Plan *p, const WorkloadGpu *g, Error *err) {
+    if (g->vfio) { /* Kata passes the group into its VM (R2b); no CDI entry exists for it */
+        _cleanup_free_ char *host = strprintf("%s/vfio/%d", e->dev_root, g->iommu_group),
+                            *in = strprintf("/dev/vfio/%d", g->iommu_group);
+        if (!host || !in || plan_device(p, host, in) < 0)
+            return error_set(err, -ENOMEM, "out of memory");
+        return 0;
+    }
     if (isempty(g->uuid))
         return error_set(err, -EINVAL, "the NVIDIA GPU %s has no UUID to hand to the engine",
                          strempty(g->pci));

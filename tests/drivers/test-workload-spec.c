@@ -150,7 +150,7 @@ static MachineInventory *inventory(void) {
     static char *files[] = {"/dev/kfd", "/dev/dri/renderD129"};
     static GroupPeer group[] = {{.bdf = "0000:3b:00.1", .kind = "audio"},
                                 {.bdf = "0000:3a:00.0", .kind = "bridge"}};
-    static Accelerator acc[3] = {
+    static Accelerator acc[4] = {
             {.vendor = VENDOR_NVIDIA,
              .bdf = "0000:3b:00.0",
              .uuid = "GPU-aaaa",
@@ -161,8 +161,13 @@ static MachineInventory *inventory(void) {
              .bdf = "0000:c1:00.0",
              .device_files = files,
              .n_device_files = 2},
+            /* a passthrough node's GPU: on vfio-pci, no NVML UUID */
+            {.vendor = VENDOR_NVIDIA,
+             .bdf = "0000:db:00.0",
+             .driver = "vfio-pci",
+             .iommu_group = 45},
     };
-    static MachineInventory inv = {.accelerators = acc, .n_accelerators = 3};
+    static MachineInventory inv = {.accelerators = acc, .n_accelerators = 4};
     return &inv;
 }
 
@@ -217,6 +222,29 @@ Test(workload_spec, r17_placement_becomes_the_drivers_spec) {
     cr_assert_str_eq(s.gpus[0].group[0], "0000:3b:00.1");
     cr_assert_eq(s.memory_mb, 8192);
     cr_assert_eq(s.vcpus, 4);
+    json_decref(w);
+}
+
+/* R2b: a stranger's container on a passthrough GPU runs under Kata, which takes the GPU into its
+ * VM over VFIO: the spec hands it the GPU's VFIO group, never a host driver's device (a GPU on
+ * vfio-pci has none, nor an NVML UUID). Any other runtime cannot take such a GPU: said. */
+Test(workload_spec, r2b_a_kata_container_gets_its_vfio_gpu_by_its_iommu_group) {
+    AgentWorkloadConfig cfg = {.images = "container=c:1", .runtimes = "kata=kata-runtime"};
+    AgentSpecBuf buf;
+    WorkloadSpec s;
+    Error err = {0};
+    json_t *w = work("container", "container", "kata", "0000:db:00.0", "{}");
+    cr_assert_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), 0, "%s",
+                 error_message(&err));
+    cr_assert_eq(s.n_gpus, 1);
+    cr_expect(s.gpus[0].vfio);
+    cr_expect_eq(s.gpus[0].iommu_group, 45);
+    cr_expect_null(s.gpus[0].uuid);
+    cr_expect_str_eq(s.oci_runtime, "kata-runtime");
+    json_decref(w);
+    w = work("container", "container", "runc", "0000:db:00.0", "{}");
+    cr_expect_eq(agent_work_spec(&cfg, w, inventory(), &buf, &s, &err), -EPERM);
+    cr_expect(strstr(err.message, "only a Kata container"), "%s", err.message);
     json_decref(w);
 }
 
