@@ -31,6 +31,10 @@ void api_readyz(HttpCtx *c) {
     else if (c->s->store_unwritable)
         api_error(c, 503, "unavailable", "The state store could not be written at start: %s",
                   error_message(&c->s->store_probe_err));
+    else if (leader_store_away(c->s)) /* a balancer must not send changes here meanwhile */
+        api_error(c, 503, "unavailable",
+                  "PostgreSQL does not answer this leader: no change commits until it does "
+                  "(or another replica takes over).");
     else if (atomic_load(&c->s->draining))
         api_error(c, 503, "unavailable", "The server is shutting down.");
     else

@@ -35,6 +35,9 @@ struct Leader {
      * another replica may lead, so this one answers nothing as the leader (a process paused
      * longer than a lease wakes up believing it leads until its next renewal fails). */
     _Atomic uint64_t renewed_ms;
+    /* The last renewal could not reach PostgreSQL: nothing commits until it answers again
+     * (or the lease ends and this replica steps down), which /readyz says. */
+    atomic_bool store_away;
     atomic_bool stop;
     bool running; /* the thread was started */
     bool writer_started;
@@ -263,6 +266,7 @@ static void *leader_main(void *userdata) {
             }
         } else {
             int r = up ? renew(l) : -1;
+            atomic_store(&l->store_away, r < 0);
             if (r > 0) {
                 renewed_ms = sent;
                 atomic_store(&l->renewed_ms, sent);
@@ -417,6 +421,10 @@ void leader_redirect(HttpCtx *c) {
     }
     api_error(c, 307, "standby", "This replica is a standby; the leader is %s.", url);
     c->redirect = loc.data; /* freed after sending */
+}
+
+bool leader_store_away(Server *s) {
+    return s->leader && atomic_load(&s->leader->store_away);
 }
 
 void leader_readyz(Server *s, json_t *j) {

@@ -38,3 +38,5 @@ void leader_redirect(HttpCtx *c);
 void leader_metrics(Server *s, StrBuf *b);
 /* The "role" (and "epoch") members of /readyz. */
 void leader_readyz(Server *s, json_t *j);
+/* Whether this leader's last lease renewal found PostgreSQL away (changes cannot commit). */
+bool leader_store_away(Server *s);

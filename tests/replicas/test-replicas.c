@@ -67,6 +67,8 @@ static unsigned free_port(void) {
     return ntohs(sa.sin_port);
 }
 
+static const char *lease_ms = LEASE_MS; /* a test may give its replicas another */
+
 static void spawn(int i) {
     Replica *r = &rep[i];
     char listen[64];
@@ -80,7 +82,7 @@ static void spawn(int i) {
         (void)f;
         dup2(1, 2);
         execl(EINSORA_BIN, EINSORA_BIN, "serve", "--listen", listen, "--store", conninfo,
-              "--lease-ms", LEASE_MS, "--catalog", TEST_DATA "/catalog.yaml", NULL);
+              "--lease-ms", lease_ms, "--catalog", TEST_DATA "/catalog.yaml", NULL);
         _exit(127);
     }
     r->pid = pid;
@@ -745,4 +747,41 @@ int main(int argc, char *argv[]) {
     criterion_finalize(tests);
     pg_test_stop(&pg);
     return result;
+}
+
+/* R16: while PostgreSQL does not answer, the leader commits nothing; its /readyz says so (503),
+ * so that a load balancer sends no change there meanwhile, and says ready again once it
+ * answers. (A lease long enough that it keeps leading through the outage.) */
+Test(replicas, r16_a_leader_whose_postgresql_is_away_is_not_ready, .fini = remove_dir) {
+    lease_ms = "20000";
+    int l = start_two();
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", rep[l].port);
+    Client *c = NULL;
+    cr_assert_eq(client_new(url, NULL, &c, NULL), 0);
+    long st = 0;
+    json_t *j = NULL;
+    cr_assert_eq(call(c, "GET", "/readyz", NULL, NULL, NULL), 200);
+    cr_assert_eq(replicas_pg_ctl("stop"), 0);
+    /* Its next renewal (every third of the lease) finds PostgreSQL away. */
+    for (int i = 0; i < 600 && st != 503; i++) {
+        json_decref(j);
+        j = NULL;
+        st = call(c, "GET", "/readyz", NULL, NULL, &j);
+        if (st != 503)
+            usleep(50 * 1000);
+    }
+    cr_expect_eq(st, 503);
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    cr_expect(msg && strstr(msg, "PostgreSQL does not answer"), "%s", msg);
+    json_decref(j);
+    cr_assert_eq(replicas_pg_ctl("start"), 0);
+    for (int i = 0; i < 600 && st != 200; i++) {
+        st = call(c, "GET", "/readyz", NULL, NULL, NULL);
+        if (st != 200)
+            usleep(50 * 1000);
+    }
+    cr_expect_eq(st, 200, "ready again once PostgreSQL answers");
+    client_free(c);
+    lease_ms = LEASE_MS;
 }
