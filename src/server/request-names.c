@@ -27,9 +27,23 @@ json_t *class_name_unknown(const Catalog *cat, const char *field, const char *na
             len = MIN(len + (size_t)k, sizeof(list) - 1);
     }
     bool vgpu = string_contains_nocase(name, "vgpu");
+    /* A slice of a card that has none: say why there is none (R9: a consumer card has no MIG;
+     * R18: the true reason), not only which names are close. */
+    char why[160] = "";
+    const char *mig = strstr(name, "-mig-");
+    if (!vgpu && mig) {
+        char card[128];
+        snprintf(card, sizeof(card), "%.*s", (int)MIN((size_t)(mig - name), sizeof(card) - 1),
+                 name);
+        const GpuClass *c = catalog_find(cat, card);
+        if (c && c->mig_parent_index < 0 && !c->n_mig_profiles)
+            snprintf(why, sizeof(why), ": %s offers no MIG slices%s", c->name,
+                     c->consumer ? " (consumer cards have no MIG, R9)"
+                                 : " (its catalog class lists no MIG profiles)");
+    }
     char msg[512];
-    snprintf(msg, sizeof(msg), "%s '%.64s' is not a class of the catalog%s%s%s%s", field, name,
-             vgpu ? ": " CATALOG_VGPU_REFUSAL : "", n ? ". Closest: " : "", list, tail);
+    snprintf(msg, sizeof(msg), "%s '%.64s' is not a class of the catalog%s%s%s%s%s", field, name,
+             vgpu ? ": " CATALOG_VGPU_REFUSAL : "", why, n ? ". Closest: " : "", list, tail);
     return json_pack("{s:s, s:s, s:s, s:s, s:o}", "code",
                      vgpu ? "vgpu_not_supported" : "unknown_class", "message", msg, "field", field,
                      "name", name, "closest", closest);

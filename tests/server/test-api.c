@@ -912,6 +912,10 @@ Test(api, r2d_unknown_or_vgpu_request_is_bad_input_and_nothing_is_stored) {
     json_t *q = submit(ts.admin, "{\"kind\":\"container\",\"class\":\"no-such-class\"}", 422);
     cr_assert_str_eq(str(q, "code"), "unknown_class");
     json_decref(q);
+    /* R9, R18: a slice of a consumer card is no class, and the answer says why. */
+    q = submit(ts.admin, "{\"kind\":\"container\",\"class\":\"nvidia-rtx-4090-mig-1g.10gb\"}", 422);
+    cr_expect(strstr(str(q, "message"), "consumer cards have no MIG, R9"), "%s", str(q, "message"));
+    json_decref(q);
     q = submit(ts.admin, "{\"kind\":\"vm\",\"class\":\"nvidia-h100-vgpu\"}", 422);
     cr_assert_str_eq(str(q, "code"), "vgpu_not_supported");
     cr_assert(strstr(str(q, "message"), "passthrough"), "R2d names the alternatives: %s",
