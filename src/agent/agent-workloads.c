@@ -198,7 +198,11 @@ bool agent_ensure_slot(Agent *a, int k) {
             agent_logf(a, "cannot remove the never-started workload of request %s: %s", ids[i],
                        error_message(&e2));
         }
-        agent_logf(a, "adopted the workload of request %s (the %s runs it)", ids[i], slot_names[k]);
+        agent_logf(a,
+                   "adopted the workload of request %s (the %s runs it; this agent has no record "
+                   "of starting it, so it is kept only if the control plane places request %s "
+                   "here)",
+                   ids[i], slot_names[k], ids[i]);
         (void)set_member(a, slot_files[k], ids[i], true, &err);
         (void)set_running(a, ids[i], true, &err);
         (void)strv_push(&a->unvouched, &a->n_unvouched, ids[i]);
