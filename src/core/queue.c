@@ -439,7 +439,16 @@ static __attribute__((noinline)) void reserve_gang(Sched *s, uint32_t ri) {
 }
 
 static void placed_from_queue(Sched *s, uint32_t ri) {
-    queue_remove(s, ri);
+    uint32_t held = queue_remove(s, ri);
+    /* A gang placed away from the node it held leaves that node's room to the requests its
+     * reservation kept off it (FIFO with backfill, sched.h): offered to them after this walk,
+     * unless the next gang holds it now. */
+    if (held != NIL && held != s->reqs[ri].node && s->nodes[held].reserved_by == NIL) {
+        if (s->n_unheld < UNHELD_MAX)
+            s->unheld[s->n_unheld++] = held;
+        else
+            s->unheld_overflow = true;
+    }
     if (s->on_placed) {
         Decision d;
         decision_of(s, ri, false, false, &d);
@@ -562,7 +571,31 @@ static inline __attribute__((always_inline)) void walk_fifo(Sched *s, uint64_t n
         walk_fifo_list(s, now, ni, xq, key, head);
 }
 
+static void walk_node(Sched *s, uint64_t now, uint32_t ni);
+
+/* Offer the nodes gangs placed elsewhere let go of (placed_from_queue()); their walks may let
+ * go of more. */
+static void walk_unheld(Sched *s, uint64_t now) {
+    while (s->n_unheld || s->unheld_overflow) {
+        if (s->unheld_overflow) {
+            s->unheld_overflow = false;
+            s->n_unheld = 0;
+            for (size_t k = 0; k < s->n_order && s->n_waiting; k++)
+                walk_node(s, now, s->order[k]);
+            continue;
+        }
+        uint32_t ni = s->unheld[--s->n_unheld];
+        if (s->nodes[ni].reserved_by == NIL)
+            walk_node(s, now, ni);
+    }
+}
+
 void queue_walk_node(Sched *s, uint64_t now, uint32_t ni) {
+    walk_node(s, now, ni);
+    walk_unheld(s, now);
+}
+
+static void walk_node(Sched *s, uint64_t now, uint32_t ni) {
     const Node *n = &s->nodes[ni];
     if (!s->n_waiting || !n->alive || !node_schedulable(n))
         return;
@@ -822,6 +855,7 @@ int sched_tick(Sched *s, uint64_t now) {
         if (attempt(s, ri, now, true, NIL))
             placed_from_queue(s, ri);
     }
+    walk_unheld(s, now);
     check_now(s);
     return (int)(before - s->n_waiting);
 }

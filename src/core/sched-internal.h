@@ -417,6 +417,13 @@ struct Sched {
     bool check;
     unsigned own_lists_min; /* owners of more nodes get pool rows (User.own_bits) */
     bool no_walk_memos;     /* sched_set_walk_memos(false): every walk in full */
+    /* queue.c: nodes whose gang reservation ended because the gang was placed elsewhere (or
+     * on an alternative): the waiters it held back are offered the node once the walk or tick
+     * that placed the gang is done. Past UNHELD_MAX, every node is walked. */
+#define UNHELD_MAX 16
+    uint32_t unheld[UNHELD_MAX];
+    unsigned n_unheld;
+    bool unheld_overflow;
     SchedPlacedFn on_placed;
     void *on_placed_data;
 

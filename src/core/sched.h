@@ -72,7 +72,10 @@
  * per gang when gangs outnumber the nodes would drain them all while the one-GPU requests
  * could keep them busy (idle GPUs, a longer makespan). A gang beyond the share waits for a
  * reservation to be let go; the oldest ones hold them. It keeps that node until it
- * is placed (there or on any node that fits first) or leaves the queue; an older gang may
+ * is placed (there or on any node that fits first) or leaves the queue, and a node it lets go
+ * of that no other gang takes is offered to the waiting requests at once (after the walk or
+ * tick that placed the gang): those it held back do not wait for the node's next release
+ * while younger requests take the room; an older gang may
  * take it meanwhile, and the node then stays with the gangs: the younger one runs there when
  * the older one ends, so gangs follow each other on it without draining a node for each
  * one. A request never takes a GPU of its class on a node that an OLDER waiting gang

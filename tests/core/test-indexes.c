@@ -105,6 +105,34 @@ Test(indexes, r12_a_node_let_go_by_a_cancelled_gang_is_reserved_by_the_next_one)
     cr_assert_eq(decision_of("g2").kind, DECISION_PLACED);
 }
 
+/* FIFO with backfill (sched.h): a gang placed on another node than the one it reserved lets go
+ * of that node, and the requests its reservation kept off it are offered the node at once -- not
+ * left waiting for the node's next release while a younger request takes the room. */
+Test(indexes, r12_a_node_let_go_by_a_gang_placed_elsewhere_goes_to_those_it_held_back) {
+    trusted_dc("alice");
+    Error err = {0};
+    cr_assert_eq(sched_site_trust(fx, "dc", "bob", true, &err), 0, "%s", err.message);
+    cr_assert_eq(sched_site_trust(fx, "dc", "carol", true, &err), 0, "%s", err.message);
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    fx_gpu_node(.name = "n2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 8);
+    cr_assert_eq(container("big", "alice", 8).kind, DECISION_PLACED);
+    const char *small[] = {"s1", "s2", "s3", "s4"};
+    for (size_t i = 0; i < 4; i++)
+        cr_assert_eq(container(small[i], "alice", 1).kind, DECISION_PLACED);
+    cr_assert_eq(container("gang", "bob", 8).kind, DECISION_WAITING); /* reserves the 4-free node */
+    const char *held[] = {"c1", "c2", "c3"};
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(container(held[i], "carol", 1).kind, DECISION_WAITING, "%s", held[i]);
+    fx_release("big"); /* the gang goes to the node big freed */
+    cr_assert_eq(decision_of("gang").kind, DECISION_PLACED);
+    for (size_t i = 0; i < 3; i++) {
+        Decision d = decision_of(held[i]);
+        cr_expect_eq(d.kind, DECISION_PLACED, "%s: %s", held[i], d.message);
+    }
+}
+
 /* A gang reserves only a node that could hold it: its owner's lab node without a GPU of the
  * gang's class (free count 0 of that class) is no reservation. The H100 gang reserves the
  * full H100 node instead, and the lab node stays open to the owner's RTX gang. */
