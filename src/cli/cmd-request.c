@@ -14,6 +14,7 @@
 #include "output.h"
 #include "suggest.h"
 #include "remote.h"
+#include "request-flags.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "verbs.h"
@@ -24,38 +25,21 @@ static const char usage[] =
         "usage: einsora request create --kind KIND (--class CLASS | --memory GB) [--count N]\n"
         "                              [--class CLASS --memory GB]\n"
         "                              [--guest-os linux|macos] [--share] [--runtime R]\n"
-        "                              [--model M]\n"
-        "                              [--fallback A,B,...] [--wait-s S] [--key KEY] [--wait]\n"
-        "                              [--wait-for-nodes] [--timeout DURATION]\n"
+        "                              [--model M] [--image IMAGE] [--env KEY=VALUE]...\n"
+        "                              [--port N]... [--fallback A,B,...] [--wait-s S]\n"
+        "                              [--key KEY] [--wait] [--wait-for-nodes]\n"
+        "                              [--timeout DURATION] [-- CMD...]\n"
         "       einsora request show|cancel|release ID\n\n"
         "create prints the request's id and state; with --wait it waits until the request is\n"
         "placed, showing why it waits: on a terminal one status line redrawn in place (state,\n"
         "queue position, time until the fallback opens, reason), otherwise one line per\n"
         "change. Exit 1 when refused, or with --wait when it was cancelled while it waited;\n"
-        "with --timeout, 6 when it is still pending (--json prints it as it is).\n"
-        "  --kind KIND       vm, container, notebook or endpoint\n"
-        "  --class CLASS     the GPU class wanted (`einsora classes` lists them)\n"
-        "  --memory GB       instead of a class: the GPU memory needed (Apple, MIG); with a\n"
-        "                    class, what one unit of it must hold (a Mac's GPU memory)\n"
-        "  --count N         how many GPUs, all on one node: 1 to 16; for --class cpu the\n"
-        "                    cores, 1 to 64 (default 1)\n"
-        "  --guest-os OS     a VM's guest: linux or macos\n"
-        "  --share           time-slice one GPU with your own other --share workloads (R2e:\n"
-        "                    never with another user; no isolation between them)\n"
-        "  --runtime R       an endpoint's runtime: vllm, mlx or llama.cpp (default: the one\n"
-        "                    its placement calls for, R14; other kinds take none). It is the\n"
-        "                    first choice's: a fallback runs the one its placement calls for\n"
-        "  --model M         an endpoint's model to serve: a path or a repository name (the\n"
-        "                    server refuses it for other kinds)\n"
-        "  --fallback A,B    classes to fall back to, in order, after --wait-s (R13)\n"
-        "  --wait-s S        whole seconds to wait for CLASS before the fallback opens (up to\n"
-        "                    2592000, 30 days; default 0: at once, when CLASS is busy)\n"
+        "with --timeout, 6 when it is still pending (--json prints it as it "
+        "is).\n" REQUEST_FLAG_HELP
         "  --key KEY         Idempotency-Key: submitting again with the same key returns the\n"
         "                    same request (default: a random key, reused when the CLI retries\n"
         "                    a lost answer)\n"
         "  --wait            wait until the request is placed or refused\n"
-        "  --wait-for-nodes  keep it waiting even when no node of the fleet could ever run it\n"
-        "                    (it is refused otherwise, R18), for nodes that may join\n"
         "  --timeout D       with --wait (implied): give up waiting after D (90s, 15m, 2h) with\n"
         "                    exit code 6; the request stays queued until cancelled\n\n";
 
@@ -67,86 +51,17 @@ typedef struct CreateArgs {
     int64_t timeout_ms; /* --timeout: 0 waits as long as it takes */
 } CreateArgs;
 
-/* A numeric flag: refused naming the flag, what it takes and what was given, as `requests
- * --limit` is ("--count takes a whole number from 1 to 64, not '-3'"). The ranges are the
- * API's (wire/request.h), so no value passes here that the server refuses. */
-static int number_flag(const char *flag, const char *what, const char *arg, uint64_t min,
-                       uint64_t max, uint64_t *ret) {
-    uint64_t v;
-    if (parse_uint64(arg, max, &v) < 0 || v < min)
-        return fail(EXIT_USAGE, "request: %s takes %s from %llu to %llu, not '%s'", flag, what,
-                    (unsigned long long)min, (unsigned long long)max, arg);
-    *ret = v;
-    return 0;
-}
-
 static int on_extra(int c, const char *arg, void *userdata) {
     CreateArgs *a = userdata;
-    uint64_t v = 0;
-    int r;
+    int r = request_flag(c, arg, a->body, "request");
+    if (r != 1)
+        return r;
     switch (c) {
-    case 'k':
-        json_object_set_new(a->body, "kind", json_string(arg));
-        break;
-    case 'c':
-        json_object_set_new(a->body, "class", json_string(arg));
-        break;
-    case 'g':
-        json_object_set_new(a->body, "guest_os", json_string(arg));
-        break;
-    case 'r':
-        json_object_set_new(a->body, "runtime", json_string(arg));
-        break;
-    case 'M':
-        json_object_set_new(a->body, "model", json_string(arg));
-        break;
-    case 's':
-        json_object_set_new(a->body, "share", json_true());
-        break;
-    case 'n':
-        if ((r = number_flag("--count", "a whole number", arg, 1, SPEC_MAX_COUNT, &v)) != 0)
-            return r;
-        json_object_set_new(a->body, "count", json_integer((json_int_t)v));
-        break;
-    case 'm':
-        if ((r = number_flag("--memory", "whole GB", arg, 1, 1u << 20, &v)) != 0)
-            return r;
-        json_object_set_new(a->body, "memory_gb", json_integer((json_int_t)v));
-        break;
-    case 'W':
-        if ((r = number_flag("--wait-s", "whole seconds", arg, 0, SPEC_MAX_WAIT_S, &v)) != 0)
-            return r;
-        json_object_set_new(a->body, "wait_s", json_integer((json_int_t)v));
-        break;
-    case 'f': {
-        /* Each entry a class: an empty one ("cpu,,cpu", a trailing comma, or "") is a
-         * mistake to say, never dropped (which would leave a shorter list, or none). */
-        json_t *list = json_array();
-        for (const char *t = arg;; t++) {
-            size_t n = strcspn(t, ",");
-            if (n == 0) {
-                json_decref(list);
-                return fail(EXIT_USAGE,
-                            "request: --fallback takes class names separated by commas, with "
-                            "no empty one, not '%s'",
-                            arg);
-            }
-            json_array_append_new(list, json_stringn(t, n));
-            t += n;
-            if (!*t)
-                break;
-        }
-        json_object_set_new(a->body, "fallback", list);
-        break;
-    }
     case 'K':
         a->key = arg;
         break;
     case 'w':
         a->wait = true;
-        break;
-    case 'N':
-        json_object_set_new(a->body, "wait_for_nodes", json_true());
         break;
     case 'T':
         if (parse_duration_ms(arg, INT64_C(366) * 24 * 3600 * 1000, &a->timeout_ms) < 0 ||
@@ -369,42 +284,21 @@ static int create(RemoteOpts *o, CreateArgs *a) {
 /* What the flags alone show wrong is a usage error (exit 2) before any call: the server would
  * refuse it too, naming API fields instead of flags, and an unreachable one would hide it. */
 static int create_checked(RemoteOpts *o, CreateArgs *a) {
-    json_t *b = a->body;
-    const char *cls = json_string_value(json_object_get(b, "class"));
-    if (!json_object_get(b, "kind"))
-        return fail(EXIT_USAGE, "request create: --kind is required (vm, container, notebook or "
-                                "endpoint)");
-    if (!cls && !json_object_get(b, "memory_gb"))
-        return fail(EXIT_USAGE, "request create: --class CLASS or --memory GB is required");
-    json_int_t count = json_integer_value(json_object_get(b, "count"));
-    if (count > SCHED_NODE_MAX_DEVICES && !(cls && STREQ(cls, "cpu")))
-        return fail(EXIT_USAGE,
-                    "request create: --count takes 1 to %d GPUs (up to %d only with --class "
-                    "cpu, where it counts cores), not %lld",
-                    SCHED_NODE_MAX_DEVICES, SPEC_MAX_COUNT, (long long)count);
-    return create(o, a);
+    int r = request_flags_check(a->body, "request create");
+    return r ? r : create(o, a);
 }
 
 int verb_request(int argc, char **argv) {
     static const struct option extra[] = {
-            {"kind", required_argument, NULL, 'k'},
-            {"class", required_argument, NULL, 'c'},
-            {"count", required_argument, NULL, 'n'},
-            {"memory", required_argument, NULL, 'm'},
-            {"guest-os", required_argument, NULL, 'g'},
-            {"share", no_argument, NULL, 's'},
-            {"runtime", required_argument, NULL, 'r'},
-            {"fallback", required_argument, NULL, 'f'},
-            {"wait-s", required_argument, NULL, 'W'},
+            REQUEST_FLAG_OPTIONS,
             {"key", required_argument, NULL, 'K'},
             {"wait", no_argument, NULL, 'w'},
-            {"wait-for-nodes", no_argument, NULL, 'N'},
             {"timeout", required_argument, NULL, 'T'},
-            {"model", required_argument, NULL, 'M'},
             {},
     };
     RemoteOpts o = {0};
     CreateArgs a = {.body = json_object()};
+    int n_cmd = request_command_length(argc, argv); /* before getopt moves the arguments */
     int r = remote_getopt(argc, argv, extra, on_extra, &a, &o, usage);
     if (r >= 0) {
         json_decref(a.body);
@@ -412,10 +306,13 @@ int verb_request(int argc, char **argv) {
     }
     const char *sub = optind < argc ? argv[optind++] : NULL;
     if (sub && STREQ(sub, "create")) {
-        if (optind < argc) {
+        /* What follows "--" is the command; anything else is a mistake to say. */
+        if (argc - optind > (n_cmd > 0 ? n_cmd : 0)) {
             json_decref(a.body);
             return fail(EXIT_USAGE, "request create: unexpected argument '%s'", argv[optind]);
         }
+        if (n_cmd > 0)
+            request_set_command(argv + argc - n_cmd, n_cmd, a.body);
         r = create_checked(&o, &a);
         json_decref(a.body);
         return r;

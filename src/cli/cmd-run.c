@@ -1,4 +1,4 @@
-/* cmd-run.c: `einsora run --kind K --class C [--image I] [--rm] [-- CMD...]`: submit a
+/* cmd-run.c: `einsora run --kind K --class C [request flags] [--rm] [-- CMD...]`: submit a
  * workload, wait for its placement (showing why it waits and its place in the queue), then
  * follow it until it runs and until it ends. Ctrl-C while it waits cancels it with --rm, and
  * otherwise says how to cancel it: never a silent pending request left behind. */
@@ -11,6 +11,7 @@
 
 #include "output.h"
 #include "remote.h"
+#include "request-flags.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "verbs.h"
@@ -29,19 +30,10 @@ typedef struct RunArgs {
 
 static int on_extra(int c, const char *arg, void *userdata) {
     RunArgs *a = userdata;
+    int r = request_flag(c, arg, a->body, "run");
+    if (r != 1)
+        return r;
     switch (c) {
-    case 'k':
-        json_object_set_new(a->body, "kind", json_string(arg));
-        break;
-    case 'c':
-        json_object_set_new(a->body, "class", json_string(arg));
-        break;
-    case 'i':
-        json_object_set_new(a->body, "image", json_string(arg));
-        break;
-    case 'M':
-        json_object_set_new(a->body, "model", json_string(arg));
-        break;
     case 'r':
         a->rm = true;
         break;
@@ -55,21 +47,17 @@ static int on_extra(int c, const char *arg, void *userdata) {
 }
 
 static const char usage[] =
-        "usage: einsora run --kind KIND --class CLASS [--image IMAGE] [--model M] [--rm]\n"
-        "                   [--detach] [-- CMD...]\n\n"
+        "usage: einsora run --kind KIND (--class CLASS | --memory GB) [--count N]\n"
+        "                   [--image IMAGE] [--env KEY=VALUE]... [--port N]... [--model M]\n"
+        "                   [--fallback A,B,...] [--wait-s S] [--rm] [--detach] [-- CMD...]\n\n"
         "Submit a workload and follow it: the reason and queue position while it waits, then\n"
-        "running, then how it ended (exit code, or the engine's sentence).\n"
+        "running, then how it ended (exit code, or the engine's sentence). It takes every flag\n"
+        "of `request create` that describes the request.\n"
         "Exit 0 when it ended with code 0 (or runs, with --detach), 130 on Ctrl-C while it\n"
-        "waits (with --rm its request is cancelled), 1 otherwise.\n\n"
-        "  --kind KIND      vm, container, notebook or endpoint\n"
-        "  --class CLASS    the GPU class (einsora classes), or cpu\n"
-        "  --image IMAGE    the image to run (default: the site's image for the kind)\n"
-        "  --model M        an endpoint's model to serve: a path or a repository name (the\n"
-        "                   server refuses it for other kinds)\n"
-        "  --rm             Ctrl-C while it waits cancels the request (without: it stays queued\n"
-        "                   and the CLI says how to cancel it)\n"
-        "  --detach         return once it runs instead of following it to its end\n"
-        "  -- CMD...        the container's command (default: the image's)\n";
+        "waits (with --rm its request is cancelled), 1 otherwise.\n\n" REQUEST_FLAG_HELP
+        "  --rm              Ctrl-C while it waits cancels the request (without: it stays\n"
+        "                    queued and the CLI says how to cancel it)\n"
+        "  --detach          return once it runs instead of following it to its end\n";
 
 /* Sleep up to one second, waking on Ctrl-C. */
 static void nap(void) {
@@ -137,12 +125,9 @@ static int follow(RemoteOpts *o, Client *cl, json_t *q, RunArgs *a) {
 }
 
 int verb_run(int argc, char **argv) {
-    static const struct option extra[] = {{"kind", required_argument, NULL, 'k'},
-                                          {"class", required_argument, NULL, 'c'},
-                                          {"image", required_argument, NULL, 'i'},
+    static const struct option extra[] = {REQUEST_FLAG_OPTIONS,
                                           {"rm", no_argument, NULL, 'r'},
                                           {"detach", no_argument, NULL, 'd'},
-                                          {"model", required_argument, NULL, 'M'},
                                           {}};
     RunArgs a = {.body = json_object()};
     RemoteOpts o = {0};
@@ -151,15 +136,11 @@ int verb_run(int argc, char **argv) {
         json_decref(a.body);
         return r;
     }
-    if (optind < argc) {
-        json_t *cmd = json_array();
-        for (int i = optind; i < argc; i++)
-            json_array_append_new(cmd, json_string(argv[i]));
-        json_object_set_new(a.body, "command", cmd);
-    }
-    if (!json_object_get(a.body, "kind")) {
+    if (optind < argc)
+        request_set_command(argv + optind, argc - optind, a.body);
+    if ((r = request_flags_check(a.body, "run")) != 0) {
         json_decref(a.body);
-        return fail(EXIT_USAGE, "run: --kind is required");
+        return r;
     }
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL);

@@ -265,6 +265,66 @@ Test(cli_edges, r14_cli_model_names_an_endpoints_model) {
     }
 }
 
+/* R17: what docs/fleet.md says a request may carry (image, command, env, ports) the CLI can say:
+ * `request create` and `run` take the same flags, and the request holds exactly them. */
+Test(cli_edges, r17_cli_request_create_and_run_carry_image_command_env_and_ports) {
+    static const char *const verbs[] = {"request", "run"};
+    for (size_t i = 0; i < 2; i++) {
+        char *out = NULL, *err = NULL;
+        int rc = i == 0 ? run_einsora(&out, &err, "request", "create", "--kind", "container",
+                                      "--class", "cpu", "--count", "2", "--image", "app:1", "--env",
+                                      "A=1", "--env", "B=two words", "--port", "8080", "--port",
+                                      "9090", "--fallback", "nvidia-l40s", "--wait-s", "5",
+                                      "--wait-for-nodes", "-o", "json", "--server", ts.url,
+                                      "--token", ts.admin, "--", "python3", "train.py", "--lr",
+                                      "0.1", NULL)
+                        : run_einsora(&out, &err, "run", "--kind", "container", "--class", "cpu",
+                                      "--count", "2", "--image", "app:1", "--env", "A=1", "--env",
+                                      "B=two words", "--port", "8080", "--port", "9090",
+                                      "--fallback", "nvidia-l40s", "--wait-s", "5", "-o", "json",
+                                      "--server", ts.url, "--token", ts.admin, "--", "python3",
+                                      "train.py", "--lr", "0.1", NULL);
+        /* No node can run either here: create's waits (--wait-for-nodes), run's is refused
+         * (R18), so run returns (1); both are kept with what was sent. */
+        cr_expect_eq(rc, i == 0 ? 0 : 1, "%s: %s", verbs[i], err);
+        free(out), free(err);
+    }
+    json_t *all = ts_list_all(&ts, ts.admin, "/v1/requests", "requests");
+    size_t seen = 0, k;
+    json_t *q;
+    json_array_foreach(all, k, q) {
+        json_t *req = json_object_get(q, "request");
+        const char *image = json_string_value(json_object_get(req, "image"));
+        if (!image || strcmp(image, "app:1") != 0)
+            continue;
+        seen++;
+        const char *cmd = json_dumps(json_object_get(req, "command"), JSON_COMPACT);
+        cr_expect_str_eq(cmd, "[\"python3\",\"train.py\",\"--lr\",\"0.1\"]");
+        free((void *)cmd);
+        const char *env = json_dumps(json_object_get(req, "env"), JSON_COMPACT);
+        cr_expect_str_eq(env, "[\"A=1\",\"B=two words\"]");
+        free((void *)env);
+        const char *ports = json_dumps(json_object_get(req, "ports"), JSON_COMPACT);
+        cr_expect_str_eq(ports, "[8080,9090]");
+        free((void *)ports);
+        cr_expect_eq(json_integer_value(json_object_get(req, "count")), 2);
+        cr_expect_eq(json_integer_value(json_object_get(req, "wait_s")), 5);
+    }
+    json_decref(all);
+    cr_expect_eq(seen, 2, "request create's and run's");
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "request", "create", "--kind", "container", "--class",
+                             "cpu", "--env", "NOEQUALS", "--server", ts.url, "--token", ts.admin,
+                             NULL),
+                 2);
+    cr_expect(err && strstr(err, "--env takes KEY=VALUE"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "request", "create", "stray", "--kind", "container",
+                             "--class", "cpu", "--server", ts.url, "--token", ts.admin, NULL),
+                 2, "an argument before no -- is a mistake, not a command");
+    free(out), free(err);
+}
+
 /* R4, R3: a cordon may say why, and node show says it with the cordon; uncordon ends it. */
 Test(cli_edges, r4_node_cordon_with_a_reason_is_shown_and_uncordon_ends_it) {
     ts_add_h100_node(&ts, "n1", "alice", 1);
