@@ -46,7 +46,9 @@ static void op_heartbeat(Server *s, Op *op) {
         k = MIN(k, got);
         for (size_t i = 0; i < k; i++)
             if (w[i]->state == REQ_ACTIVE && !fleet_heartbeat_runs(a->hb, w[i]->id))
-                state_end_request(s, w[i], "request.lost",
+                /* Ended on its own, as far as anyone asked it (R17): not released, which
+                 * is what its user does. */
+                state_end_request(s, w[i], REQ_ENDED, "request.lost",
                                   "the node's agent reports it no longer runs");
     }
     op->status = 200;

@@ -210,7 +210,7 @@ static bool step_once(Server *s, Node *n) {
                 snprintf(why, sizeof(why), "evicted to switch node %s to %s%s", n->spec.name,
                          sw->mode,
                          w[i]->kind == WORKLOAD_VM ? " (a passthrough VM cannot migrate)" : "");
-                state_end_request(s, w[i], "request.evicted", why);
+                state_end_request(s, w[i], REQ_RELEASED, "request.evicted", why);
             }
             k = collect(s, n, sw, w, ARRAY_SIZE(w));
         }

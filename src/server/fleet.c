@@ -228,17 +228,17 @@ void fleet_describe_workloads(Req **reqs, size_t n, bool with_users, char *buf, 
     }
 }
 
-void state_end_request(Server *s, Req *r, const char *event_type, const char *why) {
+void state_end_request(Server *s, Req *r, ReqState final, const char *event_type, const char *why) {
     char id[32];
     snprintf(id, sizeof(id), "%" PRIu64, r->id);
     Error err = {0};
     if (sched_release(s->sched, id, core_now(s), &err) < 0)
         return;
-    r->state = REQ_RELEASED;
+    r->state = final;
     snprintf(r->reason, sizeof(r->reason), "%s", why);
     state_mark_dirty(s, r);
     state_event(s, event_type, id, r->user,
-                json_pack("{s:s, s:s}", "state", "released", "reason", why));
+                json_pack("{s:s, s:s}", "state", req_state_to_string(final), "reason", why));
     fleet_on_released(s, r);
 }
 

@@ -332,7 +332,7 @@ void fleet_keep_checks(const Node *old, ApiNode *push);
 void fleet_node_write(Server *s, const Node *n, JsonText *w);
 int save_node(Server *s, const Node *n);
 /* End a placed/active request on behalf of the system (eviction, a lost workload). */
-void state_end_request(Server *s, Req *r, const char *event_type, const char *why);
+void state_end_request(Server *s, Req *r, ReqState final, const char *event_type, const char *why);
 
 /* auth.c */
 /* 0 and *ret on success; -EACCES (401) with a sentence otherwise. */

@@ -452,7 +452,7 @@ Test(fleet, agent_restart_reconciles_lost_workloads) {
     cr_assert_eq(unlink(path), 0);
     free(path);
     fleet_agent_start(f, A_MI300X);
-    wait_request(f, c, "released", 10000);
+    wait_request(f, c, "ended", 10000); /* on its own: not released by anyone */
     wait_event(f, "request.lost", NULL, 10000);
 }
 
