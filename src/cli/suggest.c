@@ -100,6 +100,22 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
     size_t n = 0;
     for (const struct option *o = longopts; o && o->name && n < ARRAY_SIZE(names); o++)
         names[n++] = o->name;
+    /* A prefix of several flags is not unknown but ambiguous (getopt takes a prefix only one
+     * flag has): the ones it could be are named, not one guessed. */
+    char could[256] = "";
+    size_t n_could = 0, len = strlen(word);
+    for (size_t i = 0; i < n && len; i++)
+        if (strncmp(names[i], word, len) == 0 &&
+            strlen(could) + strlen(names[i]) + 8 < sizeof(could)) {
+            snprintf(could + strlen(could), sizeof(could) - strlen(could), "%s`--%s`",
+                     n_could ? ", " : "", names[i]);
+            n_could++;
+        }
+    if (n_could > 1) {
+        fprintf(stderr, "einsora: %s: option '%s' is ambiguous: it could be %s\n", verb, arg,
+                could);
+        return c;
+    }
     const char *near = suggest_nearest(word, names, n);
     if (near)
         fprintf(stderr, "einsora: %s: unknown option '%s'; did you mean `--%s`?\n", verb, arg,

@@ -138,6 +138,12 @@ Test(cli_help, cli_unknown_verb_suggests_the_nearest) {
     cr_expect_eq(run_einsora(&out, &err, "agent", "discovr", NULL), 2);
     cr_expect(strstr(err, "did you mean `discover`?"), "%s", err);
     free(out), free(err);
+    /* A prefix several flags share is ambiguous, and names them all, not one guess. */
+    cr_expect_eq(run_einsora(&out, &err, "request", "create", "--wai", NULL), 2);
+    cr_expect(err && strstr(err, "'--wai' is ambiguous") && strstr(err, "`--wait`") &&
+                      strstr(err, "`--wait-s`") && strstr(err, "`--wait-for-nodes`"),
+              "%s", err);
+    free(out), free(err);
 }
 
 /* Every verb with sub-commands names a mistyped one and suggests the nearest (docs/cli.md),
