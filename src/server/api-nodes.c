@@ -159,9 +159,15 @@ static void op_node_put(Server *s, Op *op) {
         return;
     }
     if (!api_if_match_ok(a->if_match, old ? &old->spec : NULL)) {
-        op_error(op, 412, "precondition_failed",
-                 "Node %s changed since the version given in If-Match: read it again.",
-                 a->spec.name);
+        if (!old)
+            op_error(op, 412, "precondition_failed",
+                     "Node %s does not exist: If-Match names a version of nothing (leave it out "
+                     "to register the node).",
+                     a->spec.name);
+        else
+            op_error(op, 412, "precondition_failed",
+                     "Node %s changed since the version given in If-Match: read it again.",
+                     a->spec.name);
         return;
     }
     if (old && op->who->role == ROLE_NODE) {
