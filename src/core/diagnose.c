@@ -367,9 +367,9 @@ SchedReason place_diagnose_by_memory(const Sched *s, const Req *r) {
      * theirs in the order a single class's are weighed (what, removed, lets it run soonest):
      * a free GPU in the other mode is not "every unit is taken" (R18). */
     static const SchedReason order[] = {
-            SCHED_REASON_QUEUED,         SCHED_REASON_MODE_MISMATCH, SCHED_REASON_NO_KATA,
-            SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_RESET_CHECK,   SCHED_REASON_MACOS_VM_LIMIT,
-            SCHED_REASON_CORDONED,       SCHED_REASON_NO_CAPACITY,
+            SCHED_REASON_QUEUED,   SCHED_REASON_RESET_CHECK,    SCHED_REASON_MODE_MISMATCH,
+            SCHED_REASON_NO_KATA,  SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_MACOS_VM_LIMIT,
+            SCHED_REASON_CORDONED, SCHED_REASON_NO_CAPACITY,
     };
     size_t best = sizeof(order) / sizeof(order[0]) - 1;
     for (size_t i = 0, looked = 0; i < s->n_by_memory && looked < DIAG_MEMORY_CLASSES && best;
@@ -430,10 +430,12 @@ static SchedReason diagnose(const Sched *s, const Req *r, int c) {
     /* A node's only blocker first (removed, the request runs there), in this order. When
      * every node has several, what the node is (Kata, mig_in_kata) comes before a mode switch:
      * a switch alone would not let the request run on any of them. */
+    /* A reset check passes on its own, soon; a mode switch waits for an operator: where both
+     * are some node's only blocker, the check is what lets the request run soonest (R9). */
     static const SchedReason single_order[] = {
-            SCHED_REASON_QUEUED,         SCHED_REASON_MODE_MISMATCH, SCHED_REASON_NO_KATA,
-            SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_RESET_CHECK,   SCHED_REASON_MACOS_VM_LIMIT,
-            SCHED_REASON_CORDONED,       SCHED_REASON_NO_CAPACITY,
+            SCHED_REASON_QUEUED,   SCHED_REASON_RESET_CHECK,    SCHED_REASON_MODE_MISMATCH,
+            SCHED_REASON_NO_KATA,  SCHED_REASON_NO_MIG_IN_KATA, SCHED_REASON_MACOS_VM_LIMIT,
+            SCHED_REASON_CORDONED, SCHED_REASON_NO_CAPACITY,
     };
     static const SchedReason all_order[] = {
             SCHED_REASON_QUEUED,        SCHED_REASON_NO_KATA,     SCHED_REASON_NO_MIG_IN_KATA,

@@ -471,6 +471,19 @@ Test(reasons, r18_room_a_user_may_not_have_is_not_other_mode) {
     expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
 }
 
+/* R18, R9: a VM that a consumer GPU's pending reset check alone keeps waiting is told so, even
+ * where another node's GPU of the class is free in the other mode: the check passes on its
+ * own, soon, where a mode switch waits for an operator (and would need a check after it). */
+Test(reasons, r18_a_pending_reset_check_is_named_before_a_free_gpu_in_the_other_mode) {
+    fx_site("lab", SITE_LAB);
+    fx_gpu_node(.name = "vfio", .site = "lab", .owner = "amy", .cls = RTX4090, .gpus = 1,
+                .binding = BINDING_VFIO);
+    fx_gpu_node(.name = "host", .site = "lab", .owner = "amy", .cls = RTX4090, .gpus = 1,
+                .binding = BINDING_HOST);
+    Decision d = fx_req(.id = "v", .user = "amy", .kind = WORKLOAD_VM, .class_name = RTX4090);
+    expect(&d, DECISION_WAITING, SCHED_REASON_RESET_CHECK);
+}
+
 Test(reasons, r18_a_waiting_reason_is_found_again_as_the_fleet_changes) {
     dc();
     Decision d = fx_req(.id = "g", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H200,
