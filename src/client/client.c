@@ -105,6 +105,11 @@ int client_new(const char *server, const char *token, Client **ret, Error *err) 
         const char *next = p[n] ? p + n + 1 : p + n;
         while (n > 0 && (p[n - 1] == '/' || p[n - 1] == ' '))
             n--;
+        /* The API's own prefix is the client's to add: "http://h:7780/v1", copied from a
+         * request's URL, names the same server (not "/v1/v1/requests", a 404). */
+        if (n > 3 && memcmp(p + n - 3, "/v1", 3) == 0)
+            for (n -= 3; n > 0 && p[n - 1] == '/';)
+                n--;
         while (n > 0 && *p == ' ')
             p++, n--;
         if (n > 0) {

@@ -65,6 +65,12 @@ Test(cli_exit, cli_exit_codes_follow_one_table) {
     cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "", NULL), 2, "%s", err);
     cr_expect(strstr(err, "--server needs a URL"), "%s", err);
     free(out), free(err);
+    /* A URL copied from a request's, with the API's own /v1, names the same server. */
+    char v1[96];
+    snprintf(v1, sizeof(v1), "%s/v1/", ts.url);
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--server", v1, "--token", ts.admin, NULL), 0,
+                 "%s", err);
+    free(out), free(err);
     cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "ftp://127.0.0.1:9", NULL), 2);
     free(out), free(err);
     /* A URL libcurl cannot read (an IPv6 address left open, a port that is no number). */
