@@ -386,7 +386,9 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         catalog_free(a.catalog);
         return error_set(err, r, "a root folder's path is too long");
     }
-    if ((r = client_new(cfg.server, cfg.token, &a.cl, err)) < 0) {
+    if ((r = client_new(cfg.server, cfg.token, &a.cl, err)) < 0 ||
+        (cfg.ca_file && (r = client_set_ca_file(a.cl, cfg.ca_file, err)) < 0)) {
+        client_free(a.cl);
         catalog_free(a.catalog);
         return r;
     }
@@ -412,6 +414,7 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     if (cfg.stop)
         client_set_abort(a.cl, cfg.stop); /* a long-poll in flight ends with the agent */
     confirm_pool_init(&a.confirms, cfg.server, cfg.token, cfg.id.name, cfg.stop);
+    a.confirms.ca_file = cfg.ca_file;
     a.confirms.instance = instance;
     agent_slots_init(&a);
     while (!(cfg.stop && *cfg.stop)) {

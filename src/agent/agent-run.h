@@ -41,6 +41,8 @@ typedef struct AgentIdentity {
 
 typedef struct AgentConfig {
     const char *server, *token;
+    const char *ca_file; /* the private CA the control plane's certificate chains to; NULL: the
+                          * system's (the CLI's EINSORA_CACERT) */
     AgentIdentity id;
     DiscoverOptions discover;    /* roots, NVML, Apple fixture; catalog loaded by agent_run */
     const char *dev_root;        /* for binding (default /dev) */

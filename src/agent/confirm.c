@@ -145,6 +145,8 @@ static void *worker_main(void *arg) {
     Client *cl = NULL;
     Error open_err = {0};
     int opened = client_new(p->server, p->token, &cl, &open_err);
+    if (opened >= 0 && p->ca_file)
+        opened = client_set_ca_file(cl, p->ca_file, &open_err);
     if (opened >= 0 && p->instance)
         opened = client_set_header(cl, WIRE_AGENT_HEADER, p->instance, &open_err);
     if (opened >= 0 && p->stop)

@@ -61,6 +61,7 @@ typedef struct Confirm {
 
 typedef struct ConfirmPool {
     const char *server, *token;
+    const char *ca_file;  /* the control plane's private CA, or NULL (AgentConfig) */
     const char *node;     /* the batch route's node; NULL: one call each */
     const char *instance; /* the agent's (WIRE_AGENT_HEADER), or NULL */
     bool single_only;     /* the control plane answered that it has no batch route */

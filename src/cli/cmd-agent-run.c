@@ -26,7 +26,8 @@ static void run_usage(FILE *f) {
           "through libvirt, Mac and cpu endpoints as processes; a placement whose driver is not\n"
           "configured is recorded only).\n\n"
           "  --server URL        control plane (default $EINSORA_SERVER); repeat it, or separate\n"
-          "                      URLs with commas, for the replicas of one control plane\n"
+          "                      URLs with commas, for the replicas of one control plane; an\n"
+          "                      https one signed by a private CA: $EINSORA_CACERT=CA.pem\n"
           "  --token-file F      file holding this node's agent token (default: the token in\n"
           "                      $EINSORA_TOKEN); never on the command line, where ps shows it\n"
           "  --name N            node name (default: the host name)\n"
@@ -154,7 +155,10 @@ int agent_run_verb(int argc, char **argv) {
             {"help", no_argument, NULL, 'h'},
             {},
     };
+    /* A control plane with its own CA, as every other verb reaches it (remote.c). */
+    const char *ca = getenv("EINSORA_CACERT");
     AgentConfig cfg = {.server = getenv("EINSORA_SERVER"),
+                       .ca_file = ca && ca[0] ? ca : NULL,
                        .token = getenv("EINSORA_TOKEN"),
                        .id = {.owner = getenv("USER")},
                        .log = stderr,

@@ -36,7 +36,8 @@ static void k8s_usage(FILE *f) {
 
 static void sync_usage(FILE *f) {
     fputs("usage: einsora k8s sync --server URL --token ADMIN_TOKEN [OPTIONS]\n\n"
-          "  --server URL        the control plane (default $EINSORA_SERVER)\n"
+          "  --server URL        the control plane (default $EINSORA_SERVER; a private CA:\n"
+          "                      $EINSORA_CACERT=CA.pem)\n"
           "  --token T           an admin token for it (default $EINSORA_TOKEN)\n"
           "  --kubeconfig F      kubeconfig file (default $KUBECONFIG, else ~/.kube/config)\n"
           "  --context C         its context (default: current-context)\n"
@@ -161,7 +162,9 @@ static int sync_verb(int argc, char **argv) {
             {},
     };
     Common o = {0};
+    const char *ca = getenv("EINSORA_CACERT");
     K8sSyncConfig cfg = {.server = getenv("EINSORA_SERVER"),
+                         .ca_file = ca && ca[0] ? ca : NULL,
                          .token = getenv("EINSORA_TOKEN"),
                          .site = {.site = "datacenter", .owner = "site"},
                          .work = {.namespace_ = "einsora",

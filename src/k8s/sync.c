@@ -935,6 +935,8 @@ int k8s_sync_run(const K8sSyncConfig *cfg_in, Error *err) {
                                                .retries_429 = 1},
                                  &s.kube_jobs, err)) >= 0)
         r = client_new(cfg.server, cfg.token, &s.cp, err);
+    if (r >= 0 && cfg.ca_file)
+        r = client_set_ca_file(s.cp, cfg.ca_file, err);
     if (r >= 0) {
         /* A token the control plane refuses would only log a 401 per node every interval:
          * say it once and stop (a control plane that is not up yet is waited for). */

@@ -27,6 +27,7 @@
 
 typedef struct K8sSyncConfig {
     const char *server, *token; /* the control plane; an admin token */
+    const char *ca_file;        /* its private CA (EINSORA_CACERT), NULL: the system's */
     const KubeConfig *kube;
     const Catalog *catalog;
     K8sSite site;

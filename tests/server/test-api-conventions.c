@@ -486,6 +486,56 @@ Test(api_conventions, api_serves_https_with_the_given_certificate) {
                  err);
     unsetenv("EINSORA_CACERT");
     free(out), free(err);
+    /* An agent reaches it the same way: it registers its node over TLS with the CA given in
+     * $EINSORA_CACERT (docs/install.md), as the CLI does. */
+    char db[96], tok[96], sys[96], cmd[1024];
+    snprintf(db, sizeof(db), "%s/state.db", dir);
+    snprintf(tok, sizeof(tok), "%s/token", dir);
+    snprintf(sys, sizeof(sys), "%s/sys/bus/pci/devices", dir);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s && %s token create --state %s --user tls-agent --role "
+             "node --nodes tlsbox > %s && chmod 600 %s",
+             sys, EINSORA_BIN, db, tok, tok);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(sys, sizeof(sys), "%s/sys", dir);
+    pid_t agent = fork();
+    cr_assert(agent >= 0);
+    if (agent == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1), dup2(null, 2);
+        setenv("EINSORA_CACERT", TEST_FIXTURES "/tls/server.crt", 1);
+        char state[96];
+        snprintf(state, sizeof(state), "%s/agent", dir);
+        execl(EINSORA_BIN, EINSORA_BIN, "agent", "run", "--server", url, "--token-file", tok,
+              "--name", "tlsbox", "--owner", "root", "--heartbeat", "1", "--state-dir", state,
+              "--sysfs-root", sys, "--dev-root", sys, "--no-nvml", "--catalog",
+              TEST_DATA "/catalog.yaml", "--simulate", NULL);
+        _exit(127);
+    }
+    char *admin = NULL;
+    snprintf(cmd, sizeof(cmd), "%s token create --state %s --user root --role admin", EINSORA_BIN,
+             db);
+    FILE *pf = popen(cmd, "r");
+    cr_assert(pf);
+    char line[256] = "";
+    cr_assert(fgets(line, sizeof(line), pf));
+    pclose(pf);
+    line[strcspn(line, "\n")] = 0;
+    admin = line;
+    cr_assert_eq(client_new(url, admin, &c, &e), 0);
+    cr_assert_eq(client_set_ca_file(c, TEST_FIXTURES "/tls/server.crt", &e), 0);
+    st = 0;
+    for (int i = 0; i < 600 && st != 200; i++) { /* a deadline, not a measure */
+        j = NULL;
+        (void)client_call(c, "GET", "/v1/nodes/tlsbox", NULL, NULL, &st, &j, &e);
+        json_decref(j);
+        if (st != 200)
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    cr_expect_eq(st, 200, "the agent registered its node over TLS");
+    client_free(c);
+    kill(agent, SIGTERM);
+    waitpid(agent, NULL, 0);
     stop_serve(pid, dir);
 }
 
