@@ -221,15 +221,31 @@ static int call_once(Client *c, const char *url, const char *method, const char 
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
     }
+    /* libcurl's own sentence says which TLS check failed (expired, wrong name); its code's
+     * sentence says only that one did. The buffer is this call's: unset after it. */
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
     CURLcode rc = curl_easy_perform(h);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
         strbuf_done(&out);
         int code = rc == CURLE_COULDNT_CONNECT      ? -ECONNREFUSED
                    : rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
                                                     : -EIO;
-        return error_set(err, code, "cannot reach the server at %s: %s", c->base,
-                         curl_easy_strerror(rc));
+        const char *hint =
+                rc == CURLE_PEER_FAILED_VERIFICATION
+                        ? (c->ca_file ? " (is EINSORA_CACERT the CA that signed its certificate?)"
+                                      : " (a certificate signed by a private CA is trusted with "
+                                        "EINSORA_CACERT=CA.pem)")
+                : rc == CURLE_SSL_CACERT_BADFILE ? " (EINSORA_CACERT names no readable PEM file)"
+                : rc == CURLE_SSL_CONNECT_ERROR
+                        ? " (a plain http server? its URL then starts http://)"
+                : rc == CURLE_GOT_NOTHING && strncmp(c->base, "http://", 7) == 0
+                        ? " (an https server? its URL then starts https://)"
+                        : "";
+        return error_set(err, code, "cannot reach the server at %s: %s%s", c->base,
+                         detail[0] ? detail : curl_easy_strerror(rc), hint);
     }
     long status = 0;
     char *location = NULL;

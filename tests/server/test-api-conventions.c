@@ -479,6 +479,16 @@ Test(api_conventions, api_serves_https_with_the_given_certificate) {
     /* Without trusting that certificate the client refuses the server. */
     cr_assert_eq(client_new(url, NULL, &c, &e), 0);
     cr_expect_lt(client_call(c, "GET", "/healthz", NULL, NULL, &st, &j, &e), 0);
+    /* ... saying why, and how to trust it: not only "certificate was not OK". */
+    cr_expect(strstr(e.message, "certificate") && strstr(e.message, "EINSORA_CACERT"), "%s",
+              e.message);
+    client_free(c);
+    /* Plain http to it says it may be an https server. */
+    char plain[64];
+    snprintf(plain, sizeof(plain), "http://%s", url + strlen("https://"));
+    cr_assert_eq(client_new(plain, NULL, &c, &e), 0);
+    cr_expect_lt(client_call(c, "GET", "/healthz", NULL, NULL, &st, &j, &e), 0);
+    cr_expect(strstr(e.message, "https://"), "%s", e.message);
     client_free(c);
     /* The CLI trusts it through $EINSORA_CACERT: a 401 (no token) proves the TLS talk. */
     setenv("EINSORA_CACERT", TEST_FIXTURES "/tls/server.crt", 1);
