@@ -212,39 +212,70 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, HttpCtx *c) {
 
 #define AUTH_LOG_EVERY_MS 10000
 
-/* A call refused for its token, in the log: who (the peer's address), what it asked, and how
- * many were refused without a line since the last one. The path is the caller's bytes: only
- * printable ASCII of it is written. */
-static void log_auth_refusal(Server *s, struct MHD_Connection *conn, const HttpCtx *c) {
-    if (!s->cfg.log)
-        return;
-    int64_t now = server_now_ms(), last = atomic_load(&s->auth_logged_ms);
-    if ((last && now - last < AUTH_LOG_EVERY_MS) ||
-        !atomic_compare_exchange_strong(&s->auth_logged_ms, &last, now)) {
-        atomic_fetch_add(&s->auth_unlogged, 1);
-        return;
-    }
-    unsigned long quiet = atomic_exchange(&s->auth_unlogged, 0);
-    char peer[INET6_ADDRSTRLEN] = "?", path[128];
+/* The refusals' log state is the server's; one lock for it (401s are rare, and a flood is
+ * what the rate keeps off the log, not off this lock). */
+static pthread_mutex_t auth_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void peer_address(struct MHD_Connection *conn, char *buf, size_t size) {
+    snprintf(buf, size, "?");
     const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     const struct sockaddr *sa = ci ? ci->client_addr : NULL;
     if (sa && sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, peer,
-                  sizeof(peer));
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf,
+                  (socklen_t)size);
     else if (sa && sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, peer,
-                  sizeof(peer));
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf,
+                  (socklen_t)size);
+}
+
+/* The refusals no line named yet, once AUTH_LOG_EVERY_MS passed since the last line (from the
+ * main loop's tick, so a burst is counted even when no refusal follows it). */
+static void auth_log_flush(Server *s, bool force) {
+    if (!s->cfg.log)
+        return;
+    pthread_mutex_lock(&auth_log_lock);
+    int64_t now = server_now_ms();
+    if (s->auth_unlogged && (force || now - s->auth_logged_ms >= AUTH_LOG_EVERY_MS)) {
+        fprintf(s->cfg.log,
+                "einsora serve: %lu more call(s) refused for their token since the last such "
+                "line (the last from %s)\n",
+                s->auth_unlogged, s->auth_unlogged_peer);
+        s->auth_unlogged = 0;
+        s->auth_logged_ms = now;
+    }
+    pthread_mutex_unlock(&auth_log_lock);
+}
+
+/* A call refused for its token, in the log: who (the peer's address), what it asked and why
+ * (no token, one not known, one expired). At most a line per AUTH_LOG_EVERY_MS; the rest are
+ * counted, and said with the last one's address (auth_log_flush()). The path is the caller's
+ * bytes: only printable ASCII of it is written. */
+static void log_auth_refusal(Server *s, struct MHD_Connection *conn, const HttpCtx *c) {
+    if (!s->cfg.log)
+        return;
+    char peer[INET6_ADDRSTRLEN], path[128];
+    peer_address(conn, peer, sizeof(peer));
+    pthread_mutex_lock(&auth_log_lock);
+    int64_t now = server_now_ms();
+    if (s->auth_logged_ms && now - s->auth_logged_ms < AUTH_LOG_EVERY_MS) {
+        s->auth_unlogged++;
+        snprintf(s->auth_unlogged_peer, sizeof(s->auth_unlogged_peer), "%s", peer);
+        pthread_mutex_unlock(&auth_log_lock);
+        return;
+    }
+    pthread_mutex_unlock(&auth_log_lock);
+    auth_log_flush(s, true); /* the ones before this line, said first */
     size_t k = 0;
     for (const char *p = c->path; *p && k + 1 < sizeof(path); p++)
         path[k++] = *p >= 0x20 && *p < 0x7f ? *p : '?';
     path[k] = 0;
-    char more[96] = "";
-    if (quiet)
-        snprintf(more, sizeof(more), "; %lu more refused for their token since the last such line",
-                 quiet);
-    fprintf(s->cfg.log, "einsora serve: refused %.16s %s from %s: %s (401)%s\n", c->method, path,
-            peer, c->authorization ? "a token it does not know" : "no token", more);
+    const char *why = json_string_value(json_object_get(c->json, "message"));
+    pthread_mutex_lock(&auth_log_lock);
+    s->auth_logged_ms = now;
+    fprintf(s->cfg.log, "einsora serve: refused %.16s %s from %s (401): %s\n", c->method, path,
+            peer, c->authorization ? (why ? why : "a token it does not know.") : "no token.");
+    pthread_mutex_unlock(&auth_log_lock);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -748,6 +779,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
 
     struct timespec tick = {0, 200 * 1000 * 1000};
     while (!atomic_load(&s->fatal)) {
+        auth_log_flush(s, false);
         int sig = sigtimedwait(&mask, NULL, &tick);
         if (sig == SIGINT || sig == SIGTERM)
             break;

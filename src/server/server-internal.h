@@ -212,8 +212,9 @@ struct Server {
     atomic_bool draining;
     /* Calls refused for their token (401): logged at most once per AUTH_LOG_EVERY_MS, so that
      * an operator sees a misconfigured agent or a probe, and a flood cannot fill the log. */
-    _Atomic int64_t auth_logged_ms;
-    atomic_ulong auth_unlogged;
+    int64_t auth_logged_ms;      /* under http.c's log lock */
+    unsigned long auth_unlogged; /* refused since that line */
+    char auth_unlogged_peer[48]; /* the last of them's address */
     struct LongPoll *longpoll;
     /* The write probe at start failed: /readyz says so. */
     bool store_unwritable;
