@@ -27,6 +27,7 @@ typedef struct Agent {
     bool push_due; /* discover and push again at the next turn */
     unsigned turns;
     bool lost;    /* the control plane did not answer last time: log once, not every turn */
+    bool denied;  /* it refused this agent's token (401): said once, with what to do */
     bool stopped; /* this turn stopped a workload: its GPU may still be let go of */
     BindOptions bind;
     Driver *drivers[AGENT_SLOTS];  /* container engine, libvirt, processes: once they answered */

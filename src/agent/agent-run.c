@@ -88,6 +88,24 @@ void agent_note_call(Agent *a, const char *method, const char *path, int r, long
     if (a->lost)
         agent_logf(a, "control plane answers again");
     a->lost = false;
+    /* A revoked or expired token is refused at every call until someone gives the agent a
+     * new one: said once, with how, not once a heartbeat. Its workloads go on meanwhile. */
+    if (status == 401) {
+        if (!a->denied)
+            agent_logf(a,
+                       "%s %s: 401 %s; the control plane refuses this agent's token (revoked or "
+                       "expired?): make a new one (einsora token create --role node --nodes "
+                       "%s), write it to the token file and restart the agent; it retries "
+                       "meanwhile, and says so when it is let in",
+                       method, path,
+                       j ? strempty(json_string_value(json_object_get(j, "message"))) : "",
+                       a->cfg->id.name);
+        a->denied = true;
+        return;
+    }
+    if (a->denied && status < 300)
+        agent_logf(a, "the control plane accepts this agent's token again");
+    a->denied = a->denied && status >= 300;
     if (status >= 300)
         agent_logf(a, "%s %s: %ld %s", method, path, status,
                    j ? strempty(json_string_value(json_object_get(j, "message"))) : "");

@@ -216,6 +216,8 @@ Test(hardening, roles_state_file_is_readable_by_its_owner_only) {
         cr_assert_eq(st.st_mode & 0777, 0600, "state.db-wal is %o", st.st_mode & 0777);
 }
 
+static char *token_id_of(const char *user);
+
 static bool node_registered(const char *name) {
     char path[64];
     snprintf(path, sizeof(path), "/v1/nodes/%s", name);
@@ -264,6 +266,36 @@ Test(hardening, roles_agent_takes_its_token_from_a_file_never_from_argv) {
     bool ok = false;
     for (int i = 0; i < 3000 && !(ok = node_registered("box")); i++)
         usleep(10000); /* a deadline, not a measure: 30 s */
+    /* Its token revoked while it runs: refused at every heartbeat, which the agent says once,
+     * with what to do, not once a heartbeat (three more refusals, counted by the server). */
+    char *id = token_id_of("box-agent");
+    char *o2 = NULL, *e2 = NULL;
+    cr_assert_eq(run_einsora(&o2, &e2, "token", "revoke", "--state", ts.state, id, NULL), 0);
+    free(o2), free(e2), free(id);
+    double before = -1, now = -1;
+    char alog[260];
+    snprintf(alog, sizeof(alog), "%s/agent.log", dir);
+    for (int i = 0; i < 3000 && before < 0; i++) { /* deadlines, not measures */
+        char *text = slurp(alog);
+        if (text && strstr(text, "refuses this agent's token"))
+            before = ts_metric(&ts, "einsora_http_responses_total{code=\"401\"}");
+        free(text);
+        if (before < 0)
+            usleep(10000);
+    }
+    cr_assert_geq(before, 1, "the agent said its token is refused");
+    for (int i = 0;
+         i < 3000 &&
+         (now = ts_metric(&ts, "einsora_http_responses_total{code=\"401\"}")) < before + 3;
+         i++)
+        usleep(10000);
+    char *said = slurp(alog);
+    size_t lines = 0;
+    for (const char *p = said; p && (p = strstr(p, "refuses this agent's token")); p++)
+        lines++;
+    cr_expect_eq(lines, 1, "said once for %g refusals: %s", now, said);
+    cr_expect(said && strstr(said, "einsora token create --role node --nodes box"), "%s", said);
+    free(said);
     kill(pid, SIGTERM);
     int status;
     waitpid(pid, &status, 0);
