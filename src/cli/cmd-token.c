@@ -208,9 +208,9 @@ int verb_token(int argc, char **argv) {
         return fail(EXIT_USAGE, "token create: role %s needs --nodes", role);
     if (!STREQ(role, "owner") && !STREQ(role, "node") && nodes)
         return fail(EXIT_USAGE,
-                    "token create: --nodes is for the owner and node roles; a %s token names "
+                    "token create: --nodes is for the owner and node roles; %s %s token names "
                     "no nodes",
-                    role);
+                    STREQ(role, "admin") ? "an" : "a", role);
     if (nodes && !names_valid(nodes))
         return fail(EXIT_USAGE, "token create: --nodes takes node names separated by commas");
     if (STREQ(role, "node") && strchr(nodes, ','))
@@ -223,9 +223,15 @@ int verb_token(int argc, char **argv) {
     Error err = {0};
     if (token_admin_create(state, hash, user, role, nodes, expires_ms, &err) < 0)
         return fail_error(EXIT_FAIL, &err);
-    if (json)
-        return print_json(
-                json_pack("{s:s, s:s, s:s}", "user", user, "role", role, "token", secret));
+    if (json) { /* with the id `token revoke` takes, so a script can undo what it made */
+        json_t *j = json_pack("{s:s%, s:s, s:s, s:s}", "id", hash, (size_t)TOKEN_ID_LEN, "user",
+                              user, "role", role, "token", secret);
+        if (j && nodes)
+            json_object_set_new(j, "nodes", json_string(nodes));
+        if (j && expires_ms > 0)
+            json_object_set_new(j, "expires_ms", json_integer(expires_ms));
+        return print_json(j);
+    }
     printf("%s\n", secret);
     fprintf(stderr, "einsora: token for %s (%s) created; it is shown only this once\n", user, role);
     if (STREQ(role, "trusted"))

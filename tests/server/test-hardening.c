@@ -346,6 +346,23 @@ Test(hardening, roles_token_revoked_is_refused_at_once_without_restart) {
     /* Revoking again: nothing to revoke. */
     cr_assert_eq(run_einsora(&out, &err, "token", "revoke", "--state", ts.state, id, NULL), 5);
     free(out), free(err);
+    /* A script revokes what it made: create --json gives the id revoke takes, and the expiry. */
+    cr_assert_eq(run_einsora(&out, &err, "token", "create", "--state", ts.state, "--user", "vera",
+                             "--role", "user", "--expires", "1h", "--json", NULL),
+                 0, "%s", err);
+    json_t *made = json_loads(out, 0, NULL);
+    cr_assert(made, "%s", out);
+    cr_expect_gt(json_integer_value(json_object_get(made, "expires_ms")), 0);
+    char *made_id = strdup(str(made, "id"));
+    json_decref(made);
+    free(out), free(err);
+    char *listed = token_id_of("vera");
+    cr_expect_str_eq(made_id, listed, "the id token list shows");
+    free(listed);
+    cr_expect_eq(run_einsora(&out, &err, "token", "revoke", "--state", ts.state, made_id, NULL), 0,
+                 "%s", err);
+    free(made_id);
+    free(out), free(err);
     free(id);
     free(ulf);
 }
