@@ -410,6 +410,11 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
         catalog_free(a.catalog);
         return r;
     }
+    if (client_clear_server(a.cl))
+        agent_logf(&a,
+                   "warning: this node's token goes in clear to %s (plain http to another "
+                   "machine); give the control plane's https:// URL",
+                   client_clear_server(a.cl));
     /* Reconcile first: a rebind the previous agent left half-done is completed or rolled back
      * from the journal and what the kernel shows, before anything is reported. */
     if (!cfg.simulate) {

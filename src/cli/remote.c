@@ -59,6 +59,14 @@ int remote_open(const RemoteOpts *o, Client **ret) {
     Error err = {0};
     if (client_new(o->server, o->token, ret, &err) < 0)
         return fail_error(err.code == -EINVAL ? EXIT_USAGE : EXIT_FAIL, &err);
+    /* A bearer token read off the wire is the account: said, not refused (a TLS proxy's
+     * plain side, a lab network someone chose). */
+    const char *clear = o->token && o->token[0] ? client_clear_server(*ret) : NULL;
+    if (clear)
+        fprintf(stderr,
+                "einsora: warning: the token goes in clear to %s (plain http to another machine); "
+                "give its https:// URL\n",
+                clear);
     /* A control plane with its own CA (einsora serve --tls-cert). */
     const char *ca = getenv("EINSORA_CACERT");
     if (ca && ca[0] && client_set_ca_file(*ret, ca, &err) < 0) {

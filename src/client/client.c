@@ -33,6 +33,20 @@ static void curl_init_once(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+const char *client_clear_server(const Client *c) {
+    for (size_t i = 0; c && i < c->n_servers; i++) {
+        const char *u = c->servers[i];
+        if (strncmp(u, "http://", 7) != 0)
+            continue;
+        const char *host = u + 7;
+        if (strncmp(host, "127.", 4) == 0 || strncmp(host, "localhost", 9) == 0 ||
+            strncmp(host, "[::1]", 5) == 0)
+            continue;
+        return u;
+    }
+    return NULL;
+}
+
 void client_free(Client *c) {
     if (!c)
         return;

@@ -48,6 +48,9 @@ int client_set_header(Client *c, const char *name, const char *value, Error *err
 /* A call in flight (a long poll) gives up within about a second once *flag is set, with
  * -EIO (a daemon's stop signal); NULL: never. */
 void client_set_abort(Client *c, volatile sig_atomic_t *flag);
+/* The first of c's servers that a token would reach in clear: plain http:// to an address that
+ * is not this machine's loopback (NULL when none), for the caller to warn about. */
+const char *client_clear_server(const Client *c);
 /* Whether an answer says the control plane has no such route (one older than the caller):
  * 405, or 404 not_found "No such endpoint: ...", not a 404 about a missing object. */
 bool client_route_unknown(long status, json_t *answer);

@@ -65,6 +65,18 @@ Test(cli_exit, cli_exit_codes_follow_one_table) {
     cr_expect_eq(run_einsora(&out, &err, "requests", "--server", "", NULL), 2, "%s", err);
     cr_expect(strstr(err, "--server needs a URL"), "%s", err);
     free(out), free(err);
+    /* A token sent over plain http to an address that is not loopback is warned about (0.0.0.0
+     * reaches this machine, but is not a loopback name); to loopback it is not. */
+    char clear[96];
+    snprintf(clear, sizeof(clear), "http://0.0.0.0:%s", strrchr(ts.url, ':') + 1);
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--server", clear, "--token", ts.admin, NULL),
+                 0, "%s", err);
+    cr_expect(err && strstr(err, "warning: the token goes in clear to http://0.0.0.0:"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "requests", "--server", ts.url, "--token", ts.admin, NULL),
+                 0);
+    cr_expect(err && !strstr(err, "in clear"), "%s", err);
+    free(out), free(err);
     /* A URL copied from a request's, with the API's own /v1, names the same server. */
     char v1[96];
     snprintf(v1, sizeof(v1), "%s/v1/", ts.url);
