@@ -324,18 +324,30 @@ static int stop_driven(Agent *a, const char *id) {
     for (int k = 0; k < _SLOT_MAX; k++) {
         if (!a->slot_may_list[k] || !is_member(a, slot_files[k], id))
             continue;
-        if (unvouched(a, id, true)) {
-            Error err = {0};
-            agent_logf(a,
-                       "left alone the %s's workload labelled request %s: this agent has no "
-                       "record of starting it and the control plane places no such request "
-                       "here (made by hand?)",
-                       slot_names[k], id);
-            (void)set_member(a, slot_files[k], id, false, &err);
-            return 1;
-        }
         if (!agent_ensure_slot(a, k))
             return -EAGAIN;
+        if (unvouched(a, id, true)) {
+            /* Made by an agent of this node (its making is labelled), whose request the control
+             * plane no longer places here: it ended (released, say) while this agent had lost
+             * its records. Left running, it would hold the GPUs the next placement is given
+             * (R17). One with no making was made by hand: not ours to stop. */
+            WorkloadState st = {0};
+            Error serr = {0};
+            if (a->drivers[k]->ops->status(a->drivers[k], id, &st, &serr) < 0 || !st.created[0]) {
+                Error err = {0};
+                agent_logf(a,
+                           "left alone the %s's workload labelled request %s: this agent has no "
+                           "record of starting it and the control plane places no such request "
+                           "here (made by hand?)",
+                           slot_names[k], id);
+                (void)set_member(a, slot_files[k], id, false, &err);
+                return 1;
+            }
+            agent_logf(a,
+                       "stopping the %s's workload of request %s: an agent of this node made it, "
+                       "and the control plane no longer places that request here",
+                       slot_names[k], id);
+        }
         Error err = {0};
         unsigned grace = a->cfg->workloads->stop_grace_s ? a->cfg->workloads->stop_grace_s
                                                          : AGENT_STOP_GRACE_DEFAULT_S;

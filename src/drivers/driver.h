@@ -70,6 +70,7 @@ typedef struct WorkloadState {
     int exit_code;
     char message[256];
     unsigned host_port; /* where the first published port answers on the host (0: none) */
+    char created[24];   /* the making it carries (einsora.created): an agent made it; "" none */
 } WorkloadState;
 
 const char *workload_status_to_string(WorkloadStatus s);

@@ -481,6 +481,9 @@ static int engine_status(Driver *d, const char *id, WorkloadState *ret, Error *e
         return error_set(err, -EIO, "cannot inspect the container of request %s: %s", id, msg);
     }
     int r = engine_state_from_inspect(j, ret, NULL, err);
+    const char *created = inspect_label(j, DRIVER_LABEL_CREATED);
+    if (r >= 0 && created && strspn(created, "0123456789") == strlen(created))
+        snprintf(ret->created, sizeof(ret->created), "%.20s", created);
     json_decref(j);
     return r;
 }

@@ -101,6 +101,14 @@ static int vm_status(Driver *d, const char *id, WorkloadState *ret, Error *err) 
     }
     int state = 0, reason = 0;
     int r = virDomainGetState(dom, &state, &reason, 0);
+    char *desc = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_DESCRIPTION, NULL, 0);
+    const char *at = desc ? strstr(desc, DRIVER_LABEL_CREATED "=") : NULL;
+    if (at) {
+        at += strlen(DRIVER_LABEL_CREATED "=");
+        snprintf(st.created, sizeof(st.created), "%.*s", (int)MIN(strspn(at, "0123456789"), 20u),
+                 at);
+    }
+    free(desc);
     virDomainFree(dom);
     if (r < 0)
         return error_set(err, -EIO, "libvirt did not say the state of request %s: %s", id,

@@ -295,6 +295,31 @@ Test(agent_workloads,
     driver_free(d);
 }
 
+/* R17: a request released while its agent was down and had lost its records: the restarted
+ * agent finds the container with no record of it, and the control plane no longer places it.
+ * An agent of this node made it (its making is labelled), so it is stopped, not left running on
+ * GPUs the next placement is given. */
+Test(agent_workloads, r17_a_container_released_while_its_agent_lost_its_records_is_stopped) {
+    NEED_PODMAN();
+    Driver *d = engine();
+    long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    json_decref(wait_state(id, "active"));
+    kill(agent, SIGKILL);
+    waitpid(agent, NULL, 0);
+    char running[256];
+    snprintf(running, sizeof(running), "%s/running", state_dir);
+    unlink(running);
+    snprintf(running, sizeof(running), "%s/containers", state_dir);
+    unlink(running);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
+    cr_assert_eq(engine_status(d, id), WORKLOAD_RUNNING, "its agent is down");
+    spawn_agent();
+    wait_absent(d, id);
+    driver_free(d);
+}
+
 static bool agent_log_has(const char *words) {
     char log[256], *text = NULL;
     snprintf(log, sizeof(log), "%s/agent.log", state_dir);
