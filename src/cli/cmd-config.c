@@ -1,6 +1,7 @@
 /* cmd-config.c: where the CLI finds its server and token without exports: named contexts in
  * ~/.config/einsora/config (src/config/contexts.c), `einsora config use-context NAME |
- * get-contexts | current-context`, and `einsora login --server URL --token-file F`.
+ * get-contexts | current-context | delete-context NAME`, and `einsora login --server URL
+ * --token-file F`.
  * Precedence, as kubectl's: flags, then $EINSORA_SERVER/$EINSORA_TOKEN, then the context
  * (--context NAME, else $EINSORA_CONTEXT, else the file's current one). */
 #include <assert.h>
@@ -100,13 +101,16 @@ int remote_apply_context(RemoteOpts *o) {
 }
 
 static const char config_usage[] =
-        "usage: einsora config use-context NAME | get-contexts | current-context\n\n"
+        "usage: einsora config use-context NAME | get-contexts | current-context |\n"
+        "                      delete-context NAME\n\n"
         "Contexts name a control plane (its URLs) and the file holding your token, as kubectl's\n"
         "do; they live in $XDG_CONFIG_HOME/einsora/config (else ~/.config/einsora/config).\n"
         "`einsora login` and `einsora up` write them.\n"
         "  use-context NAME   make NAME the context every verb uses\n"
         "  get-contexts       list the contexts; * marks the current one\n"
         "  current-context    print the current context's name\n"
+        "  delete-context NAME  remove NAME (its token file stays; when it was current, no\n"
+        "                     context is current until `use-context` or `login`)\n"
         "  --json             get-contexts as JSON (also -o json)\n"
         "  -h, --help         show this help\n";
 
@@ -164,12 +168,13 @@ int verb_config(int argc, char **argv) {
     }
     const char *sub = optind < argc ? argv[optind++] : NULL;
     const char *arg = optind < argc ? argv[optind++] : NULL;
-    bool use = sub && STREQ(sub, "use-context");
-    if (sub && !use && STRNEQ(sub, "get-contexts") && STRNEQ(sub, "current-context")) {
-        static const char *const subs[] = {"get-contexts", "current-context", "use-context"};
+    bool use = sub && STREQ(sub, "use-context"), del = sub && STREQ(sub, "delete-context");
+    if (sub && !use && !del && STRNEQ(sub, "get-contexts") && STRNEQ(sub, "current-context")) {
+        static const char *const subs[] = {"get-contexts", "current-context", "use-context",
+                                           "delete-context"};
         return cli_unknown_sub("config", sub, subs, ARRAY_SIZE(subs));
     }
-    if (!sub || optind < argc || (use ? !arg : arg != NULL)) {
+    if (!sub || optind < argc || (use || del ? !arg : arg != NULL)) {
         fputs(config_usage, stderr);
         return EXIT_USAGE;
     }
@@ -194,6 +199,17 @@ int verb_config(int argc, char **argv) {
         if (cli_config_save(path, cfg, &err) < 0)
             return fail_error(EXIT_FAIL, &err);
         printf("Switched to context \"%s\".\n", arg);
+        return EXIT_OK;
+    }
+    if (del) {
+        if (cli_config_remove(cfg, arg) < 0)
+            return fail(EXIT_FAIL, "no context '%s' in %s (see `einsora config get-contexts`)", arg,
+                        path);
+        Error err = {0};
+        if (cli_config_save(path, cfg, &err) < 0)
+            return fail_error(EXIT_FAIL, &err);
+        printf("Deleted context \"%s\"%s.\n", arg,
+               cfg->current ? "" : "; no context is current now");
         return EXIT_OK;
     }
     if (STREQ(sub, "current-context")) {

@@ -290,6 +290,21 @@ int cli_config_save(const char *path, const CliConfig *c, Error *err) {
     return 0;
 }
 
+int cli_config_remove(CliConfig *c, const char *name) {
+    CliContext *ctx = (CliContext *)cli_config_find(c, name);
+    if (!ctx)
+        return -ENOENT;
+    if (c->current && strcmp(c->current, name) == 0) {
+        free(c->current);
+        c->current = NULL;
+    }
+    context_done(ctx);
+    size_t i = (size_t)(ctx - c->contexts);
+    memmove(ctx, ctx + 1, (c->n_contexts - i - 1) * sizeof(*ctx));
+    c->n_contexts--;
+    return 0;
+}
+
 int cli_config_set(CliConfig *c, const char *name, const char *servers, const char *token_file,
                    Error *err) {
     if (!name || !text_ok(name, 128))

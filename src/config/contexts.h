@@ -43,5 +43,8 @@ const CliContext *cli_config_find(const CliConfig *c, const char *name);
 /* Add or replace the context `name` (servers: comma-separated URLs) and make it current. */
 int cli_config_set(CliConfig *c, const char *name, const char *servers, const char *token_file,
                    Error *err);
+/* Remove the context `name`; when it was current, no context is current. -ENOENT when there is
+ * none of that name. */
+int cli_config_remove(CliConfig *c, const char *name);
 /* The context's servers joined with commas (caller frees); NULL when out of memory. */
 char *cli_context_servers(const CliContext *ctx);

@@ -128,6 +128,20 @@ Test(cli_config, cli_use_context_switches_and_flags_beat_environment_beat_contex
     cr_expect_eq(run_einsora(&out, &err, "config", "use-context", "nowhere", NULL), 1);
     cr_expect(strstr(err, "no context 'nowhere'"), "%s", err);
     free(out), free(err);
+    /* A context saved wrong is removed by name; the current one, then, is none. */
+    cr_expect_eq(run_einsora(&out, &err, "config", "delete-context", "dead", NULL), 0, "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "config", "get-contexts", NULL), 0);
+    cr_expect(out && !strstr(out, "dead") && strstr(out, "live"), "%s", out);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "config", "delete-context", "live", NULL), 0, "%s", err);
+    cr_expect(out && strstr(out, "no context is current now"), "%s", out);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "config", "current-context", NULL), 1);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "config", "delete-context", "live", NULL), 1);
+    cr_expect(err && strstr(err, "no context 'live'"), "%s", err);
+    free(out), free(err);
     write_config("{\"contexts\": []}");
     cr_expect_eq(run_einsora(&out, &err, "config", "current-context", NULL), 1);
     cr_expect(strstr(err, "no current context"), "%s", err);
