@@ -16,7 +16,10 @@
 static void serve_usage(FILE *f) {
     fputs("usage: einsora serve [--listen ADDR:PORT] [--state FILE | --store LOCATION]\n"
           "                     [--catalog FILE] [--port-file FILE] [--pci-ids FILE]\n"
-          "                     [--site NAME] [--advertise URL] [--lease-ms N]\n\n"
+          "                     [--site NAME] [--advertise URL] [--lease-ms N] [--batch N]\n"
+          "                     [--retention D] [--store-retention D] [--per-address N]\n"
+          "                     [--http-threads N] [--header-deadline D]\n"
+          "                     [--tls-cert FILE --tls-key FILE | --insecure-plain-http]\n\n"
           "Run the control plane: the HTTP/JSON API under /v1 (see docs/openapi.yaml).\n"
           "Listens on loopback unless told otherwise; port 0 picks a free port, printed as\n"
           "'listening on http://ADDR:PORT' on stdout once the state is restored.\n\n"
