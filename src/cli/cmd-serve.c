@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,15 @@ typedef struct Ready {
     bool tls;
 } Ready;
 
+/* The temporary the port file is written to and renamed from, so a reader never sees half a
+ * number; false (errno ENAMETOOLONG) when the name does not fit. */
+static bool port_file_tmp(const char *path, char tmp[PATH_MAX]) {
+    if ((size_t)snprintf(tmp, PATH_MAX, "%s.tmp", path) < PATH_MAX)
+        return true;
+    errno = ENAMETOOLONG;
+    return false;
+}
+
 static void on_ready(uint16_t port, void *userdata) {
     Ready *r = userdata;
     char host[256] = "127.0.0.1";
@@ -71,10 +81,8 @@ static void on_ready(uint16_t port, void *userdata) {
     printf("listening on %s://%s:%u\n", r->tls ? "https" : "http", host, port);
     fflush(stdout);
     if (r->port_file) {
-        /* Written to a temporary name and renamed, so a reader never sees half a number. */
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", r->port_file);
-        FILE *f = fopen(tmp, "we");
+        char tmp[PATH_MAX];
+        FILE *f = port_file_tmp(r->port_file, tmp) ? fopen(tmp, "we") : NULL;
         bool ok = f && fprintf(f, "%u\n", port) > 0;
         ok = f && fclose(f) == 0 && ok;
         if (!ok || rename(tmp, r->port_file) < 0)
@@ -84,11 +92,9 @@ static void on_ready(uint16_t port, void *userdata) {
 
 /* Whether the port file's temporary can be made where on_ready() makes it (errno when not). */
 static bool port_file_writable(const char *path) {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
-        errno = ENAMETOOLONG;
+    char tmp[PATH_MAX];
+    if (!port_file_tmp(path, tmp))
         return false;
-    }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return false;

@@ -43,6 +43,18 @@ static virDomainPtr lookup(Vm *v, const char *id) {
     return virDomainLookupByName(v->conn, name);
 }
 
+/* The making a domain's description names (einsora.created=DIGITS, vm-xml.c), "" when none. */
+static void domain_created(virDomainPtr dom, char out[24]) {
+    out[0] = 0;
+    char *desc = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_DESCRIPTION, NULL, 0);
+    const char *at = desc ? strstr(desc, DRIVER_LABEL_CREATED "=") : NULL;
+    if (at) {
+        at += strlen(DRIVER_LABEL_CREATED "=");
+        snprintf(out, 24, "%.*s", (int)MIN(strspn(at, "0123456789"), 20u), at);
+    }
+    free(desc);
+}
+
 static int vm_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     Vm *v = vm_of(d);
     _cleanup_free_ char *xml = NULL;
@@ -53,14 +65,9 @@ static int vm_start(Driver *d, const WorkloadSpec *spec, Error *err) {
     if (dom) {
         /* Ours already (never started twice), unless its description names another request
          * made under this id: a leftover, which must not pass for this one (R17). */
-        char want[64];
-        snprintf(want, sizeof(want), DRIVER_LABEL_CREATED "=%s", strempty(spec->created));
-        char *desc = spec->created
-                             ? virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_DESCRIPTION, NULL, 0)
-                             : NULL;
-        const char *at = desc ? strstr(desc, want) : NULL;
-        bool other = spec->created && !(at && (at[strlen(want)] == 0 || at[strlen(want)] == ' '));
-        free(desc);
+        char made[24];
+        domain_created(dom, made);
+        bool other = spec->created && STRNEQ(made, spec->created);
         virDomainFree(dom);
         if (other)
             return error_set(err, -ENOTUNIQ,
@@ -101,14 +108,7 @@ static int vm_status(Driver *d, const char *id, WorkloadState *ret, Error *err) 
     }
     int state = 0, reason = 0;
     int r = virDomainGetState(dom, &state, &reason, 0);
-    char *desc = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_DESCRIPTION, NULL, 0);
-    const char *at = desc ? strstr(desc, DRIVER_LABEL_CREATED "=") : NULL;
-    if (at) {
-        at += strlen(DRIVER_LABEL_CREATED "=");
-        snprintf(st.created, sizeof(st.created), "%.*s", (int)MIN(strspn(at, "0123456789"), 20u),
-                 at);
-    }
-    free(desc);
+    domain_created(dom, st.created);
     virDomainFree(dom);
     if (r < 0)
         return error_set(err, -EIO, "libvirt did not say the state of request %s: %s", id,

@@ -525,7 +525,8 @@ static int load_record(const char *key, const char *text, void *userdata) {
         n->heartbeat_s = (unsigned)json_integer_value(json_object_get(j, "heartbeat_s"));
         if (n->heartbeat_s)
             s->n_agents++;
-        /* The agent gets a full grace period from the restart before it counts as lost. */
+        /* Seen as of the load, for a standby's view; a state that serves starts each agent's
+         * grace once it is ready (fleet_grace_from_now()). */
         atomic_store(&n->last_seen_ms, s->now_ms);
         if (json_is_true(json_object_get(j, "unreachable")) &&
             sched_node_set_unreachable(s->sched, n->spec.name, true, core_now(s), NULL) >= 0)

@@ -229,52 +229,56 @@ static void peer_address(struct MHD_Connection *conn, char *buf, size_t size) {
                   (socklen_t)size);
 }
 
-/* The refusals no line named yet, once AUTH_LOG_EVERY_MS passed since the last line (from the
- * main loop's tick, so a burst is counted even when no refusal follows it). */
-static void auth_log_flush(Server *s, bool force) {
+/* The refusals no line named yet, said with the last one's address; the caller holds the log
+ * lock. */
+static void auth_log_quiet_ones(Server *s, int64_t now) {
+    if (!s->auth_unlogged)
+        return;
+    fprintf(s->cfg.log,
+            "einsora serve: %lu more call(s) refused for their token since the last such line "
+            "(the last from %s)\n",
+            s->auth_unlogged, s->auth_unlogged_peer);
+    s->auth_unlogged = 0;
+    s->auth_logged_ms = now;
+}
+
+/* From the main loop's tick: a burst is counted once AUTH_LOG_EVERY_MS passed since the last
+ * line, even when no refusal follows it. */
+static void auth_log_flush(Server *s) {
     if (!s->cfg.log)
         return;
     pthread_mutex_lock(&auth_log_lock);
     int64_t now = server_now_ms();
-    if (s->auth_unlogged && (force || now - s->auth_logged_ms >= AUTH_LOG_EVERY_MS)) {
-        fprintf(s->cfg.log,
-                "einsora serve: %lu more call(s) refused for their token since the last such "
-                "line (the last from %s)\n",
-                s->auth_unlogged, s->auth_unlogged_peer);
-        s->auth_unlogged = 0;
-        s->auth_logged_ms = now;
-    }
+    if (now - s->auth_logged_ms >= AUTH_LOG_EVERY_MS)
+        auth_log_quiet_ones(s, now);
     pthread_mutex_unlock(&auth_log_lock);
 }
 
 /* A call refused for its token, in the log: who (the peer's address), what it asked and why
  * (no token, one not known, one expired). At most a line per AUTH_LOG_EVERY_MS; the rest are
- * counted, and said with the last one's address (auth_log_flush()). The path is the caller's
- * bytes: only printable ASCII of it is written. */
+ * counted, and said with the last one's address (auth_log_quiet_ones()). The path is the
+ * caller's bytes: only printable ASCII of it is written. */
 static void log_auth_refusal(Server *s, struct MHD_Connection *conn, const HttpCtx *c) {
     if (!s->cfg.log)
         return;
     char peer[INET6_ADDRSTRLEN], path[128];
     peer_address(conn, peer, sizeof(peer));
-    pthread_mutex_lock(&auth_log_lock);
-    int64_t now = server_now_ms();
-    if (s->auth_logged_ms && now - s->auth_logged_ms < AUTH_LOG_EVERY_MS) {
-        s->auth_unlogged++;
-        snprintf(s->auth_unlogged_peer, sizeof(s->auth_unlogged_peer), "%s", peer);
-        pthread_mutex_unlock(&auth_log_lock);
-        return;
-    }
-    pthread_mutex_unlock(&auth_log_lock);
-    auth_log_flush(s, true); /* the ones before this line, said first */
     size_t k = 0;
     for (const char *p = c->path; *p && k + 1 < sizeof(path); p++)
         path[k++] = *p >= 0x20 && *p < 0x7f ? *p : '?';
     path[k] = 0;
     const char *why = json_string_value(json_object_get(c->json, "message"));
     pthread_mutex_lock(&auth_log_lock);
-    s->auth_logged_ms = now;
-    fprintf(s->cfg.log, "einsora serve: refused %.16s %s from %s (401): %s\n", c->method, path,
-            peer, c->authorization ? (why ? why : "a token it does not know.") : "no token.");
+    int64_t now = server_now_ms();
+    if (s->auth_logged_ms && now - s->auth_logged_ms < AUTH_LOG_EVERY_MS) {
+        s->auth_unlogged++;
+        snprintf(s->auth_unlogged_peer, sizeof(s->auth_unlogged_peer), "%s", peer);
+    } else {
+        auth_log_quiet_ones(s, now); /* the ones before this line, said first */
+        s->auth_logged_ms = now;
+        fprintf(s->cfg.log, "einsora serve: refused %.16s %s from %s (401): %s\n", c->method, path,
+                peer, c->authorization ? (why ? why : "a token it does not know.") : "no token.");
+    }
     pthread_mutex_unlock(&auth_log_lock);
 }
 
@@ -779,7 +783,7 @@ int server_run(const ServerConfig *cfg, void (*ready_fn)(uint16_t port, void *us
 
     struct timespec tick = {0, 200 * 1000 * 1000};
     while (!atomic_load(&s->fatal)) {
-        auth_log_flush(s, false);
+        auth_log_flush(s);
         int sig = sigtimedwait(&mask, NULL, &tick);
         if (sig == SIGINT || sig == SIGTERM)
             break;
