@@ -698,6 +698,11 @@ int machine_discover(const DiscoverOptions *o, MachineInventory **ret, Error *er
     HostPaths p;
     if (host_paths_init(&p, o->sysfs_root, o->proc_root, o->dev_root) < 0)
         return error_set(err, -ENAMETOOLONG, "a root directory path is too long");
+    /* Without its device nodes the agent would see no holder of any GPU (R7) and no AMD
+     * render node: a --dev-root that is not there is a mistake, not a machine without them. */
+    struct stat st;
+    if (o->dev_root && (stat(p.dev, &st) < 0 || !S_ISDIR(st.st_mode)))
+        return error_set(err, -ENOENT, "--dev-root %s: no such directory", p.dev);
     _cleanup_(machine_inventory_freep) MachineInventory *inv = calloc(1, sizeof(*inv));
     if (!inv)
         return error_set(err, -ENOMEM, "out of memory");

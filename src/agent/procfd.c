@@ -28,9 +28,7 @@ static int parse_small_num(const char *s, unsigned *ret) {
     return 0;
 }
 
-int devnode_parse(const char *dev_root, const char *path, DevNode *ret) {
-    if (!dev_root || !path)
-        return -ENOENT;
+static int devnode_parse_under(const char *dev_root, const char *path, DevNode *ret) {
     size_t root_len = strlen(dev_root);
     while (root_len > 1 && dev_root[root_len - 1] == '/')
         root_len--;
@@ -69,6 +67,19 @@ int devnode_parse(const char *dev_root, const char *path, DevNode *ret) {
         }
     }
     return -ENOENT;
+}
+
+int devnode_parse(const char *dev_root, const char *path, DevNode *ret) {
+    if (!dev_root || !path)
+        return -ENOENT;
+    /* A process names its device nodes as it sees them: /dev/nvidia0, whatever folder the
+     * agent reads that /dev through (an agent in a container with the host's /dev mounted at
+     * /host/dev, say). Either name is a holder: missing one would let a GPU in use be rebound
+     * (R7). */
+    int r = devnode_parse_under(dev_root, path, ret);
+    if (r < 0 && !STREQ(dev_root, "/dev"))
+        r = devnode_parse_under("/dev", path, ret);
+    return r;
 }
 
 int devnode_format(const char *dev_root, const DevNode *node, char *buf, size_t size) {

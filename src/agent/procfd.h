@@ -23,9 +23,9 @@ typedef struct DevNode {
     unsigned num; /* 0 for kfd */
 } DevNode;
 
-/* Parse a device path (an fd link target). -ENOENT when it is not a per-accelerator node
- * (e.g. /dev/nvidiactl, /dev/null, a socket, a path outside dev_root); -EINVAL never: any
- * text is a valid "not ours". */
+/* Parse a device path (an fd link target) under dev_root or under /dev (as the process that
+ * holds it names it). -ENOENT when it is not a per-accelerator node (e.g. /dev/nvidiactl,
+ * /dev/null, a socket, a path outside both); -EINVAL never: any text is a valid "not ours". */
 int devnode_parse(const char *dev_root, const char *path, DevNode *ret);
 
 /* "<dev_root>/nvidia0" etc. -ENAMETOOLONG when it does not fit. */

@@ -558,24 +558,42 @@ Test(discover, r10_bad_mac_fixture_is_a_clear_error) {
     free(path);
 }
 
-Test(discover, r1_dev_root_names_device_files_and_matches_holders_by_it) {
+/* R7: the agent may read /dev through another folder (--dev-root: an agent in a container
+ * with the host's /dev mounted there); its device files are named under that folder, and a
+ * process that holds the GPU names it as it sees it, /dev/nvidia0: a holder all the same. */
+Test(discover, r7_dev_root_names_device_files_and_holders_still_count) {
+    char dev[] = "/tmp/einsora-devroot-XXXXXX";
+    cr_assert_not_null(mkdtemp(dev));
     DiscoverOptions o = {.sysfs_root = MACHINES "/hgx-h100-8gpu/sys",
                          .proc_root = MACHINES "/hgx-h100-8gpu/proc",
-                         .dev_root = "/host/dev",
+                         .dev_root = dev,
                          .no_nvml = true,
                          .catalog = cat,
                          .pci_ids = ids};
     MachineInventory *inv = NULL;
     cr_assert_eq(machine_discover(&o, &inv, NULL), 0);
     cr_assert_eq(inv->n_accelerators, 8);
-    expect_files(&inv->accelerators[0], (const char *[]){"/host/dev/nvidia0"}, 1);
-    /* the fixture's processes opened /dev/nvidia0, not /host/dev/nvidia0 */
-    cr_expect_eq(inv->accelerators[0].n_holders, 0);
+    char file[64];
+    snprintf(file, sizeof(file), "%s/nvidia0", dev);
+    expect_files(&inv->accelerators[0], (const char *[]){file}, 1);
+    /* the fixture's processes opened /dev/nvidia0 */
+    size_t held = inv->accelerators[0].n_holders;
+    cr_expect_gt(held, 0);
     machine_inventory_free(inv);
     o.dev_root = NULL;
+    cr_assert_eq(machine_discover(&o, &inv, NULL), 0);
+    cr_expect_eq(inv->accelerators[0].n_holders, held);
+    machine_inventory_free(inv);
     o.no_holders = true;
     cr_assert_eq(machine_discover(&o, &inv, NULL), 0);
     cr_expect_eq(inv->accelerators[0].n_holders, 0);
     cr_expect_eq(inv->accelerators[0].n_device_files, 1);
     machine_inventory_free(inv);
+    /* A dev root that is not there is a mistake, not a machine whose GPUs nobody holds. */
+    o.no_holders = false;
+    o.dev_root = "/no/such/dev";
+    Error err = {0};
+    cr_expect_lt(machine_discover(&o, &inv, &err), 0);
+    cr_expect(strstr(err.message, "--dev-root /no/such/dev: no such directory"), "%s", err.message);
+    cr_assert_eq(rmdir(dev), 0);
 }

@@ -132,6 +132,12 @@ Test(procfd, device_paths_map_to_nodes) {
     cr_expect_eq(devnode_parse("/dev", "/dev/vfio/vfio", &n), -ENOENT);
     cr_expect_eq(devnode_parse("/dev", "socket:[1234]", &n), -ENOENT);
     cr_expect_eq(devnode_parse("/dev", "/devx/nvidia0", &n), -ENOENT);
+    /* R7: under another dev root, the name the holder itself sees counts too. */
+    cr_expect_eq(devnode_parse("/host/dev", "/dev/nvidia2", &n), 0);
+    cr_expect(n.kind == DEVNODE_NVIDIA && n.num == 2);
+    cr_expect_eq(devnode_parse("/host/dev", "/host/dev/dri/renderD130", &n), 0);
+    cr_expect(n.kind == DEVNODE_DRI_RENDER && n.num == 130);
+    cr_expect_eq(devnode_parse("/host/dev", "/host/devx/nvidia0", &n), -ENOENT);
     char buf[64];
     cr_expect_eq(devnode_format("/dev", &(DevNode){DEVNODE_DRI_RENDER, 128}, buf, sizeof(buf)), 0);
     cr_expect_str_eq(buf, "/dev/dri/renderD128");

@@ -302,6 +302,22 @@ Test(bind, r7_a_holder_of_the_device_under_another_name_is_seen_by_its_number) {
     fixture_teardown(&f);
 }
 
+/* R7: a process names the device as it sees it, /dev/nvidia0, while the agent reads that /dev
+ * through another folder (--dev-root: an agent in a container with the host's /dev mounted
+ * elsewhere). The holder counts all the same. */
+Test(bind, r7_a_holder_naming_slash_dev_is_seen_whatever_the_dev_root) {
+    BindFixture f;
+    FakeDevice devs[4];
+    fixture_setup(&f, devs, fixture_one_gpu(devs), false);
+    cr_assert_eq(fake_kernel_add_holder(&f.k, 4244, "python3", "nvidia0"), 0);
+    char fd[PATH_MAX + 32];
+    snprintf(fd, sizeof(fd), "%s/4244/fd/3", f.k.proc);
+    cr_assert_eq(unlink(fd), 0);
+    cr_assert_eq(symlink("/dev/nvidia0", fd), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "python3 (pid 4244) holds");
+    fixture_teardown(&f);
+}
+
 /* Bad sysfs content is named as such, and changes nothing: an attribute that does not read is
  * not "no such device", and a GPU without its iommu_group link on a machine with IOMMU groups
  * is not "the IOMMU is off". */
