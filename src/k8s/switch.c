@@ -15,10 +15,12 @@ static const char *annotation(json_t *node, const char *key) {
             json_object_get(json_object_get(node, "metadata"), "annotations"), key));
 }
 
+/* The node's mode label as written; NULL when it has none. Not the GPU Operator's default
+ * ("container"): a node without the label is an error to fix (R3), and the switch that fixes
+ * it must write the label, not find it "done before". */
 static const char *label_mode(json_t *node) {
-    const char *m = json_string_value(json_object_get(
+    return json_string_value(json_object_get(
             json_object_get(json_object_get(node, "metadata"), "labels"), K8S_MODE_LABEL));
-    return m ? m : "container"; /* the GPU Operator's default */
 }
 
 static int patch_node(K8sClient *c, const char *node, json_t *patch, Error *err) {
@@ -196,7 +198,8 @@ K8sSwitchState k8s_switch_advance(K8sClient *c, K8sSwitchJob *job, json_t *node,
     const char *to = annotation(node, K8S_ANN_SWITCH_TO);
     char why[200] = "";
     if (!to) {
-        if (STREQ(label_mode(node), job->mode) &&
+        const char *labeled = label_mode(node);
+        if (labeled && STREQ(labeled, job->mode) &&
             k8s_node_converged(node, job->mode, NULL, job->count, why, sizeof(why))) {
             /* done before (a sync restarted after the last step): nothing to do again */
             snprintf(msg, size, "node %s is in %s mode", job->node, job->mode);

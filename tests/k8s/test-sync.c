@@ -1218,3 +1218,28 @@ Test(k8s_sync, r3_a_served_node_with_an_unknown_or_missing_mode_label_is_shown_s
     cr_expect_str_eq(json_string_value(json_object_get(j, "mode")), "vm-passthrough");
     json_decref(j);
 }
+
+static bool labeled_container(const void *arg) {
+    json_t *n = k8s_node(arg);
+    const char *l = label(n, "nvidia.com/gpu.workload.config");
+    bool ok = l && strcmp(l, "container") == 0;
+    json_decref(n);
+    return ok;
+}
+
+/* R3: a node without the label has no mode, not the GPU Operator's default "container": the
+ * switch to container that fixes it writes the label and lifts the cordon, it is not found
+ * "done before". */
+Test(k8s_sync, r3_a_switch_to_container_labels_a_node_that_has_no_label) {
+    cr_assert(wait_for(registered, "gpu-a"));
+    k8s_write("PATCH", "/api/v1/nodes/gpu-a",
+              "{\"metadata\": {\"labels\": {\"nvidia.com/gpu.workload.config\": null}}}");
+    cr_assert(wait_for(cordoned_for_the_label, "gpu-a"));
+    ask_switch("gpu-a", "container", "evict");
+    cr_assert(wait_for(labeled_container, "gpu-a"), "the switch never labeled gpu-a");
+    cr_assert(wait_for(not_cordoned, "gpu-a"), "labeled, gpu-a stayed cordoned");
+    json_t *j = cp_node("gpu-a");
+    cr_expect_null(json_object_get(j, "cordon_reason"));
+    cr_expect_str_eq(json_string_value(json_object_get(j, "mode")), "container");
+    json_decref(j);
+}
