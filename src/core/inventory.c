@@ -389,13 +389,11 @@ static int check_devices(const Sched *s, const NodeSpec *spec, Error *err) {
         if ((int)d->binding < 0 || d->binding >= _BINDING_MAX)
             return error_set(err, -EINVAL, "node '%s' device %zu: binding must be host or vfio",
                              spec->name, i);
-        if (!d->class_name) {
-            if (d->mig_enabled)
-                return error_set(err, -EINVAL,
-                                 "node '%s' device %zu: an unclassified device has no MIG",
-                                 spec->name, i);
+        /* An unclassified device, or one whose class lists no MIG profiles, with MIG on is
+         * still registered and shown (R8: never silently dropped); no slice of it is offered,
+         * since the catalog names none. */
+        if (!d->class_name)
             continue;
-        }
         const GpuClass *c = catalog_find(s->cat, d->class_name);
         if (!c)
             return error_set(err, -ENOENT,
@@ -405,9 +403,6 @@ static int check_devices(const Sched *s, const NodeSpec *spec, Error *err) {
             return error_set(err, -EINVAL,
                              "node '%s' device %zu: '%s' is not a card class (MIG slices, Apple "
                              "and cpu classes are not devices)",
-                             spec->name, i, d->class_name);
-        if (d->mig_enabled && c->n_mig_profiles == 0)
-            return error_set(err, -EINVAL, "node '%s' device %zu: class '%s' has no MIG profiles",
                              spec->name, i, d->class_name);
     }
     return 0;

@@ -36,6 +36,10 @@ static SchedReason refusal(const Sched *s, const Req *r, int c, bool runtime) {
         if (g->vendor != VENDOR_NVIDIA && g->vendor != VENDOR_APPLE)
             return SCHED_REASON_VM_AMD;
     }
+    /* R1: a Mac's GPU is Metal, reached from native processes and macOS VMs; a container
+     * there runs in a Linux VM, which gets no GPU (R10). */
+    if (r->kind == WORKLOAD_CONTAINER && g->vendor == VENDOR_APPLE)
+        return SCHED_REASON_LINUX_GUEST_GPU;
     if ((slice || g->vendor == VENDOR_APPLE) && r->count > 1)
         return SCHED_REASON_BAD_COUNT;
     if (runtime && r->kind == WORKLOAD_ENDPOINT) {

@@ -118,7 +118,7 @@ typedef struct Sched Sched;
 #define SCHED_MAX_LABELS 32
 #define SCHED_DEFAULT_TIME_SLICE_REPLICAS 4
 #define SCHED_MAX_MACOS_VMS 2 /* macOS licence: at most 2 macOS VMs per Mac (R10) */
-#define SCHED_MESSAGE_MAX 256
+#define SCHED_MESSAGE_MAX 512
 
 /* The node label that chooses a datacenter node's mode (R3). */
 #define SCHED_MODE_LABEL "nvidia.com/gpu.workload.config"
@@ -262,7 +262,7 @@ typedef enum SchedReason {
     /* refused */
     SCHED_REASON_VGPU, /* R2d */
     SCHED_REASON_UNKNOWN_CLASS,
-    SCHED_REASON_LINUX_GUEST_GPU,     /* R10: Linux guests on a Mac get no GPU */
+    SCHED_REASON_LINUX_GUEST_GPU,     /* R10: Linux guests (and containers) on a Mac get no GPU */
     SCHED_REASON_MACOS_GUEST_NOT_MAC, /* macOS guests run on Macs only */
     SCHED_REASON_VM_MIG,              /* a MIG slice in a VM would need vGPU (R2c, R2d) */
     SCHED_REASON_VM_AMD,              /* AMD GPUs go to containers only (R12) */

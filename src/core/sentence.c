@@ -41,7 +41,9 @@ Text reason_text(SchedReason r) {
     case SCHED_REASON_UNKNOWN_CLASS:
         return TEXT("the catalog has no such class");
     case SCHED_REASON_LINUX_GUEST_GPU:
-        return TEXT("Linux guests on a Mac get no GPU compute; ask for cpu (R10)");
+        return TEXT("Linux guests on a Mac get no GPU compute, nor do containers (they run in a "
+                    "Linux VM there); ask for cpu, or run it as a native process such as an "
+                    "endpoint (R1, R10)");
     case SCHED_REASON_MACOS_GUEST_NOT_MAC:
         return TEXT("macOS guests run on Macs only, with paravirtualized Metal (R10)");
     case SCHED_REASON_VM_MIG:

@@ -81,7 +81,7 @@ typedef struct Req {
     bool trusted; /* submitted by a trusted tenant */
     ReqState state;
     char reason_code[32];
-    char reason[256];
+    char reason[SCHED_MESSAGE_MAX]; /* the decision's sentence, whole */
     /* Where it runs, while placed/active and kept afterwards for history: the placement's
      * compact JSON (wire_placement_write()'s), which its record, its request.placed event and
      * its node's work list splice in; and what readers look up in it, kept beside it, so that

@@ -32,6 +32,17 @@ Test(policy, r1_apple_metal_for_native_processes_and_macos_vms) {
     cr_assert_eq(n.placement.method, METHOD_APPLE_WHOLE, "%s", n.message);
     cr_assert_eq(v.placement.method, METHOD_APPLE_WHOLE, "%s", v.message);
     cr_assert_eq(n.placement.container_runtime, CONTAINER_RUNTIME_NONE);
+    /* A container on a Mac runs in a Linux VM, which gets no GPU: refused, and as an
+     * alternative never taken (it falls to cpu). */
+    Decision c = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = MAC64);
+    cr_assert_eq(c.kind, DECISION_REFUSED, "%s", c.message);
+    cr_assert_eq(c.reason, SCHED_REASON_LINUX_GUEST_GPU);
+    cr_assert(strstr(c.message, "nor do containers"), "%s", c.message);
+    const char *fb[] = {MAC64, "cpu"};
+    Decision f = fx_req(.id = "f", .user = "amy", .kind = WORKLOAD_CONTAINER,
+                        .class_name = "nvidia-rtx-4090", .fallback = fb, .n_fallback = 2,
+                        .wait_for_nodes = true);
+    cr_assert_neq(f.placement.method, METHOD_APPLE_WHOLE, "%s", f.message);
 }
 
 Test(policy, r1_cpu_on_all_platforms) {
@@ -191,6 +202,32 @@ Test(policy, r8_unclassified_device_is_shown_never_placed) {
     DeviceInfo di;
     cr_assert_eq(sched_device_info(fx, "box", 0, &di), 0);
     cr_assert_null(di.class_name);
+}
+
+/* R8: a GPU with MIG on whose class lists no MIG profiles (or that no class matches) is still
+ * registered and shown, with its node: nothing of the node is dropped, and no slice or whole
+ * GPU of it is offered (the catalog names no slice of it, and MIG is on). */
+Test(policy, r8_a_mig_on_gpu_the_catalog_has_no_profiles_for_is_shown_not_offered) {
+    fx_site("lab", SITE_LAB);
+    DeviceSpec devs[2] = {
+            {.class_name = "nvidia-rtx-4090", .address = "0000:01:00.0", .mig_enabled = true},
+            {.class_name = NULL, .address = "0000:02:00.0", .mig_enabled = true}};
+    NodeSpec spec = {.name = "box", .site = "lab", .owner = "amy", .devices = devs, .n_devices = 2};
+    Error err = {0};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+    DeviceInfo di;
+    cr_assert_eq(sched_device_info(fx, "box", 0, &di), 0);
+    cr_assert_str_eq(di.class_name, "nvidia-rtx-4090");
+    cr_assert(di.mig_enabled);
+    cr_assert_eq(sched_device_info(fx, "box", 1, &di), 0);
+    cr_assert_null(di.class_name);
+    Decision d = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER,
+                        .class_name = "nvidia-rtx-4090");
+    cr_assert_neq(d.kind, DECISION_PLACED, "%s", d.message);
+    CapacityRow row;
+    cr_assert_eq(sched_capacity_class(fx, "nvidia-rtx-4090", NULL, CAPACITY_CONTAINER, &row, &err),
+                 0, "%s", err.message);
+    cr_assert_eq(row.free, 0);
 }
 
 Test(policy, r8_class_without_devices_has_zero_capacity) {

@@ -610,6 +610,10 @@ Test(reasons, r18_a_size_no_node_meets_is_refused_naming_the_largest_node) {
     cr_assert(strstr(d.message, "offers this user 50 GB of GPU memory (the most one offers is 40 "
                                 "GB"),
               "%s", d.message);
+    /* The sentence is whole, to its way out (it was once cut at 255 bytes mid-word). */
+    const char *tail = "; ask with wait_for_nodes to wait for nodes that may join (R18)";
+    size_t ml = strlen(d.message), tl = strlen(tail);
+    cr_assert(ml > tl && strcmp(d.message + ml - tl, tail) == 0, "%s", d.message);
 }
 
 /* R18: a gang that waits on a node with fewer of its GPUs free is told it needs them free at
