@@ -434,6 +434,12 @@ int agent_run(const AgentConfig *cfg_in, Error *err) {
     }
     agent_logf(&a, "reporting to %s every %us (instance %.8s)", cfg.server, cfg.heartbeat_s,
                instance);
+    /* R3: a datacenter node's mode is never a silent default: without --mode the agent reports
+     * what its GPUs' bindings show, and says so. */
+    if (cfg.id.site_kind && STREQ(cfg.id.site_kind, "datacenter") && !cfg.id.mode)
+        agent_logf(&a, "no --mode: this datacenter node reports the mode its GPUs' bindings show "
+                       "(vm-passthrough when every GPU is on vfio-pci, else container); give "
+                       "--mode to state it (R3)");
     if (cfg.stop)
         client_set_abort(a.cl, cfg.stop); /* a long-poll in flight ends with the agent */
     confirm_pool_init(&a.confirms, cfg.server, cfg.token, cfg.id.name, cfg.stop);
