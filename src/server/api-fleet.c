@@ -359,11 +359,22 @@ static void op_mode(Server *s, Op *op) {
     if (k && a->drain == DRAIN_NONE) {
         char list[300];
         fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), true, list, sizeof(list));
-        OP_FAIL(op, 409, "busy",
-                "Node %s runs %zu workload(s): %s. Drain first: --drain wait (let "
-                "them end) or --drain evict (stop them; passthrough VMs cannot "
-                "migrate).",
-                a->node, k, list);
+        op_error(op, 409, "busy",
+                 "Node %s runs %zu workload(s): %s. Drain first: --drain wait (let "
+                 "them end) or --drain evict (stop them; passthrough VMs cannot "
+                 "migrate).",
+                 a->node, k, list);
+        /* The same workloads for a script, which should not parse the sentence. */
+        json_t *ws = json_array();
+        for (size_t i = 0; ws && i < MIN(k, ARRAY_SIZE(w)); i++)
+            json_array_append_new(ws, json_pack("{s:I,s:s,s:s}", "id", (json_int_t)w[i]->id, "user",
+                                                w[i]->user, "kind",
+                                                workload_kind_to_string(w[i]->kind)));
+        if (ws && op->body)
+            json_object_set_new(op->body, "workloads", ws);
+        else
+            json_decref(ws);
+        return;
     }
     NodeSwitch *sw = calloc(1, sizeof(*sw));
     if (!sw)

@@ -239,6 +239,12 @@ Test(fleet, r4_switch_refused_while_a_workload_runs_naming_it) {
     snprintf(want, sizeof(want), "%ld (root, notebook)", nb);
     cr_expect(strstr(json_string_value(json_object_get(j, "message")), want), "%s",
               json_string_value(json_object_get(j, "message")));
+    /* The same workloads for a script, without parsing the sentence. */
+    json_t *ws = json_object_get(j, "workloads");
+    cr_assert_eq(json_array_size(ws), 1);
+    cr_expect_eq(json_integer_value(json_object_get(json_array_get(ws, 0), "id")), nb);
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(ws, 0), "kind")), "notebook");
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(ws, 0), "user")), "root");
     json_decref(j);
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "mode", "container"));
     cr_expect(fleet_node_field_is(f, "dc1-h100", false, "cordoned", "false"));
