@@ -2,9 +2,11 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "util/cleanup.h"
 #include "wire/api-address.h"
 #include "suggest.h"
 #include "verbs.h"
@@ -42,7 +44,8 @@ static const Verb verbs[] = {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: einsora [--version] [--help] VERB [ARGS]\n\n"
+    fprintf(f, "usage: einsora [--version] [--help] [--server URL] [--token T] [--context C] "
+               "[--json] VERB [ARGS]\n\n"
                "Einsora GPU: find, classify and place GPUs for VMs, containers, notebooks and "
                "endpoints.\n\nVerbs:\n");
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
@@ -50,7 +53,9 @@ static void usage(FILE *f) {
     fprintf(f, "  %-12s %s\n", "version", "print this einsora's version");
     fprintf(f, "  %-12s %s\n", "help", "help VERB: a verb's options (as VERB --help)");
     fprintf(f, "\nOptions:\n  --version    print this einsora's version\n"
-               "  -h, --help   show this overview\n");
+               "  -h, --help   show this overview\n"
+               "  --server, --token, --context, --json   an API verb's own options, also taken "
+               "before it\n");
     fprintf(f, "\nRun 'einsora VERB --help' (or 'einsora help VERB') for a verb's options.\n"
                "Exit codes: 0 ok, 1 failed or refused, 2 usage (also when the server finds the\n"
                "arguments wrong), 3 server unreachable, 4 not allowed, 5 not found, 6 timed out,\n"
@@ -108,7 +113,49 @@ static int version(int argc, char **argv) {
     return EXIT_OK;
 }
 
+/* The number of argv words from argv[1] on that are options every API verb takes (--server
+ * URL, --token T, --context C, --json, and their --opt=value forms), as kubectl accepts them
+ * before its verb. */
+static int leading_remote_options(int argc, char **argv) {
+    static const char *const with_value[] = {"--server", "--token", "--context"};
+    int i = 1;
+    while (i < argc) {
+        const char *a = argv[i];
+        bool takes = false, known = strcmp(a, "--json") == 0;
+        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]) && !known; k++) {
+            size_t n = strlen(with_value[k]);
+            if (strncmp(a, with_value[k], n) == 0 && (a[n] == '\0' || a[n] == '='))
+                known = true, takes = a[n] == '\0';
+        }
+        if (!known || (takes && i + 1 >= argc))
+            break;
+        i += takes ? 2 : 1;
+    }
+    return i - 1;
+}
+
 int main(int argc, char **argv) {
+    /* `einsora --server URL nodes`: the options go after the verb's own words (before a `--`
+     * that ends them), where the verb's parser reads them. */
+    int lead = leading_remote_options(argc, argv);
+    _cleanup_free_ char **moved = NULL;
+    if (lead && 1 + lead < argc) {
+        moved = calloc((size_t)argc + 1, sizeof(char *));
+        if (!moved)
+            return EXIT_FAIL;
+        int end = 1 + lead; /* the verb's words run from end to the first "--" */
+        while (end < argc && strcmp(argv[end], "--") != 0)
+            end++;
+        int k = 0;
+        moved[k++] = argv[0];
+        for (int i = 1 + lead; i < end; i++)
+            moved[k++] = argv[i];
+        for (int i = 1; i <= lead; i++)
+            moved[k++] = argv[i];
+        for (int i = end; i < argc; i++)
+            moved[k++] = argv[i];
+        argv = moved;
+    }
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

@@ -146,6 +146,28 @@ Test(cli_help, cli_unknown_verb_suggests_the_nearest) {
     free(out), free(err);
 }
 
+/* The options every API verb takes may come before the verb too, as kubectl takes them:
+ * `einsora --server URL nodes` asks that server (exit 3: nobody listens there), and a
+ * command's words after `--` stay the command's. */
+Test(cli_help, cli_remote_options_before_the_verb_are_the_verbs) {
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "--server", "http://127.0.0.1:1", "--json", "nodes", NULL),
+                 3, "%s", err);
+    cr_expect(strstr(err, "cannot reach the server at http://127.0.0.1:1"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "--server=http://127.0.0.1:1", "node", "show", "x", NULL),
+                 3, "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "--server", "http://127.0.0.1:1", "run", "--kind",
+                             "container", "--class", "cpu", "--", "echo", "--json", NULL),
+                 3, "%s", err);
+    free(out), free(err);
+    /* Not one of them: still an unknown verb. */
+    cr_expect_eq(run_einsora(&out, &err, "--serve", "x", "nodes", NULL), 2);
+    cr_expect(strstr(err, "unknown verb '--serve'"), "%s", err);
+    free(out), free(err);
+}
+
 /* Every verb with sub-commands names a mistyped one and suggests the nearest (docs/cli.md),
  * or lists them all when none is near; exit 2, before anything is sent. */
 Test(cli_help, cli_unknown_sub_command_suggests_the_nearest_for_every_verb) {
