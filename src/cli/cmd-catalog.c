@@ -60,6 +60,8 @@ static char *format_match(const GpuClass *c) {
     StrBuf b = {0};
     for (size_t i = 0; i < c->n_pci; i++)
         strbuf_printf(&b, "%s%04x:%04x", b.len ? "," : "", c->pci[i].vendor, c->pci[i].device);
+    for (size_t i = 0; i < c->n_nvml_names; i++) /* NVML's name, when the PCI id is unknown */
+        strbuf_printf(&b, "%snvml '%s'", b.len ? "," : "", c->nvml_names[i]);
     if (c->apple_memory_gb)
         strbuf_printf(&b, "%sunified>=%uGB", b.len ? "," : "", c->apple_memory_gb);
     if (c->mig_parent)

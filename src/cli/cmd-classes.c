@@ -24,13 +24,14 @@ static const char *join_strings(json_t *arr, char *buf, size_t size) {
 static void print_classes(const ListOpts *l, json_t *list) {
     bool wide = l->format == LIST_WIDE;
     Table *t = wide ? table_new("CLASS", "VENDOR", "MEMORY", "CONTAINER_RESOURCE", "VM_DEVICE_NAME",
-                                "FLAGS", "PCI_IDS", "SLICE_OF", "MIG_PROFILES", NULL)
+                                "FLAGS", "PCI_IDS", "SLICE_OF", "MIG_PROFILES", "NODE_SELECTOR",
+                                "NVML_NAMES", "APPLE_MEMORY", NULL)
                     : table_new("CLASS", "VENDOR", "MEMORY", "CONTAINER_RESOURCE", "VM_DEVICE_NAME",
                                 "FLAGS", NULL);
     size_t i;
     json_t *c;
     json_array_foreach(list, i, c) {
-        char mem[32], pci[256], profiles[256];
+        char mem[32], pci[256], profiles[256], nvml[256], apple[32];
         StrBuf flags = {0};
         if (json_is_true(json_object_get(c, "internal_only")))
             strbuf_puts(&flags, "internal-only ");
@@ -47,7 +48,11 @@ static void print_classes(const ListOpts *l, json_t *list) {
                 json_str(c, "vm_device_name"), fl,
                 join_strings(json_object_get(json_object_get(c, "match"), "pci"), pci, sizeof(pci)),
                 json_str(json_object_get(c, "mig"), "parent"),
-                join_strings(json_object_get(c, "mig_profiles"), profiles, sizeof(profiles)));
+                join_strings(json_object_get(c, "mig_profiles"), profiles, sizeof(profiles)),
+                json_str(c, "node_selector"),
+                join_strings(json_object_get(json_object_get(c, "match"), "nvml"), nvml,
+                             sizeof(nvml)),
+                json_int_str(json_object_get(c, "match"), "apple_memory_gb", apple, sizeof(apple)));
         strbuf_done(&flags);
     }
     list_print_table(l, t);
@@ -57,11 +62,13 @@ int verb_classes(int argc, char **argv) {
     static const struct option extra[] = {LIST_FORMAT_OPTIONS, {}};
     RemoteOpts o = {0};
     ListOpts l = {0};
-    int r = remote_getopt(argc, argv, extra, list_only_option, &l, &o,
-                          "usage: einsora classes [-o FORMAT] [--no-headers]\n\n"
-                          "List the server's GPU classes (-o wide adds their PCI ids, the card a\n"
-                          "MIG slice class is cut from and the MIG profiles; -o name: "
-                          "class/NAME).\n" LIST_FORMAT_HELP);
+    int r = remote_getopt(
+            argc, argv, extra, list_only_option, &l, &o,
+            "usage: einsora classes [-o FORMAT] [--no-headers]\n\n"
+            "List the server's GPU classes (-o wide adds how devices match them: PCI\n"
+            "ids, NVML names, Apple memory tier; the card a MIG slice class is cut\n"
+            "from, the MIG profiles and the node_selector; -o name: "
+            "class/NAME).\n" LIST_FORMAT_HELP);
     if (r >= 0)
         return r;
     if (optind < argc)

@@ -59,6 +59,11 @@ Test(cli_outputs, cli_classes_and_capacity_take_every_output_format) {
     free(out);
     cr_assert_eq(CLI(&out, "classes", "-o", "wide"), 0);
     cr_expect(strstr(out, "PCI_IDS") && strstr(out, "10de:2330"), "wide shows the PCI ids");
+    /* R6 counts container nodes by node_selector: wide shows it, and every way to match. */
+    cr_expect(strstr(out, "NODE_SELECTOR") &&
+                      strstr(out, "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"),
+              "%s", out);
+    cr_expect(strstr(out, "NVML_NAMES") && strstr(out, "APPLE_MEMORY"), "%s", out);
     free(out);
     cr_assert_eq(CLI(&out, "classes", "--no-headers"), 0);
     cr_expect(strncmp(out, "CLASS", 5) != 0 && out[0], "%.80s", out);

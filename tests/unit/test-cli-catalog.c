@@ -85,6 +85,8 @@ Test(cli_catalog, r8_show_table_is_aligned_and_marks_raw_ids) {
     cr_expect(strstr(out, "nvidia.com/2b85 *"), "raw-id names are marked");
     cr_expect(strstr(out, "nvidia.com/GH100_H200_SXM_141GB"), "stated in the catalog (R6)");
     cr_expect(strstr(out, "pci.ids has no name for this device"));
+    /* R8: every way a class matches devices is shown, NVML names too. */
+    cr_expect(strstr(out, "nvml 'NVIDIA H200'"), "%s", out);
     free(out);
 }
 
