@@ -39,6 +39,29 @@ static PciIds *load_pci_ids_or_warn(const char *path) {
     return ids;
 }
 
+/* R9: a class whose PCI ids pci.ids names as GeForce cards, not marked consumer: it would
+ * skip the reset cycle check before passthrough (and may claim MIG profiles such a card does
+ * not have). The operator decides; the check says what it sees. */
+static void warn_consumer_unmarked(const Catalog *cat, const PciIds *ids) {
+    for (size_t i = 0; ids && i < cat->n_classes; i++) {
+        const GpuClass *c = &cat->classes[i];
+        if (c->consumer || c->vendor != VENDOR_NVIDIA || c->mig_parent)
+            continue;
+        for (size_t k = 0; k < c->n_pci; k++) {
+            const char *name = pci_ids_device_name(ids, c->pci[k].vendor, c->pci[k].device);
+            if (!name || !strstr(name, "GeForce"))
+                continue;
+            fprintf(stderr,
+                    "einsora: warning: class %s matches %04x:%04x (%s), a GeForce card, but is "
+                    "not marked consumer: true; it skips the reset check before passthrough "
+                    "(R9)%s\n",
+                    c->name, c->pci[k].vendor, c->pci[k].device, name,
+                    c->n_mig_profiles ? ", and GeForce cards have no MIG" : "");
+            break;
+        }
+    }
+}
+
 /* R6: a vm_device_name stated in the catalog that this host's pci.ids would spell otherwise.
  * The catalog wins (it names what the device plugin advertises); say so, since the plugin
  * derives the name from the pci.ids in its own image. */
@@ -173,6 +196,8 @@ int verb_catalog(int argc, char **argv) {
     Catalog *cat = NULL;
     Error err = {0};
     int r = catalog_load_file(file, ids, &cat, &err);
+    if (r >= 0)
+        warn_consumer_unmarked(cat, ids);
     pci_ids_free(ids);
     if (r < 0) {
         /* A script asked for JSON: the verdict comes on stdout as JSON too, not only as text

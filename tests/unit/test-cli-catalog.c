@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "../helpers.h"
+#include "config.h"
 
 Test(cli_catalog, r8_check_valid_catalog_exits_0) {
     char *out = NULL;
@@ -128,4 +129,27 @@ Test(cli_catalog, r8_show_json_has_every_field) {
         cr_expect_not_null(json_object_get(first, fields[i]), "field %s", fields[i]);
     json_decref(j);
     free(out);
+}
+
+/* R9: a class whose PCI id pci.ids names a GeForce card but that is not marked consumer would
+ * skip the reset check before passthrough: the check says so (the operator decides). */
+Test(cli_catalog, r9_a_geforce_class_not_marked_consumer_is_warned_about) {
+    if (access(EINSORA_PCI_IDS, R_OK) != 0)
+        cr_skip_test("no pci.ids on this machine");
+    char *path = write_temp_file(
+            "classes:\n"
+            "  - {name: my-4090, vendor: nvidia, match: {pci: '10de:2684'}, memory_gb: 24,\n"
+            "     container_resource: nvidia.com/gpu, node_selector: a=b}\n");
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "catalog", "check", path, NULL), 0, "%s", err);
+    cr_expect(strstr(err, "class my-4090 matches 10de:2684") && strstr(err, "GeForce") &&
+                      strstr(err, "not marked consumer: true"),
+              "%s", err);
+    free(out), free(err);
+    /* The shipped catalog marks its GeForce classes: no warning. */
+    cr_expect_eq(run_einsora(&out, &err, "catalog", "check", TEST_DATA "/catalog.yaml", NULL), 0);
+    cr_expect_null(strstr(err, "not marked consumer"), "%s", err);
+    free(out), free(err);
+    unlink(path);
+    free(path);
 }
