@@ -138,9 +138,11 @@ int verb_events(int argc, char **argv) {
         long status = 0;
         Error err = {0};
         int cr = client_call(cl, "GET", path, NULL, NULL, &status, &j, &err);
-        /* A planned restart (503 while the server drains, then refused connections) is waited
-         * out, as a follow should outlive it, for up to FOLLOW_GAP_MAX_MS, from the cursor. */
-        bool away = cr == -ECONNREFUSED || (cr >= 0 && status == 503);
+        /* A planned restart (503 while the server drains, a long-poll cut off by its exit,
+         * then refused connections) is waited out, as a follow should outlive it, for up to
+         * FOLLOW_GAP_MAX_MS, from the cursor. The first page was read, so a connection that
+         * breaks now (-EIO) is the server going, not a wrong URL or certificate. */
+        bool away = cr == -ECONNREFUSED || cr == -EIO || (cr >= 0 && status == 503);
         if (away && gap_ms < FOLLOW_GAP_MAX_MS) {
             if (!gap_ms)
                 fprintf(stderr,
