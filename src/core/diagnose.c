@@ -108,6 +108,12 @@ static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c
              blocked_other = cell->blocked[!want] - cell->reset[!want];
     if (kata && !cell->kata) /* a mode switch would not help a node without Kata (R2b) */
         b |= BLOCK(SCHED_REASON_NO_KATA);
+    /* Too few GPUs of the class in the wanted binding, busy or not, where the others (in the
+     * other binding, or in MIG mode) would do: the mode keeps it off this node however many
+     * are taken, so it is a blocker of its own, beside a cordon or taken GPUs (R18). */
+    if (cell->total[want] < r->count &&
+        (unsigned)(cell->total[want] + cell->total[!want] + cell->mig) >= r->count)
+        b |= BLOCK(SCHED_REASON_MODE_MISMATCH);
     /* On a lab or solo node one class's GPUs may be split between the bindings (R7): a gang
      * larger than either part runs once some are switched, which is a binding matter. */
     if (free_want >= r->count)
@@ -326,6 +332,11 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
         return -1;
     if (other)
         return SCHED_REASON_MODE_MISMATCH;
+    /* No room anywhere; but where the fleet has no GPU of the class at all in one binding
+     * (only in the other, or only in MIG mode), the mode may be what keeps this request, not
+     * taken units: the nodes' cells tell. */
+    if (!s->pool_gpus[c * 2 + BINDING_HOST] || !s->pool_gpus[c * 2 + BINDING_VFIO])
+        return -1;
     return unsure ? -1 : SCHED_REASON_NO_CAPACITY;
 }
 

@@ -169,8 +169,29 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     return 0;
 }
 
-/* Each node's diagnosis cells: at its position in each class's list, equal to its pools. */
+static unsigned mig_gpus_of(const Node *n, int c) {
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_devices; i++)
+        k += n->devices[i].cls == c && n->devices[i].mig_enabled;
+    return k;
+}
+
+/* Each node's diagnosis cells: at its position in each class's list, equal to its pools; and
+ * the fleet's GPUs per pool, the sum of the live nodes' pool totals. */
 static int check_cells(const Sched *s, Error *err) {
+    size_t n_pools = s->cat->n_classes * _BINDING_MAX;
+    uint32_t *sum = calloc(MAX(n_pools, 1), sizeof(uint32_t));
+    if (!sum)
+        return error_set(err, -ENOMEM, "out of memory");
+    for (size_t k = 0; k < s->n_order; k++) {
+        const Node *n = &s->nodes[s->order[k]];
+        for (unsigned p = 0; p < n->n_pools && n->alive; p++)
+            sum[n->pools[p].pool] += n->pools[p].total;
+    }
+    bool same = memcmp(sum, s->pool_gpus, n_pools * sizeof(uint32_t)) == 0;
+    free(sum);
+    if (!same)
+        return error_set(err, -EUCLEAN, "the fleet's GPU count per class and binding is stale");
     for (size_t c = 0; c < s->cat->n_classes; c++)
         for (uint32_t i = 0; i < s->class_nodes[c]; i++) {
             const Node *n = &s->nodes[s->class_list[c][i]];
@@ -180,7 +201,8 @@ static int check_cells(const Sched *s, Error *err) {
                 int b = pl->pool % 2;
                 if (pl->pool / 2 == (int)c &&
                     (pl->class_pos != i || cell->free[b] != pl->free ||
-                     cell->reset[b] != pl->reset || cell->blocked[b] != pl->blocked ||
+                     cell->mig != mig_gpus_of(n, (int)c) || cell->reset[b] != pl->reset ||
+                     cell->blocked[b] != pl->blocked || cell->total[b] != pl->total ||
                      cell->kata != n->kata || cell->owner != n->owner || cell->site != n->site))
                     return error_set(err, -EUCLEAN,
                                      "node '%s': its diagnosis cell of class %s is stale", n->name,

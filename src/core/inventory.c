@@ -143,6 +143,14 @@ static DiagCell *cell_of(Sched *s, const Node *n, unsigned k) {
     return &s->class_cells[n->pools[k].pool / 2][n->pools[k].class_pos];
 }
 
+/* The GPUs of class c on node n in MIG mode. */
+static uint8_t node_mig_gpus(const Node *n, int c) {
+    uint8_t k = 0;
+    for (unsigned i = 0; i < n->n_devices; i++)
+        k += n->devices[i].cls == c && n->devices[i].mig_enabled;
+    return k;
+}
+
 /* Write node n's cell for class c from its pools (after it moved, or joined the list). */
 static void cell_fill(Sched *s, const Node *n, int c) {
     for (unsigned k = 0; k < n->n_pools; k++) {
@@ -154,6 +162,8 @@ static void cell_fill(Sched *s, const Node *n, int c) {
         cell->free[b] = pl->free;
         cell->reset[b] = pl->reset;
         cell->blocked[b] = pl->blocked;
+        cell->total[b] = pl->total;
+        cell->mig = node_mig_gpus(n, c);
         cell->kata = n->kata;
         cell->owner = n->owner;
         cell->site = n->site;
@@ -168,8 +178,11 @@ void node_refresh(Sched *s, uint32_t ni) {
     if (n->window_counted) /* its totals may change below */
         window_count(s, n, -1, UINT32_MAX);
     n->window_counted = false;
-    for (unsigned k = 0; k < n->n_pools; k++)
+    for (unsigned k = 0; k < n->n_pools; k++) {
+        if (n->gpus_counted)
+            s->pool_gpus[n->pools[k].pool] -= n->pools[k].total;
         n->pools[k].total = 0;
+    }
     for (unsigned i = 0; i < n->n_devices; i++) {
         const Device *d = &n->devices[i];
         for (unsigned k = 0; k < n->n_pools && d->cls >= 0 && !d->mig_enabled; k++)
@@ -177,6 +190,14 @@ void node_refresh(Sched *s, uint32_t ni) {
                 n->pools[k].total++;
                 break;
             }
+    }
+    n->gpus_counted = n->alive;
+    for (unsigned k = 0; k < n->n_pools; k++) {
+        if (n->gpus_counted)
+            s->pool_gpus[n->pools[k].pool] += n->pools[k].total;
+        DiagCell *cell = cell_of(s, n, k);
+        cell->total[n->pools[k].pool % 2] = n->pools[k].total;
+        cell->mig = node_mig_gpus(n, n->pools[k].pool / 2);
     }
     node_refresh_devices(s, ni, UINT32_MAX);
     window_sync(s, ni);

@@ -233,6 +233,10 @@ typedef struct PoolLink {
  * of up to 128 nodes per waiting decision reads small adjacent records, not the nodes. */
 typedef struct DiagCell {
     uint8_t free[_BINDING_MAX], reset[_BINDING_MAX], blocked[_BINDING_MAX];
+    /* Every GPU of the class per binding, busy or not (PoolLink.total), and those in MIG mode:
+     * a node short of GPUs in the binding a request needs waits for a mode switch there, not
+     * for capacity, however many of them are taken (R18). */
+    uint8_t total[_BINDING_MAX], mig;
     bool kata;
     uint32_t owner, site;
 } DiagCell;
@@ -285,6 +289,7 @@ typedef struct Node {
     char *name; /* owned; the key of Sched.node_map */
     char **label_keys, **label_values;
     size_t n_labels;
+    bool gpus_counted; /* its pools' totals are in Sched.pool_gpus (while alive) */
     Device devices[SCHED_NODE_MAX_DEVICES];
 } __attribute__((aligned(64))) Node;
 
@@ -487,8 +492,12 @@ struct Sched {
     uint32_t *class_nodes;
     uint32_t *class_blocked;
     uint32_t *class_mig_blocked; /* per card class: MIG-on GPUs cordoned, quarantined or off */
-    uint32_t **class_list;       /* per card class: the nodes that have it */
-    DiagCell **class_cells;      /* per card class: one cell per node of class_list, same order */
+    /* Per pool (class * 2 + binding): the GPUs of live nodes outside MIG mode, busy or not. A
+     * class with none in one binding leaves a waiting request's reason to a look at the nodes,
+     * since "every unit is taken" would hide that the mode is what keeps it (R18). */
+    uint32_t *pool_gpus;
+    uint32_t **class_list;  /* per card class: the nodes that have it */
+    DiagCell **class_cells; /* per card class: one cell per node of class_list, same order */
     uint32_t *class_list_cap;
     /* Queue positions: a Fenwick tree over arrival seq of the waiting requests. */
     uint32_t *fen;

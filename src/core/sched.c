@@ -38,14 +38,15 @@ Sched *sched_new(const Catalog *catalog) {
     s->class_nodes = calloc(MAX(nc, 1), sizeof(uint32_t));
     s->class_blocked = calloc(MAX(nc, 1), sizeof(uint32_t));
     s->class_mig_blocked = calloc(MAX(nc, 1), sizeof(uint32_t));
+    s->pool_gpus = calloc(MAX(nc, 1) * _BINDING_MAX, sizeof(uint32_t));
     s->class_list = calloc(MAX(nc, 1), sizeof(uint32_t *));
     s->class_cells = calloc(MAX(nc, 1), sizeof(DiagCell *));
     s->class_list_cap = calloc(MAX(nc, 1), sizeof(uint32_t));
     s->class_name_len = calloc(MAX(nc, 1), sizeof(size_t));
     if (!s->class_name_len || !s->class_list || !s->class_cells || !s->class_list_cap ||
-        !s->class_nodes || !s->class_blocked || !s->class_mig_blocked || !s->mig || !s->cq_head ||
-        !s->cq_tail || !s->gang_share || !s->walk_memo || !s->by_memory || !s->mig_rank ||
-        !s->slices_of) {
+        !s->class_nodes || !s->class_blocked || !s->class_mig_blocked || !s->pool_gpus || !s->mig ||
+        !s->cq_head || !s->cq_tail || !s->gang_share || !s->walk_memo || !s->by_memory ||
+        !s->mig_rank || !s->slices_of) {
         sched_free(s);
         return NULL;
     }
@@ -119,6 +120,7 @@ void sched_free(Sched *s) {
     free(s->class_nodes);
     free(s->class_blocked);
     free(s->class_mig_blocked);
+    free(s->pool_gpus);
     free(s->cq_head);
     free(s->cq_tail);
     free(s->gang_share);

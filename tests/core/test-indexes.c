@@ -187,8 +187,10 @@ Test(indexes, r3_a_mode_switch_moves_the_gpu_total_a_reservation_reads) {
 }
 
 /* R18: a waiting request's reason, found afresh when asked, follows the class's capacity
- * through the diagnosis cells: free GPUs only in the other mode, then none, then again. A
- * cordoned idle GPU makes the diagnosis look at the nodes instead of the index summary. */
+ * through the diagnosis cells: free GPUs, then none, then cordoned ones. A cordoned idle GPU
+ * makes the diagnosis look at the nodes' cells instead of the index summary. A VM on these
+ * container nodes is told the mode, whatever their GPUs are doing: no GPU here is ever in the
+ * binding it needs, so the mode is what, removed, would let it run. */
 Test(indexes, r18_a_waiting_reason_follows_capacity_and_cordons_through_the_cells) {
     trusted_dc("alice");
     fx_gpu_node(.name = "c1", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
@@ -207,19 +209,25 @@ Test(indexes, r18_a_waiting_reason_follows_capacity_and_cordons_through_the_cell
     const char *jobs[] = {"j0", "j1", "j2"}; /* the three GPUs that take work */
     for (size_t i = 0; i < 3; i++)
         cr_assert_eq(container(jobs[i], "alice", 1).kind, DECISION_PLACED);
-    /* The idle GPUs left are cordoned host ones: not taken, so not "every unit is taken", and
-     * not free in the other mode either: the cordon is named. */
+    /* The idle GPUs left are cordoned: not taken, so not "every unit is taken" for a
+     * container, which the cordon keeps; the VM is still kept by the mode. */
+    Decision w = container("w", "alice", 1);
+    cr_assert_eq(w.kind, DECISION_WAITING, "%s", w.message);
+    cr_assert_eq(w.reason, SCHED_REASON_CORDONED, "%s", w.message);
     vm = decision_of("vm");
-    cr_assert_eq(vm.reason, SCHED_REASON_CORDONED, "%s", vm.message);
+    cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "%s", vm.message);
+    /* Uncordoned, the GPU goes to the waiting container; then every GPU that takes work is
+     * taken. */
     cr_assert_eq(sched_device_set_cordoned(fx, "c1", 3, false, 0, &err), 0, "%s", err.message);
-    vm = decision_of("vm");
-    cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "the uncordoned GPU: %s", vm.message);
+    cr_assert_eq(decision_of("w").kind, DECISION_PLACED);
+    cr_assert_eq(sched_device_set_cordoned(fx, "c2", 0, false, 0, &err), 0, "%s", err.message);
     cr_assert_eq(container("j3", "alice", 1).kind, DECISION_PLACED);
+    Decision x = container("x", "alice", 1);
+    cr_assert_eq(x.reason, SCHED_REASON_NO_CAPACITY, "%s", x.message);
     vm = decision_of("vm");
-    cr_assert_eq(vm.reason, SCHED_REASON_CORDONED, "%s", vm.message);
+    cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "taken or not: %s", vm.message);
     fx_release("j1");
-    vm = decision_of("vm");
-    cr_assert_eq(vm.reason, SCHED_REASON_MODE_MISMATCH, "a GPU freed: %s", vm.message);
+    cr_assert_eq(decision_of("x").kind, DECISION_PLACED, "the freed GPU went to x");
 }
 
 /* R18 and R7: a lab node whose GPUs are split 4 host / 4 passthrough cannot hold an 8-GPU

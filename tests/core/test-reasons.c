@@ -414,11 +414,12 @@ Test(reasons, r18_a_whole_gpu_kept_only_by_mig_mode_is_told_so) {
     Decision d = fx_req(.id = "w", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
     cr_assert(strstr(d.message, "MIG off"), "%s", d.message);
-    /* Once the GPU holds a slice, turning MIG off would not free it: every unit is taken. */
+    /* Once the GPU holds a slice, the slice's end alone would not let it run either: MIG on
+     * is what always has to go, and is named (R18). */
     d = fx_req(.id = "s", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100_1G);
     cr_assert_eq(d.kind, DECISION_PLACED, "%s", d.message);
     cr_assert_eq(sched_request_decision(fx, "w", &d), 0);
-    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
 }
 
 /* The only GPU of the class is idle on a cordoned node in the other mode: nothing is taken,
@@ -525,9 +526,12 @@ Test(reasons, r18_the_fleet_summary_follows_nodes_that_join_and_leave) {
     d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
     expect(&d, DECISION_REFUSED, SCHED_REASON_NO_KATA);
     cr_assert_eq(sched_node_set_capabilities(fx, "c1", true, false, 0, &err), 0, "%s", err.message);
+    /* bob's container needs Kata on VFIO GPUs, and c1's one GPU is on its host driver: the
+     * mode keeps him, while own holds the GPU and after (R18: the release alone would not
+     * let him run). */
     d = fx_req(.id = "b", .user = "bob", .kind = WORKLOAD_CONTAINER, .class_name = H100);
-    expect(&d, DECISION_WAITING, SCHED_REASON_NO_CAPACITY);
-    fx_release("own"); /* then only the mode is in the way */
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+    fx_release("own");
     cr_assert_eq(sched_request_decision(fx, "b", &d), 0);
     expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
 }
@@ -638,4 +642,17 @@ Test(reasons, r18_a_waiting_gang_is_told_it_needs_its_gpus_free_on_one_node) {
     cr_assert(strstr(d.message, "has 2 cores free at once"), "%s", d.message);
     fx_release("one");
     expect_placed("gang");
+}
+
+/* R18: the class's only GPU is in MIG mode and cordoned, and nothing is allocated anywhere:
+ * never "every unit is taken"; the mode (MIG on) is what always has to go for a whole GPU. */
+Test(reasons, r18_a_whole_gpu_request_facing_only_a_cordoned_mig_gpu_is_not_told_taken) {
+    dc();
+    fx_gpu_node(.name = "m", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 1, .kata = true, .mig_in_kata = true, .mig_enabled = true);
+    cr_assert_eq(sched_node_set_cordoned(fx, "m", true, 0, &err), 0, "%s", err.message);
+    Decision d = fx_req(.id = "w", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(d.kind, DECISION_WAITING, "%s", d.message);
+    cr_assert_neq(d.reason, SCHED_REASON_NO_CAPACITY, "%s", d.message);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
 }
