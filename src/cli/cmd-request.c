@@ -43,6 +43,10 @@ static const char usage[] =
         "  --timeout D       with --wait (implied): give up waiting after D (90s, 15m, 2h) with\n"
         "                    exit code 6; the request stays queued until cancelled\n\n";
 
+/* How long --wait waits out a control plane that does not answer (a restart) before it
+ * gives up, saying the request stays queued. */
+#define REQUEST_AWAY_MAX_MS 120000
+
 typedef struct CreateArgs {
     json_t *body;
     const char *key;
@@ -196,6 +200,7 @@ static int create(RemoteOpts *o, CreateArgs *a) {
     }
     /* A terminal gets one line redrawn in place; a pipe or file one line per change. */
     bool redraw = !o->json && isatty(STDOUT_FILENO), drawn = false, feeding = false;
+    int64_t away_ms = 0; /* how long the server has not answered the wait */
     FeedWait feed;
     char id[24] = "";
     if (r == EXIT_OK)
@@ -252,10 +257,22 @@ static int create(RemoteOpts *o, CreateArgs *a) {
         }
         if (fr < 0 && interrupted)
             continue;
+        /* A restart of the control plane (a long-poll cut off, refused connections, the
+         * drain's 503) is waited out, as the request outlives it (R16). */
+        if (fr < 0 && (fr == -ECONNREFUSED || fr == -EIO || status == 503) &&
+            away_ms < REQUEST_AWAY_MAX_MS) {
+            if (!away_ms)
+                fprintf(stderr, "einsora: the server is away (%s); waiting for it to answer\n",
+                        fr == -EPROTO ? "restarting" : error_message(&err));
+            nanosleep(&(struct timespec){1, 0}, NULL);
+            away_ms += 1000;
+            continue;
+        }
         if (fr < 0) {
             r = feed_wait_fail(fr, status, &err);
             break;
         }
+        away_ms = 0;
         /* A quiet long-poll off a terminal (30 s) reads it once anyway: a change that
          * publishes no event, such as the fallback opening, still shows. */
         if (news == FEED_OTHER || (news == FEED_QUIET && redraw))
@@ -269,6 +286,11 @@ static int create(RemoteOpts *o, CreateArgs *a) {
     client_free(cl);
     if (drawn)
         putchar('\n');
+    if (r == EXIT_UNREACHABLE && a->wait && id[0])
+        fprintf(stderr,
+                "einsora: request %s stays queued; see it with `einsora request show %s`, "
+                "cancel it with `einsora request cancel %s`\n",
+                id, id, id);
     if (r != EXIT_OK)
         return r;
     r = exit_for(q, a->wait);

@@ -429,3 +429,48 @@ Test(cli_edges, r16_events_follow_goes_on_across_a_server_restart) {
     cr_expect(strstr(text, "request.submitted"), "%s", text);
     free(text);
 }
+
+/* R16: `request create --wait` outlives a crash and restart of the control plane: the wait
+ * goes on once the server answers again, and ends with the placement made after it. */
+Test(cli_edges, r16_request_wait_goes_on_across_a_server_crash) {
+    char out_path[] = "/tmp/einsora-wait-XXXXXX";
+    int out = mkstemp(out_path);
+    cr_assert(out >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(out, 1);
+        execl(EINSORA_BIN, EINSORA_BIN, "request", "create", "--kind", "container", "--class",
+              "nvidia-h100-80gb", "--wait-for-nodes", "--wait", "--json", "--server", ts.url,
+              "--token", ts.admin, NULL);
+        _exit(127);
+    }
+    close(out);
+    /* Once the request is stored and its wait parked in the feed's long-poll. */
+    bool parked = false;
+    for (int i = 0; i < 600 && !parked; i++) { /* a deadline, not a measure: 60 s */
+        char *m = ts_metrics(&ts);
+        parked = m && strstr(m, "\neinsora_parked_long_polls 1");
+        free(m);
+        if (!parked)
+            nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    cr_assert(parked, "the wait never parked in its long-poll");
+    ts_kill(&ts, true);
+    nanosleep(&(struct timespec){1, 500 * 1000 * 1000}, NULL); /* away a while */
+    ts_respawn_same_port(&ts);
+    ts_add_h100_node(&ts, "n1", "root", 1); /* the token's user owns it: runs at once */
+    int status = -1;
+    for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++) /* deadline: 60 s */
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    if (waitpid(pid, NULL, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    char *text = slurp(out_path);
+    unlink(out_path);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the wait ended with %d: %s", status,
+              text);
+    cr_expect(strstr(text, "\"placed\""), "%s", text);
+    free(text);
+}
