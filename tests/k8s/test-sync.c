@@ -588,12 +588,17 @@ Test(k8s_sync, r4_operator_that_never_converges_fails_the_switch_cordoned_until_
     json_decref(cp);
 }
 
-static bool relabeled(const void *arg) {
-    json_t *n = k8s_node(arg);
+/* Whether the Kubernetes node's mode label is `mode`. */
+static bool labeled_as(const char *node, const char *mode) {
+    json_t *n = k8s_node(node);
     const char *l = label(n, "nvidia.com/gpu.workload.config");
-    bool ok = l && strcmp(l, "vm-passthrough") == 0;
+    bool ok = l && strcmp(l, mode) == 0;
     json_decref(n);
     return ok;
+}
+
+static bool relabeled(const void *arg) {
+    return labeled_as(arg, "vm-passthrough");
 }
 
 Test(k8s_sync, r4_watch_410_gone_mid_switch_relists) {
@@ -1220,11 +1225,7 @@ Test(k8s_sync, r3_a_served_node_with_an_unknown_or_missing_mode_label_is_shown_s
 }
 
 static bool labeled_container(const void *arg) {
-    json_t *n = k8s_node(arg);
-    const char *l = label(n, "nvidia.com/gpu.workload.config");
-    bool ok = l && strcmp(l, "container") == 0;
-    json_decref(n);
-    return ok;
+    return labeled_as(arg, "container");
 }
 
 /* R3: a node without the label has no mode, not the GPU Operator's default "container": the

@@ -377,6 +377,53 @@ Test(cli_edges, bad_input_server_text_never_reaches_a_terminal_with_its_control_
     free(out), free(err);
 }
 
+/* Runs `einsora ARGS...` in the background with its stdout into a fresh file (*out_path, a
+ * mkstemp template); returns its pid. */
+static pid_t spawn_cli(char *out_path, const char *const *argv) {
+    int out = mkstemp(out_path);
+    cr_assert(out >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(out, 1);
+        execv(EINSORA_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    close(out);
+    return pid;
+}
+
+/* Waits until the server holds one parked long-poll (a deadline, not a measure: 60 s). */
+static bool one_long_poll_parked(void) {
+    for (int i = 0; i < 600; i++) {
+        char *m = ts_metrics(&ts);
+        bool parked = m && strstr(m, "\neinsora_parked_long_polls 1");
+        free(m);
+        if (parked)
+            return true;
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
+/* The CLI ended well (killed after a 60 s deadline) and printed `want`; its stdout file is
+ * removed. */
+static void expect_cli_printed(pid_t pid, const char *out_path, const char *want) {
+    int status = -1;
+    for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++)
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    if (waitpid(pid, NULL, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    char *text = slurp(out_path);
+    unlink(out_path);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the CLI ended with %d: %s", status,
+              text);
+    cr_expect(strstr(text, want), "%s", text);
+    free(text);
+}
+
 /* `events --follow` outlives a planned restart of the server: the 503 of its drain and the
  * refused connections after it are waited out, and the follow goes on from its cursor. */
 Test(cli_edges, r16_events_follow_goes_on_across_a_server_restart) {
@@ -387,90 +434,34 @@ Test(cli_edges, r16_events_follow_goes_on_across_a_server_restart) {
              (long long)json_integer_value(json_object_get(j, "next")));
     json_decref(j);
     char out_path[] = "/tmp/einsora-follow-XXXXXX";
-    int out = mkstemp(out_path);
-    cr_assert(out >= 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(out, 1);
-        execl(EINSORA_BIN, EINSORA_BIN, "events", "--follow", "--json", "--limit", "1", "--after",
-              after, "--server", ts.url, "--token", ts.admin, NULL);
-        _exit(127);
-    }
-    close(out);
+    pid_t pid = spawn_cli(out_path, (const char *[]){EINSORA_BIN, "events", "--follow", "--json",
+                                                     "--limit", "1", "--after", after, "--server",
+                                                     ts.url, "--token", ts.admin, NULL});
     /* Restarted once the follow waits in its long-poll (the feed's first pages are read before
      * it, and a server away then is an error, as for any other call). */
-    bool parked = false;
-    for (int i = 0; i < 600 && !parked; i++) { /* a deadline, not a measure: 60 s */
-        char *m = ts_metrics(&ts);
-        parked = m && strstr(m, "\neinsora_parked_long_polls 1");
-        free(m);
-        if (!parked)
-            nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
-    }
-    cr_assert(parked, "the follow never waited in its long-poll");
+    cr_assert(one_long_poll_parked(), "the follow never waited in its long-poll");
     ts_kill(&ts, false);
     ts_respawn_same_port(&ts);
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
                          "{\"kind\":\"container\",\"class\":\"cpu\",\"wait_for_nodes\":true}",
                          NULL),
                  201);
-    int status = -1;
-    for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++) /* deadline: 60 s */
-        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
-    if (waitpid(pid, NULL, WNOHANG) == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-    char *text = slurp(out_path);
-    unlink(out_path);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the follow ended with %d: %s", status,
-              text);
-    cr_expect(strstr(text, "request.submitted"), "%s", text);
-    free(text);
+    expect_cli_printed(pid, out_path, "request.submitted");
 }
 
 /* R16: `request create --wait` outlives a crash and restart of the control plane: the wait
  * goes on once the server answers again, and ends with the placement made after it. */
 Test(cli_edges, r16_request_wait_goes_on_across_a_server_crash) {
     char out_path[] = "/tmp/einsora-wait-XXXXXX";
-    int out = mkstemp(out_path);
-    cr_assert(out >= 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(out, 1);
-        execl(EINSORA_BIN, EINSORA_BIN, "request", "create", "--kind", "container", "--class",
-              "nvidia-h100-80gb", "--wait-for-nodes", "--wait", "--json", "--server", ts.url,
-              "--token", ts.admin, NULL);
-        _exit(127);
-    }
-    close(out);
+    pid_t pid = spawn_cli(
+            out_path, (const char *[]){EINSORA_BIN, "request", "create", "--kind", "container",
+                                       "--class", "nvidia-h100-80gb", "--wait-for-nodes", "--wait",
+                                       "--json", "--server", ts.url, "--token", ts.admin, NULL});
     /* Once the request is stored and its wait parked in the feed's long-poll. */
-    bool parked = false;
-    for (int i = 0; i < 600 && !parked; i++) { /* a deadline, not a measure: 60 s */
-        char *m = ts_metrics(&ts);
-        parked = m && strstr(m, "\neinsora_parked_long_polls 1");
-        free(m);
-        if (!parked)
-            nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
-    }
-    cr_assert(parked, "the wait never parked in its long-poll");
+    cr_assert(one_long_poll_parked(), "the wait never parked in its long-poll");
     ts_kill(&ts, true);
     nanosleep(&(struct timespec){1, 500 * 1000 * 1000}, NULL); /* away a while */
     ts_respawn_same_port(&ts);
     ts_add_h100_node(&ts, "n1", "root", 1); /* the token's user owns it: runs at once */
-    int status = -1;
-    for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++) /* deadline: 60 s */
-        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
-    if (waitpid(pid, NULL, WNOHANG) == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-    char *text = slurp(out_path);
-    unlink(out_path);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the wait ended with %d: %s", status,
-              text);
-    cr_expect(strstr(text, "\"placed\""), "%s", text);
-    free(text);
+    expect_cli_printed(pid, out_path, "\"placed\"");
 }
