@@ -701,8 +701,10 @@ int machine_discover(const DiscoverOptions *o, MachineInventory **ret, Error *er
     /* Without its device nodes the agent would see no holder of any GPU (R7) and no AMD
      * render node: a --dev-root that is not there is a mistake, not a machine without them. */
     struct stat st;
-    if (o->dev_root && (stat(p.dev, &st) < 0 || !S_ISDIR(st.st_mode)))
+    if (o->dev_root && stat(p.dev, &st) < 0)
         return error_set(err, -ENOENT, "--dev-root %s: no such directory", p.dev);
+    if (o->dev_root && !S_ISDIR(st.st_mode))
+        return error_set(err, -ENOTDIR, "--dev-root %s is not a directory", p.dev);
     _cleanup_(machine_inventory_freep) MachineInventory *inv = calloc(1, sizeof(*inv));
     if (!inv)
         return error_set(err, -ENOMEM, "out of memory");

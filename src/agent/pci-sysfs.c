@@ -14,10 +14,16 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
+/* A root as given, without trailing slashes ("/dev/" is "/dev", "/" stays): every path is
+ * built as ROOT/..., and a holder's "/dev/nvidia0" must compare equal to what is built. */
 static int copy_path(char *dst, const char *src) {
-    if (strlen(src) >= PATH_MAX)
+    size_t n = strlen(src);
+    if (n >= PATH_MAX)
         return -ENAMETOOLONG;
-    strcpy(dst, src);
+    while (n > 1 && src[n - 1] == '/')
+        n--;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
     return 0;
 }
 

@@ -158,8 +158,10 @@ static int parse_args(int argc, char **argv, Args *a) {
     if (host_paths_init(&a->rc.bind.paths, a->sysfs, a->proc, a->dev) < 0)
         return fail(EXIT_USAGE, "agent %s: a root folder path is too long", a->sub);
     struct stat st; /* without its device nodes no holder of the GPU would be seen (R7) */
-    if (a->dev && (stat(a->dev, &st) < 0 || !S_ISDIR(st.st_mode)))
+    if (a->dev && stat(a->dev, &st) < 0)
         return fail(EXIT_USAGE, "agent %s: --dev-root %s: no such directory", a->sub, a->dev);
+    if (a->dev && !S_ISDIR(st.st_mode))
+        return fail(EXIT_USAGE, "agent %s: --dev-root %s is not a directory", a->sub, a->dev);
     return -1; /* go on */
 }
 

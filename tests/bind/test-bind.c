@@ -315,6 +315,11 @@ Test(bind, r7_a_holder_naming_slash_dev_is_seen_whatever_the_dev_root) {
     cr_assert_eq(unlink(fd), 0);
     cr_assert_eq(symlink("/dev/nvidia0", fd), 0);
     expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "python3 (pid 4244) holds");
+    /* A root given with a trailing slash is the same root: the holder still counts. */
+    char slash[PATH_MAX + 2];
+    snprintf(slash, sizeof(slash), "%s/", f.k.dev);
+    cr_assert_eq(host_paths_init(&f.o.paths, f.k.sysfs, f.k.proc, slash), 0);
+    expect_refusal(&f, GPU, BIND_TO_VFIO, -EBUSY, "python3 (pid 4244) holds");
     fixture_teardown(&f);
 }
 
