@@ -99,6 +99,11 @@ static void diag_whole(const Sched *s, const Req *r, const DiagCell *cell, int c
         return;
     }
     dg->allowed = true;
+    /* A node with fewer GPUs of the class than the request asks, in any binding or mode, can
+     * never run it: nothing removed there would let it run, so it names no blocker (a fleet
+     * of only such nodes refuses the request at submit, R18). */
+    if ((unsigned)(cell->total[0] + cell->total[1] + cell->mig) < r->count)
+        return;
     uint32_t b = 0;
     /* Idle GPUs of the class: in the wanted binding free, waiting for a reset check (R9) or
      * taking no work; in the other binding, those that take work (free or reset pending). */
@@ -313,11 +318,6 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
             }
             unsure = unsure || !other;
         }
-        /* A site with per-GPU bindings (R7) may split a node's GPUs of the class between
-         * them: a gang might fit both parts together, which only a look at the nodes sees. */
-        unsure = unsure || (r->count > 1 && site->kind != SITE_DATACENTER &&
-                            pool_buckets_from(site, c * 2 + BINDING_HOST, 1) &&
-                            pool_buckets_from(site, c * 2 + BINDING_VFIO, 1));
     }
     /* A node of the user's own with room (its pool rows, when built, say so without a look
      * at the nodes). */
@@ -336,6 +336,11 @@ static int diagnose_fast(const Sched *s, const Req *r, int c) {
      * (only in the other, or only in MIG mode), the mode may be what keeps this request, not
      * taken units: the nodes' cells tell. */
     if (!s->pool_gpus[c * 2 + BINDING_HOST] || !s->pool_gpus[c * 2 + BINDING_VFIO])
+        return -1;
+    /* A gang: the nodes that have enough GPUs of the class may have them in the other binding
+     * (a whole node in the other mode, or a lab node's GPUs split between bindings, R7), busy
+     * or not, which only a look at the nodes' cells sees. */
+    if (r->count > 1)
         return -1;
     return unsure ? -1 : SCHED_REASON_NO_CAPACITY;
 }

@@ -656,3 +656,39 @@ Test(reasons, r18_a_whole_gpu_request_facing_only_a_cordoned_mig_gpu_is_not_told
     cr_assert_neq(d.reason, SCHED_REASON_NO_CAPACITY, "%s", d.message);
     expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
 }
+
+/* R18: a VM gang of two, with one passthrough GPU on a node too small for it and two GPUs on
+ * a container node, one of them taken: the release alone would not let it run, the mode
+ * would; the small node names nothing, since nothing removed there lets it run. The same on a
+ * lab machine whose GPUs are split between the bindings (R7), the host one taken. */
+Test(reasons, r18_a_gang_kept_by_the_mode_is_told_the_mode_even_with_gpus_taken) {
+    dc();
+    sched_site_trust(fx, "dc", "ops", true, NULL);
+    fx_gpu_node(.name = "n1", .site = "dc", .owner = "ops", .mode = "vm-passthrough", .cls = H100,
+                .gpus = 1, .binding = BINDING_VFIO);
+    fx_gpu_node(.name = "n2", .site = "dc", .owner = "ops", .mode = "container", .cls = H100,
+                .gpus = 2);
+    Decision c = fx_req(.id = "c", .user = "ops", .kind = WORKLOAD_CONTAINER, .class_name = H100);
+    cr_assert_eq(c.kind, DECISION_PLACED, "%s", c.message);
+    Decision d =
+            fx_req(.id = "vm", .user = "ops", .kind = WORKLOAD_VM, .class_name = H100, .count = 2);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+    fx_release("c");
+    cr_assert_eq(sched_request_decision(fx, "vm", &d), 0);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+
+    fx_site("lab", SITE_LAB);
+    DeviceSpec devs[2] = {{.class_name = H200, .binding = BINDING_HOST},
+                          {.class_name = H200, .binding = BINDING_VFIO}};
+    NodeSpec spec = {.name = "lab1",
+                     .site = "lab",
+                     .owner = "amy",
+                     .cpu_cores = 8,
+                     .devices = devs,
+                     .n_devices = 2};
+    cr_assert_eq(sched_add_node(fx, &spec, 0, &err), 0, "%s", err.message);
+    c = fx_req(.id = "lc", .user = "amy", .kind = WORKLOAD_CONTAINER, .class_name = H200);
+    cr_assert_eq(c.kind, DECISION_PLACED, "%s", c.message);
+    d = fx_req(.id = "lvm", .user = "amy", .kind = WORKLOAD_VM, .class_name = H200, .count = 2);
+    expect(&d, DECISION_WAITING, SCHED_REASON_MODE_MISMATCH);
+}
