@@ -7,9 +7,11 @@ Text reason_text(SchedReason r) {
     case SCHED_REASON_NO_CAPACITY:
         return TEXT("every unit that this user may use is taken; it waits for one to free");
     case SCHED_REASON_MODE_MISMATCH:
-        return TEXT("free GPUs exist only in the other mode (container vs VM, or MIG off); "
-                    "placement never switches a node for one request (R3, R5, R7), an operator's "
-                    "switch does (einsora node mode)");
+        return TEXT("the GPUs that could run it are in the other mode, free or not (for "
+                    "containers where it needs VFIO: a VM, or a stranger's container under Kata; "
+                    "for VMs where it needs a container; or MIG on where it needs MIG off); "
+                    "placement never switches a node for one request (R3, R5, R7), an "
+                    "operator's switch does (einsora node mode)");
     case SCHED_REASON_OWNER_ONLY:
         return TEXT("only the machine's owner may use it: an owner-only class, a Mac's GPU, or "
                     "native processes on a Mac (R10)");
