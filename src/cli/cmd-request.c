@@ -279,7 +279,27 @@ static int create(RemoteOpts *o, CreateArgs *a) {
             continue;
         char path[64];
         snprintf(path, sizeof(path), "/v1/requests/%s", id);
-        json_decref(q);
+        json_t *now_q = NULL;
+        long st = 0;
+        Error e = {0};
+        int cr = client_call(cl, "GET", path, NULL, NULL, &st, &now_q, &e);
+        if (cr >= 0 && st == 200 && json_is_object(now_q)) {
+            json_decref(q);
+            q = now_q;
+            continue;
+        }
+        json_decref(now_q);
+        /* The server going away between the feed and this read: waited out as above. */
+        if ((cr == -ECONNREFUSED || cr == -EIO || (cr >= 0 && st == 503)) &&
+            away_ms < REQUEST_AWAY_MAX_MS) {
+            if (!away_ms)
+                fprintf(stderr, "einsora: the server is away (%s); waiting for it to answer\n",
+                        cr >= 0 ? "restarting" : error_message(&e));
+            nanosleep(&(struct timespec){1, 0}, NULL);
+            away_ms += 1000;
+            continue;
+        }
+        json_decref(q); /* asked once more for the usual sentence and exit code */
         q = NULL;
         r = remote_call_on(cl, "GET", path, NULL, NULL, &q);
     }

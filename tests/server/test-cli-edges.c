@@ -449,9 +449,10 @@ Test(cli_edges, r16_events_follow_goes_on_across_a_server_restart) {
     expect_cli_printed(pid, out_path, "request.submitted");
 }
 
-/* R16: `request create --wait` outlives a crash and restart of the control plane: the wait
- * goes on once the server answers again, and ends with the placement made after it. */
-Test(cli_edges, r16_request_wait_goes_on_across_a_server_crash) {
+/* R16: `request create --wait` outlives a crash (hard) or a planned restart of the control
+ * plane (its drain answers 503 to what comes meanwhile): the wait goes on once the server
+ * answers again, and ends with the placement made after it. */
+static void request_wait_across_a_restart(bool hard) {
     char out_path[] = "/tmp/einsora-wait-XXXXXX";
     pid_t pid = spawn_cli(
             out_path, (const char *[]){EINSORA_BIN, "request", "create", "--kind", "container",
@@ -459,9 +460,17 @@ Test(cli_edges, r16_request_wait_goes_on_across_a_server_crash) {
                                        "--json", "--server", ts.url, "--token", ts.admin, NULL});
     /* Once the request is stored and its wait parked in the feed's long-poll. */
     cr_assert(one_long_poll_parked(), "the wait never parked in its long-poll");
-    ts_kill(&ts, true);
+    ts_kill(&ts, hard);
     nanosleep(&(struct timespec){1, 500 * 1000 * 1000}, NULL); /* away a while */
     ts_respawn_same_port(&ts);
     ts_add_h100_node(&ts, "n1", "root", 1); /* the token's user owns it: runs at once */
     expect_cli_printed(pid, out_path, "\"placed\"");
+}
+
+Test(cli_edges, r16_request_wait_goes_on_across_a_server_crash) {
+    request_wait_across_a_restart(true);
+}
+
+Test(cli_edges, r16_request_wait_goes_on_across_a_planned_server_restart) {
+    request_wait_across_a_restart(false);
 }
