@@ -76,6 +76,14 @@ static Acc *tally(const Sched *s) {
                             d->quarantined, down || d->cordoned);
                 continue;
             }
+            /* A GPU in MIG mode whose class lists no MIG profile offers no slice: it is still
+             * one of the class's GPUs, counted as a whole one that takes no work until MIG is
+             * off (R6, R8: shown, never dropped). */
+            if (d->mig_enabled && s->cat->classes[d->cls].n_mig_profiles == 0) {
+                count_units(&acc[slot(s, d->cls, n->site, CAPACITY_CONTAINER)], 1, d->n_allocs > 0,
+                            d->quarantined, true);
+                continue;
+            }
             if (d->mig_enabled) {
                 count_mig(s, n, d, acc, n->site);
                 continue;

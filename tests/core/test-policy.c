@@ -224,10 +224,13 @@ Test(policy, r8_a_mig_on_gpu_the_catalog_has_no_profiles_for_is_shown_not_offere
     Decision d = fx_req(.id = "c", .user = "amy", .kind = WORKLOAD_CONTAINER,
                         .class_name = "nvidia-rtx-4090");
     cr_assert_neq(d.kind, DECISION_PLACED, "%s", d.message);
+    /* Counted, as a GPU of its class that takes no work until MIG is off (R6). */
     CapacityRow row;
     cr_assert_eq(sched_capacity_class(fx, "nvidia-rtx-4090", NULL, CAPACITY_CONTAINER, &row, &err),
                  0, "%s", err.message);
+    cr_assert_eq(row.total, 1);
     cr_assert_eq(row.free, 0);
+    cr_assert_eq(row.cordoned, 1);
 }
 
 Test(policy, r8_class_without_devices_has_zero_capacity) {
