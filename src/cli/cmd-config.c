@@ -249,11 +249,10 @@ static const char login_usage[] =
         "  -h, --help          show this help\n";
 
 int verb_login(int argc, char **argv) {
-    static const struct option opts[] = {{"server", required_argument, NULL, 's'},
-                                         {"token-file", required_argument, NULL, 't'},
-                                         {"context", required_argument, NULL, 'c'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {}};
+    static const struct option opts[] = {
+            {"server", required_argument, NULL, 's'}, {"token-file", required_argument, NULL, 't'},
+            {"token", required_argument, NULL, 'T'},  {"context", required_argument, NULL, 'c'},
+            {"help", no_argument, NULL, 'h'},         {}};
     StrBuf servers = {0};
     const char *token_file = NULL, *name = NULL;
     int c;
@@ -267,6 +266,13 @@ int verb_login(int argc, char **argv) {
         case 't':
             token_file = optarg;
             break;
+        case 'T':
+            /* Not a prefix of --token-file: the secret itself, which a context never holds
+             * (and an error must never echo). */
+            strbuf_done(&servers);
+            return fail(EXIT_USAGE, "login: --token takes no token here: save it in a file "
+                                    "only you can read and give --token-file FILE (a context "
+                                    "keeps the file's path, never the token)");
         case 'c':
             name = optarg;
             break;

@@ -501,3 +501,20 @@ Test(cli_help, bad_input_serve_store_retention_shorter_than_retention_is_usage) 
     free(out), free(err);
     rmdir(dir);
 }
+
+/* `login --token T` (or `einsora --token T login`) is not --token-file by prefix: the secret
+ * is never taken for a file name, nor echoed in the error. */
+Test(cli_help, bad_input_cli_login_refuses_a_token_without_echoing_it) {
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(run_einsora(&out, &err, "login", "--server", "http://127.0.0.1:1", "--token",
+                             "ens_not_for_the_screen", NULL),
+                 2);
+    cr_expect(strstr(err, "--token-file FILE"), "%s", err);
+    cr_expect_null(strstr(err, "ens_not_for_the_screen"), "%s", err);
+    free(out), free(err);
+    cr_expect_eq(run_einsora(&out, &err, "--token", "ens_not_for_the_screen", "login", "--server",
+                             "http://127.0.0.1:1", NULL),
+                 2);
+    cr_expect_null(strstr(err, "ens_not_for_the_screen"), "%s", err);
+    free(out), free(err);
+}
