@@ -43,22 +43,23 @@ static PciIds *load_pci_ids_or_warn(const char *path) {
  * skip the reset cycle check before passthrough (and may claim MIG profiles such a card does
  * not have). The operator decides; the check says what it sees. */
 static void warn_consumer_unmarked(const Catalog *cat, const PciIds *ids) {
-    for (size_t i = 0; ids && i < cat->n_classes; i++) {
+    for (size_t i = 0; i < cat->n_classes; i++) {
         const GpuClass *c = &cat->classes[i];
         if (c->consumer || c->vendor != VENDOR_NVIDIA || c->mig_parent)
             continue;
-        for (size_t k = 0; k < c->n_pci; k++) {
+        /* The card's name, by pci.ids or as NVML names it. */
+        const char *geforce = NULL;
+        for (size_t k = 0; ids && k < c->n_pci && !geforce; k++) {
             const char *name = pci_ids_device_name(ids, c->pci[k].vendor, c->pci[k].device);
-            if (!name || !strstr(name, "GeForce"))
-                continue;
-            fprintf(stderr,
-                    "einsora: warning: class %s matches %04x:%04x (%s), a GeForce card, but is "
-                    "not marked consumer: true; it skips the reset check before passthrough "
-                    "(R9)%s\n",
-                    c->name, c->pci[k].vendor, c->pci[k].device, name,
-                    c->n_mig_profiles ? ", and GeForce cards have no MIG" : "");
-            break;
+            geforce = name && strstr(name, "GeForce") ? name : NULL;
         }
+        for (size_t k = 0; k < c->n_nvml_names && !geforce; k++)
+            geforce = strstr(c->nvml_names[k], "GeForce") ? c->nvml_names[k] : NULL;
+        if (geforce)
+            fprintf(stderr,
+                    "einsora: warning: class %s matches %s, a GeForce card, but is not marked "
+                    "consumer: true; it skips the reset check before passthrough (R9)%s\n",
+                    c->name, geforce, c->n_mig_profiles ? ", and GeForce cards have no MIG" : "");
     }
 }
 

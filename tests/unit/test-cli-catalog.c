@@ -142,10 +142,20 @@ Test(cli_catalog, r9_a_geforce_class_not_marked_consumer_is_warned_about) {
             "     container_resource: nvidia.com/gpu, node_selector: a=b}\n");
     char *out = NULL, *err = NULL;
     cr_expect_eq(run_einsora(&out, &err, "catalog", "check", path, NULL), 0, "%s", err);
-    cr_expect(strstr(err, "class my-4090 matches 10de:2684") && strstr(err, "GeForce") &&
+    cr_expect(strstr(err, "class my-4090 matches") && strstr(err, "GeForce RTX 4090") &&
                       strstr(err, "not marked consumer: true"),
               "%s", err);
     free(out), free(err);
+    /* Matched by NVML's name alone: the same. */
+    char *by_name = write_temp_file(
+            "classes:\n"
+            "  - {name: my-4080, vendor: nvidia, match: {nvml: 'NVIDIA GeForce RTX 4080'},\n"
+            "     memory_gb: 16, container_resource: nvidia.com/gpu, node_selector: a=b}\n");
+    cr_expect_eq(run_einsora(&out, &err, "catalog", "check", by_name, NULL), 0, "%s", err);
+    cr_expect(strstr(err, "class my-4080 matches NVIDIA GeForce RTX 4080"), "%s", err);
+    free(out), free(err);
+    unlink(by_name);
+    free(by_name);
     /* The shipped catalog marks its GeForce classes: no warning. */
     cr_expect_eq(run_einsora(&out, &err, "catalog", "check", TEST_DATA "/catalog.yaml", NULL), 0);
     cr_expect_null(strstr(err, "not marked consumer"), "%s", err);
