@@ -288,15 +288,18 @@ static void op_node_put(Server *s, Op *op) {
         return;
     }
     n->spec = a->spec;
+    /* Known before the core gets it: a waiting request the core places on the new node at once
+     * (R13, R18 wait_for_nodes) goes into the node's work list, which its agent reads (R17). */
+    if (ptrmap_put(&s->nodes, n->spec.name, n) < 0)
+        abort();
     int r = state_node_add_core(s, &n->spec, &err);
     if (r < 0) {
+        (void)ptrmap_remove(&s->nodes, n->spec.name);
         free(n);
         op_error(op, r == -EEXIST ? 409 : 400, r == -EEXIST ? "conflict" : "bad_request", "%s",
                  error_message(&err));
         return;
     }
-    if (ptrmap_put(&s->nodes, n->spec.name, n) < 0)
-        abort();
     state_node_mig_reserved(s, &n->spec);
     (void)save_node(s, n);
     fleet_on_node_put(s, n, op->who->role == ROLE_NODE);

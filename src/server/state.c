@@ -736,10 +736,11 @@ static int load_node(const char *name, const char *text, void *userdata) {
     int r = api_node_parse(text, strlen(text), &n->spec, &err);
     if (r >= 0)
         unclassify_unknown(s, &n->spec);
-    if (r >= 0)
-        r = state_node_add_core(s, &n->spec, &err);
+    /* Known before the core gets it, as a registration does (api-nodes.c). */
     if (r >= 0)
         r = ptrmap_put(&s->nodes, n->spec.name, n);
+    if (r >= 0 && (r = state_node_add_core(s, &n->spec, &err)) < 0)
+        (void)ptrmap_remove(&s->nodes, n->spec.name);
     if (r < 0) {
         free(n);
         return error_set(&s->fatal_err, r, "stored node %s cannot be restored: %s", name,

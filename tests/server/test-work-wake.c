@@ -183,3 +183,37 @@ Test(work_wake, r9_a_long_utf8_quarantine_reason_is_kept_and_the_server_goes_on)
     cr_expect(json_object_get(json_array_get(json_object_get(ga, "devices"), 0), "quarantined"));
     json_decref(ga);
 }
+
+/* The id of the first workload node's work answer lists; 0 when none. */
+static long first_workload(const char *node) {
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/nodes/%s/work", node);
+    json_t *w = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", path, NULL, &w), 200);
+    long id = (long)json_integer_value(
+            json_object_get(json_array_get(json_object_get(w, "workloads"), 0), "id"));
+    json_decref(w);
+    return id;
+}
+
+/* R17: a request waiting for nodes that the core places on a node the moment it registers
+ * is in that node's work, for its agent to start (it was placed and never started); also
+ * after a restart. */
+Test(work_wake, r17_a_request_placed_as_its_node_registers_is_that_nodes_work) {
+    json_t *q = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "POST", "/v1/requests",
+                         "{\"kind\":\"notebook\",\"class\":\"nvidia-h100-80gb\","
+                         "\"wait_for_nodes\":true}",
+                         &q),
+                 201);
+    long id = (long)json_integer_value(json_object_get(q, "id"));
+    json_decref(q);
+    ts_add_h100_node(&ts, "late", "root", 1);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/requests?state=placed", NULL, &q), 200);
+    cr_assert_eq(json_array_size(json_object_get(q, "requests")), 1, "placed on registration");
+    json_decref(q);
+    cr_expect_eq(first_workload("late"), id, "the placement is the new node's work");
+    ts_kill(&ts, false);
+    ts_respawn_same_port(&ts);
+    cr_expect_eq(first_workload("late"), id, "and stays so across a restart");
+}
