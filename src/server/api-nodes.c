@@ -170,6 +170,13 @@ static void op_node_put(Server *s, Op *op) {
                      a->spec.name);
         return;
     }
+    /* An agent classifies with its own copy of the catalog, which may name a class this
+     * server's no longer has (a rolling change of the catalog): the device is shown as
+     * unclassified (R8: never dropped) rather than the node's every push refused while it
+     * heartbeats and takes work it would never be told of. A description by hand with an
+     * unknown class stays an error to fix. */
+    if (op->who->role == ROLE_NODE)
+        state_node_unclassify_unknown(s, &a->spec);
     if (old && op->who->role == ROLE_NODE) {
         /* The site's kind decides internal-only classes (R9) and node modes (R3), as the owner
          * decides owner-only ones (R10): an agent's push keeps the registered site, whatever

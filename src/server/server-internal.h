@@ -260,6 +260,9 @@ void state_apply_decision(Server *s, Req *r, const Decision *d);
 int state_ensure_site(Server *s, const char *site, const char *kind, Error *err);
 void state_trust_user(Server *s, const char *user);
 int state_node_add_core(Server *s, const ApiNode *n, Error *err);
+/* Devices of spec whose class the catalog has not (as a card class) become unclassified (R8):
+ * a stored node after a catalog change, or an agent classifying with an older catalog. */
+void state_node_unclassify_unknown(const Server *s, ApiNode *spec);
 void state_on_placed(void *userdata, const char *request_id, const Decision *d);
 /* Emit the events state_on_placed() held back, in their order, as the system's (the user
  * whose change made room is not named to the one placed). After each op and each timer step

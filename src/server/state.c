@@ -713,7 +713,7 @@ void op_answer_node(Server *s, Op *op, int status, const Node *n) {
  * is shown as unclassified, as a device no class matches is (R8), rather than keeping the
  * whole control plane from starting; a request placed on it still refuses the start, naming
  * the request, since its placement could not be vouched for. */
-static void unclassify_unknown(const Server *s, ApiNode *spec) {
+void state_node_unclassify_unknown(const Server *s, ApiNode *spec) {
     for (size_t i = 0; i < spec->n_devices; i++) {
         ApiDevice *d = &spec->devices[i];
         const GpuClass *c = d->cls[0] ? catalog_find(s->catalog, d->cls) : NULL;
@@ -735,7 +735,7 @@ static int load_node(const char *name, const char *text, void *userdata) {
         return -ENOMEM;
     int r = api_node_parse(text, strlen(text), &n->spec, &err);
     if (r >= 0)
-        unclassify_unknown(s, &n->spec);
+        state_node_unclassify_unknown(s, &n->spec);
     /* Known before the core gets it, as a registration does (api-nodes.c). */
     if (r >= 0)
         r = ptrmap_put(&s->nodes, n->spec.name, n);

@@ -1632,3 +1632,24 @@ Test(api, r3_a_datacenter_node_by_hand_with_a_gpu_off_its_mode_is_refused) {
     cr_expect_str_eq(str(json_array_get(json_object_get(j, "devices"), 0), "binding"), "vfio");
     json_decref(j);
 }
+
+/* R8: an agent classifying with an older catalog names a class this server's catalog no
+ * longer has (a rolling catalog change): its device is taken as unclassified, shown and never
+ * placed, rather than every push refused while the node heartbeats and is handed work. A
+ * description by hand with an unknown class is still refused. */
+Test(api, r8_an_agents_unknown_class_is_shown_unclassified_not_refused) {
+    char *agent = ts_token(&ts, "a", "node", "n7");
+    const char *body = "{\"name\":\"n7\",\"site\":\"lab1\",\"site_kind\":\"lab\",\"platform\":"
+                       "\"linux\",\"owner\":\"ops\",\"cpus\":8,\"devices\":[{\"pci\":"
+                       "\"0000:01:00.0\",\"class\":\"renamed-away\",\"memory_gb\":24}]}";
+    json_t *ans = NULL;
+    cr_assert_eq(ts_call(&ts, ts.admin, "PUT", "/v1/nodes/n7", body, &ans), 400);
+    cr_expect(strstr(str(ans, "message"), "renamed-away"), "%s", str(ans, "message"));
+    json_decref(ans);
+    long st = ts_call(&ts, agent, "PUT", "/v1/nodes/n7", body, &ans);
+    cr_assert(st == 200 || st == 201, "%ld %s", st, str(ans, "message"));
+    json_t *d = json_array_get(json_object_get(ans, "devices"), 0);
+    cr_expect(json_is_true(json_object_get(d, "unclassified")), "the device is shown unclassified");
+    json_decref(ans);
+    free(agent);
+}
