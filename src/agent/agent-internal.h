@@ -23,7 +23,11 @@ typedef struct Agent {
     const AgentConfig *cfg;
     Client *cl;
     Catalog *catalog;
-    char *pushed;  /* the node description last accepted by the control plane */
+    char *pushed; /* the node description last accepted by the control plane */
+    /* The control plane keeps the node as it was, refusing this agent's new description
+     * while workloads run there (409): the node is registered, so it heartbeats and takes
+     * its work meanwhile, its push tried again each turn. */
+    bool kept_as_was;
     bool push_due; /* discover and push again at the next turn */
     unsigned turns;
     bool lost;    /* the control plane did not answer last time: log once, not every turn */

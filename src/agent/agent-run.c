@@ -262,6 +262,8 @@ static void push_inventory(Agent *a) {
         free(a->push_refusal);
         a->push_refusal = strdup(msg);
     }
+    if (r >= 0 && status == 409)
+        a->kept_as_was = true;
     if (r >= 0 && status < 300) {
         /* A Mac's GPU is its apple_* members, not a device: said as such, not "0 devices". */
         if (json_object_get(node, "apple_unified_memory_gb"))
@@ -316,7 +318,7 @@ static void turn(Agent *a) {
     if (a->push_due || !a->pushed || a->turns % 10 == 0)
         push_inventory(a);
     a->turns++;
-    if (!a->pushed)
+    if (!a->pushed && !a->kept_as_was)
         return; /* not registered yet: nothing to heartbeat for */
     for (int k = 0; k < AGENT_SLOTS; k++)
         (void)agent_ensure_slot(a, k); /* adopt what the engines run before saying what runs here */
@@ -331,6 +333,7 @@ static void turn(Agent *a) {
         if (status == 404) { /* the control plane lost the node (new state file): register again */
             free(a->pushed);
             a->pushed = NULL;
+            a->kept_as_was = false;
         }
         json_decref(ans);
         return;
@@ -355,7 +358,7 @@ static void turn(Agent *a) {
 static void watch_work(Agent *a, int64_t until_ms) {
     const AgentConfig *cfg = a->cfg;
     for (int64_t now; !(cfg->stop && *cfg->stop) && (now = agent_mono_ms()) < until_ms;) {
-        if (a->watch.unsupported || !a->pushed || a->lost) {
+        if (a->watch.unsupported || (!a->pushed && !a->kept_as_was) || a->lost) {
             sleep_until(cfg, until_ms);
             return;
         }

@@ -388,3 +388,52 @@ Test(work, r17_agent_falls_back_to_heartbeat_work_against_an_older_control_plane
     cr_assert_eq(remove_temp_tree(dir), 0);
     pthread_mutex_destroy(&o.lock);
 }
+
+/* R17: an agent whose new description the control plane keeps back while workloads run (409:
+ * here its capabilities changed across a restart) is still the node's agent: it heartbeats,
+ * so the node stays reachable, and it takes and starts new work meanwhile. */
+Test(work, r17_an_agent_whose_push_waits_for_an_idle_node_goes_on_working, .timeout = 180) {
+    TestServer ts;
+    ts_start(&ts);
+    char state_dir[160];
+    snprintf(state_dir, sizeof(state_dir), "%s/agent", ts.dir);
+    cr_assert_eq(mkdir(state_dir, 0700), 0);
+    char *token = ts_token(&ts, "dc1-h100", "node", "dc1-h100");
+    pid_t agent = fleet_spawn_h100_agent(ts.url, token, "dc1-h100", state_dir, NULL);
+    for (int i = 0; i < 600 && !fleet_last_seen_ms(&ts, "dc1-h100"); i++)
+        sleep_ms(100);
+    long id = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    json_decref(ts_wait_state(&ts, id, "active", "the agent's log"));
+    kill(agent, SIGTERM);
+    waitpid(agent, NULL, 0);
+    json_int_t before = fleet_last_seen_ms(&ts, "dc1-h100");
+    char sys[256], proc[256], nvml[256];
+    snprintf(sys, sizeof(sys), "%s/machines/hgx-h100-8gpu/sys", TEST_FIXTURES);
+    snprintf(proc, sizeof(proc), "%s/machines/hgx-h100-8gpu/proc", TEST_FIXTURES);
+    snprintf(nvml, sizeof(nvml), "%s/machines/hgx-h100-8gpu/nvml.txt", TEST_FIXTURES);
+    const char *args[] = {"--site",     "dc1",          "--site-kind", "datacenter",     "--mode",
+                          "container",  "--sysfs-root", sys,           "--proc-root",    proc,
+                          "--simulate", "--nvml-lib",   FAKE_NVML_LIB, "--capabilities", "kata",
+                          NULL};
+    agent = fleet_spawn_agent(ts.url, token, "dc1-h100", state_dir, args, nvml);
+    bool beat = false;
+    for (int i = 0; i < 600 && !beat; i++) { /* a deadline, not a measure: 60 s */
+        beat = fleet_last_seen_ms(&ts, "dc1-h100") > before;
+        if (!beat)
+            sleep_ms(100);
+    }
+    cr_assert(beat, "the restarted agent never heartbeat while its push waited (see %s/agent.log)",
+              state_dir);
+    long next = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
+    json_decref(ts_wait_state(&ts, next, "active", "the agent's log"));
+    char *log = NULL;
+    char path[200];
+    snprintf(path, sizeof(path), "%s/agent.log", state_dir);
+    cr_assert_geq(read_full_file(path, 1 << 20, &log, NULL), 0);
+    cr_expect(strstr(log, "409"), "the push was kept back while the first container ran: %s", log);
+    free(log);
+    kill(agent, SIGTERM);
+    waitpid(agent, NULL, 0);
+    free(token);
+    ts_stop(&ts);
+}
