@@ -1,4 +1,4 @@
-/* cmd-node.c: `einsora node show|cordon|uncordon NAME` and `node register FILE`. */
+/* cmd-node.c: `einsora node show|cordon|uncordon|remove NAME` and `node register FILE`. */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,13 +17,16 @@ static const char usage[] =
         "       einsora node uncordon NAME\n"
         "       einsora node unquarantine NAME GPU   (GPU: index or PCI address)\n"
         "       einsora node register FILE   (a JSON node description, as POST /v1/nodes)\n"
+        "       einsora node remove NAME\n"
         "       einsora node mode NODE container|vm-passthrough [--drain wait|evict] [--gpu ID]\n"
         "                         [--wait] [--timeout DURATION]\n\n"
         "show prints a node, its devices (with their PCI vendor:device ids) and its agent;\n"
         "cordon stops new placements there (--reason says why, shown with the cordon);\n"
         "uncordon lifts it; unquarantine lifts a GPU's quarantine (a failed\n"
         "reset check, R9: a consumer GPU on vfio-pci is checked again before a VM gets it);\n"
-        "register adds a node by hand; mode switches it\n"
+        "register adds a node by hand; remove takes a machine out of the fleet (refused\n"
+        "while it runs workloads: cordon it and let them end first; stop its agent first, or\n"
+        "its next push registers it again); mode switches it\n"
         "(details: `einsora node mode --help`):\n"
         "  --reason TEXT    cordon: why, shown with the cordon and in its event\n"
         "  --drain wait|evict  let running workloads end, or stop them, before switching\n"
@@ -142,8 +145,8 @@ int verb_node(int argc, char **argv) {
         return r;
     const char *sub = optind < argc ? argv[optind++] : NULL;
     const char *arg = optind < argc ? argv[optind++] : NULL;
-    static const char *const subs[] = {"show",     "cordon", "uncordon",
-                                       "register", "mode",   "unquarantine"};
+    static const char *const subs[] = {"show", "cordon",       "uncordon", "register",
+                                       "mode", "unquarantine", "remove"};
     bool known = false;
     for (size_t i = 0; sub && i < ARRAY_SIZE(subs); i++)
         known = known || STREQ(sub, subs[i]);
@@ -154,7 +157,7 @@ int verb_node(int argc, char **argv) {
         return fail(EXIT_USAGE, "node %s: --reason is for node cordon", sub);
     if (!sub)
         return fail(EXIT_USAGE, "node: missing what to do: show, cordon, uncordon, register, "
-                                "mode or unquarantine (einsora node --help)");
+                                "remove, mode or unquarantine (einsora node --help)");
     if (!arg)
         return fail(EXIT_USAGE, "node %s: missing the node's %s", sub,
                     STREQ(sub, "register") ? "description file" : "name");
@@ -181,6 +184,15 @@ int verb_node(int argc, char **argv) {
         body = json_pack("{s:s}", "gpu", gpu);
         r = body ? remote_call(&o, "POST", path, body, NULL, &j) : fail(EXIT_FAIL, "out of memory");
         json_decref(body);
+    } else if (STREQ(sub, "remove")) {
+        snprintf(path, sizeof(path), "/v1/nodes/%.200s", name);
+        if ((r = remote_call(&o, "DELETE", path, NULL, NULL, &j)) != EXIT_OK)
+            return r;
+        if (o.json)
+            return print_json(j);
+        printf("node %s removed\n", arg);
+        json_decref(j);
+        return EXIT_OK;
     } else if (STREQ(sub, "register")) {
         json_error_t je;
         body = json_load_file(arg, JSON_REJECT_DUPLICATES, &je);

@@ -6,6 +6,7 @@
 
 #include "api.h"
 #include "fleet.h"
+#include "node-work.h"
 #include "util/json-cleanup.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -497,4 +498,63 @@ void api_node_cordon(HttpCtx *c) {
 
 void api_node_uncordon(HttpCtx *c) {
     cordon(c, false);
+}
+
+/* ---- removing a node (a machine taken out of the fleet) ---- */
+
+static void op_node_remove(Server *s, Op *op) {
+    const char *name = op->arg;
+    Node *n = ptrmap_get(&s->nodes, name);
+    if (!n)
+        OP_FAIL(op, 404, "not_found", "No node %s.", name);
+    if (!principal_may_manage(op->who, n->spec.name, n->spec.owner) || op->who->role == ROLE_NODE)
+        OP_FAIL(op, 403, "forbidden", "Only an admin or the owner of node %s may remove it.",
+                n->spec.name);
+    if (switch_active(n->sw))
+        OP_FAIL(op, 409, "conflict",
+                "Node %s is switching to %s (step: %s): remove it once the switch ended.",
+                n->spec.name, n->sw->mode, switch_step_to_string(n->sw->step));
+    if (fleet_tasks_of(s, n->spec.name).n)
+        OP_FAIL(op, 409, "conflict",
+                "Node %s has tasks its agent has not reported on (a rebind or reset check): "
+                "remove it once they are done.",
+                n->spec.name);
+    /* Nothing acknowledged is dropped (R16): a node that runs workloads is drained first,
+     * which the refusal names, as a switch's does. */
+    Req *w[64];
+    size_t k = fleet_node_workloads(s, n->spec.name, -1, w, ARRAY_SIZE(w));
+    if (k) {
+        char list[300];
+        fleet_describe_workloads(w, MIN(k, ARRAY_SIZE(w)), true, list, sizeof(list));
+        op_error(op, 409, "busy",
+                 "Node %s runs %zu workload(s): %s. Cordon it, let them end (or release "
+                 "them), then remove it.",
+                 n->spec.name, k, list);
+        json_t *ws = json_array();
+        for (size_t i = 0; ws && i < MIN(k, ARRAY_SIZE(w)); i++)
+            json_array_append_new(ws, json_pack("{s:I,s:s,s:s}", "id", (json_int_t)w[i]->id, "user",
+                                                w[i]->user, "kind",
+                                                workload_kind_to_string(w[i]->kind)));
+        if (ws && op->body)
+            json_object_set_new(op->body, "workloads", ws);
+        else
+            json_decref(ws);
+        return;
+    }
+    Error err = {0};
+    if (sched_remove_node(s->sched, n->spec.name, &err) < 0)
+        OP_FAIL(op, 409, "busy", "%s", error_message(&err));
+    (void)writer_check(s, store_node_delete(s->store, n->spec.name, &err), &err, "deleting a node");
+    fleet_forget_node(s, n);
+    state_event(s, "node.removed", n->spec.name, NULL,
+                json_pack("{s:s, s:s}", "site", n->spec.site, "by", op->who->user));
+    op->status = 200;
+    op->body = json_pack("{s:s, s:b}", "name", n->spec.name, "removed", 1);
+    (void)ptrmap_remove(&s->nodes, n->spec.name);
+    node_work_free(n);
+    free(n);
+}
+
+void api_node_remove(HttpCtx *c) {
+    api_apply(c, op_node_remove, (void *)c->match.params[0]);
 }

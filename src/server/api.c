@@ -47,6 +47,7 @@ static const struct {
         [R_CAPACITY_HISTORY] = {api_capacity_history, false},
         [R_NODE_WORK] = {api_node_work, false},
         [R_NODE_ACTIVATE] = {api_node_activate, false},
+        [R_NODE_REMOVE] = {api_node_remove, false},
 };
 
 json_t *api_error_json(const char *code, const char *message) {

@@ -41,6 +41,7 @@ typedef enum RouteId {
     R_CAPACITY_HISTORY,
     R_NODE_WORK,
     R_NODE_ACTIVATE,
+    R_NODE_REMOVE,
     _R_MAX,
 } RouteId;
 
@@ -145,6 +146,7 @@ void api_node_show(HttpCtx *c);
 void api_node_push(HttpCtx *c);
 void api_node_cordon(HttpCtx *c);
 void api_node_uncordon(HttpCtx *c);
+void api_node_remove(HttpCtx *c);
 void api_node_unquarantine(HttpCtx *c);
 void api_requests_list(HttpCtx *c);
 void api_requests_submit(HttpCtx *c);

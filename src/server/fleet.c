@@ -55,6 +55,23 @@ int fleet_save_switch(Server *s, const Node *n) {
     return put_doc(s, key, wire_switch_to_json(n->sw));
 }
 
+void fleet_forget_node(Server *s, Node *n) {
+    char key[16 + SPEC_NAME_MAX];
+    snprintf(key, sizeof(key), "agent/%s", n->spec.name);
+    (void)writer_check(s, store_fleet_delete(s->store, key, NULL), NULL, "deleting a fleet record");
+    free(n->sw);
+    n->sw = NULL;
+    (void)fleet_save_switch(s, n); /* deletes its record */
+    for (size_t i = 0; n->fleet_queued && i < s->n_fleet_queue; i++)
+        if (s->fleet_queue[i] == n) {
+            memmove(s->fleet_queue + i, s->fleet_queue + i + 1,
+                    (s->n_fleet_queue - i - 1) * sizeof(*s->fleet_queue));
+            s->n_fleet_queue--;
+            break;
+        }
+    n->fleet_queued = false;
+}
+
 static void task_key(uint64_t id, char buf[40]) {
     snprintf(buf, 40, "task/%020" PRIu64, id);
 }

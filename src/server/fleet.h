@@ -43,6 +43,9 @@ int fleet_save_agent(Server *s, const Node *n);
 /* The node's agent reported (heartbeat_s 0: keep the interval): reachable again. */
 void fleet_agent_seen(Server *s, Node *n, unsigned heartbeat_s);
 int fleet_save_switch(Server *s, const Node *n);
+/* Node n leaves the fleet (DELETE /v1/nodes/NAME): its agent and switch records go, and it
+ * leaves the fleet's queue; the caller frees it. */
+void fleet_forget_node(Server *s, Node *n);
 /* An event about GPU dev of node n (object "NODE/DEV"): data (taken) gets node, device, gpu. */
 void fleet_gpu_event(Server *s, const Node *n, unsigned dev, const char *type, json_t *data);
 /* Placed or active requests on a node (dev < 0: any device; else those using dev, cpu work

@@ -33,5 +33,6 @@ const Route api_routes[] = {
         {"GET", "/v1/capacity/history", R_CAPACITY_HISTORY},
         {"GET", "/v1/nodes/{name}/work", R_NODE_WORK},
         {"POST", "/v1/nodes/{name}/activate", R_NODE_ACTIVATE},
+        {"DELETE", "/v1/nodes/{name}", R_NODE_REMOVE},
 };
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -1653,3 +1653,46 @@ Test(api, r8_an_agents_unknown_class_is_shown_unclassified_not_refused) {
     json_decref(ans);
     free(agent);
 }
+
+/* R6, R16: a machine taken out of the fleet goes from it, capacity included, but never with a
+ * workload on it: refused while it runs one (naming it), by its agent, and for a stranger. */
+Test(api, r6_r16_a_node_is_removed_only_once_idle_and_its_capacity_goes) {
+    ts_add_h100_node(&ts, "n5", "alice", 1);
+    char *alice = ts_token(&ts, "alice", "owner", "n5"), *bob = ts_token(&ts, "bob", "user", NULL),
+         *agent = ts_token(&ts, "a5", "node", "n5");
+    json_t *q = submit(alice, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}", 201);
+    long id = (long)json_integer_value(json_object_get(q, "id"));
+    json_decref(q);
+    json_t *ans = NULL;
+    cr_assert_eq(ts_call(&ts, alice, "DELETE", "/v1/nodes/n5", NULL, &ans), 409);
+    cr_expect_eq(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(ans, "workloads"), 0), "id")),
+                 id, "%s", str(ans, "message"));
+    json_decref(ans);
+    cr_expect_eq(ts_call(&ts, agent, "DELETE", "/v1/nodes/n5", NULL, NULL), 403);
+    cr_expect_eq(ts_call(&ts, bob, "DELETE", "/v1/nodes/n5", NULL, NULL), 403);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
+    cr_assert_eq(ts_call(&ts, alice, "POST", path, NULL, NULL), 200);
+    cr_assert_eq(ts_call(&ts, alice, "DELETE", "/v1/nodes/n5", NULL, &ans), 200);
+    cr_expect(json_is_true(json_object_get(ans, "removed")));
+    json_decref(ans);
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n5", NULL, NULL), 404);
+    cr_expect_eq(ts_call(&ts, ts.admin, "DELETE", "/v1/nodes/n5", NULL, NULL), 404);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/capacity?class=nvidia-h100-80gb", NULL, &ans),
+                 200);
+    char *text = json_dumps(ans, JSON_COMPACT);
+    cr_expect_null(strstr(text, "\"total\":1"), "its GPU left the capacity: %s", text);
+    free(text);
+    json_decref(ans);
+    cr_assert_eq(ts_call(&ts, ts.admin, "GET", "/v1/events?limit=10000", NULL, &ans), 200);
+    text = json_dumps(ans, JSON_COMPACT);
+    cr_expect(strstr(text, "node.removed"), "%s", text);
+    free(text);
+    json_decref(ans);
+    /* Gone for good: a restart does not bring it back. */
+    ts_kill(&ts, true);
+    ts_respawn_same_port(&ts);
+    cr_expect_eq(ts_call(&ts, ts.admin, "GET", "/v1/nodes/n5", NULL, NULL), 404);
+    free(alice), free(bob), free(agent);
+}
