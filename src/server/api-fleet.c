@@ -364,16 +364,7 @@ static void op_mode(Server *s, Op *op) {
                  "them end) or --drain evict (stop them; passthrough VMs cannot "
                  "migrate).",
                  a->node, k, list);
-        /* The same workloads for a script, which should not parse the sentence. */
-        json_t *ws = json_array();
-        for (size_t i = 0; ws && i < MIN(k, ARRAY_SIZE(w)); i++)
-            json_array_append_new(ws, json_pack("{s:I,s:s,s:s}", "id", (json_int_t)w[i]->id, "user",
-                                                w[i]->user, "kind",
-                                                workload_kind_to_string(w[i]->kind)));
-        if (ws && op->body)
-            json_object_set_new(op->body, "workloads", ws);
-        else
-            json_decref(ws);
+        fleet_add_workloads(op, w, MIN(k, ARRAY_SIZE(w)));
         return;
     }
     NodeSwitch *sw = calloc(1, sizeof(*sw));

@@ -530,15 +530,7 @@ static void op_node_remove(Server *s, Op *op) {
                  "Node %s runs %zu workload(s): %s. Cordon it, let them end (or release "
                  "them), then remove it.",
                  n->spec.name, k, list);
-        json_t *ws = json_array();
-        for (size_t i = 0; ws && i < MIN(k, ARRAY_SIZE(w)); i++)
-            json_array_append_new(ws, json_pack("{s:I,s:s,s:s}", "id", (json_int_t)w[i]->id, "user",
-                                                w[i]->user, "kind",
-                                                workload_kind_to_string(w[i]->kind)));
-        if (ws && op->body)
-            json_object_set_new(op->body, "workloads", ws);
-        else
-            json_decref(ws);
+        fleet_add_workloads(op, w, MIN(k, ARRAY_SIZE(w)));
         return;
     }
     Error err = {0};

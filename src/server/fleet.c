@@ -232,6 +232,18 @@ size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, siz
     return n;
 }
 
+void fleet_add_workloads(Op *op, Req **reqs, size_t n) {
+    json_t *ws = json_array();
+    for (size_t i = 0; ws && i < n; i++)
+        json_array_append_new(ws, json_pack("{s:I,s:s,s:s}", "id", (json_int_t)reqs[i]->id, "user",
+                                            reqs[i]->user, "kind",
+                                            workload_kind_to_string(reqs[i]->kind)));
+    if (ws && op->body)
+        json_object_set_new(op->body, "workloads", ws);
+    else
+        json_decref(ws);
+}
+
 void fleet_describe_workloads(Req **reqs, size_t n, bool with_users, char *buf, size_t size) {
     size_t len = 0;
     buf[0] = 0;

@@ -54,6 +54,9 @@ size_t fleet_node_workloads(Server *s, const char *node, int dev, Req **ret, siz
 /* "12 (alice, notebook), 15 (bob, vm)"; without users "12 (notebook), 15 (vm)": for what every
  * user may read (a node's switch), where the users of other requests are not to be named. */
 void fleet_describe_workloads(Req **reqs, size_t n, bool with_users, char *buf, size_t size);
+/* An answer refusing because of these workloads lists them for scripts too, beside its
+ * sentence: workloads: [{id, user, kind}]. */
+void fleet_add_workloads(Op *op, Req **reqs, size_t n);
 
 /* fleet-switch.c */
 /* Start a switch (checks done by the caller); advances it as far as it can go now. */

@@ -45,20 +45,28 @@ static void sleep_ms(int ms) {
     nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
 }
 
-Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180) {
-    TestServer ts;
-    ts_start(&ts);
-    char state_dir[160];
-    snprintf(state_dir, sizeof(state_dir), "%s/agent", ts.dir);
+/* A server and the H100 machine's agent (node dc1-h100, its state in state_dir, ts.dir/agent),
+ * once the agent registered and beat once; returns the agent's pid, *ret_token its token. */
+static pid_t start_with_h100_agent(TestServer *ts, char state_dir[160], const char *heartbeat,
+                                   char **ret_token) {
+    ts_start(ts);
+    snprintf(state_dir, 160, "%s/agent", ts->dir);
     cr_assert_eq(mkdir(state_dir, 0700), 0);
-    char *token = ts_token(&ts, "dc1-h100", "node", "dc1-h100");
-    pid_t agent = fleet_spawn_h100_agent(ts.url, token, "dc1-h100", state_dir, LONG_HEARTBEAT);
-
-    /* Registered and one heartbeat in: from here on, the heartbeat count stays put. */
+    *ret_token = ts_token(ts, "dc1-h100", "node", "dc1-h100");
+    pid_t agent = fleet_spawn_h100_agent(ts->url, *ret_token, "dc1-h100", state_dir, heartbeat);
     json_int_t seen = 0;
-    for (int i = 0; i < 600 && !(seen = fleet_last_seen_ms(&ts, "dc1-h100")); i++)
+    for (int i = 0; i < 600 && !(seen = fleet_last_seen_ms(ts, "dc1-h100")); i++)
         sleep_ms(100);
     cr_assert(seen > 0, "the agent never sent its first heartbeat (see %s/agent.log)", state_dir);
+    return agent;
+}
+
+Test(work, r17_agent_learns_of_work_at_once_not_at_its_heartbeat, .timeout = 180) {
+    TestServer ts;
+    char state_dir[160], *token = NULL;
+    pid_t agent = start_with_h100_agent(&ts, state_dir, LONG_HEARTBEAT, &token);
+    /* Registered and one heartbeat in: from here on, the heartbeat count stays put. */
+    json_int_t seen = fleet_last_seen_ms(&ts, "dc1-h100");
 
     long id = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
     json_decref(ts_wait_state(&ts, id, "active", "the agent's log"));
@@ -394,14 +402,8 @@ Test(work, r17_agent_falls_back_to_heartbeat_work_against_an_older_control_plane
  * so the node stays reachable, and it takes and starts new work meanwhile. */
 Test(work, r17_an_agent_whose_push_waits_for_an_idle_node_goes_on_working, .timeout = 180) {
     TestServer ts;
-    ts_start(&ts);
-    char state_dir[160];
-    snprintf(state_dir, sizeof(state_dir), "%s/agent", ts.dir);
-    cr_assert_eq(mkdir(state_dir, 0700), 0);
-    char *token = ts_token(&ts, "dc1-h100", "node", "dc1-h100");
-    pid_t agent = fleet_spawn_h100_agent(ts.url, token, "dc1-h100", state_dir, NULL);
-    for (int i = 0; i < 600 && !fleet_last_seen_ms(&ts, "dc1-h100"); i++)
-        sleep_ms(100);
+    char state_dir[160], *token = NULL;
+    pid_t agent = start_with_h100_agent(&ts, state_dir, NULL, &token);
     long id = ts_submit(&ts, "{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
     json_decref(ts_wait_state(&ts, id, "active", "the agent's log"));
     kill(agent, SIGTERM);
