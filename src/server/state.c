@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -727,6 +728,42 @@ void state_node_unclassify_unknown(const Server *s, ApiNode *spec) {
     }
 }
 
+/* The requests a restore cannot take back: the first one's sentence, and the ids of all. */
+typedef struct RestoreRefusals {
+    int first_r;
+    size_t n;
+    char ids[160];
+} RestoreRefusals;
+
+static void restore_refused(RestoreRefusals *rr, int r, uint64_t id, Error *err, const char *fmt,
+                            ...) __attribute__((format(printf, 5, 6)));
+static void restore_refused(RestoreRefusals *rr, int r, uint64_t id, Error *err, const char *fmt,
+                            ...) {
+    if (!rr->n++) {
+        va_list ap;
+        va_start(ap, fmt);
+        char msg[sizeof(err->message)];
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        rr->first_r = r;
+        error_set(err, r, "%s", msg);
+    }
+    size_t len = strlen(rr->ids);
+    if (len + 24 < sizeof(rr->ids))
+        snprintf(rr->ids + len, sizeof(rr->ids) - len, "%s%" PRIu64, len ? ", " : "", id);
+}
+
+/* The start's error: the first refusal, and how many more there are with their ids. */
+static int restore_refusals_end(const RestoreRefusals *rr, Error *err) {
+    if (rr->n < 2)
+        return rr->first_r;
+    char first[sizeof(err->message)];
+    snprintf(first, sizeof(first), "%s", err->message);
+    error_clear(err); /* the first failure's sentence, said again with the others */
+    return error_set(err, rr->first_r, "%s; %zu requests in all cannot be restored (%s)", first,
+                     rr->n, rr->ids);
+}
+
 static int load_node(const char *name, const char *text, void *userdata) {
     Server *s = userdata;
     Node *n = calloc(1, sizeof(*n));
@@ -834,7 +871,10 @@ int state_load(Server *s, Error *err) {
         return s->fatal_err.code ? error_set(err, r, "%s", s->fatal_err.message) : r;
     events_publish(&s->events);
 
-    /* Placed allocations first, exactly as acknowledged; then the waiting queue in order. */
+    /* Placed allocations first, exactly as acknowledged; then the waiting queue in order. A
+     * request that cannot be restored stops the start; the others are still looked at, so
+     * that the refusal names every one to deal with, not one per restart. */
+    RestoreRefusals refused = {0};
     for (size_t i = 0; i < s->n_reqs; i++) {
         Req *q = s->reqs[i];
         if (!q || (q->state != REQ_PLACED && q->state != REQ_ACTIVE))
@@ -845,18 +885,26 @@ int state_load(Server *s, Error *err) {
         Placement p;
         ApiRequest a;
         Error e = {0};
-        if ((r = req_held_core_spec(q, &a, id, fb, &spec, &e)) < 0)
-            return error_set(err, r, "request %" PRIu64 " cannot be restored: %s", q->id,
-                             error_message(&e));
+        if ((r = req_held_core_spec(q, &a, id, fb, &spec, &e)) < 0) {
+            restore_refused(&refused, r, q->id, err, "request %" PRIu64 " cannot be restored: %s",
+                            q->id, error_message(&e));
+            continue;
+        }
         _cleanup_json_ json_t *stored =
                 q->placement_text ? json_loads(q->placement_text, 0, NULL) : NULL;
         if ((r = wire_placement_from_json(s->catalog, stored, &p, node, &e)) < 0 ||
-            (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0)
-            return error_set(err, r, "request %s cannot be restored under the catalog %s: %s", id,
-                             s->cfg.catalog_path ? s->cfg.catalog_path : catalog_default_path(),
-                             error_message(&e));
+            (r = sched_restore_placed(s->sched, &spec, &p, &e)) < 0) {
+            restore_refused(&refused, r, q->id, err,
+                            "request %s cannot be restored under the catalog %s: %s", id,
+                            s->cfg.catalog_path ? s->cfg.catalog_path : catalog_default_path(),
+                            error_message(&e));
+            continue;
+        }
         node_work_placed(s, q);
     }
+    r = 0; /* the refusals so far are in `refused`, said once the waiting ones were looked at */
+    if (refused.n && s->replay_view)
+        return restore_refusals_end(&refused, err);
     /* Now that our own slices are in: the rest of a busy MIG instance is a stranger's. */
     for (size_t i = 0; i < s->nodes.cap; i++)
         if (s->nodes.keys[i] && s->nodes.keys[i] != PTRMAP_TOMB)
@@ -885,18 +933,20 @@ int state_load(Server *s, Error *err) {
          * it): refusing it here would lose for good a request the API acknowledged, with no
          * one asking (R16). The start stops as it does for a placed request's class. */
         if (d.kind == DECISION_REFUSED) {
-            r = error_set(err, -EINVAL,
-                          "request %s cannot be restored: it waits, and the catalog %s refuses "
-                          "it now (%s); start with the catalog it was accepted under, cancel it, "
-                          "then change the catalog",
-                          id, s->cfg.catalog_path ? s->cfg.catalog_path : catalog_default_path(),
-                          d.message);
-            break;
+            restore_refused(&refused, -EINVAL, q->id, err,
+                            "request %s cannot be restored: it waits, and the catalog %s refuses "
+                            "it now (%s); start with the catalog it was accepted under, cancel "
+                            "it, then change the catalog",
+                            id, s->cfg.catalog_path ? s->cfg.catalog_path : catalog_default_path(),
+                            d.message);
+            continue;
         }
         /* Only a change of state is news; the waiting reason may be re-worded silently. */
         if (d.kind != DECISION_WAITING)
             state_apply_decision(s, q, &d);
     }
+    if (r >= 0 && refused.n)
+        r = restore_refusals_end(&refused, err);
     if (r >= 0)
         r = state_flush_dirty(s, err);
     if (r >= 0 && s->batch_failed < 0)

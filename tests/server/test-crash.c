@@ -240,6 +240,9 @@ Test(crash, r16_a_waiting_request_whose_class_left_the_catalog_stops_the_start_n
     long id = ts_submit(&t, "{\"kind\":\"container\",\"class\":\"nvidia-a100-80gb\","
                             "\"wait_for_nodes\":true}");
     json_decref(ts_wait_state(&t, id, "pending", NULL));
+    long id2 = ts_submit(&t, "{\"kind\":\"notebook\",\"class\":\"nvidia-a100-80gb\","
+                             "\"wait_for_nodes\":true}");
+    json_decref(ts_wait_state(&t, id2, "pending", NULL));
     ts_kill(&t, false);
     char catalog[128];
     snprintf(catalog, sizeof(catalog), "%s/no-a100.yaml", t.dir);
@@ -257,6 +260,9 @@ Test(crash, r16_a_waiting_request_whose_class_left_the_catalog_stops_the_start_n
     char want[64];
     snprintf(want, sizeof(want), "request %ld cannot be restored", id);
     cr_expect(err && strstr(err, want) && strstr(err, catalog), "%s", err);
+    /* Every request to deal with is named at once, not one per restart. */
+    snprintf(want, sizeof(want), "2 requests in all cannot be restored (%ld, %ld)", id, id2);
+    cr_expect(err && strstr(err, want), "%s", err);
     free(out), free(err);
     ts_spawn(&t); /* the catalog it was accepted under */
     json_decref(ts_wait_state(&t, id, "pending", NULL));
