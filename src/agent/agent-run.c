@@ -278,6 +278,7 @@ static void push_inventory(Agent *a) {
         a->push_due = false;
         free(a->push_refusal);
         a->push_refusal = NULL;
+        a->kept_as_was = false; /* taken: the node is as described now */
     }
     json_decref(ans);
     json_decref(node);
@@ -313,12 +314,18 @@ static void sleep_until(const AgentConfig *cfg, int64_t until_ms) {
         nanosleep(&(struct timespec){0, (long)MIN(100, left) * 1000 * 1000}, NULL);
 }
 
+/* The control plane has the node: it took this agent's description, or keeps the node as it
+ * was while its workloads run (Agent.kept_as_was). */
+static bool registered(const Agent *a) {
+    return a->pushed || a->kept_as_was;
+}
+
 static void turn(Agent *a) {
     agent_take_confirms(a); /* one that got no answer sets confirm_due, used below */
     if (a->push_due || !a->pushed || a->turns % 10 == 0)
         push_inventory(a);
     a->turns++;
-    if (!a->pushed && !a->kept_as_was)
+    if (!registered(a))
         return; /* not registered yet: nothing to heartbeat for */
     for (int k = 0; k < AGENT_SLOTS; k++)
         (void)agent_ensure_slot(a, k); /* adopt what the engines run before saying what runs here */
@@ -358,7 +365,7 @@ static void turn(Agent *a) {
 static void watch_work(Agent *a, int64_t until_ms) {
     const AgentConfig *cfg = a->cfg;
     for (int64_t now; !(cfg->stop && *cfg->stop) && (now = agent_mono_ms()) < until_ms;) {
-        if (a->watch.unsupported || (!a->pushed && !a->kept_as_was) || a->lost) {
+        if (a->watch.unsupported || !registered(a) || a->lost) {
             sleep_until(cfg, until_ms);
             return;
         }

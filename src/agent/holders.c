@@ -137,9 +137,13 @@ static int push_holder(Holder **v, size_t *n, int pid, const char *comm, const c
 }
 
 typedef struct ScanState {
-    const char *dev_root; /* the agent's view of /dev (--dev-root) */
     char *const *paths;
     size_t n_paths;
+    /* The same paths as the processes that hold them name them, where the agent reads /dev
+     * through another folder (--dev-root /host/dev: an agent in a container with the host's
+     * /dev mounted there): /dev/... Made once per scan, not per fd link. */
+    char **aliases;
+    size_t n_aliases;
     dev_t *rdevs; /* the character devices among paths: an fd on one is held under any name */
     size_t n_rdevs;
     Holder *v;
@@ -167,28 +171,13 @@ static bool holder_path_matches(const char *target, const char *path) {
     return tl == pl && strncmp(target, path, pl) == 0;
 }
 
-/* Whether target is path as a process names it: path under the agent's dev root (--dev-root
- * /host/dev, an agent in a container with the host's /dev mounted there) is /dev/... to the
- * processes that hold it. */
-static bool holder_path_matches_as_seen(const char *target, const char *path,
-                                        const char *dev_root) {
-    size_t dl = strlen(dev_root);
-    while (dl > 1 && dev_root[dl - 1] == '/')
-        dl--;
-    char alias[PATH_MAX];
-    if (dl == 4 && strncmp(dev_root, "/dev", 4) == 0)
-        return false; /* the same names: already compared */
-    if (strncmp(path, dev_root, dl) != 0 || path[dl] != '/' ||
-        snprintf(alias, sizeof(alias), "/dev%s", path + dl) >= (int)sizeof(alias))
-        return false;
-    return holder_path_matches(target, alias);
-}
-
 static bool scan_match(const char *target, const char *fd_path, void *userdata) {
     const ScanState *st = userdata;
     for (size_t i = 0; i < st->n_paths; i++)
-        if (holder_path_matches(target, st->paths[i]) ||
-            holder_path_matches_as_seen(target, st->paths[i], st->dev_root))
+        if (holder_path_matches(target, st->paths[i]))
+            return true;
+    for (size_t i = 0; i < st->n_aliases; i++)
+        if (holder_path_matches(target, st->aliases[i]))
             return true;
     /* A container given the device under another name (--device /dev/nvidia0:/dev/gpu) or a
      * node made with mknod elsewhere shows that name in its fd link: the device number tells. */
@@ -243,6 +232,26 @@ static int collect_rdevs(char *const *paths, size_t n_paths, dev_t **ret, size_t
     return 0;
 }
 
+/* st->aliases: each of paths under dev_root (kept without a trailing slash, host_paths_init)
+ * as /dev/...; none when dev_root is /dev. */
+static int make_aliases(ScanState *st, const char *dev_root) {
+    size_t dl = strlen(dev_root);
+    if (STREQ(dev_root, "/dev"))
+        return 0;
+    st->aliases = calloc(st->n_paths ? st->n_paths : 1, sizeof(char *));
+    if (!st->aliases)
+        return -ENOMEM;
+    for (size_t i = 0; i < st->n_paths; i++) {
+        const char *path = st->paths[i];
+        if (strncmp(path, dev_root, dl) != 0 || path[dl] != '/')
+            continue;
+        if (!(st->aliases[st->n_aliases] = strprintf("/dev%s", path + dl)))
+            return -ENOMEM;
+        st->n_aliases++;
+    }
+    return 0;
+}
+
 static int scan_visit(const ProcFdLink *link, void *userdata) {
     ScanState *st = userdata;
     return push_holder(&st->v, &st->n, link->pid, link->comm[0] ? link->comm : "?", link->target);
@@ -250,11 +259,16 @@ static int scan_visit(const ProcFdLink *link, void *userdata) {
 
 int holders_scan_proc(const HostPaths *p, char *const *paths, size_t n_paths, Holder **ret,
                       size_t *ret_n, void *userdata, Error *err) {
-    ScanState st = {.dev_root = p->dev, .paths = paths, .n_paths = n_paths};
+    ScanState st = {.paths = paths, .n_paths = n_paths};
     int r = collect_rdevs(paths, n_paths, &st.rdevs, &st.n_rdevs);
+    if (r >= 0)
+        r = make_aliases(&st, p->dev);
     if (r >= 0)
         r = procfd_walk(p->proc, scan_match, scan_visit, &st);
     free(st.rdevs);
+    for (size_t i = 0; i < st.n_aliases; i++)
+        free(st.aliases[i]);
+    free(st.aliases);
     if (r < 0) {
         free(st.v);
         if (r == -ENOMEM)

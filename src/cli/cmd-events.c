@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "feed-wait.h"
 #include "listing.h"
 #include "output.h"
 #include "remote.h"
@@ -142,16 +143,9 @@ int verb_events(int argc, char **argv) {
          * then refused connections) is waited out, as a follow should outlive it, for up to
          * FOLLOW_GAP_MAX_MS, from the cursor. The first page was read, so a connection that
          * breaks now (-EIO) is the server going, not a wrong URL or certificate. */
-        bool away = cr == -ECONNREFUSED || cr == -EIO || (cr >= 0 && status == 503);
-        if (away && gap_ms < FOLLOW_GAP_MAX_MS) {
-            if (!gap_ms)
-                fprintf(stderr,
-                        "einsora: events: the server is away (%s); following on once it "
-                        "answers\n",
-                        cr < 0 ? error_message(&err) : "restarting");
+        if (feed_wait_out_away(cr, status, &err, &gap_ms, FOLLOW_GAP_MAX_MS,
+                               "events: ", "following on once it answers")) {
             json_decref(j);
-            nanosleep(&(struct timespec){1, 0}, NULL);
-            gap_ms += 1000;
             continue;
         }
         if (cr < 0 || status < 200 || status >= 300) {

@@ -259,15 +259,9 @@ static int create(RemoteOpts *o, CreateArgs *a) {
             continue;
         /* A restart of the control plane (a long-poll cut off, refused connections, the
          * drain's 503) is waited out, as the request outlives it (R16). */
-        if (fr < 0 && (fr == -ECONNREFUSED || fr == -EIO || status == 503) &&
-            away_ms < REQUEST_AWAY_MAX_MS) {
-            if (!away_ms)
-                fprintf(stderr, "einsora: the server is away (%s); waiting for it to answer\n",
-                        fr == -EPROTO ? "restarting" : error_message(&err));
-            nanosleep(&(struct timespec){1, 0}, NULL);
-            away_ms += 1000;
+        if (fr < 0 && feed_wait_out_away(fr, status, &err, &away_ms, REQUEST_AWAY_MAX_MS, "",
+                                         "waiting for it to answer"))
             continue;
-        }
         if (fr < 0) {
             r = feed_wait_fail(fr, status, &err);
             break;
@@ -290,15 +284,9 @@ static int create(RemoteOpts *o, CreateArgs *a) {
         }
         json_decref(now_q);
         /* The server going away between the feed and this read: waited out as above. */
-        if ((cr == -ECONNREFUSED || cr == -EIO || (cr >= 0 && st == 503)) &&
-            away_ms < REQUEST_AWAY_MAX_MS) {
-            if (!away_ms)
-                fprintf(stderr, "einsora: the server is away (%s); waiting for it to answer\n",
-                        cr >= 0 ? "restarting" : error_message(&e));
-            nanosleep(&(struct timespec){1, 0}, NULL);
-            away_ms += 1000;
+        if (feed_wait_out_away(cr, st, &e, &away_ms, REQUEST_AWAY_MAX_MS, "",
+                               "waiting for it to answer"))
             continue;
-        }
         json_decref(q); /* asked once more for the usual sentence and exit code */
         q = NULL;
         r = remote_call_on(cl, "GET", path, NULL, NULL, &q);

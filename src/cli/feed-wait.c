@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "output.h"
 #include "remote.h"
@@ -105,6 +106,18 @@ unsigned feed_wait_seconds(int64_t now_ms, int64_t deadline_ms, unsigned max_s) 
         return 0;
     int64_t s = (deadline_ms - now_ms + 999) / 1000;
     return s < (int64_t)max_s ? (unsigned)s : max_s;
+}
+
+bool feed_wait_out_away(int r, long status, const Error *err, int64_t *away_ms, int64_t max_ms,
+                        const char *who, const char *then) {
+    if (!(r == -ECONNREFUSED || r == -EIO || status == 503) || *away_ms >= max_ms)
+        return false;
+    if (!*away_ms)
+        fprintf(stderr, "einsora: %sthe server is away (%s); %s\n", who,
+                r >= 0 || r == -EPROTO ? "restarting" : error_message(err), then);
+    nanosleep(&(struct timespec){1, 0}, NULL);
+    *away_ms += 1000;
+    return true;
 }
 
 int feed_wait_fail(int r, long status, const Error *err) {

@@ -3,6 +3,7 @@
  * costs the server one parked connection instead of a GET a second. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "client/client.h"
@@ -37,6 +38,15 @@ int feed_wait_next(FeedWait *w, unsigned wait_s, FeedNews *ret, long *ret_status
 /* The long-poll's length for a wait that must end by deadline_ms (cli_monotonic_ms(); 0: no
  * deadline), at most max_s: whole seconds, rounded up so the deadline is not polled early. */
 unsigned feed_wait_seconds(int64_t now_ms, int64_t deadline_ms, unsigned max_s);
+
+/* A call that failed because the server is away for a while, as it is across a restart
+ * (refused connections, a connection cut off by its exit, -EIO once it answered before, or
+ * the drain's 503; r: the call's result, status: its HTTP status or 0): while *away_ms stays
+ * under max_ms, says so once ("einsora: <who>the server is away (...); <then>"), waits a
+ * second, counts it in *away_ms and returns true, for the caller to try again. Otherwise
+ * false: the failure is the caller's to report. The caller zeroes *away_ms on a success. */
+bool feed_wait_out_away(int r, long status, const Error *err, int64_t *away_ms, int64_t max_ms,
+                        const char *who, const char *then);
 
 /* Say why a feed_wait_*() call failed (r, the status it gave, err); returns the exit code. */
 int feed_wait_fail(int r, long status, const Error *err);

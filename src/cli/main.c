@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "remote.h"
 #include "util/cleanup.h"
 #include "wire/api-address.h"
 #include "suggest.h"
@@ -117,17 +118,19 @@ static int version(int argc, char **argv) {
  * URL, --token T, --context C, --json, and their --opt=value forms), as kubectl accepts them
  * before its verb. */
 static int leading_remote_options(int argc, char **argv) {
-    static const char *const with_value[] = {"--server", "--token", "--context"};
+    static const struct option remote[] = {REMOTE_OPTIONS, {0}}; /* the verbs' own table */
     int i = 1;
-    while (i < argc) {
-        const char *a = argv[i];
-        bool takes = false, known = strcmp(a, "--json") == 0;
-        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]) && !known; k++) {
-            size_t n = strlen(with_value[k]);
-            if (strncmp(a, with_value[k], n) == 0 && (a[n] == '\0' || a[n] == '='))
-                known = true, takes = a[n] == '\0';
+    while (i < argc && strncmp(argv[i], "--", 2) == 0) {
+        const char *a = argv[i] + 2;
+        const struct option *o = remote;
+        size_t n = 0;
+        for (; o->name; o++) {
+            n = strlen(o->name);
+            if (strncmp(a, o->name, n) == 0 && (a[n] == '\0' || (a[n] == '=' && o->has_arg)))
+                break;
         }
-        if (!known || (takes && i + 1 >= argc))
+        bool takes = o->name && o->has_arg == required_argument && a[n] == '\0';
+        if (!o->name || (takes && i + 1 >= argc))
             break;
         i += takes ? 2 : 1;
     }

@@ -169,13 +169,6 @@ static int check_node(const Sched *s, uint32_t ni, const Usage *u, Error *err) {
     return 0;
 }
 
-static unsigned mig_gpus_of(const Node *n, int c) {
-    unsigned k = 0;
-    for (unsigned i = 0; i < n->n_devices; i++)
-        k += n->devices[i].cls == c && n->devices[i].mig_enabled;
-    return k;
-}
-
 /* Each node's diagnosis cells: at its position in each class's list, equal to its pools; and
  * the fleet's GPUs per pool, the sum of the live nodes' pool totals. */
 static int check_cells(const Sched *s, Error *err) {
@@ -201,7 +194,7 @@ static int check_cells(const Sched *s, Error *err) {
                 int b = pl->pool % 2;
                 if (pl->pool / 2 == (int)c &&
                     (pl->class_pos != i || cell->free[b] != pl->free ||
-                     cell->mig != mig_gpus_of(n, (int)c) || cell->reset[b] != pl->reset ||
+                     cell->mig != node_mig_gpus(n, (int)c) || cell->reset[b] != pl->reset ||
                      cell->blocked[b] != pl->blocked || cell->total[b] != pl->total ||
                      cell->kata != n->kata || cell->owner != n->owner || cell->site != n->site))
                     return error_set(err, -EUCLEAN,

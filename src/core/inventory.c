@@ -143,8 +143,7 @@ static DiagCell *cell_of(Sched *s, const Node *n, unsigned k) {
     return &s->class_cells[n->pools[k].pool / 2][n->pools[k].class_pos];
 }
 
-/* The GPUs of class c on node n in MIG mode. */
-static uint8_t node_mig_gpus(const Node *n, int c) {
+uint8_t node_mig_gpus(const Node *n, int c) {
     uint8_t k = 0;
     for (unsigned i = 0; i < n->n_devices; i++)
         k += n->devices[i].cls == c && n->devices[i].mig_enabled;

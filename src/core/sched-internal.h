@@ -625,6 +625,8 @@ int node_lookup(const Sched *s, const char *name, uint32_t *ret, Error *err);
 int node_busy_error(Sched *s, uint32_t ni, bool gpus_only, const char *what, Error *err);
 /* Re-file a node and its devices in every free index after any change of its state. */
 void node_refresh(Sched *s, uint32_t ni);
+/* The GPUs of class c on node n in MIG mode (its diagnosis cell's count, DiagCell.mig). */
+uint8_t node_mig_gpus(const Node *n, int c);
 /* The same when only the devices in the bit mask `changed` (bit i: device i) changed their
  * own state: a device left alone would be re-filed where it already is, so it is skipped. */
 void node_refresh_devices(Sched *s, uint32_t ni, uint32_t changed);

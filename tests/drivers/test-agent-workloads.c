@@ -256,6 +256,18 @@ Test(agent_workloads, r17_a_missing_image_fails_the_request_with_the_engines_sen
     json_decref(j);
 }
 
+/* SIGKILL the agent and remove what it remembered of its workloads (its running and
+ * containers records), as a lost state folder would. */
+static void kill_agent_losing_its_records(void) {
+    kill(agent, SIGKILL);
+    waitpid(agent, NULL, 0);
+    char running[256];
+    snprintf(running, sizeof(running), "%s/running", state_dir);
+    unlink(running);
+    snprintf(running, sizeof(running), "%s/containers", state_dir);
+    unlink(running);
+}
+
 Test(agent_workloads,
      r17_an_agent_killed_and_restarted_adopts_its_container_and_never_starts_it_twice) {
     NEED_PODMAN();
@@ -264,14 +276,8 @@ Test(agent_workloads,
     json_decref(wait_state(id, "active"));
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%ld", id);
-    kill(agent, SIGKILL);
-    waitpid(agent, NULL, 0);
     /* What the agent remembered is lost: the engine is the truth. */
-    char running[256];
-    snprintf(running, sizeof(running), "%s/running", state_dir);
-    unlink(running);
-    snprintf(running, sizeof(running), "%s/containers", state_dir);
-    unlink(running);
+    kill_agent_losing_its_records();
     spawn_agent();
     /* Wait until the new agent has connected to the engine (it adopts then). */
     char log[256];
@@ -304,13 +310,7 @@ Test(agent_workloads, r17_a_container_released_while_its_agent_lost_its_records_
     Driver *d = engine();
     long id = submit("{\"kind\":\"container\",\"class\":\"nvidia-h100-80gb\"}");
     json_decref(wait_state(id, "active"));
-    kill(agent, SIGKILL);
-    waitpid(agent, NULL, 0);
-    char running[256];
-    snprintf(running, sizeof(running), "%s/running", state_dir);
-    unlink(running);
-    snprintf(running, sizeof(running), "%s/containers", state_dir);
-    unlink(running);
+    kill_agent_losing_its_records();
     char path[64];
     snprintf(path, sizeof(path), "/v1/requests/%ld/release", id);
     cr_assert_eq(ts_call(&ts, ts.admin, "POST", path, NULL, NULL), 200);
